@@ -1,0 +1,3 @@
+//! `%output` byte escaping (tmux's `\ooo`) and vis-decoding of names.
+//!
+//! STUB: being written; see the issue brief.

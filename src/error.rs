@@ -1,0 +1,158 @@
+//! The engine's one error type, with a stable code per failure.
+//!
+//! Every variant maps to a code (`DUPLICATE_NAME`, `SERVER_GONE`, ...) that the
+//! CLI prints and that callers match on; the message names the offending
+//! value. Codes are part of the public contract: never rename one.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::control::ParseError;
+
+/// The result type of every fallible engine call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No tmux binary was found (on `PATH`, or at `TMUX_ENGINE_TMUX`).
+    #[error("tmux not found: {0}")]
+    TmuxMissing(String),
+
+    /// The tmux found is older than the engine supports (3.2).
+    #[error("tmux {found} at {path} is too old: tmux-engine needs tmux 3.2 or newer")]
+    TmuxTooOld {
+        /// The version string tmux reported, e.g. `3.1c`.
+        found: String,
+        /// The binary that reported it.
+        path: PathBuf,
+    },
+
+    /// A value given by the caller was rejected before reaching tmux.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+
+    /// A socket path does not fit in `sockaddr_un.sun_path`.
+    #[error(
+        "socket path {path} is {len} bytes, over the {max}-byte unix socket limit; \
+         choose a shorter runtime directory (TMUX_ENGINE_RUNTIME_DIR)"
+    )]
+    SocketPathTooLong {
+        /// The path that was too long.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+        /// The longest path the platform accepts.
+        max: usize,
+    },
+
+    /// The tmux server (or the control connection to it) is gone.
+    #[error("tmux server gone: {reason}")]
+    ServerGone {
+        /// Why: the `%exit` reason, EOF, or the client's exit status.
+        reason: String,
+    },
+
+    /// tmux did not answer a command within the deadline.
+    #[error("tmux did not answer `{command}` within {timeout:?}")]
+    Unresponsive {
+        /// The command line that went unanswered.
+        command: String,
+        /// The deadline that passed.
+        timeout: Duration,
+    },
+
+    /// tmux answered a command with `%error`.
+    #[error("tmux rejected `{command}`: {message}")]
+    Command {
+        /// The command line that failed.
+        command: String,
+        /// tmux's error text (the lines of the `%error` block).
+        message: String,
+    },
+
+    /// A line of the control-mode stream could not be parsed.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+
+    /// An operating-system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, e.g. "spawning tmux".
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The operation was cancelled by its caller.
+    #[error("cancelled: {0}")]
+    Cancelled(String),
+
+    /// A terminal name is already used by the same owner.
+    #[error("duplicate name: {0}")]
+    DuplicateName(String),
+
+    /// The terminal belongs to another owner.
+    #[error("terminal {0} belongs to another owner")]
+    ForeignTerminal(String),
+
+    /// No terminal has that id (or name).
+    #[error("no terminal {0}")]
+    NoTerminal(String),
+
+    /// The owner has been disposed.
+    #[error("owner {0} is not live")]
+    OwnerNotLive(String),
+
+    /// Another send is still active on the terminal.
+    #[error("a send is already active on terminal {0}")]
+    SendActive(String),
+
+    /// The registry is being (or has been) disposed.
+    #[error("the registry is disposing")]
+    RegistryDisposing,
+
+    /// No backend is registered for a terminal kind.
+    #[error("no backend for kind {0}")]
+    NoBackend(String),
+
+    /// A backend kind is already registered.
+    #[error("duplicate backend kind {0}")]
+    DuplicateBackend(String),
+}
+
+impl Error {
+    /// The stable, machine-readable code of this error, e.g. `SERVER_GONE`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::TmuxMissing(_) => "TMUX_MISSING",
+            Error::TmuxTooOld { .. } => "TMUX_TOO_OLD",
+            Error::InvalidInput(_) => "INVALID_INPUT",
+            Error::SocketPathTooLong { .. } => "SOCKET_PATH_TOO_LONG",
+            Error::ServerGone { .. } => "SERVER_GONE",
+            Error::Unresponsive { .. } => "UNRESPONSIVE",
+            Error::Command { .. } => "COMMAND_FAILED",
+            Error::Parse(_) => "PARSE_ERROR",
+            Error::Io { .. } => "IO",
+            Error::Cancelled(_) => "CANCELLED",
+            Error::DuplicateName(_) => "DUPLICATE_NAME",
+            Error::ForeignTerminal(_) => "FOREIGN_TERMINAL",
+            Error::NoTerminal(_) => "NO_TERMINAL",
+            Error::OwnerNotLive(_) => "OWNER_NOT_LIVE",
+            Error::SendActive(_) => "SEND_ACTIVE",
+            Error::RegistryDisposing => "REGISTRY_DISPOSING",
+            Error::NoBackend(_) => "NO_BACKEND",
+            Error::DuplicateBackend(_) => "DUPLICATE_BACKEND",
+        }
+    }
+
+    /// Wraps an I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}

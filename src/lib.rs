@@ -1,0 +1,26 @@
+//! tmux-engine: run terminals inside private tmux servers and drive them
+//! through tmux control mode.
+//!
+//! # Architecture
+//!
+//! ```text
+//!  CLI (main.rs)                      fixture / registry (later layers)
+//!        |                                      |
+//!  control::client   one task per tmux server: pipelined commands, routed events
+//!    |          \
+//!  control::codec    frames lines, folds %begin..%end into Reply (sans-IO)
+//!  control::parse    one line -> Notification / Guard (nom, sans-IO)
+//!  tmux::server      private socket, hermetic config, kill on drop
+//!  tmux::command     the one quoting function; send-keys -H chunks
+//!  tmux::version     discovery, version, capability flags
+//! ```
+//!
+//! Lower layers never call upward: `parse` and `codec` know nothing of
+//! processes, `tmux` knows nothing of the control client.
+#![warn(missing_docs)]
+
+pub mod control;
+pub mod error;
+pub mod tmux;
+
+pub use error::{Error, Result};

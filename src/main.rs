@@ -1,0 +1,3 @@
+//! The `tmux-engine` command line.
+
+fn main() {}
