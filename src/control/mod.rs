@@ -12,6 +12,7 @@ use bytes::Bytes;
 pub mod client;
 pub mod codec;
 pub mod escape;
+pub mod exit;
 pub mod layout;
 pub mod parse;
 pub mod subscribe;

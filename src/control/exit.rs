@@ -1,0 +1,193 @@
+//! A pane's liveness and its program's exit status, pushed rather than polled.
+//!
+//! tmux sends no notification when a pane dies under `remain-on-exit on`.
+//! Rather than polling `list-panes` per pane per tick, we wait on a pidfd of
+//! the pane's process (readable the moment it exits, for any process, not
+//! only our children), then ask tmux for the status. tmux marks the pane dead
+//! only after the pty hits EOF and fills `pane_dead_status` only once the
+//! child is reaped, so that last step polls briefly with backoff.
+//!
+//! The probe is `list-panes -t %P` on the exact pane: `display-message -t`
+//! answers for some other pane when the target is missing.
+
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+
+use super::PaneId;
+use super::client::ControlClient;
+use crate::tmux::command::TmuxCommand;
+use crate::{Error, Result};
+
+/// How a pane's program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaneExit {
+    /// It exited with this status.
+    Code(i32),
+    /// A signal killed it.
+    Signal(i32),
+}
+
+impl PaneExit {
+    /// The shell convention: the code, or 128 + the signal number.
+    pub fn shell_status(self) -> i32 {
+        match self {
+            PaneExit::Code(code) => code,
+            PaneExit::Signal(signal) => 128 + signal,
+        }
+    }
+}
+
+impl std::fmt::Display for PaneExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PaneExit::Code(code) => write!(f, "exited with status {code}"),
+            PaneExit::Signal(signal) => write!(f, "killed by signal {signal}"),
+        }
+    }
+}
+
+/// A pane as `list-panes` sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PaneState {
+    /// The pane's process (the program tmux started in it).
+    pub pid: Option<u32>,
+    /// True once tmux considers the pane dead (pty closed).
+    pub dead: bool,
+    /// The exit, once tmux has reaped the process.
+    pub exit: Option<PaneExit>,
+}
+
+const STATE_FORMAT: &str = "#{pane_dead} #{pane_pid} #{pane_dead_status} #{pane_dead_signal}";
+
+impl PaneState {
+    fn parse(line: &[u8]) -> Option<PaneState> {
+        let text = std::str::from_utf8(line).ok()?;
+        let mut fields = text.split(' ');
+        let dead = fields.next()? == "1";
+        let pid = fields.next()?.parse().ok();
+        let status = fields.next().and_then(|s| s.parse().ok());
+        let signal = fields.next().and_then(|s| s.parse().ok());
+        let exit = match (status, signal) {
+            (_, Some(signal)) if dead => Some(PaneExit::Signal(signal)),
+            (Some(code), _) if dead => Some(PaneExit::Code(code)),
+            _ => None,
+        };
+        Some(PaneState { pid, dead, exit })
+    }
+}
+
+/// Reads a pane's state.
+///
+/// # Errors
+/// `COMMAND_FAILED` when the pane does not exist, or the client's errors.
+pub async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<PaneState> {
+    let reply = client
+        .command(
+            &TmuxCommand::new("list-panes")
+                .target(pane)
+                .flag("-F")
+                .arg(STATE_FORMAT),
+        )
+        .await?;
+    reply
+        .lines
+        .first()
+        .and_then(|line| PaneState::parse(line))
+        .ok_or_else(|| Error::Command {
+            command: format!("list-panes -t {pane}"),
+            message: format!("unexpected answer {:?}", reply.text()),
+        })
+}
+
+/// Waits until the pane's program has exited and tmux knows its status.
+///
+/// # Errors
+/// `SERVER_GONE` when the connection closes first; `COMMAND_FAILED` when
+/// the pane disappears (its window was killed).
+pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<PaneExit> {
+    let state = pane_state(client, pane).await?;
+    if let Some(exit) = state.exit {
+        return Ok(exit);
+    }
+    if !state.dead
+        && let Some(pid) = state.pid
+    {
+        tokio::select! {
+            () = process_exit(pid) => {}
+            reason = client.closed() => return Err(Error::ServerGone { reason }),
+        }
+    }
+    // The process is gone; tmux still has to see EOF and reap it.
+    let mut delay = Duration::from_millis(1);
+    loop {
+        if let Some(exit) = pane_state(client, pane).await?.exit {
+            return Ok(exit);
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// Resolves when process `pid` exits (at once if it no longer exists).
+async fn process_exit(pid: u32) {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return;
+    };
+    let fd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        Err(_) => return, // ESRCH: already gone
+    };
+    // `AsyncFd::new` is deprecated as unsound when the caller may close the
+    // fd while it is registered; here the `OwnedFd` moves into the `AsyncFd`,
+    // so nothing else can close it, which is the safety `register` asks for.
+    #[allow(deprecated)]
+    let registered = AsyncFd::new(fd);
+    match registered {
+        Ok(fd) => {
+            let _ = fd.readable().await;
+        }
+        Err(_) => {
+            // No epoll for pidfds (very old kernels): fall back to polling kill(0).
+            while rustix::process::test_kill_process(pid).is_ok() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_list_panes_states() {
+        let cases: &[(&[u8], Option<PaneState>)] = &[
+            (
+                b"0 42  ",
+                Some(PaneState { pid: Some(42), dead: false, exit: None }),
+            ),
+            (
+                b"1 42 3 ",
+                Some(PaneState { pid: Some(42), dead: true, exit: Some(PaneExit::Code(3)) }),
+            ),
+            (
+                b"1 42  9",
+                Some(PaneState { pid: Some(42), dead: true, exit: Some(PaneExit::Signal(9)) }),
+            ),
+            // Dead but not yet reaped: no status yet.
+            (b"1 42  ", Some(PaneState { pid: Some(42), dead: true, exit: None })),
+            (b"", None),
+        ];
+        for (line, want) in cases {
+            assert_eq!(PaneState::parse(line), *want, "{:?}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn shell_status_follows_the_shell_convention() {
+        assert_eq!(PaneExit::Code(3).shell_status(), 3);
+        assert_eq!(PaneExit::Signal(15).shell_status(), 143);
+    }
+}
