@@ -144,9 +144,23 @@ impl ControlClient {
     /// attach command fails (tmux's text in the message), `SERVER_GONE` when
     /// tmux exits first, `UNRESPONSIVE` past `opts.ready_timeout`.
     pub async fn spawn(
-        mut command: tokio::process::Command,
+        command: tokio::process::Command,
         opts: ClientOptions,
     ) -> Result<ControlClient> {
+        Ok(Self::spawn_subscribed(command, opts, &[]).await?.0)
+    }
+
+    /// Like [`ControlClient::spawn`], with pane subscriptions in place
+    /// before tmux writes anything, so no output of a pane the command
+    /// creates (the first pane of a fresh server is `%0`) is missed.
+    ///
+    /// # Errors
+    /// As [`ControlClient::spawn`].
+    pub async fn spawn_subscribed(
+        mut command: tokio::process::Command,
+        opts: ClientOptions,
+        panes: &[(PaneId, SubscribeOptions)],
+    ) -> Result<(ControlClient, Vec<PaneStream>)> {
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -177,10 +191,14 @@ impl ControlClient {
             opts,
         });
 
+        let streams: Vec<PaneStream> = panes
+            .iter()
+            .map(|&(pane, sub)| PaneStream::new(&shared, pane, sub))
+            .collect();
+
         let (ready_tx, ready_rx) = oneshot::channel();
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         tokio::spawn(drain_stderr(stderr, stderr_tail.clone()));
-        tokio::spawn(write_lines(stdin, lines, cancel.clone()));
         let framed = FramedRead::with_capacity(
             stdout,
             ControlCodec::new().with_max_line_length(shared.opts.max_line_length),
@@ -198,11 +216,15 @@ impl ControlClient {
 
         let client = ControlClient {
             shared,
-            _guard: Arc::new(DropGuard(cancel)),
+            _guard: Arc::new(DropGuard(cancel.clone())),
         };
         let ready_timeout = client.shared.opts.ready_timeout;
         match tokio::time::timeout(ready_timeout, ready_rx).await {
-            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Ok(()))) => {
+                // tmux 3.3a and older read stdin before the attach command
+                // has run, so nothing is written until its block closed.
+                tokio::spawn(write_lines(stdin, lines, cancel.clone()));
+            }
             Ok(Ok(Err(message))) => {
                 return Err(Error::Command {
                     command: program,
@@ -226,7 +248,7 @@ impl ControlClient {
                 )
                 .await?;
         }
-        Ok(client)
+        Ok((client, streams))
     }
 
     /// Runs one command and returns its reply.
@@ -306,19 +328,7 @@ impl ControlClient {
     /// Subscribes to one pane's output. See [`SubscribeOptions`] for lag
     /// handling; the stream ends when the connection closes.
     pub fn subscribe_pane(&self, pane: PaneId, opts: SubscribeOptions) -> PaneStream {
-        let (tx, rx) = mpsc::channel(self.shared.opts.subscriber_capacity.max(2));
-        let mut state = self.shared.lock();
-        let id = state.routes.add(pane, tx, opts);
-        if opts.snapshot_first && state.closed.is_none() {
-            self.shared.resync_locked(&mut state, pane, id);
-        }
-        drop(state);
-        PaneStream {
-            pane,
-            id,
-            rx,
-            shared: self.shared.clone(),
-        }
+        PaneStream::new(&self.shared, pane, opts)
     }
 
     /// Every notification (output included) as a broadcast: a receiver that
@@ -762,6 +772,27 @@ pub struct PaneStream {
 }
 
 impl PaneStream {
+    fn new(shared: &Arc<Shared>, pane: PaneId, opts: SubscribeOptions) -> PaneStream {
+        let (tx, rx) = mpsc::channel(shared.opts.subscriber_capacity.max(2));
+        let mut state = shared.lock();
+        let id = state.routes.add(pane, tx, opts);
+        if opts.snapshot_first && state.closed.is_none() {
+            shared.resync_locked(&mut state, pane, id);
+        }
+        drop(state);
+        PaneStream {
+            pane,
+            id,
+            rx,
+            shared: shared.clone(),
+        }
+    }
+
+    /// The next event if one is queued, without waiting.
+    pub fn try_recv(&mut self) -> Option<PaneEvent> {
+        self.rx.try_recv().ok()
+    }
+
     /// The next event; `None` once the connection closed (see
     /// [`PaneStream::close_reason`]).
     pub async fn recv(&mut self) -> Option<PaneEvent> {
