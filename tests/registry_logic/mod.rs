@@ -1,0 +1,82 @@
+//! Registry logic against the stub backend: every case of the seed's
+//! owner-scoped PTY registry suite (`seed.rs`), liveness and restart
+//! policies (`policy.rs`), persistence and adoption (`persist.rs`).
+#![allow(clippy::unwrap_used)]
+
+mod persist;
+mod policy;
+mod seed;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
+use tmux_engine::registry::{OwnerId, Registry, RegistryConfig, SpawnRequest};
+use tmux_engine::{Error, Result};
+
+/// How long any single wait may take before the test fails.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A registry with no state directory.
+fn registry() -> Registry {
+    Registry::new(RegistryConfig::default()).unwrap()
+}
+
+fn owner(name: &str) -> OwnerId {
+    OwnerId::new(name).unwrap()
+}
+
+/// Awaits `future`, failing the test after [`DEADLINE`].
+async fn within<F: Future>(future: F) -> F::Output {
+    tokio::time::timeout(DEADLINE, future)
+        .await
+        .expect("timed out waiting")
+}
+
+/// The error of a result that must have failed.
+fn failure<T: std::fmt::Debug>(result: Result<T>) -> Error {
+    result.expect_err("expected an error")
+}
+
+/// A backend whose spawns wait for `gate` (ignoring cancellation), then
+/// return `terminal`.
+fn gated(kind: &str, gate: &Gate, terminal: &Arc<StubTerminal>) -> Arc<StubBackend> {
+    let gate = gate.clone();
+    let terminal = Arc::clone(terminal);
+    StubBackend::with_spawn(kind, move |_request| {
+        let gate = gate.clone();
+        let terminal = Arc::clone(&terminal);
+        Box::pin(async move {
+            gate.wait().await;
+            Ok(terminal)
+        })
+    })
+}
+
+/// A backend whose spawns open `started`, wait for their cancellation
+/// token, then fail with whatever `on_cancel` builds.
+fn abortable(
+    kind: &str,
+    started: &Gate,
+    on_cancel: impl Fn() -> Error + Send + Sync + 'static,
+) -> Arc<StubBackend> {
+    let started = started.clone();
+    let on_cancel = Arc::new(on_cancel);
+    StubBackend::with_spawn(kind, move |request: SpawnRequest| {
+        let started = started.clone();
+        let on_cancel = Arc::clone(&on_cancel);
+        let spawn: BoxFuture<'static, Result<Arc<StubTerminal>>> = Box::pin(async move {
+            started.open();
+            request.cancel.cancelled().await;
+            Err(on_cancel())
+        });
+        spawn
+    })
+}
+
+/// An I/O error with `message`, as backends report their own failures.
+fn backend_error(message: &str) -> Error {
+    Error::io("stub backend", std::io::Error::other(message.to_owned()))
+}
