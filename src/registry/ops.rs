@@ -11,9 +11,10 @@ use tokio::sync::oneshot;
 
 use super::backend::{
     BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
-    SendResult, Signal, SignalDelivery,
+    SendResult,
 };
 use super::service::Inner;
+use super::signal::{Signal, SignalDelivery};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, Registry, TerminalId};
 use crate::{Error, Result};

@@ -18,10 +18,11 @@ use tokio_util::sync::CancellationToken;
 use super::TerminalId;
 use super::backend::{
     Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, ReadPage, ReadRequest, ReapReport,
-    Screen, SendOperation, SendOutput, SendRequest, SendResult, Signal, SignalDelivery,
-    SpawnRequest, StartedSend, TerminalStatus, WaitReason,
+    Screen, SendOperation, SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend,
+    TerminalStatus, WaitReason,
 };
 use super::persist::TerminalRecord;
+use super::signal::{Signal, SignalDelivery};
 use crate::{Error, Result};
 
 /// The pid stub terminals report unless made without one.

@@ -1,11 +1,13 @@
 //! Registry logic against the stub backend: every case of the seed's
-//! owner-scoped PTY registry suite (`seed.rs`), liveness and restart
-//! policies (`policy.rs`), persistence and adoption (`persist.rs`).
+//! owner-scoped PTY registry suite (`seed_spawn.rs`, `seed_lifecycle.rs`),
+//! liveness and restart policies (`policy.rs`), persistence and adoption
+//! (`persist.rs`).
 #![allow(clippy::unwrap_used)]
 
 mod persist;
 mod policy;
-mod seed;
+mod seed_lifecycle;
+mod seed_spawn;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,8 +15,12 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
-use tmux_engine::registry::{OwnerId, Registry, RegistryConfig, SpawnRequest};
+use tmux_engine::registry::{
+    OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec, TerminalSnapshot,
+};
 use tmux_engine::{Error, Result};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// How long any single wait may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -79,4 +85,45 @@ fn abortable(
 /// An I/O error with `message`, as backends report their own failures.
 fn backend_error(message: &str) -> Error {
     Error::io("stub backend", std::io::Error::other(message.to_owned()))
+}
+
+/// Spawns in a task, so the test can act while the spawn is pending.
+pub(crate) fn spawn_task(
+    registry: &Registry,
+    owner: &OwnerId,
+    spec: SpawnSpec,
+    cancel: &CancellationToken,
+) -> JoinHandle<Result<TerminalSnapshot>> {
+    let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
+    tokio::spawn(async move { registry.spawn(&owner, spec, &cancel).await })
+}
+
+pub(crate) fn dispose_task(registry: &Registry, owner: Option<&OwnerId>) -> JoinHandle<Result<()>> {
+    let (registry, owner) = (registry.clone(), owner.cloned());
+    tokio::spawn(async move {
+        match owner {
+            Some(owner) => registry.dispose_owner(&owner).await,
+            None => registry.dispose().await,
+        }
+    })
+}
+
+fn none() -> CancellationToken {
+    CancellationToken::new()
+}
+
+fn send(text: &'static str) -> SendRequest {
+    SendRequest {
+        text: text.into(),
+        submit: true,
+        ..SendRequest::default()
+    }
+}
+
+/// The failures carried by a `CLEANUP_FAILED` or `CLOSE_FAILED` error.
+fn failures(error: &Error) -> Vec<Arc<Error>> {
+    match error {
+        Error::CleanupFailed { failures } | Error::CloseFailed { failures } => failures.clone(),
+        other => panic!("not an aggregate: {other}"),
+    }
 }
