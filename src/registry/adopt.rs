@@ -82,6 +82,9 @@ impl Registry {
     /// know, drops terminals whose record vanished. Does not reap. Without
     /// a state directory it does nothing.
     ///
+    /// Register backends before the first refresh: a record whose kind has
+    /// no backend yet is kept as `gone` (and reported), not retried.
+    ///
     /// # Errors
     ///
     /// `REGISTRY_DISPOSING`, or [`Error::Io`] when the directory cannot be

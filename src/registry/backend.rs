@@ -129,7 +129,8 @@ pub struct ReapReport {
 ///   change (death in particular) without the registry polling; dropping the
 ///   sender counts as `gone`.
 /// - [`probe`](BackendTerminal::probe) asks the real world and updates what
-///   [`status`](BackendTerminal::status) reports.
+///   [`status`](BackendTerminal::status) reports (pushing the change
+///   through the watch, which is what wakes the `always` policy).
 pub trait BackendTerminal: Send + Sync + 'static {
     /// The pane's process id, when the backend has one.
     fn pid(&self) -> Option<u32>;

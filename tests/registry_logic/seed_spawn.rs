@@ -413,3 +413,40 @@ async fn omits_optional_pid_metadata_when_a_backend_has_no_process_id() {
     assert!(json.get("pid").is_none(), "{json}");
     assert!(json.get("name").is_none(), "{json}");
 }
+
+#[tokio::test]
+async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
+    let registry = registry();
+    let backend = StubBackend::new("slow");
+    let gate = Gate::new();
+    backend.set_spawn_gate(Some(gate.clone()));
+    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let owner = owner("owner");
+    let cancel = none();
+    {
+        let spawn = registry.spawn(&owner, SpawnSpec::new("slow").name("main"), &cancel);
+        tokio::pin!(spawn);
+        assert!(poll!(&mut spawn).is_pending());
+        within(backend.wait_spawns_started(1)).await;
+    }
+    gate.open();
+    let deadline = tokio::time::Instant::now() + super::DEADLINE;
+    while registry.has_owner_activity(&owner) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "spawn never settled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        backend.terminal(0).unwrap().closed(),
+        [CloseReason::RolledBack]
+    );
+    assert!(registry.list(&owner).await.unwrap().is_empty());
+    // The name was released.
+    backend.set_spawn_gate(None);
+    registry
+        .spawn(&owner, SpawnSpec::new("slow").name("main"), &none())
+        .await
+        .unwrap();
+}
