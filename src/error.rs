@@ -5,6 +5,7 @@
 //! value. Codes are part of the public contract: never rename one.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::control::ParseError;
@@ -121,6 +122,66 @@ pub enum Error {
     /// A backend kind is already registered.
     #[error("duplicate backend kind {0}")]
     DuplicateBackend(String),
+
+    /// The terminal is closing, so it accepts no new sends.
+    #[error("terminal {0} is closing")]
+    TerminalClosing(String),
+
+    /// The terminal's program or server is dead and its restart policy does
+    /// not recreate it here.
+    #[error("terminal {terminal} is dead: {status}")]
+    TerminalDead {
+        /// The terminal's id.
+        terminal: String,
+        /// Its last known status, e.g. `exited with code 1`.
+        status: String,
+    },
+
+    /// A backend stopped a spawn because it was cancelled, and undoing its
+    /// own half-made work failed too.
+    ///
+    /// Backends return this from `Backend::spawn`; the registry answers the
+    /// caller with `cause` (or the caller's own cancellation) and keeps
+    /// `cleanup` until disposal reports it.
+    #[error("{cause}; backend cleanup also failed: {cleanup}")]
+    BackendCleanup {
+        /// Why the spawn stopped.
+        cause: Box<Error>,
+        /// What went wrong while cleaning up.
+        cleanup: Arc<Error>,
+    },
+
+    /// A spawn failed and closing its unpublished terminal failed too.
+    #[error("spawn and rollback both failed: {cause}; rollback: {rollback}")]
+    RollbackFailed {
+        /// Why the spawn failed.
+        cause: Box<Error>,
+        /// Why the rollback failed; disposal reports it again.
+        rollback: Arc<Error>,
+    },
+
+    /// Closing one or more terminals failed; every failure is kept.
+    #[error("failed to close {} terminal(s): {}", failures.len(), join(failures))]
+    CloseFailed {
+        /// One error per terminal that could not be closed.
+        failures: Vec<Arc<Error>>,
+    },
+
+    /// Disposing an owner or the registry finished, but some cleanup failed.
+    #[error("failed to clean up registry lifecycle: {}", join(failures))]
+    CleanupFailed {
+        /// Every failure: retained rollback failures and close failures.
+        failures: Vec<Arc<Error>>,
+    },
+}
+
+/// Joins errors into one `; `-separated line for an aggregate's message.
+fn join(failures: &[Arc<Error>]) -> String {
+    failures
+        .iter()
+        .map(|failure| failure.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl Error {
@@ -145,6 +206,12 @@ impl Error {
             Error::RegistryDisposing => "REGISTRY_DISPOSING",
             Error::NoBackend(_) => "NO_BACKEND",
             Error::DuplicateBackend(_) => "DUPLICATE_BACKEND",
+            Error::TerminalClosing(_) => "TERMINAL_CLOSING",
+            Error::TerminalDead { .. } => "TERMINAL_DEAD",
+            Error::BackendCleanup { .. } => "BACKEND_CLEANUP_FAILED",
+            Error::RollbackFailed { .. } => "ROLLBACK_FAILED",
+            Error::CloseFailed { .. } => "CLOSE_FAILED",
+            Error::CleanupFailed { .. } => "CLEANUP_FAILED",
         }
     }
 

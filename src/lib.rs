@@ -4,8 +4,10 @@
 //! # Architecture
 //!
 //! ```text
-//!  CLI (main.rs)                      fixture / registry (later layers)
+//!  CLI (main.rs)                      fixture (later)
 //!        |                                      |
+//!  registry          owners, terminals, policy, persistence; backends behind
+//!    |               a trait (the tmux backend comes later)
 //!  control::client   one task per tmux server: pipelined commands, routed events
 //!    |          \
 //!  control::codec    frames lines, folds %begin..%end into Reply (sans-IO)
@@ -21,6 +23,7 @@
 
 pub mod control;
 pub mod error;
+pub mod registry;
 pub mod tmux;
 
 pub use error::{Error, Result};

@@ -1,0 +1,212 @@
+//! Restart survival and sharing: opening a registry on a state directory,
+//! rescanning it, and reaping orphans.
+//!
+//! Decision: the state directory is the source of truth shared between
+//! processes. [`Registry::refresh`] rescans it: records this process does
+//! not know are adopted (live through [`Backend::adopt`], else kept as
+//! `gone`), and terminals whose record vanished (killed by another process)
+//! are dropped without closing. `list` refreshes first, and a lookup that
+//! misses refreshes once before answering `NO_TERMINAL`, so two processes on
+//! one directory see the same terminals. Disposed owners, in-flight sends
+//! and `always` restart loops are per process.
+//!
+//! [`Backend::adopt`]: super::Backend::adopt
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tracing::warn;
+
+use super::backend::{Backend, ReapReport};
+use super::persist::CorruptRecord;
+use super::service::blocking;
+use super::spec::{RegistryConfig, RestartPolicy};
+use super::state::Entry;
+use super::{Registry, TerminalId};
+use crate::{Error, Result};
+
+/// What a scan of the state directory found and did.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ScanReport {
+    /// Records adopted with a live backend terminal.
+    pub adopted: Vec<TerminalId>,
+    /// Records kept as `gone` (dead, or no backend could adopt them), with
+    /// the reason.
+    pub gone: Vec<(TerminalId, String)>,
+    /// Terminals dropped because their record vanished.
+    pub dropped: Vec<TerminalId>,
+    /// Record files skipped as unreadable.
+    pub corrupt: Vec<CorruptRecord>,
+    /// What reaping removed (only [`Registry::open`] and
+    /// [`Registry::reap`] reap).
+    pub reaped: Vec<String>,
+    /// Adoption and reaping failures; none of them stopped the scan.
+    pub failures: Vec<Error>,
+}
+
+impl Registry {
+    /// Opens a registry on `config`'s state directory with `backends`
+    /// registered for its lifetime: adopts every recorded terminal (live
+    /// ones with their metadata, dead ones as `gone`, recreatable by their
+    /// policy; `always` ones start recreating), then reaps orphans.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the state directory cannot be created or listed,
+    /// `INVALID_INPUT` / `DUPLICATE_BACKEND` for the backends. Corrupt
+    /// records, failed adoptions and failed reaps are reported in the
+    /// [`ScanReport`], not as errors.
+    pub async fn open(
+        config: RegistryConfig,
+        backends: impl IntoIterator<Item = Arc<dyn Backend>>,
+    ) -> Result<(Registry, ScanReport)> {
+        let registry = Registry::new(config)?;
+        for backend in backends {
+            registry.register_backend(backend)?.keep();
+        }
+        let mut report = registry.refresh().await?;
+        let reaped = registry.reap().await?;
+        report.reaped = reaped.removed;
+        report.failures.extend(reaped.failures);
+        for corrupt in &report.corrupt {
+            warn!(path = %corrupt.path.display(), error = %corrupt.error, "skipped a corrupt terminal record");
+        }
+        for failure in &report.failures {
+            warn!(error = %failure, "state directory scan");
+        }
+        Ok((registry, report))
+    }
+
+    /// Rescans the state directory: adopts records this registry does not
+    /// know, drops terminals whose record vanished. Does not reap. Without
+    /// a state directory it does nothing.
+    ///
+    /// Register backends before the first refresh: a record whose kind has
+    /// no backend yet is kept as `gone` (and reported), not retried.
+    ///
+    /// # Errors
+    ///
+    /// `REGISTRY_DISPOSING`, or [`Error::Io`] when the directory cannot be
+    /// listed.
+    pub async fn refresh(&self) -> Result<ScanReport> {
+        self.inner.lock().check_active()?;
+        let Some(store) = self.inner.store.clone() else {
+            return Ok(ScanReport::default());
+        };
+        let _scan = self.inner.scan.lock().await;
+        let loaded = blocking(move || store.load_all()).await?;
+        let mut report = ScanReport {
+            corrupt: loaded.corrupt,
+            ..ScanReport::default()
+        };
+        let on_disk: HashSet<TerminalId> = loaded
+            .records
+            .iter()
+            .map(|record| record.id.clone())
+            .collect();
+        let unknown: Vec<_> = {
+            let mut state = self.inner.lock();
+            state.check_active()?;
+            let vanished: Vec<TerminalId> = state
+                .entries
+                .values()
+                .filter(|entry| entry.closing.is_none() && !on_disk.contains(&entry.record.id))
+                .map(|entry| entry.record.id.clone())
+                .collect();
+            for id in vanished {
+                state.remove_entry(&id);
+                report.dropped.push(id);
+            }
+            loaded
+                .records
+                .into_iter()
+                .filter(|record| {
+                    !state.entries.contains_key(&record.id) && !state.is_pending(&record.id)
+                })
+                .collect()
+        };
+        for record in unknown {
+            let backend = self.inner.lock().backend(&record.spec.kind);
+            let adopted = match backend {
+                Ok(backend) => backend.adopt(&record).await,
+                Err(error) => Err(error),
+            };
+            let (terminal, gone_reason) = match adopted {
+                Ok(Some(terminal)) => (Some(terminal), String::new()),
+                Ok(None) => (None, "not running when adopted".to_owned()),
+                Err(error) => {
+                    let reason = format!("adoption failed: {error}");
+                    report.failures.push(error);
+                    (None, reason)
+                }
+            };
+            let id = record.id.clone();
+            let always = record.spec.restart == RestartPolicy::Always;
+            let cancel = {
+                let mut state = self.inner.lock();
+                if state.disposing {
+                    break;
+                }
+                // Published or reserved by this process meanwhile.
+                if state.entries.contains_key(&id) || state.is_pending(&id) {
+                    continue;
+                }
+                let seq = state.next();
+                let cancel = self.inner.shutdown.child_token();
+                let mut entry = Entry::new(record, seq, terminal.clone(), cancel.clone());
+                entry.gone_reason.clone_from(&gone_reason);
+                state.entries.insert(id.clone(), entry);
+                cancel
+            };
+            if terminal.is_some() {
+                report.adopted.push(id.clone());
+            } else {
+                report.gone.push((id.clone(), gone_reason));
+            }
+            if always {
+                self.start_restart_loop(id, cancel);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Asks every registered backend to remove what belongs to no record of
+    /// its kind (socket files without a server, servers without a record).
+    ///
+    /// # Errors
+    ///
+    /// `REGISTRY_DISPOSING`, or [`Error::Io`] when the state directory
+    /// cannot be listed. Per-backend failures are in
+    /// [`ReapReport::failures`].
+    pub async fn reap(&self) -> Result<ReapReport> {
+        self.inner.lock().check_active()?;
+        let records = match self.inner.store.clone() {
+            Some(store) => blocking(move || store.load_all()).await?.records,
+            None => Vec::new(),
+        };
+        let backends: Vec<(String, Arc<dyn Backend>)> = self
+            .inner
+            .lock()
+            .backends
+            .iter()
+            .map(|(kind, slot)| (kind.clone(), Arc::clone(&slot.backend)))
+            .collect();
+        let mut report = ReapReport::default();
+        for (kind, backend) in backends {
+            let own: Vec<_> = records
+                .iter()
+                .filter(|record| record.spec.kind == kind)
+                .cloned()
+                .collect();
+            match backend.reap(&own).await {
+                Ok(reaped) => {
+                    report.removed.extend(reaped.removed);
+                    report.failures.extend(reaped.failures);
+                }
+                Err(error) => report.failures.push(error),
+            }
+        }
+        Ok(report)
+    }
+}

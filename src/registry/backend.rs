@@ -1,0 +1,495 @@
+//! The seam between the registry and terminal mechanics: the [`Backend`] and
+//! [`BackendTerminal`] traits and the values that cross them.
+//!
+//! A backend owns how a terminal runs (for tmux: one private server per
+//! terminal, driven through the control client); the registry owns ids,
+//! owners, publication, fencing, policy and persistence. Nothing here knows
+//! about owners' rights or about tmux.
+//!
+//! Both traits are object-safe: the registry stores `Arc<dyn Backend>` and
+//! `Arc<dyn BackendTerminal>`. Async methods return
+//! [`BoxFuture`](futures_util::future::BoxFuture)s.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::persist::TerminalRecord;
+use super::signal::{Signal, SignalDelivery};
+use super::{OwnerId, SpawnSpec, TerminalId};
+use crate::{Error, Result};
+
+/// A kind of terminal the registry can spawn, e.g. `tmux`.
+///
+/// # Contract
+///
+/// - [`spawn`](Backend::spawn) must honour its [`SpawnRequest::cancel`]
+///   token promptly. The registry always awaits the returned future to its
+///   end (it never drops a spawn half-way, so nothing leaks); a backend that
+///   ignores the token delays the caller and any disposal.
+/// - When `spawn` stops because of the token and undoing its own half-made
+///   work fails, it returns [`Error::BackendCleanup`] carrying both; the
+///   registry keeps the cleanup failure until disposal reports it.
+/// - When `spawn` succeeds but the registry then decides not to publish the
+///   terminal (cancelled meanwhile, owner disposed, persistence failed), the
+///   registry calls [`BackendTerminal::close`] with
+///   [`CloseReason::RolledBack`].
+/// - The same id may be spawned again to rebuild a terminal whose server
+///   vanished (restart policy); the backend must cope with leftovers of the
+///   old one (e.g. a stale socket file).
+pub trait Backend: Send + Sync + 'static {
+    /// The kind name this backend registers under; non-empty and unique in a
+    /// registry.
+    fn kind(&self) -> &str;
+
+    /// Starts a terminal for `request` and resolves once it is ready.
+    ///
+    /// # Errors
+    ///
+    /// Whatever setup failed; [`Error::BackendCleanup`] when the spawn was
+    /// cancelled and the backend's own cleanup failed.
+    fn spawn(&self, request: SpawnRequest) -> BoxFuture<'_, Result<Arc<dyn BackendTerminal>>>;
+
+    /// Re-attaches to a terminal described by a persisted record, after the
+    /// engine restarted.
+    ///
+    /// Returns `Ok(None)` when the terminal is dead or gone (its server or
+    /// session no longer exists); the registry then keeps the record as
+    /// `gone`, recreatable by its restart policy. The default adopts nothing.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot tell (e.g. the state is unreadable); the registry
+    /// reports the error and also keeps the record as `gone`.
+    fn adopt<'a>(
+        &'a self,
+        record: &'a TerminalRecord,
+    ) -> BoxFuture<'a, Result<Option<Arc<dyn BackendTerminal>>>> {
+        let _ = record;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Removes what belongs to no record of this kind: e.g. socket files with
+    /// no server, servers with no record. `records` are every record of this
+    /// backend's kind in the state directory. The default reaps nothing.
+    ///
+    /// Another process sharing the state directory may be spawning right
+    /// now: its server exists a moment before its record is written (records
+    /// are written after setup, before publication). Skip anything younger
+    /// than a grace period (e.g. a minute) rather than reap it.
+    ///
+    /// # Errors
+    ///
+    /// When reaping could not be attempted at all; per-item failures belong
+    /// in [`ReapReport::failures`].
+    fn reap<'a>(&'a self, records: &'a [TerminalRecord]) -> BoxFuture<'a, Result<ReapReport>> {
+        let _ = records;
+        Box::pin(async { Ok(ReapReport::default()) })
+    }
+}
+
+/// Everything a backend needs to start one terminal.
+#[derive(Debug, Clone)]
+pub struct SpawnRequest {
+    /// The registry-minted id; stable across recreation and engine restarts.
+    pub id: TerminalId,
+    /// The owner the terminal will belong to.
+    pub owner: OwnerId,
+    /// What to run and how (already validated by the registry).
+    pub spec: SpawnSpec,
+    /// Cancelled when the caller gives up, the owner is disposed or the
+    /// registry is disposing; the backend must stop and clean up.
+    pub cancel: CancellationToken,
+}
+
+/// What [`Backend::reap`] removed.
+#[derive(Debug, Default)]
+pub struct ReapReport {
+    /// Human-readable descriptions of what was removed, e.g. socket paths.
+    pub removed: Vec<String>,
+    /// What could not be removed, and why.
+    pub failures: Vec<Error>,
+}
+
+/// One running (or dead but still present) terminal of a backend.
+///
+/// # Contract
+///
+/// - Dropping the last `Arc` releases local resources (e.g. the control
+///   connection) but must not kill the terminal: terminals outlive the
+///   engine. Only [`close`](BackendTerminal::close) kills.
+/// - [`watch_status`](BackendTerminal::watch_status) pushes every status
+///   change (death in particular) without the registry polling; dropping the
+///   sender counts as `gone`.
+/// - [`probe`](BackendTerminal::probe) asks the real world and updates what
+///   [`status`](BackendTerminal::status) reports (pushing the change
+///   through the watch, which is what wakes the `always` policy).
+pub trait BackendTerminal: Send + Sync + 'static {
+    /// The pane's process id, when the backend has one.
+    fn pid(&self) -> Option<u32>;
+
+    /// Backend-specific data persisted in the terminal's record so that
+    /// [`Backend::adopt`] can find it again, e.g. `{"socket": "/run/.../t-1"}`.
+    fn locator(&self) -> serde_json::Value;
+
+    /// The last known status, without asking the backend's process.
+    fn status(&self) -> TerminalStatus;
+
+    /// A receiver of status changes, pushed by the backend (death within
+    /// 100 ms for tmux).
+    fn watch_status(&self) -> watch::Receiver<TerminalStatus>;
+
+    /// Starts writing `request.text` to the terminal and watching what it
+    /// prints. The registry guarantees at most one send at a time.
+    ///
+    /// # Errors
+    ///
+    /// When the send cannot start at all; failures after the start are
+    /// reported by [`StartedSend::result`].
+    fn start_send(&self, request: SendRequest) -> Result<StartedSend>;
+
+    /// Reads one bounded page of scrollback, counted from the newest line.
+    ///
+    /// # Errors
+    ///
+    /// When the terminal cannot be read (e.g. its server is gone).
+    fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>>;
+
+    /// Captures the visible screen.
+    ///
+    /// # Errors
+    ///
+    /// When the terminal cannot be read.
+    fn screen(&self) -> BoxFuture<'_, Result<Screen>>;
+
+    /// Delivers `signal` as a real signal to the pane's foreground process
+    /// group (never as typed bytes).
+    ///
+    /// # Errors
+    ///
+    /// When there is no process to signal or delivery failed.
+    fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<SignalDelivery>>;
+
+    /// Kills the terminal and its whole process tree and resolves when they
+    /// are gone; ends any send in flight. May be called again after a
+    /// failure.
+    ///
+    /// # Errors
+    ///
+    /// When the terminal could not be closed; the registry keeps it for a
+    /// retry.
+    fn close(&self, reason: CloseReason) -> BoxFuture<'_, Result<()>>;
+
+    /// Asks whether the terminal is alive, using the right probe for its
+    /// state (for tmux: `list-panes` on the exact target, control-client EOF,
+    /// a reply deadline).
+    ///
+    /// # Errors
+    ///
+    /// When the probe itself could not run.
+    fn probe(&self) -> BoxFuture<'_, Result<Liveness>>;
+
+    /// Restarts the dead program in place (for tmux: `respawn-pane` on the
+    /// live server), with the spec the terminal was spawned with.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ServerGone`] when there is no place left to respawn in; the
+    /// registry then rebuilds the terminal through [`Backend::spawn`].
+    fn respawn(&self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// Why a terminal is being closed; backends may log it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// Its owner asked for it (`kill`).
+    Kill,
+    /// The spawn failed or was cancelled before publication.
+    RolledBack,
+    /// Its owner was disposed.
+    OwnerDisposed,
+    /// The registry was disposed.
+    RegistryDisposed,
+    /// It is being replaced by a rebuilt terminal with the same id.
+    Replaced,
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CloseReason::Kill => "kill requested",
+            CloseReason::RolledBack => "spawn rolled back",
+            CloseReason::OwnerDisposed => "owner disposed",
+            CloseReason::RegistryDisposed => "registry disposed",
+            CloseReason::Replaced => "replaced by a rebuilt terminal",
+        })
+    }
+}
+
+/// How a program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by this signal number.
+    Signal(i32),
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitStatus::Code(code) => write!(f, "exited with code {code}"),
+            ExitStatus::Signal(signal) => write!(f, "killed by signal {signal}"),
+        }
+    }
+}
+
+/// A terminal's status as the registry reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TerminalStatus {
+    /// The program is running.
+    Running,
+    /// The program ended; the pane (and its output) is still there.
+    Exited {
+        /// How it ended.
+        exit: ExitStatus,
+    },
+    /// The session or server is gone.
+    Gone {
+        /// Why, e.g. `server exited`.
+        reason: String,
+    },
+}
+
+impl TerminalStatus {
+    /// Whether the program is running.
+    pub fn is_running(&self) -> bool {
+        matches!(self, TerminalStatus::Running)
+    }
+}
+
+impl fmt::Display for TerminalStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TerminalStatus::Running => f.write_str("running"),
+            TerminalStatus::Exited { exit } => exit.fmt(f),
+            TerminalStatus::Gone { reason } => write!(f, "gone: {reason}"),
+        }
+    }
+}
+
+/// What a liveness probe found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Liveness {
+    /// The program is running.
+    Alive,
+    /// The program ended and its pane remains.
+    Exited {
+        /// How it ended.
+        exit: ExitStatus,
+    },
+    /// The server answers but the session (or pane) is gone.
+    SessionGone,
+    /// The server itself is gone.
+    ServerGone {
+        /// Why, e.g. `control client reached EOF`.
+        reason: String,
+    },
+    /// The server did not answer within the deadline; it may be alive.
+    Unresponsive {
+        /// How long the probe waited.
+        waited: Duration,
+    },
+}
+
+impl Liveness {
+    /// Whether the terminal is known to be dead (exited or gone); an
+    /// unresponsive terminal is not known dead.
+    pub fn is_dead(&self) -> bool {
+        matches!(
+            self,
+            Liveness::Exited { .. } | Liveness::SessionGone | Liveness::ServerGone { .. }
+        )
+    }
+
+    /// The status this observation implies, or `None` when it implies none
+    /// (alive or unresponsive).
+    pub fn dead_status(&self) -> Option<TerminalStatus> {
+        match self {
+            Liveness::Exited { exit } => Some(TerminalStatus::Exited { exit: *exit }),
+            Liveness::SessionGone => Some(TerminalStatus::Gone {
+                reason: "session gone".to_owned(),
+            }),
+            Liveness::ServerGone { reason } => Some(TerminalStatus::Gone {
+                reason: reason.clone(),
+            }),
+            Liveness::Alive | Liveness::Unresponsive { .. } => None,
+        }
+    }
+}
+
+/// When a send counts as finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitFor {
+    /// Output went quiet, or the program blocked reading its terminal.
+    #[default]
+    Idle,
+    /// The foreground process group blocked reading the terminal.
+    StdinRead,
+    /// The program exited.
+    Exit,
+    /// Immediately after the text was written.
+    None,
+}
+
+/// One send: text to type and how to wait.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendRequest {
+    /// Bytes to deliver exactly as given (any bytes, any length).
+    pub text: Bytes,
+    /// Whether to press Enter after the text.
+    pub submit: bool,
+    /// When the send counts as finished.
+    pub wait: WaitFor,
+    /// Give up waiting after this long (the backend's default when `None`).
+    pub timeout: Option<Duration>,
+}
+
+/// The output produced since a send began.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendOutput {
+    /// The output as text, escape sequences stripped.
+    pub text: String,
+    /// The output as raw bytes.
+    pub bytes: Bytes,
+    /// Whether older output was dropped to stay within the backend's bound.
+    pub truncated: bool,
+}
+
+/// Why a send stopped waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// Output went quiet.
+    Idle,
+    /// The foreground process group blocked reading the terminal.
+    StdinRead,
+    /// The program exited.
+    Exited,
+    /// The timeout passed.
+    Timeout,
+    /// The send was cancelled.
+    Cancelled,
+}
+
+/// How a send ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendResult {
+    /// The visible screen when the send ended.
+    pub viewport: String,
+    /// Why it stopped waiting.
+    pub wait_reason: WaitReason,
+    /// The terminal's status when it ended.
+    pub status: TerminalStatus,
+    /// Whether the send's output was truncated.
+    pub truncated: bool,
+}
+
+/// The live part of a send, shared between the registry and its caller.
+pub trait SendOperation: Send + Sync + 'static {
+    /// The output produced since the send began.
+    fn read_output(&self) -> SendOutput;
+
+    /// Asks the send to stop waiting; `true` when this call stopped it,
+    /// `false` when it had already finished.
+    fn cancel(&self) -> bool;
+}
+
+/// A send a backend has started: its live handle and the future of its end.
+pub struct StartedSend {
+    /// Reads output and cancels while the send runs.
+    pub operation: Arc<dyn SendOperation>,
+    /// Resolves when the send ends; the registry drives it to completion
+    /// even if the caller stops listening.
+    pub result: BoxFuture<'static, Result<SendResult>>,
+}
+
+impl fmt::Debug for StartedSend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StartedSend").finish_non_exhaustive()
+    }
+}
+
+/// Which page of scrollback to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRequest {
+    /// Lines to skip, counted back from the newest line.
+    pub offset: usize,
+    /// How many lines to return (the backend's default page when `None`).
+    pub count: Option<usize>,
+}
+
+/// One bounded page of scrollback.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadPage {
+    /// The page's lines, oldest first.
+    pub lines: Vec<String>,
+    /// How many lines the terminal retains in all.
+    pub total_lines: usize,
+    /// Which lines these are, as indexes from the oldest retained line.
+    pub range: Range<usize>,
+    /// Whether the page was cut short by the backend's bound.
+    pub truncated: bool,
+}
+
+/// The visible screen.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Screen {
+    /// One string per row, top first.
+    pub lines: Vec<String>,
+    /// Width in columns.
+    pub cols: u16,
+    /// Height in rows.
+    pub rows: u16,
+    /// Cursor position as (column, row), zero-based.
+    pub cursor: (u16, u16),
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness_dead_states() {
+        assert!(!Liveness::Alive.is_dead());
+        assert!(
+            !Liveness::Unresponsive {
+                waited: Duration::from_secs(1)
+            }
+            .is_dead()
+        );
+        assert!(Liveness::SessionGone.is_dead());
+        assert_eq!(
+            Liveness::Exited {
+                exit: ExitStatus::Code(3)
+            }
+            .dead_status(),
+            Some(TerminalStatus::Exited {
+                exit: ExitStatus::Code(3)
+            })
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! Ending terminals: `kill`, owner disposal and registry disposal.
+//!
+//! A close runs as a task, shared by everyone who joins it: a kill that
+//! finds a close in flight awaits that one. Only a successful close removes
+//! the terminal and its record; a failed one keeps both for a retry.
+//! Disposal attempts every terminal even when some fail, clears the maps
+//! even on failure, and reports every failure together.
+
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use futures_util::future::join_all;
+use tracing::warn;
+
+use super::backend::CloseReason;
+use super::service::blocking;
+use super::state::{AbortReason, Closing};
+use super::{OwnerId, Registry, TerminalId};
+use crate::{Error, Result};
+
+impl Registry {
+    /// Closes the terminal and its whole process tree, then removes it and
+    /// its record.
+    ///
+    /// Returns `true` when this call closed it, `false` when it joined a
+    /// close already in flight (or the terminal left meanwhile).
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, or
+    /// `CLOSE_FAILED` carrying the backend's error; the terminal is then
+    /// kept so the kill can be retried.
+    pub async fn kill(&self, owner: &OwnerId, target: &str) -> Result<bool> {
+        let id = self.locate(owner, target).await?;
+        self.close_entry(&id, CloseReason::Kill)
+            .await
+            .map_err(|failure| Error::CloseFailed {
+                failures: vec![failure],
+            })
+    }
+
+    /// Kills every terminal of `owner` (the owner stays live), attempting
+    /// every one even when some fail. Returns how many this call closed.
+    ///
+    /// # Errors
+    ///
+    /// `REGISTRY_DISPOSING`, or `CLOSE_FAILED` carrying one error per
+    /// terminal that could not be closed (those are kept for a retry).
+    pub async fn kill_all(&self, owner: &OwnerId) -> Result<usize> {
+        self.inner.lock().check_active()?;
+        let ids = self.owned_ids(Some(owner));
+        self.close_entries(&ids, &CloseReason::Kill).await
+    }
+
+    /// Disposes `owner`: from now on it is not live (`OWNER_NOT_LIVE` for
+    /// new spawns); its unpublished spawns are aborted and awaited, and its
+    /// terminals closed. Calling it again retries what failed.
+    ///
+    /// # Errors
+    ///
+    /// `REGISTRY_DISPOSING`, or `CLEANUP_FAILED` carrying every failed
+    /// rollback (including ones kept from earlier spawns) and every failed
+    /// close.
+    pub async fn dispose_owner(&self, owner: &OwnerId) -> Result<()> {
+        {
+            let mut state = self.inner.lock();
+            state.check_active()?;
+            state.disposed_owners.insert(owner.clone());
+        }
+        let mut failures = self
+            .abort_pending(Some(owner), AbortReason::OwnerDisposed)
+            .await;
+        let ids = self.owned_ids(Some(owner));
+        if let Err(error) = self.close_entries(&ids, &CloseReason::OwnerDisposed).await {
+            failures.push(Arc::new(error));
+        }
+        cleanup_result(failures)
+    }
+
+    /// Disposes the registry: aborts and awaits every unpublished spawn,
+    /// closes every terminal, clears every map (even when something
+    /// failed), stops background tasks and waits for them. Afterwards every
+    /// call fails with `REGISTRY_DISPOSING`.
+    ///
+    /// Must not be awaited from inside a backend's spawn (it waits for that
+    /// spawn).
+    ///
+    /// # Errors
+    ///
+    /// `REGISTRY_DISPOSING` when disposal already began, or
+    /// `CLEANUP_FAILED` carrying every failed rollback and close; terminals
+    /// that failed to close keep their records, so a later
+    /// [`open`](Registry::open) finds them again.
+    pub async fn dispose(&self) -> Result<()> {
+        {
+            let mut state = self.inner.lock();
+            state.check_active()?;
+            state.disposing = true;
+        }
+        let mut failures = self
+            .abort_pending(None, AbortReason::RegistryDisposing)
+            .await;
+        let ids = self.owned_ids(None);
+        if let Err(error) = self
+            .close_entries(&ids, &CloseReason::RegistryDisposed)
+            .await
+        {
+            failures.push(Arc::new(error));
+        }
+        {
+            let mut state = self.inner.lock();
+            state.backends.clear();
+            state.pending.clear();
+            state.disposed_owners.clear();
+            for (_, entry) in state.entries.drain() {
+                entry.cancel.cancel();
+            }
+        }
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        cleanup_result(failures)
+    }
+
+    /// Ids of `owner`'s terminals (or everyone's).
+    fn owned_ids(&self, owner: Option<&OwnerId>) -> Vec<TerminalId> {
+        self.inner
+            .lock()
+            .entries
+            .values()
+            .filter(|entry| owner.is_none_or(|owner| &entry.record.owner == owner))
+            .map(|entry| entry.record.id.clone())
+            .collect()
+    }
+
+    /// Closes each terminal of `ids`, concurrently, joining closes in
+    /// flight; returns how many this call closed.
+    pub(crate) async fn close_entries(
+        &self,
+        ids: &[TerminalId],
+        reason: &CloseReason,
+    ) -> Result<usize> {
+        let results = join_all(ids.iter().map(|id| self.close_entry(id, reason.clone()))).await;
+        let mut closed = 0;
+        let mut failures = Vec::new();
+        for result in results {
+            match result {
+                Ok(true) => closed += 1,
+                Ok(false) => {}
+                Err(failure) => failures.push(failure),
+            }
+        }
+        if failures.is_empty() {
+            Ok(closed)
+        } else {
+            Err(Error::CloseFailed { failures })
+        }
+    }
+
+    /// Closes one terminal, or joins the close in flight. `Ok(true)` when
+    /// this call started the close that succeeded.
+    pub(crate) async fn close_entry(
+        &self,
+        id: &TerminalId,
+        reason: CloseReason,
+    ) -> Result<bool, Arc<Error>> {
+        let (future, started) = {
+            let mut state = self.inner.lock();
+            let generation = state.next();
+            let Some(entry) = state.entries.get_mut(id) else {
+                return Ok(false);
+            };
+            match &entry.closing {
+                Some(closing) => (closing.future.clone(), false),
+                None => {
+                    let terminal = entry.terminal.clone();
+                    let inner = Arc::downgrade(&self.inner);
+                    let id = id.clone();
+                    // A task, so the close finishes (and its bookkeeping
+                    // runs) even if every caller stops waiting.
+                    let task = self.inner.tasks.spawn(async move {
+                        let closed = match terminal {
+                            Some(terminal) => terminal.close(reason).await,
+                            None => Ok(()),
+                        };
+                        let Some(inner) = inner.upgrade() else {
+                            return closed.map_err(Arc::new);
+                        };
+                        match closed {
+                            Ok(()) => {
+                                if let Some(store) = inner.store.clone() {
+                                    let record = id.clone();
+                                    if let Err(error) =
+                                        blocking(move || store.remove(&record)).await
+                                    {
+                                        warn!(terminal = %id, error = %error, "record of a closed terminal left behind");
+                                    }
+                                }
+                                inner.lock().remove_entry(&id);
+                                Ok(())
+                            }
+                            Err(error) => {
+                                let mut state = inner.lock();
+                                if let Some(entry) = state.entries.get_mut(&id) {
+                                    // A retry may already own a newer close.
+                                    if entry
+                                        .closing
+                                        .as_ref()
+                                        .is_some_and(|closing| closing.generation == generation)
+                                    {
+                                        entry.closing = None;
+                                    }
+                                }
+                                Err(Arc::new(error))
+                            }
+                        }
+                    });
+                    let future = async move {
+                        match task.await {
+                            Ok(result) => result,
+                            Err(error) => Err(Arc::new(Error::io(
+                                "closing a terminal",
+                                std::io::Error::other(error),
+                            ))),
+                        }
+                    }
+                    .boxed()
+                    .shared();
+                    entry.closing = Some(Closing {
+                        generation,
+                        future: future.clone(),
+                    });
+                    (future, true)
+                }
+            }
+        };
+        future.await.map(|()| started)
+    }
+
+    /// Aborts unpublished spawns of `owner` (or all), waits until each has
+    /// settled, and collects the failures they kept: those of earlier
+    /// spawns as well.
+    async fn abort_pending(&self, owner: Option<&OwnerId>, reason: AbortReason) -> Vec<Arc<Error>> {
+        let waits: Vec<_> = {
+            let mut state = self.inner.lock();
+            state
+                .pending
+                .iter_mut()
+                .filter(|(_, pending)| owner.is_none_or(|owner| &pending.owner == owner))
+                .map(|(key, pending)| {
+                    pending.abort_reason.get_or_insert(reason);
+                    pending.abort.cancel();
+                    (*key, pending.settled.clone())
+                })
+                .collect()
+        };
+        join_all(waits.iter().map(|(_, settled)| settled.cancelled())).await;
+        let mut state = self.inner.lock();
+        waits
+            .iter()
+            .filter_map(|(key, _)| state.pending.remove(key))
+            .filter_map(|pending| pending.cleanup_failure)
+            .collect()
+    }
+}
+
+/// `Ok` without failures, else one `CLEANUP_FAILED` carrying them all.
+fn cleanup_result(failures: Vec<Arc<Error>>) -> Result<()> {
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::CleanupFailed { failures })
+    }
+}

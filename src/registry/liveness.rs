@@ -1,0 +1,317 @@
+//! Liveness and recreation: `probe`, `attach`, and the restart policies.
+//!
+//! Probes and recreations of one terminal are serialized by its liveness
+//! lock (a `tokio::sync::Mutex`), which makes "exactly once under concurrent
+//! probes" hold: the first prober recreates; the next one finds it alive.
+//! Only a terminal known dead (exited or gone) is recreated, never an alive
+//! or unresponsive one, and never one being killed.
+//!
+//! Recreation is backend-agnostic: an exited program is respawned in place
+//! ([`BackendTerminal::respawn`]); a gone session or server (or a respawn
+//! answering `SERVER_GONE`) is rebuilt through [`Backend::spawn`] with the
+//! same id and persisted spec, and its record rewritten.
+//!
+//! [`Backend::spawn`]: super::Backend::spawn
+
+use std::sync::{Arc, Weak};
+
+use serde::Serialize;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::backend::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
+use super::service::{Inner, blocking};
+use super::spec::{RestartPolicy, TerminalSnapshot};
+use super::{OwnerId, Registry, TerminalId};
+use crate::{Error, Result};
+
+/// What [`Registry::probe`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProbeReport {
+    /// What the probe observed, before any recreation.
+    pub observed: Liveness,
+    /// Whether the probe recreated the terminal (`on-attach` policy).
+    pub recreated: bool,
+    /// The terminal after the probe.
+    pub snapshot: TerminalSnapshot,
+}
+
+/// A terminal checked alive for attaching, returned by
+/// [`Registry::attach`].
+pub struct AttachTarget {
+    /// The terminal after the check.
+    pub snapshot: TerminalSnapshot,
+    /// The live backend terminal (fresh when it was just recreated).
+    pub terminal: Arc<dyn BackendTerminal>,
+    /// Its backend locator, e.g. the socket `tmux attach` needs.
+    pub locator: serde_json::Value,
+    /// Whether it was recreated by this check.
+    pub recreated: bool,
+}
+
+impl std::fmt::Debug for AttachTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttachTarget")
+            .field("snapshot", &self.snapshot)
+            .field("locator", &self.locator)
+            .field("recreated", &self.recreated)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// Asks whether the terminal is alive, with the backend's right probe
+    /// for its state, and records a death it finds. A dead `on-attach`
+    /// terminal is recreated (once, however many probes run concurrently);
+    /// other policies only report.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, the probe's
+    /// own failure, or the recreation's (`NO_BACKEND`, the backend's
+    /// error).
+    pub async fn probe(&self, owner: &OwnerId, target: &str) -> Result<ProbeReport> {
+        let id = self.locate(owner, target).await?;
+        let lock = Arc::clone(&self.inner.lock().entry(&id)?.liveness);
+        let _serialized = lock.lock().await;
+        let (terminal, gone_reason, policy) = {
+            let state = self.inner.lock();
+            state.check_active()?;
+            let entry = state.entry(&id)?;
+            (
+                entry.terminal.clone(),
+                entry.gone_reason.clone(),
+                entry.record.spec.restart,
+            )
+        };
+        let observed = observe(terminal.as_ref(), gone_reason).await?;
+        let closing = {
+            let mut state = self.inner.lock();
+            let entry = state.entry_mut(&id)?;
+            if let Some(dead) = observed.dead_status() {
+                entry.observed_dead = Some(dead);
+            }
+            entry.closing.is_some()
+        };
+        let recreated = observed.is_dead() && policy == RestartPolicy::OnAttach && !closing;
+        if recreated {
+            self.recreate(&id, &observed).await?;
+        }
+        let snapshot = self.inner.lock().entry(&id)?.snapshot();
+        Ok(ProbeReport {
+            observed,
+            recreated,
+            snapshot,
+        })
+    }
+
+    /// Checks the terminal alive before someone attaches to it: probes (so
+    /// a stale "running" is caught), recreates a dead `on-attach` terminal,
+    /// and returns the live backend terminal to attach to.
+    ///
+    /// # Errors
+    ///
+    /// `TERMINAL_DEAD` for a dead terminal its policy does not recreate
+    /// here (its exit status stays visible in `list`), `UNRESPONSIVE` when
+    /// the probe got no answer, and the errors of
+    /// [`probe`](Registry::probe).
+    pub async fn attach(&self, owner: &OwnerId, target: &str) -> Result<AttachTarget> {
+        let report = self.probe(owner, target).await?;
+        if let Liveness::Unresponsive { waited } = report.observed {
+            return Err(Error::Unresponsive {
+                command: format!("liveness probe of terminal {}", report.snapshot.id),
+                timeout: waited,
+            });
+        }
+        if report.observed.is_dead() && !report.recreated {
+            return Err(Error::TerminalDead {
+                terminal: report.snapshot.id.to_string(),
+                status: report.snapshot.status.to_string(),
+            });
+        }
+        let (terminal, locator) = {
+            let state = self.inner.lock();
+            let entry = state.entry(&report.snapshot.id)?;
+            (entry.live_terminal()?, entry.record.locator.clone())
+        };
+        Ok(AttachTarget {
+            snapshot: report.snapshot,
+            terminal,
+            locator,
+            recreated: report.recreated,
+        })
+    }
+
+    /// Recreates a dead terminal; the caller holds its liveness lock.
+    pub(crate) async fn recreate(&self, id: &TerminalId, observed: &Liveness) -> Result<()> {
+        let (terminal, mut record, backend, cancel) = {
+            let state = self.inner.lock();
+            let entry = state.entry(id)?;
+            if entry.closing.is_some() {
+                return Err(Error::TerminalClosing(id.to_string()));
+            }
+            (
+                entry.terminal.clone(),
+                entry.record.clone(),
+                state.backend(&entry.record.spec.kind)?,
+                entry.cancel.child_token(),
+            )
+        };
+        if let (Liveness::Exited { .. }, Some(terminal)) = (observed, &terminal) {
+            match terminal.respawn().await {
+                Ok(()) => {
+                    let mut state = self.inner.lock();
+                    let entry = state.entry_mut(id)?;
+                    entry.observed_dead = None;
+                    entry.restarts += 1;
+                    info!(terminal = %id, restarts = entry.restarts, "respawned a dead pane");
+                    return Ok(());
+                }
+                Err(error) if error.code() == "SERVER_GONE" => {}
+                Err(error) => return Err(error),
+            }
+        }
+        if let Some(old) = terminal {
+            // The old server is gone; closing releases what is left of it
+            // (control connection, socket file) before the same id returns.
+            if let Err(error) = old.close(CloseReason::Replaced).await {
+                warn!(terminal = %id, error = %error, "closing the remains of a dead terminal failed");
+            }
+        }
+        let fresh = backend
+            .spawn(SpawnRequest {
+                id: id.clone(),
+                owner: record.owner.clone(),
+                spec: record.spec.clone(),
+                cancel,
+            })
+            .await
+            .map_err(|error| match error {
+                Error::BackendCleanup { cause, .. } => *cause,
+                other => other,
+            })?;
+        record.locator = fresh.locator();
+        if let Some(store) = self.inner.store.clone() {
+            let written = record.clone();
+            if let Err(error) = blocking(move || store.write(&written)).await {
+                let _ = fresh.close(CloseReason::RolledBack).await;
+                return Err(error);
+            }
+        }
+        let swapped = {
+            let mut state = self.inner.lock();
+            match state.entries.get_mut(id) {
+                Some(entry) if entry.closing.is_none() => {
+                    entry.terminal = Some(Arc::clone(&fresh));
+                    entry.record = record;
+                    entry.gone_reason.clear();
+                    entry.observed_dead = None;
+                    entry.restarts += 1;
+                    info!(terminal = %id, restarts = entry.restarts, "rebuilt a gone terminal");
+                    Ok(())
+                }
+                Some(_) => Err(Error::TerminalClosing(id.to_string())),
+                None => Err(Error::NoTerminal(id.to_string())),
+            }
+        };
+        if swapped.is_err()
+            && let Err(error) = fresh.close(CloseReason::RolledBack).await
+        {
+            warn!(terminal = %id, error = %error, "closing a rebuilt terminal nobody owns failed");
+        }
+        swapped
+    }
+
+    /// Starts the `always` policy's watcher of one terminal.
+    pub(crate) fn start_restart_loop(&self, id: TerminalId, cancel: CancellationToken) {
+        let inner = Arc::downgrade(&self.inner);
+        self.inner.tasks.spawn(restart_loop(inner, id, cancel));
+    }
+}
+
+/// Probes `terminal`, or reports the reason it is gone.
+async fn observe(
+    terminal: Option<&Arc<dyn BackendTerminal>>,
+    gone_reason: String,
+) -> Result<Liveness> {
+    match terminal {
+        Some(terminal) => terminal.probe().await,
+        None => Ok(Liveness::ServerGone {
+            reason: gone_reason,
+        }),
+    }
+}
+
+/// The `always` policy: wait for a pushed death, back off, recreate; give
+/// up after `max_restarts` consecutive recreations. Holds only a weak
+/// reference while waiting, so a dropped registry ends it.
+async fn restart_loop(inner: Weak<Inner>, id: TerminalId, cancel: CancellationToken) {
+    let mut attempts: u32 = 0;
+    loop {
+        let Some(registry) = inner.upgrade().map(|inner| Registry { inner }) else {
+            return;
+        };
+        let backoff = registry.inner.config.backoff;
+        let terminal = match registry.inner.lock().entries.get(&id) {
+            Some(entry) => entry.terminal.clone(),
+            None => return,
+        };
+        drop(registry);
+        if let Some(terminal) = terminal {
+            let running_since = Instant::now();
+            let mut status = terminal.watch_status();
+            drop(terminal);
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                // A dropped sender means the backend lost the terminal: dead.
+                _ = status.wait_for(|status| !status.is_running()) => {}
+            }
+            if running_since.elapsed() >= backoff.stable_after {
+                attempts = 0;
+            }
+        }
+        if attempts >= backoff.max_restarts {
+            warn!(terminal = %id, attempts, "restart cap reached; leaving the terminal dead");
+            return;
+        }
+        let delay = backoff.delay(attempts);
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+        attempts += 1;
+        // A failed attempt leaves the terminal dead, so the next turn backs
+        // off again before retrying.
+        if let Err(error) = restart_once(&inner, &id).await {
+            warn!(terminal = %id, error = %error, attempt = attempts, "recreating a dead terminal failed");
+        }
+    }
+}
+
+/// One recreation attempt of the `always` loop, under the liveness lock;
+/// skipped when the terminal turned out alive or is being killed.
+async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
+    let Some(registry) = inner.upgrade().map(|inner| Registry { inner }) else {
+        return Ok(());
+    };
+    let lock = Arc::clone(&registry.inner.lock().entry(id)?.liveness);
+    let _serialized = lock.lock().await;
+    let (terminal, gone_reason, closing) = {
+        let state = registry.inner.lock();
+        let entry = state.entry(id)?;
+        (
+            entry.terminal.clone(),
+            entry.gone_reason.clone(),
+            entry.closing.is_some(),
+        )
+    };
+    if closing {
+        return Ok(());
+    }
+    let observed = observe(terminal.as_ref(), gone_reason).await?;
+    if !observed.is_dead() {
+        return Ok(());
+    }
+    registry.recreate(id, &observed).await
+}

@@ -1,0 +1,114 @@
+//! The owner-scoped terminal registry: owners, terminals, restart policy,
+//! liveness, persistence and adoption, independent of how terminals run.
+//!
+//! A [`Registry`] mints ids, publishes terminals only after their setup
+//! succeeded, fences every call to the terminal's exact owner, allows one
+//! send at a time per terminal, awaits every cleanup and reports every
+//! failure. Terminal mechanics live behind the [`Backend`] and
+//! [`BackendTerminal`] traits; this module never talks to tmux itself.
+//!
+//! | file           | job                                                  |
+//! |----------------|------------------------------------------------------|
+//! | `backend.rs`   | the backend traits and the values crossing them      |
+//! | `signal.rs`    | the allowed [`Signal`]s                              |
+//! | `ids.rs`       | [`OwnerId`], [`TerminalId`], name rules              |
+//! | `spec.rs`      | [`SpawnSpec`], policies, config, snapshots           |
+//! | `state.rs`     | the maps behind the lock (private)                   |
+//! | `service.rs`   | [`Registry`], backend registration, `spawn`          |
+//! | `ops.rs`       | send, read, screen, signal, list, show               |
+//! | `lifecycle.rs` | kill, owner and registry disposal                    |
+//! | `liveness.rs`  | probe, attach, recreation, the `always` loop         |
+//! | `persist.rs`   | the state directory's records                        |
+//! | `adopt.rs`     | open, refresh (rescan), reap                         |
+//! | `stub.rs`      | a scriptable backend for tests (feature `stub`)      |
+//!
+//! Locking: one `std::sync::Mutex` guards the maps and is never held across
+//! `.await`; backend calls run outside it. Per-terminal liveness work is
+//! serialized by a `tokio::sync::Mutex`.
+
+mod adopt;
+mod backend;
+mod ids;
+mod lifecycle;
+mod liveness;
+mod ops;
+mod persist;
+mod service;
+mod signal;
+mod spec;
+mod state;
+#[cfg(any(test, feature = "stub"))]
+pub mod stub;
+
+pub use adopt::ScanReport;
+pub use backend::{
+    Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, ReadPage, ReadRequest, ReapReport,
+    Screen, SendOperation, SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend,
+    TerminalStatus, WaitFor, WaitReason,
+};
+pub use ids::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
+pub use liveness::{AttachTarget, ProbeReport};
+pub use ops::SendHandle;
+pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
+pub use service::{BackendGuard, Registry};
+pub use signal::{Signal, SignalDelivery};
+pub use spec::{
+    DEFAULT_KIND, MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec,
+    TerminalSnapshot,
+};
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::Error;
+
+    /// The registry's aggregate errors keep every failure in their text.
+    #[test]
+    fn error_texts_name_the_values() {
+        let close = || {
+            Arc::new(Error::io(
+                "stub close",
+                std::io::Error::other("close failed"),
+            ))
+        };
+        let errors = [
+            Error::TerminalClosing("t-1-0123456789abcdef".to_owned()),
+            Error::TerminalDead {
+                terminal: "t-1-0123456789abcdef".to_owned(),
+                status: "exited with code 1".to_owned(),
+            },
+            Error::BackendCleanup {
+                cause: Box::new(Error::Cancelled("spawn of terminal t-1".to_owned())),
+                cleanup: close(),
+            },
+            Error::RollbackFailed {
+                cause: Box::new(Error::RegistryDisposing),
+                rollback: close(),
+            },
+            Error::CloseFailed {
+                failures: vec![close(), close()],
+            },
+            Error::CleanupFailed {
+                failures: vec![
+                    close(),
+                    Arc::new(Error::CloseFailed {
+                        failures: vec![close()],
+                    }),
+                ],
+            },
+        ];
+        let text: Vec<String> = errors
+            .iter()
+            .map(|error| format!("{}: {error}", error.code()))
+            .collect();
+        insta::assert_snapshot!(text.join("\n"), @r"
+        TERMINAL_CLOSING: terminal t-1-0123456789abcdef is closing
+        TERMINAL_DEAD: terminal t-1-0123456789abcdef is dead: exited with code 1
+        BACKEND_CLEANUP_FAILED: cancelled: spawn of terminal t-1; backend cleanup also failed: stub close: close failed
+        ROLLBACK_FAILED: spawn and rollback both failed: the registry is disposing; rollback: stub close: close failed
+        CLOSE_FAILED: failed to close 2 terminal(s): stub close: close failed; stub close: close failed
+        CLEANUP_FAILED: failed to clean up registry lifecycle: stub close: close failed; failed to close 1 terminal(s): stub close: close failed
+        ");
+    }
+}

@@ -1,0 +1,247 @@
+//! The per-terminal verbs of a [`Registry`]: send, read, screen, signal and
+//! list, each fenced to the terminal's exact owner.
+//!
+//! Backend calls happen outside the registry's lock: each verb resolves the
+//! target under the lock, clones the backend terminal, and awaits it after
+//! releasing the lock.
+
+use std::sync::{Arc, Weak};
+
+use tokio::sync::oneshot;
+
+use super::backend::{
+    BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
+    SendResult,
+};
+use super::service::Inner;
+use super::signal::{Signal, SignalDelivery};
+use super::spec::TerminalSnapshot;
+use super::{OwnerId, Registry, TerminalId};
+use crate::{Error, Result};
+
+impl Registry {
+    /// Resolves `target` for `owner`; on a miss, rescans the state directory
+    /// once (another process may have spawned it) before answering
+    /// `NO_TERMINAL`.
+    pub(crate) async fn locate(&self, owner: &OwnerId, target: &str) -> Result<TerminalId> {
+        let first = {
+            let state = self.inner.lock();
+            state.check_active()?;
+            state.resolve(owner, target)
+        };
+        match first {
+            Err(Error::NoTerminal(_)) if self.inner.store.is_some() => {
+                self.refresh().await?;
+                self.inner.lock().resolve(owner, target)
+            }
+            other => other,
+        }
+    }
+
+    /// The backend terminal behind `target`, fenced to `owner`.
+    async fn terminal(&self, owner: &OwnerId, target: &str) -> Result<Arc<dyn BackendTerminal>> {
+        let id = self.locate(owner, target).await?;
+        self.inner.lock().entry(&id)?.live_terminal()
+    }
+
+    /// Starts a send: writes `request.text` to the terminal and watches its
+    /// output until `request.wait` is met.
+    ///
+    /// The returned handle reads the output so far, cancels, and resolves to
+    /// the result. The send runs to its end even if the handle is dropped,
+    /// and the terminal accepts the next send only then.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_CLOSING` while it is
+    /// being killed, `SEND_ACTIVE` while another send runs, `TERMINAL_DEAD`
+    /// when its server is gone, or the backend's failure to start.
+    pub async fn send(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        request: SendRequest,
+    ) -> Result<SendHandle> {
+        let id = self.locate(owner, target).await?;
+        let (terminal, generation) = {
+            let mut state = self.inner.lock();
+            state.check_active()?;
+            let generation = state.next();
+            let entry = state.entry_mut(&id)?;
+            if entry.closing.is_some() {
+                return Err(Error::TerminalClosing(id.to_string()));
+            }
+            if entry.active_send.is_some() {
+                return Err(Error::SendActive(id.to_string()));
+            }
+            let terminal = entry.live_terminal()?;
+            entry.active_send = Some(generation);
+            (terminal, generation)
+        };
+        let started = match terminal.start_send(request) {
+            Ok(started) => started,
+            Err(error) => {
+                clear_send(&Arc::downgrade(&self.inner), &id, generation);
+                return Err(error);
+            }
+        };
+        let (sender, receiver) = oneshot::channel();
+        let inner = Arc::downgrade(&self.inner);
+        let shutdown = self.inner.shutdown.clone();
+        let operation = Arc::clone(&started.operation);
+        let driven_id = id.clone();
+        self.inner.tasks.spawn(async move {
+            let result = tokio::select! {
+                result = started.result => result,
+                () = shutdown.cancelled() => {
+                    operation.cancel();
+                    Err(Error::RegistryDisposing)
+                }
+            };
+            // Free the terminal before anyone can see the result, so the
+            // next send may start as soon as this one is observed done.
+            clear_send(&inner, &driven_id, generation);
+            // The caller may have dropped the handle; nothing to tell then.
+            let _ = sender.send(result);
+        });
+        Ok(SendHandle {
+            id,
+            operation: started.operation,
+            result: receiver,
+        })
+    }
+
+    /// Reads one bounded page of scrollback, counted from the newest line.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD` when its server is
+    /// gone, or the backend's error.
+    pub async fn read(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        request: ReadRequest,
+    ) -> Result<ReadPage> {
+        self.terminal(owner, target).await?.read(request).await
+    }
+
+    /// Captures the visible screen.
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Registry::read).
+    pub async fn screen(&self, owner: &OwnerId, target: &str) -> Result<Screen> {
+        self.terminal(owner, target).await?.screen().await
+    }
+
+    /// Delivers `signal` to the terminal's foreground process group and
+    /// returns that group.
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Registry::read).
+    pub async fn signal(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        signal: Signal,
+    ) -> Result<SignalDelivery> {
+        self.terminal(owner, target).await?.signal(signal).await
+    }
+
+    /// Snapshots of `owner`'s terminals in creation order.
+    ///
+    /// With a state directory, the directory is rescanned first, so
+    /// terminals spawned or killed by other processes sharing it are
+    /// included or dropped.
+    ///
+    /// # Errors
+    ///
+    /// `REGISTRY_DISPOSING`, or [`Error::Io`] when the state directory
+    /// cannot be listed.
+    pub async fn list(&self, owner: &OwnerId) -> Result<Vec<TerminalSnapshot>> {
+        self.inner.lock().check_active()?;
+        if self.inner.store.is_some() {
+            self.refresh().await?;
+        }
+        let state = self.inner.lock();
+        state.check_active()?;
+        let mut entries: Vec<_> = state
+            .entries
+            .values()
+            .filter(|entry| &entry.record.owner == owner)
+            .collect();
+        entries.sort_by_key(|entry| (entry.record.created_ms, entry.seq));
+        Ok(entries.into_iter().map(|entry| entry.snapshot()).collect())
+    }
+
+    /// A snapshot of one terminal.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`.
+    pub async fn show(&self, owner: &OwnerId, target: &str) -> Result<TerminalSnapshot> {
+        let id = self.locate(owner, target).await?;
+        Ok(self.inner.lock().entry(&id)?.snapshot())
+    }
+}
+
+/// Frees the terminal for the next send, unless a newer send owns it.
+fn clear_send(inner: &Weak<Inner>, id: &TerminalId, generation: u64) {
+    if let Some(inner) = inner.upgrade()
+        && let Some(entry) = inner.lock().entries.get_mut(id)
+        && entry.active_send == Some(generation)
+    {
+        entry.active_send = None;
+    }
+}
+
+/// A send in flight, returned by [`Registry::send`].
+pub struct SendHandle {
+    id: TerminalId,
+    operation: Arc<dyn SendOperation>,
+    result: oneshot::Receiver<Result<SendResult>>,
+}
+
+impl std::fmt::Debug for SendHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendHandle")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SendHandle {
+    /// The terminal this send goes to.
+    pub fn id(&self) -> &TerminalId {
+        &self.id
+    }
+
+    /// The output produced since the send began.
+    pub fn read_output(&self) -> SendOutput {
+        self.operation.read_output()
+    }
+
+    /// Stops waiting; `true` when this call stopped the send, `false` when
+    /// it had already finished.
+    pub fn cancel(&self) -> bool {
+        self.operation.cancel()
+    }
+
+    /// The live operation, to read output or cancel from elsewhere while
+    /// [`result`](SendHandle::result) is awaited.
+    pub fn operation(&self) -> Arc<dyn SendOperation> {
+        Arc::clone(&self.operation)
+    }
+
+    /// Waits for the send to end. By then the terminal accepts a new send.
+    ///
+    /// # Errors
+    ///
+    /// The backend's failure, or `REGISTRY_DISPOSING` when the registry was
+    /// disposed first.
+    pub async fn result(self) -> Result<SendResult> {
+        self.result.await.unwrap_or(Err(Error::RegistryDisposing))
+    }
+}

@@ -1,0 +1,404 @@
+//! Plain values of the registry API: what to spawn ([`SpawnSpec`]), how to
+//! restart ([`RestartPolicy`], [`RestartBackoff`]), how the registry is set
+//! up ([`RegistryConfig`]) and what callers see ([`TerminalSnapshot`]).
+//!
+//! These are data only; the checks on them live in [`SpawnSpec::validate`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::validate_name;
+use super::{OwnerId, TerminalId, TerminalStatus};
+use crate::{Error, Result};
+
+/// The backend kind a [`SpawnSpec`] uses unless told otherwise.
+pub const DEFAULT_KIND: &str = "tmux";
+
+/// The largest width or height a terminal may have.
+pub const MAX_DIMENSION: u16 = 10_000;
+
+/// What to do when a terminal's program dies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Keep the exit status; never rerun (a dead command is meaningful state).
+    #[default]
+    Never,
+    /// Recreate a dead terminal when it is probed or attached, exactly once
+    /// under concurrency, never while it is alive (REPL-like terminals).
+    OnAttach,
+    /// Recreate on death, with exponential backoff and a cap
+    /// ([`RestartBackoff`]).
+    Always,
+}
+
+impl std::str::FromStr for RestartPolicy {
+    type Err = Error;
+
+    /// Parses `never`, `on-attach` or `always`.
+    fn from_str(text: &str) -> Result<Self> {
+        match text {
+            "never" => Ok(RestartPolicy::Never),
+            "on-attach" => Ok(RestartPolicy::OnAttach),
+            "always" => Ok(RestartPolicy::Always),
+            _ => Err(Error::InvalidInput(format!(
+                "restart policy {text:?} is not one of never, on-attach, always"
+            ))),
+        }
+    }
+}
+
+/// A terminal size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Size {
+    /// Width in columns.
+    pub cols: u16,
+    /// Height in rows.
+    pub rows: u16,
+}
+
+/// What to spawn: a terminal's command, environment and registry metadata.
+///
+/// Built with [`SpawnSpec::new`] and the builder methods; persisted verbatim
+/// in the terminal's record so a vanished terminal can be rebuilt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SpawnSpec {
+    /// The backend kind, e.g. `tmux`.
+    pub kind: String,
+    /// A name unique among the owner's terminals, usable instead of the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Program and arguments; empty runs the backend's pinned shell.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Working directory (the backend's default when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Initial size (the backend's default when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Size>,
+    /// A free-form role, e.g. `repl`; the registry only stores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// What to do when the program dies.
+    #[serde(default)]
+    pub restart: RestartPolicy,
+}
+
+impl Default for SpawnSpec {
+    fn default() -> Self {
+        SpawnSpec::new(DEFAULT_KIND)
+    }
+}
+
+impl SpawnSpec {
+    /// A spec for the pinned shell of backend `kind`, with no name.
+    pub fn new(kind: impl Into<String>) -> Self {
+        SpawnSpec {
+            kind: kind.into(),
+            name: None,
+            command: Vec::new(),
+            cwd: None,
+            env: BTreeMap::new(),
+            size: None,
+            role: None,
+            restart: RestartPolicy::Never,
+        }
+    }
+
+    /// Sets the name.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Sets the program and its arguments.
+    #[must_use]
+    pub fn command<I, S>(mut self, words: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.command = words.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the working directory.
+    #[must_use]
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Adds one environment variable.
+    #[must_use]
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets the initial size.
+    #[must_use]
+    pub fn size(mut self, cols: u16, rows: u16) -> Self {
+        self.size = Some(Size { cols, rows });
+        self
+    }
+
+    /// Sets the role.
+    #[must_use]
+    pub fn role(mut self, role: impl Into<String>) -> Self {
+        self.role = Some(role.into());
+        self
+    }
+
+    /// Sets the restart policy.
+    #[must_use]
+    pub fn restart(mut self, restart: RestartPolicy) -> Self {
+        self.restart = restart;
+        self
+    }
+
+    /// Checks everything the caller chose, before any backend sees it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] naming the bad value: an unsafe name, a NUL
+    /// in a command word, cwd or environment entry, an environment key that
+    /// is empty or has `=`, a zero or huge size, a role with control
+    /// characters.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(name) = &self.name {
+            validate_name(name)?;
+        }
+        for word in &self.command {
+            if word.contains('\0') {
+                return Err(Error::InvalidInput(format!(
+                    "command word {word:?} contains a NUL byte"
+                )));
+            }
+        }
+        if let Some(cwd) = &self.cwd
+            && cwd.as_os_str().as_encoded_bytes().contains(&0)
+        {
+            return Err(Error::InvalidInput(format!(
+                "cwd {} contains a NUL byte",
+                cwd.display()
+            )));
+        }
+        for (key, value) in &self.env {
+            if key.is_empty() || key.contains(['=', '\0']) {
+                return Err(Error::InvalidInput(format!(
+                    "environment key {key:?} must be non-empty without '=' or NUL"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(Error::InvalidInput(format!(
+                    "environment value of {key} contains a NUL byte"
+                )));
+            }
+        }
+        if let Some(size) = self.size {
+            for (what, value) in [("cols", size.cols), ("rows", size.rows)] {
+                if value == 0 || value > MAX_DIMENSION {
+                    return Err(Error::InvalidInput(format!(
+                        "size {what} {value} is outside 1..={MAX_DIMENSION}"
+                    )));
+                }
+            }
+        }
+        if let Some(role) = &self.role
+            && (role.is_empty() || role.len() > 64 || role.chars().any(char::is_control))
+        {
+            return Err(Error::InvalidInput(format!(
+                "role {role:?} must be 1 to 64 bytes without control characters"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Backoff of the `always` restart policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestartBackoff {
+    /// Delay before the first recreation after a death.
+    pub initial: Duration,
+    /// Longest delay; each consecutive recreation doubles the delay up to it.
+    pub max_delay: Duration,
+    /// Consecutive recreations after which the registry gives up and leaves
+    /// the terminal dead.
+    pub max_restarts: u32,
+    /// A terminal that ran this long before dying resets the count.
+    pub stable_after: Duration,
+}
+
+impl Default for RestartBackoff {
+    fn default() -> Self {
+        RestartBackoff {
+            initial: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            max_restarts: 10,
+            stable_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RestartBackoff {
+    /// A backoff with these bounds.
+    pub fn new(
+        initial: Duration,
+        max_delay: Duration,
+        max_restarts: u32,
+        stable_after: Duration,
+    ) -> Self {
+        RestartBackoff {
+            initial,
+            max_delay,
+            max_restarts,
+            stable_after,
+        }
+    }
+
+    /// The delay before recreation number `attempt` (zero-based):
+    /// `initial * 2^attempt`, at most `max_delay`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
+        self.initial.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// How a [`Registry`](super::Registry) is set up.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RegistryConfig {
+    /// Where terminal records live; `None` keeps everything in memory (no
+    /// restart survival).
+    pub state_dir: Option<PathBuf>,
+    /// Backoff of the `always` restart policy.
+    pub backoff: RestartBackoff,
+}
+
+impl RegistryConfig {
+    /// Sets the state directory.
+    #[must_use]
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the backoff of the `always` restart policy.
+    #[must_use]
+    pub fn backoff(mut self, backoff: RestartBackoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+}
+
+/// What callers see of one terminal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalSnapshot {
+    /// Its id.
+    pub id: TerminalId,
+    /// Its owner.
+    pub owner: OwnerId,
+    /// Its name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its role, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Its backend kind.
+    pub kind: String,
+    /// The pane's process id, when the backend has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its status, with exit code or signal once dead.
+    pub status: TerminalStatus,
+    /// Its restart policy.
+    pub restart: RestartPolicy,
+    /// How many times the registry recreated it.
+    pub restarts: u32,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_ms: u64,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let backoff = RestartBackoff::new(
+            Duration::from_millis(100),
+            Duration::from_secs(1),
+            5,
+            Duration::from_secs(10),
+        );
+        let delays: Vec<u128> = (0..6).map(|n| backoff.delay(n).as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(backoff.delay(40), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn restart_policy_parses() {
+        assert_eq!(
+            "on-attach".parse::<RestartPolicy>().unwrap(),
+            RestartPolicy::OnAttach
+        );
+        let error = "sometimes".parse::<RestartPolicy>().unwrap_err();
+        assert!(error.to_string().contains("\"sometimes\""));
+    }
+
+    #[test]
+    fn spec_validation_names_the_value() {
+        let cases = [
+            (SpawnSpec::new("k").name(""), "must be non-empty"),
+            (SpawnSpec::new("k").command(["a\0b"]), "NUL"),
+            (SpawnSpec::new("k").cwd("/tmp/\0x"), "NUL"),
+            (SpawnSpec::new("k").env("A=B", "x"), "\"A=B\""),
+            (SpawnSpec::new("k").env("A", "x\0"), "A contains a NUL"),
+            (SpawnSpec::new("k").size(0, 24), "cols 0"),
+            (SpawnSpec::new("k").size(80, 20_000), "rows 20000"),
+            (SpawnSpec::new("k").role("a\nb"), "role"),
+        ];
+        for (spec, expected) in cases {
+            let error = spec.validate().unwrap_err();
+            assert_eq!(error.code(), "INVALID_INPUT");
+            assert!(error.to_string().contains(expected), "{error}");
+        }
+        SpawnSpec::new("k")
+            .name("main")
+            .command(["sh", "-c", "echo 'a;b' $(x)"])
+            .env("K", "v w")
+            .size(80, 24)
+            .role("repl")
+            .validate()
+            .unwrap();
+    }
+
+    #[test]
+    fn spec_round_trips_through_json() {
+        let spec = SpawnSpec::new("tmux")
+            .name("main")
+            .command(["bash"])
+            .cwd("/tmp")
+            .env("A", "1")
+            .size(100, 30)
+            .role("repl")
+            .restart(RestartPolicy::OnAttach);
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["restart"], "on-attach");
+        assert_eq!(serde_json::from_value::<SpawnSpec>(json).unwrap(), spec);
+        let minimal: SpawnSpec = serde_json::from_str(r#"{"kind":"stub"}"#).unwrap();
+        assert_eq!(minimal, SpawnSpec::new("stub"));
+    }
+}

@@ -1,0 +1,257 @@
+//! The registry's shared maps and their invariants.
+//!
+//! Everything here is synchronous and lives behind one `std::sync::Mutex`
+//! (never held across `.await`): backends by kind, published terminals,
+//! unpublished spawns, reserved names and disposed owners. No I/O and no
+//! backend calls happen here.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures_util::future::{BoxFuture, Shared};
+use tokio_util::sync::CancellationToken;
+
+use super::backend::{Backend, BackendTerminal, TerminalStatus};
+use super::persist::TerminalRecord;
+use super::spec::TerminalSnapshot;
+use super::{OwnerId, TerminalId};
+use crate::{Error, Result};
+
+/// A close in flight, shared by every caller that joins it.
+pub(crate) type CloseFuture = Shared<BoxFuture<'static, Result<(), Arc<Error>>>>;
+
+/// One registered backend contribution.
+pub(crate) struct BackendSlot {
+    /// Distinguishes this contribution from a later one of the same kind.
+    pub(crate) token: u64,
+    pub(crate) backend: Arc<dyn Backend>,
+}
+
+/// A close in flight on one terminal.
+pub(crate) struct Closing {
+    /// Which close this is, so a failed one never clears a newer one.
+    pub(crate) generation: u64,
+    pub(crate) future: CloseFuture,
+}
+
+/// One published terminal.
+pub(crate) struct Entry {
+    /// What is (or would be) persisted: id, owner, spec, locator.
+    pub(crate) record: TerminalRecord,
+    /// Tie-breaker of creation order within this process.
+    pub(crate) seq: u64,
+    /// The live backend terminal; `None` when adoption found it gone.
+    pub(crate) terminal: Option<Arc<dyn BackendTerminal>>,
+    /// Why `terminal` is `None`.
+    pub(crate) gone_reason: String,
+    /// Death seen by a probe while the backend still said running.
+    pub(crate) observed_dead: Option<TerminalStatus>,
+    /// The generation of the send in flight, if any.
+    pub(crate) active_send: Option<u64>,
+    pub(crate) closing: Option<Closing>,
+    /// Serializes probes and recreation, so concurrent probes recreate once.
+    pub(crate) liveness: Arc<tokio::sync::Mutex<()>>,
+    /// Cancelled when the entry leaves the registry; stops its tasks.
+    pub(crate) cancel: CancellationToken,
+    /// How many times the registry recreated it.
+    pub(crate) restarts: u32,
+}
+
+impl Entry {
+    /// A fresh entry for `record`.
+    pub(crate) fn new(
+        record: TerminalRecord,
+        seq: u64,
+        terminal: Option<Arc<dyn BackendTerminal>>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Entry {
+            record,
+            seq,
+            terminal,
+            gone_reason: String::new(),
+            observed_dead: None,
+            active_send: None,
+            closing: None,
+            liveness: Arc::new(tokio::sync::Mutex::new(())),
+            cancel,
+            restarts: 0,
+        }
+    }
+
+    /// The status callers see: the backend's, unless a probe saw it dead
+    /// first.
+    pub(crate) fn status(&self) -> TerminalStatus {
+        match &self.terminal {
+            None => TerminalStatus::Gone {
+                reason: self.gone_reason.clone(),
+            },
+            Some(terminal) => match (terminal.status(), &self.observed_dead) {
+                (TerminalStatus::Running, Some(dead)) => dead.clone(),
+                (status, _) => status,
+            },
+        }
+    }
+
+    /// What callers see of this entry.
+    pub(crate) fn snapshot(&self) -> TerminalSnapshot {
+        let record = &self.record;
+        TerminalSnapshot {
+            id: record.id.clone(),
+            owner: record.owner.clone(),
+            name: record.spec.name.clone(),
+            role: record.spec.role.clone(),
+            kind: record.spec.kind.clone(),
+            pid: self.terminal.as_ref().and_then(|terminal| terminal.pid()),
+            status: self.status(),
+            restart: record.spec.restart,
+            restarts: self.restarts,
+            created_ms: record.created_ms,
+        }
+    }
+
+    /// The backend terminal, or why there is none.
+    pub(crate) fn live_terminal(&self) -> Result<Arc<dyn BackendTerminal>> {
+        self.terminal.clone().ok_or_else(|| Error::TerminalDead {
+            terminal: self.record.id.to_string(),
+            status: self.status().to_string(),
+        })
+    }
+}
+
+/// Why disposal aborted an unpublished spawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AbortReason {
+    OwnerDisposed,
+    RegistryDisposing,
+}
+
+impl AbortReason {
+    /// The error the spawner sees.
+    pub(crate) fn error(self, owner: &OwnerId) -> Error {
+        match self {
+            AbortReason::OwnerDisposed => Error::OwnerNotLive(owner.to_string()),
+            AbortReason::RegistryDisposing => Error::RegistryDisposing,
+        }
+    }
+}
+
+/// One spawn between reservation and publication (or failure).
+pub(crate) struct Pending {
+    pub(crate) owner: OwnerId,
+    pub(crate) id: TerminalId,
+    pub(crate) name: Option<String>,
+    /// Cancelled by disposal; the backend's token is a child of it.
+    pub(crate) abort: CancellationToken,
+    pub(crate) abort_reason: Option<AbortReason>,
+    /// Cancelled once the spawn has settled (published or rolled back).
+    pub(crate) settled: CancellationToken,
+    /// A rollback or backend cleanup failure kept until disposal reports it.
+    pub(crate) cleanup_failure: Option<Arc<Error>>,
+}
+
+/// Everything behind the registry's lock.
+#[derive(Default)]
+pub(crate) struct State {
+    pub(crate) disposing: bool,
+    /// Registered backends, in registration order.
+    pub(crate) backends: Vec<(String, BackendSlot)>,
+    pub(crate) entries: HashMap<TerminalId, Entry>,
+    /// Unpublished spawns by reservation key.
+    pub(crate) pending: HashMap<u64, Pending>,
+    pub(crate) disposed_owners: HashSet<OwnerId>,
+    next_counter: u64,
+}
+
+impl State {
+    /// A number never returned before by this state.
+    pub(crate) fn next(&mut self) -> u64 {
+        self.next_counter += 1;
+        self.next_counter
+    }
+
+    /// Fails with `REGISTRY_DISPOSING` once disposal began.
+    pub(crate) fn check_active(&self) -> Result<()> {
+        if self.disposing {
+            Err(Error::RegistryDisposing)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Fails with `OWNER_NOT_LIVE` for a disposed owner.
+    pub(crate) fn check_owner(&self, owner: &OwnerId) -> Result<()> {
+        if self.disposed_owners.contains(owner) {
+            Err(Error::OwnerNotLive(owner.to_string()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The backend registered for `kind`.
+    pub(crate) fn backend(&self, kind: &str) -> Result<Arc<dyn Backend>> {
+        self.backends
+            .iter()
+            .find(|(registered, _)| registered == kind)
+            .map(|(_, slot)| Arc::clone(&slot.backend))
+            .ok_or_else(|| Error::NoBackend(kind.to_owned()))
+    }
+
+    /// Whether `owner` already uses `name`, published or in flight.
+    pub(crate) fn name_taken(&self, owner: &OwnerId, name: &str) -> bool {
+        self.entries.values().any(|entry| {
+            &entry.record.owner == owner && entry.record.spec.name.as_deref() == Some(name)
+        }) || self
+            .pending
+            .values()
+            .any(|pending| &pending.owner == owner && pending.name.as_deref() == Some(name))
+    }
+
+    /// Resolves `target` (a name of the owner's, else an id) to the id of a
+    /// terminal `owner` may use.
+    ///
+    /// Names are looked up first and only among the owner's own terminals,
+    /// so another owner can never shadow them.
+    pub(crate) fn resolve(&self, owner: &OwnerId, target: &str) -> Result<TerminalId> {
+        if let Some(entry) = self.entries.values().find(|entry| {
+            &entry.record.owner == owner && entry.record.spec.name.as_deref() == Some(target)
+        }) {
+            return Ok(entry.record.id.clone());
+        }
+        let entry = TerminalId::parse(target)
+            .ok()
+            .and_then(|id| self.entries.get(&id))
+            .ok_or_else(|| Error::NoTerminal(target.to_owned()))?;
+        if &entry.record.owner != owner {
+            return Err(Error::ForeignTerminal(target.to_owned()));
+        }
+        Ok(entry.record.id.clone())
+    }
+
+    /// The entry of `id`, which callers resolved earlier; `NO_TERMINAL` if
+    /// it left meanwhile.
+    pub(crate) fn entry(&self, id: &TerminalId) -> Result<&Entry> {
+        self.entries
+            .get(id)
+            .ok_or_else(|| Error::NoTerminal(id.to_string()))
+    }
+
+    /// Mutable access to the entry of `id`.
+    pub(crate) fn entry_mut(&mut self, id: &TerminalId) -> Result<&mut Entry> {
+        self.entries
+            .get_mut(id)
+            .ok_or_else(|| Error::NoTerminal(id.to_string()))
+    }
+
+    /// Whether `id` is reserved by an unpublished spawn.
+    pub(crate) fn is_pending(&self, id: &TerminalId) -> bool {
+        self.pending.values().any(|pending| &pending.id == id)
+    }
+
+    /// Removes an entry and stops its tasks.
+    pub(crate) fn remove_entry(&mut self, id: &TerminalId) -> Option<Entry> {
+        let entry = self.entries.remove(id)?;
+        entry.cancel.cancel();
+        Some(entry)
+    }
+}

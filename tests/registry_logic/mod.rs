@@ -1,0 +1,129 @@
+//! Registry logic against the stub backend: every case of the seed's
+//! owner-scoped PTY registry suite (`seed_spawn.rs`, `seed_lifecycle.rs`),
+//! liveness and restart policies (`policy.rs`), persistence and adoption
+//! (`persist.rs`).
+#![allow(clippy::unwrap_used)]
+
+mod persist;
+mod policy;
+mod seed_lifecycle;
+mod seed_spawn;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
+use tmux_engine::registry::{
+    OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec, TerminalSnapshot,
+};
+use tmux_engine::{Error, Result};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long any single wait may take before the test fails.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A registry with no state directory.
+fn registry() -> Registry {
+    Registry::new(RegistryConfig::default()).unwrap()
+}
+
+fn owner(name: &str) -> OwnerId {
+    OwnerId::new(name).unwrap()
+}
+
+/// Awaits `future`, failing the test after [`DEADLINE`].
+async fn within<F: Future>(future: F) -> F::Output {
+    tokio::time::timeout(DEADLINE, future)
+        .await
+        .expect("timed out waiting")
+}
+
+/// The error of a result that must have failed.
+fn failure<T: std::fmt::Debug>(result: Result<T>) -> Error {
+    result.expect_err("expected an error")
+}
+
+/// A backend whose spawns wait for `gate` (ignoring cancellation), then
+/// return `terminal`.
+fn gated(kind: &str, gate: &Gate, terminal: &Arc<StubTerminal>) -> Arc<StubBackend> {
+    let gate = gate.clone();
+    let terminal = Arc::clone(terminal);
+    StubBackend::with_spawn(kind, move |_request| {
+        let gate = gate.clone();
+        let terminal = Arc::clone(&terminal);
+        Box::pin(async move {
+            gate.wait().await;
+            Ok(terminal)
+        })
+    })
+}
+
+/// A backend whose spawns open `started`, wait for their cancellation
+/// token, then fail with whatever `on_cancel` builds.
+fn abortable(
+    kind: &str,
+    started: &Gate,
+    on_cancel: impl Fn() -> Error + Send + Sync + 'static,
+) -> Arc<StubBackend> {
+    let started = started.clone();
+    let on_cancel = Arc::new(on_cancel);
+    StubBackend::with_spawn(kind, move |request: SpawnRequest| {
+        let started = started.clone();
+        let on_cancel = Arc::clone(&on_cancel);
+        let spawn: BoxFuture<'static, Result<Arc<StubTerminal>>> = Box::pin(async move {
+            started.open();
+            request.cancel.cancelled().await;
+            Err(on_cancel())
+        });
+        spawn
+    })
+}
+
+/// An I/O error with `message`, as backends report their own failures.
+fn backend_error(message: &str) -> Error {
+    Error::io("stub backend", std::io::Error::other(message.to_owned()))
+}
+
+/// Spawns in a task, so the test can act while the spawn is pending.
+pub(crate) fn spawn_task(
+    registry: &Registry,
+    owner: &OwnerId,
+    spec: SpawnSpec,
+    cancel: &CancellationToken,
+) -> JoinHandle<Result<TerminalSnapshot>> {
+    let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
+    tokio::spawn(async move { registry.spawn(&owner, spec, &cancel).await })
+}
+
+pub(crate) fn dispose_task(registry: &Registry, owner: Option<&OwnerId>) -> JoinHandle<Result<()>> {
+    let (registry, owner) = (registry.clone(), owner.cloned());
+    tokio::spawn(async move {
+        match owner {
+            Some(owner) => registry.dispose_owner(&owner).await,
+            None => registry.dispose().await,
+        }
+    })
+}
+
+fn none() -> CancellationToken {
+    CancellationToken::new()
+}
+
+fn send(text: &'static str) -> SendRequest {
+    SendRequest {
+        text: text.into(),
+        submit: true,
+        ..SendRequest::default()
+    }
+}
+
+/// The failures carried by a `CLEANUP_FAILED` or `CLOSE_FAILED` error.
+fn failures(error: &Error) -> Vec<Arc<Error>> {
+    match error {
+        Error::CleanupFailed { failures } | Error::CloseFailed { failures } => failures.clone(),
+        other => panic!("not an aggregate: {other}"),
+    }
+}

@@ -1,0 +1,324 @@
+//! Persistence and adoption through the stub backend: records written before
+//! publication and removed after a kill, re-adoption after the engine
+//! "restarts" (a new registry on the same state directory and backend),
+//! dead records kept as gone and recreated by policy, corrupt records,
+//! reaping, and two registries sharing one directory.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tmux_engine::registry::stub::{Gate, StubBackend};
+use tmux_engine::registry::{
+    Backend, BackendTerminal, ReadRequest, Registry, RegistryConfig, RestartBackoff, RestartPolicy,
+    SpawnSpec, TerminalRecord, TerminalStatus,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{backend_error, failure, owner, within};
+
+fn config(dir: &Path) -> RegistryConfig {
+    let backoff = RestartBackoff::new(
+        Duration::from_millis(10),
+        Duration::from_millis(40),
+        3,
+        Duration::from_secs(60),
+    );
+    RegistryConfig::default().state_dir(dir).backoff(backoff)
+}
+
+async fn open(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
+    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
+    let (registry, report) = Registry::open(config(dir), backends).await.unwrap();
+    assert!(report.corrupt.is_empty(), "{report:?}");
+    registry
+}
+
+fn records(registry: &Registry) -> Vec<TerminalRecord> {
+    registry.state_dir().unwrap().load_all().unwrap().records
+}
+
+fn none() -> CancellationToken {
+    CancellationToken::new()
+}
+
+#[tokio::test]
+async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = StubBackend::new("stub");
+    let registry = open(dir.path(), &backend).await;
+    let owner = owner("owner");
+    let spec = SpawnSpec::new("stub")
+        .name("main")
+        .role("repl")
+        .restart(RestartPolicy::OnAttach)
+        .command(["bash", "-l"])
+        .cwd("/tmp")
+        .env("K", "v")
+        .size(100, 30);
+    let created = registry.spawn(&owner, spec.clone(), &none()).await.unwrap();
+    let record = records(&registry).pop().unwrap();
+    assert_eq!(record.id, created.id);
+    assert_eq!(record.owner, owner);
+    assert_eq!(record.spec, spec);
+    assert_eq!(record.created_ms, created.created_ms);
+    assert_eq!(record.locator, backend.terminal(0).unwrap().locator());
+
+    let terminal = backend.terminal(0).unwrap();
+    terminal.set_reject_close(true);
+    failure(registry.kill(&owner, "main").await);
+    assert_eq!(
+        records(&registry).len(),
+        1,
+        "a failed kill keeps the record"
+    );
+    terminal.set_reject_close(false);
+    assert!(registry.kill(&owner, "main").await.unwrap());
+    assert!(records(&registry).is_empty());
+}
+
+#[tokio::test]
+async fn unpublished_spawns_leave_no_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = StubBackend::new("stub");
+    let registry = open(dir.path(), &backend).await;
+    let throwing = StubBackend::with_spawn("throwing", |_request| {
+        Box::pin(async { Err(backend_error("provider failed")) })
+    });
+    let _guard = registry.register_backend(throwing).unwrap();
+    let owner = owner("owner");
+    failure(
+        registry
+            .spawn(&owner, SpawnSpec::new("throwing"), &none())
+            .await,
+    );
+
+    let gate = Gate::new();
+    backend.set_spawn_gate(Some(gate.clone()));
+    let cancel = CancellationToken::new();
+    let pending = {
+        let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
+        tokio::spawn(async move {
+            registry
+                .spawn(&owner, SpawnSpec::new("stub"), &cancel)
+                .await
+        })
+    };
+    within(backend.wait_spawns_started(1)).await;
+    cancel.cancel();
+    gate.open();
+    assert_eq!(failure(within(pending).await.unwrap()).code(), "CANCELLED");
+    assert!(records(&registry).is_empty());
+    let leftovers = std::fs::read_dir(dir.path().join("terminals"))
+        .unwrap()
+        .count();
+    assert_eq!(leftovers, 0, "no temp files either");
+}
+
+#[tokio::test]
+async fn open_adopts_live_terminals_with_their_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = StubBackend::new("stub");
+    let (alice, bob) = (owner("alice"), owner("bob"));
+    let before = {
+        let first = open(dir.path(), &backend).await;
+        for (owner, name) in [(&alice, "one"), (&alice, "two"), (&bob, "one")] {
+            let spec = SpawnSpec::new("stub").name(name).role("shell");
+            first.spawn(owner, spec, &none()).await.unwrap();
+        }
+        let before = (
+            first.list(&alice).await.unwrap(),
+            first.list(&bob).await.unwrap(),
+        );
+        // The engine goes away without disposing: terminals keep running.
+        drop(first);
+        before
+    };
+    assert!(
+        backend
+            .terminals()
+            .iter()
+            .all(|terminal| terminal.closed().is_empty())
+    );
+
+    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
+    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    assert_eq!(report.adopted.len(), 3);
+    assert!(report.gone.is_empty() && report.failures.is_empty());
+    assert!(report.reaped.is_empty());
+    let after = (
+        second.list(&alice).await.unwrap(),
+        second.list(&bob).await.unwrap(),
+    );
+    assert_eq!(after, before);
+    let page = second
+        .read(&alice, "two", ReadRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(page.lines, ["0:0"]);
+    let error = failure(
+        second
+            .spawn(&alice, SpawnSpec::new("stub").name("one"), &none())
+            .await,
+    );
+    assert_eq!(error.code(), "DUPLICATE_NAME");
+    assert!(second.kill(&bob, "one").await.unwrap());
+    assert_eq!(records(&second).len(), 2);
+}
+
+#[tokio::test]
+async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = StubBackend::new("stub");
+    let owner = owner("owner");
+    {
+        let first = open(dir.path(), &backend).await;
+        for (name, policy) in [
+            ("never", RestartPolicy::Never),
+            ("repl", RestartPolicy::OnAttach),
+            ("daemon", RestartPolicy::Always),
+        ] {
+            let spec = SpawnSpec::new("stub").name(name).restart(policy);
+            first.spawn(&owner, spec, &none()).await.unwrap();
+        }
+    }
+    // Their servers die while no engine runs.
+    for terminal in backend.terminals() {
+        terminal.vanish("server killed");
+    }
+
+    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
+    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    assert_eq!(report.gone.len(), 3, "{report:?}");
+    assert!(report.adopted.is_empty());
+
+    let never = second.show(&owner, "never").await.unwrap();
+    assert!(
+        matches!(never.status, TerminalStatus::Gone { .. }),
+        "{never:?}"
+    );
+    assert_eq!(
+        failure(second.attach(&owner, "never").await).code(),
+        "TERMINAL_DEAD"
+    );
+
+    let repl = second.attach(&owner, "repl").await.unwrap();
+    assert!(repl.recreated);
+    assert_eq!(repl.snapshot.status, TerminalStatus::Running);
+    let on_disk = records(&second)
+        .into_iter()
+        .find(|record| record.id == repl.snapshot.id)
+        .unwrap();
+    assert_eq!(
+        on_disk.locator, repl.locator,
+        "the record follows the rebuild"
+    );
+
+    let deadline = tokio::time::Instant::now() + super::DEADLINE;
+    loop {
+        let daemon = second.show(&owner, "daemon").await.unwrap();
+        if daemon.status.is_running() {
+            assert_eq!(daemon.restarts, 1);
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{daemon:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(backend.terminals().len(), 5);
+}
+
+#[tokio::test]
+async fn open_reports_and_skips_corrupt_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = StubBackend::new("stub");
+    let owner = owner("owner");
+    {
+        let first = open(dir.path(), &backend).await;
+        first
+            .spawn(&owner, SpawnSpec::new("stub").name("ok"), &none())
+            .await
+            .unwrap();
+    }
+    let corrupt = dir.path().join("terminals/t-1-0000000000000000.json");
+    std::fs::write(&corrupt, b"{\"id\": truncated").unwrap();
+    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
+    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    assert_eq!(report.corrupt.len(), 1);
+    assert_eq!(report.corrupt[0].path, corrupt);
+    assert_eq!(report.adopted.len(), 1);
+    assert_eq!(second.list(&owner).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn open_reaps_terminals_that_belong_to_no_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = StubBackend::new("stub");
+    let owner = owner("owner");
+    let orphan = {
+        let first = open(dir.path(), &backend).await;
+        first
+            .spawn(&owner, SpawnSpec::new("stub").name("kept"), &none())
+            .await
+            .unwrap();
+        let orphan = first
+            .spawn(&owner, SpawnSpec::new("stub"), &none())
+            .await
+            .unwrap();
+        // As if the engine crashed between starting a server and recording it.
+        first.state_dir().unwrap().remove(&orphan.id).unwrap();
+        orphan
+    };
+    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
+    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    assert_eq!(backend.reaped(), std::slice::from_ref(&orphan.id));
+    assert_eq!(report.reaped, [orphan.id.to_string()]);
+    assert!(backend.terminal(1).unwrap().is_closed());
+    let listed = second.list(&owner).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].name.as_deref(), Some("kept"));
+}
+
+#[tokio::test]
+async fn two_registries_on_one_state_dir_see_the_same_terminals() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = StubBackend::new("stub");
+    let owner = owner("owner");
+    let first = open(dir.path(), &backend).await;
+    let second = open(dir.path(), &backend).await;
+
+    let main = first
+        .spawn(&owner, SpawnSpec::new("stub").name("main"), &none())
+        .await
+        .unwrap();
+    assert_eq!(second.list(&owner).await.unwrap(), vec![main.clone()]);
+    // A lookup that misses rescans before answering NO_TERMINAL.
+    let other = second
+        .spawn(&owner, SpawnSpec::new("stub").name("other"), &none())
+        .await
+        .unwrap();
+    let page = first
+        .read(&owner, "other", ReadRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(page.lines, ["0:0"]);
+    let error = failure(
+        first
+            .spawn(&owner, SpawnSpec::new("stub").name("other"), &none())
+            .await,
+    );
+    assert_eq!(error.code(), "DUPLICATE_NAME");
+
+    assert!(second.kill(&owner, "main").await.unwrap());
+    let seen: Vec<_> = first
+        .list(&owner)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|snapshot| snapshot.id)
+        .collect();
+    assert_eq!(seen, [other.id]);
+    assert_eq!(
+        failure(first.show(&owner, "main").await).code(),
+        "NO_TERMINAL"
+    );
+}
