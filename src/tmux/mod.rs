@@ -1,8 +1,23 @@
 //! tmux itself: finding the binary, its version and quirks, private servers,
 //! and building command lines that no user text can break out of.
 //!
-//! STUB: being written; see the issue brief.
+//! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
+//! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`],
+//!   [`check_name`];
+//! - [`server`]: [`Server`], one tmux server on a private socket;
+//! - [`process`]: liveness and killing of processes we did not spawn
+//!   directly (the daemonised tmux server).
+//!
+//! Nothing here knows about the control client; `control::client` uses
+//! [`Server::control_command`] and [`TmuxCommand::line`].
 
 pub mod command;
+pub mod process;
 pub mod server;
 pub mod version;
+
+pub use command::{
+    DEFAULT_HEX_CHUNK, MAX_NAME_LEN, TmuxCommand, check_name, format_escape, quote, send_keys_hex,
+};
+pub use server::{FirstPane, Server, ServerOptions, Size};
+pub use version::{Caps, Stage, Tmux, Version};
