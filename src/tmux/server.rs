@@ -425,21 +425,21 @@ fn validate(opts: &ServerOptions) -> Result<()> {
             i32::MAX
         )));
     }
-    if let Some(shell) = &opts.shell {
-        if !shell.is_absolute() || !shell.is_file() {
-            return Err(Error::InvalidInput(format!(
-                "shell {} is not an absolute path to a file",
-                shell.display()
-            )));
-        }
+    if let Some(shell) = &opts.shell
+        && (!shell.is_absolute() || !shell.is_file())
+    {
+        return Err(Error::InvalidInput(format!(
+            "shell {} is not an absolute path to a file",
+            shell.display()
+        )));
     }
-    if let Some(cwd) = &opts.cwd {
-        if !cwd.is_dir() {
-            return Err(Error::InvalidInput(format!(
-                "cwd {} is not a directory",
-                cwd.display()
-            )));
-        }
+    if let Some(cwd) = &opts.cwd
+        && !cwd.is_dir()
+    {
+        return Err(Error::InvalidInput(format!(
+            "cwd {} is not a directory",
+            cwd.display()
+        )));
     }
     for (key, _) in &opts.env {
         if key.is_empty() || key.contains(['=', '\0']) {

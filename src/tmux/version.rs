@@ -60,12 +60,17 @@ pub struct Version {
 /// `major` given to `master` builds: newer than any numbered release.
 const MASTER_MAJOR: u32 = u32::MAX;
 
+/// An OpenBSD release, (major, minor).
+type OsRelease = (u32, u32);
+/// A tmux release, (major, minor, letter).
+type Release = (u32, u32, Option<char>);
+
 /// OpenBSD release -> the last tmux release published before it.
 ///
 /// OpenBSD's base tmux tracks tmux's development tree, so it is usually a
 /// little newer than this; under-claiming only costs a harmless workaround,
 /// over-claiming would send commands tmux does not know.
-const OPENBSD: &[((u32, u32), (u32, u32, Option<char>))] = &[
+const OPENBSD: &[(OsRelease, Release)] = &[
     ((6, 9), (3, 2, None)),
     ((7, 0), (3, 2, Some('a'))),
     ((7, 1), (3, 2, Some('a'))),
