@@ -4,8 +4,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
+use tmux_engine::tmux::options::MARK_OPTION;
 use tmux_engine::tmux::process::is_alive;
-use tmux_engine::tmux::server::{DIR_PREFIX, MARK_OPTION, MAX_SOCKET_PATH};
+use tmux_engine::tmux::server::{DIR_PREFIX, MAX_SOCKET_PATH};
 use tmux_engine::tmux::{Server, ServerOptions, Size, TmuxCommand};
 
 use crate::support::{Control, opts, poll, test_dir, tmux, within};

@@ -4,6 +4,8 @@
 //! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
 //! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`],
 //!   [`check_name`];
+//! - [`options`]: [`ServerOptions`], validated and turned into the config
+//!   file and start command;
 //! - [`server`]: [`Server`], one tmux server on a private socket;
 //! - [`process`]: liveness and killing of processes we did not spawn
 //!   directly (the daemonised tmux server).
@@ -12,6 +14,7 @@
 //! [`Server::control_command`] and [`TmuxCommand::line`].
 
 pub mod command;
+pub mod options;
 pub mod process;
 pub mod server;
 pub mod version;
@@ -19,5 +22,6 @@ pub mod version;
 pub use command::{
     DEFAULT_HEX_CHUNK, MAX_NAME_LEN, TmuxCommand, check_name, format_escape, quote, send_keys_hex,
 };
-pub use server::{FirstPane, Server, ServerOptions, Size};
+pub use options::{ServerOptions, Size};
+pub use server::{FirstPane, Server};
 pub use version::{Caps, Stage, Tmux, Version};
