@@ -53,7 +53,8 @@ const DROP_CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct FirstPane {
     /// Its id (`%0` on a fresh server).
     pub id: PaneId,
-    /// The pid of its program.
+    /// The pid of its program. Right after the start this can still be
+    /// tmux's fork, before it execs the program.
     pub pid: u32,
 }
 
@@ -200,6 +201,27 @@ impl Server {
     /// round trip).
     pub fn is_alive(&self) -> bool {
         process::is_alive(self.pid)
+    }
+
+    /// Sends SIGCHLD to the server, so it reaps exited panes.
+    ///
+    /// Seen on tmux 3.3a: in a freshly started server the SIGCHLD for a
+    /// pane's exit is sometimes lost (up to half the time for a program that
+    /// exits within a second of the start). The pane then shows
+    /// `#{pane_dead}` 1 with an empty `#{pane_dead_status}` forever, its
+    /// program a zombie. A later SIGCHLD makes tmux call `waitpid` and record
+    /// the status. Harmless when nothing is pending: tmux finds no child to
+    /// reap. Liveness probes call this when a pane stays dead without a
+    /// status.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the signal cannot be sent.
+    pub fn nudge_child_reaper(&self) -> Result<()> {
+        if process::looks_like_tmux(self.pid) {
+            process::signal(self.pid, Signal::CHILD)?;
+        }
+        Ok(())
     }
 
     /// `tmux -u -S SOCK -C attach-session -t =NAME`, with piped stdio and
