@@ -2,12 +2,13 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tmux_engine::tmux::options::MARK_OPTION;
 use tmux_engine::tmux::process::is_alive;
 use tmux_engine::tmux::server::{DIR_PREFIX, MAX_SOCKET_PATH};
-use tmux_engine::tmux::{Server, ServerOptions, Size, TmuxCommand};
+use tmux_engine::tmux::{Server, ServerOptions, Size, Tmux, TmuxCommand};
 
 use crate::support::{Control, opts, poll, test_dir, tmux, within};
 
@@ -409,6 +410,80 @@ async fn accepted_names_address_exactly_their_session() {
         assert_eq!(err.code(), "COMMAND_FAILED");
         assert!(err.to_string().contains("can't find session"), "{err}");
         server.kill().await.expect("kill");
+    })
+    .await;
+}
+
+/// A tmux that starts a real server for `new-session`, writes the server's
+/// pid to `pid_file`, then prints `garbage` (or hangs when `hang`).
+fn half_broken_tmux(dir: &Path, pid_file: &Path, hang: bool) -> Tmux {
+    let fake = dir.join(if hang { "tmux-hang" } else { "tmux-garbage" });
+    let then = if hang {
+        "exec sleep 60"
+    } else {
+        "echo garbage"
+    };
+    let script = format!(
+        "#!/bin/sh\ncase \" $* \" in\n*\" new-session \"*)\n  \"{real}\" \"$@\" | cut -d' ' -f1 > \"{pid}.tmp\"\n  mv \"{pid}.tmp\" \"{pid}\"\n  {then} ;;\n*) exec \"{real}\" \"$@\" ;;\nesac\n",
+        real = tmux().path().display(),
+        pid = pid_file.display(),
+    );
+    std::fs::write(&fake, script).expect("write fake tmux");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    Tmux::with_version(&fake, tmux().version().clone()).expect("supported")
+}
+
+fn read_pid(pid_file: &Path) -> u32 {
+    std::fs::read_to_string(pid_file)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+fn assert_runtime_dir_empty(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir.join("rt"))
+        .expect("runtime dir")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn failed_start_leaves_nothing_behind() {
+    within(async {
+        let tmp = test_dir();
+        let pid_file = tmp.path().join("server-pid");
+        let fake = half_broken_tmux(tmp.path(), &pid_file, false);
+        let err = Server::start(Arc::new(fake), opts(tmp.path()))
+            .await
+            .expect_err("garbage output");
+        assert_eq!(err.code(), "COMMAND_FAILED");
+        assert!(err.to_string().contains("garbage"), "{err}");
+        let pid = read_pid(&pid_file);
+        assert!(
+            !is_alive(pid),
+            "the half-started server {pid} is still running"
+        );
+        assert_runtime_dir_empty(tmp.path());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancelled_start_leaves_nothing_behind() {
+    within(async {
+        let tmp = test_dir();
+        let pid_file = tmp.path().join("server-pid");
+        let fake = half_broken_tmux(tmp.path(), &pid_file, true);
+        let start = Server::start(Arc::new(fake), opts(tmp.path()));
+        // Drop the start once the server exists (its tmux client hangs).
+        tokio::select! {
+            res = start => panic!("start finished: {res:?}"),
+            () = poll("the server to start", WAIT, || async { pid_file.exists().then_some(()) }) => {}
+        }
+        let pid = read_pid(&pid_file);
+        assert!(!is_alive(pid), "the cancelled server {pid} is still running");
+        assert_runtime_dir_empty(tmp.path());
     })
     .await;
 }

@@ -117,26 +117,10 @@ impl Server {
             cli.env(k, v);
         }
         let line = argv_text(&argv);
-        let started = match output(cli, &line, RUN_TIMEOUT).await {
-            Ok(out) => parse_start(&out, &line),
-            Err(e) => Err(e),
-        };
-        let (pid, first_pane) = match started {
-            Ok(v) => v,
-            Err(e) => {
-                // The server may have started before the failure: never
-                // leave it running.
-                let _ = output(
-                    cli_args(&tmux, &socket, &config, ["kill-server"]),
-                    "kill-server",
-                    RUN_TIMEOUT,
-                )
-                .await;
-                return Err(e);
-            }
-        };
-        tracing::debug!(socket = %socket.display(), pid, pane = %first_pane.id, "tmux server started");
-        Ok(Server {
+        // Owned from here on, before tmux runs: if starting fails or this
+        // future is dropped, `kill` or `Drop` stops whatever did start (by
+        // socket; the pid is not known yet) and removes the directory.
+        let mut server = Server {
             tmux,
             dir: Some(dir),
             dir_path,
@@ -144,10 +128,36 @@ impl Server {
             config,
             name: opts.session,
             target,
-            pid,
-            first_pane,
+            pid: 0,
+            first_pane: FirstPane {
+                id: PaneId(0),
+                pid: 0,
+            },
             size: opts.size,
-        })
+        };
+        let started = match output(cli, &line, RUN_TIMEOUT).await {
+            Ok(out) => parse_start(&out, &line),
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok((pid, first_pane)) => {
+                server.pid = pid;
+                server.first_pane = first_pane;
+                tracing::debug!(
+                    socket = %server.socket.display(),
+                    pid,
+                    pane = %first_pane.id,
+                    "tmux server started"
+                );
+                Ok(server)
+            }
+            Err(e) => {
+                if let Err(cleanup) = server.kill().await {
+                    tracing::warn!(error = %cleanup, "cleaning up after a failed start");
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The socket path (`tmux -S`).
@@ -265,11 +275,26 @@ impl Server {
     /// [`Error::Unresponsive`] when the server survives SIGKILL;
     /// [`Error::Io`] when the signal or the directory removal fails.
     pub async fn kill(mut self) -> Result<()> {
-        let Some(dir) = self.dir.take() else {
+        // The directory stays owned until the end: if this future is dropped
+        // half way, `Drop` still finishes the job.
+        if self.dir.is_none() {
             return Ok(());
-        };
-        // Fails when the server is already gone, which is what we want.
-        let _ = self.run(&TmuxCommand::new("kill-server")).await;
+        }
+        if self.socket.exists() {
+            if self.pid == 0 {
+                // A start that failed after tmux ran: learn the pid, so the
+                // wait below means something.
+                let query = TmuxCommand::new("display-message")
+                    .flag("-p")
+                    .arg("#{pid}")
+                    .expect("no NUL in a literal");
+                if let Ok(out) = self.run(&query).await {
+                    self.pid = out.trim().parse().unwrap_or(0);
+                }
+            }
+            // Fails when the server is already gone, which is what we want.
+            let _ = self.run(&TmuxCommand::new("kill-server")).await;
+        }
         if !process::wait_dead(self.pid, KILL_GRACE).await {
             tracing::warn!(
                 pid = self.pid,
@@ -285,6 +310,9 @@ impl Server {
                 });
             }
         }
+        let Some(dir) = self.dir.take() else {
+            return Ok(());
+        };
         dir.close().map_err(|e| {
             Error::io(
                 format!("removing server directory {}", self.dir_path.display()),
@@ -298,28 +326,15 @@ impl Server {
         let Some(dir) = self.dir.take() else {
             return;
         };
-        let mut cli = cli_args(&self.tmux, &self.socket, &self.config, ["kill-server"]).into_std();
-        cli.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        match cli.spawn() {
-            Ok(mut child) => {
-                let deadline = Instant::now() + DROP_CLIENT_TIMEOUT;
-                loop {
-                    match child.try_wait() {
-                        Ok(Some(_)) => break,
-                        Ok(None) if Instant::now() < deadline => {
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                        _ => {
-                            let _ = child.kill();
-                            let _ = child.wait();
-                            break;
-                        }
-                    }
-                }
+        if self.socket.exists() {
+            if self.pid == 0 {
+                // A start that was cancelled after tmux ran.
+                self.pid = self
+                    .tmux_blocking(&["display-message", "-p", "#{pid}"])
+                    .and_then(|out| out.trim().parse().ok())
+                    .unwrap_or(0);
             }
-            Err(e) => tracing::warn!(error = %e, "spawning tmux kill-server on drop"),
+            self.tmux_blocking(&["kill-server"]);
         }
         if !process::wait_dead_blocking(self.pid, KILL_GRACE) {
             tracing::warn!(
@@ -333,6 +348,41 @@ impl Server {
         }
         if let Err(e) = dir.close() {
             tracing::warn!(dir = %self.dir_path.display(), error = %e, "removing server directory");
+        }
+    }
+
+    /// Runs `tmux ARGS` without a runtime, giving the client
+    /// [`DROP_CLIENT_TIMEOUT`]; its stdout on success.
+    fn tmux_blocking(&self, args: &[&str]) -> Option<String> {
+        let mut cli = cli(&self.tmux, &self.socket, &self.config).into_std();
+        cli.args(args).stdin(Stdio::null()).stderr(Stdio::null());
+        let mut child = match cli.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                tracing::warn!(error = %e, ?args, "spawning tmux on drop");
+                return None;
+            }
+        };
+        let deadline = Instant::now() + DROP_CLIENT_TIMEOUT;
+        loop {
+            match child.try_wait() {
+                // The output is a line at most: it fits in the pipe, so
+                // reading after the exit cannot deadlock.
+                Ok(Some(status)) => {
+                    let mut out = String::new();
+                    let stdout = child.stdout.take()?;
+                    std::io::Read::read_to_string(&mut { stdout }, &mut out).ok()?;
+                    return status.success().then_some(out);
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return None;
+                }
+            }
         }
     }
 }
@@ -406,17 +456,6 @@ fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    cmd
-}
-
-fn cli_args<const N: usize>(
-    tmux: &Tmux,
-    socket: &Path,
-    config: &Path,
-    args: [&str; N],
-) -> tokio::process::Command {
-    let mut cmd = cli(tmux, socket, config);
-    cmd.args(args);
     cmd
 }
 
