@@ -34,6 +34,7 @@ fn payloads(canary: &Path) -> Vec<Vec<u8>> {
         format!("%if 1\nrun-shell \"touch {c}\"\n%endif"),
         format!("# comment\nrun-shell \"touch {c}\""),
         "~root ~/x $HOME ${HOME} $".to_owned(),
+        "100% %H %% %Y-%m-%d %s".to_owned(),
         format!("-b x; run-shell \"touch {c}\""),
         format!("x;\\;run-shell \"touch {c}\";"),
         ";".to_owned(),
@@ -91,7 +92,9 @@ async fn exercise(
         TmuxCommand::new("save-buffer")
             .opt("-b", &buffer)
             .and_then(|c| c.arg(saved.as_os_str().as_encoded_bytes())),
-        TmuxCommand::new("display-message").flag("-p").format_arg(p),
+        TmuxCommand::new("display-message")
+            .flag("-p")
+            .format_time_arg(p),
         TmuxCommand::new("send-keys")
             .target(server.first_pane().id)
             .map(|c| c.flag("-l"))
@@ -178,12 +181,13 @@ async fn hostile_arguments_stay_arguments() {
         let block = control.cmd(keys.line()).await;
         assert!(block.ok, "{}", block.text());
 
-        // The reason for format_arg: a plain argument is format-expanded.
+        // The reason for format_time_arg: display-message text is expanded
+        // as a format and then by strftime.
         let plain = TmuxCommand::new("display-message")
             .flag("-p")
-            .arg("#{session_name}");
+            .arg("#{session_name} %%");
         let block = control.cmd(plain.expect("no NUL").line()).await;
-        assert_eq!(block.text(), "main");
+        assert_eq!(block.text(), "main %");
 
         assert_no_canary(&server, tmp.path(), &canary).await;
         control.close().await;

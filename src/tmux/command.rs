@@ -16,9 +16,11 @@
 //!   such an argument gets a `\` before its final `;` (tmux turns `\;` back
 //!   into `;`).
 //!
-//! In both forms, arguments tmux format-expands (`display-message`, `-F`,
-//! `new-session -s/-c`, `rename-*`, ...) need `#` doubled: use
+//! In both forms, arguments tmux format-expands (`-F`, `new-session -s/-c`,
+//! `rename-*`, `run-shell`, ...) need `#` doubled: use
 //! [`TmuxCommand::format_arg`] / [`TmuxCommand::format_opt`] for them.
+//! `display-message` text also goes through `strftime`, so `%` must be
+//! doubled as well: [`TmuxCommand::format_time_arg`].
 
 use std::ffi::OsString;
 use std::fmt::{self, Write as _};
@@ -88,6 +90,20 @@ pub fn format_escape(arg: &[u8]) -> Vec<u8> {
     for &b in arg {
         if b == b'#' {
             out.push(b'#');
+        }
+        out.push(b);
+    }
+    out
+}
+
+/// Doubles every `#` and `%`, for an argument that tmux format-expands and
+/// then passes through `strftime` (`display-message` text), so that it
+/// expands to exactly `arg` (`%%` is a literal `%`).
+pub fn format_time_escape(arg: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(arg.len());
+    for &b in arg {
+        if b == b'#' || b == b'%' {
+            out.push(b);
         }
         out.push(b);
     }
@@ -269,15 +285,26 @@ impl TmuxCommand {
         Ok(self)
     }
 
-    /// Adds a positional argument that tmux format-expands
-    /// (`display-message` text, `run-shell`, ...): `#` is doubled first so
-    /// it arrives literally.
+    /// Adds a positional argument that tmux format-expands (`run-shell`,
+    /// `rename-session`, ...): `#` is doubled first so it arrives literally.
+    /// For `display-message` text use [`TmuxCommand::format_time_arg`].
     ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] when `value` contains NUL.
     pub fn format_arg(self, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
         self.arg(format_escape(value.as_ref()))
+    }
+
+    /// Adds a positional argument that tmux format-expands and then expands
+    /// with `strftime` (`display-message` text: `%H` becomes the hour): `#`
+    /// and `%` are doubled first so it arrives literally.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `value` contains NUL.
+    pub fn format_time_arg(self, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+        self.arg(format_time_escape(value.as_ref()))
     }
 
     /// The line form, for a control connection: one line, never containing
@@ -448,7 +475,7 @@ mod tests {
             proptest::collection::vec(1u8..=255, 0..40), 0..6)) {
             let mut cmd = TmuxCommand::new("display-message").flag("-p");
             for a in &args {
-                cmd = cmd.format_arg(a).expect("no NUL");
+                cmd = cmd.format_time_arg(a).expect("no NUL");
             }
             prop_assert!(!cmd.line().contains('\n') && !cmd.line().contains('\r'));
             prop_assert_eq!(cmd.argv().len(), 2 + usize::from(!args.is_empty()) + args.len());
@@ -507,6 +534,14 @@ mod tests {
                     .expect("ok"),
                 r#"display-message -p -- "100% \#\#1 \#\#\{x\}\;""#,
                 vec!["display-message", "-p", "--", r"100% ##1 ##{x}\;"],
+            ),
+            (
+                TmuxCommand::new("display-message")
+                    .flag("-p")
+                    .format_time_arg("100%H #")
+                    .expect("ok"),
+                r#"display-message -p -- "100%%H \#\#""#,
+                vec!["display-message", "-p", "--", "100%%H ##"],
             ),
             (
                 TmuxCommand::new("list-panes")

@@ -20,7 +20,8 @@ pub mod server;
 pub mod version;
 
 pub use command::{
-    DEFAULT_HEX_CHUNK, MAX_NAME_LEN, TmuxCommand, check_name, format_escape, quote, send_keys_hex,
+    DEFAULT_HEX_CHUNK, MAX_NAME_LEN, TmuxCommand, check_name, format_escape, format_time_escape,
+    quote, send_keys_hex,
 };
 pub use options::{ServerOptions, Size};
 pub use server::{FirstPane, Server};
