@@ -3,7 +3,8 @@
 //! [`quote`] is the one quoting function of the engine: every argument that
 //! reaches a tmux command line goes through it (via [`TmuxCommand`]), and
 //! pane input goes hex-encoded through [`send_keys_hex`]. Names are checked
-//! by [`check_name`]. This module builds text and argv; it runs nothing.
+//! by [`check_name`](super::check_name). This module builds text and argv;
+//! it runs nothing.
 //!
 //! Two forms of the same command exist, with different hazards:
 //!
@@ -34,11 +35,6 @@ use crate::{Error, Result};
 /// form is bounded by tmux's 16 KiB message size; 1 KiB (about 3 KiB of
 /// command text) fits both with room to spare.
 pub const DEFAULT_HEX_CHUNK: usize = 1024;
-
-/// The longest session or terminal name [`check_name`] accepts, in bytes.
-/// Names appear in every target and in listings; 64 bytes is plenty for a
-/// human-chosen name and keeps command lines and error texts short.
-pub const MAX_NAME_LEN: usize = 64;
 
 /// Encodes `arg` as one double-quoted tmux argument that parses back to
 /// exactly `arg`, wherever it appears on a command line.
@@ -119,50 +115,6 @@ fn argv_escape(arg: &[u8]) -> OsString {
         out.insert(out.len() - 1, b'\\');
     }
     OsString::from_vec(out)
-}
-
-/// Checks a session or terminal name before it reaches tmux.
-///
-/// Accepted: 1 to [`MAX_NAME_LEN`] bytes of printable text. Rejected, with
-/// the reason:
-/// - control characters (C0, DEL, C1): tmux would store them vis-encoded, and
-///   they are invisible in listings;
-/// - `:` and `.`: they separate session, window and pane in a target (tmux
-///   replaces them with `_` when it stores a name);
-/// - `\`: tmux stores it as `\\`, so the name could not be addressed;
-/// - a leading `-` (reads as a flag), `=` (the exact-match marker) or `$`
-///   (`=$1` addresses session *id* 1, not a session named `$1`);
-/// - leading or trailing whitespace (invisible in listings).
-///
-/// `#` is allowed: the engine doubles it wherever tmux format-expands.
-///
-/// # Errors
-///
-/// [`Error::InvalidInput`] naming the name and the rule it breaks.
-pub fn check_name(name: &str) -> Result<()> {
-    let bad = |why: &str| Err(Error::InvalidInput(format!("name {name:?} {why}")));
-    if name.is_empty() {
-        return bad("is empty");
-    }
-    if name.len() > MAX_NAME_LEN {
-        return bad(&format!(
-            "is {} bytes, over the {MAX_NAME_LEN}-byte limit",
-            name.len()
-        ));
-    }
-    if name.chars().any(char::is_control) {
-        return bad("contains a control character");
-    }
-    if let Some(c) = name.chars().find(|c| matches!(c, ':' | '.' | '\\')) {
-        return bad(&format!("contains {c:?}"));
-    }
-    if let Some(c) = name.chars().next().filter(|c| matches!(c, '-' | '=' | '$')) {
-        return bad(&format!("starts with {c:?}"));
-    }
-    if name.starts_with(char::is_whitespace) || name.ends_with(char::is_whitespace) {
-        return bad("starts or ends with whitespace");
-    }
-    Ok(())
 }
 
 /// One tmux command, built so that every argument is a single argument to
@@ -611,55 +563,5 @@ mod tests {
         assert_eq!(sizes, [1024, 1024, 452]);
         let cmds = send_keys_hex(PaneId(1), b"abc", 1);
         assert_eq!(cmds.len(), 3);
-    }
-
-    #[test]
-    fn names() {
-        let long = "x".repeat(MAX_NAME_LEN);
-        let too_long = "x".repeat(MAX_NAME_LEN + 1);
-        let good = [
-            "main",
-            "a b",
-            "build #3",
-            "é-名前",
-            "x-",
-            "~x",
-            "a=b",
-            "{last}",
-            "%1",
-            "@1",
-            "!",
-            long.as_str(),
-            "a;b",
-            "'q'",
-            "\"dq\"",
-        ];
-        for name in good {
-            assert!(check_name(name).is_ok(), "{name:?} rejected");
-        }
-        let bad = [
-            "",
-            too_long.as_str(),
-            "a:b",
-            "a.b",
-            "a\\b",
-            "-a",
-            "=a",
-            "$1",
-            "a\nb",
-            "a\tb",
-            "\x7f",
-            "a\u{85}",
-            " a",
-            "a ",
-        ];
-        for name in bad {
-            let err = check_name(name).expect_err(name);
-            assert_eq!(err.code(), "INVALID_INPUT");
-        }
-        insta::assert_snapshot!(
-            check_name("a:b").expect_err("colon"),
-            @r#"invalid input: name "a:b" contains ':'"#
-        );
     }
 }

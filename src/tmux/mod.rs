@@ -2,8 +2,8 @@
 //! and building command lines that no user text can break out of.
 //!
 //! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
-//! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`],
-//!   [`check_name`];
+//! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
+//! - [`names`]: the rules for session names, [`check_name`];
 //! - [`options`]: [`ServerOptions`], validated and turned into the config
 //!   file and start command;
 //! - [`server`]: [`Server`], one tmux server on a private socket;
@@ -14,15 +14,16 @@
 //! [`Server::control_command`] and [`TmuxCommand::line`].
 
 pub mod command;
+pub mod names;
 pub mod options;
 pub mod process;
 pub mod server;
 pub mod version;
 
 pub use command::{
-    DEFAULT_HEX_CHUNK, MAX_NAME_LEN, TmuxCommand, check_name, format_escape, format_time_escape,
-    quote, send_keys_hex,
+    DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
 };
+pub use names::{MAX_NAME_LEN, check_name};
 pub use options::{ServerOptions, Size};
 pub use server::{FirstPane, Server};
 pub use version::{Caps, Stage, Tmux, Version};

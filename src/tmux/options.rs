@@ -9,7 +9,8 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use super::command::{TmuxCommand, check_name, quote};
+use super::command::{TmuxCommand, quote};
+use super::names::check_name;
 use crate::{Error, Result};
 
 /// Server option set on every engine server (`show -sv @tmux-engine`), so
