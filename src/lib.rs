@@ -13,6 +13,8 @@
 //!  control::codec    frames lines, folds %begin..%end into Reply (sans-IO)
 //!  control::parse    one line -> Notification / Guard (nom, sans-IO)
 //!  tmux::server      private socket, hermetic config, kill on drop
+//!  tmux::options     what a server starts with: validation, config, argv
+//!  tmux::process     liveness and signals for the daemonised server
 //!  tmux::command     the one quoting function; send-keys -H chunks
 //!  tmux::version     discovery, version, capability flags
 //! ```

@@ -1,3 +1,11 @@
-//! The one integration-test binary.
+//! The one integration-test binary: fixture replays, registry logic on the
+//! stub backend, and live tests against a real tmux, each with its own
+//! server in its own directory.
 
+mod support;
+
+mod discovery;
+mod injection;
 mod registry_logic;
+mod send_keys;
+mod server;

@@ -1,76 +1,567 @@
-//! STUB (lead's placeholder until the tmux module lands): minimal builder.
+//! Building tmux commands that no caller-supplied text can break out of.
+//!
+//! [`quote`] is the one quoting function of the engine: every argument that
+//! reaches a tmux command line goes through it (via [`TmuxCommand`]), and
+//! pane input goes hex-encoded through [`send_keys_hex`]. Names are checked
+//! by [`check_name`](super::check_name). This module builds text and argv;
+//! it runs nothing.
+//!
+//! Two forms of the same command exist, with different hazards:
+//!
+//! - the *line* form ([`TmuxCommand::line`]) is what a control client writes
+//!   on tmux's stdin. tmux parses it like a config file: `;`, `{}`, `#`, `$`,
+//!   `~`, quotes and a raw LF are all syntax, so every argument is
+//!   double-quoted and escaped;
+//! - the *argv* form ([`TmuxCommand::argv`]) is for `tmux -S SOCK CMD ARGS`.
+//!   tmux splits argv into commands at any argument that *ends* with `;`, so
+//!   such an argument gets a `\` before its final `;` (tmux turns `\;` back
+//!   into `;`).
+//!
+//! In both forms, arguments tmux format-expands (`-F`, `new-session -s/-c`,
+//! `rename-*`, `run-shell`, ...) need `#` doubled: use
+//! [`TmuxCommand::format_arg`] / [`TmuxCommand::format_opt`] for them.
+//! `display-message` text also goes through `strftime`, so `%` must be
+//! doubled as well: [`TmuxCommand::format_time_arg`].
 
-use std::fmt::Write as _;
+use std::ffi::OsString;
+use std::fmt::{self, Write as _};
+use std::os::unix::ffi::OsStringExt;
 
-use crate::Result;
 use crate::control::PaneId;
+use crate::{Error, Result};
 
-/// A tmux command line built from quoted arguments.
-#[derive(Clone, Debug)]
-pub struct TmuxCommand {
-    line: String,
-}
+/// Bytes per `send-keys -H` command in [`send_keys_hex`] when the caller
+/// passes 0. tmux has no line limit on the control connection, but the CLI
+/// form is bounded by tmux's 16 KiB message size; 1 KiB (about 3 KiB of
+/// command text) fits both with room to spare.
+pub const DEFAULT_HEX_CHUNK: usize = 1024;
 
-/// Quotes one argument.
+/// Encodes `arg` as one double-quoted tmux argument that parses back to
+/// exactly `arg`, wherever it appears on a command line.
+///
+/// `\ " $ ~ # ; { }` get a backslash; bytes below 0x20, 0x7f and bytes of
+/// 0x80 and above become `\ooo` (three octal digits), so the result is
+/// ASCII, never contains LF or CR, never expands a variable or home
+/// directory, and never ends the command. It does not protect against
+/// format expansion (`#{...}`): see [`format_escape`].
 ///
 /// # Errors
-/// NUL bytes are rejected.
+///
+/// [`Error::InvalidInput`] when `arg` contains NUL: tmux arguments are C
+/// strings. Send NUL to a pane with [`send_keys_hex`].
 pub fn quote(arg: &[u8]) -> Result<String> {
-    let mut out = String::from("\"");
-    for &b in arg {
-        match b {
-            0 => return Err(crate::Error::InvalidInput("NUL in argument".into())),
-            b'\\' | b'"' | b'$' | b'~' | b'#' | b';' | b'{' | b'}' => {
-                out.push('\\');
-                out.push(b as char);
-            }
-            0x20..=0x7e => out.push(b as char),
-            _ => {
-                let _ = write!(out, "\\{b:03o}");
-            }
-        }
-    }
-    out.push('"');
+    let mut out = String::with_capacity(arg.len() + 2);
+    quote_into(&mut out, arg)?;
     Ok(out)
 }
 
+fn quote_into(out: &mut String, arg: &[u8]) -> Result<()> {
+    if arg.contains(&0) {
+        return Err(Error::InvalidInput(format!(
+            "tmux argument {:?} contains a NUL byte",
+            String::from_utf8_lossy(arg)
+        )));
+    }
+    out.push('"');
+    for &b in arg {
+        match b {
+            b'\\' | b'"' | b'$' | b'~' | b'#' | b';' | b'{' | b'}' => {
+                out.push('\\');
+                out.push(char::from(b));
+            }
+            0x20..=0x7e => out.push(char::from(b)),
+            // The parser reads exactly three octal digits, the first 0-3,
+            // which covers every byte.
+            _ => write!(out, "\\{b:03o}").expect("writing to a String cannot fail"),
+        }
+    }
+    out.push('"');
+    Ok(())
+}
+
+/// Doubles every `#`, for an argument that tmux format-expands, so that it
+/// expands to exactly `arg` (`##` is a literal `#`).
+pub fn format_escape(arg: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(arg.len());
+    for &b in arg {
+        if b == b'#' {
+            out.push(b'#');
+        }
+        out.push(b);
+    }
+    out
+}
+
+/// Doubles every `#` and `%`, for an argument that tmux format-expands and
+/// then passes through `strftime` (`display-message` text), so that it
+/// expands to exactly `arg` (`%%` is a literal `%`).
+pub fn format_time_escape(arg: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(arg.len());
+    for &b in arg {
+        if b == b'#' || b == b'%' {
+            out.push(b);
+        }
+        out.push(b);
+    }
+    out
+}
+
+/// The argv form of one argument: tmux splits CLI arguments into commands at
+/// an argument ending in `;` and turns a final `\;` into `;`, so a final `;`
+/// gets a backslash before it.
+fn argv_escape(arg: &[u8]) -> OsString {
+    let mut out = arg.to_vec();
+    if out.last() == Some(&b';') {
+        out.insert(out.len() - 1, b'\\');
+    }
+    OsString::from_vec(out)
+}
+
+/// One tmux command, built so that every argument is a single argument to
+/// tmux whatever its bytes: the line form for a control connection, the
+/// argv form for a one-shot `tmux` process.
+///
+/// Options (flags and flag values) always come before the positional
+/// arguments, in the order they were added, followed by `--` when there are
+/// positional arguments, so an argument starting with `-` is never taken
+/// for a flag:
+///
+/// ```
+/// # use tmux_engine::tmux::TmuxCommand;
+/// let cmd = TmuxCommand::new("set-buffer")
+///     .opt("-b", "t")?
+///     .arg("x; kill-server")?;
+/// assert_eq!(cmd.line(), r#"set-buffer -b "t" -- "x\; kill-server""#);
+/// # Ok::<(), tmux_engine::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TmuxCommand {
+    /// The line form, always without `\n`.
+    line: String,
+    /// Where the next option goes in `line` (before ` --`).
+    line_opts_end: usize,
+    /// The argv form, the command name first.
+    argv: Vec<OsString>,
+    /// Where the next option goes in `argv`.
+    argv_opts_end: usize,
+    /// Whether `--` and positional arguments have been added.
+    has_positional: bool,
+}
+
 impl TmuxCommand {
-    /// Starts a command.
-    pub fn new(name: &str) -> Self {
-        TmuxCommand { line: name.to_owned() }
+    /// A command with no arguments, e.g. `TmuxCommand::new("send-keys")`.
+    ///
+    /// # Panics
+    ///
+    /// When `name` is not a plain command name (lowercase letters and `-`):
+    /// it is code, never caller input.
+    pub fn new(name: &'static str) -> TmuxCommand {
+        assert!(
+            !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+            "tmux command name {name:?} is not lowercase letters and '-'"
+        );
+        TmuxCommand {
+            line: name.to_owned(),
+            line_opts_end: name.len(),
+            argv: vec![OsString::from(name)],
+            argv_opts_end: 1,
+            has_positional: false,
+        }
     }
-    /// Adds a flag.
-    pub fn flag(mut self, flag: &str) -> Self {
-        self.line.push(' ');
-        self.line.push_str(flag);
+
+    /// Adds a flag without a value, e.g. `-H` or `-d`.
+    ///
+    /// # Panics
+    ///
+    /// When `flag` is not `-` followed by ASCII letters or digits: flags are
+    /// code, never caller input.
+    pub fn flag(mut self, flag: &'static str) -> TmuxCommand {
+        check_flag(flag);
+        self.push_opt(flag, None)
+            .expect("only a value can hold the NUL push_opt refuses");
         self
     }
-    /// Adds a quoted argument.
-    pub fn arg(mut self, arg: impl AsRef<[u8]>) -> Self {
+
+    /// Adds a flag with a value, e.g. `.opt("-b", name)`: the value is one
+    /// argument, quoted in the line form.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `value` contains NUL.
+    ///
+    /// # Panics
+    ///
+    /// As [`TmuxCommand::flag`].
+    pub fn opt(mut self, flag: &'static str, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+        check_flag(flag);
+        self.push_opt(flag, Some(value.as_ref()))?;
+        Ok(self)
+    }
+
+    /// Adds a flag whose value tmux format-expands (`-F`, `new-session -s`
+    /// and `-c`, ...): `#` is doubled first so the value arrives literally.
+    /// For a real format (`-F '#{pane_id}'`) use [`TmuxCommand::opt`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `value` contains NUL.
+    ///
+    /// # Panics
+    ///
+    /// As [`TmuxCommand::flag`].
+    pub fn format_opt(self, flag: &'static str, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+        self.opt(flag, format_escape(value.as_ref()))
+    }
+
+    /// Adds `-t TARGET`: an id such as a [`PaneId`] (`%3`) or an exact session
+    /// (`=name`), quoted like any other value.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when the target contains NUL.
+    pub fn target(self, target: impl fmt::Display) -> Result<TmuxCommand> {
+        self.opt("-t", target.to_string())
+    }
+
+    /// Adds a positional argument, taken literally (quoted in the line form).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `value` contains NUL.
+    pub fn arg(mut self, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+        let value = value.as_ref();
+        self.start_positional();
         self.line.push(' ');
-        self.line.push_str(&quote(arg.as_ref()).unwrap_or_default());
-        self
+        quote_into(&mut self.line, value)?;
+        self.argv.push(argv_escape(value));
+        Ok(self)
     }
-    /// Adds `-t TARGET`.
-    pub fn target(self, target: impl std::fmt::Display) -> Self {
-        self.flag("-t").arg(target.to_string())
+
+    /// Adds a positional argument that tmux format-expands (`run-shell`,
+    /// `rename-session`, ...): `#` is doubled first so it arrives literally.
+    /// For `display-message` text use [`TmuxCommand::format_time_arg`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `value` contains NUL.
+    pub fn format_arg(self, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+        self.arg(format_escape(value.as_ref()))
     }
-    /// The line.
+
+    /// Adds a positional argument that tmux format-expands and then expands
+    /// with `strftime` (`display-message` text: `%H` becomes the hour): `#`
+    /// and `%` are doubled first so it arrives literally.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `value` contains NUL.
+    pub fn format_time_arg(self, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+        self.arg(format_time_escape(value.as_ref()))
+    }
+
+    /// The line form, for a control connection: one line, never containing
+    /// `\n` or `\r`; the writer adds the `\n`.
     pub fn line(&self) -> &str {
         &self.line
     }
+
+    /// The argv form, the command name first, for `tmux -S SOCK ARGV...`.
+    pub fn argv(&self) -> &[OsString] {
+        &self.argv
+    }
+
+    /// Appends a positional argument known to need no quoting (hex bytes).
+    fn push_bare(&mut self, word: &str) {
+        debug_assert!(word.bytes().all(|b| b.is_ascii_hexdigit()));
+        self.start_positional();
+        self.line.push(' ');
+        self.line.push_str(word);
+        self.argv.push(OsString::from(word));
+    }
+
+    fn start_positional(&mut self) {
+        if !self.has_positional {
+            self.has_positional = true;
+            self.line.push_str(" --");
+            self.argv.push(OsString::from("--"));
+        }
+    }
+
+    fn push_opt(&mut self, flag: &'static str, value: Option<&[u8]>) -> Result<()> {
+        let mut text = format!(" {flag}");
+        if let Some(value) = value {
+            text.push(' ');
+            quote_into(&mut text, value)?;
+        }
+        self.line.insert_str(self.line_opts_end, &text);
+        self.line_opts_end += text.len();
+        self.argv.insert(self.argv_opts_end, OsString::from(flag));
+        self.argv_opts_end += 1;
+        if let Some(value) = value {
+            self.argv.insert(self.argv_opts_end, argv_escape(value));
+            self.argv_opts_end += 1;
+        }
+        Ok(())
+    }
 }
 
-/// send-keys -H chunks.
+fn check_flag(flag: &str) {
+    let ok = flag
+        .strip_prefix('-')
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric()));
+    assert!(ok, "tmux flag {flag:?} is not '-' and letters or digits");
+}
+
+impl fmt::Display for TmuxCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.line)
+    }
+}
+
+/// `send-keys -t %P -H -- 68 69 ...` commands that type `bytes` into `pane`
+/// exactly: each byte is one hex argument, so NUL, invalid UTF-8 and bytes
+/// that name keys (`Enter`) all arrive as themselves. At most `chunk` bytes
+/// per command; `chunk` 0 means [`DEFAULT_HEX_CHUNK`]. No bytes, no commands.
 pub fn send_keys_hex(pane: PaneId, bytes: &[u8], chunk: usize) -> Vec<TmuxCommand> {
+    let chunk = if chunk == 0 { DEFAULT_HEX_CHUNK } else { chunk };
     bytes
-        .chunks(chunk.max(1))
-        .map(|c| {
-            let mut cmd = TmuxCommand::new("send-keys").target(pane).flag("-H");
-            for b in c {
-                cmd = cmd.flag(&format!("{b:02x}"));
+        .chunks(chunk)
+        .map(|part| {
+            let mut cmd = TmuxCommand::new("send-keys")
+                .target(pane)
+                .expect("a pane id has no NUL")
+                .flag("-H");
+            let mut hex = String::with_capacity(2);
+            for &b in part {
+                hex.clear();
+                write!(hex, "{b:02x}").expect("writing to a String cannot fail");
+                cmd.push_bare(&hex);
             }
             cmd
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn quotes_table() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", r#""""#),
+            (b"plain", r#""plain""#),
+            (b"two words", r#""two words""#),
+            (b"a;b", r#""a\;b""#),
+            (b"$HOME ${HOME}", r#""\$HOME \$\{HOME\}""#),
+            (b"~root", r#""\~root""#),
+            (b"#{pane_id}", r#""\#\{pane_id\}""#),
+            (b"{ kill-server }", r#""\{ kill-server \}""#),
+            (b"'\"\\", r#""'\"\\""#),
+            (b"a\nb\rc\td", r#""a\012b\015c\011d""#),
+            (b"\x1b[0m\x7f", r#""\033[0m\177""#),
+            ("é".as_bytes(), r#""\303\251""#),
+            (b"\xff\xfe", r#""\377\376""#),
+            (b"-t", r#""-t""#),
+        ];
+        for &(input, want) in cases {
+            assert_eq!(quote(input).expect("no NUL"), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn quote_refuses_nul() {
+        let err = quote(b"a\0b").expect_err("NUL is refused");
+        assert_eq!(err.code(), "INVALID_INPUT");
+        insta::assert_snapshot!(err, @r#"invalid input: tmux argument "a\0b" contains a NUL byte"#);
+    }
+
+    /// Inverse of `quote` following tmux's lexer rules for a double-quoted
+    /// token (cmd-parse.y `yylex_token_escape`), to check the encoding.
+    fn unquote(text: &str) -> Vec<u8> {
+        let bytes = text.as_bytes();
+        assert_eq!(bytes.first(), Some(&b'"'));
+        assert_eq!(bytes.last(), Some(&b'"'));
+        let inner = &bytes[1..bytes.len() - 1];
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < inner.len() {
+            match inner[i] {
+                b'\\' => {
+                    let next = inner[i + 1];
+                    if (b'0'..=b'3').contains(&next) {
+                        let digits = &inner[i + 1..i + 4];
+                        assert!(digits.iter().all(|d| (b'0'..=b'7').contains(d)));
+                        out.push(
+                            (digits[0] - b'0') * 64 + (digits[1] - b'0') * 8 + (digits[2] - b'0'),
+                        );
+                        i += 4;
+                    } else {
+                        assert!(!next.is_ascii_alphanumeric(), "letter escape {next}");
+                        out.push(next);
+                        i += 2;
+                    }
+                }
+                b'"' | b'$' | b'~' => panic!("unescaped special byte in {text}"),
+                b => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn quote_round_trips(arg in proptest::collection::vec(1u8..=255, 0..200)) {
+            let quoted = quote(&arg).expect("no NUL");
+            prop_assert!(quoted.is_ascii());
+            prop_assert!(!quoted.contains('\n') && !quoted.contains('\r'));
+            prop_assert_eq!(unquote(&quoted), arg);
+        }
+
+        #[test]
+        fn line_is_one_line(args in proptest::collection::vec(
+            proptest::collection::vec(1u8..=255, 0..40), 0..6)) {
+            let mut cmd = TmuxCommand::new("display-message").flag("-p");
+            for a in &args {
+                cmd = cmd.format_time_arg(a).expect("no NUL");
+            }
+            prop_assert!(!cmd.line().contains('\n') && !cmd.line().contains('\r'));
+            prop_assert_eq!(cmd.argv().len(), 2 + usize::from(!args.is_empty()) + args.len());
+        }
+
+        #[test]
+        fn argv_escape_round_trips(arg in proptest::collection::vec(1u8..=255, 0..40)) {
+            // tmux's cmd_parse_from_arguments on one argument.
+            let mut got = argv_escape(&arg).into_vec();
+            let mut ends_command = false;
+            if got.last() == Some(&b';') {
+                got.pop();
+                match got.last_mut() {
+                    Some(b) if *b == b'\\' => *b = b';',
+                    _ => ends_command = true,
+                }
+            }
+            prop_assert!(!ends_command);
+            prop_assert_eq!(got, arg);
+        }
+    }
+
+    #[test]
+    fn builder_orders_options_before_positionals() {
+        let cmd = TmuxCommand::new("set-buffer")
+            .arg("-x")
+            .and_then(|c| c.opt("-b", "buf"))
+            .expect("no NUL")
+            .flag("-w");
+        assert_eq!(cmd.line(), r#"set-buffer -b "buf" -w -- "-x""#);
+        let argv: Vec<_> = cmd
+            .argv()
+            .iter()
+            .map(|a| a.to_str().expect("utf8"))
+            .collect();
+        assert_eq!(argv, ["set-buffer", "-b", "buf", "-w", "--", "-x"]);
+    }
+
+    #[test]
+    fn builder_lines_and_argv() {
+        let cases: Vec<(TmuxCommand, &str, Vec<&str>)> = vec![
+            (
+                TmuxCommand::new("kill-server"),
+                "kill-server",
+                vec!["kill-server"],
+            ),
+            (
+                TmuxCommand::new("has-session").target("=main").expect("ok"),
+                r#"has-session -t "=main""#,
+                vec!["has-session", "-t", "=main"],
+            ),
+            (
+                TmuxCommand::new("display-message")
+                    .flag("-p")
+                    .format_arg("100% #1 #{x};")
+                    .expect("ok"),
+                r#"display-message -p -- "100% \#\#1 \#\#\{x\}\;""#,
+                vec!["display-message", "-p", "--", r"100% ##1 ##{x}\;"],
+            ),
+            (
+                TmuxCommand::new("display-message")
+                    .flag("-p")
+                    .format_time_arg("100%H #")
+                    .expect("ok"),
+                r#"display-message -p -- "100%%H \#\#""#,
+                vec!["display-message", "-p", "--", "100%%H ##"],
+            ),
+            (
+                TmuxCommand::new("list-panes")
+                    .target(PaneId(3))
+                    .and_then(|c| c.opt("-F", "#{pane_id}"))
+                    .expect("ok"),
+                r#"list-panes -t "%3" -F "\#\{pane_id\}""#,
+                vec!["list-panes", "-t", "%3", "-F", "#{pane_id}"],
+            ),
+            (
+                TmuxCommand::new("rename-session")
+                    .format_opt("-t", "a#b")
+                    .expect("ok"),
+                r#"rename-session -t "a\#\#b""#,
+                vec!["rename-session", "-t", "a##b"],
+            ),
+            (
+                TmuxCommand::new("set-buffer").arg(";").expect("ok"),
+                r#"set-buffer -- "\;""#,
+                vec!["set-buffer", "--", r"\;"],
+            ),
+        ];
+        for (cmd, line, argv) in cases {
+            assert_eq!(cmd.line(), line);
+            assert_eq!(cmd.to_string(), line);
+            let got: Vec<_> = cmd
+                .argv()
+                .iter()
+                .map(|a| a.to_str().expect("utf8"))
+                .collect();
+            assert_eq!(got, argv, "{line}");
+        }
+    }
+
+    #[test]
+    fn builder_refuses_nul() {
+        assert!(TmuxCommand::new("set-buffer").arg(b"a\0").is_err());
+        assert!(TmuxCommand::new("set-buffer").opt("-b", b"\0").is_err());
+        assert!(TmuxCommand::new("set-buffer").target("x\0").is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "is not '-' and letters or digits")]
+    fn builder_refuses_bad_flags() {
+        let _ = TmuxCommand::new("send-keys").flag("-t; kill-server");
+    }
+
+    #[test]
+    fn hex_chunks() {
+        let cmds = send_keys_hex(PaneId(7), b"hi\0\xff", 0);
+        assert_eq!(cmds.len(), 1);
+        assert_eq!(cmds[0].line(), r#"send-keys -t "%7" -H -- 68 69 00 ff"#);
+        let argv: Vec<_> = cmds[0]
+            .argv()
+            .iter()
+            .map(|a| a.to_str().expect("utf8"))
+            .collect();
+        assert_eq!(
+            argv,
+            ["send-keys", "-t", "%7", "-H", "--", "68", "69", "00", "ff"]
+        );
+
+        assert!(send_keys_hex(PaneId(1), b"", 0).is_empty());
+        let data: Vec<u8> = (0..=255).cycle().take(2500).collect();
+        let cmds = send_keys_hex(PaneId(1), &data, 1024);
+        let sizes: Vec<usize> = cmds.iter().map(|c| c.argv().len() - 5).collect();
+        assert_eq!(sizes, [1024, 1024, 452]);
+        let cmds = send_keys_hex(PaneId(1), b"abc", 1);
+        assert_eq!(cmds.len(), 3);
+    }
 }

@@ -1,8 +1,29 @@
 //! tmux itself: finding the binary, its version and quirks, private servers,
 //! and building command lines that no user text can break out of.
 //!
-//! STUB: being written; see the issue brief.
+//! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
+//! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
+//! - [`names`]: the rules for session names, [`check_name`];
+//! - [`options`]: [`ServerOptions`], validated and turned into the config
+//!   file and start command;
+//! - [`server`]: [`Server`], one tmux server on a private socket;
+//! - [`process`]: liveness and killing of processes we did not spawn
+//!   directly (the daemonised tmux server).
+//!
+//! Nothing here knows about the control client; `control::client` uses
+//! [`Server::control_command`] and [`TmuxCommand::line`].
 
 pub mod command;
+pub mod names;
+pub mod options;
+pub mod process;
 pub mod server;
 pub mod version;
+
+pub use command::{
+    DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
+};
+pub use names::{MAX_NAME_LEN, check_name};
+pub use options::{ServerOptions, Size};
+pub use server::{FirstPane, Server};
+pub use version::{Caps, Stage, Tmux, Version};

@@ -1,1 +1,514 @@
-//! STUB: being written.
+//! One tmux server on a private socket: started hermetically, marked as the
+//! engine's, killed on [`Server::kill`] or on drop.
+//!
+//! Each server lives in a fresh `tmux-engine-XXXXXX` directory of mode 0700
+//! holding its socket and the engine's own config file; tmux never reads the
+//! user's `~/.tmux.conf`. This module starts and stops servers and runs
+//! one-shot `tmux` commands; the control connection is `control::client`'s
+//! job (it spawns [`Server::control_command`]).
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+use tempfile::TempDir;
+
+use super::command::TmuxCommand;
+use super::options::{ServerOptions, Size, config_text, runtime_base, start_argv, validate};
+use super::process;
+use super::version::Tmux;
+use crate::control::PaneId;
+use crate::{Error, Result};
+
+/// The socket's file name inside the server directory.
+pub const SOCKET_NAME: &str = "tmux.sock";
+/// The engine's config file inside the server directory.
+pub const CONFIG_NAME: &str = "tmux.conf";
+/// Prefix of every server directory, so orphans can be found and reaped.
+pub const DIR_PREFIX: &str = "tmux-engine-";
+
+/// The longest socket path the platform's `sockaddr_un.sun_path` holds,
+/// without its terminating NUL.
+#[cfg(target_os = "linux")]
+pub const MAX_SOCKET_PATH: usize = 107;
+/// The longest socket path the platform's `sockaddr_un.sun_path` holds,
+/// without its terminating NUL.
+#[cfg(not(target_os = "linux"))]
+pub const MAX_SOCKET_PATH: usize = 103;
+
+/// How long a one-shot `tmux` command (including the start) may take.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a server gets to exit after `kill-server` before SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(3);
+/// How long a `tmux kill-server` client may take inside `Drop`.
+const DROP_CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The pane `new-session` created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstPane {
+    /// Its id (`%0` on a fresh server).
+    pub id: PaneId,
+    /// The pid of its program. Right after the start this can still be
+    /// tmux's fork, before it execs the program.
+    pub pid: u32,
+}
+
+/// A running tmux server on a private socket, with one session.
+///
+/// Dropping it kills the server (blocking the thread briefly) and removes
+/// its directory; prefer [`Server::kill`] in async code.
+#[derive(Debug)]
+pub struct Server {
+    tmux: Arc<Tmux>,
+    /// `None` once killed, so `Drop` does nothing.
+    dir: Option<TempDir>,
+    dir_path: PathBuf,
+    socket: PathBuf,
+    config: PathBuf,
+    name: String,
+    target: String,
+    pid: u32,
+    first_pane: FirstPane,
+    size: Size,
+}
+
+impl Server {
+    /// Starts a server: creates its directory and config, runs
+    /// `tmux -S SOCK -f CONF new-session -d ...`, pins the window size and
+    /// reads back the server pid and the first pane.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a bad name, size, shell, cwd or
+    /// variable; [`Error::SocketPathTooLong`] when the runtime directory is
+    /// too deep; [`Error::Io`] when the directory or config cannot be
+    /// written; [`Error::Command`] when tmux fails to start;
+    /// [`Error::Unresponsive`] when it does not answer within
+    /// [`RUN_TIMEOUT`].
+    pub async fn start(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<Server> {
+        validate(&opts)?;
+        let base = runtime_base(&opts)?;
+        let dir = tempfile::Builder::new()
+            .prefix(DIR_PREFIX)
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&base)
+            .map_err(|e| {
+                Error::io(
+                    format!("creating a server directory in {}", base.display()),
+                    e,
+                )
+            })?;
+        let dir_path = dir.path().to_path_buf();
+        let socket = dir_path.join(SOCKET_NAME);
+        check_socket_path(&socket)?;
+        let config = dir_path.join(CONFIG_NAME);
+        write_config(&config, &config_text(&opts)?)?;
+
+        let target = format!("={}", opts.session);
+        let argv = start_argv(&opts, &target)?;
+        let mut cli = cli(&tmux, &socket, &config);
+        cli.args(&argv);
+        for (k, v) in &opts.server_env {
+            cli.env(k, v);
+        }
+        let line = argv_text(&argv);
+        // Owned from here on, before tmux runs: if starting fails or this
+        // future is dropped, `kill` or `Drop` stops whatever did start (by
+        // socket; the pid is not known yet) and removes the directory.
+        let mut server = Server {
+            tmux,
+            dir: Some(dir),
+            dir_path,
+            socket,
+            config,
+            name: opts.session,
+            target,
+            pid: 0,
+            first_pane: FirstPane {
+                id: PaneId(0),
+                pid: 0,
+            },
+            size: opts.size,
+        };
+        let started = match output(cli, &line, RUN_TIMEOUT).await {
+            Ok(out) => parse_start(&out, &line),
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok((pid, first_pane)) => {
+                server.pid = pid;
+                server.first_pane = first_pane;
+                tracing::debug!(
+                    socket = %server.socket.display(),
+                    pid,
+                    pane = %first_pane.id,
+                    "tmux server started"
+                );
+                Ok(server)
+            }
+            Err(e) => {
+                if let Err(cleanup) = server.kill().await {
+                    tracing::warn!(error = %cleanup, "cleaning up after a failed start");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The socket path (`tmux -S`).
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The server's private directory (mode 0700): socket and config.
+    pub fn dir(&self) -> &Path {
+        &self.dir_path
+    }
+
+    /// The engine's config file the server was started with.
+    pub fn config(&self) -> &Path {
+        &self.config
+    }
+
+    /// The exact session target, `=NAME`, for session commands
+    /// (`has-session -t`, `attach-session -t`). Window and pane commands
+    /// read `=NAME` as a *window* name: give them `=NAME:` instead.
+    pub fn session(&self) -> &str {
+        &self.target
+    }
+
+    /// The session's name, without the `=`.
+    pub fn session_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's pid (`#{pid}`).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The pane the session started with.
+    pub fn first_pane(&self) -> FirstPane {
+        self.first_pane
+    }
+
+    /// The tmux binary running this server.
+    pub fn tmux(&self) -> &Arc<Tmux> {
+        &self.tmux
+    }
+
+    /// The fixed window size.
+    pub fn size(&self) -> Size {
+        self.size
+    }
+
+    /// True while the server process exists (checked by pid, no socket
+    /// round trip).
+    pub fn is_alive(&self) -> bool {
+        process::is_alive(self.pid)
+    }
+
+    /// Sends SIGCHLD to the server, so it reaps exited panes.
+    ///
+    /// Seen on tmux 3.3a: in a freshly started server the SIGCHLD for a
+    /// pane's exit is sometimes lost (up to half the time for a program that
+    /// exits within a second of the start). The pane then shows
+    /// `#{pane_dead}` 1 with an empty `#{pane_dead_status}` forever, its
+    /// program a zombie. A later SIGCHLD makes tmux call `waitpid` and record
+    /// the status. Harmless when nothing is pending: tmux finds no child to
+    /// reap. Liveness probes call this when a pane stays dead without a
+    /// status.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the signal cannot be sent.
+    pub fn nudge_child_reaper(&self) -> Result<()> {
+        if process::looks_like_tmux(self.pid) {
+            process::signal(self.pid, Signal::CHILD)?;
+        }
+        Ok(())
+    }
+
+    /// `tmux -u -S SOCK -C attach-session -t =NAME`, with piped stdio and
+    /// killed on drop: the control client. `-u` because tmux sanitises every
+    /// reply to a client it does not think is UTF-8.
+    pub fn control_command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::from(self.tmux.command([
+            OsString::from("-S"),
+            self.socket.clone().into_os_string(),
+            OsString::from("-C"),
+            OsString::from("attach-session"),
+            OsString::from("-t"),
+            OsString::from(&self.target),
+        ]));
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs `cmd` as a one-shot `tmux -S SOCK ...` process (the argv form,
+    /// no control connection) and returns its standard output.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Command`] with tmux's stderr when it fails;
+    /// [`Error::Unresponsive`] after [`RUN_TIMEOUT`]; [`Error::Io`] when
+    /// tmux cannot be spawned.
+    pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
+        let mut cli = cli(&self.tmux, &self.socket, &self.config);
+        cli.args(cmd.argv());
+        output(cli, cmd.line(), RUN_TIMEOUT).await
+    }
+
+    /// Kills the server: `kill-server`, waits for the process to exit
+    /// (SIGKILL after a grace period), then removes the socket directory.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unresponsive`] when the server survives SIGKILL;
+    /// [`Error::Io`] when the signal or the directory removal fails.
+    pub async fn kill(mut self) -> Result<()> {
+        // The directory stays owned until the end: if this future is dropped
+        // half way, `Drop` still finishes the job.
+        if self.dir.is_none() {
+            return Ok(());
+        }
+        if self.socket.exists() {
+            if self.pid == 0 {
+                // A start that failed after tmux ran: learn the pid, so the
+                // wait below means something.
+                let query = TmuxCommand::new("display-message")
+                    .flag("-p")
+                    .arg("#{pid}")
+                    .expect("no NUL in a literal");
+                if let Ok(out) = self.run(&query).await {
+                    self.pid = out.trim().parse().unwrap_or(0);
+                }
+            }
+            // Fails when the server is already gone, which is what we want.
+            let _ = self.run(&TmuxCommand::new("kill-server")).await;
+        }
+        if !process::wait_dead(self.pid, KILL_GRACE).await {
+            tracing::warn!(
+                pid = self.pid,
+                "tmux server ignored kill-server; sending SIGKILL"
+            );
+            if process::looks_like_tmux(self.pid) {
+                process::signal(self.pid, Signal::KILL)?;
+            }
+            if !process::wait_dead(self.pid, KILL_GRACE).await {
+                return Err(Error::Unresponsive {
+                    command: format!("kill-server (pid {} survived SIGKILL)", self.pid),
+                    timeout: KILL_GRACE * 2,
+                });
+            }
+        }
+        let Some(dir) = self.dir.take() else {
+            return Ok(());
+        };
+        dir.close().map_err(|e| {
+            Error::io(
+                format!("removing server directory {}", self.dir_path.display()),
+                e,
+            )
+        })
+    }
+
+    /// `kill` without a runtime, for `Drop`: best effort, never panics.
+    fn kill_blocking(&mut self) {
+        let Some(dir) = self.dir.take() else {
+            return;
+        };
+        if self.socket.exists() {
+            if self.pid == 0 {
+                // A start that was cancelled after tmux ran.
+                self.pid = self
+                    .tmux_blocking(&["display-message", "-p", "#{pid}"])
+                    .and_then(|out| out.trim().parse().ok())
+                    .unwrap_or(0);
+            }
+            self.tmux_blocking(&["kill-server"]);
+        }
+        if !process::wait_dead_blocking(self.pid, KILL_GRACE) {
+            tracing::warn!(
+                pid = self.pid,
+                "tmux server ignored kill-server; sending SIGKILL"
+            );
+            if process::looks_like_tmux(self.pid) {
+                let _ = process::signal(self.pid, Signal::KILL);
+            }
+            process::wait_dead_blocking(self.pid, KILL_GRACE);
+        }
+        if let Err(e) = dir.close() {
+            tracing::warn!(dir = %self.dir_path.display(), error = %e, "removing server directory");
+        }
+    }
+
+    /// Runs `tmux ARGS` without a runtime, giving the client
+    /// [`DROP_CLIENT_TIMEOUT`]; its stdout on success.
+    fn tmux_blocking(&self, args: &[&str]) -> Option<String> {
+        let mut cli = cli(&self.tmux, &self.socket, &self.config).into_std();
+        cli.args(args).stdin(Stdio::null()).stderr(Stdio::null());
+        let mut child = match cli.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                tracing::warn!(error = %e, ?args, "spawning tmux on drop");
+                return None;
+            }
+        };
+        let deadline = Instant::now() + DROP_CLIENT_TIMEOUT;
+        loop {
+            match child.try_wait() {
+                // The output is a line at most: it fits in the pipe, so
+                // reading after the exit cannot deadlock.
+                Ok(Some(status)) => {
+                    let mut out = String::new();
+                    let stdout = child.stdout.take()?;
+                    std::io::Read::read_to_string(&mut { stdout }, &mut out).ok()?;
+                    return status.success().then_some(out);
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill_blocking();
+    }
+}
+
+/// Fails when `socket` does not fit in `sun_path`.
+pub fn check_socket_path(socket: &Path) -> Result<()> {
+    let len = socket.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(Error::SocketPathTooLong {
+            path: socket.to_path_buf(),
+            len,
+            max: MAX_SOCKET_PATH,
+        });
+    }
+    Ok(())
+}
+
+fn write_config(path: &Path, text: &str) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io(format!("creating config {}", path.display()), e))?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| Error::io(format!("writing config {}", path.display()), e))
+}
+
+fn argv_text(argv: &[OsString]) -> String {
+    argv.iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Parses `PID %N PANE_PID` from the start command's output.
+fn parse_start(out: &str, command: &str) -> Result<(u32, FirstPane)> {
+    let bad = || Error::Command {
+        command: command.to_owned(),
+        message: format!("unexpected output {out:?} (expected \"PID %PANE PANE_PID\")"),
+    };
+    let mut words = out.lines().next().ok_or_else(bad)?.split(' ');
+    let (Some(pid), Some(pane), Some(pane_pid), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Err(bad());
+    };
+    let pid = pid.parse().map_err(|_| bad())?;
+    let id = pane.parse().map_err(|_| bad())?;
+    let pane_pid = pane_pid.parse().map_err(|_| bad())?;
+    Ok((pid, FirstPane { id, pid: pane_pid }))
+}
+
+/// `tmux -u -S SOCK -f CONF`, stdin closed, output captured, killed if the
+/// caller gives up. `-f` on every call: a command that starts a server
+/// (there should be none) still gets the engine's config.
+fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::from(tmux.command([
+        OsString::from("-S"),
+        socket.as_os_str().to_owned(),
+        OsString::from("-f"),
+        config.as_os_str().to_owned(),
+    ]));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs a `tmux` CLI process to completion within `timeout`.
+async fn output(mut cmd: tokio::process::Command, line: &str, timeout: Duration) -> Result<String> {
+    let run = cmd.output();
+    let out = match tokio::time::timeout(timeout, run).await {
+        Ok(out) => out.map_err(|e| Error::io(format!("spawning tmux for `{line}`"), e))?,
+        Err(_) => {
+            return Err(Error::Unresponsive {
+                command: line.to_owned(),
+                timeout,
+            });
+        }
+    };
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        return Err(Error::Command {
+            command: line.to_owned(),
+            message: if stderr.is_empty() {
+                format!("tmux exited with {}", out.status)
+            } else {
+                stderr
+            },
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_path_limit() {
+        let ok = PathBuf::from(format!("/{}", "a".repeat(MAX_SOCKET_PATH - 1)));
+        assert!(check_socket_path(&ok).is_ok());
+        let long = PathBuf::from(format!("/{}", "a".repeat(MAX_SOCKET_PATH)));
+        let err = check_socket_path(&long).expect_err("too long");
+        assert_eq!(err.code(), "SOCKET_PATH_TOO_LONG");
+        assert!(
+            err.to_string()
+                .contains(&format!("is {} bytes", MAX_SOCKET_PATH + 1))
+        );
+    }
+
+    #[test]
+    fn parses_start_output() {
+        let (pid, pane) = parse_start("123 %0 456\n", "new-session").expect("parses");
+        assert_eq!((pid, pane.id, pane.pid), (123, PaneId(0), 456));
+        for bad in ["", "123 %0", "123 0 456", "x %0 456", "1 %0 2 3"] {
+            let err = parse_start(bad, "new-session").expect_err(bad);
+            assert_eq!(err.code(), "COMMAND_FAILED");
+        }
+    }
+}

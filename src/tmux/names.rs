@@ -1,0 +1,111 @@
+//! What a session or terminal name may be: [`check_name`].
+//!
+//! Names reach tmux as targets (`=NAME`) and as format-expanded arguments;
+//! the rules here keep every accepted name addressable, exactly, by that
+//! target. Pure checks, no IO.
+
+use crate::{Error, Result};
+
+/// The longest session or terminal name [`check_name`] accepts, in bytes.
+/// Names appear in every target and in listings; 64 bytes is plenty for a
+/// human-chosen name and keeps command lines and error texts short.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Checks a session or terminal name before it reaches tmux.
+///
+/// Accepted: 1 to [`MAX_NAME_LEN`] bytes of printable text. Rejected, with
+/// the reason:
+/// - control characters (C0, DEL, C1): tmux would store them vis-encoded, and
+///   they are invisible in listings;
+/// - `:` and `.`: they separate session, window and pane in a target (tmux
+///   replaces them with `_` when it stores a name);
+/// - `\`: tmux stores it as `\\`, so the name could not be addressed;
+/// - a leading `-` (reads as a flag), `=` (the exact-match marker) or `$`
+///   (`=$1` addresses session *id* 1, not a session named `$1`);
+/// - leading or trailing whitespace (invisible in listings).
+///
+/// `#` is allowed: the engine doubles it wherever tmux format-expands.
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] naming the name and the rule it breaks.
+pub fn check_name(name: &str) -> Result<()> {
+    let bad = |why: &str| Err(Error::InvalidInput(format!("name {name:?} {why}")));
+    if name.is_empty() {
+        return bad("is empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return bad(&format!(
+            "is {} bytes, over the {MAX_NAME_LEN}-byte limit",
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return bad("contains a control character");
+    }
+    if let Some(c) = name.chars().find(|c| matches!(c, ':' | '.' | '\\')) {
+        return bad(&format!("contains {c:?}"));
+    }
+    if let Some(c) = name.chars().next().filter(|c| matches!(c, '-' | '=' | '$')) {
+        return bad(&format!("starts with {c:?}"));
+    }
+    if name.starts_with(char::is_whitespace) || name.ends_with(char::is_whitespace) {
+        return bad("starts or ends with whitespace");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let long = "x".repeat(MAX_NAME_LEN);
+        let too_long = "x".repeat(MAX_NAME_LEN + 1);
+        let good = [
+            "main",
+            "a b",
+            "build #3",
+            "é-名前",
+            "x-",
+            "~x",
+            "a=b",
+            "{last}",
+            "%1",
+            "@1",
+            "!",
+            long.as_str(),
+            "a;b",
+            "'q'",
+            "\"dq\"",
+        ];
+        for name in good {
+            assert!(check_name(name).is_ok(), "{name:?} rejected");
+        }
+        let bad = [
+            "",
+            too_long.as_str(),
+            "a:b",
+            "a.b",
+            "a\\b",
+            "-a",
+            "=a",
+            "$1",
+            "a\nb",
+            "a\tb",
+            "\x7f",
+            "a\u{85}",
+            " a",
+            "a ",
+        ];
+        for name in bad {
+            let err = check_name(name).expect_err(name);
+            assert_eq!(err.code(), "INVALID_INPUT");
+        }
+        insta::assert_snapshot!(
+            check_name("a:b").expect_err("colon"),
+            @r#"invalid input: name "a:b" contains ':'"#
+        );
+    }
+}

@@ -1,0 +1,405 @@
+//! What a server is started with: [`ServerOptions`], their validation, and
+//! the config file and start command they become.
+//!
+//! Pure: builds text and argv, reads the environment for the runtime
+//! directory, runs nothing. `server` writes and runs what this produces.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use super::command::{TmuxCommand, quote};
+use super::names::check_name;
+use crate::{Error, Result};
+
+/// Server option set on every engine server (`show -sv @tmux-engine`), so
+/// a later process can tell the engine's servers from anyone else's.
+pub const MARK_OPTION: &str = "@tmux-engine";
+/// The value of [`MARK_OPTION`]: the version of this marking scheme.
+pub const MARK_VALUE: &str = "1";
+/// Environment variable naming the directory that holds server directories.
+pub const RUNTIME_DIR_ENV: &str = "TMUX_ENGINE_RUNTIME_DIR";
+/// The largest width or height tmux accepts for a window.
+pub const MAX_SIZE: u16 = 10_000;
+
+/// A terminal size in character cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Size {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+impl Default for Size {
+    /// 80x24, tmux's own default.
+    fn default() -> Self {
+        Size { cols: 80, rows: 24 }
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.cols, self.rows)
+    }
+}
+
+/// What to start: the program, its environment, and the server's settings.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// The window size, fixed whatever clients attach (default 80x24).
+    pub size: Size,
+    /// The program and its arguments. Empty runs the default shell (see
+    /// `shell`). One word is run by the shell as `SHELL -c WORD`; two or
+    /// more are executed directly, with no shell quoting involved.
+    pub command: Vec<OsString>,
+    /// Pins the shell: sets tmux's `default-shell`, so it is the pane's
+    /// program when `command` is empty and the shell for one-word commands.
+    /// Must be an absolute path to an existing file (tmux silently falls
+    /// back to `/bin/sh` otherwise). `None` leaves tmux's default, `$SHELL`.
+    pub shell: Option<PathBuf>,
+    /// The pane's working directory; `None` inherits the engine's.
+    pub cwd: Option<PathBuf>,
+    /// Variables set in the session's environment (`new-session -e`), which
+    /// the pane's program inherits.
+    pub env: Vec<(String, String)>,
+    /// Variables set in the tmux server process's own environment, on top of
+    /// the engine's (minus `TMUX` and `TMUX_PANE`). tmux copies it into its
+    /// global environment, so panes inherit these too.
+    pub server_env: Vec<(OsString, OsString)>,
+    /// Lines of scrollback kept per pane (default 10000).
+    pub history_limit: u32,
+    /// The session's name (default `main`), checked by
+    /// [`check_name`].
+    pub session: String,
+    /// Config lines appended after the engine's own, for tests. Trusted:
+    /// written to the config file as they are, one line each.
+    pub extra_config: Vec<String>,
+    /// Where to create the server directory. `None`: `$TMUX_ENGINE_RUNTIME_DIR`,
+    /// else `$XDG_RUNTIME_DIR` when it is a writable directory, else `/tmp`.
+    pub runtime_dir: Option<PathBuf>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            size: Size::default(),
+            command: Vec::new(),
+            shell: None,
+            cwd: None,
+            env: Vec::new(),
+            server_env: Vec::new(),
+            history_limit: 10_000,
+            session: "main".to_owned(),
+            extra_config: Vec::new(),
+            runtime_dir: None,
+        }
+    }
+}
+
+/// Rejects options tmux would misread or silently replace.
+pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
+    check_name(&opts.session)?;
+    let Size { cols, rows } = opts.size;
+    if !(1..=MAX_SIZE).contains(&cols) || !(1..=MAX_SIZE).contains(&rows) {
+        return Err(Error::InvalidInput(format!(
+            "size {} is outside 1x1..{MAX_SIZE}x{MAX_SIZE}",
+            opts.size
+        )));
+    }
+    // tmux parses option numbers as int; a config error would put the
+    // pane into view mode on tmux before 3.4.
+    if i32::try_from(opts.history_limit).is_err() {
+        return Err(Error::InvalidInput(format!(
+            "history limit {} is over {}",
+            opts.history_limit,
+            i32::MAX
+        )));
+    }
+    if let Some(shell) = &opts.shell
+        && (!shell.is_absolute() || !shell.is_file())
+    {
+        return Err(Error::InvalidInput(format!(
+            "shell {} is not an absolute path to a file",
+            shell.display()
+        )));
+    }
+    if let Some(cwd) = &opts.cwd
+        && !cwd.is_dir()
+    {
+        return Err(Error::InvalidInput(format!(
+            "cwd {} is not a directory",
+            cwd.display()
+        )));
+    }
+    for (key, _) in &opts.env {
+        if key.is_empty() || key.contains(['=', '\0']) {
+            return Err(Error::InvalidInput(format!(
+                "environment variable name {key:?} is empty or contains '=' or NUL"
+            )));
+        }
+    }
+    for line in &opts.extra_config {
+        if line.contains(['\n', '\r', '\0']) {
+            return Err(Error::InvalidInput(format!(
+                "extra config line {line:?} contains a line break or NUL"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The directory that holds server directories (see
+/// [`ServerOptions::runtime_dir`]), created when named but missing, made
+/// absolute (a relative socket path would depend on the cwd).
+pub(super) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
+    let named = opts.runtime_dir.clone().or_else(|| {
+        std::env::var_os(RUNTIME_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    let base = match named {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                Error::io(format!("creating runtime directory {}", dir.display()), e)
+            })?;
+            dir
+        }
+        None => std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|dir| {
+                dir.is_dir()
+                    && rustix::fs::access(
+                        dir,
+                        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+                    )
+                    .is_ok()
+            })
+            .unwrap_or_else(|| PathBuf::from("/tmp")),
+    };
+    std::path::absolute(&base)
+        .map_err(|e| Error::io(format!("resolving runtime directory {}", base.display()), e))
+}
+
+/// The engine's config file. Every line must be valid on every supported
+/// tmux: before 3.4 an error puts the first pane into view mode.
+pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
+    let mut lines = vec![
+        "# Written by tmux-engine; tmux reads this instead of ~/.tmux.conf.".to_owned(),
+        format!("set -s {MARK_OPTION} {}", quote(MARK_VALUE.as_bytes())?),
+        // A dead pane stays with its exit status: "the program exited" is a
+        // pane state (#{pane_dead}), never a vanished session.
+        "set -g remain-on-exit on".to_owned(),
+        // So the session only goes when killed, and then the server has
+        // nothing left and exits instead of lingering as an orphan: "server
+        // gone" means the terminal is gone.
+        "set -s exit-empty on".to_owned(),
+        "set -s exit-unattached off".to_owned(),
+        "set -g destroy-unattached off".to_owned(),
+        format!("set -g history-limit {}", opts.history_limit),
+        format!(
+            "set -g default-size {}",
+            quote(opts.size.to_string().as_bytes())?
+        ),
+        "set -g status off".to_owned(),
+        "set -g automatic-rename off".to_owned(),
+        "set -g allow-rename off".to_owned(),
+        // Not `set -g window-size manual`: with a global manual size tmux
+        // (3.3a, up to 3.6a at least) dereferences NULL while creating any
+        // window and the server dies (tmux PR #4849). The start command pins
+        // the session's window instead.
+    ];
+    if let Some(shell) = &opts.shell {
+        lines.push(format!(
+            "set -g default-shell {}",
+            quote(shell.as_os_str().as_bytes())?
+        ));
+    }
+    lines.extend(opts.extra_config.iter().cloned());
+    let mut text = lines.join("\n");
+    text.push('\n');
+    Ok(text)
+}
+
+/// The format `new-session -P` prints: server pid, pane id, pane pid.
+pub(super) const START_FORMAT: &str = "#{pid} #{pane_id} #{pane_pid}";
+
+/// `new-session -d ... -P -F FMT -- CMD ; set-option -w -t =NAME: window-size manual`.
+pub(super) fn start_argv(opts: &ServerOptions, target: &str) -> Result<Vec<OsString>> {
+    let mut new = TmuxCommand::new("new-session")
+        .flag("-d")
+        // -s and -c are format-expanded: format_opt doubles `#`.
+        .format_opt("-s", &opts.session)?
+        .opt("-x", opts.size.cols.to_string())?
+        .opt("-y", opts.size.rows.to_string())?
+        .flag("-P")
+        .opt("-F", START_FORMAT)?;
+    if let Some(cwd) = &opts.cwd {
+        let cwd = std::path::absolute(cwd)
+            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
+        new = new.format_opt("-c", cwd.as_os_str().as_bytes())?;
+    }
+    for (key, value) in &opts.env {
+        new = new.opt("-e", format!("{key}={value}"))?;
+    }
+    for word in &opts.command {
+        new = new.arg(word.as_bytes())?;
+    }
+    // Per window, so clients that attach (a PTY fallback, a control client
+    // that claims a size) never resize it.
+    let pin = TmuxCommand::new("set-option")
+        .flag("-w")
+        .target(format!("{target}:"))?
+        .arg("window-size")?
+        .arg("manual")?;
+    let mut argv = new.argv().to_vec();
+    argv.push(OsString::from(";"));
+    argv.extend_from_slice(pin.argv());
+    Ok(argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validates_options() {
+        let cases: Vec<(ServerOptions, &str)> = vec![
+            (
+                ServerOptions {
+                    session: "a:b".into(),
+                    ..Default::default()
+                },
+                "name \"a:b\"",
+            ),
+            (
+                ServerOptions {
+                    size: Size { cols: 0, rows: 24 },
+                    ..Default::default()
+                },
+                "size 0x24",
+            ),
+            (
+                ServerOptions {
+                    size: Size {
+                        cols: 80,
+                        rows: MAX_SIZE + 1,
+                    },
+                    ..Default::default()
+                },
+                "size 80x10001",
+            ),
+            (
+                ServerOptions {
+                    history_limit: u32::MAX,
+                    ..Default::default()
+                },
+                "history limit",
+            ),
+            (
+                ServerOptions {
+                    shell: Some("bash".into()),
+                    ..Default::default()
+                },
+                "shell bash",
+            ),
+            (
+                ServerOptions {
+                    cwd: Some("/nonexistent/dir".into()),
+                    ..Default::default()
+                },
+                "cwd /nonexistent/dir",
+            ),
+            (
+                ServerOptions {
+                    env: vec![("A=B".into(), "c".into())],
+                    ..Default::default()
+                },
+                "\"A=B\"",
+            ),
+            (
+                ServerOptions {
+                    extra_config: vec!["set -g status on\nkill-server".into()],
+                    ..Default::default()
+                },
+                "line break",
+            ),
+        ];
+        for (opts, want) in cases {
+            let err = validate(&opts).expect_err(want);
+            assert_eq!(err.code(), "INVALID_INPUT");
+            assert!(err.to_string().contains(want), "{err} lacks {want}");
+        }
+        validate(&ServerOptions::default()).expect("defaults are valid");
+    }
+
+    #[test]
+    fn start_argv_quotes_for_argv() {
+        let opts = ServerOptions {
+            session: "s#1".into(),
+            command: vec!["sh".into(), "-c".into(), "echo x;".into()],
+            env: vec![("K".into(), "v;".into())],
+            ..Default::default()
+        };
+        let argv = start_argv(&opts, "=s#1").expect("valid");
+        let text: Vec<_> = argv.iter().map(|a| a.to_str().expect("utf8")).collect();
+        assert_eq!(
+            text,
+            [
+                "new-session",
+                "-d",
+                "-s",
+                "s##1",
+                "-x",
+                "80",
+                "-y",
+                "24",
+                "-P",
+                "-F",
+                START_FORMAT,
+                "-e",
+                r"K=v\;",
+                "--",
+                "sh",
+                "-c",
+                r"echo x\;",
+                ";",
+                "set-option",
+                "-w",
+                "-t",
+                "=s#1:",
+                "--",
+                "window-size",
+                "manual",
+            ]
+        );
+    }
+
+    #[test]
+    fn config_is_hermetic_and_quoted() {
+        let opts = ServerOptions {
+            shell: Some("/bin/my shell;x".into()),
+            history_limit: 500,
+            size: Size {
+                cols: 100,
+                rows: 30,
+            },
+            ..Default::default()
+        };
+        let text = config_text(&opts).expect("valid");
+        for want in [
+            "set -s @tmux-engine \"1\"\n",
+            "set -g remain-on-exit on\n",
+            "set -g history-limit 500\n",
+            "set -g default-size \"100x30\"\n",
+            "set -g default-shell \"/bin/my shell\\;x\"\n",
+        ] {
+            assert!(text.contains(want), "{want:?} missing from\n{text}");
+        }
+        assert!(
+            !text.contains("set -g window-size"),
+            "global manual size crashes tmux"
+        );
+    }
+}

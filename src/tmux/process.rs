@@ -1,0 +1,139 @@
+//! Liveness and killing of processes the engine did not spawn as children:
+//! the tmux server daemonises (forks away from the `tmux` client we run), so
+//! the engine only knows its pid.
+//!
+//! A dead daemon stays a zombie until its new parent reaps it, and some
+//! container init processes reap late or never; so on Linux a zombie counts
+//! as dead (read from `/proc`), where `kill(pid, 0)` alone would say alive.
+//! No `unsafe`: signals go through rustix.
+
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+
+/// How often the wait functions look again.
+const POLL: Duration = Duration::from_millis(10);
+
+fn pid(raw: u32) -> Option<Pid> {
+    i32::try_from(raw).ok().and_then(Pid::from_raw)
+}
+
+/// True while process `raw` exists and has not exited (a zombie is dead).
+/// Pid 0 and pids beyond `i32::MAX` are never alive.
+pub fn is_alive(raw: u32) -> bool {
+    let Some(p) = pid(raw) else {
+        return false;
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let _ = p;
+        match std::fs::read(format!("/proc/{raw}/stat")) {
+            // Format: `PID (COMM) STATE ...`; COMM may contain `)`, so take
+            // the state after the last one.
+            Ok(stat) => match stat.iter().rposition(|&b| b == b')') {
+                Some(i) => !matches!(stat.get(i + 2), Some(b'Z' | b'X' | b'x')),
+                None => true,
+            },
+            Err(_) => false,
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        match rustix::process::test_kill_process(p) {
+            Ok(()) => true,
+            // EPERM: it exists but belongs to someone else.
+            Err(e) => e == rustix::io::Errno::PERM,
+        }
+    }
+}
+
+/// True when process `raw` looks like a tmux server or client (its command
+/// name starts with `tmux`), checked before a SIGKILL so that a recycled pid
+/// is not hit. Where the name cannot be read (not Linux), assumes yes.
+pub fn looks_like_tmux(raw: u32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read(format!("/proc/{raw}/comm")).is_ok_and(|comm| comm.starts_with(b"tmux"))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = raw;
+        true
+    }
+}
+
+/// Sends `signal` to process `raw`; a process that is already gone is not an
+/// error.
+///
+/// # Errors
+///
+/// The OS error (EPERM, ...) as [`crate::Error::Io`].
+pub fn signal(raw: u32, signal: Signal) -> crate::Result<()> {
+    let Some(p) = pid(raw) else {
+        return Ok(());
+    };
+    match rustix::process::kill_process(p, signal) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+        Err(e) => Err(crate::Error::io(
+            format!("sending {signal:?} to pid {raw}"),
+            e.into(),
+        )),
+    }
+}
+
+/// Waits until process `raw` is dead or `timeout` passed, blocking the
+/// thread. Returns whether it is dead.
+pub fn wait_dead_blocking(raw: u32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if !is_alive(raw) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Waits until process `raw` is dead or `timeout` passed. Returns whether
+/// it is dead.
+pub async fn wait_dead(raw: u32, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if !is_alive(raw) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_is_alive_and_bogus_pids_are_not() {
+        assert!(is_alive(std::process::id()));
+        assert!(!is_alive(0));
+        assert!(!is_alive(u32::MAX));
+        assert!(!looks_like_tmux(0));
+    }
+
+    #[test]
+    fn reaped_child_is_dead_and_unreaped_zombie_is_dead() {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("spawn true");
+        let pid = child.id();
+        // Not reaped yet: a zombie once it exits, which must count as dead.
+        assert!(wait_dead_blocking(pid, Duration::from_secs(10)));
+        child.wait().expect("reap");
+        assert!(!is_alive(pid));
+        // Beyond any pid_max: ESRCH, which is not an error.
+        signal(i32::MAX as u32, Signal::KILL).expect("a gone pid is not an error");
+    }
+}

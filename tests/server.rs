@@ -1,0 +1,489 @@
+//! Live tests of `tmux::server`: lifecycle, hermetic config, sizes, names.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tmux_engine::tmux::options::MARK_OPTION;
+use tmux_engine::tmux::process::is_alive;
+use tmux_engine::tmux::server::{DIR_PREFIX, MAX_SOCKET_PATH};
+use tmux_engine::tmux::{Server, ServerOptions, Size, Tmux, TmuxCommand};
+
+use crate::support::{Control, opts, poll, test_dir, tmux, within};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The pane's program gets SIGHUP from the dying server, a moment later.
+async fn assert_pane_gone(pane_pid: u32) {
+    poll("the pane's program to exit", WAIT, || async {
+        (!is_alive(pane_pid)).then_some(())
+    })
+    .await;
+}
+
+fn assert_gone(pid: u32, dir: &Path) {
+    assert!(!is_alive(pid), "tmux server {pid} still running");
+    assert!(
+        !dir.exists(),
+        "server directory {} left behind",
+        dir.display()
+    );
+}
+
+async fn list_panes(server: &Server, format: &str) -> String {
+    let cmd = TmuxCommand::new("list-panes")
+        .target(format!("{}:", server.session()))
+        .and_then(|c| c.opt("-F", format))
+        .expect("no NUL");
+    server
+        .run(&cmd)
+        .await
+        .expect("list-panes")
+        .trim_end()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn start_then_kill_removes_process_and_directory() {
+    within(async {
+        let tmp = test_dir();
+        let server = Server::start(
+            tmux(),
+            ServerOptions {
+                size: Size {
+                    cols: 100,
+                    rows: 30,
+                },
+                history_limit: 1234,
+                ..opts(tmp.path())
+            },
+        )
+        .await
+        .expect("starting tmux");
+        let (pid, dir, socket) = (
+            server.pid(),
+            server.dir().to_owned(),
+            server.socket().to_owned(),
+        );
+        assert!(is_alive(pid));
+        assert!(server.is_alive());
+        assert!(socket.exists(), "no socket at {}", socket.display());
+        let mode = std::fs::metadata(&dir).expect("dir").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "directory mode {mode:o}");
+        let dir_name = dir
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert!(dir_name.starts_with(DIR_PREFIX), "{dir_name}");
+        assert_eq!(server.session(), "=main");
+        assert!(is_alive(server.first_pane().pid));
+
+        let mark = TmuxCommand::new("show-options")
+            .flag("-s")
+            .flag("-v")
+            .arg(MARK_OPTION);
+        let mark = server.run(&mark.expect("no NUL")).await.expect("show mark");
+        assert_eq!(mark.trim(), "1");
+
+        let pane = list_panes(
+            &server,
+            "#{pane_id} #{pane_pid} #{pane_width}x#{pane_height} #{history_limit} #{pane_in_mode}",
+        )
+        .await;
+        let first = server.first_pane();
+        assert_eq!(pane, format!("{} {} 100x30 1234 0", first.id, first.pid));
+
+        server.kill().await.expect("killing tmux");
+        assert_gone(pid, &dir);
+        assert_pane_gone(first.pid).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn drop_kills_server() {
+    within(async {
+        let tmp = test_dir();
+        let server = Server::start(tmux(), opts(tmp.path()))
+            .await
+            .expect("start");
+        let (pid, dir) = (server.pid(), server.dir().to_owned());
+        let pane = server.first_pane().pid;
+        drop(server);
+        assert_gone(pid, &dir);
+        assert_pane_gone(pane).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn drop_during_panic_kills_server() {
+    within(async {
+        let tmp = test_dir();
+        let server = Server::start(tmux(), opts(tmp.path()))
+            .await
+            .expect("start");
+        let (pid, dir) = (server.pid(), server.dir().to_owned());
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _server = server;
+            panic!("deliberate panic while holding a server");
+        }));
+        assert!(caught.is_err());
+        assert_gone(pid, &dir);
+
+        let server = Server::start(tmux(), opts(tmp.path()))
+            .await
+            .expect("start");
+        let (pid, dir) = (server.pid(), server.dir().to_owned());
+        let joined = std::thread::spawn(move || {
+            let _server = server;
+            panic!("deliberate panic in a thread holding a server");
+        })
+        .join();
+        assert!(joined.is_err());
+        assert_gone(pid, &dir);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn user_config_is_never_read() {
+    within(async {
+        let tmp = test_dir();
+        let home = tmp.path().join("home");
+        let xdg = home.join("xdg");
+        std::fs::create_dir_all(xdg.join("tmux")).expect("mkdir");
+        let evil = "set -g status-left CANARY\nset -g @canary yes\nset -g remain-on-exit off\n";
+        std::fs::write(home.join(".tmux.conf"), evil).expect("write");
+        std::fs::write(xdg.join("tmux/tmux.conf"), evil).expect("write");
+        let server = Server::start(
+            tmux(),
+            ServerOptions {
+                server_env: vec![
+                    ("HOME".into(), home.into()),
+                    ("XDG_CONFIG_HOME".into(), xdg.into()),
+                ],
+                ..opts(tmp.path())
+            },
+        )
+        .await
+        .expect("start");
+        let show = |name: &str| {
+            TmuxCommand::new("show-options")
+                .flag("-g")
+                .flag("-q")
+                .flag("-v")
+                .arg(name)
+                .expect("no NUL")
+        };
+        let left = server.run(&show("status-left")).await.expect("show");
+        assert!(!left.contains("CANARY"), "user config was read: {left}");
+        assert_eq!(server.run(&show("@canary")).await.expect("show").trim(), "");
+        assert_eq!(
+            server
+                .run(&show("remain-on-exit"))
+                .await
+                .expect("show")
+                .trim(),
+            "on"
+        );
+        assert_eq!(
+            server.run(&show("status")).await.expect("show").trim(),
+            "off"
+        );
+        server.kill().await.expect("kill");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dead_pane_keeps_exit_status_on_live_server() {
+    within(async {
+        let tmp = test_dir();
+        let server = Server::start(
+            tmux(),
+            ServerOptions {
+                command: vec!["sh".into(), "-c".into(), "exit 3".into()],
+                ..opts(tmp.path())
+            },
+        )
+        .await
+        .expect("start");
+        // pane_dead is set at EOF, pane_dead_status once the child is reaped;
+        // tmux 3.3a sometimes loses that SIGCHLD, hence the nudge.
+        poll("the pane to die with status 3", WAIT, || async {
+            match list_panes(&server, "#{pane_dead} #{pane_dead_status}")
+                .await
+                .as_str()
+            {
+                "1 3" => Some(()),
+                // Dead without a status (trim_end ate the space).
+                "1" => {
+                    server.nudge_child_reaper().expect("SIGCHLD");
+                    None
+                }
+                _ => None,
+            }
+        })
+        .await;
+        assert!(server.is_alive(), "the server must outlive its program");
+        server.kill().await.expect("kill");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn killing_the_session_ends_the_server() {
+    within(async {
+        let tmp = test_dir();
+        let server = Server::start(tmux(), opts(tmp.path()))
+            .await
+            .expect("start");
+        let kill = TmuxCommand::new("kill-session")
+            .target(server.session())
+            .expect("no NUL");
+        server.run(&kill).await.expect("kill-session");
+        // exit-empty on: no session, no server; "gone" is unambiguous.
+        let pid = server.pid();
+        poll("the server to exit", WAIT, || async {
+            (!is_alive(pid)).then_some(())
+        })
+        .await;
+        server.kill().await.expect("kill after exit");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn too_long_socket_path_is_refused_before_starting() {
+    within(async {
+        let tmp = test_dir();
+        let deep = tmp.path().join("d".repeat(MAX_SOCKET_PATH));
+        let err = Server::start(
+            tmux(),
+            ServerOptions {
+                runtime_dir: Some(deep.clone()),
+                ..opts(tmp.path())
+            },
+        )
+        .await
+        .expect_err("socket path is too long");
+        assert_eq!(err.code(), "SOCKET_PATH_TOO_LONG");
+        assert!(
+            err.to_string().contains(&deep.display().to_string()),
+            "{err}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&deep)
+            .expect("read runtime dir")
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn window_size_stays_fixed_when_a_client_claims_another() {
+    within(async {
+        let tmp = test_dir();
+        let server = Server::start(
+            tmux(),
+            ServerOptions {
+                size: Size {
+                    cols: 100,
+                    rows: 30,
+                },
+                ..opts(tmp.path())
+            },
+        )
+        .await
+        .expect("start");
+        let mut control = Control::attach(&server).await;
+        let claim = control.cmd("refresh-client -C 50x10").await;
+        assert!(claim.ok, "{}", claim.text());
+        let size = control
+            .cmd("list-windows -F \"#{window_width}x#{window_height}\"")
+            .await;
+        assert_eq!(size.text(), "100x30");
+        control.close().await;
+        server.kill().await.expect("kill");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn options_reach_the_pane() {
+    within(async {
+        let tmp = test_dir();
+        let out = tmp.path().join("out");
+        let work = tmp.path().join("work #1 $HOME");
+        std::fs::create_dir(&work).expect("mkdir");
+        let server = Server::start(
+            tmux(),
+            ServerOptions {
+                cwd: Some(work.clone()),
+                env: vec![("K".into(), "v; $HOME #{x}".into())],
+                command: vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "{ pwd; printf '%s\\n' \"$K\" \"$1\"; } > \"$2\"".into(),
+                    "sh".into(),
+                    "arg;".into(),
+                    out.clone().into(),
+                ],
+                ..opts(tmp.path())
+            },
+        )
+        .await
+        .expect("start");
+        let want = format!("{}\nv; $HOME #{{x}}\narg;\n", work.display());
+        poll("the program's output", WAIT, || async {
+            std::fs::read_to_string(&out).ok().filter(|s| *s == want)
+        })
+        .await;
+        server.kill().await.expect("kill");
+
+        // A pinned shell with no command is the pane's program.
+        let server = Server::start(tmux(), opts(tmp.path()))
+            .await
+            .expect("start");
+        // Polled: right after the start the pane pid can still be tmux's
+        // fork, before its exec.
+        let sh = std::fs::canonicalize("/bin/sh").expect("/bin/sh");
+        let exe = format!("/proc/{}/exe", server.first_pane().pid);
+        poll("the pane to exec the pinned shell", WAIT, || async {
+            (std::fs::read_link(&exe).ok()? == sh).then_some(())
+        })
+        .await;
+        server.kill().await.expect("kill");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn accepted_names_address_exactly_their_session() {
+    within(async {
+        let tmp = test_dir();
+        for name in [
+            "build #3",
+            "x#{pane_id}",
+            "{last}",
+            "%1",
+            "@1",
+            "~x",
+            "a;b",
+            "'q'",
+            "é名",
+            "!",
+        ] {
+            let server = Server::start(
+                tmux(),
+                ServerOptions {
+                    session: name.into(),
+                    ..opts(tmp.path())
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("starting session {name:?}: {e}"));
+            let has = TmuxCommand::new("has-session")
+                .target(server.session())
+                .expect("no NUL");
+            server
+                .run(&has)
+                .await
+                .unwrap_or_else(|e| panic!("{name:?}: {e}"));
+            assert_eq!(list_panes(&server, "#{session_name}").await, name);
+            server.kill().await.expect("kill");
+        }
+        // Exact: a prefix of the name does not match.
+        let server = Server::start(tmux(), opts(tmp.path()))
+            .await
+            .expect("start");
+        let prefix = TmuxCommand::new("has-session")
+            .target("=mai")
+            .expect("no NUL");
+        let err = server
+            .run(&prefix)
+            .await
+            .expect_err("prefix must not match");
+        assert_eq!(err.code(), "COMMAND_FAILED");
+        assert!(err.to_string().contains("can't find session"), "{err}");
+        server.kill().await.expect("kill");
+    })
+    .await;
+}
+
+/// A tmux that starts a real server for `new-session`, writes the server's
+/// pid to `pid_file`, then prints `garbage` (or hangs when `hang`).
+fn half_broken_tmux(dir: &Path, pid_file: &Path, hang: bool) -> Tmux {
+    let fake = dir.join(if hang { "tmux-hang" } else { "tmux-garbage" });
+    let then = if hang {
+        "exec sleep 60"
+    } else {
+        "echo garbage"
+    };
+    let script = format!(
+        "#!/bin/sh\ncase \" $* \" in\n*\" new-session \"*)\n  \"{real}\" \"$@\" | cut -d' ' -f1 > \"{pid}.tmp\"\n  mv \"{pid}.tmp\" \"{pid}\"\n  {then} ;;\n*) exec \"{real}\" \"$@\" ;;\nesac\n",
+        real = tmux().path().display(),
+        pid = pid_file.display(),
+    );
+    std::fs::write(&fake, script).expect("write fake tmux");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    Tmux::with_version(&fake, tmux().version().clone()).expect("supported")
+}
+
+fn read_pid(pid_file: &Path) -> u32 {
+    std::fs::read_to_string(pid_file)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+fn assert_runtime_dir_empty(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir.join("rt"))
+        .expect("runtime dir")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn failed_start_leaves_nothing_behind() {
+    within(async {
+        let tmp = test_dir();
+        let pid_file = tmp.path().join("server-pid");
+        let fake = half_broken_tmux(tmp.path(), &pid_file, false);
+        let err = Server::start(Arc::new(fake), opts(tmp.path()))
+            .await
+            .expect_err("garbage output");
+        assert_eq!(err.code(), "COMMAND_FAILED");
+        assert!(err.to_string().contains("garbage"), "{err}");
+        let pid = read_pid(&pid_file);
+        assert!(
+            !is_alive(pid),
+            "the half-started server {pid} is still running"
+        );
+        assert_runtime_dir_empty(tmp.path());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancelled_start_leaves_nothing_behind() {
+    within(async {
+        let tmp = test_dir();
+        let pid_file = tmp.path().join("server-pid");
+        let fake = half_broken_tmux(tmp.path(), &pid_file, true);
+        let start = Server::start(Arc::new(fake), opts(tmp.path()));
+        // Drop the start once the server exists (its tmux client hangs).
+        tokio::select! {
+            res = start => panic!("start finished: {res:?}"),
+            () = poll("the server to start", WAIT, || async { pid_file.exists().then_some(()) }) => {}
+        }
+        let pid = read_pid(&pid_file);
+        assert!(!is_alive(pid), "the cancelled server {pid} is still running");
+        assert_runtime_dir_empty(tmp.path());
+    })
+    .await;
+}

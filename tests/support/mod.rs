@@ -1,0 +1,194 @@
+//! Helpers shared by the live tests: the tmux under test, per-test
+//! directories, deadlines, and a minimal control-mode reader (the real
+//! client lives in `control::client`; these tests must not depend on it).
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tempfile::TempDir;
+use tmux_engine::tmux::{Server, ServerOptions, Tmux};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+/// Every live test's limit.
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The tmux under test; a missing or old tmux fails loudly, never skips.
+pub fn tmux() -> Arc<Tmux> {
+    static TMUX: OnceLock<Arc<Tmux>> = OnceLock::new();
+    TMUX.get_or_init(|| {
+        Arc::new(Tmux::discover().unwrap_or_else(|e| panic!("live tests need tmux >= 3.2: {e}")))
+    })
+    .clone()
+}
+
+/// Runs a test body under [`TEST_TIMEOUT`].
+pub async fn within<F: Future>(body: F) -> F::Output {
+    tokio::time::timeout(TEST_TIMEOUT, body)
+        .await
+        .expect("test exceeded its timeout")
+}
+
+/// A per-test directory whose path has no `.` or `:` (so paths inside it
+/// can appear in session names) and stays short (socket paths).
+pub fn test_dir() -> TempDir {
+    tempfile::Builder::new()
+        .prefix("tmuxeng")
+        .tempdir_in("/tmp")
+        .expect("creating a test directory")
+}
+
+/// Options for a test server: sockets under `dir`, `/bin/sh` pinned so the
+/// user's shell and dotfiles play no part.
+pub fn opts(dir: &Path) -> ServerOptions {
+    ServerOptions {
+        runtime_dir: Some(dir.join("rt")),
+        shell: Some(PathBuf::from("/bin/sh")),
+        ..ServerOptions::default()
+    }
+}
+
+/// Polls `check` every 10 ms until it returns `Some`, or panics with `what`
+/// after `timeout`.
+pub async fn poll<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// One reply block read from a control client.
+#[derive(Debug)]
+pub struct Block {
+    /// `%end` (true) or `%error` (false).
+    pub ok: bool,
+    /// The body lines, without `\n`.
+    pub lines: Vec<Vec<u8>>,
+}
+
+impl Block {
+    /// The body as lossy text, lines joined by `\n`.
+    pub fn text(&self) -> String {
+        self.lines
+            .iter()
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// A `tmux -C` client from [`Server::control_command`], read line by line.
+pub struct Control {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+/// `%begin|%end|%error T N F` -> (kind, T, N, F).
+fn guard(line: &[u8]) -> Option<(&str, &str, &str, u32)> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut parts = text.split(' ');
+    let kind = parts.next()?;
+    if !matches!(kind, "%begin" | "%end" | "%error") {
+        return None;
+    }
+    let (t, n, f) = (parts.next()?, parts.next()?, parts.next()?.parse().ok()?);
+    parts.next().is_none().then_some((kind, t, n, f))
+}
+
+impl Control {
+    /// Attaches and waits for the attach command's own block: tmux before
+    /// 3.4 reads stdin before the attach has run.
+    pub async fn attach(server: &Server) -> Control {
+        let mut child = server
+            .control_command()
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawning tmux -C");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut control = Control {
+            child,
+            stdin,
+            stdout,
+        };
+        let first = control.block(0).await;
+        assert!(first.ok, "attach failed: {}", first.text());
+        control
+    }
+
+    async fn line(&mut self) -> Vec<u8> {
+        let mut line = Vec::new();
+        let n = self
+            .stdout
+            .read_until(b'\n', &mut line)
+            .await
+            .expect("reading tmux -C");
+        assert!(n > 0, "tmux -C closed its output");
+        line.pop();
+        line
+    }
+
+    /// Reads up to the next block with `flags`, skipping notifications.
+    async fn block(&mut self, flags: u32) -> Block {
+        loop {
+            let line = self.line().await;
+            let Some(("%begin", t, n, f)) = guard(&line) else {
+                continue;
+            };
+            let (t, n) = (t.to_owned(), n.to_owned());
+            let mut lines = Vec::new();
+            loop {
+                let body = self.line().await;
+                match guard(&body) {
+                    Some((kind @ ("%end" | "%error"), t2, n2, f2))
+                        if t2 == t && n2 == n && f2 == f =>
+                    {
+                        let ok = kind == "%end";
+                        if f == flags {
+                            return Block { ok, lines };
+                        }
+                        break;
+                    }
+                    _ => lines.push(body),
+                }
+            }
+        }
+    }
+
+    /// Writes one command line and returns its reply block.
+    pub async fn cmd(&mut self, line: &str) -> Block {
+        assert!(!line.contains('\n'), "one line only");
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("writing to tmux -C");
+        self.stdin.flush().await.expect("flushing tmux -C");
+        self.block(1).await
+    }
+
+    /// Detaches (closes stdin) and waits for the client to exit.
+    pub async fn close(self) {
+        let Control {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        child.wait().await.expect("waiting for tmux -C");
+    }
+}
