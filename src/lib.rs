@@ -23,9 +23,11 @@
 //! processes, `tmux` knows nothing of the control client.
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod control;
 pub mod error;
 pub mod registry;
+pub mod terminal;
 pub mod tmux;
 
 pub use error::{Error, Result};

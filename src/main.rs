@@ -1,3 +1,91 @@
-//! The `tmux-engine` command line.
+//! The `tmux-engine` command line: argument parsing only; the work is in
+//! `tmux_engine::cli`.
+//!
+//! Exit codes: `0` success; `1` an engine error (printed as
+//! `error: CODE: message`); `2` bad usage. `run` exits with its command's
+//! status (128 + N when signal N killed it), `125` when the engine itself
+//! failed, and 130/143 when Ctrl-C/SIGTERM stopped it.
 
-fn main() {}
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tmux_engine::cli;
+
+#[derive(Parser, Debug)]
+#[command(name = "tmux-engine", version, about = "Run and drive terminals inside private tmux servers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Decode a raw `tmux -C` stream on stdin into JSON lines, one per event.
+    Decode {
+        /// Print one JSON summary (events per kind, output bytes per pane) instead.
+        #[arg(long)]
+        stats: bool,
+    },
+    /// Run a command in a private tmux server and stream its output.
+    Run {
+        /// Pane size as COLSxROWS.
+        #[arg(long, default_value = "80x24", value_parser = parse_size)]
+        size: (u16, u16),
+        /// The command and its arguments (run directly, not through a shell).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
+}
+
+fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let (cols, rows) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("{s:?} is not COLSxROWS"))?;
+    let parse = |v: &str| match v.parse::<u16>() {
+        Ok(n) if (1..=10000).contains(&n) => Ok(n),
+        _ => Err(format!("{v:?} in {s:?} is not a size from 1 to 10000")),
+    };
+    Ok((parse(cols)?, parse(rows)?))
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("TMUX_ENGINE_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Decode { stats } => {
+            let stdin = std::io::stdin().lock();
+            let stdout = std::io::stdout().lock();
+            match { let _ = (stdin, stdout, stats); Ok::<(), std::io::Error>(()) } {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: IO: decoding stdin: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Run { size, command } => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: IO: starting the runtime: {e}");
+                    return ExitCode::from(125);
+                }
+            };
+            let opts = cli::run::RunOptions { size, command };
+            match runtime.block_on(cli::run::run(opts, tokio::io::stdout())) {
+                Ok(cli::run::RunEnd::Exited(status) | cli::run::RunEnd::Interrupted(status)) => {
+                    ExitCode::from(u8::try_from(status).unwrap_or(255))
+                }
+                Err(e) => {
+                    eprintln!("error: {}: {e}", e.code());
+                    ExitCode::from(125)
+                }
+            }
+        }
+    }
+}

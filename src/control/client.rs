@@ -243,8 +243,8 @@ impl ControlClient {
             client
                 .command(
                     &TmuxCommand::new("refresh-client")
-                        .flag("-f")
-                        .arg(format!("pause-after={secs}")),
+                        .opt("-f", format!("pause-after={secs}"))
+                        .expect("no NUL in a number"),
                 )
                 .await?;
         }
@@ -424,8 +424,8 @@ impl Shared {
 
     fn pane_switch_locked(&self, state: &mut State, pane: PaneId, switch: &'static str) {
         let command = TmuxCommand::new("refresh-client")
-            .flag("-A")
-            .arg(format!("{pane}:{switch}"));
+            .opt("-A", format!("{pane}:{switch}"))
+            .expect("no NUL in a pane id");
         self.internal_locked(state, &command, Internal::Ignore(switch));
     }
 
@@ -441,15 +441,15 @@ impl Shared {
         }
         let info = TmuxCommand::new("list-panes")
             .target(pane)
-            .flag("-F")
-            .arg(PaneInfo::FORMAT);
+            .and_then(|c| c.opt("-F", PaneInfo::FORMAT))
+            .expect("no NUL in a pane id or format");
         self.internal_locked(state, &info, Internal::ResyncInfo { pane, sub });
         let capture = TmuxCommand::new("capture-pane")
             .flag("-p")
             .flag("-e")
             .target(pane)
-            .flag("-S")
-            .arg(format!("-{}", self.opts.resync_history));
+            .and_then(|c| c.opt("-S", format!("-{}", self.opts.resync_history)))
+            .expect("no NUL in a pane id or number");
         self.internal_locked(state, &capture, Internal::ResyncCapture { pane, sub });
     }
 

@@ -17,6 +17,10 @@ use tokio::io::unix::AsyncFd;
 use super::PaneId;
 use super::client::ControlClient;
 use crate::tmux::command::TmuxCommand;
+use crate::tmux::process;
+
+/// How long a pane may look dead without a status before tmux is nudged.
+const NUDGE_AFTER: Duration = Duration::from_millis(30);
 use crate::{Error, Result};
 
 /// How a pane's program ended.
@@ -57,9 +61,12 @@ pub struct PaneState {
     pub dead: bool,
     /// The exit, once tmux has reaped the process.
     pub exit: Option<PaneExit>,
+    /// The tmux server's pid.
+    pub server_pid: Option<u32>,
 }
 
-const STATE_FORMAT: &str = "#{pane_dead} #{pane_pid} #{pane_dead_status} #{pane_dead_signal}";
+const STATE_FORMAT: &str =
+    "#{pane_dead} #{pane_pid} #{pid} #{pane_dead_status} #{pane_dead_signal}";
 
 impl PaneState {
     fn parse(line: &[u8]) -> Option<PaneState> {
@@ -67,6 +74,7 @@ impl PaneState {
         let mut fields = text.split(' ');
         let dead = fields.next()? == "1";
         let pid = fields.next()?.parse().ok();
+        let server_pid = fields.next()?.parse().ok();
         let status = fields.next().and_then(|s| s.parse().ok());
         let signal = fields.next().and_then(|s| s.parse().ok());
         let exit = match (status, signal) {
@@ -74,7 +82,12 @@ impl PaneState {
             (Some(code), _) if dead => Some(PaneExit::Code(code)),
             _ => None,
         };
-        Some(PaneState { pid, dead, exit })
+        Some(PaneState {
+            pid,
+            dead,
+            exit,
+            server_pid,
+        })
     }
 }
 
@@ -87,8 +100,8 @@ pub async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<PaneStat
         .command(
             &TmuxCommand::new("list-panes")
                 .target(pane)
-                .flag("-F")
-                .arg(STATE_FORMAT),
+                .and_then(|c| c.opt("-F", STATE_FORMAT))
+                .expect("no NUL in a pane id or format"),
         )
         .await?;
     reply
@@ -121,11 +134,25 @@ pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<Pane
     }
     // The process is gone; tmux still has to see EOF and reap it.
     let mut delay = Duration::from_millis(1);
+    let mut waited = Duration::ZERO;
     loop {
-        if let Some(exit) = pane_state(client, pane).await?.exit {
+        let state = pane_state(client, pane).await?;
+        if let Some(exit) = state.exit {
             return Ok(exit);
         }
+        if state.dead
+            && waited >= NUDGE_AFTER
+            && let Some(server) = state.server_pid
+        {
+            // tmux 3.3a can lose the SIGCHLD of a pane that exits right
+            // after the server started: the pane stays dead without a status
+            // until another SIGCHLD makes it call waitpid.
+            if process::looks_like_tmux(server) {
+                let _ = process::signal(server, rustix::process::Signal::CHILD);
+            }
+        }
         tokio::time::sleep(delay).await;
+        waited += delay;
         delay = (delay * 2).min(Duration::from_millis(50));
     }
 }
@@ -165,19 +192,22 @@ mod tests {
     fn parses_list_panes_states() {
         let cases: &[(&[u8], Option<PaneState>)] = &[
             (
-                b"0 42  ",
-                Some(PaneState { pid: Some(42), dead: false, exit: None }),
+                b"0 42 7  ",
+                Some(PaneState { pid: Some(42), dead: false, exit: None, server_pid: Some(7) }),
             ),
             (
-                b"1 42 3 ",
-                Some(PaneState { pid: Some(42), dead: true, exit: Some(PaneExit::Code(3)) }),
+                b"1 42 7 3 ",
+                Some(PaneState { pid: Some(42), dead: true, exit: Some(PaneExit::Code(3)), server_pid: Some(7) }),
             ),
             (
-                b"1 42  9",
-                Some(PaneState { pid: Some(42), dead: true, exit: Some(PaneExit::Signal(9)) }),
+                b"1 42 7  9",
+                Some(PaneState { pid: Some(42), dead: true, exit: Some(PaneExit::Signal(9)), server_pid: Some(7) }),
             ),
             // Dead but not yet reaped: no status yet.
-            (b"1 42  ", Some(PaneState { pid: Some(42), dead: true, exit: None })),
+            (
+                b"1 42 7  ",
+                Some(PaneState { pid: Some(42), dead: true, exit: None, server_pid: Some(7) }),
+            ),
             (b"", None),
         ];
         for (line, want) in cases {

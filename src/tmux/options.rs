@@ -225,16 +225,34 @@ pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
 /// The format `new-session -P` prints: server pid, pane id, pane pid.
 pub(super) const START_FORMAT: &str = "#{pid} #{pane_id} #{pane_pid}";
 
-/// `new-session -d ... -P -F FMT -- CMD ; set-option -w -t =NAME: window-size manual`.
-pub(super) fn start_argv(opts: &ServerOptions, target: &str) -> Result<Vec<OsString>> {
-    let mut new = TmuxCommand::new("new-session")
-        .flag("-d")
+/// How the first session is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StartMode {
+    /// `new-session -d -P -F FMT` from a one-shot `tmux` process.
+    Detached,
+    /// `new-session` as a control client's argv command: the client is
+    /// attached before the program's first byte, so it sees all output.
+    Control,
+}
+
+/// `new-session [-d -P -F FMT] ... -- CMD ; set-option -w -t =NAME: window-size manual`.
+pub(super) fn start_argv(
+    opts: &ServerOptions,
+    target: &str,
+    mode: StartMode,
+) -> Result<Vec<OsString>> {
+    let mut new = TmuxCommand::new("new-session");
+    if mode == StartMode::Detached {
+        new = new.flag("-d");
+    }
+    new = new
         // -s and -c are format-expanded: format_opt doubles `#`.
         .format_opt("-s", &opts.session)?
         .opt("-x", opts.size.cols.to_string())?
-        .opt("-y", opts.size.rows.to_string())?
-        .flag("-P")
-        .opt("-F", START_FORMAT)?;
+        .opt("-y", opts.size.rows.to_string())?;
+    if mode == StartMode::Detached {
+        new = new.flag("-P").opt("-F", START_FORMAT)?;
+    }
     if let Some(cwd) = &opts.cwd {
         let cwd = std::path::absolute(cwd)
             .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
@@ -342,7 +360,7 @@ mod tests {
             env: vec![("K".into(), "v;".into())],
             ..Default::default()
         };
-        let argv = start_argv(&opts, "=s#1").expect("valid");
+        let argv = start_argv(&opts, "=s#1", StartMode::Detached).expect("valid");
         let text: Vec<_> = argv.iter().map(|a| a.to_str().expect("utf8")).collect();
         assert_eq!(
             text,

@@ -19,7 +19,9 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 
 use super::command::TmuxCommand;
-use super::options::{ServerOptions, Size, config_text, runtime_base, start_argv, validate};
+use super::options::{
+    ServerOptions, Size, StartMode, config_text, runtime_base, start_argv, validate,
+};
 use super::process;
 use super::version::Tmux;
 use crate::control::PaneId;
@@ -91,6 +93,86 @@ impl Server {
     /// [`Error::Unresponsive`] when it does not answer within
     /// [`RUN_TIMEOUT`].
     pub async fn start(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<Server> {
+        let (mut server, argv, server_env) = Self::create(tmux, opts, StartMode::Detached)?;
+        let mut cli = cli(&server.tmux, &server.socket, &server.config);
+        cli.args(&argv);
+        for (k, v) in &server_env {
+            cli.env(k, v);
+        }
+        let line = argv_text(&argv);
+        let started = match output(cli, &line, RUN_TIMEOUT).await {
+            Ok(out) => parse_start(&out, &line),
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok((pid, first_pane)) => {
+                server.set_started(pid, first_pane);
+                Ok(server)
+            }
+            Err(e) => {
+                if let Err(cleanup) = server.kill().await {
+                    tracing::warn!(error = %cleanup, "cleaning up after a failed start");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Prepares a server without starting tmux: its directory, socket path
+    /// and config. The server starts when the returned command runs: a
+    /// `tmux -u -S SOCK -f CONF -C new-session ...` control client whose
+    /// argv command creates the session, so that client is attached before
+    /// the program writes its first byte (a client attached afterwards
+    /// misses that output). Once it is up, call [`Server::set_started`].
+    ///
+    /// Dropping the server before or after the command ran still kills
+    /// whatever started, by socket.
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::start`], minus the tmux failures, which surface when the
+    /// command runs.
+    pub fn prepare(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<(Server, tokio::process::Command)> {
+        let (server, argv, server_env) = Self::create(tmux, opts, StartMode::Control)?;
+        let mut args = vec![
+            OsString::from("-S"),
+            server.socket.clone().into_os_string(),
+            OsString::from("-f"),
+            server.config.clone().into_os_string(),
+            OsString::from("-C"),
+        ];
+        args.extend(argv);
+        let mut cmd = tokio::process::Command::from(server.tmux.command(args));
+        for (k, v) in &server_env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        Ok((server, cmd))
+    }
+
+    /// Records the server pid and first pane of a server started through
+    /// [`Server::prepare`]'s command.
+    pub fn set_started(&mut self, pid: u32, first_pane: FirstPane) {
+        self.pid = pid;
+        self.first_pane = first_pane;
+        tracing::debug!(
+            socket = %self.socket.display(),
+            pid,
+            pane = %first_pane.id,
+            "tmux server started"
+        );
+    }
+
+    /// The directory, config and start argv of a server not yet running.
+    #[allow(clippy::type_complexity)]
+    fn create(
+        tmux: Arc<Tmux>,
+        opts: ServerOptions,
+        mode: StartMode,
+    ) -> Result<(Server, Vec<OsString>, Vec<(OsString, OsString)>)> {
         validate(&opts)?;
         let base = runtime_base(&opts)?;
         let dir = tempfile::Builder::new()
@@ -110,17 +192,12 @@ impl Server {
         write_config(&config, &config_text(&opts)?)?;
 
         let target = format!("={}", opts.session);
-        let argv = start_argv(&opts, &target)?;
-        let mut cli = cli(&tmux, &socket, &config);
-        cli.args(&argv);
-        for (k, v) in &opts.server_env {
-            cli.env(k, v);
-        }
-        let line = argv_text(&argv);
-        // Owned from here on, before tmux runs: if starting fails or this
-        // future is dropped, `kill` or `Drop` stops whatever did start (by
-        // socket; the pid is not known yet) and removes the directory.
-        let mut server = Server {
+        let argv = start_argv(&opts, &target, mode)?;
+        // Owned from here on, before tmux runs: if starting fails or the
+        // caller's future is dropped, `kill` or `Drop` stops whatever did
+        // start (by socket; the pid is not known yet) and removes the
+        // directory.
+        let server = Server {
             tmux,
             dir: Some(dir),
             dir_path,
@@ -135,29 +212,7 @@ impl Server {
             },
             size: opts.size,
         };
-        let started = match output(cli, &line, RUN_TIMEOUT).await {
-            Ok(out) => parse_start(&out, &line),
-            Err(e) => Err(e),
-        };
-        match started {
-            Ok((pid, first_pane)) => {
-                server.pid = pid;
-                server.first_pane = first_pane;
-                tracing::debug!(
-                    socket = %server.socket.display(),
-                    pid,
-                    pane = %first_pane.id,
-                    "tmux server started"
-                );
-                Ok(server)
-            }
-            Err(e) => {
-                if let Err(cleanup) = server.kill().await {
-                    tracing::warn!(error = %cleanup, "cleaning up after a failed start");
-                }
-                Err(e)
-            }
-        }
+        Ok((server, argv, opts.server_env))
     }
 
     /// The socket path (`tmux -S`).
