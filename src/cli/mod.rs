@@ -1,0 +1,4 @@
+//! `main.rs` only parses arguments and calls these; each command takes its
+//! input and output as parameters instead of touching stdin/stdout itself.
+
+pub mod decode;
