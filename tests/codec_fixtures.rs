@@ -339,3 +339,24 @@ fn v32_hook_blocks_have_flags_0() {
         [(278, 1), (279, 1), (280, 0), (282, 1), (283, 1), (284, 1), (285, 1), (286, 1), (287, 1), (289, 1)]
     );
 }
+
+#[test]
+fn v35_vis_encoded_names_decode_with_unvis() {
+    use tmux_engine::control::escape::unvis;
+    let events = decode(&fixture("35-"));
+    let window = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Notification(N::WindowRenamed { window: WindowId(0), name }) => Some(name.clone()),
+            _ => None,
+        })
+        .expect("a window rename");
+    // tmux stores names vis-encoded and sends them that way.
+    assert_eq!(window, "tab\\there back\\\\slash esc\\033x café");
+    assert_eq!(unvis(&window), "tab\there back\\slash esc\x1bx café");
+    assert!(events.contains(&note(N::SessionRenamed {
+        session: SessionId(0),
+        name: "s p\\\\c".into()
+    })));
+    assert_eq!(pane_output(&events, PaneId(0)), b"A\\\r\nA\\\r\n");
+}
