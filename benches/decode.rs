@@ -45,10 +45,43 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "cargo", "build", "target", "release", "warning", "unused", "variable", "src/main.rs",
-    "déjà-vu", "naïve", "€100", "日本語", "😀", "Größe", "fn", "impl", "let", "match", "=>",
-    "Compiling", "tokio", "v1.54.1", "Finished", "in", "0.42s", "error[E0308]:", "expected",
-    "found", "-->", "|", "^^^^", "README.md", "drwxr-xr-x", "user", "4096", "Jan", "12:00",
+    "cargo",
+    "build",
+    "target",
+    "release",
+    "warning",
+    "unused",
+    "variable",
+    "src/main.rs",
+    "déjà-vu",
+    "naïve",
+    "€100",
+    "日本語",
+    "😀",
+    "Größe",
+    "fn",
+    "impl",
+    "let",
+    "match",
+    "=>",
+    "Compiling",
+    "tokio",
+    "v1.54.1",
+    "Finished",
+    "in",
+    "0.42s",
+    "error[E0308]:",
+    "expected",
+    "found",
+    "-->",
+    "|",
+    "^^^^",
+    "README.md",
+    "drwxr-xr-x",
+    "user",
+    "4096",
+    "Jan",
+    "12:00",
 ];
 
 /// One line of what a busy terminal shows.
@@ -213,7 +246,10 @@ fn main() {
     let data = transcript();
     let (split_time, lines) = best(|| split_lines(&data));
     let (decode_time, tally) = best(|| decode_all(&data));
-    assert_eq!(tally.malformed, 0, "the generated transcript must decode cleanly");
+    assert_eq!(
+        tally.malformed, 0,
+        "the generated transcript must decode cleanly"
+    );
     let split = mb_per_s(data.len(), split_time);
     let decode = mb_per_s(data.len(), decode_time);
     println!(
@@ -225,7 +261,10 @@ fn main() {
     );
     println!("memchr line split:   {split:>9.1} MB/s  (best of {ITERATIONS}: {split_time:?})");
     println!("codec+parse decode:  {decode:>9.1} MB/s  (best of {ITERATIONS}: {decode_time:?})");
-    println!("ratio decode/split:  {:>9.3}  (target >= 0.25)", decode / split);
+    println!(
+        "ratio decode/split:  {:>9.3}  (target >= 0.25)",
+        decode / split
+    );
 
     // Where the time goes: copying reads into the codec's buffer, and
     // unescaping the payloads alone.

@@ -2,9 +2,7 @@
 //! cleanly, identically however it is chunked, and to what tmux meant.
 
 use bytes::Bytes;
-use tmux_engine::control::{
-    Event, Layout, Notification as N, PaneId, Reply, SessionId, WindowId,
-};
+use tmux_engine::control::{Event, Layout, Notification as N, PaneId, Reply, SessionId, WindowId};
 
 use crate::support::{b, decode, decode_chunks, fixture, fixtures, pane_output};
 
@@ -39,7 +37,10 @@ fn every_fixture_decodes_without_malformed_or_unknown_events() {
         assert!(!events.is_empty(), "{name}: no events");
         for event in &events {
             assert!(
-                !matches!(event, Event::Malformed(_) | Event::Notification(N::Unknown { .. })),
+                !matches!(
+                    event,
+                    Event::Malformed(_) | Event::Notification(N::Unknown { .. })
+                ),
                 "{name}: {event:?}"
             );
         }
@@ -72,8 +73,13 @@ fn v06_output_is_the_exact_bytes_the_program_wrote() {
         events[..3],
         [
             reply(1796008302, 282, 1, true, &[]),
-            note(N::SessionWindowChanged { session: SessionId(0), window: WindowId(1) }),
-            note(N::WindowAdd { window: WindowId(1) }),
+            note(N::SessionWindowChanged {
+                session: SessionId(0),
+                window: WindowId(1)
+            }),
+            note(N::WindowAdd {
+                window: WindowId(1)
+            }),
         ]
     );
 }
@@ -81,7 +87,10 @@ fn v06_output_is_the_exact_bytes_the_program_wrote() {
 #[test]
 fn v07_capture_body_keeps_lines_that_look_like_protocol() {
     let events = decode(&fixture("07-"));
-    assert!(events.iter().all(|e| matches!(e, Event::Reply(_))), "{events:?}");
+    assert!(
+        events.iter().all(|e| matches!(e, Event::Reply(_))),
+        "{events:?}"
+    );
     let r = replies(&events);
     assert_eq!(r.len(), 3);
     assert_eq!((r[0].number, r[0].ok), (286, true));
@@ -96,9 +105,18 @@ fn v07_capture_body_keeps_lines_that_look_like_protocol() {
 
 #[test]
 fn v04_error_replies_keep_a_stray_cr() {
-    let r = replies(&decode(&fixture("04-"))).into_iter().cloned().collect::<Vec<_>>();
-    assert_eq!(r.iter().map(|r| r.ok).collect::<Vec<_>>(), [false, false, false, true, false]);
-    assert_eq!(r[4].lines, [b("parse error: unknown command: list-sessions\r")]);
+    let r = replies(&decode(&fixture("04-")))
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(
+        r.iter().map(|r| r.ok).collect::<Vec<_>>(),
+        [false, false, false, true, false]
+    );
+    assert_eq!(
+        r[4].lines,
+        [b("parse error: unknown command: list-sessions\r")]
+    );
 }
 
 #[test]
@@ -110,10 +128,16 @@ fn v12_pause_and_continue_inside_blocks() {
             reply(1796008323, 366, 1, true, &["%pause %2"]),
             note(N::Continue { pane: PaneId(2) }),
             reply(1796008324, 369, 1, true, &["%continue %2"]),
-            note(N::Output { pane: PaneId(2), data: b("after-continue") }),
+            note(N::Output {
+                pane: PaneId(2),
+                data: b("after-continue")
+            }),
             reply(1796008324, 372, 1, true, &[]),
             reply(1796008325, 375, 1, true, &[]),
-            note(N::Output { pane: PaneId(2), data: b("after-on") }),
+            note(N::Output {
+                pane: PaneId(2),
+                data: b("after-on")
+            }),
             reply(1796008326, 378, 1, true, &["sync"]),
         ]
     );
@@ -151,18 +175,29 @@ fn v31_layout_change_with_empty_flags_round_trips() {
     let changes: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Notification(N::LayoutChange { window, layout, visible_layout, flags }) => {
+            Event::Notification(N::LayoutChange {
+                window,
+                layout,
+                visible_layout,
+                flags,
+            }) => {
                 assert_eq!(*window, WindowId(2));
                 assert!(flags.is_empty(), "flags {flags:?}");
                 assert!(layout.checksum_matches() && visible_layout.checksum_matches());
-                Some(format!("%layout-change {window} {layout} {visible_layout} {flags}"))
+                Some(format!(
+                    "%layout-change {window} {layout} {visible_layout} {flags}"
+                ))
             }
             _ => None,
         })
         .collect();
     assert_eq!(changes.len(), 4);
     for (rendered, raw) in changes.iter().zip(&raw) {
-        assert_eq!(rendered.as_bytes(), *raw, "ends with the empty flags' space");
+        assert_eq!(
+            rendered.as_bytes(),
+            *raw,
+            "ends with the empty flags' space"
+        );
     }
     let tiled: Layout = "a7f4,80x24,0,0[80x11,0,0{39x11,0,0,2,40x11,40,0,3},80x12,0,12,4]"
         .parse()
@@ -176,17 +211,21 @@ fn v08_zoom_flags_and_visible_layout() {
     let zoomed = events
         .iter()
         .find_map(|e| match e {
-            Event::Notification(N::LayoutChange { layout, visible_layout, flags, .. })
-                if flags == "*Z" =>
-            {
-                Some((layout.to_string(), visible_layout.to_string()))
-            }
+            Event::Notification(N::LayoutChange {
+                layout,
+                visible_layout,
+                flags,
+                ..
+            }) if flags == "*Z" => Some((layout.to_string(), visible_layout.to_string())),
             _ => None,
         })
         .expect("a zoomed layout change");
     assert_eq!(
         zoomed,
-        ("020a,80x24,0,0{40x24,0,0,1,39x24,41,0,2}".into(), "b25e,80x24,0,0,1".into())
+        (
+            "020a,80x24,0,0{40x24,0,0,1,39x24,41,0,2}".into(),
+            "b25e,80x24,0,0,1".into()
+        )
     );
 }
 
@@ -195,9 +234,14 @@ fn v26_cc_stream_decodes_like_a_c_stream() {
     let cc = fixture("26-");
     let want = [
         reply(1796008347, 260, 0, true, &[]),
-        note(N::WindowAdd { window: WindowId(0) }),
+        note(N::WindowAdd {
+            window: WindowId(0),
+        }),
         note(N::SessionsChanged),
-        note(N::SessionChanged { session: SessionId(0), name: "cc".into() }),
+        note(N::SessionChanged {
+            session: SessionId(0),
+            name: "cc".into(),
+        }),
         reply(
             1796008348,
             266,
@@ -224,31 +268,34 @@ fn v33_exit_with_reason() {
         events,
         [
             reply(1796008380, 297, 1, true, &["20084"]),
-            note(N::Exit { reason: Some("server exited unexpectedly".into()) }),
+            note(N::Exit {
+                reason: Some("server exited unexpectedly".into())
+            }),
         ]
     );
 }
 
 #[test]
 fn v10_subscriptions() {
-    let subs: Vec<(String, Option<WindowId>, Option<u32>, Option<PaneId>, Bytes)> =
-        decode(&fixture("10-"))
-            .into_iter()
-            .filter_map(|e| match e {
-                Event::Notification(N::SubscriptionChanged {
-                    name,
-                    session,
-                    window,
-                    index,
-                    pane,
-                    value,
-                }) => {
-                    assert_eq!(session, SessionId(0));
-                    Some((name, window, index, pane, value))
-                }
-                _ => None,
-            })
-            .collect();
+    /// name, window, index, pane, value
+    type Sub = (String, Option<WindowId>, Option<u32>, Option<PaneId>, Bytes);
+    let subs: Vec<Sub> = decode(&fixture("10-"))
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Notification(N::SubscriptionChanged {
+                name,
+                session,
+                window,
+                index,
+                pane,
+                value,
+            }) => {
+                assert_eq!(session, SessionId(0));
+                Some((name, window, index, pane, value))
+            }
+            _ => None,
+        })
+        .collect();
     let w = |n| Some(WindowId(n));
     let p = |n| Some(PaneId(n));
     assert_eq!(
@@ -270,11 +317,27 @@ fn v10_subscriptions() {
 fn v09_names_with_spaces_and_unlinked_windows() {
     let events = decode(&fixture("09-"));
     let has = |n: N| events.contains(&note(n));
-    assert!(has(N::SessionRenamed { session: SessionId(0), name: "demo renamed".into() }));
-    assert!(has(N::UnlinkedWindowRenamed { window: WindowId(3), name: "w2 renamed".into() }));
-    assert!(has(N::UnlinkedWindowAdd { window: WindowId(2) }));
-    assert!(has(N::UnlinkedWindowClose { window: WindowId(4) }));
-    assert!(events.contains(&reply(1796008312, 341, 1, false, &["parse error: syntax error"])));
+    assert!(has(N::SessionRenamed {
+        session: SessionId(0),
+        name: "demo renamed".into()
+    }));
+    assert!(has(N::UnlinkedWindowRenamed {
+        window: WindowId(3),
+        name: "w2 renamed".into()
+    }));
+    assert!(has(N::UnlinkedWindowAdd {
+        window: WindowId(2)
+    }));
+    assert!(has(N::UnlinkedWindowClose {
+        window: WindowId(4)
+    }));
+    assert!(events.contains(&reply(
+        1796008312,
+        341,
+        1,
+        false,
+        &["parse error: syntax error"]
+    )));
     assert!(events.contains(&reply(
         1796008313,
         342,
@@ -299,7 +362,9 @@ fn v17_other_clients() {
                 session: SessionId(0),
                 name: "demo renamed".into(),
             }),
-            note(N::ClientDetached { client: "client-19965".into() }),
+            note(N::ClientDetached {
+                client: "client-19965".into()
+            }),
         ]
     );
 }
@@ -322,10 +387,16 @@ fn v27b_extended_output_and_pause() {
     assert!(events.contains(&note(N::Pause { pane: PaneId(1) })));
     assert!(events.iter().any(|e| matches!(
         e,
-        Event::Notification(N::ExtendedOutput { pane: PaneId(1), age_ms: 1, .. })
+        Event::Notification(N::ExtendedOutput {
+            pane: PaneId(1),
+            age_ms: 1,
+            ..
+        })
     )));
     // The harness's own marker lines are bare text, not errors.
-    assert!(events.contains(&Event::Text(b("[harness: further %extended-output lines omitted]"))));
+    assert!(events.contains(&Event::Text(b(
+        "[harness: further %extended-output lines omitted]"
+    ))));
 }
 
 #[test]
@@ -336,7 +407,18 @@ fn v32_hook_blocks_have_flags_0() {
         .collect();
     assert_eq!(
         flags,
-        [(278, 1), (279, 1), (280, 0), (282, 1), (283, 1), (284, 1), (285, 1), (286, 1), (287, 1), (289, 1)]
+        [
+            (278, 1),
+            (279, 1),
+            (280, 0),
+            (282, 1),
+            (283, 1),
+            (284, 1),
+            (285, 1),
+            (286, 1),
+            (287, 1),
+            (289, 1)
+        ]
     );
 }
 
@@ -347,7 +429,10 @@ fn v35_vis_encoded_names_decode_with_unvis() {
     let window = events
         .iter()
         .find_map(|e| match e {
-            Event::Notification(N::WindowRenamed { window: WindowId(0), name }) => Some(name.clone()),
+            Event::Notification(N::WindowRenamed {
+                window: WindowId(0),
+                name,
+            }) => Some(name.clone()),
             _ => None,
         })
         .expect("a window rename");

@@ -32,7 +32,10 @@ fn decode_with(max: usize, chunks: &[&[u8]]) -> Vec<Event> {
         while let Some(e) = codec.decode(&mut buf).expect("decode never fails") {
             events.push(e);
         }
-        assert!(buf.len() <= max + 8 + chunk.len(), "buffer bounded by the line limit");
+        assert!(
+            buf.len() <= max + 8 + chunk.len(),
+            "buffer bounded by the line limit"
+        );
     }
     while let Some(e) = codec.decode_eof(&mut buf).expect("decode_eof never fails") {
         events.push(e);

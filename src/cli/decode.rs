@@ -205,7 +205,10 @@ fn write_line(value: &Value, out: &mut impl Write) -> io::Result<()> {
     out.write_all(b"{")?;
     let mut first = true;
     let event = map.get_key_value("event");
-    for (key, val) in event.into_iter().chain(map.iter().filter(|(k, _)| *k != "event")) {
+    for (key, val) in event
+        .into_iter()
+        .chain(map.iter().filter(|(k, _)| *k != "event"))
+    {
         if !first {
             out.write_all(b",")?;
         }

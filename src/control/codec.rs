@@ -134,9 +134,10 @@ impl ControlCodec {
             // ST only ever comes at the start of a line, after `%exit\r\n`;
             // inside a reply block a line starting with ST is body text
             // (`capture-pane -e`), unless `%exit` cut the block short.
-            let st_allowed = self.block.as_ref().is_none_or(|b| {
-                b.lines.last().is_some_and(|l| l.starts_with(b"%exit"))
-            });
+            let st_allowed = self
+                .block
+                .as_ref()
+                .is_none_or(|b| b.lines.last().is_some_and(|l| l.starts_with(b"%exit")));
             if self.framing != Framing::Dcs || self.skipping.is_some() || !st_allowed {
                 return true;
             }
@@ -157,17 +158,17 @@ impl ControlCodec {
     fn line(&mut self, line: Bytes) -> Option<Event> {
         if let Some(block) = &mut self.block {
             let b: &[u8] = &line;
-            if b.starts_with(b"%end ") || b.starts_with(b"%error ") {
-                if let Some(end) = parse_guard(b).filter(|g| block.begin.closes(g)) {
-                    let block = self.block.take()?;
-                    return Some(Event::Reply(Reply {
-                        time: block.begin.time,
-                        number: block.begin.number,
-                        flags: block.begin.flags,
-                        ok: end.kind == GuardKind::End,
-                        lines: block.lines,
-                    }));
-                }
+            if (b.starts_with(b"%end ") || b.starts_with(b"%error "))
+                && let Some(end) = parse_guard(b).filter(|g| block.begin.closes(g))
+            {
+                let block = self.block.take()?;
+                return Some(Event::Reply(Reply {
+                    time: block.begin.time,
+                    number: block.begin.number,
+                    flags: block.begin.flags,
+                    ok: end.kind == GuardKind::End,
+                    lines: block.lines,
+                }));
             }
             // tmux writes these synchronously inside the block of the
             // command that caused them (control-mode.md §2.4); the client
@@ -304,15 +305,14 @@ impl Decoder for ControlCodec {
         // The tmux client prints `%exit` itself when the server dies in the
         // middle of a reply, so the block never closes; that last line is
         // the real news (control-mode.md §8).
-        if let Some(last) = block.lines.last() {
-            if last.starts_with(b"%exit") && matches!(last.get(5), None | Some(b' ')) {
-                if let Ok(Line::Notification(exit @ Notification::Exit { .. })) =
-                    parse_line_into(last, &mut self.scratch)
-                {
-                    block.lines.pop();
-                    return Ok(Some(Event::Notification(exit)));
-                }
-            }
+        if let Some(last) = block.lines.last()
+            && last.starts_with(b"%exit")
+            && matches!(last.get(5), None | Some(b' '))
+            && let Ok(Line::Notification(exit @ Notification::Exit { .. })) =
+                parse_line_into(last, &mut self.scratch)
+        {
+            block.lines.pop();
+            return Ok(Some(Event::Notification(exit)));
         }
         Ok(Some(Event::Malformed(ParseError::new(
             ParseErrorKind::UnterminatedBlock {

@@ -155,7 +155,7 @@ fn octal3(a: u8, b: u8, c: u8) -> Option<u8> {
     let digit = |d: u8| (b'0'..=b'7').contains(&d).then(|| d - b'0');
     let (a, b, c) = (digit(a)?, digit(b)?, digit(c)?);
     // `a` above 3 would overflow a byte (`\400` and up); tmux never writes it.
-    (a <= 3).then(|| (a << 6) | (b << 3) | c)
+    (a <= 3).then_some((a << 6) | (b << 3) | c)
 }
 
 /// Where the first bad escape is (the data is known to hold one).
@@ -178,7 +178,12 @@ pub fn escape_output(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() + data.len() / 4);
     for &b in data {
         if b < 0x20 || b == b'\\' {
-            out.extend_from_slice(&[b'\\', b'0' + (b >> 6), b'0' + ((b >> 3) & 7), b'0' + (b & 7)]);
+            out.extend_from_slice(&[
+                b'\\',
+                b'0' + (b >> 6),
+                b'0' + ((b >> 3) & 7),
+                b'0' + (b & 7),
+            ]);
         } else {
             out.push(b);
         }

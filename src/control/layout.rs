@@ -74,8 +74,9 @@ impl std::error::Error for LayoutError {}
 /// tmux's layout checksum over `body`, the text after the checksum's comma
 /// (`layout_checksum` in tmux's `layout-custom.c`).
 pub fn checksum(body: &str) -> u16 {
-    body.bytes()
-        .fold(0u16, |c, b| ((c >> 1) | ((c & 1) << 15)).wrapping_add(u16::from(b)))
+    body.bytes().fold(0u16, |c, b| {
+        ((c >> 1) | ((c & 1) << 15)).wrapping_add(u16::from(b))
+    })
 }
 
 impl Layout {
@@ -277,7 +278,10 @@ mod tests {
         };
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].kind, LayoutKind::Pane(PaneId(2)));
-        assert_eq!((rows[1].width, rows[1].height, rows[1].x, rows[1].y), (80, 11, 0, 13));
+        assert_eq!(
+            (rows[1].width, rows[1].height, rows[1].x, rows[1].y),
+            (80, 11, 0, 13)
+        );
         let LayoutKind::LeftRight(cols) = &rows[1].kind else {
             panic!("expected a left-right split");
         };

@@ -10,9 +10,6 @@
 //! never leave it.
 
 use bytes::{Bytes, BytesMut};
-use nom::IResult;
-use nom::bytes::complete::take_till;
-use nom::combinator::rest;
 use nom::sequence::preceded;
 
 use super::escape::unescape_output;
@@ -20,8 +17,13 @@ use super::layout::{Layout, layout_field};
 use super::{Guard, GuardKind, Line, Notification, PaneId, SessionId, WindowId};
 
 mod error;
+mod fields;
 
 pub use error::{ParseError, ParseErrorKind};
+use fields::{
+    PResult, colon_data, fail, later_fields, name_rest, number, or_dash, pane_id, run, session_id,
+    sp, text_rest, utf8, window_id, word,
+};
 
 /// Unescaped `%output` data is written into shared chunks of this size, so
 /// one allocation serves many lines (each line's `Bytes` keeps its chunk
@@ -75,12 +77,12 @@ fn is_name(name: &[u8]) -> bool {
 fn dispatch(line: &Bytes, scratch: &mut BytesMut) -> Result<Line, ParseErrorKind> {
     let b: &[u8] = line;
     // The hot path: nearly every line of a busy stream is `%output`.
-    if let Some(args) = b.strip_prefix(b"%output") {
-        if args.first().is_none_or(|&c| c == b' ') {
-            let (pane, data) = run(output, args)?;
-            let data = data_bytes(line, data, scratch)?;
-            return Ok(Line::Notification(Notification::Output { pane, data }));
-        }
+    if let Some(args) = b.strip_prefix(b"%output")
+        && args.first().is_none_or(|&c| c == b' ')
+    {
+        let (pane, data) = run(output, args)?;
+        let data = data_bytes(line, data, scratch)?;
+        return Ok(Line::Notification(Notification::Output { pane, data }));
     }
     let Some(after) = b.strip_prefix(b"%") else {
         return Ok(Line::Text(line.clone()));
@@ -146,44 +148,6 @@ fn dispatch(line: &Bytes, scratch: &mut BytesMut) -> Result<Line, ParseErrorKind
     Ok(Line::Notification(n))
 }
 
-// ---- nom plumbing -------------------------------------------------------
-
-/// The parsers' error: our kind, so the caller learns which field was bad.
-#[derive(Debug)]
-struct Fail(ParseErrorKind);
-
-impl<'a> nom::error::ParseError<&'a [u8]> for Fail {
-    fn from_error_kind(_: &'a [u8], _: nom::error::ErrorKind) -> Self {
-        // Only reached by a library combinator failing without one of our
-        // field parsers naming the field; none of ours let that happen.
-        Fail(ParseErrorKind::MissingField { field: "field" })
-    }
-
-    fn append(_: &'a [u8], _: nom::error::ErrorKind, other: Self) -> Self {
-        other
-    }
-}
-
-type PResult<'a, T> = IResult<&'a [u8], T, Fail>;
-
-fn fail<T>(kind: ParseErrorKind) -> Result<T, nom::Err<Fail>> {
-    Err(nom::Err::Error(Fail(kind)))
-}
-
-/// Runs a notification parser over the arguments (everything after the
-/// name, starting with its space).
-fn run<'a, T>(
-    mut parser: impl FnMut(&'a [u8]) -> PResult<'a, T>,
-    args: &'a [u8],
-) -> Result<T, ParseErrorKind> {
-    match parser(args) {
-        Ok((_, value)) => Ok(value),
-        Err(nom::Err::Error(Fail(kind)) | nom::Err::Failure(Fail(kind))) => Err(kind),
-        // `complete` parsers never ask for more input.
-        Err(nom::Err::Incomplete(_)) => Err(ParseErrorKind::MissingField { field: "field" }),
-    }
-}
-
 /// The end of `line` from where `field` starts; `field` must be a suffix of
 /// `line` (every data field runs to the end of the line). Zero-copy.
 fn tail(line: &Bytes, field: &[u8]) -> Bytes {
@@ -210,151 +174,6 @@ fn data_bytes(line: &Bytes, data: &[u8], scratch: &mut BytesMut) -> Result<Bytes
     }
 }
 
-/// Splits off the next space-delimited token (possibly empty).
-fn token(i: &[u8]) -> PResult<'_, &[u8]> {
-    take_till(|b| b == b' ')(i)
-}
-
-/// The single space before a field; its absence means the field is missing.
-fn sp(field: &'static str) -> impl Fn(&[u8]) -> PResult<'_, ()> {
-    move |i: &[u8]| match i.split_first() {
-        Some((b' ', rest)) => Ok((rest, ())),
-        _ => fail(ParseErrorKind::MissingField { field }),
-    }
-}
-
-/// A decimal number of at most 20 digits, no sign; `None` on overflow.
-fn decimal(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 20 {
-        return None;
-    }
-    digits.iter().try_fold(0u64, |n, &d| {
-        if d.is_ascii_digit() {
-            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-        } else {
-            None
-        }
-    })
-}
-
-/// A whole token that is a decimal number fitting `T`.
-fn number<T: TryFrom<u64>>(field: &'static str) -> impl Fn(&[u8]) -> PResult<'_, T> {
-    move |i: &[u8]| {
-        let (rest, tok) = token(i)?;
-        if tok.is_empty() {
-            return fail(ParseErrorKind::MissingField { field });
-        }
-        match decimal(tok).and_then(|n| T::try_from(n).ok()) {
-            Some(n) => Ok((rest, n)),
-            None => fail(ParseErrorKind::BadNumber { field }),
-        }
-    }
-}
-
-/// A whole token that is `sigil` followed by a `u32`, as tmux writes ids.
-fn id(sigil: u8, field: &'static str) -> impl Fn(&[u8]) -> PResult<'_, u32> {
-    move |i: &[u8]| {
-        let (rest, tok) = token(i)?;
-        match tok.split_first() {
-            None => fail(ParseErrorKind::MissingField { field }),
-            Some((&s, digits)) if s == sigil => {
-                match decimal(digits).and_then(|n| u32::try_from(n).ok()) {
-                    Some(n) => Ok((rest, n)),
-                    None => fail(ParseErrorKind::BadId { field }),
-                }
-            }
-            Some(_) => fail(ParseErrorKind::BadId { field }),
-        }
-    }
-}
-
-/// `%3`
-fn pane_id(i: &[u8]) -> PResult<'_, PaneId> {
-    let (i, n) = id(b'%', "pane id")(i)?;
-    Ok((i, PaneId(n)))
-}
-
-/// `@1`
-fn window_id(i: &[u8]) -> PResult<'_, WindowId> {
-    let (i, n) = id(b'@', "window id")(i)?;
-    Ok((i, WindowId(n)))
-}
-
-/// `$0`
-fn session_id(i: &[u8]) -> PResult<'_, SessionId> {
-    let (i, n) = id(b'$', "session id")(i)?;
-    Ok((i, SessionId(n)))
-}
-
-/// `-` for "none", else whatever `inner` parses.
-fn or_dash<'a, T>(
-    inner: impl Fn(&'a [u8]) -> PResult<'a, T>,
-) -> impl Fn(&'a [u8]) -> PResult<'a, Option<T>> {
-    move |i: &'a [u8]| match i.strip_prefix(b"-") {
-        Some(rest) if rest.first().is_none_or(|&b| b == b' ') => Ok((rest, None)),
-        _ => inner(i).map(|(rest, v)| (rest, Some(v))),
-    }
-}
-
-/// A space-free token that tmux writes as UTF-8 (client and subscription
-/// names).
-fn word(field: &'static str) -> impl Fn(&[u8]) -> PResult<'_, String> {
-    move |i: &[u8]| {
-        let (rest, tok) = token(i)?;
-        if tok.is_empty() {
-            return fail(ParseErrorKind::MissingField { field });
-        }
-        utf8(tok, field).map(|s| (rest, s))
-    }
-}
-
-fn utf8(b: &[u8], field: &'static str) -> Result<String, nom::Err<Fail>> {
-    match std::str::from_utf8(b) {
-        Ok(s) => Ok(s.to_owned()),
-        Err(_) => fail(ParseErrorKind::NotUtf8 { field }),
-    }
-}
-
-/// `[ SP rest]`: a name that runs to the end of the line (it may hold
-/// spaces, and may be empty). tmux vis-encodes session and window names, so
-/// they are UTF-8.
-fn name_rest(field: &'static str) -> impl Fn(&[u8]) -> PResult<'_, String> {
-    move |i: &[u8]| {
-        let name = i.strip_prefix(b" ").unwrap_or(i);
-        utf8(name, field).map(|s| (&i[i.len()..], s))
-    }
-}
-
-/// `[ SP rest]` as text; invalid UTF-8 is replaced, because free text
-/// (reasons, config errors, buffer names) is not vis-encoded by tmux and is
-/// still worth showing.
-fn text_rest(i: &[u8]) -> PResult<'_, String> {
-    let (end, all) = rest(i)?;
-    let text = all.strip_prefix(b" ").unwrap_or(all);
-    Ok((end, String::from_utf8_lossy(text).into_owned()))
-}
-
-/// Fields a later tmux may append after the ones we know; ignored so a new
-/// release does not turn known notifications into errors.
-fn later_fields(i: &[u8]) -> PResult<'_, ()> {
-    let (i, _) = rest(i)?;
-    Ok((i, ()))
-}
-
-/// `*(SP token) SP ":" [SP data]`: skips "future use" tokens up to the lone
-/// `:`, then returns everything after it and its space (the data may itself
-/// contain ` : `).
-fn colon_data<'a>(field: &'static str) -> impl Fn(&'a [u8]) -> PResult<'a, &'a [u8]> {
-    move |mut i: &'a [u8]| loop {
-        let (rest, tok) = preceded(sp(field), token)(i)?;
-        if tok == b":" {
-            let data = rest.strip_prefix(b" ").unwrap_or(rest);
-            return Ok((&data[data.len()..], data));
-        }
-        i = rest;
-    }
-}
-
 // ---- one parser per line kind -------------------------------------------
 // Each takes the arguments after the `%name`, starting with their space.
 
@@ -367,7 +186,7 @@ fn guard(kind: GuardKind, args: &[u8]) -> Result<Guard, ParseErrorKind> {
         Ok((i, (time, num, flags)))
     };
     match triple(args) {
-        Ok((rest, (time, number, flags))) if rest.is_empty() => Ok(Guard {
+        Ok((&[], (time, number, flags))) => Ok(Guard {
             kind,
             time,
             number,
@@ -421,13 +240,29 @@ fn layout_change(i: &[u8]) -> PResult<'_, Notification> {
     if i.is_empty() {
         let visible_layout = layout.clone();
         let flags = String::new();
-        return Ok((i, Notification::LayoutChange { window, layout, visible_layout, flags }));
+        return Ok((
+            i,
+            Notification::LayoutChange {
+                window,
+                layout,
+                visible_layout,
+                flags,
+            },
+        ));
     }
     let (i, visible_layout) = preceded(sp("visible layout"), layout_at(args))(i)?;
     // FLAGS is the last field: `*`, `-`, `Z`... or nothing at all.
     let flags = i.strip_prefix(b" ").unwrap_or(i);
     let flags = utf8(flags, "flags")?;
-    Ok((&i[i.len()..], Notification::LayoutChange { window, layout, visible_layout, flags }))
+    Ok((
+        &i[i.len()..],
+        Notification::LayoutChange {
+            window,
+            layout,
+            visible_layout,
+            flags,
+        },
+    ))
 }
 
 /// One layout field; `args` is the start of the arguments, for offsets.

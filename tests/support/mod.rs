@@ -18,20 +18,32 @@ pub fn fixtures() -> Vec<(String, Vec<u8>)> {
         .map(|entry| entry.expect("readable fixture dir").path())
         .filter(|path| path.extension().is_some_and(|e| e == "out"))
         .map(|path| {
-            let name = path.file_name().expect("file name").to_string_lossy().into_owned();
+            let name = path
+                .file_name()
+                .expect("file name")
+                .to_string_lossy()
+                .into_owned();
             let bytes = std::fs::read(&path).expect("readable fixture");
             (name, bytes)
         })
         .collect();
     out.sort();
-    assert!(out.len() >= 40, "expected the 3.3a vectors, found {}", out.len());
+    assert!(
+        out.len() >= 40,
+        "expected the 3.3a vectors, found {}",
+        out.len()
+    );
     out
 }
 
 /// The one transcript whose name starts with `prefix` (e.g. `"06-"`).
 pub fn fixture(prefix: &str) -> Vec<u8> {
-    let mut found = fixtures().into_iter().filter(|(name, _)| name.starts_with(prefix));
-    let (_, bytes) = found.next().unwrap_or_else(|| panic!("no fixture {prefix}*"));
+    let mut found = fixtures()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(prefix));
+    let (_, bytes) = found
+        .next()
+        .unwrap_or_else(|| panic!("no fixture {prefix}*"));
     assert!(found.next().is_none(), "several fixtures match {prefix}");
     bytes
 }
@@ -63,12 +75,12 @@ pub fn pane_output(events: &[Event], pane: PaneId) -> Vec<u8> {
     let mut out = Vec::new();
     for event in events {
         if let Event::Notification(
-            Notification::Output { pane: p, data } | Notification::ExtendedOutput { pane: p, data, .. },
+            Notification::Output { pane: p, data }
+            | Notification::ExtendedOutput { pane: p, data, .. },
         ) = event
+            && *p == pane
         {
-            if *p == pane {
-                out.extend_from_slice(data);
-            }
+            out.extend_from_slice(data);
         }
     }
     out

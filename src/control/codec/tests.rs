@@ -35,7 +35,10 @@ fn reply(number: u32, flags: u32, ok: bool, lines: &[&'static str]) -> Event {
         number,
         flags,
         ok,
-        lines: lines.iter().map(|l| Bytes::from_static(l.as_bytes())).collect(),
+        lines: lines
+            .iter()
+            .map(|l| Bytes::from_static(l.as_bytes()))
+            .collect(),
     })
 }
 
@@ -65,12 +68,22 @@ fn folding_table() {
         (
             "flags-0 block, then a notification",
             b"%begin 1 7 0\n%end 1 7 0\n%window-add @0\n",
-            vec![reply(7, 0, true, &[]), note(Notification::WindowAdd { window: WindowId(0) })],
+            vec![
+                reply(7, 0, true, &[]),
+                note(Notification::WindowAdd {
+                    window: WindowId(0),
+                }),
+            ],
         ),
         (
             "only the same triple closes",
             b"%begin 1 8 1\n%end 1 9 1\n%error 1 8 0\n%output %9 x\n%end 1 8 1 \n%end 1 8 1\n",
-            vec![reply(8, 1, true, &["%end 1 9 1", "%error 1 8 0", "%output %9 x", "%end 1 8 1 "])],
+            vec![reply(
+                8,
+                1,
+                true,
+                &["%end 1 9 1", "%error 1 8 0", "%output %9 x", "%end 1 8 1 "],
+            )],
         ),
         (
             "pause and continue inside a block are surfaced and kept",
@@ -85,7 +98,9 @@ fn folding_table() {
             "message inside a block",
             b"%begin 1 3 1\n%message hi there\n%end 1 3 1\n",
             vec![
-                note(Notification::Message { text: "hi there".into() }),
+                note(Notification::Message {
+                    text: "hi there".into(),
+                }),
                 reply(3, 1, true, &["%message hi there"]),
             ],
         ),
@@ -106,7 +121,10 @@ fn folding_table() {
             "malformed lines do not stop decoding",
             b"%window-add x\n%begin 1\n%sessions-changed\n",
             vec![
-                malformed(ParseErrorKind::BadId { field: "window id" }, b"%window-add x"),
+                malformed(
+                    ParseErrorKind::BadId { field: "window id" },
+                    b"%window-add x",
+                ),
                 malformed(ParseErrorKind::BadGuard, b"%begin 1"),
                 note(Notification::SessionsChanged),
             ],
@@ -124,12 +142,17 @@ fn folding_table() {
         (
             "open block at EOF",
             b"%begin 1 4 1\nhalf\n",
-            vec![malformed(ParseErrorKind::UnterminatedBlock { lines: 1 }, b"%begin 1 4 1")],
+            vec![malformed(
+                ParseErrorKind::UnterminatedBlock { lines: 1 },
+                b"%begin 1 4 1",
+            )],
         ),
         (
             "%exit ends an open block at EOF",
             b"%begin 1 4 1\npartial\n%exit server exited unexpectedly\n",
-            vec![note(Notification::Exit { reason: Some("server exited unexpectedly".into()) })],
+            vec![note(Notification::Exit {
+                reason: Some("server exited unexpectedly".into()),
+            })],
         ),
         (
             "%exit without newline ends an open block at EOF",
@@ -141,7 +164,9 @@ fn folding_table() {
             b"\x1bP1000p%begin 1 2 0\r\n%end 1 2 0\r\n%window-add @0\r\n%exit\r\n\x1b\\",
             vec![
                 reply(2, 0, true, &[]),
-                note(Notification::WindowAdd { window: WindowId(0) }),
+                note(Notification::WindowAdd {
+                    window: WindowId(0),
+                }),
                 note(Notification::Exit { reason: None }),
             ],
         ),
@@ -160,8 +185,16 @@ fn folding_table() {
             b"\x1bP1000q\n",
             vec![Event::Text(Bytes::from_static(b"\x1bP1000q"))],
         ),
-        ("a short near-DCS start at EOF is text", b"\x1bP1", vec![Event::Text(Bytes::from_static(b"\x1bP1"))]),
-        ("line at the limit", b"%exit\n", vec![note(Notification::Exit { reason: None })]),
+        (
+            "a short near-DCS start at EOF is text",
+            b"\x1bP1",
+            vec![Event::Text(Bytes::from_static(b"\x1bP1"))],
+        ),
+        (
+            "line at the limit",
+            b"%exit\n",
+            vec![note(Notification::Exit { reason: None })],
+        ),
     ];
     for (what, input, want) in cases {
         assert_eq!(decode(big, input), want, "{what}");
@@ -206,9 +239,15 @@ fn buffered_bytes_stay_bounded_while_skipping() {
     buf.extend_from_slice(b"\n%sessions-changed\n");
     assert!(matches!(
         codec.decode(&mut buf),
-        Ok(Some(Event::Malformed(ParseError { kind: ParseErrorKind::LineTooLong { len: 100_000 }, .. })))
+        Ok(Some(Event::Malformed(ParseError {
+            kind: ParseErrorKind::LineTooLong { len: 100_000 },
+            ..
+        })))
     ));
-    assert_eq!(codec.decode(&mut buf).ok().flatten(), Some(note(Notification::SessionsChanged)));
+    assert_eq!(
+        codec.decode(&mut buf).ok().flatten(),
+        Some(note(Notification::SessionsChanged))
+    );
 }
 
 #[test]
@@ -221,7 +260,10 @@ fn partial_lines_are_not_rescanned() {
     let got = codec.decode(&mut buf).ok().flatten();
     assert_eq!(
         got,
-        Some(note(Notification::Output { pane: PaneId(1), data: Bytes::from_static(b"abcdef") }))
+        Some(note(Notification::Output {
+            pane: PaneId(1),
+            data: Bytes::from_static(b"abcdef")
+        }))
     );
     assert_eq!(codec.scanned, 0);
 }

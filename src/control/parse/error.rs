@@ -75,7 +75,10 @@ impl fmt::Display for ParseErrorKind {
             }
             ParseErrorKind::MissingField { field } => write!(f, "missing {field}"),
             ParseErrorKind::BadEscape { offset } => {
-                write!(f, "bad escape at byte {offset} (want \\ and three octal digits)")
+                write!(
+                    f,
+                    "bad escape at byte {offset} (want \\ and three octal digits)"
+                )
             }
             ParseErrorKind::BadLayout { offset } => write!(f, "bad layout at byte {offset}"),
             ParseErrorKind::NotUtf8 { field } => write!(f, "{field} is not UTF-8"),
@@ -138,7 +141,12 @@ impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let cut = self.0.len() > SHOWN;
         let shown = &self.0[..self.0.len().min(SHOWN)];
-        write!(f, "\"{}{}\"", shown.escape_ascii(), if cut { "…" } else { "" })
+        write!(
+            f,
+            "\"{}{}\"",
+            shown.escape_ascii(),
+            if cut { "…" } else { "" }
+        )
     }
 }
 

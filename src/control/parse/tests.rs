@@ -9,14 +9,20 @@ fn parse(line: &[u8]) -> Result<Line, ParseError> {
 fn note(line: &[u8]) -> N {
     match parse(line) {
         Ok(Line::Notification(n)) => n,
-        other => panic!("{:?}: expected a notification, got {other:?}", line.escape_ascii().to_string()),
+        other => panic!(
+            "{:?}: expected a notification, got {other:?}",
+            line.escape_ascii().to_string()
+        ),
     }
 }
 
 fn kind(line: &[u8]) -> ParseErrorKind {
     match parse(line) {
         Err(e) => e.kind,
-        other => panic!("{:?}: expected an error, got {other:?}", line.escape_ascii().to_string()),
+        other => panic!(
+            "{:?}: expected an error, got {other:?}",
+            line.escape_ascii().to_string()
+        ),
     }
 }
 
@@ -183,17 +189,38 @@ fn notifications_table() {
         (b"%outputx %1 y", N::Unknown { name: "outputx".into(), args: b("%1 y") }),
     ];
     for (line, want) in cases {
-        assert_eq!(note(line), want, "line {:?}", line.escape_ascii().to_string());
+        assert_eq!(
+            note(line),
+            want,
+            "line {:?}",
+            line.escape_ascii().to_string()
+        );
     }
 }
 
 #[test]
 fn guards_and_text() {
-    let g = |kind, time, number, flags| Ok(Line::Guard(Guard { kind, time, number, flags }));
+    let g = |kind, time, number, flags| {
+        Ok(Line::Guard(Guard {
+            kind,
+            time,
+            number,
+            flags,
+        }))
+    };
     let cases: Vec<(&[u8], Result<Line, ParseErrorKind>)> = vec![
-        (b"%begin 1796008295 260 0", g(GuardKind::Begin, 1_796_008_295, 260, 0)),
-        (b"%end 1796008296 266 1", g(GuardKind::End, 1_796_008_296, 266, 1)),
-        (b"%error 1796008298 271 1", g(GuardKind::Error, 1_796_008_298, 271, 1)),
+        (
+            b"%begin 1796008295 260 0",
+            g(GuardKind::Begin, 1_796_008_295, 260, 0),
+        ),
+        (
+            b"%end 1796008296 266 1",
+            g(GuardKind::End, 1_796_008_296, 266, 1),
+        ),
+        (
+            b"%error 1796008298 271 1",
+            g(GuardKind::Error, 1_796_008_298, 271, 1),
+        ),
         (b"%begin 1 2", Err(ParseErrorKind::BadGuard)),
         (b"%begin 1 2 3 4", Err(ParseErrorKind::BadGuard)),
         (b"%end 1 2 x", Err(ParseErrorKind::BadGuard)),
@@ -215,7 +242,12 @@ fn guards_and_text() {
 fn parse_guard_only_takes_exact_guards() {
     assert_eq!(
         parse_guard(b"%end 1 2 3"),
-        Some(Guard { kind: GuardKind::End, time: 1, number: 2, flags: 3 })
+        Some(Guard {
+            kind: GuardKind::End,
+            time: 1,
+            number: 2,
+            flags: 3
+        })
     );
     assert_eq!(parse_guard(b"%end 1 2 3 x"), None);
     assert_eq!(parse_guard(b"%endx 1 2 3"), None);
@@ -234,30 +266,82 @@ fn malformed_lines_table() {
         (b"%output %4294967296 data", K::BadId { field: "pane id" }),
         (b"%output %1 bad\\9", K::BadEscape { offset: 14 }),
         (b"%extended-output %1 x : d", K::BadNumber { field: "age" }),
-        (b"%extended-output %1 5 d", K::MissingField { field: "\" : \" before the data" }),
+        (
+            b"%extended-output %1 5 d",
+            K::MissingField {
+                field: "\" : \" before the data",
+            },
+        ),
         (b"%extended-output %1", K::MissingField { field: "age" }),
         (b"%pause", K::MissingField { field: "pane id" }),
         (b"%pause %", K::BadId { field: "pane id" }),
         (b"%window-add x", K::BadId { field: "window id" }),
         (b"%window-add @1x", K::BadId { field: "window id" }),
         (b"%window-add", K::MissingField { field: "window id" }),
-        (b"%window-pane-changed @1", K::MissingField { field: "pane id" }),
-        (b"%session-changed 0 demo", K::BadId { field: "session id" }),
-        (b"%session-changed $0 bad\xff", K::NotUtf8 { field: "session name" }),
-        (b"%client-session-changed c 0 x", K::BadId { field: "session id" }),
-        (b"%client-detached", K::MissingField { field: "client name" }),
-        (b"%layout-change @1 zzzz,80x24,0,0,0 b25d,80x24,0,0,0 *", K::BadLayout { offset: 18 }),
-        (b"%layout-change @1 b25d,80x24,0,0,0 b25d,80x24,0,0 *", K::BadLayout { offset: 49 }),
+        (
+            b"%window-pane-changed @1",
+            K::MissingField { field: "pane id" },
+        ),
+        (
+            b"%session-changed 0 demo",
+            K::BadId {
+                field: "session id",
+            },
+        ),
+        (
+            b"%session-changed $0 bad\xff",
+            K::NotUtf8 {
+                field: "session name",
+            },
+        ),
+        (
+            b"%client-session-changed c 0 x",
+            K::BadId {
+                field: "session id",
+            },
+        ),
+        (
+            b"%client-detached",
+            K::MissingField {
+                field: "client name",
+            },
+        ),
+        (
+            b"%layout-change @1 zzzz,80x24,0,0,0 b25d,80x24,0,0,0 *",
+            K::BadLayout { offset: 18 },
+        ),
+        (
+            b"%layout-change @1 b25d,80x24,0,0,0 b25d,80x24,0,0 *",
+            K::BadLayout { offset: 49 },
+        ),
         (b"%layout-change @1", K::MissingField { field: "layout" }),
-        (b"%subscription-changed n $0 - - -", K::MissingField { field: "\" : \" before the value" }),
-        (b"%subscription-changed n $0 x - - : v", K::BadId { field: "window id" }),
-        (b"%subscription-changed n $0 @1 x - : v", K::BadNumber { field: "window index" }),
+        (
+            b"%subscription-changed n $0 - - -",
+            K::MissingField {
+                field: "\" : \" before the value",
+            },
+        ),
+        (
+            b"%subscription-changed n $0 x - - : v",
+            K::BadId { field: "window id" },
+        ),
+        (
+            b"%subscription-changed n $0 @1 x - : v",
+            K::BadNumber {
+                field: "window index",
+            },
+        ),
         (b"%", K::BadName),
         (b"% x", K::BadName),
         (b"%a\xffb x", K::BadName),
     ];
     for (line, want) in cases {
-        assert_eq!(kind(line), want, "line {:?}", line.escape_ascii().to_string());
+        assert_eq!(
+            kind(line),
+            want,
+            "line {:?}",
+            line.escape_ascii().to_string()
+        );
     }
 }
 
@@ -266,7 +350,11 @@ fn client_session_changed_needs_a_session() {
     // `%client-session-changed c $0` has no name: accepted with an empty one.
     assert_eq!(
         note(b"%client-session-changed c $0"),
-        N::ClientSessionChanged { client: "c".into(), session: SessionId(0), name: String::new() }
+        N::ClientSessionChanged {
+            client: "c".into(),
+            session: SessionId(0),
+            name: String::new()
+        }
     );
 }
 
@@ -277,7 +365,11 @@ fn output_without_escapes_is_zero_copy() {
         panic!("not output");
     };
     assert_eq!(data, "hello world");
-    assert_eq!(data.as_ptr(), line[11..].as_ptr(), "data must be a slice of the line");
+    assert_eq!(
+        data.as_ptr(),
+        line[11..].as_ptr(),
+        "data must be a slice of the line"
+    );
 }
 
 #[test]
@@ -306,9 +398,15 @@ fn error_messages() {
     insta::assert_snapshot!(msg(b"%session-changed $0 \xff"), @r#"malformed %session-changed line: session name is not UTF-8 in "%session-changed $0 \xff""#);
     insta::assert_snapshot!(msg(b"%extended-output %1 2 x"), @r#"malformed %extended-output line: missing " : " before the data in "%extended-output %1 2 x""#);
     insta::assert_snapshot!(msg(b"% x"), @r#"malformed control-mode line: bad notification name in "% x""#);
-    let long = ParseError::new(ParseErrorKind::LineTooLong { len: 2_000_000 }, Bytes::from(vec![b'a'; 200]));
+    let long = ParseError::new(
+        ParseErrorKind::LineTooLong { len: 2_000_000 },
+        Bytes::from(vec![b'a'; 200]),
+    );
     insta::assert_snapshot!(long.to_string(), @r#"line of 2000000 bytes is over the length limit: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…""#);
-    let open = ParseError::new(ParseErrorKind::UnterminatedBlock { lines: 1 }, b("%begin 1 2 1"));
+    let open = ParseError::new(
+        ParseErrorKind::UnterminatedBlock { lines: 1 },
+        b("%begin 1 2 1"),
+    );
     insta::assert_snapshot!(open.to_string(), @r#"reply block still open at end of stream after 1 line: "%begin 1 2 1""#);
     let unmatched = ParseError::new(ParseErrorKind::UnmatchedGuard, b("%end 1 2 1"));
     insta::assert_snapshot!(unmatched.to_string(), @r#"malformed %end line: no reply block is open in "%end 1 2 1""#);
@@ -317,7 +415,13 @@ fn error_messages() {
 #[test]
 fn layout_round_trips_through_the_notification() {
     let line = b"%layout-change @2 a7f4,80x24,0,0[80x11,0,0{39x11,0,0,2,40x11,40,0,3},80x12,0,12,4] a7f4,80x24,0,0[80x11,0,0{39x11,0,0,2,40x11,40,0,3},80x12,0,12,4] ";
-    let N::LayoutChange { layout, visible_layout, flags, .. } = note(line) else {
+    let N::LayoutChange {
+        layout,
+        visible_layout,
+        flags,
+        ..
+    } = note(line)
+    else {
         panic!("not a layout change");
     };
     let rendered = format!("%layout-change @2 {layout} {visible_layout} {flags}");
