@@ -117,6 +117,10 @@ const BLOCK: usize = 128;
 /// second copy, so it is sized for typical terminal text.
 const RUN: usize = 64;
 
+/// How many bytes past the data [`unescape_output`] temporarily uses in
+/// `out`; callers managing capacity reserve this much extra.
+pub(crate) const UNESCAPE_SLACK: usize = RUN;
+
 /// Bit `i` set when `block[i]` is a backslash (`block` is [`BLOCK`] long).
 fn backslashes(block: &[u8]) -> u128 {
     const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;

@@ -12,7 +12,7 @@
 use bytes::{Bytes, BytesMut};
 use nom::sequence::preceded;
 
-use super::escape::unescape_output;
+use super::escape::{UNESCAPE_SLACK, unescape_output};
 use super::layout::{Layout, layout_field};
 use super::{Guard, GuardKind, Line, Notification, PaneId, SessionId, WindowId};
 
@@ -160,8 +160,11 @@ fn data_bytes(line: &Bytes, data: &[u8], scratch: &mut BytesMut) -> Result<Bytes
     if memchr::memchr(b'\\', data).is_none() {
         return Ok(tail(line, data));
     }
-    if scratch.capacity() < data.len() {
-        *scratch = BytesMut::with_capacity(data.len().max(SCRATCH_CHUNK));
+    // The unescaper wants a little slack past the data for its fixed-size
+    // copies; a fresh chunk beats letting `BytesMut` grow a shared buffer.
+    let needed = data.len() + UNESCAPE_SLACK;
+    if scratch.capacity() < needed {
+        *scratch = BytesMut::with_capacity(needed.max(SCRATCH_CHUNK));
     }
     match unescape_output(data, scratch) {
         Ok(()) => Ok(scratch.split().freeze()),
