@@ -59,7 +59,7 @@ fn main() -> ExitCode {
         Command::Decode { stats } => {
             let stdin = std::io::stdin().lock();
             let stdout = std::io::stdout().lock();
-            match { let _ = (stdin, stdout, stats); Ok::<(), std::io::Error>(()) } {
+            match cli::decode::run_decode(stdin, stdout, stats) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(e) => {

@@ -4,6 +4,9 @@
 
 mod support;
 
+mod codec_fixtures;
+mod codec_props;
+mod decode_cli;
 mod discovery;
 mod injection;
 mod registry_logic;

@@ -201,7 +201,7 @@ impl ControlClient {
         tokio::spawn(drain_stderr(stderr, stderr_tail.clone()));
         let framed = FramedRead::with_capacity(
             stdout,
-            ControlCodec::new().with_max_line_length(shared.opts.max_line_length),
+            ControlCodec::with_max_line_length(shared.opts.max_line_length),
             64 * 1024,
         );
         tokio::spawn(
