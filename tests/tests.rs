@@ -4,6 +4,7 @@
 
 mod support;
 
+mod client;
 mod codec_fixtures;
 mod codec_props;
 mod decode_cli;

@@ -132,7 +132,10 @@ impl Server {
     ///
     /// As [`Server::start`], minus the tmux failures, which surface when the
     /// command runs.
-    pub fn prepare(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<(Server, tokio::process::Command)> {
+    pub fn prepare(
+        tmux: Arc<Tmux>,
+        opts: ServerOptions,
+    ) -> Result<(Server, tokio::process::Command)> {
         let (server, argv, server_env) = Self::create(tmux, opts, StartMode::Control)?;
         let mut args = vec![
             OsString::from("-S"),
