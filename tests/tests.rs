@@ -11,5 +11,6 @@ mod decode_cli;
 mod discovery;
 mod injection;
 mod registry_logic;
+mod run_cli;
 mod send_keys;
 mod server;

@@ -56,6 +56,7 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
     if opts.command.is_empty() {
         return Err(Error::InvalidInput("run needs a command".into()));
     }
+    let mut interrupts = Interrupts::register()?;
     let tmux = Arc::new(Tmux::discover()?);
     let nonce = format!(
         "{:016x}",
@@ -80,13 +81,19 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
         delivery: Delivery::Lossless,
         snapshot_first: false,
     };
-    let (terminal, mut stream) = Terminal::start(tmux, server_opts, client_opts, lossless).await?;
+    let started = Terminal::start(tmux, server_opts, client_opts, lossless);
+    let (terminal, mut stream) = tokio::select! {
+        started = started => started?,
+        // Dropping the start future kills whatever it had started.
+        signal = interrupts.recv() => return Ok(RunEnd::Interrupted(128 + signal)),
+    };
     let marker = ExitMarker::new(&nonce);
     let result = pump(
         terminal.client(),
         terminal.pane(),
         &mut stream,
         marker,
+        &mut interrupts,
         &mut out,
     )
     .await;
@@ -173,14 +180,13 @@ async fn pump(
     pane: PaneId,
     stream: &mut PaneStream,
     mut marker: ExitMarker,
+    interrupts: &mut Interrupts,
     out: &mut (impl tokio::io::AsyncWrite + Unpin),
 ) -> Result<RunEnd> {
     // Only matters when the wrapper dies before printing its marker (a
     // signal that is not INT or QUIT): then the pane's status is the answer.
     let exit = wait_pane_exit(client, pane);
     tokio::pin!(exit);
-    let interrupt = interrupted();
-    tokio::pin!(interrupt);
     loop {
         tokio::select! {
             event = stream.recv() => {
@@ -212,7 +218,7 @@ async fn pump(
                 out.flush().await.map_err(|e| Error::io("writing stdout", e))?;
                 return Ok(RunEnd::Exited(status.shell_status()));
             }
-            signal = &mut interrupt => return Ok(RunEnd::Interrupted(128 + signal)),
+            signal = interrupts.recv() => return Ok(RunEnd::Interrupted(128 + signal)),
         }
     }
 }
@@ -237,18 +243,30 @@ async fn write_event(
     Ok(status)
 }
 
-/// Resolves with the signal number on Ctrl-C (SIGINT) or SIGTERM.
-async fn interrupted() -> i32 {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => 2,
-        _ = term.recv() => 15,
+/// SIGINT and SIGTERM, registered up front so that a Ctrl-C at any point
+/// (even while tmux starts) ends the run cleanly instead of killing the
+/// process before it removes the server.
+struct Interrupts {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn register() -> Result<Interrupts> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let register = |kind| signal(kind).map_err(|e| Error::io("installing a signal handler", e));
+        Ok(Interrupts {
+            int: register(SignalKind::interrupt())?,
+            term: register(SignalKind::terminate())?,
+        })
+    }
+
+    /// Resolves with the signal number of the next SIGINT or SIGTERM.
+    async fn recv(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.int.recv() => 2,
+            _ = self.term.recv() => 15,
+        }
     }
 }
 

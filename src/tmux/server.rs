@@ -152,6 +152,9 @@ impl Server {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own process group: a Ctrl-C at the engine's terminal must
+            // reach the engine only, which then shuts tmux down in order.
+            .process_group(0)
             .kill_on_drop(true);
         Ok((server, cmd))
     }
@@ -307,6 +310,8 @@ impl Server {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // As in `prepare`: keep terminal signals away from the client.
+            .process_group(0)
             .kill_on_drop(true);
         cmd
     }
