@@ -1,0 +1,110 @@
+//! Memory under a flood nobody reads: a pane runs `yes` for 30 s while its
+//! only subscriber never takes an event. The engine must keep reading tmux
+//! (or tmux blocks the program) yet hold memory flat: the subscriber's queue
+//! is bounded, the pane gets paused in tmux, and nothing else buffers.
+//!
+//! `cargo bench --bench memory` (env `BENCH_SECS`, default 30). Prints the
+//! engine's RSS every second, its peak and its growth over the second half.
+//! Target: under 64 MiB and flat.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tmux_engine::control::client::ClientOptions;
+use tmux_engine::control::subscribe::SubscribeOptions;
+use tmux_engine::terminal::Terminal;
+use tmux_engine::tmux::{ServerOptions, Tmux};
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15; `after` starts at field 3.
+    let get = |i: usize| {
+        fields
+            .get(i - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    get(14) + get(15)
+}
+
+#[tokio::main]
+async fn main() {
+    let secs: u64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let dir = tempfile::Builder::new()
+        .prefix("tmuxeng-bench")
+        .tempdir_in("/tmp")
+        .expect("temp dir");
+    let tmux = Arc::new(Tmux::discover().expect("tmux"));
+    let server_opts = ServerOptions {
+        command: vec!["yes".into(), "a line of output that never gets read".into()],
+        runtime_dir: Some(dir.path().to_path_buf()),
+        ..ServerOptions::default()
+    };
+    let (term, stream) = Terminal::start(
+        tmux,
+        server_opts,
+        ClientOptions::default(),
+        SubscribeOptions::default(),
+    )
+    .await
+    .expect("terminal");
+    let me = std::process::id();
+    let server = term.server().pid();
+    let program = term.server().first_pane().pid;
+    let mut events = term.client().subscribe_events();
+    let counter = tokio::spawn(async move {
+        let mut n = 0u64;
+        loop {
+            match events.recv().await {
+                Ok(_) => n += 1,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(k)) => n += k,
+                Err(_) => return n,
+            }
+        }
+    });
+
+    let start = Instant::now();
+    let mut samples = Vec::new();
+    let program_cpu0 = cpu_ticks(program);
+    for second in 1..=secs {
+        tokio::time::sleep_until((start + Duration::from_secs(second)).into()).await;
+        let rss = rss_kib(me);
+        println!(
+            "t={second:>3}s engine RSS {:>6.1} MiB, tmux server RSS {:>6.1} MiB, `yes` alive: {}",
+            rss as f64 / 1024.0,
+            rss_kib(server) as f64 / 1024.0,
+            tmux_engine::tmux::process::is_alive(program)
+        );
+        samples.push(rss);
+    }
+    let program_cpu = cpu_ticks(program) - program_cpu0;
+    let server_cpu = cpu_ticks(server);
+    let peak = samples.iter().copied().max().unwrap_or(0);
+    let half = samples.len() / 2;
+    let growth = samples.last().copied().unwrap_or(0) as i64 - samples[half] as i64;
+    drop(stream);
+    term.kill().await.expect("kill");
+    let events = counter.await.unwrap_or(0);
+    println!(
+        "peak engine RSS {:.1} MiB; growth over the second half {:+.1} MiB; \
+         {events} events seen by an observer; CPU used: `yes` {:.1} s, tmux server {:.1} s",
+        peak as f64 / 1024.0,
+        growth as f64 / 1024.0,
+        program_cpu as f64 / 100.0,
+        server_cpu as f64 / 100.0
+    );
+}
