@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use tmux_engine::Error;
+use tmux_engine::control::Notification;
 use tmux_engine::control::client::{ClientOptions, PaneEvent, PaneStream};
 use tmux_engine::control::exit::wait_pane_exit;
 use tmux_engine::control::subscribe::SubscribeOptions;
-use tmux_engine::control::{Notification, PaneId};
 use tmux_engine::terminal::Terminal;
 use tmux_engine::tmux::TmuxCommand;
 use tmux_engine::tmux::process;
