@@ -144,7 +144,10 @@ impl ServerHandle {
             let _ = self.run(&TmuxCommand::new("kill-server")).await;
         }
         if !process::wait_dead(self.pid, KILL_GRACE).await {
-            tracing::warn!(pid = self.pid, "tmux server ignored kill-server; sending SIGKILL");
+            tracing::warn!(
+                pid = self.pid,
+                "tmux server ignored kill-server; sending SIGKILL"
+            );
             if process::looks_like_tmux(self.pid) {
                 process::signal(self.pid, Signal::KILL)?;
             }

@@ -26,8 +26,8 @@ pub mod version;
 pub use command::{
     DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
 };
+pub use handle::ServerHandle;
 pub use names::{MAX_NAME_LEN, check_name};
 pub use options::{ServerOptions, Size};
-pub use handle::ServerHandle;
 pub use server::{FirstPane, Server};
 pub use version::{Caps, Stage, Tmux, Version};

@@ -19,11 +19,11 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 
 use super::command::TmuxCommand;
+use super::handle::ServerHandle;
 use super::options::{
     ServerOptions, Size, StartMode, config_text, runtime_base, start_argv, validate,
 };
 use super::process;
-use super::handle::ServerHandle;
 use super::version::Tmux;
 use crate::control::PaneId;
 use crate::{Error, Result};
@@ -133,7 +133,10 @@ impl Server {
     ///
     /// As [`Server::start`], minus the tmux failures, which surface when the
     /// command runs.
-    pub fn prepare(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<(Server, tokio::process::Command)> {
+    pub fn prepare(
+        tmux: Arc<Tmux>,
+        opts: ServerOptions,
+    ) -> Result<(Server, tokio::process::Command)> {
         let (server, argv, server_env) = Self::create(tmux, opts, StartMode::Control)?;
         let mut args = vec![
             OsString::from("-S"),
@@ -535,7 +538,11 @@ pub(super) fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::
 }
 
 /// Runs a `tmux` CLI process to completion within `timeout`.
-pub(super) async fn output(mut cmd: tokio::process::Command, line: &str, timeout: Duration) -> Result<String> {
+pub(super) async fn output(
+    mut cmd: tokio::process::Command,
+    line: &str,
+    timeout: Duration,
+) -> Result<String> {
     let run = cmd.output();
     let out = match tokio::time::timeout(timeout, run).await {
         Ok(out) => out.map_err(|e| Error::io(format!("spawning tmux for `{line}`"), e))?,
