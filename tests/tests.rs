@@ -10,5 +10,6 @@ mod decode_cli;
 mod discovery;
 mod injection;
 mod registry_logic;
+mod registry_tmux;
 mod send_keys;
 mod server;

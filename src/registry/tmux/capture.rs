@@ -2,9 +2,10 @@
 //! through `capture-pane -p` (plain text, no escapes) on the exact pane.
 //!
 //! Lines are counted from the oldest retained history line (index 0) to the
-//! last line in use: the lower of the cursor row and the last non-blank
-//! screen row. Blank rows below both are not lines yet, so "the newest
-//! line" is what was printed last, not the bottom of an empty screen.
+//! last non-blank screen row (the cursor row on a blank screen). Blank rows
+//! below it are not lines yet, so "the newest line" is what was printed
+//! last, not the bottom of an empty screen or the empty row under the
+//! cursor after a final newline.
 
 use super::terminal::Shared;
 use crate::registry::backend::{ReadPage, ReadRequest, Screen};
@@ -96,8 +97,7 @@ pub(super) async fn read(shared: &Shared, request: ReadRequest) -> Result<ReadPa
     let last_used = screen
         .iter()
         .rposition(|line| !line.trim_end().is_empty())
-        .unwrap_or(0)
-        .max(usize::from(geometry.cursor.1));
+        .unwrap_or(usize::from(geometry.cursor.1));
     let total = geometry.history + last_used + 1;
     let wanted = request.count.unwrap_or(DEFAULT_PAGE);
     let count = wanted.min(MAX_PAGE);

@@ -86,8 +86,9 @@ mod nr {
 /// is `pane_pid` is blocked waiting for terminal input.
 ///
 /// Decision: the group leader (the process whose pid is the group id;
-/// shells make the first process of a job its leader) must be asleep
-/// (`S`), and either
+/// shells make the first process of a job its leader), or the single
+/// same-group child it waits for (a `sh -c` script running a reader),
+/// must be asleep (`S`), and either
 /// - `/proc/PID/syscall` shows it in `read`/`readv` on a terminal fd
 ///   (`/dev/pts/*`), or in `poll`/`select`/`pselect6`/`ppoll` (how line
 ///   editors such as readline wait for a key), or
@@ -95,16 +96,51 @@ mod nr {
 ///   the tty read path (`n_tty_read`, or `wait_woken` that it sleeps in).
 ///
 /// A foreground program waiting in `poll` on sockets rather than the
-/// terminal also counts; only the group leader is inspected.
+/// terminal also counts; of a pipeline only the leader is inspected.
 pub(super) fn blocked_on_input(pane_pid: u32) -> bool {
     let Some(group) = foreground_group(pane_pid) else {
         return false;
     };
-    match stat(group) {
+    // A shell script without job control keeps its children in its own
+    // group and waits for them: follow the waiting chain down to the
+    // process that does the reading.
+    let mut pid = group;
+    for _ in 0..16 {
+        if process_blocked_on_input(pid) {
+            return true;
+        }
+        match waited_child(pid, group) {
+            Some(child) => pid = child,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The only child of `pid` in group `group`, when `pid` sleeps waiting for
+/// a child (`wait4`/`waitid`).
+fn waited_child(pid: i32, group: i32) -> Option<i32> {
+    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
+    if wchan.trim() != "do_wait" {
+        return None;
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    let mut same_group = children
+        .split_ascii_whitespace()
+        .filter_map(|word| word.parse::<i32>().ok())
+        .filter(|&child| stat(child).is_some_and(|stat| stat.pgrp == group));
+    let child = same_group.next()?;
+    same_group.next().is_none().then_some(child)
+}
+
+/// Whether process `pid` sleeps reading a terminal (see
+/// [`blocked_on_input`]).
+fn process_blocked_on_input(pid: i32) -> bool {
+    match stat(pid) {
         Some(stat) if stat.state == b'S' => {}
         _ => return false,
     }
-    let proc_dir = format!("/proc/{group}");
+    let proc_dir = format!("/proc/{pid}");
     if let Ok(text) = std::fs::read_to_string(format!("{proc_dir}/syscall")) {
         let mut words = text.split_ascii_whitespace();
         let Some(Ok(number)) = words.next().map(str::parse::<i64>) else {
