@@ -4,6 +4,7 @@
 
 mod support;
 
+mod cli;
 mod codec_fixtures;
 mod codec_props;
 mod decode_cli;
