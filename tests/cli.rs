@@ -1,6 +1,7 @@
 //! The `tmux-engine` binary's registry commands, run as a user would: each
 //! invocation a new process on one state directory, terminals persisting
 //! between them.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
