@@ -195,6 +195,7 @@ async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
             dir,
             registry,
             owner,
+            guard,
         } = env;
         drop(registry);
         let (second, report) = open(dir.path()).await;
@@ -220,6 +221,7 @@ async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
             dir,
             registry: second,
             owner,
+            guard,
         };
         env.finish().await;
     })
@@ -270,6 +272,7 @@ async fn dropping_the_registry_keeps_terminals_running() {
             dir,
             registry,
             owner,
+            guard,
         } = env;
         drop(registry);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -279,6 +282,7 @@ async fn dropping_the_registry_keeps_terminals_running() {
         assert!(!tmux_engine::tmux::process::is_alive(pid));
         second.dispose().await.unwrap();
         assert_clean(&super::runtime(dir.path())).await;
+        drop(guard);
     })
     .await;
 }

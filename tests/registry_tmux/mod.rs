@@ -31,6 +31,24 @@ struct Env {
     dir: TempDir,
     registry: Registry,
     owner: OwnerId,
+    guard: Cleanup,
+}
+
+/// Kills every server left under a runtime directory when dropped, so a
+/// failing test leaves nothing running (a passing one has nothing left).
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for dir in server_dirs(&self.0) {
+            let _ = std::process::Command::new("tmux")
+                .arg("-S")
+                .arg(dir.join("tmux.sock"))
+                .arg("kill-server")
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
 }
 
 impl Env {
@@ -38,6 +56,7 @@ impl Env {
         let dir = crate::support::test_dir();
         let (registry, _) = open(dir.path()).await;
         Env {
+            guard: Cleanup(runtime(dir.path())),
             dir,
             registry,
             owner: OwnerId::new("alice").unwrap(),

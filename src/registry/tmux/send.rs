@@ -104,13 +104,15 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     let shared = &op.shared;
     let timeout = request.timeout.unwrap_or(shared.config.send_timeout);
     let deadline = Instant::now() + timeout;
-    let write = async {
-        shared.client.send_bytes(shared.pane, &request.text).await?;
-        if request.submit {
-            shared.client.send_bytes(shared.pane, b"\r").await?;
-        }
-        Ok::<(), Error>(())
+    // One write, Enter included: a second call would cost a round trip.
+    let text = if request.submit {
+        let mut text = request.text.to_vec();
+        text.push(b'\r');
+        bytes::Bytes::from(text)
+    } else {
+        request.text.clone()
     };
+    let write = shared.client.send_bytes(shared.pane, &text);
     let reason = tokio::select! {
         written = write => {
             written?;

@@ -114,7 +114,7 @@ impl Shared {
         self.output.send_replace(total);
     }
 
-    /// Runs `command`, mapping tmux's own death to `SERVER_GONE`.
+    /// Runs `command` on the terminal's control client.
     pub(super) async fn command(&self, command: &TmuxCommand) -> Result<crate::control::Reply> {
         self.client.command(command).await
     }
