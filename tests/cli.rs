@@ -84,6 +84,8 @@ fn spawn_send_read_kill_round_trip() {
     let cli = Cli::new();
     let id = cli.ok(&["spawn", "--name", "main"]).trim().to_owned();
     assert!(id.starts_with("t-"), "{id}");
+    // At the prompt first, so the typed line is not echoed ahead of it.
+    cli.ok(&["send", "main", "--wait", "stdin"]);
     let sent = cli.ok(&[
         "send",
         "main",
@@ -94,7 +96,10 @@ fn spawn_send_read_kill_round_trip() {
     ]);
     assert!(sent.contains("round-21"), "{sent}");
     let read = cli.ok(&["read", &id, "--count", "5"]);
-    assert!(read.lines().any(|line| line == "round-21"), "{read}");
+    assert!(
+        read.lines().any(|line| line.ends_with("round-21")),
+        "{read}"
+    );
     let listed = cli.ok(&["list"]);
     assert!(
         listed.contains(&id) && listed.contains("\tmain\trunning\t"),
