@@ -2,9 +2,11 @@
 //! `tmux_engine::cli`.
 //!
 //! Exit codes: `0` success; `1` an engine error (printed as
-//! `error: CODE: message`); `2` bad usage. `run` exits with its command's
-//! status (128 + N when signal N killed it), `125` when the engine itself
-//! failed, and 130/143 when Ctrl-C/SIGTERM stopped it.
+//! `error: CODE: message`, or `{"error":{"code":..,"message":..}}` on
+//! stderr with `--json`); `2` bad usage; `4` `wait` timed out (code
+//! `TIMEOUT`). `run` exits with its command's status (128 + N when signal N
+//! killed it), `125` when the engine itself failed, and 130/143 when
+//! Ctrl-C/SIGTERM stopped it. See `docs/cli.md`.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -19,6 +21,8 @@ use tmux_engine::cli;
     about = "Run and drive terminals inside private tmux servers"
 )]
 struct Cli {
+    #[command(flatten)]
+    global: cli::terminals::Global,
     #[command(subcommand)]
     command: Command,
 }
@@ -40,6 +44,8 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    #[command(flatten)]
+    Terminal(cli::terminals::TerminalCommand),
 }
 
 fn parse_size(s: &str) -> Result<(u16, u16), String> {
@@ -69,6 +75,26 @@ fn main() -> ExitCode {
                 Err(e) => {
                     eprintln!("error: IO: decoding stdin: {e}");
                     ExitCode::from(1)
+                }
+            }
+        }
+        Command::Terminal(command) => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: IO: starting the runtime: {e}");
+                    return ExitCode::from(cli::terminals::EXIT_ERROR);
+                }
+            };
+            let mut stdout = std::io::stdout().lock();
+            let result = runtime.block_on(cli::terminals::run(&cli.global, command, &mut stdout));
+            // Don't wait for detached control clients' tasks.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    error.print(cli.global.json, std::io::stderr());
+                    ExitCode::from(error.exit)
                 }
             }
         }

@@ -89,6 +89,12 @@ impl Terminal {
         self.pane
     }
 
+    /// Splits the terminal into its server, client and pane, e.g. to
+    /// [`Server::into_detached`] the server so it outlives this process.
+    pub fn into_parts(self) -> (Server, ControlClient, PaneId) {
+        (self.server, self.client, self.pane)
+    }
+
     /// Detaches the client and kills the server, removing its directory.
     ///
     /// # Errors

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod cli;
 mod client;
 mod codec_fixtures;
 mod codec_props;
@@ -11,6 +12,7 @@ mod decode_cli;
 mod discovery;
 mod injection;
 mod registry_logic;
+mod registry_tmux;
 mod run_cli;
 mod send_keys;
 mod server;

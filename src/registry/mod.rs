@@ -5,7 +5,8 @@
 //! succeeded, fences every call to the terminal's exact owner, allows one
 //! send at a time per terminal, awaits every cleanup and reports every
 //! failure. Terminal mechanics live behind the [`Backend`] and
-//! [`BackendTerminal`] traits; this module never talks to tmux itself.
+//! [`BackendTerminal`] traits; the core never talks to tmux itself
+//! (only the `tmux` backend module does).
 //!
 //! | file           | job                                                  |
 //! |----------------|------------------------------------------------------|
@@ -21,6 +22,7 @@
 //! | `persist.rs`   | the state directory's records                        |
 //! | `adopt.rs`     | open, refresh (rescan), reap                         |
 //! | `stub.rs`      | a scriptable backend for tests (feature `stub`)      |
+//! | `tmux/`        | the built-in tmux backend                            |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
 //! `.await`; backend calls run outside it. Per-terminal liveness work is
@@ -39,6 +41,7 @@ mod spec;
 mod state;
 #[cfg(any(test, feature = "stub"))]
 pub mod stub;
+pub mod tmux;
 
 pub use adopt::ScanReport;
 pub use backend::{

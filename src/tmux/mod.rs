@@ -7,6 +7,8 @@
 //! - [`options`]: [`ServerOptions`], validated and turned into the config
 //!   file and start command;
 //! - [`server`]: [`Server`], one tmux server on a private socket;
+//! - [`handle`]: [`ServerHandle`], a server that outlives the engine
+//!   (never killed on drop);
 //! - [`process`]: liveness and killing of processes we did not spawn
 //!   directly (the daemonised tmux server).
 //!
@@ -14,6 +16,7 @@
 //! [`Server::control_command`] and [`TmuxCommand::line`].
 
 pub mod command;
+pub mod handle;
 pub mod names;
 pub mod options;
 pub mod process;
@@ -23,6 +26,7 @@ pub mod version;
 pub use command::{
     DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
 };
+pub use handle::ServerHandle;
 pub use names::{MAX_NAME_LEN, check_name};
 pub use options::{ServerOptions, Size};
 pub use server::{FirstPane, Server};

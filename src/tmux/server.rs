@@ -19,6 +19,7 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 
 use super::command::TmuxCommand;
+use super::handle::ServerHandle;
 use super::options::{
     ServerOptions, Size, StartMode, config_text, runtime_base, start_argv, validate,
 };
@@ -384,6 +385,25 @@ impl Server {
         })
     }
 
+    /// Gives up ownership: the server keeps running after this value is
+    /// gone, and the returned [`ServerHandle`] never kills on drop.
+    ///
+    /// For servers that must outlive the engine (the registry's terminals);
+    /// only [`ServerHandle::kill`] stops such a server afterwards.
+    pub fn into_detached(mut self) -> ServerHandle {
+        // Keep the directory on disk: it holds the socket the next engine
+        // process adopts.
+        if let Some(dir) = self.dir.take() {
+            let _ = dir.keep();
+        }
+        ServerHandle::from_parts(
+            Arc::clone(&self.tmux),
+            self.dir_path.clone(),
+            self.name.clone(),
+            self.pid,
+        )
+    }
+
     /// `kill` without a runtime, for `Drop`: best effort, never panics.
     fn kill_blocking(&mut self) {
         let Some(dir) = self.dir.take() else {
@@ -508,7 +528,7 @@ fn parse_start(out: &str, command: &str) -> Result<(u32, FirstPane)> {
 /// `tmux -u -S SOCK -f CONF`, stdin closed, output captured, killed if the
 /// caller gives up. `-f` on every call: a command that starts a server
 /// (there should be none) still gets the engine's config.
-fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
+pub(super) fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::from(tmux.command([
         OsString::from("-S"),
         socket.as_os_str().to_owned(),
@@ -523,7 +543,11 @@ fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
 }
 
 /// Runs a `tmux` CLI process to completion within `timeout`.
-async fn output(mut cmd: tokio::process::Command, line: &str, timeout: Duration) -> Result<String> {
+pub(super) async fn output(
+    mut cmd: tokio::process::Command,
+    line: &str,
+    timeout: Duration,
+) -> Result<String> {
     let run = cmd.output();
     let out = match tokio::time::timeout(timeout, run).await {
         Ok(out) => out.map_err(|e| Error::io(format!("spawning tmux for `{line}`"), e))?,

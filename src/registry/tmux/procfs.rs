@@ -1,0 +1,216 @@
+//! What `/proc` tells about a pane's processes: its foreground process
+//! group, whether that group waits for terminal input, and every process of
+//! the pane's session (for killing the whole tree).
+//!
+//! Linux only in substance; elsewhere the answers are conservative (no
+//! foreground group known, nothing blocked, no session members found).
+//! Reads only; signalling is the caller's job.
+
+use std::path::Path;
+
+/// The fields of `/proc/PID/stat` the backend needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stat {
+    /// One-letter state: `R`, `S`, `D`, `Z`, ...
+    pub state: u8,
+    /// Process group.
+    pub pgrp: i32,
+    /// Session id.
+    pub session: i32,
+    /// Foreground process group of the controlling terminal (-1 if none).
+    pub tpgid: i32,
+}
+
+/// Parses `/proc/PID/stat`: `PID (COMM) STATE PPID PGRP SESSION TTY TPGID
+/// ...`; COMM may hold spaces and `)`, so fields are read after the last
+/// `)`.
+pub(super) fn parse_stat(text: &str) -> Option<Stat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    let _tty = fields.next()?;
+    let tpgid = fields.next()?.parse().ok()?;
+    Some(Stat {
+        state,
+        pgrp,
+        session,
+        tpgid,
+    })
+}
+
+/// The stat of process `pid`, `None` when it is gone or unreadable.
+pub(super) fn stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+/// The foreground process group of the terminal whose session leader is
+/// `pane_pid` (the pane's process; tmux makes it a session leader). Falls
+/// back to the pane process's own group when the terminal reports none.
+pub(super) fn foreground_group(pane_pid: u32) -> Option<i32> {
+    let pid = i32::try_from(pane_pid).ok()?;
+    let stat = stat(pid)?;
+    if stat.state == b'Z' {
+        return None;
+    }
+    Some(if stat.tpgid > 0 {
+        stat.tpgid
+    } else {
+        stat.pgrp
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+mod nr {
+    pub const READ: i64 = 0;
+    pub const READV: i64 = 19;
+    pub const WAITS: &[i64] = &[7, 23, 270, 271]; // poll select pselect6 ppoll
+}
+#[cfg(target_arch = "aarch64")]
+mod nr {
+    pub const READ: i64 = 63;
+    pub const READV: i64 = 65;
+    pub const WAITS: &[i64] = &[72, 73]; // pselect6 ppoll
+}
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod nr {
+    pub const READ: i64 = -1;
+    pub const READV: i64 = -1;
+    pub const WAITS: &[i64] = &[];
+}
+
+/// Whether the foreground process group of the pane whose session leader
+/// is `pane_pid` is blocked waiting for terminal input.
+///
+/// Decision: the group leader (the process whose pid is the group id;
+/// shells make the first process of a job its leader), or the single
+/// same-group child it waits for (a `sh -c` script running a reader),
+/// must be asleep (`S`), and either
+/// - `/proc/PID/syscall` shows it in `read`/`readv` on a terminal fd
+///   (`/dev/pts/*`), or in `poll`/`select`/`pselect6`/`ppoll` (how line
+///   editors such as readline wait for a key), or
+/// - where `syscall` is unreadable (ptrace restrictions), its `wchan` is
+///   the tty read path (`n_tty_read`, or `wait_woken` that it sleeps in).
+///
+/// A foreground program waiting in `poll` on sockets rather than the
+/// terminal also counts; of a pipeline only the leader is inspected.
+pub(super) fn blocked_on_input(pane_pid: u32) -> bool {
+    let Some(group) = foreground_group(pane_pid) else {
+        return false;
+    };
+    // A shell script without job control keeps its children in its own
+    // group and waits for them: follow the waiting chain down to the
+    // process that does the reading.
+    let mut pid = group;
+    for _ in 0..16 {
+        if process_blocked_on_input(pid) {
+            return true;
+        }
+        match waited_child(pid, group) {
+            Some(child) => pid = child,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The only child of `pid` in group `group`, when `pid` sleeps waiting for
+/// a child (`wait4`/`waitid`).
+fn waited_child(pid: i32, group: i32) -> Option<i32> {
+    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
+    if wchan.trim() != "do_wait" {
+        return None;
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    let mut same_group = children
+        .split_ascii_whitespace()
+        .filter_map(|word| word.parse::<i32>().ok())
+        .filter(|&child| stat(child).is_some_and(|stat| stat.pgrp == group));
+    let child = same_group.next()?;
+    same_group.next().is_none().then_some(child)
+}
+
+/// Whether process `pid` sleeps reading a terminal (see
+/// [`blocked_on_input`]).
+fn process_blocked_on_input(pid: i32) -> bool {
+    match stat(pid) {
+        Some(stat) if stat.state == b'S' => {}
+        _ => return false,
+    }
+    let proc_dir = format!("/proc/{pid}");
+    if let Ok(text) = std::fs::read_to_string(format!("{proc_dir}/syscall")) {
+        let mut words = text.split_ascii_whitespace();
+        let Some(Ok(number)) = words.next().map(str::parse::<i64>) else {
+            // `running` or unreadable: not blocked in a syscall.
+            return false;
+        };
+        if number == nr::READ || number == nr::READV {
+            let fd = words
+                .next()
+                .and_then(|word| i64::from_str_radix(word.trim_start_matches("0x"), 16).ok());
+            return fd.is_some_and(|fd| is_terminal_fd(&proc_dir, fd));
+        }
+        return nr::WAITS.contains(&number);
+    }
+    std::fs::read_to_string(format!("{proc_dir}/wchan"))
+        .is_ok_and(|wchan| matches!(wchan.trim(), "n_tty_read" | "wait_woken"))
+}
+
+/// Whether fd `fd` of the process at `proc_dir` is a terminal.
+fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
+    std::fs::read_link(Path::new(proc_dir).join("fd").join(fd.to_string())).is_ok_and(|target| {
+        let target = target.to_string_lossy();
+        target.starts_with("/dev/pts/") || target.starts_with("/dev/tty")
+    })
+}
+
+/// Every live process whose session id is `session` (the pane's process
+/// tree: tmux starts the pane's program as a session leader, and its
+/// children stay in that session unless they call `setsid` themselves).
+pub(super) fn session_members(session: u32) -> Vec<u32> {
+    let Ok(session) = i32::try_from(session) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| stat(pid).is_some_and(|stat| stat.session == session && stat.state != b'Z'))
+        .filter_map(|pid| u32::try_from(pid).ok())
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_command_names() {
+        let stat = parse_stat("42 (a) b (c)) S 1 40 40 34816 41 4194304 0 0").unwrap();
+        assert_eq!(
+            stat,
+            Stat {
+                state: b'S',
+                pgrp: 40,
+                session: 40,
+                tpgid: 41
+            }
+        );
+        assert_eq!(parse_stat("42 (x"), None);
+        assert_eq!(parse_stat("42 (x) S 1"), None);
+    }
+
+    #[test]
+    fn own_process_is_readable() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let stat = stat(me).unwrap();
+        assert!(
+            session_members(u32::try_from(stat.session).unwrap()).contains(&std::process::id())
+        );
+    }
+}

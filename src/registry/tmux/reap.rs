@@ -1,0 +1,101 @@
+//! Reaping the backend's runtime directory: server directories that no
+//! record names. A directory whose socket has a live engine server (marked
+//! with `@tmux-engine`) has its panes' process trees and server killed; one
+//! with no server is removed. Directories younger than the grace period
+//! are skipped (a spawn in another process may not have written its record
+//! yet), and so are servers without the engine's mark.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::terminal::kill_session;
+use super::{SESSION, TmuxConfig};
+use crate::registry::backend::ReapReport;
+use crate::registry::persist::TerminalRecord;
+use crate::tmux::command::TmuxCommand;
+use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
+use crate::tmux::server::DIR_PREFIX;
+use crate::tmux::{ServerHandle, Tmux};
+use crate::{Error, Result};
+
+pub(super) async fn reap(
+    tmux: &Arc<Tmux>,
+    config: &TmuxConfig,
+    records: &[TerminalRecord],
+) -> Result<ReapReport> {
+    let mut report = ReapReport::default();
+    let known: HashSet<PathBuf> = records
+        .iter()
+        .filter_map(|record| record.locator.get("dir")?.as_str().map(PathBuf::from))
+        .collect();
+    let entries = match std::fs::read_dir(&config.runtime_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+        Err(e) => {
+            return Err(Error::io(
+                format!("listing runtime directory {}", config.runtime_dir.display()),
+                e,
+            ));
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_server_dir = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(DIR_PREFIX))
+            && entry.file_type().is_ok_and(|kind| kind.is_dir());
+        if !is_server_dir || known.contains(&path) {
+            continue;
+        }
+        let young = entry
+            .metadata()
+            .and_then(|meta| meta.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_none_or(|age| age < config.reap_grace);
+        if young {
+            continue;
+        }
+        let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
+        let mark = TmuxCommand::new("show-options")
+            .flag("-sv")
+            .arg(MARK_OPTION)?;
+        let answer = if handle.socket().exists() {
+            handle.run(&mark).await.ok()
+        } else {
+            None
+        };
+        match answer {
+            Some(value) if value.trim() == MARK_VALUE => {
+                let panes = TmuxCommand::new("list-panes")
+                    .flag("-a")
+                    .opt("-F", "#{pane_pid}")?;
+                if let Ok(pids) = handle.run(&panes).await {
+                    for pid in pids.lines().filter_map(|line| line.trim().parse().ok()) {
+                        kill_session(pid);
+                    }
+                }
+                match handle.kill().await {
+                    Ok(()) => report
+                        .removed
+                        .push(format!("server without a record at {}", path.display())),
+                    Err(error) => report.failures.push(error),
+                }
+            }
+            Some(_) => {} // a live server that is not the engine's: leave it
+            None => match std::fs::remove_dir_all(&path) {
+                Ok(()) => report.removed.push(format!(
+                    "socket directory without a server at {}",
+                    path.display()
+                )),
+                Err(e) => report.failures.push(Error::io(
+                    format!("removing socket directory {}", path.display()),
+                    e,
+                )),
+            },
+        }
+    }
+    Ok(report)
+}

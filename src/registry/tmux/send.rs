@@ -1,0 +1,259 @@
+//! Sends: writing text to the pane exactly (`send-keys -H` chunks through
+//! the control client) and waiting for the requested condition.
+//!
+//! Wait conditions, all pushed or bounded, none polling tmux:
+//! - `idle`: no output for the configured quiet period after the write;
+//!   reported as `stdin_read` instead when the foreground group is then
+//!   blocked reading the terminal (see [`procfs::blocked_on_input`]);
+//! - `stdin_read`: the foreground group is blocked reading the terminal,
+//!   seen twice in a row with no output between. This reads `/proc` (not
+//!   tmux) on a short backoff, only while such a send waits;
+//! - `exited`: the status watch leaves `running` (pushed by the watcher);
+//! - `timeout` and `cancelled` end any of them.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::capture::viewport;
+use super::procfs;
+use super::terminal::{Shared, output_since};
+use crate::registry::backend::{
+    SendOperation, SendOutput, SendRequest, SendResult, StartedSend, WaitFor, WaitReason,
+};
+use crate::{Error, Result};
+
+/// First and longest pause between `/proc` checks of a `stdin_read` wait.
+const INPUT_CHECK: (Duration, Duration) = (Duration::from_millis(10), Duration::from_millis(100));
+
+/// A send in flight.
+struct TmuxSend {
+    shared: Arc<Shared>,
+    start: u64,
+    gaps: u64,
+    cancel: CancellationToken,
+    /// The reason it ended, set once by whoever ends it first.
+    ended: Mutex<Option<WaitReason>>,
+}
+
+impl TmuxSend {
+    /// Records `reason` unless the send already ended; returns the reason
+    /// that stands.
+    fn settle(&self, reason: WaitReason) -> WaitReason {
+        *self
+            .ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(reason)
+    }
+}
+
+impl SendOperation for TmuxSend {
+    fn read_output(&self) -> SendOutput {
+        let (bytes, truncated) = output_since(&self.shared, self.start, self.gaps);
+        SendOutput {
+            text: strip_escapes(&bytes),
+            bytes,
+            truncated,
+        }
+    }
+
+    fn cancel(&self) -> bool {
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        if ended.is_some() {
+            return false;
+        }
+        *ended = Some(WaitReason::Cancelled);
+        self.cancel.cancel();
+        true
+    }
+}
+
+/// Starts a send on `shared`'s pane.
+pub(super) fn start(shared: &Arc<Shared>, request: SendRequest) -> Result<StartedSend> {
+    if !shared.status.borrow().is_running() {
+        return Err(Error::TerminalDead {
+            terminal: shared.id.to_string(),
+            status: shared.status.borrow().to_string(),
+        });
+    }
+    let cancel = CancellationToken::new();
+    let operation = {
+        let mut mutable = shared.lock();
+        mutable.active_send = Some(cancel.clone());
+        Arc::new(TmuxSend {
+            shared: Arc::clone(shared),
+            start: mutable.total,
+            gaps: mutable.gaps,
+            cancel,
+            ended: Mutex::new(None),
+        })
+    };
+    let driven = Arc::clone(&operation);
+    let result = Box::pin(async move {
+        let result = run(&driven, request).await;
+        driven.shared.lock().active_send = None;
+        result
+    });
+    Ok(StartedSend { operation, result })
+}
+
+async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
+    let shared = &op.shared;
+    let timeout = request.timeout.unwrap_or(shared.config.send_timeout);
+    let deadline = Instant::now() + timeout;
+    // One write, Enter included: a second call would cost a round trip.
+    let text = if request.submit {
+        let mut text = request.text.to_vec();
+        text.push(b'\r');
+        bytes::Bytes::from(text)
+    } else {
+        request.text.clone()
+    };
+    let write = shared.client.send_bytes(shared.pane, &text);
+    let reason = tokio::select! {
+        written = write => {
+            written?;
+            wait(op, request.wait, deadline).await
+        }
+        () = op.cancel.cancelled() => WaitReason::Cancelled,
+        () = tokio::time::sleep_until(deadline) => WaitReason::Timeout,
+    };
+    let wait_reason = op.settle(reason);
+    let viewport = viewport(shared).await.unwrap_or_default();
+    let (_, truncated) = output_since(shared, op.start, op.gaps);
+    Ok(SendResult {
+        viewport,
+        wait_reason,
+        status: shared.status.borrow().clone(),
+        truncated,
+    })
+}
+
+/// Waits for `what` after the write; the send's end reason.
+async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
+    let shared = &op.shared;
+    let mut output = shared.output.subscribe();
+    let mut status = shared.status.subscribe();
+    let quiet = shared.config.quiet;
+    let mut check_in = INPUT_CHECK.0;
+    // A `stdin_read` candidate: the output count when blocking was seen.
+    let mut blocked_at: Option<u64> = None;
+    if what == WaitFor::None {
+        return WaitReason::Idle;
+    }
+    loop {
+        let pause = match what {
+            WaitFor::Idle => quiet,
+            WaitFor::StdinRead => check_in,
+            _ => Duration::from_secs(3600),
+        };
+        tokio::select! {
+            () = op.cancel.cancelled() => return WaitReason::Cancelled,
+            () = tokio::time::sleep_until(deadline) => return WaitReason::Timeout,
+            _ = status.wait_for(|status| !status.is_running()) => return WaitReason::Exited,
+            changed = output.changed() => {
+                if changed.is_err() {
+                    return WaitReason::Exited;
+                }
+                blocked_at = None;
+                check_in = INPUT_CHECK.0;
+            }
+            () = tokio::time::sleep(pause) => {
+                let pane_pid = shared.lock().pane_pid;
+                let blocked = procfs::blocked_on_input(pane_pid);
+                match what {
+                    WaitFor::Idle => {
+                        return if blocked { WaitReason::StdinRead } else { WaitReason::Idle };
+                    }
+                    WaitFor::StdinRead => {
+                        let seen = *output.borrow();
+                        if blocked && blocked_at == Some(seen) {
+                            return WaitReason::StdinRead;
+                        }
+                        blocked_at = blocked.then_some(seen);
+                        check_in = (check_in * 2).min(INPUT_CHECK.1);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Output as text: escape sequences (CSI, OSC, DCS and two-byte ESC
+/// sequences) and control characters other than `\n` and `\t` removed,
+/// `\r\n` folded to `\n`, invalid UTF-8 replaced.
+pub fn strip_escapes(bytes: &[u8]) -> String {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            0x1b => {
+                i += 1;
+                match bytes.get(i) {
+                    Some(b'[') => {
+                        i += 1;
+                        while i < bytes.len() && !(0x40..=0x7e).contains(&bytes[i]) {
+                            i += 1;
+                        }
+                        i += 1;
+                    }
+                    Some(b']' | b'P' | b'_' | b'^' | b'X') => {
+                        // String sequences end with BEL or ST (ESC \).
+                        i += 1;
+                        while i < bytes.len() {
+                            if bytes[i] == 0x07 {
+                                i += 1;
+                                break;
+                            }
+                            if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'\\') {
+                                i += 2;
+                                break;
+                            }
+                            i += 1;
+                        }
+                    }
+                    Some(b'(' | b')' | b'*' | b'+' | b'#' | b'%') => i += 2,
+                    Some(_) => i += 1,
+                    None => {}
+                }
+            }
+            b'\n' | b'\t' => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+            byte if byte < 0x20 || byte == 0x7f => i += 1,
+            byte => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_escapes_and_controls() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"plain", "plain"),
+            (b"a\r\nb\n", "a\nb\n"),
+            (b"\x1b[1;31mred\x1b[0m", "red"),
+            (b"\x1b]0;title\x07x", "x"),
+            (b"\x1b]8;;http://x\x1b\\link", "link"),
+            (b"\x1b(Bq\x1b=z", "qz"),
+            (b"tab\there\x08", "tab\there"),
+            (b"\xff\xfe", "\u{fffd}\u{fffd}"),
+            (b"cut\x1b[", "cut"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(strip_escapes(input), *want, "{input:?}");
+        }
+    }
+}

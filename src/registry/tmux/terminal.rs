@@ -1,0 +1,524 @@
+//! One tmux terminal of the registry: [`TmuxTerminal`], its shared state,
+//! and the watcher task that follows the pane.
+//!
+//! The watcher is the only reader of the pane's output stream. It appends
+//! output to a bounded ring (what sends read back), counts bytes so waiters
+//! can tell "quiet", and detects death without polling: the pane's exit
+//! through [`wait_pane_exit`] (a pidfd on the pane's process, then one
+//! `list-panes`), the server's through the control client's EOF. Either is
+//! pushed through the status watch at once.
+//!
+//! Dropping a [`TmuxTerminal`] stops the watcher and detaches the control
+//! client; the tmux server keeps running (terminals outlive the engine).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::TmuxConfig;
+use super::procfs;
+use crate::control::PaneId;
+use crate::control::client::{ControlClient, PaneEvent, PaneStream};
+use crate::control::exit::{PaneExit, pane_state, wait_pane_exit};
+use crate::control::subscribe::SubscribeOptions;
+use crate::registry::backend::{
+    BackendTerminal, CloseReason, ExitStatus, Liveness, ReadPage, ReadRequest, Screen, SendRequest,
+    StartedSend, TerminalStatus,
+};
+use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
+use crate::tmux::ServerHandle;
+use crate::tmux::command::TmuxCommand;
+use crate::tmux::process;
+use crate::{Error, Result};
+
+/// How long `close` waits for the control client to see the server go.
+const CLIENT_CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// How long `close` waits for the pane's processes to die after SIGKILL.
+const TREE_DEATH_WAIT: Duration = Duration::from_secs(3);
+
+/// What changes while the terminal runs, behind a std mutex (never held
+/// across an await).
+pub(super) struct Mutable {
+    /// The most recent output, at most `config.output_buffer` bytes.
+    pub ring: VecDeque<u8>,
+    /// Bytes of output seen in all; the ring ends at this offset.
+    pub total: u64,
+    /// Times output was skipped (a resync replaced it).
+    pub gaps: u64,
+    /// The pane's process.
+    pub pane_pid: u32,
+    /// The send in flight, so `close` can end it.
+    pub active_send: Option<CancellationToken>,
+}
+
+/// Everything the terminal's tasks share.
+pub(super) struct Shared {
+    pub id: TerminalId,
+    pub spec: SpawnSpec,
+    pub config: Arc<TmuxConfig>,
+    pub client: ControlClient,
+    pub pane: PaneId,
+    /// Serializes `close` (and knows the server's pid and directory).
+    pub server: tokio::sync::Mutex<ServerHandle>,
+    pub mutable: Mutex<Mutable>,
+    /// The output byte count, bumped on every chunk: waiters watch it.
+    pub output: watch::Sender<u64>,
+    pub status: watch::Sender<TerminalStatus>,
+    /// New pane streams after a respawn, for the watcher.
+    pub restream: mpsc::Sender<PaneStream>,
+    /// Stops the watcher (drop or close).
+    pub stop: CancellationToken,
+    pub closed: AtomicBool,
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Mutable> {
+        self.mutable.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets the status, waking watchers only when it changed.
+    pub(super) fn set_status(&self, status: TerminalStatus) {
+        self.status.send_if_modified(|current| {
+            if *current == status {
+                false
+            } else {
+                debug!(terminal = %self.id, %status, "status changed");
+                *current = status;
+                true
+            }
+        });
+    }
+
+    fn push_output(&self, bytes: &[u8]) {
+        let total = {
+            let mut mutable = self.lock();
+            let limit = self.config.output_buffer;
+            let bytes = if bytes.len() > limit {
+                &bytes[bytes.len() - limit..]
+            } else {
+                bytes
+            };
+            let overflow = (mutable.ring.len() + bytes.len()).saturating_sub(limit);
+            mutable.ring.drain(..overflow);
+            mutable.ring.extend(bytes);
+            mutable.total += bytes.len() as u64;
+            mutable.total
+        };
+        self.output.send_replace(total);
+    }
+
+    /// Runs `command` on the terminal's control client.
+    pub(super) async fn command(&self, command: &TmuxCommand) -> Result<crate::control::Reply> {
+        self.client.command(command).await
+    }
+}
+
+/// A registry terminal backed by a private tmux server.
+pub struct TmuxTerminal {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl Drop for TmuxTerminal {
+    fn drop(&mut self) {
+        // Only local resources: the watcher ends, the client detaches when
+        // its last handle goes. The server keeps running.
+        self.shared.stop.cancel();
+    }
+}
+
+impl std::fmt::Debug for TmuxTerminal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TmuxTerminal")
+            .field("id", &self.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a new [`TmuxTerminal`] is made of.
+pub(super) struct Parts {
+    pub id: TerminalId,
+    pub spec: SpawnSpec,
+    pub config: Arc<TmuxConfig>,
+    pub client: ControlClient,
+    pub pane: PaneId,
+    pub server: ServerHandle,
+    pub pane_pid: u32,
+    pub status: TerminalStatus,
+    pub stream: PaneStream,
+}
+
+impl TmuxTerminal {
+    /// Builds the terminal and starts its watcher.
+    pub(super) fn start(parts: Parts) -> Arc<TmuxTerminal> {
+        let (restream, restreams) = mpsc::channel(4);
+        let shared = Arc::new(Shared {
+            id: parts.id,
+            spec: parts.spec,
+            config: parts.config,
+            client: parts.client,
+            pane: parts.pane,
+            server: tokio::sync::Mutex::new(parts.server),
+            mutable: Mutex::new(Mutable {
+                ring: VecDeque::new(),
+                total: 0,
+                gaps: 0,
+                pane_pid: parts.pane_pid,
+                active_send: None,
+            }),
+            output: watch::Sender::new(0),
+            status: watch::Sender::new(parts.status),
+            restream,
+            stop: CancellationToken::new(),
+            closed: AtomicBool::new(false),
+        });
+        tokio::spawn(watch_pane(Arc::clone(&shared), parts.stream, restreams));
+        Arc::new(TmuxTerminal { shared })
+    }
+
+    /// The server's socket path.
+    pub async fn socket(&self) -> std::path::PathBuf {
+        self.shared.server.lock().await.socket().to_path_buf()
+    }
+
+    /// The control client (e.g. for a live event stream).
+    pub fn client(&self) -> &ControlClient {
+        &self.shared.client
+    }
+
+    /// The pane the program runs in.
+    pub fn pane(&self) -> PaneId {
+        self.shared.pane
+    }
+}
+
+pub(super) fn exit_status(exit: PaneExit) -> ExitStatus {
+    match exit {
+        PaneExit::Code(code) => ExitStatus::Code(code),
+        PaneExit::Signal(signal) => ExitStatus::Signal(signal),
+    }
+}
+
+/// The watcher: pumps output, pushes death. One per terminal, no ticks.
+async fn watch_pane(
+    shared: Arc<Shared>,
+    mut stream: PaneStream,
+    mut restreams: mpsc::Receiver<PaneStream>,
+) {
+    loop {
+        let client = shared.client.clone();
+        let pane = shared.pane;
+        let exit = async move { wait_pane_exit(&client, pane).await };
+        tokio::pin!(exit);
+        let mut exit_seen = false;
+        loop {
+            tokio::select! {
+                () = shared.stop.cancelled() => return,
+                event = stream.recv() => match event {
+                    Some(PaneEvent::Output(bytes)) => shared.push_output(&bytes),
+                    Some(PaneEvent::Resync(_)) => {
+                        // Output was skipped; sends that span it say so.
+                        shared.lock().gaps += 1;
+                        shared.output.send_modify(|_| {});
+                    }
+                    None => {
+                        let reason = stream
+                            .close_reason()
+                            .or_else(|| shared.client.closed_reason())
+                            .unwrap_or_else(|| "control connection closed".to_owned());
+                        shared.set_status(TerminalStatus::Gone { reason: format!("server gone: {reason}") });
+                        return;
+                    }
+                },
+                result = &mut exit, if !exit_seen => {
+                    exit_seen = true;
+                    match result {
+                        Ok(exit) => shared.set_status(TerminalStatus::Exited { exit: exit_status(exit) }),
+                        Err(Error::ServerGone { reason }) => {
+                            shared.set_status(TerminalStatus::Gone { reason: format!("server gone: {reason}") });
+                        }
+                        Err(error) => {
+                            // The pane vanished (its window was killed) while
+                            // the server lives on.
+                            warn!(terminal = %shared.id, %error, "pane exit watch failed");
+                            if shared.client.closed_reason().is_none() {
+                                shared.set_status(TerminalStatus::Gone { reason: "session gone".to_owned() });
+                            }
+                        }
+                    }
+                }
+                fresh = restreams.recv() => {
+                    let Some(fresh) = fresh else { return };
+                    stream = fresh;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl BackendTerminal for TmuxTerminal {
+    fn pid(&self) -> Option<u32> {
+        Some(self.shared.lock().pane_pid).filter(|&pid| pid != 0)
+    }
+
+    fn locator(&self) -> serde_json::Value {
+        // `try_lock`: the handle is only locked by `close`, which never
+        // changes the directory.
+        let (dir, socket, server_pid) = match self.shared.server.try_lock() {
+            Ok(server) => (
+                server.dir().display().to_string(),
+                server.socket().display().to_string(),
+                server.pid(),
+            ),
+            Err(_) => (String::new(), String::new(), 0),
+        };
+        serde_json::json!({
+            "dir": dir,
+            "socket": socket,
+            "session": super::SESSION,
+            "pane": self.shared.pane.to_string(),
+            "server_pid": server_pid,
+        })
+    }
+
+    fn status(&self) -> TerminalStatus {
+        self.shared.status.borrow().clone()
+    }
+
+    fn watch_status(&self) -> watch::Receiver<TerminalStatus> {
+        self.shared.status.subscribe()
+    }
+
+    fn start_send(&self, request: SendRequest) -> Result<StartedSend> {
+        super::send::start(&self.shared, request)
+    }
+
+    fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>> {
+        Box::pin(super::capture::read(&self.shared, request))
+    }
+
+    fn screen(&self) -> BoxFuture<'_, Result<Screen>> {
+        Box::pin(super::capture::screen(&self.shared))
+    }
+
+    fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<SignalDelivery>> {
+        Box::pin(async move {
+            let status = self.status();
+            if !status.is_running() {
+                return Err(Error::TerminalDead {
+                    terminal: self.shared.id.to_string(),
+                    status: status.to_string(),
+                });
+            }
+            let pane_pid = self.shared.lock().pane_pid;
+            let group = procfs::foreground_group(pane_pid).ok_or_else(|| Error::TerminalDead {
+                terminal: self.shared.id.to_string(),
+                status: format!("pane process {pane_pid} is gone"),
+            })?;
+            let pgid = rustix::process::Pid::from_raw(group).ok_or_else(|| {
+                Error::InvalidInput(format!("process group {group} is not signalable"))
+            })?;
+            rustix::process::kill_process_group(pgid, signal.to_rustix()).map_err(|errno| {
+                Error::io(
+                    format!("sending {signal} to process group {group}"),
+                    errno.into(),
+                )
+            })?;
+            Ok(SignalDelivery {
+                signal,
+                pgid: group,
+            })
+        })
+    }
+
+    fn close(&self, reason: CloseReason) -> BoxFuture<'_, Result<()>> {
+        Box::pin(close(&self.shared, reason))
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Result<Liveness>> {
+        Box::pin(probe(&self.shared))
+    }
+
+    fn respawn(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(respawn(&self.shared))
+    }
+}
+
+/// Kills the pane's process tree and the server, removes the directory.
+async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
+    let mut server = shared.server.lock().await;
+    if shared.closed.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    debug!(terminal = %shared.id, %reason, "closing");
+    if let Some(send) = shared.lock().active_send.take() {
+        send.cancel();
+    }
+    // The pane process is a session leader; its descendants share its
+    // session unless they left it. Kill them first, so nothing survives the
+    // server (tmux only sends SIGHUP, which programs may ignore).
+    let pane_pid = shared.lock().pane_pid;
+    let members = kill_session(pane_pid);
+    server.kill().await?;
+    for pid in members {
+        if !process::wait_dead(pid, TREE_DEATH_WAIT).await {
+            return Err(Error::Unresponsive {
+                command: format!("SIGKILL of pane process {pid}"),
+                timeout: TREE_DEATH_WAIT,
+            });
+        }
+    }
+    shared.stop.cancel();
+    let _ = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.closed()).await;
+    shared.set_status(TerminalStatus::Gone {
+        reason: format!("closed: {reason}"),
+    });
+    shared.closed.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// SIGKILLs every process of session `session`; returns them.
+pub(super) fn kill_session(session: u32) -> Vec<u32> {
+    if session == 0 {
+        return Vec::new();
+    }
+    let members = procfs::session_members(session);
+    for &pid in &members {
+        if let Err(error) = process::signal(pid, rustix::process::Signal::KILL) {
+            warn!(pid, %error, "killing a pane process");
+        }
+    }
+    members
+}
+
+/// The liveness probe: control-client EOF, then `list-panes` on the exact
+/// pane under a deadline.
+async fn probe(shared: &Shared) -> Result<Liveness> {
+    if shared.closed.load(Ordering::Acquire) {
+        return Ok(Liveness::ServerGone {
+            reason: "closed".to_owned(),
+        });
+    }
+    let observed = probe_once(shared).await?;
+    if let Some(dead) = observed.dead_status() {
+        shared.set_status(dead);
+    } else if observed == Liveness::Alive {
+        shared.set_status(TerminalStatus::Running);
+    }
+    Ok(observed)
+}
+
+async fn probe_once(shared: &Shared) -> Result<Liveness> {
+    if let Some(reason) = shared.client.closed_reason() {
+        return Ok(Liveness::ServerGone { reason });
+    }
+    let deadline = shared.config.probe_timeout;
+    let state = match tokio::time::timeout(deadline, pane_state(&shared.client, shared.pane)).await
+    {
+        Err(_) | Ok(Err(Error::Unresponsive { .. })) => {
+            return Ok(Liveness::Unresponsive { waited: deadline });
+        }
+        Ok(Err(Error::ServerGone { reason })) => return Ok(Liveness::ServerGone { reason }),
+        Ok(Err(Error::Command { .. })) => return Ok(Liveness::SessionGone),
+        Ok(Err(error)) => return Err(error),
+        Ok(Ok(state)) => state,
+    };
+    if let Some(exit) = state.exit {
+        return Ok(Liveness::Exited {
+            exit: exit_status(exit),
+        });
+    }
+    if state.dead {
+        // Dead but not reaped yet (tmux 3.3a can lose the SIGCHLD):
+        // wait_pane_exit nudges the server until the status shows.
+        return match tokio::time::timeout(deadline, wait_pane_exit(&shared.client, shared.pane))
+            .await
+        {
+            Ok(Ok(exit)) => Ok(Liveness::Exited {
+                exit: exit_status(exit),
+            }),
+            Ok(Err(Error::ServerGone { reason })) => Ok(Liveness::ServerGone { reason }),
+            Ok(Err(Error::Command { .. })) => Ok(Liveness::SessionGone),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Ok(Liveness::Unresponsive { waited: deadline }),
+        };
+    }
+    Ok(Liveness::Alive)
+}
+
+/// `respawn-pane -k` with the original spec, then a fresh subscription
+/// (tmux does not reset a control client's pane offsets on respawn).
+async fn respawn(shared: &Shared) -> Result<()> {
+    if shared.closed.load(Ordering::Acquire) {
+        return Err(Error::ServerGone {
+            reason: "terminal closed".to_owned(),
+        });
+    }
+    if let Some(reason) = shared.client.closed_reason() {
+        return Err(Error::ServerGone { reason });
+    }
+    let mut command = TmuxCommand::new("respawn-pane")
+        .flag("-k")
+        .target(shared.pane)?;
+    if let Some(cwd) = &shared.spec.cwd {
+        let cwd = std::path::absolute(cwd)
+            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
+        command = command.format_opt("-c", cwd.as_os_str().as_encoded_bytes())?;
+    }
+    for (key, value) in &shared.spec.env {
+        command = command.opt("-e", format!("{key}={value}"))?;
+    }
+    for word in &shared.spec.command {
+        command = command.arg(word)?;
+    }
+    match shared.command(&command).await {
+        Ok(_) => {}
+        Err(Error::Command { message, .. }) => {
+            // No pane left to respawn in: the registry rebuilds instead.
+            return Err(Error::ServerGone {
+                reason: format!("respawn failed: {message}"),
+            });
+        }
+        Err(error) => return Err(error),
+    }
+    let state = pane_state(&shared.client, shared.pane).await?;
+    if let Some(pid) = state.pid {
+        shared.lock().pane_pid = pid;
+    }
+    let stream = shared.client.subscribe_pane(
+        shared.pane,
+        SubscribeOptions {
+            snapshot_first: true,
+            ..SubscribeOptions::default()
+        },
+    );
+    shared.set_status(TerminalStatus::Running);
+    shared
+        .restream
+        .send(stream)
+        .await
+        .map_err(|_| Error::ServerGone {
+            reason: "terminal watcher stopped".to_owned(),
+        })
+}
+
+/// Output bytes from absolute offset `start` to now, and whether some were
+/// dropped (older than the ring, or skipped by a resync after `gaps`).
+pub(super) fn output_since(shared: &Shared, start: u64, gaps: u64) -> (Bytes, bool) {
+    let mutable = shared.lock();
+    let ring_start = mutable.total - mutable.ring.len() as u64;
+    let from = start.max(ring_start);
+    let skip = usize::try_from(from - ring_start).unwrap_or(usize::MAX);
+    let bytes: Vec<u8> = mutable.ring.iter().skip(skip).copied().collect();
+    (
+        Bytes::from(bytes),
+        start < ring_start || mutable.gaps != gaps,
+    )
+}

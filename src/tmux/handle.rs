@@ -1,0 +1,170 @@
+//! A tmux server the engine does not own: [`ServerHandle`] addresses a
+//! server by its private directory and never kills it on drop.
+//!
+//! The registry's terminals outlive the engine process, so their servers
+//! cannot be [`Server`](super::Server)s (which kill on drop). A handle comes
+//! from [`Server::into_detached`](super::Server::into_detached) after a
+//! start, or from [`ServerHandle::open`] for a server found on disk (an
+//! adopted terminal). Only [`ServerHandle::kill`] stops the server.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::process::Signal;
+
+use super::command::TmuxCommand;
+use super::process;
+use super::server::{CONFIG_NAME, RUN_TIMEOUT, SOCKET_NAME, cli, output};
+use super::version::Tmux;
+use crate::{Error, Result};
+
+/// How long a server gets to exit after `kill-server` before SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// A tmux server on a private socket that is not killed on drop.
+#[derive(Debug, Clone)]
+pub struct ServerHandle {
+    tmux: Arc<Tmux>,
+    dir: PathBuf,
+    socket: PathBuf,
+    config: PathBuf,
+    name: String,
+    target: String,
+    pid: u32,
+}
+
+impl ServerHandle {
+    pub(super) fn from_parts(tmux: Arc<Tmux>, dir: PathBuf, name: String, pid: u32) -> Self {
+        ServerHandle {
+            socket: dir.join(SOCKET_NAME),
+            config: dir.join(CONFIG_NAME),
+            target: format!("={name}"),
+            tmux,
+            dir,
+            name,
+            pid,
+        }
+    }
+
+    /// A handle on the server whose directory (socket and config) is `dir`
+    /// and whose one session is `session`. Nothing is checked: the server
+    /// may be gone; its pid is unknown (0) until [`set_pid`](Self::set_pid).
+    pub fn open(tmux: Arc<Tmux>, dir: impl Into<PathBuf>, session: &str) -> Self {
+        Self::from_parts(tmux, dir.into(), session.to_owned(), 0)
+    }
+
+    /// The server's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The socket path (`tmux -S`).
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The exact session target, `=NAME`.
+    pub fn session(&self) -> &str {
+        &self.target
+    }
+
+    /// The session's name, without the `=`.
+    pub fn session_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's pid, 0 when unknown.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Records the server's pid (`#{pid}`), learnt from the server itself.
+    pub fn set_pid(&mut self, pid: u32) {
+        self.pid = pid;
+    }
+
+    /// The tmux binary.
+    pub fn tmux(&self) -> &Arc<Tmux> {
+        &self.tmux
+    }
+
+    /// `tmux -u -S SOCK -C attach-session -t =NAME` with piped stdio, killed
+    /// on drop (the client, not the server).
+    pub fn control_command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::from(self.tmux.command([
+            OsString::from("-S"),
+            self.socket.clone().into_os_string(),
+            OsString::from("-C"),
+            OsString::from("attach-session"),
+            OsString::from("-t"),
+            OsString::from(&self.target),
+        ]));
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs `cmd` as a one-shot `tmux -S SOCK ...` process and returns its
+    /// standard output.
+    ///
+    /// # Errors
+    ///
+    /// As [`Server::run`](super::Server::run).
+    pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
+        let mut cli = cli(&self.tmux, &self.socket, &self.config);
+        cli.args(cmd.argv());
+        output(cli, cmd.line(), RUN_TIMEOUT).await
+    }
+
+    /// Kills the server (`kill-server`, SIGKILL after a grace period), waits
+    /// for it to exit, then removes its directory. Idempotent: a server that
+    /// is already gone, or a directory already removed, is success.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unresponsive`] when the server survives SIGKILL;
+    /// [`Error::Io`] when the signal or the directory removal fails.
+    pub async fn kill(&mut self) -> Result<()> {
+        if self.socket.exists() {
+            if self.pid == 0 {
+                let query = TmuxCommand::new("display-message")
+                    .flag("-p")
+                    .arg("#{pid}")
+                    .expect("no NUL in a literal");
+                if let Ok(out) = self.run(&query).await {
+                    self.pid = out.trim().parse().unwrap_or(0);
+                }
+            }
+            // Fails when the server is already gone, which is what we want.
+            let _ = self.run(&TmuxCommand::new("kill-server")).await;
+        }
+        if !process::wait_dead(self.pid, KILL_GRACE).await {
+            tracing::warn!(
+                pid = self.pid,
+                "tmux server ignored kill-server; sending SIGKILL"
+            );
+            if process::looks_like_tmux(self.pid) {
+                process::signal(self.pid, Signal::KILL)?;
+            }
+            if !process::wait_dead(self.pid, KILL_GRACE).await {
+                return Err(Error::Unresponsive {
+                    command: format!("kill-server (pid {} survived SIGKILL)", self.pid),
+                    timeout: KILL_GRACE * 2,
+                });
+            }
+        }
+        match std::fs::remove_dir_all(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(
+                format!("removing server directory {}", self.dir.display()),
+                e,
+            )),
+        }
+    }
+}

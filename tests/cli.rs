@@ -1,0 +1,214 @@
+//! The `tmux-engine` binary's registry commands, run as a user would: each
+//! invocation a new process on one state directory, terminals persisting
+//! between them.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use tempfile::TempDir;
+
+/// A state and runtime directory for one test, and the binary bound to it.
+struct Cli {
+    dir: TempDir,
+}
+
+impl Cli {
+    fn new() -> Cli {
+        Cli {
+            dir: crate::support::test_dir(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let runtime = self.dir.path().join("rt");
+        std::fs::create_dir_all(&runtime).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tmux-engine"));
+        command
+            .args(args)
+            .env("TMUX_ENGINE_STATE_DIR", self.dir.path().join("state"))
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("TMUX_ENGINE_SHELL", "/bin/sh")
+            .env("TMUX_ENGINE_OWNER", "tester")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Runs and expects success; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    fn runtime(&self) -> std::path::PathBuf {
+        self.dir.path().join("rt")
+    }
+}
+
+/// Server directories left under the test's runtime directory.
+fn servers_left(runtime: &Path) -> usize {
+    walk(runtime)
+}
+
+fn walk(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|entry| {
+                let path = entry.path();
+                if entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("tmux-engine-registry")
+                {
+                    walk(&path)
+                } else {
+                    usize::from(path.is_dir())
+                }
+            })
+            .sum()
+    })
+}
+
+#[test]
+fn spawn_send_read_kill_round_trip() {
+    let cli = Cli::new();
+    let id = cli.ok(&["spawn", "--name", "main"]).trim().to_owned();
+    assert!(id.starts_with("t-"), "{id}");
+    // At the prompt first, so the typed line is not echoed ahead of it.
+    cli.ok(&["send", "main", "--wait", "stdin"]);
+    let sent = cli.ok(&[
+        "send",
+        "main",
+        "echo round-$((20+1))",
+        "--submit",
+        "--wait",
+        "stdin",
+    ]);
+    assert!(sent.contains("round-21"), "{sent}");
+    let read = cli.ok(&["read", &id, "--count", "5"]);
+    assert!(
+        read.lines().any(|line| line.ends_with("round-21")),
+        "{read}"
+    );
+    let listed = cli.ok(&["list"]);
+    assert!(
+        listed.contains(&id) && listed.contains("\tmain\trunning\t"),
+        "{listed}"
+    );
+    assert!(cli.ok(&["screen", "main"]).contains("round-21"));
+    cli.ok(&["wait", "main", "--text", "round-21", "--timeout", "5"]);
+    assert_eq!(cli.ok(&["kill", "main"]).trim(), "killed");
+    assert_eq!(cli.ok(&["list"]), "");
+    assert_eq!(servers_left(&cli.runtime()), 0);
+}
+
+#[test]
+fn json_output_and_exit_statuses() {
+    let cli = Cli::new();
+    let spawned: serde_json::Value = serde_json::from_str(&cli.ok(&[
+        "--json", "spawn", "--name", "job", "--role", "worker", "--", "sh", "-c", "exit 3",
+    ]))
+    .unwrap();
+    assert_eq!(spawned["name"], "job");
+    assert_eq!(spawned["role"], "worker");
+    assert_eq!(spawned["owner"], "tester");
+    assert_eq!(
+        cli.ok(&["wait", "job", "--exit", "--timeout", "10"]).trim(),
+        "exited with code 3"
+    );
+    let shown: serde_json::Value =
+        serde_json::from_str(&cli.ok(&["--json", "show", "job"])).unwrap();
+    assert_eq!(
+        shown["status"],
+        serde_json::json!({"kind": "exited", "exit": {"code": 3}})
+    );
+    let listed: serde_json::Value = serde_json::from_str(&cli.ok(&["--json", "list"])).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    // Another owner cannot see it.
+    let foreign = cli.run(&["--owner", "other", "show", spawned["id"].as_str().unwrap()]);
+    assert_eq!(foreign.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&foreign.stderr).starts_with("error: FOREIGN_TERMINAL: "));
+    cli.ok(&["kill", "job"]);
+    assert_eq!(servers_left(&cli.runtime()), 0);
+}
+
+#[test]
+fn errors_print_codes_and_exit_non_zero() {
+    let cli = Cli::new();
+    let cases: &[(&[&str], &str, i32)] = &[
+        (&["show", "nothing"], "NO_TERMINAL", 1),
+        (&["spawn", "--name", "a:b"], "INVALID_INPUT", 1),
+        (&["spawn", "--restart", "sometimes"], "INVALID_INPUT", 1),
+        (&["spawn", "--size", "0x5"], "INVALID_INPUT", 1),
+        (&["spawn", "--env", "NOEQUALS"], "INVALID_INPUT", 1),
+    ];
+    for (args, code, exit) in cases {
+        let output = cli.run(args);
+        assert_eq!(output.status.code(), Some(*exit), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.starts_with(&format!("error: {code}: ")),
+            "{args:?}: {stderr}"
+        );
+    }
+    let output = cli.run(&["--json", "kill", "nothing"]);
+    let error: serde_json::Value = serde_json::from_slice(&output.stderr).unwrap();
+    assert_eq!(error["error"]["code"], "NO_TERMINAL");
+    cli.ok(&["spawn", "--name", "dup"]);
+    let duplicate = cli.run(&["spawn", "--name", "dup"]);
+    assert!(String::from_utf8_lossy(&duplicate.stderr).starts_with("error: DUPLICATE_NAME: "));
+    let signal = cli.run(&["signal", "dup", "SEGV"]);
+    assert!(String::from_utf8_lossy(&signal.stderr).starts_with("error: INVALID_INPUT: "));
+    let timeout = cli.run(&[
+        "wait",
+        "dup",
+        "--regex",
+        "never-printed",
+        "--timeout",
+        "0.2",
+    ]);
+    assert_eq!(timeout.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&timeout.stderr).starts_with("error: TIMEOUT: "));
+    let usage = cli.run(&["wait", "dup"]);
+    assert_eq!(usage.status.code(), Some(2));
+    cli.ok(&["kill", "dup"]);
+    assert_eq!(servers_left(&cli.runtime()), 0);
+}
+
+#[test]
+fn send_from_stdin_delivers_bytes_exactly() {
+    let cli = Cli::new();
+    let out = cli.dir.path().join("copied");
+    let script = format!("stty raw -echo; exec head -c 7 > '{}'", out.display());
+    cli.ok(&["spawn", "--name", "raw", "--", "sh", "-c", &script]);
+    cli.ok(&["send", "raw", "--wait", "stdin"]);
+    let mut child = cli
+        .command(&[
+            "send",
+            "raw",
+            "--stdin",
+            "--wait",
+            "exit",
+            "--timeout",
+            "10",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"a;\"$\x00\n\xff").unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
+    assert_eq!(std::fs::read(&out).unwrap(), b"a;\"$\x00\n\xff");
+    cli.ok(&["kill", "raw"]);
+    assert_eq!(servers_left(&cli.runtime()), 0);
+}

@@ -1,0 +1,247 @@
+//! The seed's lifecycle scenarios against real tmux: publication after
+//! spawn, fencing, names, one send at a time, kill, disposal, rollback.
+
+use tmux_engine::registry::{ExitStatus, OwnerId, SendRequest, SpawnSpec, TerminalStatus, WaitFor};
+use tokio_util::sync::CancellationToken;
+
+use super::{Env, assert_clean, server_dirs, sh, wait_status};
+use crate::support::within;
+
+#[tokio::test]
+async fn publishes_after_spawn_and_fences_owners() {
+    within(async {
+        let env = Env::new().await;
+        let snapshot = env
+            .spawn(SpawnSpec::new("tmux").name("main").role("repl"))
+            .await;
+        assert!(snapshot.status.is_running());
+        assert!(snapshot.pid.is_some());
+        assert_eq!(server_dirs(&env.runtime()).len(), 1);
+        let bob = OwnerId::new("bob").unwrap();
+        let id = snapshot.id.to_string();
+        for error in [
+            env.registry.show(&bob, &id).await.unwrap_err(),
+            env.registry.kill(&bob, &id).await.unwrap_err(),
+            env.registry.screen(&bob, &id).await.unwrap_err(),
+        ] {
+            assert_eq!(error.code(), "FOREIGN_TERMINAL");
+        }
+        assert_eq!(
+            env.registry.show(&bob, "main").await.unwrap_err().code(),
+            "NO_TERMINAL"
+        );
+        let duplicate = env
+            .registry
+            .spawn(
+                &env.owner,
+                SpawnSpec::new("tmux").name("main"),
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(duplicate.code(), "DUPLICATE_NAME");
+        for bad in ["", "a:b", "x\ny", "a.b"] {
+            let error = env
+                .registry
+                .spawn(
+                    &env.owner,
+                    SpawnSpec::new("tmux").name(bad),
+                    &CancellationToken::new(),
+                )
+                .await
+                .unwrap_err();
+            assert_eq!(error.code(), "INVALID_INPUT", "{bad:?}");
+        }
+        // Same name, other owner: fine.
+        env.registry
+            .spawn(
+                &bob,
+                SpawnSpec::new("tmux").name("main"),
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(env.registry.list(&env.owner).await.unwrap().len(), 1);
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn one_send_at_a_time_and_kill_is_idempotent() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(SpawnSpec::new("tmux").name("main")).await;
+        let first = env
+            .registry
+            .send(
+                &env.owner,
+                "main",
+                SendRequest {
+                    text: "sleep 30".into(),
+                    submit: true,
+                    wait: WaitFor::Exit,
+                    timeout: None,
+                },
+            )
+            .await
+            .unwrap();
+        let second = env
+            .registry
+            .send(&env.owner, "main", SendRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(second.code(), "SEND_ACTIVE");
+        let pid = env
+            .registry
+            .show(&env.owner, "main")
+            .await
+            .unwrap()
+            .pid
+            .unwrap();
+        let (a, b) = tokio::join!(
+            env.registry.kill(&env.owner, "main"),
+            env.registry.kill(&env.owner, "main")
+        );
+        let outcomes = [a.unwrap(), b.unwrap()];
+        assert!(outcomes.contains(&true), "{outcomes:?}");
+        // The send in flight ended with the terminal.
+        first.result().await.ok();
+        assert_eq!(
+            env.registry
+                .kill(&env.owner, "main")
+                .await
+                .unwrap_err()
+                .code(),
+            "NO_TERMINAL"
+        );
+        assert!(
+            !tmux_engine::tmux::process::is_alive(pid),
+            "pane process survived"
+        );
+        assert_clean(&env.runtime()).await;
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn kill_takes_the_whole_process_tree() {
+    within(async {
+        let env = Env::new().await;
+        let marker = env.dir.path().join("pids");
+        // A child that ignores SIGHUP (what tmux sends) keeps running
+        // unless the engine kills the whole session.
+        env.spawn(
+            sh(&format!(
+                "trap '' HUP; (trap '' HUP; sleep 300) & echo $! > '{}'; wait",
+                marker.display()
+            ))
+            .name("tree"),
+        )
+        .await;
+        let child: u32 = crate::support::poll("child pid", super::WAIT, || async {
+            std::fs::read_to_string(&marker).ok()?.trim().parse().ok()
+        })
+        .await;
+        assert!(tmux_engine::tmux::process::is_alive(child));
+        assert!(env.registry.kill(&env.owner, "tree").await.unwrap());
+        assert!(
+            !tmux_engine::tmux::process::is_alive(child),
+            "grandchild survived kill"
+        );
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dispose_closes_everything_of_every_owner() {
+    within(async {
+        let env = Env::new().await;
+        let bob = OwnerId::new("bob").unwrap();
+        for name in ["a", "b"] {
+            env.spawn(SpawnSpec::new("tmux").name(name)).await;
+            env.registry
+                .spawn(
+                    &bob,
+                    SpawnSpec::new("tmux").name(name),
+                    &CancellationToken::new(),
+                )
+                .await
+                .unwrap();
+        }
+        assert_eq!(server_dirs(&env.runtime()).len(), 4);
+        env.registry.dispose_owner(&bob).await.unwrap();
+        assert_eq!(server_dirs(&env.runtime()).len(), 2);
+        assert_eq!(
+            env.registry
+                .spawn(&bob, SpawnSpec::new("tmux"), &CancellationToken::new())
+                .await
+                .unwrap_err()
+                .code(),
+            "OWNER_NOT_LIVE"
+        );
+        let registry = env.registry.clone();
+        env.finish().await;
+        assert_eq!(
+            registry
+                .list(&OwnerId::new("alice").unwrap())
+                .await
+                .unwrap_err()
+                .code(),
+            "REGISTRY_DISPOSING"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancelled_spawn_leaves_no_server_or_socket() {
+    within(async {
+        let env = Env::new().await;
+        for delay_us in [0u64, 2_000, 10_000, 30_000] {
+            let cancel = CancellationToken::new();
+            let spawn = env
+                .registry
+                .spawn(&env.owner, SpawnSpec::new("tmux"), &cancel);
+            let canceller = async {
+                tokio::time::sleep(std::time::Duration::from_micros(delay_us)).await;
+                cancel.cancel();
+            };
+            let (result, ()) = tokio::join!(spawn, canceller);
+            if let Err(error) = result {
+                assert_eq!(error.code(), "CANCELLED", "{error}");
+            }
+        }
+        // Whatever won each race, no unpublished server is left.
+        let published = env.registry.list(&env.owner).await.unwrap().len();
+        assert_eq!(server_dirs(&env.runtime()).len(), published);
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn death_is_pushed_without_probing() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(sh("read x; exit 3").name("three")).await;
+        let started = std::time::Instant::now();
+        env.send("three", b"go", true, WaitFor::None).await;
+        let dead = wait_status(&env, "three", |s| !s.status.is_running()).await;
+        assert_eq!(
+            dead.status,
+            TerminalStatus::Exited {
+                exit: ExitStatus::Code(3)
+            }
+        );
+        // Not a guarantee of the 100 ms bound under load, but a sanity check.
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        // The dead pane is kept with its status (policy never): list shows it.
+        let listed = env.registry.list(&env.owner).await.unwrap();
+        assert_eq!(listed[0].status, dead.status);
+        env.finish().await;
+    })
+    .await;
+}

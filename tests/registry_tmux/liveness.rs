@@ -1,0 +1,288 @@
+//! Liveness against real tmux: real signals, probes of every state,
+//! recreation by policy, adoption by a second registry, and reaping.
+
+use std::time::Duration;
+
+use tmux_engine::registry::{
+    ExitStatus, Liveness, ReadRequest, RestartPolicy, Signal, SpawnSpec, TerminalStatus, WaitFor,
+    WaitReason,
+};
+
+use super::{Env, WAIT, assert_clean, open, server_dirs, sh, wait_status};
+use crate::support::{poll, within};
+
+#[tokio::test]
+async fn signals_are_real_signals_to_the_foreground_group() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(SpawnSpec::new("tmux").name("sh")).await;
+        env.send("sh", b"sleep 30", true, WaitFor::Idle).await;
+        let delivery = env
+            .registry
+            .signal(&env.owner, "sh", Signal::Int)
+            .await
+            .unwrap();
+        let shell = env
+            .registry
+            .show(&env.owner, "sh")
+            .await
+            .unwrap()
+            .pid
+            .unwrap();
+        assert_ne!(
+            delivery.pgid,
+            i32::try_from(shell).unwrap(),
+            "went to the shell, not the job"
+        );
+        // The shell survives and is back at its prompt.
+        let back = env.send("sh", b"echo $?", true, WaitFor::StdinRead).await;
+        assert!(back.viewport.contains("130"), "{}", back.viewport);
+        // TERM to a program that traps it proves a signal, not typed text.
+        env.spawn(
+            sh("trap 'echo got-term; exit 7' TERM; while :; do sleep 0.1; done").name("trap"),
+        )
+        .await;
+        env.registry
+            .signal(&env.owner, "trap", Signal::Term)
+            .await
+            .unwrap();
+        let dead = wait_status(&env, "trap", |s| !s.status.is_running()).await;
+        assert_eq!(
+            dead.status,
+            TerminalStatus::Exited {
+                exit: ExitStatus::Code(7)
+            }
+        );
+        let error = env
+            .registry
+            .signal(&env.owner, "trap", Signal::Int)
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "TERMINAL_DEAD");
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn probes_tell_alive_exited_and_server_gone() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(SpawnSpec::new("tmux").name("live")).await;
+        let report = env.registry.probe(&env.owner, "live").await.unwrap();
+        assert_eq!(report.observed, Liveness::Alive);
+        assert!(!report.recreated);
+        env.spawn(sh("exit 4").name("done")).await;
+        let dead = wait_status(&env, "done", |s| !s.status.is_running()).await;
+        assert_eq!(
+            dead.status,
+            TerminalStatus::Exited {
+                exit: ExitStatus::Code(4)
+            }
+        );
+        let report = env.registry.probe(&env.owner, "done").await.unwrap();
+        assert_eq!(
+            report.observed,
+            Liveness::Exited {
+                exit: ExitStatus::Code(4)
+            }
+        );
+        // policy never: the status stays, nothing is recreated.
+        assert!(!report.recreated);
+        assert_eq!(report.snapshot.restarts, 0);
+        // Kill the server behind the engine's back: pushed as gone.
+        let pid = server_pid(&env, "live").await;
+        tmux_engine::tmux::process::signal(pid, rustix::process::Signal::KILL).unwrap();
+        let gone = wait_status(&env, "live", |s| {
+            matches!(s.status, TerminalStatus::Gone { .. })
+        })
+        .await;
+        assert!(
+            gone.status.to_string().contains("server gone"),
+            "{}",
+            gone.status
+        );
+        let report = env.registry.probe(&env.owner, "live").await.unwrap();
+        assert!(
+            matches!(report.observed, Liveness::ServerGone { .. }),
+            "{:?}",
+            report.observed
+        );
+        env.finish().await;
+    })
+    .await;
+}
+
+/// The tmux server pid of a terminal, from its record's locator.
+async fn server_pid(env: &Env, name: &str) -> u32 {
+    let id = env.registry.show(&env.owner, name).await.unwrap().id;
+    let path = env
+        .dir
+        .path()
+        .join("state/terminals")
+        .join(format!("{id}.json"));
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    u32::try_from(record["locator"]["server_pid"].as_u64().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn on_attach_recreates_a_dead_repl_once_and_never_a_live_one() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(
+            SpawnSpec::new("tmux")
+                .name("repl")
+                .restart(RestartPolicy::OnAttach),
+        )
+        .await;
+        // Alive: concurrent probes recreate nothing.
+        let probes =
+            futures_util::future::join_all((0..5).map(|_| env.registry.probe(&env.owner, "repl")))
+                .await;
+        assert!(probes.into_iter().all(|p| !p.unwrap().recreated));
+        env.send("repl", b"exit 5", true, WaitFor::Exit).await;
+        wait_status(&env, "repl", |s| !s.status.is_running()).await;
+        let probes =
+            futures_util::future::join_all((0..5).map(|_| env.registry.probe(&env.owner, "repl")))
+                .await;
+        let recreated = probes
+            .into_iter()
+            .filter(|p| p.as_ref().unwrap().recreated)
+            .count();
+        assert_eq!(recreated, 1);
+        let snapshot = env.registry.show(&env.owner, "repl").await.unwrap();
+        assert!(snapshot.status.is_running());
+        assert_eq!(snapshot.restarts, 1);
+        // The respawned shell works and its output reaches sends.
+        let hello = env
+            .send("repl", b"echo again-$((1+1))", true, WaitFor::StdinRead)
+            .await;
+        assert_eq!(hello.wait_reason, WaitReason::StdinRead);
+        assert!(hello.viewport.contains("again-2"), "{}", hello.viewport);
+        // attach on a live one: no recreation.
+        let target = env.registry.attach(&env.owner, "repl").await.unwrap();
+        assert!(!target.recreated);
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(
+            sh("echo persisted-line; exec sleep 300")
+                .name("keep")
+                .role("worker"),
+        )
+        .await;
+        env.spawn(sh("exit 2").name("dead")).await;
+        wait_status(&env, "dead", |s| !s.status.is_running()).await;
+        poll("output", WAIT, || async {
+            let page = env
+                .registry
+                .read(&env.owner, "keep", ReadRequest::default())
+                .await
+                .ok()?;
+            page.lines
+                .iter()
+                .any(|l| l == "persisted-line")
+                .then_some(())
+        })
+        .await;
+        let Env {
+            dir,
+            registry,
+            owner,
+            guard,
+        } = env;
+        drop(registry);
+        let (second, report) = open(dir.path()).await;
+        assert_eq!(report.adopted.len(), 2, "{report:?}");
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let listed = second.list(&owner).await.unwrap();
+        let names: Vec<_> = listed.iter().map(|s| s.name.clone().unwrap()).collect();
+        assert_eq!(names, ["keep", "dead"]);
+        assert_eq!(listed[0].role.as_deref(), Some("worker"));
+        assert!(listed[0].status.is_running());
+        assert_eq!(
+            listed[1].status,
+            TerminalStatus::Exited {
+                exit: ExitStatus::Code(2)
+            }
+        );
+        let page = second
+            .read(&owner, "keep", ReadRequest::default())
+            .await
+            .unwrap();
+        assert!(page.lines.iter().any(|l| l == "persisted-line"), "{page:?}");
+        let env = Env {
+            dir,
+            registry: second,
+            owner,
+            guard,
+        };
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn reap_removes_unrecorded_servers_and_serverless_sockets() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(SpawnSpec::new("tmux").name("kept")).await;
+        // An engine server with no record (e.g. the process died between
+        // start and record), and a directory whose server is gone.
+        let orphan = tmux_engine::tmux::Server::start(
+            crate::support::tmux(),
+            tmux_engine::tmux::ServerOptions {
+                runtime_dir: Some(env.runtime()),
+                shell: Some("/bin/sh".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .into_detached();
+        let stale = env.runtime().join("tmux-engine-stale0");
+        std::fs::create_dir(&stale).unwrap();
+        std::fs::write(stale.join("tmux.sock"), b"").unwrap();
+        assert_eq!(server_dirs(&env.runtime()).len(), 3);
+        let report = env.registry.reap().await.unwrap();
+        assert_eq!(report.removed.len(), 2, "{:?}", report.removed);
+        assert!(!orphan.dir().exists());
+        assert!(!tmux_engine::tmux::process::is_alive(orphan.pid()));
+        assert!(!stale.exists());
+        // The recorded one is untouched and alive.
+        let probe = env.registry.probe(&env.owner, "kept").await.unwrap();
+        assert_eq!(probe.observed, Liveness::Alive);
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dropping_the_registry_keeps_terminals_running() {
+    within(async {
+        let env = Env::new().await;
+        let pid = env.spawn(sh("exec sleep 300").name("s")).await.pid.unwrap();
+        let Env {
+            dir,
+            registry,
+            owner,
+            guard,
+        } = env;
+        drop(registry);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(tmux_engine::tmux::process::is_alive(pid));
+        let (second, _) = open(dir.path()).await;
+        assert!(second.kill(&owner, "s").await.unwrap());
+        assert!(!tmux_engine::tmux::process::is_alive(pid));
+        second.dispose().await.unwrap();
+        assert_clean(&super::runtime(dir.path())).await;
+        drop(guard);
+    })
+    .await;
+}

@@ -1,0 +1,174 @@
+//! The registry against real tmux: the seed scenarios that apply, exact
+//! sends, wait reasons, paging, real signals, pushed death, recreation,
+//! adoption across registries, and reaping. Each test has its own state
+//! and runtime directories; every test ends by checking that no server or
+//! socket directory it made is left.
+#![allow(clippy::unwrap_used)]
+
+mod lifecycle;
+mod liveness;
+mod send;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tempfile::TempDir;
+use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
+use tmux_engine::registry::{
+    Backend, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult, SpawnSpec,
+    TerminalSnapshot, WaitFor,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{poll, tmux};
+
+/// How long one wait inside a test may take.
+const WAIT: Duration = Duration::from_secs(15);
+
+/// A test's directories and registry.
+struct Env {
+    dir: TempDir,
+    registry: Registry,
+    owner: OwnerId,
+    guard: Cleanup,
+}
+
+/// Kills every server left under a runtime directory when dropped, so a
+/// failing test leaves nothing running (a passing one has nothing left).
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for dir in server_dirs(&self.0) {
+            let _ = std::process::Command::new("tmux")
+                .arg("-S")
+                .arg(dir.join("tmux.sock"))
+                .arg("kill-server")
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl Env {
+    async fn new() -> Env {
+        let dir = crate::support::test_dir();
+        let (registry, _) = open(dir.path()).await;
+        Env {
+            guard: Cleanup(runtime(dir.path())),
+            dir,
+            registry,
+            owner: OwnerId::new("alice").unwrap(),
+        }
+    }
+
+    fn runtime(&self) -> PathBuf {
+        runtime(self.dir.path())
+    }
+
+    async fn spawn(&self, spec: SpawnSpec) -> TerminalSnapshot {
+        self.registry
+            .spawn(&self.owner, spec, &CancellationToken::new())
+            .await
+            .unwrap()
+    }
+
+    async fn send(&self, target: &str, text: &[u8], submit: bool, wait: WaitFor) -> SendResult {
+        let request = SendRequest {
+            text: bytes::Bytes::copy_from_slice(text),
+            submit,
+            wait,
+            timeout: Some(WAIT),
+        };
+        self.registry
+            .send(&self.owner, target, request)
+            .await
+            .unwrap()
+            .result()
+            .await
+            .unwrap()
+    }
+
+    /// Disposes the registry and checks nothing is left running.
+    async fn finish(self) {
+        self.registry.dispose().await.unwrap();
+        assert_clean(&self.runtime()).await;
+    }
+}
+
+fn runtime(dir: &Path) -> PathBuf {
+    dir.join("rt")
+}
+
+/// A backend with sockets under `dir/rt`, `/bin/sh` pinned, a short quiet
+/// period and no reap grace.
+fn backend(dir: &Path) -> Arc<TmuxBackend> {
+    let config = TmuxConfig::new(runtime(dir))
+        .shell("/bin/sh")
+        .quiet(Duration::from_millis(200))
+        .reap_grace(Duration::ZERO);
+    Arc::new(TmuxBackend::with_tmux(tmux(), config))
+}
+
+/// Opens a registry on `dir/state` with the tmux backend.
+async fn open(dir: &Path) -> (Registry, ScanReport) {
+    let backend: Arc<dyn Backend> = backend(dir);
+    Registry::open(
+        RegistryConfig::default().state_dir(dir.join("state")),
+        [backend],
+    )
+    .await
+    .unwrap()
+}
+
+/// A spec running `script` under `/bin/sh -c`.
+fn sh(script: &str) -> SpawnSpec {
+    SpawnSpec::new("tmux").command(["/bin/sh", "-c", script])
+}
+
+/// Server directories left in `runtime`.
+fn server_dirs(runtime: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(runtime)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default()
+}
+
+/// Waits until no server directory is left under `runtime` and no tmux
+/// server serves a socket there.
+async fn assert_clean(runtime: &Path) {
+    poll("server directories to go", WAIT, || async {
+        server_dirs(runtime).is_empty().then_some(())
+    })
+    .await;
+    let needle = runtime.to_string_lossy().into_owned();
+    poll("tmux servers to exit", WAIT, || {
+        let needle = needle.clone();
+        async move { (!tmux_processes_mentioning(&needle)).then_some(()) }
+    })
+    .await;
+}
+
+/// Whether any tmux process has `needle` in its command line.
+fn tmux_processes_mentioning(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            return false;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        text.starts_with("tmux") && text.contains(needle)
+    })
+}
+
+/// Polls the registry until the terminal's status satisfies `check`.
+async fn wait_status(
+    env: &Env,
+    target: &str,
+    check: impl Fn(&TerminalSnapshot) -> bool,
+) -> TerminalSnapshot {
+    poll("terminal status", WAIT, || async {
+        let snapshot = env.registry.show(&env.owner, target).await.unwrap();
+        check(&snapshot).then_some(snapshot)
+    })
+    .await
+}

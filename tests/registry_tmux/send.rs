@@ -1,0 +1,232 @@
+//! Sends against real tmux: exact delivery of any bytes, nothing injected,
+//! and every wait reason.
+
+use std::time::Duration;
+
+use tmux_engine::registry::{ReadRequest, SendRequest, SpawnSpec, WaitFor, WaitReason};
+
+use super::{Env, WAIT, sh};
+use crate::support::{poll, within};
+
+/// A program that puts its terminal in raw mode (no line discipline edits,
+/// no signals from ^C) and copies exactly `n` bytes of input to `out`.
+fn raw_copy(n: usize, out: &std::path::Path) -> SpawnSpec {
+    sh(&format!(
+        "stty raw -echo; exec head -c {n} > '{}'",
+        out.display()
+    ))
+}
+
+#[tokio::test]
+async fn every_byte_value_arrives_exactly() {
+    within(async {
+        let env = Env::new().await;
+        let out = env.dir.path().join("out.bin");
+        let mut text: Vec<u8> = (0..=255u8).collect();
+        text.extend((0..=255u8).rev());
+        env.spawn(raw_copy(text.len(), &out).name("raw")).await;
+        // Reading means stty ran: no byte meets the cooked line discipline.
+        let ready = env.send("raw", b"", false, WaitFor::StdinRead).await;
+        assert_eq!(ready.wait_reason, WaitReason::StdinRead);
+        env.send("raw", &text, false, WaitFor::None).await;
+        poll("copied bytes", WAIT, || async {
+            std::fs::read(&out)
+                .ok()
+                .filter(|got| got.len() == text.len())
+        })
+        .await;
+        assert_eq!(std::fs::read(&out).unwrap(), text);
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn one_mebibyte_arrives_exactly() {
+    within(async {
+        let env = Env::new().await;
+        let out = env.dir.path().join("big.bin");
+        let text: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        env.spawn(raw_copy(text.len(), &out).name("big")).await;
+        env.send("big", b"", false, WaitFor::StdinRead).await;
+        env.send("big", &text, false, WaitFor::None).await;
+        poll("copied bytes", Duration::from_secs(40), || async {
+            std::fs::metadata(&out)
+                .ok()
+                .filter(|meta| meta.len() == text.len() as u64)
+        })
+        .await;
+        assert!(std::fs::read(&out).unwrap() == text);
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn shell_metacharacters_are_typed_not_run() {
+    within(async {
+        let env = Env::new().await;
+        let canary = env.dir.path().join("CANARY");
+        env.spawn(SpawnSpec::new("tmux").name("shell").cwd(env.dir.path()))
+            .await;
+        // Typed into `cat`, which only echoes: nothing may run.
+        env.send("shell", b"cat > /dev/null", true, WaitFor::StdinRead)
+            .await;
+        let text = format!(
+            "'\"; touch {c}; $(touch {c}) `touch {c}` \\; kill-server ; run-shell 'touch {c}'\n\x00\n",
+            c = canary.display()
+        );
+        env.send("shell", text.as_bytes(), false, WaitFor::Idle).await;
+        env.send("shell", b"\x04", false, WaitFor::StdinRead).await;
+        let done = env
+            .send("shell", b"echo alive-$((6*7))", true, WaitFor::Idle)
+            .await;
+        assert!(done.viewport.contains("alive-42"), "{}", done.viewport);
+        assert!(!canary.exists(), "the canary was created: text was injected");
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(SpawnSpec::new("tmux").name("sh")).await;
+        // A shell at its prompt blocks reading the terminal.
+        let prompt = env.send("sh", b"echo hi", true, WaitFor::StdinRead).await;
+        assert_eq!(prompt.wait_reason, WaitReason::StdinRead);
+        assert!(prompt.viewport.contains("hi"));
+        // Quiet but not reading: idle.
+        let sleeping = env.send("sh", b"sleep 1", true, WaitFor::Idle).await;
+        assert_eq!(sleeping.wait_reason, WaitReason::Idle);
+        let back = env.send("sh", b"", false, WaitFor::StdinRead).await;
+        assert_eq!(back.wait_reason, WaitReason::StdinRead);
+        // Output keeps coming: timeout.
+        let env2 = &env;
+        let handle = env2
+            .registry
+            .send(
+                &env.owner,
+                "sh",
+                SendRequest {
+                    text: "while :; do echo tick; sleep 0.05; done".into(),
+                    submit: true,
+                    wait: WaitFor::Idle,
+                    timeout: Some(Duration::from_millis(800)),
+                },
+            )
+            .await
+            .unwrap();
+        let ticking = handle.result().await.unwrap();
+        assert_eq!(ticking.wait_reason, WaitReason::Timeout);
+        // Cancelled while waiting; output so far is readable.
+        let handle = env
+            .registry
+            .send(
+                &env.owner,
+                "sh",
+                SendRequest {
+                    text: bytes::Bytes::new(),
+                    submit: false,
+                    wait: WaitFor::Exit,
+                    timeout: Some(WAIT),
+                },
+            )
+            .await
+            .unwrap();
+        poll("ticks", WAIT, || async {
+            handle.read_output().text.contains("tick").then_some(())
+        })
+        .await;
+        let output = handle.read_output();
+        assert!(!output.bytes.is_empty());
+        assert!(!output.text.contains('\x1b'));
+        assert!(handle.cancel());
+        assert!(!handle.cancel());
+        assert_eq!(
+            handle.result().await.unwrap().wait_reason,
+            WaitReason::Cancelled
+        );
+        // Ctrl-C typed as text stops the loop; then the shell exits.
+        env.send("sh", b"\x03", false, WaitFor::StdinRead).await;
+        let exited = env.send("sh", b"exit 3", true, WaitFor::Exit).await;
+        assert_eq!(exited.wait_reason, WaitReason::Exited);
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn read_pages_scrollback_and_clamps() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(sh("seq 1 500; exec sleep 60").name("seq").size(80, 24))
+            .await;
+        let page = poll("output", WAIT, || async {
+            let page = env
+                .registry
+                .read(
+                    &env.owner,
+                    "seq",
+                    ReadRequest {
+                        offset: 0,
+                        count: Some(3),
+                    },
+                )
+                .await
+                .unwrap();
+            (page.lines.last().map(String::as_str) == Some("500")).then_some(page)
+        })
+        .await;
+        assert_eq!(page.lines, ["498", "499", "500"]);
+        assert_eq!(page.total_lines, 500);
+        assert_eq!(page.range, 497..500);
+        let older = env
+            .registry
+            .read(
+                &env.owner,
+                "seq",
+                ReadRequest {
+                    offset: 490,
+                    count: Some(5),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(older.lines, ["6", "7", "8", "9", "10"]);
+        let huge = env
+            .registry
+            .read(
+                &env.owner,
+                "seq",
+                ReadRequest {
+                    offset: usize::MAX,
+                    count: Some(usize::MAX),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(huge.lines.is_empty());
+        assert_eq!(huge.range, 0..0);
+        let all = env
+            .registry
+            .read(
+                &env.owner,
+                "seq",
+                ReadRequest {
+                    offset: 0,
+                    count: Some(usize::MAX),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(all.lines.len(), 500);
+        assert_eq!(all.lines[0], "1");
+        let screen = env.registry.screen(&env.owner, "seq").await.unwrap();
+        assert_eq!((screen.cols, screen.rows), (80, 24));
+        assert_eq!(screen.lines.len(), 24);
+        env.finish().await;
+    })
+    .await;
+}
