@@ -214,25 +214,32 @@ struct Tally {
     malformed: usize,
 }
 
+impl Tally {
+    fn add(&mut self, event: Event) {
+        self.events += 1;
+        match &event {
+            Event::Notification(Notification::Output { data, .. }) => {
+                self.output_bytes += data.len();
+            }
+            Event::Reply(_) => self.replies += 1,
+            Event::Malformed(_) => self.malformed += 1,
+            _ => {}
+        }
+        black_box(event);
+    }
+}
+
 /// Decodes a buffer already in memory, like the split does: no read copies.
 fn decode_in_memory(mut src: BytesMut) -> Tally {
     let mut codec = ControlCodec::new();
     let mut tally = Tally::default();
     while let Ok(Some(event)) = codec.decode(&mut src) {
-        tally.events += 1;
-        match &event {
-            Event::Notification(Notification::Output { data, .. }) => {
-                tally.output_bytes += data.len();
-            }
-            Event::Reply(_) => tally.replies += 1,
-            Event::Malformed(_) => tally.malformed += 1,
-            _ => {}
-        }
-        black_box(event);
+        tally.add(event);
     }
     tally
 }
 
+/// Decodes the buffer fed in pipe-sized reads, as `FramedRead` would.
 fn decode_all(buf: &[u8]) -> Tally {
     let mut codec = ControlCodec::new();
     let mut src = BytesMut::with_capacity(2 * READ_CHUNK);
@@ -240,16 +247,7 @@ fn decode_all(buf: &[u8]) -> Tally {
     for chunk in buf.chunks(READ_CHUNK) {
         src.extend_from_slice(chunk);
         while let Ok(Some(event)) = codec.decode(&mut src) {
-            tally.events += 1;
-            match &event {
-                Event::Notification(Notification::Output { data, .. }) => {
-                    tally.output_bytes += data.len();
-                }
-                Event::Reply(_) => tally.replies += 1,
-                Event::Malformed(_) => tally.malformed += 1,
-                _ => {}
-            }
-            black_box(event);
+            tally.add(event);
         }
     }
     tally
