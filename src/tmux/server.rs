@@ -93,9 +93,13 @@ impl Server {
     /// [`Error::Unresponsive`] when it does not answer within
     /// [`RUN_TIMEOUT`].
     pub async fn start(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<Server> {
-        let (mut server, argv, server_env) = Self::create(tmux, opts, StartMode::Detached)?;
+        let (mut server, argv, (server_env, clear_env)) =
+            Self::create(tmux, opts, StartMode::Detached)?;
         let mut cli = cli(&server.tmux, &server.socket, &server.config);
         cli.args(&argv);
+        if clear_env {
+            cli.env_clear();
+        }
         for (k, v) in &server_env {
             cli.env(k, v);
         }
@@ -132,8 +136,11 @@ impl Server {
     ///
     /// As [`Server::start`], minus the tmux failures, which surface when the
     /// command runs.
-    pub fn prepare(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<(Server, tokio::process::Command)> {
-        let (server, argv, server_env) = Self::create(tmux, opts, StartMode::Control)?;
+    pub fn prepare(
+        tmux: Arc<Tmux>,
+        opts: ServerOptions,
+    ) -> Result<(Server, tokio::process::Command)> {
+        let (server, argv, (server_env, clear_env)) = Self::create(tmux, opts, StartMode::Control)?;
         let mut args = vec![
             OsString::from("-S"),
             server.socket.clone().into_os_string(),
@@ -143,6 +150,9 @@ impl Server {
         ];
         args.extend(argv);
         let mut cmd = tokio::process::Command::from(server.tmux.command(args));
+        if clear_env {
+            cmd.env_clear();
+        }
         for (k, v) in &server_env {
             cmd.env(k, v);
         }
@@ -172,7 +182,7 @@ impl Server {
         tmux: Arc<Tmux>,
         opts: ServerOptions,
         mode: StartMode,
-    ) -> Result<(Server, Vec<OsString>, Vec<(OsString, OsString)>)> {
+    ) -> Result<(Server, Vec<OsString>, (Vec<(OsString, OsString)>, bool))> {
         validate(&opts)?;
         let base = runtime_base(&opts)?;
         let dir = tempfile::Builder::new()
@@ -212,7 +222,7 @@ impl Server {
             },
             size: opts.size,
         };
-        Ok((server, argv, opts.server_env))
+        Ok((server, argv, (opts.server_env, opts.clear_env)))
     }
 
     /// The socket path (`tmux -S`).
