@@ -13,11 +13,7 @@ use clap::{Parser, Subcommand};
 use tmux_engine::cli;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "tmux-engine",
-    version,
-    about = "Run and drive terminals inside private tmux servers"
-)]
+#[command(name = "tmux-engine", version, about = "Run and drive terminals inside private tmux servers")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -8,13 +8,13 @@
 
 use std::sync::Arc;
 
+use crate::{Error, Result};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::server::{FirstPane, Server};
 use crate::tmux::{ServerOptions, Tmux};
-use crate::{Error, Result};
 
 /// A running terminal: server, control client and its one pane.
 #[derive(Debug)]
@@ -57,13 +57,7 @@ impl Terminal {
                 message: format!("unexpected answer {text:?}"),
             });
         };
-        server.set_started(
-            pid,
-            FirstPane {
-                id: pane,
-                pid: pane_pid,
-            },
-        );
+        server.set_started(pid, FirstPane { id: pane, pid: pane_pid });
         Ok((
             Terminal {
                 server,

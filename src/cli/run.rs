@@ -59,8 +59,7 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
     let tmux = Arc::new(Tmux::discover()?);
     let nonce = format!(
         "{:016x}",
-        getrandom::u64()
-            .map_err(|e| Error::io("drawing a random marker", std::io::Error::other(e)))?
+        getrandom::u64().map_err(|e| Error::io("drawing a random marker", std::io::Error::other(e)))?
     );
     let server_opts = ServerOptions {
         size: Size {
@@ -82,14 +81,7 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
     };
     let (terminal, mut stream) = Terminal::start(tmux, server_opts, client_opts, lossless).await?;
     let marker = ExitMarker::new(&nonce);
-    let result = pump(
-        terminal.client(),
-        terminal.pane(),
-        &mut stream,
-        marker,
-        &mut out,
-    )
-    .await;
+    let result = pump(terminal.client(), terminal.pane(), &mut stream, marker, &mut out).await;
     drop(stream);
     terminal.kill().await?;
     result
@@ -105,12 +97,7 @@ fn wrapped(nonce: &str, command: Vec<OsString>) -> Vec<OsString> {
         "trap : INT QUIT; \"$@\"; s=$?; trap - INT QUIT; \
          printf '\\033]{MARKER_CODE};{nonce};%d\\007' \"$s\"; IFS= read -r _; exit \"$s\""
     );
-    let mut argv: Vec<OsString> = vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        script.into(),
-        "tmux-engine-run".into(),
-    ];
+    let mut argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), script.into(), "tmux-engine-run".into()];
     argv.extend(command);
     argv
 }
@@ -294,9 +281,6 @@ mod tests {
         let argv = wrapped("ab", vec!["printf".into(), "%s;$(x)".into()]);
         assert_eq!(argv[0], "/bin/sh");
         assert_eq!(argv[3], "tmux-engine-run");
-        assert_eq!(
-            &argv[4..],
-            &[OsString::from("printf"), OsString::from("%s;$(x)")]
-        );
+        assert_eq!(&argv[4..], &[OsString::from("printf"), OsString::from("%s;$(x)")]);
     }
 }

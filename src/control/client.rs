@@ -128,14 +128,8 @@ enum Pending {
 enum Internal {
     /// Reply only logged when it fails.
     Ignore(&'static str),
-    ResyncInfo {
-        pane: PaneId,
-        sub: u64,
-    },
-    ResyncCapture {
-        pane: PaneId,
-        sub: u64,
-    },
+    ResyncInfo { pane: PaneId, sub: u64 },
+    ResyncCapture { pane: PaneId, sub: u64 },
 }
 
 impl ControlClient {
@@ -307,9 +301,7 @@ impl ControlClient {
         let mut waits = Vec::with_capacity(commands.len());
         for command in &commands {
             let permit = self.shared.in_flight.clone().acquire_owned().await;
-            let rx = self
-                .enqueue(command.line())
-                .map_err(|()| self.gone_error())?;
+            let rx = self.enqueue(command.line()).map_err(|()| self.gone_error())?;
             waits.push((command, finish(rx, permit.ok())));
         }
         for (command, wait) in waits {
@@ -557,11 +549,7 @@ impl Reader {
         if let Some(reason) = self.exit_reason.take() {
             return reason;
         }
-        let tail = self
-            .stderr_tail
-            .lock()
-            .map(|t| t.clone())
-            .unwrap_or_default();
+        let tail = self.stderr_tail.lock().map(|t| t.clone()).unwrap_or_default();
         let tail = String::from_utf8_lossy(&tail).trim().to_owned();
         if !tail.is_empty() {
             return tail;
@@ -826,8 +814,7 @@ impl Drop for PaneStream {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
         if state.routes.remove(self.pane, self.id) && state.closed.is_none() {
-            self.shared
-                .pane_switch_locked(&mut state, self.pane, "continue");
+            self.shared.pane_switch_locked(&mut state, self.pane, "continue");
         }
     }
 }

@@ -159,10 +159,7 @@ pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<Pane
 
 /// Resolves when process `pid` exits (at once if it no longer exists).
 pub(crate) async fn process_exit(pid: u32) {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
         return;
     };
     let fd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
@@ -196,50 +193,25 @@ mod tests {
         let cases: &[(&[u8], Option<PaneState>)] = &[
             (
                 b"0 42 7  ",
-                Some(PaneState {
-                    pid: Some(42),
-                    dead: false,
-                    exit: None,
-                    server_pid: Some(7),
-                }),
+                Some(PaneState { pid: Some(42), dead: false, exit: None, server_pid: Some(7) }),
             ),
             (
                 b"1 42 7 3 ",
-                Some(PaneState {
-                    pid: Some(42),
-                    dead: true,
-                    exit: Some(PaneExit::Code(3)),
-                    server_pid: Some(7),
-                }),
+                Some(PaneState { pid: Some(42), dead: true, exit: Some(PaneExit::Code(3)), server_pid: Some(7) }),
             ),
             (
                 b"1 42 7  9",
-                Some(PaneState {
-                    pid: Some(42),
-                    dead: true,
-                    exit: Some(PaneExit::Signal(9)),
-                    server_pid: Some(7),
-                }),
+                Some(PaneState { pid: Some(42), dead: true, exit: Some(PaneExit::Signal(9)), server_pid: Some(7) }),
             ),
             // Dead but not yet reaped: no status yet.
             (
                 b"1 42 7  ",
-                Some(PaneState {
-                    pid: Some(42),
-                    dead: true,
-                    exit: None,
-                    server_pid: Some(7),
-                }),
+                Some(PaneState { pid: Some(42), dead: true, exit: None, server_pid: Some(7) }),
             ),
             (b"", None),
         ];
         for (line, want) in cases {
-            assert_eq!(
-                PaneState::parse(line),
-                *want,
-                "{:?}",
-                String::from_utf8_lossy(line)
-            );
+            assert_eq!(PaneState::parse(line), *want, "{:?}", String::from_utf8_lossy(line));
         }
     }
 

@@ -248,13 +248,7 @@ impl Routes {
 
     /// Delivers a finished snapshot to a resyncing subscriber, which goes
     /// live again.
-    pub(crate) fn deliver_snapshot(
-        &mut self,
-        pane: PaneId,
-        id: u64,
-        snap: Snapshot,
-        fx: &mut Effects,
-    ) {
+    pub(crate) fn deliver_snapshot(&mut self, pane: PaneId, id: u64, snap: Snapshot, fx: &mut Effects) {
         let Some(sub) = self.sub_mut(pane, id) else {
             return;
         };
@@ -308,14 +302,8 @@ mod tests {
 
         assert_eq!(rx_a.try_recv().ok(), Some(PaneEvent::Output(data.clone())));
         assert!(rx_a.try_recv().is_err(), "lagging subscribers get nothing");
-        assert_eq!(
-            routes.sub_mut(pane, a).map(|s| s.state),
-            Some(SubState::Lagging)
-        );
-        assert_eq!(
-            routes.sub_mut(pane, b).map(|s| s.state),
-            Some(SubState::Lagging)
-        );
+        assert_eq!(routes.sub_mut(pane, a).map(|s| s.state), Some(SubState::Lagging));
+        assert_eq!(routes.sub_mut(pane, b).map(|s| s.state), Some(SubState::Lagging));
     }
 
     #[test]
@@ -371,10 +359,7 @@ mod tests {
     #[test]
     fn pane_info_parses_list_panes_output() {
         let info = PaneInfo::parse(b"3 4 80 24 1").expect("valid");
-        assert_eq!(
-            (info.cursor_x, info.cursor_y, info.width, info.height),
-            (3, 4, 80, 24)
-        );
+        assert_eq!((info.cursor_x, info.cursor_y, info.width, info.height), (3, 4, 80, 24));
         assert!(info.alternate);
         assert!(PaneInfo::parse(b"3 4 80").is_none());
         assert!(PaneInfo::parse(b"a b c d e").is_none());

@@ -14,10 +14,10 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tempfile::TempDir;
 use tmux_engine::control::{ControlCodec, Event, Notification, PaneId};
+use tokio_util::codec::Decoder;
 use tmux_engine::tmux::{Server, ServerOptions, Tmux};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
-use tokio_util::codec::Decoder;
 
 /// Every live test's limit.
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(60);
