@@ -167,6 +167,39 @@ pub enum Error {
         failures: Vec<Arc<Error>>,
     },
 
+    /// A fixture wait did not see its condition on the screen in time.
+    #[error(
+        "timed out after {timeout:?} waiting for {what}\n\
+         --- screen {screen}--- last output ---\n{last_output}"
+    )]
+    WaitTimeout {
+        /// What was awaited, e.g. `text "ready"`.
+        what: String,
+        /// The deadline that passed.
+        timeout: Duration,
+        /// The screen at the deadline, in the fixture's snapshot form.
+        screen: String,
+        /// The last output bytes received, escaped and bounded.
+        last_output: String,
+    },
+
+    /// A fixture wait can never succeed: the program exited (or its server
+    /// went away) and the final screen does not satisfy it.
+    #[error(
+        "{reason} while waiting for {what}\n\
+         --- screen {screen}--- last output ---\n{last_output}"
+    )]
+    WaitEnded {
+        /// What was awaited.
+        what: String,
+        /// Why nothing more can come, e.g. `the program exited with status 3`.
+        reason: String,
+        /// The final screen, in the fixture's snapshot form.
+        screen: String,
+        /// The last output bytes received, escaped and bounded.
+        last_output: String,
+    },
+
     /// Disposing an owner or the registry finished, but some cleanup failed.
     #[error("failed to clean up registry lifecycle: {}", join(failures))]
     CleanupFailed {
@@ -212,6 +245,8 @@ impl Error {
             Error::RollbackFailed { .. } => "ROLLBACK_FAILED",
             Error::CloseFailed { .. } => "CLOSE_FAILED",
             Error::CleanupFailed { .. } => "CLEANUP_FAILED",
+            Error::WaitTimeout { .. } => "WAIT_TIMEOUT",
+            Error::WaitEnded { .. } => "WAIT_ENDED",
         }
     }
 

@@ -4,7 +4,7 @@
 //! # Architecture
 //!
 //! ```text
-//!  CLI (main.rs)                      fixture (later)
+//!  CLI (main.rs)                      fixture   test terminals: waits on a screen model
 //!        |                                      |
 //!  registry          owners, terminals, policy, persistence; backends behind
 //!    |               a trait (the tmux backend comes later)
@@ -27,6 +27,7 @@
 pub mod cli;
 pub mod control;
 pub mod error;
+pub mod fixture;
 pub mod registry;
 pub mod terminal;
 pub mod tmux;

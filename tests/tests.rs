@@ -10,6 +10,7 @@ mod codec_fixtures;
 mod codec_props;
 mod decode_cli;
 mod discovery;
+mod fixture;
 mod injection;
 mod registry_logic;
 mod registry_tmux;

@@ -158,7 +158,7 @@ pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<Pane
 }
 
 /// Resolves when process `pid` exits (at once if it no longer exists).
-async fn process_exit(pid: u32) {
+pub(crate) async fn process_exit(pid: u32) {
     let Some(pid) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)

@@ -68,6 +68,11 @@ pub struct ServerOptions {
     /// the engine's (minus `TMUX` and `TMUX_PANE`). tmux copies it into its
     /// global environment, so panes inherit these too.
     pub server_env: Vec<(OsString, OsString)>,
+    /// Start the tmux server with an empty environment plus `server_env`,
+    /// instead of the engine's: so nothing of the caller's environment
+    /// (`ENV`, `BASH_ENV`, `PS1`, ...) reaches the pane unless named. tmux
+    /// itself needs none of it (`-S`, `-f` and `-u` are always given).
+    pub clear_env: bool,
     /// Lines of scrollback kept per pane (default 10000).
     pub history_limit: u32,
     /// The session's name (default `main`), checked by
@@ -90,6 +95,7 @@ impl Default for ServerOptions {
             cwd: None,
             env: Vec::new(),
             server_env: Vec::new(),
+            clear_env: false,
             history_limit: 10_000,
             session: "main".to_owned(),
             extra_config: Vec::new(),
@@ -153,7 +159,7 @@ pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
 /// The directory that holds server directories (see
 /// [`ServerOptions::runtime_dir`]), created when named but missing, made
 /// absolute (a relative socket path would depend on the cwd).
-pub(super) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
+pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
     let named = opts.runtime_dir.clone().or_else(|| {
         std::env::var_os(RUNTIME_DIR_ENV)
             .filter(|v| !v.is_empty())

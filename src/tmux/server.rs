@@ -94,9 +94,13 @@ impl Server {
     /// [`Error::Unresponsive`] when it does not answer within
     /// [`RUN_TIMEOUT`].
     pub async fn start(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<Server> {
-        let (mut server, argv, server_env) = Self::create(tmux, opts, StartMode::Detached)?;
+        let (mut server, argv, (server_env, clear_env)) =
+            Self::create(tmux, opts, StartMode::Detached)?;
         let mut cli = cli(&server.tmux, &server.socket, &server.config);
         cli.args(&argv);
+        if clear_env {
+            cli.env_clear();
+        }
         for (k, v) in &server_env {
             cli.env(k, v);
         }
@@ -137,7 +141,7 @@ impl Server {
         tmux: Arc<Tmux>,
         opts: ServerOptions,
     ) -> Result<(Server, tokio::process::Command)> {
-        let (server, argv, server_env) = Self::create(tmux, opts, StartMode::Control)?;
+        let (server, argv, (server_env, clear_env)) = Self::create(tmux, opts, StartMode::Control)?;
         let mut args = vec![
             OsString::from("-S"),
             server.socket.clone().into_os_string(),
@@ -147,6 +151,9 @@ impl Server {
         ];
         args.extend(argv);
         let mut cmd = tokio::process::Command::from(server.tmux.command(args));
+        if clear_env {
+            cmd.env_clear();
+        }
         for (k, v) in &server_env {
             cmd.env(k, v);
         }
@@ -179,7 +186,7 @@ impl Server {
         tmux: Arc<Tmux>,
         opts: ServerOptions,
         mode: StartMode,
-    ) -> Result<(Server, Vec<OsString>, Vec<(OsString, OsString)>)> {
+    ) -> Result<(Server, Vec<OsString>, (Vec<(OsString, OsString)>, bool))> {
         validate(&opts)?;
         let base = runtime_base(&opts)?;
         let dir = tempfile::Builder::new()
@@ -219,7 +226,7 @@ impl Server {
             },
             size: opts.size,
         };
-        Ok((server, argv, opts.server_env))
+        Ok((server, argv, (opts.server_env, opts.clear_env)))
     }
 
     /// The socket path (`tmux -S`).
