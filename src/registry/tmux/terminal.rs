@@ -370,7 +370,7 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     // session unless they left it. Kill them first, so nothing survives the
     // server (tmux only sends SIGHUP, which programs may ignore).
     let pane_pid = shared.lock().pane_pid;
-    let members = kill_session(pane_pid);
+    let members = kill_session(pane_pid, server.pid());
     // With the pid known and the connection up, ask over the connection;
     // otherwise `kill` runs a one-shot `kill-server` (the server may outlive
     // a closed connection).
@@ -415,12 +415,15 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     Ok(())
 }
 
-/// SIGKILLs every process of session `session`; returns them.
-pub(super) fn kill_session(session: u32) -> Vec<u32> {
+/// SIGKILLs every process of the session led by pane process `session` of
+/// tmux server `server` (0: unknown); returns them. A pid reused by another
+/// session leader since the pane exited is left alone (see
+/// [`procfs::session_members`]).
+pub(super) fn kill_session(session: u32, server: u32) -> Vec<u32> {
     if session == 0 {
         return Vec::new();
     }
-    let members = procfs::session_members(session);
+    let members = procfs::session_members(session, server);
     for &pid in &members {
         if let Err(error) = process::signal(pid, rustix::process::Signal::KILL) {
             warn!(pid, %error, "killing a pane process");
