@@ -241,8 +241,16 @@ mod tests {
     fn own_process_is_readable() {
         let me = i32::try_from(std::process::id()).unwrap();
         let stat = stat(me).unwrap();
+        let session = u32::try_from(stat.session).unwrap();
+        // The leader's parent stands in for the tmux server: the leader is
+        // its child, so the session is ours to list.
+        let parent = super::stat(stat.session).map_or(0, |leader| leader.ppid);
         assert!(
-            session_members(u32::try_from(stat.session).unwrap(), 0).contains(&std::process::id())
+            session_members(session, u32::try_from(parent).unwrap()).contains(&std::process::id())
         );
+        // A "server" the leader is not a child of: a reused pid, left alone.
+        if crate::tmux::process::is_alive(std::process::id()) && parent != me {
+            assert!(session_members(session, std::process::id()).is_empty());
+        }
     }
 }
