@@ -10,7 +10,8 @@
 //!    adopt all 50 with names, owners and scrollback.
 //!
 //! Run: `cargo bench --bench registry` (`BENCH_TERMINALS=200`,
-//! `BENCH_ROUNDS=20` to change sizes).
+//! `BENCH_ROUNDS=20` to change sizes; `BENCH_ONLY=spawn,send,many,restart`
+//! runs only the named scenarios).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::{Path, PathBuf};
@@ -18,10 +19,13 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tmux_engine::control::PaneId;
 use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{
     Backend, OwnerId, ReadRequest, Registry, RegistryConfig, SendRequest, SpawnSpec, WaitFor,
 };
+use tmux_engine::tmux::command::send_keys_hex;
+use tmux_engine::tmux::process;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
@@ -74,11 +78,21 @@ async fn raw_tmux(args: &[&str]) {
     assert!(status.success(), "tmux {args:?}");
 }
 
+/// The pid of the server on `socket`.
+async fn raw_pid(socket: &str) -> u32 {
+    let out = tokio::process::Command::new("tmux")
+        .args(["-S", socket, "display-message", "-p", "#{pid}"])
+        .output()
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
 async fn spawn_and_kill(dir: &Path, rounds: usize) {
     let registry = open(dir).await;
     let owner = OwnerId::new("bench").unwrap();
-    let (mut engine_spawn, mut engine_kill, mut raw_spawn, mut raw_kill) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut engine_spawn, mut engine_kill, mut raw_spawn, mut raw_kill, mut raw_gone) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let conf = dir.join("raw.conf");
     std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").unwrap();
     for round in 0..rounds {
@@ -111,16 +125,23 @@ async fn spawn_and_kill(dir: &Path, rounds: usize) {
         ])
         .await;
         raw_spawn.push(start.elapsed());
+        let server_pid = raw_pid(socket).await;
         let start = Instant::now();
         raw_tmux(&["-S", socket, "kill-server"]).await;
         raw_kill.push(start.elapsed());
+        // The client returns once the server has the command, not when it
+        // has exited: also time until the server pid is gone, which is
+        // what the engine's kill waits for.
+        assert!(process::wait_dead(server_pid, Duration::from_secs(10)).await);
+        raw_gone.push(start.elapsed());
     }
     registry.dispose().await.unwrap();
-    let (es, rs, ek, rk) = (
+    let (es, rs, ek, rk, rg) = (
         median(engine_spawn),
         median(raw_spawn),
         median(engine_kill),
         median(raw_kill),
+        median(raw_gone),
     );
     println!(
         "spawn-to-ready  engine {}  raw new-session -d {}  ratio {:.2}",
@@ -129,10 +150,12 @@ async fn spawn_and_kill(dir: &Path, rounds: usize) {
         es.as_secs_f64() / rs.as_secs_f64()
     );
     println!(
-        "kill            engine {}  raw kill-server {}  ratio {:.2}",
+        "kill            engine {}  raw kill-server returns {} (ratio {:.2})  raw server pid gone {} (ratio {:.2})",
         ms(ek),
         ms(rk),
-        ek.as_secs_f64() / rk.as_secs_f64()
+        ek.as_secs_f64() / rk.as_secs_f64(),
+        ms(rg),
+        ek.as_secs_f64() / rg.as_secs_f64()
     );
 }
 
@@ -182,8 +205,14 @@ async fn send_echo(dir: &Path, rounds: usize) {
             )
             .await
             .unwrap();
-        while !handle.read_output().text.contains(&marker) {
-            tokio::time::sleep(Duration::from_micros(100)).await;
+        // Woken by the output itself (no polling): what a caller
+        // following the send sees.
+        loop {
+            let output = handle.read_output();
+            if output.text.contains(&marker) {
+                break;
+            }
+            handle.output_beyond(output.bytes.len()).await;
         }
         engine.push(start.elapsed());
         handle.result().await.unwrap();
@@ -219,12 +248,15 @@ async fn send_echo(dir: &Path, rounds: usize) {
     for round in 0..rounds {
         let marker = format!("mark{round}x");
         let start = Instant::now();
-        stdin
-            .write_all(
-                format!("send-keys -l 'echo mark$(({round}+0))x'\nsend-keys Enter\n").as_bytes(),
-            )
-            .await
-            .unwrap();
+        // The very command the engine writes: text and Enter hex-encoded
+        // in one `send-keys -H`.
+        let typed = format!("echo mark$(({round}+0))x\r");
+        let mut line = String::new();
+        for command in send_keys_hex(PaneId(0), typed.as_bytes(), 1024) {
+            line.push_str(command.line());
+            line.push('\n');
+        }
+        stdin.write_all(line.as_bytes()).await.unwrap();
         let needle = marker.clone();
         let mut seen = String::new();
         loop {
@@ -387,10 +419,20 @@ fn main() {
         .prefix("tebench")
         .tempdir_in("/tmp")
         .unwrap();
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let run = |name: &str| only.is_empty() || only.split(',').any(|n| n.trim() == name);
     runtime.block_on(async {
-        spawn_and_kill(&base.path().join("a"), rounds).await;
-        send_echo(&base.path().join("b"), rounds).await;
-        many(&base.path().join("c"), terminals).await;
-        restart(&base.path().join("d"), 50).await;
+        if run("spawn") {
+            spawn_and_kill(&base.path().join("a"), rounds).await;
+        }
+        if run("send") {
+            send_echo(&base.path().join("b"), rounds).await;
+        }
+        if run("many") {
+            many(&base.path().join("c"), terminals).await;
+        }
+        if run("restart") {
+            restart(&base.path().join("d"), 50).await;
+        }
     });
 }

@@ -12,8 +12,6 @@
 
 use std::time::Duration;
 
-use tokio::io::unix::AsyncFd;
-
 use super::PaneId;
 use super::client::ControlClient;
 use crate::tmux::command::TmuxCommand;
@@ -128,7 +126,7 @@ pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<Pane
         && let Some(pid) = state.pid
     {
         tokio::select! {
-            () = process_exit(pid) => {}
+            () = process::exited(pid) => {}
             reason = client.closed() => return Err(Error::ServerGone { reason }),
         }
     }
@@ -154,36 +152,6 @@ pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<Pane
         tokio::time::sleep(delay).await;
         waited += delay;
         delay = (delay * 2).min(Duration::from_millis(50));
-    }
-}
-
-/// Resolves when process `pid` exits (at once if it no longer exists).
-pub(crate) async fn process_exit(pid: u32) {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return;
-    };
-    let fd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
-        Ok(fd) => fd,
-        Err(_) => return, // ESRCH: already gone
-    };
-    // `AsyncFd::new` is deprecated as unsound when the caller may close the
-    // fd while it is registered; here the `OwnedFd` moves into the `AsyncFd`,
-    // so nothing else can close it, which is the safety `register` asks for.
-    #[allow(deprecated)]
-    let registered = AsyncFd::new(fd);
-    match registered {
-        Ok(fd) => {
-            let _ = fd.readable().await;
-        }
-        Err(_) => {
-            // No epoll for pidfds (very old kernels): fall back to polling kill(0).
-            while rustix::process::test_kill_process(pid).is_ok() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
     }
 }
 

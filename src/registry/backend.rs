@@ -415,6 +415,16 @@ pub trait SendOperation: Send + Sync + 'static {
     /// Asks the send to stop waiting; `true` when this call stopped it,
     /// `false` when it had already finished.
     fn cancel(&self) -> bool;
+
+    /// Resolves once the send's output is longer than `len` bytes (the
+    /// `bytes.len()` of the last [`read_output`](Self::read_output)), or
+    /// when no more output can come. Lets a caller follow the output
+    /// without polling. The default, for backends that cannot push, sleeps
+    /// briefly, so a loop over `read_output` still makes progress.
+    fn output_beyond(&self, len: usize) -> BoxFuture<'_, ()> {
+        let _ = len;
+        Box::pin(tokio::time::sleep(Duration::from_millis(10)))
+    }
 }
 
 /// A send a backend has started: its live handle and the future of its end.

@@ -235,6 +235,14 @@ impl SendHandle {
         Arc::clone(&self.operation)
     }
 
+    /// Resolves once the send's output is longer than `len` bytes (pass the
+    /// `bytes.len()` of the last [`read_output`](SendHandle::read_output)),
+    /// or when the terminal can produce no more: follow output without
+    /// polling.
+    pub async fn output_beyond(&self, len: usize) {
+        self.operation.output_beyond(len).await;
+    }
+
     /// Waits for the send to end. By then the terminal accepts a new send.
     ///
     /// # Errors

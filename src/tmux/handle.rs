@@ -134,8 +134,7 @@ impl ServerHandle {
             if self.pid == 0 {
                 let query = TmuxCommand::new("display-message")
                     .flag("-p")
-                    .arg("#{pid}")
-                    .expect("no NUL in a literal");
+                    .arg("#{pid}")?;
                 if let Ok(out) = self.run(&query).await {
                     self.pid = out.trim().parse().unwrap_or(0);
                 }
@@ -143,6 +142,28 @@ impl ServerHandle {
             // Fails when the server is already gone, which is what we want.
             let _ = self.run(&TmuxCommand::new("kill-server")).await;
         }
+        self.finish_kill().await
+    }
+
+    /// The end of [`kill`](Self::kill) for a caller that already asked the
+    /// server to exit another way (`kill-server` over its control client
+    /// costs no new tmux process): waits for the server to exit, SIGKILLs it
+    /// after a grace period, removes the directory. With the pid unknown
+    /// there is nothing to wait on, so this is [`kill`](Self::kill).
+    ///
+    /// # Errors
+    ///
+    /// As [`kill`](Self::kill).
+    pub async fn wait_killed(&mut self) -> Result<()> {
+        if self.pid == 0 {
+            return self.kill().await;
+        }
+        self.finish_kill().await
+    }
+
+    /// Waits for the server's death (pidfd, see [`process::exited`]), with
+    /// SIGKILL after [`KILL_GRACE`], then removes the directory.
+    async fn finish_kill(&mut self) -> Result<()> {
         if !process::wait_dead(self.pid, KILL_GRACE).await {
             tracing::warn!(
                 pid = self.pid,

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal};
 
-/// How often the wait functions look again.
+/// How often the polling waits look again (the blocking one, and the async
+/// one where pidfds are unavailable).
 const POLL: Duration = Duration::from_millis(10);
 
 fn pid(raw: u32) -> Option<Pid> {
@@ -96,19 +97,56 @@ pub fn wait_dead_blocking(raw: u32, timeout: Duration) -> bool {
     }
 }
 
-/// Waits until process `raw` is dead or `timeout` passed. Returns whether
-/// it is dead.
-pub async fn wait_dead(raw: u32, timeout: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if !is_alive(raw) {
-            return true;
+/// Resolves when process `raw` has exited, at once when it no longer exists
+/// (or `raw` is no valid pid). Pushed, not polled: a pidfd becomes readable
+/// when its process exits, i.e. when it turns zombie, for any process, not
+/// only our children; that is the zombie-counts-as-dead rule of
+/// [`is_alive`]. Where pidfds cannot be had (not Linux, very old kernels,
+/// no fd left), it falls back to polling [`is_alive`].
+///
+/// Like every pid-based check, a pid recycled before the call is watched
+/// in place of the gone process; callers check `looks_like_tmux` before
+/// they signal.
+pub async fn exited(raw: u32) {
+    let Some(p) = pid(raw) else {
+        return;
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{PidfdFlags, pidfd_open};
+        match pidfd_open(p, PidfdFlags::empty()) {
+            Ok(fd) => {
+                // `AsyncFd::new` is deprecated as unsound when the caller may
+                // close the fd while it is registered; here the `OwnedFd`
+                // moves into the `AsyncFd`, so nothing else can close it,
+                // which is the safety `register` asks for.
+                #[allow(deprecated)]
+                let registered = tokio::io::unix::AsyncFd::new(fd);
+                if let Ok(fd) = registered {
+                    // Readable means exited; an error (the reactor is shutting
+                    // down) falls through to the polling below.
+                    if fd.readable().await.is_ok() {
+                        return;
+                    }
+                }
+            }
+            // ESRCH: already gone (reaped), which is dead.
+            Err(rustix::io::Errno::SRCH) => return,
+            // EMFILE, ENOSYS...: poll instead.
+            Err(_) => {}
         }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
+    }
+    let _ = p;
+    while is_alive(raw) {
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Waits until process `raw` is dead or `timeout` passed. Returns whether
+/// it is dead. Built on [`exited`], so it returns the moment the process
+/// exits rather than at the next poll.
+pub async fn wait_dead(raw: u32, timeout: Duration) -> bool {
+    tokio::time::timeout(timeout, exited(raw)).await.is_ok()
 }
 
 #[cfg(test)]
@@ -135,5 +173,25 @@ mod tests {
         assert!(!is_alive(pid));
         // Beyond any pid_max: ESRCH, which is not an error.
         signal(i32::MAX as u32, Signal::KILL).expect("a gone pid is not an error");
+    }
+
+    #[tokio::test]
+    async fn exited_resolves_at_exit_including_as_an_unreaped_zombie() {
+        // Gone or invalid pids resolve at once.
+        exited(0).await;
+        exited(u32::MAX).await;
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        let start = Instant::now();
+        assert!(!wait_dead(pid, Duration::from_millis(20)).await);
+        // Never reaped while waiting: the zombie must count as dead.
+        assert!(wait_dead(pid, Duration::from_secs(10)).await);
+        assert!(start.elapsed() >= Duration::from_millis(150));
+        assert!(!is_alive(pid));
+        child.wait().expect("reap");
+        exited(pid).await;
     }
 }

@@ -39,8 +39,19 @@ async fn signals_are_real_signals_to_the_foreground_group() {
         assert!(back.viewport.contains("130"), "{}", back.viewport);
         // TERM to a program that traps it proves a signal, not typed text.
         env.spawn(
-            sh("trap 'echo got-term; exit 7' TERM; while :; do sleep 0.1; done").name("trap"),
+            sh("trap 'echo got-term; exit 7' TERM; echo trap-set; while :; do sleep 0.1; done")
+                .name("trap"),
         )
+        .await;
+        // A TERM before the trap is set kills the shell outright.
+        poll("the trap", WAIT, || async {
+            let page = env
+                .registry
+                .read(&env.owner, "trap", ReadRequest::default())
+                .await
+                .ok()?;
+            page.lines.iter().any(|l| l == "trap-set").then_some(())
+        })
         .await;
         env.registry
             .signal(&env.owner, "trap", Signal::Term)

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use tracing::warn;
+use tracing::{debug, warn};
 
 pub use capture::{DEFAULT_PAGE, MAX_PAGE};
 pub use send::strip_escapes;
@@ -42,11 +42,12 @@ use super::persist::TerminalRecord;
 use super::spec::DEFAULT_KIND;
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
-use crate::control::exit::pane_state;
+use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::Terminal;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
+use crate::tmux::process;
 use crate::tmux::{ServerHandle, ServerOptions, Size, Tmux};
 use crate::{Error, Result};
 
@@ -234,7 +235,7 @@ impl TmuxBackend {
         let mut handle = server.into_detached();
         if request.cancel.is_cancelled() {
             let cause = Error::Cancelled(format!("spawn of terminal {}", request.id));
-            terminal::kill_session(pane_pid);
+            terminal::kill_session(pane_pid, handle.pid());
             return match handle.kill().await {
                 Ok(()) => Err(cause),
                 Err(cleanup) => Err(Error::BackendCleanup {
@@ -269,17 +270,43 @@ impl TmuxBackend {
             return Ok(None);
         }
         let pane = PaneId(0);
-        let (client, mut streams) = match ControlClient::spawn_subscribed(
-            handle.control_command(),
-            ClientOptions::default(),
-            &[(pane, SubscribeOptions::default())],
-        )
-        .await
-        {
-            Ok(connected) => connected,
-            // No server on the socket, or no session: dead.
-            Err(Error::ServerGone { .. } | Error::Command { .. }) => return Ok(None),
-            Err(error) => return Err(error),
+        // The server pid the record names, if that process is still a tmux:
+        // a refused attach to a live server is retried below.
+        let recorded_pid = record
+            .locator
+            .get("server_pid")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|pid| u32::try_from(pid).ok())
+            .filter(|&pid| pid != 0);
+        let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
+        let mut pause = Duration::from_millis(10);
+        let (client, mut streams) = loop {
+            let attempt = ControlClient::spawn_subscribed(
+                handle.control_command(),
+                ClientOptions::default(),
+                &[(pane, SubscribeOptions::default())],
+            )
+            .await;
+            match attempt {
+                Ok(connected) => break connected,
+                // No server on the socket, or no session: dead. Except that
+                // tmux 3.3a sometimes drops a new client ("server exited
+                // unexpectedly") while another client of the same server is
+                // going away, e.g. the previous engine's, killed just before:
+                // while the recorded server lives, try again.
+                Err(error @ (Error::ServerGone { .. } | Error::Command { .. })) => {
+                    let live = recorded_pid
+                        .is_some_and(|pid| process::is_alive(pid) && process::looks_like_tmux(pid));
+                    if !live || tokio::time::Instant::now() + pause > deadline {
+                        debug!(terminal = %record.id, %error, "not adopting: no server answers");
+                        return Ok(None);
+                    }
+                    debug!(terminal = %record.id, %error, "attach refused by a live server; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Err(error) => return Err(error),
+            }
         };
         let stream = streams.pop().expect("one subscription was asked for");
         let mark = TmuxCommand::new("show-options")
@@ -305,7 +332,20 @@ impl TmuxBackend {
         if let Some(pid) = state.server_pid {
             handle.set_pid(pid);
         }
-        let status = match state.exit {
+        let exit = match state.exit {
+            // Dead without a status: tmux 3.3a lost the pane's SIGCHLD (its
+            // program is an unreaped zombie). `wait_pane_exit` nudges the
+            // server until the status shows, so an exited terminal is not
+            // adopted as running.
+            None if state.dead => {
+                tokio::time::timeout(self.config.probe_timeout, wait_pane_exit(&client, pane))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+            exit => exit,
+        };
+        let status = match exit {
             Some(exit) => TerminalStatus::Exited {
                 exit: exit_status(exit),
             },

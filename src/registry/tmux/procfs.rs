@@ -13,10 +13,14 @@ use std::path::Path;
 pub(super) struct Stat {
     /// One-letter state: `R`, `S`, `D`, `Z`, ...
     pub state: u8,
+    /// Parent process.
+    pub ppid: i32,
     /// Process group.
     pub pgrp: i32,
     /// Session id.
     pub session: i32,
+    /// The controlling terminal's device number, 0 for none.
+    pub tty: i32,
     /// Foreground process group of the controlling terminal (-1 if none).
     pub tpgid: i32,
 }
@@ -28,15 +32,17 @@ pub(super) fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
     let state = *fields.next()?.as_bytes().first()?;
-    let _ppid = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
     let session = fields.next()?.parse().ok()?;
-    let _tty = fields.next()?;
+    let tty = fields.next()?.parse().ok()?;
     let tpgid = fields.next()?.parse().ok()?;
     Some(Stat {
         state,
+        ppid,
         pgrp,
         session,
+        tty,
         tpgid,
     })
 }
@@ -167,13 +173,37 @@ fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
     })
 }
 
-/// Every live process whose session id is `session` (the pane's process
-/// tree: tmux starts the pane's program as a session leader, and its
-/// children stay in that session unless they call `setsid` themselves).
-pub(super) fn session_members(session: u32) -> Vec<u32> {
+/// Every live process of the session whose leader was the pane process
+/// `session`, a child of tmux server `server` (the pane's process tree:
+/// tmux starts the pane's program as a session leader, and its children stay
+/// in that session unless they call `setsid` themselves).
+///
+/// Empty when pid `session` now names a live process that cannot be the
+/// pane: the pane exited, its pid was freed (a pid stays taken while its
+/// session has members, so this happens only once none was left) and
+/// another session leader got it, e.g. another tmux server or another
+/// terminal's pane (pids wrap quickly where `pid_max` is 32768). Killing
+/// that session would kill an unrelated process tree. While `server` lives
+/// the pane is its child; otherwise (a dead or unknown server, 0) the pane
+/// may have been re-parented, and it is at least a process with a
+/// controlling terminal, which a daemonised tmux server is not.
+pub(super) fn session_members(session: u32, server: u32) -> Vec<u32> {
     let Ok(session) = i32::try_from(session) else {
         return Vec::new();
     };
+    if let Some(leader) = stat(session)
+        && leader.state != b'Z'
+    {
+        let server_alive = server != 0 && crate::tmux::process::is_alive(server);
+        let ours = if server_alive {
+            i32::try_from(server).is_ok_and(|server| leader.ppid == server)
+        } else {
+            leader.tty != 0
+        };
+        if !ours {
+            return Vec::new();
+        }
+    }
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -196,8 +226,10 @@ mod tests {
             stat,
             Stat {
                 state: b'S',
+                ppid: 1,
                 pgrp: 40,
                 session: 40,
+                tty: 34816,
                 tpgid: 41
             }
         );
@@ -209,8 +241,16 @@ mod tests {
     fn own_process_is_readable() {
         let me = i32::try_from(std::process::id()).unwrap();
         let stat = stat(me).unwrap();
+        let session = u32::try_from(stat.session).unwrap();
+        // The leader's parent stands in for the tmux server: the leader is
+        // its child, so the session is ours to list.
+        let parent = super::stat(stat.session).map_or(0, |leader| leader.ppid);
         assert!(
-            session_members(u32::try_from(stat.session).unwrap()).contains(&std::process::id())
+            session_members(session, u32::try_from(parent).unwrap()).contains(&std::process::id())
         );
+        // A "server" the leader is not a child of: a reused pid, left alone.
+        if crate::tmux::process::is_alive(std::process::id()) && parent != me {
+            assert!(session_members(session, std::process::id()).is_empty());
+        }
     }
 }

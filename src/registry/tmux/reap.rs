@@ -71,10 +71,14 @@ pub(super) async fn reap(
             Some(value) if value.trim() == MARK_VALUE => {
                 let panes = TmuxCommand::new("list-panes")
                     .flag("-a")
-                    .opt("-F", "#{pane_pid}")?;
+                    .opt("-F", "#{pane_pid} #{pid}")?;
                 if let Ok(pids) = handle.run(&panes).await {
-                    for pid in pids.lines().filter_map(|line| line.trim().parse().ok()) {
-                        kill_session(pid);
+                    for line in pids.lines() {
+                        let mut fields = line.split_whitespace().map(str::parse::<u32>);
+                        if let (Some(Ok(pane)), Some(Ok(server))) = (fields.next(), fields.next()) {
+                            handle.set_pid(server);
+                            kill_session(pane, server);
+                        }
                     }
                 }
                 match handle.kill().await {

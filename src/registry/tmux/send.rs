@@ -14,6 +14,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -68,6 +69,20 @@ impl SendOperation for TmuxSend {
         *ended = Some(WaitReason::Cancelled);
         self.cancel.cancel();
         true
+    }
+
+    fn output_beyond(&self, len: usize) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let mut output = self.shared.output.subscribe();
+            let mut status = self.shared.status.subscribe();
+            let start = self.start;
+            // The byte count is pushed by the watcher on every chunk; the
+            // status ends the wait when no more output can come.
+            tokio::select! {
+                _ = output.wait_for(|&total| total.saturating_sub(start) > len as u64) => {}
+                _ = status.wait_for(|status| !status.is_running()) => {}
+            }
+        })
     }
 }
 

@@ -352,6 +352,11 @@ impl BackendTerminal for TmuxTerminal {
 }
 
 /// Kills the pane's process tree and the server, removes the directory.
+///
+/// Everything that can overlap does: the tree's SIGKILLs go out first,
+/// `kill-server` goes over the control connection (no tmux process to
+/// spawn), and the waits for the server, the tree and the client's EOF run
+/// together, each pushed (pidfds), so the close costs about one server exit.
 async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     let mut server = shared.server.lock().await;
     if shared.closed.load(Ordering::Acquire) {
@@ -365,18 +370,44 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     // session unless they left it. Kill them first, so nothing survives the
     // server (tmux only sends SIGHUP, which programs may ignore).
     let pane_pid = shared.lock().pane_pid;
-    let members = kill_session(pane_pid);
-    server.kill().await?;
-    for pid in members {
-        if !process::wait_dead(pid, TREE_DEATH_WAIT).await {
-            return Err(Error::Unresponsive {
-                command: format!("SIGKILL of pane process {pid}"),
-                timeout: TREE_DEATH_WAIT,
-            });
+    let members = kill_session(pane_pid, server.pid());
+    // With the pid known and the connection up, ask over the connection;
+    // otherwise `kill` runs a one-shot `kill-server` (the server may outlive
+    // a closed connection).
+    let via_client = server.pid() != 0 && shared.client.closed_reason().is_none();
+    let server_gone = async {
+        if via_client {
+            // No reply is needed: the server's exit is what we wait for, and
+            // it may close the connection before answering.
+            let kill = TmuxCommand::new("kill-server");
+            let _ = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.command(&kill)).await;
         }
+    };
+    let server_dead = async {
+        if via_client {
+            server.wait_killed().await
+        } else {
+            server.kill().await
+        }
+    };
+    let tree_dead = futures_util::future::join_all(members.iter().map(|&pid| async move {
+        if process::wait_dead(pid, TREE_DEATH_WAIT).await {
+            None
+        } else {
+            Some(pid)
+        }
+    }));
+    let client_closed = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.closed());
+    let (_, killed, survivors, _) =
+        tokio::join!(server_gone, server_dead, tree_dead, client_closed);
+    killed?;
+    if let Some(pid) = survivors.into_iter().flatten().next() {
+        return Err(Error::Unresponsive {
+            command: format!("SIGKILL of pane process {pid}"),
+            timeout: TREE_DEATH_WAIT,
+        });
     }
     shared.stop.cancel();
-    let _ = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.closed()).await;
     shared.set_status(TerminalStatus::Gone {
         reason: format!("closed: {reason}"),
     });
@@ -384,12 +415,15 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     Ok(())
 }
 
-/// SIGKILLs every process of session `session`; returns them.
-pub(super) fn kill_session(session: u32) -> Vec<u32> {
+/// SIGKILLs every process of the session led by pane process `session` of
+/// tmux server `server` (0: unknown); returns them. A pid reused by another
+/// session leader since the pane exited is left alone (see
+/// [`procfs::session_members`]).
+pub(super) fn kill_session(session: u32, server: u32) -> Vec<u32> {
     if session == 0 {
         return Vec::new();
     }
-    let members = procfs::session_members(session);
+    let members = procfs::session_members(session, server);
     for &pid in &members {
         if let Err(error) = process::signal(pid, rustix::process::Signal::KILL) {
             warn!(pid, %error, "killing a pane process");
