@@ -69,6 +69,8 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
             rows: opts.size.1,
         },
         command: wrapped(&nonce, opts.command),
+        // The exit handshake keeps the pane alive until its output is in.
+        drain_on_exit: false,
         ..ServerOptions::default()
     };
     let client_opts = ClientOptions {

@@ -75,6 +75,19 @@ pub struct ServerOptions {
     pub clear_env: bool,
     /// Lines of scrollback kept per pane (default 10000).
     pub history_limit: u32,
+    /// Keep the last output of a program that exits at once (default on).
+    ///
+    /// tmux 3.3a destroys a pane on SIGCHLD even while the pty still holds
+    /// unread output, unless the pane is piped (`window_pane_destroy_ready`
+    /// only checks `FIONREAD` when `pipe-pane` is active): `printf done;
+    /// exit` then loses `done` from the screen itself (seen 3 times in 150
+    /// under load; 0 in 300 with the pipe). So the start command chains a
+    /// [`DRAIN_PIPE`] onto `new-session`, which runs before tmux returns to
+    /// its event loop and so before it can see the exit. (Not as an
+    /// `after-new-session` hook: from a control client's argv chain, 3.3a
+    /// then puts the pane in view mode.) Costs one `cat` per pane and a copy
+    /// of the output; `run` turns it off (its exit handshake covers it).
+    pub drain_on_exit: bool,
     /// The session's name (default `main`), checked by
     /// [`check_name`].
     pub session: String,
@@ -97,6 +110,7 @@ impl Default for ServerOptions {
             server_env: Vec::new(),
             clear_env: false,
             history_limit: 10_000,
+            drain_on_exit: true,
             session: "main".to_owned(),
             extra_config: Vec::new(),
             runtime_dir: None,
@@ -228,6 +242,10 @@ pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
     Ok(text)
 }
 
+/// The `pipe-pane` command that keeps a pane's last output (see
+/// [`ServerOptions::drain_on_exit`]); re-apply it after `respawn-pane`.
+pub const DRAIN_PIPE: &str = "exec cat >/dev/null";
+
 /// The format `new-session -P` prints: server pid, pane id, pane pid.
 pub(super) const START_FORMAT: &str = "#{pid} #{pane_id} #{pane_pid}";
 
@@ -270,6 +288,15 @@ pub(super) fn start_argv(
     for word in &opts.command {
         new = new.arg(word.as_bytes())?;
     }
+    let mut argv = new.argv().to_vec();
+    if opts.drain_on_exit {
+        let drain = TmuxCommand::new("pipe-pane")
+            .flag("-o")
+            .target(format!("{target}:"))?
+            .arg(DRAIN_PIPE)?;
+        argv.push(OsString::from(";"));
+        argv.extend_from_slice(drain.argv());
+    }
     // Per window, so clients that attach (a PTY fallback, a control client
     // that claims a size) never resize it.
     let pin = TmuxCommand::new("set-option")
@@ -277,7 +304,6 @@ pub(super) fn start_argv(
         .target(format!("{target}:"))?
         .arg("window-size")?
         .arg("manual")?;
-    let mut argv = new.argv().to_vec();
     argv.push(OsString::from(";"));
     argv.extend_from_slice(pin.argv());
     Ok(argv)
@@ -388,6 +414,13 @@ mod tests {
                 "sh",
                 "-c",
                 r"echo x\;",
+                ";",
+                "pipe-pane",
+                "-o",
+                "-t",
+                "=s#1:",
+                "--",
+                DRAIN_PIPE,
                 ";",
                 "set-option",
                 "-w",

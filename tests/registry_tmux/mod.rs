@@ -26,12 +26,13 @@ use crate::support::{poll, tmux};
 /// How long one wait inside a test may take.
 const WAIT: Duration = Duration::from_secs(15);
 
-/// A test's directories and registry.
+/// A test's directories and registry. Fields drop in order: the guard
+/// must kill the servers while their directories (and sockets) still exist.
 struct Env {
-    dir: TempDir,
+    guard: Cleanup,
     registry: Registry,
     owner: OwnerId,
-    guard: Cleanup,
+    dir: TempDir,
 }
 
 /// Kills every server left under a runtime directory when dropped, so a

@@ -35,6 +35,7 @@ use crate::registry::backend::{
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::tmux::ServerHandle;
 use crate::tmux::command::TmuxCommand;
+use crate::tmux::options::DRAIN_PIPE;
 use crate::tmux::process;
 use crate::{Error, Result};
 
@@ -512,7 +513,17 @@ async fn respawn(shared: &Shared) -> Result<()> {
     for word in &shared.spec.command {
         command = command.arg(word)?;
     }
-    match shared.command(&command).await {
+    // Written right behind the respawn so tmux runs both before its event
+    // loop can see the new program exit (see `ServerOptions::drain_on_exit`).
+    let drain = TmuxCommand::new("pipe-pane")
+        .flag("-o")
+        .target(shared.pane)?
+        .arg(DRAIN_PIPE)?;
+    let (respawned, drained) = tokio::join!(shared.command(&command), shared.command(&drain));
+    if let Err(error) = drained {
+        debug!(%error, "re-arming the drain pipe after respawn");
+    }
+    match respawned {
         Ok(_) => {}
         Err(Error::Command { message, .. }) => {
             // No pane left to respawn in: the registry rebuilds instead.

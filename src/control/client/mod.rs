@@ -6,7 +6,7 @@
 //! own blocks (the attach command, hooks) come with flags `0` and are skipped.
 //!
 //! Three tasks per client:
-//! - the reader owns the child and its stdout and never waits on anyone
+//! - the reader (`reader.rs`) owns the child and its stdout and never waits on anyone
 //!   (except [`Delivery::Lossless`] subscribers, who asked for it): it routes
 //!   output, completes replies and runs the flow control of `subscribe`;
 //! - the writer owns stdin and writes queued lines in order, batching them;
@@ -17,24 +17,26 @@
 //! resolves with the reason. This module must not know how the server was
 //! started: it takes a ready `Command`.
 
+mod reader;
+
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStderr, ChildStdin};
+use tokio::io::AsyncWriteExt;
+use tokio::process::ChildStdin;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, trace, warn};
+use tracing::debug;
 
-use super::subscribe::{Effects, PaneInfo, Routes, Snapshot, SubState, SubscribeOptions};
-use super::{ControlCodec, Event, Notification, PaneId, Reply};
+use super::subscribe::{Effects, PaneInfo, Routes, SubState, SubscribeOptions};
+use super::{ControlCodec, Notification, PaneId, Reply};
 use crate::tmux::command::{TmuxCommand, send_keys_hex};
 use crate::{Error, Result};
+use reader::{Reader, drain_stderr};
 
 pub use super::subscribe::{Delivery, PaneEvent};
 
@@ -495,241 +497,6 @@ impl Shared {
     }
 }
 
-/// The reading side of a client; owns the child.
-struct Reader {
-    shared: Arc<Shared>,
-    ready: Option<oneshot::Sender<std::result::Result<(), String>>>,
-    exit_reason: Option<String>,
-    stderr_tail: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Reader {
-    async fn run(
-        mut self,
-        mut framed: FramedRead<tokio::process::ChildStdout, ControlCodec>,
-        mut child: Child,
-        cancel: CancellationToken,
-    ) {
-        let mut io_error = None;
-        let mut detaching = false;
-        loop {
-            let next = if detaching {
-                // Detaching: tmux answers stdin EOF with `%exit`; don't wait forever.
-                match tokio::time::timeout(Duration::from_secs(2), framed.next()).await {
-                    Ok(next) => next,
-                    Err(_) => break,
-                }
-            } else {
-                tokio::select! {
-                    next = framed.next() => next,
-                    () = cancel.cancelled() => { detaching = true; continue; }
-                }
-            };
-            match next {
-                Some(Ok(event)) => self.handle(event).await,
-                Some(Err(e)) => {
-                    io_error = Some(e);
-                    break;
-                }
-                None => break,
-            }
-        }
-        let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-            Ok(Ok(status)) => Some(status),
-            _ => {
-                let _ = child.start_kill();
-                child.wait().await.ok()
-            }
-        };
-        let reason = self.close_reason(io_error, status);
-        debug!(reason = %reason, "control connection closed");
-        self.close(reason);
-    }
-
-    fn close_reason(
-        &mut self,
-        io_error: Option<std::io::Error>,
-        status: Option<std::process::ExitStatus>,
-    ) -> String {
-        if let Some(e) = io_error {
-            return format!("reading tmux -C: {e}");
-        }
-        if let Some(reason) = self.exit_reason.take() {
-            return reason;
-        }
-        let tail = self
-            .stderr_tail
-            .lock()
-            .map(|t| t.clone())
-            .unwrap_or_default();
-        let tail = String::from_utf8_lossy(&tail).trim().to_owned();
-        if !tail.is_empty() {
-            return tail;
-        }
-        match status {
-            Some(s) => format!("tmux -C exited ({s})"),
-            None => "tmux -C exited".to_owned(),
-        }
-    }
-
-    fn close(&mut self, reason: String) {
-        let pending = {
-            let mut state = self.shared.lock();
-            state.closed = Some(reason.clone());
-            // Dropping the senders ends every pane stream.
-            state.routes.panes.clear();
-            std::mem::take(&mut state.pending)
-        };
-        // Dropping the oneshot senders fails every waiting command.
-        drop(pending);
-        if let Some(ready) = self.ready.take() {
-            let _ = ready.send(Err(reason.clone()));
-        }
-        self.shared.closed.send_replace(Some(reason));
-    }
-
-    async fn handle(&mut self, event: Event) {
-        match event {
-            Event::Reply(reply) if reply.flags == 0 => {
-                // tmux's own blocks: the attach command first, hooks later.
-                if let Some(ready) = self.ready.take() {
-                    let _ = ready.send(if reply.ok { Ok(()) } else { Err(reply.text()) });
-                } else {
-                    trace!(number = reply.number, "skipping a flags-0 block");
-                }
-            }
-            Event::Reply(reply) => self.complete(reply).await,
-            Event::Notification(n) => self.notify(n).await,
-            Event::Text(line) => debug!(line = ?line, "text outside a reply block"),
-            Event::Malformed(e) => warn!(error = %e, "malformed control-mode line"),
-        }
-    }
-
-    async fn complete(&mut self, reply: Reply) {
-        let mut fx = Effects::default();
-        {
-            let mut state = self.shared.lock();
-            match state.pending.pop_front() {
-                None => warn!(number = reply.number, "reply with no command pending"),
-                Some(Pending::Caller { command, tx }) => {
-                    if tx.send(reply).is_err() {
-                        debug!(command = %command, "reply after its caller gave up");
-                    }
-                }
-                Some(Pending::Internal(what)) => {
-                    self.internal(&mut state, what, reply, &mut fx);
-                    self.shared.apply_locked(&mut state, &mut fx);
-                }
-            }
-        }
-        deliver_blocking(fx).await;
-    }
-
-    fn internal(&self, state: &mut State, what: Internal, reply: Reply, fx: &mut Effects) {
-        match what {
-            Internal::Ignore(what) => {
-                if !reply.ok {
-                    warn!(what, error = %reply.text(), "tmux refused an engine command");
-                }
-            }
-            Internal::ResyncInfo { pane, sub } => {
-                let info = reply.lines.first().and_then(|l| PaneInfo::parse(l));
-                if let Some(s) = state.routes.sub_mut(pane, sub) {
-                    s.info = info;
-                }
-            }
-            Internal::ResyncCapture { pane, sub } => {
-                let Some(s) = state.routes.sub_mut(pane, sub) else {
-                    return;
-                };
-                let info = s.info.take().unwrap_or_default();
-                if !reply.ok {
-                    // The pane is gone; its stream ends with the connection.
-                    warn!(%pane, error = %reply.text(), "resync capture failed");
-                    s.state = SubState::Live;
-                    return;
-                }
-                let mut lines = reply.lines;
-                let split = lines.len().saturating_sub(usize::from(info.height));
-                let screen = lines.split_off(split);
-                let snapshot = Snapshot {
-                    pane,
-                    width: info.width,
-                    height: info.height,
-                    cursor_x: info.cursor_x,
-                    cursor_y: info.cursor_y,
-                    alternate_screen: info.alternate,
-                    history: lines,
-                    screen,
-                };
-                state.routes.deliver_snapshot(pane, sub, snapshot, fx);
-            }
-        }
-    }
-
-    async fn notify(&mut self, n: Notification) {
-        match &n {
-            Notification::Output { pane, data }
-            | Notification::ExtendedOutput { pane, data, .. } => {
-                let mut fx = Effects::default();
-                {
-                    let mut state = self.shared.lock();
-                    state.routes.output(*pane, data, &mut fx);
-                    self.shared.apply_locked(&mut state, &mut fx);
-                }
-                deliver_blocking(fx).await;
-            }
-            Notification::Pause { pane } => self.paused_by_tmux(*pane),
-            Notification::Exit { reason } => {
-                self.exit_reason = Some(
-                    reason
-                        .clone()
-                        .unwrap_or_else(|| "tmux -C exited (%exit)".to_owned()),
-                );
-            }
-            _ => {}
-        }
-        // Nobody listening is fine: the broadcast is for optional observers.
-        let _ = self.shared.events.send(n);
-    }
-
-    /// tmux paused a pane on its own (`pause-after`: the engine fell behind)
-    /// or confirmed our pause. Output was dropped, so everyone who was
-    /// following it live needs a resync.
-    fn paused_by_tmux(&self, pane: PaneId) {
-        let mut state = self.shared.lock();
-        let Some(route) = state.routes.panes.get_mut(&pane) else {
-            // Nobody follows the pane: let its output flow for the broadcast.
-            self.shared.pane_switch_locked(&mut state, pane, "continue");
-            return;
-        };
-        if route.paused {
-            return; // our own pause, confirmed inside its reply block
-        }
-        route.paused = true;
-        let ids: Vec<u64> = route
-            .subs
-            .iter_mut()
-            .filter(|s| s.state != SubState::Lagging)
-            .map(|s| {
-                s.state = SubState::Resyncing;
-                s.id
-            })
-            .collect();
-        debug!(%pane, subscribers = ids.len(), "tmux paused the pane: resyncing");
-        for id in ids {
-            self.shared.resync_locked(&mut state, pane, id);
-        }
-    }
-}
-
-async fn deliver_blocking(fx: Effects) {
-    for (tx, event) in fx.blocking {
-        // A dropped receiver just means nobody wants it any more.
-        let _ = tx.send(event).await;
-    }
-}
-
 /// Writes queued lines to tmux's stdin, batching whatever is ready.
 async fn write_lines(
     mut stdin: ChildStdin,
@@ -757,22 +524,6 @@ async fn write_lines(
         }
     }
     // Dropping stdin is EOF: tmux detaches the client and prints `%exit`.
-}
-
-/// Keeps the last few KiB of tmux's stderr for the close reason.
-async fn drain_stderr(mut stderr: ChildStderr, tail: Arc<Mutex<Vec<u8>>>) {
-    const KEEP: usize = 4096;
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = stderr.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        if let Ok(mut tail) = tail.lock() {
-            tail.extend_from_slice(&buf[..n]);
-            let excess = tail.len().saturating_sub(KEEP);
-            tail.drain(..excess);
-        }
-    }
 }
 
 /// One pane's output stream. Dropping it unsubscribes.
