@@ -172,8 +172,8 @@ async fn latency(tmux: &Arc<Tmux>, base: &Path, n: usize) {
 }
 
 async fn start_teardown(tmux: &Arc<Tmux>, base: &Path, n: usize) {
-    let (mut fx_start, mut fx_stop, mut raw_start, mut raw_stop) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut fx_start, mut fx_stop, mut raw_start, mut raw_stop, mut raw_gone) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         let t0 = Instant::now();
         let fx = Fixture::sh()
@@ -218,9 +218,21 @@ async fn start_teardown(tmux: &Arc<Tmux>, base: &Path, n: usize) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let t1 = Instant::now();
+        let pid = String::from_utf8_lossy(
+            &tmux_cli(tmux, &socket, &["display-message", "-p", "#{pid}"]).stdout,
+        )
+        .trim()
+        .parse::<u32>()
+        .expect("server pid");
+        // Not timed: the fixture knows its pid already.
+        let t1_kill = Instant::now();
         let _ = tmux_cli(tmux, &socket, &["kill-server"]);
+        let returned = t1_kill.elapsed();
+        // What the fixture's close also guarantees: the server is gone.
+        tmux_engine::tmux::process::wait_dead(pid, Duration::from_secs(5)).await;
         raw_start.push(t1 - t0);
-        raw_stop.push(t1.elapsed());
+        raw_stop.push(returned);
+        raw_gone.push(t1_kill.elapsed());
     }
     let (a, b, c, d) = (
         median(fx_start),
@@ -234,11 +246,15 @@ async fn start_teardown(tmux: &Arc<Tmux>, base: &Path, n: usize) {
         ms(b),
         a.as_secs_f64() / b.as_secs_f64()
     );
+    let gone = median(raw_gone);
     println!(
-        "teardown, median of {n}: fixture close {}, raw kill-server {} ({:.2}x)",
+        "teardown, median of {n}: fixture close {} (every process gone, dirs removed); \
+         raw kill-server returns {} ({:.2}x), raw until the server pid is gone {} ({:.2}x)",
         ms(c),
         ms(d),
-        c.as_secs_f64() / d.as_secs_f64()
+        c.as_secs_f64() / d.as_secs_f64(),
+        ms(gone),
+        c.as_secs_f64() / gone.as_secs_f64()
     );
     println!(
         "start + teardown: fixture {}, raw {} ({:.2}x)",
