@@ -52,6 +52,23 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot from `capture-pane -p -e -S -N` lines (history, then the
+    /// screen's `info.height` lines) and the pane's `list-panes` info.
+    pub(crate) fn from_capture(pane: PaneId, info: PaneInfo, mut lines: Vec<Bytes>) -> Snapshot {
+        let split = lines.len().saturating_sub(usize::from(info.height));
+        let screen = lines.split_off(split);
+        Snapshot {
+            pane,
+            width: info.width,
+            height: info.height,
+            cursor_x: info.cursor_x,
+            cursor_y: info.cursor_y,
+            alternate_screen: info.alternate,
+            history: lines,
+            screen,
+        }
+    }
+
     /// Bytes that, written to a fresh terminal of the same size, redraw the
     /// history and screen and put the cursor back.
     pub fn to_ansi(&self) -> Vec<u8> {

@@ -105,6 +105,9 @@ impl ServerHandle {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own process group: a Ctrl-C at the engine's terminal must
+            // reach the engine only, which then shuts tmux down in order.
+            .process_group(0)
             .kill_on_drop(true);
         cmd
     }
@@ -130,6 +133,13 @@ impl ServerHandle {
     /// [`Error::Unresponsive`] when the server survives SIGKILL;
     /// [`Error::Io`] when the signal or the directory removal fails.
     pub async fn kill(&mut self) -> Result<()> {
+        self.stop().await?;
+        self.remove_dir()
+    }
+
+    /// [`kill`](Self::kill) without removing the directory: for an owner
+    /// ([`Server`](super::Server)) that removes it its own way.
+    pub(super) async fn stop(&mut self) -> Result<()> {
         if self.socket.exists() {
             if self.pid == 0 {
                 let query = TmuxCommand::new("display-message")
@@ -142,7 +152,7 @@ impl ServerHandle {
             // Fails when the server is already gone, which is what we want.
             let _ = self.run(&TmuxCommand::new("kill-server")).await;
         }
-        self.finish_kill().await
+        self.wait_dead_or_sigkill().await
     }
 
     /// The end of [`kill`](Self::kill) for a caller that already asked the
@@ -158,12 +168,13 @@ impl ServerHandle {
         if self.pid == 0 {
             return self.kill().await;
         }
-        self.finish_kill().await
+        self.wait_dead_or_sigkill().await?;
+        self.remove_dir()
     }
 
     /// Waits for the server's death (pidfd, see [`process::exited`]), with
-    /// SIGKILL after [`KILL_GRACE`], then removes the directory.
-    async fn finish_kill(&mut self) -> Result<()> {
+    /// SIGKILL after [`KILL_GRACE`].
+    async fn wait_dead_or_sigkill(&mut self) -> Result<()> {
         if !process::wait_dead(self.pid, KILL_GRACE).await {
             tracing::warn!(
                 pid = self.pid,
@@ -179,6 +190,11 @@ impl ServerHandle {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Removes the server's directory; already gone is success.
+    fn remove_dir(&self) -> Result<()> {
         match std::fs::remove_dir_all(&self.dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

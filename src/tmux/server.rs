@@ -307,21 +307,7 @@ impl Server {
     /// killed on drop: the control client. `-u` because tmux sanitises every
     /// reply to a client it does not think is UTF-8.
     pub fn control_command(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::from(self.tmux.command([
-            OsString::from("-S"),
-            self.socket.clone().into_os_string(),
-            OsString::from("-C"),
-            OsString::from("attach-session"),
-            OsString::from("-t"),
-            OsString::from(&self.target),
-        ]));
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // As in `prepare`: keep terminal signals away from the client.
-            .process_group(0)
-            .kill_on_drop(true);
-        cmd
+        self.handle().control_command()
     }
 
     /// Runs `cmd` as a one-shot `tmux -S SOCK ...` process (the argv form,
@@ -333,9 +319,7 @@ impl Server {
     /// [`Error::Unresponsive`] after [`RUN_TIMEOUT`]; [`Error::Io`] when
     /// tmux cannot be spawned.
     pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
-        let mut cli = cli(&self.tmux, &self.socket, &self.config);
-        cli.args(cmd.argv());
-        output(cli, cmd.line(), RUN_TIMEOUT).await
+        self.handle().run(cmd).await
     }
 
     /// Kills the server: `kill-server`, waits for the process to exit
@@ -347,40 +331,15 @@ impl Server {
     /// [`Error::Io`] when the signal or the directory removal fails.
     pub async fn kill(mut self) -> Result<()> {
         // The directory stays owned until the end: if this future is dropped
-        // half way, `Drop` still finishes the job.
+        // half way, or stopping fails, `Drop` still finishes the job.
         if self.dir.is_none() {
             return Ok(());
         }
-        if self.socket.exists() {
-            if self.pid == 0 {
-                // A start that failed after tmux ran: learn the pid, so the
-                // wait below means something.
-                let query = TmuxCommand::new("display-message")
-                    .flag("-p")
-                    .arg("#{pid}")
-                    .expect("no NUL in a literal");
-                if let Ok(out) = self.run(&query).await {
-                    self.pid = out.trim().parse().unwrap_or(0);
-                }
-            }
-            // Fails when the server is already gone, which is what we want.
-            let _ = self.run(&TmuxCommand::new("kill-server")).await;
-        }
-        if !process::wait_dead(self.pid, KILL_GRACE).await {
-            tracing::warn!(
-                pid = self.pid,
-                "tmux server ignored kill-server; sending SIGKILL"
-            );
-            if process::looks_like_tmux(self.pid) {
-                process::signal(self.pid, Signal::KILL)?;
-            }
-            if !process::wait_dead(self.pid, KILL_GRACE).await {
-                return Err(Error::Unresponsive {
-                    command: format!("kill-server (pid {} survived SIGKILL)", self.pid),
-                    timeout: KILL_GRACE * 2,
-                });
-            }
-        }
+        let mut handle = self.handle();
+        let stopped = handle.stop().await;
+        // A start that failed after tmux ran learns its pid in `stop`.
+        self.pid = handle.pid();
+        stopped?;
         let Some(dir) = self.dir.take() else {
             return Ok(());
         };
@@ -390,6 +349,17 @@ impl Server {
                 e,
             )
         })
+    }
+
+    /// The same server as a [`ServerHandle`], which holds the addressing and
+    /// stopping logic both share; this value keeps the ownership.
+    fn handle(&self) -> ServerHandle {
+        ServerHandle::from_parts(
+            Arc::clone(&self.tmux),
+            self.dir_path.clone(),
+            self.name.clone(),
+            self.pid,
+        )
     }
 
     /// Gives up ownership: the server keeps running after this value is
@@ -403,12 +373,7 @@ impl Server {
         if let Some(dir) = self.dir.take() {
             let _ = dir.keep();
         }
-        ServerHandle::from_parts(
-            Arc::clone(&self.tmux),
-            self.dir_path.clone(),
-            self.name.clone(),
-            self.pid,
-        )
+        self.handle()
     }
 
     /// `kill` without a runtime, for `Drop`: best effort, never panics.

@@ -178,19 +178,7 @@ impl Reader {
                     s.state = SubState::Live;
                     return;
                 }
-                let mut lines = reply.lines;
-                let split = lines.len().saturating_sub(usize::from(info.height));
-                let screen = lines.split_off(split);
-                let snapshot = Snapshot {
-                    pane,
-                    width: info.width,
-                    height: info.height,
-                    cursor_x: info.cursor_x,
-                    cursor_y: info.cursor_y,
-                    alternate_screen: info.alternate,
-                    history: lines,
-                    screen,
-                };
+                let snapshot = Snapshot::from_capture(pane, info, reply.lines);
                 state.routes.deliver_snapshot(pane, sub, snapshot, fx);
             }
         }
