@@ -9,14 +9,18 @@ use std::process::{Command, Output, Stdio};
 use tempfile::TempDir;
 
 /// A state and runtime directory for one test, and the binary bound to it.
+/// Fields drop in order: the servers die while their sockets still exist.
 struct Cli {
+    _cleanup: Cleanup,
     dir: TempDir,
 }
 
 impl Cli {
     fn new() -> Cli {
+        let dir = crate::support::test_dir();
         Cli {
-            dir: crate::support::test_dir(),
+            _cleanup: Cleanup(dir.path().join("rt")),
+            dir,
         }
     }
 
@@ -53,6 +57,37 @@ impl Cli {
         self.dir.path().join("rt")
     }
 }
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        kill_servers(&self.0);
+    }
+}
+
+/// Kills every server under a runtime directory, so a failing test leaves
+/// nothing running (a passing one has killed its own already).
+fn kill_servers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let socket = path.join("tmux.sock");
+        if socket.exists() {
+            let _ = Command::new("tmux")
+                .arg("-S")
+                .arg(&socket)
+                .arg("kill-server")
+                .stderr(Stdio::null())
+                .status();
+        } else if path.is_dir() {
+            kill_servers(&path);
+        }
+    }
+}
+
+/// Kills the servers of a [`Cli`]'s runtime directory when dropped.
+struct Cleanup(std::path::PathBuf);
 
 /// Server directories left under the test's runtime directory.
 fn servers_left(runtime: &Path) -> usize {
@@ -210,5 +245,44 @@ fn send_from_stdin_delivers_bytes_exactly() {
     assert!(child.wait_with_output().unwrap().status.success());
     assert_eq!(std::fs::read(&out).unwrap(), b"a;\"$\x00\n\xff");
     cli.ok(&["kill", "raw"]);
+    assert_eq!(servers_left(&cli.runtime()), 0);
+}
+
+#[test]
+fn wait_resolves_on_output_and_on_exit() {
+    let cli = Cli::new();
+    cli.ok(&[
+        "spawn",
+        "--name",
+        "asker",
+        "--",
+        "sh",
+        "-c",
+        "read answer; echo got-$answer; read more; exit 4",
+    ]);
+    // Waiting before the text exists: it resolves when the pane prints it.
+    let waiter = cli
+        .command(&["wait", "asker", "--text", "got-yes", "--timeout", "20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cli.ok(&["send", "asker", "yes", "--submit", "--wait", "none"]);
+    let waited = waiter.wait_with_output().unwrap();
+    assert!(waited.status.success(), "{waited:?}");
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("got-yes"));
+
+    let exit_waiter = cli
+        .command(&["wait", "asker", "--exit", "--timeout", "20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cli.ok(&["send", "asker", "", "--submit", "--wait", "none"]);
+    let exited = exit_waiter.wait_with_output().unwrap();
+    assert!(exited.status.success(), "{exited:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&exited.stdout).trim(),
+        "exited with code 4"
+    );
+    cli.ok(&["kill", "asker"]);
     assert_eq!(servers_left(&cli.runtime()), 0);
 }

@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -11,15 +10,16 @@ use super::terminals::{
     CliError, EXIT_TIMEOUT, TerminalCommand, WaitArgs, parse_signal, read_request, send_request,
     spawn_spec, wait_timeout, write_json, write_line,
 };
-use crate::control::Event;
 use crate::control::client::{ClientOptions, ControlClient};
+use crate::control::exit::{PaneExit, wait_pane_exit};
+use crate::control::{Event, PaneId};
 use crate::registry::tmux::SESSION;
-use crate::registry::{OwnerId, ReadRequest, Registry, TerminalSnapshot};
+use crate::registry::{
+    ExitStatus, OwnerId, ReadRequest, Registry, TerminalSnapshot, TerminalStatus,
+};
 use crate::tmux::{ServerHandle, Tmux};
 use crate::{Error, Result};
 
-/// How often `wait --text/--regex/--exit` looks again.
-const WAIT_POLL: Duration = Duration::from_millis(50);
 /// Scrollback lines `wait --text/--regex` searches.
 const WAIT_LINES: usize = 200;
 
@@ -209,8 +209,10 @@ pub(super) async fn dispatch(
     Ok(())
 }
 
-/// `wait`: polls the recent scrollback (or the pushed status) until the
-/// condition holds or the timeout passes.
+/// `wait`: until the condition holds or the timeout passes. Event-driven:
+/// the text is looked for again only when the pane printed something (seen
+/// through a control client of its own), and `--exit` waits on the pane's
+/// pushed exit, so an idle terminal costs nothing while waiting.
 async fn wait(
     registry: &Registry,
     owner: &OwnerId,
@@ -230,50 +232,133 @@ async fn wait(
                 args.regex.as_deref().unwrap_or("")
             ))
         })?;
+    let timed_out = || CliError {
+        code: "TIMEOUT",
+        message: format!(
+            "terminal {} did not match within {}s",
+            args.target, args.timeout
+        ),
+        exit: EXIT_TIMEOUT,
+    };
+    let found = match check(registry, owner, args, regex.as_ref()).await? {
+        Some(found) => found,
+        None => {
+            let connected = async {
+                let server = server_of(registry, owner, &args.target).await?;
+                ControlClient::spawn(server.control_command(), ClientOptions::default()).await
+            };
+            let client = match connected.await {
+                Ok(client) => client,
+                // It may have ended between the look and the attach (a
+                // dead terminal cannot be attached): look once more.
+                Err(error) => match check(registry, owner, args, regex.as_ref()).await? {
+                    Some(found) => return finish_wait(json, &found, out),
+                    None => return Err(error.into()),
+                },
+            };
+            // Subscribed before the second look, so no output slips between.
+            let mut events = client.subscribe_events();
+            let waited = async {
+                if args.exit {
+                    let exit = match wait_pane_exit(&client, PaneId(0)).await? {
+                        PaneExit::Code(code) => ExitStatus::Code(code),
+                        PaneExit::Signal(signal) => ExitStatus::Signal(signal),
+                    };
+                    // Worded as `check` words a status it finds at once.
+                    return Ok::<_, CliError>(TerminalStatus::Exited { exit }.to_string());
+                }
+                loop {
+                    if let Some(found) = check(registry, owner, args, regex.as_ref()).await? {
+                        return Ok(found);
+                    }
+                    if !next_output(&mut events).await {
+                        // The server went: one last look at what it left.
+                        return check(registry, owner, args, regex.as_ref())
+                            .await?
+                            .ok_or_else(|| {
+                                CliError::from(Error::ServerGone {
+                                    reason: client
+                                        .closed_reason()
+                                        .unwrap_or_else(|| "the server exited".to_owned()),
+                                })
+                            });
+                    }
+                }
+            };
+            let found = tokio::time::timeout_at(deadline, waited)
+                .await
+                .map_err(|_| timed_out())??;
+            client.detach().await;
+            found
+        }
+    };
+    finish_wait(json, &found, out)
+}
+
+/// Prints what `wait` found.
+fn finish_wait(json: bool, found: &str, out: &mut dyn Write) -> std::result::Result<(), CliError> {
+    if json {
+        write_json(out, &json!({ "matched": found }))?;
+    } else {
+        write_line(out, found)?;
+    }
+    Ok(())
+}
+
+/// One look: the exit status once the program ended (`--exit`), else the
+/// first of the last [`WAIT_LINES`] lines that matches.
+async fn check(
+    registry: &Registry,
+    owner: &OwnerId,
+    args: &WaitArgs,
+    regex: Option<&regex::Regex>,
+) -> Result<Option<String>> {
+    if args.exit {
+        let snapshot = registry.show(owner, &args.target).await?;
+        return Ok((!snapshot.status.is_running()).then(|| snapshot.status.to_string()));
+    }
+    let page = registry
+        .read(
+            owner,
+            &args.target,
+            ReadRequest {
+                offset: 0,
+                count: Some(WAIT_LINES),
+            },
+        )
+        .await?;
+    Ok(match (&args.text, regex) {
+        (Some(text), _) => page
+            .lines
+            .iter()
+            .find(|l| l.contains(text.as_str()))
+            .cloned(),
+        (None, Some(regex)) => page.lines.iter().find(|l| regex.is_match(l)).cloned(),
+        _ => None,
+    })
+}
+
+/// Waits for pane output, then takes whatever else is already queued (one
+/// look serves a burst). False once the connection closed.
+async fn next_output(
+    events: &mut tokio::sync::broadcast::Receiver<crate::control::Notification>,
+) -> bool {
+    use crate::control::Notification;
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     loop {
-        let found: Option<String> = if args.exit {
-            let snapshot = registry.show(owner, &args.target).await?;
-            (!snapshot.status.is_running()).then(|| snapshot.status.to_string())
-        } else {
-            let page = registry
-                .read(
-                    owner,
-                    &args.target,
-                    ReadRequest {
-                        offset: 0,
-                        count: Some(WAIT_LINES),
-                    },
-                )
-                .await?;
-            match (&args.text, &regex) {
-                (Some(text), _) => page
-                    .lines
-                    .iter()
-                    .find(|l| l.contains(text.as_str()))
-                    .cloned(),
-                (None, Some(regex)) => page.lines.iter().find(|l| regex.is_match(l)).cloned(),
-                _ => None,
-            }
-        };
-        if let Some(found) = found {
-            if json {
-                write_json(out, &json!({ "matched": found }))?;
-            } else {
-                write_line(out, &found)?;
-            }
-            return Ok(());
+        match events.recv().await {
+            Ok(Notification::Output { .. } | Notification::ExtendedOutput { .. })
+            | Err(RecvError::Lagged(_)) => break,
+            Ok(_) => {}
+            Err(RecvError::Closed) => return false,
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(CliError {
-                code: "TIMEOUT",
-                message: format!(
-                    "terminal {} did not match within {}s",
-                    args.target, args.timeout
-                ),
-                exit: EXIT_TIMEOUT,
-            });
+    }
+    loop {
+        match events.try_recv() {
+            Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+            Err(TryRecvError::Empty) => return true,
+            Err(TryRecvError::Closed) => return false,
         }
-        tokio::time::sleep(WAIT_POLL).await;
     }
 }
 
