@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use tmux_engine::registry::{
-    ExitStatus, Liveness, ReadRequest, RestartPolicy, Signal, SpawnSpec, TerminalStatus, WaitFor,
-    WaitReason,
+    ExitStatus, Liveness, ReadRequest, RegistryConfig, RestartBackoff, RestartPolicy, Signal,
+    SpawnSpec, TerminalStatus, WaitFor, WaitReason,
 };
 
 use super::{Env, WAIT, assert_clean, open, server_dirs, sh, wait_status};
@@ -294,6 +294,41 @@ async fn dropping_the_registry_keeps_terminals_running() {
         second.dispose().await.unwrap();
         assert_clean(&super::runtime(dir.path())).await;
         drop(guard);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn always_recreates_a_dying_program_until_the_cap_then_keeps_its_status() {
+    within(async {
+        let ms = Duration::from_millis;
+        let backoff = RestartBackoff::new(ms(20), ms(40), 2, Duration::from_secs(60));
+        let env = Env::with_config(RegistryConfig::default().backoff(backoff)).await;
+        let first = env
+            .spawn(sh("exit 5").name("crashy").restart(RestartPolicy::Always))
+            .await;
+        // It dies at once, each time: recreated twice (the cap), then left
+        // dead with the status of its last run. Nothing probes it: deaths
+        // are pushed and the policy acts on them.
+        let last = wait_status(&env, "crashy", |s| {
+            s.restarts == 2 && !s.status.is_running()
+        })
+        .await;
+        assert_eq!(
+            last.status,
+            TerminalStatus::Exited {
+                exit: ExitStatus::Code(5)
+            }
+        );
+        assert_eq!(last.id, first.id, "recreated in place, same id");
+        // The cap holds: five times the longest backoff later, no third
+        // run. (A negative needs a window; the policy's timing itself is
+        // tested on paused time with the stub backend.)
+        tokio::time::sleep(ms(200)).await;
+        let later = env.registry.show(&env.owner, "crashy").await.unwrap();
+        assert_eq!(later.restarts, 2);
+        assert!(!later.status.is_running());
+        env.finish().await;
     })
     .await;
 }

@@ -54,8 +54,17 @@ impl Drop for Cleanup {
 
 impl Env {
     async fn new() -> Env {
+        Env::with_config(RegistryConfig::default()).await
+    }
+
+    /// An environment whose registry uses `config` (its state directory is
+    /// the test's).
+    async fn with_config(config: RegistryConfig) -> Env {
         let dir = crate::support::test_dir();
-        let (registry, _) = open(dir.path()).await;
+        let backend: Arc<dyn Backend> = backend(dir.path());
+        let (registry, _) = Registry::open(config.state_dir(dir.path().join("state")), [backend])
+            .await
+            .unwrap();
         Env {
             guard: Cleanup(runtime(dir.path())),
             dir,
