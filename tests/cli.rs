@@ -286,3 +286,50 @@ fn wait_resolves_on_output_and_on_exit() {
     cli.ok(&["kill", "asker"]);
     assert_eq!(servers_left(&cli.runtime()), 0);
 }
+
+#[test]
+fn events_streams_the_terminals_notifications_as_json_lines() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let cli = Cli::new();
+    cli.ok(&["spawn", "--name", "ev", "--", "sh", "-c", "exec cat"]);
+    let mut events = cli
+        .command(&["events", "ev"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = events.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // `events` attaches on its own schedule: type until its stream shows
+    // the echo, up to a deadline.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = false;
+    while !seen && Instant::now() < deadline {
+        cli.ok(&["send", "ev", "ping", "--submit", "--wait", "none"]);
+        while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            let value: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+            assert!(value["event"].is_string(), "{line}");
+            if value["event"] == "output" || value["event"] == "extended-output" {
+                use base64::Engine as _;
+                assert_eq!(value["pane"], "%0");
+                let data = base64::engine::general_purpose::STANDARD
+                    .decode(value["data"].as_str().unwrap())
+                    .unwrap();
+                seen |= data.windows(4).any(|w| w == b"ping");
+            }
+        }
+    }
+    assert!(seen, "no output event carried the typed text");
+    cli.ok(&["kill", "ev"]);
+    // The server is gone: `events` ends by itself.
+    assert!(events.wait().unwrap().success());
+    reader.join().unwrap();
+    assert_eq!(servers_left(&cli.runtime()), 0);
+}

@@ -103,7 +103,8 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     writer: mpsc::UnboundedSender<Bytes>,
     in_flight: Arc<Semaphore>,
-    events: broadcast::Sender<Notification>,
+    /// Taken on close, so every receiver sees `Closed` once drained.
+    events: Mutex<Option<broadcast::Sender<Notification>>>,
     closed: watch::Sender<Option<String>>,
     opts: ClientOptions,
     pid: Option<u32>,
@@ -193,7 +194,7 @@ impl ControlClient {
             }),
             writer,
             in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
-            events: broadcast::channel(opts.event_capacity.max(1)).0,
+            events: Mutex::new(Some(broadcast::channel(opts.event_capacity.max(1)).0)),
             closed: watch::channel(None).0,
             pid: child.id(),
             opts,
@@ -342,9 +343,15 @@ impl ControlClient {
     }
 
     /// Every notification (output included) as a broadcast: a receiver that
-    /// falls behind skips ahead with `RecvError::Lagged`.
+    /// falls behind skips ahead with `RecvError::Lagged`, and every receiver
+    /// ends with `RecvError::Closed` once the connection has closed.
     pub fn subscribe_events(&self) -> broadcast::Receiver<Notification> {
-        self.shared.events.subscribe()
+        let events = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
+        match events.as_ref() {
+            Some(sender) => sender.subscribe(),
+            // Closed already: a receiver that reports `Closed` at once.
+            None => broadcast::channel(1).1,
+        }
     }
 
     /// The close reason, once the connection is closed.

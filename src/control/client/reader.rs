@@ -111,6 +111,14 @@ impl Reader {
         };
         // Dropping the oneshot senders fails every waiting command.
         drop(pending);
+        // Closing the broadcast ends every event stream (after what it has).
+        drop(
+            self.shared
+                .events
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         if let Some(ready) = self.ready.take() {
             let _ = ready.send(Err(reason.clone()));
         }
@@ -207,7 +215,15 @@ impl Reader {
             _ => {}
         }
         // Nobody listening is fine: the broadcast is for optional observers.
-        let _ = self.shared.events.send(n);
+        if let Some(events) = self
+            .shared
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            let _ = events.send(n);
+        }
     }
 
     /// tmux paused a pane on its own (`pause-after`: the engine fell behind)
