@@ -4,17 +4,20 @@
 //! # Architecture
 //!
 //! ```text
-//!  CLI (main.rs)                      fixture   test terminals: waits on a screen model
-//!        |                                      |
+//!  CLI (main.rs, cli::)               fixture   test terminals: waits on a screen model
+//!        |                                |
 //!  registry          owners, terminals, policy, persistence; backends behind
-//!    |               a trait (the tmux backend comes later)
+//!    |               a trait (registry::tmux is the built-in one)
+//!  terminal          a server whose session the control client creates
+//!    |
 //!  control::client   one task per tmux server: pipelined commands, routed events
-//!    |          \
+//!    |          \     (control::subscribe: lag, pause, resync; control::exit)
 //!  control::codec    frames lines, folds %begin..%end into Reply (sans-IO)
 //!  control::parse    one line -> Notification / Guard (nom, sans-IO)
 //!  tmux::server      private socket, hermetic config, kill on drop
+//!  tmux::handle      a server not owned: never killed on drop
 //!  tmux::options     what a server starts with: validation, config, argv
-//!  tmux::process     liveness and signals for the daemonised server
+//!  tmux::process     pidfd waits, liveness and signals for the daemonised server
 //!  tmux::command     the one quoting function; send-keys -H chunks
 //!  tmux::version     discovery, version, capability flags
 //! ```
