@@ -5,8 +5,9 @@
 //! `error: CODE: message`, or `{"error":{"code":..,"message":..}}` on
 //! stderr with `--json`); `2` bad usage; `4` `wait` timed out (code
 //! `TIMEOUT`). `run` exits with its command's status (128 + N when signal N
-//! killed it), `125` when the engine itself failed, and 130/143 when
-//! Ctrl-C/SIGTERM stopped it. See `docs/cli.md`.
+//! killed it), `125` when the engine itself failed, 130/143 when
+//! Ctrl-C/SIGTERM stopped it, and 141 (quietly) when its stdout was closed
+//! (`run ... | head`). See `docs/cli.md`.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -110,6 +111,13 @@ fn main() -> ExitCode {
             match runtime.block_on(cli::run::run(opts, tokio::io::stdout())) {
                 Ok(cli::run::RunEnd::Exited(status) | cli::run::RunEnd::Interrupted(status)) => {
                     ExitCode::from(u8::try_from(status).unwrap_or(255))
+                }
+                // Whoever read stdout stopped (`run ... | head`): the run
+                // was still cleaned up; end quietly, as SIGPIPE would.
+                Err(tmux_engine::Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::BrokenPipe =>
+                {
+                    ExitCode::from(141)
                 }
                 Err(e) => {
                     eprintln!("error: {}: {e}", e.code());

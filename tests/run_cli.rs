@@ -160,3 +160,30 @@ fn decode_prints_json_lines_for_a_transcript() {
     );
     assert_eq!(lines[1]["lines"][0], "version=3.3a client=client-19917");
 }
+
+#[test]
+fn a_closed_stdout_ends_run_quietly_and_cleans_up() {
+    let dir = test_dir();
+    let rt = dir.path().join("rt");
+    std::fs::create_dir_all(&rt).expect("runtime dir");
+    let mut child = engine(&rt)
+        .args(["run", "--", "seq", "1", "10000000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning tmux-engine");
+    // Read a little, then hang up, as `| head -1` does.
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut first = [0u8; 16];
+    let n = std::io::Read::read(&mut stdout, &mut first).expect("reading");
+    assert!(n > 0);
+    drop(stdout);
+    let out = child.wait_with_output().expect("waiting");
+    assert_eq!(out.status.code(), Some(141), "{out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_nothing_left(&rt);
+}
