@@ -188,7 +188,9 @@ fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
 /// may have been re-parented, and it is at least a process with a
 /// controlling terminal, which a daemonised tmux server is not.
 pub(super) fn session_members(session: u32, server: u32) -> Vec<u32> {
-    let Ok(session) = i32::try_from(session) else {
+    // Session 0 holds processes nobody called `setsid` for (kernel threads,
+    // a container's first processes): never a pane's session.
+    let Ok(session @ 1..) = i32::try_from(session) else {
         return Vec::new();
     };
     if let Some(leader) = stat(session)
@@ -241,16 +243,50 @@ mod tests {
     fn own_process_is_readable() {
         let me = i32::try_from(std::process::id()).unwrap();
         let stat = stat(me).unwrap();
-        let session = u32::try_from(stat.session).unwrap();
-        // The leader's parent stands in for the tmux server: the leader is
-        // its child, so the session is ours to list.
-        let parent = super::stat(stat.session).map_or(0, |leader| leader.ppid);
-        assert!(
-            session_members(session, u32::try_from(parent).unwrap()).contains(&std::process::id())
+        assert_eq!(
+            u32::try_from(stat.ppid).unwrap(),
+            std::os::unix::process::parent_id()
         );
-        // A "server" the leader is not a child of: a reused pid, left alone.
-        if crate::tmux::process::is_alive(std::process::id()) && parent != me {
-            assert!(session_members(session, std::process::id()).is_empty());
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    /// A child made a session leader by `setsid` stands in for a pane: its
+    /// session is listed for its parent (the "server"), and left alone for a
+    /// live process that is not its parent (the pid-reuse case).
+    #[test]
+    fn session_is_listed_only_for_the_leaders_parent() {
+        let mut child = std::process::Command::new("setsid")
+            .args(["sleep", "30"])
+            .spawn()
+            .unwrap();
+        struct Reap<'a>(&'a mut std::process::Child);
+        impl Drop for Reap<'_> {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
         }
+        let child = Reap(&mut child);
+        let leader = child.0.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // `setsid` execs `sleep` in place once it has made the session.
+        while stat(i32::try_from(leader).unwrap())
+            .is_none_or(|s| s.session != i32::try_from(leader).unwrap())
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "setsid never took effect"
+            );
+            std::thread::yield_now();
+        }
+        assert_eq!(session_members(leader, std::process::id()), vec![leader]);
+        let stranger = u32::try_from(
+            stat(i32::try_from(std::process::id()).unwrap())
+                .unwrap()
+                .ppid,
+        )
+        .unwrap();
+        assert!(session_members(leader, stranger).is_empty());
+        assert!(session_members(0, 0).is_empty());
     }
 }
