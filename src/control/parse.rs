@@ -161,10 +161,12 @@ fn data_bytes(line: &Bytes, data: &[u8], scratch: &mut BytesMut) -> Result<Bytes
         return Ok(tail(line, data));
     }
     // The unescaper wants a little slack past the data for its fixed-size
-    // copies; a fresh chunk beats letting `BytesMut` grow a shared buffer.
+    // copies. `reserve` takes the chunk back in place once every `Bytes`
+    // split off it was dropped (the usual case: consumers keep up), so the
+    // memory is reused while still in cache; otherwise it starts a new one.
     let needed = data.len() + UNESCAPE_SLACK;
     if scratch.capacity() < needed {
-        *scratch = BytesMut::with_capacity(needed.max(SCRATCH_CHUNK));
+        scratch.reserve(needed.max(SCRATCH_CHUNK));
     }
     match unescape_output(data, scratch) {
         Ok(()) => Ok(scratch.split().freeze()),
