@@ -19,8 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tmux_engine::control::exit::PaneExit;
 use tmux_engine::fixture::Fixture;
-use tmux_engine::fixture::cleanup::session_members;
-use tmux_engine::tmux::{Tmux, process};
+use tmux_engine::tmux::{Tmux, process, procfs};
 
 /// Prints `MARK<line> <time>` for every line it reads, without echo.
 const MARKER_LOOP: &str =
@@ -301,7 +300,10 @@ async fn parallel(tmux: &Arc<Tmux>, base: &Path, n: usize) {
         .iter()
         .filter(|(s, _)| process::is_alive(*s))
         .count();
-    let pane_procs: usize = started.iter().map(|(_, p)| session_members(*p).len()).sum();
+    let pane_procs: usize = started
+        .iter()
+        .map(|&(server, pane)| procfs::session_members(pane, server).len())
+        .sum();
     let dirs_left = std::fs::read_dir(&base).map(|d| d.count()).unwrap_or(0);
     println!(
         "{n} fixtures in parallel: {} passed in {}; after: {servers_alive} servers alive, \

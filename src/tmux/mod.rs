@@ -10,7 +10,9 @@
 //! - [`handle`]: [`ServerHandle`], a server that outlives the engine
 //!   (never killed on drop);
 //! - [`process`]: liveness and killing of processes we did not spawn
-//!   directly (the daemonised tmux server).
+//!   directly (the daemonised tmux server, a pane's session);
+//! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
+//!   parser, a pane's foreground group and input wait, session members).
 //!
 //! Nothing here knows about the control client; `control::client` uses
 //! [`Server::control_command`] and [`TmuxCommand::line`].
@@ -20,6 +22,7 @@ pub mod handle;
 pub mod names;
 pub mod options;
 pub mod process;
+pub mod procfs;
 pub mod server;
 pub mod version;
 
