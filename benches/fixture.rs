@@ -12,6 +12,8 @@
 //!
 //! Run: `cargo bench --bench fixture` (add `-- quick` for fewer samples).
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -20,6 +22,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tmux_engine::control::exit::PaneExit;
 use tmux_engine::fixture::Fixture;
 use tmux_engine::tmux::{Tmux, process, procfs};
+
+use common::{median, ms};
 
 /// Prints `MARK<line> <time>` for every line it reads, without echo.
 const MARKER_LOOP: &str =
@@ -42,15 +46,6 @@ fn main() {
         start_teardown(&tmux, base.path(), if quick { 5 } else { 15 }).await;
         parallel(&tmux, base.path(), 50).await;
     });
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
 fn now() -> f64 {
