@@ -3,7 +3,8 @@
 //!
 //! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
 //! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
-//! - [`names`]: the rules for session names, [`check_name`];
+//! - [`names`]: the rules for session names, [`check_name`], and
+//!   environment variable names, [`check_env_name`];
 //! - [`options`]: [`ServerOptions`], validated and turned into the config
 //!   file and start command;
 //! - [`server`]: [`Server`], one tmux server on a private socket;
@@ -30,7 +31,7 @@ pub use command::{
     DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
 };
 pub use handle::ServerHandle;
-pub use names::{MAX_NAME_LEN, check_name};
+pub use names::{MAX_NAME_LEN, check_env_name, check_name};
 pub use options::{ServerOptions, Size};
 pub use server::{FirstPane, Server};
 pub use version::{Caps, Stage, Tmux, Version};
