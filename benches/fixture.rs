@@ -12,6 +12,8 @@
 //!
 //! Run: `cargo bench --bench fixture` (add `-- quick` for fewer samples).
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -19,8 +21,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tmux_engine::control::exit::PaneExit;
 use tmux_engine::fixture::Fixture;
-use tmux_engine::fixture::cleanup::session_members;
-use tmux_engine::tmux::{Tmux, process};
+use tmux_engine::tmux::{Tmux, process, procfs};
+
+use common::{median, ms};
 
 /// Prints `MARK<line> <time>` for every line it reads, without echo.
 const MARKER_LOOP: &str =
@@ -43,15 +46,6 @@ fn main() {
         start_teardown(&tmux, base.path(), if quick { 5 } else { 15 }).await;
         parallel(&tmux, base.path(), 50).await;
     });
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
 fn now() -> f64 {
@@ -301,7 +295,10 @@ async fn parallel(tmux: &Arc<Tmux>, base: &Path, n: usize) {
         .iter()
         .filter(|(s, _)| process::is_alive(*s))
         .count();
-    let pane_procs: usize = started.iter().map(|(_, p)| session_members(*p).len()).sum();
+    let pane_procs: usize = started
+        .iter()
+        .map(|&(server, pane)| procfs::session_members(pane, server).len())
+        .sum();
     let dirs_left = std::fs::read_dir(&base).map(|d| d.count()).unwrap_or(0);
     println!(
         "{n} fixtures in parallel: {} passed in {}; after: {servers_alive} servers alive, \

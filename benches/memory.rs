@@ -7,43 +7,28 @@
 //! engine's RSS every second, its peak and its growth over the second half.
 //! Target: under 64 MiB and flat.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tmux_engine::control::client::ClientOptions;
 use tmux_engine::control::subscribe::SubscribeOptions;
 use tmux_engine::terminal::Terminal;
+use tmux_engine::tmux::procfs;
 use tmux_engine::tmux::{ServerOptions, Tmux};
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap_or(0)
-}
+use common::{env_or, rss_kib};
 
+/// CPU time process `pid` used so far, user and kernel, in clock ticks; 0
+/// once it is gone.
 fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // utime and stime are fields 14 and 15; `after` starts at field 3.
-    let get = |i: usize| {
-        fields
-            .get(i - 3)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    get(14) + get(15)
+    procfs::stat(pid).map_or(0, |stat| stat.utime + stat.stime)
 }
 
 #[tokio::main]
 async fn main() {
-    let secs: u64 = std::env::var("BENCH_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30);
+    let secs: u64 = env_or("BENCH_SECS", 30);
     let dir = tempfile::Builder::new()
         .prefix("tmuxeng-bench")
         .tempdir_in("/tmp")

@@ -14,6 +14,8 @@
 //! runs only the named scenarios).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -29,12 +31,7 @@ use tmux_engine::tmux::process;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use common::{env_or, median, ms, rss_kib};
 
 async fn open(dir: &Path) -> Registry {
     let config = TmuxConfig::new(dir.join("rt")).shell("/bin/sh");
@@ -46,24 +43,6 @@ async fn open(dir: &Path) -> Registry {
     .await
     .unwrap()
     .0
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 async fn raw_tmux(args: &[&str]) {
@@ -284,7 +263,7 @@ async fn send_echo(dir: &Path, rounds: usize) {
 async fn many(dir: &Path, count: usize) {
     let registry = open(dir).await;
     let owner = OwnerId::new("bench").unwrap();
-    let before = rss_kib();
+    let before = rss_kib(std::process::id());
     let start = Instant::now();
     for n in 0..count {
         registry
@@ -297,7 +276,7 @@ async fn many(dir: &Path, count: usize) {
             .unwrap();
     }
     let spawned = start.elapsed();
-    let after = rss_kib();
+    let after = rss_kib(std::process::id());
     let start = Instant::now();
     let list = registry.list(&owner).await.unwrap();
     let listed = start.elapsed();
@@ -406,15 +385,15 @@ async fn restart(dir: &Path, count: usize) {
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     if let Some(dir) = std::env::var_os("BENCH_RESTART_CHILD") {
-        let count = env_usize("BENCH_RESTART_COUNT", 50);
+        let count = env_or("BENCH_RESTART_COUNT", 50);
         runtime.block_on(restart_child(PathBuf::from(dir), count));
         return;
     }
     if std::env::args().any(|a| a == "--test" || a == "--list") {
         return; // `cargo test --benches` smoke mode: nothing to do
     }
-    let rounds = env_usize("BENCH_ROUNDS", 20);
-    let terminals = env_usize("BENCH_TERMINALS", 200);
+    let rounds = env_or("BENCH_ROUNDS", 20);
+    let terminals = env_or("BENCH_TERMINALS", 200);
     let base = tempfile::Builder::new()
         .prefix("tebench")
         .tempdir_in("/tmp")

@@ -5,17 +5,14 @@
 //! `cargo bench --bench throughput` (env `BENCH_MB`, default 64; `BENCH_ROUNDS`,
 //! default 3). Target: the engine streams at least 0.95 of the raw rate.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn env_num(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use common::env_or;
 
 /// The same line as `shared/bench/raw_tmux_baselines.py`: tabs, a
 /// backslash, SGR sequences and UTF-8, so escaping costs are real.
@@ -116,8 +113,8 @@ fn engine_run(dir: &Path, payload: &Path, expected: usize) -> (f64, f64) {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
-    let mb = env_num("BENCH_MB", 64);
-    let rounds = env_num("BENCH_ROUNDS", 3);
+    let mb = env_or("BENCH_MB", 64);
+    let rounds = env_or("BENCH_ROUNDS", 3);
     let dir = tempfile::Builder::new()
         .prefix("tmuxeng-bench")
         .tempdir_in("/tmp")

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ids::validate_name;
 use super::{OwnerId, TerminalId, TerminalStatus};
+use crate::tmux::names::check_env_name;
 use crate::{Error, Result};
 
 /// The backend kind a [`SpawnSpec`] uses unless told otherwise.
@@ -194,11 +195,7 @@ impl SpawnSpec {
             )));
         }
         for (key, value) in &self.env {
-            if key.is_empty() || key.contains(['=', '\0']) {
-                return Err(Error::InvalidInput(format!(
-                    "environment key {key:?} must be non-empty without '=' or NUL"
-                )));
-            }
+            check_env_name(key)?;
             if value.contains('\0') {
                 return Err(Error::InvalidInput(format!(
                     "environment value of {key} contains a NUL byte"

@@ -22,7 +22,7 @@ use super::version::Tmux;
 use crate::{Error, Result};
 
 /// How long a server gets to exit after `kill-server` before SIGKILL.
-const KILL_GRACE: Duration = Duration::from_secs(3);
+pub(super) const KILL_GRACE: Duration = Duration::from_secs(3);
 
 /// A tmux server on a private socket that is not killed on drop.
 #[derive(Debug, Clone)]
@@ -64,6 +64,11 @@ impl ServerHandle {
     /// The socket path (`tmux -S`).
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// The engine's config file, in the server's directory.
+    pub fn config(&self) -> &Path {
+        &self.config
     }
 
     /// The exact session target, `=NAME`.
@@ -119,9 +124,14 @@ impl ServerHandle {
     ///
     /// As [`Server::run`](super::Server::run).
     pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
-        let mut cli = cli(&self.tmux, &self.socket, &self.config);
+        let mut cli = self.cli();
         cli.args(cmd.argv());
         output(cli, cmd.line(), RUN_TIMEOUT).await
+    }
+
+    /// `tmux -u -S SOCK -f CONF` for a one-shot command (see [`cli`]).
+    pub(super) fn cli(&self) -> tokio::process::Command {
+        cli(&self.tmux, &self.socket, &self.config)
     }
 
     /// Kills the server (`kill-server`, SIGKILL after a grace period), waits

@@ -3,14 +3,17 @@
 //!
 //! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
 //! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
-//! - [`names`]: the rules for session names, [`check_name`];
+//! - [`names`]: the rules for session names, [`check_name`], and
+//!   environment variable names, [`check_env_name`];
 //! - [`options`]: [`ServerOptions`], validated and turned into the config
 //!   file and start command;
 //! - [`server`]: [`Server`], one tmux server on a private socket;
 //! - [`handle`]: [`ServerHandle`], a server that outlives the engine
 //!   (never killed on drop);
 //! - [`process`]: liveness and killing of processes we did not spawn
-//!   directly (the daemonised tmux server).
+//!   directly (the daemonised tmux server, a pane's session);
+//! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
+//!   parser, a pane's foreground group and input wait, session members).
 //!
 //! Nothing here knows about the control client; `control::client` uses
 //! [`Server::control_command`] and [`TmuxCommand::line`].
@@ -20,6 +23,7 @@ pub mod handle;
 pub mod names;
 pub mod options;
 pub mod process;
+pub mod procfs;
 pub mod server;
 pub mod version;
 
@@ -27,7 +31,7 @@ pub use command::{
     DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
 };
 pub use handle::ServerHandle;
-pub use names::{MAX_NAME_LEN, check_name};
+pub use names::{MAX_NAME_LEN, check_env_name, check_name};
 pub use options::{ServerOptions, Size};
 pub use server::{FirstPane, Server};
 pub use version::{Caps, Stage, Tmux, Version};

@@ -1,4 +1,5 @@
-//! What a session or terminal name may be: [`check_name`].
+//! What a session or terminal name may be: [`check_name`]; and an
+//! environment variable's: [`check_env_name`].
 //!
 //! Names reach tmux as targets (`=NAME`) and as format-expanded arguments;
 //! the rules here keep every accepted name addressable, exactly, by that
@@ -55,6 +56,22 @@ pub fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks the name of a variable for a pane's environment
+/// (`new-session -e NAME=VALUE`): an `=` in it would move the split between
+/// name and value, and a NUL cannot pass through argv at all.
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] for an empty name or one with `=` or NUL.
+pub fn check_env_name(key: &str) -> Result<()> {
+    if key.is_empty() || key.contains(['=', '\0']) {
+        return Err(Error::InvalidInput(format!(
+            "environment variable name {key:?} is empty or contains '=' or NUL"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +123,21 @@ mod tests {
         insta::assert_snapshot!(
             check_name("a:b").expect_err("colon"),
             @r#"invalid input: name "a:b" contains ':'"#
+        );
+    }
+
+    #[test]
+    fn env_names() {
+        for name in ["A", "a_b", "with space", "é"] {
+            assert!(check_env_name(name).is_ok(), "{name:?} rejected");
+        }
+        for name in ["", "A=B", "=", "A\0"] {
+            let err = check_env_name(name).expect_err(name);
+            assert_eq!(err.code(), "INVALID_INPUT");
+        }
+        insta::assert_snapshot!(
+            check_env_name("A=B").expect_err("="),
+            @r#"invalid input: environment variable name "A=B" is empty or contains '=' or NUL"#
         );
     }
 }

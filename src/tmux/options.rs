@@ -10,7 +10,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use super::command::{TmuxCommand, quote};
-use super::names::check_name;
+use super::names::{check_env_name, check_name};
 use crate::{Error, Result};
 
 /// Server option set on every engine server (`show -sv @tmux-engine`), so
@@ -154,11 +154,7 @@ pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
         )));
     }
     for (key, _) in &opts.env {
-        if key.is_empty() || key.contains(['=', '\0']) {
-            return Err(Error::InvalidInput(format!(
-                "environment variable name {key:?} is empty or contains '=' or NUL"
-            )));
-        }
+        check_env_name(key)?;
     }
     for line in &opts.extra_config {
         if line.contains(['\n', '\r', '\0']) {

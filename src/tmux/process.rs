@@ -1,6 +1,7 @@
 //! Liveness and killing of processes the engine did not spawn as children:
 //! the tmux server daemonises (forks away from the `tmux` client we run), so
-//! the engine only knows its pid.
+//! the engine only knows its pid; a pane's programs are the server's
+//! children, known by their session (see [`kill_session`]).
 //!
 //! A dead daemon stays a zombie until its new parent reaps it, and some
 //! container init processes reap late or never; so on Linux a zombie counts
@@ -10,6 +11,8 @@
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal};
+
+use super::procfs;
 
 /// How often the polling waits look again (the blocking one, and the async
 /// one where pidfds are unavailable).
@@ -28,15 +31,7 @@ pub fn is_alive(raw: u32) -> bool {
     #[cfg(target_os = "linux")]
     {
         let _ = p;
-        match std::fs::read(format!("/proc/{raw}/stat")) {
-            // Format: `PID (COMM) STATE ...`; COMM may contain `)`, so take
-            // the state after the last one.
-            Ok(stat) => match stat.iter().rposition(|&b| b == b')') {
-                Some(i) => !matches!(stat.get(i + 2), Some(b'Z' | b'X' | b'x')),
-                None => true,
-            },
-            Err(_) => false,
-        }
+        procfs::stat(raw).is_some_and(|stat| !stat.has_exited())
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -80,6 +75,24 @@ pub fn signal(raw: u32, signal: Signal) -> crate::Result<()> {
             e.into(),
         )),
     }
+}
+
+/// SIGKILLs every process of the session led by pane process `session` of
+/// tmux server `server` (0: unknown) and returns them: a pane's program is
+/// a session leader (tmux calls `setsid` for it), so this is everything it
+/// started, except what moved to a session of its own. A pid reused by an
+/// unrelated session leader since the pane exited is left alone (see
+/// [`procfs::session_members`]). Best effort: a failed signal is logged.
+pub fn kill_session(session: u32, server: u32) -> Vec<u32> {
+    let members = procfs::session_members(session, server);
+    for &pid in &members {
+        // Gone already is no error; EPERM would be a process that is not
+        // the pane's (its programs run as the engine's user).
+        if let Err(error) = signal(pid, Signal::KILL) {
+            tracing::warn!(pid, %error, "killing a pane process");
+        }
+    }
+    members
 }
 
 /// Waits until process `raw` is dead or `timeout` passed, blocking the
@@ -193,5 +206,37 @@ mod tests {
         assert!(!is_alive(pid));
         child.wait().expect("reap");
         exited(pid).await;
+    }
+
+    #[test]
+    fn session_of_a_setsid_child_is_found_and_killed() {
+        let mut child = std::process::Command::new("setsid")
+            .args(["sh", "-c", "sleep 30 & exec sleep 30"])
+            .spawn()
+            .expect("setsid");
+        let leader = child.id();
+        // This process stands in for the tmux server: the leader's parent.
+        let server = std::process::id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let members = loop {
+            let m = procfs::session_members(leader, server);
+            if m.len() == 2 {
+                break m;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "session never had 2 members: {m:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(members.contains(&leader));
+        assert_eq!(kill_session(leader, server).len(), 2);
+        child.wait().expect("reap");
+        for pid in members {
+            assert!(
+                wait_dead_blocking(pid, Duration::from_secs(5)),
+                "{pid} survived"
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 
 use super::command::TmuxCommand;
-use super::handle::ServerHandle;
+use super::handle::{KILL_GRACE, ServerHandle};
 use super::options::{
     ServerOptions, Size, StartMode, config_text, runtime_base, start_argv, validate,
 };
@@ -46,8 +46,6 @@ pub const MAX_SOCKET_PATH: usize = 103;
 
 /// How long a one-shot `tmux` command (including the start) may take.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a server gets to exit after `kill-server` before SIGKILL.
-const KILL_GRACE: Duration = Duration::from_secs(3);
 /// How long a `tmux kill-server` client may take inside `Drop`.
 const DROP_CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -67,15 +65,12 @@ pub struct FirstPane {
 /// its directory; prefer [`Server::kill`] in async code.
 #[derive(Debug)]
 pub struct Server {
-    tmux: Arc<Tmux>,
+    /// The addressing (binary, directory, socket, config, session, pid) and
+    /// the stopping logic, which a detached server has as well; this value
+    /// adds the ownership.
+    handle: ServerHandle,
     /// `None` once killed, so `Drop` does nothing.
     dir: Option<TempDir>,
-    dir_path: PathBuf,
-    socket: PathBuf,
-    config: PathBuf,
-    name: String,
-    target: String,
-    pid: u32,
     first_pane: FirstPane,
     size: Size,
 }
@@ -96,7 +91,7 @@ impl Server {
     pub async fn start(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<Server> {
         let (mut server, argv, (server_env, clear_env)) =
             Self::create(tmux, opts, StartMode::Detached)?;
-        let mut cli = cli(&server.tmux, &server.socket, &server.config);
+        let mut cli = server.handle.cli();
         cli.args(&argv);
         if clear_env {
             cli.env_clear();
@@ -144,13 +139,13 @@ impl Server {
         let (server, argv, (server_env, clear_env)) = Self::create(tmux, opts, StartMode::Control)?;
         let mut args = vec![
             OsString::from("-S"),
-            server.socket.clone().into_os_string(),
+            server.socket().as_os_str().to_owned(),
             OsString::from("-f"),
-            server.config.clone().into_os_string(),
+            server.config().as_os_str().to_owned(),
             OsString::from("-C"),
         ];
         args.extend(argv);
-        let mut cmd = tokio::process::Command::from(server.tmux.command(args));
+        let mut cmd = tokio::process::Command::from(server.tmux().command(args));
         if clear_env {
             cmd.env_clear();
         }
@@ -170,10 +165,10 @@ impl Server {
     /// Records the server pid and first pane of a server started through
     /// [`Server::prepare`]'s command.
     pub fn set_started(&mut self, pid: u32, first_pane: FirstPane) {
-        self.pid = pid;
+        self.handle.set_pid(pid);
         self.first_pane = first_pane;
         tracing::debug!(
-            socket = %self.socket.display(),
+            socket = %self.socket().display(),
             pid,
             pane = %first_pane.id,
             "tmux server started"
@@ -199,27 +194,19 @@ impl Server {
                     e,
                 )
             })?;
-        let dir_path = dir.path().to_path_buf();
-        let socket = dir_path.join(SOCKET_NAME);
-        check_socket_path(&socket)?;
-        let config = dir_path.join(CONFIG_NAME);
-        write_config(&config, &config_text(&opts)?)?;
+        let handle =
+            ServerHandle::from_parts(tmux, dir.path().to_path_buf(), opts.session.clone(), 0);
+        check_socket_path(handle.socket())?;
+        write_config(handle.config(), &config_text(&opts)?)?;
 
-        let target = format!("={}", opts.session);
-        let argv = start_argv(&opts, &target, mode)?;
+        let argv = start_argv(&opts, handle.session(), mode)?;
         // Owned from here on, before tmux runs: if starting fails or the
         // caller's future is dropped, `kill` or `Drop` stops whatever did
         // start (by socket; the pid is not known yet) and removes the
         // directory.
         let server = Server {
-            tmux,
+            handle,
             dir: Some(dir),
-            dir_path,
-            socket,
-            config,
-            name: opts.session,
-            target,
-            pid: 0,
             first_pane: FirstPane {
                 id: PaneId(0),
                 pid: 0,
@@ -231,34 +218,34 @@ impl Server {
 
     /// The socket path (`tmux -S`).
     pub fn socket(&self) -> &Path {
-        &self.socket
+        self.handle.socket()
     }
 
     /// The server's private directory (mode 0700): socket and config.
     pub fn dir(&self) -> &Path {
-        &self.dir_path
+        self.handle.dir()
     }
 
     /// The engine's config file the server was started with.
     pub fn config(&self) -> &Path {
-        &self.config
+        self.handle.config()
     }
 
     /// The exact session target, `=NAME`, for session commands
     /// (`has-session -t`, `attach-session -t`). Window and pane commands
     /// read `=NAME` as a *window* name: give them `=NAME:` instead.
     pub fn session(&self) -> &str {
-        &self.target
+        self.handle.session()
     }
 
     /// The session's name, without the `=`.
     pub fn session_name(&self) -> &str {
-        &self.name
+        self.handle.session_name()
     }
 
     /// The server's pid (`#{pid}`).
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.handle.pid()
     }
 
     /// The pane the session started with.
@@ -268,7 +255,7 @@ impl Server {
 
     /// The tmux binary running this server.
     pub fn tmux(&self) -> &Arc<Tmux> {
-        &self.tmux
+        self.handle.tmux()
     }
 
     /// The fixed window size.
@@ -279,7 +266,7 @@ impl Server {
     /// True while the server process exists (checked by pid, no socket
     /// round trip).
     pub fn is_alive(&self) -> bool {
-        process::is_alive(self.pid)
+        process::is_alive(self.pid())
     }
 
     /// Sends SIGCHLD to the server, so it reaps exited panes.
@@ -297,8 +284,8 @@ impl Server {
     ///
     /// [`Error::Io`] when the signal cannot be sent.
     pub fn nudge_child_reaper(&self) -> Result<()> {
-        if process::looks_like_tmux(self.pid) {
-            process::signal(self.pid, Signal::CHILD)?;
+        if process::looks_like_tmux(self.pid()) {
+            process::signal(self.pid(), Signal::CHILD)?;
         }
         Ok(())
     }
@@ -307,7 +294,7 @@ impl Server {
     /// killed on drop: the control client. `-u` because tmux sanitises every
     /// reply to a client it does not think is UTF-8.
     pub fn control_command(&self) -> tokio::process::Command {
-        self.handle().control_command()
+        self.handle.control_command()
     }
 
     /// Runs `cmd` as a one-shot `tmux -S SOCK ...` process (the argv form,
@@ -319,7 +306,7 @@ impl Server {
     /// [`Error::Unresponsive`] after [`RUN_TIMEOUT`]; [`Error::Io`] when
     /// tmux cannot be spawned.
     pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
-        self.handle().run(cmd).await
+        self.handle.run(cmd).await
     }
 
     /// Kills the server: `kill-server`, waits for the process to exit
@@ -335,31 +322,17 @@ impl Server {
         if self.dir.is_none() {
             return Ok(());
         }
-        let mut handle = self.handle();
-        let stopped = handle.stop().await;
         // A start that failed after tmux ran learns its pid in `stop`.
-        self.pid = handle.pid();
-        stopped?;
+        self.handle.stop().await?;
         let Some(dir) = self.dir.take() else {
             return Ok(());
         };
         dir.close().map_err(|e| {
             Error::io(
-                format!("removing server directory {}", self.dir_path.display()),
+                format!("removing server directory {}", self.dir().display()),
                 e,
             )
         })
-    }
-
-    /// The same server as a [`ServerHandle`], which holds the addressing and
-    /// stopping logic both share; this value keeps the ownership.
-    fn handle(&self) -> ServerHandle {
-        ServerHandle::from_parts(
-            Arc::clone(&self.tmux),
-            self.dir_path.clone(),
-            self.name.clone(),
-            self.pid,
-        )
     }
 
     /// Gives up ownership: the server keeps running after this value is
@@ -373,7 +346,7 @@ impl Server {
         if let Some(dir) = self.dir.take() {
             let _ = dir.keep();
         }
-        self.handle()
+        self.handle.clone()
     }
 
     /// `kill` without a runtime, for `Drop`: best effort, never panics.
@@ -381,35 +354,34 @@ impl Server {
         let Some(dir) = self.dir.take() else {
             return;
         };
-        if self.socket.exists() {
-            if self.pid == 0 {
+        if self.socket().exists() {
+            if self.pid() == 0 {
                 // A start that was cancelled after tmux ran.
-                self.pid = self
+                let pid = self
                     .tmux_blocking(&["display-message", "-p", "#{pid}"])
                     .and_then(|out| out.trim().parse().ok())
                     .unwrap_or(0);
+                self.handle.set_pid(pid);
             }
             self.tmux_blocking(&["kill-server"]);
         }
-        if !process::wait_dead_blocking(self.pid, KILL_GRACE) {
-            tracing::warn!(
-                pid = self.pid,
-                "tmux server ignored kill-server; sending SIGKILL"
-            );
-            if process::looks_like_tmux(self.pid) {
-                let _ = process::signal(self.pid, Signal::KILL);
+        let pid = self.pid();
+        if !process::wait_dead_blocking(pid, KILL_GRACE) {
+            tracing::warn!(pid, "tmux server ignored kill-server; sending SIGKILL");
+            if process::looks_like_tmux(pid) {
+                let _ = process::signal(pid, Signal::KILL);
             }
-            process::wait_dead_blocking(self.pid, KILL_GRACE);
+            process::wait_dead_blocking(pid, KILL_GRACE);
         }
         if let Err(e) = dir.close() {
-            tracing::warn!(dir = %self.dir_path.display(), error = %e, "removing server directory");
+            tracing::warn!(dir = %self.dir().display(), error = %e, "removing server directory");
         }
     }
 
     /// Runs `tmux ARGS` without a runtime, giving the client
     /// [`DROP_CLIENT_TIMEOUT`]; its stdout on success.
     fn tmux_blocking(&self, args: &[&str]) -> Option<String> {
-        let mut cli = cli(&self.tmux, &self.socket, &self.config).into_std();
+        let mut cli = self.handle.cli().into_std();
         cli.args(args).stdin(Stdio::null()).stderr(Stdio::null());
         let mut child = match cli.spawn() {
             Ok(child) => child,
@@ -546,6 +518,8 @@ pub(super) async fn output(
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]

@@ -8,7 +8,6 @@
 //! | `terminal.rs` | [`TmuxTerminal`]: watcher, signal, close, probe       |
 //! | `send.rs`     | sends and their wait conditions                       |
 //! | `capture.rs`  | scrollback pages and the screen (`capture-pane`)      |
-//! | `procfs.rs`   | foreground group, input blocking, session members     |
 //!
 //! Each terminal's server lives in its own `tmux-engine-XXXXXX` directory
 //! under the backend's runtime directory (one per state directory, see
@@ -18,7 +17,6 @@
 //! reaches a tmux target.
 
 mod capture;
-mod procfs;
 mod reap;
 mod send;
 mod terminal;
@@ -235,7 +233,7 @@ impl TmuxBackend {
         let mut handle = server.into_detached();
         if request.cancel.is_cancelled() {
             let cause = Error::Cancelled(format!("spawn of terminal {}", request.id));
-            terminal::kill_session(pane_pid, handle.pid());
+            process::kill_session(pane_pid, handle.pid());
             return match handle.kill().await {
                 Ok(()) => Err(cause),
                 Err(cleanup) => Err(Error::BackendCleanup {

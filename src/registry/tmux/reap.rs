@@ -9,14 +9,13 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::terminal::kill_session;
 use super::{SESSION, TmuxConfig};
 use crate::registry::backend::ReapReport;
 use crate::registry::persist::TerminalRecord;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::server::DIR_PREFIX;
-use crate::tmux::{ServerHandle, Tmux};
+use crate::tmux::{ServerHandle, Tmux, process};
 use crate::{Error, Result};
 
 pub(super) async fn reap(
@@ -77,7 +76,7 @@ pub(super) async fn reap(
                         let mut fields = line.split_whitespace().map(str::parse::<u32>);
                         if let (Some(Ok(pane)), Some(Ok(server))) = (fields.next(), fields.next()) {
                             handle.set_pid(server);
-                            kill_session(pane, server);
+                            process::kill_session(pane, server);
                         }
                     }
                 }

@@ -19,11 +19,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::viewport;
-use super::procfs;
 use super::terminal::{Shared, output_since};
 use crate::registry::backend::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, WaitFor, WaitReason,
 };
+use crate::tmux::procfs;
 use crate::{Error, Result};
 
 /// First and longest pause between `/proc` checks of a `stdin_read` wait.

@@ -23,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::TmuxConfig;
-use super::procfs;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream};
 use crate::control::exit::{PaneExit, pane_state, wait_pane_exit};
@@ -36,7 +35,7 @@ use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::tmux::ServerHandle;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::DRAIN_PIPE;
-use crate::tmux::process;
+use crate::tmux::{process, procfs};
 use crate::{Error, Result};
 
 /// How long `close` waits for the control client to see the server go.
@@ -371,7 +370,7 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     // session unless they left it. Kill them first, so nothing survives the
     // server (tmux only sends SIGHUP, which programs may ignore).
     let pane_pid = shared.lock().pane_pid;
-    let members = kill_session(pane_pid, server.pid());
+    let members = process::kill_session(pane_pid, server.pid());
     // With the pid known and the connection up, ask over the connection;
     // otherwise `kill` runs a one-shot `kill-server` (the server may outlive
     // a closed connection).
@@ -414,23 +413,6 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     });
     shared.closed.store(true, Ordering::Release);
     Ok(())
-}
-
-/// SIGKILLs every process of the session led by pane process `session` of
-/// tmux server `server` (0: unknown); returns them. A pid reused by another
-/// session leader since the pane exited is left alone (see
-/// [`procfs::session_members`]).
-pub(super) fn kill_session(session: u32, server: u32) -> Vec<u32> {
-    if session == 0 {
-        return Vec::new();
-    }
-    let members = procfs::session_members(session, server);
-    for &pid in &members {
-        if let Err(error) = process::signal(pid, rustix::process::Signal::KILL) {
-            warn!(pid, %error, "killing a pane process");
-        }
-    }
-    members
 }
 
 /// The liveness probe: control-client EOF, then `list-panes` on the exact

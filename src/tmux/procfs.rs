@@ -1,16 +1,19 @@
-//! What `/proc` tells about a pane's processes: its foreground process
-//! group, whether that group waits for terminal input, and every process of
-//! the pane's session (for killing the whole tree).
+//! What `/proc` tells about processes: the one parser of `/proc/PID/stat`,
+//! a pane's foreground process group and whether it waits for terminal
+//! input, and every process of a pane's session (for killing the whole
+//! tree, see [`process::kill_session`](super::process::kill_session)).
 //!
-//! Linux only in substance; elsewhere the answers are conservative (no
-//! foreground group known, nothing blocked, no session members found).
-//! Reads only; signalling is the caller's job.
+//! Linux only in substance; elsewhere the answers are conservative (no stat,
+//! no foreground group known, nothing blocked, no session members found).
+//! Reads only; signalling is `process`'s job. It does not use `process`
+//! either, which builds its liveness check on [`stat`].
 
 use std::path::Path;
 
-/// The fields of `/proc/PID/stat` the backend needs.
+/// The fields of `/proc/PID/stat` the engine, its fixtures and benchmarks
+/// read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stat {
+pub struct Stat {
     /// One-letter state: `R`, `S`, `D`, `Z`, ...
     pub state: u8,
     /// Parent process.
@@ -23,20 +26,48 @@ pub(super) struct Stat {
     pub tty: i32,
     /// Foreground process group of the controlling terminal (-1 if none).
     pub tpgid: i32,
+    /// CPU time in user mode, in clock ticks.
+    pub utime: u64,
+    /// CPU time in kernel mode, in clock ticks.
+    pub stime: u64,
+    /// When the process started, in clock ticks since boot: with the pid,
+    /// it names one process even after the pid is reused.
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// Whether the process has exited: a zombie (`Z`) its parent has not
+    /// reaped yet, or dead (`X`, `x`). Its pid still exists, but nothing
+    /// runs and no signal has any effect.
+    pub fn has_exited(&self) -> bool {
+        matches!(self.state, b'Z' | b'X' | b'x')
+    }
 }
 
 /// Parses `/proc/PID/stat`: `PID (COMM) STATE PPID PGRP SESSION TTY TPGID
-/// ...`; COMM may hold spaces and `)`, so fields are read after the last
-/// `)`.
-pub(super) fn parse_stat(text: &str) -> Option<Stat> {
-    let rest = &text[text.rfind(')')? + 1..];
+/// ...`, `None` when a field is missing or malformed. COMM may hold spaces,
+/// `)` and bytes that are not UTF-8, so fields are read after the last `)`.
+pub fn parse_stat(text: &[u8]) -> Option<Stat> {
+    let after = text.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(text.get(after + 1..)?).ok()?;
     let mut fields = rest.split_ascii_whitespace();
-    let state = *fields.next()?.as_bytes().first()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    let session = fields.next()?.parse().ok()?;
-    let tty = fields.next()?.parse().ok()?;
-    let tpgid = fields.next()?.parse().ok()?;
+    // Fields are numbered from 1 as in proc(5); STATE, the first after
+    // COMM, is field 3. Each call must ask for a later field than the last.
+    let mut next_field = 3;
+    let mut field = |number: usize| {
+        let found = fields.nth(number.checked_sub(next_field)?);
+        next_field = number + 1;
+        found
+    };
+    let state = *field(3)?.as_bytes().first()?;
+    let ppid = field(4)?.parse().ok()?;
+    let pgrp = field(5)?.parse().ok()?;
+    let session = field(6)?.parse().ok()?;
+    let tty = field(7)?.parse().ok()?;
+    let tpgid = field(8)?.parse().ok()?;
+    let utime = field(14)?.parse().ok()?;
+    let stime = field(15)?.parse().ok()?;
+    let start_time = field(22)?.parse().ok()?;
     Some(Stat {
         state,
         ppid,
@@ -44,22 +75,31 @@ pub(super) fn parse_stat(text: &str) -> Option<Stat> {
         session,
         tty,
         tpgid,
+        utime,
+        stime,
+        start_time,
     })
 }
 
-/// The stat of process `pid`, `None` when it is gone or unreadable.
-pub(super) fn stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// The stat of process `pid`, `None` when it is gone or unreadable (or
+/// `/proc` is not Linux's).
+pub fn stat(pid: u32) -> Option<Stat> {
+    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&text)
+}
+
+/// [`stat`] for a pid read from another stat (`pgrp`, `tpgid`, ...):
+/// negative ones name no process.
+fn stat_of(pid: i32) -> Option<Stat> {
+    stat(u32::try_from(pid).ok()?)
 }
 
 /// The foreground process group of the terminal whose session leader is
 /// `pane_pid` (the pane's process; tmux makes it a session leader). Falls
 /// back to the pane process's own group when the terminal reports none.
-pub(super) fn foreground_group(pane_pid: u32) -> Option<i32> {
-    let pid = i32::try_from(pane_pid).ok()?;
-    let stat = stat(pid)?;
-    if stat.state == b'Z' {
+pub(crate) fn foreground_group(pane_pid: u32) -> Option<i32> {
+    let stat = stat(pane_pid)?;
+    if stat.has_exited() {
         return None;
     }
     Some(if stat.tpgid > 0 {
@@ -103,7 +143,7 @@ mod nr {
 ///
 /// A foreground program waiting in `poll` on sockets rather than the
 /// terminal also counts; of a pipeline only the leader is inspected.
-pub(super) fn blocked_on_input(pane_pid: u32) -> bool {
+pub(crate) fn blocked_on_input(pane_pid: u32) -> bool {
     let Some(group) = foreground_group(pane_pid) else {
         return false;
     };
@@ -134,7 +174,7 @@ fn waited_child(pid: i32, group: i32) -> Option<i32> {
     let mut same_group = children
         .split_ascii_whitespace()
         .filter_map(|word| word.parse::<i32>().ok())
-        .filter(|&child| stat(child).is_some_and(|stat| stat.pgrp == group));
+        .filter(|&child| stat_of(child).is_some_and(|stat| stat.pgrp == group));
     let child = same_group.next()?;
     same_group.next().is_none().then_some(child)
 }
@@ -142,7 +182,7 @@ fn waited_child(pid: i32, group: i32) -> Option<i32> {
 /// Whether process `pid` sleeps reading a terminal (see
 /// [`blocked_on_input`]).
 fn process_blocked_on_input(pid: i32) -> bool {
-    match stat(pid) {
+    match stat_of(pid) {
         Some(stat) if stat.state == b'S' => {}
         _ => return false,
     }
@@ -187,16 +227,16 @@ fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
 /// the pane is its child; otherwise (a dead or unknown server, 0) the pane
 /// may have been re-parented, and it is at least a process with a
 /// controlling terminal, which a daemonised tmux server is not.
-pub(super) fn session_members(session: u32, server: u32) -> Vec<u32> {
+pub fn session_members(session: u32, server: u32) -> Vec<u32> {
     // Session 0 holds processes nobody called `setsid` for (kernel threads,
     // a container's first processes): never a pane's session.
-    let Ok(session @ 1..) = i32::try_from(session) else {
+    let Ok(session_id @ 1..) = i32::try_from(session) else {
         return Vec::new();
     };
     if let Some(leader) = stat(session)
-        && leader.state != b'Z'
+        && !leader.has_exited()
     {
-        let server_alive = server != 0 && crate::tmux::process::is_alive(server);
+        let server_alive = server != 0 && stat(server).is_some_and(|server| !server.has_exited());
         let ours = if server_alive {
             i32::try_from(server).is_ok_and(|server| leader.ppid == server)
         } else {
@@ -210,9 +250,10 @@ pub(super) fn session_members(session: u32, server: u32) -> Vec<u32> {
         return Vec::new();
     };
     entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| stat(pid).is_some_and(|stat| stat.session == session && stat.state != b'Z'))
-        .filter_map(|pid| u32::try_from(pid).ok())
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            stat(pid).is_some_and(|stat| stat.session == session_id && !stat.has_exited())
+        })
         .collect()
 }
 
@@ -221,38 +262,61 @@ pub(super) fn session_members(session: u32, server: u32) -> Vec<u32> {
 mod tests {
     use super::*;
 
+    /// A stat line as Linux writes it, COMM left to the caller.
+    fn line(comm: &[u8]) -> Vec<u8> {
+        let mut line = b"42 (".to_vec();
+        line.extend_from_slice(comm);
+        line.extend_from_slice(
+            b") S 1 40 40 34816 41 4194304 0 0 0 0 7 3 0 0 20 0 1 0 12345 \
+              2465792 256 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1\n",
+        );
+        line
+    }
+
     #[test]
     fn parses_stat_with_odd_command_names() {
-        let stat = parse_stat("42 (a) b (c)) S 1 40 40 34816 41 4194304 0 0").unwrap();
-        assert_eq!(
-            stat,
-            Stat {
-                state: b'S',
-                ppid: 1,
-                pgrp: 40,
-                session: 40,
-                tty: 34816,
-                tpgid: 41
-            }
-        );
-        assert_eq!(parse_stat("42 (x"), None);
-        assert_eq!(parse_stat("42 (x) S 1"), None);
+        let want = Stat {
+            state: b'S',
+            ppid: 1,
+            pgrp: 40,
+            session: 40,
+            tty: 34816,
+            tpgid: 41,
+            utime: 7,
+            stime: 3,
+            start_time: 12345,
+        };
+        for comm in [&b"sh"[..], b"a) b (c)", b"x)) S 9 9", b"\xff\xfe)"] {
+            assert_eq!(parse_stat(&line(comm)), Some(want), "{comm:?}");
+        }
+        assert!(!want.has_exited());
+        let zombie = b"42 (sh) Z 1 40 40 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9";
+        assert!(parse_stat(zombie).unwrap().has_exited());
+        for bad in [
+            &b"42 (x"[..],
+            b"42 (x) S 1",
+            b"42 (x) S 1 40 40 0 -1",
+            b"garbage",
+        ] {
+            assert_eq!(parse_stat(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]
     fn own_process_is_readable() {
-        let me = i32::try_from(std::process::id()).unwrap();
-        let stat = stat(me).unwrap();
+        let stat = stat(std::process::id()).unwrap();
         assert_eq!(
             u32::try_from(stat.ppid).unwrap(),
             std::os::unix::process::parent_id()
         );
-        assert_eq!(parse_stat("garbage"), None);
+        assert!(!stat.has_exited());
+        assert_eq!(super::stat(0), None);
     }
 
     /// A child made a session leader by `setsid` stands in for a pane: its
     /// session is listed for its parent (the "server"), and left alone for a
-    /// live process that is not its parent (the pid-reuse case).
+    /// live process that is not its parent (the pid-reuse case) and, with
+    /// no server known, because it has no controlling terminal.
     #[test]
     fn session_is_listed_only_for_the_leaders_parent() {
         let mut child = std::process::Command::new("setsid")
@@ -270,9 +334,7 @@ mod tests {
         let leader = child.0.id();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         // `setsid` execs `sleep` in place once it has made the session.
-        while stat(i32::try_from(leader).unwrap())
-            .is_none_or(|s| s.session != i32::try_from(leader).unwrap())
-        {
+        while stat(leader).is_none_or(|s| u32::try_from(s.session) != Ok(leader)) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "setsid never took effect"
@@ -280,13 +342,9 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(session_members(leader, std::process::id()), vec![leader]);
-        let stranger = u32::try_from(
-            stat(i32::try_from(std::process::id()).unwrap())
-                .unwrap()
-                .ppid,
-        )
-        .unwrap();
+        let stranger = u32::try_from(stat(std::process::id()).unwrap().ppid).unwrap();
         assert!(session_members(leader, stranger).is_empty());
+        assert!(session_members(leader, 0).is_empty());
         assert!(session_members(0, 0).is_empty());
     }
 }

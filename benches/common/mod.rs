@@ -1,0 +1,47 @@
+//! Helpers the benchmarks share: summarising samples, formatting times,
+//! sizes from the environment, and a process's resident memory.
+//!
+//! Each bench is its own crate (`harness = false`) and includes this file
+//! with `mod common;`; nothing here measures anything by itself.
+
+// Each bench uses only some of these; the rest would warn in its crate.
+#![allow(dead_code)]
+
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The median of `samples` (the upper one of an even count): one slow
+/// outlier, such as a first run that warms caches, does not move it.
+///
+/// # Panics
+/// When `samples` is empty.
+pub fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// `d` in milliseconds with microsecond digits: the fixture waits resolve
+/// in well under a millisecond.
+pub fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+/// The environment variable `name` parsed as a `T`, `default` when it is
+/// unset or does not parse (the benches' size knobs, `BENCH_*`).
+pub fn env_or<T: FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The resident set size of process `pid` in KiB (`VmRSS` of
+/// `/proc/PID/status`), 0 when it cannot be read (the process is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
