@@ -10,13 +10,14 @@ use tempfile::TempDir;
 
 /// A state and runtime directory for one test, and the binary bound to it.
 /// Fields drop in order: the servers die while their sockets still exist.
-struct Cli {
+pub(crate) struct Cli {
     _cleanup: Cleanup,
     dir: TempDir,
 }
 
 impl Cli {
-    fn new() -> Cli {
+    /// Fresh state and runtime directories.
+    pub(crate) fn new() -> Cli {
         let dir = crate::support::test_dir();
         Cli {
             _cleanup: Cleanup(dir.path().join("rt")),
@@ -24,7 +25,9 @@ impl Cli {
         }
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    /// The binary with `args`, bound to this test's directories, owner
+    /// `tester` and `/bin/sh`; stdin is null.
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let runtime = self.dir.path().join("rt");
         std::fs::create_dir_all(&runtime).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_tmux-engine"));
@@ -38,12 +41,13 @@ impl Cli {
         command
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    /// Runs to the end, capturing stdout and stderr.
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
     /// Runs and expects success; returns stdout.
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let output = self.run(args);
         assert!(
             output.status.success(),
@@ -53,7 +57,8 @@ impl Cli {
         String::from_utf8(output.stdout).unwrap()
     }
 
-    fn runtime(&self) -> std::path::PathBuf {
+    /// The runtime directory the servers live under.
+    pub(crate) fn runtime(&self) -> std::path::PathBuf {
         self.dir.path().join("rt")
     }
 }
@@ -90,7 +95,7 @@ fn kill_servers(dir: &Path) {
 struct Cleanup(std::path::PathBuf);
 
 /// Server directories left under the test's runtime directory.
-fn servers_left(runtime: &Path) -> usize {
+pub(crate) fn servers_left(runtime: &Path) -> usize {
     walk(runtime)
 }
 

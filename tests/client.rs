@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use tmux_engine::Error;
-use tmux_engine::control::Notification;
 use tmux_engine::control::client::{ClientOptions, PaneEvent, PaneStream};
 use tmux_engine::control::exit::wait_pane_exit;
-use tmux_engine::control::subscribe::SubscribeOptions;
+use tmux_engine::control::subscribe::{Snapshot, SubscribeOptions};
+use tmux_engine::control::{Notification, PaneId};
 use tmux_engine::terminal::Terminal;
 use tmux_engine::tmux::TmuxCommand;
 use tmux_engine::tmux::process;
@@ -306,6 +306,180 @@ async fn pane_exit_is_pushed_with_code_or_signal() {
         process::signal(pid, rustix::process::Signal::TERM).expect("SIGTERM");
         let exit = waiter.await.expect("task").expect("exit");
         assert_eq!(exit.shell_status(), 128 + 15);
+        term.kill().await.expect("kill");
+    })
+    .await;
+}
+
+/// Every complete `<n=DIGITS>` marker in `bytes`, in order.
+fn counters(bytes: &[u8]) -> Vec<u64> {
+    let mut found = Vec::new();
+    let mut rest = bytes;
+    while let Some(at) = rest.windows(3).position(|w| w == b"<n=") {
+        rest = &rest[at + 3..];
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits > 0 && rest.get(digits) == Some(&b'>') {
+            let text = std::str::from_utf8(&rest[..digits]).expect("ASCII digits");
+            found.push(text.parse().expect("a counter fits u64"));
+        }
+    }
+    found
+}
+
+/// What a pane stream carried: output before its first resync, its
+/// resyncs, and the output after.
+#[derive(Default)]
+struct Seen {
+    before: Vec<u8>,
+    resyncs: Vec<Snapshot>,
+    after: Vec<u8>,
+}
+
+impl Seen {
+    fn take(&mut self, event: PaneEvent) {
+        match event {
+            PaneEvent::Resync(snap) => self.resyncs.push(snap),
+            PaneEvent::Output(bytes) if self.resyncs.is_empty() => {
+                self.before.extend_from_slice(&bytes);
+            }
+            PaneEvent::Output(bytes) => self.after.extend_from_slice(&bytes),
+        }
+    }
+
+    /// The newest counter of live output after the resync.
+    fn last_live(&self) -> Option<u64> {
+        counters(&self.after).last().copied()
+    }
+
+    /// The newest counter the first resync's snapshot shows.
+    fn shown(&self) -> Option<u64> {
+        let snap = self.resyncs.first()?;
+        let lines = snap.history.iter().chain(&snap.screen);
+        lines.flat_map(|line| counters(line)).max()
+    }
+
+    /// Asserts exactly one resync, of `pane`, and live output that takes up
+    /// exactly where it ends; returns the snapshot's newest counter.
+    fn assert_one_seamless_resync(&self, pane: PaneId, who: &str) -> u64 {
+        assert_eq!(self.resyncs.len(), 1, "{who}: exactly one resync");
+        assert_eq!(self.resyncs[0].pane, pane);
+        let newest = self
+            .shown()
+            .unwrap_or_else(|| panic!("{who}: the snapshot shows numbered lines"));
+        let live = counters(&self.after);
+        assert_eq!(live.first(), Some(&(newest + 1)), "{who}: {live:?}");
+        assert!(
+            live.windows(2).all(|w| w[1] == w[0] + 1),
+            "{who}: gap in live output {live:?}"
+        );
+        newest
+    }
+}
+
+#[tokio::test]
+async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
+    // How long the engine stops reading. tmux pauses a pane when the oldest
+    // output it could not write is `pause-after` seconds old, so the lag is
+    // real time: under a second to fill the pipe, then over a second more.
+    const LAG: Duration = Duration::from_secs(3);
+    within(async {
+        let dir = test_dir();
+        let client_opts = ClientOptions {
+            pause_after: Some(1),
+            // Any %pause is then tmux's own, never the engine's.
+            pane_pause: false,
+            // The streams never lag: no resync but the ones under test.
+            subscriber_capacity: 1 << 16,
+            event_capacity: 1 << 16,
+            ..ClientOptions::default()
+        };
+        // Numbered lines of ~0.5 KB every few ms: enough to fill the pipe
+        // to the engine quickly, little enough for the engine to keep up.
+        let program = "read go; pad=$(printf '%0500d' 0); i=0; \
+                       while :; do i=$((i+1)); printf '<n=%d>%s\\n' $i $pad; sleep 0.002; done";
+        let (term, mut stream) = start(dir.path(), &["sh", "-c", program], client_opts).await;
+        // A second client that takes no output keeps tmux reading the pane
+        // while the engine lags, as a user attached with a terminal would.
+        // With the engine as its only client, tmux rather stops reading the
+        // pane once the pipe is full, and then pauses only if an output
+        // block happened to be left queued (3 times in 5 here).
+        let mut observer = crate::support::Control::attach(term.server()).await;
+        assert!(observer.cmd("refresh-client -f no-output").await.ok);
+        let mut events = term.client().subscribe_events();
+        term.client()
+            .send_bytes(term.pane(), b"\r")
+            .await
+            .expect("start the output");
+        let mut seen = Seen {
+            before: read_until(&mut stream, b"<n=5>").await,
+            ..Seen::default()
+        };
+        // A subscriber that joins with a snapshot just as the engine stalls:
+        // its capture is written only after the lag, so tmux has paused the
+        // pane by then and drops output until the engine continues it.
+        let mut late = term.client().subscribe_pane(
+            term.pane(),
+            SubscribeOptions {
+                snapshot_first: true,
+                ..SubscribeOptions::default()
+            },
+        );
+
+        // The engine lags for real: its reader runs on this thread only
+        // (current-thread runtime), so blocking the thread stops every read
+        // of tmux's stdout. Stopping the `tmux -C` process would not: the
+        // server writes to that pipe itself (`control_start` in control.c).
+        assert_eq!(
+            tokio::runtime::Handle::current().runtime_flavor(),
+            tokio::runtime::RuntimeFlavor::CurrentThread
+        );
+        std::thread::sleep(LAG);
+
+        // Catching up: what the pipe held, one resync, then live output,
+        // watched for 200 lines more so that a second resync would show.
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while seen
+                .shown()
+                .zip(seen.last_live())
+                .is_none_or(|(s, n)| n < s + 200)
+            {
+                seen.take(stream.recv().await.expect("stream open"));
+            }
+        })
+        .await
+        .expect("a resync and live output after the lag");
+        let shown = seen.assert_one_seamless_resync(term.pane(), "subscriber");
+        let streamed = counters(&seen.before).into_iter().max().expect("output");
+        // The snapshot shows lines printed while the pane was paused, which
+        // the stream never carried.
+        assert!(
+            shown > streamed + 1,
+            "snapshot up to {shown}, stream up to {streamed}"
+        );
+
+        // The late subscriber saw everything up to there too: its first
+        // capture predates what tmux dropped, so only a second one may count.
+        let last = seen.last_live();
+        let mut late_seen = Seen::default();
+        while late_seen.last_live() < last {
+            late_seen.take(late.try_recv().expect("the late stream has caught up"));
+        }
+        assert!(late_seen.before.is_empty(), "output before its snapshot");
+        late_seen.assert_one_seamless_resync(term.pane(), "late subscriber");
+
+        // tmux paused the pane once, and the engine continued it.
+        let (mut pauses, mut continues) = (0, 0);
+        loop {
+            match events.try_recv() {
+                Ok(Notification::Pause { pane }) if pane == term.pane() => pauses += 1,
+                Ok(Notification::Continue { pane }) if pane == term.pane() => continues += 1,
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::TryRecvError::Empty) => break,
+                Err(e) => panic!("events ended or lagged: {e}"),
+            }
+        }
+        assert_eq!((pauses, continues), (1, 1));
+        observer.close().await;
         term.kill().await.expect("kill");
     })
     .await;

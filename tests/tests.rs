@@ -4,6 +4,7 @@
 
 mod support;
 
+mod attach_cli;
 mod cli;
 mod client;
 mod codec_fixtures;

@@ -126,6 +126,10 @@ pub(crate) struct Sub {
     pub(crate) delivery: Delivery,
     /// Cursor and size from the resync's `list-panes`, waiting for the capture.
     pub(crate) info: Option<PaneInfo>,
+    /// The number of the newest resync asked for. A capture answering an
+    /// older one is stale: tmux paused the pane while it was under way, so
+    /// output between that capture and the `continue` never reached us.
+    pub(crate) resync: u64,
 }
 
 /// Cursor and geometry of a pane, read before a capture.
@@ -206,8 +210,19 @@ impl Routes {
             state,
             delivery: opts.delivery,
             info: None,
+            resync: 0,
         });
         id
+    }
+
+    /// Marks a subscriber as resyncing and returns the number its capture
+    /// must answer to (see [`Routes::deliver_snapshot`]); `None` when it is
+    /// not subscribed.
+    pub(crate) fn start_resync(&mut self, pane: PaneId, id: u64) -> Option<u64> {
+        let sub = self.sub_mut(pane, id)?;
+        sub.state = SubState::Resyncing;
+        sub.resync += 1;
+        Some(sub.resync)
     }
 
     /// Removes a subscriber; returns true when the pane was paused by us and
@@ -263,19 +278,21 @@ impl Routes {
         }
     }
 
-    /// Delivers a finished snapshot to a resyncing subscriber, which goes
-    /// live again.
+    /// Delivers the snapshot of resync number `resync` to a resyncing
+    /// subscriber, which goes live again. A snapshot of an older resync is
+    /// dropped: the subscriber stays resyncing until the newest one arrives.
     pub(crate) fn deliver_snapshot(
         &mut self,
         pane: PaneId,
         id: u64,
+        resync: u64,
         snap: Snapshot,
         fx: &mut Effects,
     ) {
         let Some(sub) = self.sub_mut(pane, id) else {
             return;
         };
-        if sub.state != SubState::Resyncing {
+        if sub.state != SubState::Resyncing || sub.resync != resync {
             return;
         }
         sub.state = SubState::Live;
@@ -298,6 +315,20 @@ mod tests {
 
     fn opts() -> SubscribeOptions {
         SubscribeOptions::default()
+    }
+
+    /// A one-line snapshot showing `line`.
+    fn screen(pane: PaneId, line: &'static [u8]) -> Snapshot {
+        Snapshot {
+            pane,
+            width: 10,
+            height: 1,
+            cursor_x: 0,
+            cursor_y: 0,
+            alternate_screen: false,
+            history: vec![],
+            screen: vec![Bytes::from_static(line)],
+        }
     }
 
     #[test]
@@ -352,23 +383,41 @@ mod tests {
         routes.output(pane, &Bytes::from_static(b"before"), &mut fx);
         assert!(rx.try_recv().is_err(), "output before the capture is in it");
 
-        let snap = Snapshot {
-            pane,
-            width: 10,
-            height: 1,
-            cursor_x: 0,
-            cursor_y: 0,
-            alternate_screen: false,
-            history: vec![],
-            screen: vec![Bytes::from_static(b"before")],
-        };
-        routes.deliver_snapshot(pane, id, snap.clone(), &mut fx);
+        let resync = routes.start_resync(pane, id).expect("subscribed");
+        let snap = screen(pane, b"before");
+        routes.deliver_snapshot(pane, id, resync, snap.clone(), &mut fx);
         routes.output(pane, &Bytes::from_static(b"after"), &mut fx);
         assert_eq!(rx.try_recv().ok(), Some(PaneEvent::Resync(snap)));
         assert_eq!(
             rx.try_recv().ok(),
             Some(PaneEvent::Output(Bytes::from_static(b"after")))
         );
+    }
+
+    #[test]
+    fn a_snapshot_overtaken_by_a_newer_resync_is_dropped() {
+        let mut routes = Routes::default();
+        let pane = PaneId(4);
+        let (tx, mut rx) = mpsc::channel(4);
+        let id = routes.add(pane, tx, opts());
+        let mut fx = Effects::default();
+        // tmux paused the pane while the first capture was under way.
+        let first = routes.start_resync(pane, id).expect("subscribed");
+        let second = routes.start_resync(pane, id).expect("subscribed");
+        routes.deliver_snapshot(pane, id, first, screen(pane, b"stale"), &mut fx);
+        routes.output(pane, &Bytes::from_static(b"in the newer capture"), &mut fx);
+        assert!(rx.try_recv().is_err(), "still resyncing");
+
+        let fresh = screen(pane, b"fresh");
+        routes.deliver_snapshot(pane, id, second, fresh.clone(), &mut fx);
+        routes.output(pane, &Bytes::from_static(b"live"), &mut fx);
+        assert_eq!(rx.try_recv().ok(), Some(PaneEvent::Resync(fresh)));
+        assert_eq!(
+            rx.try_recv().ok(),
+            Some(PaneEvent::Output(Bytes::from_static(b"live")))
+        );
+        assert!(rx.try_recv().is_err());
+        assert!(routes.start_resync(pane, id + 1).is_none());
     }
 
     #[test]

@@ -138,6 +138,8 @@ enum Internal {
     ResyncCapture {
         pane: PaneId,
         sub: u64,
+        /// Which of the subscriber's resyncs this capture answers.
+        resync: u64,
     },
 }
 
@@ -448,7 +450,11 @@ impl Shared {
 
     /// Starts the capture that brings subscriber `sub` of `pane` back in
     /// sync: continue the pane if paused, read cursor and size, capture.
+    /// The subscriber skips output until the newest of its captures is in.
     fn resync_locked(&self, state: &mut State, pane: PaneId, sub: u64) {
+        let Some(resync) = state.routes.start_resync(pane, sub) else {
+            return;
+        };
         let paused = match state.routes.panes.get_mut(&pane) {
             Some(route) => std::mem::replace(&mut route.paused, false),
             None => return,
@@ -467,7 +473,11 @@ impl Shared {
             .target(pane)
             .and_then(|c| c.opt("-S", format!("-{}", self.opts.resync_history)))
             .expect("no NUL in a pane id or number");
-        self.internal_locked(state, &capture, Internal::ResyncCapture { pane, sub });
+        self.internal_locked(
+            state,
+            &capture,
+            Internal::ResyncCapture { pane, sub, resync },
+        );
     }
 
     /// Applies routing effects that need no await: pauses, lag watchers.
@@ -495,7 +505,6 @@ impl Shared {
                         && let Some(s) = state.routes.sub_mut(pane, sub)
                         && s.state == SubState::Lagging
                     {
-                        s.state = SubState::Resyncing;
                         shared.resync_locked(&mut state, pane, sub);
                     }
                 }

@@ -175,11 +175,19 @@ impl Reader {
                     s.info = info;
                 }
             }
-            Internal::ResyncCapture { pane, sub } => {
+            Internal::ResyncCapture { pane, sub, resync } => {
                 let Some(s) = state.routes.sub_mut(pane, sub) else {
                     return;
                 };
+                // Info and capture are queued back to back: this info is
+                // this capture's, stale or not.
                 let info = s.info.take().unwrap_or_default();
+                if s.resync != resync {
+                    // tmux paused the pane while this capture was under way;
+                    // a newer one follows and covers what tmux dropped.
+                    debug!(%pane, sub, "dropping a capture overtaken by a newer resync");
+                    return;
+                }
                 if !reply.ok {
                     // The pane is gone; its stream ends with the connection.
                     warn!(%pane, error = %reply.text(), "resync capture failed");
@@ -187,7 +195,9 @@ impl Reader {
                     return;
                 }
                 let snapshot = Snapshot::from_capture(pane, info, reply.lines);
-                state.routes.deliver_snapshot(pane, sub, snapshot, fx);
+                state
+                    .routes
+                    .deliver_snapshot(pane, sub, resync, snapshot, fx);
             }
         }
     }
@@ -240,14 +250,13 @@ impl Reader {
             return; // our own pause, confirmed inside its reply block
         }
         route.paused = true;
+        // Lagging subscribers resync once they drain. Resyncing ones start
+        // over: their capture may predate what tmux has just dropped.
         let ids: Vec<u64> = route
             .subs
-            .iter_mut()
+            .iter()
             .filter(|s| s.state != SubState::Lagging)
-            .map(|s| {
-                s.state = SubState::Resyncing;
-                s.id
-            })
+            .map(|s| s.id)
             .collect();
         debug!(%pane, subscribers = ids.len(), "tmux paused the pane: resyncing");
         for id in ids {
