@@ -39,6 +39,14 @@ impl Terminal {
         subscribe: SubscribeOptions,
     ) -> Result<(Terminal, PaneStream)> {
         let (mut server, command) = Server::prepare(tmux, server_opts)?;
+        // Every engine client of this server serialises its handshake and
+        // its detach with the others (tmux 3.3a crash; see the option).
+        let client_opts = ClientOptions {
+            handshake_lock: client_opts
+                .handshake_lock
+                .or_else(|| Some(server.control_lock())),
+            ..client_opts
+        };
         // The first pane of a fresh server is always %0.
         let pane = PaneId(0);
         let (client, mut streams) =

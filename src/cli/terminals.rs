@@ -304,6 +304,9 @@ fn parse_size(text: &str) -> Result<(u16, u16)> {
     ))
 }
 
+/// How long a finished command waits for its control connections to close.
+const DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs one registry command, writing its output to `out`.
 ///
 /// # Errors
@@ -318,8 +321,11 @@ pub async fn run(
     let owner = owner(global)?;
     let registry = open_registry(global).await?;
     let result = super::verbs::dispatch(&registry, &owner, global.json, command, out).await;
-    // Dropping the registry detaches; the terminals keep running.
+    // Dropping the registry detaches; the terminals keep running. Wait for
+    // the detaches to finish: one cut off by the runtime's end would leave
+    // without the handshake lock (see `ClientOptions::handshake_lock`).
     drop(registry);
+    let _ = tokio::time::timeout(DETACH_WAIT, crate::control::client::all_closed()).await;
     result
 }
 

@@ -21,6 +21,9 @@ use super::server::{CONFIG_NAME, RUN_TIMEOUT, SOCKET_NAME, cli, output};
 use super::version::Tmux;
 use crate::{Error, Result};
 
+/// The handshake lock's file name in a server's directory.
+const CONTROL_LOCK_NAME: &str = "control.lock";
+
 /// How long a server gets to exit after `kill-server` before SIGKILL.
 pub(super) const KILL_GRACE: Duration = Duration::from_secs(3);
 
@@ -64,6 +67,13 @@ impl ServerHandle {
     /// The socket path (`tmux -S`).
     pub fn socket(&self) -> &Path {
         &self.socket
+    }
+
+    /// The handshake lock every engine control client of this server takes
+    /// (`control.lock` in the server's directory); see
+    /// [`ClientOptions::handshake_lock`](crate::control::client::ClientOptions::handshake_lock).
+    pub fn control_lock(&self) -> PathBuf {
+        self.dir.join(CONTROL_LOCK_NAME)
     }
 
     /// The engine's config file, in the server's directory.

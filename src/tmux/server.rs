@@ -297,6 +297,12 @@ impl Server {
         self.handle.control_command()
     }
 
+    /// The handshake lock of this server's control clients; see
+    /// [`ServerHandle::control_lock`].
+    pub fn control_lock(&self) -> std::path::PathBuf {
+        self.handle.control_lock()
+    }
+
     /// Runs `cmd` as a one-shot `tmux -S SOCK ...` process (the argv form,
     /// no control connection) and returns its standard output.
     ///

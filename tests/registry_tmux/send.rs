@@ -176,7 +176,11 @@ async fn read_pages_scrollback_and_clamps() {
                 )
                 .await
                 .unwrap();
-            (page.lines.last().map(String::as_str) == Some("500")).then_some(page)
+            // Settled: the last line is there and the history is counted
+            // (a page read while output still arrives may pair a newer
+            // screen with an older history size).
+            (page.lines.last().map(String::as_str) == Some("500") && page.total_lines == 500)
+                .then_some(page)
         })
         .await;
         assert_eq!(page.lines, ["498", "499", "500"]);

@@ -17,9 +17,11 @@
 //! resolves with the reason. This module must not know how the server was
 //! started: it takes a ready `Command`.
 
+mod handshake;
 mod reader;
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -65,6 +67,14 @@ pub struct ClientOptions {
     pub resync_history: u32,
     /// The codec's line limit in bytes.
     pub max_line_length: usize,
+    /// A lock file shared by every engine client of the same server (the
+    /// server directory's `control.lock`, see
+    /// [`ServerHandle::control_lock`](crate::tmux::ServerHandle::control_lock)):
+    /// held while this client connects (until tmux answered its attach)
+    /// and while it detaches (until `tmux -C` exited), so that one client
+    /// never leaves while another is still identifying, which crashes tmux
+    /// 3.3a. `None` takes no lock.
+    pub handshake_lock: Option<PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -79,6 +89,7 @@ impl Default for ClientOptions {
             event_capacity: 4096,
             resync_history: 1000,
             max_line_length: 4 << 20,
+            handshake_lock: None,
         }
     }
 }
@@ -97,6 +108,39 @@ impl Drop for DropGuard {
     fn drop(&mut self) {
         self.0.cancel();
     }
+}
+
+/// How many `tmux -C` processes this process runs whose connection has
+/// not finished closing (see [`all_closed`]).
+static OPEN: std::sync::LazyLock<watch::Sender<usize>> =
+    std::sync::LazyLock::new(|| watch::Sender::new(0));
+
+/// Counts one open connection in [`OPEN`] for as long as it lives; the
+/// reader task owns it, so an aborted task still uncounts.
+pub(super) struct OpenConnection(());
+
+impl OpenConnection {
+    fn new() -> Self {
+        OPEN.send_modify(|open| *open += 1);
+        OpenConnection(())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        OPEN.send_modify(|open| *open = open.saturating_sub(1));
+    }
+}
+
+/// Resolves once every control connection this process opened has closed
+/// and its `tmux -C` exited. A program that drops its clients (or its
+/// registry) and then exits awaits this first: a connection cut off by the
+/// runtime's shutdown leaves without the handshake lock, which tmux 3.3a
+/// can crash on (see [`ClientOptions::handshake_lock`]).
+pub async fn all_closed() {
+    let mut open = OPEN.subscribe();
+    // The sender is static, so the wait never fails.
+    let _ = open.wait_for(|&open| open == 0).await;
 }
 
 pub(crate) struct Shared {
@@ -178,6 +222,12 @@ impl ControlClient {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         let program = format!("{:?}", command.as_std());
+        let handshake = match &opts.handshake_lock {
+            Some(path) => {
+                handshake::acquire(path, handshake::Create::IfMissing, opts.ready_timeout).await
+            }
+            None => None,
+        };
         let mut child = command
             .spawn()
             .map_err(|e| Error::io(format!("spawning {program}"), e))?;
@@ -188,6 +238,9 @@ impl ControlClient {
 
         let (writer, lines) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
+        // Closing stdin detaches; the reader does it once it may (after
+        // taking the handshake lock), not the moment the client is dropped.
+        let hangup = CancellationToken::new();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 pending: VecDeque::new(),
@@ -217,12 +270,13 @@ impl ControlClient {
         );
         tokio::spawn(
             Reader {
+                _open: OpenConnection::new(),
                 shared: shared.clone(),
                 ready: Some(ready_tx),
                 exit_reason: None,
                 stderr_tail,
             }
-            .run(framed, child, cancel.clone()),
+            .run(framed, child, cancel.clone(), hangup.clone()),
         );
 
         let client = ControlClient {
@@ -230,11 +284,14 @@ impl ControlClient {
             _guard: Arc::new(DropGuard(cancel.clone())),
         };
         let ready_timeout = client.shared.opts.ready_timeout;
-        match tokio::time::timeout(ready_timeout, ready_rx).await {
+        let ready = tokio::time::timeout(ready_timeout, ready_rx).await;
+        // Attached (or failed): this client has its control state now.
+        drop(handshake);
+        match ready {
             Ok(Ok(Ok(()))) => {
                 // tmux 3.3a and older read stdin before the attach command
                 // has run, so nothing is written until its block closed.
-                tokio::spawn(write_lines(stdin, lines, cancel.clone()));
+                tokio::spawn(write_lines(stdin, lines, hangup));
             }
             Ok(Ok(Err(message))) => {
                 return Err(Error::Command {
@@ -517,13 +574,13 @@ impl Shared {
 async fn write_lines(
     mut stdin: ChildStdin,
     mut lines: mpsc::UnboundedReceiver<Bytes>,
-    cancel: CancellationToken,
+    hangup: CancellationToken,
 ) {
     let mut batch = Vec::with_capacity(64 * 1024);
     loop {
         let line = tokio::select! {
             line = lines.recv() => line,
-            () = cancel.cancelled() => None,
+            () = hangup.cancelled() => None,
         };
         let Some(line) = line else { break };
         batch.clear();

@@ -21,11 +21,17 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, trace, warn};
 
 use super::{Internal, Pending, Shared, State};
+
+/// How long a detaching client waits for the handshake lock: a connect
+/// holds it for milliseconds, and the reader reads nothing meanwhile.
+const DETACH_PATIENCE: Duration = Duration::from_secs(2);
 use crate::control::subscribe::{Effects, PaneInfo, Snapshot, SubState};
 use crate::control::{ControlCodec, Event, Notification, PaneId, Reply};
 
 /// The reading side of a client; owns the child.
 pub(super) struct Reader {
+    /// Uncounts this connection when the reader ends (or is dropped).
+    pub(super) _open: super::OpenConnection,
     pub(super) shared: Arc<Shared>,
     pub(super) ready: Option<oneshot::Sender<std::result::Result<(), String>>>,
     pub(super) exit_reason: Option<String>,
@@ -38,9 +44,12 @@ impl Reader {
         mut framed: FramedRead<tokio::process::ChildStdout, ControlCodec>,
         mut child: Child,
         cancel: CancellationToken,
+        hangup: CancellationToken,
     ) {
         let mut io_error = None;
         let mut detaching = false;
+        // Held from the hangup until `tmux -C` has exited (see `handshake`).
+        let mut handshake = None;
         loop {
             let next = if detaching {
                 // Detaching: tmux answers stdin EOF with `%exit`; don't wait forever.
@@ -51,7 +60,19 @@ impl Reader {
             } else {
                 tokio::select! {
                     next = framed.next() => next,
-                    () = cancel.cancelled() => { detaching = true; continue; }
+                    () = cancel.cancelled() => {
+                        if let Some(path) = &self.shared.opts.handshake_lock {
+                            handshake = super::handshake::acquire(
+                                path,
+                                super::handshake::Create::Never,
+                                DETACH_PATIENCE,
+                            )
+                            .await;
+                        }
+                        hangup.cancel();
+                        detaching = true;
+                        continue;
+                    }
                 }
             };
             match next {
@@ -70,6 +91,9 @@ impl Reader {
                 child.wait().await.ok()
             }
         };
+        // Gone: no `%client-detached` can follow from this client now.
+        drop(handshake);
+        hangup.cancel();
         let reason = self.close_reason(io_error, status);
         debug!(reason = %reason, "control connection closed");
         self.close(reason);

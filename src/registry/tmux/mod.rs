@@ -281,7 +281,10 @@ impl TmuxBackend {
         let (client, mut streams) = loop {
             let attempt = ControlClient::spawn_subscribed(
                 handle.control_command(),
-                ClientOptions::default(),
+                ClientOptions {
+                    handshake_lock: Some(handle.control_lock()),
+                    ..ClientOptions::default()
+                },
                 &[(pane, SubscribeOptions::default())],
             )
             .await;

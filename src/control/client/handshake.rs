@@ -1,0 +1,119 @@
+//! The handshake lock: an exclusive file lock that engine processes sharing
+//! one tmux server hold while a control client connects and while one
+//! leaves, so that the two never overlap.
+//!
+//! Why: tmux 3.3a crashes (SIGSEGV, every pane lost) when a control
+//! notification that goes to all control clients (`%client-detached`,
+//! `%sessions-changed`, ...) is sent while another control client is still
+//! identifying itself: the client is already flagged as control mode but has
+//! no control state yet (`CONTROL_SHOULD_NOTIFY_CLIENT` in control-notify.c
+//! lacks the `control_state != NULL` check later versions have). Its
+//! identify messages span several server reads (each file descriptor it
+//! passes ends one), so the window is real, and a control client leaving is
+//! exactly what sends `%client-detached`. Serialising the two closes it for
+//! every client the engine runs.
+//!
+//! The lock is advisory (`flock`), so it is dropped by the kernel if its
+//! holder dies. Waiting for it is bounded: a holder that hangs costs a
+//! delay, never a deadlock.
+
+use std::fs::{File, TryLockError};
+use std::path::Path;
+use std::time::Duration;
+
+use tracing::warn;
+
+/// A held handshake lock; dropping it releases the lock.
+#[derive(Debug)]
+pub(super) struct HandshakeLock {
+    _file: File,
+}
+
+/// Whether [`acquire`] may create the lock file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Create {
+    /// Connecting: the server's directory is there, the file may not be.
+    IfMissing,
+    /// Detaching: only an existing file. The directory may be on its way
+    /// out (a rolled-back spawn removes it while its client detaches), and
+    /// a file created meanwhile would make that removal fail.
+    Never,
+}
+
+/// Takes the lock on `path`, waiting at most `patience`. `None` when it
+/// could not be had: the caller goes on without it, as it would on a tmux
+/// that does not need it.
+pub(super) async fn acquire(
+    path: &Path,
+    create: Create,
+    patience: Duration,
+) -> Option<HandshakeLock> {
+    let file = match File::options()
+        .create(create == Create::IfMissing)
+        .truncate(false)
+        .write(true)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if create == Create::Never && error.kind() == std::io::ErrorKind::NotFound => {
+            return None;
+        }
+        Err(error) => {
+            warn!(path = %path.display(), %error, "cannot open the handshake lock; going on without it");
+            return None;
+        }
+    };
+    let deadline = tokio::time::Instant::now() + patience;
+    // Holders keep it for a handshake or a detach: a few milliseconds.
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Some(HandshakeLock { _file: file }),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(error)) => {
+                warn!(path = %path.display(), %error, "cannot take the handshake lock; going on without it");
+                return None;
+            }
+        }
+        if tokio::time::Instant::now() + pause > deadline {
+            warn!(path = %path.display(), "handshake lock still held after {patience:?}; going on without it");
+            return None;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn one_holder_at_a_time_and_bounded_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("control.lock");
+        let second = Duration::from_secs(1);
+        // Detaching never creates the file.
+        assert!(acquire(&path, Create::Never, second).await.is_none());
+        assert!(!path.exists());
+        let held = acquire(&path, Create::IfMissing, second).await.unwrap();
+        // Held elsewhere (flock locks belong to the open file, so a second
+        // open in this process contends like another process would).
+        let short = Duration::from_millis(30);
+        assert!(acquire(&path, Create::Never, short).await.is_none());
+        let waiter = tokio::spawn({
+            let path = path.clone();
+            async move {
+                acquire(&path, Create::Never, Duration::from_secs(10))
+                    .await
+                    .is_some()
+            }
+        });
+        drop(held);
+        assert!(waiter.await.unwrap(), "released locks are taken by waiters");
+        // A path that cannot be opened is not an error, only no lock.
+        let missing = dir.path().join("missing/dir/lock");
+        assert!(acquire(&missing, Create::IfMissing, second).await.is_none());
+    }
+}
