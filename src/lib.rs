@@ -10,14 +10,16 @@
 //!    |               a trait (registry::tmux is the built-in one)
 //!  terminal          a server whose session the control client creates
 //!    |
-//!  control::client   one task per tmux server: pipelined commands, routed events
-//!    |          \     (control::subscribe: lag, pause, resync; control::exit)
+//!  control::client   one task per tmux server: pipelined commands, routed events,
+//!    |          \     a handshake lock per server (control::subscribe: lag,
+//!    |                pause, resync; control::exit)
 //!  control::codec    frames lines, folds %begin..%end into Reply (sans-IO)
 //!  control::parse    one line -> Notification / Guard (nom, sans-IO)
 //!  tmux::server      private socket, hermetic config, kill on drop
 //!  tmux::handle      a server not owned: never killed on drop
 //!  tmux::options     what a server starts with: validation, config, argv
 //!  tmux::process     pidfd waits, liveness and signals for the daemonised server
+//!  tmux::procfs      /proc: stat fields, foreground group, session members
 //!  tmux::command     the one quoting function; send-keys -H chunks
 //!  tmux::version     discovery, version, capability flags
 //! ```

@@ -113,6 +113,11 @@ impl Registry {
 
     /// Reads one bounded page of scrollback, counted from the newest line.
     ///
+    /// The page is a moment's view: while the program is still printing,
+    /// the line count may lag the lines by what arrived between tmux's
+    /// answers (the tmux backend asks for the history size and the lines
+    /// separately).
+    ///
     /// # Errors
     ///
     /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD` when its server is
