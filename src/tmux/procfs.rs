@@ -257,6 +257,29 @@ pub fn session_members(session: u32, server: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Every live process with `arg` as one whole word of its command line.
+///
+/// A private server's socket path is such a word for every process of that
+/// server: its clients name it with `-S`, and the server, forked from the
+/// client that started it, keeps that client's command line. So this finds
+/// a server whose pid is not known yet (a start cancelled mid-fork). Linux
+/// only; empty elsewhere.
+pub fn processes_naming(arg: &std::ffi::OsStr) -> Vec<u32> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let want = arg.as_bytes();
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).any(|word| word == want))
+                && stat(pid).is_some_and(|stat| !stat.has_exited())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -346,5 +369,33 @@ mod tests {
         assert!(session_members(leader, stranger).is_empty());
         assert!(session_members(leader, 0).is_empty());
         assert!(session_members(0, 0).is_empty());
+    }
+
+    #[test]
+    fn processes_are_found_by_a_word_of_their_command_line() {
+        let marker = format!("/tmp/no-such-socket-{}", std::process::id());
+        // `$0` of a shell that waits on its stdin with a builtin (no child
+        // process, which would show the same command line until its exec).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line; :", &marker])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Until `exec`, the child still shows this test's command line.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let found = loop {
+            let found = processes_naming(std::ffi::OsStr::new(&marker));
+            if !found.is_empty() || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::yield_now();
+        };
+        // A prefix of a word is not the word.
+        let prefix = processes_naming(std::ffi::OsStr::new(&marker[..marker.len() - 1]));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(found, vec![child.id()]);
+        assert!(prefix.is_empty());
+        assert!(processes_naming(std::ffi::OsStr::new(&marker)).is_empty());
     }
 }

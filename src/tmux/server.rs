@@ -372,7 +372,13 @@ impl Server {
             self.tmux_blocking(&["kill-server"]);
         }
         let pid = self.pid();
-        if !process::wait_dead_blocking(pid, KILL_GRACE) {
+        if pid == 0 {
+            // A start cancelled while tmux was still forking its server:
+            // no pid, maybe no socket yet, and a server that would bind one
+            // into the directory being removed. Find its processes by the
+            // socket path their command lines carry.
+            self.kill_unstarted();
+        } else if !process::wait_dead_blocking(pid, KILL_GRACE) {
             tracing::warn!(pid, "tmux server ignored kill-server; sending SIGKILL");
             if process::looks_like_tmux(pid) {
                 let _ = process::signal(pid, Signal::KILL);
@@ -381,6 +387,30 @@ impl Server {
         }
         if let Err(e) = dir.close() {
             tracing::warn!(dir = %self.dir().display(), error = %e, "removing server directory");
+        }
+    }
+
+    /// SIGKILLs every process naming this server's socket until none is
+    /// left (a forking server shows up as the client's child, then as its
+    /// own daemon), for at most [`KILL_GRACE`].
+    fn kill_unstarted(&self) {
+        let deadline = Instant::now() + KILL_GRACE;
+        loop {
+            let named = super::procfs::processes_naming(self.socket().as_os_str());
+            if named.is_empty() {
+                return;
+            }
+            for &pid in &named {
+                let _ = process::signal(pid, Signal::KILL);
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    ?named,
+                    "processes of a cancelled tmux start outlived SIGKILL"
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 
