@@ -2,10 +2,15 @@
 //! the engine and processes sharing the directory see the same terminals.
 //!
 //! Layout: `<state dir>/terminals/<terminal id>.json`. A record is written
-//! atomically (temp file in the same directory, fsync, rename, fsync of the
-//! directory) before its terminal is published, rewritten when the terminal
-//! is rebuilt, and removed after it is killed. Loading tolerates corrupt
-//! files: each is reported and skipped, never fatal.
+//! atomically (temp file in the same directory, then rename) before its
+//! terminal is published, rewritten when the terminal is rebuilt, and
+//! removed after it is killed. Loading tolerates corrupt files: each is
+//! reported and skipped, never fatal.
+//!
+//! No fsync: a record must outlive the engine process, and the page cache
+//! does that; what fsync adds is surviving a crash of the machine, which no
+//! terminal survives (its tmux server dies with it). It cost two disk
+//! flushes per spawn.
 //!
 //! This module does blocking file I/O and knows nothing of backends; the
 //! registry calls it from `spawn_blocking`.
@@ -35,6 +40,11 @@ pub struct TerminalRecord {
     pub owner: OwnerId,
     /// When it was created, in milliseconds since the Unix epoch.
     pub created_ms: u64,
+    /// The same instant in nanoseconds, which orders terminals created
+    /// within one millisecond (a loaded directory lists in creation order);
+    /// 0 in records written before it existed.
+    #[serde(default)]
+    pub created_ns: u64,
     /// How it was spawned: kind, name, role, restart policy, command, cwd,
     /// env, size (flattened into the record).
     #[serde(flatten)]
@@ -53,24 +63,19 @@ impl TerminalRecord {
         spec: SpawnSpec,
         locator: serde_json::Value,
     ) -> Self {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         TerminalRecord {
             version: RECORD_VERSION,
             id,
             owner,
-            created_ms: now_ms(),
+            created_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
+            created_ns: u64::try_from(now.as_nanos()).unwrap_or(u64::MAX),
             spec,
             locator,
         }
     }
-}
-
-/// Milliseconds since the Unix epoch (zero if the clock is before it).
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-        })
 }
 
 /// A record file that could not be read.
@@ -147,11 +152,10 @@ impl StateDir {
             .tempfile_in(&self.terminals)
             .map_err(|error| Error::io(context(), error))?;
         temp.write_all(&json)
-            .and_then(|()| temp.as_file().sync_all())
             .map_err(|error| Error::io(context(), error))?;
         temp.persist(&path)
             .map_err(|error| Error::io(context(), error.error))?;
-        self.sync_dir().map_err(|error| Error::io(context(), error))
+        Ok(())
     }
 
     /// Removes the record of `id`; a missing record is not an error.
@@ -162,7 +166,7 @@ impl StateDir {
     pub fn remove(&self, id: &TerminalId) -> Result<()> {
         let path = self.record_path(id);
         match fs::remove_file(&path) {
-            Ok(()) => self.sync_dir(),
+            Ok(()) => Ok(()),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(error) => Err(error),
         }
@@ -207,14 +211,10 @@ impl StateDir {
                 Err(error) => loaded.corrupt.push(CorruptRecord { path, error }),
             }
         }
-        loaded
-            .records
-            .sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        loaded.records.sort_by(|a, b| {
+            (a.created_ms, a.created_ns, &a.id).cmp(&(b.created_ms, b.created_ns, &b.id))
+        });
         Ok(loaded)
-    }
-
-    fn sync_dir(&self) -> io::Result<()> {
-        fs::File::open(&self.terminals)?.sync_all()
     }
 }
 
@@ -282,11 +282,24 @@ mod tests {
         first.created_ms = 10;
         let mut second = record("two");
         second.created_ms = 5;
-        state.write(&first).unwrap();
-        state.write(&second).unwrap();
+        // Two in one millisecond keep their order by the nanoseconds, not
+        // by their (random) ids.
+        let mut third = record("three");
+        third.created_ms = 10;
+        third.created_ns = first.created_ns + 1;
+        if third.id < first.id {
+            std::mem::swap(&mut third.id, &mut first.id);
+        }
+        std::mem::swap(&mut first.created_ns, &mut third.created_ns);
+        for rec in [&first, &second, &third] {
+            state.write(rec).unwrap();
+        }
         let loaded = state.load_all().unwrap();
         assert!(loaded.corrupt.is_empty());
-        assert_eq!(loaded.records, vec![second.clone(), first.clone()]);
+        assert_eq!(
+            loaded.records,
+            vec![second.clone(), third.clone(), first.clone()]
+        );
         let json: serde_json::Value =
             serde_json::from_slice(&fs::read(state.record_path(&first.id)).unwrap()).unwrap();
         for key in [
@@ -297,6 +310,7 @@ mod tests {
             "restart",
             "kind",
             "created_ms",
+            "created_ns",
             "locator",
         ] {
             assert!(json.get(key).is_some(), "record lacks {key}: {json}");
