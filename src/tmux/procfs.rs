@@ -84,8 +84,22 @@ pub fn parse_stat(text: &[u8]) -> Option<Stat> {
 /// The stat of process `pid`, `None` when it is gone or unreadable (or
 /// `/proc` is not Linux's).
 pub fn stat(pid: u32) -> Option<Stat> {
-    let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
+    use std::io::Read;
+    // One read into a buffer that fits any stat line: `fs::read` sees the
+    // size procfs reports (0) and grows from 32 bytes, five reads a file,
+    // which a scan of every process (`session_members`) multiplies.
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    parse_stat(&buf[..len])
 }
 
 /// [`stat`] for a pid read from another stat (`pgrp`, `tpgid`, ...):
