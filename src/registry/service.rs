@@ -25,7 +25,11 @@ use crate::{Error, Result};
 /// from the terminals without killing them (they outlive the engine and are
 /// re-adopted by [`Registry::open`]); only [`kill`](Registry::kill),
 /// [`dispose_owner`](Registry::dispose_owner) and
-/// [`dispose`](Registry::dispose) close terminals.
+/// [`dispose`](Registry::dispose) close terminals. The detaches finish in
+/// the background: a program that exits right after dropping its registry
+/// awaits [`all_closed`](crate::control::client::all_closed) first, as the
+/// CLI does, so that no control connection is cut off mid-detach (see
+/// [`ClientOptions::handshake_lock`](crate::control::client::ClientOptions::handshake_lock)).
 ///
 /// Every call that touches a terminal names its owner and is fenced:
 /// another owner's terminal is `FOREIGN_TERMINAL`, an unknown one
