@@ -338,3 +338,107 @@ fn events_streams_the_terminals_notifications_as_json_lines() {
     reader.join().unwrap();
     assert_eq!(servers_left(&cli.runtime()), 0);
 }
+
+/// The tmux sockets under a runtime directory.
+fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir).map_or_else(
+        |_| Vec::new(),
+        |entries| {
+            entries
+                .flatten()
+                .flat_map(|entry| {
+                    let path = entry.path();
+                    let socket = path.join("tmux.sock");
+                    if socket.exists() {
+                        vec![socket]
+                    } else if path.is_dir() {
+                        sockets(&path)
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect()
+        },
+    )
+}
+
+#[test]
+fn ctrl_c_ends_a_command_with_130_and_detaches_leaving_the_terminal_running() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let cli = Cli::new();
+    cli.ok(&["spawn", "--name", "ev", "--", "sh", "-c", "exec cat"]);
+    let mut events = cli
+        .command(&["events", "ev"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kills `events` if an assertion fails before it exits.
+    struct Reap(u32);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.0.to_string()])
+                .status();
+        }
+    }
+    let _reap = Reap(events.id());
+    let stdout = events.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // Attached once its stream shows what we type.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut attached = false;
+    while !attached && Instant::now() < deadline {
+        cli.ok(&["send", "ev", "ping", "--submit", "--wait", "none"]);
+        while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            // `output`, or `extended-output` (pause-after is on).
+            attached |= line.contains("output\",");
+        }
+    }
+    assert!(attached, "events never showed the pane's output");
+    let socket = sockets(&cli.runtime())
+        .pop()
+        .expect("the terminal's socket");
+    let clients = || {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(["list-clients", "-F", "#{client_pid}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    // `events` (its own client, and its registry's for the terminal).
+    assert!(clients() >= 1);
+
+    let status = Command::new("kill")
+        .args(["-INT", &events.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = events.wait_with_output().unwrap();
+    reader.join().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("error: INTERRUPTED"),
+        "{out:?}"
+    );
+    // It detached before exiting (the server may note the last hangup a
+    // moment later), and the terminal lives on.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while clients() != 0 {
+        assert!(Instant::now() < deadline, "`events` left clients attached");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(cli.ok(&["probe", "ev"]).contains("running"));
+    cli.ok(&["kill", "ev"]);
+    assert_eq!(servers_left(&cli.runtime()), 0);
+}

@@ -248,13 +248,13 @@ async fn write_event(
 /// SIGINT and SIGTERM, registered up front so that a Ctrl-C at any point
 /// (even while tmux starts) ends the run cleanly instead of killing the
 /// process before it removes the server.
-struct Interrupts {
+pub(super) struct Interrupts {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
 }
 
 impl Interrupts {
-    fn register() -> Result<Interrupts> {
+    pub(super) fn register() -> Result<Interrupts> {
         use tokio::signal::unix::{SignalKind, signal};
         let register = |kind| signal(kind).map_err(|e| Error::io("installing a signal handler", e));
         Ok(Interrupts {
@@ -264,7 +264,7 @@ impl Interrupts {
     }
 
     /// Resolves with the signal number of the next SIGINT or SIGTERM.
-    async fn recv(&mut self) -> i32 {
+    pub(super) async fn recv(&mut self) -> i32 {
         tokio::select! {
             _ = self.int.recv() => 2,
             _ = self.term.recv() => 15,

@@ -26,6 +26,9 @@ use crate::{Error, Result};
 pub const EXIT_ERROR: u8 = 1;
 /// Exit code of `wait` when its timeout passed first.
 pub const EXIT_TIMEOUT: u8 = 4;
+/// A command ended by SIGINT or SIGTERM exits with this plus the signal
+/// number (130, 143), as a shell reports a process killed by it.
+pub const EXIT_INTERRUPTED_BASE: u8 = 128;
 
 /// Environment variable naming the default state directory.
 pub const STATE_DIR_ENV: &str = "TMUX_ENGINE_STATE_DIR";
@@ -319,8 +322,19 @@ pub async fn run(
     out: &mut dyn Write,
 ) -> std::result::Result<(), CliError> {
     let owner = owner(global)?;
+    // Before anything attaches: a Ctrl-C or SIGTERM from here on ends the
+    // command through the detach below, never by killing the process
+    // mid-connection (see `ClientOptions::handshake_lock`).
+    let mut interrupts = super::run::Interrupts::register()?;
     let registry = open_registry(global).await?;
-    let result = super::verbs::dispatch(&registry, &owner, global.json, command, out).await;
+    let result = tokio::select! {
+        result = super::verbs::dispatch(&registry, &owner, global.json, command, out) => result,
+        signal = interrupts.recv() => Err(CliError {
+            code: "INTERRUPTED",
+            message: format!("interrupted by signal {signal}; the terminals keep running"),
+            exit: EXIT_INTERRUPTED_BASE.saturating_add(u8::try_from(signal).unwrap_or(0)),
+        }),
+    };
     // Dropping the registry detaches; the terminals keep running. Wait for
     // the detaches to finish: one cut off by the runtime's end would leave
     // without the handshake lock (see `ClientOptions::handshake_lock`).
