@@ -364,8 +364,10 @@ fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn ctrl_c_ends_a_command_with_130_and_detaches_leaving_the_terminal_running() {
+    use rustix::process::Signal;
     use std::io::BufRead;
     use std::time::{Duration, Instant};
+    use tmux_engine::tmux::process;
     let cli = Cli::new();
     cli.ok(&["spawn", "--name", "ev", "--", "sh", "-c", "exec cat"]);
     let mut events = cli
@@ -378,9 +380,7 @@ fn ctrl_c_ends_a_command_with_130_and_detaches_leaving_the_terminal_running() {
     struct Reap(u32);
     impl Drop for Reap {
         fn drop(&mut self) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &self.0.to_string()])
-                .status();
+            let _ = process::signal(self.0, Signal::KILL);
         }
     }
     let _reap = Reap(events.id());
@@ -419,11 +419,7 @@ fn ctrl_c_ends_a_command_with_130_and_detaches_leaving_the_terminal_running() {
     // `events` (its own client, and its registry's for the terminal).
     assert!(clients() >= 1);
 
-    let status = Command::new("kill")
-        .args(["-INT", &events.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    process::signal(events.id(), Signal::INT).unwrap();
     let out = events.wait_with_output().unwrap();
     reader.join().unwrap();
     assert_eq!(out.status.code(), Some(130), "{out:?}");
