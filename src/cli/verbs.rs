@@ -245,7 +245,9 @@ async fn wait(
         None => {
             let connected = async {
                 let server = server_of(registry, owner, &args.target).await?;
-                ControlClient::spawn(server.control_command(), client_options(&server)).await
+                ControlClient::attach(&server, ClientOptions::default(), &[])
+                    .await
+                    .map(|(client, _)| client)
             };
             let client = match connected.await {
                 Ok(client) => client,
@@ -389,7 +391,7 @@ async fn events(
     out: &mut dyn Write,
 ) -> Result<()> {
     let server = server_of(registry, owner, target).await?;
-    let client = ControlClient::spawn(server.control_command(), client_options(&server)).await?;
+    let (client, _) = ControlClient::attach(&server, ClientOptions::default(), &[]).await?;
     let mut events = client.subscribe_events();
     loop {
         match events.recv().await {
@@ -432,14 +434,5 @@ async fn attach(registry: &Registry, owner: &OwnerId, target: &str, read_only: b
             command: "attach-session".to_owned(),
             message: format!("tmux exited with {status}"),
         })
-    }
-}
-
-/// Options for a control client of `server`: the defaults, with the
-/// server's handshake lock that every engine client takes.
-fn client_options(server: &ServerHandle) -> ClientOptions {
-    ClientOptions {
-        handshake_lock: Some(server.control_lock()),
-        ..ClientOptions::default()
     }
 }

@@ -36,6 +36,7 @@ use tracing::debug;
 
 use super::subscribe::{Effects, PaneInfo, Routes, SubState, SubscribeOptions};
 use super::{ControlCodec, Notification, PaneId, Reply};
+use crate::tmux::ServerHandle;
 use crate::tmux::command::{TmuxCommand, send_keys_hex};
 use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
@@ -203,6 +204,25 @@ impl ControlClient {
         opts: ClientOptions,
     ) -> Result<ControlClient> {
         Ok(Self::spawn_subscribed(command, opts, &[]).await?.0)
+    }
+
+    /// Attaches a control client to the engine server `server`
+    /// ([`ServerHandle::control_command`]) with `panes` subscribed, taking
+    /// the server's handshake lock whatever `opts` says: every engine client
+    /// of a server must (see [`ClientOptions::handshake_lock`]).
+    ///
+    /// # Errors
+    /// As [`ControlClient::spawn`].
+    pub async fn attach(
+        server: &ServerHandle,
+        opts: ClientOptions,
+        panes: &[(PaneId, SubscribeOptions)],
+    ) -> Result<(ControlClient, Vec<PaneStream>)> {
+        let opts = ClientOptions {
+            handshake_lock: Some(server.control_lock()),
+            ..opts
+        };
+        Self::spawn_subscribed(server.control_command(), opts, panes).await
     }
 
     /// Like [`ControlClient::spawn`], with pane subscriptions in place

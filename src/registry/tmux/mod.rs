@@ -279,12 +279,9 @@ impl TmuxBackend {
         let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
         let mut pause = Duration::from_millis(10);
         let (client, mut streams) = loop {
-            let attempt = ControlClient::spawn_subscribed(
-                handle.control_command(),
-                ClientOptions {
-                    handshake_lock: Some(handle.control_lock()),
-                    ..ClientOptions::default()
-                },
+            let attempt = ControlClient::attach(
+                &handle,
+                ClientOptions::default(),
                 &[(pane, SubscribeOptions::default())],
             )
             .await;
