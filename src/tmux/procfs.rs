@@ -260,15 +260,20 @@ pub fn session_members(session: u32, server: u32) -> Vec<u32> {
             return Vec::new();
         }
     }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    listed_pids()
         .filter(|&pid| {
             stat(pid).is_some_and(|stat| stat.session == session_id && !stat.has_exited())
         })
         .collect()
+}
+
+/// Every pid listed in `/proc`, live or not (none where it cannot be
+/// read); callers check each one's state.
+fn listed_pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
 }
 
 /// Every live process with `arg` as one whole word of its command line.
@@ -280,12 +285,8 @@ pub fn session_members(session: u32, server: u32) -> Vec<u32> {
 /// only; empty elsewhere.
 pub fn processes_naming(arg: &std::ffi::OsStr) -> Vec<u32> {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let want = arg.as_bytes();
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+    listed_pids()
         .filter(|&pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
                 .is_ok_and(|cmdline| cmdline.split(|&b| b == 0).any(|word| word == want))
