@@ -69,25 +69,39 @@ impl Drop for Cleanup {
     }
 }
 
+/// The tmux sockets under a runtime directory.
+fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir).map_or_else(
+        |_| Vec::new(),
+        |entries| {
+            entries
+                .flatten()
+                .flat_map(|entry| {
+                    let path = entry.path();
+                    let socket = path.join("tmux.sock");
+                    if socket.exists() {
+                        vec![socket]
+                    } else if path.is_dir() {
+                        sockets(&path)
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect()
+        },
+    )
+}
+
 /// Kills every server under a runtime directory, so a failing test leaves
 /// nothing running (a passing one has killed its own already).
 fn kill_servers(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let socket = path.join("tmux.sock");
-        if socket.exists() {
-            let _ = Command::new("tmux")
-                .arg("-S")
-                .arg(&socket)
-                .arg("kill-server")
-                .stderr(Stdio::null())
-                .status();
-        } else if path.is_dir() {
-            kill_servers(&path);
-        }
+    for socket in sockets(dir) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .arg("kill-server")
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -292,15 +306,21 @@ fn wait_resolves_on_output_and_on_exit() {
     assert_eq!(servers_left(&cli.runtime()), 0);
 }
 
-#[test]
-fn events_streams_the_terminals_notifications_as_json_lines() {
+/// Starts `tmux-engine events NAME` with its stdout and stderr piped; its
+/// lines arrive on the receiver, read by the returned thread.
+fn spawn_events(
+    cli: &Cli,
+    name: &str,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
     use std::io::BufRead;
-    use std::time::{Duration, Instant};
-    let cli = Cli::new();
-    cli.ok(&["spawn", "--name", "ev", "--", "sh", "-c", "exec cat"]);
     let mut events = cli
-        .command(&["events", "ev"])
+        .command(&["events", name])
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stdout = events.stdout.take().unwrap();
@@ -312,17 +332,23 @@ fn events_streams_the_terminals_notifications_as_json_lines() {
             }
         }
     });
-    // `events` attaches on its own schedule: type until its stream shows
-    // the echo, up to a deadline.
+    (events, rx, reader)
+}
+
+/// Types `ping` into `name` until an output event on `rx` carries it, up to
+/// a deadline (`events` attaches on its own schedule); whether one did.
+/// Every line must be a JSON event; output events must be pane `%0`'s.
+fn typing_shows_in(cli: &Cli, name: &str, rx: &std::sync::mpsc::Receiver<String>) -> bool {
+    use base64::Engine as _;
+    use std::time::{Duration, Instant};
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = false;
     while !seen && Instant::now() < deadline {
-        cli.ok(&["send", "ev", "ping", "--submit", "--wait", "none"]);
+        cli.ok(&["send", name, "ping", "--submit", "--wait", "none"]);
         while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
             let value: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
             assert!(value["event"].is_string(), "{line}");
             if value["event"] == "output" || value["event"] == "extended-output" {
-                use base64::Engine as _;
                 assert_eq!(value["pane"], "%0");
                 let data = base64::engine::general_purpose::STANDARD
                     .decode(value["data"].as_str().unwrap())
@@ -331,6 +357,15 @@ fn events_streams_the_terminals_notifications_as_json_lines() {
             }
         }
     }
+    seen
+}
+
+#[test]
+fn events_streams_the_terminals_notifications_as_json_lines() {
+    let cli = Cli::new();
+    cli.ok(&["spawn", "--name", "ev", "--", "sh", "-c", "exec cat"]);
+    let (mut events, rx, reader) = spawn_events(&cli, "ev");
+    let seen = typing_shows_in(&cli, "ev", &rx);
     assert!(seen, "no output event carried the typed text");
     cli.ok(&["kill", "ev"]);
     // The server is gone: `events` ends by itself.
@@ -339,43 +374,14 @@ fn events_streams_the_terminals_notifications_as_json_lines() {
     assert_eq!(servers_left(&cli.runtime()), 0);
 }
 
-/// The tmux sockets under a runtime directory.
-fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(dir).map_or_else(
-        |_| Vec::new(),
-        |entries| {
-            entries
-                .flatten()
-                .flat_map(|entry| {
-                    let path = entry.path();
-                    let socket = path.join("tmux.sock");
-                    if socket.exists() {
-                        vec![socket]
-                    } else if path.is_dir() {
-                        sockets(&path)
-                    } else {
-                        Vec::new()
-                    }
-                })
-                .collect()
-        },
-    )
-}
-
 #[test]
 fn ctrl_c_ends_a_command_with_130_and_detaches_leaving_the_terminal_running() {
     use rustix::process::Signal;
-    use std::io::BufRead;
     use std::time::{Duration, Instant};
     use tmux_engine::tmux::process;
     let cli = Cli::new();
     cli.ok(&["spawn", "--name", "ev", "--", "sh", "-c", "exec cat"]);
-    let mut events = cli
-        .command(&["events", "ev"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (events, rx, reader) = spawn_events(&cli, "ev");
     // Kills `events` if an assertion fails before it exits.
     struct Reap(u32);
     impl Drop for Reap {
@@ -384,25 +390,8 @@ fn ctrl_c_ends_a_command_with_130_and_detaches_leaving_the_terminal_running() {
         }
     }
     let _reap = Reap(events.id());
-    let stdout = events.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            if tx.send(line.unwrap()).is_err() {
-                break;
-            }
-        }
-    });
     // Attached once its stream shows what we type.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut attached = false;
-    while !attached && Instant::now() < deadline {
-        cli.ok(&["send", "ev", "ping", "--submit", "--wait", "none"]);
-        while let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            // `output`, or `extended-output` (pause-after is on).
-            attached |= line.contains("output\",");
-        }
-    }
+    let attached = typing_shows_in(&cli, "ev", &rx);
     assert!(attached, "events never showed the pane's output");
     let socket = sockets(&cli.runtime())
         .pop()
