@@ -54,8 +54,7 @@ impl Terminal {
         let stream = streams.pop().expect("one subscription was asked for");
         let info = TmuxCommand::new("list-panes")
             .target(pane)
-            .and_then(|c| c.opt("-F", "#{pid} #{pane_pid}"))
-            .expect("no NUL in a pane id or format");
+            .opt("-F", "#{pid} #{pane_pid}");
         let reply = client.command(&info).await?;
         let text = reply.text();
         let mut fields = text.split(' ').map(str::parse::<u32>);

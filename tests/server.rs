@@ -34,8 +34,7 @@ fn assert_gone(pid: u32, dir: &Path) {
 async fn list_panes(server: &Server, format: &str) -> String {
     let cmd = TmuxCommand::new("list-panes")
         .target(format!("{}:", server.session()))
-        .and_then(|c| c.opt("-F", format))
-        .expect("no NUL");
+        .opt("-F", format);
     server
         .run(&cmd)
         .await
@@ -84,7 +83,7 @@ async fn start_then_kill_removes_process_and_directory() {
             .flag("-s")
             .flag("-v")
             .arg(MARK_OPTION);
-        let mark = server.run(&mark.expect("no NUL")).await.expect("show mark");
+        let mark = server.run(&mark).await.expect("show mark");
         assert_eq!(mark.trim(), "1");
 
         let pane = list_panes(
@@ -176,7 +175,6 @@ async fn user_config_is_never_read() {
                 .flag("-q")
                 .flag("-v")
                 .arg(name)
-                .expect("no NUL")
         };
         let left = server.run(&show("status-left")).await.expect("show");
         assert!(!left.contains("CANARY"), "user config was read: {left}");
@@ -242,8 +240,7 @@ async fn killing_the_session_ends_the_server() {
             .await
             .expect("start");
         let kill = TmuxCommand::new("kill-session")
-            .target(server.session())
-            .expect("no NUL");
+            .target(server.session());
         server.run(&kill).await.expect("kill-session");
         // exit-empty on: no session, no server; "gone" is unambiguous.
         let pid = server.pid();
@@ -387,8 +384,7 @@ async fn accepted_names_address_exactly_their_session() {
             .await
             .unwrap_or_else(|e| panic!("starting session {name:?}: {e}"));
             let has = TmuxCommand::new("has-session")
-                .target(server.session())
-                .expect("no NUL");
+                .target(server.session());
             server
                 .run(&has)
                 .await
@@ -401,8 +397,7 @@ async fn accepted_names_address_exactly_their_session() {
             .await
             .expect("start");
         let prefix = TmuxCommand::new("has-session")
-            .target("=mai")
-            .expect("no NUL");
+            .target("=mai");
         let err = server
             .run(&prefix)
             .await

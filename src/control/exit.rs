@@ -98,8 +98,7 @@ pub async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<PaneStat
         .command(
             &TmuxCommand::new("list-panes")
                 .target(pane)
-                .and_then(|c| c.opt("-F", STATE_FORMAT))
-                .expect("no NUL in a pane id or format"),
+                .opt("-F", STATE_FORMAT),
         )
         .await?;
     reply

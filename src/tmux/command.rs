@@ -129,8 +129,8 @@ fn argv_escape(arg: &[u8]) -> OsString {
 /// ```
 /// # use tmux_engine::tmux::TmuxCommand;
 /// let cmd = TmuxCommand::new("set-buffer")
-///     .opt("-b", "t")?
-///     .arg("x; kill-server")?;
+///     .opt("-b", "t")
+///     .arg("x; kill-server");
 /// assert_eq!(cmd.line(), r#"set-buffer -b "t" -- "x\; kill-server""#);
 /// # Ok::<(), tmux_engine::Error>(())
 /// ```
@@ -146,6 +146,10 @@ pub struct TmuxCommand {
     argv_opts_end: usize,
     /// Whether `--` and positional arguments have been added.
     has_positional: bool,
+    /// Why the command cannot run (the first argument holding NUL): kept,
+    /// not returned, so building never fails; [`TmuxCommand::checked`] is
+    /// the one step that reports it, like `std::process::Command::spawn`.
+    invalid: Option<String>,
 }
 
 impl TmuxCommand {
@@ -166,6 +170,7 @@ impl TmuxCommand {
             argv: vec![OsString::from(name)],
             argv_opts_end: 1,
             has_positional: false,
+            invalid: None,
         }
     }
 
@@ -177,97 +182,111 @@ impl TmuxCommand {
     /// code, never caller input.
     pub fn flag(mut self, flag: &'static str) -> TmuxCommand {
         check_flag(flag);
-        self.push_opt(flag, None)
-            .expect("only a value can hold the NUL push_opt refuses");
+        self.push_opt(flag, None);
         self
     }
 
     /// Adds a flag with a value, e.g. `.opt("-b", name)`: the value is one
-    /// argument, quoted in the line form.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when `value` contains NUL.
+    /// argument, quoted in the line form. A value holding NUL makes the
+    /// command invalid (reported by [`TmuxCommand::checked`]).
     ///
     /// # Panics
     ///
     /// As [`TmuxCommand::flag`].
-    pub fn opt(mut self, flag: &'static str, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+    pub fn opt(mut self, flag: &'static str, value: impl AsRef<[u8]>) -> TmuxCommand {
         check_flag(flag);
-        self.push_opt(flag, Some(value.as_ref()))?;
-        Ok(self)
+        self.push_opt(flag, Some(value.as_ref()));
+        self
     }
 
     /// Adds a flag whose value tmux format-expands (`-F`, `new-session -s`
     /// and `-c`, ...): `#` is doubled first so the value arrives literally.
     /// For a real format (`-F '#{pane_id}'`) use [`TmuxCommand::opt`].
     ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when `value` contains NUL.
-    ///
     /// # Panics
     ///
     /// As [`TmuxCommand::flag`].
-    pub fn format_opt(self, flag: &'static str, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+    pub fn format_opt(self, flag: &'static str, value: impl AsRef<[u8]>) -> TmuxCommand {
         self.opt(flag, format_escape(value.as_ref()))
     }
 
     /// Adds `-t TARGET`: an id such as a [`PaneId`] (`%3`) or an exact session
     /// (`=name`), quoted like any other value.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when the target contains NUL.
-    pub fn target(self, target: impl fmt::Display) -> Result<TmuxCommand> {
+    pub fn target(self, target: impl fmt::Display) -> TmuxCommand {
         self.opt("-t", target.to_string())
     }
 
     /// Adds a positional argument, taken literally (quoted in the line form).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when `value` contains NUL.
-    pub fn arg(mut self, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+    /// A value holding NUL makes the command invalid (reported by
+    /// [`TmuxCommand::checked`]).
+    pub fn arg(mut self, value: impl AsRef<[u8]>) -> TmuxCommand {
         let value = value.as_ref();
+        if self.refuse_nul(value) {
+            return self;
+        }
         self.start_positional();
         self.line.push(' ');
-        quote_into(&mut self.line, value)?;
+        quote_into(&mut self.line, value).expect("NUL was refused above");
         self.argv.push(argv_escape(value));
-        Ok(self)
+        self
     }
 
     /// Adds a positional argument that tmux format-expands (`run-shell`,
     /// `rename-session`, ...): `#` is doubled first so it arrives literally.
     /// For `display-message` text use [`TmuxCommand::format_time_arg`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when `value` contains NUL.
-    pub fn format_arg(self, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+    pub fn format_arg(self, value: impl AsRef<[u8]>) -> TmuxCommand {
         self.arg(format_escape(value.as_ref()))
     }
 
     /// Adds a positional argument that tmux format-expands and then expands
     /// with `strftime` (`display-message` text: `%H` becomes the hour): `#`
     /// and `%` are doubled first so it arrives literally.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] when `value` contains NUL.
-    pub fn format_time_arg(self, value: impl AsRef<[u8]>) -> Result<TmuxCommand> {
+    pub fn format_time_arg(self, value: impl AsRef<[u8]>) -> TmuxCommand {
         self.arg(format_time_escape(value.as_ref()))
     }
 
+    /// The one checked step: the command itself when every argument was
+    /// valid, the reason it cannot run otherwise. Everything that runs a
+    /// command (control client, one-shot `tmux`) goes through it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when an argument contained NUL (tmux
+    /// arguments are C strings; send NUL to a pane with [`send_keys_hex`]).
+    pub fn checked(&self) -> Result<&TmuxCommand> {
+        match &self.invalid {
+            None => Ok(self),
+            Some(reason) => Err(Error::InvalidInput(reason.clone())),
+        }
+    }
+
     /// The line form, for a control connection: one line, never containing
-    /// `\n` or `\r`; the writer adds the `\n`.
+    /// `\n` or `\r`; the writer adds the `\n`. Arguments refused as
+    /// invalid are missing from it: run the command only after
+    /// [`TmuxCommand::checked`].
     pub fn line(&self) -> &str {
         &self.line
     }
 
-    /// The argv form, the command name first, for `tmux -S SOCK ARGV...`.
+    /// The argv form, the command name first, for `tmux -S SOCK ARGV...`;
+    /// as with [`TmuxCommand::line`], check first.
     pub fn argv(&self) -> &[OsString] {
         &self.argv
+    }
+
+    /// Records the first NUL-holding value; true when `value` is refused.
+    fn refuse_nul(&mut self, value: &[u8]) -> bool {
+        if !value.contains(&0) {
+            return false;
+        }
+        if self.invalid.is_none() {
+            let shown = String::from_utf8_lossy(value);
+            self.invalid = Some(format!(
+                "argument {shown:?} of tmux {} contains NUL",
+                self.argv[0].to_string_lossy()
+            ));
+        }
+        true
     }
 
     /// Appends a positional argument known to need no quoting (hex bytes).
@@ -287,11 +306,14 @@ impl TmuxCommand {
         }
     }
 
-    fn push_opt(&mut self, flag: &'static str, value: Option<&[u8]>) -> Result<()> {
+    fn push_opt(&mut self, flag: &'static str, value: Option<&[u8]>) {
+        if value.is_some_and(|value| self.refuse_nul(value)) {
+            return;
+        }
         let mut text = format!(" {flag}");
         if let Some(value) = value {
             text.push(' ');
-            quote_into(&mut text, value)?;
+            quote_into(&mut text, value).expect("NUL was refused above");
         }
         self.line.insert_str(self.line_opts_end, &text);
         self.line_opts_end += text.len();
@@ -301,7 +323,6 @@ impl TmuxCommand {
             self.argv.insert(self.argv_opts_end, argv_escape(value));
             self.argv_opts_end += 1;
         }
-        Ok(())
     }
 }
 
@@ -327,10 +348,7 @@ pub fn send_keys_hex(pane: PaneId, bytes: &[u8], chunk: usize) -> Vec<TmuxComman
     bytes
         .chunks(chunk)
         .map(|part| {
-            let mut cmd = TmuxCommand::new("send-keys")
-                .target(pane)
-                .expect("a pane id has no NUL")
-                .flag("-H");
+            let mut cmd = TmuxCommand::new("send-keys").target(pane).flag("-H");
             let mut hex = String::with_capacity(2);
             for &b in part {
                 hex.clear();
@@ -366,7 +384,7 @@ mod tests {
             (b"-t", r#""-t""#),
         ];
         for &(input, want) in cases {
-            assert_eq!(quote(input).expect("no NUL"), want, "{input:?}");
+            assert_eq!(quote(input).expect("test inputs hold no NUL"), want, "{input:?}");
         }
     }
 
@@ -416,7 +434,7 @@ mod tests {
     proptest! {
         #[test]
         fn quote_round_trips(arg in proptest::collection::vec(1u8..=255, 0..200)) {
-            let quoted = quote(&arg).expect("no NUL");
+            let quoted = quote(&arg).expect("generated args hold no NUL");
             prop_assert!(quoted.is_ascii());
             prop_assert!(!quoted.contains('\n') && !quoted.contains('\r'));
             prop_assert_eq!(unquote(&quoted), arg);
@@ -427,7 +445,7 @@ mod tests {
             proptest::collection::vec(1u8..=255, 0..40), 0..6)) {
             let mut cmd = TmuxCommand::new("display-message").flag("-p");
             for a in &args {
-                cmd = cmd.format_time_arg(a).expect("no NUL");
+                cmd = cmd.format_time_arg(a);
             }
             prop_assert!(!cmd.line().contains('\n') && !cmd.line().contains('\r'));
             prop_assert_eq!(cmd.argv().len(), 2 + usize::from(!args.is_empty()) + args.len());
@@ -454,8 +472,7 @@ mod tests {
     fn builder_orders_options_before_positionals() {
         let cmd = TmuxCommand::new("set-buffer")
             .arg("-x")
-            .and_then(|c| c.opt("-b", "buf"))
-            .expect("no NUL")
+            .opt("-b", "buf")
             .flag("-w");
         assert_eq!(cmd.line(), r#"set-buffer -b "buf" -w -- "-x""#);
         let argv: Vec<_> = cmd
@@ -475,43 +492,39 @@ mod tests {
                 vec!["kill-server"],
             ),
             (
-                TmuxCommand::new("has-session").target("=main").expect("ok"),
+                TmuxCommand::new("has-session").target("=main"),
                 r#"has-session -t "=main""#,
                 vec!["has-session", "-t", "=main"],
             ),
             (
                 TmuxCommand::new("display-message")
                     .flag("-p")
-                    .format_arg("100% #1 #{x};")
-                    .expect("ok"),
+                    .format_arg("100% #1 #{x};"),
                 r#"display-message -p -- "100% \#\#1 \#\#\{x\}\;""#,
                 vec!["display-message", "-p", "--", r"100% ##1 ##{x}\;"],
             ),
             (
                 TmuxCommand::new("display-message")
                     .flag("-p")
-                    .format_time_arg("100%H #")
-                    .expect("ok"),
+                    .format_time_arg("100%H #"),
                 r#"display-message -p -- "100%%H \#\#""#,
                 vec!["display-message", "-p", "--", "100%%H ##"],
             ),
             (
                 TmuxCommand::new("list-panes")
                     .target(PaneId(3))
-                    .and_then(|c| c.opt("-F", "#{pane_id}"))
-                    .expect("ok"),
+                    .opt("-F", "#{pane_id}"),
                 r#"list-panes -t "%3" -F "\#\{pane_id\}""#,
                 vec!["list-panes", "-t", "%3", "-F", "#{pane_id}"],
             ),
             (
                 TmuxCommand::new("rename-session")
-                    .format_opt("-t", "a#b")
-                    .expect("ok"),
+                    .format_opt("-t", "a#b"),
                 r#"rename-session -t "a\#\#b""#,
                 vec!["rename-session", "-t", "a##b"],
             ),
             (
-                TmuxCommand::new("set-buffer").arg(";").expect("ok"),
+                TmuxCommand::new("set-buffer").arg(";"),
                 r#"set-buffer -- "\;""#,
                 vec!["set-buffer", "--", r"\;"],
             ),
@@ -530,9 +543,13 @@ mod tests {
 
     #[test]
     fn builder_refuses_nul() {
-        assert!(TmuxCommand::new("set-buffer").arg(b"a\0").is_err());
-        assert!(TmuxCommand::new("set-buffer").opt("-b", b"\0").is_err());
-        assert!(TmuxCommand::new("set-buffer").target("x\0").is_err());
+        let nul = TmuxCommand::new("set-buffer").arg(b"a\0").arg("b");
+        let err = nul.checked().expect_err("NUL refused");
+        assert_eq!(err.code(), "INVALID_INPUT");
+        assert!(err.to_string().contains("set-buffer"), "{err}");
+        assert!(TmuxCommand::new("set-buffer").opt("-b", b"\0").checked().is_err());
+        assert!(TmuxCommand::new("set-buffer").target("x\0").checked().is_err());
+        assert!(TmuxCommand::new("set-buffer").arg("ok").checked().is_ok());
     }
 
     #[test]

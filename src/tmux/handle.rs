@@ -134,6 +134,7 @@ impl ServerHandle {
     ///
     /// As [`Server::run`](super::Server::run).
     pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
+        let cmd = cmd.checked()?;
         let mut cli = self.cli();
         cli.args(cmd.argv());
         output(cli, cmd.line(), RUN_TIMEOUT).await
@@ -164,7 +165,7 @@ impl ServerHandle {
             if self.pid == 0 {
                 let query = TmuxCommand::new("display-message")
                     .flag("-p")
-                    .arg("#{pid}")?;
+                    .arg("#{pid}");
                 if let Ok(out) = self.run(&query).await {
                     self.pid = out.trim().parse().unwrap_or(0);
                 }

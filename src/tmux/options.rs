@@ -267,29 +267,29 @@ pub(super) fn start_argv(
     }
     new = new
         // -s and -c are format-expanded: format_opt doubles `#`.
-        .format_opt("-s", &opts.session)?
-        .opt("-x", opts.size.cols.to_string())?
-        .opt("-y", opts.size.rows.to_string())?;
+        .format_opt("-s", &opts.session)
+        .opt("-x", opts.size.cols.to_string())
+        .opt("-y", opts.size.rows.to_string());
     if mode == StartMode::Detached {
-        new = new.flag("-P").opt("-F", START_FORMAT)?;
+        new = new.flag("-P").opt("-F", START_FORMAT);
     }
     if let Some(cwd) = &opts.cwd {
         let cwd = std::path::absolute(cwd)
             .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
-        new = new.format_opt("-c", cwd.as_os_str().as_bytes())?;
+        new = new.format_opt("-c", cwd.as_os_str().as_bytes());
     }
     for (key, value) in &opts.env {
-        new = new.opt("-e", format!("{key}={value}"))?;
+        new = new.opt("-e", format!("{key}={value}"));
     }
     for word in &opts.command {
-        new = new.arg(word.as_bytes())?;
+        new = new.arg(word.as_bytes());
     }
-    let mut argv = new.argv().to_vec();
+    let mut argv = new.checked()?.argv().to_vec();
     if opts.drain_on_exit {
         let drain = TmuxCommand::new("pipe-pane")
             .flag("-o")
-            .target(format!("{target}:"))?
-            .arg(DRAIN_PIPE)?;
+            .target(format!("{target}:"))
+            .arg(DRAIN_PIPE);
         argv.push(OsString::from(";"));
         argv.extend_from_slice(drain.argv());
     }
@@ -297,9 +297,9 @@ pub(super) fn start_argv(
     // that claims a size) never resize it.
     let pin = TmuxCommand::new("set-option")
         .flag("-w")
-        .target(format!("{target}:"))?
-        .arg("window-size")?
-        .arg("manual")?;
+        .target(format!("{target}:"))
+        .arg("window-size")
+        .arg("manual");
     argv.push(OsString::from(";"));
     argv.extend_from_slice(pin.argv());
     Ok(argv)

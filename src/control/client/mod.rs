@@ -331,8 +331,7 @@ impl ControlClient {
             client
                 .command(
                     &TmuxCommand::new("refresh-client")
-                        .opt("-f", format!("pause-after={secs}"))
-                        .expect("no NUL in a number"),
+                        .opt("-f", format!("pause-after={secs}")),
                 )
                 .await?;
         }
@@ -362,7 +361,7 @@ impl ControlClient {
     /// `SERVER_GONE` or `UNRESPONSIVE`, as for [`ControlClient::command`].
     pub async fn command_reply(&self, command: &TmuxCommand) -> Result<Reply> {
         let timeout = self.shared.opts.command_timeout;
-        let line = command.line();
+        let line = command.checked()?.line();
         let wait = async {
             let permit = self.shared.in_flight.clone().acquire_owned().await;
             let rx = self.enqueue(line)?;
@@ -520,8 +519,7 @@ impl Shared {
 
     fn pane_switch_locked(&self, state: &mut State, pane: PaneId, switch: &'static str) {
         let command = TmuxCommand::new("refresh-client")
-            .opt("-A", format!("{pane}:{switch}"))
-            .expect("no NUL in a pane id");
+            .opt("-A", format!("{pane}:{switch}"));
         self.internal_locked(state, &command, Internal::Ignore(switch));
     }
 
@@ -541,15 +539,13 @@ impl Shared {
         }
         let info = TmuxCommand::new("list-panes")
             .target(pane)
-            .and_then(|c| c.opt("-F", PaneInfo::FORMAT))
-            .expect("no NUL in a pane id or format");
+            .opt("-F", PaneInfo::FORMAT);
         self.internal_locked(state, &info, Internal::ResyncInfo { pane, sub });
         let capture = TmuxCommand::new("capture-pane")
             .flag("-p")
             .flag("-e")
             .target(pane)
-            .and_then(|c| c.opt("-S", format!("-{}", self.opts.resync_history)))
-            .expect("no NUL in a pane id or number");
+            .opt("-S", format!("-{}", self.opts.resync_history));
         self.internal_locked(
             state,
             &capture,

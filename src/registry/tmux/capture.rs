@@ -28,8 +28,8 @@ struct Geometry {
 async fn geometry(shared: &Shared) -> Result<Geometry> {
     let format = "#{history_size} #{pane_width} #{pane_height} #{cursor_x} #{cursor_y}";
     let command = TmuxCommand::new("list-panes")
-        .target(shared.pane)?
-        .opt("-F", format)?;
+        .target(shared.pane)
+        .opt("-F", format);
     let reply = shared.command(&command).await?;
     let text = reply.text();
     let numbers: Vec<u64> = text
@@ -55,11 +55,11 @@ async fn geometry(shared: &Shared) -> Result<Geometry> {
 async fn capture(shared: &Shared, range: Option<(i64, i64)>) -> Result<Vec<String>> {
     let mut command = TmuxCommand::new("capture-pane")
         .flag("-p")
-        .target(shared.pane)?;
+        .target(shared.pane);
     if let Some((start, end)) = range {
         command = command
-            .opt("-S", start.to_string())?
-            .opt("-E", end.to_string())?;
+            .opt("-S", start.to_string())
+            .opt("-E", end.to_string());
     }
     let reply = shared.command(&command).await?;
     Ok(reply

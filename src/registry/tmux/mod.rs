@@ -309,7 +309,7 @@ impl TmuxBackend {
         let stream = streams.pop().expect("one subscription was asked for");
         let mark = TmuxCommand::new("show-options")
             .flag("-sv")
-            .arg(MARK_OPTION)?;
+            .arg(MARK_OPTION);
         let marked = client
             .command(&mark)
             .await

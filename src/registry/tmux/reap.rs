@@ -60,7 +60,7 @@ pub(super) async fn reap(
         let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
         let mark = TmuxCommand::new("show-options")
             .flag("-sv")
-            .arg(MARK_OPTION)?;
+            .arg(MARK_OPTION);
         let answer = if handle.socket().exists() {
             handle.run(&mark).await.ok()
         } else {
@@ -70,7 +70,7 @@ pub(super) async fn reap(
             Some(value) if value.trim() == MARK_VALUE => {
                 let panes = TmuxCommand::new("list-panes")
                     .flag("-a")
-                    .opt("-F", "#{pane_pid} #{pid}")?;
+                    .opt("-F", "#{pane_pid} #{pid}");
                 if let Ok(pids) = handle.run(&panes).await {
                     for line in pids.lines() {
                         let mut fields = line.split_whitespace().map(str::parse::<u32>);

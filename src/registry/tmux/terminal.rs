@@ -483,24 +483,24 @@ async fn respawn(shared: &Shared) -> Result<()> {
     }
     let mut command = TmuxCommand::new("respawn-pane")
         .flag("-k")
-        .target(shared.pane)?;
+        .target(shared.pane);
     if let Some(cwd) = &shared.spec.cwd {
         let cwd = std::path::absolute(cwd)
             .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
-        command = command.format_opt("-c", cwd.as_os_str().as_encoded_bytes())?;
+        command = command.format_opt("-c", cwd.as_os_str().as_encoded_bytes());
     }
     for (key, value) in &shared.spec.env {
-        command = command.opt("-e", format!("{key}={value}"))?;
+        command = command.opt("-e", format!("{key}={value}"));
     }
     for word in &shared.spec.command {
-        command = command.arg(word)?;
+        command = command.arg(word);
     }
     // Written right behind the respawn so tmux runs both before its event
     // loop can see the new program exit (see `ServerOptions::drain_on_exit`).
     let drain = TmuxCommand::new("pipe-pane")
         .flag("-o")
-        .target(shared.pane)?
-        .arg(DRAIN_PIPE)?;
+        .target(shared.pane)
+        .arg(DRAIN_PIPE);
     let (respawned, drained) = tokio::join!(shared.command(&command), shared.command(&drain));
     if let Err(error) = drained {
         debug!(%error, "re-arming the drain pipe after respawn");
