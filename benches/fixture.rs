@@ -19,7 +19,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tmux_engine::control::exit::PaneExit;
+use tmux_engine::control::exit::ExitStatus;
 use tmux_engine::fixture::Fixture;
 use tmux_engine::tmux::{Tmux, process, procfs};
 
@@ -281,7 +281,7 @@ async fn parallel(tmux: &Arc<Tmux>, base: &Path, n: usize) {
                 .await
                 .expect("echo");
             fx.send_text(b"exit 7\r").await.expect("exit");
-            assert_eq!(fx.wait_for_exit().await.expect("exit"), PaneExit::Code(7));
+            assert_eq!(fx.wait_for_exit().await.expect("exit"), ExitStatus::Code(7));
             fx.close().await.expect("close");
             started
         })

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use tmux_engine::control::exit::PaneExit;
+use tmux_engine::control::exit::ExitStatus;
 use tmux_engine::fixture::Fixture;
 
 #[tokio::main]
@@ -24,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("python:\n{}", py.snapshot());
     py.send_keys(&["C-d"]).await?;
     let exit = py.wait_for_exit().await?;
-    assert_eq!(exit, PaneExit::Code(0));
+    assert_eq!(exit, ExitStatus::Code(0));
     println!("python {exit}");
     py.close().await?;
 
@@ -41,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     sh.wait_for_stable(Duration::from_millis(100)).await?;
     println!("bash:\n{}", sh.snapshot());
     sh.send_text("exit 3\r").await?;
-    assert_eq!(sh.wait_for_exit().await?, PaneExit::Code(3));
+    assert_eq!(sh.wait_for_exit().await?, ExitStatus::Code(3));
     sh.close().await?;
     Ok(())
 }

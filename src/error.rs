@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::control::ParseError;
+use crate::vocab::ParseError;
 
 /// The result type of every fallible engine call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -192,7 +192,7 @@ pub enum Error {
     WaitEnded {
         /// What was awaited.
         what: String,
-        /// Why nothing more can come, e.g. `the program exited with status 3`.
+        /// Why nothing more can come, e.g. `the program exited with code 3`.
         reason: String,
         /// The final screen, in the fixture's snapshot form.
         screen: String,

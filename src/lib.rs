@@ -36,5 +36,6 @@ pub mod fixture;
 pub mod registry;
 pub mod terminal;
 pub mod tmux;
+pub mod vocab;
 
 pub use error::{Error, Result};

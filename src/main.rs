@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tmux_engine::cli;
+use tmux_engine::vocab::Size;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -40,7 +41,7 @@ enum Command {
     Run {
         /// Pane size as COLSxROWS.
         #[arg(long, default_value = "80x24", value_parser = parse_size)]
-        size: (u16, u16),
+        size: Size,
         /// The command and its arguments (run directly, not through a shell).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
@@ -49,15 +50,9 @@ enum Command {
     Terminal(cli::terminals::TerminalCommand),
 }
 
-fn parse_size(s: &str) -> Result<(u16, u16), String> {
-    let (cols, rows) = s
-        .split_once(['x', 'X'])
-        .ok_or_else(|| format!("{s:?} is not COLSxROWS"))?;
-    let parse = |v: &str| match v.parse::<u16>() {
-        Ok(n) if (1..=10000).contains(&n) => Ok(n),
-        _ => Err(format!("{v:?} in {s:?} is not a size from 1 to 10000")),
-    };
-    Ok((parse(cols)?, parse(rows)?))
+/// clap's adapter to [`Size`]'s one parser.
+fn parse_size(s: &str) -> Result<Size, String> {
+    s.parse().map_err(|e: tmux_engine::Error| e.to_string())
 }
 
 fn main() -> ExitCode {

@@ -55,8 +55,7 @@ async fn pipelined_commands_get_their_own_replies_in_order() {
             let client = client.clone();
             async move {
                 if i % 3 == 0 {
-                    let bad = cmd("has-session")
-                        .target(format!("=nosuch{i}"));
+                    let bad = cmd("has-session").target(format!("=nosuch{i}"));
                     match client.command(&bad).await {
                         Err(Error::Command { message, .. }) => {
                             assert!(message.contains(&format!("nosuch{i}")), "{message}");
@@ -91,9 +90,7 @@ async fn hook_blocks_with_flags_0_do_not_take_a_reply() {
             .arg("display-message -p from-hook");
         client.command(&hook).await.expect("set-hook");
         let new_window = cmd("new-window").flag("-d").arg("cat");
-        let after = cmd("display-message")
-            .flag("-p")
-            .arg("mine");
+        let after = cmd("display-message").flag("-p").arg("mine");
         let (a, b) = tokio::join!(client.command(&new_window), client.command(&after));
         a.expect("new-window");
         assert_eq!(b.expect("display").text(), "mine");
@@ -109,11 +106,7 @@ async fn replies_keep_utf8_because_the_client_runs_with_u() {
         let (term, _stream) = start(dir.path(), &["cat"], ClientOptions::default()).await;
         let reply = term
             .client()
-            .command(
-                &cmd("display-message")
-                    .flag("-p")
-                    .arg("é € 😀"),
-            )
+            .command(&cmd("display-message").flag("-p").arg("é € 😀"))
             .await
             .expect("reply");
         assert_eq!(reply.text(), "é € 😀");
@@ -133,9 +126,7 @@ async fn a_stopped_server_is_unresponsive_and_replies_stay_matched_after() {
         let (term, _stream) = start(dir.path(), &["cat"], client_opts).await;
         let server_pid = term.server().pid();
         process::signal(server_pid, rustix::process::Signal::STOP).expect("SIGSTOP");
-        let late = cmd("display-message")
-            .flag("-p")
-            .arg("late");
+        let late = cmd("display-message").flag("-p").arg("late");
         let err = term
             .client()
             .command(&late)
@@ -144,9 +135,7 @@ async fn a_stopped_server_is_unresponsive_and_replies_stay_matched_after() {
         assert_eq!(err.code(), "UNRESPONSIVE", "{err}");
         process::signal(server_pid, rustix::process::Signal::CONT).expect("SIGCONT");
         // The late reply arrives now and is dropped; the next one is ours.
-        let next = cmd("display-message")
-            .flag("-p")
-            .arg("next");
+        let next = cmd("display-message").flag("-p").arg("next");
         assert_eq!(
             term.client().command(&next).await.expect("reply").text(),
             "next"

@@ -56,9 +56,7 @@ fn printable(p: &[u8]) -> bool {
 async fn assert_no_canary(server: &Server, dir: &Path, canary: &Path) {
     let sentinel = dir.join("sentinel");
     let touch = format!("touch '{}'", sentinel.display());
-    let run = TmuxCommand::new("run-shell")
-        .flag("-b")
-        .format_arg(touch);
+    let run = TmuxCommand::new("run-shell").flag("-b").format_arg(touch);
     server.run(&run).await.expect("run-shell");
     poll("the sentinel run-shell", WAIT, || async {
         sentinel.exists().then_some(())
@@ -85,9 +83,7 @@ async fn exercise(
     let buffer = format!("inj{i}");
     let saved = dir.join(format!("saved{i}-{via_control}"));
     let cmds = [
-        TmuxCommand::new("set-buffer")
-            .opt("-b", &buffer)
-            .arg(p),
+        TmuxCommand::new("set-buffer").opt("-b", &buffer).arg(p),
         TmuxCommand::new("save-buffer")
             .opt("-b", &buffer)
             .arg(saved.as_os_str().as_encoded_bytes()),
@@ -216,8 +212,7 @@ async fn hostile_session_names_stay_names() {
             )
             .await
             .unwrap_or_else(|e| panic!("starting {name:?}: {e}"));
-            let has = TmuxCommand::new("has-session")
-                .target(server.session());
+            let has = TmuxCommand::new("has-session").target(server.session());
             server.run(&has).await.expect("has-session via argv");
             let mut control = Control::attach(&server).await;
             let block = control.cmd(has.line()).await;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tmux_engine::tmux::options::MARK_OPTION;
 use tmux_engine::tmux::process::is_alive;
 use tmux_engine::tmux::server::{DIR_PREFIX, MAX_SOCKET_PATH};
-use tmux_engine::tmux::{Server, ServerOptions, Size, Tmux, TmuxCommand};
+use tmux_engine::tmux::{Server, ServerOptions, Tmux, TmuxCommand};
+use tmux_engine::vocab::Size;
 
 use crate::support::{Control, opts, poll, test_dir, tmux, within};
 
@@ -239,8 +240,7 @@ async fn killing_the_session_ends_the_server() {
         let server = Server::start(tmux(), opts(tmp.path()))
             .await
             .expect("start");
-        let kill = TmuxCommand::new("kill-session")
-            .target(server.session());
+        let kill = TmuxCommand::new("kill-session").target(server.session());
         server.run(&kill).await.expect("kill-session");
         // exit-empty on: no session, no server; "gone" is unambiguous.
         let pid = server.pid();
@@ -383,8 +383,7 @@ async fn accepted_names_address_exactly_their_session() {
             )
             .await
             .unwrap_or_else(|e| panic!("starting session {name:?}: {e}"));
-            let has = TmuxCommand::new("has-session")
-                .target(server.session());
+            let has = TmuxCommand::new("has-session").target(server.session());
             server
                 .run(&has)
                 .await
@@ -396,8 +395,7 @@ async fn accepted_names_address_exactly_their_session() {
         let server = Server::start(tmux(), opts(tmp.path()))
             .await
             .expect("start");
-        let prefix = TmuxCommand::new("has-session")
-            .target("=mai");
+        let prefix = TmuxCommand::new("has-session").target("=mai");
         let err = server
             .run(&prefix)
             .await

@@ -26,14 +26,15 @@ use crate::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, 
 use crate::control::exit::wait_pane_exit;
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::Terminal;
-use crate::tmux::{ServerOptions, Size, Tmux};
+use crate::tmux::{ServerOptions, Tmux};
+use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// What `run` was asked to do.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     /// Pane size, columns × rows.
-    pub size: (u16, u16),
+    pub size: Size,
     /// The program and its arguments (executed directly, no shell).
     pub command: Vec<OsString>,
 }
@@ -64,10 +65,7 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
             .map_err(|e| Error::io("drawing a random marker", std::io::Error::other(e)))?
     );
     let server_opts = ServerOptions {
-        size: Size {
-            cols: opts.size.0,
-            rows: opts.size.1,
-        },
+        size: opts.size,
         command: wrapped(&nonce, opts.command),
         // The exit handshake keeps the pane alive until its output is in.
         drain_on_exit: false,

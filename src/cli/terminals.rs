@@ -298,15 +298,6 @@ fn seconds(value: f64, what: &str) -> Result<Duration> {
         .map_err(|_| Error::InvalidInput(format!("{what} {value} is not a number of seconds")))
 }
 
-fn parse_size(text: &str) -> Result<(u16, u16)> {
-    let bad = || Error::InvalidInput(format!("size {text:?} is not COLSxROWS"));
-    let (cols, rows) = text.split_once(['x', 'X']).ok_or_else(bad)?;
-    Ok((
-        cols.parse().map_err(|_| bad())?,
-        rows.parse().map_err(|_| bad())?,
-    ))
-}
-
 /// How long a finished command waits for its control connections to close.
 const DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -365,8 +356,8 @@ pub(super) fn spawn_spec(args: SpawnArgs) -> Result<SpawnSpec> {
         spec = spec.env(key, value);
     }
     if let Some(size) = args.size {
-        let (cols, rows) = parse_size(&size)?;
-        spec = spec.size(cols, rows);
+        let size: crate::vocab::Size = size.parse()?;
+        spec = spec.size(size.cols, size.rows);
     }
     if !args.command.is_empty() {
         spec = spec.command(args.command);

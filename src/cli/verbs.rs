@@ -11,12 +11,10 @@ use super::terminals::{
     spawn_spec, wait_timeout, write_json, write_line,
 };
 use crate::control::client::{ClientOptions, ControlClient};
-use crate::control::exit::{PaneExit, wait_pane_exit};
+use crate::control::exit::wait_pane_exit;
 use crate::control::{Event, PaneId};
 use crate::registry::tmux::SESSION;
-use crate::registry::{
-    ExitStatus, OwnerId, ReadRequest, Registry, TerminalSnapshot, TerminalStatus,
-};
+use crate::registry::{OwnerId, ReadRequest, Registry, TerminalSnapshot, TerminalStatus};
 use crate::tmux::{ServerHandle, Tmux};
 use crate::{Error, Result};
 
@@ -262,10 +260,7 @@ async fn wait(
             let mut events = client.subscribe_events();
             let waited = async {
                 if args.exit {
-                    let exit = match wait_pane_exit(&client, PaneId(0)).await? {
-                        PaneExit::Code(code) => ExitStatus::Code(code),
-                        PaneExit::Signal(signal) => ExitStatus::Signal(signal),
-                    };
+                    let exit = wait_pane_exit(&client, PaneId(0)).await?;
                     // Worded as `check` words a status it finds at once.
                     return Ok::<_, CliError>(TerminalStatus::Exited { exit }.to_string());
                 }

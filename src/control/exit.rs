@@ -19,36 +19,8 @@ use crate::tmux::process;
 
 /// How long a pane may look dead without a status before tmux is nudged.
 const NUDGE_AFTER: Duration = Duration::from_millis(30);
+pub use crate::vocab::ExitStatus;
 use crate::{Error, Result};
-
-/// How a pane's program ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PaneExit {
-    /// It exited with this status.
-    Code(i32),
-    /// A signal killed it.
-    Signal(i32),
-}
-
-impl PaneExit {
-    /// The shell convention: the code, or 128 + the signal number.
-    pub fn shell_status(self) -> i32 {
-        match self {
-            PaneExit::Code(code) => code,
-            PaneExit::Signal(signal) => 128 + signal,
-        }
-    }
-}
-
-impl std::fmt::Display for PaneExit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PaneExit::Code(code) => write!(f, "exited with status {code}"),
-            PaneExit::Signal(signal) => write!(f, "killed by signal {signal}"),
-        }
-    }
-}
 
 /// A pane as `list-panes` sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +30,7 @@ pub struct PaneState {
     /// True once tmux considers the pane dead (pty closed).
     pub dead: bool,
     /// The exit, once tmux has reaped the process.
-    pub exit: Option<PaneExit>,
+    pub exit: Option<ExitStatus>,
     /// The tmux server's pid.
     pub server_pid: Option<u32>,
 }
@@ -76,8 +48,8 @@ impl PaneState {
         let status = fields.next().and_then(|s| s.parse().ok());
         let signal = fields.next().and_then(|s| s.parse().ok());
         let exit = match (status, signal) {
-            (_, Some(signal)) if dead => Some(PaneExit::Signal(signal)),
-            (Some(code), _) if dead => Some(PaneExit::Code(code)),
+            (_, Some(signal)) if dead => Some(ExitStatus::Signal(signal)),
+            (Some(code), _) if dead => Some(ExitStatus::Code(code)),
             _ => None,
         };
         Some(PaneState {
@@ -116,7 +88,7 @@ pub async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<PaneStat
 /// # Errors
 /// `SERVER_GONE` when the connection closes first; `COMMAND_FAILED` when
 /// the pane disappears (its window was killed).
-pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<PaneExit> {
+pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<ExitStatus> {
     let state = pane_state(client, pane).await?;
     if let Some(exit) = state.exit {
         return Ok(exit);
@@ -175,7 +147,7 @@ mod tests {
                 Some(PaneState {
                     pid: Some(42),
                     dead: true,
-                    exit: Some(PaneExit::Code(3)),
+                    exit: Some(ExitStatus::Code(3)),
                     server_pid: Some(7),
                 }),
             ),
@@ -184,7 +156,7 @@ mod tests {
                 Some(PaneState {
                     pid: Some(42),
                     dead: true,
-                    exit: Some(PaneExit::Signal(9)),
+                    exit: Some(ExitStatus::Signal(9)),
                     server_pid: Some(7),
                 }),
             ),
@@ -212,7 +184,7 @@ mod tests {
 
     #[test]
     fn shell_status_follows_the_shell_convention() {
-        assert_eq!(PaneExit::Code(3).shell_status(), 3);
-        assert_eq!(PaneExit::Signal(15).shell_status(), 143);
+        assert_eq!(ExitStatus::Code(3).shell_status(), 3);
+        assert_eq!(ExitStatus::Signal(15).shell_status(), 143);
     }
 }

@@ -16,10 +16,10 @@ use super::escape::{UNESCAPE_SLACK, unescape_output};
 use super::layout::{Layout, layout_field};
 use super::{Guard, GuardKind, Line, Notification, PaneId, SessionId, WindowId};
 
-mod error;
 mod fields;
 
-pub use error::{ParseError, ParseErrorKind};
+use crate::vocab::is_notification_name as is_name;
+pub use crate::vocab::{ParseError, ParseErrorKind};
 use fields::{
     PResult, colon_data, fail, later_fields, name_rest, number, or_dash, pane_id, run, session_id,
     sp, text_rest, utf8, window_id, word,
@@ -64,14 +64,6 @@ pub(crate) fn parse_guard(line: &[u8]) -> Option<Guard> {
         return None;
     };
     guard(kind, args).ok()
-}
-
-/// True for a notification name: ASCII letters, digits, `-` and `_`.
-fn is_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 fn dispatch(line: &Bytes, scratch: &mut BytesMut) -> Result<Line, ParseErrorKind> {

@@ -234,24 +234,7 @@ impl fmt::Display for CloseReason {
     }
 }
 
-/// How a program ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExitStatus {
-    /// It exited with this code.
-    Code(i32),
-    /// It was killed by this signal number.
-    Signal(i32),
-}
-
-impl fmt::Display for ExitStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExitStatus::Code(code) => write!(f, "exited with code {code}"),
-            ExitStatus::Signal(signal) => write!(f, "killed by signal {signal}"),
-        }
-    }
-}
+pub use crate::vocab::ExitStatus;
 
 /// A terminal's status as the registry reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

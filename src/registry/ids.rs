@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
-/// The longest terminal name, in bytes.
-pub const MAX_NAME_LEN: usize = 64;
+pub use crate::vocab::MAX_NAME_LEN;
 
 /// The longest owner id, in bytes.
 pub const MAX_OWNER_LEN: usize = 256;

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::ids::validate_name;
 use super::{OwnerId, TerminalId, TerminalStatus};
-use crate::tmux::names::check_env_name;
+pub use crate::vocab::Size;
+use crate::vocab::check_env_name;
 use crate::{Error, Result};
 
 /// The backend kind a [`SpawnSpec`] uses unless told otherwise.
@@ -50,15 +51,6 @@ impl std::str::FromStr for RestartPolicy {
             ))),
         }
     }
-}
-
-/// A terminal size in character cells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Size {
-    /// Width in columns.
-    pub cols: u16,
-    /// Height in rows.
-    pub rows: u16,
 }
 
 /// What to spawn: a terminal's command, environment and registry metadata.

@@ -27,7 +27,7 @@ use std::ffi::OsString;
 use std::fmt::{self, Write as _};
 use std::os::unix::ffi::OsStringExt;
 
-use crate::control::PaneId;
+use crate::vocab::PaneId;
 use crate::{Error, Result};
 
 /// Bytes per `send-keys -H` command in [`send_keys_hex`] when the caller
@@ -384,7 +384,11 @@ mod tests {
             (b"-t", r#""-t""#),
         ];
         for &(input, want) in cases {
-            assert_eq!(quote(input).expect("test inputs hold no NUL"), want, "{input:?}");
+            assert_eq!(
+                quote(input).expect("test inputs hold no NUL"),
+                want,
+                "{input:?}"
+            );
         }
     }
 
@@ -518,8 +522,7 @@ mod tests {
                 vec!["list-panes", "-t", "%3", "-F", "#{pane_id}"],
             ),
             (
-                TmuxCommand::new("rename-session")
-                    .format_opt("-t", "a#b"),
+                TmuxCommand::new("rename-session").format_opt("-t", "a#b"),
                 r#"rename-session -t "a\#\#b""#,
                 vec!["rename-session", "-t", "a##b"],
             ),
@@ -547,8 +550,18 @@ mod tests {
         let err = nul.checked().expect_err("NUL refused");
         assert_eq!(err.code(), "INVALID_INPUT");
         assert!(err.to_string().contains("set-buffer"), "{err}");
-        assert!(TmuxCommand::new("set-buffer").opt("-b", b"\0").checked().is_err());
-        assert!(TmuxCommand::new("set-buffer").target("x\0").checked().is_err());
+        assert!(
+            TmuxCommand::new("set-buffer")
+                .opt("-b", b"\0")
+                .checked()
+                .is_err()
+        );
+        assert!(
+            TmuxCommand::new("set-buffer")
+                .target("x\0")
+                .checked()
+                .is_err()
+        );
         assert!(TmuxCommand::new("set-buffer").arg("ok").checked().is_ok());
     }
 

@@ -163,9 +163,7 @@ impl ServerHandle {
     pub(super) async fn stop(&mut self) -> Result<()> {
         if self.socket.exists() {
             if self.pid == 0 {
-                let query = TmuxCommand::new("display-message")
-                    .flag("-p")
-                    .arg("#{pid}");
+                let query = TmuxCommand::new("display-message").flag("-p").arg("#{pid}");
                 if let Ok(out) = self.run(&query).await {
                     self.pid = out.trim().parse().unwrap_or(0);
                 }

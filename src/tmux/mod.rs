@@ -20,7 +20,6 @@
 
 pub mod command;
 pub mod handle;
-pub mod names;
 pub mod options;
 pub mod process;
 pub mod procfs;
@@ -31,7 +30,6 @@ pub use command::{
     DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
 };
 pub use handle::ServerHandle;
-pub use names::{MAX_NAME_LEN, check_env_name, check_name};
-pub use options::{ServerOptions, Size};
+pub use options::ServerOptions;
 pub use server::{FirstPane, Server};
 pub use version::{Caps, Stage, Tmux, Version};

@@ -5,12 +5,11 @@
 //! directory, runs nothing. `server` writes and runs what this produces.
 
 use std::ffi::OsString;
-use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use super::command::{TmuxCommand, quote};
-use super::names::{check_env_name, check_name};
+use crate::vocab::{MAX_SIZE, Size, check_env_name, check_name};
 use crate::{Error, Result};
 
 /// Server option set on every engine server (`show -sv @tmux-engine`), so
@@ -20,31 +19,6 @@ pub const MARK_OPTION: &str = "@tmux-engine";
 pub const MARK_VALUE: &str = "1";
 /// Environment variable naming the directory that holds server directories.
 pub const RUNTIME_DIR_ENV: &str = "TMUX_ENGINE_RUNTIME_DIR";
-/// The largest width or height tmux accepts for a window.
-pub const MAX_SIZE: u16 = 10_000;
-
-/// A terminal size in character cells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Size {
-    /// Columns.
-    pub cols: u16,
-    /// Rows.
-    pub rows: u16,
-}
-
-impl Default for Size {
-    /// 80x24, tmux's own default.
-    fn default() -> Self {
-        Size { cols: 80, rows: 24 }
-    }
-}
-
-impl fmt::Display for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}x{}", self.cols, self.rows)
-    }
-}
-
 /// What to start: the program, its environment, and the server's settings.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {

@@ -20,12 +20,10 @@ use tempfile::TempDir;
 
 use super::command::TmuxCommand;
 use super::handle::{KILL_GRACE, ServerHandle};
-use super::options::{
-    ServerOptions, Size, StartMode, config_text, runtime_base, start_argv, validate,
-};
+use super::options::{ServerOptions, StartMode, config_text, runtime_base, start_argv, validate};
 use super::process;
 use super::version::Tmux;
-use crate::control::PaneId;
+use crate::vocab::{PaneId, Size};
 use crate::{Error, Result};
 
 /// The socket's file name inside the server directory.

@@ -330,8 +330,7 @@ impl ControlClient {
         if let Some(secs) = client.shared.opts.pause_after {
             client
                 .command(
-                    &TmuxCommand::new("refresh-client")
-                        .opt("-f", format!("pause-after={secs}")),
+                    &TmuxCommand::new("refresh-client").opt("-f", format!("pause-after={secs}")),
                 )
                 .await?;
         }
@@ -518,8 +517,7 @@ impl Shared {
     }
 
     fn pane_switch_locked(&self, state: &mut State, pane: PaneId, switch: &'static str) {
-        let command = TmuxCommand::new("refresh-client")
-            .opt("-A", format!("{pane}:{switch}"));
+        let command = TmuxCommand::new("refresh-client").opt("-A", format!("{pane}:{switch}"));
         self.internal_locked(state, &command, Internal::Ignore(switch));
     }
 

@@ -34,7 +34,7 @@ pub use capture::{DEFAULT_PAGE, MAX_PAGE};
 pub use send::strip_escapes;
 pub use terminal::TmuxTerminal;
 
-use self::terminal::{Parts, exit_status};
+use self::terminal::Parts;
 use super::backend::{Backend, BackendTerminal, ReapReport, SpawnRequest, TerminalStatus};
 use super::persist::TerminalRecord;
 use super::spec::DEFAULT_KIND;
@@ -46,7 +46,8 @@ use crate::terminal::Terminal;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::process;
-use crate::tmux::{ServerHandle, ServerOptions, Size, Tmux};
+use crate::tmux::{ServerHandle, ServerOptions, Tmux};
+use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// The one session of every terminal's server.
@@ -344,9 +345,7 @@ impl TmuxBackend {
             exit => exit,
         };
         let status = match exit {
-            Some(exit) => TerminalStatus::Exited {
-                exit: exit_status(exit),
-            },
+            Some(exit) => TerminalStatus::Exited { exit },
             None => TerminalStatus::Running,
         };
         Ok(Some(TmuxTerminal::start(Parts {

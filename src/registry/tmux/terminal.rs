@@ -25,10 +25,10 @@ use tracing::{debug, warn};
 use super::TmuxConfig;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream};
-use crate::control::exit::{PaneExit, pane_state, wait_pane_exit};
+use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::backend::{
-    BackendTerminal, CloseReason, ExitStatus, Liveness, ReadPage, ReadRequest, Screen, SendRequest,
+    BackendTerminal, CloseReason, Liveness, ReadPage, ReadRequest, Screen, SendRequest,
     StartedSend, TerminalStatus,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
@@ -198,13 +198,6 @@ impl TmuxTerminal {
     }
 }
 
-pub(super) fn exit_status(exit: PaneExit) -> ExitStatus {
-    match exit {
-        PaneExit::Code(code) => ExitStatus::Code(code),
-        PaneExit::Signal(signal) => ExitStatus::Signal(signal),
-    }
-}
-
 /// The watcher: pumps output, pushes death. One per terminal, no ticks.
 async fn watch_pane(
     shared: Arc<Shared>,
@@ -239,7 +232,7 @@ async fn watch_pane(
                 result = &mut exit, if !exit_seen => {
                     exit_seen = true;
                     match result {
-                        Ok(exit) => shared.set_status(TerminalStatus::Exited { exit: exit_status(exit) }),
+                        Ok(exit) => shared.set_status(TerminalStatus::Exited { exit }),
                         Err(Error::ServerGone { reason }) => {
                             shared.set_status(TerminalStatus::Gone { reason: format!("server gone: {reason}") });
                         }
@@ -448,9 +441,7 @@ async fn probe_once(shared: &Shared) -> Result<Liveness> {
         Ok(Ok(state)) => state,
     };
     if let Some(exit) = state.exit {
-        return Ok(Liveness::Exited {
-            exit: exit_status(exit),
-        });
+        return Ok(Liveness::Exited { exit });
     }
     if state.dead {
         // Dead but not reaped yet (tmux 3.3a can lose the SIGCHLD):
@@ -458,9 +449,7 @@ async fn probe_once(shared: &Shared) -> Result<Liveness> {
         return match tokio::time::timeout(deadline, wait_pane_exit(&shared.client, shared.pane))
             .await
         {
-            Ok(Ok(exit)) => Ok(Liveness::Exited {
-                exit: exit_status(exit),
-            }),
+            Ok(Ok(exit)) => Ok(Liveness::Exited { exit }),
             Ok(Err(Error::ServerGone { reason })) => Ok(Liveness::ServerGone { reason }),
             Ok(Err(Error::Command { .. })) => Ok(Liveness::SessionGone),
             Ok(Err(error)) => Err(error),

@@ -162,7 +162,7 @@ impl fmt::Display for ParseError {
                     .line
                     .strip_prefix(b"%")
                     .map(|rest| &rest[..memchr::memchr(b' ', rest).unwrap_or(rest.len())])
-                    .filter(|name| super::is_name(name));
+                    .filter(|name| is_notification_name(name));
                 match name {
                     Some(name) => write!(
                         f,
@@ -178,3 +178,11 @@ impl fmt::Display for ParseError {
 }
 
 impl std::error::Error for ParseError {}
+
+/// True for a notification name: ASCII letters, digits, `-` and `_`.
+pub(crate) fn is_notification_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}

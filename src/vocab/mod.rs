@@ -1,0 +1,18 @@
+//! The engine's shared vocabulary: tmux object ids, names, sizes, exit
+//! statuses and what a malformed control-mode line is.
+//!
+//! A leaf: everything may use it, and it uses nothing of the engine but
+//! [`crate::Error`]. Values only, no IO.
+
+mod exit;
+mod ids;
+mod names;
+mod parse_error;
+mod size;
+
+pub use exit::ExitStatus;
+pub use ids::{PaneId, SessionId, WindowId};
+pub use names::{MAX_NAME_LEN, check_env_name, check_name};
+pub(crate) use parse_error::is_notification_name;
+pub use parse_error::{ParseError, ParseErrorKind};
+pub use size::{MAX_SIZE, Size};
