@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tmux_engine::control::client::ClientOptions;
 use tmux_engine::control::subscribe::SubscribeOptions;
-use tmux_engine::terminal::Terminal;
+use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::procfs;
 use tmux_engine::tmux::{ServerOptions, Tmux};
 
@@ -39,7 +39,7 @@ async fn main() {
         runtime_dir: Some(dir.path().to_path_buf()),
         ..ServerOptions::default()
     };
-    let (term, stream) = Terminal::start(
+    let parts = launch(
         tmux,
         server_opts,
         ClientOptions::default(),
@@ -47,10 +47,16 @@ async fn main() {
     )
     .await
     .expect("terminal");
+    let Parts {
+        server: term,
+        client,
+        output: stream,
+        ..
+    } = parts;
     let me = std::process::id();
-    let server = term.server().pid();
-    let program = term.server().first_pane().pid;
-    let mut events = term.client().subscribe_events();
+    let server = term.pid();
+    let program = term.first_pane().pid;
+    let mut events = client.subscribe_events();
     let counter = tokio::spawn(async move {
         let mut n = 0u64;
         loop {
@@ -83,6 +89,7 @@ async fn main() {
     let growth = samples.last().copied().unwrap_or(0) as i64 - samples[half] as i64;
     drop(stream);
     term.kill().await.expect("kill");
+    drop(client);
     let events = counter.await.unwrap_or(0);
     println!(
         "peak engine RSS {:.1} MiB; growth over the second half {:+.1} MiB; \

@@ -245,7 +245,7 @@ impl Error {
             Error::RollbackFailed { .. } => "ROLLBACK_FAILED",
             Error::CloseFailed { .. } => "CLOSE_FAILED",
             Error::CleanupFailed { .. } => "CLEANUP_FAILED",
-            Error::WaitTimeout { .. } => "WAIT_TIMEOUT",
+            Error::WaitTimeout { .. } => "TIMEOUT",
             Error::WaitEnded { .. } => "WAIT_ENDED",
         }
     }

@@ -34,8 +34,10 @@ pub mod control;
 pub mod error;
 pub mod fixture;
 pub mod registry;
+pub mod screen;
 pub mod terminal;
 pub mod tmux;
 pub mod vocab;
 
 pub use error::{Error, Result};
+pub use terminal::Terminal;

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use tmux_engine::Error;
-use tmux_engine::control::client::{ClientOptions, PaneEvent, PaneStream};
+use tmux_engine::control::client::{ClientOptions, ControlClient, PaneEvent, PaneStream};
 use tmux_engine::control::exit::wait_pane_exit;
 use tmux_engine::control::subscribe::{Snapshot, SubscribeOptions};
 use tmux_engine::control::{Notification, PaneId};
-use tmux_engine::terminal::Terminal;
+use tmux_engine::terminal::{Parts, launch};
+use tmux_engine::tmux::Server;
 use tmux_engine::tmux::TmuxCommand;
 use tmux_engine::tmux::process;
 
@@ -19,16 +20,50 @@ fn cmd(name: &'static str) -> TmuxCommand {
     TmuxCommand::new(name)
 }
 
+/// A launched server and its control client (killed when dropped).
+struct Term {
+    server: Server,
+    client: ControlClient,
+}
+
+impl Term {
+    fn server(&self) -> &Server {
+        &self.server
+    }
+
+    fn client(&self) -> &ControlClient {
+        &self.client
+    }
+
+    fn pane(&self) -> PaneId {
+        PaneId(0)
+    }
+
+    /// Kills the server (and so the connection), removing its directory.
+    async fn kill(self) -> tmux_engine::Result<()> {
+        let killed = self.server.kill().await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.client.closed()).await;
+        killed
+    }
+}
+
 async fn start(
     dir: &std::path::Path,
     command: &[&str],
     client: ClientOptions,
-) -> (Terminal, PaneStream) {
+) -> (Term, PaneStream) {
     let mut server = opts(dir);
     server.command = command.iter().map(Into::into).collect();
-    Terminal::start(tmux(), server, client, SubscribeOptions::default())
+    let parts = launch(tmux(), server, client, SubscribeOptions::default())
         .await
-        .expect("terminal starts")
+        .expect("terminal starts");
+    let Parts {
+        server,
+        client,
+        output,
+        ..
+    } = parts;
+    (Term { server, client }, output)
 }
 
 /// Reads the stream until `want` has been seen in the output bytes.

@@ -25,7 +25,7 @@ use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
 use crate::control::exit::wait_pane_exit;
 use crate::control::subscribe::SubscribeOptions;
-use crate::terminal::Terminal;
+use crate::terminal::{Parts, launch};
 use crate::tmux::{ServerOptions, Tmux};
 use crate::vocab::Size;
 use crate::{Error, Result};
@@ -81,16 +81,22 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
         delivery: Delivery::Lossless,
         snapshot_first: false,
     };
-    let started = Terminal::start(tmux, server_opts, client_opts, lossless);
-    let (terminal, mut stream) = tokio::select! {
+    let started = launch(tmux, server_opts, client_opts, lossless);
+    let Parts {
+        server,
+        client,
+        pane,
+        output: mut stream,
+        ..
+    } = tokio::select! {
         started = started => started?,
         // Dropping the start future kills whatever it had started.
         signal = interrupts.recv() => return Ok(RunEnd::Interrupted(128 + signal)),
     };
     let marker = ExitMarker::new(&nonce);
     let result = pump(
-        terminal.client(),
-        terminal.pane(),
+        &client,
+        pane,
         &mut stream,
         marker,
         &mut interrupts,
@@ -98,7 +104,11 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
     )
     .await;
     drop(stream);
-    terminal.kill().await?;
+    // Kill first: detaching first would make tmux tear down the client
+    // while output may still be queued, which is wasted work.
+    let killed = server.kill().await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), client.closed()).await;
+    killed?;
     result
 }
 

@@ -7,6 +7,7 @@
 
 use bytes::Bytes;
 
+pub mod capture;
 pub mod client;
 pub mod codec;
 pub mod escape;

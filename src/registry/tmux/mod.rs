@@ -42,7 +42,7 @@ use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
-use crate::terminal::Terminal;
+use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::process;
@@ -215,7 +215,7 @@ impl TmuxBackend {
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
         let opts = self.server_options(&request);
-        let start = Terminal::start(
+        let start = launch(
             Arc::clone(&self.tmux),
             opts,
             ClientOptions::default(),
@@ -223,13 +223,19 @@ impl TmuxBackend {
         );
         // Dropping the start future rolls back: `Server`'s drop kills
         // whatever started and removes its directory.
-        let (terminal, stream) = tokio::select! {
+        let parts = tokio::select! {
             started = start => started?,
             () = request.cancel.cancelled() => {
                 return Err(Error::Cancelled(format!("spawn of terminal {}", request.id)));
             }
         };
-        let (server, client, pane) = terminal.into_parts();
+        let TerminalParts {
+            server,
+            client,
+            pane,
+            output: stream,
+            ..
+        } = parts;
         let pane_pid = server.first_pane().pid;
         let mut handle = server.into_detached();
         if request.cancel.is_cancelled() {

@@ -1,0 +1,99 @@
+//! The composition under every terminal: a private tmux server whose
+//! session the control client creates itself (`tmux -C new-session ...`),
+//! with the pane subscribed before tmux writes anything, so no output is
+//! lost to a late attach.
+//!
+//! [`Terminal`](super::Terminal) adds the screen model and the user-facing
+//! verbs on top; the registry's tmux backend and `run` use these parts
+//! directly (they keep the server past the engine, or need lossless
+//! delivery).
+
+use std::sync::Arc;
+
+use crate::control::PaneId;
+use crate::control::client::{ClientOptions, ControlClient, PaneStream};
+use crate::control::subscribe::SubscribeOptions;
+use crate::tmux::command::TmuxCommand;
+use crate::tmux::server::{FirstPane, Server};
+use crate::tmux::{ServerOptions, Tmux};
+use crate::{Error, Result};
+
+/// A started server, its control client, its one pane and that pane's
+/// output from the first byte.
+#[non_exhaustive]
+pub struct Parts {
+    /// The server: killed when dropped unless
+    /// [`into_detached`](Server::into_detached).
+    pub server: Server,
+    /// The control client that created the session.
+    pub client: ControlClient,
+    /// The pane the program runs in (`%0`).
+    pub pane: PaneId,
+    /// The pane's output, subscribed before tmux wrote anything.
+    pub output: PaneStream,
+}
+
+/// Starts a server running `server_opts.command` (or the shell) and
+/// attaches a control client with `client_opts`; the returned stream
+/// follows the pane from its first byte with `subscribe`.
+///
+/// Every engine client of the server takes the server's handshake lock
+/// (tmux 3.3a crash; see [`ClientOptions::handshake_lock`]).
+///
+/// # Errors
+/// Invalid options, tmux failing to start (`COMMAND_FAILED`,
+/// `SERVER_GONE`), or `UNRESPONSIVE`. Nothing is left running.
+pub async fn launch(
+    tmux: Arc<Tmux>,
+    server_opts: ServerOptions,
+    client_opts: ClientOptions,
+    subscribe: SubscribeOptions,
+) -> Result<Parts> {
+    let (mut server, command) = Server::prepare(tmux, server_opts)?;
+    let client_opts = ClientOptions {
+        handshake_lock: client_opts
+            .handshake_lock
+            .or_else(|| Some(server.control_lock())),
+        ..client_opts
+    };
+    // The first pane of a fresh server is always %0.
+    let pane = PaneId(0);
+    let (client, mut streams) =
+        ControlClient::spawn_subscribed(command, client_opts, &[(pane, subscribe)]).await?;
+    let output = streams.pop().expect("one subscription was asked for");
+    let info = TmuxCommand::new("list-panes")
+        .target(pane)
+        .opt("-F", "#{pid} #{pane_pid}");
+    let reply = client.command(&info).await?;
+    let text = reply.text();
+    let mut fields = text.split(' ').map(str::parse::<u32>);
+    let (Some(Ok(pid)), Some(Ok(pane_pid))) = (fields.next(), fields.next()) else {
+        return Err(Error::Command {
+            command: info.line().to_owned(),
+            message: format!("unexpected answer {text:?}"),
+        });
+    };
+    server.set_started(
+        pid,
+        FirstPane {
+            id: pane,
+            pid: pane_pid,
+        },
+    );
+    Ok(Parts {
+        server,
+        client,
+        pane,
+        output,
+    })
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parts")
+            .field("server", &self.server)
+            .field("client", &self.client)
+            .field("pane", &self.pane)
+            .finish_non_exhaustive()
+    }
+}

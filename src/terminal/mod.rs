@@ -1,0 +1,384 @@
+//! [`Terminal`]: one program in a private tmux server, driven through
+//! control mode, with a screen model that follows its output.
+//!
+//! ```no_run
+//! use tmux_engine::Terminal;
+//!
+//! # async fn demo() -> tmux_engine::Result<()> {
+//! let t = Terminal::builder().command(["python3", "-q"]).start().await?;
+//! t.wait_for_text(">>> ").await?;
+//! t.send_text("6*7\r").await?;
+//! t.wait_for_regex(r"(?m)^42$").await?;
+//! t.kill().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The server lives in its own `0700` directory with the engine's hermetic
+//! tmux config. A task feeds the pane's control-mode output events into a
+//! `vt100` emulator; waits sleep on that model and wake on each output
+//! event, so they resolve within microseconds of the output arriving and
+//! never poll `capture-pane`.
+//!
+//! Layout: `builder` (what to run), `launch` (server + control client +
+//! subscribed pane, also used by the registry and `run`), this file (the
+//! verbs).
+
+mod builder;
+mod launch;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub(crate) use builder::discover;
+pub use builder::{DEFAULT_SCROLLBACK, DEFAULT_TIMEOUT, TerminalBuilder};
+pub use launch::{Parts, launch};
+
+use crate::control::PaneId;
+use crate::control::client::{ControlClient, PaneEvent, PaneStream};
+use crate::control::subscribe::SubscribeOptions;
+use crate::screen::model::{self, Shared};
+use crate::screen::{IntoRegex, Screen, Within, scrollback_lines};
+use crate::tmux::command::TmuxCommand;
+use crate::tmux::server::Server;
+use crate::vocab::{ExitStatus, Size};
+use crate::{Error, Result};
+
+/// A program running in a private tmux server. See the [module docs](self).
+///
+/// Dropping it kills the program's whole process tree and the server and
+/// removes its directory (blocking the thread briefly);
+/// [`kill`](Terminal::kill) does the same without blocking.
+pub struct Terminal {
+    /// Held until `kill` or drop.
+    server: Option<Server>,
+    client: ControlClient,
+    pane: PaneId,
+    pane_pid: u32,
+    model: Arc<Shared>,
+    feeder: tokio::task::JoinHandle<()>,
+    timeout: Duration,
+}
+
+impl Terminal {
+    /// Configures a terminal: `Terminal::builder().command([...]).start()`.
+    pub fn builder() -> TerminalBuilder {
+        TerminalBuilder::default()
+    }
+
+    /// Wraps launched parts: starts the screen model on their output.
+    pub(crate) fn from_parts(
+        parts: Parts,
+        size: Size,
+        scrollback: usize,
+        timeout: Duration,
+    ) -> Terminal {
+        let Parts {
+            server,
+            client,
+            pane,
+            output,
+        } = parts;
+        let model = Shared::new(size, scrollback);
+        let feeder = tokio::spawn(model::feed(model.clone(), client.clone(), pane, output));
+        Terminal {
+            pane_pid: server.first_pane().pid,
+            server: Some(server),
+            client,
+            pane,
+            model,
+            feeder,
+            timeout,
+        }
+    }
+
+    /// Writes `bytes` to the program exactly (any bytes, NUL included), as
+    /// if typed: `"ls\r"` runs `ls` in a shell.
+    ///
+    /// # Errors
+    /// `SERVER_GONE` when the server is gone, `COMMAND_FAILED` for a dead
+    /// pane, `UNRESPONSIVE`.
+    pub async fn send_text(&self, bytes: impl AsRef<[u8]>) -> Result<()> {
+        self.client.send_bytes(self.pane, bytes.as_ref()).await
+    }
+
+    /// Sends keys by tmux key name (`Enter`, `C-c`, `Up`, `F5`, `M-x`), one
+    /// `send-keys` argument each. A word that is no key name is typed as
+    /// text.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for an empty key or one with NUL; as
+    /// [`send_text`](Self::send_text).
+    pub async fn send_keys(&self, keys: &[&str]) -> Result<()> {
+        let mut command = TmuxCommand::new("send-keys").target(self.pane);
+        for key in keys {
+            if key.is_empty() {
+                return Err(Error::InvalidInput("an empty key name".into()));
+            }
+            command = command.arg(key);
+        }
+        self.client.command(&command).await?;
+        Ok(())
+    }
+
+    /// Waits with deadline `timeout` instead of the default:
+    /// `t.within(Duration::from_secs(1)).wait_for_text("x")`.
+    pub fn within(&self, timeout: Duration) -> Within<'_> {
+        Within {
+            model: &self.model,
+            timeout,
+        }
+    }
+
+    /// Waits until `text` is on the screen; returns that screen.
+    ///
+    /// # Errors
+    /// `TIMEOUT` (the message shows the screen and the last output),
+    /// `WAIT_ENDED` when the program exited without showing it.
+    pub async fn wait_for_text(&self, text: &str) -> Result<Screen> {
+        self.within(self.timeout).wait_for_text(text).await
+    }
+
+    /// Waits until `regex` matches the screen text ([`Screen::text`]);
+    /// returns the matched text.
+    ///
+    /// # Errors
+    /// As [`wait_for_text`](Self::wait_for_text), and `INVALID_INPUT` for a
+    /// bad pattern.
+    pub async fn wait_for_regex(&self, regex: impl IntoRegex) -> Result<String> {
+        self.within(self.timeout).wait_for_regex(regex).await
+    }
+
+    /// Waits until `check` holds for the screen; returns that screen.
+    ///
+    /// # Errors
+    /// As [`wait_for_text`](Self::wait_for_text).
+    pub async fn wait_for(&self, check: impl FnMut(&Screen) -> bool) -> Result<Screen> {
+        self.within(self.timeout).wait_for(check).await
+    }
+
+    /// Waits until no output came for `quiet`; returns the screen.
+    ///
+    /// # Errors
+    /// `TIMEOUT` when output never pauses that long.
+    pub async fn wait_for_stable(&self, quiet: Duration) -> Result<Screen> {
+        self.within(self.timeout).wait_for_stable(quiet).await
+    }
+
+    /// Waits until the program exited and its final screen is in the
+    /// model; returns how it ended.
+    ///
+    /// # Errors
+    /// `TIMEOUT`, or `WAIT_ENDED` when the server vanished first.
+    pub async fn wait_for_exit(&self) -> Result<ExitStatus> {
+        self.within(self.timeout).wait_for_exit().await
+    }
+
+    /// The screen now: text, cells with attributes, cursor. What the
+    /// program has drawn so far, as of the last output event received.
+    ///
+    /// # Errors
+    /// None today; a `Result` so that a terminal whose model is rebuilt
+    /// from tmux can report failure without an API change.
+    pub async fn screen(&self) -> Result<Screen> {
+        Ok(self.model.screen())
+    }
+
+    /// The lines that scrolled off the top, oldest first (at most the
+    /// builder's `scrollback`), trailing blanks trimmed.
+    ///
+    /// # Errors
+    /// As [`screen`](Self::screen).
+    pub async fn scrollback(&self) -> Result<Vec<String>> {
+        Ok(self.scrollback_now())
+    }
+
+    /// Resizes the terminal (it stays pinned at the new size); the program
+    /// gets SIGWINCH and the model takes the new size at once.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a size out of range (1 to 10000 each side);
+    /// tmux errors.
+    pub async fn resize(&self, cols: u16, rows: u16) -> Result<()> {
+        let size = Size::new(cols, rows)?;
+        let command = TmuxCommand::new("resize-window")
+            .target(self.pane)
+            .opt("-x", cols.to_string())
+            .opt("-y", rows.to_string());
+        self.client.command(&command).await?;
+        self.model.lock().set_size(size);
+        self.model.bump();
+        Ok(())
+    }
+
+    /// The screen now, without awaiting (the fixture's sync view).
+    pub(crate) fn screen_now(&self) -> Screen {
+        self.model.screen()
+    }
+
+    /// The scrollback now, without awaiting.
+    pub(crate) fn scrollback_now(&self) -> Vec<String> {
+        scrollback_lines(self.model.lock().parser.screen_mut())
+    }
+
+    /// The size of the screen model.
+    pub fn size(&self) -> Size {
+        self.model.lock().size()
+    }
+
+    /// How the program ended, once it has (and its final screen is in the
+    /// model); `None` while it runs.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.model.lock().exit
+    }
+
+    /// A live stream of the program's output from now on, for a viewer of
+    /// its own (the screen model has one already). See [`Output`].
+    pub fn output(&self) -> Output {
+        Output {
+            stream: self
+                .client
+                .subscribe_pane(self.pane, SubscribeOptions::default()),
+        }
+    }
+
+    /// The pid of the program (leader of the pane's session).
+    pub fn pid(&self) -> u32 {
+        self.pane_pid
+    }
+
+    /// The tmux server's pid.
+    pub fn server_pid(&self) -> u32 {
+        self.server().pid()
+    }
+
+    /// The server's private directory (socket, config).
+    pub fn dir(&self) -> &Path {
+        self.server().dir()
+    }
+
+    /// The pane the program runs in.
+    pub fn pane(&self) -> PaneId {
+        self.pane
+    }
+
+    /// The control client, for tmux commands the terminal does not wrap:
+    /// `t.client().command(&TmuxCommand::new("list-panes"))`.
+    pub fn client(&self) -> &ControlClient {
+        &self.client
+    }
+
+    /// Kills the program's whole process tree and the server, removes the
+    /// server's directory, and resolves once all of it is gone.
+    ///
+    /// # Errors
+    /// `UNRESPONSIVE` when the server survives SIGKILL; `IO` when the
+    /// directory cannot be removed.
+    pub async fn kill(mut self) -> Result<()> {
+        self.feeder.abort();
+        self.stop_tree();
+        let pid = self.server().pid();
+        // Through the open connection, not a new tmux client: the server
+        // exits at once; its pidfd says when.
+        let kill = TmuxCommand::new("kill-server");
+        tokio::select! {
+            _ = self.client.command_reply(&kill) => {}
+            () = crate::tmux::process::exited(pid) => {}
+        }
+        let Some(server) = self.server.take() else {
+            return Ok(());
+        };
+        let result = server.kill().await;
+        // The connection is dead either way; don't wait for long.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.client.closed()).await;
+        result
+    }
+
+    fn server(&self) -> &Server {
+        self.server
+            .as_ref()
+            .expect("a terminal holds its server until kill or drop")
+    }
+
+    /// SIGKILLs the pane's session: killing the server only hangs up the
+    /// pane, which a process that ignores SIGHUP survives. With the server
+    /// still up, a pane pid some other session leader reused is spared.
+    fn stop_tree(&self) {
+        if let Some(server) = &self.server {
+            crate::tmux::process::kill_session(self.pane_pid, server.pid());
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        self.feeder.abort();
+        self.stop_tree();
+        // The server's own Drop kills it and removes its directory.
+    }
+}
+
+impl std::fmt::Debug for Terminal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminal")
+            .field("pane", &self.pane)
+            .field("pid", &self.pane_pid)
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A live stream of a terminal's output.
+///
+/// Output is exact bytes, in order, split anywhere (a UTF-8 character or an
+/// escape sequence may straddle two chunks). A reader that falls behind is
+/// never waited for: its output is skipped, and once it has drained it gets
+/// one [`PaneEvent::Resync`], a snapshot of the screen and recent history
+/// that replaces whatever it knew, then live output again. So a loop must
+/// handle both events; [`recv_bytes`](Output::recv_bytes) does it for a
+/// reader that only wants bytes to write to a terminal:
+///
+/// ```no_run
+/// # async fn demo(t: &tmux_engine::Terminal) {
+/// let mut output = t.output();
+/// while let Some(bytes) = output.recv_bytes().await {
+///     // write `bytes` to a terminal emulator
+/// # let _ = bytes;
+/// }
+/// # }
+/// ```
+pub struct Output {
+    stream: PaneStream,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Output")
+            .field("pane", &self.stream.pane())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Output {
+    /// The next event; `None` once the terminal is gone.
+    pub async fn recv(&mut self) -> Option<PaneEvent> {
+        self.stream.recv().await
+    }
+
+    /// The next bytes to write to a terminal emulator: output as it came,
+    /// and after a lag the snapshot as a repaint (clear, redraw history and
+    /// screen, restore the cursor). `None` once the terminal is gone.
+    pub async fn recv_bytes(&mut self) -> Option<Bytes> {
+        match self.stream.recv().await? {
+            PaneEvent::Output(bytes) => Some(bytes),
+            PaneEvent::Resync(snapshot) => Some(Bytes::from(snapshot.to_ansi())),
+        }
+    }
+
+    /// Why the stream ended, once it has.
+    pub fn close_reason(&self) -> Option<String> {
+        self.stream.close_reason()
+    }
+}
