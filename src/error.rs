@@ -34,6 +34,10 @@ pub enum Error {
     #[error("invalid input: {0}")]
     InvalidInput(String),
 
+    /// The operation exists, but not for this backend or terminal kind.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+
     /// A socket path does not fit in `sockaddr_un.sun_path`.
     #[error(
         "socket path {path} is {len} bytes, over the {max}-byte unix socket limit; \
@@ -224,6 +228,7 @@ impl Error {
             Error::TmuxMissing(_) => "TMUX_MISSING",
             Error::TmuxTooOld { .. } => "TMUX_TOO_OLD",
             Error::InvalidInput(_) => "INVALID_INPUT",
+            Error::Unsupported(_) => "UNSUPPORTED",
             Error::SocketPathTooLong { .. } => "SOCKET_PATH_TOO_LONG",
             Error::ServerGone { .. } => "SERVER_GONE",
             Error::Unresponsive { .. } => "UNRESPONSIVE",

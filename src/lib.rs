@@ -28,8 +28,6 @@
 //! processes, `tmux` knows nothing of the control client.
 #![warn(missing_docs)]
 
-/// The CLI's commands, as library functions so tests can call them.
-pub mod cli;
 pub mod control;
 pub mod error;
 pub mod fixture;

@@ -1,5 +1,5 @@
 //! The `tmux-engine` command line: argument parsing only; the work is in
-//! `tmux_engine::cli`.
+//! `cli/`, private to this binary.
 //!
 //! Exit codes: `0` success; `1` an engine error (printed as
 //! `error: CODE: message`, or `{"error":{"code":..,"message":..}}` on
@@ -13,7 +13,8 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tmux_engine::cli;
+
+mod cli;
 use tmux_engine::vocab::Size;
 
 #[derive(Parser, Debug)]
@@ -24,7 +25,7 @@ use tmux_engine::vocab::Size;
 )]
 struct Cli {
     #[command(flatten)]
-    global: cli::terminals::Global,
+    global: cli::args::Global,
     #[command(subcommand)]
     command: Command,
 }
@@ -47,7 +48,7 @@ enum Command {
         command: Vec<OsString>,
     },
     #[command(flatten)]
-    Terminal(cli::terminals::TerminalCommand),
+    Terminal(cli::args::TerminalCommand),
 }
 
 /// clap's adapter to [`Size`]'s one parser.
@@ -79,7 +80,7 @@ fn main() -> ExitCode {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("error: IO: starting the runtime: {e}");
-                    return ExitCode::from(cli::terminals::EXIT_ERROR);
+                    return ExitCode::from(cli::report::EXIT_ERROR);
                 }
             };
             let mut stdout = std::io::stdout().lock();

@@ -1,13 +1,33 @@
 //! `tmux-engine decode` on recorded transcripts: golden JSON lines.
 
-use tmux_engine::cli::decode::run_decode;
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 use crate::support::fixture;
 
+/// `tmux-engine decode [--stats]` of `input`, through the binary itself.
 fn decode_json(input: &[u8], stats: bool) -> String {
-    let mut out = Vec::new();
-    run_decode(input, &mut out, stats).expect("in-memory I/O never fails");
-    String::from_utf8(out).expect("JSON is UTF-8")
+    let mut decode = Command::new(env!("CARGO_BIN_EXE_tmux-engine"));
+    decode.arg("decode");
+    if stats {
+        decode.arg("--stats");
+    }
+    let mut child = decode
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut stdin = child.stdin.take().expect("stdin piped");
+    let input = input.to_vec();
+    // Written from a thread: the output pipe fills while input is going in.
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().expect("decode ends");
+    writer
+        .join()
+        .expect("writer")
+        .expect("stdin takes the transcript");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).expect("JSON is UTF-8")
 }
 
 #[test]

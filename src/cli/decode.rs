@@ -15,7 +15,7 @@ use bytes::BytesMut;
 use serde_json::{Map, Value, json};
 use tokio_util::codec::Decoder;
 
-use crate::control::{ControlCodec, Event, Notification, PaneId};
+use tmux_engine::control::{ControlCodec, Event, Notification, PaneId};
 
 /// Bytes asked of the reader per read.
 const READ_SIZE: usize = 64 * 1024;
@@ -129,6 +129,9 @@ fn notification_json(n: &Notification) -> Value {
         Notification::Unknown { name, args } => json!({
             "event": "unknown", "name": name, "args": lossy(args),
         }),
+        // A notification the library learned after this printer: its name
+        // at least (the enum is non-exhaustive).
+        _ => json!({ "event": event }),
     }
 }
 

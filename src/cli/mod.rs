@@ -1,12 +1,20 @@
-//! The CLI's commands, as library functions so tests can call them:
-//! `main.rs` only parses arguments and calls these; each command takes its
-//! input and output as parameters instead of touching stdin/stdout itself.
+//! The CLI's commands, private to the `tmux-engine` binary: `main.rs` only
+//! parses arguments and calls these; each command takes its input and
+//! output as parameters instead of touching stdin/stdout itself. They use
+//! the library's public API only, like any other program would.
+//!
+//! Edges run one way: `terminals` (the entry of the registry commands)
+//! uses `verbs`, which uses `args` (clap types and their conversion into
+//! requests) and `report` (exit codes, errors, writers).
 //!
 //! - `decode`: a raw `tmux -C` stream to JSON lines;
 //! - `run`: one command in a private server, output streamed;
-//! - `terminals` (+ `verbs`): the registry commands over a state directory.
+//! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
+//!   state directory.
 
-pub mod decode;
-pub mod run;
-pub mod terminals;
+pub(crate) mod args;
+pub(crate) mod decode;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod terminals;
 mod verbs;

@@ -21,14 +21,14 @@ use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
 
-use crate::control::PaneId;
-use crate::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
-use crate::control::exit::wait_pane_exit;
-use crate::control::subscribe::SubscribeOptions;
-use crate::terminal::{Parts, launch};
-use crate::tmux::{ServerOptions, Tmux};
-use crate::vocab::Size;
-use crate::{Error, Result};
+use tmux_engine::control::PaneId;
+use tmux_engine::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
+use tmux_engine::control::exit::wait_pane_exit;
+use tmux_engine::control::subscribe::SubscribeOptions;
+use tmux_engine::terminal::{Parts, launch};
+use tmux_engine::tmux::{ServerOptions, Tmux};
+use tmux_engine::vocab::Size;
+use tmux_engine::{Error, Result};
 
 /// What `run` was asked to do.
 #[derive(Clone, Debug)]

@@ -17,14 +17,24 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::persist::TerminalRecord;
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
+use crate::control::Notification;
+pub use crate::control::client::PaneEvent as OutputEvent;
+pub use crate::screen::Screen;
+use crate::vocab::Size;
 use crate::{Error, Result};
+
+/// A live stream of a terminal's output: exact bytes in order; after a lag,
+/// one [`OutputEvent::Resync`] snapshot replaces what the reader missed,
+/// then live bytes again. Ends when the terminal is gone.
+pub type OutputStream = BoxStream<'static, OutputEvent>;
 
 /// A kind of terminal the registry can spawn, e.g. `tmux`.
 ///
@@ -176,6 +186,58 @@ pub trait BackendTerminal: Send + Sync + 'static {
     ///
     /// When there is no process to signal or delivery failed.
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<SignalDelivery>>;
+
+    /// A live stream of the program's output from now on (see
+    /// [`OutputStream`]); what attach viewers, `wait` and event printers
+    /// read.
+    ///
+    /// # Errors
+    ///
+    /// When the terminal is gone.
+    fn output(&self) -> Result<OutputStream>;
+
+    /// Writes `bytes` to the program exactly, as typed input (no wait, no
+    /// output tracking: that is [`start_send`](Self::start_send)).
+    ///
+    /// # Errors
+    ///
+    /// When the terminal is gone or its program is dead.
+    fn write(&self, bytes: Bytes) -> BoxFuture<'_, Result<()>>;
+
+    /// Resizes the terminal; the program gets SIGWINCH.
+    ///
+    /// # Errors
+    ///
+    /// When the terminal is gone.
+    fn resize(&self, size: Size) -> BoxFuture<'_, Result<()>>;
+
+    /// Every control-mode notification of the terminal's server, live, for
+    /// a tmux-level event printer (`tmux-engine events`). A receiver that
+    /// falls behind skips with `Lagged`. The default: backends without a
+    /// control connection have none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] by default; when the terminal is gone.
+    fn events(&self) -> Result<broadcast::Receiver<Notification>> {
+        Err(Error::Unsupported(
+            "this backend has no control-mode events".to_owned(),
+        ))
+    }
+
+    /// A command that attaches a person's terminal to this one (for tmux:
+    /// `tmux -S SOCKET attach-session -t =SESSION`, `-r` when
+    /// `read_only`), run with the caller's stdio. The default: none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] by default.
+    fn attach_command(&self, read_only: bool) -> Result<std::process::Command> {
+        let _ = read_only;
+        Err(Error::Unsupported(
+            "this backend cannot attach a terminal".to_owned(),
+        ))
+    }
 
     /// Kills the terminal and its whole process tree and resolves when they
     /// are gone; ends any send in flight. May be called again after a
@@ -337,6 +399,24 @@ pub enum WaitFor {
     None,
 }
 
+impl std::str::FromStr for WaitFor {
+    type Err = Error;
+
+    /// Parses the CLI's and the bridges' words: `idle`, `stdin`, `exit`,
+    /// `none`.
+    fn from_str(text: &str) -> Result<WaitFor> {
+        match text {
+            "idle" => Ok(WaitFor::Idle),
+            "stdin" => Ok(WaitFor::StdinRead),
+            "exit" => Ok(WaitFor::Exit),
+            "none" => Ok(WaitFor::None),
+            other => Err(Error::InvalidInput(format!(
+                "wait {other:?} is not one of idle, stdin, exit, none"
+            ))),
+        }
+    }
+}
+
 /// One send: text to type and how to wait.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SendRequest {
@@ -445,19 +525,6 @@ pub struct ReadPage {
     pub range: Range<usize>,
     /// Whether the page was cut short by the backend's bound.
     pub truncated: bool,
-}
-
-/// The visible screen.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Screen {
-    /// One string per row, top first.
-    pub lines: Vec<String>,
-    /// Width in columns.
-    pub cols: u16,
-    /// Height in rows.
-    pub rows: u16,
-    /// Cursor position as (column, row), zero-based.
-    pub cursor: (u16, u16),
 }
 
 #[cfg(test)]

@@ -44,8 +44,6 @@ pub struct AttachTarget {
     pub snapshot: TerminalSnapshot,
     /// The live backend terminal (fresh when it was just recreated).
     pub terminal: Arc<dyn BackendTerminal>,
-    /// Its backend locator, e.g. the socket `tmux attach` needs.
-    pub locator: serde_json::Value,
     /// Whether it was recreated by this check.
     pub recreated: bool,
 }
@@ -54,7 +52,6 @@ impl std::fmt::Debug for AttachTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AttachTarget")
             .field("snapshot", &self.snapshot)
-            .field("locator", &self.locator)
             .field("recreated", &self.recreated)
             .finish_non_exhaustive()
     }
@@ -130,15 +127,13 @@ impl Registry {
                 status: report.snapshot.status.to_string(),
             });
         }
-        let (terminal, locator) = {
+        let terminal = {
             let state = self.inner.lock();
-            let entry = state.entry(&report.snapshot.id)?;
-            (entry.live_terminal()?, entry.record.locator.clone())
+            state.entry(&report.snapshot.id)?.live_terminal()?
         };
         Ok(AttachTarget {
             snapshot: report.snapshot,
             terminal,
-            locator,
             recreated: report.recreated,
         })
     }

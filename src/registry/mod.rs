@@ -17,6 +17,7 @@
 //! | `state.rs`     | the maps behind the lock (private)                   |
 //! | `service.rs`   | [`Registry`], backend registration, `spawn`          |
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
+//! | `io.rs`        | output, input, resize, events, attach, wait          |
 //! | `lifecycle.rs` | kill, owner and registry disposal                    |
 //! | `liveness.rs`  | probe, attach, recreation, the `always` loop         |
 //! | `persist.rs`   | the state directory's records                        |
@@ -31,6 +32,7 @@
 mod adopt;
 mod backend;
 mod ids;
+mod io;
 mod lifecycle;
 mod liveness;
 mod ops;
@@ -45,11 +47,12 @@ pub mod tmux;
 
 pub use adopt::ScanReport;
 pub use backend::{
-    Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, ReadPage, ReadRequest, ReapReport,
-    Screen, SendOperation, SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend,
-    TerminalStatus, WaitFor, WaitReason,
+    Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent, OutputStream,
+    ReadPage, ReadRequest, ReapReport, Screen, SendOperation, SendOutput, SendRequest, SendResult,
+    SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
 };
 pub use ids::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
+pub use io::{WAIT_LINES, WaitCondition};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
 pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};

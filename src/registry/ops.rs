@@ -39,7 +39,11 @@ impl Registry {
     }
 
     /// The backend terminal behind `target`, fenced to `owner`.
-    async fn terminal(&self, owner: &OwnerId, target: &str) -> Result<Arc<dyn BackendTerminal>> {
+    pub(crate) async fn terminal(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+    ) -> Result<Arc<dyn BackendTerminal>> {
         let id = self.locate(owner, target).await?;
         self.inner.lock().entry(&id)?.live_terminal()
     }

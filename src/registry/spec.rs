@@ -19,8 +19,8 @@ use crate::{Error, Result};
 /// The backend kind a [`SpawnSpec`] uses unless told otherwise.
 pub const DEFAULT_KIND: &str = "tmux";
 
-/// The largest width or height a terminal may have.
-pub const MAX_DIMENSION: u16 = 10_000;
+/// The largest width or height a terminal may have (tmux's limit).
+pub use crate::vocab::MAX_SIZE as MAX_DIMENSION;
 
 /// What to do when a terminal's program dies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -195,13 +195,7 @@ impl SpawnSpec {
             }
         }
         if let Some(size) = self.size {
-            for (what, value) in [("cols", size.cols), ("rows", size.rows)] {
-                if value == 0 || value > MAX_DIMENSION {
-                    return Err(Error::InvalidInput(format!(
-                        "size {what} {value} is outside 1..={MAX_DIMENSION}"
-                    )));
-                }
-            }
+            size.check()?;
         }
         if let Some(role) = &self.role
             && (role.is_empty() || role.len() > 64 || role.chars().any(char::is_control))
@@ -355,8 +349,8 @@ mod tests {
             (SpawnSpec::new("k").cwd("/tmp/\0x"), "NUL"),
             (SpawnSpec::new("k").env("A=B", "x"), "\"A=B\""),
             (SpawnSpec::new("k").env("A", "x\0"), "A contains a NUL"),
-            (SpawnSpec::new("k").size(0, 24), "cols 0"),
-            (SpawnSpec::new("k").size(80, 20_000), "rows 20000"),
+            (SpawnSpec::new("k").size(0, 24), "size 0x24"),
+            (SpawnSpec::new("k").size(80, 20_000), "size 80x20000"),
             (SpawnSpec::new("k").role("a\nb"), "role"),
         ];
         for (spec, expected) in cases {

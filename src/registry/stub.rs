@@ -11,18 +11,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::TerminalId;
 use super::backend::{
-    Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, ReadPage, ReadRequest, ReapReport,
-    Screen, SendOperation, SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend,
-    TerminalStatus, WaitReason,
+    Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent, OutputStream,
+    ReadPage, ReadRequest, ReapReport, Screen, SendOperation, SendOutput, SendRequest, SendResult,
+    SpawnRequest, StartedSend, TerminalStatus, WaitReason,
 };
 use super::persist::TerminalRecord;
 use super::signal::{Signal, SignalDelivery};
+use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// The pid stub terminals report unless made without one.
@@ -229,6 +230,9 @@ pub struct StubTerminal {
     probe_answer: Mutex<Option<Liveness>>,
     probes: AtomicU32,
     respawns: Mutex<Vec<Instant>>,
+    written: Mutex<Vec<u8>>,
+    sizes: Mutex<Vec<Size>>,
+    output: broadcast::Sender<OutputEvent>,
 }
 
 impl std::fmt::Debug for StubTerminal {
@@ -268,7 +272,27 @@ impl StubTerminal {
             probe_answer: Mutex::new(None),
             probes: AtomicU32::new(0),
             respawns: Mutex::new(Vec::new()),
+            written: Mutex::new(Vec::new()),
+            sizes: Mutex::new(Vec::new()),
+            output: broadcast::channel(64).0,
         })
+    }
+
+    /// Makes the program print `bytes`: every output stream receives them.
+    pub fn emit(&self, bytes: &[u8]) {
+        let _ = self
+            .output
+            .send(OutputEvent::Output(Bytes::copy_from_slice(bytes)));
+    }
+
+    /// Every byte written through [`BackendTerminal::write`], in order.
+    pub fn written(&self) -> Vec<u8> {
+        lock(&self.written).clone()
+    }
+
+    /// Every size asked for through [`BackendTerminal::resize`].
+    pub fn sizes(&self) -> Vec<Size> {
+        lock(&self.sizes).clone()
     }
 
     /// A number unique to this terminal (also its locator).
@@ -416,14 +440,35 @@ impl BackendTerminal for StubTerminal {
     }
 
     fn screen(&self) -> BoxFuture<'_, Result<Screen>> {
-        Box::pin(async {
-            Ok(Screen {
-                lines: vec!["stub ready".to_owned()],
-                cols: 80,
-                rows: 24,
-                cursor: (0, 1),
-            })
-        })
+        Box::pin(async { Ok(Screen::from_ansi(Size::default(), b"stub ready\r\n")) })
+    }
+
+    fn output(&self) -> Result<OutputStream> {
+        // A stub's output is whatever `emit` sends; a lagging reader just
+        // skips (no snapshot to offer), and the stream ends with the stub.
+        let rx = self.output.subscribe();
+        Ok(Box::pin(futures_util::stream::unfold(
+            rx,
+            |mut rx| async move {
+                loop {
+                    match rx.recv().await {
+                        Ok(event) => return Some((event, rx)),
+                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            },
+        )))
+    }
+
+    fn write(&self, bytes: Bytes) -> BoxFuture<'_, Result<()>> {
+        lock(&self.written).extend_from_slice(&bytes);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn resize(&self, size: Size) -> BoxFuture<'_, Result<()>> {
+        lock(&self.sizes).push(size);
+        Box::pin(async move { size.check() })
     }
 
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<SignalDelivery>> {

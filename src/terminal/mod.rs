@@ -41,7 +41,7 @@ use crate::control::client::{ControlClient, PaneEvent, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
 use crate::screen::model::{self, Shared};
 use crate::screen::{IntoRegex, Screen, Within, scrollback_lines};
-use crate::tmux::command::TmuxCommand;
+use crate::tmux::command::{TmuxCommand, resize_window};
 use crate::tmux::server::Server;
 use crate::vocab::{ExitStatus, Size};
 use crate::{Error, Result};
@@ -203,11 +203,7 @@ impl Terminal {
     /// tmux errors.
     pub async fn resize(&self, cols: u16, rows: u16) -> Result<()> {
         let size = Size::new(cols, rows)?;
-        let command = TmuxCommand::new("resize-window")
-            .target(self.pane)
-            .opt("-x", cols.to_string())
-            .opt("-y", rows.to_string());
-        self.client.command(&command).await?;
+        self.client.command(&resize_window(self.pane, size)).await?;
         self.model.lock().set_size(size);
         self.model.bump();
         Ok(())

@@ -27,7 +27,7 @@ use std::ffi::OsString;
 use std::fmt::{self, Write as _};
 use std::os::unix::ffi::OsStringExt;
 
-use crate::vocab::PaneId;
+use crate::vocab::{PaneId, Size};
 use crate::{Error, Result};
 
 /// Bytes per `send-keys -H` command in [`send_keys_hex`] when the caller
@@ -358,6 +358,16 @@ pub fn send_keys_hex(pane: PaneId, bytes: &[u8], chunk: usize) -> Vec<TmuxComman
             cmd
         })
         .collect()
+}
+
+/// `resize-window -t PANE -x COLS -y ROWS`: the window follows, and with
+/// `window-size manual` (the engine's servers) it stays at that size
+/// whatever clients attach.
+pub fn resize_window(pane: PaneId, size: Size) -> TmuxCommand {
+    TmuxCommand::new("resize-window")
+        .target(pane)
+        .opt("-x", size.cols.to_string())
+        .opt("-y", size.rows.to_string())
 }
 
 #[cfg(test)]

@@ -210,7 +210,8 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
         .find(|record| record.id == repl.snapshot.id)
         .unwrap();
     assert_eq!(
-        on_disk.locator, repl.locator,
+        on_disk.locator,
+        repl.terminal.locator(),
         "the record follows the rebuild"
     );
 

@@ -70,7 +70,7 @@ async fn attach_probes_liveness_before_attaching_a_running_terminal() {
     assert_eq!(terminal.probes(), 1);
     assert!(!target.recreated);
     assert_eq!(target.snapshot.id, created.id);
-    assert_eq!(target.locator, terminal.locator());
+    assert_eq!(target.terminal.locator(), terminal.locator());
     assert_eq!(target.terminal.locator(), terminal.locator());
 }
 
@@ -125,8 +125,8 @@ async fn attach_recreates_a_dead_repl_terminal_whose_server_vanished_once() {
     let first = registry.attach(&owner, "tui").await.unwrap();
     assert!(first.recreated);
     let fresh = backend.terminal(1).unwrap();
-    assert_eq!(first.locator, fresh.locator());
-    assert_ne!(first.locator, stale.locator());
+    assert_eq!(first.terminal.locator(), fresh.locator());
+    assert_ne!(first.terminal.locator(), stale.locator());
     assert_eq!(first.snapshot.id, created.id);
     assert_eq!(first.snapshot.restarts, 1);
     assert_eq!(first.snapshot.status, TerminalStatus::Running);
@@ -135,7 +135,7 @@ async fn attach_recreates_a_dead_repl_terminal_whose_server_vanished_once() {
     // The fresh terminal is live: attaching again must not recreate it.
     let second = registry.attach(&owner, created.id.as_str()).await.unwrap();
     assert!(!second.recreated);
-    assert_eq!(second.locator, fresh.locator());
+    assert_eq!(second.terminal.locator(), fresh.locator());
     assert_eq!(backend.terminals().len(), 2);
     assert!(fresh.closed().is_empty());
 }
@@ -149,7 +149,7 @@ async fn attach_respawns_a_dead_repl_pane_in_place() {
     let target = registry.attach(&owner, "tui").await.unwrap();
     assert!(target.recreated);
     assert_eq!(terminal.respawns(), 1);
-    assert_eq!(target.locator, terminal.locator());
+    assert_eq!(target.terminal.locator(), terminal.locator());
     let again = registry.attach(&owner, "tui").await.unwrap();
     assert!(!again.recreated);
     assert_eq!(terminal.respawns(), 1);
@@ -207,7 +207,10 @@ async fn concurrent_attaches_rebuild_a_vanished_server_exactly_once() {
     for attach in attaches {
         let target = within(attach).await.unwrap().unwrap();
         recreated += usize::from(target.recreated);
-        assert_eq!(target.locator, backend.terminal(1).unwrap().locator());
+        assert_eq!(
+            target.terminal.locator(),
+            backend.terminal(1).unwrap().locator()
+        );
     }
     assert_eq!(recreated, 1);
     assert_eq!(backend.terminals().len(), 2);

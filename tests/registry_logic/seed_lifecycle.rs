@@ -496,5 +496,5 @@ async fn signal_returns_the_target_process_group() {
         [Signal::Int, Signal::Term]
     );
     let screen = registry.screen(&owner, id).await.unwrap();
-    assert_eq!(screen.lines, ["stub ready"]);
+    assert_eq!(screen.text(), "stub ready");
 }

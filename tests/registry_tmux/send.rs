@@ -228,8 +228,14 @@ async fn read_pages_scrollback_and_clamps() {
         assert_eq!(all.lines.len(), 500);
         assert_eq!(all.lines[0], "1");
         let screen = env.registry.screen(&env.owner, "seq").await.unwrap();
-        assert_eq!((screen.cols, screen.rows), (80, 24));
-        assert_eq!(screen.lines.len(), 24);
+        assert_eq!((screen.size().cols, screen.size().rows), (80, 24));
+        assert_eq!(screen.rows().count(), 24);
+        let json = serde_json::to_value(&screen).unwrap();
+        assert_eq!(json["lines"].as_array().unwrap().len(), 24);
+        assert_eq!(
+            (json["cols"].as_u64(), json["rows"].as_u64()),
+            (Some(80), Some(24))
+        );
         env.finish().await;
     })
     .await;

@@ -8,6 +8,7 @@
 //! cursor after a final newline.
 
 use super::terminal::Shared;
+use crate::control::capture::capture_snapshot;
 use crate::registry::backend::{ReadPage, ReadRequest, Screen};
 use crate::tmux::command::TmuxCommand;
 use crate::{Error, Result};
@@ -20,13 +21,11 @@ pub const MAX_PAGE: usize = 10_000;
 /// Geometry and history of a pane.
 struct Geometry {
     history: usize,
-    cols: u16,
-    rows: u16,
     cursor: (u16, u16),
 }
 
 async fn geometry(shared: &Shared) -> Result<Geometry> {
-    let format = "#{history_size} #{pane_width} #{pane_height} #{cursor_x} #{cursor_y}";
+    let format = "#{history_size} #{cursor_x} #{cursor_y}";
     let command = TmuxCommand::new("list-panes")
         .target(shared.pane)
         .opt("-F", format);
@@ -38,10 +37,8 @@ async fn geometry(shared: &Shared) -> Result<Geometry> {
         .collect();
     let small = |n: u64| u16::try_from(n).unwrap_or(u16::MAX);
     match numbers[..] {
-        [history, cols, rows, x, y] => Ok(Geometry {
+        [history, x, y] => Ok(Geometry {
             history: usize::try_from(history).unwrap_or(usize::MAX),
-            cols: small(cols),
-            rows: small(rows),
             cursor: (small(x), small(y)),
         }),
         _ => Err(Error::Command {
@@ -69,15 +66,11 @@ async fn capture(shared: &Shared, range: Option<(i64, i64)>) -> Result<Vec<Strin
         .collect())
 }
 
-/// The visible screen, trailing blank rows kept (it is a screen).
+/// The visible screen with attributes and cursor, as tmux holds it
+/// (`capture-pane -e`, drawn into an emulator of the pane's size).
 pub(super) async fn screen(shared: &Shared) -> Result<Screen> {
-    let (geometry, lines) = tokio::try_join!(geometry(shared), capture(shared, None))?;
-    Ok(Screen {
-        lines,
-        cols: geometry.cols,
-        rows: geometry.rows,
-        cursor: geometry.cursor,
-    })
+    let snapshot = capture_snapshot(&shared.client, shared.pane, 0).await?;
+    Ok(Screen::from_snapshot(&snapshot))
 }
 
 /// The screen as one string, trailing blank lines dropped (a send's

@@ -18,24 +18,27 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::TmuxConfig;
+use crate::control::Notification;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream};
 use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::backend::{
-    BackendTerminal, CloseReason, Liveness, ReadPage, ReadRequest, Screen, SendRequest,
-    StartedSend, TerminalStatus,
+    BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, Screen,
+    SendRequest, StartedSend, TerminalStatus,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::tmux::ServerHandle;
 use crate::tmux::command::TmuxCommand;
+use crate::tmux::command::resize_window;
 use crate::tmux::options::DRAIN_PIPE;
 use crate::tmux::{process, procfs};
+use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// How long `close` waits for the control client to see the server go.
@@ -67,6 +70,8 @@ pub(super) struct Shared {
     pub pane: PaneId,
     /// Serializes `close` (and knows the server's pid and directory).
     pub server: tokio::sync::Mutex<ServerHandle>,
+    /// The same server, never locked: what `attach_command` names.
+    pub address: ServerHandle,
     pub mutable: Mutex<Mutable>,
     /// The output byte count, bumped on every chunk: waiters watch it.
     pub output: watch::Sender<u64>,
@@ -164,6 +169,7 @@ impl TmuxTerminal {
             config: parts.config,
             client: parts.client,
             pane: parts.pane,
+            address: parts.server.clone(),
             server: tokio::sync::Mutex::new(parts.server),
             mutable: Mutex::new(Mutable {
                 ring: VecDeque::new(),
@@ -329,6 +335,61 @@ impl BackendTerminal for TmuxTerminal {
                 pgid: group,
             })
         })
+    }
+
+    fn output(&self) -> Result<OutputStream> {
+        if let Some(reason) = self.shared.client.closed_reason() {
+            return Err(Error::ServerGone { reason });
+        }
+        let stream = self
+            .shared
+            .client
+            .subscribe_pane(self.shared.pane, SubscribeOptions::default());
+        Ok(Box::pin(futures_util::stream::unfold(
+            stream,
+            |mut stream| async move { stream.recv().await.map(|event| (event, stream)) },
+        )))
+    }
+
+    fn write(&self, bytes: Bytes) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            self.shared
+                .client
+                .send_bytes(self.shared.pane, &bytes)
+                .await
+        })
+    }
+
+    fn resize(&self, size: Size) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            size.check()?;
+            self.shared
+                .command(&resize_window(self.shared.pane, size))
+                .await
+                .map(drop)
+        })
+    }
+
+    fn events(&self) -> Result<broadcast::Receiver<Notification>> {
+        if let Some(reason) = self.shared.client.closed_reason() {
+            return Err(Error::ServerGone { reason });
+        }
+        Ok(self.shared.client.subscribe_events())
+    }
+
+    fn attach_command(&self, read_only: bool) -> Result<std::process::Command> {
+        let server = &self.shared.address;
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "-S".into(),
+            server.socket().as_os_str().to_owned(),
+            "attach-session".into(),
+            "-t".into(),
+            server.session().into(),
+        ];
+        if read_only {
+            args.push("-r".into());
+        }
+        Ok(server.tmux().command(args))
     }
 
     fn close(&self, reason: CloseReason) -> BoxFuture<'_, Result<()>> {

@@ -1,0 +1,232 @@
+//! Terminal I/O through the registry: output streams, raw input, resize,
+//! control-mode events, a person's attach, and the event-driven wait for
+//! text, a regex or the program's exit. Every call is fenced to the
+//! terminal's exact owner, like every other verb; nothing here knows which
+//! backend runs the terminal.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{FutureExt, StreamExt};
+use tokio::sync::broadcast;
+
+use super::backend::{BackendTerminal, OutputStream, ReadRequest};
+use super::{OwnerId, Registry};
+use crate::control::Notification;
+use crate::screen::IntoRegex;
+use crate::vocab::Size;
+use crate::{Error, Result};
+
+/// Lines of scrollback a text or regex wait searches, counted back from
+/// the newest line.
+pub const WAIT_LINES: usize = 200;
+
+/// What [`Registry::wait`] waits for.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum WaitCondition {
+    /// A line among the last [`WAIT_LINES`] contains this text.
+    Text(String),
+    /// A line among the last [`WAIT_LINES`] matches this expression.
+    Regex(regex::Regex),
+    /// The program ended.
+    Exit,
+}
+
+impl WaitCondition {
+    /// A regex condition from a pattern.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a pattern that does not compile.
+    pub fn regex(pattern: impl IntoRegex) -> Result<WaitCondition> {
+        Ok(WaitCondition::Regex(pattern.into_regex()?))
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            WaitCondition::Text(text) => format!("text {text:?}"),
+            WaitCondition::Regex(regex) => format!("regex /{}/", regex.as_str()),
+            WaitCondition::Exit => "the program to exit".to_owned(),
+        }
+    }
+}
+
+impl Registry {
+    /// A live stream of the terminal's output from now on. A dead
+    /// `on-attach` terminal is recreated first (as for
+    /// [`attach`](Registry::attach)); any other dead one is `TERMINAL_DEAD`.
+    ///
+    /// # Errors
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD`, `UNRESPONSIVE`.
+    pub async fn output(&self, owner: &OwnerId, target: &str) -> Result<OutputStream> {
+        self.attach(owner, target).await?.terminal.output()
+    }
+
+    /// Writes `bytes` to the terminal's program exactly, as typed input.
+    ///
+    /// # Errors
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD`, or the backend's
+    /// failure.
+    pub async fn write(&self, owner: &OwnerId, target: &str, bytes: Bytes) -> Result<()> {
+        self.terminal(owner, target).await?.write(bytes).await
+    }
+
+    /// Resizes the terminal.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a size out of range; as
+    /// [`write`](Registry::write).
+    pub async fn resize(&self, owner: &OwnerId, target: &str, size: Size) -> Result<()> {
+        size.check()?;
+        self.terminal(owner, target).await?.resize(size).await
+    }
+
+    /// Every control-mode notification of the terminal's server, live
+    /// (see [`BackendTerminal::events`]). Recreates like
+    /// [`output`](Registry::output).
+    ///
+    /// # Errors
+    /// As [`output`](Registry::output); `UNSUPPORTED` for a backend without
+    /// control-mode events.
+    pub async fn events(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+    ) -> Result<broadcast::Receiver<Notification>> {
+        self.attach(owner, target).await?.terminal.events()
+    }
+
+    /// The command that attaches a person's terminal to this one (see
+    /// [`BackendTerminal::attach_command`]). Recreates like
+    /// [`output`](Registry::output).
+    ///
+    /// # Errors
+    /// As [`output`](Registry::output); `UNSUPPORTED` for a backend that
+    /// cannot attach.
+    pub async fn attach_command(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        read_only: bool,
+    ) -> Result<std::process::Command> {
+        self.attach(owner, target)
+            .await?
+            .terminal
+            .attach_command(read_only)
+    }
+
+    /// Waits until `condition` holds: returns the matching line, or the
+    /// exit status in words (`exited with code 3`).
+    ///
+    /// Event-driven: the scrollback is searched again only after the
+    /// program printed something, and an exit is pushed by the backend, so
+    /// an idle terminal costs nothing while waiting.
+    ///
+    /// # Errors
+    /// `TIMEOUT` past `timeout` (the message shows the last lines
+    /// searched); `WAIT_ENDED` when the program ended (or its server went
+    /// away) without a match; `NO_TERMINAL`, `FOREIGN_TERMINAL`.
+    pub async fn wait(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        condition: &WaitCondition,
+        timeout: Duration,
+    ) -> Result<String> {
+        let terminal = self.terminal(owner, target).await?;
+        let what = condition.describe();
+        let mut last_lines = String::new();
+        let waited = tokio::time::timeout(
+            timeout,
+            wait_on(terminal.as_ref(), condition, &what, &mut last_lines),
+        )
+        .await;
+        waited.unwrap_or_else(|_| {
+            Err(Error::WaitTimeout {
+                what,
+                timeout,
+                screen: last_lines,
+                last_output: String::new(),
+            })
+        })
+    }
+}
+
+/// The wait itself, without its deadline; `last_lines` keeps what was
+/// searched last, for the timeout's message.
+async fn wait_on(
+    terminal: &dyn BackendTerminal,
+    condition: &WaitCondition,
+    what: &str,
+    last_lines: &mut String,
+) -> Result<String> {
+    let mut status = terminal.watch_status();
+    if let WaitCondition::Exit = condition {
+        let ended = status
+            .wait_for(|status| !status.is_running())
+            .await
+            .map_err(|_| ended(what, "the terminal is gone"))?;
+        return Ok(ended.to_string());
+    }
+    // Subscribed before the first look, so no output slips between.
+    let mut output = terminal.output().ok();
+    loop {
+        let page = terminal
+            .read(ReadRequest {
+                offset: 0,
+                count: Some(WAIT_LINES),
+            })
+            .await;
+        match page {
+            Ok(page) => {
+                if let Some(line) = page.lines.iter().find(|line| matches(condition, line)) {
+                    return Ok(line.clone());
+                }
+                *last_lines = page.lines.join("\n");
+            }
+            // A dead server cannot be read; what it printed is lost to us.
+            Err(error) if !terminal.status().is_running() => {
+                return Err(ended(what, &error.to_string()));
+            }
+            Err(error) => return Err(error),
+        }
+        let current = terminal.status();
+        if !current.is_running() {
+            return Err(ended(what, &format!("the program {current}")));
+        }
+        let Some(stream) = output.as_mut() else {
+            return Err(ended(what, "the terminal has no output stream"));
+        };
+        tokio::select! {
+            event = stream.next() => {
+                if event.is_none() {
+                    // The server went: one last look happens at the loop's
+                    // top; then the status says it ended.
+                    output = None;
+                    continue;
+                }
+                // One look serves a burst: take what else is queued.
+                while let Some(Some(_)) = stream.next().now_or_never() {}
+            }
+            // The program ended: one last look at what it left.
+            _ = status.changed() => {}
+        }
+    }
+}
+
+fn matches(condition: &WaitCondition, line: &str) -> bool {
+    match condition {
+        WaitCondition::Text(text) => line.contains(text.as_str()),
+        WaitCondition::Regex(regex) => regex.is_match(line),
+        WaitCondition::Exit => false,
+    }
+}
+
+fn ended(what: &str, reason: &str) -> Error {
+    Error::WaitEnded {
+        what: what.to_owned(),
+        reason: reason.to_owned(),
+        screen: String::new(),
+        last_output: String::new(),
+    }
+}
