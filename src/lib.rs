@@ -1,31 +1,39 @@
 //! tmux-engine: run terminals inside private tmux servers and drive them
 //! through tmux control mode.
 //!
-//! # Architecture
+//! Start with [`Terminal`]: one program in its own private tmux server, with
+//! a screen model that follows its output.
 //!
-//! ```text
-//!  CLI (main.rs, cli::)               fixture   test terminals: waits on a screen model
-//!        |                                |
-//!  registry          owners, terminals, policy, persistence; backends behind
-//!    |               a trait (registry::tmux is the built-in one)
-//!  terminal          a server whose session the control client creates
-//!    |
-//!  control::client   one task per tmux server: pipelined commands, routed events,
-//!    |          \     a handshake lock per server (control::subscribe: lag,
-//!    |                pause, resync; control::exit)
-//!  control::codec    frames lines, folds %begin..%end into Reply (sans-IO)
-//!  control::parse    one line -> Notification / Guard (nom, sans-IO)
-//!  tmux::server      private socket, hermetic config, kill on drop
-//!  tmux::handle      a server not owned: never killed on drop
-//!  tmux::options     what a server starts with: validation, config, argv
-//!  tmux::process     pidfd waits, liveness and signals for the daemonised server
-//!  tmux::procfs      /proc: stat fields, foreground group, session members
-//!  tmux::command     the one quoting function; send-keys -H chunks
-//!  tmux::version     discovery, version, capability flags
+//! ```no_run
+//! use tmux_engine::prelude::*;
+//!
+//! # async fn demo() -> tmux_engine::Result<()> {
+//! let t = Terminal::builder().command(["bash", "--norc"]).start().await?;
+//! t.send_text("echo hi $((6*7))\r").await?;
+//! t.wait_for_text("hi 42").await?;
+//! println!("{}", t.screen().await?.text());
+//! t.kill().await?;
+//! # Ok(()) }
 //! ```
 //!
-//! Lower layers never call upward: `parse` and `codec` know nothing of
-//! processes, `tmux` knows nothing of the control client.
+//! For persistent, owner-scoped terminals that outlive the process, see
+//! [`registry`]; for tests that drive TUIs, [`fixture::Fixture`].
+//!
+//! # Layers
+//!
+//! Each uses only the ones below it (checked by `tests/layers.rs`; the
+//! repository's `docs/architecture.md` explains them):
+//!
+//! ```text
+//!  registry, fixture     owners, terminals, policy, persistence, I/O; the test preset
+//!  terminal              Terminal::builder(), send, wait, screen, resize, output, kill
+//!  screen                Screen (text, cells, cursor), the vt100 model, the waits
+//!  control::client ...   one task set per tmux server: pipelined commands, routed
+//!                        output, lag/pause/resync (subscribe), pushed exits (exit)
+//!  control (protocol)    parse, codec, escape, layout: sans-IO decoding
+//!  tmux                  version, the one quoting path, server/handle, kill, /proc
+//!  vocab, error          ids, names, Size, ExitStatus, ParseError; Error with codes
+//! ```
 #![warn(missing_docs)]
 
 pub mod control;
@@ -39,3 +47,17 @@ pub mod vocab;
 
 pub use error::{Error, Result};
 pub use terminal::Terminal;
+
+/// What most programs need, in one import: `use tmux_engine::prelude::*;`.
+pub mod prelude {
+    pub use crate::error::{Error, Result};
+    pub use crate::registry::{OwnerId, Registry, SpawnSpec, WaitCondition};
+    pub use crate::screen::Screen;
+    pub use crate::terminal::{Output, Terminal};
+    pub use crate::vocab::{ExitStatus, Size};
+}
+
+/// The README's Rust examples, compiled (and run) by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;

@@ -9,10 +9,9 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
-use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig};
+use tmux_engine::registry::tmux::{TmuxConfig, open_registry as open_registry_with};
+use tmux_engine::registry::{OwnerId, Registry};
 use tmux_engine::{Error, Result};
 
 use super::args::{Global, OWNER_ENV, SHELL_ENV, STATE_DIR_ENV, TerminalCommand};
@@ -72,9 +71,7 @@ pub async fn open_registry(global: &Global) -> Result<Registry> {
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }
-    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::new(config)?);
-    let (registry, _report) =
-        Registry::open(RegistryConfig::default().state_dir(dir), [backend]).await?;
+    let (registry, _report) = open_registry_with(dir, config).await?;
     Ok(registry)
 }
 

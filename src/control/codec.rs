@@ -15,7 +15,7 @@ use super::{Event, Guard, GuardKind, Line, Notification, ParseError, ParseErrorK
 
 /// The default longest line: far above anything tmux writes (an `%output`
 /// line holds at most a few KiB), low enough to bound memory.
-pub const DEFAULT_MAX_LINE_LENGTH: usize = 1024 * 1024;
+pub const DEFAULT_MAX_LINE_LENGTH: usize = 4 << 20;
 
 /// `tmux -CC` starts its output with this DCS (control-mode.md §1.1).
 const DCS_START: &[u8] = b"\x1bP1000p";

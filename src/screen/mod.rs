@@ -1,8 +1,7 @@
 //! What a terminal shows: [`Screen`], a plain copy of a `vt100` emulator's
 //! visible state (text, cells with attributes, cursor), its renderings
 //! (snapshot text, attribute tags, scrollback), and the screen model that
-//! follows a pane's output events ([`model`]) with the waits on it
-//! ([`wait`]).
+//! follows a pane's output events (`model`) with the waits on it ([`Within`]).
 //!
 //! Renderings are pure and stable across runs (they end up in `insta`
 //! snapshots), so trailing blanks are trimmed and nothing depends on

@@ -3,8 +3,8 @@
 //!
 //! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
 //! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
-//! - [`names`]: the rules for session names, [`check_name`], and
-//!   environment variable names, [`check_env_name`];
+//! - the rules for session and environment variable names are
+//!   [`crate::vocab::check_name`] and [`crate::vocab::check_env_name`];
 //! - [`options`]: [`ServerOptions`], validated and turned into the config
 //!   file and start command;
 //! - [`server`]: [`Server`], one tmux server on a private socket;

@@ -38,6 +38,7 @@ use self::terminal::Parts;
 use super::backend::{Backend, BackendTerminal, ReapReport, SpawnRequest, TerminalStatus};
 use super::persist::TerminalRecord;
 use super::spec::DEFAULT_KIND;
+use super::{Registry, RegistryConfig, ScanReport};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::exit::{pane_state, wait_pane_exit};
@@ -144,6 +145,22 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 pub struct TmuxBackend {
     tmux: Arc<Tmux>,
     config: Arc<TmuxConfig>,
+}
+
+/// Opens a registry on `state_dir` with the tmux backend configured by
+/// `config` (e.g. [`TmuxConfig::for_state_dir`]): what the CLI, and any
+/// program keeping persistent terminals, starts with.
+///
+/// # Errors
+///
+/// `TMUX_MISSING`, `TMUX_TOO_OLD`, or the state directory's errors (see
+/// [`Registry::open`]).
+pub async fn open_registry(
+    state_dir: impl Into<PathBuf>,
+    config: TmuxConfig,
+) -> Result<(Registry, ScanReport)> {
+    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::new(config)?);
+    Registry::open(RegistryConfig::default().state_dir(state_dir), [backend]).await
 }
 
 impl TmuxBackend {
