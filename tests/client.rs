@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use tmux_engine::Error;
-use tmux_engine::control::client::{ClientOptions, ControlClient, PaneEvent, PaneStream};
+use tmux_engine::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
 use tmux_engine::control::exit::wait_pane_exit;
 use tmux_engine::control::subscribe::{Snapshot, SubscribeOptions};
 use tmux_engine::control::{Notification, PaneId};
@@ -14,7 +14,7 @@ use tmux_engine::tmux::Server;
 use tmux_engine::tmux::TmuxCommand;
 use tmux_engine::tmux::process;
 
-use crate::support::{opts, test_dir, tmux, within};
+use crate::support::{opts, poll, test_dir, tmux, within};
 
 fn cmd(name: &'static str) -> TmuxCommand {
     TmuxCommand::new(name)
@@ -497,6 +497,113 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
         }
         assert_eq!((pauses, continues), (1, 1));
         observer.close().await;
+        term.kill().await.expect("kill");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn detach_resolves_with_no_tmux_c_left_and_the_handshake_lock_free() {
+    within(async {
+        let dir = test_dir();
+        let (term, mut stream) = start(dir.path(), &["cat"], ClientOptions::default()).await;
+        let client = term.client().clone();
+        let pid = client.pid().expect("tmux -C has a pid");
+        client
+            .send_bytes(term.pane(), b"hello\r")
+            .await
+            .expect("typed");
+        read_until(&mut stream, b"hello").await;
+        let other = client.clone();
+
+        let reason = client.detach().await;
+        // Nothing of the client is left: `tmux -C` has exited and been reaped...
+        assert!(!process::is_alive(pid), "tmux -C {pid} outlived its detach");
+        // ...the handshake lock is free (flock locks belong to the open file,
+        // so this contends like another engine would)...
+        let lock = std::fs::File::options()
+            .write(true)
+            .open(term.server().control_lock())
+            .expect("the handshake lock file");
+        lock.try_lock().expect("the handshake lock is released");
+        drop(lock);
+        // ...every handle sees it closed, and the pane stream has ended.
+        assert_eq!(other.closed_reason().as_deref(), Some(reason.as_str()));
+        assert_eq!(other.closed().await, reason);
+        while stream.recv().await.is_some() {}
+        // The server runs on, with no client attached.
+        assert!(term.server().is_alive());
+        let socket = term.server().socket().to_owned();
+        poll(
+            "the server to drop the client",
+            Duration::from_secs(10),
+            || {
+                let socket = socket.clone();
+                async move {
+                    let out = std::process::Command::new("tmux")
+                        .arg("-S")
+                        .arg(&socket)
+                        .args(["list-clients", "-F", "#{client_pid}"])
+                        .output()
+                        .expect("running tmux list-clients");
+                    assert!(out.status.success(), "the server is gone: {out:?}");
+                    out.stdout.is_empty().then_some(())
+                }
+            },
+        )
+        .await;
+        term.kill().await.expect("kill");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_lossless_subscriber_that_stopped_reading_does_not_hold_a_detach_up() {
+    within(async {
+        let dir = test_dir();
+        let mut server = opts(dir.path());
+        // Floods once told to, so the start's own commands get answers.
+        server.command = ["/bin/sh", "-c", "read go; exec yes"]
+            .iter()
+            .map(Into::into)
+            .collect();
+        let client_opts = ClientOptions {
+            command_timeout: Duration::from_millis(200),
+            pause_after: None,
+            pane_pause: false,
+            subscriber_capacity: 2,
+            ..ClientOptions::default()
+        };
+        let lossless = SubscribeOptions {
+            delivery: Delivery::Lossless,
+            snapshot_first: false,
+        };
+        let Parts {
+            server,
+            client,
+            output: stream,
+            ..
+        } = launch(tmux(), server, client_opts, lossless)
+            .await
+            .expect("terminal starts");
+        let term = Term { server, client };
+        term.client()
+            .send_bytes(term.pane(), b"go\r")
+            .await
+            .expect("typed");
+        // Never read: the reader blocks on the full stream, so replies stop.
+        poll("the reader to block", Duration::from_secs(10), || async {
+            let probe = cmd("display-message").flag("-p").arg("x");
+            match term.client().command(&probe).await {
+                Err(error) if error.code() == "UNRESPONSIVE" => Some(()),
+                _ => None,
+            }
+        })
+        .await;
+        let pid = term.client().pid().expect("tmux -C has a pid");
+        term.client().detach().await;
+        assert!(!process::is_alive(pid), "tmux -C {pid} outlived its detach");
+        drop(stream);
         term.kill().await.expect("kill");
     })
     .await;

@@ -107,7 +107,9 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
     // Kill first: detaching first would make tmux tear down the client
     // while output may still be queued, which is wasted work.
     let killed = server.kill().await;
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), client.closed()).await;
+    // Then let go of the connection as a value: no task of it outlives
+    // `run` (the stream is dropped, so no lossless wait holds it up).
+    client.detach().await;
     killed?;
     result
 }

@@ -103,10 +103,9 @@ pub async fn run(
             exit: EXIT_INTERRUPTED_BASE.saturating_add(u8::try_from(signal).unwrap_or(0)),
         }),
     };
-    // Dropping the registry detaches; the terminals keep running. Wait for
-    // the detaches to finish: one cut off by the runtime's end would leave
-    // without the handshake lock (see `ClientOptions::handshake_lock`).
-    drop(registry);
-    let _ = tokio::time::timeout(DETACH_WAIT, tmux_engine::control::client::all_closed()).await;
+    // Let go of the terminals (they keep running) and wait until every
+    // detach is done: one cut off by the runtime's end would leave without
+    // the handshake lock (see `ClientOptions::handshake_lock`).
+    let _ = tokio::time::timeout(DETACH_WAIT, registry.shutdown()).await;
     result
 }

@@ -99,6 +99,8 @@ pub enum Delivery {
     /// lost, and tmux in turn stops reading the pane (the program blocks).
     /// Only for a client with a single consumer and no `pause-after` (like
     /// `tmux-engine run`), since it stalls every other use of the client.
+    /// Once the client detaches, what the subscriber does not take at once
+    /// is dropped: a stalled subscriber cannot hold the detach up.
     Lossless,
 }
 

@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use futures_util::future::join_all;
 use tracing::warn;
 
 use super::backend::{Backend, ReapReport};
@@ -105,6 +106,7 @@ impl Registry {
             .iter()
             .map(|record| record.id.clone())
             .collect();
+        let mut released = Vec::new();
         let unknown: Vec<_> = {
             let mut state = self.inner.lock();
             state.check_active()?;
@@ -115,7 +117,9 @@ impl Registry {
                 .map(|entry| entry.record.id.clone())
                 .collect();
             for id in vanished {
-                state.remove_entry(&id);
+                if let Some(terminal) = state.remove_entry(&id).and_then(|entry| entry.terminal) {
+                    released.push(terminal);
+                }
                 report.dropped.push(id);
             }
             loaded
@@ -126,6 +130,8 @@ impl Registry {
                 })
                 .collect()
         };
+        // Dropped, not closed: another process killed them (or will).
+        join_all(released.iter().map(|terminal| terminal.shutdown())).await;
         for record in unknown {
             let backend = self.inner.lock().backend(&record.spec.kind);
             let adopted = match backend {
@@ -143,21 +149,32 @@ impl Registry {
             };
             let id = record.id.clone();
             let always = record.spec.restart == RestartPolicy::Always;
-            let cancel = {
+            let (cancel, disposing) = {
                 let mut state = self.inner.lock();
                 if state.disposing {
+                    (None, true)
+                } else if state.entries.contains_key(&id) || state.is_pending(&id) {
+                    // Published or reserved by this process meanwhile.
+                    (None, false)
+                } else {
+                    let seq = state.next();
+                    let cancel = self.inner.shutdown.child_token();
+                    let mut entry = Entry::new(record, seq, terminal.clone(), cancel.clone());
+                    entry.gone_reason.clone_from(&gone_reason);
+                    state.entries.insert(id.clone(), entry);
+                    (Some(cancel), false)
+                }
+            };
+            let Some(cancel) = cancel else {
+                // Not kept: let go of what was just attached, leaving the
+                // terminal running.
+                if let Some(terminal) = terminal {
+                    terminal.shutdown().await;
+                }
+                if disposing {
                     break;
                 }
-                // Published or reserved by this process meanwhile.
-                if state.entries.contains_key(&id) || state.is_pending(&id) {
-                    continue;
-                }
-                let seq = state.next();
-                let cancel = self.inner.shutdown.child_token();
-                let mut entry = Entry::new(record, seq, terminal.clone(), cancel.clone());
-                entry.gone_reason.clone_from(&gone_reason);
-                state.entries.insert(id.clone(), entry);
-                cancel
+                continue;
             };
             if terminal.is_some() {
                 report.adopted.push(id.clone());

@@ -249,6 +249,12 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// retry.
     fn close(&self, reason: CloseReason) -> BoxFuture<'_, Result<()>>;
 
+    /// Releases this process's resources for the terminal (for tmux: stops
+    /// the watcher and detaches the control client) and resolves when they
+    /// are released, leaving the terminal itself running for a later
+    /// [`Backend::adopt`]. Afterwards the terminal is unusable here.
+    fn shutdown(&self) -> BoxFuture<'_, ()>;
+
     /// Asks whether the terminal is alive, using the right probe for its
     /// state (for tmux: `list-panes` on the exact target, control-client EOF,
     /// a reply deadline).

@@ -1,4 +1,5 @@
-//! Ending terminals: `kill`, owner disposal and registry disposal.
+//! Ending terminals: `kill`, owner disposal and registry disposal; and
+//! ending the registry without ending its terminals: `shutdown`.
 //!
 //! A close runs as a task, shared by everyone who joins it: a kill that
 //! finds a close in flight awaits that one. Only a successful close removes
@@ -12,7 +13,7 @@ use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tracing::warn;
 
-use super::backend::CloseReason;
+use super::backend::{BackendTerminal, CloseReason};
 use super::service::blocking;
 use super::state::{AbortReason, Closing};
 use super::{OwnerId, Registry, TerminalId};
@@ -107,19 +108,74 @@ impl Registry {
         {
             failures.push(Arc::new(error));
         }
-        {
+        let kept = self.clear();
+        self.inner.shutdown.cancel();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        // Terminals that failed to close stay running; let go of them.
+        join_all(kept.iter().map(|terminal| terminal.shutdown())).await;
+        self.inner.stopped.cancel();
+        cleanup_result(failures)
+    }
+
+    /// Shuts the registry down without ending its terminals: unpublished
+    /// spawns are aborted and rolled back, background tasks (`always`
+    /// restart loops, sends and closes in flight, scans) stop and are
+    /// awaited, and every terminal's local resources are released through
+    /// [`BackendTerminal::shutdown`] (for tmux: the watcher stops and the
+    /// control client detaches; the server keeps running). Resolves when
+    /// all of that is done, so a program may exit right after.
+    ///
+    /// Records stay in the state directory: a later
+    /// [`open`](Registry::open) adopts the terminals again. Afterwards every
+    /// call fails with `REGISTRY_DISPOSING`; a second `shutdown` (or one
+    /// during [`dispose`](Registry::dispose)) waits for the first to finish.
+    ///
+    /// Must not be awaited from inside a backend's spawn (it waits for that
+    /// spawn).
+    ///
+    /// [`BackendTerminal::shutdown`]: super::BackendTerminal::shutdown
+    pub async fn shutdown(&self) {
+        let first = {
             let mut state = self.inner.lock();
-            state.backends.clear();
-            state.pending.clear();
-            state.disposed_owners.clear();
-            for (_, entry) in state.entries.drain() {
-                entry.cancel.cancel();
-            }
+            !std::mem::replace(&mut state.disposing, true)
+        };
+        if !first {
+            self.inner.stopped.cancelled().await;
+            return;
+        }
+        // A scan in flight sees `disposing` and stops; wait for it, so the
+        // terminal it may be adopting is not left behind.
+        drop(self.inner.scan.lock().await);
+        for failure in self
+            .abort_pending(None, AbortReason::RegistryDisposing)
+            .await
+        {
+            warn!(error = %failure, "rollback of an unpublished terminal failed");
         }
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
-        cleanup_result(failures)
+        let terminals = self.clear();
+        join_all(terminals.iter().map(|terminal| terminal.shutdown())).await;
+        self.inner.stopped.cancel();
+    }
+
+    /// Empties every map, stopping each entry's tasks; returns the live
+    /// terminals that were in it.
+    fn clear(&self) -> Vec<Arc<dyn BackendTerminal>> {
+        let mut state = self.inner.lock();
+        state.backends.clear();
+        state.pending.clear();
+        state.disposed_owners.clear();
+        state
+            .entries
+            .drain()
+            .filter_map(|(_, entry)| {
+                entry.cancel.cancel();
+                entry.terminal
+            })
+            .collect()
     }
 
     /// Ids of `owner`'s terminals (or everyone's).

@@ -21,14 +21,15 @@ use crate::{Error, Result};
 
 /// The owner-scoped registry of terminals.
 ///
-/// Cheap to clone; clones share one registry. Dropping every clone detaches
-/// from the terminals without killing them (they outlive the engine and are
-/// re-adopted by [`Registry::open`]); only [`kill`](Registry::kill),
-/// [`dispose_owner`](Registry::dispose_owner) and
-/// [`dispose`](Registry::dispose) close terminals. The detaches finish in
-/// the background: a program that exits right after dropping its registry
-/// awaits [`all_closed`](crate::control::client::all_closed) first, as the
-/// CLI does, so that no control connection is cut off mid-detach (see
+/// Cheap to clone; clones share one registry. Only
+/// [`kill`](Registry::kill), [`dispose_owner`](Registry::dispose_owner) and
+/// [`dispose`](Registry::dispose) close terminals. To let go of them
+/// instead (they outlive the engine and are re-adopted by
+/// [`Registry::open`]), await [`shutdown`](Registry::shutdown): it resolves
+/// once every background task has stopped and every terminal's local
+/// resources (for tmux, its control connection) are released. Dropping
+/// every clone lets go the same way, but in the background: a program that
+/// exits right after would cut its control connections off mid-detach (see
 /// [`ClientOptions::handshake_lock`](crate::control::client::ClientOptions::handshake_lock)).
 ///
 /// Every call that touches a terminal names its owner and is fenced:
@@ -57,6 +58,9 @@ pub(crate) struct Inner {
     /// background task.
     pub(crate) shutdown: CancellationToken,
     pub(crate) tasks: TaskTracker,
+    /// Cancelled once `dispose` or `shutdown` has finished, for a second
+    /// `shutdown` to wait on.
+    pub(crate) stopped: CancellationToken,
     /// Serializes scans of the state directory.
     pub(crate) scan: tokio::sync::Mutex<()>,
 }
@@ -106,6 +110,7 @@ impl Registry {
                 config,
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
+                stopped: CancellationToken::new(),
                 scan: tokio::sync::Mutex::new(()),
             }),
         })

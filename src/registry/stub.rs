@@ -221,6 +221,7 @@ pub struct StubTerminal {
     status: watch::Sender<TerminalStatus>,
     closed: Mutex<Vec<CloseReason>>,
     closed_ok: AtomicBool,
+    shut_down: AtomicBool,
     reject_send: AtomicBool,
     reject_close: AtomicBool,
     close_gate: Mutex<Option<Gate>>,
@@ -263,6 +264,7 @@ impl StubTerminal {
             status: watch::Sender::new(TerminalStatus::Running),
             closed: Mutex::new(Vec::new()),
             closed_ok: AtomicBool::new(false),
+            shut_down: AtomicBool::new(false),
             reject_send: AtomicBool::new(false),
             reject_close: AtomicBool::new(false),
             close_gate: Mutex::new(None),
@@ -308,6 +310,12 @@ impl StubTerminal {
     /// Whether a close succeeded.
     pub fn is_closed(&self) -> bool {
         self.closed_ok.load(Ordering::SeqCst)
+    }
+
+    /// Whether [`BackendTerminal::shutdown`] was called (the terminal keeps
+    /// running; only this process let go of it).
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::SeqCst)
     }
 
     /// Makes sends fail (in their result) with "send failed".
@@ -496,6 +504,11 @@ impl BackendTerminal for StubTerminal {
             }
             Ok(())
         })
+    }
+
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        self.shut_down.store(true, Ordering::SeqCst);
+        Box::pin(async {})
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<Liveness>> {

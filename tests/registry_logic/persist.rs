@@ -323,3 +323,56 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
         "NO_TERMINAL"
     );
 }
+
+#[tokio::test]
+async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = StubBackend::new("stub");
+    let registry = open(dir.path(), &backend).await;
+    let owner = owner("owner");
+    let always = SpawnSpec::new("stub")
+        .name("always")
+        .restart(RestartPolicy::Always);
+    registry.spawn(&owner, always, &none()).await.unwrap();
+    registry
+        .spawn(&owner, SpawnSpec::new("stub").name("plain"), &none())
+        .await
+        .unwrap();
+    // A send in flight is a task of the registry's too.
+    let send = registry
+        .send(&owner, "plain", super::send("x"))
+        .await
+        .unwrap();
+
+    within(registry.shutdown()).await;
+    for terminal in backend.terminals() {
+        assert!(terminal.is_shut_down());
+        assert!(terminal.closed().is_empty(), "shutdown closes nothing");
+    }
+    assert_eq!(
+        failure(within(send.result()).await).code(),
+        "REGISTRY_DISPOSING"
+    );
+    assert_eq!(records(&registry).len(), 2, "records stay for adoption");
+    assert_eq!(
+        failure(registry.list(&owner).await).code(),
+        "REGISTRY_DISPOSING"
+    );
+    // Again, or a dispose after it: nothing more to do.
+    within(registry.shutdown()).await;
+    assert_eq!(
+        failure(registry.dispose().await).code(),
+        "REGISTRY_DISPOSING"
+    );
+
+    let second = open(dir.path(), &backend).await;
+    let names: Vec<_> = second
+        .list(&owner)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|snapshot| snapshot.name.unwrap())
+        .collect();
+    assert_eq!(names, ["always", "plain"]);
+    second.dispose().await.unwrap();
+}

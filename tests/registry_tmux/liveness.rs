@@ -299,6 +299,87 @@ async fn dropping_the_registry_keeps_terminals_running() {
 }
 
 #[tokio::test]
+async fn shutdown_lets_go_of_running_terminals_and_a_second_registry_adopts_them() {
+    within(async {
+        let env = Env::new().await;
+        let pid = env.spawn(sh("exec cat").name("c")).await.pid.unwrap();
+        env.send("c", b"before-shutdown", true, WaitFor::Idle).await;
+        let socket = server_dirs(&env.runtime())
+            .pop()
+            .expect("the terminal's server directory")
+            .join("tmux.sock");
+        let Env {
+            dir,
+            registry,
+            owner,
+            guard,
+        } = env;
+        assert!(
+            !list_clients(&socket).is_empty(),
+            "the registry is attached"
+        );
+        registry.shutdown().await;
+        // A second call waits for the first and returns.
+        registry.shutdown().await;
+        let after = registry.list(&owner).await.unwrap_err();
+        assert_eq!(after.code(), "REGISTRY_DISPOSING");
+        // The terminal runs on, with no control client of ours attached.
+        assert!(tmux_engine::tmux::process::is_alive(pid));
+        poll("the control client to leave", WAIT, || async {
+            list_clients(&socket).is_empty().then_some(())
+        })
+        .await;
+        drop(registry);
+        let (second, report) = open(dir.path()).await;
+        assert_eq!(report.adopted.len(), 1, "{report:?}");
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let page = second
+            .read(&owner, "c", ReadRequest::default())
+            .await
+            .unwrap();
+        assert!(
+            page.lines.iter().any(|l| l == "before-shutdown"),
+            "{page:?}"
+        );
+        let env = Env {
+            dir,
+            registry: second,
+            owner,
+            guard,
+        };
+        env.send("c", b"after-adoption", true, WaitFor::Idle).await;
+        let page = env
+            .registry
+            .read(&env.owner, "c", ReadRequest::default())
+            .await
+            .unwrap();
+        assert!(page.lines.iter().any(|l| l == "after-adoption"), "{page:?}");
+        env.finish().await;
+    })
+    .await;
+}
+
+/// The pids of the clients attached to the server on `socket`; panics when
+/// no server answers.
+fn list_clients(socket: &std::path::Path) -> Vec<String> {
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(socket)
+        .args(["list-clients", "-F", "#{client_pid}"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "no server on {}: {out:?}",
+        socket.display()
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
 async fn always_recreates_a_dying_program_until_the_cap_then_keeps_its_status() {
     within(async {
         let ms = Duration::from_millis;

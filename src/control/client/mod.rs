@@ -5,17 +5,23 @@
 //! `%begin` flags `1` (commands this client wrote) consume the FIFO; tmux's
 //! own blocks (the attach command, hooks) come with flags `0` and are skipped.
 //!
-//! Three tasks per client:
+//! Three tasks per client, plus one short-lived lag watcher per subscriber
+//! that falls behind, all on the client's own [`TaskTracker`]:
 //! - the reader (`reader.rs`) owns the child and its stdout and never waits on anyone
 //!   (except [`Delivery::Lossless`] subscribers, who asked for it): it routes
 //!   output, completes replies and runs the flow control of `subscribe`;
 //! - the writer owns stdin and writes queued lines in order, batching them;
-//! - a stderr drain keeps tmux's last words for the close reason.
+//! - a stderr drain keeps tmux's last words for the close reason;
+//! - a lag watcher waits for room in a lagging subscriber's queue, then
+//!   starts its resync.
 //!
 //! When tmux goes away (`%exit`, EOF, a crash) every pending command fails
 //! with `SERVER_GONE`, every stream ends and [`ControlClient::closed`]
-//! resolves with the reason. This module must not know how the server was
-//! started: it takes a ready `Command`.
+//! resolves with the reason once every task of the client has finished.
+//! Shutdown is a value: [`ControlClient::detach`] resolves only when
+//! `tmux -C` has exited, the handshake lock is released and no task of the
+//! client is left; no program has to wait for anything global. This module
+//! must not know how the server was started: it takes a ready `Command`.
 
 mod handshake;
 mod reader;
@@ -32,6 +38,7 @@ use tokio::process::ChildStdin;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::debug;
 
 use super::subscribe::{Effects, PaneInfo, Routes, SubState, SubscribeOptions};
@@ -111,43 +118,26 @@ impl Drop for DropGuard {
     }
 }
 
-/// How many `tmux -C` processes this process runs whose connection has
-/// not finished closing (see [`all_closed`]).
-static OPEN: std::sync::LazyLock<watch::Sender<usize>> =
-    std::sync::LazyLock::new(|| watch::Sender::new(0));
-
-/// Counts one open connection in [`OPEN`] for as long as it lives; the
-/// reader task owns it, so an aborted task still uncounts.
-pub(super) struct OpenConnection(());
-
-impl OpenConnection {
-    fn new() -> Self {
-        OPEN.send_modify(|open| *open += 1);
-        OpenConnection(())
-    }
-}
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        OPEN.send_modify(|open| *open = open.saturating_sub(1));
-    }
-}
-
-/// Resolves once every control connection this process opened has closed
-/// and its `tmux -C` exited. A program that drops its clients (or its
-/// registry) and then exits awaits this first: a connection cut off by the
-/// runtime's shutdown leaves without the handshake lock, which tmux 3.3a
-/// can crash on (see [`ClientOptions::handshake_lock`]).
-pub async fn all_closed() {
-    let mut open = OPEN.subscribe();
-    // The sender is static, so the wait never fails.
-    let _ = open.wait_for(|&open| open == 0).await;
-}
-
 pub(crate) struct Shared {
     state: Mutex<State>,
+    /// Lines for tmux's stdin. Unbounded on purpose: lines are queued under
+    /// the state lock (FIFO order = write order, see `write_locked`), where
+    /// a bounded `send().await` cannot wait. It is bounded in practice:
+    /// caller lines hold an in-flight permit until tmux answers them (at
+    /// most `max_in_flight`, whether or not the caller still waits), and the
+    /// engine's own lines are at most three per `subscribe_pane` or dropped
+    /// stream, and one plus two per subscriber per tmux `%pause` or lag
+    /// episode (a pane is paused once until continued, a subscriber lags
+    /// once until resynced).
     writer: mpsc::UnboundedSender<Bytes>,
     in_flight: Arc<Semaphore>,
+    /// Every task of this client (reader, writer, stderr drain, lag
+    /// watchers); closed once the client is built, so `wait` means "all
+    /// done".
+    tasks: TaskTracker,
+    /// Cancelled by the reader once the connection is closed: stops the
+    /// stderr drain and the lag watchers.
+    ended: CancellationToken,
     /// Taken on close, so every receiver sees `Closed` once drained.
     events: Mutex<Option<broadcast::Sender<Notification>>>,
     closed: watch::Sender<Option<String>>,
@@ -168,6 +158,10 @@ enum Pending {
     Caller {
         command: String,
         tx: oneshot::Sender<Reply>,
+        /// The caller's in-flight slot, held until tmux answered (or the
+        /// connection closed), so that callers who give up cannot queue
+        /// more than `max_in_flight` lines.
+        _permit: Option<OwnedSemaphorePermit>,
     },
     /// The engine's own bookkeeping commands.
     Internal(Internal),
@@ -269,6 +263,8 @@ impl ControlClient {
             }),
             writer,
             in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
+            tasks: TaskTracker::new(),
+            ended: CancellationToken::new(),
             events: Mutex::new(Some(broadcast::channel(opts.event_capacity.max(1)).0)),
             closed: watch::channel(None).0,
             pid: child.id(),
@@ -282,21 +278,25 @@ impl ControlClient {
 
         let (ready_tx, ready_rx) = oneshot::channel();
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
-        tokio::spawn(drain_stderr(stderr, stderr_tail.clone()));
+        shared.tasks.spawn(drain_stderr(
+            stderr,
+            stderr_tail.clone(),
+            shared.ended.clone(),
+        ));
         let framed = FramedRead::with_capacity(
             stdout,
             ControlCodec::with_max_line_length(shared.opts.max_line_length),
             64 * 1024,
         );
-        tokio::spawn(
+        shared.tasks.spawn(
             Reader {
-                _open: OpenConnection::new(),
                 shared: shared.clone(),
+                cancel: cancel.clone(),
                 ready: Some(ready_tx),
                 exit_reason: None,
                 stderr_tail,
             }
-            .run(framed, child, cancel.clone(), hangup.clone()),
+            .run(framed, child, hangup.clone()),
         );
 
         let client = ControlClient {
@@ -307,32 +307,46 @@ impl ControlClient {
         let ready = tokio::time::timeout(ready_timeout, ready_rx).await;
         // Attached (or failed): this client has its control state now.
         drop(handshake);
-        match ready {
+        let mut stdin = Some(stdin);
+        let attached = match ready {
             Ok(Ok(Ok(()))) => {
                 // tmux 3.3a and older read stdin before the attach command
                 // has run, so nothing is written until its block closed.
-                tokio::spawn(write_lines(stdin, lines, hangup));
+                if let Some(stdin) = stdin.take() {
+                    client.shared.tasks.spawn(write_lines(stdin, lines, hangup));
+                }
+                Ok(())
             }
-            Ok(Ok(Err(message))) => {
-                return Err(Error::Command {
-                    command: program,
-                    message,
-                });
-            }
-            Ok(Err(_)) => return Err(client.gone_error()),
-            Err(_) => {
-                return Err(Error::Unresponsive {
-                    command: program,
-                    timeout: ready_timeout,
-                });
-            }
-        }
-        if let Some(secs) = client.shared.opts.pause_after {
-            client
+            Ok(Ok(Err(message))) => Err(Error::Command {
+                command: program,
+                message,
+            }),
+            Ok(Err(_)) => Err(client.gone_error()),
+            Err(_) => Err(Error::Unresponsive {
+                command: program,
+                timeout: ready_timeout,
+            }),
+        };
+        // Every long-lived task is started; lag watchers are started by the
+        // reader, which is tracked until they are, so `wait` cannot resolve
+        // between them.
+        client.shared.tasks.close();
+        let configured = match (attached, client.shared.opts.pause_after) {
+            (Ok(()), Some(secs)) => client
                 .command(
                     &TmuxCommand::new("refresh-client").opt("-f", format!("pause-after={secs}")),
                 )
-                .await?;
+                .await
+                .map(drop),
+            (attached, _) => attached,
+        };
+        if let Err(error) = configured {
+            // A failed client leaves nothing behind: stdin's EOF detaches a
+            // client that got as far as attaching, and the error is
+            // returned once `tmux -C` has exited.
+            drop((stdin, streams));
+            client.detach().await;
+            return Err(error);
         }
         Ok((client, streams))
     }
@@ -363,8 +377,8 @@ impl ControlClient {
         let line = command.checked()?.line();
         let wait = async {
             let permit = self.shared.in_flight.clone().acquire_owned().await;
-            let rx = self.enqueue(line)?;
-            finish(rx, permit.ok()).await
+            let rx = self.enqueue(line, permit.ok())?;
+            rx.await.map_err(|_| ())
         };
         match tokio::time::timeout(timeout, wait).await {
             Ok(Ok(reply)) => Ok(reply),
@@ -388,9 +402,9 @@ impl ControlClient {
         for command in &commands {
             let permit = self.shared.in_flight.clone().acquire_owned().await;
             let rx = self
-                .enqueue(command.line())
+                .enqueue(command.line(), permit.ok())
                 .map_err(|()| self.gone_error())?;
-            waits.push((command, finish(rx, permit.ok())));
+            waits.push((command, rx));
         }
         for (command, wait) in waits {
             match tokio::time::timeout(timeout, wait).await {
@@ -401,7 +415,7 @@ impl ControlClient {
                         message: reply.text(),
                     });
                 }
-                Ok(Err(())) => return Err(self.gone_error()),
+                Ok(Err(_)) => return Err(self.gone_error()),
                 Err(_) => {
                     return Err(Error::Unresponsive {
                         command: command.line().to_owned(),
@@ -436,13 +450,25 @@ impl ControlClient {
         self.shared.closed.borrow().clone()
     }
 
-    /// Resolves with the reason when the connection closes.
+    /// Resolves with the reason once the connection has closed and every
+    /// task of this client has finished: `tmux -C` has exited (and was
+    /// reaped) and the handshake lock, if it was taken to leave, is
+    /// released. Nothing of the client runs after this resolves.
     pub async fn closed(&self) -> String {
-        wait_closed(&self.shared).await
+        let reason = wait_closed(&self.shared).await;
+        self.shared.tasks.wait().await;
+        reason
     }
 
-    /// Detaches (closes tmux's stdin, which ends the client but not the
-    /// server) and waits until the connection is closed.
+    /// Shuts this client down as a value: detaches (under the handshake
+    /// lock, closing tmux's stdin, which ends the client but not the server)
+    /// and resolves as [`closed`](ControlClient::closed) does, with the
+    /// reason. Other handles of the client see it closed.
+    ///
+    /// A client that is merely dropped detaches the same way, in the
+    /// background; a program about to exit awaits this instead, so that
+    /// its runtime's end cannot cut the detach off (see
+    /// [`ClientOptions::handshake_lock`]).
     pub async fn detach(&self) -> String {
         self._guard.0.cancel();
         self.closed().await
@@ -453,7 +479,11 @@ impl ControlClient {
         self.shared.pid
     }
 
-    fn enqueue(&self, line: &str) -> std::result::Result<oneshot::Receiver<Reply>, ()> {
+    fn enqueue(
+        &self,
+        line: &str,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> std::result::Result<oneshot::Receiver<Reply>, ()> {
         let (tx, rx) = oneshot::channel();
         let mut state = self.shared.lock();
         if state.closed.is_some() {
@@ -462,6 +492,7 @@ impl ControlClient {
         let pending = Pending::Caller {
             command: line.to_owned(),
             tx,
+            _permit: permit,
         };
         self.shared.write_locked(&mut state, line, pending);
         Ok(rx)
@@ -474,13 +505,6 @@ impl ControlClient {
                 .unwrap_or_else(|| "the control connection closed".to_owned()),
         }
     }
-}
-
-async fn finish(
-    rx: oneshot::Receiver<Reply>,
-    _permit: Option<OwnedSemaphorePermit>,
-) -> std::result::Result<Reply, ()> {
-    rx.await.map_err(|_| ())
 }
 
 async fn wait_closed(shared: &Shared) -> String {
@@ -564,10 +588,17 @@ impl Shared {
         for (pane, sub, tx) in fx.lagging.drain(..) {
             debug!(%pane, sub, "subscriber lags: skipping its output until it drains");
             let shared = Arc::downgrade(self);
-            tokio::spawn(async move {
+            let ended = self.ended.clone();
+            self.tasks.spawn(async move {
                 // Wait until half the queue is free, so resyncs don't thrash.
+                // A stream nobody reads (nor drops) must not keep the client
+                // from finishing: stop when the connection ends.
                 let room = (tx.max_capacity() / 2).max(1);
-                if tx.reserve_many(room).await.is_err() {
+                let reserved = tokio::select! {
+                    reserved = tx.reserve_many(room) => reserved.is_ok(),
+                    () = ended.cancelled() => false,
+                };
+                if !reserved {
                     return;
                 }
                 if let Some(shared) = shared.upgrade() {

@@ -30,9 +30,9 @@ use crate::control::{ControlCodec, Event, Notification, PaneId, Reply};
 
 /// The reading side of a client; owns the child.
 pub(super) struct Reader {
-    /// Uncounts this connection when the reader ends (or is dropped).
-    pub(super) _open: super::OpenConnection,
     pub(super) shared: Arc<Shared>,
+    /// Cancelled when the client detaches (explicitly or on its last drop).
+    pub(super) cancel: CancellationToken,
     pub(super) ready: Option<oneshot::Sender<std::result::Result<(), String>>>,
     pub(super) exit_reason: Option<String>,
     pub(super) stderr_tail: Arc<Mutex<Vec<u8>>>,
@@ -43,9 +43,9 @@ impl Reader {
         mut self,
         mut framed: FramedRead<tokio::process::ChildStdout, ControlCodec>,
         mut child: Child,
-        cancel: CancellationToken,
         hangup: CancellationToken,
     ) {
+        let cancel = self.cancel.clone();
         let mut io_error = None;
         let mut detaching = false;
         // Held from the hangup until `tmux -C` has exited (see `handshake`).
@@ -97,6 +97,8 @@ impl Reader {
         let reason = self.close_reason(io_error, status);
         debug!(reason = %reason, "control connection closed");
         self.close(reason);
+        // The stderr drain and lag watchers have nothing left to do.
+        self.shared.ended.cancel();
     }
 
     fn close_reason(
@@ -172,7 +174,7 @@ impl Reader {
             let mut state = self.shared.lock();
             match state.pending.pop_front() {
                 None => warn!(number = reply.number, "reply with no command pending"),
-                Some(Pending::Caller { command, tx }) => {
+                Some(Pending::Caller { command, tx, .. }) => {
                     if tx.send(reply).is_err() {
                         debug!(command = %command, "reply after its caller gave up");
                     }
@@ -183,7 +185,7 @@ impl Reader {
                 }
             }
         }
-        deliver_blocking(fx).await;
+        self.deliver_blocking(fx).await;
     }
 
     fn internal(&self, state: &mut State, what: Internal, reply: Reply, fx: &mut Effects) {
@@ -236,7 +238,7 @@ impl Reader {
                     state.routes.output(*pane, data, &mut fx);
                     self.shared.apply_locked(&mut state, &mut fx);
                 }
-                deliver_blocking(fx).await;
+                self.deliver_blocking(fx).await;
             }
             Notification::Pause { pane } => self.paused_by_tmux(*pane),
             Notification::Exit { reason } => {
@@ -287,20 +289,43 @@ impl Reader {
             self.shared.resync_locked(&mut state, pane, id);
         }
     }
-}
 
-async fn deliver_blocking(fx: Effects) {
-    for (tx, event) in fx.blocking {
-        // A dropped receiver just means nobody wants it any more.
-        let _ = tx.send(event).await;
+    /// Waits for [`Delivery::Lossless`] subscribers to take their events,
+    /// unless the client is detaching: a subscriber that stopped reading
+    /// must not keep a detach (and everyone awaiting it) waiting forever.
+    ///
+    /// [`Delivery::Lossless`]: super::Delivery::Lossless
+    async fn deliver_blocking(&self, fx: Effects) {
+        for (tx, event) in fx.blocking {
+            // A dropped receiver just means nobody wants it any more.
+            tokio::select! {
+                _ = tx.send(event) => {}
+                () = self.cancel.cancelled() => {
+                    debug!("detaching: dropping output a lossless subscriber did not take");
+                }
+            }
+        }
     }
 }
 
-/// Keeps the last few KiB of tmux's stderr for the close reason.
-pub(super) async fn drain_stderr(mut stderr: ChildStderr, tail: Arc<Mutex<Vec<u8>>>) {
+/// Keeps the last few KiB of tmux's stderr for the close reason, until EOF
+/// or until the connection has ended (`ended`; a process that inherited the
+/// pipe must not keep the task alive).
+pub(super) async fn drain_stderr(
+    mut stderr: ChildStderr,
+    tail: Arc<Mutex<Vec<u8>>>,
+    ended: CancellationToken,
+) {
     const KEEP: usize = 4096;
     let mut buf = [0u8; 4096];
-    while let Ok(n) = stderr.read(&mut buf).await {
+    loop {
+        let n = tokio::select! {
+            read = stderr.read(&mut buf) => match read {
+                Ok(n) => n,
+                Err(_) => break,
+            },
+            () = ended.cancelled() => break,
+        };
         if n == 0 {
             break;
         }

@@ -349,7 +349,10 @@ impl TmuxBackend {
                 client.detach().await;
                 return Ok(None);
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                client.detach().await;
+                return Err(error);
+            }
         };
         if let Some(pid) = state.server_pid {
             handle.set_pid(pid);

@@ -9,7 +9,9 @@
 //! pushed through the status watch at once.
 //!
 //! Dropping a [`TmuxTerminal`] stops the watcher and detaches the control
-//! client; the tmux server keeps running (terminals outlive the engine).
+//! client in the background; [`BackendTerminal::shutdown`] does the same
+//! and resolves when both are done. Either way the tmux server keeps
+//! running (terminals outlive the engine).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +22,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use super::TmuxConfig;
@@ -78,8 +81,10 @@ pub(super) struct Shared {
     pub status: watch::Sender<TerminalStatus>,
     /// New pane streams after a respawn, for the watcher.
     pub restream: mpsc::Sender<PaneStream>,
-    /// Stops the watcher (drop or close).
+    /// Stops the watcher (drop, close or shutdown).
     pub stop: CancellationToken,
+    /// The watcher task (closed once it is spawned).
+    pub tasks: TaskTracker,
     pub closed: AtomicBool,
 }
 
@@ -182,9 +187,13 @@ impl TmuxTerminal {
             status: watch::Sender::new(parts.status),
             restream,
             stop: CancellationToken::new(),
+            tasks: TaskTracker::new(),
             closed: AtomicBool::new(false),
         });
-        tokio::spawn(watch_pane(Arc::clone(&shared), parts.stream, restreams));
+        shared
+            .tasks
+            .spawn(watch_pane(Arc::clone(&shared), parts.stream, restreams));
+        shared.tasks.close();
         Arc::new(TmuxTerminal { shared })
     }
 
@@ -396,6 +405,10 @@ impl BackendTerminal for TmuxTerminal {
         Box::pin(close(&self.shared, reason))
     }
 
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(shutdown(&self.shared))
+    }
+
     fn probe(&self) -> BoxFuture<'_, Result<Liveness>> {
         Box::pin(probe(&self.shared))
     }
@@ -462,11 +475,27 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
         });
     }
     shared.stop.cancel();
+    shared.tasks.wait().await;
     shared.set_status(TerminalStatus::Gone {
         reason: format!("closed: {reason}"),
     });
     shared.closed.store(true, Ordering::Release);
     Ok(())
+}
+
+/// Lets go of the terminal without touching the server: the watcher stops
+/// first (so the detach does not read as the server's death), then the
+/// control client detaches; resolves when both are done.
+async fn shutdown(shared: &Shared) {
+    // Serialized with `close`: a close in flight finishes first.
+    let _server = shared.server.lock().await;
+    if let Some(send) = shared.lock().active_send.take() {
+        send.cancel();
+    }
+    shared.stop.cancel();
+    shared.tasks.wait().await;
+    let reason = shared.client.detach().await;
+    debug!(terminal = %shared.id, %reason, "shut down; the server keeps running");
 }
 
 /// The liveness probe: control-client EOF, then `list-panes` on the exact
