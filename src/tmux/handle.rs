@@ -6,6 +6,11 @@
 //! from [`Server::into_detached`](super::Server::into_detached) after a
 //! start, or from [`ServerHandle::open`] for a server found on disk (an
 //! adopted terminal). Only [`ServerHandle::kill`] stops the server.
+//!
+//! This module is the lower of the two: it owns a server directory's
+//! layout ([`SOCKET_NAME`], [`CONFIG_NAME`]) and the one-shot `tmux` runner
+//! ([`RUN_TIMEOUT`]) that [`Server`](super::Server) builds on; it never
+//! imports `server`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -17,12 +22,18 @@ use rustix::process::Signal;
 
 use super::command::TmuxCommand;
 use super::process;
-use super::server::{CONFIG_NAME, RUN_TIMEOUT, SOCKET_NAME, cli, output};
 use super::version::Tmux;
 use crate::{Error, Result};
 
+/// The socket's file name inside the server directory.
+pub const SOCKET_NAME: &str = "tmux.sock";
+/// The engine's config file inside the server directory.
+pub const CONFIG_NAME: &str = "tmux.conf";
 /// The handshake lock's file name in a server's directory.
 const CONTROL_LOCK_NAME: &str = "control.lock";
+
+/// How long a one-shot `tmux` command (including the start) may take.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a server gets to exit after `kill-server` before SIGKILL.
 pub(super) const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -223,4 +234,51 @@ impl ServerHandle {
             )),
         }
     }
+}
+
+/// `tmux -u -S SOCK -f CONF`, stdin closed, output captured, killed if the
+/// caller gives up. `-f` on every call: a command that starts a server
+/// (there should be none) still gets the engine's config.
+fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::from(tmux.command([
+        OsString::from("-S"),
+        socket.as_os_str().to_owned(),
+        OsString::from("-f"),
+        config.as_os_str().to_owned(),
+    ]));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs a `tmux` CLI process to completion within `timeout`.
+pub(super) async fn output(
+    mut cmd: tokio::process::Command,
+    line: &str,
+    timeout: Duration,
+) -> Result<String> {
+    let run = cmd.output();
+    let out = match tokio::time::timeout(timeout, run).await {
+        Ok(out) => out.map_err(|e| Error::io(format!("spawning tmux for `{line}`"), e))?,
+        Err(_) => {
+            return Err(Error::Unresponsive {
+                command: line.to_owned(),
+                timeout,
+            });
+        }
+    };
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        return Err(Error::Command {
+            command: line.to_owned(),
+            message: if stderr.is_empty() {
+                format!("tmux exited with {}", out.status)
+            } else {
+                stderr
+            },
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -19,17 +19,13 @@ use rustix::process::Signal;
 use tempfile::TempDir;
 
 use super::command::TmuxCommand;
-use super::handle::{KILL_GRACE, ServerHandle};
+use super::handle::{KILL_GRACE, RUN_TIMEOUT, ServerHandle, output};
 use super::options::{ServerOptions, StartMode, config_text, runtime_base, start_argv, validate};
 use super::process;
 use super::version::Tmux;
 use crate::vocab::{PaneId, Size};
 use crate::{Error, Result};
 
-/// The socket's file name inside the server directory.
-pub const SOCKET_NAME: &str = "tmux.sock";
-/// The engine's config file inside the server directory.
-pub const CONFIG_NAME: &str = "tmux.conf";
 /// Prefix of every server directory, so orphans can be found and reaped.
 pub const DIR_PREFIX: &str = "tmux-engine-";
 
@@ -42,8 +38,6 @@ pub const MAX_SOCKET_PATH: usize = 107;
 #[cfg(not(target_os = "linux"))]
 pub const MAX_SOCKET_PATH: usize = 103;
 
-/// How long a one-shot `tmux` command (including the start) may take.
-pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a `tmux kill-server` client may take inside `Drop`.
 const DROP_CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -501,53 +495,6 @@ fn parse_start(out: &str, command: &str) -> Result<(u32, FirstPane)> {
     let id = pane.parse().map_err(|_| bad())?;
     let pane_pid = pane_pid.parse().map_err(|_| bad())?;
     Ok((pid, FirstPane { id, pid: pane_pid }))
-}
-
-/// `tmux -u -S SOCK -f CONF`, stdin closed, output captured, killed if the
-/// caller gives up. `-f` on every call: a command that starts a server
-/// (there should be none) still gets the engine's config.
-pub(super) fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::from(tmux.command([
-        OsString::from("-S"),
-        socket.as_os_str().to_owned(),
-        OsString::from("-f"),
-        config.as_os_str().to_owned(),
-    ]));
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-/// Runs a `tmux` CLI process to completion within `timeout`.
-pub(super) async fn output(
-    mut cmd: tokio::process::Command,
-    line: &str,
-    timeout: Duration,
-) -> Result<String> {
-    let run = cmd.output();
-    let out = match tokio::time::timeout(timeout, run).await {
-        Ok(out) => out.map_err(|e| Error::io(format!("spawning tmux for `{line}`"), e))?,
-        Err(_) => {
-            return Err(Error::Unresponsive {
-                command: line.to_owned(),
-                timeout,
-            });
-        }
-    };
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        return Err(Error::Command {
-            command: line.to_owned(),
-            message: if stderr.is_empty() {
-                format!("tmux exited with {}", out.status)
-            } else {
-                stderr
-            },
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]
