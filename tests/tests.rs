@@ -13,6 +13,7 @@ mod decode_cli;
 mod discovery;
 mod fixture;
 mod injection;
+mod kill;
 mod registry_logic;
 mod registry_tmux;
 mod run_cli;

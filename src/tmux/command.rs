@@ -3,7 +3,7 @@
 //! [`quote`] is the one quoting function of the engine: every argument that
 //! reaches a tmux command line goes through it (via [`TmuxCommand`]), and
 //! pane input goes hex-encoded through [`send_keys_hex`]. Names are checked
-//! by [`check_name`](super::check_name). This module builds text and argv;
+//! by [`check_name`](crate::vocab::check_name). This module builds text and argv;
 //! it runs nothing.
 //!
 //! Two forms of the same command exist, with different hazards:
