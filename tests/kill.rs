@@ -131,32 +131,21 @@ async fn kill_tree(way: Way) {
     doomed.assert_gone(way);
 }
 
+/// Every entry, one after the other, each on its own server and socket;
+/// the `ServerHandle` entries then run twice more (idempotence).
 #[tokio::test]
-async fn kill_with_a_one_shot_kill_server_ends_tree_server_and_directory() {
-    within(kill_tree(Way::Cli)).await;
-}
-
-#[tokio::test]
-async fn kill_without_a_pane_finds_the_panes_itself() {
-    within(kill_tree(Way::Discovered)).await;
-}
-
-#[tokio::test]
-async fn kill_over_a_control_client_ends_tree_server_and_directory() {
-    within(kill_tree(Way::Request)).await;
-}
-
-#[tokio::test]
-async fn blocking_kill_ends_tree_server_and_directory() {
-    within(kill_tree(Way::Blocking)).await;
-}
-
-#[tokio::test]
-async fn server_kill_ends_its_first_panes_tree() {
-    within(kill_tree(Way::ServerKill)).await;
-}
-
-#[tokio::test]
-async fn dropping_a_server_ends_its_first_panes_tree() {
-    within(kill_tree(Way::ServerDrop)).await;
+async fn every_entry_ends_tree_server_and_directory() {
+    within(async {
+        for way in [
+            Way::Cli,
+            Way::Discovered,
+            Way::Request,
+            Way::Blocking,
+            Way::ServerKill,
+            Way::ServerDrop,
+        ] {
+            kill_tree(way).await;
+        }
+    })
+    .await;
 }
