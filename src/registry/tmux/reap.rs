@@ -1,7 +1,8 @@
 //! Reaping the backend's runtime directory: server directories that no
 //! record names. A directory whose socket has a live engine server (marked
 //! with `@tmux-engine`) goes through the kill path (its panes' process
-//! trees, server and directory); one with no server is removed. Directories younger than the grace period
+//! trees, server and directory), and so does one with no server (the path
+//! then only removes the directory). Directories younger than the grace period
 //! are skipped (a spawn in another process may not have written its record
 //! yet), and so are servers without the engine's mark.
 
@@ -56,24 +57,16 @@ pub(super) async fn reap(
             continue;
         }
         let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
-        match handle.marked().await {
-            Some(true) => match handle.kill().await {
-                Ok(()) => report
-                    .removed
-                    .push(format!("server without a record at {}", path.display())),
-                Err(error) => report.failures.push(error),
-            },
-            Some(false) => {} // a live server that is not the engine's: leave it
-            None => match std::fs::remove_dir_all(&path) {
-                Ok(()) => report.removed.push(format!(
-                    "socket directory without a server at {}",
-                    path.display()
-                )),
-                Err(e) => report.failures.push(Error::io(
-                    format!("removing socket directory {}", path.display()),
-                    e,
-                )),
-            },
+        let what = match handle.marked().await {
+            Some(true) => "server without a record",
+            Some(false) => continue, // a live server that is not the engine's: leave it
+            // None answers: a stale socket, or a hung server the kill path
+            // finds by its socket's name.
+            None => "socket directory without a server",
+        };
+        match handle.kill().await {
+            Ok(()) => report.removed.push(format!("{what} at {}", path.display())),
+            Err(error) => report.failures.push(error),
         }
     }
     Ok(report)
