@@ -13,6 +13,7 @@ mod decode_cli;
 mod discovery;
 mod fixture;
 mod injection;
+mod kill;
 mod layers;
 mod registry_logic;
 mod registry_tmux;

@@ -5,7 +5,13 @@
 //! cannot be [`Server`](super::Server)s (which kill on drop). A handle comes
 //! from [`Server::into_detached`](super::Server::into_detached) after a
 //! start, or from [`ServerHandle::open`] for a server found on disk (an
-//! adopted terminal). Only [`ServerHandle::kill`] stops the server.
+//! adopted terminal). Only the kill path stops the server
+//! ([`ServerHandle::kill`] and its forms, in `kill.rs`).
+//!
+//! This module is the lower of the two: it owns a server directory's
+//! layout ([`SOCKET_NAME`], [`CONFIG_NAME`]) and the one-shot `tmux` runner
+//! ([`RUN_TIMEOUT`]) that [`Server`](super::Server) builds on; it never
+//! imports `server`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -13,19 +19,21 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustix::process::Signal;
-
 use super::command::TmuxCommand;
-use super::process;
-use super::server::{CONFIG_NAME, RUN_TIMEOUT, SOCKET_NAME, cli, output};
+use super::options::{MARK_OPTION, MARK_VALUE};
+use super::procfs::ProcessId;
 use super::version::Tmux;
 use crate::{Error, Result};
 
+/// The socket's file name inside the server directory.
+pub const SOCKET_NAME: &str = "tmux.sock";
+/// The engine's config file inside the server directory.
+pub const CONFIG_NAME: &str = "tmux.conf";
 /// The handshake lock's file name in a server's directory.
 const CONTROL_LOCK_NAME: &str = "control.lock";
 
-/// How long a server gets to exit after `kill-server` before SIGKILL.
-pub(super) const KILL_GRACE: Duration = Duration::from_secs(3);
+/// How long a one-shot `tmux` command (including the start) may take.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A tmux server on a private socket that is not killed on drop.
 #[derive(Debug, Clone)]
@@ -36,7 +44,8 @@ pub struct ServerHandle {
     config: PathBuf,
     name: String,
     target: String,
-    pid: u32,
+    /// The server process; pid 0 when unknown.
+    pid: ProcessId,
 }
 
 impl ServerHandle {
@@ -48,7 +57,7 @@ impl ServerHandle {
             tmux,
             dir,
             name,
-            pid,
+            pid: ProcessId::now(pid),
         }
     }
 
@@ -93,12 +102,19 @@ impl ServerHandle {
 
     /// The server's pid, 0 when unknown.
     pub fn pid(&self) -> u32 {
+        self.pid.pid
+    }
+
+    /// The server process: its pid (0 when unknown) and start time, which
+    /// keeps checks and signals off a process that reuses the pid.
+    pub fn process(&self) -> ProcessId {
         self.pid
     }
 
-    /// Records the server's pid (`#{pid}`), learnt from the server itself.
+    /// Records the server's pid (`#{pid}`), learnt from the server itself,
+    /// with its start time read now (see [`ProcessId::now`]).
     pub fn set_pid(&mut self, pid: u32) {
-        self.pid = pid;
+        self.pid = ProcessId::now(pid);
     }
 
     /// The tmux binary.
@@ -134,93 +150,81 @@ impl ServerHandle {
     ///
     /// As [`Server::run`](super::Server::run).
     pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
+        self.run_within(cmd, RUN_TIMEOUT).await
+    }
+
+    /// [`run`](Self::run) giving the client `timeout`.
+    pub(super) async fn run_within(&self, cmd: &TmuxCommand, timeout: Duration) -> Result<String> {
         let cmd = cmd.checked()?;
         let mut cli = self.cli();
         cli.args(cmd.argv());
-        output(cli, cmd.line(), RUN_TIMEOUT).await
+        output(cli, cmd.line(), timeout).await
+    }
+
+    /// Whether a server answers on the socket and carries the engine's
+    /// mark (`@tmux-engine`): `None` when none answers (no socket, or a
+    /// stale one), `Some(false)` for a server that is not the engine's,
+    /// which reapers must leave alone.
+    pub async fn marked(&self) -> Option<bool> {
+        if !self.socket.exists() {
+            return None;
+        }
+        let mark = TmuxCommand::new("show-options")
+            .flag("-sv")
+            .arg(MARK_OPTION);
+        let value = self.run(&mark).await.ok()?;
+        Some(value.trim() == MARK_VALUE)
     }
 
     /// `tmux -u -S SOCK -f CONF` for a one-shot command (see [`cli`]).
     pub(super) fn cli(&self) -> tokio::process::Command {
         cli(&self.tmux, &self.socket, &self.config)
     }
+}
 
-    /// Kills the server (`kill-server`, SIGKILL after a grace period), waits
-    /// for it to exit, then removes its directory. Idempotent: a server that
-    /// is already gone, or a directory already removed, is success.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Unresponsive`] when the server survives SIGKILL;
-    /// [`Error::Io`] when the signal or the directory removal fails.
-    pub async fn kill(&mut self) -> Result<()> {
-        self.stop().await?;
-        self.remove_dir()
-    }
+/// `tmux -u -S SOCK -f CONF`, stdin closed, output captured, killed if the
+/// caller gives up. `-f` on every call: a command that starts a server
+/// (there should be none) still gets the engine's config.
+fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::from(tmux.command([
+        OsString::from("-S"),
+        socket.as_os_str().to_owned(),
+        OsString::from("-f"),
+        config.as_os_str().to_owned(),
+    ]));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
 
-    /// [`kill`](Self::kill) without removing the directory: for an owner
-    /// ([`Server`](super::Server)) that removes it its own way.
-    pub(super) async fn stop(&mut self) -> Result<()> {
-        if self.socket.exists() {
-            if self.pid == 0 {
-                let query = TmuxCommand::new("display-message").flag("-p").arg("#{pid}");
-                if let Ok(out) = self.run(&query).await {
-                    self.pid = out.trim().parse().unwrap_or(0);
-                }
-            }
-            // Fails when the server is already gone, which is what we want.
-            let _ = self.run(&TmuxCommand::new("kill-server")).await;
+/// Runs a `tmux` CLI process to completion within `timeout`.
+pub(super) async fn output(
+    mut cmd: tokio::process::Command,
+    line: &str,
+    timeout: Duration,
+) -> Result<String> {
+    let run = cmd.output();
+    let out = match tokio::time::timeout(timeout, run).await {
+        Ok(out) => out.map_err(|e| Error::io(format!("spawning tmux for `{line}`"), e))?,
+        Err(_) => {
+            return Err(Error::Unresponsive {
+                command: line.to_owned(),
+                timeout,
+            });
         }
-        self.wait_dead_or_sigkill().await
+    };
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        return Err(Error::Command {
+            command: line.to_owned(),
+            message: if stderr.is_empty() {
+                format!("tmux exited with {}", out.status)
+            } else {
+                stderr
+            },
+        });
     }
-
-    /// The end of [`kill`](Self::kill) for a caller that already asked the
-    /// server to exit another way (`kill-server` over its control client
-    /// costs no new tmux process): waits for the server to exit, SIGKILLs it
-    /// after a grace period, removes the directory. With the pid unknown
-    /// there is nothing to wait on, so this is [`kill`](Self::kill).
-    ///
-    /// # Errors
-    ///
-    /// As [`kill`](Self::kill).
-    pub async fn wait_killed(&mut self) -> Result<()> {
-        if self.pid == 0 {
-            return self.kill().await;
-        }
-        self.wait_dead_or_sigkill().await?;
-        self.remove_dir()
-    }
-
-    /// Waits for the server's death (pidfd, see [`process::exited`]), with
-    /// SIGKILL after [`KILL_GRACE`].
-    async fn wait_dead_or_sigkill(&mut self) -> Result<()> {
-        if !process::wait_dead(self.pid, KILL_GRACE).await {
-            tracing::warn!(
-                pid = self.pid,
-                "tmux server ignored kill-server; sending SIGKILL"
-            );
-            if process::looks_like_tmux(self.pid) {
-                process::signal(self.pid, Signal::KILL)?;
-            }
-            if !process::wait_dead(self.pid, KILL_GRACE).await {
-                return Err(Error::Unresponsive {
-                    command: format!("kill-server (pid {} survived SIGKILL)", self.pid),
-                    timeout: KILL_GRACE * 2,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Removes the server's directory; already gone is success.
-    fn remove_dir(&self) -> Result<()> {
-        match std::fs::remove_dir_all(&self.dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::io(
-                format!("removing server directory {}", self.dir.display()),
-                e,
-            )),
-        }
-    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -3,13 +3,16 @@
 //!
 //! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
 //! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
-//! - the rules for session and environment variable names are
-//!   [`crate::vocab::check_name`] and [`crate::vocab::check_env_name`];
-//! - [`options`]: [`ServerOptions`], validated and turned into the config
+//! - [`options`]: [`ServerOptions`], validated (names by
+//!   [`check_name`](crate::vocab::check_name)) and turned into the config
 //!   file and start command;
 //! - [`server`]: [`Server`], one tmux server on a private socket;
 //! - [`handle`]: [`ServerHandle`], a server that outlives the engine
-//!   (never killed on drop);
+//!   (never killed on drop); owns a server directory's layout and the
+//!   one-shot `tmux` runner;
+//! - [`kill`]: the one kill path for a server, its panes' process trees and
+//!   its directory ([`ServerHandle::kill_with`], and its blocking form for
+//!   `Drop`);
 //! - [`process`]: liveness and killing of processes we did not spawn
 //!   directly (the daemonised tmux server, a pane's session);
 //! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
@@ -20,6 +23,7 @@
 
 pub mod command;
 pub mod handle;
+pub mod kill;
 pub mod options;
 pub mod process;
 pub mod procfs;
@@ -30,6 +34,8 @@ pub use command::{
     DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
 };
 pub use handle::ServerHandle;
+pub use kill::KillRequest;
 pub use options::ServerOptions;
+pub use procfs::ProcessId;
 pub use server::{FirstPane, Server};
 pub use version::{Caps, Stage, Tmux, Version};

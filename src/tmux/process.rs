@@ -7,12 +7,17 @@
 //! container init processes reap late or never; so on Linux a zombie counts
 //! as dead (read from `/proc`), where `kill(pid, 0)` alone would say alive.
 //! No `unsafe`: signals go through rustix.
+//!
+//! Every function takes a [`ProcessId`] (a bare `u32` converts): with a
+//! start time recorded, a pid that a new process took is treated as gone,
+//! never signalled or waited on in its place.
 
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal};
 
 use super::procfs;
+pub use super::procfs::ProcessId;
 
 /// How often the polling waits look again (the blocking one, and the async
 /// one where pidfds are unavailable).
@@ -22,16 +27,18 @@ fn pid(raw: u32) -> Option<Pid> {
     i32::try_from(raw).ok().and_then(Pid::from_raw)
 }
 
-/// True while process `raw` exists and has not exited (a zombie is dead).
-/// Pid 0 and pids beyond `i32::MAX` are never alive.
-pub fn is_alive(raw: u32) -> bool {
-    let Some(p) = pid(raw) else {
+/// True while process `process` exists and has not exited (a zombie is
+/// dead). Pid 0 and pids beyond `i32::MAX` are never alive, nor is a pid
+/// another process took since `process`'s start time was recorded.
+pub fn is_alive(process: impl Into<ProcessId>) -> bool {
+    let process = process.into();
+    let Some(p) = pid(process.pid) else {
         return false;
     };
     #[cfg(target_os = "linux")]
     {
         let _ = p;
-        procfs::stat(raw).is_some_and(|stat| !stat.has_exited())
+        process.stat().is_some_and(|stat| !stat.has_exited())
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -43,37 +50,86 @@ pub fn is_alive(raw: u32) -> bool {
     }
 }
 
-/// True when process `raw` looks like a tmux server or client (its command
-/// name starts with `tmux`), checked before a SIGKILL so that a recycled pid
-/// is not hit. Where the name cannot be read (not Linux), assumes yes.
-pub fn looks_like_tmux(raw: u32) -> bool {
+/// True when `process` is still that process (its start time, when
+/// recorded, matches) and looks like a tmux server or client (its command
+/// name starts with `tmux`): checked before a SIGKILL so that a recycled
+/// pid is not hit. Without a start time, an unrelated tmux that took the
+/// pid passes; record one ([`ProcessId::now`]) where it matters. Where the
+/// name cannot be read (not Linux), assumes yes.
+pub fn looks_like_tmux(process: impl Into<ProcessId>) -> bool {
+    let process = process.into();
     #[cfg(target_os = "linux")]
     {
-        std::fs::read(format!("/proc/{raw}/comm")).is_ok_and(|comm| comm.starts_with(b"tmux"))
+        process.stat().is_some()
+            && std::fs::read(format!("/proc/{}/comm", process.pid))
+                .is_ok_and(|comm| comm.starts_with(b"tmux"))
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = raw;
-        true
+        process.pid != 0
     }
 }
 
-/// Sends `signal` to process `raw`; a process that is already gone is not an
-/// error.
+/// Sends `signal` to `process`; a process that is already gone (or whose
+/// pid another process took since its start time was recorded) is not an
+/// error and gets nothing.
+///
+/// With a start time, the process is pinned by a pidfd before its start
+/// time is compared, and signalled through that pidfd: the signal cannot
+/// reach a process that took the pid in between.
 ///
 /// # Errors
 ///
 /// The OS error (EPERM, ...) as [`crate::Error::Io`].
-pub fn signal(raw: u32, signal: Signal) -> crate::Result<()> {
-    let Some(p) = pid(raw) else {
+pub fn signal(process: impl Into<ProcessId>, signal: Signal) -> crate::Result<()> {
+    let process = process.into();
+    let Some(p) = pid(process.pid) else {
         return Ok(());
     };
-    match rustix::process::kill_process(p, signal) {
+    let sent = match pinned(process, p) {
+        Pinned::Gone => return Ok(()),
+        #[cfg(target_os = "linux")]
+        Pinned::Fd(fd) => rustix::process::pidfd_send_signal(&fd, signal),
+        Pinned::Unpinned => rustix::process::kill_process(p, signal),
+    };
+    match sent {
         Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
         Err(e) => Err(crate::Error::io(
-            format!("sending {signal:?} to pid {raw}"),
+            format!("sending {signal:?} to pid {}", process.pid),
             e.into(),
         )),
+    }
+}
+
+/// A process held so that its pid cannot change hands under us.
+enum Pinned {
+    /// No such process (any more), or its pid now names another.
+    Gone,
+    /// A pidfd on the very process (Linux, start time recorded).
+    #[cfg(target_os = "linux")]
+    Fd(rustix::fd::OwnedFd),
+    /// Only the pid: no start time to check, or no pidfd to be had.
+    Unpinned,
+}
+
+/// Opens a pidfd on `process` and checks, after opening, that its start
+/// time still matches: from then on the fd names that process only.
+fn pinned(process: ProcessId, p: Pid) -> Pinned {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{PidfdFlags, pidfd_open};
+        match pidfd_open(p, PidfdFlags::empty()) {
+            Ok(fd) if process.start_time.is_none() || process.stat().is_some() => Pinned::Fd(fd),
+            Ok(_) | Err(rustix::io::Errno::SRCH) => Pinned::Gone,
+            // EMFILE, ENOSYS...: the pid alone, checked just before.
+            Err(_) if process.start_time.is_some() && process.stat().is_none() => Pinned::Gone,
+            Err(_) => Pinned::Unpinned,
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (process, p);
+        Pinned::Unpinned
     }
 }
 
@@ -82,25 +138,27 @@ pub fn signal(raw: u32, signal: Signal) -> crate::Result<()> {
 /// a session leader (tmux calls `setsid` for it), so this is everything it
 /// started, except what moved to a session of its own. A pid reused by an
 /// unrelated session leader since the pane exited is left alone (see
-/// [`procfs::session_members`]). Best effort: a failed signal is logged.
-pub fn kill_session(session: u32, server: u32) -> Vec<u32> {
+/// [`procfs::session_members`]: give `session` its start time, or a live
+/// `server`). Best effort: a failed signal is logged.
+pub fn kill_session(session: impl Into<ProcessId>, server: impl Into<ProcessId>) -> Vec<ProcessId> {
     let members = procfs::session_members(session, server);
-    for &pid in &members {
+    for &member in &members {
         // Gone already is no error; EPERM would be a process that is not
         // the pane's (its programs run as the engine's user).
-        if let Err(error) = signal(pid, Signal::KILL) {
-            tracing::warn!(pid, %error, "killing a pane process");
+        if let Err(error) = signal(member, Signal::KILL) {
+            tracing::warn!(pid = member.pid, %error, "killing a pane process");
         }
     }
     members
 }
 
-/// Waits until process `raw` is dead or `timeout` passed, blocking the
+/// Waits until `process` is dead or `timeout` passed, blocking the
 /// thread. Returns whether it is dead.
-pub fn wait_dead_blocking(raw: u32, timeout: Duration) -> bool {
+pub fn wait_dead_blocking(process: impl Into<ProcessId>, timeout: Duration) -> bool {
+    let process = process.into();
     let deadline = Instant::now() + timeout;
     loop {
-        if !is_alive(raw) {
+        if !is_alive(process) {
             return true;
         }
         if Instant::now() >= deadline {
@@ -110,25 +168,26 @@ pub fn wait_dead_blocking(raw: u32, timeout: Duration) -> bool {
     }
 }
 
-/// Resolves when process `raw` has exited, at once when it no longer exists
-/// (or `raw` is no valid pid). Pushed, not polled: a pidfd becomes readable
+/// Resolves when `process` has exited, at once when it no longer exists
+/// (or is no valid pid, or its pid names another process now). Pushed, not polled: a pidfd becomes readable
 /// when its process exits, i.e. when it turns zombie, for any process, not
 /// only our children; that is the zombie-counts-as-dead rule of
 /// [`is_alive`]. Where pidfds cannot be had (not Linux, very old kernels,
 /// no fd left), it falls back to polling [`is_alive`].
 ///
-/// Like every pid-based check, a pid recycled before the call is watched
-/// in place of the gone process; callers check `looks_like_tmux` before
-/// they signal.
-pub async fn exited(raw: u32) {
-    let Some(p) = pid(raw) else {
+/// Without a start time, a pid recycled before the call is watched in
+/// place of the gone process; with one, the pidfd is checked after it is
+/// opened, so it watches `process` or nothing.
+pub async fn exited(process: impl Into<ProcessId>) {
+    let process = process.into();
+    let Some(p) = pid(process.pid) else {
         return;
     };
     #[cfg(target_os = "linux")]
     {
-        use rustix::process::{PidfdFlags, pidfd_open};
-        match pidfd_open(p, PidfdFlags::empty()) {
-            Ok(fd) => {
+        match pinned(process, p) {
+            Pinned::Gone => return,
+            Pinned::Fd(fd) => {
                 // `AsyncFd::new` is deprecated as unsound when the caller may
                 // close the fd while it is registered; here the `OwnedFd`
                 // moves into the `AsyncFd`, so nothing else can close it,
@@ -143,23 +202,21 @@ pub async fn exited(raw: u32) {
                     }
                 }
             }
-            // ESRCH: already gone (reaped), which is dead.
-            Err(rustix::io::Errno::SRCH) => return,
             // EMFILE, ENOSYS...: poll instead.
-            Err(_) => {}
+            Pinned::Unpinned => {}
         }
     }
     let _ = p;
-    while is_alive(raw) {
+    while is_alive(process) {
         tokio::time::sleep(POLL).await;
     }
 }
 
-/// Waits until process `raw` is dead or `timeout` passed. Returns whether
-/// it is dead. Built on [`exited`], so it returns the moment the process
+/// Waits until `process` is dead or `timeout` passed. Returns whether it
+/// is dead. Built on [`exited`], so it returns the moment the process
 /// exits rather than at the next poll.
-pub async fn wait_dead(raw: u32, timeout: Duration) -> bool {
-    tokio::time::timeout(timeout, exited(raw)).await.is_ok()
+pub async fn wait_dead(process: impl Into<ProcessId>, timeout: Duration) -> bool {
+    tokio::time::timeout(timeout, exited(process)).await.is_ok()
 }
 
 #[cfg(test)]
@@ -208,6 +265,29 @@ mod tests {
         exited(pid).await;
     }
 
+    /// A start time that does not match stands for a process that took the
+    /// pid: it is never signalled, looks like no tmux, and counts as gone.
+    #[tokio::test]
+    async fn a_recycled_pid_is_neither_signalled_nor_waited_on() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let real = ProcessId::now(child.id());
+        let recycled = ProcessId {
+            start_time: real.start_time.map(|t| t + 1),
+            ..real
+        };
+        signal(recycled, Signal::KILL).expect("a gone process is no error");
+        assert!(is_alive(real));
+        assert!(!is_alive(recycled));
+        assert!(!looks_like_tmux(recycled));
+        assert!(wait_dead(recycled, Duration::ZERO).await);
+        signal(real, Signal::KILL).expect("kill");
+        assert!(wait_dead(real, Duration::from_secs(10)).await);
+        child.wait().expect("reap");
+    }
+
     #[test]
     fn session_of_a_setsid_child_is_found_and_killed() {
         let mut child = std::process::Command::new("setsid")
@@ -229,7 +309,7 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(10));
         };
-        assert!(members.contains(&leader));
+        assert!(members.iter().any(|member| member.pid == leader));
         assert_eq!(kill_session(leader, server).len(), 2);
         child.wait().expect("reap");
         for pid in members {

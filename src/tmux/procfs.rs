@@ -1,4 +1,5 @@
 //! What `/proc` tells about processes: the one parser of `/proc/PID/stat`,
+//! [`ProcessId`] (a pid with its start time, proof against pid reuse),
 //! a pane's foreground process group and whether it waits for terminal
 //! input, and every process of a pane's session (for killing the whole
 //! tree, see [`process::kill_session`](super::process::kill_session)).
@@ -79,6 +80,58 @@ pub fn parse_stat(text: &[u8]) -> Option<Stat> {
         stime,
         start_time,
     })
+}
+
+/// One process, named so that a reused pid does not pass for it: its pid
+/// and, where known, its start time ([`Stat::start_time`]). Pid 0 names
+/// no process (unknown).
+///
+/// A bare pid converts with no start time: checks then trust the pid
+/// alone, as `kill(2)` does. Record one with [`ProcessId::now`] as soon as
+/// the pid is learnt, while the process is known to be the right one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ProcessId {
+    /// The pid; 0 when unknown.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot, `None` when not known
+    /// (not read, not Linux, or the process was already gone).
+    pub start_time: Option<u64>,
+}
+
+impl ProcessId {
+    /// Process `pid` as it is now, its start time read from `/proc`.
+    pub fn now(pid: u32) -> ProcessId {
+        let start_time = if pid == 0 {
+            None
+        } else {
+            stat(pid).map(|stat| stat.start_time)
+        };
+        ProcessId { pid, start_time }
+    }
+
+    /// Its stat, `None` when the pid names no process or another one (the
+    /// start time differs) than this.
+    pub fn stat(&self) -> Option<Stat> {
+        if self.pid == 0 {
+            return None;
+        }
+        stat(self.pid).filter(|stat| self.start_time.is_none_or(|t| t == stat.start_time))
+    }
+}
+
+impl From<u32> for ProcessId {
+    fn from(pid: u32) -> ProcessId {
+        ProcessId {
+            pid,
+            start_time: None,
+        }
+    }
+}
+
+impl std::fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.pid.fmt(f)
+    }
 }
 
 /// The stat of process `pid`, `None` when it is gone or unreadable (or
@@ -232,37 +285,50 @@ fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
 /// tmux starts the pane's program as a session leader, and its children stay
 /// in that session unless they call `setsid` themselves).
 ///
-/// Empty when pid `session` now names a live process that cannot be the
+/// Empty when pid `session` now names a live process that may not be the
 /// pane: the pane exited, its pid was freed (a pid stays taken while its
 /// session has members, so this happens only once none was left) and
 /// another session leader got it, e.g. another tmux server or another
 /// terminal's pane (pids wrap quickly where `pid_max` is 32768). Killing
-/// that session would kill an unrelated process tree. While `server` lives
-/// the pane is its child; otherwise (a dead or unknown server, 0) the pane
-/// may have been re-parented, and it is at least a process with a
-/// controlling terminal, which a daemonised tmux server is not.
-pub fn session_members(session: u32, server: u32) -> Vec<u32> {
+/// that session would kill an unrelated process tree. So a live leader must
+/// prove it is the pane: by its start time when `session` has one;
+/// otherwise by being the child of `server` while that server lives. With
+/// neither (no start time, server dead or unknown), a live leader is never
+/// taken: any other session leader could hold that pid. A leader that is
+/// gone or a zombie still holds its pid, so its members are the pane's.
+///
+/// Each member comes with the start time read here, so signals and waits
+/// on it cannot hit a process that reuses its pid later.
+pub fn session_members(
+    session: impl Into<ProcessId>,
+    server: impl Into<ProcessId>,
+) -> Vec<ProcessId> {
+    let (session, server) = (session.into(), server.into());
     // Session 0 holds processes nobody called `setsid` for (kernel threads,
     // a container's first processes): never a pane's session.
-    let Ok(session_id @ 1..) = i32::try_from(session) else {
+    let Ok(session_id @ 1..) = i32::try_from(session.pid) else {
         return Vec::new();
     };
-    if let Some(leader) = stat(session)
-        && !leader.has_exited()
-    {
-        let server_alive = server != 0 && stat(server).is_some_and(|server| !server.has_exited());
-        let ours = if server_alive {
-            i32::try_from(server).is_ok_and(|server| leader.ppid == server)
-        } else {
-            leader.tty != 0
+    if let Some(leader) = stat(session.pid) {
+        let ours = match session.start_time {
+            Some(start) => start == leader.start_time,
+            None if leader.has_exited() => true,
+            None => server.stat().is_some_and(|server_stat| {
+                !server_stat.has_exited()
+                    && i32::try_from(server.pid).is_ok_and(|pid| leader.ppid == pid)
+            }),
         };
         if !ours {
             return Vec::new();
         }
     }
     listed_pids()
-        .filter(|&pid| {
-            stat(pid).is_some_and(|stat| stat.session == session_id && !stat.has_exited())
+        .filter_map(|pid| {
+            let stat = stat(pid)?;
+            (stat.session == session_id && !stat.has_exited()).then_some(ProcessId {
+                pid,
+                start_time: Some(stat.start_time),
+            })
         })
         .collect()
 }
@@ -352,9 +418,10 @@ mod tests {
     }
 
     /// A child made a session leader by `setsid` stands in for a pane: its
-    /// session is listed for its parent (the "server"), and left alone for a
-    /// live process that is not its parent (the pid-reuse case) and, with
-    /// no server known, because it has no controlling terminal.
+    /// session is listed for its parent (the "server") or by its start
+    /// time, and left alone for a live process that is not its parent (the
+    /// pid-reuse case), with no server and no start time known, and for
+    /// another start time.
     #[test]
     fn session_is_listed_only_for_the_leaders_parent() {
         let mut child = std::process::Command::new("setsid")
@@ -379,11 +446,23 @@ mod tests {
             );
             std::thread::yield_now();
         }
-        assert_eq!(session_members(leader, std::process::id()), vec![leader]);
+        let pids = |members: Vec<ProcessId>| members.iter().map(|m| m.pid).collect::<Vec<_>>();
+        assert_eq!(pids(session_members(leader, std::process::id())), [leader]);
         let stranger = u32::try_from(stat(std::process::id()).unwrap().ppid).unwrap();
         assert!(session_members(leader, stranger).is_empty());
         assert!(session_members(leader, 0).is_empty());
         assert!(session_members(0, 0).is_empty());
+        // With its start time the leader needs no live server to vouch for
+        // it, and a recycled pid (another start time) is refused even then.
+        let recorded = ProcessId::now(leader);
+        assert_eq!(pids(session_members(recorded, 0)), [leader]);
+        let recycled = ProcessId {
+            start_time: recorded.start_time.map(|t| t + 1),
+            ..recorded
+        };
+        assert!(session_members(recycled, std::process::id()).is_empty());
+        assert_eq!(recycled.stat(), None);
+        assert!(recorded.stat().is_some());
     }
 
     #[test]

@@ -13,23 +13,19 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
-use tempfile::TempDir;
 
 use super::command::TmuxCommand;
-use super::handle::{KILL_GRACE, ServerHandle};
+use super::handle::{RUN_TIMEOUT, ServerHandle, output};
+use super::kill::KillRequest;
 use super::options::{ServerOptions, StartMode, config_text, runtime_base, start_argv, validate};
 use super::process;
+use super::procfs::ProcessId;
 use super::version::Tmux;
 use crate::vocab::{PaneId, Size};
 use crate::{Error, Result};
 
-/// The socket's file name inside the server directory.
-pub const SOCKET_NAME: &str = "tmux.sock";
-/// The engine's config file inside the server directory.
-pub const CONFIG_NAME: &str = "tmux.conf";
 /// Prefix of every server directory, so orphans can be found and reaped.
 pub const DIR_PREFIX: &str = "tmux-engine-";
 
@@ -41,11 +37,6 @@ pub const MAX_SOCKET_PATH: usize = 107;
 /// without its terminating NUL.
 #[cfg(not(target_os = "linux"))]
 pub const MAX_SOCKET_PATH: usize = 103;
-
-/// How long a one-shot `tmux` command (including the start) may take.
-pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a `tmux kill-server` client may take inside `Drop`.
-const DROP_CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The pane `new-session` created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,9 +58,12 @@ pub struct Server {
     /// the stopping logic, which a detached server has as well; this value
     /// adds the ownership.
     handle: ServerHandle,
-    /// `None` once killed, so `Drop` does nothing.
-    dir: Option<TempDir>,
+    /// Whether this value still has to kill the server: false once killed
+    /// or detached, so `Drop` does nothing.
+    owned: bool,
     first_pane: FirstPane,
+    /// The first pane's program with its start time (pid 0 until started).
+    pane_process: ProcessId,
     size: Size,
 }
 
@@ -165,6 +159,9 @@ impl Server {
     pub fn set_started(&mut self, pid: u32, first_pane: FirstPane) {
         self.handle.set_pid(pid);
         self.first_pane = first_pane;
+        // Read now, while the pane is known to be this server's child (tmux
+        // just reported it): from then on a recycled pid cannot pass for it.
+        self.pane_process = ProcessId::now(first_pane.pid);
         tracing::debug!(
             socket = %self.socket().display(),
             pid,
@@ -202,13 +199,15 @@ impl Server {
         // caller's future is dropped, `kill` or `Drop` stops whatever did
         // start (by socket; the pid is not known yet) and removes the
         // directory.
+        let _ = dir.keep();
         let server = Server {
             handle,
-            dir: Some(dir),
+            owned: true,
             first_pane: FirstPane {
                 id: PaneId(0),
                 pid: 0,
             },
+            pane_process: ProcessId::default(),
             size: opts.size,
         };
         Ok((server, argv, (opts.server_env, opts.clear_env)))
@@ -251,6 +250,13 @@ impl Server {
         self.first_pane
     }
 
+    /// The first pane's program, with the start time read when the server
+    /// reported it: what the kill path takes as `pane` (pid 0 before
+    /// [`set_started`](Self::set_started)).
+    pub fn first_pane_process(&self) -> ProcessId {
+        self.pane_process
+    }
+
     /// The tmux binary running this server.
     pub fn tmux(&self) -> &Arc<Tmux> {
         self.handle.tmux()
@@ -264,7 +270,7 @@ impl Server {
     /// True while the server process exists (checked by pid, no socket
     /// round trip).
     pub fn is_alive(&self) -> bool {
-        process::is_alive(self.pid())
+        process::is_alive(self.handle.process())
     }
 
     /// Sends SIGCHLD to the server, so it reaps exited panes.
@@ -282,8 +288,9 @@ impl Server {
     ///
     /// [`Error::Io`] when the signal cannot be sent.
     pub fn nudge_child_reaper(&self) -> Result<()> {
-        if process::looks_like_tmux(self.pid()) {
-            process::signal(self.pid(), Signal::CHILD)?;
+        let server = self.handle.process();
+        if process::looks_like_tmux(server) {
+            process::signal(server, Signal::CHILD)?;
         }
         Ok(())
     }
@@ -313,30 +320,51 @@ impl Server {
         self.handle.run(cmd).await
     }
 
-    /// Kills the server: `kill-server`, waits for the process to exit
-    /// (SIGKILL after a grace period), then removes the socket directory.
+    /// Kills the server and its first pane's process tree, then removes
+    /// the directory: [`ServerHandle::kill_with`] with the first pane and a
+    /// one-shot `tmux kill-server`.
     ///
     /// # Errors
     ///
-    /// [`Error::Unresponsive`] when the server survives SIGKILL;
-    /// [`Error::Io`] when the signal or the directory removal fails.
-    pub async fn kill(mut self) -> Result<()> {
-        // The directory stays owned until the end: if this future is dropped
-        // half way, or stopping fails, `Drop` still finishes the job.
-        if self.dir.is_none() {
+    /// As [`ServerHandle::kill_with`].
+    pub async fn kill(self) -> Result<()> {
+        self.kill_with(None).await
+    }
+
+    /// [`kill`](Self::kill), asking the server to exit with `request`
+    /// (e.g. `kill-server` over the caller's control client, see
+    /// [`KillRequest`]) instead of a one-shot `tmux kill-server`. This is
+    /// how a terminal (server, control client, pane) ends as a whole:
+    ///
+    /// ```no_run
+    /// # use tmux_engine::control::client::ControlClient;
+    /// # use tmux_engine::tmux::{KillRequest, Server, TmuxCommand};
+    /// # async fn kill(server: Server, client: ControlClient) -> tmux_engine::Result<()> {
+    /// let kill = TmuxCommand::new("kill-server");
+    /// let request: KillRequest<'_> = Box::pin(async {
+    ///     // No reply needed: the server's exit is what the kill waits for.
+    ///     let _ = client.command(&kill).await;
+    /// });
+    /// server.kill_with(Some(request)).await?;
+    /// // The client sees EOF now; wait for it (briefly) if it matters.
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerHandle::kill_with`].
+    pub async fn kill_with(mut self, request: Option<KillRequest<'_>>) -> Result<()> {
+        if !self.owned {
             return Ok(());
         }
-        // A start that failed after tmux ran learns its pid in `stop`.
-        self.handle.stop().await?;
-        let Some(dir) = self.dir.take() else {
-            return Ok(());
-        };
-        dir.close().map_err(|e| {
-            Error::io(
-                format!("removing server directory {}", self.dir().display()),
-                e,
-            )
-        })
+        // Owned until the end: if this future is dropped half way, or the
+        // kill fails, `Drop` runs the kill path again. A start that failed
+        // after tmux ran learns its pid there.
+        let pane = Some(self.pane_process);
+        self.handle.kill_with(pane, request).await?;
+        self.owned = false;
+        Ok(())
     }
 
     /// Gives up ownership: the server keeps running after this value is
@@ -345,112 +373,23 @@ impl Server {
     /// For servers that must outlive the engine (the registry's terminals);
     /// only [`ServerHandle::kill`] stops such a server afterwards.
     pub fn into_detached(mut self) -> ServerHandle {
-        // Keep the directory on disk: it holds the socket the next engine
+        // The directory stays on disk: it holds the socket the next engine
         // process adopts.
-        if let Some(dir) = self.dir.take() {
-            let _ = dir.keep();
-        }
+        self.owned = false;
         self.handle.clone()
-    }
-
-    /// `kill` without a runtime, for `Drop`: best effort, never panics.
-    fn kill_blocking(&mut self) {
-        let Some(dir) = self.dir.take() else {
-            return;
-        };
-        if self.socket().exists() {
-            if self.pid() == 0 {
-                // A start that was cancelled after tmux ran.
-                let pid = self
-                    .tmux_blocking(&["display-message", "-p", "#{pid}"])
-                    .and_then(|out| out.trim().parse().ok())
-                    .unwrap_or(0);
-                self.handle.set_pid(pid);
-            }
-            self.tmux_blocking(&["kill-server"]);
-        }
-        let pid = self.pid();
-        if pid == 0 {
-            // A start cancelled while tmux was still forking its server:
-            // no pid, maybe no socket yet, and a server that would bind one
-            // into the directory being removed. Find its processes by the
-            // socket path their command lines carry.
-            self.kill_unstarted();
-        } else if !process::wait_dead_blocking(pid, KILL_GRACE) {
-            tracing::warn!(pid, "tmux server ignored kill-server; sending SIGKILL");
-            if process::looks_like_tmux(pid) {
-                let _ = process::signal(pid, Signal::KILL);
-            }
-            process::wait_dead_blocking(pid, KILL_GRACE);
-        }
-        if let Err(e) = dir.close() {
-            tracing::warn!(dir = %self.dir().display(), error = %e, "removing server directory");
-        }
-    }
-
-    /// SIGKILLs every process naming this server's socket until none is
-    /// left (a forking server shows up as the client's child, then as its
-    /// own daemon), for at most [`KILL_GRACE`].
-    fn kill_unstarted(&self) {
-        let deadline = Instant::now() + KILL_GRACE;
-        loop {
-            let named = super::procfs::processes_naming(self.socket().as_os_str());
-            if named.is_empty() {
-                return;
-            }
-            for &pid in &named {
-                let _ = process::signal(pid, Signal::KILL);
-            }
-            if Instant::now() >= deadline {
-                tracing::warn!(
-                    ?named,
-                    "processes of a cancelled tmux start outlived SIGKILL"
-                );
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    /// Runs `tmux ARGS` without a runtime, giving the client
-    /// [`DROP_CLIENT_TIMEOUT`]; its stdout on success.
-    fn tmux_blocking(&self, args: &[&str]) -> Option<String> {
-        let mut cli = self.handle.cli().into_std();
-        cli.args(args).stdin(Stdio::null()).stderr(Stdio::null());
-        let mut child = match cli.spawn() {
-            Ok(child) => child,
-            Err(e) => {
-                tracing::warn!(error = %e, ?args, "spawning tmux on drop");
-                return None;
-            }
-        };
-        let deadline = Instant::now() + DROP_CLIENT_TIMEOUT;
-        loop {
-            match child.try_wait() {
-                // The output is a line at most: it fits in the pipe, so
-                // reading after the exit cannot deadlock.
-                Ok(Some(status)) => {
-                    let mut out = String::new();
-                    let stdout = child.stdout.take()?;
-                    std::io::Read::read_to_string(&mut { stdout }, &mut out).ok()?;
-                    return status.success().then_some(out);
-                }
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return None;
-                }
-            }
-        }
     }
 }
 
 impl Drop for Server {
+    /// The kill path, blocking ([`ServerHandle::kill_blocking`]): best
+    /// effort, never panics; a failure is logged.
     fn drop(&mut self) {
-        self.kill_blocking();
+        if !std::mem::take(&mut self.owned) {
+            return;
+        }
+        if let Err(error) = self.handle.kill_blocking(Some(self.pane_process)) {
+            tracing::warn!(dir = %self.dir().display(), %error, "killing a tmux server on drop");
+        }
     }
 }
 
@@ -501,53 +440,6 @@ fn parse_start(out: &str, command: &str) -> Result<(u32, FirstPane)> {
     let id = pane.parse().map_err(|_| bad())?;
     let pane_pid = pane_pid.parse().map_err(|_| bad())?;
     Ok((pid, FirstPane { id, pid: pane_pid }))
-}
-
-/// `tmux -u -S SOCK -f CONF`, stdin closed, output captured, killed if the
-/// caller gives up. `-f` on every call: a command that starts a server
-/// (there should be none) still gets the engine's config.
-pub(super) fn cli(tmux: &Tmux, socket: &Path, config: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::from(tmux.command([
-        OsString::from("-S"),
-        socket.as_os_str().to_owned(),
-        OsString::from("-f"),
-        config.as_os_str().to_owned(),
-    ]));
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-/// Runs a `tmux` CLI process to completion within `timeout`.
-pub(super) async fn output(
-    mut cmd: tokio::process::Command,
-    line: &str,
-    timeout: Duration,
-) -> Result<String> {
-    let run = cmd.output();
-    let out = match tokio::time::timeout(timeout, run).await {
-        Ok(out) => out.map_err(|e| Error::io(format!("spawning tmux for `{line}`"), e))?,
-        Err(_) => {
-            return Err(Error::Unresponsive {
-                command: line.to_owned(),
-                timeout,
-            });
-        }
-    };
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        return Err(Error::Command {
-            command: line.to_owned(),
-            message: if stderr.is_empty() {
-                format!("tmux exited with {}", out.status)
-            } else {
-                stderr
-            },
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

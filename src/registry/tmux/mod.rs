@@ -47,7 +47,7 @@ use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::process;
-use crate::tmux::{ServerHandle, ServerOptions, Tmux};
+use crate::tmux::{ProcessId, ServerHandle, ServerOptions, Tmux};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -253,12 +253,9 @@ impl TmuxBackend {
             output: stream,
             ..
         } = parts;
-        let pane_pid = server.first_pane().pid;
-        let mut handle = server.into_detached();
         if request.cancel.is_cancelled() {
             let cause = Error::Cancelled(format!("spawn of terminal {}", request.id));
-            process::kill_session(pane_pid, handle.pid());
-            return match handle.kill().await {
+            return match server.kill().await {
                 Ok(()) => Err(cause),
                 Err(cleanup) => Err(Error::BackendCleanup {
                     cause: Box::new(cause),
@@ -266,6 +263,8 @@ impl TmuxBackend {
                 }),
             };
         }
+        let pane_process = server.first_pane_process();
+        let handle = server.into_detached();
         Ok(TmuxTerminal::start(Parts {
             id: request.id,
             spec: request.spec,
@@ -273,7 +272,7 @@ impl TmuxBackend {
             client,
             pane,
             server: handle,
-            pane_pid,
+            pane_process,
             status: TerminalStatus::Running,
             stream,
         }))
@@ -381,7 +380,7 @@ impl TmuxBackend {
             client,
             pane,
             server: handle,
-            pane_pid: state.pid.unwrap_or(0),
+            pane_process: ProcessId::now(state.pid.unwrap_or(0)),
             status,
             stream,
         })))

@@ -1,7 +1,8 @@
 //! Reaping the backend's runtime directory: server directories that no
 //! record names. A directory whose socket has a live engine server (marked
-//! with `@tmux-engine`) has its panes' process trees and server killed; one
-//! with no server is removed. Directories younger than the grace period
+//! with `@tmux-engine`) goes through the kill path (its panes' process
+//! trees, server and directory), and so does one with no server (the path
+//! then only removes the directory). Directories younger than the grace period
 //! are skipped (a spawn in another process may not have written its record
 //! yet), and so are servers without the engine's mark.
 
@@ -12,10 +13,8 @@ use std::sync::Arc;
 use super::{SESSION, TmuxConfig};
 use crate::registry::backend::ReapReport;
 use crate::registry::persist::TerminalRecord;
-use crate::tmux::command::TmuxCommand;
-use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::server::DIR_PREFIX;
-use crate::tmux::{ServerHandle, Tmux, process};
+use crate::tmux::{ServerHandle, Tmux};
 use crate::{Error, Result};
 
 pub(super) async fn reap(
@@ -58,46 +57,16 @@ pub(super) async fn reap(
             continue;
         }
         let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
-        let mark = TmuxCommand::new("show-options")
-            .flag("-sv")
-            .arg(MARK_OPTION);
-        let answer = if handle.socket().exists() {
-            handle.run(&mark).await.ok()
-        } else {
-            None
+        let what = match handle.marked().await {
+            Some(true) => "server without a record",
+            Some(false) => continue, // a live server that is not the engine's: leave it
+            // None answers: a stale socket, or a hung server the kill path
+            // finds by its socket's name.
+            None => "socket directory without a server",
         };
-        match answer {
-            Some(value) if value.trim() == MARK_VALUE => {
-                let panes = TmuxCommand::new("list-panes")
-                    .flag("-a")
-                    .opt("-F", "#{pane_pid} #{pid}");
-                if let Ok(pids) = handle.run(&panes).await {
-                    for line in pids.lines() {
-                        let mut fields = line.split_whitespace().map(str::parse::<u32>);
-                        if let (Some(Ok(pane)), Some(Ok(server))) = (fields.next(), fields.next()) {
-                            handle.set_pid(server);
-                            process::kill_session(pane, server);
-                        }
-                    }
-                }
-                match handle.kill().await {
-                    Ok(()) => report
-                        .removed
-                        .push(format!("server without a record at {}", path.display())),
-                    Err(error) => report.failures.push(error),
-                }
-            }
-            Some(_) => {} // a live server that is not the engine's: leave it
-            None => match std::fs::remove_dir_all(&path) {
-                Ok(()) => report.removed.push(format!(
-                    "socket directory without a server at {}",
-                    path.display()
-                )),
-                Err(e) => report.failures.push(Error::io(
-                    format!("removing socket directory {}", path.display()),
-                    e,
-                )),
-            },
+        match handle.kill().await {
+            Ok(()) => report.removed.push(format!("{what} at {}", path.display())),
+            Err(error) => report.failures.push(error),
         }
     }
     Ok(report)

@@ -177,7 +177,7 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
                 check_in = INPUT_CHECK.0;
             }
             () = tokio::time::sleep(pause) => {
-                let pane_pid = shared.lock().pane_pid;
+                let pane_pid = shared.lock().pane_process.pid;
                 let blocked = procfs::blocked_on_input(pane_pid);
                 match what {
                     WaitFor::Idle => {

@@ -36,18 +36,16 @@ use crate::registry::backend::{
     SendRequest, StartedSend, TerminalStatus,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
-use crate::tmux::ServerHandle;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::command::resize_window;
 use crate::tmux::options::DRAIN_PIPE;
-use crate::tmux::{process, procfs};
+use crate::tmux::procfs;
+use crate::tmux::{KillRequest, ProcessId, ServerHandle};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// How long `close` waits for the control client to see the server go.
 const CLIENT_CLOSE_WAIT: Duration = Duration::from_secs(2);
-/// How long `close` waits for the pane's processes to die after SIGKILL.
-const TREE_DEATH_WAIT: Duration = Duration::from_secs(3);
 
 /// What changes while the terminal runs, behind a std mutex (never held
 /// across an await).
@@ -58,8 +56,9 @@ pub(super) struct Mutable {
     pub total: u64,
     /// Times output was skipped (a resync replaced it).
     pub gaps: u64,
-    /// The pane's process.
-    pub pane_pid: u32,
+    /// The pane's process, with its start time (the kill path's guard
+    /// against a recycled pid).
+    pub pane_process: ProcessId,
     /// The send in flight, so `close` can end it.
     pub active_send: Option<CancellationToken>,
 }
@@ -159,7 +158,7 @@ pub(super) struct Parts {
     pub client: ControlClient,
     pub pane: PaneId,
     pub server: ServerHandle,
-    pub pane_pid: u32,
+    pub pane_process: ProcessId,
     pub status: TerminalStatus,
     pub stream: PaneStream,
 }
@@ -180,7 +179,7 @@ impl TmuxTerminal {
                 ring: VecDeque::new(),
                 total: 0,
                 gaps: 0,
-                pane_pid: parts.pane_pid,
+                pane_process: parts.pane_process,
                 active_send: None,
             }),
             output: watch::Sender::new(0),
@@ -273,7 +272,7 @@ async fn watch_pane(
 
 impl BackendTerminal for TmuxTerminal {
     fn pid(&self) -> Option<u32> {
-        Some(self.shared.lock().pane_pid).filter(|&pid| pid != 0)
+        Some(self.shared.lock().pane_process.pid).filter(|&pid| pid != 0)
     }
 
     fn locator(&self) -> serde_json::Value {
@@ -325,7 +324,7 @@ impl BackendTerminal for TmuxTerminal {
                     status: status.to_string(),
                 });
             }
-            let pane_pid = self.shared.lock().pane_pid;
+            let pane_pid = self.shared.lock().pane_process.pid;
             let group = procfs::foreground_group(pane_pid).ok_or_else(|| Error::TerminalDead {
                 terminal: self.shared.id.to_string(),
                 status: format!("pane process {pane_pid} is gone"),
@@ -418,12 +417,10 @@ impl BackendTerminal for TmuxTerminal {
     }
 }
 
-/// Kills the pane's process tree and the server, removes the directory.
-///
-/// Everything that can overlap does: the tree's SIGKILLs go out first,
-/// `kill-server` goes over the control connection (no tmux process to
-/// spawn), and the waits for the server, the tree and the client's EOF run
-/// together, each pushed (pidfds), so the close costs about one server exit.
+/// Kills the pane's process tree and the server, removes the directory:
+/// the kill path ([`ServerHandle::kill_with`]), asking over the control
+/// connection while it is up (no tmux process to spawn), and waiting for
+/// the client's EOF alongside.
 async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     let mut server = shared.server.lock().await;
     if shared.closed.load(Ordering::Acquire) {
@@ -433,47 +430,16 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
     if let Some(send) = shared.lock().active_send.take() {
         send.cancel();
     }
-    // The pane process is a session leader; its descendants share its
-    // session unless they left it. Kill them first, so nothing survives the
-    // server (tmux only sends SIGHUP, which programs may ignore).
-    let pane_pid = shared.lock().pane_pid;
-    let members = process::kill_session(pane_pid, server.pid());
-    // With the pid known and the connection up, ask over the connection;
-    // otherwise `kill` runs a one-shot `kill-server` (the server may outlive
-    // a closed connection).
-    let via_client = server.pid() != 0 && shared.client.closed_reason().is_none();
-    let server_gone = async {
-        if via_client {
-            // No reply is needed: the server's exit is what we wait for, and
-            // it may close the connection before answering.
-            let kill = TmuxCommand::new("kill-server");
-            let _ = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.command(&kill)).await;
-        }
-    };
-    let server_dead = async {
-        if via_client {
-            server.wait_killed().await
-        } else {
-            server.kill().await
-        }
-    };
-    let tree_dead = futures_util::future::join_all(members.iter().map(|&pid| async move {
-        if process::wait_dead(pid, TREE_DEATH_WAIT).await {
-            None
-        } else {
-            Some(pid)
-        }
-    }));
+    let pane = shared.lock().pane_process;
+    let kill = TmuxCommand::new("kill-server");
+    let request: Option<KillRequest<'_>> = shared.client.closed_reason().is_none().then(|| {
+        Box::pin(async {
+            let _ = shared.client.command(&kill).await;
+        }) as KillRequest<'_>
+    });
     let client_closed = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.closed());
-    let (_, killed, survivors, _) =
-        tokio::join!(server_gone, server_dead, tree_dead, client_closed);
+    let (killed, _) = tokio::join!(server.kill_with(Some(pane), request), client_closed);
     killed?;
-    if let Some(pid) = survivors.into_iter().flatten().next() {
-        return Err(Error::Unresponsive {
-            command: format!("SIGKILL of pane process {pid}"),
-            timeout: TREE_DEATH_WAIT,
-        });
-    }
     shared.stop.cancel();
     shared.tasks.wait().await;
     shared.set_status(TerminalStatus::Gone {
@@ -596,7 +562,7 @@ async fn respawn(shared: &Shared) -> Result<()> {
     }
     let state = pane_state(&shared.client, shared.pane).await?;
     if let Some(pid) = state.pid {
-        shared.lock().pane_pid = pid;
+        shared.lock().pane_process = ProcessId::now(pid);
     }
     let stream = shared.client.subscribe_pane(
         shared.pane,
