@@ -88,7 +88,10 @@ fn stats_for_v28_and_v13() {
 #[test]
 fn an_over_long_line_is_one_error_and_decoding_goes_on() {
     let mut input = b"%output %0 ".to_vec();
-    input.extend(std::iter::repeat_n(b'x', 2 << 20));
+    input.extend(std::iter::repeat_n(
+        b'x',
+        tmux_engine::control::codec::DEFAULT_MAX_LINE_LENGTH + 1,
+    ));
     input.extend_from_slice(b"\n%window-add @1\n");
     let out = decode_json(&input, false);
     let lines: Vec<&str> = out.lines().collect();
@@ -98,6 +101,12 @@ fn an_over_long_line_is_one_error_and_decoding_goes_on() {
         "{}",
         lines[0]
     );
-    assert!(lines[0].contains("line of 2097163 bytes is over the length limit"));
+    // The line's length: `%output %0 ` (11 bytes) and the payload.
+    let len = tmux_engine::control::codec::DEFAULT_MAX_LINE_LENGTH + 1 + 11;
+    assert!(
+        lines[0].contains(&format!("line of {len} bytes is over the length limit")),
+        "{}",
+        &lines[0][lines[0].len().saturating_sub(200)..]
+    );
     assert_eq!(lines[1], r#"{"event":"window-add","window":"@1"}"#);
 }

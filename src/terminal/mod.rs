@@ -274,21 +274,16 @@ impl Terminal {
     /// directory cannot be removed.
     pub async fn kill(mut self) -> Result<()> {
         self.feeder.abort();
-        self.stop_tree();
-        let pid = self.server().pid();
-        // Through the open connection, not a new tmux client: the server
-        // exits at once; its pidfd says when.
-        let kill = TmuxCommand::new("kill-server");
-        tokio::select! {
-            _ = self.client.command_reply(&kill) => {}
-            () = crate::tmux::process::exited(pid) => {}
-        }
+        // The model's task ends before the connection does: nothing of
+        // this terminal outlives `kill`.
+        let _ = (&mut self.feeder).await;
         let Some(server) = self.server.take() else {
             return Ok(());
         };
-        let result = server.kill().await;
-        // The connection is dead either way; don't wait for long.
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.client.closed()).await;
+        // The one kill path, asking over the open connection rather than
+        // through a new tmux client: the server exits at once.
+        let result = server.kill_with(self.client.kill_request()).await;
+        self.client.detach().await;
         result
     }
 
@@ -297,22 +292,13 @@ impl Terminal {
             .as_ref()
             .expect("a terminal holds its server until kill or drop")
     }
-
-    /// SIGKILLs the pane's session: killing the server only hangs up the
-    /// pane, which a process that ignores SIGHUP survives. With the server
-    /// still up, a pane pid some other session leader reused is spared.
-    fn stop_tree(&self) {
-        if let Some(server) = &self.server {
-            crate::tmux::process::kill_session(self.pane_pid, server.pid());
-        }
-    }
 }
 
 impl Drop for Terminal {
     fn drop(&mut self) {
         self.feeder.abort();
-        self.stop_tree();
-        // The server's own Drop kills it and removes its directory.
+        // The server's own Drop takes the one kill path (blocking): the
+        // pane's process tree, the server, its directory.
     }
 }
 

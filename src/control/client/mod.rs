@@ -43,8 +43,8 @@ use tracing::debug;
 
 use super::subscribe::{Effects, PaneInfo, Routes, SubState, SubscribeOptions};
 use super::{ControlCodec, Notification, PaneId, Reply};
-use crate::tmux::ServerHandle;
 use crate::tmux::command::{TmuxCommand, send_keys_hex};
+use crate::tmux::{KillRequest, ServerHandle};
 use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
 
@@ -472,6 +472,21 @@ impl ControlClient {
     pub async fn detach(&self) -> String {
         self._guard.0.cancel();
         self.closed().await
+    }
+
+    /// The request the one kill path ([`ServerHandle::kill_with`]) sends
+    /// over this connection: `kill-server`, no new tmux process. `None`
+    /// once the connection is closed (the kill path then runs a one-shot
+    /// `kill-server` itself). The reply is not needed: the server's exit is
+    /// what the kill path waits for, and it may close the connection first.
+    pub fn kill_request(&self) -> Option<KillRequest<'static>> {
+        if self.closed_reason().is_some() {
+            return None;
+        }
+        let client = self.clone();
+        Some(Box::pin(async move {
+            let _ = client.command_reply(&TmuxCommand::new("kill-server")).await;
+        }))
     }
 
     /// The pid of the `tmux -C` client process.

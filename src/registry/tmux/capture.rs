@@ -7,7 +7,7 @@
 //! last, not the bottom of an empty screen or the empty row under the
 //! cursor after a final newline.
 
-use super::terminal::Shared;
+use super::shared::Shared;
 use crate::control::capture::capture_snapshot;
 use crate::registry::backend::{ReadPage, ReadRequest, Screen};
 use crate::tmux::command::TmuxCommand;

@@ -19,6 +19,7 @@
 mod capture;
 mod reap;
 mod send;
+mod shared;
 mod terminal;
 
 use std::ffi::OsString;

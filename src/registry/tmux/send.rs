@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::capture::viewport;
-use super::terminal::{Shared, output_since};
+use super::shared::{Shared, output_since};
 use crate::registry::backend::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, WaitFor, WaitReason,
 };
