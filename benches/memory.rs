@@ -34,11 +34,12 @@ async fn main() {
         .tempdir_in("/tmp")
         .expect("temp dir");
     let tmux = Arc::new(Tmux::discover().expect("tmux"));
-    let server_opts = ServerOptions {
-        command: vec!["yes".into(), "a line of output that never gets read".into()],
-        runtime_dir: Some(dir.path().to_path_buf()),
-        ..ServerOptions::default()
-    };
+    let server_opts = ServerOptions::default()
+        .command(vec![
+            "yes".into(),
+            "a line of output that never gets read".into(),
+        ])
+        .runtime_dir(Some(dir.path().to_path_buf()));
     let parts = launch(
         tmux,
         server_opts,

@@ -36,6 +36,24 @@
 //! ```
 #![warn(missing_docs)]
 
+/// Builder-style setters for an options struct whose fields are public to
+/// read but which is `#[non_exhaustive]` (so it can grow without breaking
+/// callers): `Opts::default().field(value)`, one method per named field.
+macro_rules! setters {
+    ($ty:ty { $($field:ident: $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+                #[must_use]
+                pub fn $field(mut self, value: $t) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
 pub mod control;
 pub mod error;
 pub mod fixture;

@@ -154,10 +154,7 @@ async fn replies_keep_utf8_because_the_client_runs_with_u() {
 async fn a_stopped_server_is_unresponsive_and_replies_stay_matched_after() {
     within(async {
         let dir = test_dir();
-        let client_opts = ClientOptions {
-            command_timeout: Duration::from_millis(300),
-            ..ClientOptions::default()
-        };
+        let client_opts = ClientOptions::default().command_timeout(Duration::from_millis(300));
         let (term, _stream) = start(dir.path(), &["cat"], client_opts).await;
         let server_pid = term.server().pid();
         process::signal(server_pid, rustix::process::Signal::STOP).expect("SIGSTOP");
@@ -245,11 +242,11 @@ async fn send_bytes_delivers_every_byte_exactly() {
 async fn a_subscriber_that_stops_reading_gets_the_pane_paused_then_a_resync() {
     within(async {
         let dir = test_dir();
-        let client_opts = ClientOptions {
-            subscriber_capacity: 8,
+        let client_opts = {
             // The observer below must not skip the %pause it waits for.
-            event_capacity: 1 << 16,
-            ..ClientOptions::default()
+            ClientOptions::default()
+                .subscriber_capacity(8)
+                .event_capacity(1 << 16)
         };
         let (term, mut stream) = start(
             dir.path(),
@@ -401,14 +398,14 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
     const LAG: Duration = Duration::from_secs(3);
     within(async {
         let dir = test_dir();
-        let client_opts = ClientOptions {
-            pause_after: Some(1),
+        let client_opts = {
             // Any %pause is then tmux's own, never the engine's.
-            pane_pause: false,
             // The streams never lag: no resync but the ones under test.
-            subscriber_capacity: 1 << 16,
-            event_capacity: 1 << 16,
-            ..ClientOptions::default()
+            ClientOptions::default()
+                .pause_after(Some(1))
+                .pane_pause(false)
+                .subscriber_capacity(1 << 16)
+                .event_capacity(1 << 16)
         };
         // Numbered lines of ~0.5 KB every few ms: enough to fill the pipe
         // to the engine quickly, little enough for the engine to keep up.
@@ -436,10 +433,7 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
         // pane by then and drops output until the engine continues it.
         let mut late = term.client().subscribe_pane(
             term.pane(),
-            SubscribeOptions {
-                snapshot_first: true,
-                ..SubscribeOptions::default()
-            },
+            SubscribeOptions::default().snapshot_first(true),
         );
 
         // The engine lags for real: its reader runs on this thread only
@@ -567,17 +561,14 @@ async fn a_lossless_subscriber_that_stopped_reading_does_not_hold_a_detach_up() 
             .iter()
             .map(Into::into)
             .collect();
-        let client_opts = ClientOptions {
-            command_timeout: Duration::from_millis(200),
-            pause_after: None,
-            pane_pause: false,
-            subscriber_capacity: 2,
-            ..ClientOptions::default()
-        };
-        let lossless = SubscribeOptions {
-            delivery: Delivery::Lossless,
-            snapshot_first: false,
-        };
+        let client_opts = ClientOptions::default()
+            .command_timeout(Duration::from_millis(200))
+            .pause_after(None)
+            .pane_pause(false)
+            .subscriber_capacity(2);
+        let lossless = SubscribeOptions::default()
+            .delivery(Delivery::Lossless)
+            .snapshot_first(false);
         let Parts {
             server,
             client,

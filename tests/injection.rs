@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use tmux_engine::tmux::{Server, ServerOptions, TmuxCommand};
+use tmux_engine::tmux::{Server, TmuxCommand};
 
 use crate::support::{Control, opts, poll, test_dir, tmux, within};
 
@@ -141,18 +141,14 @@ async fn hostile_arguments_stay_arguments() {
     within(async {
         let tmp = test_dir();
         let canary = tmp.path().join("CANARY");
-        let server = Server::start(
-            tmux(),
-            ServerOptions {
-                // Raw mode, so typed control characters are not signals.
-                command: vec![
-                    "sh".into(),
-                    "-c".into(),
-                    "stty raw -echo; exec cat > /dev/null".into(),
-                ],
-                ..opts(tmp.path())
-            },
-        )
+        let server = Server::start(tmux(), {
+            // Raw mode, so typed control characters are not signals.
+            opts(tmp.path()).command(vec![
+                "sh".into(),
+                "-c".into(),
+                "stty raw -echo; exec cat > /dev/null".into(),
+            ])
+        })
         .await
         .expect("start");
         let mut control = Control::attach(&server).await;
@@ -203,15 +199,9 @@ async fn hostile_session_names_stay_names() {
             format!("x' ; run-shell 'touch {c}"),
         ];
         for name in &names {
-            let server = Server::start(
-                tmux(),
-                ServerOptions {
-                    session: name.clone(),
-                    ..opts(tmp.path())
-                },
-            )
-            .await
-            .unwrap_or_else(|e| panic!("starting {name:?}: {e}"));
+            let server = Server::start(tmux(), opts(tmp.path()).session(name.clone()))
+                .await
+                .unwrap_or_else(|e| panic!("starting {name:?}: {e}"));
             let has = TmuxCommand::new("has-session").target(server.session());
             server.run(&has).await.expect("has-session via argv");
             let mut control = Control::attach(&server).await;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tmux_engine::tmux::{Server, ServerOptions, send_keys_hex};
+use tmux_engine::tmux::{Server, send_keys_hex};
 
 use crate::support::{Control, opts, poll, test_dir, tmux, within};
 
@@ -31,17 +31,14 @@ async fn cat_server(dir: &std::path::Path, name: &str) -> (Server, std::path::Pa
     let script = "stty raw -echo -iexten; touch \"$2\"; exec cat > \"$1\"";
     let server = Server::start(
         tmux(),
-        ServerOptions {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                script.into(),
-                "sh".into(),
-                out.clone().into(),
-                ready.clone().into(),
-            ],
-            ..opts(dir)
-        },
+        opts(dir).command(vec![
+            "sh".into(),
+            "-c".into(),
+            script.into(),
+            "sh".into(),
+            out.clone().into(),
+            ready.clone().into(),
+        ]),
     )
     .await
     .expect("start");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tmux_engine::tmux::options::MARK_OPTION;
 use tmux_engine::tmux::process::is_alive;
 use tmux_engine::tmux::server::{DIR_PREFIX, MAX_SOCKET_PATH};
-use tmux_engine::tmux::{Server, ServerOptions, Tmux, TmuxCommand};
+use tmux_engine::tmux::{Server, Tmux, TmuxCommand};
 use tmux_engine::vocab::Size;
 
 use crate::support::{Control, opts, poll, test_dir, tmux, within};
@@ -50,14 +50,12 @@ async fn start_then_kill_removes_process_and_directory() {
         let tmp = test_dir();
         let server = Server::start(
             tmux(),
-            ServerOptions {
-                size: Size {
+            opts(tmp.path())
+                .size(Size {
                     cols: 100,
                     rows: 30,
-                },
-                history_limit: 1234,
-                ..opts(tmp.path())
-            },
+                })
+                .history_limit(1234),
         )
         .await
         .expect("starting tmux");
@@ -160,13 +158,10 @@ async fn user_config_is_never_read() {
         std::fs::write(xdg.join("tmux/tmux.conf"), evil).expect("write");
         let server = Server::start(
             tmux(),
-            ServerOptions {
-                server_env: vec![
-                    ("HOME".into(), home.into()),
-                    ("XDG_CONFIG_HOME".into(), xdg.into()),
-                ],
-                ..opts(tmp.path())
-            },
+            opts(tmp.path()).server_env(vec![
+                ("HOME".into(), home.into()),
+                ("XDG_CONFIG_HOME".into(), xdg.into()),
+            ]),
         )
         .await
         .expect("start");
@@ -203,10 +198,7 @@ async fn dead_pane_keeps_exit_status_on_live_server() {
         let tmp = test_dir();
         let server = Server::start(
             tmux(),
-            ServerOptions {
-                command: vec!["sh".into(), "-c".into(), "exit 3".into()],
-                ..opts(tmp.path())
-            },
+            opts(tmp.path()).command(vec!["sh".into(), "-c".into(), "exit 3".into()]),
         )
         .await
         .expect("start");
@@ -258,15 +250,9 @@ async fn too_long_socket_path_is_refused_before_starting() {
     within(async {
         let tmp = test_dir();
         let deep = tmp.path().join("d".repeat(MAX_SOCKET_PATH));
-        let err = Server::start(
-            tmux(),
-            ServerOptions {
-                runtime_dir: Some(deep.clone()),
-                ..opts(tmp.path())
-            },
-        )
-        .await
-        .expect_err("socket path is too long");
+        let err = Server::start(tmux(), opts(tmp.path()).runtime_dir(Some(deep.clone())))
+            .await
+            .expect_err("socket path is too long");
         assert_eq!(err.code(), "SOCKET_PATH_TOO_LONG");
         assert!(
             err.to_string().contains(&deep.display().to_string()),
@@ -286,13 +272,10 @@ async fn window_size_stays_fixed_when_a_client_claims_another() {
         let tmp = test_dir();
         let server = Server::start(
             tmux(),
-            ServerOptions {
-                size: Size {
-                    cols: 100,
-                    rows: 30,
-                },
-                ..opts(tmp.path())
-            },
+            opts(tmp.path()).size(Size {
+                cols: 100,
+                rows: 30,
+            }),
         )
         .await
         .expect("start");
@@ -318,19 +301,17 @@ async fn options_reach_the_pane() {
         std::fs::create_dir(&work).expect("mkdir");
         let server = Server::start(
             tmux(),
-            ServerOptions {
-                cwd: Some(work.clone()),
-                env: vec![("K".into(), "v; $HOME #{x}".into())],
-                command: vec![
+            opts(tmp.path())
+                .cwd(Some(work.clone()))
+                .env(vec![("K".into(), "v; $HOME #{x}".into())])
+                .command(vec![
                     "sh".into(),
                     "-c".into(),
                     "{ pwd; printf '%s\\n' \"$K\" \"$1\"; } > \"$2\"".into(),
                     "sh".into(),
                     "arg;".into(),
                     out.clone().into(),
-                ],
-                ..opts(tmp.path())
-            },
+                ]),
         )
         .await
         .expect("start");
@@ -374,15 +355,9 @@ async fn accepted_names_address_exactly_their_session() {
             "é名",
             "!",
         ] {
-            let server = Server::start(
-                tmux(),
-                ServerOptions {
-                    session: name.into(),
-                    ..opts(tmp.path())
-                },
-            )
-            .await
-            .unwrap_or_else(|e| panic!("starting session {name:?}: {e}"));
+            let server = Server::start(tmux(), opts(tmp.path()).session(name.into()))
+                .await
+                .unwrap_or_else(|e| panic!("starting session {name:?}: {e}"));
             let has = TmuxCommand::new("has-session").target(server.session());
             server
                 .run(&has)

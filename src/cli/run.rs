@@ -64,23 +64,20 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
         getrandom::u64()
             .map_err(|e| Error::io("drawing a random marker", std::io::Error::other(e)))?
     );
-    let server_opts = ServerOptions {
-        size: opts.size,
-        command: wrapped(&nonce, opts.command),
+    let server_opts = {
         // The exit handshake keeps the pane alive until its output is in.
-        drain_on_exit: false,
-        ..ServerOptions::default()
+        ServerOptions::default()
+            .size(opts.size)
+            .command(wrapped(&nonce, opts.command))
+            .drain_on_exit(false)
     };
-    let client_opts = ClientOptions {
+    let client_opts = {
         // pause-after would let tmux drop output; lossless needs it off.
-        pause_after: None,
-        pane_pause: false,
-        ..ClientOptions::default()
+        ClientOptions::default().pause_after(None).pane_pause(false)
     };
-    let lossless = SubscribeOptions {
-        delivery: Delivery::Lossless,
-        snapshot_first: false,
-    };
+    let lossless = SubscribeOptions::default()
+        .delivery(Delivery::Lossless)
+        .snapshot_first(false);
     let started = launch(tmux, server_opts, client_opts, lossless);
     let Parts {
         server,

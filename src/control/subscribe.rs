@@ -104,8 +104,10 @@ pub enum Delivery {
     Lossless,
 }
 
-/// Options of one pane subscription.
+/// Options of one pane subscription: `SubscribeOptions::default()
+/// .delivery(Delivery::Lossless)`.
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct SubscribeOptions {
     /// Lag handling.
     pub delivery: Delivery,
@@ -113,6 +115,11 @@ pub struct SubscribeOptions {
     /// subscriber that joins late sees what is already there.
     pub snapshot_first: bool,
 }
+
+setters!(SubscribeOptions {
+    delivery: Delivery,
+    snapshot_first: bool,
+});
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SubState {

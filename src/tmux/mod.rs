@@ -25,7 +25,11 @@ pub mod command;
 pub mod handle;
 pub mod kill;
 pub mod options;
+// Process and /proc plumbing: public only so the crate's own tests can
+// check what is left running; not part of the API.
+#[doc(hidden)]
 pub mod process;
+#[doc(hidden)]
 pub mod procfs;
 pub mod server;
 pub mod version;

@@ -20,7 +20,10 @@ pub const MARK_VALUE: &str = "1";
 /// Environment variable naming the directory that holds server directories.
 pub const RUNTIME_DIR_ENV: &str = "TMUX_ENGINE_RUNTIME_DIR";
 /// What to start: the program, its environment, and the server's settings.
+/// Built from `Default` with the setters: `ServerOptions::default()
+/// .command(argv).size(Size { cols: 100, rows: 30 })`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ServerOptions {
     /// The window size, fixed whatever clients attach (default 80x24).
     pub size: Size,
@@ -91,6 +94,21 @@ impl Default for ServerOptions {
         }
     }
 }
+
+setters!(ServerOptions {
+    size: Size,
+    command: Vec<OsString>,
+    shell: Option<PathBuf>,
+    cwd: Option<PathBuf>,
+    env: Vec<(String, String)>,
+    server_env: Vec<(OsString, OsString)>,
+    clear_env: bool,
+    history_limit: u32,
+    drain_on_exit: bool,
+    session: String,
+    extra_config: Vec<String>,
+    runtime_dir: Option<PathBuf>,
+});
 
 /// Rejects options tmux would misread or silently replace.
 pub(super) fn validate(opts: &ServerOptions) -> Result<()> {

@@ -248,11 +248,9 @@ async fn reap_removes_unrecorded_servers_and_serverless_sockets() {
         // start and record), and a directory whose server is gone.
         let orphan = tmux_engine::tmux::Server::start(
             crate::support::tmux(),
-            tmux_engine::tmux::ServerOptions {
-                runtime_dir: Some(env.runtime()),
-                shell: Some("/bin/sh".into()),
-                ..Default::default()
-            },
+            tmux_engine::tmux::ServerOptions::default()
+                .runtime_dir(Some(env.runtime()))
+                .shell(Some("/bin/sh".into())),
         )
         .await
         .unwrap()

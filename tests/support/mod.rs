@@ -50,11 +50,9 @@ pub fn test_dir() -> TempDir {
 /// Options for a test server: sockets under `dir`, `/bin/sh` pinned so the
 /// user's shell and dotfiles play no part.
 pub fn opts(dir: &Path) -> ServerOptions {
-    ServerOptions {
-        runtime_dir: Some(dir.join("rt")),
-        shell: Some(PathBuf::from("/bin/sh")),
-        ..ServerOptions::default()
-    }
+    ServerOptions::default()
+        .runtime_dir(Some(dir.join("rt")))
+        .shell(Some(PathBuf::from("/bin/sh")))
 }
 
 /// Polls `check` every 10 ms until it returns `Some`, or panics with `what`

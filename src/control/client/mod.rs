@@ -50,8 +50,10 @@ use reader::{Reader, drain_stderr};
 
 pub use super::subscribe::{Delivery, PaneEvent};
 
-/// Tunables of a control client. `Default` gives sane values.
+/// Tunables of a control client. `Default` gives sane values; change one
+/// with its setter: `ClientOptions::default().pause_after(None)`.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ClientOptions {
     /// A command unanswered for this long fails with `UNRESPONSIVE`.
     pub command_timeout: Duration,
@@ -96,11 +98,24 @@ impl Default for ClientOptions {
             subscriber_capacity: 1024,
             event_capacity: 4096,
             resync_history: 1000,
-            max_line_length: 4 << 20,
+            max_line_length: crate::control::codec::DEFAULT_MAX_LINE_LENGTH,
             handshake_lock: None,
         }
     }
 }
+
+setters!(ClientOptions {
+    command_timeout: Duration,
+    ready_timeout: Duration,
+    pause_after: Option<u32>,
+    pane_pause: bool,
+    max_in_flight: usize,
+    subscriber_capacity: usize,
+    event_capacity: usize,
+    resync_history: u32,
+    max_line_length: usize,
+    handshake_lock: Option<PathBuf>,
+});
 
 /// A handle on a live control connection. Cheap to clone; the connection
 /// detaches when the last handle is dropped.
