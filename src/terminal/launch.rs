@@ -20,6 +20,7 @@ use crate::{Error, Result};
 
 /// A started server, its control client, its one pane and that pane's
 /// output from the first byte.
+#[derive(Debug)]
 #[non_exhaustive]
 pub struct Parts {
     /// The server: killed when dropped unless
@@ -86,14 +87,4 @@ pub async fn launch(
         pane,
         output,
     })
-}
-
-impl std::fmt::Debug for Parts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Parts")
-            .field("server", &self.server)
-            .field("client", &self.client)
-            .field("pane", &self.pane)
-            .finish_non_exhaustive()
-    }
 }

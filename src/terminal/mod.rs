@@ -41,6 +41,7 @@ use crate::control::client::{ControlClient, PaneEvent, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
 use crate::screen::model::{self, Shared};
 use crate::screen::{IntoRegex, Screen, Within, scrollback_lines};
+use crate::tmux::ServerHandle;
 use crate::tmux::command::{TmuxCommand, resize_window};
 use crate::tmux::server::Server;
 use crate::vocab::{ExitStatus, Size};
@@ -54,6 +55,9 @@ use crate::{Error, Result};
 pub struct Terminal {
     /// Held until `kill` or drop.
     server: Option<Server>,
+    /// The same server's address and pid, for reads after `server` is
+    /// taken (a handle never kills).
+    address: ServerHandle,
     client: ControlClient,
     pane: PaneId,
     pane_pid: u32,
@@ -85,6 +89,7 @@ impl Terminal {
         let feeder = tokio::spawn(model::feed(model.clone(), client.clone(), pane, output));
         Terminal {
             pane_pid: server.first_pane().pid,
+            address: server.handle().clone(),
             server: Some(server),
             client,
             pane,
@@ -247,12 +252,12 @@ impl Terminal {
 
     /// The tmux server's pid.
     pub fn server_pid(&self) -> u32 {
-        self.server().pid()
+        self.address.pid()
     }
 
     /// The server's private directory (socket, config).
     pub fn dir(&self) -> &Path {
-        self.server().dir()
+        self.address.dir()
     }
 
     /// The pane the program runs in.
@@ -285,12 +290,6 @@ impl Terminal {
         let result = server.kill_with(self.client.kill_request()).await;
         self.client.detach().await;
         result
-    }
-
-    fn server(&self) -> &Server {
-        self.server
-            .as_ref()
-            .expect("a terminal holds its server until kill or drop")
     }
 }
 
@@ -331,16 +330,9 @@ impl std::fmt::Debug for Terminal {
 /// }
 /// # }
 /// ```
+#[derive(Debug)]
 pub struct Output {
     stream: PaneStream,
-}
-
-impl std::fmt::Debug for Output {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Output")
-            .field("pane", &self.stream.pane())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Output {

@@ -367,6 +367,12 @@ impl Server {
         Ok(())
     }
 
+    /// The server as a [`ServerHandle`]: its address and pid, for reads
+    /// (a handle never kills on drop; this server still does).
+    pub fn handle(&self) -> &ServerHandle {
+        &self.handle
+    }
+
     /// Gives up ownership: the server keeps running after this value is
     /// gone, and the returned [`ServerHandle`] never kills on drop.
     ///

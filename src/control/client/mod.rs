@@ -731,6 +731,15 @@ impl Drop for PaneStream {
     }
 }
 
+impl std::fmt::Debug for PaneStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PaneStream")
+            .field("pane", &self.pane)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
 impl std::fmt::Debug for ControlClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControlClient")
