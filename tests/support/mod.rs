@@ -282,7 +282,16 @@ pub fn fixture(prefix: &str) -> Vec<u8> {
 
 /// Decodes `input` fed as the given chunks, then ends the stream.
 pub fn decode_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Vec<Event> {
-    let mut codec = ControlCodec::new();
+    decode_chunks_with(ControlCodec::new(), chunks, |_, _| {})
+}
+
+/// Decodes the chunks with `codec`, calling `after_chunk` with the
+/// buffer left and the chunk after each one, then ends the stream.
+pub fn decode_chunks_with<'a>(
+    mut codec: ControlCodec,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+    mut after_chunk: impl FnMut(&BytesMut, &[u8]),
+) -> Vec<Event> {
     let mut buf = BytesMut::new();
     let mut events = Vec::new();
     for chunk in chunks {
@@ -290,6 +299,7 @@ pub fn decode_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Vec<Even
         while let Some(event) = codec.decode(&mut buf).expect("decode never fails") {
             events.push(event);
         }
+        after_chunk(&buf, chunk);
     }
     while let Some(event) = codec.decode_eof(&mut buf).expect("decode_eof never fails") {
         events.push(event);
