@@ -23,7 +23,7 @@ use tmux_engine::control::exit::ExitStatus;
 use tmux_engine::fixture::Fixture;
 use tmux_engine::tmux::{Tmux, process, procfs};
 
-use common::{median, ms};
+use common::{median, ms, raw_session_args};
 
 /// Prints `MARK<line> <time>` for every line it reads, without echo.
 const MARKER_LOOP: &str =
@@ -89,21 +89,10 @@ async fn latency(tmux: &Arc<Tmux>, base: &Path, n: usize) {
     let out = tmux_cli(
         tmux,
         &socket,
-        &[
-            "-f",
+        &raw_session_args(
             "/dev/null",
-            "new-session",
-            "-d",
-            "-x",
-            "80",
-            "-y",
-            "24",
-            "bash",
-            "--norc",
-            "--noprofile",
-            "-c",
-            MARKER_LOOP,
-        ],
+            &["bash", "--norc", "--noprofile", "-c", MARKER_LOOP],
+        ),
     );
     assert!(out.status.success(), "{out:?}");
     std::thread::sleep(Duration::from_millis(200));
@@ -188,18 +177,7 @@ async fn start_teardown(tmux: &Arc<Tmux>, base: &Path, n: usize) {
         let out = Command::new(tmux.path())
             .args(["-S"])
             .arg(&socket)
-            .args([
-                "-f",
-                "/dev/null",
-                "new-session",
-                "-d",
-                "-x",
-                "80",
-                "-y",
-                "24",
-                "/bin/sh",
-                "-i",
-            ])
+            .args(raw_session_args("/dev/null", &["/bin/sh", "-i"]))
             .env("PS1", "$ ")
             .output()
             .expect("tmux");

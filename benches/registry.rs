@@ -31,7 +31,7 @@ use tmux_engine::tmux::process;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-use common::{env_or, median, ms, rss_kib};
+use common::{env_or, median, ms, raw_session_args, rss_kib};
 
 async fn open(dir: &Path) -> Registry {
     let config = TmuxConfig::new(dir.join("rt")).shell("/bin/sh");
@@ -88,21 +88,10 @@ async fn spawn_and_kill(dir: &Path, rounds: usize) {
         let socket = dir.join(format!("raw{round}.sock"));
         let socket = socket.to_str().unwrap();
         let conf = conf.to_str().unwrap();
+        let mut args = vec!["-S", socket];
+        args.extend(raw_session_args(conf, &["/bin/sh"]));
         let start = Instant::now();
-        raw_tmux(&[
-            "-S",
-            socket,
-            "-f",
-            conf,
-            "new-session",
-            "-d",
-            "-x",
-            "80",
-            "-y",
-            "24",
-            "/bin/sh",
-        ])
-        .await;
+        raw_tmux(&args).await;
         raw_spawn.push(start.elapsed());
         let server_pid = raw_pid(socket).await;
         let start = Instant::now();

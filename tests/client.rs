@@ -14,7 +14,7 @@ use tmux_engine::tmux::Server;
 use tmux_engine::tmux::TmuxCommand;
 use tmux_engine::tmux::process;
 
-use crate::support::{opts, poll, test_dir, tmux, within};
+use crate::support::{live, opts, poll, test_dir, tmux};
 
 fn cmd(name: &'static str) -> TmuxCommand {
     TmuxCommand::new(name)
@@ -80,8 +80,7 @@ async fn read_until(stream: &mut PaneStream, want: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn pipelined_commands_get_their_own_replies_in_order() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let (term, _stream) = start(dir.path(), &["cat"], ClientOptions::default()).await;
         let client = term.client().clone();
         // 300 commands in flight at once, every third one failing: each
@@ -114,8 +113,7 @@ async fn pipelined_commands_get_their_own_replies_in_order() {
 
 #[tokio::test]
 async fn hook_blocks_with_flags_0_do_not_take_a_reply() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let (term, _stream) = start(dir.path(), &["cat"], ClientOptions::default()).await;
         let client = term.client();
         // A hook's commands run with this client and print flags-0 blocks.
@@ -136,8 +134,7 @@ async fn hook_blocks_with_flags_0_do_not_take_a_reply() {
 
 #[tokio::test]
 async fn replies_keep_utf8_because_the_client_runs_with_u() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let (term, _stream) = start(dir.path(), &["cat"], ClientOptions::default()).await;
         let reply = term
             .client()
@@ -152,8 +149,7 @@ async fn replies_keep_utf8_because_the_client_runs_with_u() {
 
 #[tokio::test]
 async fn a_stopped_server_is_unresponsive_and_replies_stay_matched_after() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let client_opts = ClientOptions::default().command_timeout(Duration::from_millis(300));
         let (term, _stream) = start(dir.path(), &["cat"], client_opts).await;
         let server_pid = term.server().pid();
@@ -179,8 +175,7 @@ async fn a_stopped_server_is_unresponsive_and_replies_stay_matched_after() {
 
 #[tokio::test]
 async fn a_crashed_server_fails_pending_commands_and_ends_streams_with_the_reason() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let (term, mut stream) = start(dir.path(), &["cat"], ClientOptions::default()).await;
         let client = term.client().clone();
         let server_pid = term.server().pid();
@@ -213,8 +208,7 @@ async fn a_crashed_server_fails_pending_commands_and_ends_streams_with_the_reaso
 
 #[tokio::test]
 async fn send_bytes_delivers_every_byte_exactly() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let out = dir.path().join("received");
         let script = format!(
             "stty raw -echo; echo ready; head -c 20480 > {}; echo done; exec sleep 60",
@@ -240,8 +234,7 @@ async fn send_bytes_delivers_every_byte_exactly() {
 
 #[tokio::test]
 async fn a_subscriber_that_stops_reading_gets_the_pane_paused_then_a_resync() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let client_opts = {
             // The observer below must not skip the %pause it waits for.
             ClientOptions::default()
@@ -295,8 +288,7 @@ async fn a_subscriber_that_stops_reading_gets_the_pane_paused_then_a_resync() {
 
 #[tokio::test]
 async fn pane_exit_is_pushed_with_code_or_signal() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let (term, _stream) = start(
             dir.path(),
             &["sh", "-c", "exit 7"],
@@ -396,8 +388,7 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
     // output it could not write is `pause-after` seconds old, so the lag is
     // real time: under a second to fill the pipe, then over a second more.
     const LAG: Duration = Duration::from_secs(3);
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let client_opts = {
             // Any %pause is then tmux's own, never the engine's.
             // The streams never lag: no resync but the ones under test.
@@ -498,8 +489,7 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
 
 #[tokio::test]
 async fn detach_resolves_with_no_tmux_c_left_and_the_handshake_lock_free() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let (term, mut stream) = start(dir.path(), &["cat"], ClientOptions::default()).await;
         let client = term.client().clone();
         let pid = client.pid().expect("tmux -C has a pid");
@@ -553,8 +543,7 @@ async fn detach_resolves_with_no_tmux_c_left_and_the_handshake_lock_free() {
 
 #[tokio::test]
 async fn a_lossless_subscriber_that_stopped_reading_does_not_hold_a_detach_up() {
-    within(async {
-        let dir = test_dir();
+    live(async |dir| {
         let mut server = opts(dir.path());
         // Floods once told to, so the start's own commands get answers.
         server.command = ["/bin/sh", "-c", "read go; exec yes"]

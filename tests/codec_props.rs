@@ -1,12 +1,10 @@
 //! Properties of the codec on arbitrary input: it never panics, never fails
 //! the stream, and chunking never changes what it yields.
 
-use bytes::BytesMut;
 use proptest::prelude::*;
 use tmux_engine::control::{ControlCodec, Event};
-use tokio_util::codec::Decoder;
 
-use crate::support::{decode, fixtures};
+use crate::support::{decode, decode_chunks_with, fixtures};
 
 /// Splits `input` at the given (sorted, deduplicated) cut points.
 fn cut<'a>(input: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
@@ -24,23 +22,13 @@ fn cut<'a>(input: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
 }
 
 fn decode_with(max: usize, chunks: &[&[u8]]) -> Vec<Event> {
-    let mut codec = ControlCodec::with_max_line_length(max);
-    let mut buf = BytesMut::new();
-    let mut events = Vec::new();
-    for chunk in chunks {
-        buf.extend_from_slice(chunk);
-        while let Some(e) = codec.decode(&mut buf).expect("decode never fails") {
-            events.push(e);
-        }
+    let codec = ControlCodec::with_max_line_length(max);
+    decode_chunks_with(codec, chunks.iter().copied(), |buf, chunk| {
         assert!(
             buf.len() <= max + 8 + chunk.len(),
             "buffer bounded by the line limit"
         );
-    }
-    while let Some(e) = codec.decode_eof(&mut buf).expect("decode_eof never fails") {
-        events.push(e);
-    }
-    events
+    })
 }
 
 /// Bytes that look like control mode often enough to reach deep states.

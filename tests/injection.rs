@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tmux_engine::tmux::{Server, TmuxCommand};
 
-use crate::support::{Control, opts, poll, test_dir, tmux, within};
+use crate::support::{Control, live, opts, poll, sh_c, start_server, tmux};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -138,19 +138,13 @@ async fn exercise(
 
 #[tokio::test]
 async fn hostile_arguments_stay_arguments() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let canary = tmp.path().join("CANARY");
-        let server = Server::start(tmux(), {
+        let server = start_server({
             // Raw mode, so typed control characters are not signals.
-            opts(tmp.path()).command(vec![
-                "sh".into(),
-                "-c".into(),
-                "stty raw -echo; exec cat > /dev/null".into(),
-            ])
+            opts(tmp.path()).command(sh_c("stty raw -echo; exec cat > /dev/null", &[]))
         })
-        .await
-        .expect("start");
+        .await;
         let mut control = Control::attach(&server).await;
         for (i, p) in payloads(&canary).iter().enumerate() {
             exercise(&server, &mut control, true, i, p, tmp.path()).await;
@@ -187,8 +181,7 @@ async fn hostile_arguments_stay_arguments() {
 
 #[tokio::test]
 async fn hostile_session_names_stay_names() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let canary = tmp.path().join("CANARY");
         let c = canary.display();
         let names = [

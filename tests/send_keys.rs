@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tmux_engine::tmux::{Server, send_keys_hex};
 
-use crate::support::{Control, opts, poll, test_dir, tmux, within};
+use crate::support::{Control, live, opts, poll, sh_c, start_server};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -29,19 +29,8 @@ async fn cat_server(dir: &std::path::Path, name: &str) -> (Server, std::path::Pa
     let out = dir.join(format!("{name}.out"));
     let ready = dir.join(format!("{name}.ready"));
     let script = "stty raw -echo -iexten; touch \"$2\"; exec cat > \"$1\"";
-    let server = Server::start(
-        tmux(),
-        opts(dir).command(vec![
-            "sh".into(),
-            "-c".into(),
-            script.into(),
-            "sh".into(),
-            out.clone().into(),
-            ready.clone().into(),
-        ]),
-    )
-    .await
-    .expect("start");
+    let command = sh_c(script, &[out.as_os_str(), ready.as_os_str()]);
+    let server = start_server(opts(dir).command(command)).await;
     poll("the pane to be raw", WAIT, || async {
         ready.exists().then_some(())
     })
@@ -62,8 +51,7 @@ async fn wait_for_file(out: &std::path::Path, want: &[u8]) {
 
 #[tokio::test]
 async fn hex_keys_reach_the_program_exactly_over_control() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let (server, out) = cat_server(tmp.path(), "control").await;
         let data = payload();
         let mut control = Control::attach(&server).await;
@@ -80,8 +68,7 @@ async fn hex_keys_reach_the_program_exactly_over_control() {
 
 #[tokio::test]
 async fn hex_keys_reach_the_program_exactly_via_cli() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let (server, out) = cat_server(tmp.path(), "cli").await;
         let data = payload();
         for cmd in send_keys_hex(server.first_pane().id, &data, 4096) {

@@ -11,7 +11,7 @@ use tmux_engine::tmux::server::{DIR_PREFIX, MAX_SOCKET_PATH};
 use tmux_engine::tmux::{Server, Tmux, TmuxCommand};
 use tmux_engine::vocab::Size;
 
-use crate::support::{Control, opts, poll, test_dir, tmux, within};
+use crate::support::{Control, live, opts, poll, sh_c, start_server, tmux};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -46,10 +46,8 @@ async fn list_panes(server: &Server, format: &str) -> String {
 
 #[tokio::test]
 async fn start_then_kill_removes_process_and_directory() {
-    within(async {
-        let tmp = test_dir();
-        let server = Server::start(
-            tmux(),
+    live(async |tmp| {
+        let server = start_server(
             opts(tmp.path())
                 .size(Size {
                     cols: 100,
@@ -57,8 +55,7 @@ async fn start_then_kill_removes_process_and_directory() {
                 })
                 .history_limit(1234),
         )
-        .await
-        .expect("starting tmux");
+        .await;
         let (pid, dir, socket) = (
             server.pid(),
             server.dir().to_owned(),
@@ -102,11 +99,8 @@ async fn start_then_kill_removes_process_and_directory() {
 
 #[tokio::test]
 async fn drop_kills_server() {
-    within(async {
-        let tmp = test_dir();
-        let server = Server::start(tmux(), opts(tmp.path()))
-            .await
-            .expect("start");
+    live(async |tmp| {
+        let server = start_server(opts(tmp.path())).await;
         let (pid, dir) = (server.pid(), server.dir().to_owned());
         let pane = server.first_pane().pid;
         drop(server);
@@ -118,11 +112,8 @@ async fn drop_kills_server() {
 
 #[tokio::test]
 async fn drop_during_panic_kills_server() {
-    within(async {
-        let tmp = test_dir();
-        let server = Server::start(tmux(), opts(tmp.path()))
-            .await
-            .expect("start");
+    live(async |tmp| {
+        let server = start_server(opts(tmp.path())).await;
         let (pid, dir) = (server.pid(), server.dir().to_owned());
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             let _server = server;
@@ -131,9 +122,7 @@ async fn drop_during_panic_kills_server() {
         assert!(caught.is_err());
         assert_gone(pid, &dir);
 
-        let server = Server::start(tmux(), opts(tmp.path()))
-            .await
-            .expect("start");
+        let server = start_server(opts(tmp.path())).await;
         let (pid, dir) = (server.pid(), server.dir().to_owned());
         let joined = std::thread::spawn(move || {
             let _server = server;
@@ -148,23 +137,18 @@ async fn drop_during_panic_kills_server() {
 
 #[tokio::test]
 async fn user_config_is_never_read() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let home = tmp.path().join("home");
         let xdg = home.join("xdg");
         std::fs::create_dir_all(xdg.join("tmux")).expect("mkdir");
         let evil = "set -g status-left CANARY\nset -g @canary yes\nset -g remain-on-exit off\n";
         std::fs::write(home.join(".tmux.conf"), evil).expect("write");
         std::fs::write(xdg.join("tmux/tmux.conf"), evil).expect("write");
-        let server = Server::start(
-            tmux(),
-            opts(tmp.path()).server_env(vec![
-                ("HOME".into(), home.into()),
-                ("XDG_CONFIG_HOME".into(), xdg.into()),
-            ]),
-        )
-        .await
-        .expect("start");
+        let server = start_server(opts(tmp.path()).server_env(vec![
+            ("HOME".into(), home.into()),
+            ("XDG_CONFIG_HOME".into(), xdg.into()),
+        ]))
+        .await;
         let show = |name: &str| {
             TmuxCommand::new("show-options")
                 .flag("-g")
@@ -194,14 +178,8 @@ async fn user_config_is_never_read() {
 
 #[tokio::test]
 async fn dead_pane_keeps_exit_status_on_live_server() {
-    within(async {
-        let tmp = test_dir();
-        let server = Server::start(
-            tmux(),
-            opts(tmp.path()).command(vec!["sh".into(), "-c".into(), "exit 3".into()]),
-        )
-        .await
-        .expect("start");
+    live(async |tmp| {
+        let server = start_server(opts(tmp.path()).command(sh_c("exit 3", &[]))).await;
         // pane_dead is set at EOF, pane_dead_status once the child is reaped;
         // tmux 3.3a sometimes loses that SIGCHLD, hence the nudge.
         poll("the pane to die with status 3", WAIT, || async {
@@ -227,11 +205,8 @@ async fn dead_pane_keeps_exit_status_on_live_server() {
 
 #[tokio::test]
 async fn killing_the_session_ends_the_server() {
-    within(async {
-        let tmp = test_dir();
-        let server = Server::start(tmux(), opts(tmp.path()))
-            .await
-            .expect("start");
+    live(async |tmp| {
+        let server = start_server(opts(tmp.path())).await;
         let kill = TmuxCommand::new("kill-session").target(server.session());
         server.run(&kill).await.expect("kill-session");
         // exit-empty on: no session, no server; "gone" is unambiguous.
@@ -247,8 +222,7 @@ async fn killing_the_session_ends_the_server() {
 
 #[tokio::test]
 async fn too_long_socket_path_is_refused_before_starting() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let deep = tmp.path().join("d".repeat(MAX_SOCKET_PATH));
         let err = Server::start(tmux(), opts(tmp.path()).runtime_dir(Some(deep.clone())))
             .await
@@ -268,17 +242,12 @@ async fn too_long_socket_path_is_refused_before_starting() {
 
 #[tokio::test]
 async fn window_size_stays_fixed_when_a_client_claims_another() {
-    within(async {
-        let tmp = test_dir();
-        let server = Server::start(
-            tmux(),
-            opts(tmp.path()).size(Size {
-                cols: 100,
-                rows: 30,
-            }),
-        )
-        .await
-        .expect("start");
+    live(async |tmp| {
+        let server = start_server(opts(tmp.path()).size(Size {
+            cols: 100,
+            rows: 30,
+        }))
+        .await;
         let mut control = Control::attach(&server).await;
         let claim = control.cmd("refresh-client -C 50x10").await;
         assert!(claim.ok, "{}", claim.text());
@@ -294,27 +263,20 @@ async fn window_size_stays_fixed_when_a_client_claims_another() {
 
 #[tokio::test]
 async fn options_reach_the_pane() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let out = tmp.path().join("out");
         let work = tmp.path().join("work #1 $HOME");
         std::fs::create_dir(&work).expect("mkdir");
-        let server = Server::start(
-            tmux(),
+        let server = start_server(
             opts(tmp.path())
                 .cwd(Some(work.clone()))
                 .env(vec![("K".into(), "v; $HOME #{x}".into())])
-                .command(vec![
-                    "sh".into(),
-                    "-c".into(),
-                    "{ pwd; printf '%s\\n' \"$K\" \"$1\"; } > \"$2\"".into(),
-                    "sh".into(),
-                    "arg;".into(),
-                    out.clone().into(),
-                ]),
+                .command(sh_c(
+                    "{ pwd; printf '%s\\n' \"$K\" \"$1\"; } > \"$2\"",
+                    &["arg;".as_ref(), out.as_os_str()],
+                )),
         )
-        .await
-        .expect("start");
+        .await;
         let want = format!("{}\nv; $HOME #{{x}}\narg;\n", work.display());
         poll("the program's output", WAIT, || async {
             std::fs::read_to_string(&out).ok().filter(|s| *s == want)
@@ -323,9 +285,7 @@ async fn options_reach_the_pane() {
         server.kill().await.expect("kill");
 
         // A pinned shell with no command is the pane's program.
-        let server = Server::start(tmux(), opts(tmp.path()))
-            .await
-            .expect("start");
+        let server = start_server(opts(tmp.path())).await;
         // Polled: right after the start the pane pid can still be tmux's
         // fork, before its exec.
         let sh = std::fs::canonicalize("/bin/sh").expect("/bin/sh");
@@ -341,8 +301,7 @@ async fn options_reach_the_pane() {
 
 #[tokio::test]
 async fn accepted_names_address_exactly_their_session() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         for name in [
             "build #3",
             "x#{pane_id}",
@@ -367,9 +326,7 @@ async fn accepted_names_address_exactly_their_session() {
             server.kill().await.expect("kill");
         }
         // Exact: a prefix of the name does not match.
-        let server = Server::start(tmux(), opts(tmp.path()))
-            .await
-            .expect("start");
+        let server = start_server(opts(tmp.path())).await;
         let prefix = TmuxCommand::new("has-session").target("=mai");
         let err = server
             .run(&prefix)
@@ -418,8 +375,7 @@ fn assert_runtime_dir_empty(dir: &Path) {
 
 #[tokio::test]
 async fn failed_start_leaves_nothing_behind() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let pid_file = tmp.path().join("server-pid");
         let fake = half_broken_tmux(tmp.path(), &pid_file, false);
         let err = Server::start(Arc::new(fake), opts(tmp.path()))
@@ -439,8 +395,7 @@ async fn failed_start_leaves_nothing_behind() {
 
 #[tokio::test]
 async fn cancelled_start_leaves_nothing_behind() {
-    within(async {
-        let tmp = test_dir();
+    live(async |tmp| {
         let pid_file = tmp.path().join("server-pid");
         let fake = half_broken_tmux(tmp.path(), &pid_file, true);
         let start = Server::start(Arc::new(fake), opts(tmp.path()));

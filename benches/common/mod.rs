@@ -45,3 +45,11 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// The raw-tmux baseline's arguments after `-S SOCKET`: config `conf`, a
+/// detached 80x24 session running `program`.
+pub fn raw_session_args<'a>(conf: &'a str, program: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["-f", conf, "new-session", "-d", "-x", "80", "-y", "24"];
+    args.extend_from_slice(program);
+    args
+}

@@ -16,7 +16,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
 use tmux_engine::registry::{
-    OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec, TerminalSnapshot,
+    BackendGuard, OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec,
+    TerminalSnapshot,
 };
 use tmux_engine::{Error, Result};
 use tokio::task::JoinHandle;
@@ -32,6 +33,85 @@ fn registry() -> Registry {
 
 fn owner(name: &str) -> OwnerId {
     OwnerId::new(name).unwrap()
+}
+
+/// A registry with a plain stub backend of `kind`, registered until the
+/// guard drops.
+fn with_stub(kind: &str) -> (Registry, Arc<StubBackend>, BackendGuard) {
+    let registry = registry();
+    let backend = StubBackend::new(kind);
+    let guard = registry.register_backend(backend.clone()).unwrap();
+    (registry, backend, guard)
+}
+
+/// Makes `backend`'s spawns wait for the returned gate.
+fn gate_spawns(backend: &StubBackend) -> Gate {
+    let gate = Gate::new();
+    backend.set_spawn_gate(Some(gate.clone()));
+    gate
+}
+
+/// Spawns `spec` for `owner` with no cancellation; it must succeed.
+async fn spawned(registry: &Registry, owner: &OwnerId, spec: SpawnSpec) -> TerminalSnapshot {
+    registry.spawn(owner, spec, &none()).await.unwrap()
+}
+
+/// The error of a spawn of `spec` for `owner`, with no cancellation, that
+/// must fail.
+async fn spawn_error(registry: &Registry, owner: &OwnerId, spec: SpawnSpec) -> Error {
+    failure(registry.spawn(owner, spec, &none()).await)
+}
+
+/// `error` is the registry's `CLEANUP_FAILED` aggregate.
+fn assert_cleanup_failed(error: &Error) {
+    assert_eq!(error.code(), "CLEANUP_FAILED");
+    assert!(
+        error
+            .to_string()
+            .contains("failed to clean up registry lifecycle"),
+        "{error}"
+    );
+}
+
+/// The two disposals of the seed's `$scope` cases: one owner's, or the
+/// whole service's.
+#[derive(Clone, Copy, Debug)]
+enum Scope {
+    Owner,
+    Service,
+}
+
+impl Scope {
+    const BOTH: [Scope; 2] = [Scope::Owner, Scope::Service];
+
+    /// The code of a spawn that this disposal aborts.
+    fn aborted_code(self) -> &'static str {
+        match self {
+            Scope::Owner => "OWNER_NOT_LIVE",
+            Scope::Service => "REGISTRY_DISPOSING",
+        }
+    }
+
+    /// This disposal, awaited here.
+    async fn dispose(self, registry: &Registry, owner: &OwnerId) -> Result<()> {
+        match self {
+            Scope::Owner => registry.dispose_owner(owner).await,
+            Scope::Service => registry.dispose().await,
+        }
+    }
+
+    /// This disposal, in a task.
+    fn dispose_task(self, registry: &Registry, owner: &OwnerId) -> JoinHandle<Result<()>> {
+        match self {
+            Scope::Owner => dispose_task(registry, Some(owner)),
+            Scope::Service => dispose_task(registry, None),
+        }
+    }
+
+    /// Names the row in a failure's output while it runs.
+    fn row(self) -> crate::support::Row {
+        crate::support::Row::new(format!("{self:?} disposal"))
+    }
 }
 
 /// Awaits `future`, failing the test after [`DEADLINE`].
@@ -96,6 +176,24 @@ pub(crate) fn spawn_task(
 ) -> JoinHandle<Result<TerminalSnapshot>> {
     let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
     tokio::spawn(async move { registry.spawn(&owner, spec, &cancel).await })
+}
+
+/// Spawns in a task, then waits for `started` (the backend has the spawn).
+pub(crate) async fn started_spawn_task(
+    registry: &Registry,
+    owner: &OwnerId,
+    spec: SpawnSpec,
+    cancel: &CancellationToken,
+    started: impl Future,
+) -> JoinHandle<Result<TerminalSnapshot>> {
+    let pending = spawn_task(registry, owner, spec, cancel);
+    within(started).await;
+    pending
+}
+
+/// The error a spawn task that must fail ended with.
+async fn spawn_task_error(pending: JoinHandle<Result<TerminalSnapshot>>) -> Error {
+    failure(within(pending).await.unwrap())
 }
 
 pub(crate) fn dispose_task(registry: &Registry, owner: Option<&OwnerId>) -> JoinHandle<Result<()>> {

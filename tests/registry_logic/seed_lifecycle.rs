@@ -17,7 +17,10 @@ use tmux_engine::registry::{
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{dispose_task, failure, none, owner, registry, send, spawn_task, within};
+use super::{
+    assert_cleanup_failed, dispose_task, failure, gate_spawns, none, owner, registry, send,
+    spawn_error, spawned, started_spawn_task, with_stub, within,
+};
 
 #[tokio::test]
 async fn rejects_empty_backend_types() {
@@ -44,20 +47,13 @@ async fn backend_guard_removes_its_registration_on_drop() {
 
 #[tokio::test]
 async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owner() {
-    let registry = registry();
-    let backend = StubBackend::new("stub");
-    let gate = Gate::new();
-    backend.set_spawn_gate(Some(gate.clone()));
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, _guard) = with_stub("stub");
+    let gate = gate_spawns(&backend);
     let (owner, foreign) = (owner("owner"), owner("foreign"));
 
-    let pending = spawn_task(
-        &registry,
-        &owner,
-        SpawnSpec::new("stub").name("main").cwd("/tmp"),
-        &none(),
-    );
-    within(backend.wait_spawns_started(1)).await;
+    let spec = SpawnSpec::new("stub").name("main").cwd("/tmp");
+    let started = backend.wait_spawns_started(1);
+    let pending = started_spawn_task(&registry, &owner, spec, &none(), started).await;
     // Reserved but unpublished: active, yet not listed or addressable.
     assert!(registry.has_owner_activity(&owner));
     assert!(registry.list(&owner).await.unwrap().is_empty());
@@ -116,32 +112,17 @@ async fn rejects_unknown_backends_non_live_owners_duplicate_names_and_active_sen
     let registry = registry();
     let disposed = owner("disposed");
     registry.dispose_owner(&disposed).await.unwrap();
-    let error = failure(
-        registry
-            .spawn(&disposed, SpawnSpec::new("missing"), &none())
-            .await,
-    );
+    let error = spawn_error(&registry, &disposed, SpawnSpec::new("missing")).await;
     assert_eq!(error.code(), "OWNER_NOT_LIVE");
     let owner = owner("owner");
-    let error = failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("missing"), &none())
-            .await,
-    );
+    let error = spawn_error(&registry, &owner, SpawnSpec::new("missing")).await;
     assert_eq!(error.code(), "NO_BACKEND");
     assert!(error.to_string().contains("missing"), "{error}");
 
     let backend = StubBackend::new("stub");
     let _guard = registry.register_backend(backend.clone()).unwrap();
-    let created = registry
-        .spawn(&owner, SpawnSpec::new("stub").name("main"), &none())
-        .await
-        .unwrap();
-    let error = failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("stub").name(""), &none())
-            .await,
-    );
+    let created = spawned(&registry, &owner, SpawnSpec::new("stub").name("main")).await;
+    let error = spawn_error(&registry, &owner, SpawnSpec::new("stub").name("")).await;
     assert_eq!(error.code(), "INVALID_INPUT");
     assert!(error.to_string().contains("must be non-empty"), "{error}");
     for bad in ["a:b", "a.b", "a\nb"] {
@@ -157,11 +138,7 @@ async fn rejects_unknown_backends_non_live_owners_duplicate_names_and_active_sen
             .await,
     );
     assert_eq!(error.code(), "CANCELLED");
-    let error = failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("stub").name("main"), &none())
-            .await,
-    );
+    let error = spawn_error(&registry, &owner, SpawnSpec::new("stub").name("main")).await;
     assert_eq!(error.code(), "DUPLICATE_NAME");
     assert!(error.to_string().contains("main"), "{error}");
     // Another owner may use the same name.
@@ -235,11 +212,7 @@ async fn reports_rollback_and_close_failures_without_publishing_false_success() 
         })
     };
     let _bad_spawn = registry.register_backend(backend).unwrap();
-    let error = failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("bad-spawn"), &none())
-            .await,
-    );
+    let error = spawn_error(&registry, &owner, SpawnSpec::new("bad-spawn")).await;
     assert_eq!(error.code(), "ROLLBACK_FAILED");
     assert!(
         error.to_string().contains("spawn and rollback both failed"),
@@ -247,21 +220,13 @@ async fn reports_rollback_and_close_failures_without_publishing_false_success() 
     );
     let disposal = owner_disposal.lock().unwrap().take().unwrap();
     let error = failure(within(disposal).await.unwrap());
-    assert_eq!(error.code(), "CLEANUP_FAILED");
-    assert!(
-        error
-            .to_string()
-            .contains("failed to clean up registry lifecycle")
-    );
+    assert_cleanup_failed(&error);
     assert!(registry.list(&owner).await.unwrap().is_empty());
 
     let next_owner = OwnerId::new("next").unwrap();
     let backend = StubBackend::new("bad-close");
     let _bad_close = registry.register_backend(backend.clone()).unwrap();
-    let created = registry
-        .spawn(&next_owner, SpawnSpec::new("bad-close"), &none())
-        .await
-        .unwrap();
+    let created = spawned(&registry, &next_owner, SpawnSpec::new("bad-close")).await;
     backend.terminal(0).unwrap().set_reject_close(true);
     let error = failure(registry.kill(&next_owner, created.id.as_str()).await);
     assert_eq!(error.code(), "CLOSE_FAILED");
@@ -280,14 +245,9 @@ async fn reports_rollback_and_close_failures_without_publishing_false_success() 
 
 #[tokio::test]
 async fn joins_an_already_running_close_and_refuses_new_sends_while_closing() {
-    let registry = registry();
+    let (registry, backend, _guard) = with_stub("stub");
     let owner = owner("owner");
-    let backend = StubBackend::new("stub");
-    let _guard = registry.register_backend(backend.clone()).unwrap();
-    let created = registry
-        .spawn(&owner, SpawnSpec::new("stub"), &none())
-        .await
-        .unwrap();
+    let created = spawned(&registry, &owner, SpawnSpec::new("stub")).await;
     let id = created.id.as_str();
     let gate = Gate::new();
     backend
@@ -315,14 +275,9 @@ async fn joins_an_already_running_close_and_refuses_new_sends_while_closing() {
 
 #[tokio::test]
 async fn awaits_owner_cleanup_and_removes_sessions_while_backend_registration_may_reload() {
-    let registry = registry();
-    let backend = StubBackend::new("stub");
-    let guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, guard) = with_stub("stub");
     let owner = owner("owner");
-    let created = registry
-        .spawn(&owner, SpawnSpec::new("stub"), &none())
-        .await
-        .unwrap();
+    let created = spawned(&registry, &owner, SpawnSpec::new("stub")).await;
     guard.remove();
     assert!(registry.list_backends().is_empty());
     let page = registry
@@ -342,18 +297,10 @@ async fn awaits_owner_cleanup_and_removes_sessions_while_backend_registration_ma
 
 #[tokio::test]
 async fn kills_idempotently_and_service_disposal_closes_all_owners() {
-    let registry = registry();
-    let backend = StubBackend::new("stub");
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, _guard) = with_stub("stub");
     let (first, second) = (owner("first"), owner("second"));
-    let a = registry
-        .spawn(&first, SpawnSpec::new("stub"), &none())
-        .await
-        .unwrap();
-    registry
-        .spawn(&second, SpawnSpec::new("stub"), &none())
-        .await
-        .unwrap();
+    let a = spawned(&registry, &first, SpawnSpec::new("stub")).await;
+    spawned(&registry, &second, SpawnSpec::new("stub")).await;
     assert!(registry.kill(&first, a.id.as_str()).await.unwrap());
     assert_eq!(backend.terminal(0).unwrap().closed(), [CloseReason::Kill]);
     assert_eq!(
@@ -366,11 +313,7 @@ async fn kills_idempotently_and_service_disposal_closes_all_owners() {
         backend.terminal(1).unwrap().closed(),
         [CloseReason::RegistryDisposed]
     );
-    let error = failure(
-        registry
-            .spawn(&first, SpawnSpec::new("stub"), &none())
-            .await,
-    );
+    let error = spawn_error(&registry, &first, SpawnSpec::new("stub")).await;
     assert_eq!(error.code(), "REGISTRY_DISPOSING");
     let id = a.id.as_str();
     let after = [
@@ -391,18 +334,10 @@ async fn kills_idempotently_and_service_disposal_closes_all_owners() {
 
 #[tokio::test]
 async fn aggregates_service_disposal_close_failures_after_attempting_every_record() {
-    let registry = registry();
-    let backend = StubBackend::new("stub");
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, _guard) = with_stub("stub");
     let owner = owner("owner");
-    registry
-        .spawn(&owner, SpawnSpec::new("stub"), &none())
-        .await
-        .unwrap();
-    registry
-        .spawn(&owner, SpawnSpec::new("stub"), &none())
-        .await
-        .unwrap();
+    spawned(&registry, &owner, SpawnSpec::new("stub")).await;
+    spawned(&registry, &owner, SpawnSpec::new("stub")).await;
     let (failing, healthy) = (backend.terminal(0).unwrap(), backend.terminal(1).unwrap());
     failing.set_reject_close(true);
 
@@ -433,39 +368,22 @@ async fn aggregates_service_disposal_close_failures_after_attempting_every_recor
     assert_eq!(failing.closed(), [CloseReason::Kill, CloseReason::Kill]);
     assert!(registry.list(&owner).await.unwrap().is_empty());
     registry.dispose().await.unwrap();
-    let error = failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("stub"), &none())
-            .await,
-    );
+    let error = spawn_error(&registry, &owner, SpawnSpec::new("stub")).await;
     assert_eq!(error.code(), "REGISTRY_DISPOSING");
 }
 
 #[tokio::test]
 async fn clears_registries_and_runs_owner_cleanups_even_when_a_session_close_fails() {
-    let registry = registry();
-    let backend = StubBackend::new("stub");
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, _guard) = with_stub("stub");
     let owner = owner("owner");
-    registry
-        .spawn(&owner, SpawnSpec::new("stub"), &none())
-        .await
-        .unwrap();
+    spawned(&registry, &owner, SpawnSpec::new("stub")).await;
     let survivor = StubBackend::new("other");
     let _other = registry.register_backend(survivor).unwrap();
-    registry
-        .spawn(&owner, SpawnSpec::new("other"), &none())
-        .await
-        .unwrap();
+    spawned(&registry, &owner, SpawnSpec::new("other")).await;
     backend.terminal(0).unwrap().set_reject_close(true);
 
     let error = failure(registry.dispose().await);
-    assert_eq!(error.code(), "CLEANUP_FAILED");
-    assert!(
-        error
-            .to_string()
-            .contains("failed to clean up registry lifecycle")
-    );
+    assert_cleanup_failed(&error);
     assert!(
         error.to_string().contains("failed to close 1 terminal(s)"),
         "{error}"
@@ -476,14 +394,9 @@ async fn clears_registries_and_runs_owner_cleanups_even_when_a_session_close_fai
 
 #[tokio::test]
 async fn signal_returns_the_target_process_group() {
-    let registry = registry();
-    let backend = StubBackend::new("stub");
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, _guard) = with_stub("stub");
     let owner = owner("owner");
-    let created = registry
-        .spawn(&owner, SpawnSpec::new("stub"), &none())
-        .await
-        .unwrap();
+    let created = spawned(&registry, &owner, SpawnSpec::new("stub")).await;
     let id = created.id.as_str();
     assert_eq!(
         registry.signal(&owner, id, Signal::Int).await.unwrap().pgid,

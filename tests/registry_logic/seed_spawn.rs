@@ -1,45 +1,109 @@
 //! The seed suite `000_*`, spawn half: reservation, cancellation, rollback
 //! and disposal of unpublished spawns. One test per `it(...)` case, named
-//! after it; `it.each` cases get one test per row.
+//! after it; an `it.each` case is one test that runs every row (a failure
+//! names its row).
 //!
 //! The seed's `AbortSignal.reason` has no counterpart on a
 //! `CancellationToken`; the reason reaches the spawner as the error code.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::poll;
-use tmux_engine::Error;
 use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
-use tmux_engine::registry::{CloseReason, SpawnSpec};
+use tmux_engine::registry::{
+    BackendGuard, CloseReason, OwnerId, Registry, SpawnSpec, TerminalSnapshot,
+};
+use tmux_engine::{Error, Result};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    abortable, backend_error, dispose_task, failure, failures, gated, none, owner, registry,
-    spawn_task, within,
+    Scope, abortable, assert_cleanup_failed, backend_error, failure, failures, gate_spawns, gated,
+    none, owner, registry, spawn_error, spawn_task_error, spawned, started_spawn_task, with_stub,
+    within,
 };
+
+/// A "slow" backend whose one spawn waits for the gate, then returns a
+/// terminal that rejects its close (so a rollback fails).
+fn slow_rejecting_close(
+    registry: &Registry,
+) -> (Arc<StubBackend>, Gate, Arc<StubTerminal>, BackendGuard) {
+    let gate = Gate::new();
+    let session = StubTerminal::new();
+    session.set_reject_close(true);
+    let backend = gated("slow", &gate, &session);
+    let guard = registry.register_backend(backend.clone()).unwrap();
+    (backend, gate, session, guard)
+}
+
+/// A spawn of a "cleanup-failing" backend, pending in the backend: on
+/// cancellation it fails with `cause` and the `cleanup` failure.
+struct CleanupFailing {
+    registry: Registry,
+    owner: OwnerId,
+    cleanup: Arc<Error>,
+    pending: JoinHandle<Result<TerminalSnapshot>>,
+    _guard: BackendGuard,
+}
+
+async fn cleanup_failing(cause: &'static str, cancel: &CancellationToken) -> CleanupFailing {
+    let registry = registry();
+    let started = Gate::new();
+    let cleanup = Arc::new(backend_error("backend cleanup failed"));
+    let kept = Arc::clone(&cleanup);
+    let backend = abortable("cleanup-failing", &started, move || Error::BackendCleanup {
+        cause: Box::new(Error::Cancelled(cause.to_owned())),
+        cleanup: Arc::clone(&kept),
+    });
+    let guard = registry.register_backend(backend).unwrap();
+    let owner = owner("owner");
+    let spec = SpawnSpec::new("cleanup-failing");
+    let pending = started_spawn_task(&registry, &owner, spec, cancel, started.wait()).await;
+    CleanupFailing {
+        registry,
+        owner,
+        cleanup,
+        pending,
+        _guard: guard,
+    }
+}
+
+/// Spawns `kind` with a token of its own, waits for `started`, cancels
+/// the token, then runs `then`: the spawn must fail with `CANCELLED`.
+async fn cancel_started_spawn(
+    registry: &Registry,
+    owner: &OwnerId,
+    kind: &str,
+    started: impl Future,
+    then: impl FnOnce(),
+) {
+    let cancel = CancellationToken::new();
+    let spec = SpawnSpec::new(kind);
+    let pending = started_spawn_task(registry, owner, spec, &cancel, started).await;
+    cancel.cancel();
+    then();
+    assert_eq!(spawn_task_error(pending).await.code(), "CANCELLED");
+}
+
+/// `error` carries exactly one failure, `cleanup` itself.
+fn assert_reports_only(error: &Error, cleanup: &Arc<Error>) {
+    let reported = failures(error);
+    assert_eq!(reported.len(), 1);
+    assert!(Arc::ptr_eq(&reported[0], cleanup));
+}
 
 #[tokio::test]
 async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_owner_disappears() {
-    let registry = registry();
-    let backend = StubBackend::new("slow");
-    let gate = Gate::new();
-    backend.set_spawn_gate(Some(gate.clone()));
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, _guard) = with_stub("slow");
+    let gate = gate_spawns(&backend);
     let owner = owner("owner");
 
-    let pending = spawn_task(
-        &registry,
-        &owner,
-        SpawnSpec::new("slow").name("main"),
-        &none(),
-    );
-    within(backend.wait_spawns_started(1)).await;
-    let error = failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("slow").name("main"), &none())
-            .await,
-    );
+    let spec = SpawnSpec::new("slow").name("main");
+    let started = backend.wait_spawns_started(1);
+    let pending = started_spawn_task(&registry, &owner, spec, &none(), started).await;
+    let error = spawn_error(&registry, &owner, SpawnSpec::new("slow").name("main")).await;
     assert_eq!(error.code(), "DUPLICATE_NAME");
     // Its first poll marks the owner disposed and aborts the spawn; then it
     // waits for the spawn to settle.
@@ -48,8 +112,7 @@ async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_owner_disappears
     assert!(poll!(&mut disposal).is_pending());
     gate.open();
 
-    let error = failure(within(pending).await.unwrap());
-    assert_eq!(error.code(), "OWNER_NOT_LIVE");
+    assert_eq!(spawn_task_error(pending).await.code(), "OWNER_NOT_LIVE");
     within(disposal).await.unwrap();
     assert_eq!(
         backend.terminal(0).unwrap().closed(),
@@ -60,60 +123,32 @@ async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_owner_disappears
 
 #[tokio::test]
 async fn preserves_caller_cancellation_when_a_pending_backend_spawn_completes() {
-    let registry = registry();
-    let backend = StubBackend::new("slow");
-    let gate = Gate::new();
-    backend.set_spawn_gate(Some(gate.clone()));
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, _guard) = with_stub("slow");
+    let gate = gate_spawns(&backend);
     let owner = owner("owner");
-    let cancel = CancellationToken::new();
 
-    let pending = spawn_task(&registry, &owner, SpawnSpec::new("slow"), &cancel);
-    within(backend.wait_spawns_started(1)).await;
-    cancel.cancel();
-    gate.open();
-
-    let error = failure(within(pending).await.unwrap());
-    assert_eq!(error.code(), "CANCELLED");
+    let started = backend.wait_spawns_started(1);
+    cancel_started_spawn(&registry, &owner, "slow", started, || gate.open()).await;
     assert_eq!(
         backend.terminal(0).unwrap().closed(),
         [CloseReason::RolledBack]
     );
     // The owner is untouched and can spawn again.
     assert!(!registry.has_owner_activity(&owner));
-    registry
-        .spawn(&owner, SpawnSpec::new("slow"), &none())
-        .await
-        .unwrap();
+    spawned(&registry, &owner, SpawnSpec::new("slow")).await;
 }
 
 #[tokio::test]
 async fn preserves_caller_cancellation_when_unpublished_rollback_fails() {
     let registry = registry();
-    let gate = Gate::new();
-    let session = StubTerminal::new();
-    session.set_reject_close(true);
-    let backend = gated("slow", &gate, &session);
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (backend, gate, session, _guard) = slow_rejecting_close(&registry);
     let owner = owner("owner");
-    let cancel = CancellationToken::new();
 
-    let pending = spawn_task(&registry, &owner, SpawnSpec::new("slow"), &cancel);
-    within(backend.wait_spawns_started(1)).await;
-    cancel.cancel();
-    gate.open();
-
-    let error = failure(within(pending).await.unwrap());
-    assert_eq!(error.code(), "CANCELLED");
+    let started = backend.wait_spawns_started(1);
+    cancel_started_spawn(&registry, &owner, "slow", started, || gate.open()).await;
     assert!(registry.has_owner_activity(&owner));
     let error = failure(registry.dispose().await);
-    assert_eq!(error.code(), "CLEANUP_FAILED");
-    assert!(
-        error
-            .to_string()
-            .contains("failed to clean up registry lifecycle"),
-        "{error}"
-    );
+    assert_cleanup_failed(&error);
     assert!(error.to_string().contains("close failed"), "{error}");
     assert!(!registry.has_owner_activity(&owner));
     assert_eq!(session.closed(), [CloseReason::RolledBack]);
@@ -128,143 +163,98 @@ async fn preserves_caller_cancellation_when_a_backend_rejects_in_response_to_it(
     });
     let _guard = registry.register_backend(backend).unwrap();
     let owner = owner("owner");
-    let cancel = CancellationToken::new();
 
-    let pending = spawn_task(&registry, &owner, SpawnSpec::new("abortable"), &cancel);
-    within(started.wait()).await;
-    cancel.cancel();
-
-    let error = failure(within(pending).await.unwrap());
-    assert_eq!(error.code(), "CANCELLED");
+    cancel_started_spawn(&registry, &owner, "abortable", started.wait(), || {}).await;
     assert!(!registry.has_owner_activity(&owner));
 }
 
 /// The seed's `it.each(['owner', 'service'])` "retains caller-triggered
-/// backend cleanup failure until %s disposal".
-async fn retains_caller_triggered_backend_cleanup_failure(owner_scope: bool) {
-    let registry = registry();
-    let started = Gate::new();
-    let cleanup = Arc::new(backend_error("backend cleanup failed"));
-    let kept = Arc::clone(&cleanup);
-    let backend = abortable("cleanup-failing", &started, move || Error::BackendCleanup {
-        cause: Box::new(Error::Cancelled("spawn aborted".to_owned())),
-        cleanup: Arc::clone(&kept),
-    });
-    let _guard = registry.register_backend(backend).unwrap();
-    let owner = owner("owner");
-    let cancel = CancellationToken::new();
-
-    let pending = spawn_task(
-        &registry,
-        &owner,
-        SpawnSpec::new("cleanup-failing"),
-        &cancel,
-    );
-    within(started.wait()).await;
-    cancel.cancel();
-
-    let error = failure(within(pending).await.unwrap());
-    assert_eq!(error.code(), "CANCELLED");
-    assert!(registry.has_owner_activity(&owner));
-    let disposal = if owner_scope {
-        registry.dispose_owner(&owner).await
-    } else {
-        registry.dispose().await
-    };
-    let error = failure(disposal);
-    assert_eq!(error.code(), "CLEANUP_FAILED");
-    assert!(
-        error
-            .to_string()
-            .contains("failed to clean up registry lifecycle")
-    );
-    let reported = failures(&error);
-    assert_eq!(reported.len(), 1);
-    assert!(Arc::ptr_eq(&reported[0], &cleanup));
-    assert!(!registry.has_owner_activity(&owner));
-}
-
+/// backend cleanup failure until %s disposal", one row per scope.
 #[tokio::test]
-async fn retains_caller_triggered_backend_cleanup_failure_until_owner_disposal() {
-    retains_caller_triggered_backend_cleanup_failure(true).await;
+async fn retains_caller_triggered_backend_cleanup_failure_until_owner_or_service_disposal() {
+    for scope in Scope::BOTH {
+        let _row = scope.row();
+        let cancel = CancellationToken::new();
+        let CleanupFailing {
+            registry,
+            owner,
+            cleanup,
+            pending,
+            ..
+        } = cleanup_failing("spawn aborted", &cancel).await;
+        cancel.cancel();
+
+        assert_eq!(spawn_task_error(pending).await.code(), "CANCELLED");
+        assert!(registry.has_owner_activity(&owner));
+        let error = failure(scope.dispose(&registry, &owner).await);
+        assert_cleanup_failed(&error);
+        assert_reports_only(&error, &cleanup);
+        assert!(!registry.has_owner_activity(&owner));
+    }
 }
 
+/// The seed's "$scope disposal aborts and awaits unpublished backend
+/// setup", one row per scope.
 #[tokio::test]
-async fn retains_caller_triggered_backend_cleanup_failure_until_service_disposal() {
-    retains_caller_triggered_backend_cleanup_failure(false).await;
-}
-
-/// The seed's "$scope disposal aborts and awaits unpublished backend setup".
-async fn disposal_aborts_and_awaits_unpublished_backend_setup(owner_scope: bool, code: &str) {
-    let registry = registry();
-    let gate = Gate::new();
-    let started = Gate::new();
-    let session = StubTerminal::new();
-    let backend_token: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
-    let backend = {
-        let (gate, started, session, slot) = (
-            gate.clone(),
-            started.clone(),
-            session.clone(),
-            backend_token.clone(),
-        );
-        StubBackend::with_spawn("slow", move |request| {
-            *slot.lock().unwrap() = Some(request.cancel.clone());
-            started.open();
-            let (gate, session) = (gate.clone(), session.clone());
-            Box::pin(async move {
-                // Ignores its token: disposal must still wait for it.
-                gate.wait().await;
-                Ok(session)
+async fn owner_and_service_disposal_abort_and_await_unpublished_backend_setup() {
+    for scope in Scope::BOTH {
+        let _row = scope.row();
+        let registry = registry();
+        let gate = Gate::new();
+        let started = Gate::new();
+        let session = StubTerminal::new();
+        let backend_token: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
+        let backend = {
+            let (gate, started, session, slot) = (
+                gate.clone(),
+                started.clone(),
+                session.clone(),
+                backend_token.clone(),
+            );
+            StubBackend::with_spawn("slow", move |request| {
+                *slot.lock().unwrap() = Some(request.cancel.clone());
+                started.open();
+                let (gate, session) = (gate.clone(), session.clone());
+                Box::pin(async move {
+                    // Ignores its token: disposal must still wait for it.
+                    gate.wait().await;
+                    Ok(session)
+                })
             })
-        })
-    };
-    let _guard = registry.register_backend(backend).unwrap();
-    let owner = owner("owner");
+        };
+        let _guard = registry.register_backend(backend).unwrap();
+        let owner = owner("owner");
 
-    let pending = spawn_task(&registry, &owner, SpawnSpec::new("slow"), &none());
-    within(started.wait()).await;
-    let disposal = dispose_task(&registry, owner_scope.then_some(&owner));
-    let token = backend_token.lock().unwrap().clone().unwrap();
-    within(token.cancelled()).await;
-    let disposal_settled_before_release = disposal.is_finished();
-    gate.open();
+        let spec = SpawnSpec::new("slow");
+        let pending = started_spawn_task(&registry, &owner, spec, &none(), started.wait()).await;
+        let disposal = scope.dispose_task(&registry, &owner);
+        let token = backend_token.lock().unwrap().clone().unwrap();
+        within(token.cancelled()).await;
+        let disposal_settled_before_release = disposal.is_finished();
+        gate.open();
 
-    let error = failure(within(pending).await.unwrap());
-    assert_eq!(error.code(), code);
-    within(disposal).await.unwrap().unwrap();
-    assert!(!disposal_settled_before_release);
-    assert_eq!(session.closed(), [CloseReason::RolledBack]);
-}
-
-#[tokio::test]
-async fn owner_disposal_aborts_and_awaits_unpublished_backend_setup() {
-    disposal_aborts_and_awaits_unpublished_backend_setup(true, "OWNER_NOT_LIVE").await;
-}
-
-#[tokio::test]
-async fn service_disposal_aborts_and_awaits_unpublished_backend_setup() {
-    disposal_aborts_and_awaits_unpublished_backend_setup(false, "REGISTRY_DISPOSING").await;
+        assert_eq!(spawn_task_error(pending).await.code(), scope.aborted_code());
+        within(disposal).await.unwrap().unwrap();
+        assert!(!disposal_settled_before_release);
+        assert_eq!(session.closed(), [CloseReason::RolledBack]);
+    }
 }
 
 #[tokio::test]
 async fn reports_unpublished_rollback_failure_through_service_disposal() {
     let registry = registry();
-    let gate = Gate::new();
-    let session = StubTerminal::new();
-    session.set_reject_close(true);
-    let backend = gated("slow", &gate, &session);
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (backend, gate, session, _guard) = slow_rejecting_close(&registry);
     let owner = owner("owner");
 
-    let pending = spawn_task(&registry, &owner, SpawnSpec::new("slow"), &none());
-    within(backend.wait_spawns_started(1)).await;
+    let started = backend.wait_spawns_started(1);
+    let pending =
+        started_spawn_task(&registry, &owner, SpawnSpec::new("slow"), &none(), started).await;
     let disposal = registry.dispose();
     tokio::pin!(disposal);
     assert!(poll!(&mut disposal).is_pending());
     gate.open();
 
-    let error = failure(within(pending).await.unwrap());
+    let error = spawn_task_error(pending).await;
     assert_eq!(error.code(), "ROLLBACK_FAILED");
     assert!(
         error.to_string().contains("spawn and rollback both failed"),
@@ -274,61 +264,35 @@ async fn reports_unpublished_rollback_failure_through_service_disposal() {
         error.to_string().contains("the registry is disposing"),
         "{error}"
     );
-    let error = failure(within(disposal).await);
-    assert_eq!(error.code(), "CLEANUP_FAILED");
-    assert!(
-        error
-            .to_string()
-            .contains("failed to clean up registry lifecycle")
-    );
+    assert_cleanup_failed(&failure(within(disposal).await));
     assert_eq!(session.closed(), [CloseReason::RolledBack]);
 }
 
 /// The seed's "$scope disposal retains backend-side startup cleanup
-/// failure".
-async fn disposal_retains_backend_side_startup_cleanup_failure(owner_scope: bool, code: &str) {
-    let registry = registry();
-    let started = Gate::new();
-    let cleanup = Arc::new(backend_error("backend cleanup failed"));
-    let kept = Arc::clone(&cleanup);
-    let backend = abortable("cleanup-failing", &started, move || Error::BackendCleanup {
-        cause: Box::new(Error::Cancelled("aborted by the registry".to_owned())),
-        cleanup: Arc::clone(&kept),
-    });
-    let _guard = registry.register_backend(backend).unwrap();
-    let owner = owner("owner");
-
-    let pending = spawn_task(
-        &registry,
-        &owner,
-        SpawnSpec::new("cleanup-failing"),
-        &none(),
-    );
-    within(started.wait()).await;
-    let disposal = dispose_task(&registry, owner_scope.then_some(&owner));
-
-    let error = failure(within(pending).await.unwrap());
-    assert_eq!(error.code(), code);
-    let error = failure(within(disposal).await.unwrap());
-    assert_eq!(error.code(), "CLEANUP_FAILED");
-    assert!(
-        error
-            .to_string()
-            .starts_with("failed to clean up registry lifecycle")
-    );
-    let reported = failures(&error);
-    assert_eq!(reported.len(), 1);
-    assert!(Arc::ptr_eq(&reported[0], &cleanup));
-}
-
+/// failure", one row per scope.
 #[tokio::test]
-async fn owner_disposal_retains_backend_side_startup_cleanup_failure() {
-    disposal_retains_backend_side_startup_cleanup_failure(true, "OWNER_NOT_LIVE").await;
-}
+async fn owner_and_service_disposal_retain_backend_side_startup_cleanup_failure() {
+    for scope in Scope::BOTH {
+        let _row = scope.row();
+        let CleanupFailing {
+            registry,
+            owner,
+            cleanup,
+            pending,
+            ..
+        } = cleanup_failing("aborted by the registry", &none()).await;
+        let disposal = scope.dispose_task(&registry, &owner);
 
-#[tokio::test]
-async fn service_disposal_retains_backend_side_startup_cleanup_failure() {
-    disposal_retains_backend_side_startup_cleanup_failure(false, "REGISTRY_DISPOSING").await;
+        assert_eq!(spawn_task_error(pending).await.code(), scope.aborted_code());
+        let error = failure(within(disposal).await.unwrap());
+        assert_cleanup_failed(&error);
+        assert!(
+            error
+                .to_string()
+                .starts_with("failed to clean up registry lifecycle")
+        );
+        assert_reports_only(&error, &cleanup);
+    }
 }
 
 #[tokio::test]
@@ -352,20 +316,14 @@ async fn keeps_independent_reservations_and_handles_provider_failure_before_publ
     };
     let _slow = registry.register_backend(backend.clone()).unwrap();
     let owner = owner("owner");
-    let first = spawn_task(
-        &registry,
-        &owner,
+    let (one, two) = (
         SpawnSpec::new("slow").name("one"),
-        &none(),
-    );
-    within(backend.wait_spawns_started(1)).await;
-    let second = spawn_task(
-        &registry,
-        &owner,
         SpawnSpec::new("slow").name("two"),
-        &none(),
     );
-    within(backend.wait_spawns_started(2)).await;
+    let started = backend.wait_spawns_started(1);
+    let first = started_spawn_task(&registry, &owner, one, &none(), started).await;
+    let started = backend.wait_spawns_started(2);
+    let second = started_spawn_task(&registry, &owner, two, &none(), started).await;
     first_gate.open();
     let one = within(first).await.unwrap().unwrap();
     assert_eq!(one.name.as_deref(), Some("one"));
@@ -378,11 +336,7 @@ async fn keeps_independent_reservations_and_handles_provider_failure_before_publ
         Box::pin(async { Err(backend_error("provider failed")) })
     });
     let _throwing = registry.register_backend(throwing).unwrap();
-    let error = failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("throwing"), &none())
-            .await,
-    );
+    let error = spawn_error(&registry, &owner, SpawnSpec::new("throwing")).await;
     assert!(error.to_string().contains("provider failed"), "{error}");
     assert_eq!(registry.list(&owner).await.unwrap().len(), 2);
 
@@ -403,11 +357,7 @@ async fn omits_optional_pid_metadata_when_a_backend_has_no_process_id() {
         Box::pin(async { Ok(StubTerminal::without_pid()) })
     });
     let _guard = registry.register_backend(backend).unwrap();
-    let owner = owner("owner");
-    let created = registry
-        .spawn(&owner, SpawnSpec::new("virtual"), &none())
-        .await
-        .unwrap();
+    let created = spawned(&registry, &owner("owner"), SpawnSpec::new("virtual")).await;
     assert_eq!(created.pid, None);
     let json = serde_json::to_value(&created).unwrap();
     assert!(json.get("pid").is_none(), "{json}");
@@ -416,11 +366,8 @@ async fn omits_optional_pid_metadata_when_a_backend_has_no_process_id() {
 
 #[tokio::test]
 async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
-    let registry = registry();
-    let backend = StubBackend::new("slow");
-    let gate = Gate::new();
-    backend.set_spawn_gate(Some(gate.clone()));
-    let _guard = registry.register_backend(backend.clone()).unwrap();
+    let (registry, backend, _guard) = with_stub("slow");
+    let gate = gate_spawns(&backend);
     let owner = owner("owner");
     let cancel = none();
     {
@@ -445,8 +392,5 @@ async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
     assert!(registry.list(&owner).await.unwrap().is_empty());
     // The name was released.
     backend.set_spawn_gate(None);
-    registry
-        .spawn(&owner, SpawnSpec::new("slow").name("main"), &none())
-        .await
-        .unwrap();
+    spawned(&registry, &owner, SpawnSpec::new("slow").name("main")).await;
 }

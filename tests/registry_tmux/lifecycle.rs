@@ -1,16 +1,15 @@
 //! The seed's lifecycle scenarios against real tmux: publication after
 //! spawn, fencing, names, one send at a time, kill, disposal, rollback.
 
-use tmux_engine::registry::{ExitStatus, OwnerId, SendRequest, SpawnSpec, TerminalStatus, WaitFor};
+use tmux_engine::registry::{OwnerId, SendRequest, SpawnSpec, WaitFor};
 use tokio_util::sync::CancellationToken;
 
-use super::{Env, assert_clean, server_dirs, sh, wait_status};
+use super::{Env, assert_clean, server_dirs, sh, wait_exited, with_env};
 use crate::support::within;
 
 #[tokio::test]
 async fn publishes_after_spawn_and_fences_owners() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         let snapshot = env
             .spawn(SpawnSpec::new("tmux").name("main").role("repl"))
             .await;
@@ -62,15 +61,13 @@ async fn publishes_after_spawn_and_fences_owners() {
             .await
             .unwrap();
         assert_eq!(env.registry.list(&env.owner).await.unwrap().len(), 1);
-        env.finish().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn one_send_at_a_time_and_kill_is_idempotent() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         env.spawn(SpawnSpec::new("tmux").name("main")).await;
         let first = env
             .registry
@@ -120,15 +117,13 @@ async fn one_send_at_a_time_and_kill_is_idempotent() {
             "pane process survived"
         );
         assert_clean(&env.runtime()).await;
-        env.finish().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn kill_takes_the_whole_process_tree() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         let marker = env.dir.path().join("pids");
         // A child that ignores SIGHUP (what tmux sends) keeps running
         // unless the engine kills the whole session.
@@ -150,7 +145,6 @@ async fn kill_takes_the_whole_process_tree() {
             !tmux_engine::tmux::process::is_alive(child),
             "grandchild survived kill"
         );
-        env.finish().await;
     })
     .await;
 }
@@ -198,8 +192,7 @@ async fn dispose_closes_everything_of_every_owner() {
 
 #[tokio::test]
 async fn cancelled_spawn_leaves_no_server_or_socket() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         for delay_us in [0u64, 2_000, 10_000, 30_000] {
             let cancel = CancellationToken::new();
             let spawn = env
@@ -217,31 +210,22 @@ async fn cancelled_spawn_leaves_no_server_or_socket() {
         // Whatever won each race, no unpublished server is left.
         let published = env.registry.list(&env.owner).await.unwrap().len();
         assert_eq!(server_dirs(&env.runtime()).len(), published);
-        env.finish().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn death_is_pushed_without_probing() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         env.spawn(sh("read x; exit 3").name("three")).await;
         let started = std::time::Instant::now();
         env.send("three", b"go", true, WaitFor::None).await;
-        let dead = wait_status(&env, "three", |s| !s.status.is_running()).await;
-        assert_eq!(
-            dead.status,
-            TerminalStatus::Exited {
-                exit: ExitStatus::Code(3)
-            }
-        );
+        let dead = wait_exited(env, "three", 3).await;
         // Not a guarantee of the 100 ms bound under load, but a sanity check.
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
         // The dead pane is kept with its status (policy never): list shows it.
         let listed = env.registry.list(&env.owner).await.unwrap();
         assert_eq!(listed[0].status, dead.status);
-        env.finish().await;
     })
     .await;
 }

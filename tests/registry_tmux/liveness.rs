@@ -8,13 +8,12 @@ use tmux_engine::registry::{
     SpawnSpec, TerminalStatus, WaitFor, WaitReason,
 };
 
-use super::{Env, WAIT, assert_clean, open, server_dirs, sh, wait_status};
+use super::{Env, WAIT, assert_clean, open, server_dirs, sh, wait_exited, wait_status, with_env};
 use crate::support::{poll, within};
 
 #[tokio::test]
 async fn signals_are_real_signals_to_the_foreground_group() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         env.spawn(SpawnSpec::new("tmux").name("sh")).await;
         env.send("sh", b"sleep 30", true, WaitFor::Idle).await;
         let delivery = env
@@ -57,40 +56,26 @@ async fn signals_are_real_signals_to_the_foreground_group() {
             .signal(&env.owner, "trap", Signal::Term)
             .await
             .unwrap();
-        let dead = wait_status(&env, "trap", |s| !s.status.is_running()).await;
-        assert_eq!(
-            dead.status,
-            TerminalStatus::Exited {
-                exit: ExitStatus::Code(7)
-            }
-        );
+        wait_exited(env, "trap", 7).await;
         let error = env
             .registry
             .signal(&env.owner, "trap", Signal::Int)
             .await
             .unwrap_err();
         assert_eq!(error.code(), "TERMINAL_DEAD");
-        env.finish().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn probes_tell_alive_exited_and_server_gone() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         env.spawn(SpawnSpec::new("tmux").name("live")).await;
         let report = env.registry.probe(&env.owner, "live").await.unwrap();
         assert_eq!(report.observed, Liveness::Alive);
         assert!(!report.recreated);
         env.spawn(sh("exit 4").name("done")).await;
-        let dead = wait_status(&env, "done", |s| !s.status.is_running()).await;
-        assert_eq!(
-            dead.status,
-            TerminalStatus::Exited {
-                exit: ExitStatus::Code(4)
-            }
-        );
+        wait_exited(env, "done", 4).await;
         let report = env.registry.probe(&env.owner, "done").await.unwrap();
         assert_eq!(
             report.observed,
@@ -102,9 +87,9 @@ async fn probes_tell_alive_exited_and_server_gone() {
         assert!(!report.recreated);
         assert_eq!(report.snapshot.restarts, 0);
         // Kill the server behind the engine's back: pushed as gone.
-        let pid = server_pid(&env, "live").await;
+        let pid = server_pid(env, "live").await;
         tmux_engine::tmux::process::signal(pid, rustix::process::Signal::KILL).unwrap();
-        let gone = wait_status(&env, "live", |s| {
+        let gone = wait_status(env, "live", |s| {
             matches!(s.status, TerminalStatus::Gone { .. })
         })
         .await;
@@ -119,7 +104,6 @@ async fn probes_tell_alive_exited_and_server_gone() {
             "{:?}",
             report.observed
         );
-        env.finish().await;
     })
     .await;
 }
@@ -138,8 +122,7 @@ async fn server_pid(env: &Env, name: &str) -> u32 {
 
 #[tokio::test]
 async fn on_attach_recreates_a_dead_repl_once_and_never_a_live_one() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         env.spawn(
             SpawnSpec::new("tmux")
                 .name("repl")
@@ -152,7 +135,7 @@ async fn on_attach_recreates_a_dead_repl_once_and_never_a_live_one() {
                 .await;
         assert!(probes.into_iter().all(|p| !p.unwrap().recreated));
         env.send("repl", b"exit 5", true, WaitFor::Exit).await;
-        wait_status(&env, "repl", |s| !s.status.is_running()).await;
+        wait_status(env, "repl", |s| !s.status.is_running()).await;
         let probes =
             futures_util::future::join_all((0..5).map(|_| env.registry.probe(&env.owner, "repl")))
                 .await;
@@ -173,7 +156,6 @@ async fn on_attach_recreates_a_dead_repl_once_and_never_a_live_one() {
         // attach on a live one: no recreation.
         let target = env.registry.attach(&env.owner, "repl").await.unwrap();
         assert!(!target.recreated);
-        env.finish().await;
     })
     .await;
 }
@@ -241,8 +223,7 @@ async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
 
 #[tokio::test]
 async fn reap_removes_unrecorded_servers_and_serverless_sockets() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         env.spawn(SpawnSpec::new("tmux").name("kept")).await;
         // An engine server with no record (e.g. the process died between
         // start and record), and a directory whose server is gone.
@@ -267,7 +248,6 @@ async fn reap_removes_unrecorded_servers_and_serverless_sockets() {
         // The recorded one is untouched and alive.
         let probe = env.registry.probe(&env.owner, "kept").await.unwrap();
         assert_eq!(probe.observed, Liveness::Alive);
-        env.finish().await;
     })
     .await;
 }

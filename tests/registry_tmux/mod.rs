@@ -16,8 +16,8 @@ use std::time::Duration;
 use tempfile::TempDir;
 use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{
-    Backend, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult, SpawnSpec,
-    TerminalSnapshot, WaitFor,
+    Backend, ExitStatus, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult,
+    SpawnSpec, TerminalSnapshot, TerminalStatus, WaitFor,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -168,6 +168,29 @@ fn tmux_processes_mentioning(needle: &str) -> bool {
         let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         text.starts_with("tmux") && text.contains(needle)
     })
+}
+
+/// Runs a test body under the deadline with a fresh [`Env`], then
+/// [`Env::finish`]es it.
+async fn with_env(body: impl AsyncFnOnce(&Env)) {
+    crate::support::within(async {
+        let env = Env::new().await;
+        body(&env).await;
+        env.finish().await;
+    })
+    .await;
+}
+
+/// Waits for the terminal `target` to die and checks it exited with `code`.
+async fn wait_exited(env: &Env, target: &str, code: i32) -> TerminalSnapshot {
+    let dead = wait_status(env, target, |s| !s.status.is_running()).await;
+    assert_eq!(
+        dead.status,
+        TerminalStatus::Exited {
+            exit: ExitStatus::Code(code)
+        }
+    );
+    dead
 }
 
 /// Polls the registry until the terminal's status satisfies `check`.

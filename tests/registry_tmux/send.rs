@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tmux_engine::registry::{ReadRequest, SendRequest, SpawnSpec, WaitFor, WaitReason};
 
-use super::{Env, WAIT, sh};
-use crate::support::{poll, within};
+use super::{WAIT, sh, with_env};
+use crate::support::poll;
 
 /// A program that puts its terminal in raw mode (no line discipline edits,
 /// no signals from ^C) and copies exactly `n` bytes of input to `out`.
@@ -19,8 +19,7 @@ fn raw_copy(n: usize, out: &std::path::Path) -> SpawnSpec {
 
 #[tokio::test]
 async fn every_byte_value_arrives_exactly() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         let out = env.dir.path().join("out.bin");
         let mut text: Vec<u8> = (0..=255u8).collect();
         text.extend((0..=255u8).rev());
@@ -36,15 +35,13 @@ async fn every_byte_value_arrives_exactly() {
         })
         .await;
         assert_eq!(std::fs::read(&out).unwrap(), text);
-        env.finish().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn one_mebibyte_arrives_exactly() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         let out = env.dir.path().join("big.bin");
         let text: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
         env.spawn(raw_copy(text.len(), &out).name("big")).await;
@@ -57,15 +54,13 @@ async fn one_mebibyte_arrives_exactly() {
         })
         .await;
         assert!(std::fs::read(&out).unwrap() == text);
-        env.finish().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn shell_metacharacters_are_typed_not_run() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         let canary = env.dir.path().join("CANARY");
         env.spawn(SpawnSpec::new("tmux").name("shell").cwd(env.dir.path()))
             .await;
@@ -83,15 +78,13 @@ async fn shell_metacharacters_are_typed_not_run() {
             .await;
         assert!(done.viewport.contains("alive-42"), "{}", done.viewport);
         assert!(!canary.exists(), "the canary was created: text was injected");
-        env.finish().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         env.spawn(SpawnSpec::new("tmux").name("sh")).await;
         // A shell at its prompt blocks reading the terminal.
         let prompt = env.send("sh", b"echo hi", true, WaitFor::StdinRead).await;
@@ -152,15 +145,13 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
         env.send("sh", b"\x03", false, WaitFor::StdinRead).await;
         let exited = env.send("sh", b"exit 3", true, WaitFor::Exit).await;
         assert_eq!(exited.wait_reason, WaitReason::Exited);
-        env.finish().await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn read_pages_scrollback_and_clamps() {
-    within(async {
-        let env = Env::new().await;
+    with_env(async |env| {
         env.spawn(sh("seq 1 500; exec sleep 60").name("seq").size(80, 24))
             .await;
         let page = poll("output", WAIT, || async {
@@ -236,7 +227,6 @@ async fn read_pages_scrollback_and_clamps() {
             (json["cols"].as_u64(), json["rows"].as_u64()),
             (Some(80), Some(24))
         );
-        env.finish().await;
     })
     .await;
 }

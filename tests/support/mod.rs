@@ -38,6 +38,30 @@ pub async fn within<F: Future>(body: F) -> F::Output {
         .expect("test exceeded its timeout")
 }
 
+/// Runs a live test's body under [`TEST_TIMEOUT`] with its own
+/// [`test_dir`], removed when the body ends or panics.
+pub async fn live(body: impl AsyncFnOnce(&TempDir)) {
+    within(async {
+        let tmp = test_dir();
+        body(&tmp).await;
+    })
+    .await;
+}
+
+/// Starts a test server with `options` (see [`opts`]); a failed start
+/// fails the test.
+pub async fn start_server(options: ServerOptions) -> Server {
+    Server::start(tmux(), options).await.expect("starting tmux")
+}
+
+/// A pane command: `sh -c script sh args...` (`args` are `$1`...).
+pub fn sh_c(script: &str, args: &[&std::ffi::OsStr]) -> Vec<std::ffi::OsString> {
+    let mut argv: Vec<std::ffi::OsString> =
+        vec!["sh".into(), "-c".into(), script.into(), "sh".into()];
+    argv.extend(args.iter().map(|a| a.to_os_string()));
+    argv
+}
+
 /// A per-test directory whose path has no `.` or `:` (so paths inside it
 /// can appear in session names) and stays short (socket paths).
 pub fn test_dir() -> TempDir {
@@ -72,6 +96,25 @@ where
             "timed out after {timeout:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Names a table row in a test's output when a failure unwinds through
+/// it, so a row-per-case test still says which case broke.
+pub struct Row(String);
+
+impl Row {
+    /// Marks the row `name` until the returned value drops.
+    pub fn new(name: impl Into<String>) -> Row {
+        Row(name.into())
+    }
+}
+
+impl Drop for Row {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("failed in row: {}", self.0);
+        }
     }
 }
 
@@ -239,7 +282,16 @@ pub fn fixture(prefix: &str) -> Vec<u8> {
 
 /// Decodes `input` fed as the given chunks, then ends the stream.
 pub fn decode_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Vec<Event> {
-    let mut codec = ControlCodec::new();
+    decode_chunks_with(ControlCodec::new(), chunks, |_, _| {})
+}
+
+/// Decodes the chunks with `codec`, calling `after_chunk` with the
+/// buffer left and the chunk after each one, then ends the stream.
+pub fn decode_chunks_with<'a>(
+    mut codec: ControlCodec,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+    mut after_chunk: impl FnMut(&BytesMut, &[u8]),
+) -> Vec<Event> {
     let mut buf = BytesMut::new();
     let mut events = Vec::new();
     for chunk in chunks {
@@ -247,6 +299,7 @@ pub fn decode_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Vec<Even
         while let Some(event) = codec.decode(&mut buf).expect("decode never fails") {
             events.push(event);
         }
+        after_chunk(&buf, chunk);
     }
     while let Some(event) = codec.decode_eof(&mut buf).expect("decode_eof never fails") {
         events.push(event);
