@@ -219,6 +219,13 @@ impl Terminal {
         self.model.screen()
     }
 
+    /// The screen in the emulator's own escape form (`vt100`'s
+    /// `contents_formatted`: text with SGR and cursor escapes), without
+    /// awaiting.
+    pub(crate) fn formatted_now(&self) -> String {
+        self.model.lock().parser.screen().contents_formatted()
+    }
+
     /// The scrollback now, without awaiting.
     pub(crate) fn scrollback_now(&self) -> Vec<String> {
         scrollback_lines(self.model.lock().parser.screen_mut())
