@@ -47,6 +47,9 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Serve the terminals to AI agents over the Model Context Protocol
+    /// (JSON-RPC on stdin/stdout; logs on stderr).
+    Mcp,
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -85,6 +88,25 @@ fn main() -> ExitCode {
             };
             let mut stdout = std::io::stdout().lock();
             let result = runtime.block_on(cli::terminals::run(&cli.global, command, &mut stdout));
+            // Don't wait for detached control clients' tasks.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    error.print(cli.global.json, std::io::stderr());
+                    ExitCode::from(error.exit)
+                }
+            }
+        }
+        Command::Mcp => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: IO: starting the runtime: {e}");
+                    return ExitCode::from(cli::report::EXIT_ERROR);
+                }
+            };
+            let result = runtime.block_on(cli::mcp::run(&cli.global));
             // Don't wait for detached control clients' tasks.
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));
             match result {
