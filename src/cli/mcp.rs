@@ -22,7 +22,10 @@ pub async fn run(global: &Global) -> std::result::Result<(), CliError> {
     let registry = open_registry(global).await?;
     let stop = async move {
         let signal = interrupts.recv().await;
-        tracing::info!(signal, "mcp: stopping on a signal; the terminals keep running");
+        tracing::info!(
+            signal,
+            "mcp: stopping on a signal; the terminals keep running"
+        );
     };
     let result = serve(McpServer::new(registry.clone(), owner), stop).await;
     // The terminals keep running; wait until every control connection is

@@ -291,7 +291,13 @@ mod tests {
         }))
         .unwrap();
         let spec = args.spec().unwrap();
-        assert_eq!(spec.size, Some(Size { cols: 100, rows: 24 }));
+        assert_eq!(
+            spec.size,
+            Some(Size {
+                cols: 100,
+                rows: 24
+            })
+        );
         assert_eq!(spec.restart, RestartPolicy::OnAttach);
         assert_eq!(spec.command, ["python3"]);
         assert_eq!(spec.env.get("A").map(String::as_str), Some("1"));
@@ -309,7 +315,10 @@ mod tests {
             serde_json::json!({"terminal": "t", "text": "x", "sumbit": true}),
             serde_json::json!({"text": "x"}),
         ] {
-            assert!(serde_json::from_value::<SendArgs>(bad.clone()).is_err(), "{bad}");
+            assert!(
+                serde_json::from_value::<SendArgs>(bad.clone()).is_err(),
+                "{bad}"
+            );
         }
         let send: SendArgs =
             serde_json::from_value(serde_json::json!({"terminal": "t", "text": "x"})).unwrap();

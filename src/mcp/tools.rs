@@ -147,7 +147,11 @@ impl McpServer {
     )]
     async fn terminal_read(&self, Parameters(args): Parameters<ReadArgs>) -> ToolResult {
         let (request, capped) = args.request();
-        let mut page = match self.registry.read(&self.owner, &args.terminal, request).await {
+        let mut page = match self
+            .registry
+            .read(&self.owner, &args.terminal, request)
+            .await
+        {
             Ok(page) => page,
             Err(error) => return Ok(failure(&error)),
         };
@@ -228,7 +232,11 @@ impl McpServer {
             Err(error) => return Ok(failure(&error)),
         };
         Ok(
-            match self.registry.signal(&self.owner, &args.terminal, signal).await {
+            match self
+                .registry
+                .signal(&self.owner, &args.terminal, signal)
+                .await
+            {
                 Ok(delivery) => success(&delivery),
                 Err(error) => failure(&error),
             },
@@ -241,10 +249,12 @@ impl McpServer {
                        {killed}: false when another kill of it was already under way."
     )]
     async fn terminal_kill(&self, Parameters(args): Parameters<TerminalArgs>) -> ToolResult {
-        Ok(match self.registry.kill(&self.owner, &args.terminal).await {
-            Ok(killed) => success(&json!({ "killed": killed })),
-            Err(error) => failure(&error),
-        })
+        Ok(
+            match self.registry.kill(&self.owner, &args.terminal).await {
+                Ok(killed) => success(&json!({ "killed": killed })),
+                Err(error) => failure(&error),
+            },
+        )
     }
 }
 
@@ -252,7 +262,10 @@ impl McpServer {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("tmux-engine", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "tmux-engine",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(INSTRUCTIONS)
     }
 }
