@@ -203,7 +203,9 @@ mod tests {
     #[test]
     fn keep_tail_lines_keeps_the_newest_lines() {
         let lines = |all: &[&str]| all.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let cases: [(&[&str], usize, &[&str], (usize, bool)); 4] = [
+        /// Input lines, byte limit, lines kept, (dropped, cut).
+        type Case<'a> = (&'a [&'a str], usize, &'a [&'a str], (usize, bool));
+        let cases: [Case<'_>; 4] = [
             (&["a", "b"], 10, &["a", "b"], (0, false)),
             (&["aaa", "bb", "c"], 5, &["bb", "c"], (1, true)),
             (&["aaa", "bbbbbb"], 4, &["bbbb"], (1, true)),
