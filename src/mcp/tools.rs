@@ -37,6 +37,16 @@ fn cancelled(what: &str, terminal: &str) -> ToolResult {
     Ok(failure(&Error::Cancelled(format!("{what} on {terminal}"))))
 }
 
+/// `?` for a tool's body: an engine error ends the call as its tool error.
+macro_rules! attempt {
+    ($result:expr) => {
+        match $result {
+            Ok(value) => value,
+            Err(error) => return Ok(failure(&error)),
+        }
+    };
+}
+
 #[tool_router(vis = "pub(super)")]
 impl McpServer {
     #[tool(
@@ -50,10 +60,7 @@ impl McpServer {
         Parameters(args): Parameters<SpawnArgs>,
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
-        let spec = match args.spec() {
-            Ok(spec) => spec,
-            Err(error) => return Ok(failure(&error)),
-        };
+        let spec = attempt!(args.spec());
         Ok(
             match self.registry.spawn(&self.owner, spec, &context.ct).await {
                 Ok(snapshot) => success(&snapshot),
@@ -88,18 +95,12 @@ impl McpServer {
         Parameters(args): Parameters<SendArgs>,
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
-        let request = match args.request() {
-            Ok(request) => request,
-            Err(error) => return Ok(failure(&error)),
-        };
-        let handle = match self
-            .registry
-            .send(&self.owner, &args.terminal, request)
-            .await
-        {
-            Ok(handle) => handle,
-            Err(error) => return Ok(failure(&error)),
-        };
+        let request = attempt!(args.request());
+        let handle = attempt!(
+            self.registry
+                .send(&self.owner, &args.terminal, request)
+                .await
+        );
         let operation = handle.operation();
         let result = handle.result();
         tokio::pin!(result);
@@ -120,10 +121,7 @@ impl McpServer {
                 return cancelled("terminal_send", &args.terminal);
             }
         };
-        let result = match result {
-            Ok(result) => result,
-            Err(error) => return Ok(failure(&error)),
-        };
+        let result = attempt!(result);
         let output = operation.read_output();
         let mut text = output.text;
         let cut = keep_tail(&mut text, MAX_TEXT_BYTES);
@@ -147,14 +145,11 @@ impl McpServer {
     )]
     async fn terminal_read(&self, Parameters(args): Parameters<ReadArgs>) -> ToolResult {
         let (request, capped) = args.request();
-        let mut page = match self
-            .registry
-            .read(&self.owner, &args.terminal, request)
-            .await
-        {
-            Ok(page) => page,
-            Err(error) => return Ok(failure(&error)),
-        };
+        let mut page = attempt!(
+            self.registry
+                .read(&self.owner, &args.terminal, request)
+                .await
+        );
         let (dropped, cut) = keep_tail_lines(&mut page.lines, MAX_TEXT_BYTES);
         page.range.start = page.range.start.saturating_add(dropped).min(page.range.end);
         page.truncated |= capped || cut;
@@ -167,10 +162,7 @@ impl McpServer {
                        64 KiB of text; rows beyond that are dropped from the top)."
     )]
     async fn terminal_screen(&self, Parameters(args): Parameters<TerminalArgs>) -> ToolResult {
-        let screen = match self.registry.screen(&self.owner, &args.terminal).await {
-            Ok(screen) => screen,
-            Err(error) => return Ok(failure(&error)),
-        };
+        let screen = attempt!(self.registry.screen(&self.owner, &args.terminal).await);
         let mut value = match serde_json::to_value(&screen) {
             Ok(value) => value,
             Err(e) => {
@@ -227,10 +219,7 @@ impl McpServer {
                        {signal, pgid}."
     )]
     async fn terminal_signal(&self, Parameters(args): Parameters<SignalArgs>) -> ToolResult {
-        let signal = match args.signal.parse::<Signal>() {
-            Ok(signal) => signal,
-            Err(error) => return Ok(failure(&error)),
-        };
+        let signal = attempt!(args.signal.parse::<Signal>());
         Ok(
             match self
                 .registry
