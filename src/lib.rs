@@ -57,6 +57,7 @@ macro_rules! setters {
 pub mod control;
 pub mod error;
 pub mod fixture;
+pub mod mcp;
 pub mod registry;
 pub mod screen;
 pub mod terminal;

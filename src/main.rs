@@ -47,6 +47,9 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Serve the terminals to AI agents over the Model Context Protocol
+    /// (JSON-RPC on stdin/stdout; logs on stderr).
+    Mcp,
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -54,6 +57,32 @@ enum Command {
 /// clap's adapter to [`Size`]'s one parser.
 fn parse_size(s: &str) -> Result<Size, String> {
     s.parse().map_err(|e: tmux_engine::Error| e.to_string())
+}
+
+/// Runs a command over the registry (`Terminal` verbs, `mcp`) on a fresh
+/// runtime and turns its end into the exit code.
+fn registry_command<'a, F, Fut>(global: &'a cli::args::Global, command: F) -> ExitCode
+where
+    F: FnOnce(&'a cli::args::Global) -> Fut,
+    Fut: std::future::Future<Output = Result<(), cli::report::CliError>>,
+{
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: IO: starting the runtime: {e}");
+            return ExitCode::from(cli::report::EXIT_ERROR);
+        }
+    };
+    let result = runtime.block_on(command(global));
+    // Don't wait for detached control clients' tasks.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            error.print(global.json, std::io::stderr());
+            ExitCode::from(error.exit)
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -75,26 +104,11 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Terminal(command) => {
-            let runtime = match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: IO: starting the runtime: {e}");
-                    return ExitCode::from(cli::report::EXIT_ERROR);
-                }
-            };
+        Command::Terminal(command) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
-            let result = runtime.block_on(cli::terminals::run(&cli.global, command, &mut stdout));
-            // Don't wait for detached control clients' tasks.
-            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    error.print(cli.global.json, std::io::stderr());
-                    ExitCode::from(error.exit)
-                }
-            }
-        }
+            cli::terminals::run(global, command, &mut stdout).await
+        }),
+        Command::Mcp => registry_command(&cli.global, cli::mcp::run),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(rt) => rt,

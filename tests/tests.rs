@@ -15,6 +15,7 @@ mod fixture;
 mod injection;
 mod kill;
 mod layers;
+mod mcp;
 mod registry_logic;
 mod registry_tmux;
 mod run_cli;

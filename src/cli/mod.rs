@@ -9,11 +9,13 @@
 //!
 //! - `decode`: a raw `tmux -C` stream to JSON lines;
 //! - `run`: one command in a private server, output streamed;
+//! - `mcp`: the MCP server over the registry (the library's `mcp`);
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
 pub(crate) mod args;
 pub(crate) mod decode;
+pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod terminals;

@@ -76,7 +76,7 @@ pub async fn open_registry(global: &Global) -> Result<Registry> {
 }
 
 /// How long a finished command waits for its control connections to close.
-const DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(super) const DETACH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs one registry command, writing its output to `out`.
 ///

@@ -1,0 +1,220 @@
+//! `tmux-engine mcp`: the registry's terminals as Model Context Protocol
+//! tools, served over stdio with the official SDK (`rmcp`), so an agent
+//! harness gets persistent, owner-scoped shells with one line of
+//! configuration.
+//!
+//! | file       | job                                                        |
+//! |------------|------------------------------------------------------------|
+//! | `mod.rs`   | [`McpServer`], [`serve`], the output bounds, results        |
+//! | `args.rs`  | the tools' arguments: JSON Schemas and their conversion    |
+//! | `tools.rs` | the tools themselves, one per registry verb               |
+//!
+//! One server holds one registry for one owner for its lifetime. It never
+//! writes anything but protocol messages to its output (logs go through
+//! `tracing`, which the binary points at stderr), never crashes on a bad
+//! call (every engine error is a tool error whose text starts with its
+//! code), and leaves the terminals running when it ends: they belong to the
+//! state directory. It must not kill anything on its own.
+//!
+//! Tool results are the same JSON as the CLI's `--json` output for the
+//! same verb, as structured content and as text.
+
+pub mod args;
+mod tools;
+
+use std::future::Future;
+
+use rmcp::ServiceExt;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde::Serialize;
+
+use crate::registry::{OwnerId, Registry};
+use crate::{Error, Result};
+
+/// Bytes of terminal text one tool result carries at most (the newest are
+/// kept): enough for a few screens of output, small enough not to flood a
+/// model's context.
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+
+/// Lines one `terminal_read` returns at most.
+pub const MAX_READ_LINES: usize = 1000;
+
+/// The MCP server: the tools over one registry, acting for one owner.
+#[derive(Clone)]
+pub struct McpServer {
+    registry: Registry,
+    owner: OwnerId,
+    tool_router: ToolRouter<McpServer>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// Tools over `registry`, every call made as `owner`.
+    pub fn new(registry: Registry, owner: OwnerId) -> McpServer {
+        McpServer {
+            registry,
+            owner,
+            tool_router: McpServer::tool_router(),
+        }
+    }
+}
+
+/// Serves `server` on stdin/stdout until the client closes its end or
+/// `stop` resolves (e.g. on SIGTERM). The registry is left as it is: the
+/// caller shuts it down, and the terminals keep running.
+///
+/// # Errors
+/// `IO` when the protocol's initialization fails or the service ends with
+/// an error.
+pub async fn serve(server: McpServer, stop: impl Future<Output = ()>) -> Result<()> {
+    // `stdio_pipes` reads a pipe through the reactor, so a stop never waits
+    // on a blocked read of stdin (tokio's `stdin()` would hold the runtime
+    // open until the client writes or closes).
+    let transport = rmcp::transport::io::stdio_pipes();
+    serve_on(server, transport, stop).await
+}
+
+/// [`serve`] over any transport rmcp accepts (a pair of pipes, a duplex
+/// stream).
+///
+/// # Errors
+/// As for [`serve`].
+pub async fn serve_on<T, E, A>(
+    server: McpServer,
+    transport: T,
+    stop: impl Future<Output = ()>,
+) -> Result<()>
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mcp_error = |what: &str, e: &dyn std::fmt::Display| {
+        Error::io(what.to_owned(), std::io::Error::other(e.to_string()))
+    };
+    let running = server
+        .serve(transport)
+        .await
+        .map_err(|e| mcp_error("initializing the MCP session", &e))?;
+    let stopper = running.cancellation_token();
+    tokio::pin!(stop);
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    let quit = tokio::select! {
+        quit = &mut waiting => quit,
+        () = &mut stop => {
+            stopper.cancel();
+            waiting.await
+        }
+    };
+    let quit = quit.map_err(|e| mcp_error("serving MCP", &e))?;
+    tracing::info!(reason = ?quit, "mcp session ended");
+    Ok(())
+}
+
+/// A successful result: `value` as structured content and as JSON text.
+fn success(value: &impl Serialize) -> CallToolResult {
+    match serde_json::to_value(value) {
+        Ok(value) => CallToolResult::structured(value),
+        Err(e) => failure(&Error::io(
+            "encoding a tool result",
+            std::io::Error::other(e),
+        )),
+    }
+}
+
+/// A tool error: `CODE: message`, bounded like any other text.
+fn failure(error: &Error) -> CallToolResult {
+    let mut text = format!("{}: {error}", error.code());
+    keep_tail(&mut text, MAX_TEXT_BYTES);
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// Cuts `text` to its last `max` bytes (at a character boundary); `true`
+/// when it cut anything.
+fn keep_tail(text: &mut String, max: usize) -> bool {
+    if text.len() <= max {
+        return false;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text.drain(..start);
+    true
+}
+
+/// Drops the oldest lines until all of them (with their newlines) fit in
+/// `max` bytes, cutting a lone line that is too long on its own; returns
+/// how many lines were dropped, and whether anything was cut.
+fn keep_tail_lines(lines: &mut Vec<String>, max: usize) -> (usize, bool) {
+    let mut total = 0;
+    let mut keep = lines.len();
+    for line in lines.iter().rev() {
+        let next = total + line.len() + 1;
+        if next > max {
+            break;
+        }
+        total = next;
+        keep -= 1;
+    }
+    if keep == lines.len() {
+        // Not even the newest line fits: keep its tail.
+        let Some(mut last) = lines.pop() else {
+            return (0, false);
+        };
+        let dropped = lines.len();
+        keep_tail(&mut last, max);
+        *lines = vec![last];
+        return (dropped, true);
+    }
+    lines.drain(..keep);
+    (keep, keep > 0)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_tail_cuts_at_a_character_boundary() {
+        let cases = [
+            ("hello", 10, "hello", false),
+            ("hello", 3, "llo", true),
+            ("aé", 1, "", true),
+            ("aéb", 2, "b", true),
+            ("aéb", 3, "éb", true),
+        ];
+        for (input, max, want, cut) in cases {
+            let mut text = input.to_owned();
+            assert_eq!(keep_tail(&mut text, max), cut, "{input:?} {max}");
+            assert_eq!(text, want, "{input:?} {max}");
+        }
+    }
+
+    #[test]
+    fn keep_tail_lines_keeps_the_newest_lines() {
+        let lines = |all: &[&str]| all.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        /// Input lines, byte limit, lines kept, (dropped, cut).
+        type Case<'a> = (&'a [&'a str], usize, &'a [&'a str], (usize, bool));
+        let cases: [Case<'_>; 4] = [
+            (&["a", "b"], 10, &["a", "b"], (0, false)),
+            (&["aaa", "bb", "c"], 5, &["bb", "c"], (1, true)),
+            (&["aaa", "bbbbbb"], 4, &["bbbb"], (1, true)),
+            (&[], 4, &[], (0, false)),
+        ];
+        for (input, max, want, result) in cases {
+            let mut got = lines(input);
+            assert_eq!(keep_tail_lines(&mut got, max), result, "{input:?}");
+            assert_eq!(got, lines(want), "{input:?}");
+        }
+    }
+}

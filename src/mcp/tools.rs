@@ -1,0 +1,300 @@
+//! The MCP tools, one per registry verb, each returning what the CLI's
+//! `--json` prints for that verb. Every engine error becomes a tool error
+//! (`isError: true`, text `CODE: message`), never a protocol error or a
+//! crash. Nothing here kills a terminal except `terminal_kill`.
+
+use std::time::Duration;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, Implementation, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use serde_json::json;
+
+use super::args::{ReadArgs, SendArgs, SignalArgs, SpawnArgs, TerminalArgs, WaitArgs};
+use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, success};
+use crate::Error;
+use crate::registry::{SendOperation, Signal};
+
+/// Tool results as rmcp wants them; the error side is never used (engine
+/// errors are tool results), it is the SDK's signature.
+type ToolResult = std::result::Result<CallToolResult, ErrorData>;
+
+/// The least time between two progress notifications of one send: a
+/// chatty program must not flood the client.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Characters of the newest output line a progress message carries.
+const PROGRESS_LINE_CHARS: usize = 200;
+
+/// The answer when the client cancelled: rmcp drops the response to a
+/// cancelled request, so this is for the log only.
+fn cancelled(what: &str, terminal: &str) -> ToolResult {
+    tracing::info!(tool = what, terminal, "cancelled by the client");
+    Ok(failure(&Error::Cancelled(format!("{what} on {terminal}"))))
+}
+
+/// `?` for a tool's body: an engine error ends the call as its tool error.
+macro_rules! attempt {
+    ($result:expr) => {
+        match $result {
+            Ok(value) => value,
+            Err(error) => return Ok(failure(&error)),
+        }
+    };
+}
+
+#[tool_router(vis = "pub(super)")]
+impl McpServer {
+    #[tool(
+        name = "terminal_spawn",
+        description = "Start a persistent terminal (a shell unless `command` is given; its words \
+                       are executed exactly, not through a shell). It keeps running across restarts \
+                       of this server. Returns its snapshot: id, name, status, pid, restart policy."
+    )]
+    async fn terminal_spawn(
+        &self,
+        Parameters(args): Parameters<SpawnArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let spec = attempt!(args.spec());
+        Ok(
+            match self.registry.spawn(&self.owner, spec, &context.ct).await {
+                Ok(snapshot) => success(&snapshot),
+                Err(error) => failure(&error),
+            },
+        )
+    }
+
+    #[tool(
+        name = "terminal_list",
+        description = "List your terminals in creation order, as snapshots (id, name, status, pid)."
+    )]
+    async fn terminal_list(&self) -> ToolResult {
+        Ok(match self.registry.list(&self.owner).await {
+            Ok(list) => success(&list),
+            Err(error) => failure(&error),
+        })
+    }
+
+    #[tool(
+        name = "terminal_send",
+        description = "Type text into a terminal (with `submit`, press Enter after it) and wait \
+                       until the program is done with it (`wait`: stdin, the default, means back at \
+                       its prompt). Returns {output, wait_reason, status, viewport, truncated}: the \
+                       output it produced, escape sequences stripped, at most the newest 64 KiB \
+                       (`truncated` says when older output was cut). Reports progress while it \
+                       waits when the request carries a progress token; a cancel stops the wait, \
+                       not the program."
+    )]
+    async fn terminal_send(
+        &self,
+        Parameters(args): Parameters<SendArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let request = attempt!(args.request());
+        let handle = attempt!(
+            self.registry
+                .send(&self.owner, &args.terminal, request)
+                .await
+        );
+        let operation = handle.operation();
+        let result = handle.result();
+        tokio::pin!(result);
+        let progress = async {
+            match context.meta.get_progress_token() {
+                Some(token) => report_progress(operation.as_ref(), &context.peer, token).await,
+                None => std::future::pending().await,
+            }
+        };
+        let result = tokio::select! {
+            result = &mut result => result,
+            () = progress => unreachable!("progress reports until the send ends"),
+            () = context.ct.cancelled() => {
+                operation.cancel();
+                // The send ends promptly once cancelled; waiting for it
+                // frees the terminal for the next send before we answer.
+                let _ = result.await;
+                return cancelled("terminal_send", &args.terminal);
+            }
+        };
+        let result = attempt!(result);
+        let output = operation.read_output();
+        let mut text = output.text;
+        let cut = keep_tail(&mut text, MAX_TEXT_BYTES);
+        let mut viewport = result.viewport;
+        keep_tail(&mut viewport, MAX_TEXT_BYTES);
+        Ok(success(&json!({
+            "output": text,
+            "wait_reason": result.wait_reason,
+            "status": result.status,
+            "viewport": viewport,
+            "truncated": result.truncated || output.truncated || cut,
+        })))
+    }
+
+    #[tool(
+        name = "terminal_read",
+        description = "Read a page of a terminal's scrollback, escape sequences stripped, counted \
+                       back from the newest line: `offset` lines skipped, `count` lines returned \
+                       (default 100, at most 1000, and at most 64 KiB: the oldest lines of the page \
+                       are dropped beyond that). Returns {lines, total_lines, range, truncated}."
+    )]
+    async fn terminal_read(&self, Parameters(args): Parameters<ReadArgs>) -> ToolResult {
+        let (request, capped) = args.request();
+        let mut page = attempt!(
+            self.registry
+                .read(&self.owner, &args.terminal, request)
+                .await
+        );
+        let (dropped, cut) = keep_tail_lines(&mut page.lines, MAX_TEXT_BYTES);
+        page.range.start = page.range.start.saturating_add(dropped).min(page.range.end);
+        page.truncated |= capped || cut;
+        Ok(success(&page))
+    }
+
+    #[tool(
+        name = "terminal_screen",
+        description = "Capture a terminal's visible screen: {lines, cols, rows, cursor} (at most \
+                       64 KiB of text; rows beyond that are dropped from the top)."
+    )]
+    async fn terminal_screen(&self, Parameters(args): Parameters<TerminalArgs>) -> ToolResult {
+        let screen = attempt!(self.registry.screen(&self.owner, &args.terminal).await);
+        let mut value = match serde_json::to_value(&screen) {
+            Ok(value) => value,
+            Err(e) => {
+                return Ok(failure(&Error::io(
+                    "encoding the screen",
+                    std::io::Error::other(e),
+                )));
+            }
+        };
+        if let Some(lines) = value.get_mut("lines")
+            && let Ok(mut rows) = serde_json::from_value::<Vec<String>>(lines.take())
+        {
+            keep_tail_lines(&mut rows, MAX_TEXT_BYTES);
+            *lines = json!(rows);
+        }
+        Ok(success(&value))
+    }
+
+    #[tool(
+        name = "terminal_wait",
+        description = "Wait until a line of the terminal's screen or its last 200 lines of \
+                       scrollback contains `text` or matches `regex`, or until the program exits \
+                       (`exit: true`); give exactly one. Returns {matched}: the matching line (at \
+                       most 64 KiB) or the exit status in words. Past `timeout_secs` (default 30) \
+                       it is a TIMEOUT error showing the last lines searched. A cancel stops the \
+                       wait, not the program."
+    )]
+    async fn terminal_wait(
+        &self,
+        Parameters(args): Parameters<WaitArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> ToolResult {
+        let (condition, timeout) = match (args.condition(), args.timeout()) {
+            (Ok(condition), Ok(timeout)) => (condition, timeout),
+            (Err(error), _) | (_, Err(error)) => return Ok(failure(&error)),
+        };
+        let waited = tokio::select! {
+            waited = self.registry.wait(&self.owner, &args.terminal, &condition, timeout) => waited,
+            () = context.ct.cancelled() => return cancelled("terminal_wait", &args.terminal),
+        };
+        Ok(match waited {
+            Ok(mut matched) => {
+                keep_tail(&mut matched, MAX_TEXT_BYTES);
+                success(&json!({ "matched": matched }))
+            }
+            Err(error) => failure(&error),
+        })
+    }
+
+    #[tool(
+        name = "terminal_signal",
+        description = "Send a signal (INT TERM KILL HUP QUIT TSTP CONT WINCH USR1 USR2) to the \
+                       terminal's foreground process group, e.g. INT for Ctrl-C. Returns \
+                       {signal, pgid}."
+    )]
+    async fn terminal_signal(&self, Parameters(args): Parameters<SignalArgs>) -> ToolResult {
+        let signal = attempt!(args.signal.parse::<Signal>());
+        Ok(
+            match self
+                .registry
+                .signal(&self.owner, &args.terminal, signal)
+                .await
+            {
+                Ok(delivery) => success(&delivery),
+                Err(error) => failure(&error),
+            },
+        )
+    }
+
+    #[tool(
+        name = "terminal_kill",
+        description = "Kill a terminal and its whole process tree, and forget it. Returns \
+                       {killed}: false when another kill of it was already under way."
+    )]
+    async fn terminal_kill(&self, Parameters(args): Parameters<TerminalArgs>) -> ToolResult {
+        Ok(
+            match self.registry.kill(&self.owner, &args.terminal).await {
+                Ok(killed) => success(&json!({ "killed": killed })),
+                Err(error) => failure(&error),
+            },
+        )
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "tmux-engine",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// What the client is told about the tools as a whole.
+const INSTRUCTIONS: &str = "Persistent terminals: spawn a shell with terminal_spawn, run commands \
+with terminal_send (submit: true; it waits until the prompt is back and returns the output), \
+look with terminal_read/terminal_screen, wait for text with terminal_wait, interrupt with \
+terminal_signal INT, and end with terminal_kill. Terminals outlive this server: terminal_list \
+shows those started earlier. Address a terminal by its id or its name.";
+
+/// Reports a send's output as progress (bytes so far, with the newest
+/// line as the message) until the send ends; never returns on its own.
+async fn report_progress(
+    operation: &dyn SendOperation,
+    peer: &Peer<RoleServer>,
+    token: ProgressToken,
+) {
+    let mut seen = 0;
+    loop {
+        operation.output_beyond(seen).await;
+        let output = operation.read_output();
+        // The send's buffer is bounded, so its length can stop growing
+        // (or output can end): then there is nothing more to report.
+        if output.bytes.len() <= seen {
+            std::future::pending::<()>().await;
+        }
+        seen = output.bytes.len();
+        let newest = output
+            .text
+            .lines()
+            .rev()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or("");
+        let message: String = newest.chars().take(PROGRESS_LINE_CHARS).collect();
+        // Progress is best effort: a client gone away ends the session,
+        // and the send's answer says everything anyway.
+        #[allow(clippy::cast_precision_loss)]
+        let progress = ProgressNotificationParam::new(token.clone(), seen as f64);
+        let _ = peer.notify_progress(progress.with_message(message)).await;
+        tokio::time::sleep(PROGRESS_INTERVAL).await;
+    }
+}
