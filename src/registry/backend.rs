@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::persist::TerminalRecord;
+use super::persist::{CorruptRecord, TerminalRecord};
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
 use crate::control::Notification;
@@ -87,8 +87,13 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// Removes what belongs to no record of this kind: e.g. socket files with
-    /// no server, servers with no record. `records` are every record of this
-    /// backend's kind in the state directory. The default reaps nothing.
+    /// no server, servers proven to have no record. `records` are every
+    /// readable record of this backend's kind in the state directory;
+    /// `claimed` is every terminal id with a record file, readable or not
+    /// (a corrupt record still claims its terminal). Only what is proven
+    /// unclaimed may go: a terminal that cannot be identified, or a query
+    /// that failed, means "unknown" and is left alone (listed in
+    /// [`ReapReport::skipped`]). The default reaps nothing.
     ///
     /// Another process sharing the state directory may be spawning right
     /// now: its server exists a moment before its record is written (records
@@ -99,8 +104,12 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// When reaping could not be attempted at all; per-item failures belong
     /// in [`ReapReport::failures`].
-    fn reap<'a>(&'a self, records: &'a [TerminalRecord]) -> BoxFuture<'a, Result<ReapReport>> {
-        let _ = records;
+    fn reap<'a>(
+        &'a self,
+        records: &'a [TerminalRecord],
+        claimed: &'a [TerminalId],
+    ) -> BoxFuture<'a, Result<ReapReport>> {
+        let _ = (records, claimed);
         Box::pin(async { Ok(ReapReport::default()) })
     }
 }
@@ -121,9 +130,17 @@ pub struct SpawnRequest {
 
 /// What [`Backend::reap`] removed.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct ReapReport {
     /// Human-readable descriptions of what was removed, e.g. socket paths.
     pub removed: Vec<String>,
+    /// What was left alone because it could not be proven unclaimed (a
+    /// query failed or timed out, a server of another state directory or
+    /// without the engine's identifying marks), and why.
+    pub skipped: Vec<String>,
+    /// Records moved aside as corrupt; their terminals were left alone
+    /// (filled by [`Registry::reap`](super::Registry::reap)).
+    pub corrupt: Vec<CorruptRecord>,
     /// What could not be removed, and why.
     pub failures: Vec<Error>,
 }

@@ -12,7 +12,7 @@ use futures_util::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
 use super::backend::{Backend, BackendTerminal, TerminalStatus};
-use super::persist::TerminalRecord;
+use super::persist::{CorruptRecord, TerminalRecord};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, TerminalId};
 use crate::{Error, Result};
@@ -160,6 +160,8 @@ pub(crate) struct State {
     /// Unpublished spawns by reservation key.
     pub(crate) pending: HashMap<u64, Pending>,
     pub(crate) disposed_owners: HashSet<OwnerId>,
+    /// What the last scan found corrupt (see `Registry::corrupt_records`).
+    pub(crate) corrupt: Vec<CorruptRecord>,
     next_counter: u64,
 }
 

@@ -117,7 +117,8 @@ fn backend(dir: &Path) -> Arc<TmuxBackend> {
     let config = TmuxConfig::new(runtime(dir))
         .shell("/bin/sh")
         .quiet(Duration::from_millis(200))
-        .reap_grace(Duration::ZERO);
+        .reap_grace(Duration::ZERO)
+        .with_state_dir(dir.join("state"));
     Arc::new(TmuxBackend::with_tmux(tmux(), config))
 }
 

@@ -4,7 +4,7 @@
 //! | file          | job                                                   |
 //! |---------------|-------------------------------------------------------|
 //! | `mod.rs`      | [`TmuxBackend`], [`TmuxConfig`], spawn and adoption   |
-//! | `reap.rs`     | removing servers and socket directories of no record  |
+//! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
 //! | `terminal.rs` | [`TmuxTerminal`]: watcher, signal, close, probe       |
 //! | `send.rs`     | sends and their wait conditions                       |
 //! | `capture.rs`  | scrollback pages and the screen (`capture-pane`)      |
@@ -39,13 +39,13 @@ use self::terminal::Parts;
 use super::backend::{Backend, BackendTerminal, ReapReport, SpawnRequest, TerminalStatus};
 use super::persist::TerminalRecord;
 use super::spec::DEFAULT_KIND;
-use super::{Registry, RegistryConfig, ScanReport};
+use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
-use crate::tmux::command::TmuxCommand;
+use crate::tmux::command::{TmuxCommand, quote};
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::process;
 use crate::tmux::{ProcessId, ServerHandle, ServerOptions, Tmux};
@@ -54,6 +54,15 @@ use crate::{Error, Result};
 
 /// The one session of every terminal's server.
 pub const SESSION: &str = "main";
+
+/// The server option naming the terminal a server runs (its id), set in
+/// the config file so a server carries it from its first instant: what
+/// lets reap prove a server unclaimed.
+pub const ID_OPTION: &str = "@tmux-engine-id";
+
+/// The server option naming the (canonical) state directory whose
+/// registry started the server; empty without one.
+pub const STATE_OPTION: &str = "@tmux-engine-state";
 
 /// How the tmux backend runs terminals.
 #[derive(Debug, Clone)]
@@ -78,6 +87,9 @@ pub struct TmuxConfig {
     /// Reap skips server directories younger than this: another process
     /// may be spawning there and not have written its record yet.
     pub reap_grace: Duration,
+    /// The state directory whose registry uses this backend, stamped on
+    /// every server ([`STATE_OPTION`]) so reap only judges its own.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl TmuxConfig {
@@ -93,23 +105,53 @@ impl TmuxConfig {
             probe_timeout: Duration::from_secs(3),
             output_buffer: 4 << 20,
             reap_grace: Duration::from_secs(60),
+            state_dir: None,
         }
     }
 
     /// The runtime directory for a registry on `state_dir`:
     /// `$XDG_RUNTIME_DIR` (else `/tmp`) / `tmux-engine-registry-UID-HASH`,
-    /// where HASH is a hash of the state directory's path. Short (socket
-    /// paths have a 107-byte limit) and distinct per state directory, so one
-    /// registry's reap never touches another's servers.
+    /// where HASH is a hash of the state directory's canonical path. Short
+    /// (socket paths have a 107-byte limit) and distinct per state
+    /// directory, so one registry's reap never touches another's servers.
+    ///
+    /// Creates the state directory (mode 0700) when it does not exist yet,
+    /// so that its canonical path, and so the hash, is the same on the
+    /// first call as on every later one, however the path was spelt.
     pub fn for_state_dir(state_dir: &Path) -> Self {
         let base = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|dir| dir.is_dir())
             .unwrap_or_else(|| PathBuf::from("/tmp"));
-        let absolute = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_owned());
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(state_dir);
+        let canonical = std::fs::canonicalize(state_dir)
+            .or_else(|_| std::path::absolute(state_dir))
+            .unwrap_or_else(|_| state_dir.to_owned());
         let uid = rustix::process::getuid().as_raw();
-        let hash = fnv1a(absolute.as_os_str().as_encoded_bytes());
-        Self::new(base.join(format!("tmux-engine-registry-{uid}-{hash:016x}")))
+        let hash = fnv1a(canonical.as_os_str().as_encoded_bytes());
+        let mut config = Self::new(base.join(format!("tmux-engine-registry-{uid}-{hash:016x}")));
+        config.state_dir = Some(canonical);
+        config
+    }
+
+    /// Sets the state directory stamped on servers (see
+    /// [`TmuxConfig::state_dir`]); canonicalised when it exists.
+    #[must_use]
+    pub fn with_state_dir(mut self, state_dir: impl Into<PathBuf>) -> Self {
+        let dir = state_dir.into();
+        self.state_dir = Some(std::fs::canonicalize(&dir).unwrap_or(dir));
+        self
+    }
+
+    /// The value of [`STATE_OPTION`] for this config's servers.
+    pub(crate) fn state_mark(&self) -> String {
+        self.state_dir
+            .as_deref()
+            .map(|dir| dir.display().to_string())
+            .unwrap_or_default()
     }
 
     /// Sets the pinned shell.
@@ -203,14 +245,26 @@ impl TmuxBackend {
             })
     }
 
-    fn server_options(&self, request: &SpawnRequest) -> ServerOptions {
+    fn server_options(&self, request: &SpawnRequest) -> Result<ServerOptions> {
         let spec = &request.spec;
+        // In the config file, not set after the start: a server the engine
+        // was killed while starting still says whose it is.
+        let marks = vec![
+            format!(
+                "set -s {ID_OPTION} {}",
+                quote(request.id.as_str().as_bytes())?
+            ),
+            format!(
+                "set -s {STATE_OPTION} {}",
+                quote(self.config.state_mark().as_bytes())?
+            ),
+        ];
         let shell = self.config.shell.clone().or_else(|| {
             std::env::var_os("SHELL")
                 .map(PathBuf::from)
                 .filter(|shell| shell.is_absolute() && shell.is_file())
         });
-        ServerOptions {
+        Ok(ServerOptions {
             size: spec.size.map_or_else(Size::default, |size| Size {
                 cols: size.cols,
                 rows: size.rows,
@@ -226,13 +280,14 @@ impl TmuxBackend {
             history_limit: self.config.history_limit,
             session: SESSION.to_owned(),
             runtime_dir: Some(self.config.runtime_dir.clone()),
+            extra_config: marks,
             ..ServerOptions::default()
-        }
+        })
     }
 
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
-        let opts = self.server_options(&request);
+        let opts = self.server_options(&request)?;
         let start = launch(
             Arc::clone(&self.tmux),
             opts,
@@ -404,7 +459,11 @@ impl Backend for TmuxBackend {
         Box::pin(self.adopt_record(record))
     }
 
-    fn reap<'a>(&'a self, records: &'a [TerminalRecord]) -> BoxFuture<'a, Result<ReapReport>> {
-        Box::pin(reap::reap(&self.tmux, &self.config, records))
+    fn reap<'a>(
+        &'a self,
+        records: &'a [TerminalRecord],
+        claimed: &'a [TerminalId],
+    ) -> BoxFuture<'a, Result<ReapReport>> {
+        Box::pin(reap::reap(&self.tmux, &self.config, records, claimed))
     }
 }
