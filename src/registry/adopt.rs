@@ -136,12 +136,23 @@ impl Registry {
         join_all(released.iter().map(|terminal| terminal.shutdown())).await;
         for record in unknown {
             let backend = self.inner.lock().backend(&record.spec.kind);
-            let adopted = match backend {
-                Ok(backend) => backend.adopt(&record).await,
-                Err(error) => Err(error),
+            // A cheap check where the backend has one: the terminal is
+            // adopted only when a command needs it (see `Backend::check`).
+            let checked = match &backend {
+                Ok(backend) => backend.check(&record).await,
+                Err(_) => None,
             };
+            let adopted = match (backend, checked.is_some()) {
+                (_, true) => Ok(None),
+                (Ok(backend), false) => backend.adopt(&record).await,
+                (Err(error), false) => Err(error),
+            };
+            // An adoption that failed proves nothing (a timeout on a busy
+            // server): the terminal stays unattached, tried again on use.
+            let unattached = checked.is_some() || adopted.is_err();
             let (terminal, gone_reason) = match adopted {
                 Ok(Some(terminal)) => (Some(terminal), String::new()),
+                Ok(None) if checked.is_some() => (None, String::new()),
                 Ok(None) => (None, "not running when adopted".to_owned()),
                 Err(error) => {
                     let reason = format!("adoption failed: {error}");
@@ -163,6 +174,8 @@ impl Registry {
                     let cancel = self.inner.shutdown.child_token();
                     let mut entry = Entry::new(record, seq, terminal.clone(), cancel.clone());
                     entry.gone_reason.clone_from(&gone_reason);
+                    entry.unattached = unattached;
+                    entry.checked = checked;
                     state.entries.insert(id.clone(), entry);
                     (Some(cancel), false)
                 }
@@ -180,10 +193,10 @@ impl Registry {
             };
             if terminal.is_some() {
                 report.adopted.push(id.clone());
-            } else {
+            } else if !unattached {
                 report.gone.push((id.clone(), gone_reason));
             }
-            if always {
+            if always && self.inner.config.supervise {
                 self.start_restart_loop(id, cancel);
             }
         }

@@ -86,6 +86,37 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
+    /// Tells a recorded terminal's status cheaply, without attaching to it
+    /// (for tmux: the server's socket, the pane process's pid and start
+    /// time, a one-shot query only for a dead pane): what `list` and
+    /// `show` use, so they never hold a connection per terminal. `None`
+    /// when the backend cannot tell that way; the registry then adopts the
+    /// terminal at once, as [`adopt`](Backend::adopt) does. The default:
+    /// `None`.
+    ///
+    /// A backend answering `Some` is adopted lazily: the registry calls
+    /// [`adopt`](Backend::adopt) only when a command needs the live
+    /// terminal (send, read, probe, ...).
+    fn check<'a>(&'a self, record: &'a TerminalRecord) -> BoxFuture<'a, Option<RecordCheck>> {
+        let _ = record;
+        Box::pin(async { None })
+    }
+
+    /// Ends whatever may remain of a recorded terminal this process holds
+    /// no live handle on (for tmux: the kill path on the recorded server
+    /// directory, guarded by the recorded pids and start times), before
+    /// the registry replaces it or forgets it. Must be idempotent, and must
+    /// fail rather than leave a server that may still run: the registry
+    /// then does not start a second one. The default does nothing.
+    ///
+    /// # Errors
+    ///
+    /// When something of the terminal may still run.
+    fn retire<'a>(&'a self, record: &'a TerminalRecord) -> BoxFuture<'a, Result<()>> {
+        let _ = record;
+        Box::pin(async { Ok(()) })
+    }
+
     /// Removes what belongs to no record of this kind: e.g. socket files with
     /// no server, servers proven to have no record. `records` are every
     /// readable record of this backend's kind in the state directory;
@@ -126,6 +157,17 @@ pub struct SpawnRequest {
     /// Cancelled when the caller gives up, the owner is disposed or the
     /// registry is disposing; the backend must stop and clean up.
     pub cancel: CancellationToken,
+}
+
+/// What [`Backend::check`] found, without attaching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordCheck {
+    /// The status as far as the cheap check tells (`Running` when the
+    /// server answers and its pane process lives, or when it cannot tell:
+    /// unknown is never dead).
+    pub status: TerminalStatus,
+    /// The pane's process, when known.
+    pub pid: Option<u32>,
 }
 
 /// What [`Backend::reap`] removed.

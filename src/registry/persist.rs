@@ -204,6 +204,28 @@ impl StateDir {
         Ok(())
     }
 
+    /// Reads the record of `id`: `None` when there is none (killed by
+    /// another process).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when it cannot be read or does not parse.
+    pub fn read(&self, id: &TerminalId) -> Result<Option<TerminalRecord>> {
+        let path = self.record_path(id);
+        if !path.exists() {
+            return Ok(None);
+        }
+        read_record(&path, id.as_str()).map(Some).map_err(|error| {
+            let text = match error {
+                Unusable::Unreadable(text) | Unusable::Corrupt(text) => text,
+            };
+            Error::io(
+                format!("reading terminal record {}", path.display()),
+                io::Error::other(text),
+            )
+        })
+    }
+
     /// Removes the record of `id`; a missing record is not an error.
     ///
     /// # Errors

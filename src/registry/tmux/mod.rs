@@ -36,7 +36,9 @@ pub use send::strip_escapes;
 pub use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
-use super::backend::{Backend, BackendTerminal, ReapReport, SpawnRequest, TerminalStatus};
+use super::backend::{
+    Backend, BackendTerminal, ExitStatus, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
+};
 use super::persist::TerminalRecord;
 use super::spec::DEFAULT_KIND;
 use super::{Registry, RegistryConfig, ScanReport, TerminalId};
@@ -349,12 +351,8 @@ impl TmuxBackend {
         let pane = PaneId(0);
         // The server pid the record names, if that process is still a tmux:
         // a refused attach to a live server is retried below.
-        let recorded_pid = record
-            .locator
-            .get("server_pid")
-            .and_then(serde_json::Value::as_u64)
-            .and_then(|pid| u32::try_from(pid).ok())
-            .filter(|&pid| pid != 0);
+        let recorded_pid = Some(recorded_process(record, "server_pid", "server_start"))
+            .filter(|process| process.pid != 0);
         let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
         let mut pause = Duration::from_millis(10);
         let (client, mut streams) = loop {
@@ -372,8 +370,9 @@ impl TmuxBackend {
                 // going away, e.g. the previous engine's, killed just before:
                 // while the recorded server lives, try again.
                 Err(error @ (Error::ServerGone { .. } | Error::Command { .. })) => {
-                    let live = recorded_pid
-                        .is_some_and(|pid| process::is_alive(pid) && process::looks_like_tmux(pid));
+                    let live = recorded_pid.is_some_and(|server| {
+                        process::is_alive(server) && process::looks_like_tmux(server)
+                    });
                     if !live || tokio::time::Instant::now() + pause > deadline {
                         debug!(terminal = %record.id, %error, "not adopting: no server answers");
                         return Ok(None);
@@ -389,10 +388,15 @@ impl TmuxBackend {
         let mark = TmuxCommand::new("show-options")
             .flag("-sv")
             .arg(MARK_OPTION);
-        let marked = client
-            .command(&mark)
-            .await
-            .is_ok_and(|reply| reply.text().trim() == MARK_VALUE);
+        // A failed query is no answer, not "not the engine's": the error
+        // keeps the terminal unattached (not gone) for a later try.
+        let marked = match client.command(&mark).await {
+            Ok(reply) => reply.text().trim() == MARK_VALUE,
+            Err(error) => {
+                client.detach().await;
+                return Err(error);
+            }
+        };
         if !marked {
             warn!(terminal = %record.id, socket = %handle.socket().display(), "server lacks the engine's mark; not adopting");
             client.detach().await;
@@ -443,6 +447,108 @@ impl TmuxBackend {
     }
 }
 
+/// The process a record's locator names under `pid_key`, with the start
+/// time recorded under `start_key` (none in records written before start
+/// times were recorded: then the pid alone, as `kill(2)` would).
+fn recorded_process(record: &TerminalRecord, pid_key: &str, start_key: &str) -> ProcessId {
+    let field = |key: &str| record.locator.get(key).and_then(serde_json::Value::as_u64);
+    ProcessId {
+        pid: field(pid_key)
+            .and_then(|pid| u32::try_from(pid).ok())
+            .unwrap_or(0),
+        start_time: field(start_key),
+    }
+}
+
+/// The server directory a record names, if any.
+fn recorded_dir(record: &TerminalRecord) -> Option<&str> {
+    record
+        .locator
+        .get("dir")
+        .and_then(|dir| dir.as_str())
+        .filter(|dir| !dir.is_empty())
+}
+
+impl TmuxBackend {
+    /// The cheap status of a recorded terminal: a socket connect, the pane
+    /// process's pid and start time, and a one-shot `list-panes` only when
+    /// that process is gone while the server listens (to read its exit).
+    async fn check_record(&self, record: &TerminalRecord) -> RecordCheck {
+        let gone = |reason: &str| RecordCheck {
+            status: TerminalStatus::Gone {
+                reason: reason.to_owned(),
+            },
+            pid: None,
+        };
+        let Some(dir) = recorded_dir(record) else {
+            return gone("the record names no server directory");
+        };
+        let handle = ServerHandle::open(Arc::clone(&self.tmux), dir, SESSION);
+        match reap::occupant(handle.socket()) {
+            reap::Occupant::Nothing => return gone("server gone"),
+            // Unknown is not dead: say running, let a probe tell.
+            reap::Occupant::Unknown(_) | reap::Occupant::Listening => {}
+        }
+        let pane = recorded_process(record, "pane_pid", "pane_start");
+        let running = RecordCheck {
+            status: TerminalStatus::Running,
+            pid: Some(pane.pid).filter(|&pid| pid != 0),
+        };
+        if pane.start_time.is_some() && process::is_alive(pane) {
+            return running;
+        }
+        let query = TmuxCommand::new("list-panes")
+            .opt("-t", format!("{}:", handle.session()))
+            .opt(
+                "-F",
+                "#{pane_dead} #{pane_pid} #{pane_dead_status} #{pane_dead_signal}",
+            );
+        let Ok(text) = tokio::time::timeout(self.config.probe_timeout, handle.run(&query)).await
+        else {
+            return running;
+        };
+        let Ok(text) = text else {
+            return running;
+        };
+        let mut fields = text.lines().next().unwrap_or_default().split(' ');
+        let dead = fields.next() == Some("1");
+        let pid = fields.next().and_then(|pid| pid.parse().ok());
+        let code = fields.next().and_then(|code| code.parse().ok());
+        let signal = fields.next().and_then(|signal| signal.parse().ok());
+        let exit = match (code, signal) {
+            (_, Some(signal)) => Some(ExitStatus::Signal(signal)),
+            (Some(code), _) => Some(ExitStatus::Code(code)),
+            _ => None,
+        };
+        match exit {
+            Some(exit) if dead => RecordCheck {
+                status: TerminalStatus::Exited { exit },
+                pid,
+            },
+            _ => RecordCheck {
+                status: TerminalStatus::Running,
+                pid,
+            },
+        }
+    }
+
+    /// The kill path on what a record names, without attaching: guarded by
+    /// the recorded pane process's start time.
+    async fn retire_record(&self, record: &TerminalRecord) -> Result<()> {
+        let Some(dir) = recorded_dir(record) else {
+            return Ok(());
+        };
+        let mut handle = ServerHandle::open(Arc::clone(&self.tmux), dir, SESSION);
+        let server = recorded_process(record, "server_pid", "server_start");
+        if server.pid != 0 && server.start_time.is_some() && process::is_alive(server) {
+            handle.set_pid(server.pid);
+        }
+        let pane = recorded_process(record, "pane_pid", "pane_start");
+        let pane = (pane.pid != 0 && pane.start_time.is_some()).then_some(pane);
+        handle.kill_with(pane, None).await
+    }
+}
+
 impl Backend for TmuxBackend {
     fn kind(&self) -> &str {
         DEFAULT_KIND
@@ -457,6 +563,14 @@ impl Backend for TmuxBackend {
         record: &'a TerminalRecord,
     ) -> BoxFuture<'a, Result<Option<Arc<dyn BackendTerminal>>>> {
         Box::pin(self.adopt_record(record))
+    }
+
+    fn check<'a>(&'a self, record: &'a TerminalRecord) -> BoxFuture<'a, Option<RecordCheck>> {
+        Box::pin(async move { Some(self.check_record(record).await) })
+    }
+
+    fn retire<'a>(&'a self, record: &'a TerminalRecord) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.retire_record(record))
     }
 
     fn reap<'a>(
