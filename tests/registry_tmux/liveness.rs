@@ -353,7 +353,7 @@ fn dir_of_corrupt(env: &Env, id: &tmux_engine::registry::TerminalId) -> std::pat
 }
 
 /// The pid of the tmux server serving `dir`'s socket.
-fn socket_server_pid(dir: &std::path::Path) -> i32 {
+pub(super) fn socket_server_pid(dir: &std::path::Path) -> i32 {
     let out = std::process::Command::new("tmux")
         .arg("-S")
         .arg(dir.join("tmux.sock"))
