@@ -10,8 +10,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry as open_registry_with};
-use tmux_engine::registry::{OwnerId, Registry};
+use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
+use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig};
 use tmux_engine::{Error, Result};
 
 use super::args::{Global, OWNER_ENV, SHELL_ENV, STATE_DIR_ENV, TerminalCommand};
@@ -71,7 +71,11 @@ pub async fn open_registry(global: &Global) -> Result<Registry> {
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }
-    let (registry, _report) = open_registry_with(dir, config).await?;
+    // One-shot: no `always` restart loops here (a long-lived process
+    // supervises those); terminals are attached only when a verb needs one.
+    let backend: std::sync::Arc<dyn Backend> = std::sync::Arc::new(TmuxBackend::new(config)?);
+    let registry_config = RegistryConfig::default().state_dir(dir).supervise(false);
+    let (registry, _report) = Registry::open(registry_config, [backend]).await?;
     Ok(registry)
 }
 

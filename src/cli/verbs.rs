@@ -5,7 +5,9 @@ use std::io::{Read, Write};
 
 use serde_json::json;
 use tmux_engine::control::Event;
-use tmux_engine::registry::{OwnerId, ReadRequest, Registry, Signal, TerminalSnapshot};
+use tmux_engine::registry::{
+    CorruptRecord, OwnerId, ReadRequest, Registry, Signal, TerminalSnapshot,
+};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
 
@@ -46,6 +48,7 @@ pub(super) async fn dispatch(
         }
         TerminalCommand::List => {
             let list = registry.list(owner).await?;
+            report_corrupt(&registry.corrupt_records(), json);
             if json {
                 write_json(out, &list)?;
             } else {
@@ -183,12 +186,21 @@ pub(super) async fn dispatch(
                     report.failures.iter().map(ToString::to_string).collect();
                 write_json(
                     out,
-                    &json!({"removed": report.removed, "failures": failures}),
+                    &json!({
+                        "removed": report.removed,
+                        "skipped": report.skipped,
+                        "corrupt": report.corrupt,
+                        "failures": failures,
+                    }),
                 )?;
             } else {
                 for removed in &report.removed {
                     write_line(out, removed)?;
                 }
+                for skipped in &report.skipped {
+                    write_line(out, &format!("left alone: {skipped}"))?;
+                }
+                report_corrupt(&report.corrupt, false);
             }
             if let Some(failure) = report.failures.into_iter().next() {
                 return Err(failure.into());
@@ -196,6 +208,35 @@ pub(super) async fn dispatch(
         }
     }
     Ok(())
+}
+
+/// Reports records moved aside as corrupt on stderr (stdout keeps its
+/// shape: a `list --json` consumer still reads one array), one line each:
+/// `warning: CORRUPT_RECORD: PATH: ERROR`, or with `--json` a JSON object
+/// `{"warning": "CORRUPT_RECORD", "path", "id", "error"}`.
+fn report_corrupt(corrupt: &[CorruptRecord], json: bool) {
+    let mut err = std::io::stderr().lock();
+    for record in corrupt {
+        let _ = if json {
+            writeln!(
+                err,
+                "{}",
+                json!({
+                    "warning": "CORRUPT_RECORD",
+                    "path": record.path,
+                    "id": record.id,
+                    "error": record.error,
+                })
+            )
+        } else {
+            writeln!(
+                err,
+                "warning: CORRUPT_RECORD: {}: {} (moved aside; its terminal is left alone)",
+                record.path.display(),
+                record.error
+            )
+        };
+    }
 }
 
 /// `wait`: the registry's event-driven wait; a timeout exits with

@@ -7,8 +7,12 @@
 //! `gone`), and terminals whose record vanished (killed by another process)
 //! are dropped without closing. `list` refreshes first, and a lookup that
 //! misses refreshes once before answering `NO_TERMINAL`, so two processes on
-//! one directory see the same terminals. Disposed owners, in-flight sends
-//! and `always` restart loops are per process.
+//! one directory see the same terminals. Disposed owners are per process.
+//!
+//! Reaping is explicit ([`Registry::reap`]: the CLI's `reap`, or a
+//! long-lived process such as `serve` on its own schedule), never a side
+//! effect of opening or listing, and refuses to run on an incomplete load:
+//! a record it could not read may name a live server.
 //!
 //! [`Backend::adopt`]: super::Backend::adopt
 
@@ -19,7 +23,7 @@ use futures_util::future::join_all;
 use tracing::warn;
 
 use super::backend::{Backend, ReapReport};
-use super::persist::CorruptRecord;
+use super::persist::{CorruptRecord, LoadedRecords};
 use super::service::blocking;
 use super::spec::{RegistryConfig, RestartPolicy};
 use super::state::Entry;
@@ -37,12 +41,13 @@ pub struct ScanReport {
     pub gone: Vec<(TerminalId, String)>,
     /// Terminals dropped because their record vanished.
     pub dropped: Vec<TerminalId>,
-    /// Record files skipped as unreadable.
+    /// Records moved aside as corrupt (or of an unknown version); their
+    /// terminals are left alone.
     pub corrupt: Vec<CorruptRecord>,
-    /// What reaping removed (only [`Registry::open`] and
-    /// [`Registry::reap`] reap).
-    pub reaped: Vec<String>,
-    /// Adoption and reaping failures; none of them stopped the scan.
+    /// Record files that could not be read this time (an I/O error); their
+    /// terminals are kept as they were.
+    pub unreadable: Vec<CorruptRecord>,
+    /// Adoption failures; none of them stopped the scan.
     pub failures: Vec<Error>,
 }
 
@@ -50,14 +55,15 @@ impl Registry {
     /// Opens a registry on `config`'s state directory with `backends`
     /// registered for its lifetime: adopts every recorded terminal (live
     /// ones with their metadata, dead ones as `gone`, recreatable by their
-    /// policy; `always` ones start recreating), then reaps orphans.
+    /// policy; `always` ones start recreating). Reaps nothing: call
+    /// [`reap`](Registry::reap) for that.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] when the state directory cannot be created or listed,
     /// `INVALID_INPUT` / `DUPLICATE_BACKEND` for the backends. Corrupt
-    /// records, failed adoptions and failed reaps are reported in the
-    /// [`ScanReport`], not as errors.
+    /// records and failed adoptions are reported in the [`ScanReport`], not
+    /// as errors.
     pub async fn open(
         config: RegistryConfig,
         backends: impl IntoIterator<Item = Arc<dyn Backend>>,
@@ -66,10 +72,7 @@ impl Registry {
         for backend in backends {
             registry.register_backend(backend)?.keep();
         }
-        let mut report = registry.refresh().await?;
-        let reaped = registry.reap().await?;
-        report.reaped = reaped.removed;
-        report.failures.extend(reaped.failures);
+        let report = registry.refresh().await?;
         for corrupt in &report.corrupt {
             warn!(path = %corrupt.path.display(), error = %corrupt.error, "skipped a corrupt terminal record");
         }
@@ -97,15 +100,14 @@ impl Registry {
         };
         let _scan = self.inner.scan.lock().await;
         let loaded = blocking(move || store.load_all()).await?;
+        // An unreadable record's terminal has not vanished: keep it.
+        let on_disk: HashSet<TerminalId> = loaded.claimed_ids().into_iter().collect();
+        self.inner.lock().corrupt.clone_from(&loaded.corrupt);
         let mut report = ScanReport {
             corrupt: loaded.corrupt,
+            unreadable: loaded.unreadable,
             ..ScanReport::default()
         };
-        let on_disk: HashSet<TerminalId> = loaded
-            .records
-            .iter()
-            .map(|record| record.id.clone())
-            .collect();
         let mut released = Vec::new();
         let unknown: Vec<_> = {
             let mut state = self.inner.lock();
@@ -134,12 +136,23 @@ impl Registry {
         join_all(released.iter().map(|terminal| terminal.shutdown())).await;
         for record in unknown {
             let backend = self.inner.lock().backend(&record.spec.kind);
-            let adopted = match backend {
-                Ok(backend) => backend.adopt(&record).await,
-                Err(error) => Err(error),
+            // A cheap check where the backend has one: the terminal is
+            // adopted only when a command needs it (see `Backend::check`).
+            let checked = match &backend {
+                Ok(backend) => backend.check(&record).await,
+                Err(_) => None,
             };
+            let adopted = match (backend, checked.is_some()) {
+                (_, true) => Ok(None),
+                (Ok(backend), false) => backend.adopt(&record).await,
+                (Err(error), false) => Err(error),
+            };
+            // An adoption that failed proves nothing (a timeout on a busy
+            // server): the terminal stays unattached, tried again on use.
+            let unattached = checked.is_some() || adopted.is_err();
             let (terminal, gone_reason) = match adopted {
                 Ok(Some(terminal)) => (Some(terminal), String::new()),
+                Ok(None) if checked.is_some() => (None, String::new()),
                 Ok(None) => (None, "not running when adopted".to_owned()),
                 Err(error) => {
                     let reason = format!("adoption failed: {error}");
@@ -161,6 +174,8 @@ impl Registry {
                     let cancel = self.inner.shutdown.child_token();
                     let mut entry = Entry::new(record, seq, terminal.clone(), cancel.clone());
                     entry.gone_reason.clone_from(&gone_reason);
+                    entry.unattached = unattached;
+                    entry.checked = checked;
                     state.entries.insert(id.clone(), entry);
                     (Some(cancel), false)
                 }
@@ -178,30 +193,51 @@ impl Registry {
             };
             if terminal.is_some() {
                 report.adopted.push(id.clone());
-            } else {
+            } else if !unattached {
                 report.gone.push((id.clone(), gone_reason));
             }
-            if always {
+            if always && self.inner.config.supervise {
                 self.start_restart_loop(id, cancel);
             }
         }
         Ok(report)
     }
 
+    /// The record files the last scan of the state directory (an
+    /// [`open`](Registry::open), [`refresh`](Registry::refresh) or
+    /// [`list`](Registry::list)) found corrupt and moved aside: what `list`
+    /// reports beside the terminals. Their terminals are left alone.
+    pub fn corrupt_records(&self) -> Vec<CorruptRecord> {
+        self.inner.lock().corrupt.clone()
+    }
+
     /// Asks every registered backend to remove what belongs to no record of
-    /// its kind (socket files without a server, servers without a record).
+    /// its kind (socket files without a server, servers proven unclaimed).
+    /// Reports the records moved aside as corrupt, whose terminals are left
+    /// alone.
     ///
     /// # Errors
     ///
-    /// `REGISTRY_DISPOSING`, or [`Error::Io`] when the state directory
-    /// cannot be listed. Per-backend failures are in
+    /// `REGISTRY_DISPOSING`; [`Error::Io`] when the state directory cannot
+    /// be listed, or when a record in it cannot be read (the claimed set is
+    /// then unknown, so nothing is reaped). Per-backend failures are in
     /// [`ReapReport::failures`].
     pub async fn reap(&self) -> Result<ReapReport> {
         self.inner.lock().check_active()?;
-        let records = match self.inner.store.clone() {
-            Some(store) => blocking(move || store.load_all()).await?.records,
-            None => Vec::new(),
+        let loaded = match self.inner.store.clone() {
+            Some(store) => blocking(move || store.load_all()).await?,
+            None => LoadedRecords::default(),
         };
+        if let Some(unreadable) = loaded.unreadable.first() {
+            return Err(Error::io(
+                format!(
+                    "reading terminal record {} (nothing reaped: it may name a live server)",
+                    unreadable.path.display()
+                ),
+                std::io::Error::other(unreadable.error.clone()),
+            ));
+        }
+        let claimed = loaded.claimed_ids();
         let backends: Vec<(String, Arc<dyn Backend>)> = self
             .inner
             .lock()
@@ -209,16 +245,21 @@ impl Registry {
             .iter()
             .map(|(kind, slot)| (kind.clone(), Arc::clone(&slot.backend)))
             .collect();
-        let mut report = ReapReport::default();
+        let mut report = ReapReport {
+            corrupt: loaded.corrupt.clone(),
+            ..ReapReport::default()
+        };
         for (kind, backend) in backends {
-            let own: Vec<_> = records
+            let own: Vec<_> = loaded
+                .records
                 .iter()
                 .filter(|record| record.spec.kind == kind)
                 .cloned()
                 .collect();
-            match backend.reap(&own).await {
+            match backend.reap(&own, &claimed).await {
                 Ok(reaped) => {
                     report.removed.extend(reaped.removed);
+                    report.skipped.extend(reaped.skipped);
                     report.failures.extend(reaped.failures);
                 }
                 Err(error) => report.failures.push(error),

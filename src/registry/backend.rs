@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::persist::TerminalRecord;
+use super::persist::{CorruptRecord, TerminalRecord};
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
 use crate::control::Notification;
@@ -86,9 +86,45 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
+    /// Tells a recorded terminal's status cheaply, without attaching to it
+    /// (for tmux: the server's socket, the pane process's pid and start
+    /// time, a one-shot query only for a dead pane): what `list` and
+    /// `show` use, so they never hold a connection per terminal. `None`
+    /// when the backend cannot tell that way; the registry then adopts the
+    /// terminal at once, as [`adopt`](Backend::adopt) does. The default:
+    /// `None`.
+    ///
+    /// A backend answering `Some` is adopted lazily: the registry calls
+    /// [`adopt`](Backend::adopt) only when a command needs the live
+    /// terminal (send, read, probe, ...).
+    fn check<'a>(&'a self, record: &'a TerminalRecord) -> BoxFuture<'a, Option<RecordCheck>> {
+        let _ = record;
+        Box::pin(async { None })
+    }
+
+    /// Ends whatever may remain of a recorded terminal this process holds
+    /// no live handle on (for tmux: the kill path on the recorded server
+    /// directory, guarded by the recorded pids and start times), before
+    /// the registry replaces it or forgets it. Must be idempotent, and must
+    /// fail rather than leave a server that may still run: the registry
+    /// then does not start a second one. The default does nothing.
+    ///
+    /// # Errors
+    ///
+    /// When something of the terminal may still run.
+    fn retire<'a>(&'a self, record: &'a TerminalRecord) -> BoxFuture<'a, Result<()>> {
+        let _ = record;
+        Box::pin(async { Ok(()) })
+    }
+
     /// Removes what belongs to no record of this kind: e.g. socket files with
-    /// no server, servers with no record. `records` are every record of this
-    /// backend's kind in the state directory. The default reaps nothing.
+    /// no server, servers proven to have no record. `records` are every
+    /// readable record of this backend's kind in the state directory;
+    /// `claimed` is every terminal id with a record file, readable or not
+    /// (a corrupt record still claims its terminal). Only what is proven
+    /// unclaimed may go: a terminal that cannot be identified, or a query
+    /// that failed, means "unknown" and is left alone (listed in
+    /// [`ReapReport::skipped`]). The default reaps nothing.
     ///
     /// Another process sharing the state directory may be spawning right
     /// now: its server exists a moment before its record is written (records
@@ -99,8 +135,12 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// When reaping could not be attempted at all; per-item failures belong
     /// in [`ReapReport::failures`].
-    fn reap<'a>(&'a self, records: &'a [TerminalRecord]) -> BoxFuture<'a, Result<ReapReport>> {
-        let _ = records;
+    fn reap<'a>(
+        &'a self,
+        records: &'a [TerminalRecord],
+        claimed: &'a [TerminalId],
+    ) -> BoxFuture<'a, Result<ReapReport>> {
+        let _ = (records, claimed);
         Box::pin(async { Ok(ReapReport::default()) })
     }
 }
@@ -119,11 +159,30 @@ pub struct SpawnRequest {
     pub cancel: CancellationToken,
 }
 
+/// What [`Backend::check`] found, without attaching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordCheck {
+    /// The status as far as the cheap check tells (`Running` when the
+    /// server answers and its pane process lives, or when it cannot tell:
+    /// unknown is never dead).
+    pub status: TerminalStatus,
+    /// The pane's process, when known.
+    pub pid: Option<u32>,
+}
+
 /// What [`Backend::reap`] removed.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct ReapReport {
     /// Human-readable descriptions of what was removed, e.g. socket paths.
     pub removed: Vec<String>,
+    /// What was left alone because it could not be proven unclaimed (a
+    /// query failed or timed out, a server of another state directory or
+    /// without the engine's identifying marks), and why.
+    pub skipped: Vec<String>,
+    /// Records moved aside as corrupt; their terminals were left alone
+    /// (filled by [`Registry::reap`](super::Registry::reap)).
+    pub corrupt: Vec<CorruptRecord>,
     /// What could not be removed, and why.
     pub failures: Vec<Error>,
 }

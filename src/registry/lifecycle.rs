@@ -14,6 +14,8 @@ use futures_util::future::join_all;
 use tracing::warn;
 
 use super::backend::{BackendTerminal, CloseReason};
+use super::locks::Purpose;
+use super::persist::StateDir;
 use super::service::blocking;
 use super::state::{AbortReason, Closing};
 use super::{OwnerId, Registry, TerminalId};
@@ -230,15 +232,44 @@ impl Registry {
                 Some(closing) => (closing.future.clone(), false),
                 None => {
                     let terminal = entry.terminal.clone();
+                    let record = entry.record.clone();
+                    let backend = state.backend(&record.spec.kind).ok();
+                    let Some(entry) = state.entries.get_mut(id) else {
+                        return Ok(false);
+                    };
                     let inner = Arc::downgrade(&self.inner);
+                    let store = self.inner.store.clone();
                     let id = id.clone();
                     // A task, so the close finishes (and its bookkeeping
                     // runs) even if every caller stops waiting.
                     let task = self.inner.tasks.spawn(async move {
-                        let closed = match terminal {
-                            Some(terminal) => terminal.close(reason).await,
-                            None => Ok(()),
+                        // Not while another process recreates it: that one
+                        // would write the record back after ours is gone.
+                        let _live = match store.clone() {
+                            Some(store) => {
+                                let file = StateDir::terminal_lock(&id, Purpose::Live);
+                                blocking(move || store.lock(&file)).await.ok()
+                            }
+                            None => None,
                         };
+                        let closed = match (terminal, backend) {
+                            (Some(terminal), _) => terminal.close(reason).await,
+                            // Not attached here (or gone): what the record
+                            // names is killed without attaching.
+                            (None, Some(backend)) => backend.retire(&record).await,
+                            (None, None) => Ok(()),
+                        };
+                        if closed.is_ok()
+                            && let Some(store) = store
+                        {
+                            let locks = id.clone();
+                            let _ = blocking(move || {
+                                store.remove_terminal_locks(&locks);
+                                Ok(())
+                            })
+                            .await;
+                        }
+
                         let Some(inner) = inner.upgrade() else {
                             return closed.map_err(Arc::new);
                         };

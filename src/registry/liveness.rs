@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::backend::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
+use super::locks::Purpose;
+use super::persist::StateDir;
 use super::service::{Inner, blocking};
 use super::spec::{RestartPolicy, TerminalSnapshot};
 use super::{OwnerId, Registry, TerminalId};
@@ -72,17 +74,12 @@ impl Registry {
         let id = self.locate(owner, target).await?;
         let lock = Arc::clone(&self.inner.lock().entry(&id)?.liveness);
         let _serialized = lock.lock().await;
-        let (terminal, gone_reason, policy) = {
+        let policy = {
             let state = self.inner.lock();
             state.check_active()?;
-            let entry = state.entry(&id)?;
-            (
-                entry.terminal.clone(),
-                entry.gone_reason.clone(),
-                entry.record.spec.restart,
-            )
+            state.entry(&id)?.record.spec.restart
         };
-        let observed = observe(terminal.as_ref(), gone_reason).await?;
+        let observed = self.observe(&id).await?;
         let closing = {
             let mut state = self.inner.lock();
             let entry = state.entry_mut(&id)?;
@@ -93,7 +90,7 @@ impl Registry {
         };
         let recreated = observed.is_dead() && policy == RestartPolicy::OnAttach && !closing;
         if recreated {
-            self.recreate(&id, &observed).await?;
+            self.recreate(&id).await?;
         }
         let snapshot = self.inner.lock().entry(&id)?.snapshot();
         Ok(ProbeReport {
@@ -138,8 +135,128 @@ impl Registry {
         })
     }
 
+    /// Attaches the terminal `id` if it is recorded but not attached here
+    /// yet (see `Backend::check`), and returns the live backend terminal,
+    /// or `None` when it is proven gone. The caller holds its liveness
+    /// lock.
+    ///
+    /// # Errors
+    ///
+    /// The adoption's failure, e.g. `UNRESPONSIVE`: the terminal then stays
+    /// unattached (it may well live), never marked gone.
+    pub(crate) async fn attached(
+        &self,
+        id: &TerminalId,
+    ) -> Result<Option<Arc<dyn BackendTerminal>>> {
+        let (record, backend) = {
+            let state = self.inner.lock();
+            let entry = state.entry(id)?;
+            if !entry.unattached {
+                return Ok(entry.terminal.clone());
+            }
+            (
+                entry.record.clone(),
+                state.backend(&entry.record.spec.kind)?,
+            )
+        };
+        let adopted = backend.adopt(&record).await?;
+        let kept = {
+            let mut state = self.inner.lock();
+            match state.entries.get_mut(id) {
+                Some(entry) => {
+                    entry.unattached = false;
+                    entry.checked = None;
+                    entry.terminal.clone_from(&adopted);
+                    if adopted.is_none() {
+                        "not running when adopted".clone_into(&mut entry.gone_reason);
+                    }
+                    true
+                }
+                None => false,
+            }
+        };
+        if kept {
+            return Ok(adopted);
+        }
+        if let Some(terminal) = adopted {
+            terminal.shutdown().await;
+        }
+        Err(Error::NoTerminal(id.to_string()))
+    }
+
+    /// Probes the terminal `id`, attaching it first if needed; an
+    /// adoption that timed out is `Unresponsive`, never `ServerGone`. The
+    /// caller holds its liveness lock.
+    async fn observe(&self, id: &TerminalId) -> Result<Liveness> {
+        match self.attached(id).await {
+            Ok(Some(terminal)) => terminal.probe().await,
+            Ok(None) => {
+                let reason = self.inner.lock().entry(id)?.gone_reason.clone();
+                Ok(Liveness::ServerGone { reason })
+            }
+            Err(Error::Unresponsive { timeout, .. }) => {
+                Ok(Liveness::Unresponsive { waited: timeout })
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// Recreates a dead terminal; the caller holds its liveness lock.
-    pub(crate) async fn recreate(&self, id: &TerminalId, observed: &Liveness) -> Result<()> {
+    ///
+    /// Across processes: under the terminal's `live` lock, the record is
+    /// read again (another process may have rebuilt it meanwhile: then its
+    /// rebuild is adopted, not repeated) and the terminal probed again (a
+    /// respawn elsewhere makes it alive). Never starts a second server
+    /// while the first may live: a terminal that does not answer is not
+    /// recreated, and the old server is killed (its close, or the backend's
+    /// `retire` of the record) before a new one starts; if that fails,
+    /// nothing starts.
+    pub(crate) async fn recreate(&self, id: &TerminalId) -> Result<()> {
+        let _live = match self.inner.store.clone() {
+            Some(store) => {
+                let file = StateDir::terminal_lock(id, Purpose::Live);
+                Some(blocking(move || store.lock(&file)).await?)
+            }
+            None => None,
+        };
+        if let Some(store) = self.inner.store.clone() {
+            let wanted = id.clone();
+            let on_disk = blocking(move || store.read(&wanted)).await?;
+            let Some(on_disk) = on_disk else {
+                return Err(Error::NoTerminal(id.to_string()));
+            };
+            let rebuilt_elsewhere = {
+                let mut state = self.inner.lock();
+                let entry = state.entry_mut(id)?;
+                if on_disk.locator == entry.record.locator {
+                    false
+                } else {
+                    // Another process rebuilt it: adopt that one.
+                    entry.record = on_disk;
+                    entry.unattached = true;
+                    entry.observed_dead = None;
+                    if let Some(old) = entry.terminal.take() {
+                        self.inner.tasks.spawn(async move { old.shutdown().await });
+                    }
+                    true
+                }
+            };
+            if rebuilt_elsewhere && !self.observe(id).await?.is_dead() {
+                return Ok(());
+            }
+        }
+        let now = self.observe(id).await?;
+        if let Liveness::Unresponsive { waited } = now {
+            return Err(Error::Unresponsive {
+                command: format!("recreating terminal {id}"),
+                timeout: waited,
+            });
+        }
+        if !now.is_dead() {
+            // Respawned by another process since the caller looked.
+            return Ok(());
+        }
+        let observed = &now;
         let (terminal, mut record, backend, cancel) = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
@@ -167,12 +284,12 @@ impl Registry {
                 Err(error) => return Err(error),
             }
         }
-        if let Some(old) = terminal {
-            // The old server is gone; closing releases what is left of it
-            // (control connection, socket file) before the same id returns.
-            if let Err(error) = old.close(CloseReason::Replaced).await {
-                warn!(terminal = %id, error = %error, "closing the remains of a dead terminal failed");
-            }
+        // The old server must be gone before the same id returns: close
+        // what this process holds (its server too, if it came back), or
+        // retire what the record names. A failure starts nothing.
+        match terminal {
+            Some(old) => old.close(CloseReason::Replaced).await?,
+            None => backend.retire(&record).await?,
         }
         let fresh = backend
             .spawn(SpawnRequest {
@@ -225,23 +342,13 @@ impl Registry {
     }
 }
 
-/// Probes `terminal`, or reports the reason it is gone.
-async fn observe(
-    terminal: Option<&Arc<dyn BackendTerminal>>,
-    gone_reason: String,
-) -> Result<Liveness> {
-    match terminal {
-        Some(terminal) => terminal.probe().await,
-        None => Ok(Liveness::ServerGone {
-            reason: gone_reason,
-        }),
-    }
-}
-
 /// The `always` policy: wait for a pushed death, back off, recreate; give
 /// up after `max_restarts` consecutive recreations. Holds only a weak
 /// reference while waiting, so a dropped registry ends it.
 async fn restart_loop(inner: Weak<Inner>, id: TerminalId, cancel: CancellationToken) {
+    let Some(_supervisor) = supervise(&inner, &id, &cancel).await else {
+        return;
+    };
     let mut attempts: u32 = 0;
     loop {
         let Some(registry) = inner.upgrade().map(|inner| Registry { inner }) else {
@@ -284,6 +391,56 @@ async fn restart_loop(inner: Weak<Inner>, id: TerminalId, cancel: CancellationTo
     }
 }
 
+/// How often a process that does not run a terminal's `always` loop looks
+/// whether the process that does has gone (a `flock` cannot be awaited
+/// without a thread blocked on it per terminal).
+const SUPERVISOR_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Becomes the one process running `id`'s `always` loop: takes its
+/// `restart` lock (retrying while another process holds it), then attaches
+/// the terminal if it is recorded but not attached here. `None` when the
+/// loop must end (cancelled, registry or terminal gone).
+async fn supervise(
+    inner: &Weak<Inner>,
+    id: &TerminalId,
+    cancel: &CancellationToken,
+) -> Option<Option<super::locks::FileLock>> {
+    let lock = loop {
+        let registry = inner.upgrade().map(|inner| Registry { inner })?;
+        let Some(store) = registry.inner.store.clone() else {
+            break None;
+        };
+        let file = StateDir::terminal_lock(id, Purpose::Restart);
+        match blocking(move || store.try_lock(&file)).await {
+            Ok(Some(lock)) => break Some(lock),
+            Ok(None) => {}
+            Err(error) => warn!(terminal = %id, %error, "restart lock"),
+        }
+        drop(registry);
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            () = tokio::time::sleep(SUPERVISOR_RETRY) => {}
+        }
+    };
+    loop {
+        let registry = inner.upgrade().map(|inner| Registry { inner })?;
+        let liveness = Arc::clone(&registry.inner.lock().entries.get(id)?.liveness);
+        let attached = {
+            let _serialized = liveness.lock().await;
+            registry.attached(id).await
+        };
+        match attached {
+            Ok(_) => return Some(lock),
+            Err(error) => warn!(terminal = %id, %error, "attaching a supervised terminal"),
+        }
+        drop(registry);
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            () = tokio::time::sleep(SUPERVISOR_RETRY) => {}
+        }
+    }
+}
+
 /// One recreation attempt of the `always` loop, under the liveness lock;
 /// skipped when the terminal turned out alive or is being killed.
 async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
@@ -292,21 +449,12 @@ async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
     };
     let lock = Arc::clone(&registry.inner.lock().entry(id)?.liveness);
     let _serialized = lock.lock().await;
-    let (terminal, gone_reason, closing) = {
-        let state = registry.inner.lock();
-        let entry = state.entry(id)?;
-        (
-            entry.terminal.clone(),
-            entry.gone_reason.clone(),
-            entry.closing.is_some(),
-        )
-    };
-    if closing {
+    if registry.inner.lock().entry(id)?.closing.is_some() {
         return Ok(());
     }
-    let observed = observe(terminal.as_ref(), gone_reason).await?;
+    let observed = registry.observe(id).await?;
     if !observed.is_dead() {
         return Ok(());
     }
-    registry.recreate(id, &observed).await
+    registry.recreate(id).await
 }

@@ -21,13 +21,17 @@
 //! | `lifecycle.rs` | kill, owner and registry disposal                    |
 //! | `liveness.rs`  | probe, attach, recreation, the `always` loop         |
 //! | `persist.rs`   | the state directory's records                        |
+//! | `locks.rs`     | `flock`s shared by every process on a state dir      |
 //! | `adopt.rs`     | open, refresh (rescan), reap                         |
 //! | `stub.rs`      | a scriptable backend for tests (feature `stub`)      |
 //! | `tmux/`        | the built-in tmux backend                            |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
 //! `.await`; backend calls run outside it. Per-terminal liveness work is
-//! serialized by a `tokio::sync::Mutex`.
+//! serialized by a `tokio::sync::Mutex` within a process, and across the
+//! processes sharing a state directory by `flock`s (`locks.rs`): name
+//! reservation, one send at a time, recreation and kill, and which process
+//! runs an `always` restart loop.
 
 mod adopt;
 mod backend;
@@ -35,6 +39,7 @@ mod ids;
 mod io;
 mod lifecycle;
 mod liveness;
+mod locks;
 mod ops;
 mod persist;
 mod service;
@@ -48,8 +53,8 @@ pub mod tmux;
 pub use adopt::ScanReport;
 pub use backend::{
     Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent, OutputStream,
-    ReadPage, ReadRequest, ReapReport, Screen, SendOperation, SendOutput, SendRequest, SendResult,
-    SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
+    ReadPage, ReadRequest, ReapReport, RecordCheck, Screen, SendOperation, SendOutput, SendRequest,
+    SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
 };
 pub use ids::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
 pub use io::{WAIT_LINES, WaitCondition};

@@ -13,7 +13,9 @@ use super::backend::{
     BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
     SendResult,
 };
-use super::service::Inner;
+use super::locks::Purpose;
+use super::persist::StateDir;
+use super::service::{Inner, blocking};
 use super::signal::{Signal, SignalDelivery};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, Registry, TerminalId};
@@ -45,7 +47,23 @@ impl Registry {
         target: &str,
     ) -> Result<Arc<dyn BackendTerminal>> {
         let id = self.locate(owner, target).await?;
+        self.attach_if_needed(&id).await?;
         self.inner.lock().entry(&id)?.live_terminal()
+    }
+
+    /// Attaches a recorded terminal this process has not attached yet
+    /// (lazily, see `Backend::check`), under its liveness lock.
+    pub(crate) async fn attach_if_needed(&self, id: &TerminalId) -> Result<()> {
+        let liveness = {
+            let state = self.inner.lock();
+            let entry = state.entry(id)?;
+            if !entry.unattached {
+                return Ok(());
+            }
+            Arc::clone(&entry.liveness)
+        };
+        let _serialized = liveness.lock().await;
+        self.attached(id).await.map(drop)
     }
 
     /// Starts a send: writes `request.text` to the terminal and watches its
@@ -67,6 +85,19 @@ impl Registry {
         request: SendRequest,
     ) -> Result<SendHandle> {
         let id = self.locate(owner, target).await?;
+        // One send at a time across processes too: a send in another
+        // process holds this lock to its end.
+        let send_lock = match self.inner.store.clone() {
+            Some(store) => {
+                let file = StateDir::terminal_lock(&id, Purpose::Send);
+                match blocking(move || store.try_lock(&file)).await? {
+                    Some(lock) => Some(lock),
+                    None => return Err(Error::SendActive(id.to_string())),
+                }
+            }
+            None => None,
+        };
+        self.attach_if_needed(&id).await?;
         let (terminal, generation) = {
             let mut state = self.inner.lock();
             state.check_active()?;
@@ -105,6 +136,7 @@ impl Registry {
             // Free the terminal before anyone can see the result, so the
             // next send may start as soon as this one is observed done.
             clear_send(&inner, &driven_id, generation);
+            drop(send_lock);
             // The caller may have dropped the handle; nothing to tell then.
             let _ = sender.send(result);
         });

@@ -4,8 +4,18 @@
 //! Layout: `<state dir>/terminals/<terminal id>.json`. A record is written
 //! atomically (temp file in the same directory, then rename) before its
 //! terminal is published, rewritten when the terminal is rebuilt, and
-//! removed after it is killed. Loading tolerates corrupt files: each is
-//! reported and skipped, never fatal.
+//! removed after it is killed. Loading tolerates corrupt files, never
+//! fatal: a record that does not parse, names another id, or has a version
+//! this engine does not know is moved aside to `<id>.json.corrupt` (kept for
+//! a person to look at, and still claiming its terminal: the reaper leaves
+//! the server of any id with a file here alone) and reported on every load.
+//! A record that cannot be read at all (an I/O error such as fd
+//! exhaustion) is left in place and reported as unreadable: the load is
+//! then incomplete, and the registry refuses to reap on it.
+//!
+//! Paths are canonical: the state directory is canonicalised once it
+//! exists, so every process names it (and hashes it, see the tmux
+//! backend's runtime directory) the same way, however it was given.
 //!
 //! No fsync: a record must outlive the engine process, and the page cache
 //! does that; what fsync adds is surviving a crash of the machine, which no
@@ -25,6 +35,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{OwnerId, SpawnSpec, TerminalId};
 use crate::{Error, Result};
+
+/// The directory of lock files inside the state directory.
+pub(crate) const LOCKS_DIR: &str = "locks";
 
 /// The record format version written by this engine.
 pub const RECORD_VERSION: u32 = 1;
@@ -78,11 +91,17 @@ impl TerminalRecord {
     }
 }
 
-/// A record file that could not be read.
-#[derive(Debug)]
+/// The suffix a corrupt record's file gets when it is moved aside.
+pub const CORRUPT_SUFFIX: &str = ".corrupt";
+
+/// A record file that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CorruptRecord {
-    /// The file.
+    /// The file (after a move aside, the `.corrupt` one).
     pub path: PathBuf,
+    /// The terminal id its file name carries, when it carries one: that
+    /// terminal's server counts as claimed.
+    pub id: Option<TerminalId>,
     /// What was wrong with it.
     pub error: String,
 }
@@ -92,8 +111,29 @@ pub struct CorruptRecord {
 pub struct LoadedRecords {
     /// The readable records, oldest first.
     pub records: Vec<TerminalRecord>,
-    /// The files that were skipped.
+    /// Records that do not parse or have an unknown version: moved aside
+    /// (now or by an earlier load), their terminals left alone.
     pub corrupt: Vec<CorruptRecord>,
+    /// Files that could not be read (an I/O error): left in place. While
+    /// any is listed, the load is incomplete and nothing may be reaped.
+    pub unreadable: Vec<CorruptRecord>,
+}
+
+impl LoadedRecords {
+    /// Every terminal id with a file in the directory, readable or not:
+    /// what a reaper must treat as claimed.
+    pub fn claimed_ids(&self) -> Vec<TerminalId> {
+        self.records
+            .iter()
+            .map(|record| record.id.clone())
+            .chain(
+                self.corrupt
+                    .iter()
+                    .chain(&self.unreadable)
+                    .filter_map(|corrupt| corrupt.id.clone()),
+            )
+            .collect()
+    }
 }
 
 /// A state directory holding terminal records.
@@ -104,24 +144,30 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Opens (creating with mode 0700 if needed) the state directory `root`.
+    /// Opens (creating with mode 0700 if needed) the state directory `root`,
+    /// and names it by its canonical path from then on.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] naming the directory when it cannot be created.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
+        for dir in [root.join("terminals"), root.join(LOCKS_DIR)] {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|error| {
+                    Error::io(format!("creating state directory {}", dir.display()), error)
+                })?;
+        }
+        let root = fs::canonicalize(&root).map_err(|error| {
+            Error::io(
+                format!("resolving state directory {}", root.display()),
+                error,
+            )
+        })?;
         let terminals = root.join("terminals");
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&terminals)
-            .map_err(|error| {
-                Error::io(
-                    format!("creating state directory {}", terminals.display()),
-                    error,
-                )
-            })?;
         Ok(StateDir { root, terminals })
     }
 
@@ -158,6 +204,28 @@ impl StateDir {
         Ok(())
     }
 
+    /// Reads the record of `id`: `None` when there is none (killed by
+    /// another process).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when it cannot be read or does not parse.
+    pub fn read(&self, id: &TerminalId) -> Result<Option<TerminalRecord>> {
+        let path = self.record_path(id);
+        if !path.exists() {
+            return Ok(None);
+        }
+        read_record(&path, id.as_str()).map(Some).map_err(|error| {
+            let text = match error {
+                Unusable::Unreadable(text) | Unusable::Corrupt(text) => text,
+            };
+            Error::io(
+                format!("reading terminal record {}", path.display()),
+                io::Error::other(text),
+            )
+        })
+    }
+
     /// Removes the record of `id`; a missing record is not an error.
     ///
     /// # Errors
@@ -178,8 +246,11 @@ impl StateDir {
         })
     }
 
-    /// Reads every record, oldest first; unreadable or inconsistent files
-    /// are reported in [`LoadedRecords::corrupt`] and skipped.
+    /// Reads every record, oldest first. A record that does not parse (or
+    /// has an unknown version, or names another id) is moved aside to
+    /// `*.corrupt` and reported in [`LoadedRecords::corrupt`], as are those
+    /// moved aside earlier; one that cannot be read is reported in
+    /// [`LoadedRecords::unreadable`] and left in place.
     ///
     /// # Errors
     ///
@@ -196,53 +267,122 @@ impl StateDir {
             let path = match entry {
                 Ok(entry) => entry.path(),
                 Err(error) => {
-                    loaded.corrupt.push(CorruptRecord {
+                    loaded.unreadable.push(CorruptRecord {
                         path: self.terminals.clone(),
+                        id: None,
                         error: error.to_string(),
                     });
                     continue;
                 }
             };
-            let Some(stem) = record_stem(&path) else {
-                continue;
-            };
-            match read_record(&path, stem) {
-                Ok(record) => loaded.records.push(record),
-                Err(error) => loaded.corrupt.push(CorruptRecord { path, error }),
+            match classify(&path) {
+                FileKind::Record(stem) => match read_record(&path, stem) {
+                    Ok(record) => loaded.records.push(record),
+                    Err(Unusable::Unreadable(error)) => loaded.unreadable.push(CorruptRecord {
+                        id: TerminalId::parse(stem).ok(),
+                        path,
+                        error,
+                    }),
+                    Err(Unusable::Corrupt(error)) => {
+                        let id = TerminalId::parse(stem).ok();
+                        loaded.corrupt.push(set_aside(path, id, error));
+                    }
+                },
+                FileKind::SetAside(stem) => {
+                    let error = match read_record(&path, stem) {
+                        Ok(_) => "moved aside earlier".to_owned(),
+                        Err(Unusable::Corrupt(error) | Unusable::Unreadable(error)) => error,
+                    };
+                    loaded.corrupt.push(CorruptRecord {
+                        id: TerminalId::parse(stem).ok(),
+                        path,
+                        error,
+                    });
+                }
+                FileKind::Other => {}
             }
         }
         loaded.records.sort_by(|a, b| {
             (a.created_ms, a.created_ns, &a.id).cmp(&(b.created_ms, b.created_ns, &b.id))
         });
+        loaded.corrupt.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(loaded)
     }
 }
 
-/// The file stem of a record file, or `None` for anything else (temp files
-/// start with a dot).
-fn record_stem(path: &Path) -> Option<&str> {
-    let name = path.file_name()?.to_str()?;
-    if name.starts_with('.') {
-        return None;
+/// Moves a corrupt record aside; when the rename fails it stays where it
+/// is, reported all the same (and loaded again next time).
+fn set_aside(path: PathBuf, id: Option<TerminalId>, error: String) -> CorruptRecord {
+    let mut aside = path.clone().into_os_string();
+    aside.push(CORRUPT_SUFFIX);
+    let aside = PathBuf::from(aside);
+    match fs::rename(&path, &aside) {
+        Ok(()) => {
+            tracing::warn!(path = %aside.display(), %error, "moved a corrupt terminal record aside");
+            CorruptRecord {
+                path: aside,
+                id,
+                error,
+            }
+        }
+        Err(rename) => CorruptRecord {
+            path,
+            id,
+            error: format!("{error} (could not move it aside: {rename})"),
+        },
     }
-    name.strip_suffix(".json")
 }
 
-fn read_record(path: &Path, stem: &str) -> Result<TerminalRecord, String> {
-    let bytes = fs::read(path).map_err(|error| error.to_string())?;
+/// What a file in the records directory is.
+enum FileKind<'a> {
+    /// `<stem>.json`: a record.
+    Record(&'a str),
+    /// `<stem>.json.corrupt`: a record moved aside.
+    SetAside(&'a str),
+    /// Anything else (temp files start with a dot).
+    Other,
+}
+
+fn classify(path: &Path) -> FileKind<'_> {
+    let Some(name) = path.file_name().and_then(|name| name.to_str()) else {
+        return FileKind::Other;
+    };
+    if name.starts_with('.') {
+        return FileKind::Other;
+    }
+    if let Some(stem) = name
+        .strip_suffix(CORRUPT_SUFFIX)
+        .and_then(|name| name.strip_suffix(".json"))
+    {
+        return FileKind::SetAside(stem);
+    }
+    name.strip_suffix(".json")
+        .map_or(FileKind::Other, FileKind::Record)
+}
+
+/// Why a record cannot be used.
+enum Unusable {
+    /// An I/O error: the file may be fine; try again later.
+    Unreadable(String),
+    /// Its content: no later read will do better.
+    Corrupt(String),
+}
+
+fn read_record(path: &Path, stem: &str) -> Result<TerminalRecord, Unusable> {
+    let bytes = fs::read(path).map_err(|error| Unusable::Unreadable(error.to_string()))?;
     let record: TerminalRecord =
-        serde_json::from_slice(&bytes).map_err(|error| error.to_string())?;
+        serde_json::from_slice(&bytes).map_err(|error| Unusable::Corrupt(error.to_string()))?;
     if record.id.as_str() != stem {
-        return Err(format!(
+        return Err(Unusable::Corrupt(format!(
             "record id {} does not match its file name",
             record.id
-        ));
+        )));
     }
-    if record.version > RECORD_VERSION {
-        return Err(format!(
-            "record version {} is newer than this engine's {RECORD_VERSION}",
+    if record.version != RECORD_VERSION {
+        return Err(Unusable::Corrupt(format!(
+            "record version {} is not this engine's {RECORD_VERSION}",
             record.version
-        ));
+        )));
     }
     Ok(record)
 }
@@ -366,7 +506,19 @@ mod tests {
                 .iter()
                 .any(|e| e.contains("does not match its file name"))
         );
-        assert!(errors.iter().any(|e| e.contains("newer than")));
+        assert!(errors.iter().any(|e| e.contains("not this engine's")));
         assert!(errors.iter().any(|e| e.contains("key must be a string")));
+        // Moved aside, each still naming the id its file carried, and
+        // reported again by the next load with nothing moved twice.
+        for corrupt in &loaded.corrupt {
+            assert!(corrupt.path.to_string_lossy().ends_with(".json.corrupt"));
+            assert!(corrupt.path.exists());
+            assert!(corrupt.id.is_some());
+        }
+        assert!(!terminals.join("t-1-0000000000000000.json").exists());
+        let again = state.load_all().unwrap();
+        assert_eq!(again.corrupt.len(), 3);
+        assert_eq!(again.records.len(), 1);
+        assert_eq!(again.claimed_ids().len(), 4);
     }
 }

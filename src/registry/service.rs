@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use tracing::warn;
 
 use super::backend::{Backend, BackendTerminal, CloseReason, SpawnRequest};
+use super::locks::FileLock;
 use super::persist::{StateDir, TerminalRecord};
 use super::spec::{RegistryConfig, RestartPolicy, TerminalSnapshot};
 use super::state::{BackendSlot, Entry, Pending, State};
@@ -216,20 +217,31 @@ impl Registry {
             }
             state.check_owner(owner)?;
         }
-        if spec.name.is_some() && self.inner.store.is_some() {
-            // Names are unique per owner across processes sharing the state
-            // directory, as far as their records show.
-            self.refresh().await?;
-        }
+        // Names are unique per owner across processes sharing the state
+        // directory: the name's lock is held from the rescan that checks it
+        // until the record is written (or the spawn failed), so a spawner in
+        // another process sees this one's record or waits for it.
+        let name_lock = match (&spec.name, self.inner.store.clone()) {
+            (Some(name), Some(store)) => {
+                let file = StateDir::name_lock(owner, name);
+                let lock = blocking(move || store.lock(&file)).await?;
+                self.refresh().await?;
+                Some(lock)
+            }
+            _ => None,
+        };
         let (backend, reservation) = self.reserve(owner, &spec)?;
         let caller = cancel.child_token();
         let on_drop = caller.clone().drop_guard();
         // A task, so that a caller dropping this future cannot drop the
         // backend's spawn half-way and leak what it made.
-        let task =
-            self.inner
-                .tasks
-                .spawn(self.clone().run_spawn(backend, reservation, spec, caller));
+        let task = self.inner.tasks.spawn(self.clone().run_spawn(
+            backend,
+            reservation,
+            spec,
+            caller,
+            name_lock,
+        ));
         let result = match task.await {
             Ok(result) => result,
             Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
@@ -297,6 +309,8 @@ impl Registry {
         mut reservation: Reservation,
         spec: SpawnSpec,
         caller: CancellationToken,
+        // Held to the end of the spawn, published or rolled back.
+        _name_lock: Option<FileLock>,
     ) -> Result<TerminalSnapshot> {
         let backend_cancel = reservation.abort.child_token();
         let request = SpawnRequest {
@@ -396,7 +410,7 @@ impl Registry {
         match published {
             Ok((snapshot, cancel)) => {
                 reservation.settled = true;
-                if snapshot.restart == RestartPolicy::Always {
+                if snapshot.restart == RestartPolicy::Always && self.inner.config.supervise {
                     self.start_restart_loop(snapshot.id.clone(), cancel);
                 }
                 Ok(snapshot)

@@ -259,7 +259,7 @@ impl RestartBackoff {
 }
 
 /// How a [`Registry`](super::Registry) is set up.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RegistryConfig {
     /// Where terminal records live; `None` keeps everything in memory (no
@@ -267,6 +267,22 @@ pub struct RegistryConfig {
     pub state_dir: Option<PathBuf>,
     /// Backoff of the `always` restart policy.
     pub backoff: RestartBackoff,
+    /// Whether this registry runs `always` restart loops (default `true`).
+    /// Even then, of the processes sharing a state directory only one runs
+    /// a given terminal's loop at a time (a `flock`). A one-shot process
+    /// (each CLI command) turns it off: it would attach to every `always`
+    /// terminal only to exit a moment later.
+    pub supervise: bool,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            state_dir: None,
+            backoff: RestartBackoff::default(),
+            supervise: true,
+        }
+    }
 }
 
 impl RegistryConfig {
@@ -281,6 +297,14 @@ impl RegistryConfig {
     #[must_use]
     pub fn backoff(mut self, backoff: RestartBackoff) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// Sets whether this registry runs `always` restart loops (see
+    /// [`RegistryConfig::supervise`]).
+    #[must_use]
+    pub fn supervise(mut self, supervise: bool) -> Self {
+        self.supervise = supervise;
         self
     }
 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use futures_util::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendTerminal, TerminalStatus};
-use super::persist::TerminalRecord;
+use super::backend::{Backend, BackendTerminal, RecordCheck, TerminalStatus};
+use super::persist::{CorruptRecord, TerminalRecord};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, TerminalId};
 use crate::{Error, Result};
@@ -40,8 +40,15 @@ pub(crate) struct Entry {
     pub(crate) record: TerminalRecord,
     /// Tie-breaker of creation order within this process.
     pub(crate) seq: u64,
-    /// The live backend terminal; `None` when adoption found it gone.
+    /// The live backend terminal; `None` when adoption found it gone, or
+    /// when it was not adopted yet (`unattached`).
     pub(crate) terminal: Option<Arc<dyn BackendTerminal>>,
+    /// Recorded, not attached by this process, not proven gone: adopted
+    /// when a command needs it. Also set when an adoption failed without
+    /// proof of death (a timeout): unresponsive is not dead.
+    pub(crate) unattached: bool,
+    /// The backend's cheap check of an unattached terminal.
+    pub(crate) checked: Option<RecordCheck>,
     /// Why `terminal` is `None`.
     pub(crate) gone_reason: String,
     /// Death seen by a probe while the backend still said running.
@@ -69,6 +76,8 @@ impl Entry {
             record,
             seq,
             terminal,
+            unattached: false,
+            checked: None,
             gone_reason: String::new(),
             observed_dead: None,
             active_send: None,
@@ -83,8 +92,11 @@ impl Entry {
     /// first.
     pub(crate) fn status(&self) -> TerminalStatus {
         match &self.terminal {
-            None => TerminalStatus::Gone {
-                reason: self.gone_reason.clone(),
+            None => match (&self.checked, self.unattached) {
+                (Some(checked), true) => checked.status.clone(),
+                _ => TerminalStatus::Gone {
+                    reason: self.gone_reason.clone(),
+                },
             },
             Some(terminal) => match (terminal.status(), &self.observed_dead) {
                 (TerminalStatus::Running, Some(dead)) => dead.clone(),
@@ -102,7 +114,10 @@ impl Entry {
             name: record.spec.name.clone(),
             role: record.spec.role.clone(),
             kind: record.spec.kind.clone(),
-            pid: self.terminal.as_ref().and_then(|terminal| terminal.pid()),
+            pid: match &self.terminal {
+                Some(terminal) => terminal.pid(),
+                None => self.checked.as_ref().and_then(|checked| checked.pid),
+            },
             status: self.status(),
             restart: record.spec.restart,
             restarts: self.restarts,
@@ -160,6 +175,8 @@ pub(crate) struct State {
     /// Unpublished spawns by reservation key.
     pub(crate) pending: HashMap<u64, Pending>,
     pub(crate) disposed_owners: HashSet<OwnerId>,
+    /// What the last scan found corrupt (see `Registry::corrupt_records`).
+    pub(crate) corrupt: Vec<CorruptRecord>,
     next_counter: u64,
 }
 

@@ -197,11 +197,18 @@ impl Backend for StubBackend {
         })
     }
 
-    fn reap<'a>(&'a self, records: &'a [TerminalRecord]) -> BoxFuture<'a, Result<ReapReport>> {
+    fn reap<'a>(
+        &'a self,
+        records: &'a [TerminalRecord],
+        claimed: &'a [TerminalId],
+    ) -> BoxFuture<'a, Result<ReapReport>> {
         Box::pin(async move {
             let mut report = ReapReport::default();
             for (id, terminal) in lock(&self.terminals).iter() {
-                if terminal.is_closed() || records.iter().any(|record| record.id == *id) {
+                if terminal.is_closed()
+                    || records.iter().any(|record| record.id == *id)
+                    || claimed.contains(id)
+                {
                     continue;
                 }
                 terminal.vanish("reaped");

@@ -145,7 +145,6 @@ async fn open_adopts_live_terminals_with_their_metadata() {
     let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
     assert_eq!(report.adopted.len(), 3);
     assert!(report.gone.is_empty() && report.failures.is_empty());
-    assert!(report.reaped.is_empty());
     let after = (
         second.list(&alice).await.unwrap(),
         second.list(&bob).await.unwrap(),
@@ -244,18 +243,48 @@ async fn open_reports_and_skips_corrupt_records() {
     std::fs::write(&corrupt, b"{\"id\": truncated").unwrap();
     let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
     let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    // Moved aside, reported by the scan and by `list`'s companion, and
+    // reported again (not moved twice) by the next registry.
+    let aside = dir
+        .path()
+        .join("terminals/t-1-0000000000000000.json.corrupt");
     assert_eq!(report.corrupt.len(), 1);
-    assert_eq!(report.corrupt[0].path, corrupt);
+    assert_eq!(report.corrupt[0].path, aside);
+    assert!(aside.exists() && !corrupt.exists());
     assert_eq!(report.adopted.len(), 1);
     assert_eq!(second.list(&owner).await.unwrap().len(), 1);
+    assert_eq!(second.corrupt_records().len(), 1);
+    let third = open_any(dir.path(), &backend).await;
+    assert_eq!(third.corrupt_records()[0].path, aside);
+    // A future version is not guessed at either.
+    let mut future = records(&second).pop().unwrap();
+    let json = std::fs::read_to_string(dir.path().join(format!("terminals/{}.json", future.id)))
+        .unwrap()
+        .replace("\"version\": 1", "\"version\": 2");
+    std::fs::write(
+        dir.path().join(format!("terminals/{}.json", future.id)),
+        json,
+    )
+    .unwrap();
+    future.version = 2;
+    let report = second.refresh().await.unwrap();
+    assert_eq!(report.corrupt.len(), 2, "{report:?}");
+    assert!(report.corrupt.iter().any(|c| c.error.contains("version 2")));
 }
 
+async fn open_any(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
+    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
+    Registry::open(config(dir), backends).await.unwrap().0
+}
+
+/// Issue 10, item 1: opening reaps nothing (reaping is explicit), and a
+/// record moved aside as corrupt still claims its terminal.
 #[tokio::test]
-async fn open_reaps_terminals_that_belong_to_no_record() {
+async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
     let dir = tempfile::tempdir().unwrap();
     let backend = StubBackend::new("stub");
     let owner = owner("owner");
-    let orphan = {
+    let (orphan, garbled) = {
         let first = open(dir.path(), &backend).await;
         first
             .spawn(&owner, SpawnSpec::new("stub").name("kept"), &none())
@@ -265,15 +294,33 @@ async fn open_reaps_terminals_that_belong_to_no_record() {
             .spawn(&owner, SpawnSpec::new("stub"), &none())
             .await
             .unwrap();
+        let garbled = first
+            .spawn(&owner, SpawnSpec::new("stub"), &none())
+            .await
+            .unwrap();
         // As if the engine crashed between starting a server and recording it.
         first.state_dir().unwrap().remove(&orphan.id).unwrap();
-        orphan
+        // And a record truncated on disk.
+        std::fs::write(
+            dir.path().join(format!("terminals/{}.json", garbled.id)),
+            b"{\"version\": 1, \"id\"",
+        )
+        .unwrap();
+        (orphan, garbled)
     };
     let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
     let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    assert!(backend.reaped().is_empty(), "open must not reap");
+    assert_eq!(report.corrupt.len(), 1);
+    second.list(&owner).await.unwrap();
+    assert!(backend.reaped().is_empty(), "list must not reap");
+    let reaped = second.reap().await.unwrap();
     assert_eq!(backend.reaped(), std::slice::from_ref(&orphan.id));
-    assert_eq!(report.reaped, [orphan.id.to_string()]);
+    assert_eq!(reaped.removed, [orphan.id.to_string()]);
+    assert_eq!(reaped.corrupt.len(), 1);
+    assert_eq!(reaped.corrupt[0].id.as_ref(), Some(&garbled.id));
     assert!(backend.terminal(1).unwrap().is_closed());
+    assert!(!backend.terminal(2).unwrap().is_closed());
     let listed = second.list(&owner).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].name.as_deref(), Some("kept"));

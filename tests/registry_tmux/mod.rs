@@ -5,6 +5,7 @@
 //! socket directory it made is left.
 #![allow(clippy::unwrap_used)]
 
+mod hardening;
 mod lifecycle;
 mod liveness;
 mod send;
@@ -117,7 +118,8 @@ fn backend(dir: &Path) -> Arc<TmuxBackend> {
     let config = TmuxConfig::new(runtime(dir))
         .shell("/bin/sh")
         .quiet(Duration::from_millis(200))
-        .reap_grace(Duration::ZERO);
+        .reap_grace(Duration::ZERO)
+        .with_state_dir(dir.join("state"));
     Arc::new(TmuxBackend::with_tmux(tmux(), config))
 }
 

@@ -4,7 +4,7 @@
 //! | file          | job                                                   |
 //! |---------------|-------------------------------------------------------|
 //! | `mod.rs`      | [`TmuxBackend`], [`TmuxConfig`], spawn and adoption   |
-//! | `reap.rs`     | removing servers and socket directories of no record  |
+//! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
 //! | `terminal.rs` | [`TmuxTerminal`]: watcher, signal, close, probe       |
 //! | `send.rs`     | sends and their wait conditions                       |
 //! | `capture.rs`  | scrollback pages and the screen (`capture-pane`)      |
@@ -36,16 +36,18 @@ pub use send::strip_escapes;
 pub use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
-use super::backend::{Backend, BackendTerminal, ReapReport, SpawnRequest, TerminalStatus};
+use super::backend::{
+    Backend, BackendTerminal, ExitStatus, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
+};
 use super::persist::TerminalRecord;
 use super::spec::DEFAULT_KIND;
-use super::{Registry, RegistryConfig, ScanReport};
+use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
-use crate::tmux::command::TmuxCommand;
+use crate::tmux::command::{TmuxCommand, quote};
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::process;
 use crate::tmux::{ProcessId, ServerHandle, ServerOptions, Tmux};
@@ -54,6 +56,15 @@ use crate::{Error, Result};
 
 /// The one session of every terminal's server.
 pub const SESSION: &str = "main";
+
+/// The server option naming the terminal a server runs (its id), set in
+/// the config file so a server carries it from its first instant: what
+/// lets reap prove a server unclaimed.
+pub const ID_OPTION: &str = "@tmux-engine-id";
+
+/// The server option naming the (canonical) state directory whose
+/// registry started the server; empty without one.
+pub const STATE_OPTION: &str = "@tmux-engine-state";
 
 /// How the tmux backend runs terminals.
 #[derive(Debug, Clone)]
@@ -78,6 +89,9 @@ pub struct TmuxConfig {
     /// Reap skips server directories younger than this: another process
     /// may be spawning there and not have written its record yet.
     pub reap_grace: Duration,
+    /// The state directory whose registry uses this backend, stamped on
+    /// every server ([`STATE_OPTION`]) so reap only judges its own.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl TmuxConfig {
@@ -93,23 +107,53 @@ impl TmuxConfig {
             probe_timeout: Duration::from_secs(3),
             output_buffer: 4 << 20,
             reap_grace: Duration::from_secs(60),
+            state_dir: None,
         }
     }
 
     /// The runtime directory for a registry on `state_dir`:
     /// `$XDG_RUNTIME_DIR` (else `/tmp`) / `tmux-engine-registry-UID-HASH`,
-    /// where HASH is a hash of the state directory's path. Short (socket
-    /// paths have a 107-byte limit) and distinct per state directory, so one
-    /// registry's reap never touches another's servers.
+    /// where HASH is a hash of the state directory's canonical path. Short
+    /// (socket paths have a 107-byte limit) and distinct per state
+    /// directory, so one registry's reap never touches another's servers.
+    ///
+    /// Creates the state directory (mode 0700) when it does not exist yet,
+    /// so that its canonical path, and so the hash, is the same on the
+    /// first call as on every later one, however the path was spelt.
     pub fn for_state_dir(state_dir: &Path) -> Self {
         let base = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|dir| dir.is_dir())
             .unwrap_or_else(|| PathBuf::from("/tmp"));
-        let absolute = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_owned());
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(state_dir);
+        let canonical = std::fs::canonicalize(state_dir)
+            .or_else(|_| std::path::absolute(state_dir))
+            .unwrap_or_else(|_| state_dir.to_owned());
         let uid = rustix::process::getuid().as_raw();
-        let hash = fnv1a(absolute.as_os_str().as_encoded_bytes());
-        Self::new(base.join(format!("tmux-engine-registry-{uid}-{hash:016x}")))
+        let hash = fnv1a(canonical.as_os_str().as_encoded_bytes());
+        let mut config = Self::new(base.join(format!("tmux-engine-registry-{uid}-{hash:016x}")));
+        config.state_dir = Some(canonical);
+        config
+    }
+
+    /// Sets the state directory stamped on servers (see
+    /// [`TmuxConfig::state_dir`]); canonicalised when it exists.
+    #[must_use]
+    pub fn with_state_dir(mut self, state_dir: impl Into<PathBuf>) -> Self {
+        let dir = state_dir.into();
+        self.state_dir = Some(std::fs::canonicalize(&dir).unwrap_or(dir));
+        self
+    }
+
+    /// The value of [`STATE_OPTION`] for this config's servers.
+    pub(crate) fn state_mark(&self) -> String {
+        self.state_dir
+            .as_deref()
+            .map(|dir| dir.display().to_string())
+            .unwrap_or_default()
     }
 
     /// Sets the pinned shell.
@@ -203,14 +247,26 @@ impl TmuxBackend {
             })
     }
 
-    fn server_options(&self, request: &SpawnRequest) -> ServerOptions {
+    fn server_options(&self, request: &SpawnRequest) -> Result<ServerOptions> {
         let spec = &request.spec;
+        // In the config file, not set after the start: a server the engine
+        // was killed while starting still says whose it is.
+        let marks = vec![
+            format!(
+                "set -s {ID_OPTION} {}",
+                quote(request.id.as_str().as_bytes())?
+            ),
+            format!(
+                "set -s {STATE_OPTION} {}",
+                quote(self.config.state_mark().as_bytes())?
+            ),
+        ];
         let shell = self.config.shell.clone().or_else(|| {
             std::env::var_os("SHELL")
                 .map(PathBuf::from)
                 .filter(|shell| shell.is_absolute() && shell.is_file())
         });
-        ServerOptions {
+        Ok(ServerOptions {
             size: spec.size.map_or_else(Size::default, |size| Size {
                 cols: size.cols,
                 rows: size.rows,
@@ -226,13 +282,14 @@ impl TmuxBackend {
             history_limit: self.config.history_limit,
             session: SESSION.to_owned(),
             runtime_dir: Some(self.config.runtime_dir.clone()),
+            extra_config: marks,
             ..ServerOptions::default()
-        }
+        })
     }
 
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
-        let opts = self.server_options(&request);
+        let opts = self.server_options(&request)?;
         let start = launch(
             Arc::clone(&self.tmux),
             opts,
@@ -294,12 +351,8 @@ impl TmuxBackend {
         let pane = PaneId(0);
         // The server pid the record names, if that process is still a tmux:
         // a refused attach to a live server is retried below.
-        let recorded_pid = record
-            .locator
-            .get("server_pid")
-            .and_then(serde_json::Value::as_u64)
-            .and_then(|pid| u32::try_from(pid).ok())
-            .filter(|&pid| pid != 0);
+        let recorded_pid = Some(recorded_process(record, "server_pid", "server_start"))
+            .filter(|process| process.pid != 0);
         let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
         let mut pause = Duration::from_millis(10);
         let (client, mut streams) = loop {
@@ -317,8 +370,9 @@ impl TmuxBackend {
                 // going away, e.g. the previous engine's, killed just before:
                 // while the recorded server lives, try again.
                 Err(error @ (Error::ServerGone { .. } | Error::Command { .. })) => {
-                    let live = recorded_pid
-                        .is_some_and(|pid| process::is_alive(pid) && process::looks_like_tmux(pid));
+                    let live = recorded_pid.is_some_and(|server| {
+                        process::is_alive(server) && process::looks_like_tmux(server)
+                    });
                     if !live || tokio::time::Instant::now() + pause > deadline {
                         debug!(terminal = %record.id, %error, "not adopting: no server answers");
                         return Ok(None);
@@ -334,10 +388,15 @@ impl TmuxBackend {
         let mark = TmuxCommand::new("show-options")
             .flag("-sv")
             .arg(MARK_OPTION);
-        let marked = client
-            .command(&mark)
-            .await
-            .is_ok_and(|reply| reply.text().trim() == MARK_VALUE);
+        // A failed query is no answer, not "not the engine's": the error
+        // keeps the terminal unattached (not gone) for a later try.
+        let marked = match client.command(&mark).await {
+            Ok(reply) => reply.text().trim() == MARK_VALUE,
+            Err(error) => {
+                client.detach().await;
+                return Err(error);
+            }
+        };
         if !marked {
             warn!(terminal = %record.id, socket = %handle.socket().display(), "server lacks the engine's mark; not adopting");
             client.detach().await;
@@ -388,6 +447,108 @@ impl TmuxBackend {
     }
 }
 
+/// The process a record's locator names under `pid_key`, with the start
+/// time recorded under `start_key` (none in records written before start
+/// times were recorded: then the pid alone, as `kill(2)` would).
+fn recorded_process(record: &TerminalRecord, pid_key: &str, start_key: &str) -> ProcessId {
+    let field = |key: &str| record.locator.get(key).and_then(serde_json::Value::as_u64);
+    ProcessId {
+        pid: field(pid_key)
+            .and_then(|pid| u32::try_from(pid).ok())
+            .unwrap_or(0),
+        start_time: field(start_key),
+    }
+}
+
+/// The server directory a record names, if any.
+fn recorded_dir(record: &TerminalRecord) -> Option<&str> {
+    record
+        .locator
+        .get("dir")
+        .and_then(|dir| dir.as_str())
+        .filter(|dir| !dir.is_empty())
+}
+
+impl TmuxBackend {
+    /// The cheap status of a recorded terminal: a socket connect, the pane
+    /// process's pid and start time, and a one-shot `list-panes` only when
+    /// that process is gone while the server listens (to read its exit).
+    async fn check_record(&self, record: &TerminalRecord) -> RecordCheck {
+        let gone = |reason: &str| RecordCheck {
+            status: TerminalStatus::Gone {
+                reason: reason.to_owned(),
+            },
+            pid: None,
+        };
+        let Some(dir) = recorded_dir(record) else {
+            return gone("the record names no server directory");
+        };
+        let handle = ServerHandle::open(Arc::clone(&self.tmux), dir, SESSION);
+        match reap::occupant(handle.socket()) {
+            reap::Occupant::Nothing => return gone("server gone"),
+            // Unknown is not dead: say running, let a probe tell.
+            reap::Occupant::Unknown(_) | reap::Occupant::Listening => {}
+        }
+        let pane = recorded_process(record, "pane_pid", "pane_start");
+        let running = RecordCheck {
+            status: TerminalStatus::Running,
+            pid: Some(pane.pid).filter(|&pid| pid != 0),
+        };
+        if pane.start_time.is_some() && process::is_alive(pane) {
+            return running;
+        }
+        let query = TmuxCommand::new("list-panes")
+            .opt("-t", format!("{}:", handle.session()))
+            .opt(
+                "-F",
+                "#{pane_dead} #{pane_pid} #{pane_dead_status} #{pane_dead_signal}",
+            );
+        let Ok(text) = tokio::time::timeout(self.config.probe_timeout, handle.run(&query)).await
+        else {
+            return running;
+        };
+        let Ok(text) = text else {
+            return running;
+        };
+        let mut fields = text.lines().next().unwrap_or_default().split(' ');
+        let dead = fields.next() == Some("1");
+        let pid = fields.next().and_then(|pid| pid.parse().ok());
+        let code = fields.next().and_then(|code| code.parse().ok());
+        let signal = fields.next().and_then(|signal| signal.parse().ok());
+        let exit = match (code, signal) {
+            (_, Some(signal)) => Some(ExitStatus::Signal(signal)),
+            (Some(code), _) => Some(ExitStatus::Code(code)),
+            _ => None,
+        };
+        match exit {
+            Some(exit) if dead => RecordCheck {
+                status: TerminalStatus::Exited { exit },
+                pid,
+            },
+            _ => RecordCheck {
+                status: TerminalStatus::Running,
+                pid,
+            },
+        }
+    }
+
+    /// The kill path on what a record names, without attaching: guarded by
+    /// the recorded pane process's start time.
+    async fn retire_record(&self, record: &TerminalRecord) -> Result<()> {
+        let Some(dir) = recorded_dir(record) else {
+            return Ok(());
+        };
+        let mut handle = ServerHandle::open(Arc::clone(&self.tmux), dir, SESSION);
+        let server = recorded_process(record, "server_pid", "server_start");
+        if server.pid != 0 && server.start_time.is_some() && process::is_alive(server) {
+            handle.set_pid(server.pid);
+        }
+        let pane = recorded_process(record, "pane_pid", "pane_start");
+        let pane = (pane.pid != 0 && pane.start_time.is_some()).then_some(pane);
+        handle.kill_with(pane, None).await
+    }
+}
+
 impl Backend for TmuxBackend {
     fn kind(&self) -> &str {
         DEFAULT_KIND
@@ -404,7 +565,19 @@ impl Backend for TmuxBackend {
         Box::pin(self.adopt_record(record))
     }
 
-    fn reap<'a>(&'a self, records: &'a [TerminalRecord]) -> BoxFuture<'a, Result<ReapReport>> {
-        Box::pin(reap::reap(&self.tmux, &self.config, records))
+    fn check<'a>(&'a self, record: &'a TerminalRecord) -> BoxFuture<'a, Option<RecordCheck>> {
+        Box::pin(async move { Some(self.check_record(record).await) })
+    }
+
+    fn retire<'a>(&'a self, record: &'a TerminalRecord) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.retire_record(record))
+    }
+
+    fn reap<'a>(
+        &'a self,
+        records: &'a [TerminalRecord],
+        claimed: &'a [TerminalId],
+    ) -> BoxFuture<'a, Result<ReapReport>> {
+        Box::pin(reap::reap(&self.tmux, &self.config, records, claimed))
     }
 }

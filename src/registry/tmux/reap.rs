@@ -1,50 +1,149 @@
-//! Reaping the backend's runtime directory: server directories that no
-//! record names. A directory whose socket has a live engine server (marked
-//! with `@tmux-engine`) goes through the kill path (its panes' process
-//! trees, server and directory), and so does one with no server (the path
-//! then only removes the directory). Directories younger than the grace period
-//! are skipped (a spawn in another process may not have written its record
-//! yet), and so are servers without the engine's mark.
+//! Reaping the backend's runtime directory: only what is proven unclaimed.
+//!
+//! A server directory goes through the kill path (its panes' process
+//! trees, server and directory) only when one of these is proven:
+//!
+//! - no server: no socket file, or a socket nobody listens on
+//!   (`ECONNREFUSED` on connect);
+//! - a server that answers, carries the engine's mark and this state
+//!   directory's mark (`@tmux-engine-state`), and whose terminal id
+//!   (`@tmux-engine-id`) has no file in the state directory, readable or
+//!   not.
+//!
+//! Everything else is left alone and reported as skipped: a directory a
+//! record names (paths compared canonical), one younger than the grace
+//! period (a spawn in another process may not have written its record
+//! yet), a connect or query that failed or timed out ("unknown" is never
+//! "no server": a busy server or fd exhaustion must not cost a live
+//! terminal), a server of another state directory, and one without the
+//! identifying marks (started before they existed, or not by a registry).
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::io::ErrorKind;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{SESSION, TmuxConfig};
+use super::{ID_OPTION, SESSION, STATE_OPTION, TmuxConfig};
+use crate::registry::TerminalId;
 use crate::registry::backend::ReapReport;
 use crate::registry::persist::TerminalRecord;
+use crate::tmux::command::TmuxCommand;
+use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::server::DIR_PREFIX;
 use crate::tmux::{ServerHandle, Tmux};
 use crate::{Error, Result};
+
+/// How long the one-shot identity query may take; a server slower than
+/// this is "unknown" and left alone.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a server directory holds, as far as can be proven.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Occupant {
+    /// No socket, or one nobody listens on.
+    Nothing,
+    /// A server listens; whether it is the engine's is another question.
+    Listening,
+    /// The connect failed otherwise (fd exhaustion, permissions...).
+    Unknown(String),
+}
+
+/// Who listens on `socket`, by a connect alone (no tmux process, no
+/// client attached): what `list` uses too.
+pub(super) fn occupant(socket: &Path) -> Occupant {
+    match UnixStream::connect(socket) {
+        Ok(_) => Occupant::Listening,
+        Err(error)
+            if matches!(
+                error.kind(),
+                ErrorKind::NotFound | ErrorKind::ConnectionRefused
+            ) =>
+        {
+            Occupant::Nothing
+        }
+        Err(error) => Occupant::Unknown(error.to_string()),
+    }
+}
+
+/// A server's identifying marks.
+#[derive(Debug, PartialEq, Eq)]
+struct Marks {
+    engine: bool,
+    id: String,
+    state: String,
+}
+
+/// Asks the server for its marks in one one-shot command. `None`: it did
+/// not answer (in time).
+async fn marks(handle: &ServerHandle) -> Result<Marks> {
+    let format = format!("#{{{MARK_OPTION}}}|#{{{ID_OPTION}}}|#{{{STATE_OPTION}}}");
+    let query = TmuxCommand::new("display-message")
+        .opt("-t", format!("{}:", handle.session()))
+        .flag("-p")
+        .arg(format);
+    let text = tokio::time::timeout(QUERY_TIMEOUT, handle.run(&query))
+        .await
+        .map_err(|_| Error::Unresponsive {
+            command: "display-message (reap's identity query)".to_owned(),
+            timeout: QUERY_TIMEOUT,
+        })??;
+    let line = text.trim_end_matches('\n');
+    let mut parts = line.splitn(3, '|');
+    Ok(Marks {
+        engine: parts.next() == Some(MARK_VALUE),
+        id: parts.next().unwrap_or_default().to_owned(),
+        state: parts.next().unwrap_or_default().to_owned(),
+    })
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
 
 pub(super) async fn reap(
     tmux: &Arc<Tmux>,
     config: &TmuxConfig,
     records: &[TerminalRecord],
+    claimed: &[TerminalId],
 ) -> Result<ReapReport> {
     let mut report = ReapReport::default();
     let known: HashSet<PathBuf> = records
         .iter()
-        .filter_map(|record| record.locator.get("dir")?.as_str().map(PathBuf::from))
+        .filter_map(|record| record.locator.get("dir")?.as_str().map(Path::new))
+        .map(canonical)
         .collect();
-    let entries = match std::fs::read_dir(&config.runtime_dir) {
+    let claimed: HashSet<&str> = claimed.iter().map(TerminalId::as_str).collect();
+    let ours = config.state_mark();
+    let runtime = canonical(&config.runtime_dir);
+    let entries = match std::fs::read_dir(&runtime) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(report),
         Err(e) => {
             return Err(Error::io(
-                format!("listing runtime directory {}", config.runtime_dir.display()),
+                format!("listing runtime directory {}", runtime.display()),
                 e,
             ));
         }
     };
-    for entry in entries.flatten() {
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(error) => {
+                report
+                    .skipped
+                    .push(format!("an entry of {}: {error}", runtime.display()));
+                continue;
+            }
+        };
         let path = entry.path();
         let is_server_dir = entry
             .file_name()
             .to_str()
             .is_some_and(|name| name.starts_with(DIR_PREFIX))
             && entry.file_type().is_ok_and(|kind| kind.is_dir());
-        if !is_server_dir || known.contains(&path) {
+        if !is_server_dir || known.contains(&canonical(&path)) {
             continue;
         }
         let young = entry
@@ -57,12 +156,42 @@ pub(super) async fn reap(
             continue;
         }
         let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
-        let what = match handle.marked().await {
-            Some(true) => "server without a record",
-            Some(false) => continue, // a live server that is not the engine's: leave it
-            // None answers: a stale socket, or a hung server the kill path
-            // finds by its socket's name.
-            None => "socket directory without a server",
+        let what = match occupant(handle.socket()) {
+            Occupant::Nothing => "socket directory without a server",
+            Occupant::Unknown(error) => {
+                report
+                    .skipped
+                    .push(format!("{}: connect failed: {error}", path.display()));
+                continue;
+            }
+            Occupant::Listening => match marks(&handle).await {
+                Err(error) => {
+                    report
+                        .skipped
+                        .push(format!("{}: no answer: {error}", path.display()));
+                    continue;
+                }
+                Ok(marks) if !marks.engine || marks.id.is_empty() => {
+                    report.skipped.push(format!(
+                        "{}: a server without the engine's identifying marks",
+                        path.display()
+                    ));
+                    continue;
+                }
+                Ok(marks) if marks.state != ours => {
+                    // Another state directory's: not ours to judge.
+                    continue;
+                }
+                Ok(marks) if claimed.contains(marks.id.as_str()) => {
+                    report.skipped.push(format!(
+                        "{}: terminal {} has a record (moved or unreadable)",
+                        path.display(),
+                        marks.id
+                    ));
+                    continue;
+                }
+                Ok(_) => "server without a record",
+            },
         };
         match handle.kill().await {
             Ok(()) => report.removed.push(format!("{what} at {}", path.display())),

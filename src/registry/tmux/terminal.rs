@@ -197,20 +197,26 @@ impl BackendTerminal for TmuxTerminal {
     fn locator(&self) -> serde_json::Value {
         // `try_lock`: the handle is only locked by `close`, which never
         // changes the directory.
-        let (dir, socket, server_pid) = match self.shared.server.try_lock() {
+        let (dir, socket, server) = match self.shared.server.try_lock() {
             Ok(server) => (
                 server.dir().display().to_string(),
                 server.socket().display().to_string(),
-                server.pid(),
+                server.process(),
             ),
-            Err(_) => (String::new(), String::new(), 0),
+            Err(_) => (String::new(), String::new(), ProcessId::from(0)),
         };
+        let pane = self.shared.lock().pane_process;
+        // Each pid with its start time: whoever reads the record checks it
+        // before acting on the pid (see `tmux::ProcessId`).
         serde_json::json!({
             "dir": dir,
             "socket": socket,
             "session": super::SESSION,
             "pane": self.shared.pane.to_string(),
-            "server_pid": server_pid,
+            "server_pid": server.pid,
+            "server_start": server.start_time,
+            "pane_pid": pane.pid,
+            "pane_start": pane.start_time,
         })
     }
 

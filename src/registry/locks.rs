@@ -1,0 +1,169 @@
+//! Advisory locks in the state directory, so that every process sharing
+//! it (CLIs, a `serve`, library users) keeps the registry's invariants,
+//! not only each process on its own.
+//!
+//! Each lock is an exclusive `flock(2)` on a file under `<state>/locks/`:
+//!
+//! | file                  | held while                                    |
+//! |-----------------------|-----------------------------------------------|
+//! | `name-HASH.lock`      | a named spawn checks its name and publishes   |
+//! | `ID.send.lock`        | a send to terminal ID runs                    |
+//! | `ID.live.lock`        | ID is recreated, or killed                    |
+//! | `ID.restart.lock`     | a process runs ID's `always` restart loop     |
+//!
+//! `flock` because the kernel releases it when its holder dies, however it
+//! dies (a SIGKILLed CLI leaves no stale reservation), and because it is
+//! per open file: two registries in one process exclude each other too.
+//! Advisory only: every engine process takes them, nothing else needs to.
+//!
+//! Blocking file work: callers run [`StateDir::lock`] from
+//! `spawn_blocking`. Lock files of a killed terminal are removed by the
+//! kill; a name's lock file stays (one small empty file per name ever
+//! used: removing it could let two spawners lock two different files).
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use rustix::fs::{FlockOperation, flock};
+
+use super::persist::{LOCKS_DIR, StateDir};
+use super::{OwnerId, TerminalId};
+use crate::{Error, Result};
+
+/// What a per-terminal lock guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// One send at a time.
+    Send,
+    /// Recreation and kill: one at a time, so a terminal is recreated once.
+    Live,
+    /// The `always` restart loop: one process runs it.
+    Restart,
+}
+
+impl Purpose {
+    const ALL: [Purpose; 3] = [Purpose::Send, Purpose::Live, Purpose::Restart];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Purpose::Send => "send",
+            Purpose::Live => "live",
+            Purpose::Restart => "restart",
+        }
+    }
+}
+
+/// A held lock; dropping it (or the process dying) releases it.
+#[derive(Debug)]
+pub(crate) struct FileLock {
+    _file: File,
+}
+
+/// FNV-1a, 64 bits: stable across builds, so every engine version names a
+/// name's lock file the same.
+fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl StateDir {
+    fn lock_path(&self, file: &str) -> PathBuf {
+        self.root().join(LOCKS_DIR).join(file)
+    }
+
+    /// The lock file name of `owner`'s terminal name `name` (hashed: names
+    /// may hold any character).
+    pub(crate) fn name_lock(owner: &OwnerId, name: &str) -> String {
+        let bytes = owner
+            .as_str()
+            .bytes()
+            .chain([0])
+            .chain(name.bytes())
+            .collect::<Vec<u8>>();
+        format!("name-{:016x}.lock", fnv1a(bytes))
+    }
+
+    /// The lock file name of terminal `id` for `purpose`.
+    pub(crate) fn terminal_lock(id: &TerminalId, purpose: Purpose) -> String {
+        format!("{id}.{}.lock", purpose.suffix())
+    }
+
+    fn open_lock(&self, file: &str) -> Result<File> {
+        let path = self.lock_path(file);
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|error| Error::io(format!("opening lock {}", path.display()), error))
+    }
+
+    /// Takes the lock `file`, waiting for its holder to release it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the lock file cannot be opened or locked.
+    pub(crate) fn lock(&self, file: &str) -> Result<FileLock> {
+        let handle = self.open_lock(file)?;
+        flock(&handle, FlockOperation::LockExclusive).map_err(|errno| {
+            Error::io(
+                format!("locking {}", self.lock_path(file).display()),
+                errno.into(),
+            )
+        })?;
+        Ok(FileLock { _file: handle })
+    }
+
+    /// Takes the lock `file` if nobody holds it; `None` when someone does.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    pub(crate) fn try_lock(&self, file: &str) -> Result<Option<FileLock>> {
+        let handle = self.open_lock(file)?;
+        match flock(&handle, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(FileLock { _file: handle })),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(errno) => Err(Error::io(
+                format!("locking {}", self.lock_path(file).display()),
+                errno.into(),
+            )),
+        }
+    }
+
+    /// Removes the lock files of a killed terminal; missing ones are fine.
+    pub(crate) fn remove_terminal_locks(&self, id: &TerminalId) {
+        for purpose in Purpose::ALL {
+            let _ = std::fs::remove_file(self.lock_path(&Self::terminal_lock(id, purpose)));
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_excludes_another_open_of_it_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let id = TerminalId::mint().unwrap();
+        let file = StateDir::terminal_lock(&id, Purpose::Send);
+        let held = state.try_lock(&file).unwrap().unwrap();
+        assert!(state.try_lock(&file).unwrap().is_none());
+        drop(held);
+        let again = state.lock(&file).unwrap();
+        drop(again);
+        let owner = OwnerId::new("a").unwrap();
+        assert_ne!(
+            StateDir::name_lock(&owner, "x"),
+            StateDir::name_lock(&owner, "y")
+        );
+        state.remove_terminal_locks(&id);
+        assert!(!state.lock_path(&file).exists());
+    }
+}
