@@ -29,8 +29,10 @@ use super::TmuxConfig;
 use super::shared::{Mutable, Shared};
 use crate::control::Notification;
 use crate::control::PaneId;
+use crate::control::capture::capture_snapshot;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream};
 use crate::control::exit::{pane_state, wait_pane_exit};
+use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::backend::{
     BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, Screen,
@@ -323,6 +325,18 @@ impl BackendTerminal for TmuxTerminal {
             args.push("-r".into());
         }
         Ok(server.tmux().command(args))
+    }
+
+    fn snapshot(&self, history: usize) -> BoxFuture<'_, Result<Snapshot>> {
+        Box::pin(capture_snapshot(
+            &self.shared.client,
+            self.shared.pane,
+            history,
+        ))
+    }
+
+    fn handshake_lock(&self) -> Option<std::path::PathBuf> {
+        Some(self.shared.address.control_lock())
     }
 
     fn close(&self, reason: CloseReason) -> BoxFuture<'_, Result<()>> {
