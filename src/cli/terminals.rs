@@ -61,20 +61,23 @@ pub fn owner(global: &Global) -> Result<OwnerId> {
 }
 
 /// Opens the registry on the state directory with the tmux backend.
+/// `supervise`: whether this process runs the `always` restart loops (a
+/// long-lived `mcp`/`serve` does; a one-shot command does not).
 ///
 /// # Errors
 ///
 /// tmux discovery, or the state directory's errors.
-pub async fn open_registry(global: &Global) -> Result<Registry> {
+pub async fn open_registry(global: &Global, supervise: bool) -> Result<Registry> {
     let dir = state_dir(global)?;
     let mut config = TmuxConfig::for_state_dir(&dir);
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }
-    // One-shot: no `always` restart loops here (a long-lived process
-    // supervises those); terminals are attached only when a verb needs one.
+    // Terminals are attached only when a verb needs one.
     let backend: std::sync::Arc<dyn Backend> = std::sync::Arc::new(TmuxBackend::new(config)?);
-    let registry_config = RegistryConfig::default().state_dir(dir).supervise(false);
+    let registry_config = RegistryConfig::default()
+        .state_dir(dir)
+        .supervise(supervise);
     let (registry, _report) = Registry::open(registry_config, [backend]).await?;
     Ok(registry)
 }
@@ -98,7 +101,7 @@ pub async fn run(
     // command through the detach below, never by killing the process
     // mid-connection (see `ClientOptions::handshake_lock`).
     let mut interrupts = super::run::Interrupts::register()?;
-    let registry = open_registry(global).await?;
+    let registry = open_registry(global, false).await?;
     let result = tokio::select! {
         result = super::verbs::dispatch(&registry, &owner, global.json, command, out) => result,
         signal = interrupts.recv() => Err(CliError {
