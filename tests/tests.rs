@@ -4,6 +4,7 @@
 
 mod support;
 
+mod argv;
 mod attach_cli;
 mod cli;
 mod client;

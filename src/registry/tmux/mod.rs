@@ -38,7 +38,7 @@ pub use terminal::TmuxTerminal;
 use self::terminal::Parts;
 use super::backend::{Backend, BackendTerminal, ReapReport, SpawnRequest, TerminalStatus};
 use super::persist::TerminalRecord;
-use super::spec::DEFAULT_KIND;
+use super::spec::{DEFAULT_KIND, SpawnSpec};
 use super::{Registry, RegistryConfig, ScanReport};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
@@ -46,7 +46,7 @@ use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
-use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
+use crate::tmux::options::{MARK_OPTION, MARK_VALUE, shell_words};
 use crate::tmux::process;
 use crate::tmux::{ProcessId, ServerHandle, ServerOptions, Tmux};
 use crate::vocab::Size;
@@ -62,8 +62,8 @@ pub struct TmuxConfig {
     /// Where server directories are created; owned by this backend (reap
     /// removes what it finds there that no record names).
     pub runtime_dir: PathBuf,
-    /// The pinned shell for terminals without a command (and for one-word
-    /// commands); `None` uses `$SHELL`.
+    /// The pinned shell for terminals without a command and for shell lines
+    /// ([`SpawnSpec::shell`]); `None` uses `$SHELL`.
     pub shell: Option<PathBuf>,
     /// Scrollback lines kept per terminal.
     pub history_limit: u32,
@@ -131,6 +131,25 @@ impl TmuxConfig {
     pub fn reap_grace(mut self, grace: Duration) -> Self {
         self.reap_grace = grace;
         self
+    }
+}
+
+/// The shell of terminals without a command and of shell lines: the
+/// config's, else `$SHELL` when it is an absolute path to a file.
+fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
+    config.shell.clone().or_else(|| {
+        std::env::var_os("SHELL")
+            .map(PathBuf::from)
+            .filter(|shell| shell.is_absolute() && shell.is_file())
+    })
+}
+
+/// The argv a spec runs: its words, or its shell line under `shell`. tmux
+/// is then given [`exec_words`](crate::tmux::options::exec_words) of it, so words are executed exactly.
+fn command_words(spec: &SpawnSpec, shell: Option<&Path>) -> Vec<OsString> {
+    match &spec.shell {
+        Some(line) => shell_words(shell, line),
+        None => spec.command.iter().map(OsString::from).collect(),
     }
 }
 
@@ -205,17 +224,13 @@ impl TmuxBackend {
 
     fn server_options(&self, request: &SpawnRequest) -> ServerOptions {
         let spec = &request.spec;
-        let shell = self.config.shell.clone().or_else(|| {
-            std::env::var_os("SHELL")
-                .map(PathBuf::from)
-                .filter(|shell| shell.is_absolute() && shell.is_file())
-        });
+        let shell = pinned_shell(&self.config);
         ServerOptions {
             size: spec.size.map_or_else(Size::default, |size| Size {
                 cols: size.cols,
                 rows: size.rows,
             }),
-            command: spec.command.iter().map(OsString::from).collect(),
+            command: command_words(spec, shell.as_deref()),
             shell,
             cwd: spec.cwd.clone(),
             env: spec

@@ -39,7 +39,7 @@ use crate::registry::backend::{
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::command::resize_window;
-use crate::tmux::options::DRAIN_PIPE;
+use crate::tmux::options::{DRAIN_PIPE, exec_words};
 use crate::tmux::procfs;
 use crate::tmux::{ProcessId, ServerHandle};
 use crate::vocab::Size;
@@ -451,8 +451,9 @@ async fn respawn(shared: &Shared) -> Result<()> {
     for (key, value) in &shared.spec.env {
         command = command.opt("-e", format!("{key}={value}"));
     }
-    for word in &shared.spec.command {
-        command = command.arg(word);
+    let words = super::command_words(&shared.spec, super::pinned_shell(&shared.config).as_deref());
+    for word in exec_words(&words)? {
+        command = command.arg(word.as_encoded_bytes());
     }
     // Written right behind the respawn so tmux runs both before its event
     // loop can see the new program exit (see `ServerOptions::drain_on_exit`).
