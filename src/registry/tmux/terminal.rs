@@ -29,12 +29,12 @@ use super::TmuxConfig;
 use super::shared::{Mutable, Shared};
 use crate::control::Notification;
 use crate::control::PaneId;
-use crate::control::client::{ControlClient, PaneEvent, PaneStream};
+use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshake_lock};
 use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::backend::{
-    BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, Screen,
-    SendRequest, StartedSend, TerminalStatus,
+    AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
+    Screen, SendRequest, StartedSend, TerminalStatus,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::tmux::command::TmuxCommand;
@@ -44,6 +44,10 @@ use crate::tmux::procfs;
 use crate::tmux::{ProcessId, ServerHandle};
 use crate::vocab::Size;
 use crate::{Error, Result};
+
+/// How long a person's attach waits for the handshake lock; holders keep it
+/// for milliseconds.
+const ATTACH_LOCK_PATIENCE: Duration = Duration::from_secs(5);
 
 /// How long `close` waits for the control client to see the server go.
 const CLIENT_CLOSE_WAIT: Duration = Duration::from_secs(2);
@@ -317,6 +321,18 @@ impl BackendTerminal for TmuxTerminal {
             args.push("-r".into());
         }
         Ok(server.tmux().command(args))
+    }
+
+    fn attach_lock(&self) -> BoxFuture<'_, AttachLock> {
+        Box::pin(async {
+            let path = self.shared.address.control_lock();
+            // `None` has been logged at warn: going on unlocked beats never
+            // attaching when a holder hangs.
+            match hold_handshake_lock(&path, ATTACH_LOCK_PATIENCE).await {
+                Some(lock) => AttachLock::holding(lock),
+                None => AttachLock::none(),
+            }
+        })
     }
 
     fn close(&self, reason: CloseReason) -> BoxFuture<'_, Result<()>> {
