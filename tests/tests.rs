@@ -11,6 +11,7 @@ mod client;
 mod codec_fixtures;
 mod codec_props;
 mod decode_cli;
+mod dirs;
 mod discovery;
 mod fixture;
 mod injection;

@@ -108,7 +108,9 @@ impl StateDir {
     ///
     /// # Errors
     ///
-    /// [`Error::Io`] naming the directory when it cannot be created.
+    /// [`Error::Io`] naming the directory when it cannot be created;
+    /// [`Error::UnsafeDirectory`] when it is not owned by the user or gives
+    /// group or other access.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
         let terminals = root.join("terminals");
@@ -122,6 +124,12 @@ impl StateDir {
                     error,
                 )
             })?;
+        // Records name sockets the engine attaches to and commands it
+        // reruns: a state directory others can write is refused. Followed
+        // if a symlink (a user may link ~/.local/state elsewhere).
+        let real = fs::canonicalize(&root)
+            .map_err(|e| Error::io(format!("resolving state directory {}", root.display()), e))?;
+        crate::tmux::dirs::check_private(&real)?;
         Ok(StateDir { root, terminals })
     }
 

@@ -8,7 +8,10 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use std::os::unix::fs::DirBuilderExt;
+
 use super::command::{TmuxCommand, quote};
+use super::dirs::check_parent;
 use crate::vocab::{MAX_SIZE, Size, check_env_name, check_name};
 use crate::{Error, Result};
 
@@ -203,8 +206,10 @@ pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
 }
 
 /// The directory that holds server directories (see
-/// [`ServerOptions::runtime_dir`]), created when named but missing, made
-/// absolute (a relative socket path would depend on the cwd).
+/// [`ServerOptions::runtime_dir`]), created (mode 0700) when named but
+/// missing, made absolute (a relative socket path would depend on the cwd),
+/// and checked by [`check_parent`]: no one else may replace what the engine
+/// creates in it.
 pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
     let named = opts.runtime_dir.clone().or_else(|| {
         std::env::var_os(RUNTIME_DIR_ENV)
@@ -213,9 +218,13 @@ pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
     });
     let base = match named {
         Some(dir) => {
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                Error::io(format!("creating runtime directory {}", dir.display()), e)
-            })?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| {
+                    Error::io(format!("creating runtime directory {}", dir.display()), e)
+                })?;
             dir
         }
         None => std::env::var_os("XDG_RUNTIME_DIR")
@@ -230,8 +239,10 @@ pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
             })
             .unwrap_or_else(|| PathBuf::from("/tmp")),
     };
-    std::path::absolute(&base)
-        .map_err(|e| Error::io(format!("resolving runtime directory {}", base.display()), e))
+    let base = std::path::absolute(&base)
+        .map_err(|e| Error::io(format!("resolving runtime directory {}", base.display()), e))?;
+    check_parent(&base)?;
+    Ok(base)
 }
 
 /// The engine's config file. Every line must be valid on every supported

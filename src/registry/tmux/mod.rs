@@ -23,7 +23,6 @@ mod shared;
 mod terminal;
 
 use std::ffi::OsString;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,8 +46,8 @@ use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE, shell_words};
-use crate::tmux::process;
 use crate::tmux::{ProcessId, ServerHandle, ServerOptions, Tmux};
+use crate::tmux::{dirs, process};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -188,9 +187,16 @@ impl TmuxBackend {
     ///
     /// # Errors
     ///
-    /// `TMUX_MISSING`, `TMUX_TOO_OLD`.
+    /// `TMUX_MISSING`, `TMUX_TOO_OLD`; `UNSAFE_DIRECTORY` when the runtime
+    /// directory exists but is not private to the user.
     pub fn new(config: TmuxConfig) -> Result<Self> {
-        Ok(Self::with_tmux(Arc::new(Tmux::discover()?), config))
+        let backend = Self::with_tmux(Arc::new(Tmux::discover()?), config);
+        // Refused at once (every CLI call opens a backend), not only at
+        // the next spawn: adoption and reap read this directory too.
+        if backend.config.runtime_dir.exists() {
+            dirs::check_private(&backend.config.runtime_dir)?;
+        }
+        Ok(backend)
     }
 
     /// A backend using `tmux`.
@@ -206,20 +212,15 @@ impl TmuxBackend {
         &self.config
     }
 
+    /// Creates the runtime directory (0700) or checks the one there: it is
+    /// a predictable path, possibly under a shared `/tmp`, so one made by
+    /// anyone else, or open to group or other, is refused
+    /// (`UNSAFE_DIRECTORY`), never used.
     fn ensure_runtime_dir(&self) -> Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.config.runtime_dir)
-            .map_err(|e| {
-                Error::io(
-                    format!(
-                        "creating runtime directory {}",
-                        self.config.runtime_dir.display()
-                    ),
-                    e,
-                )
-            })
+        if let Some(parent) = self.config.runtime_dir.parent() {
+            dirs::check_parent(parent)?;
+        }
+        dirs::ensure_private(&self.config.runtime_dir)
     }
 
     fn server_options(&self, request: &SpawnRequest) -> ServerOptions {
