@@ -204,6 +204,33 @@ fn processes_with(token: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Each process's command line and open pipes, for a failure message.
+fn describe(pids: &[u32]) -> String {
+    let mut text = String::new();
+    for pid in pids {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        let target = std::fs::read_link(e.path()).ok()?;
+                        Some(format!(
+                            "{}->{}",
+                            e.file_name().to_string_lossy(),
+                            target.display()
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "\n  {pid} {:.100} {fds:?}",
+            String::from_utf8_lossy(&cmdline).replace('\0', " ")
+        ));
+    }
+    text
+}
+
 /// SIGKILLs every process of a run's token when dropped, so a failing test
 /// leaves nothing behind.
 struct KillTagged(String);
@@ -262,7 +289,8 @@ fn signal_run(signal: rustix::process::Signal) -> Option<i32> {
         }
         assert!(
             Instant::now() < deadline,
-            "left running after {signal:?}: {left:?}"
+            "left running after {signal:?}: {}",
+            describe(&left)
         );
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -260,6 +260,15 @@ fn read_record(path: &Path, stem: &str) -> Result<TerminalRecord, String> {
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
+    /// A temporary directory of mode 0700: a state directory must be
+    /// private (`tempfile` makes 0755 ones).
+    fn private_tempdir() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap()
+    }
+
     use super::*;
     use crate::registry::RestartPolicy;
 
@@ -279,7 +288,7 @@ mod tests {
 
     #[test]
     fn write_then_load_round_trips_and_sorts_by_creation() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let state = StateDir::open(dir.path().join("state")).unwrap();
         let mode = fs::metadata(dir.path().join("state/terminals"))
             .unwrap()
@@ -327,7 +336,7 @@ mod tests {
 
     #[test]
     fn rewrite_is_atomic_and_leaves_no_temp_files() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let state = StateDir::open(dir.path()).unwrap();
         let mut rec = record("main");
         state.write(&rec).unwrap();
@@ -346,7 +355,7 @@ mod tests {
 
     #[test]
     fn corrupt_files_are_reported_and_skipped() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let state = StateDir::open(dir.path()).unwrap();
         let good = record("good");
         state.write(&good).unwrap();
