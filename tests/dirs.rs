@@ -81,21 +81,20 @@ fn run_refuses_a_runtime_base_anyone_may_write() {
     let rt = dir.path().join("rt");
     std::fs::create_dir(&rt).unwrap();
     chmod(&rt, 0o777);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tmux-engine"))
-        .env("TMUX_ENGINE_RUNTIME_DIR", &rt)
-        .args(["run", "--", "true"])
-        .output()
-        .unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tmux-engine"))
+            .env("TMUX_ENGINE_RUNTIME_DIR", &rt)
+            .args(["run", "--", "true"])
+            .output()
+            .unwrap()
+    };
+    let out = run();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("UNSAFE_DIRECTORY"), "{stderr}");
     assert_ne!(out.status.code(), Some(0));
     // With the sticky bit (like /tmp) no one else can replace its entries.
     chmod(&rt, 0o1777);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tmux-engine"))
-        .env("TMUX_ENGINE_RUNTIME_DIR", &rt)
-        .args(["run", "--", "true"])
-        .output()
-        .unwrap();
+    let out = run();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
 

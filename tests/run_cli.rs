@@ -104,35 +104,9 @@ fn run_rejects_bad_usage_and_reports_engine_errors() {
 
 #[test]
 fn ctrl_c_stops_run_and_removes_the_server() {
-    let dir = test_dir();
-    let rt = dir.path().join("rt");
-    std::fs::create_dir_all(&rt).expect("runtime dir");
-    let mut child = engine(&rt)
-        .args(["run", "--", "sh", "-c", "echo started; exec sleep 60"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawning tmux-engine");
-    // Wait for the program's first output, so the server exists.
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 64];
-    while !seen.windows(7).any(|w| w == b"started") {
-        let n = std::io::Read::read(&mut stdout, &mut buf).expect("reading run's output");
-        assert!(n > 0, "run ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "run did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(130));
-    assert_nothing_left(&rt);
+    let (status, left) = signal_run(rustix::process::Signal::INT);
+    assert_eq!(status, Some(130));
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
@@ -247,8 +221,8 @@ impl Drop for KillTagged {
 
 /// Starts `run` on a program tagged with a unique sleep length, waits for
 /// its output, signals the engine and returns its exit status once every
-/// tagged process is gone.
-fn signal_run(signal: rustix::process::Signal) -> Option<i32> {
+/// tagged process is gone, with what is left in its runtime directory.
+fn signal_run(signal: rustix::process::Signal) -> (Option<i32>, Vec<std::path::PathBuf>) {
     let dir = test_dir();
     let rt = dir.path().join("rt");
     std::fs::create_dir_all(&rt).expect("runtime dir");
@@ -294,19 +268,26 @@ fn signal_run(signal: rustix::process::Signal) -> Option<i32> {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    status.code()
+    let left = std::fs::read_dir(&rt)
+        .expect("runtime dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    (status.code(), left)
 }
 
 #[test]
 fn sighup_ends_run_like_sigterm() {
     // Before: only INT and TERM were handled; HUP killed the engine and left
     // tmux, the wrapper shell and the program running forever.
-    assert_eq!(signal_run(rustix::process::Signal::HUP), Some(128 + 1));
+    let (status, left) = signal_run(rustix::process::Signal::HUP);
+    assert_eq!(status, Some(128 + 1));
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
 fn a_sigkilled_run_takes_its_server_along() {
     // Before: `exit-unattached off` kept the server, the wrapper (waiting in
     // `read`) and the program alive after the engine died.
-    assert_eq!(signal_run(rustix::process::Signal::KILL), None);
+    // Its directory stays (no one is left to remove it); `reap` does.
+    assert_eq!(signal_run(rustix::process::Signal::KILL).0, None);
 }
