@@ -52,6 +52,19 @@ pub enum Error {
         max: usize,
     },
 
+    /// A runtime, socket or state directory is not private to the user
+    /// (another owner, or group/other access), so the engine refuses it,
+    /// as tmux refuses such a socket directory.
+    #[error(
+        "unsafe directory {path}: {reason}; remove it or choose another (TMUX_ENGINE_RUNTIME_DIR, --state-dir)"
+    )]
+    UnsafeDirectory {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// The tmux server (or the control connection to it) is gone.
     #[error("tmux server gone: {reason}")]
     ServerGone {
@@ -234,6 +247,7 @@ impl Error {
             Error::InvalidInput(_) => "INVALID_INPUT",
             Error::Unsupported(_) => "UNSUPPORTED",
             Error::SocketPathTooLong { .. } => "SOCKET_PATH_TOO_LONG",
+            Error::UnsafeDirectory { .. } => "UNSAFE_DIRECTORY",
             Error::ServerGone { .. } => "SERVER_GONE",
             Error::Unresponsive { .. } => "UNRESPONSIVE",
             Error::Command { .. } => "COMMAND_FAILED",

@@ -261,3 +261,56 @@ fn attach_to_an_unknown_name_fails_with_no_terminal_and_needs_no_tty() {
         assert!(output.stdout.is_empty());
     }
 }
+
+/// Issue 10, item 10: `attach` holds the server's handshake lock around the
+/// attach of `tmux attach` (before: it took none), and lets go once the
+/// client is attached.
+#[test]
+fn attach_waits_for_the_handshake_lock_and_releases_it_once_attached() {
+    use std::fs::TryLockError;
+    let cli = Cli::new();
+    spawn_reader(&cli, "locked");
+    let lock_path = only_socket(&cli.runtime()).with_file_name("control.lock");
+    let lock = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .expect("opening the handshake lock");
+    lock.lock().expect("taking the handshake lock");
+
+    let mut attached = Attached::spawn(&cli, &["attach", "locked"]);
+    // While another engine client holds the lock, nothing attaches (a
+    // bounded look: the CLI's connection and probe take far less).
+    let window = Instant::now() + Duration::from_millis(700);
+    while let Some(left) = window.checked_duration_since(Instant::now()) {
+        if let Ok(bytes) = attached.output.recv_timeout(left) {
+            attached.seen.extend_from_slice(&bytes);
+        }
+    }
+    assert!(
+        !attached.shows("ready-to-read"),
+        "attached while the handshake lock was held"
+    );
+    lock.unlock().expect("releasing");
+    attached.expect_text("ready-to-read");
+
+    // Attached: the CLI has let go, though `tmux attach` still runs.
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) => panic!("locking: {e}"),
+        }
+        assert!(Instant::now() < deadline, "attach kept the handshake lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    lock.unlock().expect("releasing");
+    assert!(attached.child.try_wait().expect("polling").is_none());
+
+    attached.type_keys(DETACH);
+    assert!(attached.wait_exit().success());
+    cli.ok(&["kill", "locked"]);
+    assert_eq!(servers_left(&cli.runtime()), 0);
+}

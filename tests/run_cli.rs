@@ -104,35 +104,9 @@ fn run_rejects_bad_usage_and_reports_engine_errors() {
 
 #[test]
 fn ctrl_c_stops_run_and_removes_the_server() {
-    let dir = test_dir();
-    let rt = dir.path().join("rt");
-    std::fs::create_dir_all(&rt).expect("runtime dir");
-    let mut child = engine(&rt)
-        .args(["run", "--", "sh", "-c", "echo started; exec sleep 60"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawning tmux-engine");
-    // Wait for the program's first output, so the server exists.
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 64];
-    while !seen.windows(7).any(|w| w == b"started") {
-        let n = std::io::Read::read(&mut stdout, &mut buf).expect("reading run's output");
-        assert!(n > 0, "run ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "run did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    assert_eq!(status.code(), Some(130));
-    assert_nothing_left(&rt);
+    let (status, left) = signal_run(rustix::process::Signal::INT);
+    assert_eq!(status, Some(130));
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
@@ -186,4 +160,134 @@ fn a_closed_stdout_ends_run_quietly_and_cleans_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_nothing_left(&rt);
+}
+
+/// Processes whose command line contains `token` (the engine's, tmux's
+/// server and client, the wrapper shell, the program), found in `/proc`.
+fn processes_with(token: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            memchr::memmem::find(&cmdline, token.as_bytes()).map(|_| pid)
+        })
+        .collect()
+}
+
+/// Each process's command line and open pipes, for a failure message.
+fn describe(pids: &[u32]) -> String {
+    let mut text = String::new();
+    for pid in pids {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        let target = std::fs::read_link(e.path()).ok()?;
+                        Some(format!(
+                            "{}->{}",
+                            e.file_name().to_string_lossy(),
+                            target.display()
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "\n  {pid} {:.100} {fds:?}",
+            String::from_utf8_lossy(&cmdline).replace('\0', " ")
+        ));
+    }
+    text
+}
+
+/// SIGKILLs every process of a run's token when dropped, so a failing test
+/// leaves nothing behind.
+struct KillTagged(String);
+
+impl Drop for KillTagged {
+    fn drop(&mut self) {
+        for pid in processes_with(&self.0) {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// Starts `run` on a program tagged with a unique sleep length, waits for
+/// its output, signals the engine and returns its exit status once every
+/// tagged process is gone, with what is left in its runtime directory.
+fn signal_run(signal: rustix::process::Signal) -> (Option<i32>, Vec<std::path::PathBuf>) {
+    let dir = test_dir();
+    let rt = dir.path().join("rt");
+    std::fs::create_dir_all(&rt).expect("runtime dir");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos();
+    let token = format!("9999.{nanos:09}");
+    let _guard = KillTagged(token.clone());
+    let script = format!("echo started; sleep {token}");
+    let mut child = engine(&rt)
+        .args(["run", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawning tmux-engine");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 64];
+    while !seen.windows(7).any(|w| w == b"started") {
+        let n = std::io::Read::read(&mut stdout, &mut buf).expect("reading run's output");
+        assert!(n > 0, "run ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, signal).expect("signal");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "run did not stop on {signal:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    loop {
+        let left = processes_with(&token);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left running after {signal:?}: {}",
+            describe(&left)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let left = std::fs::read_dir(&rt)
+        .expect("runtime dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    (status.code(), left)
+}
+
+#[test]
+fn sighup_ends_run_like_sigterm() {
+    // Before: only INT and TERM were handled; HUP killed the engine and left
+    // tmux, the wrapper shell and the program running forever.
+    let (status, left) = signal_run(rustix::process::Signal::HUP);
+    assert_eq!(status, Some(128 + 1));
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_sigkilled_run_takes_its_server_along() {
+    // Before: `exit-unattached off` kept the server, the wrapper (waiting in
+    // `read`) and the program alive after the engine died.
+    // Its directory stays (no one is left to remove it); `reap` does.
+    assert_eq!(signal_run(rustix::process::Signal::KILL).0, None);
 }

@@ -4,12 +4,14 @@
 
 mod support;
 
+mod argv;
 mod attach_cli;
 mod cli;
 mod client;
 mod codec_fixtures;
 mod codec_props;
 mod decode_cli;
+mod dirs;
 mod discovery;
 mod fixture;
 mod injection;

@@ -35,8 +35,7 @@ use tokio_util::task::TaskTracker;
 use tracing::debug;
 
 use super::{AttachOptions, Hello, Transport, ViewerEvent};
-use crate::control::client::handshake::{self, Create, HandshakeLock};
-use crate::registry::{AttachTarget, BackendTerminal, RestartPolicy, TerminalStatus};
+use crate::registry::{AttachLock, AttachTarget, BackendTerminal, RestartPolicy, TerminalStatus};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -197,10 +196,9 @@ pub(crate) async fn open(
         .stdout(Stdio::from(clone(&pts)?))
         .stderr(Stdio::from(pts))
         .kill_on_drop(true);
-    let lock = match terminal.handshake_lock() {
-        Some(path) => handshake::acquire(&path, Create::Never, LOCK_PATIENCE).await,
-        None => None,
-    };
+    // The backend's own attach guard (for tmux, the per-server handshake
+    // lock): held until the client has drawn, and again around its kill.
+    let lock = terminal.attach_lock().await;
     let child = command
         .spawn()
         .map_err(|e| Error::io("spawning setsid --ctty tmux attach", e))?;
@@ -215,7 +213,6 @@ pub(crate) async fn open(
         child,
         events,
         detach: detach.clone(),
-        lock_path: terminal.handshake_lock(),
         always: found.snapshot.restart == RestartPolicy::Always,
     };
     tasks.spawn(session.run(lock));
@@ -250,12 +247,12 @@ struct Session {
     child: tokio::process::Child,
     events: mpsc::Sender<ViewerEvent>,
     detach: CancellationToken,
-    lock_path: Option<std::path::PathBuf>,
     always: bool,
 }
 
 impl Session {
-    async fn run(mut self, mut lock: Option<HandshakeLock>) {
+    async fn run(mut self, lock: AttachLock) {
+        let mut lock = Some(lock);
         let attached_by = tokio::time::Instant::now() + LOCK_PATIENCE;
         let mut status = self.terminal.watch_status();
         let mut exited = !status.borrow_and_update().is_running();
@@ -309,10 +306,7 @@ impl Session {
     /// Kills the client under the handshake lock (its leaving sends
     /// `%client-detached`).
     async fn kill(&mut self) {
-        let _lock = match &self.lock_path {
-            Some(path) => handshake::acquire(path, Create::Never, LOCK_PATIENCE).await,
-            None => None,
-        };
+        let _lock = self.terminal.attach_lock().await;
         if let Err(error) = self.child.start_kill() {
             debug!(%error, "tmux attach client already gone");
         }

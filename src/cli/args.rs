@@ -121,7 +121,12 @@ pub(crate) struct SpawnArgs {
     /// Size as COLSxROWS.
     #[arg(long)]
     pub(crate) size: Option<String>,
-    /// The program and its arguments (default: the shell).
+    /// A command line for the shell to parse (SHELL -c LINE), instead of
+    /// a command's words.
+    #[arg(long, value_name = "LINE", conflicts_with = "command")]
+    pub(crate) shell: Option<String>,
+    /// The program and its arguments, executed exactly (one word
+    /// included; no shell parsing) [default: the shell].
     #[arg(last = true)]
     pub(crate) command: Vec<String>,
 }
@@ -195,6 +200,9 @@ impl SpawnArgs {
         }
         if !self.command.is_empty() {
             spec = spec.command(self.command);
+        }
+        if let Some(line) = self.shell {
+            spec = spec.shell(line);
         }
         Ok(spec)
     }

@@ -44,7 +44,7 @@ pub struct RunOptions {
 pub enum RunEnd {
     /// The program ended: its shell-style status (128 + N for signal N).
     Exited(i32),
-    /// Ctrl-C or SIGTERM stopped the run; the server was removed.
+    /// SIGINT, SIGTERM or SIGHUP stopped the run; the server was removed.
     Interrupted(i32),
 }
 
@@ -66,10 +66,17 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
     );
     let server_opts = {
         // The exit handshake keeps the pane alive until its output is in.
+        // `exit-unattached on`: the server lives only while a client is
+        // attached. Ours is the one creating the session, so it is attached
+        // from the server's first moment; if the engine is SIGKILLed, its
+        // `tmux -C` child reads EOF and leaves, and the server exits,
+        // hanging up the pane (the wrapper's `read` included) instead of
+        // leaking tmux, the wrapper and the program.
         ServerOptions::default()
             .size(opts.size)
             .command(wrapped(&nonce, opts.command))
             .drain_on_exit(false)
+            .extra_config(vec!["set -s exit-unattached on".to_owned()])
     };
     let client_opts = {
         // pause-after would let tmux drop output; lossless needs it off.
@@ -252,12 +259,13 @@ async fn write_event(
     Ok(status)
 }
 
-/// SIGINT and SIGTERM, registered up front so that a Ctrl-C at any point
-/// (even while tmux starts) ends the run cleanly instead of killing the
-/// process before it removes the server.
+/// SIGINT, SIGTERM and SIGHUP, registered up front so that a Ctrl-C (or a
+/// closed SSH session) at any point, even while tmux starts, ends the run
+/// cleanly instead of killing the process before it removes the server.
 pub(super) struct Interrupts {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Interrupts {
@@ -267,14 +275,17 @@ impl Interrupts {
         Ok(Interrupts {
             int: register(SignalKind::interrupt())?,
             term: register(SignalKind::terminate())?,
+            hup: register(SignalKind::hangup())?,
         })
     }
 
-    /// Resolves with the signal number of the next SIGINT or SIGTERM.
+    /// Resolves with the signal number of the next SIGINT, SIGTERM or
+    /// SIGHUP.
     pub(super) async fn recv(&mut self) -> i32 {
         tokio::select! {
             _ = self.int.recv() => 2,
             _ = self.term.recv() => 15,
+            _ = self.hup.recv() => 1,
         }
     }
 }

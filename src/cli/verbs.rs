@@ -4,12 +4,13 @@
 use std::io::{Read, Write};
 
 use serde_json::json;
-use tmux_engine::control::Event;
+use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{
     CorruptRecord, OwnerId, ReadRequest, Registry, Signal, TerminalSnapshot,
 };
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
+use tracing::warn;
 
 use super::args::{TerminalCommand, WaitArgs};
 use super::report::{CliError, write_json, write_line};
@@ -286,12 +287,50 @@ async fn events(
 
 /// `attach`: runs the backend's attach command (for tmux, `tmux attach`)
 /// on the user's terminal (inherited stdio) until it detaches.
+///
+/// The backend's attach lock (tmux: the handshake lock) is held from before
+/// the spawn until tmux reports the client attached (its
+/// `%client-session-changed` reached our control client), so the attach
+/// never overlaps another engine client's handshake. The person's detach
+/// cannot be locked: it happens when they choose (docs/tmux-quirks.md).
 async fn attach(registry: &Registry, owner: &OwnerId, target: &str, read_only: bool) -> Result<()> {
-    let mut command = registry.attach_command(owner, target, read_only).await?;
-    let status = tokio::task::spawn_blocking(move || command.status())
-        .await
-        .map_err(|e| Error::io("running tmux attach", std::io::Error::other(e)))?
+    let mut command =
+        tokio::process::Command::from(registry.attach_command(owner, target, read_only).await?);
+    // Subscribed before the spawn, so the attach's notification is not missed.
+    let mut events = registry.events(owner, target).await?;
+    let lock = registry.attach_lock(owner, target).await?;
+    let mut child = command
+        .spawn()
         .map_err(|e| Error::io("running tmux attach", e))?;
+    let attached = async {
+        loop {
+            match events.recv().await {
+                Ok(Notification::ClientSessionChanged { .. }) => return true,
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => return false,
+            }
+        }
+    };
+    let mut exited = None;
+    tokio::select! {
+        confirmed = tokio::time::timeout(ATTACH_CONFIRM, attached) => match confirmed {
+            Ok(true) => {}
+            Ok(false) => warn!("the terminal's connection closed while attaching"),
+            Err(_) => warn!(
+                waited = ?ATTACH_CONFIRM,
+                "tmux did not report the attach; releasing the handshake lock anyway"
+            ),
+        },
+        // A failed attach exits without attaching: nothing left to guard.
+        status = child.wait() => exited = Some(status),
+    }
+    drop(lock);
+    drop(events);
+    let status = match exited {
+        Some(status) => status,
+        None => child.wait().await,
+    }
+    .map_err(|e| Error::io("running tmux attach", e))?;
     if status.success() {
         Ok(())
     } else {
@@ -301,3 +340,7 @@ async fn attach(registry: &Registry, owner: &OwnerId, target: &str, read_only: b
         })
     }
 }
+
+/// How long `attach` holds the lock waiting for tmux to report the client
+/// attached (a failed attach exits without any report).
+const ATTACH_CONFIRM: std::time::Duration = std::time::Duration::from_secs(5);

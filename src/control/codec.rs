@@ -17,6 +17,17 @@ use super::{Event, Guard, GuardKind, Line, Notification, ParseError, ParseErrorK
 /// line holds at most a few KiB), low enough to bound memory.
 pub const DEFAULT_MAX_LINE_LENGTH: usize = 4 << 20;
 
+/// The default most body lines of one reply block: far above a whole
+/// default scrollback (`capture-pane -S -` of 10 000 lines), low enough that
+/// a block that never ends cannot exhaust memory.
+pub const DEFAULT_MAX_BLOCK_LINES: usize = 1 << 18;
+/// The default most bytes of one reply block, each line counted with its
+/// bookkeeping (see [`ControlCodec::with_block_limits`]).
+pub const DEFAULT_MAX_BLOCK_BYTES: usize = 32 << 20;
+/// What one kept line costs beyond its bytes: its `Bytes` handle in the
+/// block's `Vec`. Counted so that many tiny lines are bounded too.
+const LINE_OVERHEAD: usize = std::mem::size_of::<Bytes>();
+
 /// `tmux -CC` starts its output with this DCS (control-mode.md §1.1).
 const DCS_START: &[u8] = b"\x1bP1000p";
 /// ...and ends it with ST, after the `%exit` line.
@@ -37,6 +48,12 @@ const TOO_LONG_PREFIX: usize = 128;
 ///   tmux writes them synchronously inside `refresh-client` blocks.
 /// - A line longer than the limit is dropped and reported once as
 ///   [`ParseErrorKind::LineTooLong`]; memory stays bounded by the limit.
+/// - A reply block over its limit in lines or bytes (see
+///   [`with_block_limits`](Self::with_block_limits)) keeps none of its lines:
+///   when its closing guard comes, it yields one
+///   [`ParseErrorKind::BlockTooLarge`] instead of the [`Reply`] (so a client
+///   can fail the command it answers and stay in step), and decoding goes on
+///   with the next line. Memory stays bounded by the two limits.
 ///
 /// Output data and reply lines are `Bytes` that share the read buffer (or,
 /// for unescaped output, a 16 KiB chunk shared by several lines): holding
@@ -44,6 +61,8 @@ const TOO_LONG_PREFIX: usize = 128;
 #[derive(Debug)]
 pub struct ControlCodec {
     max_line: usize,
+    max_block_lines: usize,
+    max_block_bytes: usize,
     /// Bytes at the front of the buffer already searched for `\n`, so a
     /// partial line is not searched again when more data arrives.
     scanned: usize,
@@ -77,7 +96,14 @@ struct Skipping {
 struct OpenBlock {
     begin: Guard,
     begin_line: Bytes,
+    /// The body; once `over` is set, only the last line (so a `%exit` that
+    /// cut the block short is still seen).
     lines: Vec<Bytes>,
+    /// Body lines and their cost so far, kept or not.
+    count: usize,
+    bytes: usize,
+    /// Set once the block went over a limit: its lines are being dropped.
+    over: bool,
 }
 
 impl Default for ControlCodec {
@@ -97,12 +123,26 @@ impl ControlCodec {
     pub fn with_max_line_length(max: usize) -> Self {
         ControlCodec {
             max_line: max,
+            max_block_lines: DEFAULT_MAX_BLOCK_LINES,
+            max_block_bytes: DEFAULT_MAX_BLOCK_BYTES,
             scanned: 0,
             skipping: None,
             framing: Framing::Detect,
             block: None,
             scratch: BytesMut::new(),
         }
+    }
+
+    /// Sets the largest reply block kept: at most `lines` body lines and
+    /// `bytes` bytes, each line counted as its length plus the size of its
+    /// `Bytes` handle (defaults [`DEFAULT_MAX_BLOCK_LINES`],
+    /// [`DEFAULT_MAX_BLOCK_BYTES`]). A larger block is reported as
+    /// [`ParseErrorKind::BlockTooLarge`].
+    #[must_use]
+    pub fn with_block_limits(mut self, lines: usize, bytes: usize) -> Self {
+        self.max_block_lines = lines;
+        self.max_block_bytes = bytes;
+        self
     }
 
     /// The longest line accepted, in bytes.
@@ -162,6 +202,15 @@ impl ControlCodec {
                 && let Some(end) = parse_guard(b).filter(|g| block.begin.closes(g))
             {
                 let block = self.block.take()?;
+                if block.over {
+                    return Some(Event::Malformed(ParseError::new(
+                        ParseErrorKind::BlockTooLarge {
+                            lines: block.count,
+                            bytes: block.bytes,
+                        },
+                        block.begin_line,
+                    )));
+                }
                 return Some(Event::Reply(Reply {
                     time: block.begin.time,
                     number: block.begin.number,
@@ -184,6 +233,15 @@ impl ControlCodec {
             } else {
                 None
             };
+            block.count += 1;
+            block.bytes = block.bytes.saturating_add(line.len() + LINE_OVERHEAD);
+            if block.over {
+                block.lines.clear();
+            } else if block.count > self.max_block_lines || block.bytes > self.max_block_bytes {
+                // Free the body at once; from here keep only the newest line.
+                block.over = true;
+                block.lines = Vec::new();
+            }
             block.lines.push(line);
             return surfaced;
         }
@@ -195,6 +253,9 @@ impl ControlCodec {
                     begin: g,
                     begin_line: line,
                     lines: Vec::new(),
+                    count: 0,
+                    bytes: 0,
+                    over: false,
                 });
                 None
             }
@@ -315,9 +376,7 @@ impl Decoder for ControlCodec {
             return Ok(Some(Event::Notification(exit)));
         }
         Ok(Some(Event::Malformed(ParseError::new(
-            ParseErrorKind::UnterminatedBlock {
-                lines: block.lines.len(),
-            },
+            ParseErrorKind::UnterminatedBlock { lines: block.count },
             block.begin_line,
         ))))
     }

@@ -315,13 +315,14 @@ pub trait BackendTerminal: Send + Sync + 'static {
         })
     }
 
-    /// The file lock every client of this terminal's server holds while it
-    /// attaches or detaches (for tmux:
-    /// [`ServerHandle::control_lock`](crate::tmux::ServerHandle::control_lock);
-    /// tmux 3.3a crashes on `%client-detached` while a control client
-    /// identifies). The default: none needed.
-    fn handshake_lock(&self) -> Option<std::path::PathBuf> {
-        None
+    /// A guard to hold while a person's client attaches with
+    /// [`attach_command`](Self::attach_command): it serialises that attach
+    /// with the backend's own clients (for tmux: the per-server handshake
+    /// lock, see `docs/tmux-quirks.md`). Hold it from before spawning the
+    /// command until the client is attached, then drop it. The default:
+    /// nothing to hold.
+    fn attach_lock(&self) -> BoxFuture<'_, AttachLock> {
+        Box::pin(async { AttachLock::none() })
     }
 
     /// Kills the terminal and its whole process tree and resolves when they
@@ -388,6 +389,33 @@ impl fmt::Display for CloseReason {
 }
 
 pub use crate::vocab::ExitStatus;
+
+/// What [`BackendTerminal::attach_lock`] returns: held until dropped.
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct AttachLock(Option<Box<dyn std::any::Any + Send + Sync>>);
+
+impl AttachLock {
+    /// A guard holding nothing.
+    pub fn none() -> Self {
+        AttachLock(None)
+    }
+
+    /// A guard holding `guard` until dropped.
+    pub fn holding(guard: impl std::any::Any + Send + Sync) -> Self {
+        AttachLock(Some(Box::new(guard)))
+    }
+
+    /// Whether it holds anything.
+    pub fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl fmt::Debug for AttachLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AttachLock").field(&self.is_held()).finish()
+    }
+}
 
 /// A terminal's status as the registry reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::broadcast;
 
-use super::backend::{BackendTerminal, OutputStream, ReadRequest};
+use super::backend::{AttachLock, BackendTerminal, OutputStream, ReadRequest};
 use super::{OwnerId, Registry};
 use crate::control::Notification;
 use crate::screen::IntoRegex;
@@ -113,6 +113,21 @@ impl Registry {
             .await?
             .terminal
             .attach_command(read_only)
+    }
+
+    /// The guard to hold while the [`attach_command`](Registry::attach_command)
+    /// client attaches (see [`BackendTerminal::attach_lock`]): taken before
+    /// spawning it, dropped once it is attached.
+    ///
+    /// # Errors
+    /// As [`output`](Registry::output).
+    pub async fn attach_lock(&self, owner: &OwnerId, target: &str) -> Result<AttachLock> {
+        Ok(self
+            .attach(owner, target)
+            .await?
+            .terminal
+            .attach_lock()
+            .await)
     }
 
     /// Waits until `condition` holds: returns the matching line, or the

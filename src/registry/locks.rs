@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn a_lock_excludes_another_open_of_it_until_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let state = StateDir::open(dir.path()).unwrap();
+        let state = StateDir::open(dir.path().join("state")).unwrap();
         let id = TerminalId::mint().unwrap();
         let file = StateDir::terminal_lock(&id, Purpose::Send);
         let held = state.try_lock(&file).unwrap().unwrap();

@@ -52,9 +52,10 @@ pub mod tmux;
 
 pub use adopt::ScanReport;
 pub use backend::{
-    Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent, OutputStream,
-    ReadPage, ReadRequest, ReapReport, RecordCheck, Screen, SendOperation, SendOutput, SendRequest,
-    SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
+    AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent,
+    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Screen, SendOperation,
+    SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
+    WaitReason,
 };
 pub use ids::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
 pub use io::{WAIT_LINES, WaitCondition};

@@ -149,7 +149,9 @@ impl StateDir {
     ///
     /// # Errors
     ///
-    /// [`Error::Io`] naming the directory when it cannot be created.
+    /// [`Error::Io`] naming the directory when it cannot be created;
+    /// [`Error::UnsafeDirectory`] when it is not owned by the user or gives
+    /// group or other access.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
         for dir in [root.join("terminals"), root.join(LOCKS_DIR)] {
@@ -168,6 +170,10 @@ impl StateDir {
             )
         })?;
         let terminals = root.join("terminals");
+        // Records name sockets the engine attaches to and commands it
+        // reruns: a state directory others can write is refused (checked
+        // where symlinks lead: a user may link ~/.local/state elsewhere).
+        crate::tmux::dirs::check_private(&root)?;
         Ok(StateDir { root, terminals })
     }
 
@@ -392,6 +398,15 @@ fn read_record(path: &Path, stem: &str) -> Result<TerminalRecord, Unusable> {
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
+    /// A temporary directory of mode 0700: a state directory must be
+    /// private (`tempfile` makes 0755 ones).
+    fn private_tempdir() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap()
+    }
+
     use super::*;
     use crate::registry::RestartPolicy;
 
@@ -411,7 +426,7 @@ mod tests {
 
     #[test]
     fn write_then_load_round_trips_and_sorts_by_creation() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let state = StateDir::open(dir.path().join("state")).unwrap();
         let mode = fs::metadata(dir.path().join("state/terminals"))
             .unwrap()
@@ -459,7 +474,7 @@ mod tests {
 
     #[test]
     fn rewrite_is_atomic_and_leaves_no_temp_files() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let state = StateDir::open(dir.path()).unwrap();
         let mut rec = record("main");
         state.write(&rec).unwrap();
@@ -478,7 +493,7 @@ mod tests {
 
     #[test]
     fn corrupt_files_are_reported_and_skipped() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let state = StateDir::open(dir.path()).unwrap();
         let good = record("good");
         state.write(&good).unwrap();

@@ -65,9 +65,15 @@ pub struct SpawnSpec {
     /// A name unique among the owner's terminals, usable instead of the id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// Program and arguments; empty runs the backend's pinned shell.
+    /// Program and arguments, executed exactly as given: no shell parsing,
+    /// one word included (`id>/tmp/p` runs a program of that name). Empty
+    /// runs the backend's pinned shell, or [`shell`](Self::shell).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
+    /// A command line for the shell to parse (`SHELL -c LINE`), instead of
+    /// `command`: shell parsing happens only when asked for here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
     /// Working directory (the backend's default when `None`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
@@ -98,6 +104,7 @@ impl SpawnSpec {
             kind: kind.into(),
             name: None,
             command: Vec::new(),
+            shell: None,
             cwd: None,
             env: BTreeMap::new(),
             size: None,
@@ -121,6 +128,14 @@ impl SpawnSpec {
         S: Into<String>,
     {
         self.command = words.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets a command line the shell parses (`SHELL -c LINE`), instead of
+    /// a command's words.
+    #[must_use]
+    pub fn shell(mut self, line: impl Into<String>) -> Self {
+        self.shell = Some(line.into());
         self
     }
 
@@ -164,9 +179,9 @@ impl SpawnSpec {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] naming the bad value: an unsafe name, a NUL
-    /// in a command word, cwd or environment entry, an environment key that
-    /// is empty or has `=`, a zero or huge size, a role with control
-    /// characters.
+    /// in a command word, shell line, cwd or environment entry, both a
+    /// command and a shell line, an environment key that is empty or has
+    /// `=`, a zero or huge size, a role with control characters.
     pub fn validate(&self) -> Result<()> {
         if let Some(name) = &self.name {
             validate_name(name)?;
@@ -175,6 +190,18 @@ impl SpawnSpec {
             if word.contains('\0') {
                 return Err(Error::InvalidInput(format!(
                     "command word {word:?} contains a NUL byte"
+                )));
+            }
+        }
+        if let Some(line) = &self.shell {
+            if !self.command.is_empty() {
+                return Err(Error::InvalidInput(
+                    "a spec has a command or a shell line, not both".to_owned(),
+                ));
+            }
+            if line.contains('\0') {
+                return Err(Error::InvalidInput(format!(
+                    "shell line {line:?} contains a NUL byte"
                 )));
             }
         }
@@ -376,6 +403,8 @@ mod tests {
             (SpawnSpec::new("k").size(0, 24), "size 0x24"),
             (SpawnSpec::new("k").size(80, 20_000), "size 80x20000"),
             (SpawnSpec::new("k").role("a\nb"), "role"),
+            (SpawnSpec::new("k").command(["a"]).shell("b"), "not both"),
+            (SpawnSpec::new("k").shell("a\0"), "shell line"),
         ];
         for (spec, expected) in cases {
             let error = spec.validate().unwrap_err();

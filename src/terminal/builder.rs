@@ -19,10 +19,6 @@ use crate::{Error, Result};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Lines of scrollback tmux and the screen model keep by default.
 pub const DEFAULT_SCROLLBACK: usize = 1000;
-/// Runs a lone program: a one-word command would otherwise go through
-/// `sh -c` inside tmux (its own rule), so words are always executed
-/// exactly.
-const ENV: &str = "/usr/bin/env";
 
 /// Configures and starts a [`Terminal`]: `Terminal::builder()`.
 ///
@@ -186,10 +182,9 @@ impl TerminalBuilder {
     /// The server options this builder describes.
     pub(crate) fn server_options(&self, tmux: &Tmux) -> Result<ServerOptions> {
         self.size.check()?;
-        let command = match self.command.as_slice() {
-            [one] => vec![ENV.into(), one.clone()],
-            argv => argv.to_vec(),
-        };
+        // Executed exactly, one word included: `ServerOptions` applies
+        // `tmux::options::exec_words`.
+        let command = self.command.clone();
         let mut server_env = self.server_env.clone();
         let mut extra_config = self.extra_config.clone();
         if let Some(term) = &self.term {

@@ -18,10 +18,14 @@
 //! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
 //!   parser, a pane's foreground group and input wait, session members).
 //!
+//! - [`dirs`]: private directories checked like tmux checks its socket
+//!   directory (`UNSAFE_DIRECTORY` otherwise).
+//!
 //! Nothing here knows about the control client; `control::client` uses
 //! [`Server::control_command`] and [`TmuxCommand::line`].
 
 pub mod command;
+pub mod dirs;
 pub mod handle;
 pub mod kill;
 pub mod options;

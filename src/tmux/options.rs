@@ -8,7 +8,10 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use std::os::unix::fs::DirBuilderExt;
+
 use super::command::{TmuxCommand, quote};
+use super::dirs::check_parent;
 use crate::vocab::{MAX_SIZE, Size, check_env_name, check_name};
 use crate::{Error, Result};
 
@@ -27,12 +30,13 @@ pub const RUNTIME_DIR_ENV: &str = "TMUX_ENGINE_RUNTIME_DIR";
 pub struct ServerOptions {
     /// The window size, fixed whatever clients attach (default 80x24).
     pub size: Size,
-    /// The program and its arguments. Empty runs the default shell (see
-    /// `shell`). One word is run by the shell as `SHELL -c WORD`; two or
-    /// more are executed directly, with no shell quoting involved.
+    /// The program and its arguments, executed exactly as given: no shell
+    /// parsing, one word included (see [`exec_words`]). Empty runs the
+    /// default shell (see `shell`). For a shell command line, pass
+    /// [`shell_words`]`(shell, line)`.
     pub command: Vec<OsString>,
     /// Pins the shell: sets tmux's `default-shell`, so it is the pane's
-    /// program when `command` is empty and the shell for one-word commands.
+    /// program when `command` is empty.
     /// Must be an absolute path to an existing file (tmux silently falls
     /// back to `/bin/sh` otherwise). `None` leaves tmux's default, `$SHELL`.
     pub shell: Option<PathBuf>,
@@ -110,6 +114,49 @@ setters!(ServerOptions {
     runtime_dir: Option<PathBuf>,
 });
 
+/// Runs a lone word: tmux hands a one-word command to `sh -c` (its own
+/// rule, `spawn.c`), so `id>/tmp/p` would redirect. `env` executes it
+/// instead (`--`: a word starting with `-` is not an option of `env`).
+const ENV: &str = "/usr/bin/env";
+/// Runs a lone word containing `=`, which `env` would take for an
+/// assignment: `exec "$0"` is never an assignment and looks the word up on
+/// `PATH` like `execvp`.
+const SH: &str = "/bin/sh";
+const EXEC_ARG0: &str = "exec \"$0\"";
+
+/// The words tmux must be given so that it executes `argv` exactly, with no
+/// shell parsing: the one rule behind every programmatic interface (the
+/// server's start command, `Terminal`, the registry's spawn and respawn).
+///
+/// Empty stays empty (the shell); two or more words go unchanged (tmux
+/// executes them with `execvp`); one word is run through `/usr/bin/env --`,
+/// or `/bin/sh -c 'exec "$0"'` when it contains `=`.
+///
+/// # Errors
+/// `INVALID_INPUT` for one word that both starts with `-` and contains `=`:
+/// neither runner executes it unchanged.
+pub fn exec_words(argv: &[OsString]) -> Result<Vec<OsString>> {
+    let [word] = argv else {
+        return Ok(argv.to_vec());
+    };
+    let bytes = word.as_bytes();
+    match (bytes.starts_with(b"-"), bytes.contains(&b'=')) {
+        (_, false) => Ok(vec![ENV.into(), "--".into(), word.clone()]),
+        (false, true) => Ok(vec![SH.into(), "-c".into(), EXEC_ARG0.into(), word.clone()]),
+        (true, true) => Err(Error::InvalidInput(format!(
+            "command {word:?} starts with '-' and contains '=': no runner executes it as one word"
+        ))),
+    }
+}
+
+/// The words that run `line` through a shell, parsed as a shell command
+/// line: `SHELL -c LINE`, with `/bin/sh` when no shell is pinned. The only
+/// way the engine asks for shell parsing (`spawn --shell`).
+pub fn shell_words(shell: Option<&std::path::Path>, line: &str) -> Vec<OsString> {
+    let shell = shell.map_or_else(|| OsString::from(SH), |s| s.as_os_str().to_owned());
+    vec![shell, "-c".into(), line.into()]
+}
+
 /// Rejects options tmux would misread or silently replace.
 pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
     check_name(&opts.session)?;
@@ -159,8 +206,10 @@ pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
 }
 
 /// The directory that holds server directories (see
-/// [`ServerOptions::runtime_dir`]), created when named but missing, made
-/// absolute (a relative socket path would depend on the cwd).
+/// [`ServerOptions::runtime_dir`]), created (mode 0700) when named but
+/// missing, made absolute (a relative socket path would depend on the cwd),
+/// and checked by [`check_parent`]: no one else may replace what the engine
+/// creates in it.
 pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
     let named = opts.runtime_dir.clone().or_else(|| {
         std::env::var_os(RUNTIME_DIR_ENV)
@@ -169,9 +218,13 @@ pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
     });
     let base = match named {
         Some(dir) => {
-            std::fs::create_dir_all(&dir).map_err(|e| {
-                Error::io(format!("creating runtime directory {}", dir.display()), e)
-            })?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| {
+                    Error::io(format!("creating runtime directory {}", dir.display()), e)
+                })?;
             dir
         }
         None => std::env::var_os("XDG_RUNTIME_DIR")
@@ -186,8 +239,10 @@ pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
             })
             .unwrap_or_else(|| PathBuf::from("/tmp")),
     };
-    std::path::absolute(&base)
-        .map_err(|e| Error::io(format!("resolving runtime directory {}", base.display()), e))
+    let base = std::path::absolute(&base)
+        .map_err(|e| Error::io(format!("resolving runtime directory {}", base.display()), e))?;
+    check_parent(&base)?;
+    Ok(base)
 }
 
 /// The engine's config file. Every line must be valid on every supported
@@ -273,7 +328,7 @@ pub(super) fn start_argv(
     for (key, value) in &opts.env {
         new = new.opt("-e", format!("{key}={value}"));
     }
-    for word in &opts.command {
+    for word in exec_words(&opts.command)? {
         new = new.arg(word.as_bytes());
     }
     let mut argv = new.checked()?.argv().to_vec();
@@ -419,6 +474,31 @@ mod tests {
                 "manual",
             ]
         );
+    }
+
+    #[test]
+    fn exec_words_never_hand_one_word_to_a_shell() {
+        let words = |argv: &[&str]| {
+            exec_words(&argv.iter().map(OsString::from).collect::<Vec<_>>()).map(|w| {
+                w.into_iter()
+                    .map(|w| w.into_string().expect("utf8"))
+                    .collect::<Vec<_>>()
+            })
+        };
+        let cases: &[(&[&str], &[&str])] = &[
+            (&[], &[]),
+            (&["id>/tmp/p"], &[ENV, "--", "id>/tmp/p"]),
+            (&["-x"], &[ENV, "--", "-x"]),
+            (&["A=B"], &[SH, "-c", EXEC_ARG0, "A=B"]),
+            (&["sh", "-c", "x"], &["sh", "-c", "x"]),
+            (&["a b", "c"], &["a b", "c"]),
+        ];
+        for (argv, want) in cases {
+            assert_eq!(words(argv).expect("valid"), *want, "{argv:?}");
+        }
+        let err = words(&["-a=b"]).expect_err("ambiguous");
+        assert_eq!(err.code(), "INVALID_INPUT");
+        assert_eq!(shell_words(None, "a; b"), ["/bin/sh", "-c", "a; b"]);
     }
 
     #[test]

@@ -189,6 +189,9 @@ impl Server {
                     e,
                 )
             })?;
+        // Fresh from mkdtemp, so private by construction; checked anyway,
+        // as tmux checks its socket directory.
+        super::dirs::check_private(dir.path())?;
         let handle =
             ServerHandle::from_parts(tmux, dir.path().to_path_buf(), opts.session.clone(), 0);
         check_socket_path(handle.socket())?;

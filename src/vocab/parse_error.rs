@@ -56,6 +56,16 @@ pub enum ParseErrorKind {
         /// How many bytes the line had before its `\n`.
         len: usize,
     },
+    /// A reply block went over the codec's limit in lines or bytes: its
+    /// lines were dropped, and this error stands for the whole block (the
+    /// error's line is its `%begin` line).
+    BlockTooLarge {
+        /// How many body lines the block had.
+        lines: usize,
+        /// How many bytes they held, counted as the codec does (see
+        /// `ControlCodec::with_block_limits`).
+        bytes: usize,
+    },
     /// The stream ended while a reply block was still open.
     UnterminatedBlock {
         /// How many body lines the block had received.
@@ -86,6 +96,10 @@ impl fmt::Display for ParseErrorKind {
             ParseErrorKind::LineTooLong { len } => {
                 write!(f, "line of {len} bytes is over the length limit")
             }
+            ParseErrorKind::BlockTooLarge { lines, bytes } => write!(
+                f,
+                "reply block of {lines} lines ({bytes} bytes) is over the size limit; its lines were dropped"
+            ),
             ParseErrorKind::UnterminatedBlock { lines } => write!(
                 f,
                 "reply block still open at end of stream after {lines} line{}",
@@ -129,6 +143,7 @@ impl ParseError {
             ParseErrorKind::NotUtf8 { .. } => "not-utf8",
             ParseErrorKind::BadName => "bad-name",
             ParseErrorKind::LineTooLong { .. } => "line-too-long",
+            ParseErrorKind::BlockTooLarge { .. } => "block-too-large",
             ParseErrorKind::UnterminatedBlock { .. } => "unterminated-block",
         }
     }
@@ -154,7 +169,9 @@ impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let line = Shown(&self.line);
         match self.kind {
-            ParseErrorKind::LineTooLong { .. } | ParseErrorKind::UnterminatedBlock { .. } => {
+            ParseErrorKind::LineTooLong { .. }
+            | ParseErrorKind::BlockTooLarge { .. }
+            | ParseErrorKind::UnterminatedBlock { .. } => {
                 write!(f, "{}: {line}", self.kind)
             }
             _ => {

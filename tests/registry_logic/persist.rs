@@ -17,6 +17,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::{backend_error, failure, owner, within};
 
+/// A temporary directory of mode 0700: a state directory must be private
+/// (`tempfile` makes 0755 ones).
+fn private_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .unwrap()
+}
+
 fn config(dir: &Path) -> RegistryConfig {
     let backoff = RestartBackoff::new(
         Duration::from_millis(10),
@@ -44,7 +54,7 @@ fn none() -> CancellationToken {
 
 #[tokio::test]
 async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let backend = StubBackend::new("stub");
     let registry = open(dir.path(), &backend).await;
     let owner = owner("owner");
@@ -79,7 +89,7 @@ async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
 
 #[tokio::test]
 async fn unpublished_spawns_leave_no_record() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let backend = StubBackend::new("stub");
     let registry = open(dir.path(), &backend).await;
     let throwing = StubBackend::with_spawn("throwing", |_request| {
@@ -117,7 +127,7 @@ async fn unpublished_spawns_leave_no_record() {
 
 #[tokio::test]
 async fn open_adopts_live_terminals_with_their_metadata() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let backend = StubBackend::new("stub");
     let (alice, bob) = (owner("alice"), owner("bob"));
     let before = {
@@ -167,7 +177,7 @@ async fn open_adopts_live_terminals_with_their_metadata() {
 
 #[tokio::test]
 async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let backend = StubBackend::new("stub");
     let owner = owner("owner");
     {
@@ -229,7 +239,7 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
 
 #[tokio::test]
 async fn open_reports_and_skips_corrupt_records() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let backend = StubBackend::new("stub");
     let owner = owner("owner");
     {
@@ -281,7 +291,7 @@ async fn open_any(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
 /// record moved aside as corrupt still claims its terminal.
 #[tokio::test]
 async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let backend = StubBackend::new("stub");
     let owner = owner("owner");
     let (orphan, garbled) = {
@@ -328,7 +338,7 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
 
 #[tokio::test]
 async fn two_registries_on_one_state_dir_see_the_same_terminals() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let backend = StubBackend::new("stub");
     let owner = owner("owner");
     let first = open(dir.path(), &backend).await;
@@ -373,7 +383,7 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
 
 #[tokio::test]
 async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let backend = StubBackend::new("stub");
     let registry = open(dir.path(), &backend).await;
     let owner = owner("owner");

@@ -229,3 +229,31 @@ async fn death_is_pushed_without_probing() {
     })
     .await;
 }
+
+/// Issue 10, item 10: a person's attach is serialised with the engine's
+/// control clients: `attach_lock` holds the server's handshake lock (the
+/// CLI's `attach` took none before) until dropped.
+#[tokio::test]
+async fn attach_lock_holds_the_handshake_lock_until_dropped() {
+    use std::fs::TryLockError;
+    within(async {
+        let env = Env::new().await;
+        let id = env.spawn(sh("exec cat")).await.id.to_string();
+        let dirs = server_dirs(&env.runtime());
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        let path = dirs[0].join("control.lock");
+        let lock = env.registry.attach_lock(&env.owner, &id).await.unwrap();
+        assert!(lock.is_held());
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        assert!(
+            matches!(file.try_lock(), Err(TryLockError::WouldBlock)),
+            "the attach lock is the handshake lock"
+        );
+        drop(lock);
+        file.try_lock().expect("free once dropped");
+        file.unlock().unwrap();
+        assert!(env.registry.kill(&env.owner, &id).await.unwrap());
+        env.finish().await;
+    })
+    .await;
+}

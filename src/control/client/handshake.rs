@@ -25,7 +25,7 @@ use tracing::warn;
 
 /// A held handshake lock; dropping it releases the lock.
 #[derive(Debug)]
-pub(crate) struct HandshakeLock {
+pub struct HandshakeLock {
     _file: File,
 }
 
@@ -42,7 +42,8 @@ pub(crate) enum Create {
 
 /// Takes the lock on `path`, waiting at most `patience`. `None` when it
 /// could not be had: the caller goes on without it, as it would on a tmux
-/// that does not need it.
+/// that does not need it, and that is logged at warn (never silent),
+/// except when detaching finds no lock file (no client ever connected).
 pub(crate) async fn acquire(
     path: &Path,
     create: Create,
@@ -82,6 +83,16 @@ pub(crate) async fn acquire(
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(20));
     }
+}
+
+/// Holds the handshake lock at `path` (a server's
+/// [`ServerHandle::control_lock`](crate::tmux::ServerHandle::control_lock))
+/// around a client the engine starts that is not a control client, e.g. a
+/// person's `tmux attach`: its attach and detach send the notifications
+/// that crash tmux 3.3a while a control client identifies. Waits at most
+/// `patience`; `None` (logged at warn) when the lock could not be had.
+pub async fn hold_handshake_lock(path: &Path, patience: Duration) -> Option<HandshakeLock> {
+    acquire(path, Create::IfMissing, patience).await
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@
 pub(crate) mod handshake;
 mod reader;
 
+pub use handshake::{HandshakeLock, hold_handshake_lock};
+
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -25,8 +25,11 @@ use super::{Internal, Pending, Shared, State};
 /// How long a detaching client waits for the handshake lock: a connect
 /// holds it for milliseconds, and the reader reads nothing meanwhile.
 const DETACH_PATIENCE: Duration = Duration::from_secs(2);
+use crate::control::parse::parse_guard;
 use crate::control::subscribe::{Effects, PaneInfo, Snapshot, SubState};
-use crate::control::{ControlCodec, Event, Notification, PaneId, Reply};
+use crate::control::{
+    ControlCodec, Event, Notification, PaneId, ParseError, ParseErrorKind, Reply,
+};
 
 /// The reading side of a client; owns the child.
 pub(super) struct Reader {
@@ -164,7 +167,15 @@ impl Reader {
             Event::Reply(reply) => self.complete(reply).await,
             Event::Notification(n) => self.notify(n).await,
             Event::Text(line) => debug!(line = ?line, "text outside a reply block"),
-            Event::Malformed(e) => warn!(error = %e, "malformed control-mode line"),
+            Event::Malformed(e) => match too_large_reply(&e) {
+                // The block answered a command: fail that command, so the
+                // replies after it still meet their own commands.
+                Some(reply) if reply.flags != 0 => {
+                    warn!(error = %e, "reply over the size limit");
+                    self.complete(reply).await;
+                }
+                _ => warn!(error = %e, "malformed control-mode line"),
+            },
         }
     }
 
@@ -335,4 +346,21 @@ pub(super) async fn drain_stderr(
             tail.drain(..excess);
         }
     }
+}
+
+/// The failed reply that stands for a block the codec dropped as too large
+/// ([`ParseErrorKind::BlockTooLarge`]), built from its `%begin` line; its
+/// one line is the error's message.
+fn too_large_reply(error: &ParseError) -> Option<Reply> {
+    if !matches!(error.kind, ParseErrorKind::BlockTooLarge { .. }) {
+        return None;
+    }
+    let begin = parse_guard(&error.line)?;
+    Some(Reply {
+        time: begin.time,
+        number: begin.number,
+        flags: begin.flags,
+        ok: false,
+        lines: vec![bytes::Bytes::from(error.to_string())],
+    })
 }

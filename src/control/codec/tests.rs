@@ -289,3 +289,85 @@ fn in_block_tracks_open_blocks() {
     assert!(codec.decode(&mut buf).ok().flatten().is_some());
     assert!(!codec.in_block());
 }
+
+#[test]
+fn a_block_over_its_limits_is_dropped_and_decoding_goes_on() {
+    // 3 lines at most; 3 + 3 * LINE_OVERHEAD + 100 bytes at most.
+    let limits = |codec: ControlCodec| codec.with_block_limits(3, 3 * LINE_OVERHEAD + 100);
+    let too_large = |lines, bytes| {
+        malformed(
+            ParseErrorKind::BlockTooLarge { lines, bytes },
+            b"%begin 1 1 1",
+        )
+    };
+    let long = "x".repeat(200);
+    let long_block = format!("%begin 1 1 1\n{long}\n%end 1 1 1\n%begin 1 2 1\nok\n%end 1 2 1\n");
+    let cases: Vec<(&str, &[u8], Vec<Event>)> = vec![
+        (
+            "at the line limit: kept",
+            b"%begin 1 1 1\na\nb\nc\n%end 1 1 1\n",
+            vec![reply(1, 1, true, &["a", "b", "c"])],
+        ),
+        (
+            "over the line limit: one error, then the next block",
+            b"%begin 1 1 1\na\nb\nc\nd\n%pause %1\n%end 1 1 1\n%begin 1 2 1\nok\n%end 1 2 1\n",
+            vec![
+                note(Notification::Pause { pane: PaneId(1) }),
+                too_large(5, 4 + 9 + 5 * LINE_OVERHEAD),
+                reply(2, 1, true, &["ok"]),
+            ],
+        ),
+        (
+            "over the byte limit",
+            long_block.as_bytes(),
+            vec![
+                too_large(1, 200 + LINE_OVERHEAD),
+                reply(2, 1, true, &["ok"]),
+            ],
+        ),
+        (
+            "an error guard closes a dropped block too",
+            b"%begin 1 1 1\na\nb\nc\nd\n%error 1 1 1\n%output %1 x\n",
+            vec![
+                too_large(4, 4 + 4 * LINE_OVERHEAD),
+                note(Notification::Output {
+                    pane: PaneId(1),
+                    data: Bytes::from_static(b"x"),
+                }),
+            ],
+        ),
+        (
+            "a dropped block cut short by %exit still reports the exit",
+            b"%begin 1 1 1\na\nb\nc\nd\n%exit\n",
+            vec![note(Notification::Exit { reason: None })],
+        ),
+        (
+            "a dropped block left open counts every line",
+            b"%begin 1 1 1\na\nb\nc\nd\ne\n",
+            vec![malformed(
+                ParseErrorKind::UnterminatedBlock { lines: 5 },
+                b"%begin 1 1 1",
+            )],
+        ),
+    ];
+    for (name, input, want) in cases {
+        let whole = decode_chunks(&mut limits(ControlCodec::new()), &[input]);
+        assert_eq!(whole, want, "{name}");
+        for size in 1..=7 {
+            let chunks: Vec<&[u8]> = input.chunks(size).collect();
+            let got = decode_chunks(&mut limits(ControlCodec::new()), &chunks);
+            assert_eq!(got, want, "{name}, chunk size {size}");
+        }
+    }
+}
+
+#[test]
+fn a_dropped_block_keeps_no_lines() {
+    let mut codec = ControlCodec::new().with_block_limits(10, usize::MAX);
+    let mut buf = BytesMut::from(&b"%begin 1 1 1\n"[..]);
+    buf.extend_from_slice(&b"y\n".repeat(10_000));
+    assert_eq!(codec.decode(&mut buf).expect("never fails"), None);
+    let block = codec.block.as_ref().expect("still open");
+    assert!(block.over);
+    assert_eq!((block.count, block.lines.len()), (10_000, 1));
+}

@@ -40,7 +40,7 @@ use super::backend::{
     Backend, BackendTerminal, ExitStatus, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
 };
 use super::persist::TerminalRecord;
-use super::spec::DEFAULT_KIND;
+use super::spec::{DEFAULT_KIND, SpawnSpec};
 use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
@@ -48,9 +48,9 @@ use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::{TmuxCommand, quote};
-use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
-use crate::tmux::process;
+use crate::tmux::options::{MARK_OPTION, MARK_VALUE, shell_words};
 use crate::tmux::{ProcessId, ServerHandle, ServerOptions, Tmux};
+use crate::tmux::{dirs, process};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -73,8 +73,8 @@ pub struct TmuxConfig {
     /// Where server directories are created; owned by this backend (reap
     /// removes what it finds there that no record names).
     pub runtime_dir: PathBuf,
-    /// The pinned shell for terminals without a command (and for one-word
-    /// commands); `None` uses `$SHELL`.
+    /// The pinned shell for terminals without a command and for shell lines
+    /// ([`SpawnSpec::shell`]); `None` uses `$SHELL`.
     pub shell: Option<PathBuf>,
     /// Scrollback lines kept per terminal.
     pub history_limit: u32,
@@ -125,6 +125,7 @@ impl TmuxConfig {
             .map(PathBuf::from)
             .filter(|dir| dir.is_dir())
             .unwrap_or_else(|| PathBuf::from("/tmp"));
+        // Created private, as `StateDir::open` would (it checks it is).
         let _ = std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -178,6 +179,25 @@ impl TmuxConfig {
     }
 }
 
+/// The shell of terminals without a command and of shell lines: the
+/// config's, else `$SHELL` when it is an absolute path to a file.
+fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
+    config.shell.clone().or_else(|| {
+        std::env::var_os("SHELL")
+            .map(PathBuf::from)
+            .filter(|shell| shell.is_absolute() && shell.is_file())
+    })
+}
+
+/// The argv a spec runs: its words, or its shell line under `shell`. tmux
+/// is then given [`exec_words`](crate::tmux::options::exec_words) of it, so words are executed exactly.
+fn command_words(spec: &SpawnSpec, shell: Option<&Path>) -> Vec<OsString> {
+    match &spec.shell {
+        Some(line) => shell_words(shell, line),
+        None => spec.command.iter().map(OsString::from).collect(),
+    }
+}
+
 /// FNV-1a, 64 bits: stable across Rust versions (std's hasher is not).
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
@@ -213,9 +233,16 @@ impl TmuxBackend {
     ///
     /// # Errors
     ///
-    /// `TMUX_MISSING`, `TMUX_TOO_OLD`.
+    /// `TMUX_MISSING`, `TMUX_TOO_OLD`; `UNSAFE_DIRECTORY` when the runtime
+    /// directory exists but is not private to the user.
     pub fn new(config: TmuxConfig) -> Result<Self> {
-        Ok(Self::with_tmux(Arc::new(Tmux::discover()?), config))
+        let backend = Self::with_tmux(Arc::new(Tmux::discover()?), config);
+        // Refused at once (every CLI call opens a backend), not only at
+        // the next spawn: adoption and reap read this directory too.
+        if backend.config.runtime_dir.exists() {
+            dirs::check_private(&backend.config.runtime_dir)?;
+        }
+        Ok(backend)
     }
 
     /// A backend using `tmux`.
@@ -231,20 +258,15 @@ impl TmuxBackend {
         &self.config
     }
 
+    /// Creates the runtime directory (0700) or checks the one there: it is
+    /// a predictable path, possibly under a shared `/tmp`, so one made by
+    /// anyone else, or open to group or other, is refused
+    /// (`UNSAFE_DIRECTORY`), never used.
     fn ensure_runtime_dir(&self) -> Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.config.runtime_dir)
-            .map_err(|e| {
-                Error::io(
-                    format!(
-                        "creating runtime directory {}",
-                        self.config.runtime_dir.display()
-                    ),
-                    e,
-                )
-            })
+        if let Some(parent) = self.config.runtime_dir.parent() {
+            dirs::check_parent(parent)?;
+        }
+        dirs::ensure_private(&self.config.runtime_dir)
     }
 
     fn server_options(&self, request: &SpawnRequest) -> Result<ServerOptions> {
@@ -261,17 +283,13 @@ impl TmuxBackend {
                 quote(self.config.state_mark().as_bytes())?
             ),
         ];
-        let shell = self.config.shell.clone().or_else(|| {
-            std::env::var_os("SHELL")
-                .map(PathBuf::from)
-                .filter(|shell| shell.is_absolute() && shell.is_file())
-        });
+        let shell = pinned_shell(&self.config);
         Ok(ServerOptions {
             size: spec.size.map_or_else(Size::default, |size| Size {
                 cols: size.cols,
                 rows: size.rows,
             }),
-            command: spec.command.iter().map(OsString::from).collect(),
+            command: command_words(spec, shell.as_deref()),
             shell,
             cwd: spec.cwd.clone(),
             env: spec

@@ -30,22 +30,26 @@ use super::shared::{Mutable, Shared};
 use crate::control::Notification;
 use crate::control::PaneId;
 use crate::control::capture::capture_snapshot;
-use crate::control::client::{ControlClient, PaneEvent, PaneStream};
+use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshake_lock};
 use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::backend::{
-    BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, Screen,
-    SendRequest, StartedSend, TerminalStatus,
+    AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
+    Screen, SendRequest, StartedSend, TerminalStatus,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::command::resize_window;
-use crate::tmux::options::DRAIN_PIPE;
+use crate::tmux::options::{DRAIN_PIPE, exec_words};
 use crate::tmux::procfs;
 use crate::tmux::{ProcessId, ServerHandle};
 use crate::vocab::Size;
 use crate::{Error, Result};
+
+/// How long a person's attach waits for the handshake lock; holders keep it
+/// for milliseconds.
+const ATTACH_LOCK_PATIENCE: Duration = Duration::from_secs(5);
 
 /// How long `close` waits for the control client to see the server go.
 const CLIENT_CLOSE_WAIT: Duration = Duration::from_secs(2);
@@ -335,8 +339,16 @@ impl BackendTerminal for TmuxTerminal {
         ))
     }
 
-    fn handshake_lock(&self) -> Option<std::path::PathBuf> {
-        Some(self.shared.address.control_lock())
+    fn attach_lock(&self) -> BoxFuture<'_, AttachLock> {
+        Box::pin(async {
+            let path = self.shared.address.control_lock();
+            // `None` has been logged at warn: going on unlocked beats never
+            // attaching when a holder hangs.
+            match hold_handshake_lock(&path, ATTACH_LOCK_PATIENCE).await {
+                Some(lock) => AttachLock::holding(lock),
+                None => AttachLock::none(),
+            }
+        })
     }
 
     fn close(&self, reason: CloseReason) -> BoxFuture<'_, Result<()>> {
@@ -471,8 +483,9 @@ async fn respawn(shared: &Shared) -> Result<()> {
     for (key, value) in &shared.spec.env {
         command = command.opt("-e", format!("{key}={value}"));
     }
-    for word in &shared.spec.command {
-        command = command.arg(word);
+    let words = super::command_words(&shared.spec, super::pinned_shell(&shared.config).as_deref());
+    for word in exec_words(&words)? {
+        command = command.arg(word.as_encoded_bytes());
     }
     // Written right behind the respawn so tmux runs both before its event
     // loop can see the new program exit (see `ServerOptions::drain_on_exit`).
