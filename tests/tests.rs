@@ -11,6 +11,7 @@ mod codec_fixtures;
 mod codec_props;
 mod decode_cli;
 mod discovery;
+mod fault;
 mod fixture;
 mod injection;
 mod kill;

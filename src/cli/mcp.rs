@@ -19,7 +19,7 @@ pub async fn run(global: &Global) -> std::result::Result<(), CliError> {
     // signal from here on ends through the detach below (see
     // `ClientOptions::handshake_lock`).
     let mut interrupts = super::run::Interrupts::register()?;
-    let registry = open_registry(global).await?;
+    let registry = open_registry(global, None).await?;
     let stop = async move {
         let signal = interrupts.recv().await;
         tracing::info!(
