@@ -17,6 +17,7 @@ mod injection;
 mod kill;
 mod layers;
 mod mcp;
+mod pid_reuse;
 mod registry_logic;
 mod registry_tmux;
 mod run_cli;
