@@ -102,9 +102,12 @@ fn server_dirs(runtime: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The record files of the state directory: id -> (name, server dir);
-/// also the names of files that are not records (temp files, ...).
-fn records(cli: &Cli) -> (BTreeMap<String, (Option<String>, PathBuf)>, Vec<String>) {
+/// Terminal id -> (name, server directory), from the record files.
+type Records = BTreeMap<String, (Option<String>, PathBuf)>;
+
+/// The record files of the state directory; also the names of files that
+/// are not records (temp files, ...).
+fn records(cli: &Cli) -> (Records, Vec<String>) {
     let mut found = BTreeMap::new();
     let mut other = Vec::new();
     let dir = cli.state().join("terminals");
