@@ -61,6 +61,11 @@ impl Cli {
     pub(crate) fn runtime(&self) -> std::path::PathBuf {
         self.dir.path().join("rt")
     }
+
+    /// The state directory the commands use.
+    pub(crate) fn state(&self) -> std::path::PathBuf {
+        self.dir.path().join("state")
+    }
 }
 
 impl Drop for Cleanup {

@@ -97,7 +97,13 @@ pub(crate) enum TerminalCommand {
         read_only: bool,
     },
     /// Remove servers and socket directories that no record names.
-    Reap,
+    Reap {
+        /// Leave server directories younger than this many seconds alone
+        /// (default 60): a spawn in another process may not have written
+        /// its record yet. 0 when no spawn can be in flight.
+        #[arg(long)]
+        grace: Option<f64>,
+    },
 }
 
 /// `spawn`'s arguments.
@@ -233,6 +239,16 @@ impl WaitArgs {
     /// The deadline.
     pub(crate) fn deadline(&self) -> Result<Duration> {
         seconds(self.timeout, "timeout")
+    }
+}
+
+impl TerminalCommand {
+    /// The reap grace period this command asks for, if it is `reap --grace`.
+    pub(crate) fn reap_grace(&self) -> Result<Option<Duration>> {
+        match self {
+            TerminalCommand::Reap { grace: Some(grace) } => seconds(*grace, "grace").map(Some),
+            _ => Ok(None),
+        }
     }
 }
 

@@ -20,7 +20,7 @@ pub async fn run(global: &Global) -> std::result::Result<(), CliError> {
     // `ClientOptions::handshake_lock`).
     let mut interrupts = super::run::Interrupts::register()?;
     // Long-lived: this process runs the `always` restart loops.
-    let registry = open_registry(global, true).await?;
+    let registry = open_registry(global, true, None).await?;
     let stop = async move {
         let signal = interrupts.recv().await;
         tracing::info!(

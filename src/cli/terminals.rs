@@ -62,14 +62,22 @@ pub fn owner(global: &Global) -> Result<OwnerId> {
 
 /// Opens the registry on the state directory with the tmux backend.
 /// `supervise`: whether this process runs the `always` restart loops (a
-/// long-lived `mcp`/`serve` does; a one-shot command does not).
+/// long-lived `mcp`/`serve` does; a one-shot command does not);
+/// `reap_grace` overrides the backend's reap grace period.
 ///
 /// # Errors
 ///
 /// tmux discovery, or the state directory's errors.
-pub async fn open_registry(global: &Global, supervise: bool) -> Result<Registry> {
+pub async fn open_registry(
+    global: &Global,
+    supervise: bool,
+    reap_grace: Option<std::time::Duration>,
+) -> Result<Registry> {
     let dir = state_dir(global)?;
     let mut config = TmuxConfig::for_state_dir(&dir);
+    if let Some(grace) = reap_grace {
+        config = config.reap_grace(grace);
+    }
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }
@@ -101,7 +109,7 @@ pub async fn run(
     // command through the detach below, never by killing the process
     // mid-connection (see `ClientOptions::handshake_lock`).
     let mut interrupts = super::run::Interrupts::register()?;
-    let registry = open_registry(global, false).await?;
+    let registry = open_registry(global, false, command.reap_grace()?).await?;
     let result = tokio::select! {
         result = super::verbs::dispatch(&registry, &owner, global.json, command, out) => result,
         signal = interrupts.recv() => Err(CliError {

@@ -180,7 +180,7 @@ pub(super) async fn dispatch(
         TerminalCommand::Attach { target, read_only } => {
             attach(registry, owner, &target, read_only).await?;
         }
-        TerminalCommand::Reap => {
+        TerminalCommand::Reap { .. } => {
             let report = registry.reap().await?;
             if json {
                 let failures: Vec<String> =

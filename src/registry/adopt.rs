@@ -20,6 +20,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
+use futures_util::{StreamExt, stream};
 use tracing::warn;
 
 use super::backend::{Backend, ReapReport};
@@ -29,6 +30,9 @@ use super::spec::{RegistryConfig, RestartPolicy};
 use super::state::Entry;
 use super::{Registry, TerminalId};
 use crate::{Error, Result};
+
+/// How many record checks a scan runs at once.
+const CHECKS_AT_ONCE: usize = 16;
 
 /// What a scan of the state directory found and did.
 #[derive(Debug, Default)]
@@ -99,7 +103,18 @@ impl Registry {
             return Ok(ScanReport::default());
         };
         let _scan = self.inner.scan.lock().await;
-        let loaded = blocking(move || store.load_all()).await?;
+        // Records this process holds are not read again: a scan only adopts
+        // new ones and drops vanished ones, for which a listing suffices.
+        let known: HashSet<TerminalId> = {
+            let state = self.inner.lock();
+            state
+                .entries
+                .keys()
+                .cloned()
+                .chain(state.pending.values().map(|pending| pending.id.clone()))
+                .collect()
+        };
+        let loaded = blocking(move || store.load_except(&known)).await?;
         // An unreadable record's terminal has not vanished: keep it.
         let on_disk: HashSet<TerminalId> = loaded.claimed_ids().into_iter().collect();
         self.inner.lock().corrupt.clone_from(&loaded.corrupt);
@@ -134,14 +149,31 @@ impl Registry {
         };
         // Dropped, not closed: another process killed them (or will).
         join_all(released.iter().map(|terminal| terminal.shutdown())).await;
-        for record in unknown {
+        // A cheap check where the backend has one: the terminal is adopted
+        // only when a command needs it (see `Backend::check`). Several at
+        // once: a check may wait on tmux (an exited pane's status).
+        // Owned futures, collected before the first await: a closure or a
+        // borrow held across it trips the compiler's `Send` inference in
+        // callers that spawn this future.
+        let checks: Vec<_> = unknown
+            .iter()
+            .map(|record| {
+                let backend = self.inner.lock().backend(&record.spec.kind);
+                let record = record.clone();
+                async move {
+                    match backend {
+                        Ok(backend) => backend.check(&record).await,
+                        Err(_) => None,
+                    }
+                }
+            })
+            .collect();
+        let checks: Vec<_> = stream::iter(checks)
+            .buffered(CHECKS_AT_ONCE)
+            .collect()
+            .await;
+        for (record, checked) in unknown.into_iter().zip(checks) {
             let backend = self.inner.lock().backend(&record.spec.kind);
-            // A cheap check where the backend has one: the terminal is
-            // adopted only when a command needs it (see `Backend::check`).
-            let checked = match &backend {
-                Ok(backend) => backend.check(&record).await,
-                Err(_) => None,
-            };
             let adopted = match (backend, checked.is_some()) {
                 (_, true) => Ok(None),
                 (Ok(backend), false) => backend.adopt(&record).await,

@@ -288,7 +288,8 @@ impl SendHandle {
     ///
     /// # Errors
     ///
-    /// The backend's failure, or `REGISTRY_DISPOSING` when the registry was
+    /// The backend's failure (for tmux, `SERVER_GONE` when the server died
+    /// during the send), or `REGISTRY_DISPOSING` when the registry was
     /// disposed first.
     pub async fn result(self) -> Result<SendResult> {
         self.result.await.unwrap_or(Err(Error::RegistryDisposing))

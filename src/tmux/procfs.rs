@@ -162,10 +162,12 @@ fn stat_of(pid: i32) -> Option<Stat> {
 }
 
 /// The foreground process group of the terminal whose session leader is
-/// `pane_pid` (the pane's process; tmux makes it a session leader). Falls
-/// back to the pane process's own group when the terminal reports none.
-pub(crate) fn foreground_group(pane_pid: u32) -> Option<i32> {
-    let stat = stat(pane_pid)?;
+/// `pane` (the pane's process; tmux makes it a session leader). Falls back
+/// to the pane process's own group when the terminal reports none. `None`
+/// when `pane` is gone, or its pid names another process now (its start
+/// time, when known, differs): a stranger's group is never returned.
+pub(crate) fn foreground_group(pane: impl Into<ProcessId>) -> Option<i32> {
+    let stat = pane.into().stat()?;
     if stat.has_exited() {
         return None;
     }

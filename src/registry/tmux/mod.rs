@@ -451,6 +451,7 @@ impl TmuxBackend {
             Some(exit) => TerminalStatus::Exited { exit },
             None => TerminalStatus::Running,
         };
+        let pane_process = adopted_pane(record, state.pid, state.dead);
         Ok(Some(TmuxTerminal::start(Parts {
             id: record.id.clone(),
             spec: record.spec.clone(),
@@ -458,7 +459,7 @@ impl TmuxBackend {
             client,
             pane,
             server: handle,
-            pane_process: ProcessId::now(state.pid.unwrap_or(0)),
+            pane_process,
             status,
             stream,
         })))
@@ -475,6 +476,28 @@ fn recorded_process(record: &TerminalRecord, pid_key: &str, start_key: &str) -> 
             .and_then(|pid| u32::try_from(pid).ok())
             .unwrap_or(0),
         start_time: field(start_key),
+    }
+}
+
+/// The pane process of an adopted terminal, given the pid tmux reports
+/// for its pane and whether that pane is dead.
+///
+/// The record's process when tmux names the same pid: with the start time
+/// recorded when the pid was learnt, never re-read now (a dead pane's pid
+/// may belong to a stranger by now, whose start time a re-read would
+/// trust); a mismatch then makes every later check treat it as gone. A
+/// live pane the record does not name (respawned in place since the
+/// record was written) is read now: tmux has not reaped it, so its pid
+/// cannot have been reused. Anything else is unknown (pid 0), which
+/// nothing signals.
+fn adopted_pane(record: &TerminalRecord, reported: Option<u32>, dead: bool) -> ProcessId {
+    let recorded = recorded_process(record, "pane_pid", "pane_start");
+    match reported {
+        Some(pid) if pid == recorded.pid && recorded.start_time.is_some() => recorded,
+        Some(pid) if !dead => Some(ProcessId::now(pid))
+            .filter(|process| process.start_time.is_some())
+            .unwrap_or_default(),
+        _ => ProcessId::default(),
     }
 }
 

@@ -10,6 +10,8 @@
 //!   tmux) on a short backoff, only while such a send waits;
 //! - `exited`: the status watch leaves `running` (pushed by the watcher);
 //! - `timeout` and `cancelled` end any of them.
+//!
+//! A server that dies during a send fails it with `SERVER_GONE`.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -21,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use super::capture::viewport;
 use super::shared::{Shared, output_since};
 use crate::registry::backend::{
-    SendOperation, SendOutput, SendRequest, SendResult, StartedSend, WaitFor, WaitReason,
+    SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
+    WaitReason,
 };
 use crate::tmux::procfs;
 use crate::{Error, Result};
@@ -137,6 +140,15 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         () = tokio::time::sleep_until(deadline) => WaitReason::Timeout,
     };
     let wait_reason = op.settle(reason);
+    // A server that died under the send is a lost terminal, not a program
+    // that exited: the caller gets a typed failure, not a result that
+    // looks like a finished command. (A kill by the engine cancels the
+    // send first, so it still ends `cancelled`.)
+    if wait_reason == WaitReason::Exited
+        && let TerminalStatus::Gone { reason } = shared.status.borrow().clone()
+    {
+        return Err(Error::ServerGone { reason });
+    }
     let viewport = viewport(shared).await.unwrap_or_default();
     let (_, truncated) = output_since(shared, op.start, op.gaps);
     Ok(SendResult {

@@ -255,11 +255,16 @@ impl BackendTerminal for TmuxTerminal {
                     status: status.to_string(),
                 });
             }
-            let pane_pid = self.shared.lock().pane_process.pid;
-            let group = procfs::foreground_group(pane_pid).ok_or_else(|| Error::TerminalDead {
-                terminal: self.shared.id.to_string(),
-                status: format!("pane process {pane_pid} is gone"),
-            })?;
+            // Only a pane process known by its start time: a bare pid may
+            // have been taken by a stranger since it was learnt.
+            let pane = self.shared.lock().pane_process;
+            let group = pane
+                .start_time
+                .and_then(|_| procfs::foreground_group(pane))
+                .ok_or_else(|| Error::TerminalDead {
+                    terminal: self.shared.id.to_string(),
+                    status: format!("pane process {} is gone", pane.pid),
+                })?;
             let pgid = rustix::process::Pid::from_raw(group).ok_or_else(|| {
                 Error::InvalidInput(format!("process group {group} is not signalable"))
             })?;
