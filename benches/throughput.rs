@@ -12,20 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::env_or;
-
-/// The same line as `shared/bench/raw_tmux_baselines.py`: tabs, a
-/// backslash, SGR sequences and UTF-8, so escaping costs are real.
-fn make_payload(path: &Path, mb: usize) -> (usize, usize) {
-    let line: &[u8] =
-        b"The quick brown fox \t jumps \\ over \x1b[1mlazy\x1b[0m dogs 0123456789 \xc3\xa9\n";
-    let n = mb * 1024 * 1024 / line.len();
-    let mut f = std::fs::File::create(path).expect("payload file");
-    for _ in 0..n {
-        f.write_all(line).expect("writing payload");
-    }
-    (n * line.len(), n)
-}
+use common::{env_or, make_payload};
 
 /// Raw `tmux -C`: attach to a detached session, make its shell `cat` the
 /// file, read stdout until the end marker. Seconds from the send-keys.

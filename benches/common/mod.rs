@@ -53,3 +53,17 @@ pub fn raw_session_args<'a>(conf: &'a str, program: &[&'a str]) -> Vec<&'a str> 
     args.extend_from_slice(program);
     args
 }
+
+/// Writes about `mb` MiB of one repeated line to `path`; returns (bytes,
+/// lines). The same line as `shared/bench/raw_tmux_baselines.py`: tabs, a
+/// backslash, SGR sequences and UTF-8, so escaping costs are real.
+pub fn make_payload(path: &std::path::Path, mb: usize) -> (usize, usize) {
+    let line: &[u8] =
+        b"The quick brown fox \t jumps \\ over \x1b[1mlazy\x1b[0m dogs 0123456789 \xc3\xa9\n";
+    let n = mb * 1024 * 1024 / line.len();
+    let mut f = std::fs::File::create(path).expect("payload file");
+    for _ in 0..n {
+        std::io::Write::write_all(&mut f, line).expect("writing payload");
+    }
+    (n * line.len(), n)
+}

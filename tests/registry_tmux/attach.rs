@@ -276,8 +276,14 @@ async fn viewers_of_an_always_terminal_survive_its_restart() {
 async fn pty_keys_output_resize_read_only_and_no_prompt() {
     within(async {
         let env = Env::new().await;
-        env.spawn(sh("while read line; do echo got-$line; stty size; done").name("pty"))
-            .await;
+        // The trap prints the size the program sees on each SIGWINCH; the
+        // loop keeps going when a signal interrupts `read`.
+        env.spawn(
+            sh("trap 'set -- $(stty size); echo winch-$1x$2' WINCH; \
+                while :; do read line && { echo got-$line; stty size; }; done")
+            .name("pty"),
+        )
+        .await;
         let attacher = Attacher::new(env.registry.clone());
         let opts = AttachOptions::default()
             .transport(Transport::Pty)
@@ -286,11 +292,11 @@ async fn pty_keys_output_resize_read_only_and_no_prompt() {
         assert_eq!(viewer.hello().transport, Transport::Pty);
         viewer.input(Bytes::from_static(b"one\r")).await.unwrap();
         until(&mut viewer, "20 90").await;
+        // Resize: the program gets SIGWINCH and sees the new size.
         viewer.resize(Size { cols: 70, rows: 15 }).await.unwrap();
+        until(&mut viewer, "winch-15x70").await;
         viewer.input(Bytes::from_static(b"two\r")).await.unwrap();
-        // Not yet pinned: `stty size` still showed 20 90 here (open
-        // question: the grouped session's client size vs `resize-window`).
-        until(&mut viewer, "got-two").await;
+        until(&mut viewer, "15 70").await;
         // The prefix reaches the program as text; no prompt runs commands.
         let canary = env.dir.path().join("CANARY");
         let keys = format!("\x02:run-shell 'touch {}'\r", canary.display());
@@ -306,12 +312,18 @@ async fn pty_keys_output_resize_read_only_and_no_prompt() {
             .await
             .unwrap();
         assert!(!canary.exists(), "a viewer reached tmux's command prompt");
-        // Read-only: refused before tmux.
+        // Read-only: refused before tmux (and dropped by tmux's `-r` too:
+        // the unit test in `src/attach/pty_tests.rs` writes to its pty).
         let ro = AttachOptions::default()
             .transport(Transport::Pty)
             .read_only(true);
         let watcher = attacher.attach(&env.owner, "pty", ro).await.unwrap();
         let refused = watcher.input(Bytes::from_static(b"x\r")).await.unwrap_err();
+        assert_eq!(refused.code(), "READ_ONLY");
+        let refused = watcher
+            .resize(Size { cols: 60, rows: 10 })
+            .await
+            .unwrap_err();
         assert_eq!(refused.code(), "READ_ONLY");
         drop(watcher);
         drop(viewer);
