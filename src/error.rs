@@ -141,6 +141,10 @@ pub enum Error {
         status: String,
     },
 
+    /// A read-only viewer tried to type or resize.
+    #[error("viewer of terminal {0} is read-only")]
+    ReadOnly(String),
+
     /// A backend stopped a spawn because it was cancelled, and undoing its
     /// own half-made work failed too.
     ///
@@ -246,6 +250,7 @@ impl Error {
             Error::DuplicateBackend(_) => "DUPLICATE_BACKEND",
             Error::TerminalClosing(_) => "TERMINAL_CLOSING",
             Error::TerminalDead { .. } => "TERMINAL_DEAD",
+            Error::ReadOnly(_) => "READ_ONLY",
             Error::BackendCleanup { .. } => "BACKEND_CLEANUP_FAILED",
             Error::RollbackFailed { .. } => "ROLLBACK_FAILED",
             Error::CloseFailed { .. } => "CLOSE_FAILED",

@@ -25,6 +25,7 @@
 //! repository's `docs/architecture.md` explains them):
 //!
 //! ```text
+//!  attach                viewers: control fan-out with resume, PTY attach
 //!  registry, fixture     owners, terminals, policy, persistence, I/O; the test preset
 //!  terminal              Terminal::builder(), send, wait, screen, resize, output, kill
 //!  screen                Screen (text, cells, cursor), the vt100 model, the waits
@@ -54,6 +55,7 @@ macro_rules! setters {
     };
 }
 
+pub mod attach;
 pub mod control;
 pub mod error;
 pub mod fixture;

@@ -26,6 +26,7 @@ use super::persist::TerminalRecord;
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
 use crate::control::Notification;
+pub use crate::control::subscribe::Snapshot;
 pub use crate::control::client::PaneEvent as OutputEvent;
 pub use crate::screen::Screen;
 use crate::vocab::Size;
@@ -237,6 +238,31 @@ pub trait BackendTerminal: Send + Sync + 'static {
         Err(Error::Unsupported(
             "this backend cannot attach a terminal".to_owned(),
         ))
+    }
+
+    /// The screen and recent history with attributes and cursor, for a
+    /// viewer's repaint (for tmux: `list-panes` + `capture-pane -e` on the
+    /// exact pane, `history` lines above the screen). The default: none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] by default; when the terminal cannot be read.
+    fn snapshot(&self, history: usize) -> BoxFuture<'_, Result<Snapshot>> {
+        let _ = history;
+        Box::pin(async {
+            Err(Error::Unsupported(
+                "this backend has no snapshots".to_owned(),
+            ))
+        })
+    }
+
+    /// The file lock every client of this terminal's server holds while it
+    /// attaches or detaches (for tmux:
+    /// [`ServerHandle::control_lock`](crate::tmux::ServerHandle::control_lock);
+    /// tmux 3.3a crashes on `%client-detached` while a control client
+    /// identifies). The default: none needed.
+    fn handshake_lock(&self) -> Option<std::path::PathBuf> {
+        None
     }
 
     /// Kills the terminal and its whole process tree and resolves when they

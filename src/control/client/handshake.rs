@@ -25,13 +25,13 @@ use tracing::warn;
 
 /// A held handshake lock; dropping it releases the lock.
 #[derive(Debug)]
-pub(super) struct HandshakeLock {
+pub(crate) struct HandshakeLock {
     _file: File,
 }
 
 /// Whether [`acquire`] may create the lock file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Create {
+pub(crate) enum Create {
     /// Connecting: the server's directory is there, the file may not be.
     IfMissing,
     /// Detaching: only an existing file. The directory may be on its way
@@ -43,7 +43,7 @@ pub(super) enum Create {
 /// Takes the lock on `path`, waiting at most `patience`. `None` when it
 /// could not be had: the caller goes on without it, as it would on a tmux
 /// that does not need it.
-pub(super) async fn acquire(
+pub(crate) async fn acquire(
     path: &Path,
     create: Create,
     patience: Duration,

@@ -23,7 +23,7 @@
 //! client is left; no program has to wait for anything global. This module
 //! must not know how the server was started: it takes a ready `Command`.
 
-mod handshake;
+pub(crate) mod handshake;
 mod reader;
 
 use std::collections::VecDeque;

@@ -28,6 +28,8 @@ use tracing::{debug, warn};
 use super::TmuxConfig;
 use super::shared::{Mutable, Shared};
 use crate::control::Notification;
+use crate::control::capture::capture_snapshot;
+use crate::control::subscribe::Snapshot;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream};
 use crate::control::exit::{pane_state, wait_pane_exit};
@@ -317,6 +319,14 @@ impl BackendTerminal for TmuxTerminal {
             args.push("-r".into());
         }
         Ok(server.tmux().command(args))
+    }
+
+    fn snapshot(&self, history: usize) -> BoxFuture<'_, Result<Snapshot>> {
+        Box::pin(capture_snapshot(&self.shared.client, self.shared.pane, history))
+    }
+
+    fn handshake_lock(&self) -> Option<std::path::PathBuf> {
+        Some(self.shared.address.control_lock())
     }
 
     fn close(&self, reason: CloseReason) -> BoxFuture<'_, Result<()>> {

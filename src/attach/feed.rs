@@ -1,0 +1,334 @@
+//! The driver of one hub: the task that reads the terminal's output and
+//! status once, feeds the sans-IO [`Hub`] and runs its effects (captures,
+//! waits for a lagging viewer's room, exit deliveries) as tasks of their own,
+//! so the reader never waits for a viewer.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::debug;
+
+use super::hub::{Effect, Hub};
+use super::{AttacherConfig, Resume, StreamId, ViewerEvent};
+use crate::registry::{
+    AttachTarget, BackendTerminal, OutputEvent, OutputStream, OwnerId, Registry, RestartPolicy,
+    TerminalId, TerminalStatus,
+};
+use crate::vocab::Size;
+use crate::{Error, Result};
+
+/// How long a rebuilt `always` terminal is waited for before its viewers
+/// are ended.
+const REBUILD_WAIT: Duration = Duration::from_secs(30);
+/// How long an exit status waits for room in a stalled viewer's queue.
+const DELIVER_WAIT: Duration = Duration::from_secs(5);
+/// Requests queued to one hub; senders wait, the hub task never does.
+const COMMANDS: usize = 256;
+
+enum Command {
+    Join {
+        tx: mpsc::Sender<ViewerEvent>,
+        since: Option<Resume>,
+        reply: oneshot::Sender<(StreamId, u64, Size)>,
+    },
+    Room(u64),
+    Captured(Option<Bytes>),
+    Resized(Size),
+}
+
+/// The handle viewers and the attacher hold on a running hub.
+pub(crate) struct HubHandle {
+    id: TerminalId,
+    name: Option<String>,
+    /// Swapped when an `always` terminal is rebuilt.
+    terminal: Mutex<Arc<dyn BackendTerminal>>,
+    commands: mpsc::Sender<Command>,
+    stop: CancellationToken,
+}
+
+impl HubHandle {
+    pub(crate) fn id(&self) -> &TerminalId {
+        &self.id
+    }
+
+    pub(crate) fn name(&self) -> &Option<String> {
+        &self.name
+    }
+
+    /// The terminal currently served.
+    pub(crate) fn terminal(&self) -> Arc<dyn BackendTerminal> {
+        Arc::clone(&self.terminal.lock().expect("hub terminal poisoned"))
+    }
+
+    /// Whether this hub is running and serves `terminal`.
+    pub(crate) fn serves(&self, terminal: &Arc<dyn BackendTerminal>) -> bool {
+        !self.stop.is_cancelled()
+            && !self.commands.is_closed()
+            && same(&self.terminal(), terminal)
+    }
+
+    /// Stops the hub's task; its viewers' streams end.
+    pub(crate) fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Adds a viewer; returns the stream, its offset and the size.
+    pub(crate) async fn join(
+        &self,
+        tx: mpsc::Sender<ViewerEvent>,
+        since: Option<Resume>,
+    ) -> Result<(StreamId, u64, Size)> {
+        let (reply, answer) = oneshot::channel();
+        let gone = || Error::TerminalDead {
+            terminal: self.id.to_string(),
+            status: "its output stream ended".to_owned(),
+        };
+        self.commands
+            .send(Command::Join { tx, since, reply })
+            .await
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())
+    }
+
+    /// Resizes the terminal and tells every viewer.
+    pub(crate) async fn resize(&self, size: Size) -> Result<()> {
+        self.terminal().resize(size).await?;
+        // The hub task may have ended; the resize itself happened.
+        let _ = self.commands.send(Command::Resized(size)).await;
+        Ok(())
+    }
+}
+
+fn same(a: &Arc<dyn BackendTerminal>, b: &Arc<dyn BackendTerminal>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+/// Starts a hub for `found`'s terminal.
+///
+/// # Errors
+/// When the terminal's output cannot be streamed (`SERVER_GONE`).
+pub(crate) async fn start(
+    registry: Registry,
+    owner: OwnerId,
+    found: AttachTarget,
+    config: AttacherConfig,
+    stop: CancellationToken,
+    tasks: &TaskTracker,
+) -> Result<Arc<HubHandle>> {
+    let terminal = found.terminal;
+    // Subscribed before the size is read, so no output slips between.
+    let output = terminal.output()?;
+    let size = match terminal.snapshot(0).await {
+        Ok(snapshot) => Size {
+            cols: snapshot.width,
+            rows: snapshot.height,
+        },
+        Err(_) => terminal.screen().await?.size(),
+    };
+    let (commands, receiver) = mpsc::channel(COMMANDS);
+    let handle = Arc::new(HubHandle {
+        id: found.snapshot.id.clone(),
+        name: found.snapshot.name.clone(),
+        terminal: Mutex::new(Arc::clone(&terminal)),
+        commands: commands.clone(),
+        stop: stop.clone(),
+    });
+    let driver = Driver {
+        hub: Hub::new(StreamId::random(), config.ring_bytes, size),
+        handle: Arc::clone(&handle),
+        registry,
+        owner,
+        always: found.snapshot.restart == RestartPolicy::Always,
+        config,
+        commands,
+        stop,
+        tasks: tasks.clone(),
+    };
+    tasks.spawn(driver.run(terminal, output, receiver));
+    Ok(handle)
+}
+
+struct Driver {
+    hub: Hub,
+    handle: Arc<HubHandle>,
+    registry: Registry,
+    owner: OwnerId,
+    always: bool,
+    config: AttacherConfig,
+    commands: mpsc::Sender<Command>,
+    stop: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        mut terminal: Arc<dyn BackendTerminal>,
+        mut output: OutputStream,
+        mut receiver: mpsc::Receiver<Command>,
+    ) {
+        let mut status = terminal.watch_status();
+        let mut exited = !status.borrow_and_update().is_running();
+        loop {
+            let mut effects = Vec::new();
+            let mut replace = false;
+            tokio::select! {
+                biased;
+                () = self.stop.cancelled() => break,
+                event = output.next() => match event {
+                    Some(OutputEvent::Output(bytes)) => self.hub.output(bytes, &mut effects),
+                    // The hub's own subscription lagged: its in-order
+                    // snapshot repaints everyone.
+                    Some(OutputEvent::Resync(snapshot)) => {
+                        self.hub.resync(Bytes::from(snapshot.to_ansi()), &mut effects);
+                    }
+                    None => replace = true,
+                },
+                Some(command) = receiver.recv() => self.command(command, &mut effects),
+                changed = status.changed() => match changed {
+                    Err(_) => replace = true,
+                    Ok(()) => {
+                        let now = status.borrow_and_update().clone();
+                        match now {
+                            TerminalStatus::Exited { exit } if !exited => {
+                                exited = true;
+                                self.hub.exited(exit, !self.always, &mut effects);
+                            }
+                            TerminalStatus::Running if exited => {
+                                // Restarted in place: repaint the new program.
+                                exited = false;
+                                self.hub.discontinuity(&mut effects);
+                            }
+                            TerminalStatus::Gone { .. } => replace = true,
+                            _ => {}
+                        }
+                    }
+                },
+            }
+            let ended = !self.always && exited;
+            self.apply(effects, &terminal);
+            if ended {
+                break;
+            }
+            if replace {
+                let Some(fresh) = self.rebuilt(&terminal).await else {
+                    break;
+                };
+                match fresh.output() {
+                    Ok(stream) => output = stream,
+                    Err(_) => break,
+                }
+                status = fresh.watch_status();
+                exited = !status.borrow_and_update().is_running();
+                *self.handle.terminal.lock().expect("hub terminal poisoned") = Arc::clone(&fresh);
+                terminal = fresh;
+                let mut effects = Vec::new();
+                self.hub.discontinuity(&mut effects);
+                self.apply(effects, &terminal);
+            }
+        }
+        self.stop.cancel();
+        debug!(terminal = %self.handle.id, "hub ended");
+    }
+
+    fn command(&mut self, command: Command, effects: &mut Vec<Effect>) {
+        match command {
+            Command::Join { tx, since, reply } => {
+                let offset = self.hub.offset();
+                self.hub.join(tx, since.as_ref(), effects);
+                let _ = reply.send((self.hub.stream().clone(), offset, self.hub.size()));
+            }
+            Command::Room(id) => self.hub.room(id, effects),
+            Command::Captured(repaint) => self.hub.snapshot(repaint, effects),
+            Command::Resized(size) => self.hub.resized(size, effects),
+        }
+    }
+
+    /// The terminal behind an `always` policy after its server was
+    /// rebuilt; `None` when it is not `always` or no new one came in time.
+    async fn rebuilt(&self, old: &Arc<dyn BackendTerminal>) -> Option<Arc<dyn BackendTerminal>> {
+        if !self.always {
+            return None;
+        }
+        let deadline = tokio::time::Instant::now() + REBUILD_WAIT;
+        let mut pause = Duration::from_millis(20);
+        let id = self.handle.id.to_string();
+        while tokio::time::Instant::now() < deadline {
+            if let Ok(found) = self.registry.attach(&self.owner, &id).await
+                && !same(&found.terminal, old)
+            {
+                return Some(found.terminal);
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return None,
+                () = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+        None
+    }
+
+    fn apply(&self, effects: Vec<Effect>, terminal: &Arc<dyn BackendTerminal>) {
+        for effect in effects {
+            let stop = self.stop.clone();
+            let commands = self.commands.clone();
+            match effect {
+                Effect::WatchRoom(id, tx) => {
+                    self.tasks.spawn(async move {
+                        tokio::select! {
+                            () = stop.cancelled() => {}
+                            permit = tx.reserve() => {
+                                drop(permit);
+                                let _ = commands.send(Command::Room(id)).await;
+                            }
+                        }
+                    });
+                }
+                Effect::Capture => {
+                    let terminal = Arc::clone(terminal);
+                    let history = self.config.snapshot_history;
+                    self.tasks.spawn(async move {
+                        let repaint = tokio::select! {
+                            () = stop.cancelled() => return,
+                            repaint = repaint(terminal.as_ref(), history) => repaint,
+                        };
+                        let _ = commands.send(Command::Captured(repaint)).await;
+                    });
+                }
+                Effect::Deliver(tx, event) => {
+                    self.tasks.spawn(async move {
+                        tokio::select! {
+                            () = stop.cancelled() => {}
+                            _ = tokio::time::timeout(DELIVER_WAIT, tx.send(event)) => {}
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A repaint of the terminal: its snapshot with attributes, or (for a
+/// backend without snapshots) its plain screen text.
+async fn repaint(terminal: &dyn BackendTerminal, history: usize) -> Option<Bytes> {
+    match terminal.snapshot(history).await {
+        Ok(snapshot) => Some(Bytes::from(snapshot.to_ansi())),
+        Err(Error::Unsupported(_)) => {
+            let screen = terminal.screen().await.ok()?;
+            let mut out = b"\x1b[0m\x1b[H\x1b[2J".to_vec();
+            out.extend_from_slice(screen.rows().collect::<Vec<_>>().join("\r\n").as_bytes());
+            let cursor = screen.cursor();
+            out.extend_from_slice(format!("\x1b[{};{}H", cursor.row + 1, cursor.col + 1).as_bytes());
+            Some(Bytes::from(out))
+        }
+        Err(error) => {
+            debug!(%error, "snapshot for viewers failed");
+            None
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! The control transport's fan-out as a state machine with no IO: one
+//! terminal's output stream, its replay ring, and its viewers' queues.
+//!
+//! The caller (`feed.rs`) reads the terminal once and feeds every event in;
+//! the machine pushes shared `Bytes` into each viewer's bounded queue with
+//! `try_send` and returns [`Effect`]s the caller runs outside any lock. It
+//! never waits for a viewer: a viewer whose queue is full is marked lagging
+//! and skipped; once it has room again it joins the set of viewers waiting
+//! for a snapshot, and one capture serves all of them (coalesced).
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
+
+use super::{Resume, StreamId, ViewerEvent};
+use crate::vocab::{ExitStatus, Size};
+
+/// How a viewer stands with the live stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Receives every chunk.
+    Live,
+    /// Its queue was full: skipped until it has room again.
+    Lagging,
+    /// Has room (or just joined) and waits for the next snapshot.
+    Waiting,
+}
+
+struct Slot {
+    id: u64,
+    tx: mpsc::Sender<ViewerEvent>,
+    state: State,
+}
+
+/// What the machine asks its driver to do.
+#[derive(Debug)]
+pub(crate) enum Effect {
+    /// Wait until viewer `id`'s queue has room, then call
+    /// [`Hub::room`].
+    WatchRoom(u64, mpsc::Sender<ViewerEvent>),
+    /// Capture a snapshot and hand it to [`Hub::snapshot`]; at most one is
+    /// asked for at a time.
+    Capture,
+    /// Deliver this event even if the queue is full (exit statuses), from
+    /// a task of its own so nobody waits for the viewer.
+    Deliver(mpsc::Sender<ViewerEvent>, ViewerEvent),
+}
+
+/// The bytes the terminal printed most recently, with their offsets.
+struct Ring {
+    chunks: VecDeque<Bytes>,
+    /// Offset of the first byte of `chunks[0]`.
+    start: u64,
+    /// Offset just past the newest byte.
+    end: u64,
+    capacity: usize,
+}
+
+impl Ring {
+    fn push(&mut self, bytes: &Bytes) {
+        self.end += bytes.len() as u64;
+        self.chunks.push_back(bytes.clone());
+        // Whole chunks go: a chunk is at most a few KiB, so the ring holds
+        // between `capacity - chunk` and `capacity` bytes.
+        while self.end - self.start > self.capacity as u64 {
+            let Some(old) = self.chunks.pop_front() else {
+                break;
+            };
+            self.start += old.len() as u64;
+        }
+    }
+
+    /// Everything from `offset` on, in one chunk (one copy per resume, so a
+    /// replay takes one queue place however many chunks it spans).
+    fn since(&self, offset: u64) -> Option<Bytes> {
+        if offset < self.start || offset > self.end {
+            return None;
+        }
+        let mut out = BytesMut::with_capacity((self.end - offset) as usize);
+        let mut at = self.start;
+        for chunk in &self.chunks {
+            let next = at + chunk.len() as u64;
+            if next > offset {
+                let skip = offset.saturating_sub(at) as usize;
+                out.extend_from_slice(&chunk[skip..]);
+            }
+            at = next;
+        }
+        Some(out.freeze())
+    }
+
+    /// Forgets everything: bytes before now can no longer be replayed.
+    fn clear(&mut self) {
+        self.chunks.clear();
+        self.start = self.end;
+    }
+}
+
+/// One terminal's fan-out state.
+pub(crate) struct Hub {
+    stream: StreamId,
+    ring: Ring,
+    slots: Vec<Slot>,
+    capturing: bool,
+    size: Size,
+    next_id: u64,
+}
+
+impl Hub {
+    /// A hub for a fresh stream, starting at offset 0.
+    pub(crate) fn new(stream: StreamId, ring_capacity: usize, size: Size) -> Hub {
+        Hub {
+            stream,
+            ring: Ring {
+                chunks: VecDeque::new(),
+                start: 0,
+                end: 0,
+                capacity: ring_capacity,
+            },
+            slots: Vec::new(),
+            capturing: false,
+            size,
+            next_id: 0,
+        }
+    }
+
+    /// The stream's id.
+    pub(crate) fn stream(&self) -> &StreamId {
+        &self.stream
+    }
+
+    /// The offset just past the newest byte.
+    pub(crate) fn offset(&self) -> u64 {
+        self.ring.end
+    }
+
+    /// The terminal's current size.
+    pub(crate) fn size(&self) -> Size {
+        self.size
+    }
+
+    /// How many viewers are attached.
+    #[cfg(test)]
+    pub(crate) fn viewers(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Adds a viewer; returns its id. With `since` inside the ring it gets
+    /// exactly the bytes from there and is live; otherwise it waits for a
+    /// snapshot.
+    pub(crate) fn join(
+        &mut self,
+        tx: mpsc::Sender<ViewerEvent>,
+        since: Option<&Resume>,
+        effects: &mut Vec<Effect>,
+    ) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let replay = since
+            .filter(|resume| resume.stream == self.stream)
+            .and_then(|resume| Some((resume.offset, self.ring.since(resume.offset)?)));
+        let state = match replay {
+            Some((offset, bytes)) => {
+                let sent = bytes.is_empty()
+                    || tx
+                        .try_send(ViewerEvent::Output {
+                            offset: Some(offset),
+                            bytes,
+                        })
+                        .is_ok();
+                if sent { State::Live } else { State::Waiting }
+            }
+            None => State::Waiting,
+        };
+        self.slots.push(Slot { id, tx, state });
+        if state == State::Waiting {
+            self.want_capture(effects);
+        }
+        id
+    }
+
+    /// The terminal printed `bytes`.
+    pub(crate) fn output(&mut self, bytes: Bytes, effects: &mut Vec<Effect>) {
+        let offset = self.ring.end;
+        self.ring.push(&bytes);
+        self.slots.retain_mut(|slot| {
+            if slot.state != State::Live {
+                return true;
+            }
+            let event = ViewerEvent::Output {
+                offset: Some(offset),
+                bytes: bytes.clone(),
+            };
+            lag_on_full(slot, slot.tx.try_send(event), effects)
+        });
+    }
+
+    /// Viewer `id` has room in its queue again: it waits for a snapshot.
+    pub(crate) fn room(&mut self, id: u64, effects: &mut Vec<Effect>) {
+        let Some(slot) = self.slots.iter_mut().find(|slot| slot.id == id) else {
+            return;
+        };
+        if slot.state == State::Lagging {
+            slot.state = State::Waiting;
+            self.want_capture(effects);
+        }
+    }
+
+    /// A capture finished (`None`: it failed): every waiting viewer gets
+    /// `repaint` tagged with the current offset and goes live.
+    pub(crate) fn snapshot(&mut self, repaint: Option<Bytes>, effects: &mut Vec<Effect>) {
+        self.capturing = false;
+        let Some(repaint) = repaint else {
+            // Nothing to repaint from: start them live rather than never.
+            for slot in &mut self.slots {
+                if slot.state == State::Waiting {
+                    slot.state = State::Live;
+                }
+            }
+            return;
+        };
+        self.deliver(repaint, effects);
+    }
+
+    /// Sends `repaint` to every waiting viewer, tagged with the current
+    /// offset; they go live.
+    fn deliver(&mut self, repaint: Bytes, effects: &mut Vec<Effect>) {
+        let (offset, size) = (self.ring.end, self.size);
+        self.slots.retain_mut(|slot| {
+            if slot.state != State::Waiting {
+                return true;
+            }
+            let event = ViewerEvent::Snapshot {
+                offset,
+                size,
+                repaint: repaint.clone(),
+            };
+            lag_on_full(slot, slot.tx.try_send(event), effects)
+        });
+    }
+
+    /// The hub's own subscription skipped output and brought this in-order
+    /// repaint: the ring no longer leads up to now, so it is forgotten and
+    /// every viewer but a lagging one (it gets a capture once it has room)
+    /// is repainted with it.
+    pub(crate) fn resync(&mut self, repaint: Bytes, effects: &mut Vec<Effect>) {
+        self.ring.clear();
+        for slot in &mut self.slots {
+            if slot.state == State::Live {
+                slot.state = State::Waiting;
+            }
+        }
+        self.deliver(repaint, effects);
+    }
+
+    /// The program was restarted (or its server rebuilt): what the ring holds no longer leads up to now, so it is
+    /// forgotten and every viewer is repainted.
+    pub(crate) fn discontinuity(&mut self, effects: &mut Vec<Effect>) {
+        self.ring.clear();
+        for slot in &mut self.slots {
+            if slot.state == State::Live {
+                slot.state = State::Waiting;
+            }
+        }
+        if self.slots.iter().any(|slot| slot.state == State::Waiting) {
+            self.want_capture(effects);
+        }
+    }
+
+    /// The terminal's size changed: every viewer is told.
+    pub(crate) fn resized(&mut self, size: Size, effects: &mut Vec<Effect>) {
+        if size == self.size {
+            return;
+        }
+        self.size = size;
+        self.slots.retain_mut(|slot| {
+            if slot.state != State::Live {
+                // A snapshot carries the size; a lagging viewer gets one.
+                return true;
+            }
+            lag_on_full(slot, slot.tx.try_send(ViewerEvent::Resize(size)), effects)
+        });
+    }
+
+    /// The program exited: every viewer is told, even a lagging one. With
+    /// `end`, the viewers are dropped, so their streams end after it.
+    pub(crate) fn exited(&mut self, exit: ExitStatus, end: bool, effects: &mut Vec<Effect>) {
+        for slot in &self.slots {
+            effects.push(Effect::Deliver(slot.tx.clone(), ViewerEvent::Exit(exit)));
+        }
+        if end {
+            self.slots.clear();
+        }
+    }
+
+    fn want_capture(&mut self, effects: &mut Vec<Effect>) {
+        if !self.capturing {
+            self.capturing = true;
+            effects.push(Effect::Capture);
+        }
+    }
+}
+
+/// Applies a `try_send` result to `slot`; `false` drops the slot (its
+/// viewer is gone).
+fn lag_on_full(
+    slot: &mut Slot,
+    sent: Result<(), mpsc::error::TrySendError<ViewerEvent>>,
+    effects: &mut Vec<Effect>,
+) -> bool {
+    match sent {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            slot.state = State::Lagging;
+            effects.push(Effect::WatchRoom(slot.id, slot.tx.clone()));
+            true
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn hub(capacity: usize) -> Hub {
+        Hub::new(StreamId::from_raw(7), capacity, Size { cols: 80, rows: 24 })
+    }
+
+    fn drain(rx: &mut mpsc::Receiver<ViewerEvent>) -> Vec<ViewerEvent> {
+        let mut out = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            out.push(event);
+        }
+        out
+    }
+
+    fn out(offset: u64, bytes: &'static [u8]) -> ViewerEvent {
+        ViewerEvent::Output {
+            offset: Some(offset),
+            bytes: Bytes::from_static(bytes),
+        }
+    }
+
+    #[test]
+    fn live_viewers_share_chunks_with_offsets() {
+        let mut hub = hub(1024);
+        let mut effects = Vec::new();
+        let (tx, mut rx) = mpsc::channel(8);
+        let resume = Resume::new(hub.stream().clone(), 0);
+        hub.join(tx, Some(&resume), &mut effects);
+        assert!(effects.is_empty(), "a resume at offset 0 needs no capture");
+        hub.output(Bytes::from_static(b"ab"), &mut effects);
+        hub.output(Bytes::from_static(b"cde"), &mut effects);
+        assert_eq!(drain(&mut rx), [out(0, b"ab"), out(2, b"cde")]);
+        assert_eq!(hub.offset(), 5);
+    }
+
+    #[test]
+    fn resume_inside_the_ring_replays_exactly_and_outside_snapshots() {
+        let mut hub = hub(4);
+        let mut effects = Vec::new();
+        for chunk in [&b"ab"[..], b"cd", b"ef"] {
+            hub.output(Bytes::copy_from_slice(chunk), &mut effects);
+        }
+        // The ring holds "cdef" (offsets 2..6).
+        let (tx, mut rx) = mpsc::channel(8);
+        hub.join(tx, Some(&Resume::new(hub.stream().clone(), 3)), &mut effects);
+        assert_eq!(drain(&mut rx), [out(3, b"def")]);
+        assert!(effects.is_empty());
+        // Before the ring, or another stream: a snapshot (one capture).
+        let (old, mut old_rx) = mpsc::channel(8);
+        hub.join(old, Some(&Resume::new(hub.stream().clone(), 1)), &mut effects);
+        let (other, mut other_rx) = mpsc::channel(8);
+        hub.join(other, Some(&Resume::new(StreamId::from_raw(8), 3)), &mut effects);
+        assert!(matches!(effects[..], [Effect::Capture]));
+        hub.snapshot(Some(Bytes::from_static(b"SCREEN")), &mut effects);
+        for rx in [&mut old_rx, &mut other_rx] {
+            assert_eq!(
+                drain(rx),
+                [ViewerEvent::Snapshot {
+                    offset: 6,
+                    size: Size { cols: 80, rows: 24 },
+                    repaint: Bytes::from_static(b"SCREEN")
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn a_full_viewer_is_skipped_then_gets_one_coalesced_snapshot() {
+        let mut hub = hub(1024);
+        let mut effects = Vec::new();
+        let (fast, mut fast_rx) = mpsc::channel(64);
+        let (slow, mut slow_rx) = mpsc::channel(1);
+        let (slow2, mut slow2_rx) = mpsc::channel(1);
+        let start = Resume::new(hub.stream().clone(), 0);
+        hub.join(fast, Some(&start), &mut effects);
+        let slow_id = hub.join(slow, Some(&start), &mut effects);
+        let slow2_id = hub.join(slow2, Some(&start), &mut effects);
+        for _ in 0..3 {
+            hub.output(Bytes::from_static(b"x"), &mut effects);
+        }
+        assert_eq!(drain(&mut fast_rx).len(), 3, "the fast viewer keeps pace");
+        let watched: Vec<u64> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::WatchRoom(id, _) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(watched, [slow_id, slow2_id], "each lagging viewer once");
+        effects.clear();
+        assert_eq!(drain(&mut slow_rx), [out(0, b"x")]);
+        assert_eq!(drain(&mut slow2_rx), [out(0, b"x")]);
+        hub.room(slow_id, &mut effects);
+        hub.room(slow2_id, &mut effects);
+        assert!(matches!(effects[..], [Effect::Capture]), "one capture for both");
+        effects.clear();
+        hub.snapshot(Some(Bytes::from_static(b"S")), &mut effects);
+        hub.output(Bytes::from_static(b"y"), &mut effects);
+        let got = drain(&mut slow_rx);
+        assert!(matches!(got[..], [ViewerEvent::Snapshot { offset: 3, .. }]));
+    }
+
+    #[test]
+    fn exit_reaches_every_viewer_and_ends_them() {
+        let mut hub = hub(16);
+        let mut effects = Vec::new();
+        let (tx, _rx) = mpsc::channel(1);
+        hub.join(tx, None, &mut effects);
+        effects.clear();
+        hub.exited(ExitStatus::Code(3), true, &mut effects);
+        assert!(matches!(
+            effects[..],
+            [Effect::Deliver(_, ViewerEvent::Exit(ExitStatus::Code(3)))]
+        ));
+        assert_eq!(hub.viewers(), 0);
+    }
+
+    #[test]
+    fn resize_is_told_once_per_change() {
+        let mut hub = hub(16);
+        let mut effects = Vec::new();
+        let (tx, mut rx) = mpsc::channel(8);
+        hub.join(tx, Some(&Resume::new(hub.stream().clone(), 0)), &mut effects);
+        hub.resized(Size { cols: 100, rows: 30 }, &mut effects);
+        hub.resized(Size { cols: 100, rows: 30 }, &mut effects);
+        assert_eq!(drain(&mut rx), [ViewerEvent::Resize(Size { cols: 100, rows: 30 })]);
+    }
+}

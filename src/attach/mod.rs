@@ -1,0 +1,431 @@
+//! Attach transports: many viewers of one registry terminal, behind one
+//! interface ([`Viewer`]).
+//!
+//! - **control** (the default, `hub.rs` + `feed.rs`): the engine's control
+//!   client reads the pane once per terminal; a hub fans the shared chunks
+//!   out to each viewer's bounded queue, numbers every byte with an offset
+//!   in a stream whose id is random per hub, keeps a bounded replay ring for
+//!   resumes, and repaints a lagging viewer with one coalesced snapshot.
+//! - **pty** (`pty.rs`): `tmux attach` under an engine-owned
+//!   pseudo-terminal, for programs that need tmux's own client rendering.
+//!
+//! Everything goes through [`Attacher::attach`], which resolves the
+//! terminal through [`Registry::attach`]: owner fencing, the liveness probe
+//! and `on-attach` recreation are the registry's. Front ends (the web
+//! bridge) depend only on this module's types.
+
+mod feed;
+mod hub;
+mod pty;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::registry::{OwnerId, Registry, TerminalId};
+use crate::vocab::{ExitStatus, Size};
+use crate::{Error, Result};
+
+/// How a viewer is attached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Fan-out of the engine's own control-mode stream, with offsets and
+    /// resume. The default.
+    #[default]
+    Control,
+    /// A `tmux attach` client under an engine-owned pseudo-terminal.
+    Pty,
+}
+
+/// The id of one hub's byte stream: random, so an offset from an earlier
+/// stream (before an engine restart) is never trusted.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StreamId(u64);
+
+impl StreamId {
+    /// A fresh random id.
+    fn random() -> StreamId {
+        // A clock-derived fallback only matters if the OS has no entropy.
+        StreamId(getrandom::u64().unwrap_or_else(|_| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        }))
+    }
+
+    /// The id with this numeric value (for front ends that store it as a
+    /// number, and for tests).
+    pub fn from_raw(raw: u64) -> StreamId {
+        StreamId(raw)
+    }
+
+    /// The numeric value.
+    pub fn raw(&self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for StreamId {
+    /// Sixteen lowercase hex digits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl std::str::FromStr for StreamId {
+    type Err = Error;
+
+    /// Parses the [`Display`](fmt::Display) form.
+    fn from_str(text: &str) -> Result<StreamId> {
+        u64::from_str_radix(text, 16)
+            .map(StreamId)
+            .map_err(|_| Error::InvalidInput(format!("stream id {text:?} is not hex")))
+    }
+}
+
+/// Where a returning viewer left off: the stream and the offset of the
+/// first byte it has not seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resume {
+    /// The stream the offset counts in.
+    pub stream: StreamId,
+    /// The first byte not yet seen.
+    pub offset: u64,
+}
+
+impl Resume {
+    /// A resume point.
+    pub fn new(stream: StreamId, offset: u64) -> Resume {
+        Resume { stream, offset }
+    }
+}
+
+/// How to attach: `AttachOptions::default().read_only(true)`.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct AttachOptions {
+    /// Which transport.
+    pub transport: Transport,
+    /// Input and resizes are refused (`READ_ONLY`).
+    pub read_only: bool,
+    /// Resume from here (control transport); a snapshot when it cannot.
+    pub since: Option<Resume>,
+    /// Resize the terminal to this on attach (writable viewers only; the
+    /// PTY transport also sizes its pseudo-terminal with it).
+    pub size: Option<Size>,
+}
+
+setters!(AttachOptions {
+    transport: Transport,
+    read_only: bool,
+    since: Option<Resume>,
+    size: Option<Size>,
+});
+
+/// Tunables of an [`Attacher`]: `AttacherConfig::default().ring_bytes(..)`.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct AttacherConfig {
+    /// Bytes of recent output each hub keeps for resumes (default 1 MiB).
+    pub ring_bytes: usize,
+    /// Events a viewer's queue holds before the viewer is skipped (default
+    /// 1024).
+    pub viewer_queue: usize,
+    /// History lines above the screen in a snapshot's repaint (default 100).
+    pub snapshot_history: usize,
+}
+
+impl Default for AttacherConfig {
+    fn default() -> AttacherConfig {
+        AttacherConfig {
+            ring_bytes: 1 << 20,
+            viewer_queue: 1024,
+            snapshot_history: 100,
+        }
+    }
+}
+
+setters!(AttacherConfig {
+    ring_bytes: usize,
+    viewer_queue: usize,
+    snapshot_history: usize,
+});
+
+/// What a viewer receives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ViewerEvent {
+    /// Bytes the program printed, exactly; `offset` (control transport) is
+    /// the position of the first byte in the stream.
+    Output {
+        /// Stream offset of `bytes[0]`; `None` for the PTY transport.
+        offset: Option<u64>,
+        /// The bytes.
+        bytes: Bytes,
+    },
+    /// Replaces whatever the viewer showed: write `repaint` to a terminal
+    /// of `size`; live output continues from `offset`.
+    Snapshot {
+        /// The offset the repaint is current to.
+        offset: u64,
+        /// The terminal's size.
+        size: Size,
+        /// ANSI that clears and redraws screen, history and cursor.
+        repaint: Bytes,
+    },
+    /// The terminal's size changed.
+    Resize(Size),
+    /// The program exited. The stream ends after it, except for an
+    /// `always` terminal: a snapshot of the restarted program follows.
+    Exit(ExitStatus),
+}
+
+/// What a viewer is told when it attaches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Hello {
+    /// The transport serving it.
+    pub transport: Transport,
+    /// Whether input and resizes are refused.
+    pub read_only: bool,
+    /// The terminal's size.
+    pub size: Size,
+    /// The stream's id (control transport).
+    pub stream: Option<StreamId>,
+    /// The stream's offset when the viewer joined (control transport).
+    pub offset: Option<u64>,
+    /// The terminal.
+    pub id: TerminalId,
+    /// Its name, if it has one.
+    pub name: Option<String>,
+}
+
+/// One attached viewer: events out, input and resizes in. Dropping it
+/// detaches (the PTY transport kills its `tmux attach` client).
+pub struct Viewer {
+    hello: Hello,
+    events: mpsc::Receiver<ViewerEvent>,
+    link: Link,
+}
+
+enum Link {
+    Control(Arc<feed::HubHandle>),
+    Pty(pty::PtyLink),
+}
+
+impl fmt::Debug for Viewer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Viewer")
+            .field("hello", &self.hello)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Viewer {
+    /// What the viewer was told on attach.
+    pub fn hello(&self) -> &Hello {
+        &self.hello
+    }
+
+    /// The next event; `None` once the stream ended (exit, terminal gone,
+    /// attacher shut down).
+    pub async fn recv(&mut self) -> Option<ViewerEvent> {
+        self.events.recv().await
+    }
+
+    /// Types `bytes` into the program exactly.
+    ///
+    /// # Errors
+    /// `READ_ONLY` for a read-only viewer; the backend's failure
+    /// (`TERMINAL_DEAD`, `SERVER_GONE`).
+    pub async fn input(&self, bytes: Bytes) -> Result<()> {
+        self.writable()?;
+        match &self.link {
+            Link::Control(hub) => hub.terminal().write(bytes).await,
+            Link::Pty(pty) => pty.write(&bytes).await,
+        }
+    }
+
+    /// Resizes the terminal (the last writable viewer to resize owns the
+    /// size); every viewer is told.
+    ///
+    /// # Errors
+    /// `READ_ONLY` for a read-only viewer; `INVALID_INPUT` for a size out
+    /// of range; the backend's failure.
+    pub async fn resize(&self, size: Size) -> Result<()> {
+        self.writable()?;
+        size.check()?;
+        match &self.link {
+            Link::Control(hub) => hub.resize(size).await,
+            Link::Pty(pty) => pty.resize(size).await,
+        }
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.hello.read_only {
+            return Err(Error::ReadOnly(self.hello.id.to_string()));
+        }
+        Ok(())
+    }
+}
+
+/// Attaches viewers to registry terminals; owns one hub per terminal
+/// viewed through the control transport.
+#[derive(Clone)]
+pub struct Attacher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    config: AttacherConfig,
+    hubs: Mutex<HashMap<TerminalId, Arc<feed::HubHandle>>>,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl fmt::Debug for Attacher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attacher").finish_non_exhaustive()
+    }
+}
+
+impl Attacher {
+    /// An attacher over `registry` with the default [`AttacherConfig`].
+    pub fn new(registry: Registry) -> Attacher {
+        Attacher::with_config(registry, AttacherConfig::default())
+    }
+
+    /// An attacher with explicit tunables.
+    pub fn with_config(registry: Registry, config: AttacherConfig) -> Attacher {
+        Attacher {
+            inner: Arc::new(Inner {
+                registry,
+                config,
+                hubs: Mutex::new(HashMap::new()),
+                cancel: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// Attaches a viewer to `owner`'s terminal `target` (id or name).
+    ///
+    /// The terminal is resolved by [`Registry::attach`]: a dead `on-attach`
+    /// terminal is recreated and the viewer attaches to the fresh one; a
+    /// record that says running but whose server is gone is probed first.
+    ///
+    /// # Errors
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD` (dead and not
+    /// recreated here), `UNRESPONSIVE`, `INVALID_INPUT` for a bad size,
+    /// `UNSUPPORTED` when the backend cannot serve the transport,
+    /// `CANCELLED` after [`shutdown`](Attacher::shutdown).
+    pub async fn attach(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        opts: AttachOptions,
+    ) -> Result<Viewer> {
+        if self.inner.cancel.is_cancelled() {
+            return Err(Error::Cancelled("the attacher is shut down".to_owned()));
+        }
+        if let Some(size) = opts.size {
+            size.check()?;
+        }
+        let found = self.inner.registry.attach(owner, target).await?;
+        let (events_tx, events) = mpsc::channel(self.inner.config.viewer_queue);
+        match opts.transport {
+            Transport::Pty => {
+                let (hello, link) = pty::open(
+                    &found,
+                    &opts,
+                    events_tx,
+                    &self.inner.cancel,
+                    &self.inner.tasks,
+                )
+                .await?;
+                Ok(Viewer {
+                    hello,
+                    events,
+                    link: Link::Pty(link),
+                })
+            }
+            Transport::Control => {
+                let hub = self.hub(owner, found).await?;
+                if let (Some(size), false) = (opts.size, opts.read_only) {
+                    hub.resize(size).await?;
+                }
+                let (stream, offset, size) = hub.join(events_tx, opts.since.clone()).await?;
+                let hello = Hello {
+                    transport: Transport::Control,
+                    read_only: opts.read_only,
+                    size,
+                    stream: Some(stream),
+                    offset: Some(offset),
+                    id: hub.id().clone(),
+                    name: hub.name().clone(),
+                };
+                Ok(Viewer {
+                    hello,
+                    events,
+                    link: Link::Control(hub),
+                })
+            }
+        }
+    }
+
+    /// The running hub of this terminal, or a new one when there is none,
+    /// its task ended, or the registry handed out a different (recreated)
+    /// terminal.
+    async fn hub(
+        &self,
+        owner: &OwnerId,
+        found: crate::registry::AttachTarget,
+    ) -> Result<Arc<feed::HubHandle>> {
+        let id = found.snapshot.id.clone();
+        let existing = self.inner.hubs.lock().expect("hub map poisoned").get(&id).cloned();
+        if let Some(hub) = existing
+            && hub.serves(&found.terminal)
+        {
+            return Ok(hub);
+        }
+        let hub = feed::start(
+            self.inner.registry.clone(),
+            owner.clone(),
+            found,
+            self.inner.config,
+            self.inner.cancel.child_token(),
+            &self.inner.tasks,
+        )
+        .await?;
+        let mut hubs = self.inner.hubs.lock().expect("hub map poisoned");
+        // Another attach may have started one meanwhile: the newer serves
+        // the same terminal, so keep whichever is in the map and alive.
+        match hubs.get(&id) {
+            Some(other) if other.serves(&hub.terminal()) => {
+                hub.stop();
+                Ok(Arc::clone(other))
+            }
+            _ => {
+                if let Some(old) = hubs.insert(id, Arc::clone(&hub)) {
+                    old.stop();
+                }
+                Ok(hub)
+            }
+        }
+    }
+
+    /// Ends every viewer and hub, kills the PTY transport's clients, and
+    /// resolves once all of the attacher's tasks finished. Terminals keep
+    /// running.
+    pub async fn shutdown(&self) {
+        self.inner.cancel.cancel();
+        self.inner.hubs.lock().expect("hub map poisoned").clear();
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+    }
+}

@@ -1,0 +1,327 @@
+//! The PTY-attach transport: `tmux attach` under a pseudo-terminal the
+//! engine owns, its bytes streamed to one viewer.
+//!
+//! No `unsafe`: the pty comes from `rustix::pty` (`openpt`, `grantpt`,
+//! `unlockpt`, `ptsname`), its size from `tcsetwinsize`, and the child gets
+//! its own session with the pty as controlling terminal from util-linux's
+//! `setsid --ctty` (`pre_exec` would need `unsafe`; `setsid` ships in every
+//! Debian base system, so no crate is needed for it).
+//!
+//! No way out to tmux's command prompt: the client attaches to a session of
+//! its own, grouped with the terminal's (same windows), whose `prefix` and
+//! `prefix2` are `None` and whose `key-table` is an empty table, so every
+//! key (`C-b :` included) reaches the program and no binding (mouse and copy
+//! mode included) runs. A person's `tmux attach` to the terminal's own
+//! session keeps its keys. The grouped session is `destroy-unattached`, so
+//! it goes with the client.
+//!
+//! The attach and the detach each run under the server's handshake lock
+//! (tmux 3.3a crashes when a notification such as `%client-detached` goes
+//! out while a control client identifies).
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStringExt;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rustix::pty::OpenptFlags;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
+use tracing::debug;
+
+use super::{AttachOptions, Hello, Transport, ViewerEvent};
+use crate::control::client::handshake::{self, Create, HandshakeLock};
+use crate::registry::{AttachTarget, BackendTerminal, RestartPolicy, TerminalStatus};
+use crate::vocab::Size;
+use crate::{Error, Result};
+
+/// The empty key table engine-attached clients use.
+const INERT_TABLE: &str = "tmux-engine-inert";
+/// How long the handshake lock is waited for, and held while the client
+/// attaches if it draws nothing.
+const LOCK_PATIENCE: Duration = Duration::from_secs(5);
+/// One read from the pty.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// The viewer's side of a PTY attach: input and resizes; dropping it
+/// detaches the client.
+pub(crate) struct PtyLink {
+    master: Arc<AsyncFd<OwnedFd>>,
+    terminal: Arc<dyn BackendTerminal>,
+    _detach: DropGuard,
+}
+
+impl PtyLink {
+    /// Writes `bytes` to the client's terminal, all of them.
+    pub(crate) async fn write(&self, mut bytes: &[u8]) -> Result<()> {
+        while !bytes.is_empty() {
+            let mut guard = self
+                .master
+                .writable()
+                .await
+                .map_err(|e| Error::io("waiting to write to the attach pty", e))?;
+            match guard.try_io(|fd| rustix::io::write(fd.get_ref(), bytes).map_err(Into::into)) {
+                Ok(Ok(n)) => bytes = &bytes[n..],
+                Ok(Err(e)) => return Err(Error::io("writing to the attach pty", e)),
+                Err(_would_block) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Sizes the pty (the client redraws) and the terminal (the program
+    /// gets SIGWINCH: `window-size manual` keeps clients from sizing it).
+    pub(crate) async fn resize(&self, size: Size) -> Result<()> {
+        set_size(self.master.get_ref(), size)?;
+        self.terminal.resize(size).await
+    }
+}
+
+fn set_size(master: &OwnedFd, size: Size) -> Result<()> {
+    let winsize = rustix::termios::Winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(master, winsize)
+        .map_err(|e| Error::io("sizing the attach pty", e.into()))
+}
+
+/// The argv of a `tmux attach` whose client cannot reach tmux commands:
+/// `base` is the backend's attach command (`tmux [GLOBAL] attach-session -t
+/// TARGET [-r]`), rewritten to create an inert grouped session and attach
+/// to it.
+fn inert_argv(base: &std::process::Command, read_only: bool, view: &str) -> Result<Vec<OsString>> {
+    let args: Vec<&std::ffi::OsStr> = base.get_args().collect();
+    let at = args
+        .iter()
+        .position(|arg| *arg == "attach-session" || *arg == "attach")
+        .ok_or_else(|| Error::Unsupported("the backend's attach command has no attach".into()))?;
+    let target = args[at..]
+        .windows(2)
+        .find(|pair| pair[0] == "-t")
+        .map(|pair| pair[1].to_owned())
+        .ok_or_else(|| Error::Unsupported("the backend's attach command has no target".into()))?;
+    let exact = format!("={view}");
+    let mut argv: Vec<OsString> = args[..at].iter().map(|a| (*a).to_owned()).collect();
+    argv.extend(["new-session", "-d", "-t"].map(OsString::from));
+    argv.push(target);
+    argv.extend(["-s", view].map(OsString::from));
+    for (option, value) in [
+        ("prefix", "None"),
+        ("prefix2", "None"),
+        ("key-table", INERT_TABLE),
+        ("destroy-unattached", "on"),
+    ] {
+        argv.extend([";", "set-option", "-t", &exact, option, value].map(OsString::from));
+    }
+    argv.extend([";", "attach-session", "-t", &exact].map(OsString::from));
+    if read_only {
+        argv.push("-r".into());
+    }
+    Ok(argv)
+}
+
+/// Opens a PTY attach for `found`'s terminal.
+///
+/// # Errors
+/// `UNSUPPORTED` when the backend has no attach command; the pty's or the
+/// spawn's failure.
+pub(crate) async fn open(
+    found: &AttachTarget,
+    opts: &AttachOptions,
+    events: mpsc::Sender<ViewerEvent>,
+    cancel: &CancellationToken,
+    tasks: &TaskTracker,
+) -> Result<(Hello, PtyLink)> {
+    let terminal = Arc::clone(&found.terminal);
+    let base = terminal.attach_command(opts.read_only)?;
+    let view = format!("view-{:016x}", getrandom::u64().unwrap_or_default());
+    let argv = inert_argv(&base, opts.read_only, &view)?;
+    let size = match (opts.size, opts.read_only) {
+        (Some(size), false) => {
+            terminal.resize(size).await?;
+            size
+        }
+        (Some(size), true) => size,
+        (None, _) => terminal.screen().await?.size(),
+    };
+
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
+        .map_err(|e| Error::io("opening a pty", e.into()))?;
+    rustix::pty::grantpt(&master).map_err(|e| Error::io("granting the pty", e.into()))?;
+    rustix::pty::unlockpt(&master).map_err(|e| Error::io("unlocking the pty", e.into()))?;
+    let name = rustix::pty::ptsname(&master, Vec::new())
+        .map_err(|e| Error::io("naming the pty", e.into()))?;
+    set_size(&master, size)?;
+    let pts = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(std::path::PathBuf::from(OsString::from_vec(name.into_bytes())))
+        .map_err(|e| Error::io("opening the pty's terminal side", e))?;
+    rustix::io::ioctl_fionbio(&master, true)
+        .map_err(|e| Error::io("making the pty non-blocking", e.into()))?;
+    // `AsyncFd::new` is deprecated because a borrowed raw fd could close
+    // under it; an `OwnedFd` moved in stays open as long as the `AsyncFd`,
+    // which is exactly the contract `register` makes callers promise.
+    #[allow(deprecated)]
+    let master = Arc::new(AsyncFd::new(master).map_err(|e| Error::io("registering the pty", e))?);
+
+    let mut command = tokio::process::Command::new("setsid");
+    command.arg("--ctty").arg(base.get_program()).args(&argv);
+    for (key, value) in base.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    // The client always advertises what a viewer renders, never the
+    // engine's ambient TERM (a headless host's `dumb` broke rendering).
+    command
+        .env("TERM", "xterm-256color")
+        .env_remove("TMUX")
+        .env_remove("TMUX_PANE")
+        .stdin(Stdio::from(clone(&pts)?))
+        .stdout(Stdio::from(clone(&pts)?))
+        .stderr(Stdio::from(pts))
+        .kill_on_drop(true);
+    let lock = match terminal.handshake_lock() {
+        Some(path) => handshake::acquire(&path, Create::Never, LOCK_PATIENCE).await,
+        None => None,
+    };
+    let child = command
+        .spawn()
+        .map_err(|e| Error::io("spawning setsid --ctty tmux attach", e))?;
+    // `command` still holds the pts copies given to the child; dropped so
+    // the pty reports EOF once the client exits.
+    drop(command);
+
+    let detach = cancel.child_token();
+    let session = Session {
+        master: Arc::clone(&master),
+        terminal: Arc::clone(&terminal),
+        child,
+        events,
+        detach: detach.clone(),
+        lock_path: terminal.handshake_lock(),
+        always: found.snapshot.restart == RestartPolicy::Always,
+    };
+    tasks.spawn(session.run(lock));
+    let hello = Hello {
+        transport: Transport::Pty,
+        read_only: opts.read_only,
+        size,
+        stream: None,
+        offset: None,
+        id: found.snapshot.id.clone(),
+        name: found.snapshot.name.clone(),
+    };
+    Ok((
+        hello,
+        PtyLink {
+            master,
+            terminal,
+            _detach: detach.drop_guard(),
+        },
+    ))
+}
+
+fn clone(file: &std::fs::File) -> Result<std::fs::File> {
+    file.try_clone()
+        .map_err(|e| Error::io("sharing the pty's terminal side", e))
+}
+
+/// One running `tmux attach` client and the task that streams it.
+struct Session {
+    master: Arc<AsyncFd<OwnedFd>>,
+    terminal: Arc<dyn BackendTerminal>,
+    child: tokio::process::Child,
+    events: mpsc::Sender<ViewerEvent>,
+    detach: CancellationToken,
+    lock_path: Option<std::path::PathBuf>,
+    always: bool,
+}
+
+impl Session {
+    async fn run(mut self, mut lock: Option<HandshakeLock>) {
+        let attached_by = tokio::time::Instant::now() + LOCK_PATIENCE;
+        let mut status = self.terminal.watch_status();
+        let mut exited = !status.borrow_and_update().is_running();
+        let mut buf = vec![0; READ_CHUNK];
+        loop {
+            let read = tokio::select! {
+                () = self.detach.cancelled() => break,
+                // Attached once it drew something: the attach is over.
+                () = tokio::time::sleep_until(attached_by), if lock.is_some() => {
+                    lock = None;
+                    continue;
+                }
+                changed = status.changed() => {
+                    let now = match changed {
+                        Ok(()) => status.borrow_and_update().clone(),
+                        Err(_) => TerminalStatus::Gone { reason: "terminal dropped".into() },
+                    };
+                    match now {
+                        TerminalStatus::Exited { exit } if !exited => {
+                            exited = true;
+                            let _ = self.events.send(ViewerEvent::Exit(exit)).await;
+                            if !self.always {
+                                break;
+                            }
+                        }
+                        TerminalStatus::Running => exited = false,
+                        TerminalStatus::Gone { .. } => break,
+                        TerminalStatus::Exited { .. } => {}
+                    }
+                    continue;
+                }
+                read = read_some(&self.master, &mut buf) => read,
+            };
+            lock = None;
+            let Some(bytes) = read else { break };
+            let event = ViewerEvent::Output {
+                offset: None,
+                bytes,
+            };
+            // A slow viewer slows only its own client; tmux keeps the
+            // program and every other client going.
+            tokio::select! {
+                () = self.detach.cancelled() => break,
+                sent = self.events.send(event) => if sent.is_err() { break },
+            }
+        }
+        drop(lock);
+        self.kill().await;
+    }
+
+    /// Kills the client under the handshake lock (its leaving sends
+    /// `%client-detached`).
+    async fn kill(&mut self) {
+        let _lock = match &self.lock_path {
+            Some(path) => handshake::acquire(path, Create::Never, LOCK_PATIENCE).await,
+            None => None,
+        };
+        if let Err(error) = self.child.start_kill() {
+            debug!(%error, "tmux attach client already gone");
+        }
+        let _ = self.child.wait().await;
+    }
+}
+
+/// One read from the pty; `None` at its end (the client exited: EIO).
+async fn read_some(master: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<Bytes> {
+    loop {
+        let mut guard = master.readable().await.ok()?;
+        match guard.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(Into::into)) {
+            Ok(Ok(0)) | Ok(Err(_)) => return None,
+            Ok(Ok(n)) => return Some(Bytes::copy_from_slice(&buf[..n])),
+            Err(_would_block) => {}
+        }
+    }
+}
