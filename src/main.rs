@@ -47,6 +47,9 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
     },
+    /// Serve the owner's terminals on the web: a JSON API, WebSocket viewers
+    /// and a terminal page; prints the URL to open.
+    Serve(cli::serve::ServeArgs),
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -86,6 +89,25 @@ fn main() -> ExitCode {
             let mut stdout = std::io::stdout().lock();
             let result = runtime.block_on(cli::terminals::run(&cli.global, command, &mut stdout));
             // Don't wait for detached control clients' tasks.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    error.print(cli.global.json, std::io::stderr());
+                    ExitCode::from(error.exit)
+                }
+            }
+        }
+        Command::Serve(args) => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: IO: starting the runtime: {e}");
+                    return ExitCode::from(cli::report::EXIT_ERROR);
+                }
+            };
+            let mut stdout = std::io::stdout().lock();
+            let result = runtime.block_on(cli::serve::run(&cli.global, args, &mut stdout));
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));
             match result {
                 Ok(()) => ExitCode::SUCCESS,

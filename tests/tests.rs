@@ -5,6 +5,7 @@
 mod support;
 
 mod attach_cli;
+mod bridge;
 mod cli;
 mod client;
 mod codec_fixtures;

@@ -9,6 +9,7 @@
 //!
 //! - `decode`: a raw `tmux -C` stream to JSON lines;
 //! - `run`: one command in a private server, output streamed;
+//! - `serve`: the web bridge on one long-lived registry;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
@@ -16,5 +17,6 @@ pub(crate) mod args;
 pub(crate) mod decode;
 pub(crate) mod report;
 pub(crate) mod run;
+pub(crate) mod serve;
 pub(crate) mod terminals;
 mod verbs;

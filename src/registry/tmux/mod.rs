@@ -78,6 +78,11 @@ pub struct TmuxConfig {
     /// Reap skips server directories younger than this: another process
     /// may be spawning there and not have written its record yet.
     pub reap_grace: Duration,
+    /// When set, every server (and so every terminal's program) starts with
+    /// exactly this environment plus the spawn's own `env`, instead of
+    /// inheriting the engine's: a long-lived server process (the web
+    /// bridge) must not hand its own secrets to the shells it spawns.
+    pub environment: Option<Vec<(OsString, OsString)>>,
 }
 
 impl TmuxConfig {
@@ -93,6 +98,7 @@ impl TmuxConfig {
             probe_timeout: Duration::from_secs(3),
             output_buffer: 4 << 20,
             reap_grace: Duration::from_secs(60),
+            environment: None,
         }
     }
 
@@ -123,6 +129,14 @@ impl TmuxConfig {
     #[must_use]
     pub fn quiet(mut self, quiet: Duration) -> Self {
         self.quiet = quiet;
+        self
+    }
+
+    /// Starts servers with exactly `vars` (plus each spawn's `env`) instead
+    /// of the engine's environment.
+    #[must_use]
+    pub fn environment(mut self, vars: Vec<(OsString, OsString)>) -> Self {
+        self.environment = Some(vars);
         self
     }
 
@@ -226,6 +240,8 @@ impl TmuxBackend {
             history_limit: self.config.history_limit,
             session: SESSION.to_owned(),
             runtime_dir: Some(self.config.runtime_dir.clone()),
+            server_env: self.config.environment.clone().unwrap_or_default(),
+            clear_env: self.config.environment.is_some(),
             ..ServerOptions::default()
         }
     }
