@@ -67,9 +67,7 @@ impl HubHandle {
 
     /// Whether this hub is running and serves `terminal`.
     pub(crate) fn serves(&self, terminal: &Arc<dyn BackendTerminal>) -> bool {
-        !self.stop.is_cancelled()
-            && !self.commands.is_closed()
-            && same(&self.terminal(), terminal)
+        !self.stop.is_cancelled() && !self.commands.is_closed() && same(&self.terminal(), terminal)
     }
 
     /// Stops the hub's task; its viewers' streams end.
@@ -174,6 +172,7 @@ impl Driver {
     ) {
         let mut status = terminal.watch_status();
         let mut exited = !status.borrow_and_update().is_running();
+        let mut restarting = false;
         loop {
             let mut effects = Vec::new();
             let mut replace = false;
@@ -181,7 +180,15 @@ impl Driver {
                 biased;
                 () = self.stop.cancelled() => break,
                 event = output.next() => match event {
-                    Some(OutputEvent::Output(bytes)) => self.hub.output(bytes, &mut effects),
+                    Some(OutputEvent::Output(bytes)) => {
+                        // The restarted program printed before its status
+                        // said running: repaint from the new program.
+                        if restarting {
+                            restarting = false;
+                            self.hub.discontinuity(&mut effects);
+                        }
+                        self.hub.output(bytes, &mut effects);
+                    }
                     // The hub's own subscription lagged: its in-order
                     // snapshot repaints everyone.
                     Some(OutputEvent::Resync(snapshot)) => {
@@ -197,12 +204,16 @@ impl Driver {
                         match now {
                             TerminalStatus::Exited { exit } if !exited => {
                                 exited = true;
+                                restarting = self.always;
                                 self.hub.exited(exit, !self.always, &mut effects);
                             }
                             TerminalStatus::Running if exited => {
                                 // Restarted in place: repaint the new program.
                                 exited = false;
-                                self.hub.discontinuity(&mut effects);
+                                if restarting {
+                                    restarting = false;
+                                    self.hub.discontinuity(&mut effects);
+                                }
                             }
                             TerminalStatus::Gone { .. } => replace = true,
                             _ => {}
@@ -301,12 +312,13 @@ impl Driver {
                     });
                 }
                 Effect::Deliver(tx, event) => {
-                    self.tasks.spawn(async move {
-                        tokio::select! {
-                            () = stop.cancelled() => {}
-                            _ = tokio::time::timeout(DELIVER_WAIT, tx.send(event)) => {}
-                        }
-                    });
+                    // Not bound to `stop`: the hub ends right after an exit,
+                    // and the status must still arrive.
+                    if let Err(mpsc::error::TrySendError::Full(event)) = tx.try_send(event) {
+                        self.tasks.spawn(async move {
+                            let _ = tokio::time::timeout(DELIVER_WAIT, tx.send(event)).await;
+                        });
+                    }
                 }
             }
         }
@@ -323,7 +335,9 @@ async fn repaint(terminal: &dyn BackendTerminal, history: usize) -> Option<Bytes
             let mut out = b"\x1b[0m\x1b[H\x1b[2J".to_vec();
             out.extend_from_slice(screen.rows().collect::<Vec<_>>().join("\r\n").as_bytes());
             let cursor = screen.cursor();
-            out.extend_from_slice(format!("\x1b[{};{}H", cursor.row + 1, cursor.col + 1).as_bytes());
+            out.extend_from_slice(
+                format!("\x1b[{};{}H", cursor.row + 1, cursor.col + 1).as_bytes(),
+            );
             Some(Bytes::from(out))
         }
         Err(error) => {

@@ -236,6 +236,7 @@ impl Hub {
                 size,
                 repaint: repaint.clone(),
             };
+            slot.state = State::Live;
             lag_on_full(slot, slot.tx.try_send(event), effects)
         });
     }
@@ -367,14 +368,26 @@ mod tests {
         }
         // The ring holds "cdef" (offsets 2..6).
         let (tx, mut rx) = mpsc::channel(8);
-        hub.join(tx, Some(&Resume::new(hub.stream().clone(), 3)), &mut effects);
+        hub.join(
+            tx,
+            Some(&Resume::new(hub.stream().clone(), 3)),
+            &mut effects,
+        );
         assert_eq!(drain(&mut rx), [out(3, b"def")]);
         assert!(effects.is_empty());
         // Before the ring, or another stream: a snapshot (one capture).
         let (old, mut old_rx) = mpsc::channel(8);
-        hub.join(old, Some(&Resume::new(hub.stream().clone(), 1)), &mut effects);
+        hub.join(
+            old,
+            Some(&Resume::new(hub.stream().clone(), 1)),
+            &mut effects,
+        );
         let (other, mut other_rx) = mpsc::channel(8);
-        hub.join(other, Some(&Resume::new(StreamId::from_raw(8), 3)), &mut effects);
+        hub.join(
+            other,
+            Some(&Resume::new(StreamId::from_raw(8), 3)),
+            &mut effects,
+        );
         assert!(matches!(effects[..], [Effect::Capture]));
         hub.snapshot(Some(Bytes::from_static(b"SCREEN")), &mut effects);
         for rx in [&mut old_rx, &mut other_rx] {
@@ -417,12 +430,16 @@ mod tests {
         assert_eq!(drain(&mut slow2_rx), [out(0, b"x")]);
         hub.room(slow_id, &mut effects);
         hub.room(slow2_id, &mut effects);
-        assert!(matches!(effects[..], [Effect::Capture]), "one capture for both");
+        assert!(
+            matches!(effects[..], [Effect::Capture]),
+            "one capture for both"
+        );
         effects.clear();
         hub.snapshot(Some(Bytes::from_static(b"S")), &mut effects);
-        hub.output(Bytes::from_static(b"y"), &mut effects);
         let got = drain(&mut slow_rx);
         assert!(matches!(got[..], [ViewerEvent::Snapshot { offset: 3, .. }]));
+        hub.output(Bytes::from_static(b"z"), &mut effects);
+        assert_eq!(drain(&mut slow_rx), [out(3, b"z")], "live after it");
     }
 
     #[test]
@@ -445,9 +462,31 @@ mod tests {
         let mut hub = hub(16);
         let mut effects = Vec::new();
         let (tx, mut rx) = mpsc::channel(8);
-        hub.join(tx, Some(&Resume::new(hub.stream().clone(), 0)), &mut effects);
-        hub.resized(Size { cols: 100, rows: 30 }, &mut effects);
-        hub.resized(Size { cols: 100, rows: 30 }, &mut effects);
-        assert_eq!(drain(&mut rx), [ViewerEvent::Resize(Size { cols: 100, rows: 30 })]);
+        hub.join(
+            tx,
+            Some(&Resume::new(hub.stream().clone(), 0)),
+            &mut effects,
+        );
+        hub.resized(
+            Size {
+                cols: 100,
+                rows: 30,
+            },
+            &mut effects,
+        );
+        hub.resized(
+            Size {
+                cols: 100,
+                rows: 30,
+            },
+            &mut effects,
+        );
+        assert_eq!(
+            drain(&mut rx),
+            [ViewerEvent::Resize(Size {
+                cols: 100,
+                rows: 30
+            })]
+        );
     }
 }

@@ -387,7 +387,13 @@ impl Attacher {
         found: crate::registry::AttachTarget,
     ) -> Result<Arc<feed::HubHandle>> {
         let id = found.snapshot.id.clone();
-        let existing = self.inner.hubs.lock().expect("hub map poisoned").get(&id).cloned();
+        let existing = self
+            .inner
+            .hubs
+            .lock()
+            .expect("hub map poisoned")
+            .get(&id)
+            .cloned();
         if let Some(hub) = existing
             && hub.serves(&found.terminal)
         {

@@ -108,7 +108,10 @@ fn inert_argv(base: &std::process::Command, read_only: bool, view: &str) -> Resu
         .find(|pair| pair[0] == "-t")
         .map(|pair| pair[1].to_owned())
         .ok_or_else(|| Error::Unsupported("the backend's attach command has no target".into()))?;
-    let exact = format!("={view}");
+    // Not `=VIEW`: tmux 3.3a resolves `=` targets in a command list before
+    // `new-session` made the session ("no such session"); the name is
+    // random, so a plain name cannot match another session.
+    let exact = view.to_owned();
     let mut argv: Vec<OsString> = args[..at].iter().map(|a| (*a).to_owned()).collect();
     argv.extend(["new-session", "-d", "-t"].map(OsString::from));
     argv.push(target);
@@ -153,8 +156,9 @@ pub(crate) async fn open(
         (None, _) => terminal.screen().await?.size(),
     };
 
-    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
-        .map_err(|e| Error::io("opening a pty", e.into()))?;
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
+            .map_err(|e| Error::io("opening a pty", e.into()))?;
     rustix::pty::grantpt(&master).map_err(|e| Error::io("granting the pty", e.into()))?;
     rustix::pty::unlockpt(&master).map_err(|e| Error::io("unlocking the pty", e.into()))?;
     let name = rustix::pty::ptsname(&master, Vec::new())
@@ -163,7 +167,9 @@ pub(crate) async fn open(
     let pts = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(std::path::PathBuf::from(OsString::from_vec(name.into_bytes())))
+        .open(std::path::PathBuf::from(OsString::from_vec(
+            name.into_bytes(),
+        )))
         .map_err(|e| Error::io("opening the pty's terminal side", e))?;
     rustix::io::ioctl_fionbio(&master, true)
         .map_err(|e| Error::io("making the pty non-blocking", e.into()))?;

@@ -5,6 +5,7 @@
 //! socket directory it made is left.
 #![allow(clippy::unwrap_used)]
 
+mod attach;
 mod lifecycle;
 mod liveness;
 mod send;

@@ -28,11 +28,11 @@ use tracing::{debug, warn};
 use super::TmuxConfig;
 use super::shared::{Mutable, Shared};
 use crate::control::Notification;
-use crate::control::capture::capture_snapshot;
-use crate::control::subscribe::Snapshot;
 use crate::control::PaneId;
+use crate::control::capture::capture_snapshot;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream};
 use crate::control::exit::{pane_state, wait_pane_exit};
+use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::backend::{
     BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, Screen,
@@ -322,7 +322,11 @@ impl BackendTerminal for TmuxTerminal {
     }
 
     fn snapshot(&self, history: usize) -> BoxFuture<'_, Result<Snapshot>> {
-        Box::pin(capture_snapshot(&self.shared.client, self.shared.pane, history))
+        Box::pin(capture_snapshot(
+            &self.shared.client,
+            self.shared.pane,
+            history,
+        ))
     }
 
     fn handshake_lock(&self) -> Option<std::path::PathBuf> {
