@@ -44,8 +44,9 @@ impl ApiError {
         ApiError {
             status: StatusCode::UNAUTHORIZED,
             code: "UNAUTHORIZED",
-            message: "a valid token is required (Authorization: Bearer, ?token= or the page's cookie)"
-                .to_owned(),
+            message:
+                "a valid token is required (Authorization: Bearer, ?token= or the page's cookie)"
+                    .to_owned(),
         }
     }
 
@@ -185,7 +186,11 @@ impl SpawnBody {
         match (self.cols, self.rows) {
             (Some(cols), Some(rows)) => spec = spec.size(cols, rows),
             (None, None) => {}
-            _ => return Err(ApiError::invalid("give both cols and rows, or neither".to_owned())),
+            _ => {
+                return Err(ApiError::invalid(
+                    "give both cols and rows, or neither".to_owned(),
+                ));
+            }
         }
         match self.command.unwrap_or_default().as_slice() {
             [] => {}
@@ -277,7 +282,11 @@ async fn scrollback(
             "offset" => request.offset = number()?,
             "count" => request.count = Some(number()?),
             "token" => {}
-            _ => return Err(ApiError::invalid(format!("unknown query parameter {key:?}"))),
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "unknown query parameter {key:?}"
+                )));
+            }
         }
     }
     ok(state.registry.read(&who.owner, &target, request).await?)

@@ -74,7 +74,8 @@ impl Tokens {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let bad = |why: &str| Error::InvalidInput(format!("token file line {}: {why}", number + 1));
+            let bad =
+                |why: &str| Error::InvalidInput(format!("token file line {}: {why}", number + 1));
             let words: Vec<&str> = line.split_whitespace().collect();
             let (token, owner, read_only) = match words.as_slice() {
                 [token, owner] => (*token, *owner, false),
@@ -92,7 +93,9 @@ impl Tokens {
                 .push((token.as_bytes().to_vec(), Principal { owner, read_only }));
         }
         if tokens.entries.is_empty() {
-            return Err(Error::InvalidInput("the token file has no tokens".to_owned()));
+            return Err(Error::InvalidInput(
+                "the token file has no tokens".to_owned(),
+            ));
         }
         Ok(tokens)
     }
@@ -197,7 +200,9 @@ pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
         .and_then(|host| host.to_str().ok())
         .map(|host| normalize_origin(&format!("http://{host}")));
     own.as_deref() == Some(origin.as_str())
-        || allowed.iter().any(|allow| normalize_origin(allow) == origin)
+        || allowed
+            .iter()
+            .any(|allow| normalize_origin(allow) == origin)
 }
 
 /// Lowercase, no trailing slash, no default port.
@@ -224,10 +229,9 @@ mod tests {
 
     #[test]
     fn token_files() {
-        let tokens = Tokens::parse(
-            "# comment\n\naaaaaaaaaaaaaaaa alice\nbbbbbbbbbbbbbbbb bob read-only\n",
-        )
-        .unwrap();
+        let tokens =
+            Tokens::parse("# comment\n\naaaaaaaaaaaaaaaa alice\nbbbbbbbbbbbbbbbb bob read-only\n")
+                .unwrap();
         assert_eq!(
             tokens.find(b"aaaaaaaaaaaaaaaa"),
             Some(&Principal {
@@ -247,7 +251,11 @@ mod tests {
             "aaaaaaaaaaaaaaaa al/ice",
             "aaaaaaaaaaaaaaaa alice\naaaaaaaaaaaaaaaa bob",
         ] {
-            assert_eq!(Tokens::parse(bad).unwrap_err().code(), "INVALID_INPUT", "{bad:?}");
+            assert_eq!(
+                Tokens::parse(bad).unwrap_err().code(),
+                "INVALID_INPUT",
+                "{bad:?}"
+            );
         }
     }
 
@@ -255,11 +263,20 @@ mod tests {
     fn carriers() {
         let mut headers = HeaderMap::new();
         assert_eq!(presented_token(&headers, ""), None);
-        headers.insert(COOKIE, HeaderValue::from_static("a=b; tmux_engine_token=fromcookie"));
+        headers.insert(
+            COOKIE,
+            HeaderValue::from_static("a=b; tmux_engine_token=fromcookie"),
+        );
         assert_eq!(presented_token(&headers, "").as_deref(), Some("fromcookie"));
-        assert_eq!(presented_token(&headers, "x=1&token=q%2Bq").as_deref(), Some("q+q"));
+        assert_eq!(
+            presented_token(&headers, "x=1&token=q%2Bq").as_deref(),
+            Some("q+q")
+        );
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer fromheader"));
-        assert_eq!(presented_token(&headers, "token=q").as_deref(), Some("fromheader"));
+        assert_eq!(
+            presented_token(&headers, "token=q").as_deref(),
+            Some("fromheader")
+        );
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Basic xyz"));
         assert_eq!(presented_token(&headers, "token=q"), None);
     }
@@ -281,7 +298,10 @@ mod tests {
         assert!(!check(Some("https://127.0.0.1:7681"), &[]));
         assert!(!check(Some("null"), &[]));
         assert!(!check(Some("http://evil.example"), &[]));
-        assert!(check(Some("https://term.example"), &["https://term.example/"]));
+        assert!(check(
+            Some("https://term.example"),
+            &["https://term.example/"]
+        ));
     }
 
     #[test]

@@ -100,10 +100,13 @@ fn since(value: &str) -> Result<Resume> {
 /// The `key=value` pairs of a query string, percent-decoded (`+` is a
 /// space, as in forms).
 pub fn form_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
-    query.split('&').filter(|pair| !pair.is_empty()).map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (percent_decode(key), percent_decode(value))
-    })
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(key), percent_decode(value))
+        })
 }
 
 /// Decodes `%XX` and `+`; a malformed escape is kept as written.
@@ -242,7 +245,12 @@ mod tests {
 
     #[test]
     fn percent_decoding() {
-        for (raw, want) in [("a%20b", "a b"), ("a+b", "a b"), ("%zz", "%zz"), ("%4", "%4")] {
+        for (raw, want) in [
+            ("a%20b", "a b"),
+            ("a+b", "a b"),
+            ("%zz", "%zz"),
+            ("%4", "%4"),
+        ] {
             assert_eq!(percent_decode(raw), want);
         }
     }

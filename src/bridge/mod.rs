@@ -136,7 +136,10 @@ impl Bridge {
     pub fn router(&self) -> Router {
         let guarded = page::routes()
             .merge(api::routes())
-            .layer(middleware::from_fn_with_state(self.state.clone(), authenticate));
+            .layer(middleware::from_fn_with_state(
+                self.state.clone(),
+                authenticate,
+            ));
         guarded
             .route("/api/terminals/{t}/attach", routing::get(ws::attach))
             .fallback(not_found)
@@ -184,8 +187,21 @@ impl Bridge {
 }
 
 /// The middleware of every route but the WebSocket: a [`Principal`] for
-/// the handlers, or 401.
+/// the handlers, or 401; a body announced larger than [`MAX_BODY`] is
+/// refused (413) before a byte of it is read.
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let announced = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > MAX_BODY as u64) {
+        return ApiError::from(Error::InvalidInput(format!(
+            "request body of {} bytes is larger than {MAX_BODY}",
+            announced.unwrap_or(0)
+        )))
+        .with_status(axum::http::StatusCode::PAYLOAD_TOO_LARGE)
+        .into_response();
+    }
     let query = request.uri().query().unwrap_or("");
     match state.auth.authenticate(request.headers(), query) {
         Some(principal) => {
@@ -210,8 +226,10 @@ pub fn clean_environment() -> Vec<(OsString, OsString)> {
     std::env::vars_os()
         .filter(|(key, _)| {
             let key = key.to_string_lossy();
-            matches!(key.as_ref(), "PATH" | "HOME" | "USER" | "LANG" | "SHELL" | "TERM")
-                || key.starts_with("LC_")
+            matches!(
+                key.as_ref(),
+                "PATH" | "HOME" | "USER" | "LANG" | "SHELL" | "TERM"
+            ) || key.starts_with("LC_")
         })
         .collect()
 }

@@ -17,7 +17,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("app.css", CSS, include_str!("../../web/app.css")),
     ("xterm.js", JS, include_str!("../../web/vendor/xterm.js")),
     ("xterm.css", CSS, include_str!("../../web/vendor/xterm.css")),
-    ("addon-fit.js", JS, include_str!("../../web/vendor/addon-fit.js")),
+    (
+        "addon-fit.js",
+        JS,
+        include_str!("../../web/vendor/addon-fit.js"),
+    ),
 ];
 
 const INDEX: &str = include_str!("../../web/index.html");
@@ -63,9 +67,18 @@ fn with_headers(body: &'static str, kind: &'static str) -> Response {
     let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     // The first URL carries the token: never hand it to another site.
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     response
 }

@@ -16,7 +16,7 @@ use super::api::ApiError;
 use super::auth::{Principal, origin_allowed};
 use super::frames::{self, AttachQuery, close};
 use crate::Error;
-use crate::attach::{AttachOptions, Viewer, ViewerEvent};
+use crate::attach::{AttachOptions, Hello, Resume, Viewer, ViewerEvent};
 
 /// The largest client message: input is typed or pasted text, and a
 /// larger frame is refused with 1009 before it is buffered whole.
@@ -133,7 +133,7 @@ async fn session(
     let opts = AttachOptions::default()
         .transport(query.transport)
         .read_only(read_only)
-        .since(query.since);
+        .since(query.since.clone());
     let attached = tokio::select! {
         attached = state.attacher.attach(&principal.owner, &target, opts) => attached,
         () = state.shutdown.cancelled() => Err(Error::Cancelled("shutting down".to_owned())),
@@ -151,10 +151,16 @@ async fn session(
             return close_with(&mut socket, code, &reason).await;
         }
     };
-    let hello = frames::hello(viewer.hello());
+    let (hello, first) = tokio::select! {
+        resumed = resumed_hello(&mut viewer, query.since.as_ref()) => resumed,
+        () = state.shutdown.cancelled() => {
+            return close_with(&mut socket, close::GOING_AWAY, "server shutting down").await;
+        }
+    };
+    let hello = frames::hello(&hello);
     let end = match send(&mut socket, &state, Message::Text(hello.to_string().into())).await {
         Err(end) => end,
-        Ok(()) => pump(&mut socket, &state, &mut viewer, read_only).await,
+        Ok(()) => pump(&mut socket, &state, &mut viewer, first, read_only).await,
     };
     debug!(terminal = %viewer.hello().id, "websocket session ended");
     match end {
@@ -167,6 +173,39 @@ async fn session(
     }
 }
 
+/// The hello to send, and the first event when it had to be read to
+/// decide it. A resume that the replay ring honoured says so by its offset:
+/// the hello's `offset` is then the `since` offset (the replayed bytes
+/// follow from there); otherwise it is the stream's end and a snapshot
+/// follows. The attacher queues the replay before it returns, so reading
+/// the first event never waits for new output.
+async fn resumed_hello(
+    viewer: &mut Viewer,
+    since: Option<&Resume>,
+) -> (Hello, Option<ViewerEvent>) {
+    let mut hello = viewer.hello().clone();
+    let (Some(since), Some(stream), Some(end)) = (since, hello.stream.as_ref(), hello.offset)
+    else {
+        return (hello, None);
+    };
+    if since.stream != *stream || since.offset > end {
+        return (hello, None);
+    }
+    let first = if since.offset < end {
+        viewer.recv().await
+    } else {
+        None
+    };
+    let replayed = matches!(
+        first,
+        Some(ViewerEvent::Output { offset: Some(offset), .. }) if offset == since.offset
+    );
+    if since.offset == end || replayed {
+        hello.offset = Some(since.offset);
+    }
+    (hello, first)
+}
+
 /// Sends one frame unless the bridge shuts down first: a client that
 /// never reads must not hold the shutdown.
 async fn send(socket: &mut WebSocket, state: &AppState, message: Message) -> Result<(), End> {
@@ -177,9 +216,22 @@ async fn send(socket: &mut WebSocket, state: &AppState, message: Message) -> Res
 }
 
 /// Moves events out and input in until the session ends.
-async fn pump(socket: &mut WebSocket, state: &AppState, viewer: &mut Viewer, read_only: bool) -> End {
+async fn pump(
+    socket: &mut WebSocket,
+    state: &AppState,
+    viewer: &mut Viewer,
+    mut first: Option<ViewerEvent>,
+    read_only: bool,
+) -> End {
     let mut exited = false;
     loop {
+        if let Some(event) = first.take() {
+            for message in messages(event, &mut exited) {
+                if let Err(end) = send(socket, state, message).await {
+                    return end;
+                }
+            }
+        }
         tokio::select! {
             biased;
             () = state.shutdown.cancelled() => {
@@ -190,21 +242,7 @@ async fn pump(socket: &mut WebSocket, state: &AppState, viewer: &mut Viewer, rea
                     let reason = if exited { "the program ended" } else { "the terminal is gone" };
                     return End::Close(close::GONE, reason.to_owned());
                 };
-                let messages = match event {
-                    ViewerEvent::Output { bytes, .. } => vec![Message::Binary(bytes)],
-                    ViewerEvent::Snapshot { offset, repaint, .. } => vec![
-                        Message::Text(frames::snapshot(offset).to_string().into()),
-                        Message::Binary(repaint),
-                    ],
-                    ViewerEvent::Resize(size) => {
-                        vec![Message::Text(frames::resize(size).to_string().into())]
-                    }
-                    ViewerEvent::Exit(status) => {
-                        exited = true;
-                        vec![Message::Text(frames::exit(status).to_string().into())]
-                    }
-                };
-                for message in messages {
+                for message in messages(event, &mut exited) {
                     if let Err(end) = send(socket, state, message).await {
                         return end;
                     }
@@ -225,13 +263,34 @@ async fn pump(socket: &mut WebSocket, state: &AppState, viewer: &mut Viewer, rea
     }
 }
 
+/// The frames of one viewer event; notes an exit in `exited`.
+fn messages(event: ViewerEvent, exited: &mut bool) -> Vec<Message> {
+    match event {
+        ViewerEvent::Output { bytes, .. } => vec![Message::Binary(bytes)],
+        ViewerEvent::Snapshot {
+            offset, repaint, ..
+        } => vec![
+            Message::Text(frames::snapshot(offset).to_string().into()),
+            Message::Binary(repaint),
+        ],
+        ViewerEvent::Resize(size) => vec![Message::Text(frames::resize(size).to_string().into())],
+        ViewerEvent::Exit(status) => {
+            *exited = true;
+            vec![Message::Text(frames::exit(status).to_string().into())]
+        }
+    }
+}
+
 /// A broken read: a too-large frame gets 1009; anything else means the
 /// client is gone.
 fn client_error(error: &axum::Error) -> End {
     let text = error.to_string();
     // tungstenite's capacity errors reach us only as text through axum.
     if text.contains("too long") || text.contains("Space limit") || text.contains("too big") {
-        End::Close(close::TOO_BIG, format!("message larger than {MAX_CLIENT_MESSAGE} bytes"))
+        End::Close(
+            close::TOO_BIG,
+            format!("message larger than {MAX_CLIENT_MESSAGE} bytes"),
+        )
     } else {
         debug!(%error, "websocket read failed");
         End::ClientGone
@@ -243,18 +302,14 @@ fn client_error(error: &axum::Error) -> End {
 async fn from_client(viewer: &Viewer, message: Message, read_only: bool) -> Option<End> {
     match message {
         Message::Binary(bytes) => {
-            if !read_only
-                && let Err(error) = viewer.input(bytes).await
-            {
+            if !read_only && let Err(error) = viewer.input(bytes).await {
                 warn!(terminal = %viewer.hello().id, %error, "input not delivered");
             }
         }
         Message::Text(text) => match frames::client_frame(&text) {
             Err(error) => return Some(End::Close(close::BAD_REQUEST, error.to_string())),
             Ok(frame) => {
-                if !read_only
-                    && let Err(error) = viewer.resize(frame.size()).await
-                {
+                if !read_only && let Err(error) = viewer.resize(frame.size()).await {
                     if error.code() == "INVALID_INPUT" {
                         return Some(End::Close(close::BAD_REQUEST, error.to_string()));
                     }

@@ -56,7 +56,9 @@ impl Served {
             .expect("serve printed no URL")
             .unwrap();
         let url = line.trim();
-        let (base, token) = url.split_once("/?token=").unwrap_or((url.trim_end_matches('/'), ""));
+        let (base, token) = url
+            .split_once("/?token=")
+            .unwrap_or((url.trim_end_matches('/'), ""));
         assert!(base.starts_with("http://127.0.0.1:"), "printed {url:?}");
         Served {
             child,
@@ -95,8 +97,11 @@ impl Served {
 
     /// `POST path` with a raw body and the token.
     pub(crate) async fn post(&self, path: &str, body: &str) -> (u16, Value) {
-        self.call(self.request(reqwest::Method::POST, path).body(body.to_owned()))
-            .await
+        self.call(
+            self.request(reqwest::Method::POST, path)
+                .body(body.to_owned()),
+        )
+        .await
     }
 
     /// Spawns a terminal from a JSON body; panics unless 201.
@@ -136,7 +141,10 @@ impl Served {
     pub(crate) async fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = rustix::process::Pid::from_raw(i32::try_from(self.pid()).unwrap()).unwrap();
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        tokio::time::timeout(WAIT, self.child.wait()).await.unwrap().unwrap()
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .unwrap()
+            .unwrap()
     }
 }
 
@@ -202,6 +210,14 @@ impl Ws {
             .unwrap();
     }
 
+    /// Sends input bytes; `false` when the server already closed.
+    pub(crate) async fn try_input(&mut self, bytes: &[u8]) -> bool {
+        self.socket
+            .send(Message::Binary(bytes.to_vec().into()))
+            .await
+            .is_ok()
+    }
+
     /// Sends a text frame.
     pub(crate) async fn send_text(&mut self, text: &str) {
         self.socket.send(Message::Text(text.into())).await.unwrap();
@@ -222,25 +238,38 @@ pub(crate) struct Received {
     pub(crate) bytes: Vec<u8>,
     /// Offset of `bytes[0]`.
     pub(crate) start: u64,
+    /// The last snapshot's repaint.
+    pub(crate) repaint: Vec<u8>,
 }
 
 impl Received {
-    /// Reads frames until `needle` shows in the live bytes; a snapshot
+    /// Reads frames until `needle` shows in the live bytes or the last
+    /// repaint (a lagging viewer may see it only there); a snapshot
     /// restarts the record at its offset.
     pub(crate) async fn until(&mut self, ws: &mut Ws, needle: &str) {
+        let contains = |bytes: &[u8]| bytes.windows(needle.len()).any(|w| w == needle.as_bytes());
+        // Only the new bytes (and a needle's length before them) are
+        // searched: a flood must not cost quadratic time.
+        let mut searched = 0;
         let mut snapshot_next = false;
-        while !String::from_utf8_lossy(&self.bytes).contains(needle) {
+        loop {
+            let from = searched.min(self.bytes.len()).saturating_sub(needle.len());
+            if contains(&self.bytes[from..]) || contains(&self.repaint) {
+                return;
+            }
+            searched = self.bytes.len();
             match ws.next().await {
                 Frame::Text(value) if value["type"] == "snapshot" => {
                     self.offset = value["offset"].as_u64().unwrap();
                     self.start = self.offset;
                     self.bytes.clear();
+                    searched = 0;
                     snapshot_next = true;
                 }
                 Frame::Text(_) => {}
                 Frame::Binary(bytes) if snapshot_next => {
                     snapshot_next = false;
-                    drop(bytes);
+                    self.repaint = bytes;
                 }
                 Frame::Binary(bytes) => {
                     self.offset += bytes.len() as u64;

@@ -65,26 +65,37 @@ async fn hello_snapshot_input_resize_exit_then_4404() {
         assert_eq!(hello["name"], "sh");
         assert_eq!(hello["transport"], "control");
         assert_eq!(hello["read_only"], false);
-        assert_eq!((hello["cols"].as_u64(), hello["rows"].as_u64()), (Some(80), Some(24)));
+        assert_eq!(
+            (hello["cols"].as_u64(), hello["rows"].as_u64()),
+            (Some(80), Some(24))
+        );
         assert_eq!(hello["stream"].as_str().unwrap().len(), 16);
         let first = ws.text().await;
         assert_eq!(first["type"], "snapshot");
-        assert!(matches!(ws.next().await, Frame::Binary(_)), "the repaint follows");
+        assert!(
+            matches!(ws.next().await, Frame::Binary(_)),
+            "the repaint follows"
+        );
 
         let mut seen = Received {
             offset: first["offset"].as_u64().unwrap(),
             start: first["offset"].as_u64().unwrap(),
             bytes: Vec::new(),
+            repaint: Vec::new(),
         };
         ws.input(b"echo $((6*7))\r").await;
         seen.until(&mut ws, "42").await;
 
-        ws.send_text(r#"{"type":"resize","cols":100,"rows":30}"#).await;
+        ws.send_text(r#"{"type":"resize","cols":100,"rows":30}"#)
+            .await;
         loop {
             if let Frame::Text(frame) = ws.next().await
                 && frame["type"] == "resize"
             {
-                assert_eq!((frame["cols"].as_u64(), frame["rows"].as_u64()), (Some(100), Some(30)));
+                assert_eq!(
+                    (frame["cols"].as_u64(), frame["rows"].as_u64()),
+                    (Some(100), Some(30))
+                );
                 break;
             }
         }
@@ -102,7 +113,9 @@ async fn hello_snapshot_input_resize_exit_then_4404() {
         assert_eq!(exit["status"]["kind"], "exited");
         assert_eq!(exit["status"]["exit"]["code"], 3);
         assert_eq!(ws.close_code().await, 4404);
-        served.call(served.request(Method::DELETE, "/api/terminals/sh")).await;
+        served
+            .call(served.request(Method::DELETE, "/api/terminals/sh"))
+            .await;
     })
     .await;
 }
@@ -126,7 +139,10 @@ async fn resume_with_since_loses_and_repeats_nothing() {
 
         // Output the viewer misses while away.
         let (status, _) = served
-            .post("/api/terminals/r/send", r#"{"text":"echo two-$((2+2))","submit":true}"#)
+            .post(
+                "/api/terminals/r/send",
+                r#"{"text":"echo two-$((2+2))","submit":true}"#,
+            )
             .await;
         assert_eq!(status, 200);
         let since = mine.offset;
@@ -139,6 +155,7 @@ async fn resume_with_since_loses_and_repeats_nothing() {
             offset: since,
             start: since,
             bytes: Vec::new(),
+            repaint: Vec::new(),
         };
         resumed.until(&mut back, "two-4").await;
         all.until(&mut witness, "two-4").await;
@@ -154,7 +171,9 @@ async fn resume_with_since_loses_and_repeats_nothing() {
         let mut stale = served.ws("r", "since=0000000000000001:5", None).await;
         stale.text().await;
         assert_eq!(stale.text().await["type"], "snapshot");
-        served.call(served.request(Method::DELETE, "/api/terminals/r")).await;
+        served
+            .call(served.request(Method::DELETE, "/api/terminals/r"))
+            .await;
     })
     .await;
 }
@@ -167,7 +186,9 @@ async fn read_only_viewers_never_reach_the_pane() {
         let mut viewer = served.ws("ro", "read_only=true", None).await;
         assert_eq!(viewer.text().await["read_only"], true);
         viewer.input(b"echo not-$((1+2))\r").await;
-        viewer.send_text(r#"{"type":"resize","cols":50,"rows":10}"#).await;
+        viewer
+            .send_text(r#"{"type":"resize","cols":50,"rows":10}"#)
+            .await;
         let mut writer = served.ws("ro", "", None).await;
         writer.text().await;
         writer.input(b"echo yes-$((2+2))\r").await;
@@ -176,7 +197,9 @@ async fn read_only_viewers_never_reach_the_pane() {
         let (_, screen) = served.get("/api/terminals/ro/screen").await;
         assert!(!screen.to_string().contains("not-3"), "{screen}");
         assert_ne!(screen["cols"], 50);
-        served.call(served.request(Method::DELETE, "/api/terminals/ro")).await;
+        served
+            .call(served.request(Method::DELETE, "/api/terminals/ro"))
+            .await;
     })
     .await;
 }
@@ -194,32 +217,51 @@ async fn bad_input_is_answered_and_bounded() {
 
         let mut ws = served.ws("b", "", None).await;
         ws.text().await;
-        ws.input(&vec![b'x'; 10 << 20]).await;
+        // The server may close before the client finished writing.
+        let _ = ws.try_input(&vec![b'x'; 10 << 20]).await;
         let code = ws.close_code().await;
-        assert!(code == 1009 || code == 1006, "a 10 MiB frame closed with {code}");
+        assert!(
+            code == 1009 || code == 1006,
+            "a 10 MiB frame closed with {code}"
+        );
 
-        for _ in 0..1000 {
-            let ws = served.ws("b", "", None).await;
-            ws.close().await;
+        // 1000 viewers come and go, 25 at a time.
+        let started = std::time::Instant::now();
+        for _ in 0..40 {
+            futures_util::future::join_all((0..25).map(|_| async {
+                let ws = served.ws("b", "", None).await;
+                ws.close().await;
+            }))
+            .await;
         }
+        eprintln!("1000 connect/disconnects took {:?}", started.elapsed());
 
+        eprintln!("10 MiB frame and 1000 viewers done");
         // A viewer that never reads while the program floods.
         let _stuck = served.ws("b", "", None).await;
         let mut ws = served.ws("b", "", None).await;
         ws.text().await;
-        ws.input(b"yes | head -c 8000000; echo fl$((0))od-done\r").await;
+        ws.input(b"seq 1 1000000; echo fl$((0))od-done\r").await;
         let mut seen = Received::default();
         seen.until(&mut ws, "fl0od-done").await;
+        eprintln!("flood done after {:?}", started.elapsed());
         let rss = rss_kib(served.pid());
         assert!(rss < 256 * 1024, "server RSS {rss} KiB");
 
+        eprintln!("rss {rss} KiB after {:?}", started.elapsed());
         // The terminal is unharmed.
         let (status, sent) = served
-            .post("/api/terminals/b/send", r#"{"text":"echo ok-$((3*3))","submit":true}"#)
+            .post(
+                "/api/terminals/b/send",
+                r#"{"text":"echo ok-$((3*3))","submit":true}"#,
+            )
             .await;
         assert_eq!(status, 200);
         assert!(sent["output"].as_str().unwrap().contains("ok-9"), "{sent}");
-        served.call(served.request(Method::DELETE, "/api/terminals/b")).await;
+        eprintln!("send done after {:?}", started.elapsed());
+        served
+            .call(served.request(Method::DELETE, "/api/terminals/b"))
+            .await;
     })
     .await;
 }
@@ -242,13 +284,18 @@ async fn pty_transport_says_hello_and_closes_4404_at_the_end() {
         let mut ws = served.ws("p", "transport=pty", None).await;
         let hello = ws.text().await;
         assert_eq!(hello["transport"], "pty");
-        assert!(hello["stream"].is_null() && hello["offset"].is_null(), "{hello}");
+        assert!(
+            hello["stream"].is_null() && hello["offset"].is_null(),
+            "{hello}"
+        );
         ws.input(b"echo pty-$((5*5))\r").await;
         let mut seen = Received::default();
         seen.until(&mut ws, "pty-25").await;
         ws.input(b"exit\r").await;
         assert_eq!(ws.close_code().await, 4404);
-        served.call(served.request(Method::DELETE, "/api/terminals/p")).await;
+        served
+            .call(served.request(Method::DELETE, "/api/terminals/p"))
+            .await;
     })
     .await;
 }
