@@ -3,8 +3,8 @@
 //! addon, vendored at pinned versions by `scripts/vendor-web`). Nothing is
 //! fetched at run time and nothing is read from disk.
 
-use axum::extract::{Path, RawQuery};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Router, routing};
 
@@ -43,9 +43,13 @@ pub fn routes() -> Router<AppState> {
 
 /// The page. Loaded with `?token=`, it also sets the cookie that carries
 /// the token from then on (the page's script then drops it from the URL).
-async fn index(RawQuery(query): RawQuery) -> Response {
+async fn index(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
     let mut response = with_headers(INDEX, "text/html; charset=utf-8");
-    if let Some(token) = query.as_deref().and_then(query_token)
+    let query = query.unwrap_or_default();
+    // Only a token that is valid by itself becomes the cookie (the request
+    // may have been let in by another carrier).
+    if let Some(token) = query_token(&query)
+        && state.auth.authenticate(&HeaderMap::new(), &query).is_some()
         && let Ok(value) = HeaderValue::from_str(&cookie(&token))
     {
         response.headers_mut().insert(header::SET_COOKIE, value);
