@@ -14,7 +14,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -182,18 +182,16 @@ async fn cat_rate(mb: usize) {
         .stdout(Stdio::piped())
         .spawn()
         .expect("run");
-    let mut sink = Vec::with_capacity(1 << 20);
-    let mut out = run.stdout.take().expect("stdout");
-    let mut got = 0;
-    while got < lines * line.len() {
-        sink.clear();
-        let n = (&mut out)
-            .take(1 << 20)
-            .read_to_end(&mut sink)
-            .expect("reading run");
-        assert!(n > 0, "run ended early");
-        got += n;
-    }
+    // Everything `run` prints, to its exit (the pane's bytes, `\n` as `\r\n`).
+    let printed = std::io::copy(
+        &mut run.stdout.take().expect("stdout"),
+        &mut std::io::sink(),
+    )
+    .expect("reading run");
+    assert!(
+        printed as usize >= lines * line.len(),
+        "run printed {printed} bytes"
+    );
     let run_rate = bytes / started.elapsed().as_secs_f64() / 1e6;
     let _ = run.wait();
 
