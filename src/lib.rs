@@ -25,6 +25,7 @@
 //! repository's `docs/architecture.md` explains them):
 //!
 //! ```text
+//!  bridge                `serve`: HTTP routes, WebSocket viewers, the embedded page
 //!  attach                viewers: control fan-out with resume, PTY attach
 //!  registry, fixture     owners, terminals, policy, persistence, I/O; the test preset
 //!  terminal              Terminal::builder(), send, wait, screen, resize, output, kill
@@ -56,6 +57,7 @@ macro_rules! setters {
 }
 
 pub mod attach;
+pub mod bridge;
 pub mod control;
 pub mod error;
 pub mod fixture;

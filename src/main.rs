@@ -50,6 +50,9 @@ enum Command {
     /// Serve the terminals to AI agents over the Model Context Protocol
     /// (JSON-RPC on stdin/stdout; logs on stderr).
     Mcp,
+    /// Serve the owner's terminals on the web: a JSON API, WebSocket viewers
+    /// and a terminal page; prints the URL to open.
+    Serve(cli::serve::ServeArgs),
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -109,6 +112,10 @@ fn main() -> ExitCode {
             cli::terminals::run(global, command, &mut stdout).await
         }),
         Command::Mcp => registry_command(&cli.global, cli::mcp::run),
+        Command::Serve(args) => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::serve::run(global, args, &mut stdout).await
+        }),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(rt) => rt,

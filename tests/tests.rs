@@ -6,6 +6,7 @@ mod support;
 
 mod argv;
 mod attach_cli;
+mod bridge;
 mod cli;
 mod client;
 mod codec_fixtures;

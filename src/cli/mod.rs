@@ -10,6 +10,7 @@
 //! - `decode`: a raw `tmux -C` stream to JSON lines;
 //! - `run`: one command in a private server, output streamed;
 //! - `mcp`: the MCP server over the registry (the library's `mcp`);
+//! - `serve`: the web bridge on one long-lived registry;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
@@ -18,5 +19,6 @@ pub(crate) mod decode;
 pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
+pub(crate) mod serve;
 pub(crate) mod terminals;
 mod verbs;

@@ -92,6 +92,11 @@ pub struct TmuxConfig {
     /// The state directory whose registry uses this backend, stamped on
     /// every server ([`STATE_OPTION`]) so reap only judges its own.
     pub state_dir: Option<PathBuf>,
+    /// When set, every server (and so every terminal's program) starts with
+    /// exactly this environment plus the spawn's own `env`, instead of
+    /// inheriting the engine's: a long-lived server process (the web
+    /// bridge) must not hand its own secrets to the shells it spawns.
+    pub environment: Option<Vec<(OsString, OsString)>>,
 }
 
 impl TmuxConfig {
@@ -108,6 +113,7 @@ impl TmuxConfig {
             output_buffer: 4 << 20,
             reap_grace: Duration::from_secs(60),
             state_dir: None,
+            environment: None,
         }
     }
 
@@ -168,6 +174,14 @@ impl TmuxConfig {
     #[must_use]
     pub fn quiet(mut self, quiet: Duration) -> Self {
         self.quiet = quiet;
+        self
+    }
+
+    /// Starts servers with exactly `vars` (plus each spawn's `env`) instead
+    /// of the engine's environment.
+    #[must_use]
+    pub fn environment(mut self, vars: Vec<(OsString, OsString)>) -> Self {
+        self.environment = Some(vars);
         self
     }
 
@@ -301,6 +315,8 @@ impl TmuxBackend {
             session: SESSION.to_owned(),
             runtime_dir: Some(self.config.runtime_dir.clone()),
             extra_config: marks,
+            server_env: self.config.environment.clone().unwrap_or_default(),
+            clear_env: self.config.environment.is_some(),
             ..ServerOptions::default()
         })
     }

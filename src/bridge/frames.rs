@@ -1,0 +1,277 @@
+//! The WebSocket protocol's grammar, sans IO: the attach query
+//! (`transport=..&read_only=..&since=STREAM:OFFSET&token=..`), the
+//! client's text frames, and the server's text frames. Nothing here touches
+//! a socket; `ws.rs` applies what these functions return.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::attach::{Hello, Resume, StreamId, Transport};
+use crate::registry::TerminalStatus;
+use crate::vocab::{ExitStatus, Size};
+use crate::{Error, Result};
+
+/// WebSocket close codes of the attach protocol.
+pub mod close {
+    /// The client closed; the only code the server never sends first.
+    pub const NORMAL: u16 = 1000;
+    /// The server is shutting down; reconnect later.
+    pub const GOING_AWAY: u16 = 1001;
+    /// A frame larger than the bridge accepts.
+    pub const TOO_BIG: u16 = 1009;
+    /// The bridge failed for a reason of its own (retry may help).
+    pub const INTERNAL: u16 = 1011;
+    /// Malformed query or client frame.
+    pub const BAD_REQUEST: u16 = 4400;
+    /// No token, or a wrong one.
+    pub const UNAUTHORIZED: u16 = 4401;
+    /// The `Origin` is neither the page's own nor an allowed one.
+    pub const FORBIDDEN_ORIGIN: u16 = 4403;
+    /// No such terminal, or it is gone: do not reconnect.
+    pub const GONE: u16 = 4404;
+}
+
+/// The attach query, parsed: everything but the token.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AttachQuery {
+    /// `transport=control|pty` (default control).
+    pub transport: Transport,
+    /// `read_only=true|false` (default false).
+    pub read_only: bool,
+    /// `since=STREAM:OFFSET`: where the client left off.
+    pub since: Option<Resume>,
+}
+
+/// `transport=control&read_only=true&since=00ab..:1234&token=..`: the
+/// token is the authenticator's business and skipped here; an unknown key
+/// or a bad value is an error naming it.
+///
+/// # Errors
+/// `INVALID_INPUT` naming the bad pair.
+pub fn attach_query(query: &str) -> Result<AttachQuery> {
+    let mut parsed = AttachQuery::default();
+    for (key, value) in form_pairs(query) {
+        match key.as_str() {
+            "transport" => parsed.transport = transport(&value)?,
+            "read_only" => parsed.read_only = boolean(&key, &value)?,
+            "since" => parsed.since = Some(since(&value)?),
+            "token" => {}
+            _ => {
+                return Err(Error::InvalidInput(format!(
+                    "unknown query parameter {key:?}"
+                )));
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+/// `control` or `pty`.
+fn transport(value: &str) -> Result<Transport> {
+    match value {
+        "control" => Ok(Transport::Control),
+        "pty" => Ok(Transport::Pty),
+        _ => Err(Error::InvalidInput(format!(
+            "transport {value:?} is not control or pty"
+        ))),
+    }
+}
+
+/// `true` or `false`.
+fn boolean(key: &str, value: &str) -> Result<bool> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::InvalidInput(format!(
+            "{key} {value:?} is not true or false"
+        ))),
+    }
+}
+
+/// `STREAM:OFFSET`, the stream id in hex as the hello gave it.
+fn since(value: &str) -> Result<Resume> {
+    let bad = || Error::InvalidInput(format!("since {value:?} is not STREAM:OFFSET"));
+    let (stream, offset) = value.split_once(':').ok_or_else(bad)?;
+    let stream: StreamId = stream.parse().map_err(|_| bad())?;
+    let offset: u64 = offset.parse().map_err(|_| bad())?;
+    Ok(Resume::new(stream, offset))
+}
+
+/// The `key=value` pairs of a query string, percent-decoded (`+` is a
+/// space, as in forms).
+pub fn form_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(key), percent_decode(value))
+        })
+}
+
+/// Decodes `%XX` and `+`; a malformed escape is kept as written.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => match text
+                .get(i + 1..i + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+            {
+                Some(byte) => {
+                    out.push(byte);
+                    i += 2;
+                }
+                None => out.push(b'%'),
+            },
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A text frame from the client.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientFrame {
+    /// `{"type":"resize","cols":C,"rows":R}`.
+    Resize {
+        /// Columns.
+        cols: u16,
+        /// Rows.
+        rows: u16,
+    },
+}
+
+/// One client text frame.
+///
+/// # Errors
+/// `INVALID_INPUT` carrying serde's complaint and the start of the frame.
+pub fn client_frame(text: &str) -> Result<ClientFrame> {
+    serde_json::from_str(text).map_err(|e| {
+        let shown: String = text.chars().take(80).collect();
+        Error::InvalidInput(format!("frame {shown:?}: {e}"))
+    })
+}
+
+impl ClientFrame {
+    /// The size a resize frame asks for.
+    pub fn size(&self) -> Size {
+        match *self {
+            ClientFrame::Resize { cols, rows } => Size { cols, rows },
+        }
+    }
+}
+
+/// `{"type":"hello",...}`: the first frame of every attach.
+pub fn hello(hello: &Hello) -> Value {
+    json!({
+        "type": "hello",
+        "id": hello.id,
+        "name": hello.name,
+        "transport": match hello.transport {
+            Transport::Control => "control",
+            Transport::Pty => "pty",
+        },
+        "read_only": hello.read_only,
+        "cols": hello.size.cols,
+        "rows": hello.size.rows,
+        "stream": hello.stream.as_ref().map(ToString::to_string),
+        "offset": hello.offset,
+    })
+}
+
+/// `{"type":"snapshot","offset":N}`; the repaint follows as one binary
+/// frame.
+pub fn snapshot(offset: u64) -> Value {
+    json!({"type": "snapshot", "offset": offset})
+}
+
+/// `{"type":"resize","cols":C,"rows":R}`.
+pub fn resize(size: Size) -> Value {
+    json!({"type": "resize", "cols": size.cols, "rows": size.rows})
+}
+
+/// `{"type":"exit","status":{..}}`, the status as a snapshot shows it.
+pub fn exit(status: ExitStatus) -> Value {
+    json!({"type": "exit", "status": TerminalStatus::Exited { exit: status }})
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries() {
+        let ok = [
+            ("", AttachQuery::default()),
+            ("token=abc", AttachQuery::default()),
+            (
+                "transport=pty&read_only=true",
+                AttachQuery {
+                    transport: Transport::Pty,
+                    read_only: true,
+                    since: None,
+                },
+            ),
+            (
+                "since=00000000000000ff%3A42",
+                AttachQuery {
+                    since: Some(Resume::new(StreamId::from_raw(255), 42)),
+                    ..AttachQuery::default()
+                },
+            ),
+        ];
+        for (query, want) in ok {
+            assert_eq!(attach_query(query).unwrap(), want, "{query}");
+        }
+        for bad in [
+            "transport=ssh",
+            "read_only=yes",
+            "since=42",
+            "since=zz:1",
+            "since=ff:-1",
+            "colour=red",
+        ] {
+            let error = attach_query(bad).unwrap_err();
+            assert_eq!(error.code(), "INVALID_INPUT", "{bad}");
+        }
+    }
+
+    #[test]
+    fn percent_decoding() {
+        for (raw, want) in [
+            ("a%20b", "a b"),
+            ("a+b", "a b"),
+            ("%zz", "%zz"),
+            ("%4", "%4"),
+        ] {
+            assert_eq!(percent_decode(raw), want);
+        }
+    }
+
+    #[test]
+    fn client_frames() {
+        assert_eq!(
+            client_frame(r#"{"type":"resize","cols":100,"rows":30}"#).unwrap(),
+            ClientFrame::Resize {
+                cols: 100,
+                rows: 30
+            }
+        );
+        for bad in [
+            "{",
+            r#"{"type":"resize","cols":"x","rows":1}"#,
+            r#"{"type":"resize","cols":70000,"rows":1}"#,
+            r#"{"type":"paste"}"#,
+            r#"{"type":"resize","cols":1,"rows":1,"extra":1}"#,
+        ] {
+            assert_eq!(client_frame(bad).unwrap_err().code(), "INVALID_INPUT");
+        }
+    }
+}

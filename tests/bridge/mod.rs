@@ -1,0 +1,282 @@
+//! `tmux-engine serve` as a user runs it: the binary on a free loopback
+//! port with its own state and runtime directories, driven over HTTP and
+//! WebSockets (and a real browser in `browser.rs`).
+#![allow(clippy::unwrap_used)]
+
+mod browser;
+mod routes;
+mod ws;
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{Message, http::HeaderValue};
+
+use crate::cli::Cli;
+
+/// How long any one wait in these tests may take.
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
+
+/// A running `serve`, killed on drop (then its terminals, by the [`Cli`]).
+pub(crate) struct Served {
+    child: Child,
+    pub(crate) cli: Cli,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) base: String,
+    /// The token it printed (empty with `--token-file` or `--no-auth`).
+    pub(crate) token: String,
+    http: reqwest::Client,
+}
+
+impl Served {
+    /// `serve --listen 127.0.0.1:0 ARGS...`, once it printed its URL.
+    pub(crate) async fn start(args: &[&str]) -> Served {
+        Served::start_with(Cli::new(), args, &[]).await
+    }
+
+    /// As [`start`](Served::start) on `cli`'s directories, with extra
+    /// environment variables.
+    pub(crate) async fn start_with(cli: Cli, args: &[&str], env: &[(&str, &str)]) -> Served {
+        let mut argv = vec!["serve", "--listen", "127.0.0.1:0"];
+        argv.extend_from_slice(args);
+        let mut command = tokio::process::Command::from(cli.command(&argv));
+        command
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        tokio::time::timeout(WAIT, BufReader::new(stdout).read_line(&mut line))
+            .await
+            .expect("serve printed no URL")
+            .unwrap();
+        let url = line.trim();
+        let (base, token) = url
+            .split_once("/?token=")
+            .unwrap_or((url.trim_end_matches('/'), ""));
+        assert!(base.starts_with("http://127.0.0.1:"), "printed {url:?}");
+        Served {
+            child,
+            cli,
+            base: base.to_owned(),
+            token: token.to_owned(),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The server's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
+    /// A request to `path` with the token as Bearer.
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token)
+    }
+
+    /// Sends and returns the status and JSON body.
+    pub(crate) async fn call(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, body)
+    }
+
+    /// `GET path` with the token.
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(self.request(reqwest::Method::GET, path)).await
+    }
+
+    /// `POST path` with a raw body and the token.
+    pub(crate) async fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        self.call(
+            self.request(reqwest::Method::POST, path)
+                .body(body.to_owned()),
+        )
+        .await
+    }
+
+    /// Spawns a terminal from a JSON body; panics unless 201.
+    pub(crate) async fn spawn(&self, body: &str) -> Value {
+        let (status, snapshot) = self.post("/api/terminals", body).await;
+        assert_eq!(status, 201, "{snapshot}");
+        snapshot
+    }
+
+    /// The WebSocket URL of `target` with `query` (the token is added
+    /// unless the query names one).
+    pub(crate) fn ws_url(&self, target: &str, query: &str) -> String {
+        let host = self.base.trim_start_matches("http://");
+        let mut query = query.to_owned();
+        if !query.contains("token=") {
+            query = format!("token={}&{query}", self.token);
+        }
+        format!("ws://{host}/api/terminals/{target}/attach?{query}")
+    }
+
+    /// Connects a WebSocket, with an `Origin` header when given.
+    pub(crate) async fn ws(&self, target: &str, query: &str, origin: Option<&str>) -> Ws {
+        let mut request = self.ws_url(target, query).into_client_request().unwrap();
+        if let Some(origin) = origin {
+            request
+                .headers_mut()
+                .insert("origin", HeaderValue::from_str(origin).unwrap());
+        }
+        let (socket, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
+            .await
+            .unwrap()
+            .unwrap();
+        Ws { socket }
+    }
+
+    /// SIGTERM, then the exit status.
+    pub(crate) async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = rustix::process::Pid::from_raw(i32::try_from(self.pid()).unwrap()).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .unwrap()
+            .unwrap()
+    }
+}
+
+/// One frame as the tests see it.
+#[derive(Debug)]
+pub(crate) enum Frame {
+    Text(Value),
+    Binary(Vec<u8>),
+    /// The close code (1005 when none was given).
+    Close(u16),
+}
+
+/// A client WebSocket.
+pub(crate) struct Ws {
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+impl Ws {
+    /// The next text, binary or close frame (pings skipped).
+    pub(crate) async fn next(&mut self) -> Frame {
+        loop {
+            let message = tokio::time::timeout(WAIT, self.socket.next())
+                .await
+                .expect("no frame in time");
+            match message {
+                Some(Ok(Message::Text(text))) => {
+                    return Frame::Text(serde_json::from_str(&text).unwrap());
+                }
+                Some(Ok(Message::Binary(bytes))) => return Frame::Binary(bytes.to_vec()),
+                Some(Ok(Message::Close(frame))) => {
+                    return Frame::Close(frame.map_or(1005, |f| u16::from(f.code)));
+                }
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => return Frame::Close(1006),
+            }
+        }
+    }
+
+    /// The next frame, which must be a text frame.
+    pub(crate) async fn text(&mut self) -> Value {
+        match self.next().await {
+            Frame::Text(value) => value,
+            other => panic!("expected a text frame, got {other:?}"),
+        }
+    }
+
+    /// The close code, skipping whatever comes before it.
+    pub(crate) async fn close_code(&mut self) -> u16 {
+        loop {
+            if let Frame::Close(code) = self.next().await {
+                return code;
+            }
+        }
+    }
+
+    /// Sends input bytes.
+    pub(crate) async fn input(&mut self, bytes: &[u8]) {
+        self.socket
+            .send(Message::Binary(bytes.to_vec().into()))
+            .await
+            .unwrap();
+    }
+
+    /// Sends input bytes; `false` when the server already closed.
+    pub(crate) async fn try_input(&mut self, bytes: &[u8]) -> bool {
+        self.socket
+            .send(Message::Binary(bytes.to_vec().into()))
+            .await
+            .is_ok()
+    }
+
+    /// Sends a text frame.
+    pub(crate) async fn send_text(&mut self, text: &str) {
+        self.socket.send(Message::Text(text.into())).await.unwrap();
+    }
+
+    /// Closes from the client side (1000).
+    pub(crate) async fn close(mut self) {
+        let _ = self.socket.close(None).await;
+    }
+}
+
+/// Bytes a viewer received, by stream offset: what resume tests compare.
+#[derive(Debug, Default)]
+pub(crate) struct Received {
+    /// Offset of the next byte expected.
+    pub(crate) offset: u64,
+    /// Every live byte since the last snapshot.
+    pub(crate) bytes: Vec<u8>,
+    /// Offset of `bytes[0]`.
+    pub(crate) start: u64,
+    /// The last snapshot's repaint.
+    pub(crate) repaint: Vec<u8>,
+}
+
+impl Received {
+    /// Reads frames until `needle` shows in the live bytes or the last
+    /// repaint (a lagging viewer may see it only there); a snapshot
+    /// restarts the record at its offset.
+    pub(crate) async fn until(&mut self, ws: &mut Ws, needle: &str) {
+        let contains = |bytes: &[u8]| bytes.windows(needle.len()).any(|w| w == needle.as_bytes());
+        // Only the new bytes (and a needle's length before them) are
+        // searched: a flood must not cost quadratic time.
+        let mut searched = 0;
+        let mut snapshot_next = false;
+        loop {
+            let from = searched.min(self.bytes.len()).saturating_sub(needle.len());
+            if contains(&self.bytes[from..]) || contains(&self.repaint) {
+                return;
+            }
+            searched = self.bytes.len();
+            match ws.next().await {
+                Frame::Text(value) if value["type"] == "snapshot" => {
+                    self.offset = value["offset"].as_u64().unwrap();
+                    self.start = self.offset;
+                    self.bytes.clear();
+                    searched = 0;
+                    snapshot_next = true;
+                }
+                Frame::Text(_) => {}
+                Frame::Binary(bytes) if snapshot_next => {
+                    snapshot_next = false;
+                    self.repaint = bytes;
+                }
+                Frame::Binary(bytes) => {
+                    self.offset += bytes.len() as u64;
+                    self.bytes.extend_from_slice(&bytes);
+                }
+                Frame::Close(code) => panic!("closed with {code} before {needle:?}"),
+            }
+        }
+    }
+}
