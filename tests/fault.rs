@@ -5,9 +5,13 @@
 //! record without a server unless reported, no leaked process) and ends
 //! with nothing running.
 //!
-//! Part of `cargo test` (the three take 15-25 s together on the shared
-//! 2-core machine); `cargo test fault` runs them alone. Random choices come
-//! from a seed printed on stderr; `TMUX_ENGINE_FAULT_SEED=N` replays one.
+//! `#[ignore]`d in a plain `cargo test`: they take 15-25 s together on the
+//! shared 2-core machine, and their load (ten CLIs at once, fifty spawns)
+//! beside the other live tests made a flow-control test of `client.rs` see
+//! tmux pause its pane twice. `scripts/check` (and so CI) runs them right
+//! after, on their own: `cargo test -- --ignored fault`. Random choices
+//! come from a seed printed on stderr; `TMUX_ENGINE_FAULT_SEED=N` replays
+//! one.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, HashSet};
@@ -220,6 +224,7 @@ fn mark_of(cli: &Cli) -> String {
 }
 
 #[test]
+#[ignore = "fault suite: scripts/check runs it with `cargo test -- --ignored fault`"]
 fn fault_sigkilled_spawning_engines_leave_no_orphan() {
     let cli = Cli::new();
     let mark = mark_of(&cli);
@@ -325,6 +330,7 @@ fn await_file(path: &Path) {
 }
 
 #[test]
+#[ignore = "fault suite: scripts/check runs it with `cargo test -- --ignored fault`"]
 fn fault_sigkilled_servers_fail_sends_with_a_typed_error() {
     let cli = Cli::new();
     let mark = mark_of(&cli);
@@ -503,6 +509,7 @@ fn racer(cli: &Cli, racer: u64, seed: u64, env: &str) -> Seen {
 }
 
 #[test]
+#[ignore = "fault suite: scripts/check runs it with `cargo test -- --ignored fault`"]
 fn fault_concurrent_clis_keep_every_invariant() {
     let cli = Cli::new();
     let mark = mark_of(&cli);

@@ -103,18 +103,7 @@ impl Registry {
             return Ok(ScanReport::default());
         };
         let _scan = self.inner.scan.lock().await;
-        // Records this process holds are not read again: a scan only adopts
-        // new ones and drops vanished ones, for which a listing suffices.
-        let known: HashSet<TerminalId> = {
-            let state = self.inner.lock();
-            state
-                .entries
-                .keys()
-                .cloned()
-                .chain(state.pending.values().map(|pending| pending.id.clone()))
-                .collect()
-        };
-        let loaded = blocking(move || store.load_except(&known)).await?;
+        let loaded = blocking(move || store.load_all()).await?;
         // An unreadable record's terminal has not vanished: keep it.
         let on_disk: HashSet<TerminalId> = loaded.claimed_ids().into_iter().collect();
         self.inner.lock().corrupt.clone_from(&loaded.corrupt);
@@ -151,20 +140,22 @@ impl Registry {
         join_all(released.iter().map(|terminal| terminal.shutdown())).await;
         // A cheap check where the backend has one: the terminal is adopted
         // only when a command needs it (see `Backend::check`). Several at
-        // once: a check may wait on tmux (an exited pane's status).
-        // Owned futures, collected before the first await: a closure or a
-        // borrow held across it trips the compiler's `Send` inference in
-        // callers that spawn this future.
+        // once, each a task of its own: a check may wait on tmux (an exited
+        // pane's status), and its `/proc` reads then run on every worker
+        // thread. Owned futures, collected before the first await: a
+        // closure or a borrow held across it trips the compiler's `Send`
+        // inference in callers that spawn this future.
         let checks: Vec<_> = unknown
             .iter()
             .map(|record| {
-                let backend = self.inner.lock().backend(&record.spec.kind);
+                let backend = self.inner.lock().backend(&record.spec.kind).ok();
                 let record = record.clone();
                 async move {
-                    match backend {
-                        Ok(backend) => backend.check(&record).await,
-                        Err(_) => None,
-                    }
+                    let backend = backend?;
+                    tokio::spawn(async move { backend.check(&record).await })
+                        .await
+                        .ok()
+                        .flatten()
                 }
             })
             .collect();

@@ -117,9 +117,6 @@ pub struct LoadedRecords {
     /// Files that could not be read (an I/O error): left in place. While
     /// any is listed, the load is incomplete and nothing may be reaped.
     pub unreadable: Vec<CorruptRecord>,
-    /// Records present but not read, because the caller said it knows
-    /// them already (see [`StateDir::load_except`]).
-    pub known: Vec<TerminalId>,
 }
 
 impl LoadedRecords {
@@ -129,7 +126,6 @@ impl LoadedRecords {
         self.records
             .iter()
             .map(|record| record.id.clone())
-            .chain(self.known.iter().cloned())
             .chain(
                 self.corrupt
                     .iter()
@@ -266,22 +262,6 @@ impl StateDir {
     ///
     /// [`Error::Io`] only when the directory itself cannot be listed.
     pub fn load_all(&self) -> Result<LoadedRecords> {
-        self.load_except(&std::collections::HashSet::new())
-    }
-
-    /// [`load_all`](Self::load_all), except that the records of `known`
-    /// ids are not read, only listed in [`LoadedRecords::known`]: a
-    /// rescan by a process that has them already reads only what is new
-    /// (a CLI's `list` rescans right after opening the registry; parsing
-    /// every record twice was a third of its time over 300 terminals).
-    ///
-    /// # Errors
-    ///
-    /// As [`load_all`](Self::load_all).
-    pub fn load_except(
-        &self,
-        known: &std::collections::HashSet<TerminalId>,
-    ) -> Result<LoadedRecords> {
         let entries = fs::read_dir(&self.terminals).map_err(|error| {
             Error::io(
                 format!("listing state directory {}", self.terminals.display()),
@@ -302,20 +282,17 @@ impl StateDir {
                 }
             };
             match classify(&path) {
-                FileKind::Record(stem) => match TerminalId::parse(stem) {
-                    Ok(id) if known.contains(&id) => loaded.known.push(id),
-                    _ => match read_record(&path, stem) {
-                        Ok(record) => loaded.records.push(record),
-                        Err(Unusable::Unreadable(error)) => loaded.unreadable.push(CorruptRecord {
-                            id: TerminalId::parse(stem).ok(),
-                            path,
-                            error,
-                        }),
-                        Err(Unusable::Corrupt(error)) => {
-                            let id = TerminalId::parse(stem).ok();
-                            loaded.corrupt.push(set_aside(path, id, error));
-                        }
-                    },
+                FileKind::Record(stem) => match read_record(&path, stem) {
+                    Ok(record) => loaded.records.push(record),
+                    Err(Unusable::Unreadable(error)) => loaded.unreadable.push(CorruptRecord {
+                        id: TerminalId::parse(stem).ok(),
+                        path,
+                        error,
+                    }),
+                    Err(Unusable::Corrupt(error)) => {
+                        let id = TerminalId::parse(stem).ok();
+                        loaded.corrupt.push(set_aside(path, id, error));
+                    }
                 },
                 FileKind::SetAside(stem) => {
                     let error = match read_record(&path, stem) {

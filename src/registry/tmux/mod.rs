@@ -527,8 +527,8 @@ fn recorded_dir(record: &TerminalRecord) -> Option<&str> {
 }
 
 impl TmuxBackend {
-    /// The cheap status of a recorded terminal: a socket connect, the pane
-    /// process's pid and start time, and a one-shot `list-panes` only when
+    /// The cheap status of a recorded terminal: the server process's pid
+    /// and start time (else a socket connect), the pane process's, and a one-shot `list-panes` only when
     /// that process is gone while the server listens (to read its exit).
     async fn check_record(&self, record: &TerminalRecord) -> RecordCheck {
         let gone = |reason: &str| RecordCheck {
@@ -541,10 +541,17 @@ impl TmuxBackend {
             return gone("the record names no server directory");
         };
         let handle = ServerHandle::open(Arc::clone(&self.tmux), dir, SESSION);
-        match reap::occupant(handle.socket()) {
-            reap::Occupant::Nothing => return gone("server gone"),
-            // Unknown is not dead: say running, let a probe tell.
-            reap::Occupant::Unknown(_) | reap::Occupant::Listening => {}
+        // The recorded server process alive (pid and start time) proves the
+        // server without touching its socket: a `/proc` read instead of a
+        // connect that wakes the server, which over 300 terminals was most
+        // of `list`'s time. Otherwise the socket tells.
+        let server = recorded_process(record, "server_pid", "server_start");
+        if !(server.start_time.is_some() && process::is_alive(server)) {
+            match reap::occupant(handle.socket()) {
+                reap::Occupant::Nothing => return gone("server gone"),
+                // Unknown is not dead: say running, let a probe tell.
+                reap::Occupant::Unknown(_) | reap::Occupant::Listening => {}
+            }
         }
         let pane = recorded_process(record, "pane_pid", "pane_start");
         let running = RecordCheck {
