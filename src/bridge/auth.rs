@@ -248,7 +248,7 @@ mod tests {
             "aaaaaaaaaaaaaaaa",
             "short alice",
             "aaaaaaaaaaaaaaaa alice admin",
-            "aaaaaaaaaaaaaaaa al/ice",
+            "aaaaaaaaaaaaaaaa \u{7}",
             "aaaaaaaaaaaaaaaa alice\naaaaaaaaaaaaaaaa bob",
         ] {
             assert_eq!(
