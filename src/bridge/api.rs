@@ -26,10 +26,6 @@ use super::frames::form_pairs;
 use crate::Error;
 use crate::registry::{ReadRequest, RestartPolicy, SendRequest, Signal, SpawnSpec, WaitFor};
 
-/// Runs a lone program exactly: tmux would hand one word to `sh -c`, and a
-/// spawn request's `command` is argv, never shell text.
-const ENV: &str = "/usr/bin/env";
-
 /// An error answer: `{"error":{"code","message"}}` with its status.
 #[derive(Debug)]
 pub struct ApiError {
@@ -192,10 +188,10 @@ impl SpawnBody {
                 ));
             }
         }
-        match self.command.unwrap_or_default().as_slice() {
-            [] => {}
-            [one] => spec = spec.command([ENV, one.as_str()]),
-            words => spec = spec.command(words.iter().cloned()),
+        // argv, never shell text: the registry executes the words exactly,
+        // one word included (`tmux::options::exec_words`).
+        if let Some(words) = self.command.filter(|words| !words.is_empty()) {
+            spec = spec.command(words);
         }
         spec.validate()?;
         Ok(spec)
