@@ -219,6 +219,17 @@ async fn the_page_runs_a_terminal_and_resumes_after_a_drop() {
                 "document.activeElement.classList.contains('xterm-helper-textarea')",
             )
             .await;
+        // Typed only once the shell drew its prompt: text typed ahead is
+        // echoed before the prompt, which then shares a row with the output.
+        browser
+            .until(
+                "the shell's prompt",
+                "(() => { const b = tmuxEngine.term.buffer.active;\
+                 for (let i = 0; i < b.length; i++)\
+                 if (b.getLine(i).translateToString(true).trim() !== '') return true;\
+                 return false; })()",
+            )
+            .await;
         browser.type_line("echo $((6*7))").await;
         let deadline = tokio::time::Instant::now() + WAIT;
         while count(&browser.lines().await, "42") != 1 {
