@@ -25,6 +25,7 @@
 
 pub(crate) mod handshake;
 mod reader;
+mod stream;
 
 pub use handshake::{HandshakeLock, hold_handshake_lock};
 
@@ -51,6 +52,7 @@ use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
 
 pub use super::subscribe::{Delivery, PaneEvent};
+pub use stream::PaneStream;
 
 /// Tunables of a control client. `Default` gives sane values; change one
 /// with its setter: `ClientOptions::default().pause_after(None)`.
@@ -674,72 +676,6 @@ async fn write_lines(
         }
     }
     // Dropping stdin is EOF: tmux detaches the client and prints `%exit`.
-}
-
-/// One pane's output stream. Dropping it unsubscribes.
-pub struct PaneStream {
-    pane: PaneId,
-    id: u64,
-    rx: mpsc::Receiver<PaneEvent>,
-    shared: Arc<Shared>,
-}
-
-impl PaneStream {
-    fn new(shared: &Arc<Shared>, pane: PaneId, opts: SubscribeOptions) -> PaneStream {
-        let (tx, rx) = mpsc::channel(shared.opts.subscriber_capacity.max(2));
-        let mut state = shared.lock();
-        let id = state.routes.add(pane, tx, opts);
-        if opts.snapshot_first && state.closed.is_none() {
-            shared.resync_locked(&mut state, pane, id);
-        }
-        drop(state);
-        PaneStream {
-            pane,
-            id,
-            rx,
-            shared: shared.clone(),
-        }
-    }
-
-    /// The next event if one is queued, without waiting.
-    pub fn try_recv(&mut self) -> Option<PaneEvent> {
-        self.rx.try_recv().ok()
-    }
-
-    /// The next event; `None` once the connection closed (see
-    /// [`PaneStream::close_reason`]).
-    pub async fn recv(&mut self) -> Option<PaneEvent> {
-        self.rx.recv().await
-    }
-
-    /// The pane this stream follows.
-    pub fn pane(&self) -> PaneId {
-        self.pane
-    }
-
-    /// Why the stream ended, once it has.
-    pub fn close_reason(&self) -> Option<String> {
-        self.shared.closed.borrow().clone()
-    }
-}
-
-impl Drop for PaneStream {
-    fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        if state.routes.remove(self.pane, self.id) && state.closed.is_none() {
-            self.shared
-                .pane_switch_locked(&mut state, self.pane, "continue");
-        }
-    }
-}
-
-impl std::fmt::Debug for PaneStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PaneStream")
-            .field("pane", &self.pane)
-            .field("id", &self.id)
-            .finish_non_exhaustive()
-    }
 }
 
 impl std::fmt::Debug for ControlClient {
