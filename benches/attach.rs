@@ -37,7 +37,7 @@ use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig, SpawnSpec};
 use tmux_engine::tmux::command::send_keys_hex;
 use tmux_engine::tmux::procfs;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 use common::{env_or, make_payload, median, ms, rss_kib};
@@ -395,16 +395,7 @@ async fn echo(dir: &Path, rounds: usize) {
         assert!(status.success(), "tmux {args:?}");
     };
     tmux(&["new-session", "-d", "-x", "80", "-y", "24", "cat"]);
-    let mut child = tokio::process::Command::new("tmux")
-        .args(["-S", socket, "-C", "attach"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (_child, mut stdin, mut lines) = common::raw_control_client(socket);
     let mut raw = Vec::new();
     for round in 0..=rounds {
         let typed = if round == 0 {

@@ -200,16 +200,7 @@ async fn send_echo(dir: &Path, rounds: usize) {
         "/bin/sh",
     ])
     .await;
-    let mut child = tokio::process::Command::new("tmux")
-        .args(["-S", socket, "-C", "attach"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (_child, mut stdin, mut lines) = common::raw_control_client(socket);
     // Let the shell print its prompt first.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut raw = Vec::new();

@@ -67,3 +67,30 @@ pub fn make_payload(path: &std::path::Path, mb: usize) -> (usize, usize) {
     }
     (n * line.len(), n)
 }
+
+/// The lines of a raw control client's stdout.
+pub type RawLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+
+/// A raw `tmux -S SOCKET -C attach`, no engine in between: the baseline
+/// reader the latency benches compare the engine against. Its stdin takes
+/// commands, its stdout's lines are the control-mode stream; it is killed
+/// when the child is dropped.
+///
+/// # Panics
+/// When tmux cannot be spawned.
+pub fn raw_control_client(
+    socket: &str,
+) -> (tokio::process::Child, tokio::process::ChildStdin, RawLines) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new("tmux")
+        .args(["-S", socket, "-C", "attach"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawning tmux -C attach");
+    let stdin = child.stdin.take().expect("stdin is piped");
+    let lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+    (child, stdin, lines)
+}
