@@ -27,14 +27,13 @@ mod common;
 use std::io::Read;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tmux_engine::attach::{AttachOptions, Attacher, Transport, Viewer, ViewerEvent};
 use tmux_engine::control::PaneId;
-use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
-use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig, SpawnSpec};
+use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::{OwnerId, Registry, SpawnSpec};
 use tmux_engine::tmux::command::send_keys_hex;
 use tmux_engine::tmux::procfs;
 use tokio::io::AsyncWriteExt;
@@ -52,16 +51,11 @@ fn cpu_secs(pid: u32) -> f64 {
     procfs::stat(pid).map_or(0.0, |s| (s.utime + s.stime) as f64 / 100.0)
 }
 
+/// A registry on `dir`'s state directory with the pinned `/bin/sh`,
+/// through the library's own one-line opener.
 async fn open(dir: &Path) -> Registry {
     let config = TmuxConfig::new(dir.join("rt")).shell("/bin/sh");
-    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::new(config).unwrap());
-    Registry::open(
-        RegistryConfig::default().state_dir(dir.join("state")),
-        [backend],
-    )
-    .await
-    .unwrap()
-    .0
+    open_registry(dir.join("state"), config).await.unwrap().0
 }
 
 /// The baseline: `tmux-engine run -- cat FILE`, its output read and

@@ -18,14 +18,11 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tmux_engine::control::PaneId;
-use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
-use tmux_engine::registry::{
-    Backend, OwnerId, ReadRequest, Registry, RegistryConfig, SendRequest, SpawnSpec, WaitFor,
-};
+use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::{OwnerId, ReadRequest, Registry, SendRequest, SpawnSpec, WaitFor};
 use tmux_engine::tmux::command::send_keys_hex;
 use tmux_engine::tmux::process;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -33,16 +30,11 @@ use tokio_util::sync::CancellationToken;
 
 use common::{env_or, median, ms, raw_session_args, rss_kib};
 
+/// A registry on `dir`'s state directory with the pinned `/bin/sh`,
+/// through the library's own one-line opener.
 async fn open(dir: &Path) -> Registry {
     let config = TmuxConfig::new(dir.join("rt")).shell("/bin/sh");
-    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::new(config).unwrap());
-    Registry::open(
-        RegistryConfig::default().state_dir(dir.join("state")),
-        [backend],
-    )
-    .await
-    .unwrap()
-    .0
+    open_registry(dir.join("state"), config).await.unwrap().0
 }
 
 async fn raw_tmux(args: &[&str]) {
