@@ -22,6 +22,7 @@ mod page;
 mod ws;
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +49,9 @@ pub const MAX_BODY: usize = 1 << 20;
 /// and for viewers to take their close frame.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// How often WebSocket viewers are pinged unless configured otherwise.
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(20);
+
 /// How a [`Bridge`] authenticates and what it keeps for resumes.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -58,6 +62,22 @@ pub struct BridgeConfig {
     pub allow_origins: Vec<String>,
     /// Bytes of output each terminal keeps for resuming viewers.
     pub replay_bytes: usize,
+    /// Host names (`NAME` or `NAME:PORT`) a request's `Host` may name
+    /// besides the listen address and, on loopback, the loopback names.
+    pub allow_hosts: Vec<String>,
+    /// The TCP address the bridge listens on: its port and whether it is
+    /// loopback decide which `Host` values are the bridge's own. `None` on
+    /// a Unix socket (only [`allow_hosts`](BridgeConfig::allow_hosts)).
+    pub listen: Option<SocketAddr>,
+    /// The page is served over `https` (TLS here or at a proxy): its own
+    /// origin has that scheme and the cookie is `Secure`.
+    pub https: bool,
+    /// The path prefix the bridge is mounted under: empty, or `/prefix`
+    /// without a trailing slash.
+    pub base_path: String,
+    /// How often a WebSocket viewer is pinged; one that stops answering is
+    /// closed.
+    pub ping_interval: Duration,
 }
 
 impl BridgeConfig {
@@ -67,7 +87,47 @@ impl BridgeConfig {
             auth,
             allow_origins: Vec::new(),
             replay_bytes: AttacherConfig::default().ring_bytes,
+            allow_hosts: Vec::new(),
+            listen: None,
+            https: false,
+            base_path: String::new(),
+            ping_interval: DEFAULT_PING_INTERVAL,
         }
+    }
+
+    /// Lets requests name `host` (`NAME` or `NAME:PORT`) in `Host`.
+    #[must_use]
+    pub fn allow_host(mut self, host: impl Into<String>) -> BridgeConfig {
+        self.allow_hosts.push(host.into());
+        self
+    }
+
+    /// Records the TCP address the bridge listens on.
+    #[must_use]
+    pub fn listening_on(mut self, addr: SocketAddr) -> BridgeConfig {
+        self.listen = Some(addr);
+        self
+    }
+
+    /// Marks the page as served over `https`.
+    #[must_use]
+    pub fn https(mut self, https: bool) -> BridgeConfig {
+        self.https = https;
+        self
+    }
+
+    /// Mounts the bridge under `prefix` (`/prefix`).
+    #[must_use]
+    pub fn base_path(mut self, prefix: impl Into<String>) -> BridgeConfig {
+        self.base_path = prefix.into();
+        self
+    }
+
+    /// Sets the WebSocket ping interval.
+    #[must_use]
+    pub fn ping_interval(mut self, interval: Duration) -> BridgeConfig {
+        self.ping_interval = interval;
+        self
     }
 
     /// Allows WebSocket upgrades from `origin` too.
@@ -92,6 +152,8 @@ pub(crate) struct AppState {
     attacher: Attacher,
     auth: Arc<Auth>,
     allow_origins: Arc<Vec<String>>,
+    /// The whole configuration (hosts, scheme, base path, pings).
+    config: Arc<BridgeConfig>,
     /// Cancelled when the bridge shuts down: sessions close with 1001.
     shutdown: CancellationToken,
     /// The WebSocket sessions, awaited at shutdown.
@@ -122,8 +184,9 @@ impl Bridge {
             state: AppState {
                 registry,
                 attacher,
-                auth: Arc::new(config.auth),
-                allow_origins: Arc::new(config.allow_origins),
+                auth: Arc::new(config.auth.clone()),
+                allow_origins: Arc::new(config.allow_origins.clone()),
+                config: Arc::new(config),
                 shutdown: CancellationToken::new(),
                 sessions: TaskTracker::new(),
             },
