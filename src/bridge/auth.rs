@@ -156,12 +156,17 @@ impl Auth {
     /// The principal a request acts as, from its headers and query, or
     /// `None` (answer 401 / close 4401).
     pub fn authenticate(&self, headers: &HeaderMap, query: &str) -> Option<Principal> {
-        self.identify(headers, query).map(|(principal, _)| principal)
+        self.identify(headers, query)
+            .map(|(principal, _)| principal)
     }
 
     /// As [`authenticate`](Auth::authenticate), with the carrier the
     /// token came in (`None` under [`Auth::Open`]).
-    pub fn identify(&self, headers: &HeaderMap, query: &str) -> Option<(Principal, Option<Carrier>)> {
+    pub fn identify(
+        &self,
+        headers: &HeaderMap,
+        query: &str,
+    ) -> Option<(Principal, Option<Carrier>)> {
         match self {
             Auth::Open(principal) => Some((principal.clone(), None)),
             Auth::Tokens(tokens) => {
@@ -314,13 +319,22 @@ mod tests {
             let mut headers = HeaderMap::new();
             headers.insert(COOKIE, HeaderValue::from_static(cookies));
             let (principal, carrier) = auth.identify(&headers, "").unwrap();
-            assert_eq!((principal.owner, carrier), (owner("alice"), Some(Carrier::Cookie)));
-            assert_eq!(auth.cookie_principal(&headers).unwrap().owner, owner("alice"));
+            assert_eq!(
+                (principal.owner, carrier),
+                (owner("alice"), Some(Carrier::Cookie))
+            );
+            assert_eq!(
+                auth.cookie_principal(&headers).unwrap().owner,
+                owner("alice")
+            );
         }
         let mut junk = HeaderMap::new();
         junk.append(COOKIE, HeaderValue::from_static("tmux_engine_token=junk"));
         assert_eq!(auth.authenticate(&junk, ""), None);
-        junk.append(COOKIE, HeaderValue::from_static("tmux_engine_token=aaaaaaaaaaaaaaaa"));
+        junk.append(
+            COOKIE,
+            HeaderValue::from_static("tmux_engine_token=aaaaaaaaaaaaaaaa"),
+        );
         assert!(auth.authenticate(&junk, "").is_some(), "two Cookie headers");
     }
 

@@ -57,7 +57,9 @@ impl Authority {
         let port = match port {
             None => None,
             Some(digits) => {
-                if digits.is_empty() || digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit())
+                if digits.is_empty()
+                    || digits.len() > 5
+                    || !digits.bytes().all(|b| b.is_ascii_digit())
                 {
                     return None;
                 }
@@ -335,7 +337,8 @@ impl Guard {
         let length = headers
             .get(CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok()?.trim().parse::<u64>().ok());
-        let has_body = length.is_some_and(|length| length > 0) || headers.contains_key(TRANSFER_ENCODING);
+        let has_body =
+            length.is_some_and(|length| length > 0) || headers.contains_key(TRANSFER_ENCODING);
         if has_body && !is_json(headers.get(CONTENT_TYPE)) {
             return Err(Refusal::MediaType(
                 "a request body must be Content-Type: application/json".to_owned(),
@@ -345,10 +348,16 @@ impl Guard {
     }
 
     /// The request's `Origin` is present, single and allowed for `host`.
-    pub(crate) fn check_origin(&self, headers: &HeaderMap, host: &Authority) -> Result<(), Refusal> {
+    pub(crate) fn check_origin(
+        &self,
+        headers: &HeaderMap,
+        host: &Authority,
+    ) -> Result<(), Refusal> {
         let mut values = headers.get_all(ORIGIN).iter();
         match (values.next(), values.next()) {
-            (Some(origin), None) if origin.to_str().is_ok_and(|o| self.origin_ok(o, host)) => Ok(()),
+            (Some(origin), None) if origin.to_str().is_ok_and(|o| self.origin_ok(o, host)) => {
+                Ok(())
+            }
             (None, _) => Err(Refusal::Origin(
                 "this request must carry the page's Origin".to_owned(),
             )),
@@ -530,53 +539,127 @@ mod tests {
     fn write_rules() {
         let guard = Guard::new(&config("127.0.0.1:7681").allow_origin("https://term.example"));
         let host = Authority::parse("127.0.0.1:7681", false).unwrap();
-        let check = |method: Method, pairs: &[(&'static str, &'static str)]| {
-            match guard.check_write(&method, &headers(pairs), &host) {
-                Ok(()) => "ok",
-                Err(Refusal::Host(_)) => "host",
-                Err(Refusal::Origin(_)) => "origin",
-                Err(Refusal::MediaType(_)) => "type",
-            }
+        let check = |method: Method, pairs: &[(&'static str, &'static str)]| match guard
+            .check_write(&method, &headers(pairs), &host)
+        {
+            Ok(()) => "ok",
+            Err(Refusal::Host(_)) => "host",
+            Err(Refusal::Origin(_)) => "origin",
+            Err(Refusal::MediaType(_)) => "type",
         };
         let json = ("content-type", "application/json");
         let some = ("content-length", "2");
         for (method, pairs, want) in [
             (Method::POST, vec![json, some], "ok"),
-            (Method::POST, vec![("content-type", "Application/JSON; charset=utf-8"), some], "ok"),
-            (Method::POST, vec![("content-type", "text/plain"), some], "type"),
-            (Method::POST, vec![("content-type", "application/x-www-form-urlencoded"), some], "type"),
-            (Method::POST, vec![("content-type", "application/jsonp"), some], "type"),
-            (Method::POST, vec![some], "type"),
-            (Method::POST, vec![("transfer-encoding", "chunked")], "type"),
-            (Method::POST, vec![("content-length", "0")], "ok"),
-            (Method::DELETE, vec![], "ok"),
-            (Method::POST, vec![json, some, ("origin", "http://127.0.0.1:7681")], "ok"),
-            (Method::POST, vec![json, some, ("origin", "https://term.example")], "ok"),
-            (Method::POST, vec![json, some, ("origin", "http://127.0.0.1:8000")], "origin"),
-            (Method::POST, vec![json, some, ("origin", "https://127.0.0.1:7681")], "origin"),
-            (Method::POST, vec![json, some, ("origin", "http://localhost:7681")], "origin"),
-            (Method::POST, vec![json, some, ("origin", "null")], "origin"),
-            (Method::DELETE, vec![("origin", "http://evil.example")], "origin"),
-            (Method::OPTIONS, vec![("origin", "http://evil.example")], "origin"),
-            (Method::POST, vec![json, some, ("sec-fetch-site", "cross-site")], "origin"),
-            (Method::POST, vec![json, some, ("sec-fetch-site", "same-origin")], "origin"),
             (
                 Method::POST,
-                vec![json, some, ("sec-fetch-site", "same-site"), ("origin", "http://127.0.0.1:8000")],
-                "origin",
-            ),
-            (
-                Method::POST,
-                vec![json, some, ("sec-fetch-site", "same-origin"), ("origin", "http://127.0.0.1:7681")],
+                vec![("content-type", "Application/JSON; charset=utf-8"), some],
                 "ok",
             ),
             (
                 Method::POST,
-                vec![json, some, ("origin", "http://127.0.0.1:7681"), ("origin", "http://evil.example")],
+                vec![("content-type", "text/plain"), some],
+                "type",
+            ),
+            (
+                Method::POST,
+                vec![("content-type", "application/x-www-form-urlencoded"), some],
+                "type",
+            ),
+            (
+                Method::POST,
+                vec![("content-type", "application/jsonp"), some],
+                "type",
+            ),
+            (Method::POST, vec![some], "type"),
+            (Method::POST, vec![("transfer-encoding", "chunked")], "type"),
+            (Method::POST, vec![("content-length", "0")], "ok"),
+            (Method::DELETE, vec![], "ok"),
+            (
+                Method::POST,
+                vec![json, some, ("origin", "http://127.0.0.1:7681")],
+                "ok",
+            ),
+            (
+                Method::POST,
+                vec![json, some, ("origin", "https://term.example")],
+                "ok",
+            ),
+            (
+                Method::POST,
+                vec![json, some, ("origin", "http://127.0.0.1:8000")],
+                "origin",
+            ),
+            (
+                Method::POST,
+                vec![json, some, ("origin", "https://127.0.0.1:7681")],
+                "origin",
+            ),
+            (
+                Method::POST,
+                vec![json, some, ("origin", "http://localhost:7681")],
+                "origin",
+            ),
+            (Method::POST, vec![json, some, ("origin", "null")], "origin"),
+            (
+                Method::DELETE,
+                vec![("origin", "http://evil.example")],
+                "origin",
+            ),
+            (
+                Method::OPTIONS,
+                vec![("origin", "http://evil.example")],
+                "origin",
+            ),
+            (
+                Method::POST,
+                vec![json, some, ("sec-fetch-site", "cross-site")],
+                "origin",
+            ),
+            (
+                Method::POST,
+                vec![json, some, ("sec-fetch-site", "same-origin")],
+                "origin",
+            ),
+            (
+                Method::POST,
+                vec![
+                    json,
+                    some,
+                    ("sec-fetch-site", "same-site"),
+                    ("origin", "http://127.0.0.1:8000"),
+                ],
+                "origin",
+            ),
+            (
+                Method::POST,
+                vec![
+                    json,
+                    some,
+                    ("sec-fetch-site", "same-origin"),
+                    ("origin", "http://127.0.0.1:7681"),
+                ],
+                "ok",
+            ),
+            (
+                Method::POST,
+                vec![
+                    json,
+                    some,
+                    ("origin", "http://127.0.0.1:7681"),
+                    ("origin", "http://evil.example"),
+                ],
                 "origin",
             ),
             // Reads are never refused here: a page cannot read the answers.
-            (Method::GET, vec![("origin", "http://evil.example"), ("content-type", "text/plain")], "ok"),
+            (
+                Method::GET,
+                vec![
+                    ("origin", "http://evil.example"),
+                    ("content-type", "text/plain"),
+                ],
+                "ok",
+            ),
             (Method::HEAD, vec![("sec-fetch-site", "cross-site")], "ok"),
         ] {
             assert_eq!(check(method.clone(), &pairs), want, "{method} {pairs:?}");
@@ -586,19 +669,32 @@ mod tests {
     #[test]
     fn websocket_origins() {
         let guard = Guard::new(&config("127.0.0.1:7681").allow_origin("https://term.example/"));
-        let allowed = |pairs: &[(&'static str, &'static str)]| guard.origin_allowed(&headers(pairs));
+        let allowed =
+            |pairs: &[(&'static str, &'static str)]| guard.origin_allowed(&headers(pairs));
         let host = ("host", "127.0.0.1:7681");
         assert!(allowed(&[host]));
         assert!(allowed(&[host, ("origin", "http://127.0.0.1:7681")]));
-        assert!(allowed(&[("host", "localhost:7681"), ("origin", "http://localhost:7681")]));
+        assert!(allowed(&[
+            ("host", "localhost:7681"),
+            ("origin", "http://localhost:7681")
+        ]));
         assert!(allowed(&[host, ("origin", "https://term.example")]));
         assert!(!allowed(&[host, ("origin", "http://127.0.0.1:7682")]));
         assert!(!allowed(&[host, ("origin", "https://127.0.0.1:7681")]));
         assert!(!allowed(&[host, ("origin", "null")]));
         // The rebinding case: Origin and Host agree, but the name is not ours.
-        assert!(!allowed(&[("host", "evil.example:7681"), ("origin", "http://evil.example:7681")]));
+        assert!(!allowed(&[
+            ("host", "evil.example:7681"),
+            ("origin", "http://evil.example:7681")
+        ]));
         let https = Guard::new(&config("127.0.0.1:443").https(true));
-        assert!(https.origin_allowed(&headers(&[("host", "localhost"), ("origin", "https://localhost")])));
-        assert!(!https.origin_allowed(&headers(&[("host", "localhost"), ("origin", "http://localhost")])));
+        assert!(https.origin_allowed(&headers(&[
+            ("host", "localhost"),
+            ("origin", "https://localhost")
+        ])));
+        assert!(!https.origin_allowed(&headers(&[
+            ("host", "localhost"),
+            ("origin", "http://localhost")
+        ])));
     }
 }

@@ -102,7 +102,10 @@ async fn index(
                 escape(current),
                 escape(link)
             );
-            with_headers(INDEX.replacen("<head>", &meta, 1), "text/html; charset=utf-8")
+            with_headers(
+                INDEX.replacen("<head>", &meta, 1),
+                "text/html; charset=utf-8",
+            )
         }
         _ => with_headers(INDEX, "text/html; charset=utf-8"),
     };
@@ -133,8 +136,7 @@ async fn switch(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let bytes = body.map_err(|rejection| {
-        ApiError::from(Error::InvalidInput(rejection.body_text()))
-            .with_status(rejection.status())
+        ApiError::from(Error::InvalidInput(rejection.body_text())).with_status(rejection.status())
     })?;
     let SwitchBody { token } = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::from(Error::InvalidInput(format!("request body: {e}"))))?;
