@@ -140,7 +140,7 @@ fn curl(token: &str, method: &str, url: &str, body: Option<&str>) -> String {
         url,
     ]);
     if let Some(body) = body {
-        command.args(["-d", body]);
+        command.args(["-H", "Content-Type: application/json", "-d", body]);
     }
     String::from_utf8(command.output().expect("curl").stdout).expect("utf-8")
 }

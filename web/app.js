@@ -6,8 +6,11 @@
 const $ = (id) => document.getElementById(id);
 
 // The token came in the URL once; the server has set the cookie that carries
-// it from now on, so drop it from the address bar and history.
-if (new URLSearchParams(location.search).has("token")) {
+// it from now on, so drop it from the address bar and history. If the cookie
+// already signs in another owner, the server kept it and said so in a meta
+// tag: the link's token stays in memory only, for the switch offered below.
+const linkToken = new URLSearchParams(location.search).get("token");
+if (linkToken !== null) {
   history.replaceState(null, "", location.pathname);
 }
 
@@ -196,6 +199,31 @@ function send(bytes) {
   const socket = view.socket;
   if (socket && socket.readyState === WebSocket.OPEN && !view.readOnly) socket.send(bytes);
 }
+
+// "Signed in as A; this link is for B": switching is a JSON POST from this
+// page, which no link, form or other site can send for the user.
+function offerSwitch() {
+  const meta = document.querySelector('meta[name="tmux-engine-switch"]');
+  if (!meta || linkToken === null) return;
+  const notice = document.createElement("p");
+  notice.id = "switch";
+  notice.setAttribute("role", "alert");
+  notice.textContent = `Signed in as ${meta.content}; this link is for ${meta.dataset.link}. `;
+  const button = document.createElement("button");
+  button.type = "button";
+  button.textContent = `Switch to ${meta.dataset.link}`;
+  button.onclick = async () => {
+    try {
+      await api("POST", "/", { token: linkToken });
+      location.reload();
+    } catch (error) {
+      showError(String(error.message || error));
+    }
+  };
+  notice.append(button);
+  $("side").insertBefore(notice, $("terminals"));
+}
+offerSwitch();
 
 window.addEventListener("resize", () => fit.fit());
 fit.fit();

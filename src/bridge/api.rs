@@ -46,6 +46,15 @@ impl ApiError {
         }
     }
 
+    /// An error with its own status and code (the front door's refusals).
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: String) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message,
+        }
+    }
+
     /// The same error answered with another status.
     #[must_use]
     pub fn with_status(mut self, status: StatusCode) -> ApiError {
@@ -115,8 +124,9 @@ pub fn routes() -> Router<AppState> {
         .route("/api/terminals/{t}/send", routing::post(send))
 }
 
-/// A JSON body: no content type required (curl users forget it); too large
-/// is 413, anything unparsable 400, both as `INVALID_INPUT`.
+/// A JSON body (its `Content-Type` was checked at the front door,
+/// `guard.rs`); too large is 413, anything unparsable 400, both as
+/// `INVALID_INPUT`.
 fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
     let bytes = bytes.map_err(|rejection| ApiError {
         status: rejection.status(),

@@ -1,10 +1,11 @@
 //! Who a request acts as: tokens (from `--token`, `--token-file` or drawn
 //! at random), the three places a client may carry one (`Authorization:
-//! Bearer`, `?token=`, the page's cookie), constant-time comparison, and
-//! the WebSocket origin check. No routing and no registry calls here.
+//! Bearer`, `?token=`, the page's cookies), constant-time comparison, and
+//! the cookie itself. No routing, no registry calls, and no origin or host
+//! policy here (`guard.rs`).
 
 use axum::http::HeaderMap;
-use axum::http::header::{AUTHORIZATION, COOKIE, HOST, ORIGIN};
+use axum::http::header::{AUTHORIZATION, COOKIE};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
 use super::frames::form_pairs;
@@ -139,38 +140,88 @@ pub fn generate_token() -> Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Where a request's token came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    /// `Authorization: Bearer`: only a program can have set it.
+    Bearer,
+    /// `?token=` in the URL.
+    Query,
+    /// The page's cookie, which a browser attaches by itself (hence the
+    /// `Origin` a write carried only by it must show).
+    Cookie,
+}
+
 impl Auth {
     /// The principal a request acts as, from its headers and query, or
     /// `None` (answer 401 / close 4401).
     pub fn authenticate(&self, headers: &HeaderMap, query: &str) -> Option<Principal> {
+        self.identify(headers, query)
+            .map(|(principal, _)| principal)
+    }
+
+    /// As [`authenticate`](Auth::authenticate), with the carrier the
+    /// token came in (`None` under [`Auth::Open`]).
+    pub fn identify(
+        &self,
+        headers: &HeaderMap,
+        query: &str,
+    ) -> Option<(Principal, Option<Carrier>)> {
         match self {
-            Auth::Open(principal) => Some(principal.clone()),
+            Auth::Open(principal) => Some((principal.clone(), None)),
             Auth::Tokens(tokens) => {
-                let presented = presented_token(headers, query)?;
-                tokens.find(presented.as_bytes()).cloned()
+                let (carrier, presented) = presented_tokens(headers, query)?;
+                // Of several cookies a valid one wins: a junk cookie planted
+                // by a page on another port must not lock the user out.
+                presented
+                    .iter()
+                    .find_map(|token| tokens.find(token.as_bytes()))
+                    .map(|principal| (principal.clone(), Some(carrier)))
             }
         }
     }
+
+    /// The principal of the request's valid cookie, if it has one (never
+    /// under [`Auth::Open`], which sets no cookies).
+    pub fn cookie_principal(&self, headers: &HeaderMap) -> Option<Principal> {
+        let Auth::Tokens(tokens) = self else {
+            return None;
+        };
+        cookie_tokens(headers)
+            .iter()
+            .find_map(|token| tokens.find(token.as_bytes()))
+            .cloned()
+    }
 }
 
-/// The token a request carries: the `Authorization: Bearer` header, else
-/// `?token=`, else the page's cookie. The first carrier present decides.
-pub fn presented_token(headers: &HeaderMap, query: &str) -> Option<String> {
+/// The tokens a request carries and where: the `Authorization: Bearer`
+/// header, else `?token=`, else every token cookie. The first carrier
+/// present decides; only cookies come several (a browser sends each
+/// `tmux_engine_token` whose path and domain match).
+pub fn presented_tokens(headers: &HeaderMap, query: &str) -> Option<(Carrier, Vec<String>)> {
     if let Some(value) = headers.get(AUTHORIZATION) {
         let value = value.to_str().ok()?;
-        return value.strip_prefix("Bearer ").map(|t| t.trim().to_owned());
+        let token = value.strip_prefix("Bearer ")?.trim().to_owned();
+        return Some((Carrier::Bearer, vec![token]));
     }
     if let Some(token) = query_token(query) {
-        return Some(token);
+        return Some((Carrier::Query, vec![token]));
     }
+    let cookies = cookie_tokens(headers);
+    (!cookies.is_empty()).then_some((Carrier::Cookie, cookies))
+}
+
+/// Every `tmux_engine_token` cookie's value, in the order sent.
+fn cookie_tokens(headers: &HeaderMap) -> Vec<String> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE_NAME)
-        .map(|(_, value)| value.to_owned())
+        .filter(|(name, _)| *name == COOKIE_NAME)
+        .map(|(_, value)| value.trim_matches('"').to_owned())
+        .collect()
 }
 
 /// The `token` parameter of a query string.
@@ -179,42 +230,12 @@ pub fn query_token(query: &str) -> Option<String> {
 }
 
 /// The `Set-Cookie` value that keeps the page's token: not readable by
-/// scripts, never sent by another site's requests.
-pub fn cookie(token: &str) -> String {
-    format!("{COOKIE_NAME}={token}; Path=/; HttpOnly; SameSite=Strict")
-}
-
-/// Whether a WebSocket upgrade's `Origin` may attach: absent (not a
-/// browser), the page's own origin (`http://` + the `Host` header), or one
-/// of `allowed` (compared without case and trailing slash).
-pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(origin) = headers.get(ORIGIN) else {
-        return true;
-    };
-    let Ok(origin) = origin.to_str() else {
-        return false;
-    };
-    let origin = normalize_origin(origin);
-    let own = headers
-        .get(HOST)
-        .and_then(|host| host.to_str().ok())
-        .map(|host| normalize_origin(&format!("http://{host}")));
-    own.as_deref() == Some(origin.as_str())
-        || allowed
-            .iter()
-            .any(|allow| normalize_origin(allow) == origin)
-}
-
-/// Lowercase, no trailing slash, no default port.
-fn normalize_origin(origin: &str) -> String {
-    let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
-    match origin.strip_suffix(":80") {
-        Some(bare) if bare.starts_with("http://") => bare.to_owned(),
-        _ => match origin.strip_suffix(":443") {
-            Some(bare) if bare.starts_with("https://") => bare.to_owned(),
-            _ => origin,
-        },
-    }
+/// scripts, never sent by another site's requests, scoped to `path` (the
+/// base path, or `/`), and `Secure` when the page is served over https.
+pub fn cookie(token: &str, path: &str, secure: bool) -> String {
+    let path = if path.is_empty() { "/" } else { path };
+    let secure = if secure { "; Secure" } else { "" };
+    format!("{COOKIE_NAME}={token}; Path={path}; HttpOnly; SameSite=Strict{secure}")
 }
 
 #[cfg(test)]
@@ -261,47 +282,72 @@ mod tests {
 
     #[test]
     fn carriers() {
+        let first = |headers: &HeaderMap, query: &str| {
+            presented_tokens(headers, query).map(|(carrier, tokens)| (carrier, tokens[0].clone()))
+        };
         let mut headers = HeaderMap::new();
-        assert_eq!(presented_token(&headers, ""), None);
+        assert_eq!(presented_tokens(&headers, ""), None);
         headers.insert(
             COOKIE,
             HeaderValue::from_static("a=b; tmux_engine_token=fromcookie"),
         );
-        assert_eq!(presented_token(&headers, "").as_deref(), Some("fromcookie"));
         assert_eq!(
-            presented_token(&headers, "x=1&token=q%2Bq").as_deref(),
-            Some("q+q")
+            first(&headers, ""),
+            Some((Carrier::Cookie, "fromcookie".to_owned()))
+        );
+        assert_eq!(
+            first(&headers, "x=1&token=q%2Bq"),
+            Some((Carrier::Query, "q+q".to_owned()))
         );
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer fromheader"));
         assert_eq!(
-            presented_token(&headers, "token=q").as_deref(),
-            Some("fromheader")
+            first(&headers, "token=q"),
+            Some((Carrier::Bearer, "fromheader".to_owned()))
         );
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Basic xyz"));
-        assert_eq!(presented_token(&headers, "token=q"), None);
+        assert_eq!(presented_tokens(&headers, "token=q"), None);
     }
 
     #[test]
-    fn origins() {
-        let check = |origin: Option<&'static str>, allowed: &[&str]| {
+    fn a_valid_cookie_wins_over_junk_ones() {
+        let auth = Auth::Tokens(Tokens::single("aaaaaaaaaaaaaaaa", owner("alice")).unwrap());
+        for cookies in [
+            "tmux_engine_token=junk; tmux_engine_token=aaaaaaaaaaaaaaaa",
+            "tmux_engine_token=aaaaaaaaaaaaaaaa; tmux_engine_token=junk",
+            "tmux_engine_token=; x=y; tmux_engine_token=aaaaaaaaaaaaaaaa",
+        ] {
             let mut headers = HeaderMap::new();
-            headers.insert(HOST, HeaderValue::from_static("127.0.0.1:7681"));
-            if let Some(origin) = origin {
-                headers.insert(ORIGIN, HeaderValue::from_static(origin));
-            }
-            let allowed: Vec<String> = allowed.iter().map(|s| (*s).to_owned()).collect();
-            origin_allowed(&headers, &allowed)
-        };
-        assert!(check(None, &[]));
-        assert!(check(Some("http://127.0.0.1:7681"), &[]));
-        assert!(!check(Some("http://127.0.0.1:7682"), &[]));
-        assert!(!check(Some("https://127.0.0.1:7681"), &[]));
-        assert!(!check(Some("null"), &[]));
-        assert!(!check(Some("http://evil.example"), &[]));
-        assert!(check(
-            Some("https://term.example"),
-            &["https://term.example/"]
-        ));
+            headers.insert(COOKIE, HeaderValue::from_static(cookies));
+            let (principal, carrier) = auth.identify(&headers, "").unwrap();
+            assert_eq!(
+                (principal.owner, carrier),
+                (owner("alice"), Some(Carrier::Cookie))
+            );
+            assert_eq!(
+                auth.cookie_principal(&headers).unwrap().owner,
+                owner("alice")
+            );
+        }
+        let mut junk = HeaderMap::new();
+        junk.append(COOKIE, HeaderValue::from_static("tmux_engine_token=junk"));
+        assert_eq!(auth.authenticate(&junk, ""), None);
+        junk.append(
+            COOKIE,
+            HeaderValue::from_static("tmux_engine_token=aaaaaaaaaaaaaaaa"),
+        );
+        assert!(auth.authenticate(&junk, "").is_some(), "two Cookie headers");
+    }
+
+    #[test]
+    fn cookies_follow_the_base_path_and_scheme() {
+        assert_eq!(
+            cookie("t", "", false),
+            "tmux_engine_token=t; Path=/; HttpOnly; SameSite=Strict"
+        );
+        assert_eq!(
+            cookie("t", "/term", true),
+            "tmux_engine_token=t; Path=/term; HttpOnly; SameSite=Strict; Secure"
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! | file        | job                                                    |
 //! |-------------|--------------------------------------------------------|
 //! | `mod.rs`    | [`Bridge`], its config, the router, serving, shutdown  |
-//! | `auth.rs`   | tokens, carriers, constant-time compare, origin check  |
+//! | `guard.rs`  | the front door: allowed hosts, origins, body types     |
+//! | `auth.rs`   | tokens, carriers, constant-time compare, the cookie    |
 //! | `api.rs`    | the JSON routes and the error-to-status mapping        |
 //! | `ws.rs`     | the WebSocket: refusals as close codes, the pump       |
 //! | `frames.rs` | the WebSocket grammar (query, frames), sans IO         |
@@ -18,17 +19,19 @@
 mod api;
 pub mod auth;
 pub mod frames;
+mod guard;
 mod page;
 mod ws;
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing;
@@ -37,6 +40,7 @@ use tokio_util::task::TaskTracker;
 
 pub use self::api::ApiError;
 pub use self::auth::{Auth, Principal, Tokens};
+pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::ws::MAX_CLIENT_MESSAGE;
 use crate::attach::{Attacher, AttacherConfig};
 use crate::registry::Registry;
@@ -58,16 +62,22 @@ pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(20);
 pub struct BridgeConfig {
     /// Tokens, or open access.
     pub auth: Auth,
-    /// Origins besides the page's own that may open a WebSocket.
+    /// Origins (`scheme://host[:port]`) besides the page's own that may
+    /// write and open WebSockets; their hosts are allowed `Host` names.
     pub allow_origins: Vec<String>,
     /// Bytes of output each terminal keeps for resuming viewers.
     pub replay_bytes: usize,
     /// Host names (`NAME` or `NAME:PORT`) a request's `Host` may name
     /// besides the listen address and, on loopback, the loopback names.
+    /// `NAME` alone allows any port (a proxy may strip it); `NAME:PORT`
+    /// exactly that one.
     pub allow_hosts: Vec<String>,
     /// The TCP address the bridge listens on: its port and whether it is
     /// loopback decide which `Host` values are the bridge's own. `None` on
-    /// a Unix socket (only [`allow_hosts`](BridgeConfig::allow_hosts)).
+    /// a Unix socket: then only [`allow_hosts`](BridgeConfig::allow_hosts)
+    /// (and the hosts of the allowed origins) are, and with none of those
+    /// every request is refused (421), so a socket deployment must name
+    /// its hosts.
     pub listen: Option<SocketAddr>,
     /// The page is served over `https` (TLS here or at a proxy): its own
     /// origin has that scheme and the cookie is `Secure`.
@@ -151,7 +161,8 @@ pub(crate) struct AppState {
     registry: Registry,
     attacher: Attacher,
     auth: Arc<Auth>,
-    allow_origins: Arc<Vec<String>>,
+    /// The host, origin and body-type policy from the config.
+    guard: Arc<guard::Guard>,
     /// The whole configuration (hosts, scheme, base path, pings).
     config: Arc<BridgeConfig>,
     /// Cancelled when the bridge shuts down: sessions close with 1001.
@@ -185,7 +196,7 @@ impl Bridge {
                 registry,
                 attacher,
                 auth: Arc::new(config.auth.clone()),
-                allow_origins: Arc::new(config.allow_origins.clone()),
+                guard: Arc::new(guard::Guard::new(&config)),
                 config: Arc::new(config),
                 shutdown: CancellationToken::new(),
                 sessions: TaskTracker::new(),
@@ -193,19 +204,26 @@ impl Bridge {
         }
     }
 
-    /// The routes: the page, the JSON API (both behind authentication) and
-    /// the WebSocket (which authenticates itself, to answer with close
-    /// codes).
+    /// The routes: the page, the JSON API and unknown paths (all behind
+    /// authentication, so an unknown path without a token is 401 like any
+    /// other) and the WebSocket (which authenticates itself, to answer
+    /// with close codes); every one of them behind the front door
+    /// (`guard.rs`: allowed hosts, origins and body types), which comes
+    /// first, with `--no-auth` too.
     pub fn router(&self) -> Router {
-        let guarded = page::routes()
+        let authenticated = page::routes()
             .merge(api::routes())
+            .fallback(not_found)
             .layer(middleware::from_fn_with_state(
                 self.state.clone(),
                 authenticate,
             ));
-        guarded
+        authenticated
             .route("/api/terminals/{t}/attach", routing::get(ws::attach))
-            .fallback(not_found)
+            .layer(middleware::from_fn_with_state(
+                self.state.clone(),
+                guard::front_door,
+            ))
             .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(self.state.clone())
     }
@@ -251,7 +269,10 @@ impl Bridge {
 
 /// The middleware of every route but the WebSocket: a [`Principal`] for
 /// the handlers, or 401; a body announced larger than [`MAX_BODY`] is
-/// refused (413) before a byte of it is read.
+/// refused (413) before a byte of it is read. A write whose token came
+/// only in the cookie must carry the page's `Origin` (403): a browser adds
+/// that cookie to requests from other ports of the same host too, and the
+/// front door can only judge an `Origin` that is there.
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let announced = request
         .headers()
@@ -266,8 +287,18 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         .into_response();
     }
     let query = request.uri().query().unwrap_or("");
-    match state.auth.authenticate(request.headers(), query) {
-        Some(principal) => {
+    match state.auth.identify(request.headers(), query) {
+        Some((principal, carrier)) => {
+            let write = !matches!(*request.method(), Method::GET | Method::HEAD);
+            if write && carrier == Some(auth::Carrier::Cookie) {
+                let checked = state
+                    .guard
+                    .host(request.headers(), request.uri())
+                    .and_then(|host| state.guard.check_origin(request.headers(), &host));
+                if let Err(refusal) = checked {
+                    return refusal.into_response();
+                }
+            }
             request.extensions_mut().insert(principal);
             next.run(request).await
         }

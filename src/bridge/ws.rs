@@ -13,7 +13,7 @@ use tracing::{debug, warn};
 
 use super::AppState;
 use super::api::ApiError;
-use super::auth::{Principal, origin_allowed};
+use super::auth::Principal;
 use super::frames::{self, AttachQuery, close};
 use crate::Error;
 use crate::attach::{AttachOptions, Hello, Resume, Viewer, ViewerEvent};
@@ -49,7 +49,7 @@ pub async fn attach(
             };
         }
     };
-    let verdict = if !origin_allowed(&headers, &state.allow_origins) {
+    let verdict = if !state.guard.origin_allowed(&headers) {
         Err(Refusal {
             code: close::FORBIDDEN_ORIGIN,
             reason: "origin not allowed".to_owned(),

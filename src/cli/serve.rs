@@ -29,9 +29,15 @@ pub(crate) struct ServeArgs {
     /// A file of `TOKEN OWNER [read-only]` lines; each token acts as its owner.
     #[arg(long, conflicts_with = "no_auth")]
     token_file: Option<PathBuf>,
-    /// An origin besides the page's own that may open WebSockets (repeatable).
-    #[arg(long = "allow-origin")]
+    /// An origin (scheme://HOST[:PORT]) besides the page's own that may write and open
+    /// WebSockets; its host becomes an allowed Host too (repeatable).
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
     allow_origin: Vec<String>,
+    /// A name clients may reach serve by (the Host header), besides the listen address and,
+    /// on loopback, 127.0.0.1/localhost/[::1]: NAME allows any port, NAME:PORT only that
+    /// port; other names are refused with 421 (DNS rebinding) (repeatable).
+    #[arg(long = "allow-host", value_name = "NAME[:PORT]")]
+    allow_host: Vec<String>,
     /// No authentication at all (refused unless listening on loopback).
     #[arg(long)]
     no_auth: bool,
@@ -52,6 +58,12 @@ pub(crate) async fn run(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let owner = owner(global)?;
+    for host in &args.allow_host {
+        tmux_engine::bridge::check_allow_host(host)?;
+    }
+    for origin in &args.allow_origin {
+        tmux_engine::bridge::check_allow_origin(origin)?;
+    }
     let mut printed_token = None;
     let auth = if args.no_auth {
         if !args.listen.ip().is_loopback() {
@@ -99,9 +111,14 @@ pub(crate) async fn run(
     };
     write_line(out, &url)?;
     out.flush().map_err(|e| Error::io("writing stdout", e))?;
-    let mut bridge_config = BridgeConfig::new(auth).replay_bytes(args.replay_bytes);
+    let mut bridge_config = BridgeConfig::new(auth)
+        .replay_bytes(args.replay_bytes)
+        .listening_on(local);
     for origin in args.allow_origin {
         bridge_config = bridge_config.allow_origin(origin);
+    }
+    for host in args.allow_host {
+        bridge_config = bridge_config.allow_host(host);
     }
     let bridge = Bridge::new(registry.clone(), bridge_config);
     let served = bridge

@@ -4,8 +4,11 @@
 //! generated types for them). Opens the page with the token, opens a new
 //! terminal, types `echo $((6*7))` Enter, reads xterm.js's buffer for `42`,
 //! drops the connection and checks that the page resumes with nothing lost
-//! or repeated, and saves a screenshot. Without chromium it fails under CI
-//! (`CI=true`) and skips, loudly, elsewhere.
+//! or repeated, and saves a screenshot (every write going through the
+//! front door's origin rules as the page sends it). A second test follows
+//! a link with another owner's token: the page keeps its cookie, asks, and
+//! switches when told. Without chromium it fails under CI (`CI=true`) and
+//! skips, loudly, elsewhere.
 
 use std::path::PathBuf;
 
@@ -312,6 +315,81 @@ async fn the_page_runs_a_terminal_and_resumes_after_a_drop() {
         served
             .call(served.request(reqwest::Method::DELETE, &format!("/api/terminals/{id}")))
             .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_link_for_another_owner_asks_and_the_page_switches() {
+    let Some(binary) = chromium() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "chromium is missing (apt-get install chromium; .ci/run does)"
+        );
+        eprintln!("SKIPPED: no chromium at /usr/bin/chromium (set CHROMIUM); CI fails here");
+        return;
+    };
+    within(async {
+        let cli = crate::cli::Cli::new();
+        let file = cli.runtime().with_file_name("tokens");
+        std::fs::write(&file, "alicealicealiceal alice\nbobbobbobbobbobbo bob\n").unwrap();
+        let mut served =
+            Served::start_with(cli, &["--token-file", file.to_str().unwrap()], &[]).await;
+        for owner in ["alice", "bob"] {
+            served.token = owner.repeat(6)[..17].to_owned();
+            served
+                .spawn(&format!(r#"{{"name":"{owner}-sh","command":["sh"]}}"#))
+                .await;
+        }
+        let listed = "[...document.querySelectorAll('#terminals li')].map(li => li.dataset.id && li.firstChild.textContent).join(',')";
+        let mut browser = Browser::open(
+            &binary,
+            &format!("{}/?token=alicealicealiceal", served.base),
+        )
+        .await;
+        browser
+            .until("alice's list", &format!("{listed} === 'alice-sh'"))
+            .await;
+        // Bob's link: the page stays alice's and asks.
+        browser
+            .eval(&format!(
+                "location.href = '{}/?token=bobbobbobbobbobbo'",
+                served.base
+            ))
+            .await;
+        browser
+            .until("the switch notice", "!!document.getElementById('switch')")
+            .await;
+        let notice = browser
+            .eval("document.getElementById('switch').textContent")
+            .await;
+        assert!(
+            notice.as_str().unwrap().contains("Signed in as alice")
+                && notice.as_str().unwrap().contains("Switch to bob"),
+            "{notice}"
+        );
+        assert_eq!(browser.eval("location.search").await, "");
+        browser
+            .until("alice's list again", &format!("{listed} === 'alice-sh'"))
+            .await;
+        browser
+            .eval("document.querySelector('#switch button').click()")
+            .await;
+        browser
+            .until(
+                "bob's list",
+                &format!("!document.getElementById('switch') && {listed} === 'bob-sh'"),
+            )
+            .await;
+        browser.session.clear();
+        let _ = browser.call("Browser.close", json!({})).await;
+        let _ = tokio::time::timeout(WAIT, browser.child.wait()).await;
+        for owner in ["alice", "bob"] {
+            served.token = owner.repeat(6)[..17].to_owned();
+            served
+                .call(served.request(reqwest::Method::DELETE, &format!("/api/terminals/{owner}-sh")))
+                .await;
+        }
     })
     .await;
 }

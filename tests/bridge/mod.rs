@@ -5,6 +5,7 @@
 
 mod browser;
 mod routes;
+mod security;
 mod ws;
 
 use std::time::Duration;
@@ -95,10 +96,12 @@ impl Served {
         self.call(self.request(reqwest::Method::GET, path)).await
     }
 
-    /// `POST path` with a raw body and the token.
+    /// `POST path` with a JSON body (labelled so: the bridge refuses any
+    /// other type) and the token.
     pub(crate) async fn post(&self, path: &str, body: &str) -> (u16, Value) {
         self.call(
             self.request(reqwest::Method::POST, path)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.to_owned()),
         )
         .await

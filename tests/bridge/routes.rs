@@ -148,7 +148,12 @@ async fn routes_answer_with_the_cli_json_and_map_errors_to_statuses() {
         for (method, path, body, want_status, want_code) in cases {
             let method = Method::from_bytes(method.as_bytes()).unwrap();
             let (status, answer) = served
-                .call(served.request(method, path).body((*body).to_owned()))
+                .call(
+                    served
+                        .request(method, path)
+                        .header("content-type", "application/json")
+                        .body((*body).to_owned()),
+                )
                 .await;
             assert_eq!(
                 (status, code(&answer)),
@@ -297,7 +302,12 @@ async fn token_file_owners_are_fenced_and_read_only_tokens_only_look() {
             (Method::DELETE, "/api/terminals/mine", ""),
         ] {
             let (status, answer) = served
-                .call(served.request(method, path).body(body.to_owned()))
+                .call(
+                    served
+                        .request(method, path)
+                        .header("content-type", "application/json")
+                        .body(body.to_owned()),
+                )
                 .await;
             assert_eq!((status, code(&answer)), (403, "READ_ONLY"), "{path}");
         }
