@@ -533,12 +533,24 @@ async fn id_shaped_and_invisible_names_are_invalid_input() {
     within(async {
         let mcp = Mcp::start(&cli).await;
         let real = mcp
-            .ok("terminal_spawn", json!({"name": "real", "command": ["sleep", "60"]}))
+            .ok(
+                "terminal_spawn",
+                json!({"name": "real", "command": ["sleep", "60"]}),
+            )
             .await;
         let id = real["id"].as_str().unwrap();
-        for name in [id, "t-1a2308edac7-b10a309c95b89d50", "evil\u{202E}txt", "a\u{200B}b", "\u{2067}x"] {
+        for name in [
+            id,
+            "t-1a2308edac7-b10a309c95b89d50",
+            "evil\u{202E}txt",
+            "a\u{200B}b",
+            "\u{2067}x",
+        ] {
             let error = mcp
-                .error("terminal_spawn", json!({"name": name, "command": ["sleep", "60"]}))
+                .error(
+                    "terminal_spawn",
+                    json!({"name": name, "command": ["sleep", "60"]}),
+                )
                 .await;
             assert!(error.starts_with("INVALID_INPUT: "), "{name:?}: {error}");
         }
@@ -567,7 +579,10 @@ async fn invalid_arguments_are_json_rpc_invalid_params() {
             ("terminal_list", json!({"bogus": true})),
             ("terminal_send", json!({"terminal": "x"})),
             ("terminal_send", json!({"terminal": "x", "text": 1})),
-            ("terminal_send", json!({"terminal": "x", "text": "", "wait": "soon"})),
+            (
+                "terminal_send",
+                json!({"terminal": "x", "text": "", "wait": "soon"}),
+            ),
             ("terminal_read", json!({"terminal": "x", "count": "ten"})),
             ("terminal_read", json!({})),
             ("terminal_screen", json!({"terminal": ["x"]})),

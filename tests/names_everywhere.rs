@@ -123,7 +123,7 @@ async fn a_lookup_takes_the_id_before_a_name() {
         .into_iter()
         .map(|snapshot| snapshot.id)
         .collect();
-    assert_eq!(left, [impostor.clone()]);
+    assert_eq!(left, std::slice::from_ref(&impostor));
     // The name still works once no id takes precedence.
     assert!(registry.kill(&owner, real.as_str()).await.unwrap());
     assert!(registry.list(&owner).await.unwrap().is_empty());
@@ -153,7 +153,7 @@ fn rename(json: &mut Value, to: &str) -> bool {
             }
             found
         }
-        Value::Array(items) => items.iter_mut().fold(false, |f, v| rename(v, to) || f),
+        Value::Array(items) => items.iter_mut().map(|v| rename(v, to)).fold(false, |a, b| a | b),
         _ => false,
     }
 }

@@ -38,6 +38,10 @@ pub(crate) struct ServeArgs {
     /// Bytes of output kept per terminal for resuming viewers.
     #[arg(long, default_value_t = 1 << 20)]
     replay_bytes: usize,
+    /// Seconds between WebSocket pings; a viewer that sends nothing for one
+    /// more interval after a ping is closed (1001). 0 turns pings off.
+    #[arg(long, value_name = "SECS", default_value_t = 20)]
+    ping_interval: u64,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -99,7 +103,9 @@ pub(crate) async fn run(
     };
     write_line(out, &url)?;
     out.flush().map_err(|e| Error::io("writing stdout", e))?;
-    let mut bridge_config = BridgeConfig::new(auth).replay_bytes(args.replay_bytes);
+    let mut bridge_config = BridgeConfig::new(auth)
+        .replay_bytes(args.replay_bytes)
+        .ping_interval(std::time::Duration::from_secs(args.ping_interval));
     for origin in args.allow_origin {
         bridge_config = bridge_config.allow_origin(origin);
     }

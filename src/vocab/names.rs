@@ -43,7 +43,10 @@ pub fn check_name(name: &str) -> Result<()> {
         ));
     }
     if let Some(c) = hidden_char(name) {
-        return bad(&format!("contains the invisible character U+{:04X}", u32::from(c)));
+        return bad(&format!(
+            "contains the invisible character U+{:04X}",
+            u32::from(c)
+        ));
     }
     if let Some(c) = name.chars().find(|c| matches!(c, ':' | '.' | '\\')) {
         return bad(&format!("contains {c:?}"));
@@ -174,12 +177,10 @@ mod tests {
 
     #[test]
     fn hidden_characters() {
-        for c in [
-            '\0', '\u{1b}', '\u{7f}', '\u{9b}', '\u{AD}', '\u{61C}', '\u{200B}', '\u{200C}',
-            '\u{200D}', '\u{200E}', '\u{200F}', '\u{2028}', '\u{2029}', '\u{202A}', '\u{202B}',
-            '\u{202C}', '\u{202D}', '\u{202E}', '\u{2060}', '\u{2066}', '\u{2067}', '\u{2068}',
-            '\u{2069}', '\u{FEFF}', '\u{E0001}', '\u{E0041}',
-        ] {
+        let hidden = "\0\u{1b}\u{7f}\u{9b}\u{AD}\u{61C}\u{200B}\u{200C}\u{200D}\u{200E}\u{200F}\
+                      \u{2028}\u{2029}\u{202A}\u{202B}\u{202C}\u{202D}\u{202E}\u{2060}\u{2066}\
+                      \u{2067}\u{2068}\u{2069}\u{FEFF}\u{E0001}\u{E0041}";
+        for c in hidden.chars() {
             let text = format!("ok{c}ok");
             assert_eq!(hidden_char(&text), Some(c), "U+{:04X}", u32::from(c));
         }
