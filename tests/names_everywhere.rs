@@ -153,7 +153,10 @@ fn rename(json: &mut Value, to: &str) -> bool {
             }
             found
         }
-        Value::Array(items) => items.iter_mut().map(|v| rename(v, to)).fold(false, |a, b| a | b),
+        Value::Array(items) => items
+            .iter_mut()
+            .map(|v| rename(v, to))
+            .fold(false, |a, b| a | b),
         _ => false,
     }
 }
