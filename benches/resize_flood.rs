@@ -198,7 +198,10 @@ async fn raw_tmux(resizes: u16) -> Duration {
         ));
     }
     let started = Instant::now();
-    stdin.write_all(commands.as_bytes()).await.expect("commands");
+    stdin
+        .write_all(commands.as_bytes())
+        .await
+        .expect("commands");
     let mut answered = 0;
     while answered < resizes {
         let line = lines.next_line().await.expect("read").expect("a line");
