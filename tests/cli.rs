@@ -35,6 +35,8 @@ impl Cli {
             .args(args)
             .env("TMUX_ENGINE_STATE_DIR", self.dir.path().join("state"))
             .env("XDG_RUNTIME_DIR", &runtime)
+            // It would take precedence over XDG_RUNTIME_DIR (issue 14).
+            .env_remove("TMUX_ENGINE_RUNTIME_DIR")
             .env("TMUX_ENGINE_SHELL", "/bin/sh")
             .env("TMUX_ENGINE_OWNER", "tester")
             .stdin(Stdio::null());

@@ -128,3 +128,51 @@ async fn the_fixture_reaper_leaves_other_users_directories_alone() {
     })
     .await;
 }
+
+/// Issue 14, item 12: the registry's server directories go under
+/// `TMUX_ENGINE_RUNTIME_DIR` (created 0700 when missing), as every other
+/// server's do, not under `XDG_RUNTIME_DIR`.
+#[test]
+fn the_registry_honours_tmux_engine_runtime_dir() {
+    let cli = Cli::new();
+    let base = cli.runtime().with_file_name("named-rt");
+    let run = |args: &[&str]| {
+        let out = cli
+            .command(args)
+            .env("TMUX_ENGINE_RUNTIME_DIR", &base)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let id = run(&["spawn", "--name", "a", "--", "sleep", "60"]);
+    let registry = std::fs::read_dir(&base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("tmux-engine-registry-")
+        });
+    let killed = || {
+        // Killed through the same base, so nothing is left either way.
+        let _ = cli
+            .command(&["kill", id.trim()])
+            .env("TMUX_ENGINE_RUNTIME_DIR", &base)
+            .output();
+    };
+    let Some(registry) = registry else {
+        killed();
+        panic!("no registry directory under {}", base.display());
+    };
+    let mode = std::fs::metadata(&base).unwrap().permissions().mode() & 0o777;
+    let sockets = std::fs::read_dir(&registry).unwrap().flatten().count();
+    let xdg = std::fs::read_dir(cli.runtime()).unwrap().flatten().count();
+    killed();
+    assert_eq!(mode, 0o700, "{}", base.display());
+    assert_eq!(sockets, 1, "one server directory in {}", registry.display());
+    assert_eq!(xdg, 0, "XDG_RUNTIME_DIR was used");
+    assert_eq!(run(&["list"]), "");
+}

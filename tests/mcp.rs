@@ -524,3 +524,85 @@ async fn terminals_survive_a_restart_of_the_server() {
     })
     .await;
 }
+
+/// Issue 14, item 8: a name with a terminal id's shape, or with bidi or
+/// zero-width characters, is refused like every other bad name.
+#[tokio::test]
+async fn id_shaped_and_invisible_names_are_invalid_input() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        let real = mcp
+            .ok(
+                "terminal_spawn",
+                json!({"name": "real", "command": ["sleep", "60"]}),
+            )
+            .await;
+        let id = real["id"].as_str().unwrap();
+        for name in [
+            id,
+            "t-1a2308edac7-b10a309c95b89d50",
+            "evil\u{202E}txt",
+            "a\u{200B}b",
+            "\u{2067}x",
+        ] {
+            let error = mcp
+                .error(
+                    "terminal_spawn",
+                    json!({"name": name, "command": ["sleep", "60"]}),
+                )
+                .await;
+            assert!(error.starts_with("INVALID_INPUT: "), "{name:?}: {error}");
+        }
+        let list = mcp.ok("terminal_list", json!({})).await;
+        assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+        mcp.ok("terminal_kill", json!({"terminal": id})).await;
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Issue 14, item 11: arguments of the wrong type, unknown ones and
+/// missing required ones are the protocol's invalid params (-32602), for
+/// every tool, never a tool result.
+#[tokio::test]
+async fn invalid_arguments_are_json_rpc_invalid_params() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        let cases = [
+            ("terminal_spawn", json!({"name": 7})),
+            ("terminal_spawn", json!({"command": "sh"})),
+            ("terminal_spawn", json!({"cols": -1})),
+            ("terminal_spawn", json!({"restart": "sometimes"})),
+            ("terminal_spawn", json!({"bogus": true})),
+            ("terminal_list", json!({"bogus": true})),
+            ("terminal_send", json!({"terminal": "x"})),
+            ("terminal_send", json!({"terminal": "x", "text": 1})),
+            (
+                "terminal_send",
+                json!({"terminal": "x", "text": "", "wait": "soon"}),
+            ),
+            ("terminal_read", json!({"terminal": "x", "count": "ten"})),
+            ("terminal_read", json!({})),
+            ("terminal_screen", json!({"terminal": ["x"]})),
+            ("terminal_screen", json!({"terminal": "x", "extra": 1})),
+            ("terminal_wait", json!({"terminal": "x", "exit": "yes"})),
+            ("terminal_signal", json!({"terminal": "x"})),
+            ("terminal_kill", json!({})),
+        ];
+        for (tool, args) in cases {
+            let answer = mcp.client.call_tool(params(tool, args.clone())).await;
+            match answer {
+                Err(rmcp::ServiceError::McpError(error)) => {
+                    assert_eq!(error.code.0, -32602, "{tool} {args}: {error:?}");
+                }
+                other => panic!("{tool} {args}: not invalid params: {other:?}"),
+            }
+        }
+        // Still serving.
+        mcp.ok("terminal_list", json!({})).await;
+        mcp.stop().await;
+    })
+    .await;
+}

@@ -20,6 +20,7 @@ mod injection;
 mod kill;
 mod layers;
 mod mcp;
+mod names_everywhere;
 mod pid_reuse;
 mod registry_logic;
 mod registry_tmux;

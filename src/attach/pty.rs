@@ -5,7 +5,9 @@
 //! `unlockpt`, `ptsname`), its size from `tcsetwinsize`, and the child gets
 //! its own session with the pty as controlling terminal from util-linux's
 //! `setsid --ctty` (`pre_exec` would need `unsafe`; `setsid` ships in every
-//! Debian base system, so no crate is needed for it).
+//! Debian base system, so no crate is needed for it). The engine opens both
+//! sides `O_NOCTTY`: the pty is the client's controlling terminal, never
+//! serve's.
 //!
 //! No way out to tmux's command prompt: the client attaches to a session of
 //! its own, grouped with the terminal's (same windows), whose `prefix` and
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use rustix::fs::{Mode, OFlags};
 use rustix::pty::OpenptFlags;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
@@ -163,13 +166,17 @@ pub(crate) async fn open(
     let name = rustix::pty::ptsname(&master, Vec::new())
         .map_err(|e| Error::io("naming the pty", e.into()))?;
     set_size(&master, size)?;
-    let pts = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(std::path::PathBuf::from(OsString::from_vec(
-            name.into_bytes(),
-        )))
-        .map_err(|e| Error::io("opening the pty's terminal side", e))?;
+    // O_NOCTTY: a serve that leads its session (systemd, a container
+    // init, `setsid`) would otherwise take the pty as its own controlling
+    // terminal; the client's `setsid --ctty` could then not claim it
+    // (without CAP_SYS_ADMIN), and the pty's hang-up would SIGHUP serve.
+    let pts = rustix::fs::open(
+        std::path::PathBuf::from(OsString::from_vec(name.into_bytes())),
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map(std::fs::File::from)
+    .map_err(|e| Error::io("opening the pty's terminal side", e.into()))?;
     rustix::io::ioctl_fionbio(&master, true)
         .map_err(|e| Error::io("making the pty non-blocking", e.into()))?;
     // `AsyncFd::new` is deprecated because a borrowed raw fd could close

@@ -15,8 +15,14 @@ use crate::{Error, Result};
 pub mod close {
     /// The client closed; the only code the server never sends first.
     pub const NORMAL: u16 = 1000;
-    /// The server is shutting down; reconnect later.
+    /// The server is shutting down, or the client stopped answering
+    /// pings; reconnect later.
     pub const GOING_AWAY: u16 = 1001;
+    /// A WebSocket protocol violation (bad framing, an unmasked or
+    /// reserved frame, ...).
+    pub const PROTOCOL_ERROR: u16 = 1002;
+    /// A text frame that is not UTF-8.
+    pub const INVALID_DATA: u16 = 1007;
     /// A frame larger than the bridge accepts.
     pub const TOO_BIG: u16 = 1009;
     /// The bridge failed for a reason of its own (retry may help).

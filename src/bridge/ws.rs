@@ -2,25 +2,48 @@
 //! after the upgrade, as a close code a browser can read (4403 origin, 4401
 //! token, 4400 query, 4404 terminal), then one [`Viewer`] is pumped both
 //! ways: its events as text and binary frames, the client's binary frames
-//! as input and its text frames as resizes.
+//! as input and its text frames as resizes (coalesced: a burst applies only
+//! its last size, one tmux command at a time). The client is pinged every
+//! `ping_interval` and dropped (1001) when it stops answering
+//! ([`keepalive`]); a protocol violation closes 1002, a text frame that is
+//! not UTF-8 1007, both with a close frame.
+
+mod keepalive;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::FutureExt;
+use tokio::time::{Duration, Instant};
 use tracing::{debug, warn};
 
+use self::keepalive::{Keepalive, Tick};
 use super::AppState;
 use super::api::ApiError;
 use super::auth::Principal;
 use super::frames::{self, AttachQuery, close};
 use crate::Error;
 use crate::attach::{AttachOptions, Hello, Resume, Viewer, ViewerEvent};
+use crate::vocab::Size;
 
 /// The largest client message: input is typed or pasted text, and a
 /// larger frame is refused with 1009 before it is buffered whole.
 pub const MAX_CLIENT_MESSAGE: usize = 1 << 20;
+
+/// How long a close frame (and the client's answer) may take before the
+/// connection is dropped anyway: a peer that reads nothing must not hold
+/// its session open.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Client frames applied in one turn of the pump before it looks at its
+/// other duties (output, pings) again; resizes among them are coalesced.
+const DRAIN_BATCH: usize = 256;
+
+/// The close reason for a peer that stopped answering pings.
+const NO_ANSWER: &str = "no answer to pings";
 
 /// Why a session is refused before it attaches.
 struct Refusal {
@@ -82,7 +105,7 @@ pub async fn attach(
 }
 
 /// Sends a close frame (the reason cut to the protocol's 123 bytes) and
-/// waits for the client's answer.
+/// waits for the client's answer, all within [`CLOSE_GRACE`].
 async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
     let mut cut = reason.len().min(123);
     while !reason.is_char_boundary(cut) {
@@ -92,12 +115,14 @@ async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
         code,
         reason: Utf8Bytes::from(&reason[..cut]),
     };
-    if socket.send(Message::Close(Some(frame))).await.is_ok() {
-        // Read until the client's close arrives (or a bound): closing the
-        // TCP connection first could reset it before the frame is read.
-        let drain = async { while let Some(Ok(_)) = socket.recv().await {} };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), drain).await;
-    }
+    let close = async {
+        if socket.send(Message::Close(Some(frame))).await.is_ok() {
+            // Read until the client's close arrives: closing the TCP
+            // connection first could reset it before the frame is read.
+            while let Some(Ok(_)) = socket.recv().await {}
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_GRACE, close).await;
 }
 
 /// The close code for a failed attach.
@@ -158,16 +183,27 @@ async fn session(
         }
     };
     let hello = frames::hello(&hello);
-    let end = match send(&mut socket, &state, Message::Text(hello.to_string().into())).await {
+    let mut keepalive = Keepalive::new(state.config.ping_interval, Instant::now());
+    let hello = Message::Text(hello.to_string().into());
+    let end = match send(&mut socket, &state, &keepalive, hello).await {
         Err(end) => end,
-        Ok(()) => pump(&mut socket, &state, &mut viewer, first, read_only).await,
+        Ok(()) => {
+            let mut pump = Pump {
+                socket: &mut socket,
+                state: &state,
+                keepalive: &mut keepalive,
+                read_only,
+            };
+            pump.run(&mut viewer, first).await
+        }
     };
     debug!(terminal = %viewer.hello().id, "websocket session ended");
     match end {
         End::Close(code, reason) => close_with(&mut socket, code, &reason).await,
         // tungstenite answered the client's close frame; flushing sends it.
         End::ClientClosed => {
-            let _ = futures_util::SinkExt::flush(&mut socket).await;
+            let flush = futures_util::SinkExt::flush(&mut socket);
+            let _ = tokio::time::timeout(CLOSE_GRACE, flush).await;
         }
         End::ClientGone => {}
     }
@@ -206,61 +242,175 @@ async fn resumed_hello(
     (hello, first)
 }
 
-/// Sends one frame unless the bridge shuts down first: a client that
-/// never reads must not hold the shutdown.
-async fn send(socket: &mut WebSocket, state: &AppState, message: Message) -> Result<(), End> {
+/// Sends one frame unless the bridge shuts down first, or the peer, not
+/// reading, runs past its keepalive's grace: a client that never reads
+/// must hold neither the shutdown nor its session.
+async fn send(
+    socket: &mut WebSocket,
+    state: &AppState,
+    keepalive: &Keepalive,
+    message: Message,
+) -> Result<(), End> {
     tokio::select! {
         sent = socket.send(message) => sent.map_err(|_| End::ClientGone),
         () = state.shutdown.cancelled() => Err(End::Close(close::GOING_AWAY, "server shutting down".to_owned())),
+        () = sleep_until(keepalive.give_up_at()) => Err(End::Close(close::GOING_AWAY, NO_ANSWER.to_owned())),
     }
 }
 
-/// Moves events out and input in until the session ends.
-async fn pump(
-    socket: &mut WebSocket,
-    state: &AppState,
-    viewer: &mut Viewer,
-    mut first: Option<ViewerEvent>,
+/// Sleeps until `at`; forever when there is none.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One session's pump: the socket, its keepalive and what the viewer may do.
+struct Pump<'a> {
+    socket: &'a mut WebSocket,
+    state: &'a AppState,
+    keepalive: &'a mut Keepalive,
     read_only: bool,
-) -> End {
-    let mut exited = false;
-    loop {
-        if let Some(event) = first.take() {
-            for message in messages(event, &mut exited) {
-                if let Err(end) = send(socket, state, message).await {
-                    return end;
-                }
-            }
-        }
-        tokio::select! {
-            biased;
-            () = state.shutdown.cancelled() => {
-                return End::Close(close::GOING_AWAY, "server shutting down".to_owned());
-            }
-            event = viewer.recv() => {
-                let Some(event) = event else {
-                    let reason = if exited { "the program ended" } else { "the terminal is gone" };
-                    return End::Close(close::GONE, reason.to_owned());
-                };
+}
+
+impl Pump<'_> {
+    /// Moves events out and input in until the session ends.
+    async fn run(&mut self, viewer: &mut Viewer, mut first: Option<ViewerEvent>) -> End {
+        let mut exited = false;
+        loop {
+            if let Some(event) = first.take() {
                 for message in messages(event, &mut exited) {
-                    if let Err(end) = send(socket, state, message).await {
+                    if let Err(end) = self.send(message).await {
                         return end;
                     }
                 }
             }
-            message = socket.recv() => {
-                let message = match message {
-                    None => return End::ClientGone,
-                    Some(Ok(Message::Close(_))) => return End::ClientClosed,
-                    Some(Err(error)) => return client_error(&error),
-                    Some(Ok(message)) => message,
-                };
-                if let Some(end) = from_client(viewer, message, read_only).await {
-                    return end;
+            tokio::select! {
+                biased;
+                () = self.state.shutdown.cancelled() => {
+                    return End::Close(close::GOING_AWAY, "server shutting down".to_owned());
+                }
+                () = sleep_until(self.keepalive.wake_at()) => {
+                    match self.keepalive.tick(Instant::now()) {
+                        Tick::Dead => return End::Close(close::GOING_AWAY, NO_ANSWER.to_owned()),
+                        Tick::Ping => {
+                            if let Err(end) = self.send(Message::Ping(Bytes::new())).await {
+                                return end;
+                            }
+                        }
+                    }
+                }
+                event = viewer.recv() => {
+                    let Some(event) = event else {
+                        let reason = if exited { "the program ended" } else { "the terminal is gone" };
+                        return End::Close(close::GONE, reason.to_owned());
+                    };
+                    for message in messages(event, &mut exited) {
+                        if let Err(end) = self.send(message).await {
+                            return end;
+                        }
+                    }
+                }
+                message = self.socket.recv() => {
+                    if let Some(end) = self.take_client_frames(viewer, message).await {
+                        return end;
+                    }
                 }
             }
         }
     }
+
+    async fn send(&mut self, message: Message) -> Result<(), End> {
+        send(self.socket, self.state, self.keepalive, message).await
+    }
+
+    /// Applies `first` and every client frame already buffered behind it
+    /// (up to [`DRAIN_BATCH`]), in order, except that resizes wait: only
+    /// the last size of the run is applied, before the next input and at
+    /// the end. So a flood of resizes costs a few tmux commands, never one
+    /// per frame, and settles as soon as it stops.
+    async fn take_client_frames(
+        &mut self,
+        viewer: &Viewer,
+        first: Option<Result<Message, axum::Error>>,
+    ) -> Option<End> {
+        let mut pending = None;
+        let mut next = first;
+        for _ in 0..DRAIN_BATCH {
+            let message = match next {
+                None => return Some(End::ClientGone),
+                Some(Err(error)) => return Some(client_error(error)),
+                Some(Ok(message)) => message,
+            };
+            self.keepalive.heard();
+            if let Some(end) = apply(viewer, message, self.read_only, &mut pending).await {
+                return Some(end);
+            }
+            match self.socket.recv().now_or_never() {
+                Some(message) => next = message,
+                None => break,
+            }
+        }
+        match pending {
+            Some(size) => resize(viewer, size).await,
+            None => None,
+        }
+    }
+}
+
+/// One client frame: binary is input, text a resize (kept in
+/// `pending`). Read-only viewers' input and resizes are dropped here,
+/// never reaching the pane.
+async fn apply(
+    viewer: &Viewer,
+    message: Message,
+    read_only: bool,
+    pending: &mut Option<Size>,
+) -> Option<End> {
+    match message {
+        Message::Binary(bytes) => {
+            if read_only {
+                return None;
+            }
+            // The size the client asked for before typing comes first.
+            if let Some(size) = pending.take()
+                && let Some(end) = resize(viewer, size).await
+            {
+                return Some(end);
+            }
+            if let Err(error) = viewer.input(bytes).await {
+                warn!(terminal = %viewer.hello().id, %error, "input not delivered");
+            }
+        }
+        Message::Text(text) => {
+            let size = frames::client_frame(&text).and_then(|frame| {
+                let size = frame.size();
+                // Checked on arrival: a bad size is refused even when a
+                // later one replaces it.
+                size.check().map(|()| size)
+            });
+            match size {
+                Err(error) => return Some(End::Close(close::BAD_REQUEST, error.to_string())),
+                Ok(size) if !read_only => *pending = Some(size),
+                Ok(_) => {}
+            }
+        }
+        Message::Close(_) => return Some(End::ClientClosed),
+        Message::Ping(_) | Message::Pong(_) => {}
+    }
+    None
+}
+
+/// Resizes the terminal; an out-of-range size closes 4400.
+async fn resize(viewer: &Viewer, size: Size) -> Option<End> {
+    if let Err(error) = viewer.resize(size).await {
+        if error.code() == "INVALID_INPUT" {
+            return Some(End::Close(close::BAD_REQUEST, error.to_string()));
+        }
+        warn!(terminal = %viewer.hello().id, %error, "resize failed");
+    }
+    None
 }
 
 /// The frames of one viewer event; notes an exit in `exited`.
@@ -281,43 +431,91 @@ fn messages(event: ViewerEvent, exited: &mut bool) -> Vec<Message> {
     }
 }
 
-/// A broken read: a too-large frame gets 1009; anything else means the
-/// client is gone.
-fn client_error(error: &axum::Error) -> End {
-    let text = error.to_string();
-    // tungstenite's capacity errors reach us only as text through axum.
-    if text.contains("too long") || text.contains("Space limit") || text.contains("too big") {
-        End::Close(
+/// A broken read, by tungstenite's typed error (axum boxes it): a
+/// too-large message closes 1009, a text frame that is not UTF-8 1007,
+/// any other protocol violation 1002; a broken connection has no one to
+/// tell.
+fn client_error(error: axum::Error) -> End {
+    use tungstenite::error::ProtocolError;
+    let error = match error.into_inner().downcast::<tungstenite::Error>() {
+        Ok(error) => *error,
+        Err(other) => {
+            debug!(error = %other, "websocket read failed");
+            return End::ClientGone;
+        }
+    };
+    match error {
+        tungstenite::Error::Capacity(_) => End::Close(
             close::TOO_BIG,
             format!("message larger than {MAX_CLIENT_MESSAGE} bytes"),
-        )
-    } else {
-        debug!(%error, "websocket read failed");
-        End::ClientGone
+        ),
+        tungstenite::Error::Utf8(_) => {
+            End::Close(close::INVALID_DATA, "text frame is not UTF-8".to_owned())
+        }
+        // The peer closed TCP without a close frame: it is gone.
+        tungstenite::Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => {
+            End::ClientGone
+        }
+        tungstenite::Error::Protocol(violation) => {
+            End::Close(close::PROTOCOL_ERROR, violation.to_string())
+        }
+        tungstenite::Error::AttackAttempt => {
+            End::Close(close::PROTOCOL_ERROR, "attack attempt".to_owned())
+        }
+        other => {
+            debug!(error = %other, "websocket read failed");
+            End::ClientGone
+        }
     }
 }
 
-/// Applies one client message: binary is input, text a resize. Read-only
-/// viewers' input and resizes are dropped here, never reaching the pane.
-async fn from_client(viewer: &Viewer, message: Message, read_only: bool) -> Option<End> {
-    match message {
-        Message::Binary(bytes) => {
-            if !read_only && let Err(error) = viewer.input(bytes).await {
-                warn!(terminal = %viewer.hello().id, %error, "input not delivered");
-            }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(error: tungstenite::Error) -> Option<u16> {
+        match client_error(axum::Error::new(error)) {
+            End::Close(code, _) => Some(code),
+            End::ClientGone | End::ClientClosed => None,
         }
-        Message::Text(text) => match frames::client_frame(&text) {
-            Err(error) => return Some(End::Close(close::BAD_REQUEST, error.to_string())),
-            Ok(frame) => {
-                if !read_only && let Err(error) = viewer.resize(frame.size()).await {
-                    if error.code() == "INVALID_INPUT" {
-                        return Some(End::Close(close::BAD_REQUEST, error.to_string()));
-                    }
-                    warn!(terminal = %viewer.hello().id, %error, "resize failed");
-                }
-            }
-        },
-        Message::Ping(_) | Message::Pong(_) | Message::Close(_) => {}
     }
-    None
+
+    #[test]
+    fn read_errors_map_to_close_codes_by_type() {
+        use tungstenite::error::{CapacityError, ProtocolError};
+        let cases = [
+            (
+                tungstenite::Error::Utf8("bad".into()),
+                Some(close::INVALID_DATA),
+            ),
+            (
+                tungstenite::Error::Capacity(CapacityError::MessageTooLong {
+                    size: 2,
+                    max_size: 1,
+                }),
+                Some(close::TOO_BIG),
+            ),
+            (
+                tungstenite::Error::Protocol(ProtocolError::NonZeroReservedBits),
+                Some(close::PROTOCOL_ERROR),
+            ),
+            (
+                tungstenite::Error::Protocol(ProtocolError::UnmaskedFrameFromClient),
+                Some(close::PROTOCOL_ERROR),
+            ),
+            (
+                tungstenite::Error::Protocol(ProtocolError::ResetWithoutClosingHandshake),
+                None,
+            ),
+            (tungstenite::Error::ConnectionClosed, None),
+            (
+                tungstenite::Error::Io(std::io::ErrorKind::BrokenPipe.into()),
+                None,
+            ),
+        ];
+        for (error, want) in cases {
+            let shown = error.to_string();
+            assert_eq!(code(error), want, "{shown}");
+        }
+    }
 }

@@ -44,6 +44,10 @@ pub(crate) struct ServeArgs {
     /// Bytes of output kept per terminal for resuming viewers.
     #[arg(long, default_value_t = 1 << 20)]
     replay_bytes: usize,
+    /// Seconds between WebSocket pings; a viewer that sends nothing for one
+    /// more interval after a ping is closed (1001). 0 turns pings off.
+    #[arg(long, value_name = "SECS", default_value_t = 20)]
+    ping_interval: u64,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -113,7 +117,8 @@ pub(crate) async fn run(
     out.flush().map_err(|e| Error::io("writing stdout", e))?;
     let mut bridge_config = BridgeConfig::new(auth)
         .replay_bytes(args.replay_bytes)
-        .listening_on(local);
+        .listening_on(local)
+        .ping_interval(std::time::Duration::from_secs(args.ping_interval));
     for origin in args.allow_origin {
         bridge_config = bridge_config.allow_origin(origin);
     }

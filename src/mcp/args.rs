@@ -136,6 +136,45 @@ pub struct SignalArgs {
     pub signal: String,
 }
 
+/// `terminal_list`'s arguments: none (an unknown one is an error, as for
+/// every other tool).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {}
+
+/// Checks `arguments` against the argument type of `tool`, before the
+/// tool runs: wrong types, unknown fields and missing required ones are
+/// the protocol's invalid params (JSON-RPC -32602), as the contract
+/// says. rmcp itself turns them into tool results (`isError`, so a model
+/// may retry), which a harness cannot tell from the tool's own failure.
+/// An unknown tool is the router's to refuse.
+///
+/// # Errors
+/// The deserializer's message, naming the tool.
+pub fn check_arguments(
+    tool: &str,
+    arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> std::result::Result<(), String> {
+    fn parse<'de, T: Deserialize<'de>>(
+        arguments: &'de serde_json::Map<String, serde_json::Value>,
+    ) -> std::result::Result<(), serde_json::Error> {
+        T::deserialize(serde::de::IntoDeserializer::into_deserializer(arguments)).map(drop)
+    }
+    let empty = serde_json::Map::new();
+    let arguments = arguments.unwrap_or(&empty);
+    let checked = match tool {
+        "terminal_spawn" => parse::<SpawnArgs>(arguments),
+        "terminal_list" => parse::<ListArgs>(arguments),
+        "terminal_send" => parse::<SendArgs>(arguments),
+        "terminal_read" => parse::<ReadArgs>(arguments),
+        "terminal_screen" | "terminal_kill" => parse::<TerminalArgs>(arguments),
+        "terminal_wait" => parse::<WaitArgs>(arguments),
+        "terminal_signal" => parse::<SignalArgs>(arguments),
+        _ => Ok(()),
+    };
+    checked.map_err(|error| format!("invalid arguments for {tool}: {error}"))
+}
+
 impl SpawnArgs {
     /// The spec these arguments describe.
     ///

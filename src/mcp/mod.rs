@@ -13,7 +13,8 @@
 //! writes anything but protocol messages to its output (logs go through
 //! `tracing`, which the binary points at stderr), never crashes on a bad
 //! call (every engine error is a tool error whose text starts with its
-//! code), and leaves the terminals running when it ends: they belong to the
+//! code; arguments that do not fit a tool's type are the protocol's invalid
+//! params, -32602), and leaves the terminals running when it ends: they belong to the
 //! state directory. It must not kill anything on its own.
 //!
 //! Tool results are the same JSON as the CLI's `--json` output for the
@@ -183,6 +184,19 @@ fn keep_tail_lines(lines: &mut Vec<String>, max: usize) -> (usize, bool) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_tool_checks_its_arguments() {
+        let unknown = serde_json::json!({"no_such_argument": 1});
+        let unknown = unknown.as_object().unwrap();
+        let tools = McpServer::tool_router().list_all();
+        assert_eq!(tools.len(), 8);
+        for tool in tools {
+            let error = args::check_arguments(&tool.name, Some(unknown)).unwrap_err();
+            assert!(error.contains("no_such_argument"), "{}: {error}", tool.name);
+        }
+        assert!(args::check_arguments("terminal_list", None).is_ok());
+    }
 
     #[test]
     fn keep_tail_cuts_at_a_character_boundary() {

@@ -1,20 +1,24 @@
 //! The MCP tools, one per registry verb, each returning what the CLI's
 //! `--json` prints for that verb. Every engine error becomes a tool error
 //! (`isError: true`, text `CODE: message`), never a protocol error or a
-//! crash. Nothing here kills a terminal except `terminal_kill`.
+//! crash; only arguments that do not fit the tool's type are a protocol
+//! error (invalid params, -32602, checked before the tool runs). Nothing here kills a terminal except `terminal_kill`.
 
 use std::time::Duration;
 
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::json;
 
-use super::args::{ReadArgs, SendArgs, SignalArgs, SpawnArgs, TerminalArgs, WaitArgs};
+use super::args::{
+    ReadArgs, SendArgs, SignalArgs, SpawnArgs, TerminalArgs, WaitArgs, check_arguments,
+};
 use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, success};
 use crate::Error;
 use crate::registry::{SendOperation, Signal};
@@ -249,6 +253,19 @@ impl McpServer {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for McpServer {
+    /// Routes a call once its arguments fit the tool's type; otherwise
+    /// answers invalid params (-32602) without running anything.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
+        check_arguments(&request.name, request.arguments.as_ref())
+            .map_err(|message| ErrorData::invalid_params(message, None))?;
+        let call = ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(

@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::vocab::hidden_char;
 use crate::{Error, Result};
 
 pub use crate::vocab::MAX_NAME_LEN;
@@ -162,11 +163,20 @@ impl fmt::Display for TerminalId {
 }
 
 /// Checks a user-chosen terminal name: non-empty, at most [`MAX_NAME_LEN`]
-/// bytes, no control characters, no `:` or `.` (tmux target separators).
+/// bytes, nothing invisible (control, bidi or other format characters:
+/// [`hidden_char`]), no `:` or `.` (tmux target separators), and not the
+/// shape of a [`TerminalId`]: every lookup takes a target as an id first,
+/// so a name that looked like another terminal's id would let a kill or a
+/// send meant for that terminal reach this one (or the other way round).
+///
+/// Every face reaches this one check through [`SpawnSpec::validate`]
+/// (the CLI, the HTTP bridge, MCP, the library).
 ///
 /// # Errors
 ///
 /// [`Error::InvalidInput`] naming the value and the rule it breaks.
+///
+/// [`SpawnSpec::validate`]: super::SpawnSpec::validate
 pub fn validate_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return Err(Error::InvalidInput(
@@ -179,14 +189,25 @@ pub fn validate_name(name: &str) -> Result<()> {
             name.len()
         )));
     }
-    if name.chars().any(char::is_control) {
+    if let Some(c) = hidden_char(name) {
+        let kind = if c.is_control() {
+            "a control character"
+        } else {
+            "an invisible format character"
+        };
         return Err(Error::InvalidInput(format!(
-            "terminal name {name:?} contains a control character"
+            "terminal name {name:?} contains {kind} (U+{:04X})",
+            u32::from(c)
         )));
     }
     if let Some(bad) = name.chars().find(|c| matches!(c, ':' | '.')) {
         return Err(Error::InvalidInput(format!(
             "terminal name {name:?} contains {bad:?}, which tmux reads as a target separator"
+        )));
+    }
+    if TerminalId::parse(name).is_ok() {
+        return Err(Error::InvalidInput(format!(
+            "terminal name {name:?} has the shape of a terminal id (t-TIME-RANDOM); ids are the registry's"
         )));
     }
     Ok(())
@@ -232,6 +253,9 @@ mod tests {
             "ünï",
             "x".repeat(MAX_NAME_LEN).as_str(),
             "-x",
+            "t-1",
+            "t-main-0123456789abcdef",
+            "t-1a2308edac7-b10a309c95b89d5",
         ] {
             validate_name(good).unwrap();
         }
@@ -242,6 +266,14 @@ mod tests {
             ("a\nb", "control character"),
             ("a\u{7f}", "control character"),
             ("a\0", "control character"),
+            ("a\u{202E}b", "invisible format character (U+202E)"),
+            ("\u{2066}x\u{2069}", "U+2066"),
+            ("a\u{200B}", "U+200B"),
+            ("\u{FEFF}a", "U+FEFF"),
+            ("a\u{200E}", "U+200E"),
+            ("a\u{61C}", "U+061C"),
+            ("t-1a2308edac7-b10a309c95b89d50", "shape of a terminal id"),
+            ("t-0-0000000000000000", "shape of a terminal id"),
         ];
         for (bad, expected) in cases {
             let error = validate_name(bad).unwrap_err();

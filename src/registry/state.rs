@@ -224,25 +224,31 @@ impl State {
             .any(|pending| &pending.owner == owner && pending.name.as_deref() == Some(name))
     }
 
-    /// Resolves `target` (a name of the owner's, else an id) to the id of a
+    /// Resolves `target` (an id, else a name of the owner's) to the id of a
     /// terminal `owner` may use.
     ///
-    /// Names are looked up first and only among the owner's own terminals,
-    /// so another owner can never shadow them.
+    /// The id is tried first: an id names one terminal whatever anyone
+    /// called theirs (names of that shape are refused, but a record
+    /// written before that rule may still hold one). Names are looked up
+    /// only among the owner's own terminals, so another owner can never
+    /// shadow them; another owner's id is `FOREIGN_TERMINAL` unless the
+    /// owner has a terminal of that name.
     pub(crate) fn resolve(&self, owner: &OwnerId, target: &str) -> Result<TerminalId> {
+        let by_id = TerminalId::parse(target)
+            .ok()
+            .and_then(|id| self.entries.get(&id));
+        if let Some(entry) = by_id.filter(|entry| &entry.record.owner == owner) {
+            return Ok(entry.record.id.clone());
+        }
         if let Some(entry) = self.entries.values().find(|entry| {
             &entry.record.owner == owner && entry.record.spec.name.as_deref() == Some(target)
         }) {
             return Ok(entry.record.id.clone());
         }
-        let entry = TerminalId::parse(target)
-            .ok()
-            .and_then(|id| self.entries.get(&id))
-            .ok_or_else(|| Error::NoTerminal(target.to_owned()))?;
-        if &entry.record.owner != owner {
-            return Err(Error::ForeignTerminal(target.to_owned()));
+        match by_id {
+            Some(_) => Err(Error::ForeignTerminal(target.to_owned())),
+            None => Err(Error::NoTerminal(target.to_owned())),
         }
-        Ok(entry.record.id.clone())
     }
 
     /// The entry of `id`, which callers resolved earlier; `NO_TERMINAL` if

@@ -8,13 +8,70 @@
 //! over `stat`; nothing here removes anything.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
 /// The sticky bit: in a shared directory (`/tmp`), only an entry's owner
 /// may rename or remove it.
 const STICKY: u32 = 0o1000;
+
+/// Environment variable naming the runtime base: the directory that holds
+/// every server directory the engine makes (a `Terminal`'s, a fixture's,
+/// `run`'s, and the registry's `tmux-engine-registry-UID-HASH`).
+pub const RUNTIME_DIR_ENV: &str = "TMUX_ENGINE_RUNTIME_DIR";
+
+/// The runtime base, chosen but not touched: `named` (a caller's explicit
+/// choice), else `$TMUX_ENGINE_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR` when
+/// it is a directory this user may write, else `/tmp`; made absolute (a
+/// relative socket path would depend on the cwd). The second value is true
+/// when the base was named (by the caller or the variable), so it may be
+/// created.
+///
+/// The one place every server's location starts from: [`runtime_base`]
+/// for servers started directly, and the registry's runtime directory.
+pub fn runtime_base_path(named: Option<&Path>) -> (PathBuf, bool) {
+    let named = named.map(Path::to_owned).or_else(|| {
+        std::env::var_os(RUNTIME_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    let was_named = named.is_some();
+    let base = named.unwrap_or_else(|| {
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|dir| {
+                dir.is_dir()
+                    && rustix::fs::access(
+                        dir,
+                        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+                    )
+                    .is_ok()
+            })
+            .unwrap_or_else(|| PathBuf::from("/tmp"))
+    });
+    let base = std::path::absolute(&base).unwrap_or(base);
+    (base, was_named)
+}
+
+/// The runtime base of [`runtime_base_path`], created (mode 0700) when it
+/// was named but is missing, and checked by [`check_parent`]: no one else
+/// may replace what the engine creates in it.
+///
+/// # Errors
+/// `IO` when it cannot be created; `UNSAFE_DIRECTORY` as [`check_parent`].
+pub fn runtime_base(named: Option<&Path>) -> Result<PathBuf> {
+    let (base, was_named) = runtime_base_path(named);
+    if was_named {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&base)
+            .map_err(|e| Error::io(format!("creating runtime directory {}", base.display()), e))?;
+    }
+    check_parent(&base)?;
+    Ok(base)
+}
 
 fn unsafe_dir(path: &Path, reason: impl Into<String>) -> Error {
     Error::UnsafeDirectory {

@@ -8,10 +8,8 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use std::os::unix::fs::DirBuilderExt;
-
 use super::command::{TmuxCommand, quote};
-use super::dirs::check_parent;
+use super::dirs;
 use crate::vocab::{MAX_SIZE, Size, check_env_name, check_name};
 use crate::{Error, Result};
 
@@ -20,8 +18,7 @@ use crate::{Error, Result};
 pub const MARK_OPTION: &str = "@tmux-engine";
 /// The value of [`MARK_OPTION`]: the version of this marking scheme.
 pub const MARK_VALUE: &str = "1";
-/// Environment variable naming the directory that holds server directories.
-pub const RUNTIME_DIR_ENV: &str = "TMUX_ENGINE_RUNTIME_DIR";
+pub use super::dirs::RUNTIME_DIR_ENV;
 /// What to start: the program, its environment, and the server's settings.
 /// Built from `Default` with the setters: `ServerOptions::default()
 /// .command(argv).size(Size { cols: 100, rows: 30 })`.
@@ -206,43 +203,10 @@ pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
 }
 
 /// The directory that holds server directories (see
-/// [`ServerOptions::runtime_dir`]), created (mode 0700) when named but
-/// missing, made absolute (a relative socket path would depend on the cwd),
-/// and checked by [`check_parent`]: no one else may replace what the engine
-/// creates in it.
+/// [`ServerOptions::runtime_dir`]): [`dirs::runtime_base`], the one
+/// resolution every server shares.
 pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
-    let named = opts.runtime_dir.clone().or_else(|| {
-        std::env::var_os(RUNTIME_DIR_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    });
-    let base = match named {
-        Some(dir) => {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|e| {
-                    Error::io(format!("creating runtime directory {}", dir.display()), e)
-                })?;
-            dir
-        }
-        None => std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|dir| {
-                dir.is_dir()
-                    && rustix::fs::access(
-                        dir,
-                        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
-                    )
-                    .is_ok()
-            })
-            .unwrap_or_else(|| PathBuf::from("/tmp")),
-    };
-    let base = std::path::absolute(&base)
-        .map_err(|e| Error::io(format!("resolving runtime directory {}", base.display()), e))?;
-    check_parent(&base)?;
-    Ok(base)
+    dirs::runtime_base(opts.runtime_dir.as_deref())
 }
 
 /// The engine's config file. Every line must be valid on every supported

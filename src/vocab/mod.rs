@@ -12,7 +12,7 @@ mod size;
 
 pub use exit::ExitStatus;
 pub use ids::{PaneId, SessionId, WindowId};
-pub use names::{MAX_NAME_LEN, check_env_name, check_name};
+pub use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
 pub(crate) use parse_error::is_notification_name;
 pub use parse_error::{ParseError, ParseErrorKind};
 pub use size::{MAX_SIZE, Size};

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod browser;
+mod hygiene;
 mod routes;
 mod security;
 mod ws;

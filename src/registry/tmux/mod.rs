@@ -117,8 +117,10 @@ impl TmuxConfig {
         }
     }
 
-    /// The runtime directory for a registry on `state_dir`:
-    /// `$XDG_RUNTIME_DIR` (else `/tmp`) / `tmux-engine-registry-UID-HASH`,
+    /// The runtime directory for a registry on `state_dir`: the runtime
+    /// base every server uses ([`dirs::runtime_base_path`]:
+    /// `$TMUX_ENGINE_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR`, else `/tmp`) /
+    /// `tmux-engine-registry-UID-HASH`,
     /// where HASH is a hash of the state directory's canonical path. Short
     /// (socket paths have a 107-byte limit) and distinct per state
     /// directory, so one registry's reap never touches another's servers.
@@ -127,10 +129,7 @@ impl TmuxConfig {
     /// so that its canonical path, and so the hash, is the same on the
     /// first call as on every later one, however the path was spelt.
     pub fn for_state_dir(state_dir: &Path) -> Self {
-        let base = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_dir())
-            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        let (base, _) = dirs::runtime_base_path(None);
         // Created private, as `StateDir::open` would (it checks it is).
         let _ = std::fs::DirBuilder::new()
             .recursive(true)
@@ -278,7 +277,9 @@ impl TmuxBackend {
     /// (`UNSAFE_DIRECTORY`), never used.
     fn ensure_runtime_dir(&self) -> Result<()> {
         if let Some(parent) = self.config.runtime_dir.parent() {
-            dirs::check_parent(parent)?;
+            // Created when missing (a named `TMUX_ENGINE_RUNTIME_DIR` may
+            // not exist yet), then checked like every runtime base.
+            dirs::runtime_base(Some(parent))?;
         }
         dirs::ensure_private(&self.config.runtime_dir)
     }
