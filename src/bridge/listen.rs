@@ -44,12 +44,15 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// unless configured otherwise.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Refusals (`503`s) written at once at most; beyond them an over-limit
-/// connection is closed unanswered, so a flood cannot spend fds on them.
-const REFUSAL_SLOTS: usize = 16;
+/// Refusals (`503`s) lingering at once at most; beyond them an over-limit
+/// connection gets its `503` only if the socket takes it at once, and is
+/// closed, so a flood cannot spend fds on refusals.
+const REFUSAL_SLOTS: usize = 64;
 
-/// How long a refused client gets to read its `503`.
-const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+/// How long a refused connection stays open for its client to send its
+/// request and read the `503`: closing with the request unread would reset
+/// the connection under the client's read.
+const REFUSAL_LINGER: Duration = Duration::from_millis(250);
 
 /// The pause after an accept error that is not the peer's (EMFILE,
 /// ENFILE, ENOBUFS): retrying at once would spin.
@@ -341,10 +344,11 @@ pub(crate) async fn serve(
                 full = true;
             }
             // Under TLS a plain-text 503 would be noise: just close.
-            if shared.tls.is_none()
-                && let Ok(slot) = refusals.clone().try_acquire_owned()
-            {
-                connections.spawn(refuse(stream, slot));
+            if shared.tls.is_none() {
+                match refusals.clone().try_acquire_owned() {
+                    Ok(slot) => drop(connections.spawn(refuse(stream, slot))),
+                    Err(_) => stream.try_refuse(),
+                }
             }
             continue;
         };
@@ -361,6 +365,18 @@ pub(crate) async fn serve(
 enum Stream {
     Tcp(tokio::net::TcpStream),
     Unix(tokio::net::UnixStream),
+}
+
+impl Stream {
+    /// Writes the `503` if the socket takes it without waiting (a fresh
+    /// socket's buffer does), then closes.
+    fn try_refuse(self) {
+        let refusal = refusal();
+        let _ = match self {
+            Stream::Tcp(stream) => stream.try_write(&refusal),
+            Stream::Unix(stream) => stream.try_write(&refusal),
+        };
+    }
 }
 
 async fn accept(listener: &Listener) -> io::Result<Stream> {
@@ -400,16 +416,27 @@ fn refusal() -> Vec<u8> {
     .into_bytes()
 }
 
-/// Answers `503` without reading the request, then lingers briefly
-/// (draining what the client sends) so closing does not reset the
-/// connection before the client reads the answer.
+/// Answers `503` once the request head is in (an HTTP client takes an
+/// answer before its request as an error), or after [`REFUSAL_LINGER`] of
+/// silence; then drains briefly so closing does not reset the connection
+/// under the client's read.
 async fn refuse(stream: Stream, _slot: OwnedSemaphorePermit) {
     async fn answer(mut stream: impl AsyncRead + AsyncWrite + Unpin) {
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&chunk[..n]),
+                }
+            }
+        })
+        .await;
         let _ = tokio::time::timeout(REFUSAL_LINGER, async {
             stream.write_all(&refusal()).await?;
             stream.shutdown().await?;
-            let mut sink = [0u8; 1024];
-            while stream.read(&mut sink).await? > 0 {}
+            while stream.read(&mut chunk).await? > 0 {}
             io::Result::Ok(())
         })
         .await;
