@@ -24,8 +24,8 @@ mod page;
 mod ws;
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -56,7 +56,11 @@ impl FromStr for ListenAt {
 pub(crate) struct ServeArgs {
     /// `ADDR:PORT` (`[::1]:7681` for IPv6), or `unix:/path` for a reverse
     /// proxy (the socket is created 0600; a stale one of ours is replaced).
-    #[arg(long, default_value = "127.0.0.1:7681", value_name = "ADDR:PORT|unix:PATH")]
+    #[arg(
+        long,
+        default_value = "127.0.0.1:7681",
+        value_name = "ADDR:PORT|unix:PATH"
+    )]
     listen: ListenAt,
     /// The token clients must present [default: $TMUX_ENGINE_TOKEN, else a
     /// random one, printed in the URL]. A token in argv is visible to every
@@ -152,7 +156,9 @@ pub(crate) async fn run(
     } else if let Some(path) = &args.token_file {
         Auth::Tokens(Tokens::parse(&read_private(path)?)?)
     } else {
-        let from_env = std::env::var(TOKEN_ENV).ok().filter(|token| !token.is_empty());
+        let from_env = std::env::var(TOKEN_ENV)
+            .ok()
+            .filter(|token| !token.is_empty());
         let token = match args.token.or(from_env) {
             Some(token) => token,
             None => {

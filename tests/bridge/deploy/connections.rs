@@ -16,13 +16,23 @@ async fn silent_and_partial_heads_are_cut_at_the_header_timeout() {
     within(async {
         let served = Serve::start(
             Cli::new(),
-            &["--listen", "127.0.0.1:0", "--header-timeout", "1", "--idle-timeout", "600"],
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--header-timeout",
+                "1",
+                "--idle-timeout",
+                "600",
+            ],
             &[],
         )
         .await;
         let addr = served.addr();
         let silent = TcpStream::connect(&addr).await.unwrap();
-        assert!(closed_by_server(silent, b"").await, "a silent socket stayed open");
+        assert!(
+            closed_by_server(silent, b"").await,
+            "a silent socket stayed open"
+        );
         let partial = TcpStream::connect(&addr).await.unwrap();
         assert!(
             closed_by_server(partial, b"GET /api/terminals HTTP/1.1\r\nhost: 127.0.0.1").await,
@@ -30,7 +40,15 @@ async fn silent_and_partial_heads_are_cut_at_the_header_timeout() {
         );
         // The server still answers a whole request.
         let stream = TcpStream::connect(&addr).await.unwrap();
-        let reply = exchange(stream, "GET", &addr, "/api/terminals", &served.token(), None).await;
+        let reply = exchange(
+            stream,
+            "GET",
+            &addr,
+            "/api/terminals",
+            &served.token(),
+            None,
+        )
+        .await;
         assert_eq!(reply.status, 200, "{reply:?}");
     })
     .await;
@@ -41,7 +59,14 @@ async fn a_kept_alive_connection_is_closed_after_the_idle_timeout() {
     within(async {
         let served = Serve::start(
             Cli::new(),
-            &["--listen", "127.0.0.1:0", "--idle-timeout", "1", "--header-timeout", "600"],
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--idle-timeout",
+                "1",
+                "--header-timeout",
+                "600",
+            ],
             &[],
         )
         .await;
@@ -60,7 +85,10 @@ async fn a_kept_alive_connection_is_closed_after_the_idle_timeout() {
             .await
             .unwrap();
         assert_eq!(&head, b"HTTP/1.1 200");
-        assert!(closed_by_server(stream, b"").await, "an idle keep-alive stayed open");
+        assert!(
+            closed_by_server(stream, b"").await,
+            "an idle keep-alive stayed open"
+        );
     })
     .await;
 }
@@ -70,7 +98,14 @@ async fn past_max_connections_a_client_gets_503_then_a_freed_slot_serves() {
     within(async {
         let served = Serve::start(
             Cli::new(),
-            &["--listen", "127.0.0.1:0", "--max-connections", "4", "--header-timeout", "600"],
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--max-connections",
+                "4",
+                "--header-timeout",
+                "600",
+            ],
             &[],
         )
         .await;
@@ -85,11 +120,15 @@ async fn past_max_connections_a_client_gets_503_then_a_freed_slot_serves() {
         assert_eq!(reply.json()["error"]["code"], "TOO_MANY_CONNECTIONS");
         drop(idle);
         let token = served.token();
-        poll("a request served after the idle sockets closed", super::WAIT, || async {
-            let stream = TcpStream::connect(&addr).await.ok()?;
-            let reply = exchange(stream, "GET", &addr, "/api/terminals", &token, None).await;
-            (reply.status == 200).then_some(())
-        })
+        poll(
+            "a request served after the idle sockets closed",
+            super::WAIT,
+            || async {
+                let stream = TcpStream::connect(&addr).await.ok()?;
+                let reply = exchange(stream, "GET", &addr, "/api/terminals", &token, None).await;
+                (reply.status == 200).then_some(())
+            },
+        )
         .await;
     })
     .await;
@@ -125,10 +164,14 @@ async fn three_hundred_idle_sockets_under_ulimit_256_do_not_lock_clients_out() {
         // Held idle sockets are cut by the header timeout (10 s): then a
         // client is served.
         let token = served.token();
-        poll("a 200 while the idle sockets are held", Duration::from_secs(40), || async {
-            let response = client.get(&url).bearer_auth(&token).send().await.ok()?;
-            (response.status() == 200).then_some(())
-        })
+        poll(
+            "a 200 while the idle sockets are held",
+            Duration::from_secs(40),
+            || async {
+                let response = client.get(&url).bearer_auth(&token).send().await.ok()?;
+                (response.status() == 200).then_some(())
+            },
+        )
         .await;
         eprintln!("first answer and 200 within {:?}", started.elapsed());
         drop(idle);

@@ -218,7 +218,10 @@ fn dechunk(mut body: &str) -> String {
 
 /// Whether the server closes `stream` (EOF or reset) within [`WAIT`],
 /// after the client sent `sent`.
-pub(crate) async fn closed_by_server(mut stream: impl AsyncRead + AsyncWrite + Unpin, sent: &[u8]) -> bool {
+pub(crate) async fn closed_by_server(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+    sent: &[u8],
+) -> bool {
     if !sent.is_empty() {
         stream.write_all(sent).await.unwrap();
     }

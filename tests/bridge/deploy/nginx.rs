@@ -98,7 +98,11 @@ async fn serve_behind_nginx_on_a_unix_socket_under_a_base_path() {
         std::fs::create_dir_all(&root).unwrap();
         let socket = cli.state().with_file_name("serve.sock");
         // A free port: bind, note it, release it for nginx.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let host = format!("127.0.0.1:{port}");
         let mut args = vec![
             "--listen".to_owned(),
@@ -142,7 +146,15 @@ async fn serve_behind_nginx_on_a_unix_socket_under_a_base_path() {
         );
         assert!(page.body.contains("assets/app.js"), "{page:?}");
         let body = r#"{"command":["sh","-c","echo proxied; exec cat"]}"#;
-        let spawned = exchange(connect().await, "POST", &host, "/terminals/api/terminals", &token, Some(body)).await;
+        let spawned = exchange(
+            connect().await,
+            "POST",
+            &host,
+            "/terminals/api/terminals",
+            &token,
+            Some(body),
+        )
+        .await;
         assert_eq!(spawned.status, 201, "{spawned:?}");
         let id = spawned.json()["id"].as_str().unwrap().to_owned();
         let url = format!("ws://{host}/terminals/api/terminals/{id}/attach?token={token}");

@@ -19,14 +19,17 @@ use crate::support::within;
 
 /// A CA and a `127.0.0.1`/`localhost` certificate it signed, as PEM files
 /// in `dir`; returns (cert, key, the CA's DER).
-pub(crate) fn certificate(dir: &Path) -> (PathBuf, PathBuf, rustls::pki_types::CertificateDer<'static>) {
+pub(crate) fn certificate(
+    dir: &Path,
+) -> (PathBuf, PathBuf, rustls::pki_types::CertificateDer<'static>) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca_params, ca_key);
     let key = KeyPair::generate().unwrap();
-    let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+    let params =
+        CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
     let leaf = params.signed_by(&key, &issuer).unwrap();
     let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert_path, leaf.pem()).unwrap();
@@ -36,7 +39,10 @@ pub(crate) fn certificate(dir: &Path) -> (PathBuf, PathBuf, rustls::pki_types::C
 }
 
 /// A TLS client connection to `addr` trusting only `ca`.
-pub(crate) async fn connect(addr: &str, ca: &rustls::pki_types::CertificateDer<'static>) -> TlsStream<TcpStream> {
+pub(crate) async fn connect(
+    addr: &str,
+    ca: &rustls::pki_types::CertificateDer<'static>,
+) -> TlsStream<TcpStream> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -61,18 +67,44 @@ async fn https_serves_the_api_and_a_websocket_and_cuts_silent_handshakes() {
         std::fs::create_dir_all(&dir).unwrap();
         let (cert, key, ca) = certificate(&dir);
         let args = [
-            "--listen", "127.0.0.1:0", "--header-timeout", "1",
-            "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--header-timeout",
+            "1",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
         ];
         let served = Serve::start(cli, &args, &[]).await;
-        assert!(served.line.starts_with("https://127.0.0.1:"), "printed {}", served.line);
+        assert!(
+            served.line.starts_with("https://127.0.0.1:"),
+            "printed {}",
+            served.line
+        );
         let (addr, token) = (served.addr(), served.token());
 
         let body = r#"{"command":["sh","-c","echo tls-ok; exec cat"]}"#;
-        let spawned = exchange(connect(&addr, &ca).await, "POST", &addr, "/api/terminals", &token, Some(body)).await;
+        let spawned = exchange(
+            connect(&addr, &ca).await,
+            "POST",
+            &addr,
+            "/api/terminals",
+            &token,
+            Some(body),
+        )
+        .await;
         assert_eq!(spawned.status, 201, "{spawned:?}");
         let id = spawned.json()["id"].as_str().unwrap().to_owned();
-        let listed = exchange(connect(&addr, &ca).await, "GET", &addr, "/api/terminals", &token, None).await;
+        let listed = exchange(
+            connect(&addr, &ca).await,
+            "GET",
+            &addr,
+            "/api/terminals",
+            &token,
+            None,
+        )
+        .await;
         assert_eq!(listed.status, 200, "{listed:?}");
         assert!(listed.body.contains(&id), "{listed:?}");
 
@@ -80,14 +112,23 @@ async fn https_serves_the_api_and_a_websocket_and_cuts_silent_handshakes() {
         let (mut ws, _) = tokio_tungstenite::client_async(url, connect(&addr, &ca).await)
             .await
             .unwrap();
-        let hello = tokio::time::timeout(super::WAIT, ws.next()).await.unwrap().unwrap().unwrap();
-        let Message::Text(hello) = hello else { panic!("{hello:?}") };
+        let hello = tokio::time::timeout(super::WAIT, ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let Message::Text(hello) = hello else {
+            panic!("{hello:?}")
+        };
         let hello: serde_json::Value = serde_json::from_str(&hello).unwrap();
         assert_eq!(hello["type"], "hello", "{hello}");
 
         // A TCP client that never starts the handshake holds no slot.
         let silent = TcpStream::connect(&addr).await.unwrap();
-        assert!(closed_by_server(silent, b"").await, "a silent TLS socket stayed open");
+        assert!(
+            closed_by_server(silent, b"").await,
+            "a silent TLS socket stayed open"
+        );
     })
     .await;
 }
@@ -102,8 +143,19 @@ async fn bad_tls_files_are_refused_naming_the_file() {
         let junk = dir.join("junk.pem");
         std::fs::write(&junk, "not a certificate\n").unwrap();
         let missing = dir.join("missing.pem");
-        for (cert, key, named) in [(&junk, &key, &junk), (&cert, &missing, &missing), (&cert, &junk, &junk)] {
-            let args = ["--listen", "127.0.0.1:0", "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()];
+        for (cert, key, named) in [
+            (&junk, &key, &junk),
+            (&cert, &missing, &missing),
+            (&cert, &junk, &junk),
+        ] {
+            let args = [
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                cert.to_str().unwrap(),
+                "--tls-key",
+                key.to_str().unwrap(),
+            ];
             let stderr = refused(&cli, &args, &[]).await;
             assert!(stderr.contains("INVALID_INPUT"), "{stderr}");
             assert!(stderr.contains(named.to_str().unwrap()), "{stderr}");
