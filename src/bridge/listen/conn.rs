@@ -23,15 +23,14 @@ use tower::ServiceExt;
 
 use super::options::ServeOptions;
 
-/// Refusals (`503`s) lingering at once at most; beyond them an over-limit
-/// connection gets its `503` only if the socket takes it at once, and is
-/// closed, so a flood cannot spend fds on refusals.
+/// Refusals (`503`s) lingering at once at most; beyond them the accept
+/// loop waits for one to end, so a flood cannot spend fds on refusals.
 pub(super) const REFUSAL_SLOTS: usize = 64;
 
 /// How long a refused connection stays open for its client to send its
 /// request and read the `503`: closing with the request unread would reset
 /// the connection under the client's read.
-const REFUSAL_LINGER: Duration = Duration::from_millis(250);
+const REFUSAL_LINGER: Duration = Duration::from_millis(500);
 
 /// A path no route has: where requests outside the base path are sent,
 /// so the router's own layers (host check, authentication) still answer
@@ -52,18 +51,6 @@ pub(super) struct Shared {
 pub(super) enum Stream {
     Tcp(tokio::net::TcpStream),
     Unix(tokio::net::UnixStream),
-}
-
-impl Stream {
-    /// Writes the `503` if the socket takes it without waiting (a fresh
-    /// socket's buffer does), then closes.
-    pub(super) fn try_refuse(self) {
-        let refusal = refusal();
-        let _ = match self {
-            Stream::Tcp(stream) => stream.try_write(&refusal),
-            Stream::Unix(stream) => stream.try_write(&refusal),
-        };
-    }
 }
 
 /// The canned answer to a connection over the cap.
@@ -98,10 +85,13 @@ pub(super) async fn refuse(stream: Stream, _slot: OwnedSemaphorePermit) {
             }
         })
         .await;
+        // A client that sent nothing has nothing unread to reset on close:
+        // only one that did is waited for to read the answer and leave.
+        let sent = !head.is_empty();
         let _ = tokio::time::timeout(REFUSAL_LINGER, async {
             stream.write_all(&refusal()).await?;
             stream.shutdown().await?;
-            while stream.read(&mut chunk).await? > 0 {}
+            while sent && stream.read(&mut chunk).await? > 0 {}
             io::Result::Ok(())
         })
         .await;

@@ -103,9 +103,15 @@ pub(crate) async fn serve(
             }
             // Under TLS a plain-text 503 would be noise: just close.
             if shared.tls.is_none() {
-                match refusals.clone().try_acquire_owned() {
-                    Ok(slot) => drop(connections.spawn(refuse(stream, slot))),
-                    Err(_) => stream.try_refuse(),
+                // All slots busy: accepting waits for one (the backlog
+                // holds the next clients meanwhile, briefly).
+                let slot = tokio::select! {
+                    biased;
+                    () = &mut stop => break,
+                    slot = refusals.clone().acquire_owned() => slot,
+                };
+                if let Ok(slot) = slot {
+                    connections.spawn(refuse(stream, slot));
                 }
             }
             continue;
