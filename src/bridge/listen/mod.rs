@@ -66,8 +66,9 @@ pub(crate) async fn serve(
     });
     let connections = TaskTracker::new();
     let mut stop = pin!(stop);
-    // Log an accept error or a full house once per burst, not per socket.
-    let (mut accept_failing, mut full) = (false, false);
+    // Accept errors and a full house are logged once per burst, not per
+    // socket: a flood must not become a flood of log lines.
+    let (mut accept_failing, mut full) = (Throttle::default(), Throttle::default());
     loop {
         let accepted = tokio::select! {
             biased;
@@ -75,16 +76,12 @@ pub(crate) async fn serve(
             accepted = accept(&listener) => accepted,
         };
         let stream = match accepted {
-            Ok(stream) => {
-                accept_failing = false;
-                stream
-            }
+            Ok(stream) => stream,
             // The peer gave up before we took it: nothing to back off from.
             Err(e) if is_peer_error(&e) => continue,
             Err(e) => {
-                if !accept_failing {
+                if accept_failing.ready() {
                     tracing::warn!("accepting connections failed, backing off: {e}");
-                    accept_failing = true;
                 }
                 tokio::select! {
                     biased;
@@ -94,12 +91,11 @@ pub(crate) async fn serve(
             }
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            if !full {
+            if full.ready() {
                 tracing::warn!(
                     "{} connections open (--max-connections): refusing new ones",
                     shared.options.max_connections
                 );
-                full = true;
             }
             // Under TLS a plain-text 503 would be noise: just close.
             if shared.tls.is_none() {
@@ -116,13 +112,30 @@ pub(crate) async fn serve(
             }
             continue;
         };
-        full = false;
         connections.spawn(connection(stream, permit, shared.clone()));
     }
     drop(listener);
     shutdown.cancel();
     connections.close();
     let _ = tokio::time::timeout(grace, connections.wait()).await;
+}
+
+/// How often one kind of warning may be logged.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Lets a warning through at most once per [`WARN_EVERY`].
+#[derive(Default)]
+struct Throttle(Option<tokio::time::Instant>);
+
+impl Throttle {
+    fn ready(&mut self) -> bool {
+        let now = tokio::time::Instant::now();
+        let ready = self.0.is_none_or(|last| now - last >= WARN_EVERY);
+        if ready {
+            self.0 = Some(now);
+        }
+        ready
+    }
 }
 
 async fn accept(listener: &Listener) -> io::Result<Stream> {
