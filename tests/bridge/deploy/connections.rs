@@ -178,3 +178,46 @@ async fn three_hundred_idle_sockets_under_ulimit_256_do_not_lock_clients_out() {
     })
     .await;
 }
+
+/// More sockets than file descriptors (the cap set above `ulimit -n`):
+/// accept fails with EMFILE (serve says so in its log), backs off, and
+/// serving resumes once the sockets go.
+#[tokio::test]
+async fn accept_errors_back_off_and_serving_resumes() {
+    within(async {
+        let cli = Cli::new();
+        let log = cli.state().with_file_name("serve.log");
+        let args = [
+            "--listen",
+            "127.0.0.1:0",
+            "--max-connections",
+            "1000",
+            "--header-timeout",
+            "600",
+        ];
+        let served = Serve::start_limited_with(cli, 64, &args, Some(&log)).await;
+        let addr = served.addr();
+        let mut idle = Vec::new();
+        for _ in 0..100 {
+            idle.push(TcpStream::connect(&addr).await.unwrap());
+        }
+        poll("serve's EMFILE warning", super::super::WAIT, || async {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.contains("accepting connections failed").then_some(())
+        })
+        .await;
+        drop(idle);
+        let token = served.token();
+        poll(
+            "a request served after EMFILE",
+            super::super::WAIT,
+            || async {
+                let stream = TcpStream::connect(&addr).await.ok()?;
+                let reply = exchange(stream, "GET", &addr, "/api/terminals", &token, None).await;
+                (reply.status == 200).then_some(())
+            },
+        )
+        .await;
+    })
+    .await;
+}

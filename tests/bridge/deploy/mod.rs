@@ -38,13 +38,30 @@ impl Serve {
 
     /// As [`start`](Serve::start), under `ulimit -n LIMIT`.
     pub(crate) async fn start_limited(cli: Cli, limit: u32, args: &[&str]) -> Serve {
+        Serve::start_limited_with(cli, limit, args, None).await
+    }
+
+    /// As [`start_limited`](Serve::start_limited), its warnings written
+    /// to `log` when given.
+    pub(crate) async fn start_limited_with(
+        cli: Cli,
+        limit: u32,
+        args: &[&str],
+        log: Option<&std::path::Path>,
+    ) -> Serve {
         let mut argv = vec!["serve"];
         argv.extend_from_slice(args);
         let inner = cli.command(&argv);
         let mut command = std::process::Command::new("sh");
         command
             .arg("-c")
-            .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+            .arg(match log {
+                Some(log) => format!(
+                    "ulimit -n {limit} && exec \"$0\" \"$@\" 2>'{}'",
+                    log.display()
+                ),
+                None => format!("ulimit -n {limit} && exec \"$0\" \"$@\""),
+            })
             .arg(inner.get_program())
             .args(inner.get_args())
             .stdin(Stdio::null());
@@ -53,7 +70,12 @@ impl Serve {
                 command.env(key, value);
             }
         }
-        Serve::spawn(cli, command, &[]).await
+        let env: &[(&str, &str)] = if log.is_some() {
+            &[("TMUX_ENGINE_LOG", "warn")]
+        } else {
+            &[]
+        };
+        Serve::spawn(cli, command, env).await
     }
 
     async fn spawn(cli: Cli, command: std::process::Command, env: &[(&str, &str)]) -> Serve {
