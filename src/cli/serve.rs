@@ -81,7 +81,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 1 << 20)]
     replay_bytes: usize,
     /// Seconds a client may take to send a request's head (or finish the
-    /// TLS handshake); a connection that sends nothing is closed after it.
+    /// TLS handshake), and the longest pause in a request body; a
+    /// connection that sends nothing is closed after it.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout: u64,

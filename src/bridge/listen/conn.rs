@@ -400,11 +400,65 @@ async fn route(shared: &Shared, mut request: Request<Incoming>) -> Response<axum
     match shared
         .app
         .clone()
-        .oneshot(request.map(axum::body::Body::new))
+        .oneshot(request.map(|inner| {
+            axum::body::Body::new(Trickle {
+                inner,
+                gap: shared.options.header_timeout,
+                stall: None,
+            })
+        }))
         .await
     {
         Ok(response) => response,
         Err(never) => match never {},
+    }
+}
+
+/// A request body whose client may pause at most `gap` (the header
+/// timeout) between frames: a request is in flight while its body comes,
+/// so a trickled body would otherwise hold its connection and slot forever.
+struct Trickle {
+    inner: Incoming,
+    gap: Duration,
+    /// Started when the body first had nothing to give; reset by a frame.
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl HttpBody for Trickle {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.stall = None;
+                Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let gap = this.gap;
+                let stall = this
+                    .stall
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(gap)));
+                if stall.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Some(Err(
+                        format!("the request body stalled for {gap:?}").into()
+                    )));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -55,6 +55,37 @@ async fn silent_and_partial_heads_are_cut_at_the_header_timeout() {
 }
 
 #[tokio::test]
+async fn a_trickled_body_is_cut_when_it_pauses_past_the_header_timeout() {
+    within(async {
+        let served = Serve::start(
+            Cli::new(),
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--header-timeout",
+                "1",
+                "--idle-timeout",
+                "600",
+            ],
+            &[],
+        )
+        .await;
+        let addr = served.addr();
+        let stream = TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST /api/terminals HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {}\r\n\
+             content-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"na",
+            served.token()
+        );
+        assert!(
+            closed_by_server(stream, head.as_bytes()).await,
+            "a stalled body held its connection"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_kept_alive_connection_is_closed_after_the_idle_timeout() {
     within(async {
         let served = Serve::start(
