@@ -155,7 +155,7 @@ impl Tls {
 pub struct ServeOptions {
     /// Time to receive a request's head, counted from the connection's
     /// start (or the first byte after an idle keep-alive pause); also the
-    /// TLS handshake's limit.
+    /// TLS handshake's limit and the longest pause in a request body.
     pub header_timeout: Duration,
     /// Time a kept-alive connection may wait for its next request.
     pub idle_timeout: Duration,
