@@ -124,6 +124,9 @@ async fn serve_behind_nginx_on_a_unix_socket_under_a_base_path() {
                 .arg(&conf)
                 .arg("-p")
                 .arg(&root)
+                // Not the compiled-in /var/log/nginx, which a user cannot write.
+                .arg("-e")
+                .arg(root.join("error.log"))
                 .args(["-g", "daemon off;"])
                 .stdin(Stdio::null())
                 .kill_on_drop(true)
