@@ -65,6 +65,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A file holding a secret (a token file) is not private to the user
+    /// (another owner, or group/other access), so the engine refuses it.
+    #[error("unsafe file {path}: {reason}; chmod 600 it as its owner")]
+    UnsafeFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// The tmux server (or the control connection to it) is gone.
     #[error("tmux server gone: {reason}")]
     ServerGone {
@@ -248,6 +258,7 @@ impl Error {
             Error::Unsupported(_) => "UNSUPPORTED",
             Error::SocketPathTooLong { .. } => "SOCKET_PATH_TOO_LONG",
             Error::UnsafeDirectory { .. } => "UNSAFE_DIRECTORY",
+            Error::UnsafeFile { .. } => "UNSAFE_FILE",
             Error::ServerGone { .. } => "SERVER_GONE",
             Error::Unresponsive { .. } => "UNRESPONSIVE",
             Error::Command { .. } => "COMMAND_FAILED",

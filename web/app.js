@@ -43,8 +43,13 @@ function showError(text) {
   $("error").hidden = !text;
 }
 
+// Every URL is relative to the page, so the page works mounted under a
+// proxy's path prefix (`serve --base-path`): "/api/x" is fetched as "api/x".
+const base = new URL(".", location.href);
+const url = (path) => new URL(path.replace(/^\//, ""), base);
+
 async function api(method, path, body) {
-  const response = await fetch(path, {
+  const response = await fetch(url(path), {
     method,
     headers: body ? { "content-type": "application/json" } : {},
     body: body ? JSON.stringify(body) : undefined,
@@ -111,9 +116,10 @@ function open(id, title) {
 }
 
 function connect() {
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const query = view.stream !== null ? `?since=${view.stream}:${view.offset}` : "";
-  const socket = new WebSocket(`${scheme}//${location.host}/api/terminals/${encodeURIComponent(view.id)}/attach${query}`);
+  const address = url(`api/terminals/${encodeURIComponent(view.id)}/attach${query}`);
+  address.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+  const socket = new WebSocket(address);
   socket.binaryType = "arraybuffer";
   view.socket = socket;
   view.repaintNext = false;

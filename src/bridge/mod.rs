@@ -11,6 +11,7 @@
 //! | `ws.rs`     | the WebSocket: refusals as close codes, the pump       |
 //! | `frames.rs` | the WebSocket grammar (query, frames), sans IO         |
 //! | `page.rs`   | the embedded page and assets                           |
+//! | `listen.rs` | the accept loop: timeouts, connection cap, TLS, unix   |
 //!
 //! The protocol (routes, frames, close codes) is in the README. The bridge
 //! never writes HTTP or WebSocket framing itself (axum does), and never
@@ -20,11 +21,12 @@ mod api;
 pub mod auth;
 pub mod frames;
 mod guard;
+pub mod listen;
 mod page;
 mod ws;
 
 use std::ffi::OsString;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +43,7 @@ use tokio_util::task::TaskTracker;
 pub use self::api::ApiError;
 pub use self::auth::{Auth, Principal, Tokens};
 pub use self::guard::{check_allow_host, check_allow_origin};
+pub use self::listen::{Listener, ServeOptions, Tls};
 pub use self::ws::MAX_CLIENT_MESSAGE;
 use crate::attach::{Attacher, AttacherConfig};
 use crate::registry::Registry;
@@ -228,32 +231,45 @@ impl Bridge {
             .with_state(self.state.clone())
     }
 
-    /// Serves on `listener` until `stop` resolves, then: stops accepting,
-    /// closes every WebSocket with 1001, gives in-flight requests
-    /// [`SHUTDOWN_GRACE`], and shuts the attacher down. Terminals keep
-    /// running.
+    /// Serves on `listener` with the default [`ServeOptions`]; see
+    /// [`serve_with`](Bridge::serve_with).
     ///
     /// # Errors
-    /// `IO` when serving fails.
+    /// None today; the `Result` is kept for listener setups that can fail.
     pub async fn serve(
         &self,
-        listener: tokio::net::TcpListener,
+        listener: impl Into<Listener>,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
-        let shutdown = self.state.shutdown.clone();
-        let server = axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .into_future();
-        let served = tokio::select! {
-            served = server => served.map_err(|e| Error::io("serving http", e)),
-            () = async {
-                stop.await;
-                shutdown.cancel();
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            } => Ok(()),
-        };
+        self.serve_with(listener, ServeOptions::default(), stop)
+            .await
+    }
+
+    /// Serves on `listener` under `options` (timeouts, connection cap,
+    /// TLS) until `stop` resolves, then: stops accepting, closes every
+    /// WebSocket with 1001, gives in-flight requests [`SHUTDOWN_GRACE`],
+    /// and shuts the attacher down. Terminals keep running.
+    ///
+    /// # Errors
+    /// None today: accept errors back off and are logged, never fatal.
+    pub async fn serve_with(
+        &self,
+        listener: impl Into<Listener>,
+        options: ServeOptions,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        listen::serve(
+            listener.into(),
+            self.router(),
+            self.state.config.base_path.clone(),
+            options,
+            self.state.shutdown.clone(),
+            SHUTDOWN_GRACE,
+            stop,
+        )
+        .await;
         self.shutdown().await;
-        served
+        Ok(())
     }
 
     /// Closes every WebSocket with 1001 (waiting up to

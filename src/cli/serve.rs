@@ -1,32 +1,74 @@
 //! `serve`: the web bridge on one long-lived registry. Parses the flags
-//! into a [`BridgeConfig`], opens the registry with a clean environment
-//! for the terminals it spawns, prints the URL to open, and serves until
-//! Ctrl-C or SIGTERM; then closes the viewers (1001) and shuts the
-//! registry down, leaving the terminals running.
+//! into a [`BridgeConfig`] and [`ServeOptions`], opens the registry with a
+//! clean environment for the terminals it spawns, binds (TCP, maybe TLS,
+//! or a Unix socket), prints the URL to open, and serves until Ctrl-C or
+//! SIGTERM; then closes the viewers (1001) and shuts the registry down,
+//! leaving the terminals running.
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
 
 use clap::Args;
 use tmux_engine::Error;
-use tmux_engine::bridge::{Auth, Bridge, BridgeConfig, Principal, Tokens, auth, clean_environment};
+use tmux_engine::bridge::listen::{self, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
+use tmux_engine::bridge::{
+    Auth, Bridge, BridgeConfig, Listener, Principal, ServeOptions, Tls, Tokens, auth,
+    clean_environment,
+};
 use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
 
 use super::args::{Global, SHELL_ENV};
 use super::report::{CliError, write_line};
 use super::terminals::{owner, state_dir};
 
+/// The environment variable read for the token when `--token` is absent.
+const TOKEN_ENV: &str = "TMUX_ENGINE_TOKEN";
+
+/// Where `--listen` points.
+#[derive(Debug, Clone)]
+pub(crate) enum ListenAt {
+    /// `ADDR:PORT` (`[::1]:7681` for IPv6).
+    Tcp(SocketAddr),
+    /// `unix:/path`.
+    Unix(PathBuf),
+}
+
+impl FromStr for ListenAt {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ListenAt, String> {
+        match text.strip_prefix("unix:") {
+            Some("") => Err("unix: needs a path (unix:/run/tmux-engine.sock)".to_owned()),
+            Some(path) => Ok(ListenAt::Unix(PathBuf::from(path))),
+            None => text
+                .parse()
+                .map(ListenAt::Tcp)
+                .map_err(|e| format!("{e} (expected ADDR:PORT or unix:/path)")),
+        }
+    }
+}
+
 /// `serve`'s flags.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ServeArgs {
-    /// Address and port to listen on.
-    #[arg(long, default_value = "127.0.0.1:7681")]
-    listen: SocketAddr,
-    /// The token clients must present [default: a random one, printed in the URL].
+    /// `ADDR:PORT` (`[::1]:7681` for IPv6), or `unix:/path` for a reverse
+    /// proxy (the socket is created 0600; a stale one of ours is replaced).
+    #[arg(
+        long,
+        default_value = "127.0.0.1:7681",
+        value_name = "ADDR:PORT|unix:PATH"
+    )]
+    listen: ListenAt,
+    /// The token clients must present [default: $TMUX_ENGINE_TOKEN, else a
+    /// random one, printed in the URL]. A token in argv is visible to every
+    /// local user in /proc/*/cmdline: prefer TMUX_ENGINE_TOKEN or --token-file.
     #[arg(long, conflicts_with_all = ["token_file", "no_auth"])]
     token: Option<String>,
-    /// A file of `TOKEN OWNER [read-only]` lines; each token acts as its owner.
+    /// A file of `TOKEN OWNER [read-only]` lines; each token acts as its
+    /// owner. Must be the user's own and not readable by group or others.
     #[arg(long, conflicts_with = "no_auth")]
     token_file: Option<PathBuf>,
     /// An origin (scheme://HOST[:PORT]) besides the page's own that may write and open
@@ -48,14 +90,45 @@ pub(crate) struct ServeArgs {
     /// more interval after a ping is closed (1001). 0 turns pings off.
     #[arg(long, value_name = "SECS", default_value_t = 20)]
     ping_interval: u64,
+    /// Seconds a client may take to send a request's head (or finish the
+    /// TLS handshake), and the longest pause in a request body; a
+    /// connection that sends nothing is closed after it.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// Seconds a kept-alive connection may wait for its next request.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout: u64,
+    /// Connections served at once (WebSockets included); a new one beyond
+    /// them gets 503 TOO_MANY_CONNECTIONS. [default: half the open-file
+    /// limit (ulimit -n), leaving the other half for the terminals' pipes,
+    /// PTYs and the registry's files]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: Option<u64>,
+    /// PEM certificate chain: serve HTTPS (with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on a non-loopback address (refused otherwise: the
+    /// token would cross the network in clear). Use TLS or a proxy instead.
+    #[arg(long)]
+    allow_plain_http: bool,
+    /// Serve the page, API and WebSocket under this path (`/prefix`), as a
+    /// reverse proxy mounts it; other paths answer 404.
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    base_path: String,
 }
 
 /// Serves until SIGINT or SIGTERM.
 ///
 /// # Errors
-/// `INVALID_INPUT` for bad flags (`--no-auth` off loopback, a weak token,
-/// a bad token file); `IO` when the address cannot be bound; the
-/// registry's errors.
+/// `INVALID_INPUT` for bad flags (`--no-auth` or plain HTTP off loopback,
+/// a weak token, a bad token file, TLS files, base path); `UNSAFE_FILE`
+/// for a token file others can read; `IO` when the address cannot be
+/// bound; the registry's errors.
 pub(crate) async fn run(
     global: &Global,
     args: ServeArgs,
@@ -68,25 +141,42 @@ pub(crate) async fn run(
     for origin in &args.allow_origin {
         tmux_engine::bridge::check_allow_origin(origin)?;
     }
-    let mut printed_token = None;
-    let auth = if args.no_auth {
-        if !args.listen.ip().is_loopback() {
+    let base_path = listen::validate_base_path(&args.base_path)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(Tls::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    if let ListenAt::Tcp(addr) = &args.listen
+        && !addr.ip().is_loopback()
+    {
+        if args.no_auth {
             return Err(Error::InvalidInput(format!(
-                "--no-auth is refused on {}: listen on a loopback address or use a token",
-                args.listen
+                "--no-auth is refused on {addr}: listen on a loopback address or use a token"
             ))
             .into());
         }
+        if tls.is_none() && !args.allow_plain_http {
+            return Err(Error::InvalidInput(format!(
+                "plain HTTP is refused on the non-loopback address {addr}: the token would \
+                 cross the network in clear; give --tls-cert/--tls-key, listen on loopback or \
+                 unix:/path behind a TLS proxy, or pass --allow-plain-http"
+            ))
+            .into());
+        }
+    }
+    let mut printed_token = None;
+    let auth = if args.no_auth {
         Auth::Open(Principal {
             owner,
             read_only: false,
         })
     } else if let Some(path) = &args.token_file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::io(format!("reading token file {}", path.display()), e))?;
-        Auth::Tokens(Tokens::parse(&text)?)
+        Auth::Tokens(Tokens::parse(&read_private(path)?)?)
     } else {
-        let token = match args.token {
+        let from_env = std::env::var(TOKEN_ENV)
+            .ok()
+            .filter(|token| !token.is_empty());
+        let token = match args.token.or(from_env) {
             Some(token) => token,
             None => {
                 let token = auth::generate_token()?;
@@ -103,35 +193,122 @@ pub(crate) async fn run(
         config = config.shell(shell);
     }
     let (registry, _report) = open_registry(dir, config).await?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| Error::io(format!("listening on {}", args.listen), e))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| Error::io("reading the listening address", e))?;
-    let url = match &printed_token {
-        Some(token) => format!("http://{local}/?token={token}"),
-        None => format!("http://{local}/"),
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let query = printed_token
+        .map(|token| format!("?token={token}"))
+        .unwrap_or_default();
+    let mut bridge_config = BridgeConfig::new(auth)
+        .replay_bytes(args.replay_bytes)
+        .ping_interval(Duration::from_secs(args.ping_interval))
+        .https(tls.is_some())
+        .base_path(base_path.clone());
+    let (listener, url, socket): (Listener, _, _) = match &args.listen {
+        ListenAt::Tcp(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| Error::io(format!("listening on {addr}"), e))?;
+            let local = listener
+                .local_addr()
+                .map_err(|e| Error::io("reading the listening address", e))?;
+            bridge_config = bridge_config.listening_on(local);
+            let url = format!("{scheme}://{local}{base_path}/{query}");
+            (listener.into(), url, None)
+        }
+        ListenAt::Unix(path) => {
+            let listener = listen::bind_unix(path)?;
+            // The proxy's URL is not ours to know: the socket, then the
+            // path (and token) to open under the proxy.
+            let url = format!("unix:{} {base_path}/{query}", path.display());
+            (listener.into(), url, Some(Socket::placed(path)))
+        }
     };
     write_line(out, &url)?;
     out.flush().map_err(|e| Error::io("writing stdout", e))?;
-    let mut bridge_config = BridgeConfig::new(auth)
-        .replay_bytes(args.replay_bytes)
-        .listening_on(local)
-        .ping_interval(std::time::Duration::from_secs(args.ping_interval));
     for origin in args.allow_origin {
         bridge_config = bridge_config.allow_origin(origin);
     }
     for host in args.allow_host {
         bridge_config = bridge_config.allow_host(host);
     }
+    let mut options = ServeOptions::default()
+        .header_timeout(Duration::from_secs(args.header_timeout))
+        .idle_timeout(Duration::from_secs(args.idle_timeout));
+    if let Some(max) = args.max_connections {
+        options = options.max_connections(usize::try_from(max).unwrap_or(usize::MAX));
+    }
+    if let Some(tls) = tls {
+        options = options.tls(tls);
+    }
     let bridge = Bridge::new(registry.clone(), bridge_config);
     let served = bridge
-        .serve(listener, async move {
+        .serve_with(listener, options, async move {
             interrupts.recv().await;
         })
         .await;
+    drop(socket);
     // The terminals keep running; only our control clients detach.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), registry.shutdown()).await;
     Ok(served?)
+}
+
+/// Reads a file of secrets, refusing (`UNSAFE_FILE`) one that is not the
+/// user's own or that group or others may read or write: checked on the
+/// opened file, so a swap after the check changes nothing.
+fn read_private(path: &Path) -> Result<String, Error> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let context = || format!("reading token file {}", path.display());
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(context(), e))?;
+    let meta = file.metadata().map_err(|e| Error::io(context(), e))?;
+    let unsafe_file = |reason: String| Error::UnsafeFile {
+        path: path.to_owned(),
+        reason,
+    };
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(unsafe_file(format!(
+            "owned by uid {}, not by this user (uid {me})",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(unsafe_file(format!(
+            "mode {:o} lets group or others at it",
+            meta.mode() & 0o777
+        )));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|e| Error::io(context(), e))?;
+    Ok(text)
+}
+
+/// The Unix socket `serve` placed, removed on the way out unless another
+/// file took its path meanwhile.
+struct Socket {
+    path: PathBuf,
+    inode: Option<(u64, u64)>,
+}
+
+impl Socket {
+    fn placed(path: &Path) -> Socket {
+        Socket {
+            path: path.to_owned(),
+            inode: identity(path),
+        }
+    }
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        if self.inode.is_some() && identity(&self.path) == self.inode {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod browser;
+mod deploy;
 mod hygiene;
 mod routes;
 mod security;

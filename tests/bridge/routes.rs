@@ -271,6 +271,9 @@ async fn token_file_owners_are_fenced_and_read_only_tokens_only_look() {
             "# owner tokens\nalicealicealiceal alice\nbobbobbobbobbobbo bob\nviewviewviewviewv alice read-only\n",
         )
         .unwrap();
+        // serve refuses a token file others can read (UNSAFE_FILE).
+        let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&file, private).unwrap();
         let mut served =
             Served::start_with(cli, &["--token-file", file.to_str().unwrap()], &[]).await;
         served.token = "alicealicealiceal".to_owned();

@@ -1,0 +1,239 @@
+//! The deployment flags: plain HTTP refused off loopback, a Unix socket
+//! (0600, a stale one replaced), a base path for everything, the token
+//! from `TMUX_ENGINE_TOKEN`, and a token file others can read refused.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
+use tokio::net::{TcpStream, UnixStream};
+
+use super::{Serve, allow_host, exchange, refused};
+use crate::cli::Cli;
+use crate::support::within;
+
+#[tokio::test]
+async fn plain_http_off_loopback_is_refused_unless_allowed() {
+    within(async {
+        let cli = Cli::new();
+        let stderr = refused(&cli, &["--listen", "0.0.0.0:0"], &[]).await;
+        assert!(stderr.contains("INVALID_INPUT"), "{stderr}");
+        assert!(stderr.contains("--allow-plain-http"), "{stderr}");
+        let stderr = refused(
+            &cli,
+            &["--listen", "[::]:0", "--no-auth", "--allow-plain-http"],
+            &[],
+        )
+        .await;
+        assert!(stderr.contains("--no-auth is refused"), "{stderr}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_unix_socket_is_private_replaces_a_stale_one_and_serves() {
+    within(async {
+        let cli = Cli::new();
+        let path = cli.state().with_file_name("serve.sock");
+        // A socket file nobody listens on, as a killed serve leaves it.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let listen = format!("unix:{}", path.display());
+        let mut args = vec!["--listen".to_owned(), listen];
+        args.extend(allow_host("localhost"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let served = Serve::start(cli, &args, &[]).await;
+        assert!(
+            served
+                .line
+                .starts_with(&format!("unix:{} /", path.display())),
+            "{}",
+            served.line
+        );
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let stream = UnixStream::connect(&path).await.unwrap();
+        let reply = exchange(
+            stream,
+            "GET",
+            "localhost",
+            "/api/terminals",
+            &served.token(),
+            None,
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(reply.json(), serde_json::json!([]));
+        // A second serve on the live socket is refused, not a takeover.
+        let stderr = refused(
+            &served.cli,
+            &["--listen", &format!("unix:{}", path.display())],
+            &[],
+        )
+        .await;
+        assert!(stderr.contains("another server is listening"), "{stderr}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn base_path_mounts_page_api_and_websocket_and_nothing_else() {
+    within(async {
+        let served = Serve::start(
+            Cli::new(),
+            &["--listen", "127.0.0.1:0", "--base-path", "/tm/x"],
+            &[],
+        )
+        .await;
+        let (addr, token) = (served.addr(), served.token());
+        assert!(served.line.contains("/tm/x/?token="), "{}", served.line);
+        let get = |path: &'static str| {
+            let (addr, token) = (addr.clone(), token.clone());
+            async move {
+                let stream = TcpStream::connect(&addr).await.unwrap();
+                exchange(stream, "GET", &addr, path, &token, None).await
+            }
+        };
+        let page = get("/tm/x/").await;
+        assert_eq!(page.status, 200, "{page:?}");
+        // Relative asset links: they resolve under the prefix.
+        assert!(
+            page.body.contains(r#"src="assets/app.js""#),
+            "{}",
+            page.body
+        );
+        assert_eq!(get("/tm/x/assets/app.js").await.status, 200);
+        let redirect = get("/tm/x").await;
+        assert_eq!(redirect.status, 308, "{redirect:?}");
+        assert!(redirect.head.contains("location: /tm/x/"), "{redirect:?}");
+        for outside in [
+            "/",
+            "/api/terminals",
+            "/assets/app.js",
+            "/tm/xapi/terminals",
+            "/tm/api/terminals",
+        ] {
+            assert_eq!(get(outside).await.status, 404, "{outside}");
+        }
+        let stream = TcpStream::connect(&addr).await.unwrap();
+        let body = r#"{"command":["sh","-c","echo based; exec cat"]}"#;
+        let spawned = exchange(
+            stream,
+            "POST",
+            &addr,
+            "/tm/x/api/terminals",
+            &token,
+            Some(body),
+        )
+        .await;
+        assert_eq!(spawned.status, 201, "{spawned:?}");
+        let id = spawned.json()["id"].as_str().unwrap().to_owned();
+        let listed = get("/tm/x/api/terminals").await;
+        assert!(listed.body.contains(&id), "{listed:?}");
+        let url = format!("ws://{addr}/tm/x/api/terminals/{id}/attach?token={token}");
+        let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let mut ws = super::super::Ws { socket };
+        assert_eq!(ws.text().await["type"], "hello");
+        let outside = format!("ws://{addr}/api/terminals/{id}/attach?token={token}");
+        assert!(
+            tokio_tungstenite::connect_async(outside).await.is_err(),
+            "upgraded outside the base path"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_token_can_come_from_tmux_engine_token() {
+    within(async {
+        let token = "envenvenvenvenvenvenvenv";
+        let served = Serve::start(
+            Cli::new(),
+            &["--listen", "127.0.0.1:0"],
+            &[("TMUX_ENGINE_TOKEN", token)],
+        )
+        .await;
+        assert!(
+            !served.line.contains("token="),
+            "printed a token: {}",
+            served.line
+        );
+        let addr = served.addr();
+        let with = exchange(
+            TcpStream::connect(&addr).await.unwrap(),
+            "GET",
+            &addr,
+            "/api/terminals",
+            token,
+            None,
+        )
+        .await;
+        assert_eq!(with.status, 200, "{with:?}");
+        let other = exchange(
+            TcpStream::connect(&addr).await.unwrap(),
+            "GET",
+            &addr,
+            "/api/terminals",
+            "otherotherotherotherother",
+            None,
+        )
+        .await;
+        assert_eq!(other.status, 401, "{other:?}");
+        // A weak one is refused like a weak --token.
+        let stderr = refused(
+            &served.cli,
+            &["--listen", "127.0.0.1:0"],
+            &[("TMUX_ENGINE_TOKEN", "short")],
+        )
+        .await;
+        assert!(stderr.contains("INVALID_INPUT"), "{stderr}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_token_file_others_can_read_is_unsafe() {
+    within(async {
+        let cli = Cli::new();
+        let file = cli.state().with_file_name("tokens");
+        std::fs::write(&file, "alicealicealiceal alice\n").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            let stderr = refused(
+                &cli,
+                &[
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--token-file",
+                    file.to_str().unwrap(),
+                ],
+                &[],
+            )
+            .await;
+            assert!(stderr.contains("UNSAFE_FILE"), "{mode:o}: {stderr}");
+            assert!(stderr.contains(file.to_str().unwrap()), "{stderr}");
+        }
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let served = Serve::start(
+            cli,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await;
+        let addr = served.addr();
+        let reply = exchange(
+            TcpStream::connect(&addr).await.unwrap(),
+            "GET",
+            &addr,
+            "/api/terminals",
+            "alicealicealiceal",
+            None,
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+    })
+    .await;
+}
