@@ -39,9 +39,9 @@ pub(crate) enum Effect {
     /// Wait until viewer `id`'s queue has room, then call
     /// [`Hub::room`].
     WatchRoom(u64, mpsc::Sender<ViewerEvent>),
-    /// Capture a snapshot and hand it to [`Hub::snapshot`]; at most one is
-    /// asked for at a time.
-    Capture,
+    /// Capture a snapshot and hand it to [`Hub::snapshot`] with this
+    /// epoch; at most one is asked for at a time per epoch.
+    Capture(u64),
     /// Deliver this event even if the queue is full (exit statuses), from
     /// a task of its own so nobody waits for the viewer.
     Deliver(mpsc::Sender<ViewerEvent>, ViewerEvent),
@@ -103,6 +103,10 @@ pub(crate) struct Hub {
     ring: Ring,
     slots: Vec<Slot>,
     capturing: bool,
+    /// Bumped by every discontinuity: a capture asked for before it shows
+    /// what came before (the old program, a server since killed), so its
+    /// answer must not stand in for one of what runs now.
+    epoch: u64,
     size: Size,
     next_id: u64,
 }
@@ -120,6 +124,7 @@ impl Hub {
             },
             slots: Vec::new(),
             capturing: false,
+            epoch: 0,
             size,
             next_id: 0,
         }
@@ -207,9 +212,19 @@ impl Hub {
         }
     }
 
-    /// A capture finished (`None`: it failed): every waiting viewer gets
-    /// `repaint` tagged with the current offset and goes live.
-    pub(crate) fn snapshot(&mut self, repaint: Option<Bytes>, effects: &mut Vec<Effect>) {
+    /// The capture asked for in `epoch` finished (`None`: it failed): every
+    /// waiting viewer gets `repaint` tagged with the current offset and goes
+    /// live. A capture of an earlier epoch is ignored: the one asked for
+    /// since is what they wait for.
+    pub(crate) fn snapshot(
+        &mut self,
+        epoch: u64,
+        repaint: Option<Bytes>,
+        effects: &mut Vec<Effect>,
+    ) {
+        if epoch != self.epoch {
+            return;
+        }
         self.capturing = false;
         let Some(repaint) = repaint else {
             // Nothing to repaint from: start them live rather than never.
@@ -259,6 +274,9 @@ impl Hub {
     /// forgotten and every viewer is repainted.
     pub(crate) fn discontinuity(&mut self, effects: &mut Vec<Effect>) {
         self.ring.clear();
+        // A capture still in flight shows the past: ask for a new one.
+        self.epoch += 1;
+        self.capturing = false;
         for slot in &mut self.slots {
             if slot.state == State::Live {
                 slot.state = State::Waiting;
@@ -298,7 +316,7 @@ impl Hub {
     fn want_capture(&mut self, effects: &mut Vec<Effect>) {
         if !self.capturing {
             self.capturing = true;
-            effects.push(Effect::Capture);
+            effects.push(Effect::Capture(self.epoch));
         }
     }
 }
@@ -388,8 +406,8 @@ mod tests {
             Some(&Resume::new(StreamId::from_raw(8), 3)),
             &mut effects,
         );
-        assert!(matches!(effects[..], [Effect::Capture]));
-        hub.snapshot(Some(Bytes::from_static(b"SCREEN")), &mut effects);
+        assert!(matches!(effects[..], [Effect::Capture(0)]));
+        hub.snapshot(0, Some(Bytes::from_static(b"SCREEN")), &mut effects);
         for rx in [&mut old_rx, &mut other_rx] {
             assert_eq!(
                 drain(rx),
@@ -431,11 +449,11 @@ mod tests {
         hub.room(slow_id, &mut effects);
         hub.room(slow2_id, &mut effects);
         assert!(
-            matches!(effects[..], [Effect::Capture]),
+            matches!(effects[..], [Effect::Capture(0)]),
             "one capture for both"
         );
         effects.clear();
-        hub.snapshot(Some(Bytes::from_static(b"S")), &mut effects);
+        hub.snapshot(0, Some(Bytes::from_static(b"S")), &mut effects);
         let got = drain(&mut slow_rx);
         assert!(matches!(got[..], [ViewerEvent::Snapshot { offset: 3, .. }]));
         hub.output(Bytes::from_static(b"z"), &mut effects);
@@ -455,6 +473,41 @@ mod tests {
             [Effect::Deliver(_, ViewerEvent::Exit(ExitStatus::Code(3)))]
         ));
         assert_eq!(hub.viewers(), 0);
+    }
+
+    #[test]
+    fn a_capture_from_before_a_discontinuity_never_stands_in_for_a_fresh_one() {
+        let mut hub = hub(64);
+        let mut effects = Vec::new();
+        let (tx, mut rx) = mpsc::channel(8);
+        hub.join(tx, None, &mut effects);
+        assert!(matches!(effects[..], [Effect::Capture(0)]));
+        effects.clear();
+        // The server dies and is rebuilt while the join's capture runs.
+        hub.discontinuity(&mut effects);
+        assert!(
+            matches!(effects[..], [Effect::Capture(1)]),
+            "a fresh capture is asked for: {effects:?}"
+        );
+        effects.clear();
+        // The stale answer (failed, or the old screen) changes nothing.
+        hub.snapshot(0, None, &mut effects);
+        hub.snapshot(0, Some(Bytes::from_static(b"OLD")), &mut effects);
+        hub.output(Bytes::from_static(b"new"), &mut effects);
+        assert_eq!(drain(&mut rx), [], "still waiting for the fresh repaint");
+        hub.snapshot(1, Some(Bytes::from_static(b"NEW")), &mut effects);
+        hub.output(Bytes::from_static(b"!"), &mut effects);
+        assert_eq!(
+            drain(&mut rx),
+            [
+                ViewerEvent::Snapshot {
+                    offset: 3,
+                    size: Size { cols: 80, rows: 24 },
+                    repaint: Bytes::from_static(b"NEW")
+                },
+                out(3, b"!")
+            ]
+        );
     }
 
     #[test]

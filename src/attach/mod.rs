@@ -283,7 +283,7 @@ pub struct Attacher {
 struct Inner {
     registry: Registry,
     config: AttacherConfig,
-    hubs: Mutex<HashMap<TerminalId, Arc<feed::HubHandle>>>,
+    hubs: Arc<feed::Hubs>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -306,7 +306,7 @@ impl Attacher {
             inner: Arc::new(Inner {
                 registry,
                 config,
-                hubs: Mutex::new(HashMap::new()),
+                hubs: Arc::new(Mutex::new(HashMap::new())),
                 cancel: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -404,6 +404,7 @@ impl Attacher {
             owner.clone(),
             found,
             self.inner.config,
+            Arc::downgrade(&self.inner.hubs),
             self.inner.cancel.child_token(),
             &self.inner.tasks,
         )
@@ -423,6 +424,13 @@ impl Attacher {
                 Ok(hub)
             }
         }
+    }
+
+    /// How many hubs the attacher holds (one per terminal with viewers or
+    /// a resumable stream); for leak tests.
+    #[doc(hidden)]
+    pub fn hub_count(&self) -> usize {
+        self.inner.hubs.lock().expect("hub map poisoned").len()
     }
 
     /// Ends every viewer and hub, kills the PTY transport's clients, and

@@ -1,0 +1,190 @@
+//! Viewers across a terminal's life: an `always` terminal whose server is
+//! SIGKILLed right after a viewer's hello (spawned here, and adopted after a
+//! registry reopen), hubs let go once their terminal is gone, and the last
+//! bytes of a program that exits.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tmux_engine::attach::{AttachOptions, Attacher, Viewer, ViewerEvent};
+use tmux_engine::registry::{RegistryConfig, RestartBackoff, RestartPolicy};
+
+use super::{Env, WAIT, sh};
+
+/// A restart loop that never gives up within a test and waits little.
+fn quick_restarts() -> RegistryConfig {
+    RegistryConfig::default().backoff(RestartBackoff::new(
+        Duration::from_millis(10),
+        Duration::from_millis(50),
+        10_000,
+        Duration::from_secs(3600),
+    ))
+}
+
+/// An `always` echo loop.
+fn echo_loop(name: &str) -> tmux_engine::registry::SpawnSpec {
+    sh("echo run-$$; while read l; do echo got-$l; done")
+        .name(name)
+        .restart(RestartPolicy::Always)
+}
+
+/// The tmux server pid of a terminal, from its record's locator (rewritten
+/// on every rebuild).
+fn server_pid(env: &Env, id: &str) -> u32 {
+    let path = env
+        .dir
+        .path()
+        .join("state/terminals")
+        .join(format!("{id}.json"));
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    u32::try_from(record["locator"]["server_pid"].as_u64().unwrap()).unwrap()
+}
+
+/// Kills the terminal's server `round`-dependently soon after the hello,
+/// then checks the viewer gets a snapshot and afterwards live bytes of the
+/// restarted program (its keystroke's echo).
+async fn race_one(env: &Env, viewer: &mut Viewer, id: &str, round: u32) {
+    let pid = server_pid(env, id);
+    // Where the kill lands relative to the join's capture: right after the
+    // hello, a little later, or after the first snapshot. The pause is the
+    // race's position, not a wait for anything.
+    let mut events = Vec::new();
+    match round % 3 {
+        0 => {}
+        1 => tokio::time::sleep(Duration::from_micros(u64::from(round) * 97 % 3000)).await,
+        _ => events.push(tokio::time::timeout(WAIT, viewer.recv()).await.unwrap()),
+    }
+    tmux_engine::tmux::process::signal(pid, rustix::process::Signal::KILL).unwrap();
+    let ping = format!("ping-{round}");
+    let needle = format!("got-{ping}");
+    let mut text = Vec::new();
+    let mut snapshots = 0;
+    let mut retype = tokio::time::interval(Duration::from_millis(250));
+    let seen = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            tokio::select! {
+                event = viewer.recv() => {
+                    let event = event.unwrap_or_else(|| panic!("round {round}: the stream ended: {:?}", tail(&events)));
+                    match &event {
+                        ViewerEvent::Snapshot { repaint, .. } => {
+                            snapshots += 1;
+                            text = repaint.to_vec();
+                        }
+                        ViewerEvent::Output { bytes, .. } => text.extend_from_slice(bytes),
+                        _ => {}
+                    }
+                    events.push(Some(event));
+                    if snapshots > 0 && String::from_utf8_lossy(&text).contains(&needle) {
+                        return;
+                    }
+                }
+                _ = retype.tick() => {
+                    // Refused while the server is rebuilt; typed again until
+                    // the restarted program echoes it.
+                    let _ = viewer.input(Bytes::from(format!("{ping}\r"))).await;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        seen.is_ok(),
+        "round {round}: no snapshot then {needle:?}; last events: {:?}",
+        tail(&events)
+    );
+}
+
+#[tokio::test]
+async fn always_viewers_get_the_restarted_program_whenever_the_kill_lands() {
+    tokio::time::timeout(Duration::from_secs(240), async {
+        let env = Env::with_config(quick_restarts()).await;
+        let id = env.spawn(echo_loop("loop")).await.id.to_string();
+        let attacher = Attacher::new(env.registry.clone());
+        for round in 0..50 {
+            let mut viewer = attacher
+                .attach(&env.owner, "loop", AttachOptions::default())
+                .await
+                .unwrap();
+            race_one(&env, &mut viewer, &id, round).await;
+        }
+        attacher.shutdown().await;
+        env.finish().await;
+    })
+    .await
+    .expect("50 rounds took too long");
+}
+
+#[tokio::test]
+async fn adopted_always_viewers_get_the_restarted_program_after_a_reopen() {
+    tokio::time::timeout(Duration::from_secs(240), async {
+        let mut env = Env::with_config(quick_restarts()).await;
+        let id = env.spawn(echo_loop("loop")).await.id.to_string();
+        for round in 0..12 {
+            // A serve restart: this registry lets go (its terminals keep
+            // running), a new one adopts them from the state directory.
+            env.registry.shutdown().await;
+            let backend: std::sync::Arc<dyn tmux_engine::registry::Backend> =
+                super::backend(env.dir.path());
+            let config = quick_restarts().state_dir(env.dir.path().join("state"));
+            env.registry = tmux_engine::registry::Registry::open(config, [backend])
+                .await
+                .unwrap()
+                .0;
+            let attacher = Attacher::new(env.registry.clone());
+            let mut viewer = attacher
+                .attach(&env.owner, "loop", AttachOptions::default())
+                .await
+                .unwrap();
+            race_one(&env, &mut viewer, &id, round).await;
+            drop(viewer);
+            attacher.shutdown().await;
+        }
+        env.finish().await;
+    })
+    .await
+    .expect("the rounds took too long");
+}
+
+#[tokio::test]
+async fn a_killed_terminals_hub_is_dropped_once_its_last_viewer_left() {
+    crate::support::within(async {
+        let env = Env::with_config(quick_restarts()).await;
+        env.spawn(sh("while read l; do echo got-$l; done").name("plain"))
+            .await;
+        env.spawn(echo_loop("always")).await;
+        let attacher = Attacher::new(env.registry.clone());
+        for name in ["plain", "always"] {
+            let mut viewer = attacher
+                .attach(&env.owner, name, AttachOptions::default())
+                .await
+                .unwrap();
+            let first = tokio::time::timeout(WAIT, viewer.recv()).await.unwrap();
+            assert!(
+                matches!(first, Some(ViewerEvent::Snapshot { .. })),
+                "{first:?}"
+            );
+            assert_eq!(attacher.hub_count(), 1);
+            env.registry.kill(&env.owner, name).await.unwrap();
+            // The viewer's stream ends (no restart of a killed terminal)...
+            while tokio::time::timeout(WAIT, viewer.recv())
+                .await
+                .unwrap()
+                .is_some()
+            {}
+            drop(viewer);
+            // ...and the attacher keeps nothing of it.
+            crate::support::poll("the hub to be dropped", WAIT, || async {
+                (attacher.hub_count() == 0).then_some(())
+            })
+            .await;
+        }
+        attacher.shutdown().await;
+        env.finish().await;
+    })
+    .await;
+}
+
+/// The last few of `events`, for a failure message.
+fn tail<T>(events: &[T]) -> &[T] {
+    &events[events.len().saturating_sub(8)..]
+}
