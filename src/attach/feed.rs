@@ -341,6 +341,37 @@ impl Driver {
                         let _ = commands.send(Command::Captured(epoch, repaint)).await;
                     });
                 }
+                Effect::Farewell {
+                    viewers,
+                    offset,
+                    size,
+                    exit,
+                } => {
+                    // Not bound to `stop` either: the hub ends right after.
+                    let terminal = Arc::clone(terminal);
+                    let history = self.config.snapshot_history;
+                    self.tasks.spawn(async move {
+                        let repaint =
+                            tokio::time::timeout(DELIVER_WAIT, repaint(terminal.as_ref(), history))
+                                .await
+                                .ok()
+                                .flatten();
+                        for tx in viewers {
+                            let _ = tokio::time::timeout(DELIVER_WAIT, async {
+                                if let Some(repaint) = repaint.clone() {
+                                    let snapshot = ViewerEvent::Snapshot {
+                                        offset,
+                                        size,
+                                        repaint,
+                                    };
+                                    tx.send(snapshot).await.ok()?;
+                                }
+                                tx.send(ViewerEvent::Exit(exit)).await.ok()
+                            })
+                            .await;
+                        }
+                    });
+                }
                 Effect::Deliver(tx, event) => {
                     // Not bound to `stop`: the hub ends right after an exit,
                     // and the status must still arrive.

@@ -45,6 +45,20 @@ pub(crate) enum Effect {
     /// Deliver this event even if the queue is full (exit statuses), from
     /// a task of its own so nobody waits for the viewer.
     Deliver(mpsc::Sender<ViewerEvent>, ViewerEvent),
+    /// The program exited for good while these viewers were not live
+    /// (lagging, or waiting for a repaint): capture the final screen once,
+    /// then give each a snapshot at `offset` and the exit, in that order,
+    /// from a task of its own.
+    Farewell {
+        /// The viewers that missed bytes.
+        viewers: Vec<mpsc::Sender<ViewerEvent>>,
+        /// The stream's end: nothing follows.
+        offset: u64,
+        /// The terminal's size.
+        size: Size,
+        /// How the program ended.
+        exit: ExitStatus,
+    },
 }
 
 /// The bytes the terminal printed most recently, with their offsets.
@@ -303,10 +317,25 @@ impl Hub {
     }
 
     /// The program exited: every viewer is told, even a lagging one. With
-    /// `end`, the viewers are dropped, so their streams end after it.
+    /// `end`, the viewers are dropped, so their streams end after it; one
+    /// that is not live then first gets the final screen (no later
+    /// snapshot could repaint it), a live one has every byte already.
     pub(crate) fn exited(&mut self, exit: ExitStatus, end: bool, effects: &mut Vec<Effect>) {
+        let mut missed = Vec::new();
         for slot in &self.slots {
-            effects.push(Effect::Deliver(slot.tx.clone(), ViewerEvent::Exit(exit)));
+            if end && slot.state != State::Live {
+                missed.push(slot.tx.clone());
+            } else {
+                effects.push(Effect::Deliver(slot.tx.clone(), ViewerEvent::Exit(exit)));
+            }
+        }
+        if !missed.is_empty() {
+            effects.push(Effect::Farewell {
+                viewers: missed,
+                offset: self.ring.end,
+                size: self.size,
+                exit,
+            });
         }
         if end {
             self.slots.clear();
@@ -465,7 +494,8 @@ mod tests {
         let mut hub = hub(16);
         let mut effects = Vec::new();
         let (tx, _rx) = mpsc::channel(1);
-        hub.join(tx, None, &mut effects);
+        let start = Resume::new(hub.stream().clone(), 0);
+        hub.join(tx, Some(&start), &mut effects);
         effects.clear();
         hub.exited(ExitStatus::Code(3), true, &mut effects);
         assert!(matches!(
@@ -508,6 +538,32 @@ mod tests {
                 out(3, b"!")
             ]
         );
+    }
+
+    #[test]
+    fn a_viewer_not_live_at_the_final_exit_gets_the_final_screen_first() {
+        let mut hub = hub(64);
+        let mut effects = Vec::new();
+        let start = Resume::new(hub.stream().clone(), 0);
+        let (live, _live_rx) = mpsc::channel(8);
+        let (slow, _slow_rx) = mpsc::channel(1);
+        hub.join(live, Some(&start), &mut effects);
+        hub.join(slow, Some(&start), &mut effects);
+        hub.output(Bytes::from_static(b"a"), &mut effects);
+        hub.output(Bytes::from_static(b"b"), &mut effects);
+        effects.clear();
+        hub.exited(ExitStatus::Code(0), true, &mut effects);
+        assert!(
+            matches!(
+                &effects[..],
+                [
+                    Effect::Deliver(_, ViewerEvent::Exit(ExitStatus::Code(0))),
+                    Effect::Farewell { viewers, offset: 2, exit: ExitStatus::Code(0), .. },
+                ] if viewers.len() == 1
+            ),
+            "{effects:?}"
+        );
+        assert_eq!(hub.viewers(), 0);
     }
 
     #[test]

@@ -188,3 +188,52 @@ async fn a_killed_terminals_hub_is_dropped_once_its_last_viewer_left() {
 fn tail<T>(events: &[T]) -> &[T] {
     &events[events.len().saturating_sub(8)..]
 }
+
+#[tokio::test]
+async fn a_viewer_lagging_at_the_exit_gets_the_final_screen_before_the_exit() {
+    crate::support::within(async {
+        let env = Env::new().await;
+        env.spawn(sh("read go; seq 1 40000; echo last-$((6*7)); exit 5").name("burst"))
+            .await;
+        let config = tmux_engine::attach::AttacherConfig::default().viewer_queue(16);
+        let attacher = Attacher::with_config(env.registry.clone(), config);
+        let mut fast = attacher
+            .attach(&env.owner, "burst", AttachOptions::default())
+            .await
+            .unwrap();
+        let mut stalled = attacher
+            .attach(&env.owner, "burst", AttachOptions::default())
+            .await
+            .unwrap();
+        fast.input(Bytes::from_static(b"\r")).await.unwrap();
+        // The other viewer reads nothing until the program is over.
+        let mut exit = None;
+        while let Some(event) = tokio::time::timeout(WAIT, fast.recv()).await.unwrap() {
+            if let ViewerEvent::Exit(status) = event {
+                exit = Some(status);
+            }
+        }
+        assert_eq!(exit, Some(tmux_engine::vocab::ExitStatus::Code(5)));
+        let mut events = Vec::new();
+        while let Some(event) = tokio::time::timeout(WAIT, stalled.recv()).await.unwrap() {
+            events.push(event);
+        }
+        let n = events.len();
+        assert!(n >= 2, "{events:?}");
+        let ViewerEvent::Snapshot { repaint, .. } = &events[n - 2] else {
+            panic!("no final repaint before the exit: {:?}", tail(&events));
+        };
+        assert!(
+            String::from_utf8_lossy(repaint).contains("last-42"),
+            "the final screen: {:?}",
+            String::from_utf8_lossy(repaint)
+        );
+        assert_eq!(
+            events[n - 1],
+            ViewerEvent::Exit(tmux_engine::vocab::ExitStatus::Code(5))
+        );
+        attacher.shutdown().await;
+        env.finish().await;
+    })
+    .await;
+}
