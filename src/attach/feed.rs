@@ -25,7 +25,7 @@ use crate::{Error, Result};
 
 /// How long a rebuilt `always` terminal is waited for before its viewers
 /// are ended.
-const REBUILD_WAIT: Duration = Duration::from_secs(30);
+pub(super) const REBUILD_WAIT: Duration = Duration::from_secs(30);
 /// How long an exit status waits for room in a stalled viewer's queue.
 const DELIVER_WAIT: Duration = Duration::from_secs(5);
 /// Requests queued to one hub; senders wait, the hub task never does.

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::registry::{OwnerId, Registry, TerminalId};
+use crate::registry::{OwnerId, Registry, RestartPolicy, TerminalId};
 use crate::vocab::{ExitStatus, Size};
 use crate::{Error, Result};
 
@@ -355,11 +355,8 @@ impl Attacher {
                 })
             }
             Transport::Control => {
-                let hub = self.hub(owner, found).await?;
-                if let (Some(size), false) = (opts.size, opts.read_only) {
-                    hub.resize(size).await?;
-                }
-                let (stream, offset, size) = hub.join(events_tx, opts.since.clone()).await?;
+                let (hub, (stream, offset, size)) =
+                    self.join(owner, target, found, &opts, events_tx).await?;
                 let hello = Hello {
                     transport: Transport::Control,
                     read_only: opts.read_only,
@@ -374,6 +371,60 @@ impl Attacher {
                     events,
                     link: Link::Control(hub),
                 })
+            }
+        }
+    }
+
+    /// Joins a new viewer to the terminal's hub. When the server of an
+    /// `always` terminal dies between the registry's check and the join
+    /// (its stream cannot start, or its hub ended), the join waits for the
+    /// rebuilt terminal instead of failing a viewer that raced a kill.
+    async fn join(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        mut found: crate::registry::AttachTarget,
+        opts: &AttachOptions,
+        events: mpsc::Sender<ViewerEvent>,
+    ) -> Result<(Arc<feed::HubHandle>, (StreamId, u64, Size))> {
+        let always = found.snapshot.restart == RestartPolicy::Always;
+        let deadline = tokio::time::Instant::now() + feed::REBUILD_WAIT;
+        let mut pause = std::time::Duration::from_millis(20);
+        loop {
+            let joined: Result<_> = async {
+                let hub = self.hub(owner, found).await?;
+                if let (Some(size), false) = (opts.size, opts.read_only) {
+                    hub.resize(size).await?;
+                }
+                let hello = hub.join(events.clone(), opts.since.clone()).await?;
+                Ok((hub, hello))
+            }
+            .await;
+            let error = match joined {
+                Ok(joined) => return Ok(joined),
+                Err(error) => error,
+            };
+            let raced = matches!(error.code(), "SERVER_GONE" | "TERMINAL_DEAD");
+            // Until the restart is in, the registry calls it dead.
+            loop {
+                if !always || !raced || tokio::time::Instant::now() >= deadline {
+                    return Err(error);
+                }
+                tokio::select! {
+                    () = self.inner.cancel.cancelled() => {
+                        return Err(Error::Cancelled("the attacher is shut down".to_owned()));
+                    }
+                    () = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(std::time::Duration::from_millis(500));
+                match self.inner.registry.attach(owner, target).await {
+                    Ok(fresh) => {
+                        found = fresh;
+                        break;
+                    }
+                    Err(again) if again.code() == "TERMINAL_DEAD" => {}
+                    Err(other) => return Err(other),
+                }
             }
         }
     }

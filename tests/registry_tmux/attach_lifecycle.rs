@@ -55,6 +55,43 @@ async fn race_one(env: &Env, viewer: &mut Viewer, id: &str, round: u32) {
         _ => events.push(tokio::time::timeout(WAIT, viewer.recv()).await.unwrap()),
     }
     tmux_engine::tmux::process::signal(pid, rustix::process::Signal::KILL).unwrap();
+    restarted(viewer, round, events).await;
+}
+
+/// Attaches while the terminal's server is SIGKILLed: the attach either
+/// joins (waiting for the rebuilt server when the kill landed after the
+/// registry's check) or is told `TERMINAL_DEAD` by the registry, never
+/// that the server it just checked is gone.
+async fn attach_racing_a_kill(env: &Env, attacher: &Attacher, id: &str, round: u32) -> Viewer {
+    let pid = server_pid(env, id);
+    let kill = async {
+        for _ in 0..round % 7 {
+            tokio::task::yield_now().await;
+        }
+        tmux_engine::tmux::process::signal(pid, rustix::process::Signal::KILL).unwrap();
+    };
+    let (attached, ()) = tokio::join!(
+        attacher.attach(&env.owner, "loop", AttachOptions::default()),
+        kill
+    );
+    match attached {
+        Ok(viewer) => viewer,
+        Err(error) => {
+            assert_eq!(error.code(), "TERMINAL_DEAD", "round {round}: {error}");
+            crate::support::poll("the restarted terminal", WAIT, || async {
+                attacher
+                    .attach(&env.owner, "loop", AttachOptions::default())
+                    .await
+                    .ok()
+            })
+            .await
+        }
+    }
+}
+
+/// Checks the viewer gets a snapshot and then live bytes of the restarted
+/// program: the echo of a keystroke typed until it arrives.
+async fn restarted(viewer: &mut Viewer, round: u32, mut events: Vec<Option<ViewerEvent>>) {
     let ping = format!("ping-{round}");
     let needle = format!("got-{ping}");
     let mut text = Vec::new();
@@ -101,6 +138,11 @@ async fn always_viewers_get_the_restarted_program_whenever_the_kill_lands() {
         let id = env.spawn(echo_loop("loop")).await.id.to_string();
         let attacher = Attacher::new(env.registry.clone());
         for round in 0..50 {
+            if round % 4 == 3 {
+                let mut viewer = attach_racing_a_kill(&env, &attacher, &id, round).await;
+                restarted(&mut viewer, round, Vec::new()).await;
+                continue;
+            }
             let mut viewer = attacher
                 .attach(&env.owner, "loop", AttachOptions::default())
                 .await
