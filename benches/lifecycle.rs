@@ -132,7 +132,11 @@ async fn leak(dir: &Path, mb: usize, rounds: usize) {
 
 /// One engine run: bytes the viewer got after its last snapshot, whether
 /// they are a prefix of `want`, and the snapshots it was sent.
-async fn engine_exit(registry: &Registry, attacher: &Attacher, want: &[u8]) -> (usize, bool, usize) {
+async fn engine_exit(
+    registry: &Registry,
+    attacher: &Attacher,
+    want: &[u8],
+) -> (usize, bool, usize) {
     let owner = OwnerId::new("bench").unwrap();
     let script = format!("stty -echo; read go; seq 1 {SEQ}; exit 0");
     let id = registry
@@ -183,7 +187,17 @@ async fn raw_exit(dir: &Path, run: usize, want: &[u8]) -> (usize, bool) {
     let program = format!("stty -echo; read go; seq 1 {SEQ}; exit 0");
     let started = std::process::Command::new("tmux")
         .args(["-S", socket, "-f", conf.to_str().unwrap()])
-        .args(["new-session", "-d", "-x", "80", "-y", "24", "/bin/sh", "-c", &program])
+        .args([
+            "new-session",
+            "-d",
+            "-x",
+            "80",
+            "-y",
+            "24",
+            "/bin/sh",
+            "-c",
+            &program,
+        ])
         .args([";", "pipe-pane", "-o", "exec cat >/dev/null"])
         .status()
         .unwrap();
@@ -249,7 +263,12 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         if run("leak") {
-            leak(dir.path(), env_or("BENCH_MB", 8), env_or("BENCH_ROUNDS", 20)).await;
+            leak(
+                dir.path(),
+                env_or("BENCH_MB", 8),
+                env_or("BENCH_ROUNDS", 20),
+            )
+            .await;
             if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
                 println!("leak again with MALLOC_MMAP_THRESHOLD_=131072 (a child process):");
                 let status = std::process::Command::new(std::env::current_exe().unwrap())

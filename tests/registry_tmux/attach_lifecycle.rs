@@ -65,7 +65,7 @@ async fn race_one(env: &Env, viewer: &mut Viewer, id: &str, round: u32) {
 async fn attach_racing_a_kill(env: &Env, attacher: &Attacher, id: &str, round: u32) -> Viewer {
     let pid = server_pid(env, id);
     let kill = async {
-        for _ in 0..round % 7 {
+        for _ in 0..(round * 7) % 60 {
             tokio::task::yield_now().await;
         }
         tmux_engine::tmux::process::signal(pid, rustix::process::Signal::KILL).unwrap();
@@ -161,7 +161,7 @@ async fn adopted_always_viewers_get_the_restarted_program_after_a_reopen() {
     tokio::time::timeout(Duration::from_secs(240), async {
         let mut env = Env::with_config(quick_restarts()).await;
         let id = env.spawn(echo_loop("loop")).await.id.to_string();
-        for round in 0..12 {
+        for round in 0..16 {
             // A serve restart: this registry lets go (its terminals keep
             // running), a new one adopts them from the state directory.
             env.registry.shutdown().await;
@@ -173,11 +173,21 @@ async fn adopted_always_viewers_get_the_restarted_program_after_a_reopen() {
                 .unwrap()
                 .0;
             let attacher = Attacher::new(env.registry.clone());
-            let mut viewer = attacher
-                .attach(&env.owner, "loop", AttachOptions::default())
-                .await
-                .unwrap();
-            race_one(&env, &mut viewer, &id, round).await;
+            // A fresh attacher has no hub yet: odd rounds kill while the
+            // first viewer's hub starts.
+            let mut viewer = if round % 2 == 1 {
+                let mut viewer = attach_racing_a_kill(&env, &attacher, &id, round).await;
+                restarted(&mut viewer, round, Vec::new()).await;
+                viewer
+            } else {
+                let mut viewer = attacher
+                    .attach(&env.owner, "loop", AttachOptions::default())
+                    .await
+                    .unwrap();
+                race_one(&env, &mut viewer, &id, round).await;
+                viewer
+            };
+            viewer.input(Bytes::from_static(b"still\r")).await.unwrap();
             drop(viewer);
             attacher.shutdown().await;
         }
