@@ -5,6 +5,7 @@
 
 mod browser;
 mod routes;
+mod viewers;
 mod ws;
 
 use std::time::Duration;

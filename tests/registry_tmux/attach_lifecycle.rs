@@ -175,7 +175,7 @@ async fn adopted_always_viewers_get_the_restarted_program_after_a_reopen() {
             let attacher = Attacher::new(env.registry.clone());
             // A fresh attacher has no hub yet: odd rounds kill while the
             // first viewer's hub starts.
-            let mut viewer = if round % 2 == 1 {
+            let viewer = if round % 2 == 1 {
                 let mut viewer = attach_racing_a_kill(&env, &attacher, &id, round).await;
                 restarted(&mut viewer, round, Vec::new()).await;
                 viewer
