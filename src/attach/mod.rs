@@ -422,7 +422,7 @@ impl Attacher {
                         found = fresh;
                         break;
                     }
-                    Err(again) if again.code() == "TERMINAL_DEAD" => {}
+                    Err(again) if matches!(again.code(), "TERMINAL_DEAD" | "SERVER_GONE") => {}
                     Err(other) => return Err(other),
                 }
             }

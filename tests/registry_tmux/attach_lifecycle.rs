@@ -77,7 +77,7 @@ async fn attach_racing_a_kill(env: &Env, attacher: &Attacher, id: &str, round: u
     match attached {
         Ok(viewer) => viewer,
         Err(error) => {
-            assert_eq!(error.code(), "TERMINAL_DEAD", "round {round}: {error}");
+            assert_eq!(error.code(), "TERMINAL_DEAD", "round {round}: {error:?}");
             crate::support::poll("the restarted terminal", WAIT, || async {
                 attacher
                     .attach(&env.owner, "loop", AttachOptions::default())
@@ -245,7 +245,7 @@ fn tail<T>(events: &[T]) -> &[T] {
 async fn a_viewer_lagging_at_the_exit_gets_the_final_screen_before_the_exit() {
     crate::support::within(async {
         let env = Env::new().await;
-        env.spawn(sh("read go; seq 1 40000; echo last-$((6*7)); exit 5").name("burst"))
+        env.spawn(sh("read go; seq 1 100000; echo last-$((6*7)); exit 5").name("burst"))
             .await;
         let config = tmux_engine::attach::AttacherConfig::default().viewer_queue(16);
         let attacher = Attacher::with_config(env.registry.clone(), config);
@@ -257,6 +257,15 @@ async fn a_viewer_lagging_at_the_exit_gets_the_final_screen_before_the_exit() {
             .attach(&env.owner, "burst", AttachOptions::default())
             .await
             .unwrap();
+        // Both take their join's repaint first, so the stalled one is
+        // live with room when the burst starts and lags behind it for sure.
+        for viewer in [&mut fast, &mut stalled] {
+            let first = tokio::time::timeout(WAIT, viewer.recv()).await.unwrap();
+            assert!(
+                matches!(first, Some(ViewerEvent::Snapshot { .. })),
+                "{first:?}"
+            );
+        }
         fast.input(Bytes::from_static(b"\r")).await.unwrap();
         // The other viewer reads nothing until the program is over.
         let mut exit = None;
