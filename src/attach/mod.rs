@@ -336,7 +336,10 @@ impl Attacher {
         if let Some(size) = opts.size {
             size.check()?;
         }
-        let found = self.inner.registry.attach(owner, target).await?;
+        let found = match opts.transport {
+            Transport::Control => self.resolve(owner, target).await?,
+            Transport::Pty => self.inner.registry.attach(owner, target).await?,
+        };
         let (events_tx, events) = mpsc::channel(self.inner.config.viewer_queue);
         match opts.transport {
             Transport::Pty => {
@@ -389,7 +392,6 @@ impl Attacher {
     ) -> Result<(Arc<feed::HubHandle>, (StreamId, u64, Size))> {
         let always = found.snapshot.restart == RestartPolicy::Always;
         let deadline = tokio::time::Instant::now() + feed::REBUILD_WAIT;
-        let mut pause = std::time::Duration::from_millis(20);
         loop {
             let joined: Result<_> = async {
                 let hub = self.hub(owner, found).await?;
@@ -404,29 +406,64 @@ impl Attacher {
                 Ok(joined) => return Ok(joined),
                 Err(error) => error,
             };
-            let raced = matches!(error.code(), "SERVER_GONE" | "TERMINAL_DEAD");
-            // Until the restart is in, the registry calls it dead.
-            loop {
-                if !always || !raced || tokio::time::Instant::now() >= deadline {
-                    return Err(error);
+            if !always || !matches!(error.code(), "SERVER_GONE" | "TERMINAL_DEAD") {
+                return Err(error);
+            }
+            found = self.rebuilt(owner, target, deadline, error).await?;
+        }
+    }
+
+    /// Resolves `target` through the registry, riding out a server that
+    /// vanished while it was checked (`SERVER_GONE`, e.g. killed during its
+    /// adoption) when the terminal is `always`: its rebuild is waited for.
+    async fn resolve(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+    ) -> Result<crate::registry::AttachTarget> {
+        match self.inner.registry.attach(owner, target).await {
+            Err(error)
+                if error.code() == "SERVER_GONE"
+                    && self
+                        .inner
+                        .registry
+                        .show(owner, target)
+                        .await
+                        .is_ok_and(|snapshot| snapshot.restart == RestartPolicy::Always) =>
+            {
+                let deadline = tokio::time::Instant::now() + feed::REBUILD_WAIT;
+                self.rebuilt(owner, target, deadline, error).await
+            }
+            resolved => resolved,
+        }
+    }
+
+    /// Waits (backing off) until the registry hands out the rebuilt
+    /// terminal; `error` once `deadline` passed. Until the restart is in,
+    /// the registry calls it dead.
+    async fn rebuilt(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        deadline: tokio::time::Instant,
+        error: Error,
+    ) -> Result<crate::registry::AttachTarget> {
+        let mut pause = std::time::Duration::from_millis(20);
+        while tokio::time::Instant::now() < deadline {
+            tokio::select! {
+                () = self.inner.cancel.cancelled() => {
+                    return Err(Error::Cancelled("the attacher is shut down".to_owned()));
                 }
-                tokio::select! {
-                    () = self.inner.cancel.cancelled() => {
-                        return Err(Error::Cancelled("the attacher is shut down".to_owned()));
-                    }
-                    () = tokio::time::sleep(pause) => {}
-                }
-                pause = (pause * 2).min(std::time::Duration::from_millis(500));
-                match self.inner.registry.attach(owner, target).await {
-                    Ok(fresh) => {
-                        found = fresh;
-                        break;
-                    }
-                    Err(again) if matches!(again.code(), "TERMINAL_DEAD" | "SERVER_GONE") => {}
-                    Err(other) => return Err(other),
-                }
+                () = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(std::time::Duration::from_millis(500));
+            match self.inner.registry.attach(owner, target).await {
+                Ok(fresh) => return Ok(fresh),
+                Err(again) if matches!(again.code(), "TERMINAL_DEAD" | "SERVER_GONE") => {}
+                Err(other) => return Err(other),
             }
         }
+        Err(error)
     }
 
     /// The running hub of this terminal, or a new one when there is none,
