@@ -3,7 +3,8 @@
 //! waits for a lagging viewer's room, exit deliveries) as tasks of their own,
 //! so the reader never waits for a viewer.
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,11 +25,16 @@ use crate::{Error, Result};
 
 /// How long a rebuilt `always` terminal is waited for before its viewers
 /// are ended.
-const REBUILD_WAIT: Duration = Duration::from_secs(30);
+pub(super) const REBUILD_WAIT: Duration = Duration::from_secs(30);
 /// How long an exit status waits for room in a stalled viewer's queue.
 const DELIVER_WAIT: Duration = Duration::from_secs(5);
 /// Requests queued to one hub; senders wait, the hub task never does.
 const COMMANDS: usize = 256;
+
+/// The attacher's hubs by terminal. A hub removes itself when its task
+/// ends, so a terminal that is gone leaves nothing behind once its last
+/// viewer has left (the viewers hold the handle, not the map).
+pub(crate) type Hubs = Mutex<HashMap<TerminalId, Arc<HubHandle>>>;
 
 enum Command {
     Join {
@@ -37,7 +43,7 @@ enum Command {
         reply: oneshot::Sender<(StreamId, u64, Size)>,
     },
     Room(u64),
-    Captured(Option<Bytes>),
+    Captured(u64, Option<Bytes>),
     Resized(Size),
 }
 
@@ -115,6 +121,7 @@ pub(crate) async fn start(
     owner: OwnerId,
     found: AttachTarget,
     config: AttacherConfig,
+    hubs: Weak<Hubs>,
     stop: CancellationToken,
     tasks: &TaskTracker,
 ) -> Result<Arc<HubHandle>> {
@@ -141,6 +148,7 @@ pub(crate) async fn start(
         handle: Arc::clone(&handle),
         registry,
         owner,
+        hubs,
         always: found.snapshot.restart == RestartPolicy::Always,
         config,
         commands,
@@ -156,6 +164,7 @@ struct Driver {
     handle: Arc<HubHandle>,
     registry: Registry,
     owner: OwnerId,
+    hubs: Weak<Hubs>,
     always: bool,
     config: AttacherConfig,
     commands: mpsc::Sender<Command>,
@@ -172,7 +181,8 @@ impl Driver {
     ) {
         let mut status = terminal.watch_status();
         let mut exited = !status.borrow_and_update().is_running();
-        let mut restarting = false;
+        // Started on a dead `always` terminal: its restart repaints too.
+        let mut restarting = exited && self.always;
         loop {
             let mut effects = Vec::new();
             let mut replace = false;
@@ -236,6 +246,7 @@ impl Driver {
                 }
                 status = fresh.watch_status();
                 exited = !status.borrow_and_update().is_running();
+                restarting = exited;
                 *self.handle.terminal.lock().expect("hub terminal poisoned") = Arc::clone(&fresh);
                 terminal = fresh;
                 let mut effects = Vec::new();
@@ -244,7 +255,23 @@ impl Driver {
             }
         }
         self.stop.cancel();
+        self.forget();
         debug!(terminal = %self.handle.id, "hub ended");
+    }
+
+    /// Takes this hub out of the attacher's map (unless a newer one
+    /// replaced it there), so nothing of it outlives its last viewer.
+    fn forget(&self) {
+        let Some(hubs) = self.hubs.upgrade() else {
+            return;
+        };
+        let mut hubs = hubs.lock().expect("hub map poisoned");
+        if hubs
+            .get(&self.handle.id)
+            .is_some_and(|hub| Arc::ptr_eq(hub, &self.handle))
+        {
+            hubs.remove(&self.handle.id);
+        }
     }
 
     fn command(&mut self, command: Command, effects: &mut Vec<Effect>) {
@@ -255,7 +282,7 @@ impl Driver {
                 let _ = reply.send((self.hub.stream().clone(), offset, self.hub.size()));
             }
             Command::Room(id) => self.hub.room(id, effects),
-            Command::Captured(repaint) => self.hub.snapshot(repaint, effects),
+            Command::Captured(epoch, repaint) => self.hub.snapshot(epoch, repaint, effects),
             Command::Resized(size) => self.hub.resized(size, effects),
         }
     }
@@ -270,10 +297,13 @@ impl Driver {
         let mut pause = Duration::from_millis(20);
         let id = self.handle.id.to_string();
         while tokio::time::Instant::now() < deadline {
-            if let Ok(found) = self.registry.attach(&self.owner, &id).await
-                && !same(&found.terminal, old)
-            {
-                return Some(found.terminal);
+            match self.registry.attach(&self.owner, &id).await {
+                Ok(found) if !same(&found.terminal, old) => return Some(found.terminal),
+                // Killed (or handed to someone else): nothing will come back.
+                Err(error) if matches!(error.code(), "NO_TERMINAL" | "FOREIGN_TERMINAL") => {
+                    return None;
+                }
+                _ => {}
             }
             tokio::select! {
                 () = self.stop.cancelled() => return None,
@@ -300,7 +330,7 @@ impl Driver {
                         }
                     });
                 }
-                Effect::Capture => {
+                Effect::Capture(epoch) => {
                     let terminal = Arc::clone(terminal);
                     let history = self.config.snapshot_history;
                     self.tasks.spawn(async move {
@@ -308,7 +338,38 @@ impl Driver {
                             () = stop.cancelled() => return,
                             repaint = repaint(terminal.as_ref(), history) => repaint,
                         };
-                        let _ = commands.send(Command::Captured(repaint)).await;
+                        let _ = commands.send(Command::Captured(epoch, repaint)).await;
+                    });
+                }
+                Effect::Farewell {
+                    viewers,
+                    offset,
+                    size,
+                    exit,
+                } => {
+                    // Not bound to `stop` either: the hub ends right after.
+                    let terminal = Arc::clone(terminal);
+                    let history = self.config.snapshot_history;
+                    self.tasks.spawn(async move {
+                        let repaint =
+                            tokio::time::timeout(DELIVER_WAIT, repaint(terminal.as_ref(), history))
+                                .await
+                                .ok()
+                                .flatten();
+                        for tx in viewers {
+                            let _ = tokio::time::timeout(DELIVER_WAIT, async {
+                                if let Some(repaint) = repaint.clone() {
+                                    let snapshot = ViewerEvent::Snapshot {
+                                        offset,
+                                        size,
+                                        repaint,
+                                    };
+                                    tx.send(snapshot).await.ok()?;
+                                }
+                                tx.send(ViewerEvent::Exit(exit)).await.ok()
+                            })
+                            .await;
+                        }
                     });
                 }
                 Effect::Deliver(tx, event) => {

@@ -39,12 +39,26 @@ pub(crate) enum Effect {
     /// Wait until viewer `id`'s queue has room, then call
     /// [`Hub::room`].
     WatchRoom(u64, mpsc::Sender<ViewerEvent>),
-    /// Capture a snapshot and hand it to [`Hub::snapshot`]; at most one is
-    /// asked for at a time.
-    Capture,
+    /// Capture a snapshot and hand it to [`Hub::snapshot`] with this
+    /// epoch; at most one is asked for at a time per epoch.
+    Capture(u64),
     /// Deliver this event even if the queue is full (exit statuses), from
     /// a task of its own so nobody waits for the viewer.
     Deliver(mpsc::Sender<ViewerEvent>, ViewerEvent),
+    /// The program exited for good while these viewers were not live
+    /// (lagging, or waiting for a repaint): capture the final screen once,
+    /// then give each a snapshot at `offset` and the exit, in that order,
+    /// from a task of its own.
+    Farewell {
+        /// The viewers that missed bytes.
+        viewers: Vec<mpsc::Sender<ViewerEvent>>,
+        /// The stream's end: nothing follows.
+        offset: u64,
+        /// The terminal's size.
+        size: Size,
+        /// How the program ended.
+        exit: ExitStatus,
+    },
 }
 
 /// The bytes the terminal printed most recently, with their offsets.
@@ -103,6 +117,10 @@ pub(crate) struct Hub {
     ring: Ring,
     slots: Vec<Slot>,
     capturing: bool,
+    /// Bumped by every discontinuity: a capture asked for before it shows
+    /// what came before (the old program, a server since killed), so its
+    /// answer must not stand in for one of what runs now.
+    epoch: u64,
     size: Size,
     next_id: u64,
 }
@@ -120,6 +138,7 @@ impl Hub {
             },
             slots: Vec::new(),
             capturing: false,
+            epoch: 0,
             size,
             next_id: 0,
         }
@@ -207,9 +226,19 @@ impl Hub {
         }
     }
 
-    /// A capture finished (`None`: it failed): every waiting viewer gets
-    /// `repaint` tagged with the current offset and goes live.
-    pub(crate) fn snapshot(&mut self, repaint: Option<Bytes>, effects: &mut Vec<Effect>) {
+    /// The capture asked for in `epoch` finished (`None`: it failed): every
+    /// waiting viewer gets `repaint` tagged with the current offset and goes
+    /// live. A capture of an earlier epoch is ignored: the one asked for
+    /// since is what they wait for.
+    pub(crate) fn snapshot(
+        &mut self,
+        epoch: u64,
+        repaint: Option<Bytes>,
+        effects: &mut Vec<Effect>,
+    ) {
+        if epoch != self.epoch {
+            return;
+        }
         self.capturing = false;
         let Some(repaint) = repaint else {
             // Nothing to repaint from: start them live rather than never.
@@ -259,6 +288,9 @@ impl Hub {
     /// forgotten and every viewer is repainted.
     pub(crate) fn discontinuity(&mut self, effects: &mut Vec<Effect>) {
         self.ring.clear();
+        // A capture still in flight shows the past: ask for a new one.
+        self.epoch += 1;
+        self.capturing = false;
         for slot in &mut self.slots {
             if slot.state == State::Live {
                 slot.state = State::Waiting;
@@ -285,10 +317,25 @@ impl Hub {
     }
 
     /// The program exited: every viewer is told, even a lagging one. With
-    /// `end`, the viewers are dropped, so their streams end after it.
+    /// `end`, the viewers are dropped, so their streams end after it; one
+    /// that is not live then first gets the final screen (no later
+    /// snapshot could repaint it), a live one has every byte already.
     pub(crate) fn exited(&mut self, exit: ExitStatus, end: bool, effects: &mut Vec<Effect>) {
+        let mut missed = Vec::new();
         for slot in &self.slots {
-            effects.push(Effect::Deliver(slot.tx.clone(), ViewerEvent::Exit(exit)));
+            if end && slot.state != State::Live {
+                missed.push(slot.tx.clone());
+            } else {
+                effects.push(Effect::Deliver(slot.tx.clone(), ViewerEvent::Exit(exit)));
+            }
+        }
+        if !missed.is_empty() {
+            effects.push(Effect::Farewell {
+                viewers: missed,
+                offset: self.ring.end,
+                size: self.size,
+                exit,
+            });
         }
         if end {
             self.slots.clear();
@@ -298,7 +345,7 @@ impl Hub {
     fn want_capture(&mut self, effects: &mut Vec<Effect>) {
         if !self.capturing {
             self.capturing = true;
-            effects.push(Effect::Capture);
+            effects.push(Effect::Capture(self.epoch));
         }
     }
 }
@@ -322,171 +369,5 @@ fn lag_on_full(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn hub(capacity: usize) -> Hub {
-        Hub::new(StreamId::from_raw(7), capacity, Size { cols: 80, rows: 24 })
-    }
-
-    fn drain(rx: &mut mpsc::Receiver<ViewerEvent>) -> Vec<ViewerEvent> {
-        let mut out = Vec::new();
-        while let Ok(event) = rx.try_recv() {
-            out.push(event);
-        }
-        out
-    }
-
-    fn out(offset: u64, bytes: &'static [u8]) -> ViewerEvent {
-        ViewerEvent::Output {
-            offset: Some(offset),
-            bytes: Bytes::from_static(bytes),
-        }
-    }
-
-    #[test]
-    fn live_viewers_share_chunks_with_offsets() {
-        let mut hub = hub(1024);
-        let mut effects = Vec::new();
-        let (tx, mut rx) = mpsc::channel(8);
-        let resume = Resume::new(hub.stream().clone(), 0);
-        hub.join(tx, Some(&resume), &mut effects);
-        assert!(effects.is_empty(), "a resume at offset 0 needs no capture");
-        hub.output(Bytes::from_static(b"ab"), &mut effects);
-        hub.output(Bytes::from_static(b"cde"), &mut effects);
-        assert_eq!(drain(&mut rx), [out(0, b"ab"), out(2, b"cde")]);
-        assert_eq!(hub.offset(), 5);
-    }
-
-    #[test]
-    fn resume_inside_the_ring_replays_exactly_and_outside_snapshots() {
-        let mut hub = hub(4);
-        let mut effects = Vec::new();
-        for chunk in [&b"ab"[..], b"cd", b"ef"] {
-            hub.output(Bytes::copy_from_slice(chunk), &mut effects);
-        }
-        // The ring holds "cdef" (offsets 2..6).
-        let (tx, mut rx) = mpsc::channel(8);
-        hub.join(
-            tx,
-            Some(&Resume::new(hub.stream().clone(), 3)),
-            &mut effects,
-        );
-        assert_eq!(drain(&mut rx), [out(3, b"def")]);
-        assert!(effects.is_empty());
-        // Before the ring, or another stream: a snapshot (one capture).
-        let (old, mut old_rx) = mpsc::channel(8);
-        hub.join(
-            old,
-            Some(&Resume::new(hub.stream().clone(), 1)),
-            &mut effects,
-        );
-        let (other, mut other_rx) = mpsc::channel(8);
-        hub.join(
-            other,
-            Some(&Resume::new(StreamId::from_raw(8), 3)),
-            &mut effects,
-        );
-        assert!(matches!(effects[..], [Effect::Capture]));
-        hub.snapshot(Some(Bytes::from_static(b"SCREEN")), &mut effects);
-        for rx in [&mut old_rx, &mut other_rx] {
-            assert_eq!(
-                drain(rx),
-                [ViewerEvent::Snapshot {
-                    offset: 6,
-                    size: Size { cols: 80, rows: 24 },
-                    repaint: Bytes::from_static(b"SCREEN")
-                }]
-            );
-        }
-    }
-
-    #[test]
-    fn a_full_viewer_is_skipped_then_gets_one_coalesced_snapshot() {
-        let mut hub = hub(1024);
-        let mut effects = Vec::new();
-        let (fast, mut fast_rx) = mpsc::channel(64);
-        let (slow, mut slow_rx) = mpsc::channel(1);
-        let (slow2, mut slow2_rx) = mpsc::channel(1);
-        let start = Resume::new(hub.stream().clone(), 0);
-        hub.join(fast, Some(&start), &mut effects);
-        let slow_id = hub.join(slow, Some(&start), &mut effects);
-        let slow2_id = hub.join(slow2, Some(&start), &mut effects);
-        for _ in 0..3 {
-            hub.output(Bytes::from_static(b"x"), &mut effects);
-        }
-        assert_eq!(drain(&mut fast_rx).len(), 3, "the fast viewer keeps pace");
-        let watched: Vec<u64> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::WatchRoom(id, _) => Some(*id),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(watched, [slow_id, slow2_id], "each lagging viewer once");
-        effects.clear();
-        assert_eq!(drain(&mut slow_rx), [out(0, b"x")]);
-        assert_eq!(drain(&mut slow2_rx), [out(0, b"x")]);
-        hub.room(slow_id, &mut effects);
-        hub.room(slow2_id, &mut effects);
-        assert!(
-            matches!(effects[..], [Effect::Capture]),
-            "one capture for both"
-        );
-        effects.clear();
-        hub.snapshot(Some(Bytes::from_static(b"S")), &mut effects);
-        let got = drain(&mut slow_rx);
-        assert!(matches!(got[..], [ViewerEvent::Snapshot { offset: 3, .. }]));
-        hub.output(Bytes::from_static(b"z"), &mut effects);
-        assert_eq!(drain(&mut slow_rx), [out(3, b"z")], "live after it");
-    }
-
-    #[test]
-    fn exit_reaches_every_viewer_and_ends_them() {
-        let mut hub = hub(16);
-        let mut effects = Vec::new();
-        let (tx, _rx) = mpsc::channel(1);
-        hub.join(tx, None, &mut effects);
-        effects.clear();
-        hub.exited(ExitStatus::Code(3), true, &mut effects);
-        assert!(matches!(
-            effects[..],
-            [Effect::Deliver(_, ViewerEvent::Exit(ExitStatus::Code(3)))]
-        ));
-        assert_eq!(hub.viewers(), 0);
-    }
-
-    #[test]
-    fn resize_is_told_once_per_change() {
-        let mut hub = hub(16);
-        let mut effects = Vec::new();
-        let (tx, mut rx) = mpsc::channel(8);
-        hub.join(
-            tx,
-            Some(&Resume::new(hub.stream().clone(), 0)),
-            &mut effects,
-        );
-        hub.resized(
-            Size {
-                cols: 100,
-                rows: 30,
-            },
-            &mut effects,
-        );
-        hub.resized(
-            Size {
-                cols: 100,
-                rows: 30,
-            },
-            &mut effects,
-        );
-        assert_eq!(
-            drain(&mut rx),
-            [ViewerEvent::Resize(Size {
-                cols: 100,
-                rows: 30
-            })]
-        );
-    }
-}
+#[path = "hub_tests.rs"]
+mod tests;

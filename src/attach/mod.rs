@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::registry::{OwnerId, Registry, TerminalId};
+use crate::registry::{OwnerId, Registry, RestartPolicy, TerminalId};
 use crate::vocab::{ExitStatus, Size};
 use crate::{Error, Result};
 
@@ -283,7 +283,7 @@ pub struct Attacher {
 struct Inner {
     registry: Registry,
     config: AttacherConfig,
-    hubs: Mutex<HashMap<TerminalId, Arc<feed::HubHandle>>>,
+    hubs: Arc<feed::Hubs>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -306,7 +306,7 @@ impl Attacher {
             inner: Arc::new(Inner {
                 registry,
                 config,
-                hubs: Mutex::new(HashMap::new()),
+                hubs: Arc::new(Mutex::new(HashMap::new())),
                 cancel: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -336,7 +336,10 @@ impl Attacher {
         if let Some(size) = opts.size {
             size.check()?;
         }
-        let found = self.inner.registry.attach(owner, target).await?;
+        let found = match opts.transport {
+            Transport::Control => self.resolve(owner, target).await?,
+            Transport::Pty => self.inner.registry.attach(owner, target).await?,
+        };
         let (events_tx, events) = mpsc::channel(self.inner.config.viewer_queue);
         match opts.transport {
             Transport::Pty => {
@@ -355,11 +358,8 @@ impl Attacher {
                 })
             }
             Transport::Control => {
-                let hub = self.hub(owner, found).await?;
-                if let (Some(size), false) = (opts.size, opts.read_only) {
-                    hub.resize(size).await?;
-                }
-                let (stream, offset, size) = hub.join(events_tx, opts.since.clone()).await?;
+                let (hub, (stream, offset, size)) =
+                    self.join(owner, target, found, &opts, events_tx).await?;
                 let hello = Hello {
                     transport: Transport::Control,
                     read_only: opts.read_only,
@@ -376,6 +376,94 @@ impl Attacher {
                 })
             }
         }
+    }
+
+    /// Joins a new viewer to the terminal's hub. When the server of an
+    /// `always` terminal dies between the registry's check and the join
+    /// (its stream cannot start, or its hub ended), the join waits for the
+    /// rebuilt terminal instead of failing a viewer that raced a kill.
+    async fn join(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        mut found: crate::registry::AttachTarget,
+        opts: &AttachOptions,
+        events: mpsc::Sender<ViewerEvent>,
+    ) -> Result<(Arc<feed::HubHandle>, (StreamId, u64, Size))> {
+        let always = found.snapshot.restart == RestartPolicy::Always;
+        let deadline = tokio::time::Instant::now() + feed::REBUILD_WAIT;
+        loop {
+            let joined: Result<_> = async {
+                let hub = self.hub(owner, found).await?;
+                if let (Some(size), false) = (opts.size, opts.read_only) {
+                    hub.resize(size).await?;
+                }
+                let hello = hub.join(events.clone(), opts.since.clone()).await?;
+                Ok((hub, hello))
+            }
+            .await;
+            let error = match joined {
+                Ok(joined) => return Ok(joined),
+                Err(error) => error,
+            };
+            if !always || !matches!(error.code(), "SERVER_GONE" | "TERMINAL_DEAD") {
+                return Err(error);
+            }
+            found = self.rebuilt(owner, target, deadline, error).await?;
+        }
+    }
+
+    /// Resolves `target` through the registry, riding out a server that
+    /// vanished while it was checked (`SERVER_GONE`, e.g. killed during its
+    /// adoption) when the terminal is `always`: its rebuild is waited for.
+    async fn resolve(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+    ) -> Result<crate::registry::AttachTarget> {
+        match self.inner.registry.attach(owner, target).await {
+            Err(error)
+                if error.code() == "SERVER_GONE"
+                    && self
+                        .inner
+                        .registry
+                        .show(owner, target)
+                        .await
+                        .is_ok_and(|snapshot| snapshot.restart == RestartPolicy::Always) =>
+            {
+                let deadline = tokio::time::Instant::now() + feed::REBUILD_WAIT;
+                self.rebuilt(owner, target, deadline, error).await
+            }
+            resolved => resolved,
+        }
+    }
+
+    /// Waits (backing off) until the registry hands out the rebuilt
+    /// terminal; `error` once `deadline` passed. Until the restart is in,
+    /// the registry calls it dead.
+    async fn rebuilt(
+        &self,
+        owner: &OwnerId,
+        target: &str,
+        deadline: tokio::time::Instant,
+        error: Error,
+    ) -> Result<crate::registry::AttachTarget> {
+        let mut pause = std::time::Duration::from_millis(20);
+        while tokio::time::Instant::now() < deadline {
+            tokio::select! {
+                () = self.inner.cancel.cancelled() => {
+                    return Err(Error::Cancelled("the attacher is shut down".to_owned()));
+                }
+                () = tokio::time::sleep(pause) => {}
+            }
+            pause = (pause * 2).min(std::time::Duration::from_millis(500));
+            match self.inner.registry.attach(owner, target).await {
+                Ok(fresh) => return Ok(fresh),
+                Err(again) if matches!(again.code(), "TERMINAL_DEAD" | "SERVER_GONE") => {}
+                Err(other) => return Err(other),
+            }
+        }
+        Err(error)
     }
 
     /// The running hub of this terminal, or a new one when there is none,
@@ -404,6 +492,7 @@ impl Attacher {
             owner.clone(),
             found,
             self.inner.config,
+            Arc::downgrade(&self.inner.hubs),
             self.inner.cancel.child_token(),
             &self.inner.tasks,
         )
@@ -423,6 +512,13 @@ impl Attacher {
                 Ok(hub)
             }
         }
+    }
+
+    /// How many hubs the attacher holds (one per terminal with viewers or
+    /// a resumable stream); for leak tests.
+    #[doc(hidden)]
+    pub fn hub_count(&self) -> usize {
+        self.inner.hubs.lock().expect("hub map poisoned").len()
     }
 
     /// Ends every viewer and hub, kills the PTY transport's clients, and

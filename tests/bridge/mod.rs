@@ -8,6 +8,7 @@ mod deploy;
 mod hygiene;
 mod routes;
 mod security;
+mod viewers;
 mod ws;
 
 use std::time::Duration;

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod attach;
+mod attach_lifecycle;
 mod hardening;
 mod lifecycle;
 mod liveness;
