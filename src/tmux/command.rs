@@ -36,6 +36,13 @@ use crate::{Error, Result};
 /// command text) fits both with room to spare.
 pub const DEFAULT_HEX_CHUNK: usize = 1024;
 
+/// Most bytes one `send-keys -H` command carries ([`send_keys_hex`] clamps
+/// its chunk to it): tmux 3.3a's command parser keeps one stack entry per
+/// argument and fails a command of 10 000 or more with "yacc stack
+/// overflow" (nothing is typed), and its cost per argument grows with the
+/// count, so bigger chunks are slower, never faster.
+pub const MAX_HEX_CHUNK: usize = 4096;
+
 /// Encodes `arg` as one double-quoted tmux argument that parses back to
 /// exactly `arg`, wherever it appears on a command line.
 ///
@@ -342,22 +349,45 @@ impl fmt::Display for TmuxCommand {
 /// `send-keys -t %P -H -- 68 69 ...` commands that type `bytes` into `pane`
 /// exactly: each byte is one hex argument, so NUL, invalid UTF-8 and bytes
 /// that name keys (`Enter`) all arrive as themselves. At most `chunk` bytes
-/// per command; `chunk` 0 means [`DEFAULT_HEX_CHUNK`]. No bytes, no commands.
+/// per command; `chunk` 0 means [`DEFAULT_HEX_CHUNK`], and a chunk over
+/// [`MAX_HEX_CHUNK`] is clamped to it. No bytes, no commands.
+///
+/// This builds every command at once (one `OsString` per byte for the argv
+/// form): fine for keystrokes and tests, not for a paste. The control
+/// client streams big writes through tmux buffers instead
+/// ([`ControlClient::send_bytes`](crate::control::client::ControlClient::send_bytes)).
 pub fn send_keys_hex(pane: PaneId, bytes: &[u8], chunk: usize) -> Vec<TmuxCommand> {
-    let chunk = if chunk == 0 { DEFAULT_HEX_CHUNK } else { chunk };
+    let chunk = match chunk {
+        0 => DEFAULT_HEX_CHUNK,
+        n => n.min(MAX_HEX_CHUNK),
+    };
     bytes
         .chunks(chunk)
-        .map(|part| {
-            let mut cmd = TmuxCommand::new("send-keys").target(pane).flag("-H");
-            let mut hex = String::with_capacity(2);
-            for &b in part {
-                hex.clear();
-                write!(hex, "{b:02x}").expect("writing to a String cannot fail");
-                cmd.push_bare(&hex);
-            }
-            cmd
-        })
+        .map(|part| send_keys_hex_chunk(pane, part))
         .collect()
+}
+
+/// One `send-keys -t %P -H -- 68 69 ...` command typing all of `bytes`
+/// (see [`send_keys_hex`]).
+///
+/// # Panics
+///
+/// When `bytes` is longer than [`MAX_HEX_CHUNK`]: tmux would refuse the
+/// command, so a caller passing more has a bug.
+pub fn send_keys_hex_chunk(pane: PaneId, bytes: &[u8]) -> TmuxCommand {
+    assert!(
+        bytes.len() <= MAX_HEX_CHUNK,
+        "{} bytes is over tmux's send-keys argument limit",
+        bytes.len()
+    );
+    let mut cmd = TmuxCommand::new("send-keys").target(pane).flag("-H");
+    let mut hex = String::with_capacity(2);
+    for &b in bytes {
+        hex.clear();
+        write!(hex, "{b:02x}").expect("writing to a String cannot fail");
+        cmd.push_bare(&hex);
+    }
+    cmd
 }
 
 /// `resize-window -t PANE -x COLS -y ROWS`: the window follows, and with
