@@ -84,12 +84,20 @@ async fn whole(out: &Path, want: &[u8], start: Instant) -> Duration {
         if len as usize >= want.len() {
             break;
         }
-        assert!(Instant::now() < deadline, "{} not whole: {len} bytes", out.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} not whole: {len} bytes",
+            out.display()
+        );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let took = start.elapsed();
     let got = std::fs::read(out).expect("the pasted file");
-    assert!(got == want, "{}: the program received other bytes", out.display());
+    assert!(
+        got == want,
+        "{}: the program received other bytes",
+        out.display()
+    );
     took
 }
 
@@ -144,7 +152,10 @@ impl Raw {
     }
 
     async fn write(&mut self, text: &str) {
-        self.stdin.write_all(text.as_bytes()).await.expect("tmux -C stdin");
+        self.stdin
+            .write_all(text.as_bytes())
+            .await
+            .expect("tmux -C stdin");
     }
 }
 
@@ -229,9 +240,14 @@ async fn library(dir: &Path, data: &[u8]) -> (Duration, Duration, usize) {
         .iter()
         .map(Into::into)
         .collect();
-    let parts = launch(tmux, opts, ClientOptions::default(), SubscribeOptions::default())
-        .await
-        .expect("launch");
+    let parts = launch(
+        tmux,
+        opts,
+        ClientOptions::default(),
+        SubscribeOptions::default(),
+    )
+    .await
+    .expect("launch");
     let mut output = parts.output;
     let mut seen = Vec::new();
     while !seen.windows(5).any(|w| w == b"ready") {
@@ -266,7 +282,9 @@ async fn library(dir: &Path, data: &[u8]) -> (Duration, Duration, usize) {
 async fn registry(dir: &Path, data: &[u8]) -> Duration {
     let out = dir.join("registry.out");
     let config = TmuxConfig::new(dir.join("rt")).shell("/bin/sh");
-    let (registry, _) = open_registry(dir.join("state"), config).await.expect("registry");
+    let (registry, _) = open_registry(dir.join("state"), config)
+        .await
+        .expect("registry");
     let owner = OwnerId::new("bench").expect("owner");
     let spec = SpawnSpec::new("tmux").command(["sh", "-c", &script(&out, data.len())]);
     let id = registry
@@ -322,7 +340,10 @@ impl Serve {
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut url)
             .expect("the URL");
-        let (base, token) = url.trim().split_once("/?token=").expect("a URL with a token");
+        let (base, token) = url
+            .trim()
+            .split_once("/?token=")
+            .expect("a URL with a token");
         Serve {
             child,
             dir,
@@ -370,10 +391,14 @@ impl Serve {
         let mut request =
             tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
                 .expect("request");
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {}", self.token).parse().expect("header"));
-        tokio_tungstenite::connect_async(request).await.expect("websocket").0
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.token).parse().expect("header"),
+        );
+        tokio_tungstenite::connect_async(request)
+            .await
+            .expect("websocket")
+            .0
     }
 
     /// A terminal running [`script`] with a viewer whose pane is ready.
@@ -411,8 +436,16 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
         // Terminals outlive serve: kill every server of this run.
-        for owner in std::fs::read_dir(self.dir.path().join("rt")).into_iter().flatten().flatten() {
-            for server in std::fs::read_dir(owner.path()).into_iter().flatten().flatten() {
+        for owner in std::fs::read_dir(self.dir.path().join("rt"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for server in std::fs::read_dir(owner.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 let _ = Command::new("tmux")
                     .arg("-S")
                     .arg(server.path().join("tmux.sock"))
@@ -516,7 +549,11 @@ async fn main() {
     }
     if run(2) {
         let took = raw_set_buffer(dir.path(), &data).await;
-        println!("2. raw set-buffer + paste-buffer -r: {}  {:.2} MB/s", ms(took), mbps(len, took));
+        println!(
+            "2. raw set-buffer + paste-buffer -r: {}  {:.2} MB/s",
+            ms(took),
+            mbps(len, took)
+        );
     }
     let mut base = None;
     if run(3) || only == 0 {

@@ -131,9 +131,15 @@ async fn other_commands_answer_while_a_paste_is_typed() {
         // One poll starts the paste: its first pieces are queued. It is not
         // polled again until the capture has answered, so it cannot queue
         // more than what that first poll did.
-        assert!((&mut paste).now_or_never().is_none(), "a paste is not typed in one poll");
+        assert!(
+            (&mut paste).now_or_never().is_none(),
+            "a paste is not typed in one poll"
+        );
         let capture = TmuxCommand::new("capture-pane").flag("-p").target(PANE);
-        term.client.command(&capture).await.expect("capture answers");
+        term.client
+            .command(&capture)
+            .await
+            .expect("capture answers");
         let probe = TmuxCommand::new("display-message")
             .flag("-p")
             .target(PANE)
@@ -254,7 +260,11 @@ async fn a_paste_into_a_dead_pane_leaves_the_server_running() {
                 .flag("-p")
                 .arg(format!("still {i}"));
             assert_eq!(
-                term.client.command(&echo).await.expect("server alive").text(),
+                term.client
+                    .command(&echo)
+                    .await
+                    .expect("server alive")
+                    .text(),
                 format!("still {i}")
             );
         }

@@ -64,9 +64,13 @@ pub fn pieces(bytes: &[u8], chunk: usize) -> impl Iterator<Item = Piece<'_>> {
     let keys = bytes.len() <= KEYS_MAX.min(MAX_HEX_CHUNK);
     // `chunks` refuses 0, and an empty write has no pieces at all.
     let size = if keys { bytes.len().max(1) } else { chunk };
-    bytes
-        .chunks(size)
-        .map(move |part| if keys { Piece::Keys(part) } else { Piece::Paste(part) })
+    bytes.chunks(size).map(move |part| {
+        if keys {
+            Piece::Keys(part)
+        } else {
+            Piece::Paste(part)
+        }
+    })
 }
 
 /// The command typing a [`Piece::Keys`] into `pane`.
@@ -138,12 +142,10 @@ mod tests {
                 (false, 5)
             ]
         );
-        assert_eq!(sizes(&data[..1000], 300), [
-            (false, 300),
-            (false, 300),
-            (false, 300),
-            (false, 100)
-        ]);
+        assert_eq!(
+            sizes(&data[..1000], 300),
+            [(false, 300), (false, 300), (false, 300), (false, 100)]
+        );
         // The pieces are the write, in order.
         let joined: Vec<u8> = pieces(&data, 7000)
             .flat_map(|piece| match piece {

@@ -163,7 +163,12 @@ impl ControlClient {
 
     /// Queues one piece's commands, back to back, each holding an
     /// in-flight slot like any caller's command.
-    async fn send_piece(&self, typist: &mut Typist, pane: PaneId, piece: Piece<'_>) -> Result<Sent> {
+    async fn send_piece(
+        &self,
+        typist: &mut Typist,
+        pane: PaneId,
+        piece: Piece<'_>,
+    ) -> Result<Sent> {
         // Each command, and whether it is a guard answering in two blocks
         // (see `paste_buffer_exact`).
         let (commands, file) = match piece {
