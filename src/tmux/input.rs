@@ -31,69 +31,11 @@
 //! answers with its own block and then, only when it succeeded, the branch
 //! answers with a second one ([`paste_buffer_exact`]).
 
-use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::command::TmuxCommand;
+use super::command::{MAX_HEX_CHUNK, TmuxCommand, send_keys_hex_chunk};
 use crate::vocab::PaneId;
-
-/// Bytes per `send-keys -H` command in [`send_keys_hex`] when the caller
-/// passes 0. tmux has no line limit on the control connection, but the CLI
-/// form is bounded by tmux's 16 KiB message size; 1 KiB (about 3 KiB of
-/// command text) fits both with room to spare.
-pub const DEFAULT_HEX_CHUNK: usize = 1024;
-
-/// Most bytes one `send-keys -H` command carries ([`send_keys_hex`] clamps
-/// its chunk to it): tmux 3.3a's command parser keeps one stack entry per
-/// argument and fails a command of 10 000 or more with "yacc stack
-/// overflow" (nothing is typed), and its cost per argument grows with the
-/// count, so bigger chunks are slower, never faster.
-pub const MAX_HEX_CHUNK: usize = 4096;
-
-/// `send-keys -t %P -H -- 68 69 ...` commands that type `bytes` into `pane`
-/// exactly: each byte is one hex argument, so NUL, invalid UTF-8 and bytes
-/// that name keys (`Enter`) all arrive as themselves. At most `chunk` bytes
-/// per command; `chunk` 0 means [`DEFAULT_HEX_CHUNK`], and a chunk over
-/// [`MAX_HEX_CHUNK`] is clamped to it. No bytes, no commands.
-///
-/// This builds every command at once (one `OsString` per byte for the argv
-/// form): fine for keystrokes and tests, not for a paste. The control
-/// client streams big writes through tmux buffers instead
-/// ([`ControlClient::send_bytes`](crate::control::client::ControlClient::send_bytes)).
-pub fn send_keys_hex(pane: PaneId, bytes: &[u8], chunk: usize) -> Vec<TmuxCommand> {
-    let chunk = match chunk {
-        0 => DEFAULT_HEX_CHUNK,
-        n => n.min(MAX_HEX_CHUNK),
-    };
-    bytes
-        .chunks(chunk)
-        .map(|part| send_keys_hex_chunk(pane, part))
-        .collect()
-}
-
-/// One `send-keys -t %P -H -- 68 69 ...` command typing all of `bytes`
-/// (see [`send_keys_hex`]).
-///
-/// # Panics
-///
-/// When `bytes` is longer than [`MAX_HEX_CHUNK`]: tmux would refuse the
-/// command, so a caller passing more has a bug.
-pub fn send_keys_hex_chunk(pane: PaneId, bytes: &[u8]) -> TmuxCommand {
-    assert!(
-        bytes.len() <= MAX_HEX_CHUNK,
-        "{} bytes is over tmux's send-keys argument limit",
-        bytes.len()
-    );
-    let mut cmd = TmuxCommand::new("send-keys").target(pane).flag("-H");
-    let mut hex = String::with_capacity(2);
-    for &b in bytes {
-        hex.clear();
-        write!(hex, "{b:02x}").expect("writing to a String cannot fail");
-        cmd.push_bare(&hex);
-    }
-    cmd
-}
 
 /// Writes of at most this many bytes are typed as one `send-keys -H`
 /// command (no file, one reply): keystrokes cost what they always did.
@@ -251,29 +193,5 @@ mod tests {
             )
         );
         assert!(paste.checked().is_ok());
-    }
-
-    #[test]
-    fn hex_chunks() {
-        let cmds = send_keys_hex(PaneId(7), b"hi\0\xff", 0);
-        assert_eq!(cmds.len(), 1);
-        assert_eq!(cmds[0].line(), r#"send-keys -t "%7" -H -- 68 69 00 ff"#);
-        let argv: Vec<_> = cmds[0]
-            .argv()
-            .iter()
-            .map(|a| a.to_str().expect("utf8"))
-            .collect();
-        assert_eq!(
-            argv,
-            ["send-keys", "-t", "%7", "-H", "--", "68", "69", "00", "ff"]
-        );
-
-        assert!(send_keys_hex(PaneId(1), b"", 0).is_empty());
-        let data: Vec<u8> = (0..=255).cycle().take(2500).collect();
-        let cmds = send_keys_hex(PaneId(1), &data, 1024);
-        let sizes: Vec<usize> = cmds.iter().map(|c| c.argv().len() - 5).collect();
-        assert_eq!(sizes, [1024, 1024, 452]);
-        let cmds = send_keys_hex(PaneId(1), b"abc", 1);
-        assert_eq!(cmds.len(), 3);
     }
 }
