@@ -57,7 +57,7 @@ fn payload(len: usize) -> Vec<u8> {
     let mut data = Vec::with_capacity(len + 64);
     let mut i = 0usize;
     while data.len() < len {
-        if i % 4096 == 0 {
+        if i.is_multiple_of(4096) {
             data.extend_from_slice(specials[(i / 4096) % specials.len()]);
         }
         data.push((i.wrapping_mul(251) ^ (i >> 8)) as u8);

@@ -80,7 +80,7 @@ fn every_byte(len: usize) -> Vec<u8> {
     let mut data = Vec::with_capacity(len);
     let mut i = 0usize;
     while data.len() < len {
-        if i % 4096 == 0 {
+        if i.is_multiple_of(4096) {
             data.extend_from_slice(specials[(i / 4096) % specials.len()]);
         }
         // Walks every byte value at every offset: 251 is prime to 256.
