@@ -42,10 +42,12 @@ use crate::{Error, Result};
 #[cfg(doc)]
 use crate::tmux::input::PASTE_CHUNK;
 
-/// Pieces of one write sent and not yet answered. Two keep tmux busy (the
-/// next piece is queued while one runs) while a command sent during a
-/// paste waits behind at most two pieces.
-pub const MAX_PIECES_IN_FLIGHT: usize = 2;
+/// Pieces of one write sent and not yet answered: enough that tmux always
+/// has the next piece queued (`cargo bench --bench paste`: 2 reached 0.7x
+/// of a raw client sending every piece at once, 4 about 1x), few enough
+/// that a command sent during a paste waits behind at most 4 x 64 KiB, a
+/// few milliseconds.
+pub const MAX_PIECES_IN_FLIGHT: usize = 4;
 
 /// Numbers this process's clients, so that two engine clients of one
 /// server (serve and a CLI, say) never share a buffer name.
