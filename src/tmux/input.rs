@@ -43,7 +43,7 @@ pub const KEYS_MAX: usize = 64;
 
 /// Bytes per buffer of a paste: big enough that the per-command cost
 /// vanishes, small enough that another command of the same client waits
-/// for only a few of them (see `MAX_CHUNKS_IN_FLIGHT` in the client).
+/// for only a few of them (see `MAX_PIECES_IN_FLIGHT` in the control client).
 pub const PASTE_CHUNK: usize = 64 * 1024;
 
 /// One piece of a write, in the order the pane receives them.

@@ -7,7 +7,7 @@
 //!
 //! - **Memory is O(piece).** A piece's command and file are made only when
 //!   fewer than [`MAX_PIECES_IN_FLIGHT`] pieces of the write are
-//!   unanswered; a file is removed once tmux answered its `load-buffer`.
+//!   unanswered; a file is removed once tmux answered its piece.
 //! - **Other commands interleave.** The client's FIFO holds at most that
 //!   many pieces of a write, so a capture, a snapshot or a liveness probe
 //!   sent meanwhile waits for those few pieces, not for the whole paste.
@@ -22,8 +22,9 @@
 //!   waits for fail when the connection closes) and every write still
 //!   queued behind it fails the same way as soon as it gets the lock.
 //!
-//! A write that is dropped part way (its caller gave up) stops typing
-//! after the pieces already sent; its files are removed.
+//! A write that is dropped part way (its caller gave up) or whose piece
+//! fails stops typing after the pieces already sent (tmux runs what it was
+//! given: at most three more pieces); its files are removed.
 
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
