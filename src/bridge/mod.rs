@@ -22,8 +22,8 @@ mod page;
 mod ws;
 
 use std::ffi::OsString;
-use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
 
