@@ -17,6 +17,7 @@ mod discovery;
 mod fault;
 mod fixture;
 mod injection;
+mod input_stream;
 mod kill;
 mod layers;
 mod mcp;

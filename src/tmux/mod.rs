@@ -3,6 +3,8 @@
 //!
 //! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
 //! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
+//! - [`input`]: a write to a pane as commands, piece by piece (keys for
+//!   a keystroke, `load-buffer` + an exact paste beyond);
 //! - [`options`]: [`ServerOptions`], validated (names by
 //!   [`check_name`](crate::vocab::check_name)) and turned into the config
 //!   file and start command;
@@ -27,6 +29,7 @@
 pub mod command;
 pub mod dirs;
 pub mod handle;
+pub mod input;
 pub mod kill;
 pub mod options;
 // Process and /proc plumbing: public only so the crate's own tests can
@@ -39,7 +42,8 @@ pub mod server;
 pub mod version;
 
 pub use command::{
-    DEFAULT_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote, send_keys_hex,
+    DEFAULT_HEX_CHUNK, MAX_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote,
+    send_keys_hex, send_keys_hex_chunk,
 };
 pub use handle::ServerHandle;
 pub use kill::KillRequest;

@@ -24,6 +24,7 @@
 //! must not know how the server was started: it takes a ready `Command`.
 
 pub(crate) mod handshake;
+mod input;
 mod reader;
 mod stream;
 
@@ -46,7 +47,7 @@ use tracing::debug;
 
 use super::subscribe::{Effects, PaneInfo, Routes, SubState, SubscribeOptions};
 use super::{ControlCodec, Notification, PaneId, Reply};
-use crate::tmux::command::{TmuxCommand, send_keys_hex};
+use crate::tmux::command::TmuxCommand;
 use crate::tmux::{KillRequest, ServerHandle};
 use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
@@ -89,6 +90,12 @@ pub struct ClientOptions {
     /// never leaves while another is still identifying, which crashes tmux
     /// 3.3a. `None` takes no lock.
     pub handshake_lock: Option<PathBuf>,
+    /// Where [`ControlClient::send_bytes`] writes a paste's pieces for
+    /// tmux to `load-buffer` (each file lives until tmux has read it):
+    /// a directory only this user can enter, such as the server's own
+    /// (which [`ControlClient::attach`] uses). `None`: a private temporary
+    /// directory of the client's, made on its first paste.
+    pub input_dir: Option<PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -104,6 +111,7 @@ impl Default for ClientOptions {
             resync_history: 1000,
             max_line_length: crate::control::codec::DEFAULT_MAX_LINE_LENGTH,
             handshake_lock: None,
+            input_dir: None,
         }
     }
 }
@@ -119,6 +127,7 @@ setters!(ClientOptions {
     resync_history: u32,
     max_line_length: usize,
     handshake_lock: Option<PathBuf>,
+    input_dir: Option<PathBuf>,
 });
 
 /// A handle on a live control connection. Cheap to clone; the connection
@@ -162,6 +171,9 @@ pub(crate) struct Shared {
     closed: watch::Sender<Option<String>>,
     opts: ClientOptions,
     pid: Option<u32>,
+    /// One write at a time, in arrival order (tokio's mutex is FIFO-fair),
+    /// so two pastes never interleave; see `input.rs`.
+    input: tokio::sync::Mutex<input::Typist>,
 }
 
 struct State {
@@ -184,6 +196,10 @@ enum Pending {
     },
     /// The engine's own bookkeeping commands.
     Internal(Internal),
+    /// An `if-shell -F` whose branches are one command each: when it
+    /// succeeds, its branch's block follows and answers `then`; when it
+    /// fails, no branch ran and its own block answers `then`.
+    Guard(Box<Pending>),
 }
 
 enum Internal {
@@ -233,6 +249,7 @@ impl ControlClient {
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
         let opts = ClientOptions {
             handshake_lock: Some(server.control_lock()),
+            input_dir: opts.input_dir.or_else(|| Some(server.dir().to_owned())),
             ..opts
         };
         Self::spawn_subscribed(server.control_command(), opts, panes).await
@@ -287,6 +304,7 @@ impl ControlClient {
             events: Mutex::new(Some(broadcast::channel(opts.event_capacity.max(1)).0)),
             closed: watch::channel(None).0,
             pid: child.id(),
+            input: tokio::sync::Mutex::new(input::Typist::new(opts.input_dir.clone())),
             opts,
         });
 
@@ -407,43 +425,6 @@ impl ControlClient {
                 timeout,
             }),
         }
-    }
-
-    /// Writes `bytes` to the pane's program exactly, as `send-keys -H` chunks
-    /// sent back to back.
-    ///
-    /// # Errors
-    /// As [`ControlClient::command`]; the first failing chunk is reported.
-    pub async fn send_bytes(&self, pane: PaneId, bytes: &[u8]) -> Result<()> {
-        let timeout = self.shared.opts.command_timeout;
-        let commands = send_keys_hex(pane, bytes, 1024);
-        let mut waits = Vec::with_capacity(commands.len());
-        for command in &commands {
-            let permit = self.shared.in_flight.clone().acquire_owned().await;
-            let rx = self
-                .enqueue(command.line(), permit.ok())
-                .map_err(|()| self.gone_error())?;
-            waits.push((command, rx));
-        }
-        for (command, wait) in waits {
-            match tokio::time::timeout(timeout, wait).await {
-                Ok(Ok(reply)) if reply.ok => {}
-                Ok(Ok(reply)) => {
-                    return Err(Error::Command {
-                        command: command.line().to_owned(),
-                        message: reply.text(),
-                    });
-                }
-                Ok(Err(_)) => return Err(self.gone_error()),
-                Err(_) => {
-                    return Err(Error::Unresponsive {
-                        command: command.line().to_owned(),
-                        timeout,
-                    });
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Subscribes to one pane's output. See [`SubscribeOptions`] for lag

@@ -183,17 +183,32 @@ impl Reader {
         let mut fx = Effects::default();
         {
             let mut state = self.shared.lock();
-            match state.pending.pop_front() {
-                None => warn!(number = reply.number, "reply with no command pending"),
-                Some(Pending::Caller { command, tx, .. }) => {
-                    if tx.send(reply).is_err() {
-                        debug!(command = %command, "reply after its caller gave up");
+            let mut front = state.pending.pop_front();
+            loop {
+                match front {
+                    // A guard (`if-shell -F`) that succeeded is followed by
+                    // its branch's own block, which answers the guarded
+                    // command; one that failed ran no branch, so its own
+                    // block is the answer.
+                    Some(Pending::Guard(then)) if reply.ok => {
+                        state.pending.push_front(*then);
+                    }
+                    Some(Pending::Guard(then)) => {
+                        front = Some(*then);
+                        continue;
+                    }
+                    None => warn!(number = reply.number, "reply with no command pending"),
+                    Some(Pending::Caller { command, tx, .. }) => {
+                        if tx.send(reply).is_err() {
+                            debug!(command = %command, "reply after its caller gave up");
+                        }
+                    }
+                    Some(Pending::Internal(what)) => {
+                        self.internal(&mut state, what, reply, &mut fx);
+                        self.shared.apply_locked(&mut state, &mut fx);
                     }
                 }
-                Some(Pending::Internal(what)) => {
-                    self.internal(&mut state, what, reply, &mut fx);
-                    self.shared.apply_locked(&mut state, &mut fx);
-                }
+                break;
             }
         }
         self.deliver_blocking(fx).await;

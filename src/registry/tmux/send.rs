@@ -1,5 +1,8 @@
-//! Sends: writing text to the pane exactly (`send-keys -H` chunks through
-//! the control client) and waiting for the requested condition.
+//! Sends: writing text to the pane exactly (the control client's streamed
+//! write, [`ControlClient::send_bytes`], queued in order behind any other
+//! write to the terminal) and waiting for the requested condition.
+//!
+//! [`ControlClient::send_bytes`]: crate::control::client::ControlClient::send_bytes
 //!
 //! Wait conditions, all pushed or bounded, none polling tmux:
 //! - `idle`: no output for the configured quiet period after the write;

@@ -1,0 +1,248 @@
+//! Typing into a pane: one write of any size becomes a stream of commands,
+//! built piece by piece as tmux answers, never all at once.
+//!
+//! What the commands are is `tmux::input`'s business (short writes are one
+//! `send-keys -H`, longer ones [`PASTE_CHUNK`] pieces through a file and a
+//! named buffer); this file runs them:
+//!
+//! - **Memory is O(piece).** A piece's command and file are made only when
+//!   fewer than [`MAX_PIECES_IN_FLIGHT`] pieces of the write are
+//!   unanswered; a file is removed once tmux answered its piece.
+//! - **Other commands interleave.** The client's FIFO holds at most that
+//!   many pieces of a write, so a capture, a snapshot or a liveness probe
+//!   sent meanwhile waits for those few pieces, not for the whole paste.
+//! - **Writes never mix.** Each write holds the client's input lock (a
+//!   `tokio::sync::Mutex`, FIFO-fair) from its first piece to its last
+//!   reply: a second paste waits its turn, whole. The waiting queue is
+//!   bounded by the callers, each waiting with its own bytes: a bridge
+//!   viewer awaits each input frame before it reads the next, an HTTP or
+//!   MCP send is one request (and the registry runs one send per terminal
+//!   at a time), so at most one write per connection waits.
+//! - **A lost server fails the write** with `SERVER_GONE` (the replies it
+//!   waits for fail when the connection closes) and every write still
+//!   queued behind it fails the same way as soon as it gets the lock.
+//!
+//! A write that is dropped part way (its caller gave up) or whose piece
+//! fails stops typing after the pieces already sent (tmux runs what it was
+//! given: at most three more pieces); its files are removed.
+
+use std::collections::VecDeque;
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::oneshot;
+
+use super::{ControlClient, Pending};
+use crate::control::{PaneId, Reply};
+use crate::tmux::input::{Piece, keys_command, load_buffer, paste_buffer_exact, pieces};
+use crate::{Error, Result};
+
+#[cfg(doc)]
+use crate::tmux::input::PASTE_CHUNK;
+
+/// Pieces of one write sent and not yet answered: enough that tmux always
+/// has the next piece queued (`cargo bench --bench paste`: 2 reached 0.7x
+/// of a raw client sending every piece at once, 4 about 1x), few enough
+/// that a command sent during a paste waits behind at most 4 x 64 KiB, a
+/// few milliseconds.
+pub const MAX_PIECES_IN_FLIGHT: usize = 4;
+
+/// Numbers this process's clients, so that two engine clients of one
+/// server (serve and a CLI, say) never share a buffer name.
+static NEXT_CLIENT: AtomicU64 = AtomicU64::new(0);
+
+/// The input side of one client, kept under its input lock.
+pub(super) struct Typist {
+    /// This client's buffer: one name suffices because a piece's
+    /// `load-buffer` and paste are queued back to back and tmux runs the
+    /// client's commands in order; the paste (or, for a dead pane, the
+    /// `delete-buffer`) removes it again.
+    buffer: String,
+    /// `ClientOptions::input_dir`.
+    dir: Option<PathBuf>,
+    /// The client's own directory when `dir` is `None`, made on demand
+    /// and removed with the client.
+    own: Option<tempfile::TempDir>,
+    next_file: u64,
+}
+
+impl Typist {
+    pub(super) fn new(dir: Option<PathBuf>) -> Typist {
+        let client = NEXT_CLIENT.fetch_add(1, Ordering::Relaxed);
+        Typist {
+            buffer: format!("tmux-engine-input-{}-{client}", std::process::id()),
+            dir,
+            own: None,
+            next_file: 0,
+        }
+    }
+
+    fn dir(&mut self) -> Result<&Path> {
+        if let Some(dir) = &self.dir {
+            return Ok(dir);
+        }
+        let own = match &mut self.own {
+            Some(own) => own,
+            none @ None => none.insert(
+                // 0700 with a random name, created exclusively.
+                tempfile::Builder::new()
+                    .prefix("tmux-engine-input-")
+                    .tempdir()
+                    .map_err(|e| Error::io("creating a directory for pasted input", e))?,
+            ),
+        };
+        Ok(own.path())
+    }
+
+    /// Writes one piece to a new file only this user can read.
+    fn write_file(&mut self, bytes: &[u8]) -> Result<PieceFile> {
+        self.next_file += 1;
+        let name = format!("{}-{}.paste", self.buffer, self.next_file);
+        let path = self.dir()?.join(name);
+        // A 64 KiB write into the page cache: cheaper than a hop to the
+        // blocking pool, and the file is gone again within milliseconds.
+        let written = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut file| file.write_all(bytes));
+        let file = PieceFile(path);
+        match written {
+            Ok(()) => Ok(file),
+            Err(e) => Err(Error::io(
+                format!("writing pasted input to {}", file.0.display()),
+                e,
+            )),
+        }
+    }
+}
+
+/// A piece's file, removed when dropped (answered, failed or abandoned).
+struct PieceFile(PathBuf);
+
+impl Drop for PieceFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A piece sent to tmux: the replies it waits for, in order.
+struct Sent {
+    replies: Vec<(String, oneshot::Receiver<Reply>)>,
+    _file: Option<PieceFile>,
+}
+
+impl ControlClient {
+    /// Writes `bytes` to the pane's program exactly (NUL, invalid UTF-8,
+    /// LF and CR as they are, no bracketed-paste markers), as a stream of
+    /// pieces (see this module's docs): after any write already under way
+    /// on this client, never interleaved with it.
+    ///
+    /// # Errors
+    /// `SERVER_GONE` when the connection closes first, `UNRESPONSIVE` when
+    /// a piece is unanswered past the command timeout, `COMMAND_FAILED`
+    /// when tmux refuses one, `IO` when a piece cannot be written to its
+    /// file; the first failing piece is reported.
+    pub async fn send_bytes(&self, pane: PaneId, bytes: &[u8]) -> Result<()> {
+        let mut typist = self.shared.input.lock().await;
+        let mut in_flight = VecDeque::with_capacity(MAX_PIECES_IN_FLIGHT);
+        for piece in pieces(bytes, 0) {
+            if in_flight.len() == MAX_PIECES_IN_FLIGHT
+                && let Some(sent) = in_flight.pop_front()
+            {
+                self.settle(sent).await?;
+            }
+            in_flight.push_back(self.send_piece(&mut typist, pane, piece).await?);
+        }
+        while let Some(sent) = in_flight.pop_front() {
+            self.settle(sent).await?;
+        }
+        Ok(())
+    }
+
+    /// Queues one piece's commands, back to back, each holding an
+    /// in-flight slot like any caller's command.
+    async fn send_piece(
+        &self,
+        typist: &mut Typist,
+        pane: PaneId,
+        piece: Piece<'_>,
+    ) -> Result<Sent> {
+        // Each command, and whether it is a guard answering in two blocks
+        // (see `paste_buffer_exact`).
+        let (commands, file) = match piece {
+            Piece::Keys(bytes) => (vec![(keys_command(pane, bytes), false)], None),
+            Piece::Paste(bytes) => {
+                let file = typist.write_file(bytes).map_err(|e| self.unless_gone(e))?;
+                let commands = vec![
+                    (load_buffer(&typist.buffer, &file.0), false),
+                    (paste_buffer_exact(pane, &typist.buffer), true),
+                ];
+                (commands, Some(file))
+            }
+        };
+        let mut permits = Vec::with_capacity(commands.len());
+        for _ in &commands {
+            permits.push(self.shared.in_flight.clone().acquire_owned().await.ok());
+        }
+        let mut replies = Vec::with_capacity(commands.len());
+        let mut state = self.shared.lock();
+        if state.closed.is_some() {
+            drop(state);
+            return Err(self.gone_error());
+        }
+        for ((command, guard), permit) in commands.iter().zip(permits) {
+            let (tx, rx) = oneshot::channel();
+            let line = command.line();
+            let caller = Pending::Caller {
+                command: line.to_owned(),
+                tx,
+                _permit: permit,
+            };
+            let pending = if *guard {
+                Pending::Guard(Box::new(caller))
+            } else {
+                caller
+            };
+            self.shared.write_locked(&mut state, line, pending);
+            replies.push((line.to_owned(), rx));
+        }
+        Ok(Sent {
+            replies,
+            _file: file,
+        })
+    }
+
+    /// Waits for a piece's replies; its file goes once they are in.
+    async fn settle(&self, sent: Sent) -> Result<()> {
+        let timeout = self.shared.opts.command_timeout;
+        for (command, reply) in sent.replies {
+            match tokio::time::timeout(timeout, reply).await {
+                Ok(Ok(reply)) if reply.ok => {}
+                Ok(Ok(reply)) => {
+                    return Err(Error::Command {
+                        command,
+                        message: reply.text(),
+                    });
+                }
+                Ok(Err(_)) => return Err(self.gone_error()),
+                Err(_) => return Err(Error::Unresponsive { command, timeout }),
+            }
+        }
+        Ok(())
+    }
+
+    /// `SERVER_GONE` for a failure that came from the connection closing
+    /// (a killed server's directory goes with it), `error` otherwise.
+    fn unless_gone(&self, error: Error) -> Error {
+        if self.closed_reason().is_some() {
+            self.gone_error()
+        } else {
+            error
+        }
+    }
+}
