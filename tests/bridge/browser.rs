@@ -331,10 +331,9 @@ async fn a_link_for_another_owner_asks_and_the_page_switches() {
     };
     within(async {
         let cli = crate::cli::Cli::new();
-        let file = cli.runtime().with_file_name("tokens");
-        std::fs::write(&file, "alicealicealiceal alice\nbobbobbobbobbobbo bob\n").unwrap();
+        let file = super::token_file(&cli, "alicealicealiceal alice\nbobbobbobbobbobbo bob\n");
         let mut served =
-            Served::start_with(cli, &["--token-file", file.to_str().unwrap()], &[]).await;
+            Served::start_with(cli, &["--token-file", &file], &[]).await;
         for owner in ["alice", "bob"] {
             served.token = owner.repeat(6)[..17].to_owned();
             served

@@ -72,13 +72,11 @@ fn session_of(pid: u32) -> u32 {
 async fn a_session_leader_serve_outlives_its_pty_viewers() {
     within(async {
         let cli = Cli::new();
-        let file = cli.runtime().with_file_name("tokens");
-        std::fs::write(
-            &file,
+        let file = super::token_file(
+            &cli,
             "ownerownerownerow tester\nlooklooklooklookl tester read-only\n",
-        )
-        .unwrap();
-        let mut served = start_session_leader(cli, &["--token-file", file.to_str().unwrap()]).await;
+        );
+        let mut served = start_session_leader(cli, &["--token-file", &file]).await;
         let pid = served.pid();
         assert_eq!(session_of(pid), pid, "serve must lead its session");
         served.token = "ownerownerownerow".to_owned();

@@ -25,6 +25,24 @@ use crate::cli::Cli;
 /// How long any one wait in these tests may take.
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
+/// Writes a token file of `lines` beside `cli`'s runtime directory, 0600
+/// (serve refuses one that group or others can read: `UNSAFE_FILE`), and
+/// returns its path as text for `--token-file`.
+pub(crate) fn token_file(cli: &Cli, lines: &str) -> String {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = cli.runtime().with_file_name("tokens");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    file.write_all(lines.as_bytes()).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
 /// A running `serve`, killed on drop (then its terminals, by the [`Cli`]).
 pub(crate) struct Served {
     child: Child,

@@ -265,17 +265,9 @@ async fn tokens_come_by_header_query_or_cookie_and_nothing_else_passes() {
 async fn token_file_owners_are_fenced_and_read_only_tokens_only_look() {
     within(async {
         let cli = crate::cli::Cli::new();
-        let file = cli.runtime().with_file_name("tokens");
-        std::fs::write(
-            &file,
-            "# owner tokens\nalicealicealiceal alice\nbobbobbobbobbobbo bob\nviewviewviewviewv alice read-only\n",
-        )
-        .unwrap();
-        // serve refuses a token file others can read (UNSAFE_FILE).
-        let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
-        std::fs::set_permissions(&file, private).unwrap();
+        let file = super::token_file(&cli, "# owner tokens\nalicealicealiceal alice\nbobbobbobbobbobbo bob\nviewviewviewviewv alice read-only\n");
         let mut served =
-            Served::start_with(cli, &["--token-file", file.to_str().unwrap()], &[]).await;
+            Served::start_with(cli, &["--token-file", &file], &[]).await;
         served.token = "alicealicealiceal".to_owned();
         let snapshot = served.spawn(r#"{"name":"mine","command":["sh"]}"#).await;
         let id = snapshot["id"].as_str().unwrap().to_owned();

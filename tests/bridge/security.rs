@@ -453,13 +453,11 @@ async fn a_planted_junk_cookie_does_not_lock_the_user_out() {
 async fn a_link_with_another_owners_token_asks_before_replacing_the_cookie() {
     within(async {
         let cli = crate::cli::Cli::new();
-        let file = cli.runtime().with_file_name("tokens");
-        std::fs::write(
-            &file,
+        let file = super::token_file(
+            &cli,
             "alicealicealiceal alice\nbobbobbobbobbobbo bob\nviewviewviewviewv alice read-only\n",
-        )
-        .unwrap();
-        let served = Served::start_with(cli, &["--token-file", file.to_str().unwrap()], &[]).await;
+        );
+        let served = Served::start_with(cli, &["--token-file", &file], &[]).await;
         let alice = cookie("alicealicealiceal");
         // Bob's link while signed in as alice: no Set-Cookie, a notice.
         let answer = raw(

@@ -106,7 +106,7 @@ pub(super) fn start(shared: &Arc<Shared>, request: SendRequest) -> Result<Starte
         mutable.active_send = Some(cancel.clone());
         Arc::new(TmuxSend {
             shared: Arc::clone(shared),
-            start: mutable.total,
+            start: mutable.ring.total,
             gaps: mutable.gaps,
             cancel,
             ended: Mutex::new(None),

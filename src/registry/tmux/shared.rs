@@ -27,9 +27,7 @@ use crate::tmux::{ProcessId, ServerHandle};
 /// across an await).
 pub(super) struct Mutable {
     /// The most recent output, at most `config.output_buffer` bytes.
-    pub ring: VecDeque<u8>,
-    /// Bytes of output seen in all; the ring ends at this offset.
-    pub total: u64,
+    pub ring: OutputRing,
     /// Times output was skipped (a resync replaced it).
     pub gaps: u64,
     /// The pane's process, with its start time (the kill path's guard
@@ -81,20 +79,11 @@ impl Shared {
         });
     }
 
-    pub(super) fn push_output(&self, bytes: &[u8]) {
+    pub(super) fn push_output(&self, bytes: Bytes) {
         let total = {
             let mut mutable = self.lock();
-            let limit = self.config.output_buffer;
-            let bytes = if bytes.len() > limit {
-                &bytes[bytes.len() - limit..]
-            } else {
-                bytes
-            };
-            let overflow = (mutable.ring.len() + bytes.len()).saturating_sub(limit);
-            mutable.ring.drain(..overflow);
-            mutable.ring.extend(bytes);
-            mutable.total += bytes.len() as u64;
-            mutable.total
+            mutable.ring.push(bytes, self.config.output_buffer);
+            mutable.ring.total
         };
         self.output.send_replace(total);
     }
@@ -109,12 +98,107 @@ impl Shared {
 /// dropped (older than the ring, or skipped by a resync after `gaps`).
 pub(super) fn output_since(shared: &Shared, start: u64, gaps: u64) -> (Bytes, bool) {
     let mutable = shared.lock();
-    let ring_start = mutable.total - mutable.ring.len() as u64;
-    let from = start.max(ring_start);
-    let skip = usize::try_from(from - ring_start).unwrap_or(usize::MAX);
-    let bytes: Vec<u8> = mutable.ring.iter().skip(skip).copied().collect();
-    (
-        Bytes::from(bytes),
-        start < ring_start || mutable.gaps != gaps,
-    )
+    let (bytes, dropped) = mutable.ring.since(start);
+    (bytes, dropped || mutable.gaps != gaps)
+}
+
+/// The newest output as the chunks it arrived in (shared `Bytes`, never
+/// copied in), at most a limit in all. One contiguous buffer of the limit
+/// (4 MiB by default) would be allocated whole per busy terminal and, once
+/// freed, kept by the allocator; chunks cost only what was output.
+#[derive(Debug, Default)]
+pub(super) struct OutputRing {
+    chunks: VecDeque<Bytes>,
+    /// Bytes held in `chunks`.
+    len: usize,
+    /// Bytes of output seen in all; the ring ends at this offset.
+    pub total: u64,
+}
+
+impl OutputRing {
+    /// Appends `bytes`, then drops the oldest bytes beyond `limit`.
+    fn push(&mut self, mut bytes: Bytes, limit: usize) {
+        self.total += bytes.len() as u64;
+        if bytes.len() >= limit {
+            self.chunks.clear();
+            self.len = 0;
+            bytes = bytes.slice(bytes.len() - limit..);
+        }
+        self.len += bytes.len();
+        self.chunks.push_back(bytes);
+        while self.len > limit {
+            let excess = self.len - limit;
+            let front = self
+                .chunks
+                .front_mut()
+                .expect("a ring over its limit holds a chunk");
+            if front.len() <= excess {
+                self.len -= front.len();
+                self.chunks.pop_front();
+            } else {
+                *front = front.slice(excess..);
+                self.len -= excess;
+            }
+        }
+    }
+
+    /// The bytes from absolute offset `start` to the end, and whether some
+    /// from `start` on are no longer held.
+    fn since(&self, start: u64) -> (Bytes, bool) {
+        let ring_start = self.total - self.len as u64;
+        let from = start.max(ring_start);
+        let mut skip = usize::try_from(from - ring_start).unwrap_or(usize::MAX);
+        let mut out = Vec::with_capacity(self.len.saturating_sub(skip));
+        for chunk in &self.chunks {
+            if skip >= chunk.len() {
+                skip -= chunk.len();
+                continue;
+            }
+            out.extend_from_slice(&chunk[skip..]);
+            skip = 0;
+        }
+        (Bytes::from(out), start < ring_start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring_of(chunks: &[&'static [u8]], limit: usize) -> OutputRing {
+        let mut ring = OutputRing::default();
+        for chunk in chunks {
+            ring.push(Bytes::from_static(chunk), limit);
+        }
+        ring
+    }
+
+    #[test]
+    fn keeps_the_newest_bytes_by_offset() {
+        let ring = ring_of(&[b"abc", b"defg", b"hi"], 5);
+        assert_eq!(ring.total, 9);
+        assert_eq!(ring.since(0), (Bytes::from_static(b"efghi"), true));
+        assert_eq!(ring.since(4), (Bytes::from_static(b"efghi"), false));
+        assert_eq!(ring.since(6), (Bytes::from_static(b"ghi"), false));
+        assert_eq!(ring.since(7), (Bytes::from_static(b"hi"), false));
+        assert_eq!(ring.since(9), (Bytes::new(), false));
+        // An offset past the end (a caller's stale count) yields nothing.
+        assert_eq!(ring.since(12), (Bytes::new(), false));
+    }
+
+    #[test]
+    fn a_chunk_larger_than_the_limit_keeps_its_tail_and_counts_whole() {
+        let ring = ring_of(&[b"ab", b"0123456789"], 4);
+        assert_eq!(ring.total, 12);
+        assert_eq!(ring.len, 4);
+        assert_eq!(ring.since(8), (Bytes::from_static(b"6789"), false));
+        assert_eq!(ring.since(2), (Bytes::from_static(b"6789"), true));
+    }
+
+    #[test]
+    fn exact_fits_drop_nothing() {
+        let ring = ring_of(&[b"ab", b"cd"], 4);
+        assert_eq!(ring.since(0), (Bytes::from_static(b"abcd"), false));
+        assert_eq!(ring.chunks.len(), 2);
+    }
 }

@@ -13,7 +13,6 @@
 //! and resolves when both are done. Either way the tmux server keeps
 //! running (terminals outlive the engine).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +25,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use super::TmuxConfig;
-use super::shared::{Mutable, Shared};
+use super::shared::{Mutable, OutputRing, Shared};
 use crate::control::Notification;
 use crate::control::PaneId;
 use crate::control::capture::capture_snapshot;
@@ -101,8 +100,7 @@ impl TmuxTerminal {
             address: parts.server.clone(),
             server: tokio::sync::Mutex::new(parts.server),
             mutable: Mutex::new(Mutable {
-                ring: VecDeque::new(),
-                total: 0,
+                ring: OutputRing::default(),
                 gaps: 0,
                 pane_process: parts.pane_process,
                 active_send: None,
@@ -153,7 +151,7 @@ async fn watch_pane(
             tokio::select! {
                 () = shared.stop.cancelled() => return,
                 event = stream.recv() => match event {
-                    Some(PaneEvent::Output(bytes)) => shared.push_output(&bytes),
+                    Some(PaneEvent::Output(bytes)) => shared.push_output(bytes),
                     Some(PaneEvent::Resync(_)) => {
                         // Output was skipped; sends that span it say so.
                         shared.lock().gaps += 1;
