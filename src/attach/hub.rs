@@ -121,9 +121,18 @@ pub(crate) struct Hub {
     /// what came before (the old program, a server since killed), so its
     /// answer must not stand in for one of what runs now.
     epoch: u64,
+    /// The stream's end when the capture in flight was asked for.
+    capture_from: u64,
+    /// Captures in a row that output overtook (see [`Hub::snapshot`]).
+    overtaken: u32,
     size: Size,
     next_id: u64,
 }
+
+/// Captures in a row a snapshot may be retried for because output arrived
+/// while it ran; past it the last one is delivered (under a steady flood
+/// no capture is ever clean, and the next bytes repaint soon anyway).
+const MAX_OVERTAKEN: u32 = 4;
 
 impl Hub {
     /// A hub for a fresh stream, starting at offset 0.
@@ -139,6 +148,8 @@ impl Hub {
             slots: Vec::new(),
             capturing: false,
             epoch: 0,
+            capture_from: 0,
+            overtaken: 0,
             size,
             next_id: 0,
         }
@@ -230,6 +241,12 @@ impl Hub {
     /// waiting viewer gets `repaint` tagged with the current offset and goes
     /// live. A capture of an earlier epoch is ignored: the one asked for
     /// since is what they wait for.
+    ///
+    /// A capture runs beside the output stream, so output that reached the
+    /// hub while it ran may be on its screen or not: tagged with the
+    /// current offset it could show a screen from before bytes the viewer
+    /// then never gets (a command's echo lost for good). Such a capture is
+    /// asked for again; only one that no output overtook is exact.
     pub(crate) fn snapshot(
         &mut self,
         epoch: u64,
@@ -240,6 +257,13 @@ impl Hub {
             return;
         }
         self.capturing = false;
+        if repaint.is_some() && self.ring.end != self.capture_from && self.overtaken < MAX_OVERTAKEN
+        {
+            self.overtaken += 1;
+            self.want_capture(effects);
+            return;
+        }
+        self.overtaken = 0;
         let Some(repaint) = repaint else {
             // Nothing to repaint from: start them live rather than never.
             for slot in &mut self.slots {
@@ -345,6 +369,7 @@ impl Hub {
     fn want_capture(&mut self, effects: &mut Vec<Effect>) {
         if !self.capturing {
             self.capturing = true;
+            self.capture_from = self.ring.end;
             effects.push(Effect::Capture(self.epoch));
         }
     }

@@ -157,6 +157,12 @@ fn a_capture_from_before_a_discontinuity_never_stands_in_for_a_fresh_one() {
     hub.snapshot(0, Some(Bytes::from_static(b"OLD")), &mut effects);
     hub.output(Bytes::from_static(b"new"), &mut effects);
     assert_eq!(drain(&mut rx), [], "still waiting for the fresh repaint");
+    // "new" arrived while the fresh capture ran: it is asked once more
+    // (an overtaken capture is not exact), and that one repaints.
+    effects.clear();
+    hub.snapshot(1, Some(Bytes::from_static(b"NEW?")), &mut effects);
+    assert!(matches!(effects[..], [Effect::Capture(1)]), "{effects:?}");
+    assert_eq!(drain(&mut rx), []);
     hub.snapshot(1, Some(Bytes::from_static(b"NEW")), &mut effects);
     hub.output(Bytes::from_static(b"!"), &mut effects);
     assert_eq!(
@@ -229,4 +235,50 @@ fn resize_is_told_once_per_change() {
             rows: 30
         })]
     );
+}
+
+#[test]
+fn a_capture_that_output_overtook_is_asked_again_before_it_repaints() {
+    let mut hub = hub(1024);
+    let mut effects = Vec::new();
+    let (tx, mut rx) = mpsc::channel(8);
+    hub.join(tx, None, &mut effects);
+    assert!(matches!(effects.as_slice(), [Effect::Capture(0)]));
+    effects.clear();
+    // The echo of a command arrives while the capture runs: the capture
+    // may show the screen from before it, so it must not be tagged with
+    // the offset after it.
+    hub.output(Bytes::from_static(b"echo one-2"), &mut effects);
+    hub.snapshot(0, Some(Bytes::from_static(b"old screen")), &mut effects);
+    assert!(drain(&mut rx).is_empty(), "a stale screen was delivered");
+    assert!(matches!(effects.as_slice(), [Effect::Capture(0)]));
+    effects.clear();
+    // The second capture ran with no output beside it: exact.
+    hub.snapshot(0, Some(Bytes::from_static(b"new screen")), &mut effects);
+    let events = drain(&mut rx);
+    assert!(
+        matches!(events.as_slice(), [ViewerEvent::Snapshot { offset: 10, repaint, .. }] if repaint == &Bytes::from_static(b"new screen")),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn under_a_steady_flood_an_overtaken_capture_is_delivered_after_a_few_tries() {
+    let mut hub = hub(1024);
+    let mut effects = Vec::new();
+    let (tx, mut rx) = mpsc::channel(64);
+    hub.join(tx, None, &mut effects);
+    let mut captures = 0;
+    loop {
+        effects.clear();
+        hub.output(Bytes::from_static(b"y\n"), &mut effects);
+        hub.snapshot(0, Some(Bytes::from_static(b"screen")), &mut effects);
+        if let Some(ViewerEvent::Snapshot { offset, .. }) = drain(&mut rx).into_iter().next() {
+            assert_eq!(offset, hub.offset());
+            break;
+        }
+        captures += 1;
+        assert!(captures <= MAX_OVERTAKEN, "the viewer never got a snapshot");
+    }
+    assert_eq!(captures, MAX_OVERTAKEN);
 }
