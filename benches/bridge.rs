@@ -14,136 +14,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::serve::{Serve, Socket};
 use common::{env_or, median, ms, rss_kib};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// A `serve` on a free port with its own directories.
-struct Serve {
-    child: Child,
-    dir: tempfile::TempDir,
-    base: String,
-    token: String,
-}
-
-impl Serve {
-    fn start() -> Serve {
-        let dir = tempfile::Builder::new()
-            .prefix("tmuxeng")
-            .tempdir_in("/tmp")
-            .expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("rt")).expect("runtime dir");
-        let mut child = cli(&dir)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--replay-bytes",
-                "1048576",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("tmux-engine serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the URL");
-        let (base, token) = line
-            .trim()
-            .split_once("/?token=")
-            .expect("a URL with a token");
-        Serve {
-            child,
-            dir,
-            base: base.to_owned(),
-            token: token.to_owned(),
-        }
-    }
-
-    fn spawn(&self, body: &str) -> String {
-        let answer = curl(
-            &self.token,
-            "POST",
-            &format!("{}/api/terminals", self.base),
-            Some(body),
-        );
-        let value: serde_json::Value = serde_json::from_str(&answer).expect("a snapshot");
-        value["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("spawn failed: {answer}"))
-            .to_owned()
-    }
-
-    async fn ws(&self, id: &str) -> Socket {
-        let host = self.base.trim_start_matches("http://");
-        let url = format!("ws://{host}/api/terminals/{id}/attach?token={}", self.token);
-        tokio_tungstenite::connect_async(url)
-            .await
-            .expect("websocket")
-            .0
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // Kill every terminal of this run's registry (they outlive serve).
-        for entry in std::fs::read_dir(self.dir.path().join("rt"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for server in std::fs::read_dir(entry.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let _ = Command::new("tmux")
-                    .arg("-S")
-                    .arg(server.path().join("tmux.sock"))
-                    .arg("kill-server")
-                    .stderr(Stdio::null())
-                    .status();
-            }
-        }
-    }
-}
-
-fn cli(dir: &tempfile::TempDir) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tmux-engine"));
-    command
-        .env("TMUX_ENGINE_STATE_DIR", dir.path().join("state"))
-        .env("XDG_RUNTIME_DIR", dir.path().join("rt"))
-        .env("TMUX_ENGINE_SHELL", "/bin/sh")
-        .env("TMUX_ENGINE_OWNER", "bench")
-        .stdin(Stdio::null());
-    command
-}
-
-/// One HTTP request through curl (the bench measures the server, not a client).
-fn curl(token: &str, method: &str, url: &str, body: Option<&str>) -> String {
-    let mut command = Command::new("curl");
-    command.args([
-        "-s",
-        "-X",
-        method,
-        "-H",
-        &format!("Authorization: Bearer {token}"),
-        url,
-    ]);
-    if let Some(body) = body {
-        command.args(["-H", "Content-Type: application/json", "-d", body]);
-    }
-    String::from_utf8(command.output().expect("curl").stdout).expect("utf-8")
-}
 
 /// Reads binary frames until `marker` shows; the live bytes counted.
 async fn read_until(socket: &mut Socket, marker: &[u8]) -> usize {
@@ -195,8 +73,8 @@ async fn cat_rate(mb: usize) {
     let run_rate = bytes / started.elapsed().as_secs_f64() / 1e6;
     let _ = run.wait();
 
-    let serve = Serve::start();
-    let id = serve.spawn(r#"{"command":["sh"]}"#);
+    let serve = Serve::start(&[]);
+    let id = serve.spawn(&["sh"]).await;
     let mut socket = serve.ws(&id).await;
     let input = format!("cat {path}; echo end-$((40+2))\r");
     let started = Instant::now();
@@ -217,8 +95,8 @@ async fn cat_rate(mb: usize) {
 /// `viewers` readers (plus one that never reads when `stuck`) on `yes`
 /// for `secs`: the readers' mean MB/s and the server's RSS samples (KiB).
 async fn fan_out(viewers: usize, stuck: bool, secs: u64) -> (f64, Vec<u64>) {
-    let serve = Serve::start();
-    let id = serve.spawn(r#"{"command":["sh"]}"#);
+    let serve = Serve::start(&[]);
+    let id = serve.spawn(&["sh"]).await;
     let _never = if stuck {
         Some(serve.ws(&id).await)
     } else {
@@ -266,8 +144,8 @@ async fn fan_out(viewers: usize, stuck: bool, secs: u64) -> (f64, Vec<u64>) {
 }
 
 async fn latency(rounds: usize) {
-    let serve = Serve::start();
-    let id = serve.spawn(r#"{"command":["cat"]}"#);
+    let serve = Serve::start(&[]);
+    let id = serve.spawn(&["cat"]).await;
     let mut socket = serve.ws(&id).await;
     let mut ws = Vec::new();
     for round in 0..rounds {
@@ -325,9 +203,9 @@ async fn latency(rounds: usize) {
 }
 
 async fn list_latency(terminals: usize) {
-    let serve = Serve::start();
+    let serve = Serve::start(&[]);
     for _ in 0..terminals {
-        serve.spawn(r#"{"command":["sleep","3600"]}"#);
+        serve.spawn(&["sleep", "3600"]).await;
     }
     let client = reqwest::Client::new();
     let url = format!("{}/api/terminals", serve.base);

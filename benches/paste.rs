@@ -22,14 +22,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::serve::{Serve, Socket};
 use common::{env_or, ms, raw_control_client, rss_kib};
 use futures_util::SinkExt;
 use tmux_engine::control::PaneId;
@@ -309,68 +309,13 @@ async fn registry(dir: &Path, data: &[u8]) -> Duration {
     took
 }
 
-/// A `serve` on a free port with its own directories.
-struct Serve {
-    child: Child,
-    dir: tempfile::TempDir,
-    base: String,
-    token: String,
-    http: reqwest::Client,
+/// What the paste bench asks of its `serve` beyond the shared helper.
+trait PasteServe {
+    async fn screen(&self, id: &str) -> Duration;
+    async fn terminal(&self, out: &Path, len: usize) -> (String, Socket);
 }
 
-impl Serve {
-    fn start() -> Serve {
-        let dir = tempfile::Builder::new()
-            .prefix("tmuxeng")
-            .tempdir_in("/tmp")
-            .expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("rt")).expect("runtime dir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tmux-engine"))
-            .env("TMUX_ENGINE_STATE_DIR", dir.path().join("state"))
-            .env("XDG_RUNTIME_DIR", dir.path().join("rt"))
-            .env("TMUX_ENGINE_RUNTIME_DIR", dir.path().join("rt"))
-            .env("TMUX_ENGINE_SHELL", "/bin/sh")
-            .env("TMUX_ENGINE_OWNER", "bench")
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("tmux-engine serve");
-        let mut url = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut url)
-            .expect("the URL");
-        let (base, token) = url
-            .trim()
-            .split_once("/?token=")
-            .expect("a URL with a token");
-        Serve {
-            child,
-            dir,
-            base: base.to_owned(),
-            token: token.to_owned(),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn spawn(&self, command: &[&str]) -> String {
-        let answer: serde_json::Value = self
-            .http
-            .post(format!("{}/api/terminals", self.base))
-            .bearer_auth(&self.token)
-            .json(&serde_json::json!({ "command": command }))
-            .send()
-            .await
-            .expect("spawn")
-            .json()
-            .await
-            .expect("a snapshot");
-        answer["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("spawn failed: {answer}"))
-            .to_owned()
-    }
-
+impl PasteServe for Serve {
     /// `GET .../screen` once; its latency.
     async fn screen(&self, id: &str) -> Duration {
         let asked = Instant::now();
@@ -383,22 +328,6 @@ impl Serve {
             .expect("screen");
         assert!(answer.status().is_success(), "screen: {}", answer.status());
         asked.elapsed()
-    }
-
-    async fn ws(&self, id: &str) -> Socket {
-        let host = self.base.trim_start_matches("http://");
-        let url = format!("ws://{host}/api/terminals/{id}/attach?token={}", self.token);
-        let mut request =
-            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
-                .expect("request");
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.token).parse().expect("header"),
-        );
-        tokio_tungstenite::connect_async(request)
-            .await
-            .expect("websocket")
-            .0
     }
 
     /// A terminal running [`script`] with a viewer whose pane is ready.
@@ -425,40 +354,7 @@ impl Serve {
         let socket = self.ws(&id).await;
         (id, socket)
     }
-
-    fn rss(&self) -> u64 {
-        rss_kib(self.child.id())
-    }
 }
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // Terminals outlive serve: kill every server of this run.
-        for owner in std::fs::read_dir(self.dir.path().join("rt"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for server in std::fs::read_dir(owner.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let _ = Command::new("tmux")
-                    .arg("-S")
-                    .arg(server.path().join("tmux.sock"))
-                    .arg("kill-server")
-                    .stderr(Stdio::null())
-                    .status();
-            }
-        }
-    }
-}
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Samples serve's RSS every 5 ms until `stop`; the peak in KiB.
 fn peak_rss(pid: u32, stop: Arc<AtomicU64>) -> tokio::task::JoinHandle<u64> {
@@ -474,7 +370,7 @@ fn peak_rss(pid: u32, stop: Arc<AtomicU64>) -> tokio::task::JoinHandle<u64> {
 
 /// 6: serve's WebSocket: one frame, then `parallel` at once.
 async fn serve(data: &[u8], parallel: usize) -> (Duration, Duration, i64, i64) {
-    let serve = Serve::start();
+    let serve = Serve::start(&[]);
     let dir = serve.dir.path().to_owned();
     let out = dir.join("ws.out");
     let (id, mut socket) = serve.terminal(&out, data.len()).await;

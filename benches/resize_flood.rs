@@ -17,112 +17,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::serve::{Serve, Socket};
 use common::{env_or, median, ms};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::Message;
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// A `serve` on a free port with its own directories; its terminals are
-/// killed on drop.
-struct Serve {
-    child: Child,
-    dir: tempfile::TempDir,
-    base: String,
-    token: String,
-}
-
-impl Serve {
-    fn start() -> Serve {
-        let dir = tempfile::Builder::new()
-            .prefix("tmuxeng")
-            .tempdir_in("/tmp")
-            .expect("temp dir");
-        std::fs::create_dir_all(dir.path().join("rt")).expect("runtime dir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tmux-engine"))
-            .env("TMUX_ENGINE_STATE_DIR", dir.path().join("state"))
-            .env("TMUX_ENGINE_RUNTIME_DIR", dir.path().join("rt"))
-            .env("TMUX_ENGINE_SHELL", "/bin/sh")
-            .env("TMUX_ENGINE_OWNER", "bench")
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("tmux-engine serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the URL");
-        let (base, token) = line
-            .trim()
-            .split_once("/?token=")
-            .expect("a URL with a token");
-        Serve {
-            child,
-            dir,
-            base: base.to_owned(),
-            token: token.to_owned(),
-        }
-    }
-
-    async fn spawn(&self, body: &str) -> String {
-        let answer: serde_json::Value = reqwest::Client::new()
-            .post(format!("{}/api/terminals", self.base))
-            .bearer_auth(&self.token)
-            .header("content-type", "application/json")
-            .body(body.to_owned())
-            .send()
-            .await
-            .expect("spawn")
-            .json()
-            .await
-            .expect("a snapshot");
-        answer["id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("spawn failed: {answer}"))
-            .to_owned()
-    }
-
-    async fn ws(&self, id: &str) -> Socket {
-        let host = self.base.trim_start_matches("http://");
-        let url = format!("ws://{host}/api/terminals/{id}/attach?token={}", self.token);
-        tokio_tungstenite::connect_async(url)
-            .await
-            .expect("websocket")
-            .0
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        for registry in std::fs::read_dir(self.dir.path().join("rt"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for server in std::fs::read_dir(registry.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let _ = Command::new("tmux")
-                    .arg("-S")
-                    .arg(server.path().join("tmux.sock"))
-                    .arg("kill-server")
-                    .stderr(Stdio::null())
-                    .status();
-            }
-        }
-    }
-}
 
 /// Reads until `marker` is echoed; returns the resize frames seen.
 async fn until_echo(socket: &mut Socket, marker: &[u8]) -> usize {
@@ -221,8 +123,8 @@ async fn raw_tmux(resizes: u16) -> Duration {
 async fn main() {
     let resizes: u16 = env_or("BENCH_RESIZES", 10_000);
     let rounds: usize = env_or("BENCH_ROUNDS", 5);
-    let serve = Serve::start();
-    let id = serve.spawn(r#"{"command":["cat"]}"#).await;
+    let serve = Serve::start(&[]);
+    let id = serve.spawn(&["cat"]).await;
     let mut socket = serve.ws(&id).await;
     // Attached (hello, snapshot) and the echo path warm.
     let warm = keystroke(99_999);

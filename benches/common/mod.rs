@@ -7,6 +7,8 @@
 // Each bench uses only some of these; the rest would warn in its crate.
 #![allow(dead_code)]
 
+pub mod serve;
+
 use std::str::FromStr;
 use std::time::Duration;
 
