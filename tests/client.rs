@@ -332,54 +332,75 @@ fn counters(bytes: &[u8]) -> Vec<u64> {
     found
 }
 
-/// What a pane stream carried: output before its first resync, its
-/// resyncs, and the output after.
+/// What a pane stream carried: output before its first resync, then each
+/// resync with the live output that followed it.
 #[derive(Default)]
 struct Seen {
     before: Vec<u8>,
-    resyncs: Vec<Snapshot>,
-    after: Vec<u8>,
+    resyncs: Vec<(Snapshot, Vec<u8>)>,
 }
 
 impl Seen {
     fn take(&mut self, event: PaneEvent) {
         match event {
-            PaneEvent::Resync(snap) => self.resyncs.push(snap),
-            PaneEvent::Output(bytes) if self.resyncs.is_empty() => {
-                self.before.extend_from_slice(&bytes);
-            }
-            PaneEvent::Output(bytes) => self.after.extend_from_slice(&bytes),
+            PaneEvent::Resync(snap) => self.resyncs.push((snap, Vec::new())),
+            PaneEvent::Output(bytes) => match self.resyncs.last_mut() {
+                None => self.before.extend_from_slice(&bytes),
+                Some((_, after)) => after.extend_from_slice(&bytes),
+            },
         }
     }
 
-    /// The newest counter of live output after the resync.
+    /// The newest counter of live output after a resync.
     fn last_live(&self) -> Option<u64> {
-        counters(&self.after).last().copied()
+        self.resyncs
+            .iter()
+            .rev()
+            .find_map(|(_, after)| counters(after).last().copied())
     }
 
     /// The newest counter the first resync's snapshot shows.
     fn shown(&self) -> Option<u64> {
-        let snap = self.resyncs.first()?;
-        let lines = snap.history.iter().chain(&snap.screen);
-        lines.flat_map(|line| counters(line)).max()
+        self.resyncs
+            .first()
+            .and_then(|(snap, _)| newest_shown(snap))
     }
 
-    /// Asserts exactly one resync, of `pane`, and live output that takes up
-    /// exactly where it ends; returns the snapshot's newest counter.
-    fn assert_one_seamless_resync(&self, pane: PaneId, who: &str) -> u64 {
-        assert_eq!(self.resyncs.len(), 1, "{who}: exactly one resync");
-        assert_eq!(self.resyncs[0].pane, pane);
-        let newest = self
-            .shown()
-            .unwrap_or_else(|| panic!("{who}: the snapshot shows numbered lines"));
-        let live = counters(&self.after);
-        assert_eq!(live.first(), Some(&(newest + 1)), "{who}: {live:?}");
+    /// Asserts at least one resync, each of `pane`, and after each the live
+    /// output takes up exactly where its snapshot ends, with no gap until
+    /// the next; returns the first snapshot's newest counter. The lag under
+    /// test makes the first; on a loaded machine the engine may fall behind
+    /// the flood again later, and tmux then pauses (and the engine resyncs)
+    /// again, as it should: each of those must be seamless too.
+    fn assert_seamless_resyncs(&self, pane: PaneId, who: &str) -> u64 {
+        assert!(!self.resyncs.is_empty(), "{who}: no resync");
+        for (snap, after) in &self.resyncs {
+            assert_eq!(snap.pane, pane);
+            let newest = newest_shown(snap)
+                .unwrap_or_else(|| panic!("{who}: the snapshot shows numbered lines"));
+            let live = counters(after);
+            if let Some(first) = live.first() {
+                assert_eq!(*first, newest + 1, "{who}: {live:?}");
+            }
+            assert!(
+                live.windows(2).all(|w| w[1] == w[0] + 1),
+                "{who}: gap in live output {live:?}"
+            );
+        }
         assert!(
-            live.windows(2).all(|w| w[1] == w[0] + 1),
-            "{who}: gap in live output {live:?}"
+            self.resyncs
+                .iter()
+                .any(|(_, after)| !counters(after).is_empty()),
+            "{who}: no live output after a resync"
         );
-        newest
+        self.shown().expect("a first resync")
     }
+}
+
+/// The newest counter `snap` shows.
+fn newest_shown(snap: &Snapshot) -> Option<u64> {
+    let lines = snap.history.iter().chain(&snap.screen);
+    lines.flat_map(|line| counters(line)).max()
 }
 
 #[tokio::test]
@@ -450,7 +471,7 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
         })
         .await
         .expect("a resync and live output after the lag");
-        let shown = seen.assert_one_seamless_resync(term.pane(), "subscriber");
+        let shown = seen.assert_seamless_resyncs(term.pane(), "subscriber");
         let streamed = counters(&seen.before).into_iter().max().expect("output");
         // The snapshot shows lines printed while the pane was paused, which
         // the stream never carried.
@@ -467,9 +488,12 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
             late_seen.take(late.try_recv().expect("the late stream has caught up"));
         }
         assert!(late_seen.before.is_empty(), "output before its snapshot");
-        late_seen.assert_one_seamless_resync(term.pane(), "late subscriber");
+        late_seen.assert_seamless_resyncs(term.pane(), "late subscriber");
 
-        // tmux paused the pane once, and the engine continued it.
+        // tmux paused the pane, and the engine continued it. On a loaded
+        // machine the engine may fall behind the flood again after the
+        // window watched above: a later pause, not yet continued, is tmux
+        // doing its job; every pause but the newest must be continued.
         let (mut pauses, mut continues) = (0, 0);
         loop {
             match events.try_recv() {
@@ -480,7 +504,10 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
                 Err(e) => panic!("events ended or lagged: {e}"),
             }
         }
-        assert_eq!((pauses, continues), (1, 1));
+        assert!(
+            pauses >= 1 && continues >= 1 && pauses - continues <= 1,
+            "{pauses} pauses, {continues} continues"
+        );
         observer.close().await;
         term.kill().await.expect("kill");
     })
