@@ -57,7 +57,19 @@ impl Purpose {
 /// A held lock; dropping it (or the process dying) releases it.
 #[derive(Debug)]
 pub(crate) struct FileLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for FileLock {
+    /// Unlocks before the file closes. A `flock` belongs to the open file
+    /// description, which a child being spawned by another thread shares
+    /// until its `exec` closes it (`O_CLOEXEC`): closing our descriptor
+    /// alone would leave the lock held for that moment, and a send right
+    /// after the previous one ended failed with `SEND_ACTIVE` under load.
+    /// `LOCK_UN` releases it for every descriptor at once.
+    fn drop(&mut self) {
+        let _ = flock(&self.file, FlockOperation::Unlock);
+    }
 }
 
 /// FNV-1a, 64 bits: stable across builds, so every engine version names a
@@ -114,7 +126,7 @@ impl StateDir {
                 errno.into(),
             )
         })?;
-        Ok(FileLock { _file: handle })
+        Ok(FileLock { file: handle })
     }
 
     /// Takes the lock `file` if nobody holds it; `None` when someone does.
@@ -125,7 +137,7 @@ impl StateDir {
     pub(crate) fn try_lock(&self, file: &str) -> Result<Option<FileLock>> {
         let handle = self.open_lock(file)?;
         match flock(&handle, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(Some(FileLock { _file: handle })),
+            Ok(()) => Ok(Some(FileLock { file: handle })),
             Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
             Err(errno) => Err(Error::io(
                 format!("locking {}", self.lock_path(file).display()),
@@ -165,5 +177,21 @@ mod tests {
         );
         state.remove_terminal_locks(&id);
         assert!(!state.lock_path(&file).exists());
+    }
+
+    #[test]
+    fn a_dropped_lock_is_free_while_a_spawning_child_still_shares_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path().join("state")).unwrap();
+        let id = TerminalId::mint().unwrap();
+        let file = StateDir::terminal_lock(&id, Purpose::Send);
+        let held = state.try_lock(&file).unwrap().unwrap();
+        // What a child forked by another thread holds until its exec: a
+        // second descriptor of the same open file description.
+        let inherited = held.file.try_clone().unwrap();
+        drop(held);
+        let next = state.try_lock(&file).unwrap();
+        assert!(next.is_some(), "the lock outlived its holder");
+        drop(inherited);
     }
 }
