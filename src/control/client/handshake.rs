@@ -26,7 +26,17 @@ use tracing::warn;
 /// A held handshake lock; dropping it releases the lock.
 #[derive(Debug)]
 pub struct HandshakeLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for HandshakeLock {
+    /// Unlocks before the file closes: the lock belongs to the open file
+    /// description, which a child another thread is spawning shares until
+    /// its `exec` closes it, so closing our descriptor alone could leave it
+    /// held for that moment (a detach then seemed to keep the lock).
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
+    }
 }
 
 /// Whether [`acquire`] may create the lock file.
@@ -69,7 +79,7 @@ pub(crate) async fn acquire(
     let mut pause = Duration::from_millis(1);
     loop {
         match file.try_lock() {
-            Ok(()) => return Some(HandshakeLock { _file: file }),
+            Ok(()) => return Some(HandshakeLock { file }),
             Err(TryLockError::WouldBlock) => {}
             Err(TryLockError::Error(error)) => {
                 warn!(path = %path.display(), %error, "cannot take the handshake lock; going on without it");
@@ -126,5 +136,20 @@ mod tests {
         // A path that cannot be opened is not an error, only no lock.
         let missing = dir.path().join("missing/dir/lock");
         assert!(acquire(&missing, Create::IfMissing, second).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_released_lock_is_free_while_a_spawning_child_still_shares_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("control.lock");
+        let held = acquire(&path, Create::IfMissing, Duration::from_secs(1))
+            .await
+            .unwrap();
+        // What a child forked by another thread holds until its exec.
+        let inherited = held.file.try_clone().unwrap();
+        drop(held);
+        let again = acquire(&path, Create::Never, Duration::from_millis(30)).await;
+        assert!(again.is_some(), "the lock outlived its holder");
+        drop(inherited);
     }
 }
