@@ -95,7 +95,9 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
         assert_eq!(sleeping.wait_reason, WaitReason::Idle);
         let back = env.send("sh", b"", false, WaitFor::StdinRead).await;
         assert_eq!(back.wait_reason, WaitReason::StdinRead);
-        // Output keeps coming: timeout.
+        // Output keeps coming: timeout. One process ticks (perl-base is
+        // essential in Debian): a `sleep` forked per tick could, on a
+        // loaded machine, leave a gap longer than the quiet period.
         let env2 = &env;
         let handle = env2
             .registry
@@ -103,7 +105,7 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
                 &env.owner,
                 "sh",
                 SendRequest {
-                    text: "while :; do echo tick; sleep 0.05; done".into(),
+                    text: r#"perl -e '$|=1; while (1) { print "tick\n"; select(undef, undef, undef, 0.02) }'"#.into(),
                     submit: true,
                     wait: WaitFor::Idle,
                     timeout: Some(Duration::from_millis(800)),
