@@ -5,7 +5,7 @@
 
 use futures_util::SinkExt;
 use reqwest::Method;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -20,44 +20,19 @@ async fn start_session_leader(cli: Cli, args: &[&str]) -> Served {
     let mut argv = vec!["serve", "--listen", "127.0.0.1:0"];
     argv.extend_from_slice(args);
     let inner = cli.command(&argv);
-    let mut command = tokio::process::Command::new("setsid");
+    let mut command = std::process::Command::new("setsid");
     if rustix::process::geteuid().is_root() {
         // Root could steal the pty back for its client (`TIOCSCTTY` with
         // CAP_SYS_ADMIN), hiding the hang-up; a service or a container
         // without that capability cannot, so neither may this serve.
         command.args(["setpriv", "--bounding-set=-sys_admin", "--"]);
     }
-    command.arg(inner.get_program()).args(inner.get_args());
-    for (key, value) in inner.get_envs() {
-        match value {
-            Some(value) => command.env(key, value),
-            None => command.env_remove(key),
-        };
-    }
+    let mut command = tokio::process::Command::from(super::wrapped(command, &inner));
     // Not a group leader when spawned, so `setsid` execs in place (no
     // fork): the child is serve itself.
-    command
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    tokio::time::timeout(WAIT, BufReader::new(stdout).read_line(&mut line))
-        .await
-        .expect("serve printed no URL")
-        .unwrap();
-    let url = line.trim();
-    let (base, token) = url
-        .split_once("/?token=")
-        .unwrap_or((url.trim_end_matches('/'), ""));
-    Served {
-        child,
-        cli,
-        base: base.to_owned(),
-        token: token.to_owned(),
-        http: reqwest::Client::new(),
-    }
+    command.stdin(std::process::Stdio::null());
+    let (child, line) = super::spawn_serve(command).await;
+    Served::from_url(child, cli, &line)
 }
 
 /// The session id of `pid` (field 6 of `/proc/PID/stat`).

@@ -25,6 +25,40 @@ use crate::cli::Cli;
 /// How long any one wait in these tests may take.
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
+/// Spawns `command` (a `serve`, stdout piped, killed on drop) and reads
+/// the first line it prints: its URL.
+pub(crate) async fn spawn_serve(mut command: tokio::process::Command) -> (Child, String) {
+    command
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    tokio::time::timeout(WAIT, BufReader::new(stdout).read_line(&mut line))
+        .await
+        .expect("serve printed no URL")
+        .unwrap();
+    assert!(!line.is_empty(), "serve exited before printing its URL");
+    (child, line.trim().to_owned())
+}
+
+/// `inner` (a [`Cli::command`]) run through `wrapper` (`setsid`, `sh -c
+/// ...`): its program and arguments appended, its environment carried
+/// over, removals included.
+pub(crate) fn wrapped(
+    mut wrapper: std::process::Command,
+    inner: &std::process::Command,
+) -> std::process::Command {
+    wrapper.arg(inner.get_program()).args(inner.get_args());
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(value) => wrapper.env(key, value),
+            None => wrapper.env_remove(key),
+        };
+    }
+    wrapper
+}
+
 /// Writes a token file of `lines` beside `cli`'s runtime directory, 0600
 /// (serve refuses one that group or others can read: `UNSAFE_FILE`), and
 /// returns its path as text for `--token-file`.
@@ -66,22 +100,21 @@ impl Served {
         let mut argv = vec!["serve", "--listen", "127.0.0.1:0"];
         argv.extend_from_slice(args);
         let mut command = tokio::process::Command::from(cli.command(&argv));
-        command
-            .envs(env.iter().copied())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        tokio::time::timeout(WAIT, BufReader::new(stdout).read_line(&mut line))
-            .await
-            .expect("serve printed no URL")
-            .unwrap();
-        let url = line.trim();
+        command.envs(env.iter().copied());
+        let (child, line) = spawn_serve(command).await;
+        let served = Served::from_url(child, cli, &line);
+        assert!(
+            served.base.starts_with("http://127.0.0.1:"),
+            "printed {line:?}"
+        );
+        served
+    }
+
+    /// A `serve` already spawned, from the URL it printed.
+    pub(crate) fn from_url(child: Child, cli: Cli, url: &str) -> Served {
         let (base, token) = url
             .split_once("/?token=")
             .unwrap_or((url.trim_end_matches('/'), ""));
-        assert!(base.starts_with("http://127.0.0.1:"), "printed {url:?}");
         Served {
             child,
             cli,

@@ -12,7 +12,7 @@ mod tls;
 use std::process::Stdio;
 use std::sync::OnceLock;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::Child;
 
 use super::WAIT;
@@ -52,24 +52,16 @@ impl Serve {
         let mut argv = vec!["serve"];
         argv.extend_from_slice(args);
         let inner = cli.command(&argv);
-        let mut command = std::process::Command::new("sh");
-        command
-            .arg("-c")
-            .arg(match log {
-                Some(log) => format!(
-                    "ulimit -n {limit} && exec \"$0\" \"$@\" 2>'{}'",
-                    log.display()
-                ),
-                None => format!("ulimit -n {limit} && exec \"$0\" \"$@\""),
-            })
-            .arg(inner.get_program())
-            .args(inner.get_args())
-            .stdin(Stdio::null());
-        for (key, value) in inner.get_envs() {
-            if let Some(value) = value {
-                command.env(key, value);
-            }
-        }
+        let mut shell = std::process::Command::new("sh");
+        shell.arg("-c").arg(match log {
+            Some(log) => format!(
+                "ulimit -n {limit} && exec \"$0\" \"$@\" 2>'{}'",
+                log.display()
+            ),
+            None => format!("ulimit -n {limit} && exec \"$0\" \"$@\""),
+        });
+        let mut command = super::wrapped(shell, &inner);
+        command.stdin(Stdio::null());
         let env: &[(&str, &str)] = if log.is_some() {
             &[("TMUX_ENGINE_LOG", "warn")]
         } else {
@@ -80,22 +72,12 @@ impl Serve {
 
     async fn spawn(cli: Cli, command: std::process::Command, env: &[(&str, &str)]) -> Serve {
         let mut command = tokio::process::Command::from(command);
-        command
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = command.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut line = String::new();
-        tokio::time::timeout(WAIT, BufReader::new(stdout).read_line(&mut line))
-            .await
-            .expect("serve printed no URL")
-            .unwrap();
-        assert!(!line.is_empty(), "serve exited before printing its URL");
+        command.envs(env.iter().copied());
+        let (child, line) = super::spawn_serve(command).await;
         Serve {
             _child: child,
             cli,
-            line: line.trim().to_owned(),
+            line,
         }
     }
 
