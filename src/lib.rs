@@ -68,12 +68,12 @@ pub mod terminal;
 pub mod tmux;
 pub mod vocab;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorCode, Result};
 pub use terminal::Terminal;
 
 /// What most programs need, in one import: `use tmux_engine::prelude::*;`.
 pub mod prelude {
-    pub use crate::error::{Error, Result};
+    pub use crate::error::{Error, ErrorCode, Result};
     pub use crate::registry::{OwnerId, Registry, SpawnSpec, WaitCondition};
     pub use crate::screen::Screen;
     pub use crate::terminal::{Output, Terminal};

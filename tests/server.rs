@@ -355,7 +355,7 @@ fn half_broken_tmux(dir: &Path, pid_file: &Path, hang: bool) -> Tmux {
     );
     std::fs::write(&fake, script).expect("write fake tmux");
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    Tmux::with_version(&fake, tmux().version().clone()).expect("supported")
+    Tmux::with_version(&fake, tmux().version()).expect("supported")
 }
 
 fn read_pid(pid_file: &Path) -> u32 {

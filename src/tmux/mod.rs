@@ -1,7 +1,7 @@
 //! tmux itself: finding the binary, its version and quirks, private servers,
 //! and building command lines that no user text can break out of.
 //!
-//! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
+//! - [`version`]: [`Tmux`] (a discovered binary) and its [`Version`];
 //! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
 //! - [`input`]: a write to a pane as commands, piece by piece (keys for
 //!   a keystroke, `load-buffer` + an exact paste beyond);
@@ -50,4 +50,4 @@ pub use kill::KillRequest;
 pub use options::ServerOptions;
 pub use procfs::ProcessId;
 pub use server::{FirstPane, Server};
-pub use version::{Caps, Stage, Tmux, Version};
+pub use version::{Tmux, Version};
