@@ -4,6 +4,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use tmux_engine::ErrorCode;
 use tmux_engine::tmux::Tmux;
 use tmux_engine::tmux::version::{MIN_VERSION, TMUX_ENV};
 
@@ -29,7 +30,7 @@ fn old_fake_tmux_is_too_old() {
     let tmp = test_dir();
     let fake = fake_tmux(tmp.path(), "tmux 3.1");
     let err = Tmux::at(&fake).expect_err("3.1 is too old");
-    assert_eq!(err.code(), "TMUX_TOO_OLD");
+    assert_eq!(err.code(), ErrorCode::TmuxTooOld);
     let text = err.to_string();
     assert!(
         text.contains("tmux 3.1 at ") && text.contains(&fake.display().to_string()),
@@ -37,7 +38,7 @@ fn old_fake_tmux_is_too_old() {
     );
 
     let err = Tmux::find(fake.as_os_str(), Some(TMUX_ENV)).expect_err("3.1 is too old");
-    assert_eq!(err.code(), "TMUX_TOO_OLD");
+    assert_eq!(err.code(), ErrorCode::TmuxTooOld);
 }
 
 #[test]
@@ -45,7 +46,7 @@ fn missing_or_bogus_tmux_is_missing() {
     let tmp = test_dir();
     let missing = tmp.path().join("no-such-tmux");
     let err = Tmux::find(missing.as_os_str(), Some(TMUX_ENV)).expect_err("missing");
-    assert_eq!(err.code(), "TMUX_MISSING");
+    assert_eq!(err.code(), ErrorCode::TmuxMissing);
     let text = err.to_string();
     assert!(
         text.contains(&missing.display().to_string()) && text.contains(TMUX_ENV),
@@ -54,7 +55,7 @@ fn missing_or_bogus_tmux_is_missing() {
 
     let bogus = fake_tmux(tmp.path(), "screen 4.09");
     let err = Tmux::at(&bogus).expect_err("not tmux");
-    assert_eq!(err.code(), "TMUX_MISSING");
+    assert_eq!(err.code(), ErrorCode::TmuxMissing);
     assert!(err.to_string().contains("not a tmux version"), "{err}");
 }
 

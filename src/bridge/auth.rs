@@ -242,6 +242,7 @@ pub fn cookie(token: &str, path: &str, secure: bool) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
     use axum::http::HeaderValue;
 
     fn owner(name: &str) -> OwnerId {
@@ -274,7 +275,7 @@ mod tests {
         ] {
             assert_eq!(
                 Tokens::parse(bad).unwrap_err().code(),
-                "INVALID_INPUT",
+                ErrorCode::InvalidInput,
                 "{bad:?}"
             );
         }

@@ -211,6 +211,7 @@ pub fn exit(status: ExitStatus) -> Value {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn queries() {
@@ -245,7 +246,7 @@ mod tests {
             "colour=red",
         ] {
             let error = attach_query(bad).unwrap_err();
-            assert_eq!(error.code(), "INVALID_INPUT", "{bad}");
+            assert_eq!(error.code(), ErrorCode::InvalidInput, "{bad}");
         }
     }
 
@@ -277,7 +278,10 @@ mod tests {
             r#"{"type":"paste"}"#,
             r#"{"type":"resize","cols":1,"rows":1,"extra":1}"#,
         ] {
-            assert_eq!(client_frame(bad).unwrap_err().code(), "INVALID_INPUT");
+            assert_eq!(
+                client_frame(bad).unwrap_err().code(),
+                ErrorCode::InvalidInput
+            );
         }
     }
 }

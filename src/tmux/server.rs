@@ -456,6 +456,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn socket_path_limit() {
@@ -463,7 +464,7 @@ mod tests {
         assert!(check_socket_path(&ok).is_ok());
         let long = PathBuf::from(format!("/{}", "a".repeat(MAX_SOCKET_PATH)));
         let err = check_socket_path(&long).expect_err("too long");
-        assert_eq!(err.code(), "SOCKET_PATH_TOO_LONG");
+        assert_eq!(err.code(), ErrorCode::SocketPathTooLong);
         assert!(
             err.to_string()
                 .contains(&format!("is {} bytes", MAX_SOCKET_PATH + 1))
@@ -476,7 +477,7 @@ mod tests {
         assert_eq!((pid, pane.id, pane.pid), (123, PaneId(0), 456));
         for bad in ["", "123 %0", "123 0 456", "x %0 456", "1 %0 2 3"] {
             let err = parse_start(bad, "new-session").expect_err(bad);
-            assert_eq!(err.code(), "COMMAND_FAILED");
+            assert_eq!(err.code(), ErrorCode::CommandFailed);
         }
     }
 }

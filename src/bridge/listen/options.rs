@@ -241,6 +241,7 @@ pub fn validate_base_path(prefix: &str) -> Result<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn base_paths() {
@@ -256,7 +257,7 @@ mod tests {
             "a", "/a/", "//a", "/a//b", "/./a", "/a/..", "/a b", "/a?b", "/a%2f", "/é",
         ] {
             let error = validate_base_path(bad).unwrap_err();
-            assert_eq!(error.code(), "INVALID_INPUT", "{bad}");
+            assert_eq!(error.code(), ErrorCode::InvalidInput, "{bad}");
         }
     }
 }
