@@ -6,14 +6,15 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tmux_engine::Error;
 use tmux_engine::ErrorCode;
+use tmux_engine::control::Notification;
 use tmux_engine::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
-use tmux_engine::control::exit::wait_pane_exit;
+use tmux_engine::control::pane_exit::wait_pane_exit;
 use tmux_engine::control::subscribe::{Snapshot, SubscribeOptions};
-use tmux_engine::control::{Notification, PaneId};
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::Server;
 use tmux_engine::tmux::TmuxCommand;
 use tmux_engine::tmux::process;
+use tmux_engine::vocab::PaneId;
 
 use crate::support::{live, opts, poll, test_dir, tmux};
 

@@ -2,7 +2,8 @@
 //! cleanly, identically however it is chunked, and to what tmux meant.
 
 use bytes::Bytes;
-use tmux_engine::control::{Event, Layout, Notification as N, PaneId, Reply, SessionId, WindowId};
+use tmux_engine::control::{Event, Layout, Notification as N, Reply};
+use tmux_engine::vocab::{PaneId, SessionId, WindowId};
 
 use crate::support::{b, decode, decode_chunks, fixture, fixtures, pane_output};
 

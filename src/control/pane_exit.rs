@@ -19,7 +19,7 @@ use crate::tmux::process;
 
 /// How long a pane may look dead without a status before tmux is nudged.
 const NUDGE_AFTER: Duration = Duration::from_millis(30);
-pub use crate::vocab::ExitStatus;
+use crate::vocab::ExitStatus;
 use crate::{Error, Result};
 
 /// A pane as `list-panes` sees it.
