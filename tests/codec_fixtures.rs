@@ -62,7 +62,7 @@ fn every_fixture_decodes_the_same_in_any_chunk_size() {
 #[test]
 fn v06_output_is_the_exact_bytes_the_program_wrote() {
     let events = decode(&fixture("06-"));
-    // emit.sh's output, with the pty's `\n` -> `\r\n` (control-mode.md §3.1).
+    // emit.sh's output, with the pty's `\n` -> `\r\n` (docs/control-mode.md, "Pane output").
     let want: &[u8] = b"A\tB\\C\x1b[1mbold\x1b[0m\r\n\
         utf8: \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\r\n\
         bad: \xff\xfe del:\x7f nul:\x00 bel:\x07 esc-only:\x1b end\r\n\
