@@ -33,7 +33,7 @@ use common::serve::{Serve, Socket};
 use common::{env_or, ms, raw_control_client, rss_kib};
 use futures_util::SinkExt;
 use tmux_engine::control::client::ClientOptions;
-use tmux_engine::control::subscribe::SubscribeOptions;
+use tmux_engine::control::client::SubscribeOptions;
 use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, SpawnSpec, WaitCondition};
 use tmux_engine::terminal::launch;

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, ReadRequest, Registry, SendRequest, SpawnSpec, WaitFor};
-use tmux_engine::tmux::command::send_keys_hex;
 use tmux_engine::tmux::process;
+use tmux_engine::tmux::send_keys_hex;
 use tmux_engine::vocab::PaneId;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use tmux_engine::ErrorCode;
 use tmux_engine::tmux::Tmux;
-use tmux_engine::tmux::version::{MIN_VERSION, TMUX_ENV};
+use tmux_engine::tmux::{MIN_VERSION, TMUX_ENV};
 
 use crate::support::{test_dir, tmux};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tmux_engine::ErrorCode;
 use tmux_engine::tmux::options::MARK_OPTION;
 use tmux_engine::tmux::process::is_alive;
-use tmux_engine::tmux::server::{DIR_PREFIX, MAX_SOCKET_PATH};
+use tmux_engine::tmux::{DIR_PREFIX, MAX_SOCKET_PATH};
 use tmux_engine::tmux::{Server, Tmux, TmuxCommand};
 use tmux_engine::vocab::Size;
 

@@ -8,19 +8,21 @@
 use bytes::Bytes;
 
 pub mod client;
-pub mod codec;
+pub(crate) mod codec;
 pub mod escape;
-pub mod layout;
+pub(crate) mod layout;
 pub mod pane_exit;
-pub mod parse;
-pub mod snapshot;
-pub mod subscribe;
+pub(crate) mod parse;
+pub(crate) mod snapshot;
+pub(crate) mod subscribe;
 
 // The ids and the parse error are protocol vocabulary shared with `tmux/`:
 // their one public path is the leaf `crate::vocab`.
 pub(crate) use crate::vocab::{PaneId, ParseError, ParseErrorKind, SessionId, WindowId};
-pub use codec::ControlCodec;
-pub use layout::{Layout, LayoutCell, LayoutKind};
+pub use codec::{
+    ControlCodec, DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BLOCK_LINES, DEFAULT_MAX_LINE_LENGTH,
+};
+pub use layout::{Layout, LayoutCell, LayoutError, LayoutKind};
 pub use parse::parse_line;
 
 /// Which guard line a `%begin`/`%end`/`%error` line is.

@@ -24,7 +24,7 @@ use crate::{Error, Result};
 
 /// A pane as `list-panes` sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PaneState {
+pub(crate) struct PaneState {
     /// The pane's process (the program tmux started in it).
     pub pid: Option<u32>,
     /// True once tmux considers the pane dead (pty closed).
@@ -65,7 +65,7 @@ impl PaneState {
 ///
 /// # Errors
 /// `COMMAND_FAILED` when the pane does not exist, or the client's errors.
-pub async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<PaneState> {
+pub(crate) async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<PaneState> {
     let reply = client
         .command(
             &TmuxCommand::new("list-panes")

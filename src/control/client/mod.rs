@@ -28,7 +28,7 @@ mod input;
 mod reader;
 mod stream;
 
-pub use handshake::{HandshakeLock, hold_handshake_lock};
+pub(crate) use handshake::hold_handshake_lock;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -45,14 +45,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
-use super::subscribe::{Effects, PaneInfo, Routes, SubState, SubscribeOptions};
+use super::subscribe::{Effects, PaneInfo, Routes, SubState};
 use super::{ControlCodec, Notification, PaneId, Reply};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::{KillRequest, ServerHandle};
 use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
 
-pub use super::subscribe::{Delivery, PaneEvent};
+pub use super::subscribe::{Delivery, PaneEvent, Snapshot, SubscribeOptions};
 pub use stream::PaneStream;
 
 /// Tunables of a control client. `Default` gives sane values; change one
