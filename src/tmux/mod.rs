@@ -1,18 +1,18 @@
 //! tmux itself: finding the binary, its version and quirks, private servers,
 //! and building command lines that no user text can break out of.
 //!
-//! - [`version`]: [`Tmux`] (a discovered binary) and its [`Version`];
-//! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
+//! - `version`: [`Tmux`] (a discovered binary) and its [`Version`];
+//! - `command`: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
 //! - [`input`]: a write to a pane as commands, piece by piece (keys for
 //!   a keystroke, `load-buffer` + an exact paste beyond);
 //! - [`options`]: [`ServerOptions`], validated (names by
 //!   [`check_name`](crate::vocab::check_name)) and turned into the config
 //!   file and start command;
-//! - [`server`]: [`Server`], one tmux server on a private socket;
-//! - [`handle`]: [`ServerHandle`], a server that outlives the engine
+//! - `server`: [`Server`], one tmux server on a private socket;
+//! - `handle`: [`ServerHandle`], a server that outlives the engine
 //!   (never killed on drop); owns a server directory's layout and the
 //!   one-shot `tmux` runner;
-//! - [`kill`]: the one kill path for a server, its panes' process trees and
+//! - `kill`: the one kill path for a server, its panes' process trees and
 //!   its directory ([`ServerHandle::kill_with`], and its blocking form for
 //!   `Drop`);
 //! - [`process`]: liveness and killing of processes we did not spawn

@@ -79,7 +79,7 @@ impl Server {
     /// too deep; [`Error::Io`] when the directory or config cannot be
     /// written; [`Error::Command`] when tmux fails to start;
     /// [`Error::Unresponsive`] when it does not answer within
-    /// [`RUN_TIMEOUT`].
+    /// 10 s.
     pub async fn start(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<Server> {
         let (mut server, argv, (server_env, clear_env)) =
             Self::create(tmux, opts, StartMode::Detached)?;
@@ -317,7 +317,7 @@ impl Server {
     /// # Errors
     ///
     /// [`Error::Command`] with tmux's stderr when it fails;
-    /// [`Error::Unresponsive`] after [`RUN_TIMEOUT`]; [`Error::Io`] when
+    /// [`Error::Unresponsive`] after 10 s; [`Error::Io`] when
     /// tmux cannot be spawned.
     pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
         self.handle.run(cmd).await
