@@ -13,8 +13,6 @@ use crate::{Error, Result};
 
 /// WebSocket close codes of the attach protocol.
 pub mod close {
-    /// The client closed; the only code the server never sends first.
-    pub const NORMAL: u16 = 1000;
     /// The server is shutting down, or the client stopped answering
     /// pings; reconnect later.
     pub const GOING_AWAY: u16 = 1001;

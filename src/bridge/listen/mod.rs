@@ -34,7 +34,7 @@ use tokio_util::task::TaskTracker;
 use self::conn::{REFUSAL_SLOTS, Shared, Stream, connection, refuse};
 pub use self::options::{
     DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions, Tls, bind_unix,
-    default_max_connections, validate_base_path,
+    validate_base_path,
 };
 
 /// The pause after an accept error that is not the peer's (EMFILE,
