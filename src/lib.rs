@@ -59,7 +59,7 @@ macro_rules! setters {
 pub mod attach;
 pub mod bridge;
 pub mod control;
-pub mod error;
+mod error;
 pub mod fixture;
 pub mod mcp;
 pub mod registry;
