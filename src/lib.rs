@@ -19,6 +19,11 @@
 //! For persistent, owner-scoped terminals that outlive the process, see
 //! [`registry`]; for tests that drive TUIs, [`fixture::Fixture`].
 //!
+//! Every failure is an [`Error`] whose [`code`](Error::code) is an
+//! [`ErrorCode`]: match on it (`error.code() == ErrorCode::NoTerminal`);
+//! its string (`NO_TERMINAL`) is what the CLI, HTTP API and MCP tools
+//! report.
+//!
 //! # Layers
 //!
 //! Each uses only the ones below it (checked by `tests/layers.rs`; the
@@ -31,10 +36,10 @@
 //!  terminal              Terminal::builder(), send, wait, screen, resize, output, kill
 //!  screen                Screen (text, cells, cursor), the vt100 model, the waits
 //!  control::client ...   one task set per tmux server: pipelined commands, routed
-//!                        output, lag/pause/resync (subscribe), pushed exits (exit)
-//!  control (protocol)    parse, codec, escape, layout: sans-IO decoding
+//!                        output, lag/pause/resync, pushed exits (pane_exit)
+//!  control (protocol)    parse_line, ControlCodec, escape, Layout: sans-IO decoding
 //!  tmux                  version, the one quoting path, server/handle, kill, /proc
-//!  vocab, error          ids, names, Size, ExitStatus, ParseError; Error with codes
+//!  vocab, error          ids, names, Size, ExitStatus, ParseError; Error, ErrorCode
 //! ```
 #![warn(missing_docs)]
 
