@@ -384,4 +384,5 @@ impl Decoder for ControlCodec {
 }
 
 #[cfg(test)]
+#[path = "codec_tests.rs"]
 mod tests;

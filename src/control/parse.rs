@@ -438,4 +438,5 @@ fn paste_buffer_deleted(i: &[u8]) -> PResult<'_, Notification> {
 }
 
 #[cfg(test)]
+#[path = "parse_tests.rs"]
 mod tests;
