@@ -299,11 +299,23 @@ impl Error {
 /// The stable code of an [`Error`]: what callers match on, the CLI prints,
 /// and the HTTP API and MCP tools answer.
 ///
-/// Its [`Display`](fmt::Display), [`as_str`](ErrorCode::as_str) and JSON
-/// form are the code's string (`NO_TERMINAL`); those strings are part of the
-/// public contract and never change. Compare codes as values
+/// Its [`Display`](fmt::Display), [`as_str`](ErrorCode::as_str), JSON form
+/// and JSON schema (an enum of the strings, for the faces' schemas) are the
+/// code's string (`NO_TERMINAL`); those strings are part of the public
+/// contract and never change. Compare codes as values
 /// (`error.code() == ErrorCode::NoTerminal`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum ErrorCode {
     /// No tmux binary was found.
@@ -412,12 +424,6 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-impl serde::Serialize for ErrorCode {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
 // Comparing with the code's string keeps callers written against the old
 // `&'static str` code compiling; new code compares `ErrorCode` values.
 impl PartialEq<str> for ErrorCode {
@@ -465,5 +471,57 @@ mod tests {
             last_output: String::new(),
         };
         assert_eq!(timeout.code().as_str(), "TIMEOUT");
+    }
+
+    #[test]
+    fn json_form_and_schema_are_the_stable_strings() {
+        let all = [
+            ErrorCode::TmuxMissing,
+            ErrorCode::TmuxTooOld,
+            ErrorCode::InvalidInput,
+            ErrorCode::Unsupported,
+            ErrorCode::SocketPathTooLong,
+            ErrorCode::UnsafeDirectory,
+            ErrorCode::UnsafeFile,
+            ErrorCode::ServerGone,
+            ErrorCode::Unresponsive,
+            ErrorCode::CommandFailed,
+            ErrorCode::ParseError,
+            ErrorCode::Io,
+            ErrorCode::Cancelled,
+            ErrorCode::DuplicateName,
+            ErrorCode::ForeignTerminal,
+            ErrorCode::NoTerminal,
+            ErrorCode::OwnerNotLive,
+            ErrorCode::SendActive,
+            ErrorCode::RegistryDisposing,
+            ErrorCode::NoBackend,
+            ErrorCode::DuplicateBackend,
+            ErrorCode::TerminalClosing,
+            ErrorCode::TerminalDead,
+            ErrorCode::ReadOnly,
+            ErrorCode::BackendCleanupFailed,
+            ErrorCode::RollbackFailed,
+            ErrorCode::CloseFailed,
+            ErrorCode::CleanupFailed,
+            ErrorCode::Timeout,
+            ErrorCode::WaitEnded,
+        ];
+        let schema = serde_json::to_value(schemars::schema_for!(ErrorCode)).expect("schema");
+        // Documented variants come as `oneOf` of one-value string enums.
+        let listed: Vec<&str> = schema["oneOf"]
+            .as_array()
+            .expect("one schema per code")
+            .iter()
+            .filter_map(|one| one["const"].as_str().or(one["enum"][0].as_str()))
+            .collect();
+        assert_eq!(listed.len(), all.len(), "{schema}");
+        for code in all {
+            let json = serde_json::to_value(code).expect("serialises");
+            assert_eq!(json, code.as_str(), "{code:?}");
+            let back: ErrorCode = serde_json::from_value(json).expect("deserialises");
+            assert_eq!(back, code);
+            assert!(listed.contains(&code.as_str()), "{code:?} not in {schema}");
+        }
     }
 }
