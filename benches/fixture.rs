@@ -19,9 +19,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tmux_engine::control::exit::ExitStatus;
 use tmux_engine::fixture::Fixture;
 use tmux_engine::tmux::{Tmux, process, procfs};
+use tmux_engine::vocab::ExitStatus;
 
 use common::{median, ms, raw_session_args};
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tmux_engine::control::client::ClientOptions;
-use tmux_engine::control::subscribe::SubscribeOptions;
+use tmux_engine::control::client::SubscribeOptions;
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::procfs;
 use tmux_engine::tmux::{ServerOptions, Tmux};

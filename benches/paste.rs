@@ -32,14 +32,14 @@ use bytes::Bytes;
 use common::serve::{Serve, Socket};
 use common::{env_or, ms, raw_control_client, rss_kib};
 use futures_util::SinkExt;
-use tmux_engine::control::PaneId;
 use tmux_engine::control::client::ClientOptions;
-use tmux_engine::control::subscribe::SubscribeOptions;
+use tmux_engine::control::client::SubscribeOptions;
 use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, SpawnSpec, WaitCondition};
 use tmux_engine::terminal::launch;
 use tmux_engine::tmux::input::{PASTE_CHUNK, load_buffer, paste_buffer_exact};
 use tmux_engine::tmux::{ServerOptions, Tmux, TmuxCommand, quote, send_keys_hex_chunk};
+use tmux_engine::vocab::PaneId;
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::Message;
 

@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tmux_engine::control::PaneId;
 use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, ReadRequest, Registry, SendRequest, SpawnSpec, WaitFor};
-use tmux_engine::tmux::command::send_keys_hex;
 use tmux_engine::tmux::process;
+use tmux_engine::tmux::send_keys_hex;
+use tmux_engine::vocab::PaneId;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 

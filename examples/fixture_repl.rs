@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use tmux_engine::control::exit::ExitStatus;
 use tmux_engine::fixture::Fixture;
+use tmux_engine::vocab::ExitStatus;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

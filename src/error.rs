@@ -4,6 +4,7 @@
 //! CLI prints and that callers match on; the message names the offending
 //! value. Codes are part of the public contract: never rename one.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -249,39 +250,40 @@ fn join(failures: &[Arc<Error>]) -> String {
 }
 
 impl Error {
-    /// The stable, machine-readable code of this error, e.g. `SERVER_GONE`.
-    pub fn code(&self) -> &'static str {
+    /// The stable, machine-readable code of this error, e.g.
+    /// [`ErrorCode::ServerGone`] (`SERVER_GONE`).
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Error::TmuxMissing(_) => "TMUX_MISSING",
-            Error::TmuxTooOld { .. } => "TMUX_TOO_OLD",
-            Error::InvalidInput(_) => "INVALID_INPUT",
-            Error::Unsupported(_) => "UNSUPPORTED",
-            Error::SocketPathTooLong { .. } => "SOCKET_PATH_TOO_LONG",
-            Error::UnsafeDirectory { .. } => "UNSAFE_DIRECTORY",
-            Error::UnsafeFile { .. } => "UNSAFE_FILE",
-            Error::ServerGone { .. } => "SERVER_GONE",
-            Error::Unresponsive { .. } => "UNRESPONSIVE",
-            Error::Command { .. } => "COMMAND_FAILED",
-            Error::Parse(_) => "PARSE_ERROR",
-            Error::Io { .. } => "IO",
-            Error::Cancelled(_) => "CANCELLED",
-            Error::DuplicateName(_) => "DUPLICATE_NAME",
-            Error::ForeignTerminal(_) => "FOREIGN_TERMINAL",
-            Error::NoTerminal(_) => "NO_TERMINAL",
-            Error::OwnerNotLive(_) => "OWNER_NOT_LIVE",
-            Error::SendActive(_) => "SEND_ACTIVE",
-            Error::RegistryDisposing => "REGISTRY_DISPOSING",
-            Error::NoBackend(_) => "NO_BACKEND",
-            Error::DuplicateBackend(_) => "DUPLICATE_BACKEND",
-            Error::TerminalClosing(_) => "TERMINAL_CLOSING",
-            Error::TerminalDead { .. } => "TERMINAL_DEAD",
-            Error::ReadOnly(_) => "READ_ONLY",
-            Error::BackendCleanup { .. } => "BACKEND_CLEANUP_FAILED",
-            Error::RollbackFailed { .. } => "ROLLBACK_FAILED",
-            Error::CloseFailed { .. } => "CLOSE_FAILED",
-            Error::CleanupFailed { .. } => "CLEANUP_FAILED",
-            Error::WaitTimeout { .. } => "TIMEOUT",
-            Error::WaitEnded { .. } => "WAIT_ENDED",
+            Error::TmuxMissing(_) => ErrorCode::TmuxMissing,
+            Error::TmuxTooOld { .. } => ErrorCode::TmuxTooOld,
+            Error::InvalidInput(_) => ErrorCode::InvalidInput,
+            Error::Unsupported(_) => ErrorCode::Unsupported,
+            Error::SocketPathTooLong { .. } => ErrorCode::SocketPathTooLong,
+            Error::UnsafeDirectory { .. } => ErrorCode::UnsafeDirectory,
+            Error::UnsafeFile { .. } => ErrorCode::UnsafeFile,
+            Error::ServerGone { .. } => ErrorCode::ServerGone,
+            Error::Unresponsive { .. } => ErrorCode::Unresponsive,
+            Error::Command { .. } => ErrorCode::CommandFailed,
+            Error::Parse(_) => ErrorCode::ParseError,
+            Error::Io { .. } => ErrorCode::Io,
+            Error::Cancelled(_) => ErrorCode::Cancelled,
+            Error::DuplicateName(_) => ErrorCode::DuplicateName,
+            Error::ForeignTerminal(_) => ErrorCode::ForeignTerminal,
+            Error::NoTerminal(_) => ErrorCode::NoTerminal,
+            Error::OwnerNotLive(_) => ErrorCode::OwnerNotLive,
+            Error::SendActive(_) => ErrorCode::SendActive,
+            Error::RegistryDisposing => ErrorCode::RegistryDisposing,
+            Error::NoBackend(_) => ErrorCode::NoBackend,
+            Error::DuplicateBackend(_) => ErrorCode::DuplicateBackend,
+            Error::TerminalClosing(_) => ErrorCode::TerminalClosing,
+            Error::TerminalDead { .. } => ErrorCode::TerminalDead,
+            Error::ReadOnly(_) => ErrorCode::ReadOnly,
+            Error::BackendCleanup { .. } => ErrorCode::BackendCleanupFailed,
+            Error::RollbackFailed { .. } => ErrorCode::RollbackFailed,
+            Error::CloseFailed { .. } => ErrorCode::CloseFailed,
+            Error::CleanupFailed { .. } => ErrorCode::CleanupFailed,
+            Error::WaitTimeout { .. } => ErrorCode::Timeout,
+            Error::WaitEnded { .. } => ErrorCode::WaitEnded,
         }
     }
 
@@ -290,6 +292,236 @@ impl Error {
         Error::Io {
             context: context.into(),
             source,
+        }
+    }
+}
+
+/// The stable code of an [`Error`]: what callers match on, the CLI prints,
+/// and the HTTP API and MCP tools answer.
+///
+/// Its [`Display`](fmt::Display), [`as_str`](ErrorCode::as_str), JSON form
+/// and JSON schema (an enum of the strings, for the faces' schemas) are the
+/// code's string (`NO_TERMINAL`); those strings are part of the public
+/// contract and never change. Compare codes as values
+/// (`error.code() == ErrorCode::NoTerminal`).
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// No tmux binary was found.
+    TmuxMissing,
+    /// The tmux found is older than 3.2.
+    TmuxTooOld,
+    /// A value given by the caller was rejected.
+    InvalidInput,
+    /// The operation does not apply here.
+    Unsupported,
+    /// A socket path does not fit a unix socket address.
+    SocketPathTooLong,
+    /// A directory is not private to the user.
+    UnsafeDirectory,
+    /// A secret's file is not private to the user.
+    UnsafeFile,
+    /// The tmux server or its control connection is gone.
+    ServerGone,
+    /// tmux did not answer in time.
+    Unresponsive,
+    /// tmux answered a command with `%error`.
+    CommandFailed,
+    /// A control-mode line could not be parsed.
+    ParseError,
+    /// An operating-system call failed.
+    Io,
+    /// The caller cancelled the operation.
+    Cancelled,
+    /// The owner already has a terminal of that name.
+    DuplicateName,
+    /// The terminal belongs to another owner.
+    ForeignTerminal,
+    /// No terminal has that id or name.
+    NoTerminal,
+    /// The owner has been disposed.
+    OwnerNotLive,
+    /// Another send is active on the terminal.
+    SendActive,
+    /// The registry is being disposed.
+    RegistryDisposing,
+    /// No backend for a terminal kind.
+    NoBackend,
+    /// A backend kind is already registered.
+    DuplicateBackend,
+    /// The terminal is closing.
+    TerminalClosing,
+    /// The terminal's program or server is dead.
+    TerminalDead,
+    /// A read-only viewer tried to type or resize.
+    ReadOnly,
+    /// A cancelled spawn's cleanup failed too.
+    BackendCleanupFailed,
+    /// A spawn and its rollback both failed.
+    RollbackFailed,
+    /// Closing one or more terminals failed.
+    CloseFailed,
+    /// Disposal finished with cleanup failures.
+    CleanupFailed,
+    /// A wait's deadline passed first.
+    Timeout,
+    /// A wait can never succeed: the program ended.
+    WaitEnded,
+}
+
+impl ErrorCode {
+    /// The code's stable string, e.g. `NO_TERMINAL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::TmuxMissing => "TMUX_MISSING",
+            ErrorCode::TmuxTooOld => "TMUX_TOO_OLD",
+            ErrorCode::InvalidInput => "INVALID_INPUT",
+            ErrorCode::Unsupported => "UNSUPPORTED",
+            ErrorCode::SocketPathTooLong => "SOCKET_PATH_TOO_LONG",
+            ErrorCode::UnsafeDirectory => "UNSAFE_DIRECTORY",
+            ErrorCode::UnsafeFile => "UNSAFE_FILE",
+            ErrorCode::ServerGone => "SERVER_GONE",
+            ErrorCode::Unresponsive => "UNRESPONSIVE",
+            ErrorCode::CommandFailed => "COMMAND_FAILED",
+            ErrorCode::ParseError => "PARSE_ERROR",
+            ErrorCode::Io => "IO",
+            ErrorCode::Cancelled => "CANCELLED",
+            ErrorCode::DuplicateName => "DUPLICATE_NAME",
+            ErrorCode::ForeignTerminal => "FOREIGN_TERMINAL",
+            ErrorCode::NoTerminal => "NO_TERMINAL",
+            ErrorCode::OwnerNotLive => "OWNER_NOT_LIVE",
+            ErrorCode::SendActive => "SEND_ACTIVE",
+            ErrorCode::RegistryDisposing => "REGISTRY_DISPOSING",
+            ErrorCode::NoBackend => "NO_BACKEND",
+            ErrorCode::DuplicateBackend => "DUPLICATE_BACKEND",
+            ErrorCode::TerminalClosing => "TERMINAL_CLOSING",
+            ErrorCode::TerminalDead => "TERMINAL_DEAD",
+            ErrorCode::ReadOnly => "READ_ONLY",
+            ErrorCode::BackendCleanupFailed => "BACKEND_CLEANUP_FAILED",
+            ErrorCode::RollbackFailed => "ROLLBACK_FAILED",
+            ErrorCode::CloseFailed => "CLOSE_FAILED",
+            ErrorCode::CleanupFailed => "CLEANUP_FAILED",
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::WaitEnded => "WAIT_ENDED",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// Comparing with the code's string keeps callers written against the old
+// `&'static str` code compiling; new code compares `ErrorCode` values.
+impl PartialEq<str> for ErrorCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<ErrorCode> for str {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<ErrorCode> for &str {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        *self == other.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_their_strings() {
+        let error = Error::NoTerminal("x".into());
+        assert_eq!(error.code(), ErrorCode::NoTerminal);
+        assert_eq!(error.code().to_string(), "NO_TERMINAL");
+        assert_eq!(error.code(), "NO_TERMINAL");
+        assert_eq!(
+            serde_json::to_string(&Error::RegistryDisposing.code()).expect("serialises"),
+            "\"REGISTRY_DISPOSING\""
+        );
+        let timeout = Error::WaitTimeout {
+            what: "x".into(),
+            timeout: Duration::from_secs(1),
+            screen: String::new(),
+            last_output: String::new(),
+        };
+        assert_eq!(timeout.code().as_str(), "TIMEOUT");
+    }
+
+    #[test]
+    fn json_form_and_schema_are_the_stable_strings() {
+        let all = [
+            ErrorCode::TmuxMissing,
+            ErrorCode::TmuxTooOld,
+            ErrorCode::InvalidInput,
+            ErrorCode::Unsupported,
+            ErrorCode::SocketPathTooLong,
+            ErrorCode::UnsafeDirectory,
+            ErrorCode::UnsafeFile,
+            ErrorCode::ServerGone,
+            ErrorCode::Unresponsive,
+            ErrorCode::CommandFailed,
+            ErrorCode::ParseError,
+            ErrorCode::Io,
+            ErrorCode::Cancelled,
+            ErrorCode::DuplicateName,
+            ErrorCode::ForeignTerminal,
+            ErrorCode::NoTerminal,
+            ErrorCode::OwnerNotLive,
+            ErrorCode::SendActive,
+            ErrorCode::RegistryDisposing,
+            ErrorCode::NoBackend,
+            ErrorCode::DuplicateBackend,
+            ErrorCode::TerminalClosing,
+            ErrorCode::TerminalDead,
+            ErrorCode::ReadOnly,
+            ErrorCode::BackendCleanupFailed,
+            ErrorCode::RollbackFailed,
+            ErrorCode::CloseFailed,
+            ErrorCode::CleanupFailed,
+            ErrorCode::Timeout,
+            ErrorCode::WaitEnded,
+        ];
+        let schema = serde_json::to_value(schemars::schema_for!(ErrorCode)).expect("schema");
+        // Documented variants come as `oneOf` of one-value string enums.
+        let listed: Vec<&str> = schema["oneOf"]
+            .as_array()
+            .expect("one schema per code")
+            .iter()
+            .filter_map(|one| one["const"].as_str().or(one["enum"][0].as_str()))
+            .collect();
+        assert_eq!(listed.len(), all.len(), "{schema}");
+        for code in all {
+            let json = serde_json::to_value(code).expect("serialises");
+            assert_eq!(json, code.as_str(), "{code:?}");
+            let back: ErrorCode = serde_json::from_value(json).expect("deserialises");
+            assert_eq!(back, code);
+            assert!(listed.contains(&code.as_str()), "{code:?} not in {schema}");
         }
     }
 }

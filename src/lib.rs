@@ -19,6 +19,11 @@
 //! For persistent, owner-scoped terminals that outlive the process, see
 //! [`registry`]; for tests that drive TUIs, [`fixture::Fixture`].
 //!
+//! Every failure is an [`Error`] whose [`code`](Error::code) is an
+//! [`ErrorCode`]: match on it (`error.code() == ErrorCode::NoTerminal`);
+//! its string (`NO_TERMINAL`) is what the CLI, HTTP API and MCP tools
+//! report.
+//!
 //! # Layers
 //!
 //! Each uses only the ones below it (checked by `tests/layers.rs`; the
@@ -31,10 +36,10 @@
 //!  terminal              Terminal::builder(), send, wait, screen, resize, output, kill
 //!  screen                Screen (text, cells, cursor), the vt100 model, the waits
 //!  control::client ...   one task set per tmux server: pipelined commands, routed
-//!                        output, lag/pause/resync (subscribe), pushed exits (exit)
-//!  control (protocol)    parse, codec, escape, layout: sans-IO decoding
+//!                        output, lag/pause/resync, pushed exits (pane_exit)
+//!  control (protocol)    parse_line, ControlCodec, escape, Layout: sans-IO decoding
 //!  tmux                  version, the one quoting path, server/handle, kill, /proc
-//!  vocab, error          ids, names, Size, ExitStatus, ParseError; Error with codes
+//!  vocab, error          ids, names, Size, ExitStatus, ParseError; Error, ErrorCode
 //! ```
 #![warn(missing_docs)]
 
@@ -59,7 +64,7 @@ macro_rules! setters {
 pub mod attach;
 pub mod bridge;
 pub mod control;
-pub mod error;
+mod error;
 pub mod fixture;
 pub mod mcp;
 pub mod registry;
@@ -68,12 +73,12 @@ pub mod terminal;
 pub mod tmux;
 pub mod vocab;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorCode, Result};
 pub use terminal::Terminal;
 
 /// What most programs need, in one import: `use tmux_engine::prelude::*;`.
 pub mod prelude {
-    pub use crate::error::{Error, Result};
+    pub use crate::error::{Error, ErrorCode, Result};
     pub use crate::registry::{OwnerId, Registry, SpawnSpec, WaitCondition};
     pub use crate::screen::Screen;
     pub use crate::terminal::{Output, Terminal};

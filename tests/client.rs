@@ -5,14 +5,16 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use tmux_engine::Error;
+use tmux_engine::ErrorCode;
+use tmux_engine::control::Notification;
 use tmux_engine::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
-use tmux_engine::control::exit::wait_pane_exit;
-use tmux_engine::control::subscribe::{Snapshot, SubscribeOptions};
-use tmux_engine::control::{Notification, PaneId};
+use tmux_engine::control::client::{Snapshot, SubscribeOptions};
+use tmux_engine::control::pane_exit::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::Server;
 use tmux_engine::tmux::TmuxCommand;
 use tmux_engine::tmux::process;
+use tmux_engine::vocab::PaneId;
 
 use crate::support::{live, opts, poll, test_dir, tmux};
 
@@ -160,7 +162,7 @@ async fn a_stopped_server_is_unresponsive_and_replies_stay_matched_after() {
             .command(&late)
             .await
             .expect_err("no answer while stopped");
-        assert_eq!(err.code(), "UNRESPONSIVE", "{err}");
+        assert_eq!(err.code(), ErrorCode::Unresponsive, "{err}");
         process::signal(server_pid, rustix::process::Signal::CONT).expect("SIGCONT");
         // The late reply arrives now and is dropped; the next one is ours.
         let next = cmd("display-message").flag("-p").arg("next");
@@ -191,7 +193,7 @@ async fn a_crashed_server_fails_pending_commands_and_ends_streams_with_the_reaso
         });
         process::signal(server_pid, rustix::process::Signal::KILL).expect("SIGKILL");
         let err = pending.await.expect("task").expect_err("server died");
-        assert_eq!(err.code(), "SERVER_GONE", "{err}");
+        assert_eq!(err.code(), ErrorCode::ServerGone, "{err}");
         assert!(stream.recv().await.is_none(), "the pane stream ends");
         let reason = stream.close_reason().expect("a reason");
         assert!(reason.contains("server exited unexpectedly"), "{reason}");
@@ -200,7 +202,7 @@ async fn a_crashed_server_fails_pending_commands_and_ends_streams_with_the_reaso
             .command(&cmd("display-message").flag("-p").arg("y"))
             .await
             .expect_err("closed");
-        assert_eq!(after.code(), "SERVER_GONE");
+        assert_eq!(after.code(), ErrorCode::ServerGone);
         term.kill().await.expect("kill cleans up the directory");
     })
     .await;
@@ -602,7 +604,7 @@ async fn a_lossless_subscriber_that_stopped_reading_does_not_hold_a_detach_up() 
         poll("the reader to block", Duration::from_secs(10), || async {
             let probe = cmd("display-message").flag("-p").arg("x");
             match term.client().command(&probe).await {
-                Err(error) if error.code() == "UNRESPONSIVE" => Some(()),
+                Err(error) if error.code() == ErrorCode::Unresponsive => Some(()),
                 _ => None,
             }
         })

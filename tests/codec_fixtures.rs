@@ -2,7 +2,8 @@
 //! cleanly, identically however it is chunked, and to what tmux meant.
 
 use bytes::Bytes;
-use tmux_engine::control::{Event, Layout, Notification as N, PaneId, Reply, SessionId, WindowId};
+use tmux_engine::control::{Event, Layout, Notification as N, Reply};
+use tmux_engine::vocab::{PaneId, SessionId, WindowId};
 
 use crate::support::{b, decode, decode_chunks, fixture, fixtures, pane_output};
 
@@ -61,7 +62,7 @@ fn every_fixture_decodes_the_same_in_any_chunk_size() {
 #[test]
 fn v06_output_is_the_exact_bytes_the_program_wrote() {
     let events = decode(&fixture("06-"));
-    // emit.sh's output, with the pty's `\n` -> `\r\n` (control-mode.md §3.1).
+    // emit.sh's output, with the pty's `\n` -> `\r\n` (docs/control-mode.md, "Pane output").
     let want: &[u8] = b"A\tB\\C\x1b[1mbold\x1b[0m\r\n\
         utf8: \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\r\n\
         bad: \xff\xfe del:\x7f nul:\x00 bel:\x07 esc-only:\x1b end\r\n\

@@ -90,7 +90,7 @@ fn an_over_long_line_is_one_error_and_decoding_goes_on() {
     let mut input = b"%output %0 ".to_vec();
     input.extend(std::iter::repeat_n(
         b'x',
-        tmux_engine::control::codec::DEFAULT_MAX_LINE_LENGTH + 1,
+        tmux_engine::control::DEFAULT_MAX_LINE_LENGTH + 1,
     ));
     input.extend_from_slice(b"\n%window-add @1\n");
     let out = decode_json(&input, false);
@@ -102,7 +102,7 @@ fn an_over_long_line_is_one_error_and_decoding_goes_on() {
         lines[0]
     );
     // The line's length: `%output %0 ` (11 bytes) and the payload.
-    let len = tmux_engine::control::codec::DEFAULT_MAX_LINE_LENGTH + 1 + 11;
+    let len = tmux_engine::control::DEFAULT_MAX_LINE_LENGTH + 1 + 11;
     assert!(
         lines[0].contains(&format!("line of {len} bytes is over the length limit")),
         "{}",

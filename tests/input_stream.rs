@@ -8,13 +8,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tmux_engine::control::PaneId;
+use tmux_engine::ErrorCode;
+use tmux_engine::control::client::SubscribeOptions;
 use tmux_engine::control::client::{ClientOptions, ControlClient, PaneEvent, PaneStream};
-use tmux_engine::control::exit::wait_pane_exit;
-use tmux_engine::control::subscribe::SubscribeOptions;
+use tmux_engine::control::pane_exit::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::process;
 use tmux_engine::tmux::{Server, TmuxCommand};
+use tmux_engine::vocab::PaneId;
 
 use crate::support::{live, opts, tmux};
 
@@ -225,8 +226,14 @@ async fn a_server_killed_mid_paste_fails_the_writes_with_server_gone() {
         })
         .await
         .expect("the writes end instead of hanging");
-        assert_eq!(pasted.expect_err("server gone").code(), "SERVER_GONE");
-        assert_eq!(after.expect_err("server gone").code(), "SERVER_GONE");
+        assert_eq!(
+            pasted.expect_err("server gone").code(),
+            ErrorCode::ServerGone
+        );
+        assert_eq!(
+            after.expect_err("server gone").code(),
+            ErrorCode::ServerGone
+        );
         // Nothing of the paste is left behind for tmux to read.
         let left: Vec<_> = std::fs::read_dir(&input_dir)
             .expect("input dir")

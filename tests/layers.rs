@@ -24,8 +24,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("tmux", 1),
     ("control::client", 2),
     ("control::subscribe", 2),
-    ("control::exit", 2),
-    ("control::capture", 2),
+    ("control::pane_exit", 2),
+    ("control::snapshot", 2),
     ("screen", 3),
     ("terminal", 4),
     ("registry", 5),
@@ -46,8 +46,8 @@ fn component(module: &str) -> &str {
         let client = [
             "control::client",
             "control::subscribe",
-            "control::exit",
-            "control::capture",
+            "control::pane_exit",
+            "control::snapshot",
         ];
         if client
             .iter()

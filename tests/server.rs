@@ -5,9 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tmux_engine::ErrorCode;
 use tmux_engine::tmux::options::MARK_OPTION;
 use tmux_engine::tmux::process::is_alive;
-use tmux_engine::tmux::server::{DIR_PREFIX, MAX_SOCKET_PATH};
+use tmux_engine::tmux::{DIR_PREFIX, MAX_SOCKET_PATH};
 use tmux_engine::tmux::{Server, Tmux, TmuxCommand};
 use tmux_engine::vocab::Size;
 
@@ -227,7 +228,7 @@ async fn too_long_socket_path_is_refused_before_starting() {
         let err = Server::start(tmux(), opts(tmp.path()).runtime_dir(Some(deep.clone())))
             .await
             .expect_err("socket path is too long");
-        assert_eq!(err.code(), "SOCKET_PATH_TOO_LONG");
+        assert_eq!(err.code(), ErrorCode::SocketPathTooLong);
         assert!(
             err.to_string().contains(&deep.display().to_string()),
             "{err}"
@@ -332,7 +333,7 @@ async fn accepted_names_address_exactly_their_session() {
             .run(&prefix)
             .await
             .expect_err("prefix must not match");
-        assert_eq!(err.code(), "COMMAND_FAILED");
+        assert_eq!(err.code(), ErrorCode::CommandFailed);
         assert!(err.to_string().contains("can't find session"), "{err}");
         server.kill().await.expect("kill");
     })
@@ -355,7 +356,7 @@ fn half_broken_tmux(dir: &Path, pid_file: &Path, hang: bool) -> Tmux {
     );
     std::fs::write(&fake, script).expect("write fake tmux");
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    Tmux::with_version(&fake, tmux().version().clone()).expect("supported")
+    Tmux::with_version(&fake, tmux().version()).expect("supported")
 }
 
 fn read_pid(pid_file: &Path) -> u32 {
@@ -381,7 +382,7 @@ async fn failed_start_leaves_nothing_behind() {
         let err = Server::start(Arc::new(fake), opts(tmp.path()))
             .await
             .expect_err("garbage output");
-        assert_eq!(err.code(), "COMMAND_FAILED");
+        assert_eq!(err.code(), ErrorCode::CommandFailed);
         assert!(err.to_string().contains("garbage"), "{err}");
         let pid = read_pid(&pid_file);
         assert!(

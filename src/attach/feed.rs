@@ -300,7 +300,9 @@ impl Driver {
             match self.registry.attach(&self.owner, &id).await {
                 Ok(found) if !same(&found.terminal, old) => return Some(found.terminal),
                 // Killed (or handed to someone else): nothing will come back.
-                Err(error) if matches!(error.code(), "NO_TERMINAL" | "FOREIGN_TERMINAL") => {
+                Err(error)
+                    if matches!(error.code().as_str(), "NO_TERMINAL" | "FOREIGN_TERMINAL") =>
+                {
                     return None;
                 }
                 _ => {}

@@ -406,7 +406,7 @@ impl Attacher {
                 Ok(joined) => return Ok(joined),
                 Err(error) => error,
             };
-            if !always || !matches!(error.code(), "SERVER_GONE" | "TERMINAL_DEAD") {
+            if !always || !matches!(error.code().as_str(), "SERVER_GONE" | "TERMINAL_DEAD") {
                 return Err(error);
             }
             found = self.rebuilt(owner, target, deadline, error).await?;
@@ -459,7 +459,7 @@ impl Attacher {
             pause = (pause * 2).min(std::time::Duration::from_millis(500));
             match self.inner.registry.attach(owner, target).await {
                 Ok(fresh) => return Ok(fresh),
-                Err(again) if matches!(again.code(), "TERMINAL_DEAD" | "SERVER_GONE") => {}
+                Err(again) if matches!(again.code().as_str(), "TERMINAL_DEAD" | "SERVER_GONE") => {}
                 Err(other) => return Err(other),
             }
         }

@@ -79,7 +79,7 @@ impl From<Error> for ApiError {
     /// The protocol's status mapping. Another owner's terminal answers
     /// exactly like a missing one, so nobody learns that it exists.
     fn from(error: Error) -> ApiError {
-        let (status, code) = match error.code() {
+        let (status, code) = match error.code().as_str() {
             "NO_TERMINAL" | "FOREIGN_TERMINAL" => (StatusCode::NOT_FOUND, "NO_TERMINAL"),
             code @ ("DUPLICATE_NAME" | "SEND_ACTIVE" | "TERMINAL_CLOSING") => {
                 (StatusCode::CONFLICT, code)

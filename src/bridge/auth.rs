@@ -13,7 +13,7 @@ use crate::registry::OwnerId;
 use crate::{Error, Result};
 
 /// The cookie the page gets after a `?token=` load.
-pub const COOKIE_NAME: &str = "tmux_engine_token";
+pub(crate) const COOKIE_NAME: &str = "tmux_engine_token";
 
 /// A token shorter than this is refused: it could be guessed.
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -104,7 +104,7 @@ impl Tokens {
     /// The principal of `presented`, comparing against every token in
     /// constant time (per token length), so timing tells nothing about
     /// which token, or how much of one, matched.
-    pub fn find(&self, presented: &[u8]) -> Option<&Principal> {
+    pub(crate) fn find(&self, presented: &[u8]) -> Option<&Principal> {
         let mut found = Choice::from(0);
         let mut index = 0u64;
         for (i, (token, _)) in self.entries.iter().enumerate() {
@@ -142,7 +142,7 @@ pub fn generate_token() -> Result<String> {
 
 /// Where a request's token came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Carrier {
+pub(crate) enum Carrier {
     /// `Authorization: Bearer`: only a program can have set it.
     Bearer,
     /// `?token=` in the URL.
@@ -155,14 +155,14 @@ pub enum Carrier {
 impl Auth {
     /// The principal a request acts as, from its headers and query, or
     /// `None` (answer 401 / close 4401).
-    pub fn authenticate(&self, headers: &HeaderMap, query: &str) -> Option<Principal> {
+    pub(crate) fn authenticate(&self, headers: &HeaderMap, query: &str) -> Option<Principal> {
         self.identify(headers, query)
             .map(|(principal, _)| principal)
     }
 
     /// As [`authenticate`](Auth::authenticate), with the carrier the
     /// token came in (`None` under [`Auth::Open`]).
-    pub fn identify(
+    pub(crate) fn identify(
         &self,
         headers: &HeaderMap,
         query: &str,
@@ -183,7 +183,7 @@ impl Auth {
 
     /// The principal of the request's valid cookie, if it has one (never
     /// under [`Auth::Open`], which sets no cookies).
-    pub fn cookie_principal(&self, headers: &HeaderMap) -> Option<Principal> {
+    pub(crate) fn cookie_principal(&self, headers: &HeaderMap) -> Option<Principal> {
         let Auth::Tokens(tokens) = self else {
             return None;
         };
@@ -198,7 +198,7 @@ impl Auth {
 /// header, else `?token=`, else every token cookie. The first carrier
 /// present decides; only cookies come several (a browser sends each
 /// `tmux_engine_token` whose path and domain match).
-pub fn presented_tokens(headers: &HeaderMap, query: &str) -> Option<(Carrier, Vec<String>)> {
+pub(crate) fn presented_tokens(headers: &HeaderMap, query: &str) -> Option<(Carrier, Vec<String>)> {
     if let Some(value) = headers.get(AUTHORIZATION) {
         let value = value.to_str().ok()?;
         let token = value.strip_prefix("Bearer ")?.trim().to_owned();
@@ -225,14 +225,14 @@ fn cookie_tokens(headers: &HeaderMap) -> Vec<String> {
 }
 
 /// The `token` parameter of a query string.
-pub fn query_token(query: &str) -> Option<String> {
+pub(crate) fn query_token(query: &str) -> Option<String> {
     form_pairs(query).find_map(|(key, value)| (key == "token").then_some(value))
 }
 
 /// The `Set-Cookie` value that keeps the page's token: not readable by
 /// scripts, never sent by another site's requests, scoped to `path` (the
 /// base path, or `/`), and `Secure` when the page is served over https.
-pub fn cookie(token: &str, path: &str, secure: bool) -> String {
+pub(crate) fn cookie(token: &str, path: &str, secure: bool) -> String {
     let path = if path.is_empty() { "/" } else { path };
     let secure = if secure { "; Secure" } else { "" };
     format!("{COOKIE_NAME}={token}; Path={path}; HttpOnly; SameSite=Strict{secure}")
@@ -242,6 +242,7 @@ pub fn cookie(token: &str, path: &str, secure: bool) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
     use axum::http::HeaderValue;
 
     fn owner(name: &str) -> OwnerId {
@@ -274,7 +275,7 @@ mod tests {
         ] {
             assert_eq!(
                 Tokens::parse(bad).unwrap_err().code(),
-                "INVALID_INPUT",
+                ErrorCode::InvalidInput,
                 "{bad:?}"
             );
         }

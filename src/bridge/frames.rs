@@ -13,8 +13,6 @@ use crate::{Error, Result};
 
 /// WebSocket close codes of the attach protocol.
 pub mod close {
-    /// The client closed; the only code the server never sends first.
-    pub const NORMAL: u16 = 1000;
     /// The server is shutting down, or the client stopped answering
     /// pings; reconnect later.
     pub const GOING_AWAY: u16 = 1001;
@@ -211,6 +209,7 @@ pub fn exit(status: ExitStatus) -> Value {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn queries() {
@@ -245,7 +244,7 @@ mod tests {
             "colour=red",
         ] {
             let error = attach_query(bad).unwrap_err();
-            assert_eq!(error.code(), "INVALID_INPUT", "{bad}");
+            assert_eq!(error.code(), ErrorCode::InvalidInput, "{bad}");
         }
     }
 
@@ -277,7 +276,10 @@ mod tests {
             r#"{"type":"paste"}"#,
             r#"{"type":"resize","cols":1,"rows":1,"extra":1}"#,
         ] {
-            assert_eq!(client_frame(bad).unwrap_err().code(), "INVALID_INPUT");
+            assert_eq!(
+                client_frame(bad).unwrap_err().code(),
+                ErrorCode::InvalidInput
+            );
         }
     }
 }

@@ -2,6 +2,7 @@
 //! origins (`guard.rs`).
 
 use super::*;
+use crate::ErrorCode;
 use crate::bridge::{Auth, Principal};
 use crate::registry::OwnerId;
 
@@ -110,7 +111,10 @@ fn listen_and_allowed_hosts() {
     let any = Guard::new(&config("0.0.0.0:7000"));
     assert!(host_ok(&any, "localhost:7000") && !host_ok(&any, "evil.example:7000"));
     assert!(check_allow_host("term.example:8443").is_ok());
-    assert_eq!(check_allow_host("a b").unwrap_err().code(), "INVALID_INPUT");
+    assert_eq!(
+        check_allow_host("a b").unwrap_err().code(),
+        ErrorCode::InvalidInput
+    );
     assert!(check_allow_origin("https://x.example").is_ok());
     assert!(check_allow_origin("x.example").is_err());
 }

@@ -18,10 +18,10 @@
 //! owns the terminals: shutting it down leaves them running.
 
 mod api;
-pub mod auth;
-pub mod frames;
+mod auth;
+mod frames;
 mod guard;
-pub mod listen;
+mod listen;
 mod page;
 mod ws;
 
@@ -41,9 +41,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use self::api::ApiError;
-pub use self::auth::{Auth, Principal, Tokens};
+pub use self::auth::{Auth, MIN_TOKEN_LEN, Principal, Tokens, generate_token};
 pub use self::guard::{check_allow_host, check_allow_origin};
-pub use self::listen::{Listener, ServeOptions, Tls};
+pub use self::listen::{
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions, Tls, bind_unix,
+    validate_base_path,
+};
 pub use self::ws::MAX_CLIENT_MESSAGE;
 use crate::attach::{Attacher, AttacherConfig};
 use crate::registry::Registry;

@@ -25,9 +25,9 @@ use super::AppState;
 use super::api::ApiError;
 use super::auth::Principal;
 use super::frames::{self, AttachQuery, close};
-use crate::Error;
 use crate::attach::{AttachOptions, Hello, Resume, Viewer, ViewerEvent};
 use crate::vocab::Size;
+use crate::{Error, ErrorCode};
 
 /// The largest client message: input is typed or pasted text, and a
 /// larger frame is refused with 1009 before it is buffered whole.
@@ -128,9 +128,12 @@ async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
 /// The close code for a failed attach.
 fn refusal_code(error: &Error) -> u16 {
     match error.code() {
-        "NO_TERMINAL" | "FOREIGN_TERMINAL" | "TERMINAL_DEAD" | "TERMINAL_CLOSING" => close::GONE,
-        "INVALID_INPUT" => close::BAD_REQUEST,
-        "CANCELLED" | "REGISTRY_DISPOSING" => close::GOING_AWAY,
+        ErrorCode::NoTerminal
+        | ErrorCode::ForeignTerminal
+        | ErrorCode::TerminalDead
+        | ErrorCode::TerminalClosing => close::GONE,
+        ErrorCode::InvalidInput => close::BAD_REQUEST,
+        ErrorCode::Cancelled | ErrorCode::RegistryDisposing => close::GOING_AWAY,
         _ => close::INTERNAL,
     }
 }
@@ -405,7 +408,7 @@ async fn apply(
 /// Resizes the terminal; an out-of-range size closes 4400.
 async fn resize(viewer: &Viewer, size: Size) -> Option<End> {
     if let Err(error) = viewer.resize(size).await {
-        if error.code() == "INVALID_INPUT" {
+        if error.code() == ErrorCode::InvalidInput {
             return Some(End::Close(close::BAD_REQUEST, error.to_string()));
         }
         warn!(terminal = %viewer.hello().id, %error, "resize failed");

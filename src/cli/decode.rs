@@ -15,7 +15,8 @@ use bytes::BytesMut;
 use serde_json::{Map, Value, json};
 use tokio_util::codec::Decoder;
 
-use tmux_engine::control::{ControlCodec, Event, Notification, PaneId};
+use tmux_engine::control::{ControlCodec, Event, Notification};
+use tmux_engine::vocab::PaneId;
 
 /// Bytes asked of the reader per read.
 const READ_SIZE: usize = 64 * 1024;

@@ -28,7 +28,7 @@ pub struct CliError {
 
 impl From<Error> for CliError {
     fn from(error: Error) -> Self {
-        let code = error.code();
+        let code = error.code().as_str();
         CliError {
             code,
             message: error.to_string(),

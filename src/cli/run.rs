@@ -21,12 +21,12 @@ use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
 
-use tmux_engine::control::PaneId;
+use tmux_engine::control::client::SubscribeOptions;
 use tmux_engine::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
-use tmux_engine::control::exit::wait_pane_exit;
-use tmux_engine::control::subscribe::SubscribeOptions;
+use tmux_engine::control::pane_exit::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::{ServerOptions, Tmux};
+use tmux_engine::vocab::PaneId;
 use tmux_engine::vocab::Size;
 use tmux_engine::{Error, Result};
 

@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use clap::Args;
 use tmux_engine::Error;
-use tmux_engine::bridge::listen::{self, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT};
 use tmux_engine::bridge::{
-    Auth, Bridge, BridgeConfig, Listener, Principal, ServeOptions, Tls, Tokens, auth,
-    clean_environment,
+    Auth, Bridge, BridgeConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, Principal,
+    ServeOptions, Tls, Tokens, bind_unix, clean_environment, generate_token, validate_base_path,
 };
 use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
 
@@ -141,7 +140,7 @@ pub(crate) async fn run(
     for origin in &args.allow_origin {
         tmux_engine::bridge::check_allow_origin(origin)?;
     }
-    let base_path = listen::validate_base_path(&args.base_path)?;
+    let base_path = validate_base_path(&args.base_path)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(Tls::from_pem_files(cert, key)?),
         _ => None,
@@ -179,7 +178,7 @@ pub(crate) async fn run(
         let token = match args.token.or(from_env) {
             Some(token) => token,
             None => {
-                let token = auth::generate_token()?;
+                let token = generate_token()?;
                 printed_token = Some(token.clone());
                 token
             }
@@ -215,7 +214,7 @@ pub(crate) async fn run(
             (listener.into(), url, None)
         }
         ListenAt::Unix(path) => {
-            let listener = listen::bind_unix(path)?;
+            let listener = bind_unix(path)?;
             // The proxy's URL is not ours to know: the socket, then the
             // path (and token) to open under the proxy.
             let url = format!("unix:{} {base_path}/{query}", path.display());

@@ -28,7 +28,7 @@ pub const DEFAULT_MAX_BLOCK_BYTES: usize = 32 << 20;
 /// block's `Vec`. Counted so that many tiny lines are bounded too.
 const LINE_OVERHEAD: usize = std::mem::size_of::<Bytes>();
 
-/// `tmux -CC` starts its output with this DCS (control-mode.md §1.1).
+/// `tmux -CC` starts its output with this DCS (docs/control-mode.md, "Starting").
 const DCS_START: &[u8] = b"\x1bP1000p";
 /// ...and ends it with ST, after the `%exit` line.
 const DCS_END: &[u8] = b"\x1b\\";
@@ -220,8 +220,9 @@ impl ControlCodec {
                 }));
             }
             // tmux writes these synchronously inside the block of the
-            // command that caused them (control-mode.md §2.4); the client
-            // needs them as events, and the body keeps them too.
+            // command that caused them (docs/control-mode.md, "Notifications
+            // inside a block"); the client needs them as events, and the
+            // body keeps them too.
             let surfaced = if b.starts_with(b"%pause ")
                 || b.starts_with(b"%continue ")
                 || b.starts_with(b"%message ")
@@ -365,7 +366,7 @@ impl Decoder for ControlCodec {
         };
         // The tmux client prints `%exit` itself when the server dies in the
         // middle of a reply, so the block never closes; that last line is
-        // the real news (control-mode.md §8).
+        // the real news (docs/control-mode.md, "How a client ends").
         if let Some(last) = block.lines.last()
             && last.starts_with(b"%exit")
             && matches!(last.get(5), None | Some(b' '))
@@ -383,4 +384,5 @@ impl Decoder for ControlCodec {
 }
 
 #[cfg(test)]
+#[path = "codec_tests.rs"]
 mod tests;

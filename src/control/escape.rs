@@ -1,8 +1,8 @@
 //! `%output` byte escaping (tmux's `\ooo`) and vis-decoding of names.
 //!
 //! tmux writes every pane byte below `0x20` and every backslash as `\` plus
-//! exactly three octal digits, and every other byte raw (control-mode.md
-//! §3.1). [`unescape_output`] undoes that for the parser's hot path;
+//! exactly three octal digits, and every other byte raw
+//! (docs/control-mode.md, "Pane output"). [`unescape_output`] undoes that for the parser's hot path;
 //! [`escape_output`] is the inverse, used by tests, fixture recorders and
 //! benchmarks. Names in notifications use a different, richer encoding
 //! (`vis(3)`), decoded by [`unvis`]. Nothing here allocates per byte or
@@ -218,7 +218,7 @@ pub fn escape_output(data: &[u8]) -> Vec<u8> {
 }
 
 /// Decodes a `vis(3)`-encoded name as tmux prints session and window names
-/// (`VIS_OCTAL | VIS_CSTYLE | VIS_TAB | VIS_NL`, control-mode.md §4.2).
+/// (`VIS_OCTAL | VIS_CSTYLE | VIS_TAB | VIS_NL`, docs/control-mode.md, "Names").
 ///
 /// Understands `\\`, the C-style escapes `\n \t \r \a \b \f \v \s \0 \E`
 /// and `\ooo` (one to three octal digits). Anything else after a backslash,

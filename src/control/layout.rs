@@ -1,6 +1,6 @@
 //! `%layout-change` layout strings parsed into a tree, and rendered back.
 //!
-//! The grammar is in control-mode.md §4.3:
+//! The grammar is in docs/control-mode.md, "Layouts":
 //! `csum,WxH,X,Y` followed by `,PANE` (a leaf), `{cells}` (left to right) or
 //! `[cells]` (top to bottom). [`Layout`]'s `Display` re-renders the exact
 //! string, so a parsed layout can be handed back to `select-layout`. Parsing
@@ -241,7 +241,7 @@ pub(crate) fn layout_field(i: &[u8]) -> Result<(Layout, &[u8]), LayoutError> {
 mod tests {
     use super::*;
 
-    /// Every layout string seen in the 3.3a vectors.
+    /// Every layout string seen in the 3.3a transcripts (`fixtures/control/`).
     const REAL: &[&str] = &[
         "b25d,80x24,0,0,0",
         "020a,80x24,0,0{40x24,0,0,1,39x24,41,0,2}",

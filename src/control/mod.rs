@@ -7,21 +7,23 @@
 
 use bytes::Bytes;
 
-pub mod capture;
 pub mod client;
-pub mod codec;
+pub(crate) mod codec;
 pub mod escape;
-pub mod exit;
-pub mod layout;
-pub mod parse;
-pub mod subscribe;
+pub(crate) mod layout;
+pub mod pane_exit;
+pub(crate) mod parse;
+pub(crate) mod snapshot;
+pub(crate) mod subscribe;
 
-/// The ids are protocol vocabulary shared with `tmux/`: they live in the
-/// leaf [`crate::vocab`] and are re-exported here for the protocol's users.
-pub use crate::vocab::{PaneId, SessionId, WindowId};
-pub use codec::ControlCodec;
-pub use layout::{Layout, LayoutCell, LayoutKind};
-pub use parse::{ParseError, ParseErrorKind, parse_line};
+// The ids and the parse error are protocol vocabulary shared with `tmux/`:
+// their one public path is the leaf `crate::vocab`.
+pub(crate) use crate::vocab::{PaneId, ParseError, ParseErrorKind, SessionId, WindowId};
+pub use codec::{
+    ControlCodec, DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BLOCK_LINES, DEFAULT_MAX_LINE_LENGTH,
+};
+pub use layout::{Layout, LayoutCell, LayoutError, LayoutKind};
+pub use parse::parse_line;
 
 /// Which guard line a `%begin`/`%end`/`%error` line is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

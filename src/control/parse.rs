@@ -19,7 +19,7 @@ use super::{Guard, GuardKind, Line, Notification, PaneId, SessionId, WindowId};
 mod fields;
 
 use crate::vocab::is_notification_name as is_name;
-pub use crate::vocab::{ParseError, ParseErrorKind};
+pub(crate) use crate::vocab::{ParseError, ParseErrorKind};
 use fields::{
     PResult, colon_data, fail, later_fields, name_rest, number, or_dash, pane_id, run, session_id,
     sp, text_rest, utf8, window_id, word,
@@ -438,4 +438,5 @@ fn paste_buffer_deleted(i: &[u8]) -> PResult<'_, Notification> {
 }
 
 #[cfg(test)]
+#[path = "parse_tests.rs"]
 mod tests;

@@ -195,7 +195,7 @@ impl TerminalBuilder {
                 format!("set -g default-terminal {}", quote(term.as_bytes())?),
             );
         }
-        if tmux.version().at_least(3, 3) {
+        if tmux.has_remain_on_exit_format() {
             // The default "Pane is dead" line scrolls the dead pane's screen
             // up by one; an empty format leaves the final screen as it was.
             extra_config.push("set -g remain-on-exit-format \"\"".to_owned());

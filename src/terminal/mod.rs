@@ -39,7 +39,7 @@ pub use launch::{Parts, launch};
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
-use crate::screen::model::{self, Shared};
+use crate::screen::model::{self, SharedModel};
 use crate::screen::{IntoRegex, Screen, Within, scrollback_lines};
 use crate::tmux::ServerHandle;
 use crate::tmux::command::{TmuxCommand, resize_window};
@@ -61,7 +61,7 @@ pub struct Terminal {
     client: ControlClient,
     pane: PaneId,
     pane_pid: u32,
-    model: Arc<Shared>,
+    model: Arc<SharedModel>,
     feeder: tokio::task::JoinHandle<()>,
     timeout: Duration,
 }
@@ -85,7 +85,7 @@ impl Terminal {
             pane,
             output,
         } = parts;
-        let model = Shared::new(size, scrollback);
+        let model = SharedModel::new(size, scrollback);
         let feeder = tokio::spawn(model::feed(model.clone(), client.clone(), pane, output));
         Terminal {
             pane_pid: server.first_pane().pid,

@@ -50,7 +50,7 @@ pub const MAX_HEX_CHUNK: usize = 4096;
 /// 0x80 and above become `\ooo` (three octal digits), so the result is
 /// ASCII, never contains LF or CR, never expands a variable or home
 /// directory, and never ends the command. It does not protect against
-/// format expansion (`#{...}`): see [`format_escape`].
+/// format expansion (`#{...}`): see `format_escape`.
 ///
 /// # Errors
 ///

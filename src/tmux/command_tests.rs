@@ -1,6 +1,7 @@
 //! Unit tests of `command.rs`: quoting, the builder, hex chunks.
 
 use super::*;
+use crate::ErrorCode;
 use proptest::prelude::*;
 
 #[test]
@@ -33,7 +34,7 @@ fn quotes_table() {
 #[test]
 fn quote_refuses_nul() {
     let err = quote(b"a\0b").expect_err("NUL is refused");
-    assert_eq!(err.code(), "INVALID_INPUT");
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
     insta::assert_snapshot!(err, @r#"invalid input: tmux argument "a\0b" contains a NUL byte"#);
 }
 
@@ -184,7 +185,7 @@ fn builder_lines_and_argv() {
 fn builder_refuses_nul() {
     let nul = TmuxCommand::new("set-buffer").arg(b"a\0").arg("b");
     let err = nul.checked().expect_err("NUL refused");
-    assert_eq!(err.code(), "INVALID_INPUT");
+    assert_eq!(err.code(), ErrorCode::InvalidInput);
     assert!(err.to_string().contains("set-buffer"), "{err}");
     assert!(
         TmuxCommand::new("set-buffer")

@@ -39,7 +39,7 @@ use crate::vocab::PaneId;
 
 /// Writes of at most this many bytes are typed as one `send-keys -H`
 /// command (no file, one reply): keystrokes cost what they always did.
-pub const KEYS_MAX: usize = 64;
+pub(crate) const KEYS_MAX: usize = 64;
 
 /// Bytes per buffer of a paste: big enough that the per-command cost
 /// vanishes, small enough that another command of the same client waits
@@ -48,7 +48,7 @@ pub const PASTE_CHUNK: usize = 64 * 1024;
 
 /// One piece of a write, in the order the pane receives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Piece<'a> {
+pub(crate) enum Piece<'a> {
     /// Typed with one `send-keys -H` ([`send_keys_hex_chunk`]).
     Keys(&'a [u8]),
     /// Loaded into a buffer from a file and pasted ([`load_buffer`],
@@ -59,7 +59,7 @@ pub enum Piece<'a> {
 /// The pieces of one write, lazily: one [`Piece::Keys`] for a write of up
 /// to [`KEYS_MAX`] bytes, otherwise [`Piece::Paste`] pieces of at most
 /// `chunk` bytes ([`PASTE_CHUNK`] when 0). No bytes, no pieces.
-pub fn pieces(bytes: &[u8], chunk: usize) -> impl Iterator<Item = Piece<'_>> {
+pub(crate) fn pieces(bytes: &[u8], chunk: usize) -> impl Iterator<Item = Piece<'_>> {
     let chunk = if chunk == 0 { PASTE_CHUNK } else { chunk };
     let keys = bytes.len() <= KEYS_MAX.min(MAX_HEX_CHUNK);
     // `chunks` refuses 0, and an empty write has no pieces at all.
@@ -74,7 +74,7 @@ pub fn pieces(bytes: &[u8], chunk: usize) -> impl Iterator<Item = Piece<'_>> {
 }
 
 /// The command typing a [`Piece::Keys`] into `pane`.
-pub fn keys_command(pane: PaneId, bytes: &[u8]) -> TmuxCommand {
+pub(crate) fn keys_command(pane: PaneId, bytes: &[u8]) -> TmuxCommand {
     send_keys_hex_chunk(pane, bytes)
 }
 

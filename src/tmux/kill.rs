@@ -75,8 +75,9 @@ pub type KillRequest<'a> = BoxFuture<'a, ()>;
 
 impl ServerHandle {
     /// Kills the server, the process trees of its panes, and removes its
-    /// directory: the one kill path (see the [module docs](self) for the
-    /// sequence). Resolves when the server and the pane processes are dead
+    /// directory: the one kill path (each pane's session SIGKILLed, the
+    /// server asked to exit and awaited, SIGKILLed after a grace, then the
+    /// directory removed). Resolves when the server and the pane processes are dead
     /// and the directory is gone. Idempotent.
     ///
     /// - `pane`: the pane's program (a session leader), best with its start
@@ -113,7 +114,7 @@ impl ServerHandle {
     /// [`kill_with`](Self::kill_with) blocking the thread, without a
     /// runtime, and with no request (a control client needs one): for
     /// `Drop` only. The same sequence; each tmux client gets 2 s, each wait
-    /// [`KILL_GRACE`].
+    /// 3 s.
     ///
     /// # Errors
     ///

@@ -1,18 +1,18 @@
 //! tmux itself: finding the binary, its version and quirks, private servers,
 //! and building command lines that no user text can break out of.
 //!
-//! - [`version`]: [`Tmux`] (a discovered binary), [`Version`], [`Caps`];
-//! - [`command`]: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
+//! - `version`: [`Tmux`] (a discovered binary) and its [`Version`];
+//! - `command`: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
 //! - [`input`]: a write to a pane as commands, piece by piece (keys for
 //!   a keystroke, `load-buffer` + an exact paste beyond);
 //! - [`options`]: [`ServerOptions`], validated (names by
 //!   [`check_name`](crate::vocab::check_name)) and turned into the config
 //!   file and start command;
-//! - [`server`]: [`Server`], one tmux server on a private socket;
-//! - [`handle`]: [`ServerHandle`], a server that outlives the engine
+//! - `server`: [`Server`], one tmux server on a private socket;
+//! - `handle`: [`ServerHandle`], a server that outlives the engine
 //!   (never killed on drop); owns a server directory's layout and the
 //!   one-shot `tmux` runner;
-//! - [`kill`]: the one kill path for a server, its panes' process trees and
+//! - `kill`: the one kill path for a server, its panes' process trees and
 //!   its directory ([`ServerHandle::kill_with`], and its blocking form for
 //!   `Drop`);
 //! - [`process`]: liveness and killing of processes we did not spawn
@@ -26,11 +26,11 @@
 //! Nothing here knows about the control client; `control::client` uses
 //! [`Server::control_command`] and [`TmuxCommand::line`].
 
-pub mod command;
+pub(crate) mod command;
 pub mod dirs;
-pub mod handle;
+pub(crate) mod handle;
 pub mod input;
-pub mod kill;
+pub(crate) mod kill;
 pub mod options;
 // Process and /proc plumbing: public only so the crate's own tests can
 // check what is left running; not part of the API.
@@ -38,16 +38,15 @@ pub mod options;
 pub mod process;
 #[doc(hidden)]
 pub mod procfs;
-pub mod server;
-pub mod version;
+pub(crate) mod server;
+pub(crate) mod version;
 
 pub use command::{
-    DEFAULT_HEX_CHUNK, MAX_HEX_CHUNK, TmuxCommand, format_escape, format_time_escape, quote,
-    send_keys_hex, send_keys_hex_chunk,
+    DEFAULT_HEX_CHUNK, MAX_HEX_CHUNK, TmuxCommand, quote, send_keys_hex, send_keys_hex_chunk,
 };
 pub use handle::ServerHandle;
 pub use kill::KillRequest;
 pub use options::ServerOptions;
 pub use procfs::ProcessId;
-pub use server::{FirstPane, Server};
-pub use version::{Caps, Stage, Tmux, Version};
+pub use server::{DIR_PREFIX, FirstPane, MAX_SOCKET_PATH, Server};
+pub use version::{MIN_VERSION, TMUX_ENV, Tmux, Version};

@@ -79,7 +79,7 @@ impl Server {
     /// too deep; [`Error::Io`] when the directory or config cannot be
     /// written; [`Error::Command`] when tmux fails to start;
     /// [`Error::Unresponsive`] when it does not answer within
-    /// [`RUN_TIMEOUT`].
+    /// 10 s.
     pub async fn start(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<Server> {
         let (mut server, argv, (server_env, clear_env)) =
             Self::create(tmux, opts, StartMode::Detached)?;
@@ -317,7 +317,7 @@ impl Server {
     /// # Errors
     ///
     /// [`Error::Command`] with tmux's stderr when it fails;
-    /// [`Error::Unresponsive`] after [`RUN_TIMEOUT`]; [`Error::Io`] when
+    /// [`Error::Unresponsive`] after 10 s; [`Error::Io`] when
     /// tmux cannot be spawned.
     pub async fn run(&self, cmd: &TmuxCommand) -> Result<String> {
         self.handle.run(cmd).await
@@ -456,6 +456,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn socket_path_limit() {
@@ -463,7 +464,7 @@ mod tests {
         assert!(check_socket_path(&ok).is_ok());
         let long = PathBuf::from(format!("/{}", "a".repeat(MAX_SOCKET_PATH)));
         let err = check_socket_path(&long).expect_err("too long");
-        assert_eq!(err.code(), "SOCKET_PATH_TOO_LONG");
+        assert_eq!(err.code(), ErrorCode::SocketPathTooLong);
         assert!(
             err.to_string()
                 .contains(&format!("is {} bytes", MAX_SOCKET_PATH + 1))
@@ -476,7 +477,7 @@ mod tests {
         assert_eq!((pid, pane.id, pane.pid), (123, PaneId(0), 456));
         for bad in ["", "123 %0", "123 0 456", "x %0 456", "1 %0 2 3"] {
             let err = parse_start(bad, "new-session").expect_err(bad);
-            assert_eq!(err.code(), "COMMAND_FAILED");
+            assert_eq!(err.code(), ErrorCode::CommandFailed);
         }
     }
 }

@@ -4,15 +4,15 @@
 //! A leaf: everything may use it, and it uses nothing of the engine but
 //! [`crate::Error`]. Values only, no IO.
 
-mod exit;
-mod ids;
+mod exit_status;
 mod names;
+mod object_ids;
 mod parse_error;
 mod size;
 
-pub use exit::ExitStatus;
-pub use ids::{PaneId, SessionId, WindowId};
+pub use exit_status::ExitStatus;
 pub use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
+pub use object_ids::{PaneId, SessionId, WindowId};
 pub(crate) use parse_error::is_notification_name;
 pub use parse_error::{ParseError, ParseErrorKind};
 pub use size::{MAX_SIZE, Size};

@@ -122,6 +122,7 @@ pub fn check_env_name(key: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn names() {
@@ -167,7 +168,7 @@ mod tests {
         ];
         for name in bad {
             let err = check_name(name).expect_err(name);
-            assert_eq!(err.code(), "INVALID_INPUT");
+            assert_eq!(err.code(), ErrorCode::InvalidInput);
         }
         insta::assert_snapshot!(
             check_name("a:b").expect_err("colon"),
@@ -200,7 +201,7 @@ mod tests {
         }
         for name in ["", "A=B", "=", "A\0"] {
             let err = check_env_name(name).expect_err(name);
-            assert_eq!(err.code(), "INVALID_INPUT");
+            assert_eq!(err.code(), ErrorCode::InvalidInput);
         }
         insta::assert_snapshot!(
             check_env_name("A=B").expect_err("="),

@@ -81,6 +81,7 @@ impl FromStr for Size {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn parses_and_checks_sizes() {
@@ -100,7 +101,7 @@ mod tests {
             "", "80", "80x", "x24", "0x24", "80x0", "10001x5", "-1x5", "80x24x1", " 80x24",
         ] {
             let err = text.parse::<Size>().expect_err(text);
-            assert_eq!(err.code(), "INVALID_INPUT", "{text}");
+            assert_eq!(err.code(), ErrorCode::InvalidInput, "{text}");
             assert!(err.to_string().contains("COLSxROWS"), "{err}");
         }
         assert!(Size::new(0, 5).is_err());

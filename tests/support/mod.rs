@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tempfile::TempDir;
-use tmux_engine::control::{ControlCodec, Event, Notification, PaneId};
+use tmux_engine::control::{ControlCodec, Event, Notification};
 use tmux_engine::tmux::{Server, ServerOptions, Tmux};
+use tmux_engine::vocab::PaneId;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio_util::codec::Decoder;

@@ -21,7 +21,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use super::options::ServeOptions;
+use super::serve_options::ServeOptions;
 
 /// Refusals (`503`s) lingering at once at most; beyond them the accept
 /// loop waits for one to end, so a flood cannot spend fds on refusals.
@@ -38,7 +38,7 @@ const REFUSAL_LINGER: Duration = Duration::from_millis(500);
 const OUTSIDE: &str = "/.outside-base-path";
 
 /// What the accept loop shares with its connections.
-pub(super) struct Shared {
+pub(super) struct ListenShared {
     pub(super) app: Router,
     pub(super) base_path: String,
     pub(super) options: ServeOptions,
@@ -102,7 +102,11 @@ pub(super) async fn refuse(stream: Stream, _slot: OwnedSemaphorePermit) {
     }
 }
 
-pub(super) async fn connection(stream: Stream, permit: OwnedSemaphorePermit, shared: Arc<Shared>) {
+pub(super) async fn connection(
+    stream: Stream,
+    permit: OwnedSemaphorePermit,
+    shared: Arc<ListenShared>,
+) {
     match stream {
         Stream::Tcp(stream) => secure(stream, permit, shared).await,
         Stream::Unix(stream) => secure(stream, permit, shared).await,
@@ -110,7 +114,7 @@ pub(super) async fn connection(stream: Stream, permit: OwnedSemaphorePermit, sha
 }
 
 /// The TLS handshake, within the header timeout, then HTTP.
-async fn secure<S>(stream: S, permit: OwnedSemaphorePermit, shared: Arc<Shared>)
+async fn secure<S>(stream: S, permit: OwnedSemaphorePermit, shared: Arc<ListenShared>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -323,7 +327,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 /// Serves HTTP/1.1 (with upgrades) on one connection until it closes, its
 /// watchdog cuts it (no request in flight past a timeout) or shutdown
 /// lets its last request finish.
-async fn http<S>(stream: S, permit: OwnedSemaphorePermit, shared: Arc<Shared>)
+async fn http<S>(stream: S, permit: OwnedSemaphorePermit, shared: Arc<ListenShared>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -376,7 +380,10 @@ where
 }
 
 /// Strips the base path and calls the router.
-async fn route(shared: &Shared, mut request: Request<Incoming>) -> Response<axum::body::Body> {
+async fn route(
+    shared: &ListenShared,
+    mut request: Request<Incoming>,
+) -> Response<axum::body::Body> {
     let prefix = shared.base_path.as_str();
     if !prefix.is_empty() {
         let path = request.uri().path();

@@ -17,7 +17,7 @@
 //! | `options.rs` | limits, TLS files, the Unix socket, the base path    |
 
 mod conn;
-mod options;
+mod serve_options;
 
 use std::future::Future;
 use std::io;
@@ -31,10 +31,10 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use self::conn::{REFUSAL_SLOTS, Shared, Stream, connection, refuse};
-pub use self::options::{
+use self::conn::{ListenShared, REFUSAL_SLOTS, Stream, connection, refuse};
+pub use self::serve_options::{
     DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions, Tls, bind_unix,
-    default_max_connections, validate_base_path,
+    validate_base_path,
 };
 
 /// The pause after an accept error that is not the peer's (EMFILE,
@@ -54,7 +54,7 @@ pub(crate) async fn serve(
 ) {
     let permits = Arc::new(Semaphore::new(options.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSAL_SLOTS));
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ListenShared {
         app,
         base_path,
         tls: options

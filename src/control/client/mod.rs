@@ -24,11 +24,11 @@
 //! must not know how the server was started: it takes a ready `Command`.
 
 pub(crate) mod handshake;
-mod input;
 mod reader;
 mod stream;
+mod write;
 
-pub use handshake::{HandshakeLock, hold_handshake_lock};
+pub(crate) use handshake::hold_handshake_lock;
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -45,14 +45,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
-use super::subscribe::{Effects, PaneInfo, Routes, SubState, SubscribeOptions};
+use super::subscribe::{Effects, PaneInfo, Routes, SubState};
 use super::{ControlCodec, Notification, PaneId, Reply};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::{KillRequest, ServerHandle};
 use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
 
-pub use super::subscribe::{Delivery, PaneEvent};
+pub use super::subscribe::{Delivery, PaneEvent, Snapshot, SubscribeOptions};
 pub use stream::PaneStream;
 
 /// Tunables of a control client. `Default` gives sane values; change one
@@ -134,7 +134,7 @@ setters!(ClientOptions {
 /// detaches when the last handle is dropped.
 #[derive(Clone)]
 pub struct ControlClient {
-    shared: Arc<Shared>,
+    shared: Arc<ClientShared>,
     _guard: Arc<DropGuard>,
 }
 
@@ -146,7 +146,7 @@ impl Drop for DropGuard {
     }
 }
 
-pub(crate) struct Shared {
+pub(crate) struct ClientShared {
     state: Mutex<State>,
     /// Lines for tmux's stdin. Unbounded on purpose: lines are queued under
     /// the state lock (FIFO order = write order, see `write_locked`), where
@@ -172,8 +172,8 @@ pub(crate) struct Shared {
     opts: ClientOptions,
     pid: Option<u32>,
     /// One write at a time, in arrival order (tokio's mutex is FIFO-fair),
-    /// so two pastes never interleave; see `input.rs`.
-    input: tokio::sync::Mutex<input::Typist>,
+    /// so two pastes never interleave; see `write.rs`.
+    input: tokio::sync::Mutex<write::Typist>,
 }
 
 struct State {
@@ -291,7 +291,7 @@ impl ControlClient {
         // Closing stdin detaches; the reader does it once it may (after
         // taking the handshake lock), not the moment the client is dropped.
         let hangup = CancellationToken::new();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ClientShared {
             state: Mutex::new(State {
                 pending: VecDeque::new(),
                 routes: Routes::default(),
@@ -304,7 +304,7 @@ impl ControlClient {
             events: Mutex::new(Some(broadcast::channel(opts.event_capacity.max(1)).0)),
             closed: watch::channel(None).0,
             pid: child.id(),
-            input: tokio::sync::Mutex::new(input::Typist::new(opts.input_dir.clone())),
+            input: tokio::sync::Mutex::new(write::Typist::new(opts.input_dir.clone())),
             opts,
         });
 
@@ -522,7 +522,7 @@ impl ControlClient {
     }
 }
 
-async fn wait_closed(shared: &Shared) -> String {
+async fn wait_closed(shared: &ClientShared) -> String {
     let mut rx = shared.closed.subscribe();
     loop {
         if let Some(reason) = rx.borrow_and_update().clone() {
@@ -534,7 +534,7 @@ async fn wait_closed(shared: &Shared) -> String {
     }
 }
 
-impl Shared {
+impl ClientShared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves plain data behind; keep going.
         self.state.lock().unwrap_or_else(|e| e.into_inner())

@@ -20,7 +20,7 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, trace, warn};
 
-use super::{Internal, Pending, Shared, State};
+use super::{ClientShared, Internal, Pending, State};
 
 /// How long a detaching client waits for the handshake lock: a connect
 /// holds it for milliseconds, and the reader reads nothing meanwhile.
@@ -33,7 +33,7 @@ use crate::control::{
 
 /// The reading side of a client; owns the child.
 pub(super) struct Reader {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ClientShared>,
     /// Cancelled when the client detaches (explicitly or on its last drop).
     pub(super) cancel: CancellationToken,
     pub(super) ready: Option<oneshot::Sender<std::result::Result<(), String>>>,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::Shared;
+use super::ClientShared;
 use crate::control::PaneId;
 use crate::control::subscribe::{PaneEvent, SubscribeOptions};
 
@@ -15,11 +15,15 @@ pub struct PaneStream {
     pane: PaneId,
     id: u64,
     rx: mpsc::Receiver<PaneEvent>,
-    shared: Arc<Shared>,
+    shared: Arc<ClientShared>,
 }
 
 impl PaneStream {
-    pub(super) fn new(shared: &Arc<Shared>, pane: PaneId, opts: SubscribeOptions) -> PaneStream {
+    pub(super) fn new(
+        shared: &Arc<ClientShared>,
+        pane: PaneId,
+        opts: SubscribeOptions,
+    ) -> PaneStream {
         let (tx, rx) = mpsc::channel(shared.opts.subscriber_capacity.max(2));
         let mut state = shared.lock();
         let id = state.routes.add(pane, tx, opts);

@@ -8,7 +8,7 @@
 //! cursor after a final newline.
 
 use super::shared::Shared;
-use crate::control::capture::capture_snapshot;
+use crate::control::snapshot::capture_snapshot;
 use crate::registry::backend::{ReadPage, ReadRequest, Screen};
 use crate::tmux::command::TmuxCommand;
 use crate::{Error, Result};

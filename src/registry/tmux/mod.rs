@@ -44,7 +44,7 @@ use super::spec::{DEFAULT_KIND, SpawnSpec};
 use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
-use crate::control::exit::{pane_state, wait_pane_exit};
+use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::{TmuxCommand, quote};

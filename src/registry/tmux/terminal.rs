@@ -28,9 +28,9 @@ use super::TmuxConfig;
 use super::shared::{Mutable, OutputRing, Shared};
 use crate::control::Notification;
 use crate::control::PaneId;
-use crate::control::capture::capture_snapshot;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshake_lock};
-use crate::control::exit::{pane_state, wait_pane_exit};
+use crate::control::pane_exit::{pane_state, wait_pane_exit};
+use crate::control::snapshot::capture_snapshot;
 use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::backend::{

@@ -22,7 +22,7 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The default connection cap: half the soft `RLIMIT_NOFILE`, so the
 /// other half stays for the terminals' control clients (pipes), PTY
 /// viewers, the registry's files and tmux sockets; at least 16.
-pub fn default_max_connections() -> usize {
+pub(crate) fn default_max_connections() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     let half = limit.map_or(1 << 16, |limit| limit / 2);
     usize::try_from(half).unwrap_or(usize::MAX).max(16)
@@ -241,6 +241,7 @@ pub fn validate_base_path(prefix: &str) -> Result<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::ErrorCode;
 
     #[test]
     fn base_paths() {
@@ -256,7 +257,7 @@ mod tests {
             "a", "/a/", "//a", "/a//b", "/./a", "/a/..", "/a b", "/a?b", "/a%2f", "/é",
         ] {
             let error = validate_base_path(bad).unwrap_err();
-            assert_eq!(error.code(), "INVALID_INPUT", "{bad}");
+            assert_eq!(error.code(), ErrorCode::InvalidInput, "{bad}");
         }
     }
 }

@@ -19,12 +19,12 @@ use crate::tmux::process;
 
 /// How long a pane may look dead without a status before tmux is nudged.
 const NUDGE_AFTER: Duration = Duration::from_millis(30);
-pub use crate::vocab::ExitStatus;
+use crate::vocab::ExitStatus;
 use crate::{Error, Result};
 
 /// A pane as `list-panes` sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PaneState {
+pub(crate) struct PaneState {
     /// The pane's process (the program tmux started in it).
     pub pid: Option<u32>,
     /// True once tmux considers the pane dead (pty closed).
@@ -65,7 +65,7 @@ impl PaneState {
 ///
 /// # Errors
 /// `COMMAND_FAILED` when the pane does not exist, or the client's errors.
-pub async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<PaneState> {
+pub(crate) async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<PaneState> {
     let reply = client
         .command(
             &TmuxCommand::new("list-panes")
