@@ -66,6 +66,7 @@ pub mod registry;
 pub mod screen;
 pub mod terminal;
 pub mod tmux;
+pub mod verbs;
 pub mod vocab;
 
 pub use error::{Error, Result};
