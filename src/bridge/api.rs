@@ -9,12 +9,12 @@
 //! `openapi.rs`'s table, the one list of routes.
 
 use axum::Extension;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +23,9 @@ use super::AppState;
 use super::auth::Principal;
 use super::frames::form_pairs;
 use crate::Error;
-use crate::verbs::{self, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait};
+use crate::verbs::{
+    self, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
+};
 
 /// An error answer: `{"error":{"code","message"}}` with its status.
 #[derive(Debug)]

@@ -17,9 +17,7 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::api::{self, ErrorBody};
 use super::ws;
-use crate::verbs::{
-    KillAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest,
-};
+use crate::verbs::{KillAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest};
 
 /// Makes the schema of one type.
 type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -315,7 +313,11 @@ mod tests {
         for route in &routes {
             let method = route.method.as_str().to_ascii_lowercase();
             let operation = &document["paths"][route.path][&method];
-            assert_eq!(operation["operationId"], route.operation, "{method} {}", route.path);
+            assert_eq!(
+                operation["operationId"], route.operation,
+                "{method} {}",
+                route.path
+            );
             operations += 1;
         }
         let documented: usize = document["paths"]
@@ -331,9 +333,11 @@ mod tests {
     fn bodies_come_from_the_verb_types() {
         let document = document("/prefix");
         assert_eq!(document["servers"][0]["url"], "/prefix");
-        let spawn = &document["paths"]["/api/terminals"]["post"]["requestBody"]["content"]
-            ["application/json"]["schema"];
-        for field in ["name", "command", "cwd", "env", "cols", "rows", "restart", "role"] {
+        let spawn = &document["paths"]["/api/terminals"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"];
+        for field in [
+            "name", "command", "cwd", "env", "cols", "rows", "restart", "role",
+        ] {
             assert!(spawn["properties"].get(field).is_some(), "{field}: {spawn}");
         }
         let send = &document["paths"]["/api/terminals/{t}/send"]["post"];
@@ -341,7 +345,10 @@ mod tests {
         assert!(body["properties"].get("terminal").is_none(), "{body}");
         assert_eq!(body["required"], json!(["text"]));
         let answer = &send["responses"]["200"]["content"]["application/json"]["schema"];
-        assert!(answer["properties"].get("wait_reason").is_some(), "{answer}");
+        assert!(
+            answer["properties"].get("wait_reason").is_some(),
+            "{answer}"
+        );
         let read = &document["paths"]["/api/terminals/{t}/scrollback"]["get"]["parameters"];
         let names: Vec<&str> = read
             .as_array()

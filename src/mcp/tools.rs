@@ -21,8 +21,7 @@ use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, succ
 use crate::Error;
 use crate::registry::SendOperation;
 use crate::verbs::{
-    self, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
-    WaitRequest,
+    self, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait, WaitRequest,
 };
 
 /// Tool results as rmcp wants them; the error side is never used (engine
@@ -145,7 +144,10 @@ impl McpServer {
         description = "Capture a terminal's visible screen: {lines, cols, rows, cursor} (at most \
                        64 KiB of text; rows beyond that are dropped from the top)."
     )]
-    async fn terminal_screen(&self, Parameters(request): Parameters<TerminalRequest>) -> ToolResult {
+    async fn terminal_screen(
+        &self,
+        Parameters(request): Parameters<TerminalRequest>,
+    ) -> ToolResult {
         let screen = attempt!(verbs::screen(&self.registry, &self.owner, &request).await);
         let mut value = match serde_json::to_value(&screen) {
             Ok(value) => value,
@@ -206,7 +208,9 @@ impl McpServer {
                        {killed}: false when another kill of it was already under way."
     )]
     async fn terminal_kill(&self, Parameters(request): Parameters<TerminalRequest>) -> ToolResult {
-        Ok(answer(verbs::kill(&self.registry, &self.owner, &request).await))
+        Ok(answer(
+            verbs::kill(&self.registry, &self.owner, &request).await,
+        ))
     }
 }
 

@@ -116,7 +116,9 @@ impl SpawnRequest {
         }
         if let Some(line) = self.shell {
             if line.trim().is_empty() {
-                return Err(invalid("shell is an empty command line: omit it for a shell"));
+                return Err(invalid(
+                    "shell is an empty command line: omit it for a shell",
+                ));
             }
             spec = spec.shell(line);
         }
@@ -413,7 +415,9 @@ mod tests {
     use super::*;
 
     fn spawn(value: serde_json::Value) -> Result<SpawnSpec> {
-        serde_json::from_value::<SpawnRequest>(value).unwrap().validate()
+        serde_json::from_value::<SpawnRequest>(value)
+            .unwrap()
+            .validate()
     }
 
     #[test]
@@ -433,16 +437,24 @@ mod tests {
             let error = spawn(value.clone()).unwrap_err();
             assert_eq!(error.code(), "INVALID_INPUT", "{value}");
         }
-        assert!(spawn(serde_json::json!({"cwd": "relative"}))
-            .unwrap_err()
-            .to_string()
-            .contains("cwd"));
+        assert!(
+            spawn(serde_json::json!({"cwd": "relative"}))
+                .unwrap_err()
+                .to_string()
+                .contains("cwd")
+        );
         let spec = spawn(serde_json::json!({
             "name": "repl", "command": ["python3"], "cols": 100, "rows": 30,
             "restart": "on-attach", "env": {"A": "1"}, "cwd": "/tmp", "role": "repl"
         }))
         .unwrap();
-        assert_eq!(spec.size, Some(Size { cols: 100, rows: 30 }));
+        assert_eq!(
+            spec.size,
+            Some(Size {
+                cols: 100,
+                rows: 30
+            })
+        );
         assert_eq!(spec.restart, RestartPolicy::OnAttach);
         assert_eq!(spec.command, ["python3"]);
         assert_eq!(spec.env.get("A").map(String::as_str), Some("1"));
