@@ -13,6 +13,7 @@ mod codec_fixtures;
 mod codec_props;
 mod decode_cli;
 mod dirs;
+mod faces;
 mod discovery;
 mod fault;
 mod fixture;
