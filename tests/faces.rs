@@ -56,7 +56,11 @@ fn field<'a>(args: &'a Value, name: &str) -> Option<&'a Value> {
 
 async fn cli_call(cli: &Cli, verb: &str, args: &Value) -> Outcome {
     let mut argv: Vec<String> = vec![verb.to_owned(), "--json".to_owned()];
-    let word = |value: &Value| value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+    let word = |value: &Value| {
+        value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned)
+    };
     match verb {
         "spawn" => {
             for flag in ["name", "cwd", "shell"] {
@@ -144,7 +148,9 @@ async fn http_call(served: &Served, verb: &str, args: &Value) -> Outcome {
 /// The inputs every face refuses, with the code each must give.
 fn refused() -> Vec<(&'static str, Value)> {
     vec![
-        ("spawn", json!({"cwd": "relative/dir"})),
+        // A directory that exists where every face runs: only the rule
+        // refuses it.
+        ("spawn", json!({"cwd": "."})),
         ("spawn", json!({"cols": 100})),
         ("spawn", json!({"rows": 30})),
         ("spawn", json!({"command": [""]})),
@@ -172,7 +178,10 @@ async fn outcomes(face: &Face<'_>) -> Vec<(String, Outcome)> {
     seen.push(("spawn edge".to_owned(), shape));
     let read = json!({"terminal": "edge", "count": 10_000});
     let page = face.call("read", &read).await;
-    seen.push(("read at the bound".to_owned(), page.map(|p| p["truncated"].clone())));
+    seen.push((
+        "read at the bound".to_owned(),
+        page.map(|p| p["truncated"].clone()),
+    ));
     let killed = face.call("kill", &json!({"terminal": "edge"})).await;
     seen.push(("kill edge".to_owned(), killed));
     seen
