@@ -24,7 +24,7 @@ use super::auth::Principal;
 use super::frames::form_pairs;
 use crate::Error;
 use crate::verbs::{
-    self, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
+    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
 };
 
 /// An error answer: `{"error":{"code","message"}}` with its status.
@@ -184,7 +184,7 @@ pub(super) async fn list(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
 ) -> Answer {
-    ok(verbs::list(&state.registry, &who.owner).await?)
+    ok(verbs::list(&state.registry, &who.owner, &ListRequest {}).await?)
 }
 
 pub(super) async fn spawn(

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use serde_json::json;
 use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
-use tmux_engine::verbs::{self, ReadRequest, SignalRequest, TerminalRequest, Wait};
+use tmux_engine::verbs::{self, ListRequest, ReadRequest, SignalRequest, TerminalRequest, Wait};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -50,7 +50,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::List => {
-            let list = verbs::list(registry, owner).await?;
+            let list = verbs::list(registry, owner, &ListRequest {}).await?;
             report_corrupt(&registry.corrupt_records(), json);
             if json {
                 write_json(out, &list)?;

@@ -21,7 +21,8 @@ use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, succ
 use crate::Error;
 use crate::registry::SendOperation;
 use crate::verbs::{
-    self, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait, WaitRequest,
+    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
+    Wait, WaitRequest,
 };
 
 /// Tool results as rmcp wants them; the error side is never used (engine
@@ -75,7 +76,9 @@ impl McpServer {
         description = "List your terminals in creation order, as snapshots (id, name, status, pid)."
     )]
     async fn terminal_list(&self) -> ToolResult {
-        Ok(answer(verbs::list(&self.registry, &self.owner).await))
+        Ok(answer(
+            verbs::list(&self.registry, &self.owner, &ListRequest {}).await,
+        ))
     }
 
     #[tool(

@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 use super::requests::{
-    ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
-    WaitRequest, WriteRequest,
+    ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
+    TerminalRequest, Wait, WaitRequest, WriteRequest,
 };
 use crate::Result;
 use crate::control::Notification;
@@ -37,11 +37,16 @@ pub async fn spawn(
     registry.spawn(owner, spec, cancel).await
 }
 
-/// `list`: the owner's terminals in creation order.
+/// `list`: the owner's terminals in creation order (the request has no
+/// fields; it is taken so every verb has one).
 ///
 /// # Errors
 /// The registry's.
-pub async fn list(registry: &Registry, owner: &OwnerId) -> Result<Vec<TerminalSnapshot>> {
+pub async fn list(
+    registry: &Registry,
+    owner: &OwnerId,
+    _request: &ListRequest,
+) -> Result<Vec<TerminalSnapshot>> {
     registry.list(owner).await
 }
 
