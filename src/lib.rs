@@ -30,7 +30,8 @@
 //! repository's `docs/architecture.md` explains them):
 //!
 //! ```text
-//!  bridge                `serve`: HTTP routes, WebSocket viewers, the embedded page
+//!  bridge, mcp           `serve`: HTTP routes, WebSocket viewers, the page; MCP tools
+//!  verbs                 one request/answer type per verb, one validation (every face's)
 //!  attach                viewers: control fan-out with resume, PTY attach
 //!  registry, fixture     owners, terminals, policy, persistence, I/O; the test preset
 //!  terminal              Terminal::builder(), send, wait, screen, resize, output, kill
@@ -71,6 +72,7 @@ pub mod registry;
 pub mod screen;
 pub mod terminal;
 pub mod tmux;
+pub mod verbs;
 pub mod vocab;
 
 pub use error::{Error, ErrorCode, Result};

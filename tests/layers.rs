@@ -31,11 +31,12 @@ const LAYERS: &[(&str, u8)] = &[
     ("registry", 5),
     ("fixture", 5),
     ("attach", 6),
-    ("bridge", 7),
-    ("mcp", 7),
+    ("verbs", 7),
+    ("bridge", 8),
+    ("mcp", 8),
     // The binary's modules (main.rs and cli/) sit above the library.
-    ("cli", 8),
-    ("main", 8),
+    ("cli", 9),
+    ("main", 9),
 ];
 
 /// The component a module belongs to: its first path segment, except that

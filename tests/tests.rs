@@ -14,6 +14,7 @@ mod codec_props;
 mod decode_cli;
 mod dirs;
 mod discovery;
+mod faces;
 mod fault;
 mod fixture;
 mod injection;

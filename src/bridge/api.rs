@@ -1,30 +1,31 @@
-//! The JSON routes under `/api/terminals`: each handler turns a request
-//! into one registry call and answers with the same JSON objects as the
-//! CLI's `--json` verbs. Errors become `{"error":{"code","message"}}` with
-//! the status the protocol maps each code to. Authentication happened
-//! before (the [`Principal`] extension); this file only checks read-only.
-
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::time::Duration;
+//! The JSON routes under `/api/terminals`: each handler parses its request
+//! into the verb layer's request type ([`crate::verbs`]), runs that verb and
+//! answers with its answer type, the same JSON as the CLI's `--json` verbs
+//! and the MCP tools. A route that names a terminal in its path takes it
+//! from there (the body has no `terminal`). Errors become
+//! `{"error":{"code","message"}}` with the status the protocol maps each
+//! code to. Authentication happened before (the [`Principal`] extension);
+//! this file only checks read-only. Which handler serves which path is
+//! `openapi.rs`'s table, the one list of routes.
 
 use axum::Extension;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router, routing};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::auth::Principal;
 use super::frames::form_pairs;
 use crate::Error;
-use crate::registry::{ReadRequest, RestartPolicy, SendRequest, Signal, SpawnSpec, WaitFor};
+use crate::verbs::{
+    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
+};
 
 /// An error answer: `{"error":{"code","message"}}` with its status.
 #[derive(Debug)]
@@ -104,25 +105,35 @@ impl From<Error> for ApiError {
     }
 }
 
+/// An error answer's JSON: `{"error":{"code","message"}}`.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub(super) struct ErrorBody {
+    /// The error.
+    error: ErrorDetail,
+}
+
+/// The inside of an [`ErrorBody`].
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+struct ErrorDetail {
+    /// The stable code, e.g. `NO_TERMINAL`, `INVALID_INPUT`.
+    code: &'static str,
+    /// What went wrong, for a person.
+    message: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }
 
 type Answer = Result<Response, ApiError>;
-
-/// The routes under `/api/terminals` (the WebSocket route is `ws.rs`'s).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/terminals", routing::get(list).post(spawn))
-        .route("/api/terminals/{t}", routing::get(show).delete(kill))
-        .route("/api/terminals/{t}/signal", routing::post(signal))
-        .route("/api/terminals/{t}/screen", routing::get(screen))
-        .route("/api/terminals/{t}/scrollback", routing::get(scrollback))
-        .route("/api/terminals/{t}/send", routing::post(send))
-}
 
 /// A JSON body (its `Content-Type` was checked at the front door,
 /// `guard.rs`); too large is 413, anything unparsable 400, both as
@@ -136,6 +147,28 @@ fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, 
     serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid(format!("request body: {e}")))
 }
 
+/// A JSON body for the terminal the path names: the verb's request with
+/// `terminal` taken from the path (a body naming one too is refused, so
+/// the two cannot disagree).
+fn targeted<T: DeserializeOwned>(
+    bytes: Result<Bytes, BytesRejection>,
+    target: String,
+) -> Result<T, ApiError> {
+    let Value::Object(mut fields) = body::<Value>(bytes)? else {
+        return Err(ApiError::invalid(
+            "request body: expected a JSON object".to_owned(),
+        ));
+    };
+    if fields.contains_key("terminal") {
+        return Err(ApiError::invalid(
+            "request body: the terminal is named by the path, not by a terminal field".to_owned(),
+        ));
+    }
+    fields.insert("terminal".to_owned(), Value::String(target));
+    serde_json::from_value(Value::Object(fields))
+        .map_err(|e| ApiError::invalid(format!("request body: {e}")))
+}
+
 fn writable(principal: &Principal) -> Result<(), ApiError> {
     if principal.read_only {
         return Err(ApiError::read_only());
@@ -147,134 +180,79 @@ fn ok(value: impl serde::Serialize) -> Answer {
     Ok(Json(value).into_response())
 }
 
-async fn list(State(state): State<AppState>, Extension(who): Extension<Principal>) -> Answer {
-    ok(state.registry.list(&who.owner).await?)
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+) -> Answer {
+    ok(verbs::list(&state.registry, &who.owner, &ListRequest {}).await?)
 }
 
-/// `POST /api/terminals`'s body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SpawnBody {
-    name: Option<String>,
-    command: Option<Vec<String>>,
-    cwd: Option<PathBuf>,
-    env: Option<BTreeMap<String, String>>,
-    cols: Option<u16>,
-    rows: Option<u16>,
-    restart: Option<String>,
-    role: Option<String>,
-}
-
-impl SpawnBody {
-    fn spec(self) -> Result<SpawnSpec, ApiError> {
-        let mut spec = SpawnSpec::default();
-        if let Some(name) = self.name {
-            spec = spec.name(name);
-        }
-        if let Some(role) = self.role {
-            spec = spec.role(role);
-        }
-        if let Some(restart) = self.restart {
-            spec = spec.restart(restart.parse::<RestartPolicy>()?);
-        }
-        if let Some(cwd) = self.cwd {
-            if !cwd.is_absolute() {
-                return Err(ApiError::invalid(format!(
-                    "cwd {} is not an absolute path",
-                    cwd.display()
-                )));
-            }
-            spec = spec.cwd(cwd);
-        }
-        for (key, value) in self.env.unwrap_or_default() {
-            spec = spec.env(key, value);
-        }
-        match (self.cols, self.rows) {
-            (Some(cols), Some(rows)) => spec = spec.size(cols, rows),
-            (None, None) => {}
-            _ => {
-                return Err(ApiError::invalid(
-                    "give both cols and rows, or neither".to_owned(),
-                ));
-            }
-        }
-        // argv, never shell text: the registry executes the words exactly,
-        // one word included (`tmux::options::exec_words`).
-        if let Some(words) = self.command.filter(|words| !words.is_empty()) {
-            spec = spec.command(words);
-        }
-        spec.validate()?;
-        Ok(spec)
-    }
-}
-
-async fn spawn(
+pub(super) async fn spawn(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Answer {
     writable(&who)?;
-    let spec = body::<SpawnBody>(bytes)?.spec()?;
+    let request = body::<SpawnRequest>(bytes)?;
     // A spawn whose client went away still completes: the terminal is the
     // user's either way, and `list` shows it.
-    let snapshot = state
-        .registry
-        .spawn(&who.owner, spec, &CancellationToken::new())
-        .await?;
+    let snapshot = verbs::spawn(
+        &state.registry,
+        &who.owner,
+        request,
+        &CancellationToken::new(),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(snapshot)).into_response())
 }
 
-async fn show(
+pub(super) async fn show(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
-    Path(target): Path<String>,
+    Path(terminal): Path<String>,
 ) -> Answer {
-    ok(state.registry.show(&who.owner, &target).await?)
+    ok(verbs::show(&state.registry, &who.owner, &TerminalRequest { terminal }).await?)
 }
 
-async fn kill(
+pub(super) async fn kill(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
-    Path(target): Path<String>,
+    Path(terminal): Path<String>,
 ) -> Answer {
     writable(&who)?;
     // Looked up first, so a read-write token of another owner gets 404.
-    let killed = state.registry.kill(&who.owner, &target).await?;
-    ok(json!({ "killed": killed }))
+    ok(verbs::kill(&state.registry, &who.owner, &TerminalRequest { terminal }).await?)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SignalBody {
-    signal: String,
-}
-
-async fn signal(
+pub(super) async fn signal(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
     Path(target): Path<String>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Answer {
     writable(&who)?;
-    let signal = body::<SignalBody>(bytes)?.signal.parse::<Signal>()?;
-    ok(state.registry.signal(&who.owner, &target, signal).await?)
+    let request = targeted::<SignalRequest>(bytes, target)?;
+    ok(verbs::signal(&state.registry, &who.owner, &request).await?)
 }
 
-async fn screen(
+pub(super) async fn screen(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
-    Path(target): Path<String>,
+    Path(terminal): Path<String>,
 ) -> Answer {
-    ok(state.registry.screen(&who.owner, &target).await?)
+    ok(verbs::screen(&state.registry, &who.owner, &TerminalRequest { terminal }).await?)
 }
 
-async fn scrollback(
+/// `GET .../scrollback?offset=N&count=N`: the read request from the query
+/// (`token` is authentication's; anything else is refused).
+pub(super) async fn scrollback(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
-    Path(target): Path<String>,
+    Path(terminal): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Answer {
     let mut request = ReadRequest {
+        terminal,
         offset: 0,
         count: None,
     };
@@ -295,50 +273,19 @@ async fn scrollback(
             }
         }
     }
-    ok(state.registry.read(&who.owner, &target, request).await?)
+    ok(verbs::read(&state.registry, &who.owner, request).await?)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SendBody {
-    text: String,
-    #[serde(default)]
-    submit: bool,
-    wait: Option<String>,
-    timeout: Option<f64>,
-}
-
-async fn send(
+/// `POST .../send`: waits `idle` unless the body says otherwise (the
+/// CLI's default too).
+pub(super) async fn send(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
     Path(target): Path<String>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Answer {
     writable(&who)?;
-    let body = body::<SendBody>(bytes)?;
-    let timeout = body
-        .timeout
-        .map(|t| {
-            Duration::try_from_secs_f64(t)
-                .map_err(|_| ApiError::invalid(format!("timeout {t} is not a number of seconds")))
-        })
-        .transpose()?;
-    let request = SendRequest {
-        text: body.text.into_bytes().into(),
-        submit: body.submit,
-        wait: body.wait.as_deref().unwrap_or("idle").parse::<WaitFor>()?,
-        timeout,
-    };
-    let handle = state.registry.send(&who.owner, &target, request).await?;
-    let operation = handle.operation();
-    let result = handle.result().await?;
-    let output = operation.read_output();
-    let answer: Value = json!({
-        "output": output.text,
-        "wait_reason": result.wait_reason,
-        "status": result.status,
-        "viewport": result.viewport,
-        "truncated": result.truncated || output.truncated,
-    });
-    ok(answer)
+    let request = targeted::<SendRequest>(bytes, target)?;
+    let sending = verbs::send(&state.registry, &who.owner, request, Wait::Idle).await?;
+    ok(sending.answer().await?)
 }

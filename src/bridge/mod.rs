@@ -8,6 +8,7 @@
 //! | `guard.rs`  | the front door: allowed hosts, origins, body types     |
 //! | `auth.rs`   | tokens, carriers, constant-time compare, the cookie    |
 //! | `api.rs`    | the JSON routes and the error-to-status mapping        |
+//! | `openapi.rs`| the one route table: the router and its OpenAPI 3.1    |
 //! | `ws.rs`     | the WebSocket: refusals as close codes, the pump       |
 //! | `frames.rs` | the WebSocket grammar (query, frames), sans IO         |
 //! | `page.rs`   | the embedded page and assets                           |
@@ -22,6 +23,7 @@ mod auth;
 mod frames;
 mod guard;
 mod listen;
+mod openapi;
 mod page;
 mod ws;
 
@@ -36,7 +38,6 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -218,14 +219,14 @@ impl Bridge {
     /// first, with `--no-auth` too.
     pub fn router(&self) -> Router {
         let authenticated = page::routes()
-            .merge(api::routes())
+            .merge(openapi::router(false))
             .fallback(not_found)
             .layer(middleware::from_fn_with_state(
                 self.state.clone(),
                 authenticate,
             ));
         authenticated
-            .route("/api/terminals/{t}/attach", routing::get(ws::attach))
+            .merge(openapi::router(true))
             .layer(middleware::from_fn_with_state(
                 self.state.clone(),
                 guard::front_door,

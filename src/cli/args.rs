@@ -1,12 +1,14 @@
 //! The registry commands' arguments (clap types) and their one-way
-//! conversion into the registry's requests. No IO, no registry calls.
+//! conversion into the verb layer's requests (`tmux_engine::verbs`), whose
+//! validation is every face's. No IO, no registry calls.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use tmux_engine::registry::{RestartPolicy, SendRequest, SpawnSpec, WaitCondition, WaitFor};
+use tmux_engine::verbs::{Restart, SendRequest, SpawnRequest, Wait, WaitRequest};
 use tmux_engine::vocab::Size;
 use tmux_engine::{Error, Result};
 
@@ -118,7 +120,7 @@ pub(crate) struct SpawnArgs {
     /// never | on-attach | always.
     #[arg(long, default_value = "never")]
     pub(crate) restart: String,
-    /// Working directory.
+    /// Working directory, an absolute path.
     #[arg(long)]
     pub(crate) cwd: Option<PathBuf>,
     /// Environment variable K=V (repeatable).
@@ -179,66 +181,58 @@ pub(crate) struct WaitArgs {
 }
 
 impl SpawnArgs {
-    /// The spec these arguments describe.
-    pub(crate) fn spec(self) -> Result<SpawnSpec> {
-        let mut spec = SpawnSpec::new("tmux").restart(self.restart.parse::<RestartPolicy>()?);
-        if let Some(name) = self.name {
-            spec = spec.name(name);
-        }
-        if let Some(role) = self.role {
-            spec = spec.role(role);
-        }
-        if let Some(cwd) = self.cwd {
-            spec = spec.cwd(
-                std::path::absolute(&cwd)
-                    .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?,
-            );
-        }
+    /// The verb layer's request these flags describe (its validation is
+    /// every face's: a relative `--cwd` is refused, as over HTTP and MCP).
+    pub(crate) fn request(self) -> Result<SpawnRequest> {
+        let mut env = BTreeMap::new();
         for pair in self.env {
             let (key, value) = pair
                 .split_once('=')
                 .ok_or_else(|| Error::InvalidInput(format!("environment {pair:?} is not K=V")))?;
-            spec = spec.env(key, value);
+            env.insert(key.to_owned(), value.to_owned());
         }
-        if let Some(size) = self.size {
-            let size: Size = size.parse()?;
-            spec = spec.size(size.cols, size.rows);
-        }
-        if !self.command.is_empty() {
-            spec = spec.command(self.command);
-        }
-        if let Some(line) = self.shell {
-            spec = spec.shell(line);
-        }
-        Ok(spec)
-    }
-}
-
-impl SendArgs {
-    /// The send request for these arguments and the text to type.
-    pub(crate) fn request(&self, text: Vec<u8>) -> Result<SendRequest> {
-        Ok(SendRequest {
-            text: text.into(),
-            submit: self.submit,
-            wait: self.wait.parse::<WaitFor>()?,
-            timeout: self.timeout.map(|t| seconds(t, "timeout")).transpose()?,
+        let size = self.size.map(|size| size.parse::<Size>()).transpose()?;
+        Ok(SpawnRequest {
+            name: self.name,
+            command: (!self.command.is_empty()).then_some(self.command),
+            shell: self.shell,
+            cwd: self.cwd,
+            env: (!env.is_empty()).then_some(env),
+            cols: size.map(|size| size.cols),
+            rows: size.map(|size| size.rows),
+            restart: Some(self.restart.parse::<Restart>()?),
+            role: self.role,
         })
     }
 }
 
-impl WaitArgs {
-    /// What to wait for (clap makes exactly one of the three present).
-    pub(crate) fn condition(&self) -> Result<WaitCondition> {
-        match (&self.text, &self.regex) {
-            (Some(text), _) => Ok(WaitCondition::Text(text.clone())),
-            (None, Some(regex)) => WaitCondition::regex(regex),
-            (None, None) => Ok(WaitCondition::Exit),
-        }
+impl SendArgs {
+    /// The verb layer's request for these flags, typing `text`.
+    pub(crate) fn request(&self, text: Vec<u8>) -> Result<SendRequest> {
+        let mut request = match String::from_utf8(text) {
+            Ok(text) => SendRequest::new(self.target.clone(), text),
+            // Any bytes, as `--stdin` promises.
+            Err(bytes) => SendRequest::new(self.target.clone(), String::new())
+                .with_bytes(bytes.into_bytes().into()),
+        };
+        request.submit = self.submit;
+        request.wait = Some(self.wait.parse::<Wait>()?);
+        request.timeout_secs = self.timeout;
+        Ok(request)
     }
+}
 
-    /// The deadline.
-    pub(crate) fn deadline(&self) -> Result<Duration> {
-        seconds(self.timeout, "timeout")
+impl WaitArgs {
+    /// The verb layer's request (clap makes exactly one of the three
+    /// conditions present).
+    pub(crate) fn request(&self) -> WaitRequest {
+        WaitRequest {
+            terminal: self.target.clone(),
+            text: self.text.clone(),
+            regex: self.regex.clone(),
+            exit: self.exit.then_some(true),
+            timeout_secs: Some(self.timeout),
+        }
     }
 }
 

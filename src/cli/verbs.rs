@@ -1,18 +1,20 @@
 //! The bodies of the registry commands, one per [`TerminalCommand`] verb,
-//! writing text or JSON to the caller's writer.
+//! each run through the verb layer (`tmux_engine::verbs`, the HTTP API's
+//! and MCP's too) and written as text or, with `--json`, as the verb's
+//! answer.
 
 use std::io::{Read, Write};
 
 use serde_json::json;
 use tmux_engine::control::{Event, Notification};
-use tmux_engine::registry::{
-    CorruptRecord, OwnerId, ReadRequest, Registry, Signal, TerminalSnapshot,
-};
+use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
+use tmux_engine::verbs::{self, ListRequest, ReadRequest, SignalRequest, TerminalRequest, Wait};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::args::{TerminalCommand, WaitArgs};
+use super::args::TerminalCommand;
 use super::report::{CliError, write_json, write_line};
 
 fn summary(snapshot: &TerminalSnapshot) -> String {
@@ -27,7 +29,8 @@ fn summary(snapshot: &TerminalSnapshot) -> String {
     )
 }
 
-/// Runs `command` against an open registry.
+/// Runs `command` against an open registry: each verb through the verb
+/// layer (`tmux_engine::verbs`), whose answers `--json` prints as they are.
 pub(super) async fn dispatch(
     registry: &Registry,
     owner: &OwnerId,
@@ -35,12 +38,11 @@ pub(super) async fn dispatch(
     command: TerminalCommand,
     out: &mut dyn Write,
 ) -> std::result::Result<(), CliError> {
+    let named = |terminal: String| TerminalRequest { terminal };
     match command {
         TerminalCommand::Spawn(args) => {
-            let spec = args.spec()?;
-            let snapshot = registry
-                .spawn(owner, spec, &tokio_util::sync::CancellationToken::new())
-                .await?;
+            let snapshot =
+                verbs::spawn(registry, owner, args.request()?, &CancellationToken::new()).await?;
             if json {
                 write_json(out, &snapshot)?;
             } else {
@@ -48,7 +50,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::List => {
-            let list = registry.list(owner).await?;
+            let list = verbs::list(registry, owner, &ListRequest {}).await?;
             report_corrupt(&registry.corrupt_records(), json);
             if json {
                 write_json(out, &list)?;
@@ -59,7 +61,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Show { target } => {
-            let snapshot = registry.show(owner, &target).await?;
+            let snapshot = verbs::show(registry, owner, &named(target)).await?;
             if json {
                 write_json(out, &snapshot)?;
             } else {
@@ -84,25 +86,16 @@ pub(super) async fn dispatch(
                 (None, false) => Vec::new(),
             };
             let request = args.request(text)?;
-            let handle = registry.send(owner, &args.target, request).await?;
-            let operation = handle.operation();
-            let result = handle.result().await?;
-            let output = operation.read_output();
+            let sent = verbs::send(registry, owner, request, Wait::Idle)
+                .await?
+                .answer()
+                .await?;
             if json {
-                write_json(
-                    out,
-                    &json!({
-                        "output": output.text,
-                        "wait_reason": result.wait_reason,
-                        "status": result.status,
-                        "viewport": result.viewport,
-                        "truncated": result.truncated || output.truncated,
-                    }),
-                )?;
+                write_json(out, &sent)?;
             } else {
-                out.write_all(output.text.as_bytes())
+                out.write_all(sent.output.as_bytes())
                     .map_err(|e| Error::io("writing stdout", e))?;
-                if !output.text.is_empty() && !output.text.ends_with('\n') {
+                if !sent.output.is_empty() && !sent.output.ends_with('\n') {
                     write_line(out, "")?;
                 }
             }
@@ -112,9 +105,12 @@ pub(super) async fn dispatch(
             offset,
             count,
         } => {
-            let page = registry
-                .read(owner, &target, ReadRequest { offset, count })
-                .await?;
+            let request = ReadRequest {
+                terminal: target,
+                offset,
+                count,
+            };
+            let page = verbs::read(registry, owner, request).await?;
             if json {
                 write_json(out, &page)?;
             } else {
@@ -124,7 +120,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Screen { target } => {
-            let screen = registry.screen(owner, &target).await?;
+            let screen = verbs::screen(registry, owner, &named(target)).await?;
             if json {
                 write_json(out, &screen)?;
             } else {
@@ -134,8 +130,11 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Signal { target, signal } => {
-            let signal = signal.parse::<Signal>()?;
-            let delivery = registry.signal(owner, &target, signal).await?;
+            let request = SignalRequest {
+                terminal: target,
+                signal,
+            };
+            let delivery = verbs::signal(registry, owner, &request).await?;
             if json {
                 write_json(out, &delivery)?;
             } else {
@@ -146,13 +145,13 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Kill { target } => {
-            let closed = registry.kill(owner, &target).await?;
+            let killed = verbs::kill(registry, owner, &named(target)).await?;
             if json {
-                write_json(out, &json!({ "killed": closed }))?;
+                write_json(out, &killed)?;
             } else {
                 write_line(
                     out,
-                    if closed {
+                    if killed.killed {
                         "killed"
                     } else {
                         "joined a kill in flight"
@@ -161,7 +160,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Probe { target } => {
-            let report = registry.probe(owner, &target).await?;
+            let report = verbs::probe(registry, owner, &named(target)).await?;
             if json {
                 write_json(out, &report)?;
             } else {
@@ -175,10 +174,17 @@ pub(super) async fn dispatch(
                 )?;
             }
         }
-        TerminalCommand::Wait(args) => wait(registry, owner, json, &args, out).await?,
-        TerminalCommand::Events { target } => events(registry, owner, &target, out).await?,
+        TerminalCommand::Wait(args) => {
+            let found = verbs::wait(registry, owner, &args.request()).await?;
+            if json {
+                write_json(out, &found)?;
+            } else {
+                write_line(out, &found.matched)?;
+            }
+        }
+        TerminalCommand::Events { target } => events(registry, owner, &named(target), out).await?,
         TerminalCommand::Attach { target, read_only } => {
-            attach(registry, owner, &target, read_only).await?;
+            attach(registry, owner, &named(target), read_only).await?;
         }
         TerminalCommand::Reap { .. } => {
             let report = registry.reap().await?;
@@ -240,36 +246,15 @@ fn report_corrupt(corrupt: &[CorruptRecord], json: bool) {
     }
 }
 
-/// `wait`: the registry's event-driven wait; a timeout exits with
-/// [`EXIT_TIMEOUT`].
-async fn wait(
-    registry: &Registry,
-    owner: &OwnerId,
-    json: bool,
-    args: &WaitArgs,
-    out: &mut dyn Write,
-) -> std::result::Result<(), CliError> {
-    let condition = args.condition()?;
-    let found = registry
-        .wait(owner, &args.target, &condition, args.deadline()?)
-        .await?;
-    if json {
-        write_json(out, &json!({ "matched": found }))?;
-    } else {
-        write_line(out, &found)?;
-    }
-    Ok(())
-}
-
 /// `events`: every notification of the terminal's control connection as a
 /// JSON line, until the server goes.
 async fn events(
     registry: &Registry,
     owner: &OwnerId,
-    target: &str,
+    target: &TerminalRequest,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let mut events = registry.events(owner, target).await?;
+    let mut events = verbs::events(registry, owner, target).await?;
     loop {
         match events.recv().await {
             Ok(notification) => {
@@ -293,12 +278,18 @@ async fn events(
 /// `%client-session-changed` reached our control client), so the attach
 /// never overlaps another engine client's handshake. The person's detach
 /// cannot be locked: it happens when they choose (docs/tmux-quirks.md).
-async fn attach(registry: &Registry, owner: &OwnerId, target: &str, read_only: bool) -> Result<()> {
-    let mut command =
-        tokio::process::Command::from(registry.attach_command(owner, target, read_only).await?);
+async fn attach(
+    registry: &Registry,
+    owner: &OwnerId,
+    target: &TerminalRequest,
+    read_only: bool,
+) -> Result<()> {
+    let mut command = tokio::process::Command::from(
+        verbs::attach_command(registry, owner, target, read_only).await?,
+    );
     // Subscribed before the spawn, so the attach's notification is not missed.
-    let mut events = registry.events(owner, target).await?;
-    let lock = registry.attach_lock(owner, target).await?;
+    let mut events = verbs::events(registry, owner, target).await?;
+    let lock = verbs::attach_lock(registry, owner, target).await?;
     let mut child = command
         .spawn()
         .map_err(|e| Error::io("running tmux attach", e))?;

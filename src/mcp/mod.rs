@@ -6,7 +6,7 @@
 //! | file       | job                                                        |
 //! |------------|------------------------------------------------------------|
 //! | `mod.rs`   | [`McpServer`], [`serve`], the output bounds, results        |
-//! | `args.rs`  | the tools' arguments: JSON Schemas and their conversion    |
+//! | `args.rs`  | the check that arguments fit a tool (the verbs' requests)  |
 //! | `tools.rs` | the tools themselves, one per registry verb               |
 //!
 //! One server holds one registry for one owner for its lifetime. It never
@@ -17,8 +17,11 @@
 //! params, -32602), and leaves the terminals running when it ends: they belong to the
 //! state directory. It must not kill anything on its own.
 //!
-//! Tool results are the same JSON as the CLI's `--json` output for the
-//! same verb, as structured content and as text.
+//! The tools' arguments are the verb layer's requests and their results its
+//! answers ([`crate::verbs`]), the same JSON as the CLI's `--json` output
+//! and the HTTP API for the same verb, as structured content and as text;
+//! MCP's own part is bounding text to [`MAX_TEXT_BYTES`] for a model's
+//! context, and `terminal_send`'s default wait (`stdin`).
 
 pub mod args;
 mod tools;
@@ -37,9 +40,6 @@ use crate::{Error, Result};
 /// kept): enough for a few screens of output, small enough not to flood a
 /// model's context.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
-
-/// Lines one `terminal_read` returns at most.
-pub const MAX_READ_LINES: usize = 1000;
 
 /// The MCP server: the tools over one registry, acting for one owner.
 #[derive(Clone)]

@@ -16,12 +16,14 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::json;
 
-use super::args::{
-    ReadArgs, SendArgs, SignalArgs, SpawnArgs, TerminalArgs, WaitArgs, check_arguments,
-};
+use super::args::check_arguments;
 use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, success};
 use crate::Error;
-use crate::registry::{SendOperation, Signal};
+use crate::registry::SendOperation;
+use crate::verbs::{
+    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
+    Wait, WaitRequest,
+};
 
 /// Tool results as rmcp wants them; the error side is never used (engine
 /// errors are tool results), it is the SDK's signature.
@@ -61,16 +63,12 @@ impl McpServer {
     )]
     async fn terminal_spawn(
         &self,
-        Parameters(args): Parameters<SpawnArgs>,
+        Parameters(request): Parameters<SpawnRequest>,
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
-        let spec = attempt!(args.spec());
-        Ok(
-            match self.registry.spawn(&self.owner, spec, &context.ct).await {
-                Ok(snapshot) => success(&snapshot),
-                Err(error) => failure(&error),
-            },
-        )
+        Ok(answer(
+            verbs::spawn(&self.registry, &self.owner, request, &context.ct).await,
+        ))
     }
 
     #[tool(
@@ -78,35 +76,32 @@ impl McpServer {
         description = "List your terminals in creation order, as snapshots (id, name, status, pid)."
     )]
     async fn terminal_list(&self) -> ToolResult {
-        Ok(match self.registry.list(&self.owner).await {
-            Ok(list) => success(&list),
-            Err(error) => failure(&error),
-        })
+        Ok(answer(
+            verbs::list(&self.registry, &self.owner, &ListRequest {}).await,
+        ))
     }
 
     #[tool(
         name = "terminal_send",
         description = "Type text into a terminal (with `submit`, press Enter after it) and wait \
-                       until the program is done with it (`wait`: stdin, the default, means back at \
-                       its prompt). Returns {output, wait_reason, status, viewport, truncated}: the \
-                       output it produced, escape sequences stripped, at most the newest 64 KiB \
-                       (`truncated` says when older output was cut). Reports progress while it \
-                       waits when the request carries a progress token; a cancel stops the wait, \
-                       not the program."
+                       until the program is done with it (`wait`: stdin, the default here, means \
+                       back at its prompt). Returns {output, wait_reason, status, viewport, \
+                       truncated}: the output it produced, escape sequences stripped, at most the \
+                       newest 64 KiB (`truncated` says when older output was cut). Reports \
+                       progress while it waits when the request carries a progress token; a \
+                       cancel stops the wait, not the program."
     )]
     async fn terminal_send(
         &self,
-        Parameters(args): Parameters<SendArgs>,
+        Parameters(request): Parameters<SendRequest>,
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
-        let request = attempt!(args.request());
-        let handle = attempt!(
-            self.registry
-                .send(&self.owner, &args.terminal, request)
-                .await
-        );
-        let operation = handle.operation();
-        let result = handle.result();
+        let terminal = request.terminal.clone();
+        // MCP's documented default: an agent wants the prompt back.
+        let sending =
+            attempt!(verbs::send(&self.registry, &self.owner, request, Wait::Stdin).await);
+        let operation = sending.operation();
+        let result = sending.answer();
         tokio::pin!(result);
         let progress = async {
             match context.meta.get_progress_token() {
@@ -122,41 +117,28 @@ impl McpServer {
                 // The send ends promptly once cancelled; waiting for it
                 // frees the terminal for the next send before we answer.
                 let _ = result.await;
-                return cancelled("terminal_send", &args.terminal);
+                return cancelled("terminal_send", &terminal);
             }
         };
-        let result = attempt!(result);
-        let output = operation.read_output();
-        let mut text = output.text;
-        let cut = keep_tail(&mut text, MAX_TEXT_BYTES);
-        let mut viewport = result.viewport;
-        keep_tail(&mut viewport, MAX_TEXT_BYTES);
-        Ok(success(&json!({
-            "output": text,
-            "wait_reason": result.wait_reason,
-            "status": result.status,
-            "viewport": viewport,
-            "truncated": result.truncated || output.truncated || cut,
-        })))
+        let mut sent = attempt!(result);
+        let cut = keep_tail(&mut sent.output, MAX_TEXT_BYTES);
+        keep_tail(&mut sent.viewport, MAX_TEXT_BYTES);
+        sent.truncated |= cut;
+        Ok(success(&sent))
     }
 
     #[tool(
         name = "terminal_read",
         description = "Read a page of a terminal's scrollback, escape sequences stripped, counted \
                        back from the newest line: `offset` lines skipped, `count` lines returned \
-                       (default 100, at most 1000, and at most 64 KiB: the oldest lines of the page \
-                       are dropped beyond that). Returns {lines, total_lines, range, truncated}."
+                       (default 100, at most 10000, and at most 64 KiB: the oldest lines of the \
+                       page are dropped beyond that). Returns {lines, total_lines, range, truncated}."
     )]
-    async fn terminal_read(&self, Parameters(args): Parameters<ReadArgs>) -> ToolResult {
-        let (request, capped) = args.request();
-        let mut page = attempt!(
-            self.registry
-                .read(&self.owner, &args.terminal, request)
-                .await
-        );
+    async fn terminal_read(&self, Parameters(request): Parameters<ReadRequest>) -> ToolResult {
+        let mut page = attempt!(verbs::read(&self.registry, &self.owner, request).await);
         let (dropped, cut) = keep_tail_lines(&mut page.lines, MAX_TEXT_BYTES);
         page.range.start = page.range.start.saturating_add(dropped).min(page.range.end);
-        page.truncated |= capped || cut;
+        page.truncated |= cut;
         Ok(success(&page))
     }
 
@@ -165,8 +147,11 @@ impl McpServer {
         description = "Capture a terminal's visible screen: {lines, cols, rows, cursor} (at most \
                        64 KiB of text; rows beyond that are dropped from the top)."
     )]
-    async fn terminal_screen(&self, Parameters(args): Parameters<TerminalArgs>) -> ToolResult {
-        let screen = attempt!(self.registry.screen(&self.owner, &args.terminal).await);
+    async fn terminal_screen(
+        &self,
+        Parameters(request): Parameters<TerminalRequest>,
+    ) -> ToolResult {
+        let screen = attempt!(verbs::screen(&self.registry, &self.owner, &request).await);
         let mut value = match serde_json::to_value(&screen) {
             Ok(value) => value,
             Err(e) => {
@@ -196,24 +181,16 @@ impl McpServer {
     )]
     async fn terminal_wait(
         &self,
-        Parameters(args): Parameters<WaitArgs>,
+        Parameters(request): Parameters<WaitRequest>,
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
-        let (condition, timeout) = match (args.condition(), args.timeout()) {
-            (Ok(condition), Ok(timeout)) => (condition, timeout),
-            (Err(error), _) | (_, Err(error)) => return Ok(failure(&error)),
-        };
         let waited = tokio::select! {
-            waited = self.registry.wait(&self.owner, &args.terminal, &condition, timeout) => waited,
-            () = context.ct.cancelled() => return cancelled("terminal_wait", &args.terminal),
+            waited = verbs::wait(&self.registry, &self.owner, &request) => waited,
+            () = context.ct.cancelled() => return cancelled("terminal_wait", &request.terminal),
         };
-        Ok(match waited {
-            Ok(mut matched) => {
-                keep_tail(&mut matched, MAX_TEXT_BYTES);
-                success(&json!({ "matched": matched }))
-            }
-            Err(error) => failure(&error),
-        })
+        let mut found = attempt!(waited);
+        keep_tail(&mut found.matched, MAX_TEXT_BYTES);
+        Ok(success(&found))
     }
 
     #[tool(
@@ -222,18 +199,10 @@ impl McpServer {
                        terminal's foreground process group, e.g. INT for Ctrl-C. Returns \
                        {signal, pgid}."
     )]
-    async fn terminal_signal(&self, Parameters(args): Parameters<SignalArgs>) -> ToolResult {
-        let signal = attempt!(args.signal.parse::<Signal>());
-        Ok(
-            match self
-                .registry
-                .signal(&self.owner, &args.terminal, signal)
-                .await
-            {
-                Ok(delivery) => success(&delivery),
-                Err(error) => failure(&error),
-            },
-        )
+    async fn terminal_signal(&self, Parameters(request): Parameters<SignalRequest>) -> ToolResult {
+        Ok(answer(
+            verbs::signal(&self.registry, &self.owner, &request).await,
+        ))
     }
 
     #[tool(
@@ -241,13 +210,18 @@ impl McpServer {
         description = "Kill a terminal and its whole process tree, and forget it. Returns \
                        {killed}: false when another kill of it was already under way."
     )]
-    async fn terminal_kill(&self, Parameters(args): Parameters<TerminalArgs>) -> ToolResult {
-        Ok(
-            match self.registry.kill(&self.owner, &args.terminal).await {
-                Ok(killed) => success(&json!({ "killed": killed })),
-                Err(error) => failure(&error),
-            },
-        )
+    async fn terminal_kill(&self, Parameters(request): Parameters<TerminalRequest>) -> ToolResult {
+        Ok(answer(
+            verbs::kill(&self.registry, &self.owner, &request).await,
+        ))
+    }
+}
+
+/// A verb's result as a tool result: its answer, or its error.
+fn answer(result: crate::Result<impl serde::Serialize>) -> CallToolResult {
+    match result {
+        Ok(value) => success(&value),
+        Err(error) => failure(&error),
     }
 }
 

@@ -371,6 +371,70 @@ async fn sigterm_closes_viewers_with_1001_and_leaves_terminals_running() {
     .await;
 }
 
+/// `GET /api/openapi.json`: behind the token like every `/api` route, an
+/// OpenAPI 3.1 document naming every route of the README's table, and every
+/// operation it names is served (none is the router's "no such route").
+#[tokio::test]
+async fn the_openapi_document_names_every_route_and_every_one_is_served() {
+    within(async {
+        let served = Served::start(&[]).await;
+        let (status, refused) = served
+            .call(reqwest::Client::new().get(format!("{}/api/openapi.json", served.base)))
+            .await;
+        assert_eq!((status, code(&refused)), (401, "UNAUTHORIZED"));
+        let (status, document) = served.get("/api/openapi.json").await;
+        assert_eq!(status, 200, "{document}");
+        assert_eq!(document["openapi"], "3.1.0");
+        let paths = document["paths"].as_object().unwrap();
+        let readme: &[(&str, &str)] = &[
+            ("get", "/api/terminals"),
+            ("post", "/api/terminals"),
+            ("get", "/api/terminals/{t}"),
+            ("delete", "/api/terminals/{t}"),
+            ("post", "/api/terminals/{t}/signal"),
+            ("get", "/api/terminals/{t}/screen"),
+            ("get", "/api/terminals/{t}/scrollback"),
+            ("post", "/api/terminals/{t}/send"),
+            ("get", "/api/terminals/{t}/attach"),
+            ("get", "/api/openapi.json"),
+        ];
+        let mut documented = Vec::new();
+        for (path, methods) in paths {
+            for method in methods.as_object().unwrap().keys() {
+                documented.push((method.clone(), path.clone()));
+            }
+        }
+        for (method, path) in readme {
+            assert!(
+                documented.contains(&((*method).to_owned(), (*path).to_owned())),
+                "{method} {path} is not documented"
+            );
+        }
+        let spawn = &paths["/api/terminals"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"]["properties"];
+        assert!(spawn.get("cwd").is_some(), "{spawn}");
+        // A body every route refuses (or ignores), so the probe spawns nothing.
+        for (method, path) in documented {
+            let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).unwrap();
+            let path = path.replace("{t}", "nope");
+            let (status, answer) = served
+                .call(
+                    served
+                        .request(method.clone(), &path)
+                        .header("content-type", "application/json")
+                        .body(r#"{"cols":1}"#),
+                )
+                .await;
+            assert_ne!(status, 405, "{method} {path}: {answer}");
+            assert!(
+                !answer.to_string().contains("no such route"),
+                "{method} {path}: {answer}"
+            );
+        }
+    })
+    .await;
+}
+
 /// POSTs headers announcing `length` bytes but sends only 1 KiB of them,
 /// then reads the answer.
 async fn oversized_post(served: &Served, path: &str, length: usize) -> (u16, Value) {

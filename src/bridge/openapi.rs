@@ -1,0 +1,361 @@
+//! The one table of the HTTP API ([`routes`]): the router is built from
+//! it, and so is the OpenAPI 3.1 document served at
+//! `GET /api/openapi.json` (behind the same authentication as every other
+//! `/api` route), so a route cannot be served without being documented.
+//! Request and answer schemas are the verb layer's types as `schemars`
+//! derives them; nothing here is a hand-written schema of a field.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{self, MethodRouter};
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::{JsonSchema, Schema};
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use super::api::{self, ErrorBody};
+use super::ws;
+use crate::verbs::{KillAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest};
+
+/// Makes the schema of one type.
+type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+/// One route of the HTTP API.
+pub(super) struct Route {
+    /// Its method.
+    pub(super) method: Method,
+    /// Its path, axum's syntax (`{t}` is the terminal's id or name).
+    pub(super) path: &'static str,
+    /// The verb it runs, as the document's `operationId`.
+    pub(super) operation: &'static str,
+    /// One line for the document.
+    pub(super) summary: &'static str,
+    /// Its JSON body's type (without `terminal` on a `{t}` path).
+    body: Option<SchemaFn>,
+    /// Its query parameters, as the properties of a type.
+    query: Option<SchemaFn>,
+    /// The answer's status and type (`None`: described by the summary).
+    answer: (u16, Option<SchemaFn>),
+    /// It authenticates itself (the WebSocket: refusals are close codes).
+    pub(super) own_auth: bool,
+    /// Its handler.
+    handler: fn() -> MethodRouter<AppState>,
+}
+
+fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+/// The schema of an answer the registry defines (its JSON is the CLI's
+/// `--json` form; the registry's types derive no schema yet).
+fn registry_value(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<Value>()
+}
+
+/// Every route of the HTTP API, the page's excepted (`page.rs`).
+pub(super) fn routes() -> Vec<Route> {
+    let terminal = "/api/terminals/{t}";
+    vec![
+        Route {
+            method: Method::GET,
+            path: "/api/terminals",
+            operation: "list",
+            summary: "Your terminals in creation order, as snapshots.",
+            body: None,
+            query: None,
+            answer: (200, Some(registry_value)),
+            own_auth: false,
+            handler: || routing::get(api::list),
+        },
+        Route {
+            method: Method::POST,
+            path: "/api/terminals",
+            operation: "spawn",
+            summary: "Start a terminal; its snapshot.",
+            body: Some(schema::<SpawnRequest>),
+            query: None,
+            answer: (201, Some(registry_value)),
+            own_auth: false,
+            handler: || routing::post(api::spawn),
+        },
+        Route {
+            method: Method::GET,
+            path: terminal,
+            operation: "show",
+            summary: "One terminal's snapshot.",
+            body: None,
+            query: None,
+            answer: (200, Some(registry_value)),
+            own_auth: false,
+            handler: || routing::get(api::show),
+        },
+        Route {
+            method: Method::DELETE,
+            path: terminal,
+            operation: "kill",
+            summary: "Kill a terminal and its process tree.",
+            body: None,
+            query: None,
+            answer: (200, Some(schema::<KillAnswer>)),
+            own_auth: false,
+            handler: || routing::delete(api::kill),
+        },
+        Route {
+            method: Method::POST,
+            path: "/api/terminals/{t}/signal",
+            operation: "signal",
+            summary: "Signal the foreground process group; {signal, pgid}.",
+            body: Some(schema::<SignalRequest>),
+            query: None,
+            answer: (200, Some(registry_value)),
+            own_auth: false,
+            handler: || routing::post(api::signal),
+        },
+        Route {
+            method: Method::GET,
+            path: "/api/terminals/{t}/screen",
+            operation: "screen",
+            summary: "The visible screen: {lines, cols, rows, cursor}.",
+            body: None,
+            query: None,
+            answer: (200, Some(registry_value)),
+            own_auth: false,
+            handler: || routing::get(api::screen),
+        },
+        Route {
+            method: Method::GET,
+            path: "/api/terminals/{t}/scrollback",
+            operation: "read",
+            summary: "A page of scrollback: {lines, total_lines, range, truncated}.",
+            body: None,
+            query: Some(schema::<ReadRequest>),
+            answer: (200, Some(registry_value)),
+            own_auth: false,
+            handler: || routing::get(api::scrollback),
+        },
+        Route {
+            method: Method::POST,
+            path: "/api/terminals/{t}/send",
+            operation: "send",
+            summary: "Type text and wait (default `idle`) until the program is done with it.",
+            body: Some(schema::<SendRequest>),
+            query: None,
+            answer: (200, Some(schema::<SendAnswer>)),
+            own_auth: false,
+            handler: || routing::post(api::send),
+        },
+        Route {
+            method: Method::GET,
+            path: "/api/terminals/{t}/attach",
+            operation: "attach",
+            summary: "A WebSocket viewer (upgrade; authenticates itself, refusals are close codes \
+                      4401/4403/4400/4404; the frames are in the README).",
+            body: None,
+            query: None,
+            answer: (101, None),
+            own_auth: true,
+            handler: || routing::get(ws::attach),
+        },
+        Route {
+            method: Method::GET,
+            path: "/api/openapi.json",
+            operation: "openapi",
+            summary: "This document.",
+            body: None,
+            query: None,
+            answer: (200, None),
+            own_auth: false,
+            handler: || routing::get(openapi),
+        },
+    ]
+}
+
+/// The routes of the table that `own_auth` selects, as a router.
+pub(super) fn router(own_auth: bool) -> axum::Router<AppState> {
+    routes()
+        .into_iter()
+        .filter(|route| route.own_auth == own_auth)
+        .fold(axum::Router::new(), |router, route| {
+            router.route(route.path, (route.handler)())
+        })
+}
+
+async fn openapi(State(state): State<AppState>) -> Response {
+    Json(document(&state.config.base_path)).into_response()
+}
+
+/// The OpenAPI 3.1 document of [`routes`], served under `base_path`.
+pub(super) fn document(base_path: &str) -> Value {
+    let mut generator = SchemaSettings::draft2020_12()
+        .with(|settings| {
+            settings.inline_subschemas = true;
+            settings.meta_schema = None;
+        })
+        .into_generator();
+    let error = json!({
+        "description": "An error: its stable code and a message.",
+        "content": {"application/json": {"schema": schema::<ErrorBody>(&mut generator)}}
+    });
+    let mut paths = Map::new();
+    for route in routes() {
+        let mut operation = Map::new();
+        operation.insert("operationId".into(), json!(route.operation));
+        operation.insert("summary".into(), json!(route.summary));
+        let targeted = route.path.contains("{t}");
+        let mut parameters = Vec::new();
+        if targeted {
+            parameters.push(json!({
+                "name": "t", "in": "path", "required": true,
+                "description": "Terminal id or name.", "schema": {"type": "string"}
+            }));
+        }
+        if let Some(query) = route.query {
+            for (name, property, required) in properties(query(&mut generator)) {
+                if name != "terminal" {
+                    parameters.push(json!({
+                        "name": name, "in": "query", "required": required, "schema": property
+                    }));
+                }
+            }
+        }
+        if !parameters.is_empty() {
+            operation.insert("parameters".into(), Value::Array(parameters));
+        }
+        if let Some(body) = route.body {
+            let mut body = body(&mut generator).to_value();
+            if targeted {
+                without_terminal(&mut body);
+            }
+            operation.insert(
+                "requestBody".into(),
+                json!({"required": true, "content": {"application/json": {"schema": body}}}),
+            );
+        }
+        let (status, answer) = route.answer;
+        let mut success = json!({"description": route.summary});
+        if let Some(answer) = answer {
+            success["content"] = json!({"application/json": {"schema": answer(&mut generator)}});
+        }
+        operation.insert(
+            "responses".into(),
+            json!({ status.to_string(): success, "default": error.clone() }),
+        );
+        let methods = paths
+            .entry(route.path)
+            .or_insert_with(|| Value::Object(Map::new()));
+        methods[route.method.as_str().to_ascii_lowercase()] = Value::Object(operation);
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "tmux-engine serve",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Persistent terminals over HTTP: the same verbs, rules and JSON as \
+                            the CLI's --json and the MCP tools."
+        },
+        "servers": [{"url": if base_path.is_empty() { "/" } else { base_path }}],
+        "security": [{"bearer": []}],
+        "components": {"securitySchemes": {"bearer": {
+            "type": "http", "scheme": "bearer",
+            "description": "Or ?token= on the query, or the page's cookie."
+        }}},
+        "paths": paths,
+    })
+}
+
+/// A schema's properties: name, schema, required.
+fn properties(schema: Schema) -> Vec<(String, Value, bool)> {
+    let value = schema.to_value();
+    let required: Vec<&str> = value["required"]
+        .as_array()
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    value["properties"]
+        .as_object()
+        .map(|properties| {
+            properties
+                .iter()
+                .map(|(name, property)| {
+                    (
+                        name.clone(),
+                        property.clone(),
+                        required.contains(&name.as_str()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Drops `terminal` from a body's schema: the path names it.
+fn without_terminal(schema: &mut Value) {
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        properties.remove("terminal");
+    }
+    if let Some(required) = schema["required"].as_array_mut() {
+        required.retain(|name| name != "terminal");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_in_the_document() {
+        let document = document("");
+        assert_eq!(document["openapi"], "3.1.0");
+        let routes = routes();
+        let mut operations = 0;
+        for route in &routes {
+            let method = route.method.as_str().to_ascii_lowercase();
+            let operation = &document["paths"][route.path][&method];
+            assert_eq!(
+                operation["operationId"], route.operation,
+                "{method} {}",
+                route.path
+            );
+            operations += 1;
+        }
+        let documented: usize = document["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|methods| methods.as_object().unwrap().len())
+            .sum();
+        assert_eq!(documented, operations);
+    }
+
+    #[test]
+    fn bodies_come_from_the_verb_types() {
+        let document = document("/prefix");
+        assert_eq!(document["servers"][0]["url"], "/prefix");
+        let spawn = &document["paths"]["/api/terminals"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"];
+        for field in [
+            "name", "command", "cwd", "env", "cols", "rows", "restart", "role",
+        ] {
+            assert!(spawn["properties"].get(field).is_some(), "{field}: {spawn}");
+        }
+        let send = &document["paths"]["/api/terminals/{t}/send"]["post"];
+        let body = &send["requestBody"]["content"]["application/json"]["schema"];
+        assert!(body["properties"].get("terminal").is_none(), "{body}");
+        assert_eq!(body["required"], json!(["text"]));
+        let answer = &send["responses"]["200"]["content"]["application/json"]["schema"];
+        assert!(
+            answer["properties"].get("wait_reason").is_some(),
+            "{answer}"
+        );
+        let read = &document["paths"]["/api/terminals/{t}/scrollback"]["get"]["parameters"];
+        let names: Vec<&str> = read
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["t", "count", "offset"]);
+    }
+}

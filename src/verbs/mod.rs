@@ -1,0 +1,42 @@
+//! The one verb layer: every verb a client can ask for (spawn, list, show,
+//! send, write, read, screen, wait, signal, kill, probe, resize) as one
+//! request type and one answer type, each request checked by one
+//! validation, and one function per verb that runs it on a [`Registry`].
+//!
+//! | file          | job                                                     |
+//! |---------------|---------------------------------------------------------|
+//! | `requests.rs` | the request types (serde + JSON Schema) and their checks |
+//! | `answers.rs`  | the answer types the verbs return                       |
+//! | `run.rs`      | one function per verb: validate, then one registry call |
+//!
+//! The CLI's `--json`, the HTTP API (`bridge/api.rs`) and the MCP tools
+//! (`mcp/`) parse into these requests and render these answers and
+//! nothing else, so the three faces share one set of rules: a relative
+//! `cwd`, one of `cols`/`rows`, an empty `command`, a name shaped like an
+//! id, an unknown signal or a `count` over [`MAX_READ_LINES`] are the same
+//! `INVALID_INPUT` from each. Every registry call of the faces' verbs is in
+//! `run.rs`, one per verb.
+//!
+//! [`Registry`]: crate::registry::Registry
+
+mod answers;
+mod requests;
+mod run;
+
+pub use answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+pub use requests::{
+    ListRequest, ReadRequest, ResizeRequest, Restart, SendRequest, SignalRequest, SpawnRequest,
+    TerminalRequest, Wait, WaitRequest, WriteRequest,
+};
+pub use run::{
+    Sending, attach_command, attach_lock, events, kill, list, probe, read, resize, screen, send,
+    show, signal, spawn, wait, write,
+};
+
+/// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
+/// from every face (the registry's own page bound, so nothing is cut
+/// silently).
+pub const MAX_READ_LINES: usize = 10_000;
+
+/// A wait gives up after this many seconds unless told otherwise.
+pub const DEFAULT_WAIT_SECS: f64 = 30.0;

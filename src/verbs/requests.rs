@@ -1,0 +1,539 @@
+//! The verbs' requests as clients send them, with the JSON Schemas they
+//! see (derived by `schemars`, so schema and parser cannot drift), and the
+//! one validation of each into what the registry takes. No IO, no registry
+//! calls: every check here runs before anything moves.
+//!
+//! Field names are the wire contract of every face: HTTP bodies, MCP tool
+//! arguments and the CLI (which builds these from its flags).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{DEFAULT_WAIT_SECS, MAX_READ_LINES};
+use crate::registry::{self, RestartPolicy, Signal, SpawnSpec, WaitCondition, WaitFor};
+use crate::vocab::Size;
+use crate::{Error, Result};
+
+/// `spawn`: start a terminal.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnRequest {
+    /// A name unique among your terminals, usable instead of the id (not
+    /// shaped like an id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The program and its arguments, executed exactly (no shell parses
+    /// them, one word included). Absent: an interactive shell; an empty
+    /// array, or an empty program, is invalid.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// A command line for the shell to parse (`SHELL -c LINE`), instead of
+    /// `command`.
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// Working directory: an absolute path (a relative one is invalid: it
+    /// would depend on where the engine runs).
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Width in columns (give `rows` too; default 80).
+    #[serde(default)]
+    pub cols: Option<u16>,
+    /// Height in rows (give `cols` too; default 24).
+    #[serde(default)]
+    pub rows: Option<u16>,
+    /// What to do when the program dies (default `never`).
+    #[serde(default)]
+    pub restart: Option<Restart>,
+    /// A free-form role, e.g. `repl` (1 to 64 bytes, stored only).
+    #[serde(default)]
+    pub role: Option<String>,
+}
+
+/// The restart policies, as their wire names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restart {
+    /// Keep the exit status; never rerun.
+    Never,
+    /// Recreate a dead terminal when it is next used.
+    OnAttach,
+    /// Recreate on death, with backoff.
+    Always,
+}
+
+impl std::str::FromStr for Restart {
+    type Err = Error;
+
+    /// The wire names (`never`, `on-attach`, `always`), for the CLI's flag.
+    fn from_str(text: &str) -> Result<Restart> {
+        Ok(match text.parse::<RestartPolicy>()? {
+            RestartPolicy::Never => Restart::Never,
+            RestartPolicy::OnAttach => Restart::OnAttach,
+            RestartPolicy::Always => Restart::Always,
+        })
+    }
+}
+
+impl SpawnRequest {
+    /// The spec this request describes, checked.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` naming the field: an empty `command` or program, an
+    /// empty `shell`, a relative `cwd`, only one of `cols`/`rows`, and
+    /// everything [`SpawnSpec::validate`] refuses (a name shaped like an
+    /// id, a bad size, ...).
+    pub fn validate(self) -> Result<SpawnSpec> {
+        let restart = match self.restart.unwrap_or(Restart::Never) {
+            Restart::Never => RestartPolicy::Never,
+            Restart::OnAttach => RestartPolicy::OnAttach,
+            Restart::Always => RestartPolicy::Always,
+        };
+        let mut spec = SpawnSpec::default().restart(restart);
+        if let Some(name) = self.name {
+            spec = spec.name(name);
+        }
+        if let Some(role) = self.role {
+            spec = spec.role(role);
+        }
+        if let Some(command) = self.command {
+            // Absent means the shell; present but empty would silently
+            // mean the same, so it is a mistake to report.
+            match command.first() {
+                None => return Err(invalid("command is an empty array: omit it for a shell")),
+                Some(program) if program.is_empty() => {
+                    return Err(invalid("command's program (its first word) is empty"));
+                }
+                Some(_) => spec = spec.command(command),
+            }
+        }
+        if let Some(line) = self.shell {
+            if line.trim().is_empty() {
+                return Err(invalid(
+                    "shell is an empty command line: omit it for a shell",
+                ));
+            }
+            spec = spec.shell(line);
+        }
+        if let Some(cwd) = self.cwd {
+            if !cwd.is_absolute() {
+                return Err(Error::InvalidInput(format!(
+                    "cwd {} is not an absolute path",
+                    cwd.display()
+                )));
+            }
+            spec = spec.cwd(cwd);
+        }
+        for (key, value) in self.env.unwrap_or_default() {
+            spec = spec.env(key, value);
+        }
+        match (self.cols, self.rows) {
+            (Some(cols), Some(rows)) => spec = spec.size(cols, rows),
+            (None, None) => {}
+            _ => return Err(invalid("give both cols and rows, or neither")),
+        }
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+/// `list`: no arguments (an unknown one is an error, as for every verb).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListRequest {}
+
+/// The verbs that name a terminal and nothing else: `show`, `screen`,
+/// `kill`, `probe`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalRequest {
+    /// Terminal id or name.
+    pub terminal: String,
+}
+
+/// `send`: type text and wait until the program is done with it.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendRequest {
+    /// Terminal id or name.
+    pub terminal: String,
+    /// The text to type, exactly (a newline in it is a newline typed).
+    pub text: String,
+    /// Press Enter after the text.
+    #[serde(default)]
+    pub submit: bool,
+    /// When the send is done: `idle` when the output went quiet (or the
+    /// program waits for input); `stdin` when the program waits for input
+    /// again, e.g. the shell's prompt is back; `exit` when the program
+    /// ended; `none` at once.
+    #[serde(default)]
+    pub wait: Option<Wait>,
+    /// Give up waiting after this many seconds (default 30); the output so
+    /// far is returned with `wait_reason: "timeout"`. (`timeout` is
+    /// accepted as its old HTTP name.)
+    #[serde(default, alias = "timeout")]
+    pub timeout_secs: Option<f64>,
+    /// Raw bytes standing in for `text` (the CLI's `--stdin`, which may
+    /// not be UTF-8); never on the wire.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub(crate) bytes: Option<Bytes>,
+}
+
+/// The send wait conditions, as their wire names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Wait {
+    /// Output went quiet, or the program blocked reading its terminal.
+    Idle,
+    /// The foreground program blocked reading its terminal.
+    Stdin,
+    /// The program exited.
+    Exit,
+    /// Return immediately after typing.
+    None,
+}
+
+impl std::str::FromStr for Wait {
+    type Err = Error;
+
+    /// The wire names, for the CLI's flag.
+    fn from_str(text: &str) -> Result<Wait> {
+        Ok(match text.parse::<WaitFor>()? {
+            WaitFor::Idle => Wait::Idle,
+            WaitFor::StdinRead => Wait::Stdin,
+            WaitFor::Exit => Wait::Exit,
+            WaitFor::None => Wait::None,
+        })
+    }
+}
+
+impl SendRequest {
+    /// A request to type `text` into `terminal`, with the defaults.
+    pub fn new(terminal: impl Into<String>, text: impl Into<String>) -> SendRequest {
+        SendRequest {
+            terminal: terminal.into(),
+            text: text.into(),
+            submit: false,
+            wait: None,
+            timeout_secs: None,
+            bytes: None,
+        }
+    }
+
+    /// The same request typing `bytes` (any bytes) instead of its text.
+    #[must_use]
+    pub fn with_bytes(mut self, bytes: Bytes) -> SendRequest {
+        self.bytes = Some(bytes);
+        self
+    }
+
+    /// The registry's request; `default_wait` when none was given.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a `timeout_secs` that is not a number of seconds.
+    pub fn validate(self, default_wait: Wait) -> Result<registry::SendRequest> {
+        let wait = match self.wait.unwrap_or(default_wait) {
+            Wait::Idle => WaitFor::Idle,
+            Wait::Stdin => WaitFor::StdinRead,
+            Wait::Exit => WaitFor::Exit,
+            Wait::None => WaitFor::None,
+        };
+        Ok(registry::SendRequest {
+            text: self.bytes.unwrap_or_else(|| self.text.into_bytes().into()),
+            submit: self.submit,
+            wait,
+            timeout: self
+                .timeout_secs
+                .map(|t| seconds(t, "timeout_secs"))
+                .transpose()?,
+        })
+    }
+}
+
+/// `write`: raw input, typed at once with no waiting.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteRequest {
+    /// Terminal id or name.
+    pub terminal: String,
+    /// The text to write, exactly.
+    pub text: String,
+}
+
+impl WriteRequest {
+    /// The bytes to write.
+    pub fn validate(self) -> Bytes {
+        self.text.into_bytes().into()
+    }
+}
+
+/// `read`: a page of scrollback.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadRequest {
+    /// Terminal id or name.
+    pub terminal: String,
+    /// Lines to skip back from the newest (default 0: the latest page).
+    #[serde(default)]
+    pub offset: usize,
+    /// Lines to return (default 100, at most 10000).
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+impl ReadRequest {
+    /// The registry's request.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a `count` over [`MAX_READ_LINES`].
+    pub fn validate(self) -> Result<registry::ReadRequest> {
+        if let Some(count) = self.count
+            && count > MAX_READ_LINES
+        {
+            return Err(Error::InvalidInput(format!(
+                "count {count} is over the limit of {MAX_READ_LINES} lines"
+            )));
+        }
+        Ok(registry::ReadRequest {
+            offset: self.offset,
+            count: self.count,
+        })
+    }
+}
+
+/// `wait`: until a text, a regex, or the program's exit.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitRequest {
+    /// Terminal id or name.
+    pub terminal: String,
+    /// Wait until a line of the screen or recent scrollback contains this.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Wait until a line of the screen or recent scrollback matches this
+    /// regular expression (Rust `regex` syntax).
+    #[serde(default)]
+    pub regex: Option<String>,
+    /// Wait until the program exits (give `true`).
+    #[serde(default)]
+    pub exit: Option<bool>,
+    /// Give up after this many seconds (default 30).
+    #[serde(default, alias = "timeout")]
+    pub timeout_secs: Option<f64>,
+}
+
+impl WaitRequest {
+    /// What to wait for, and for how long.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for none or several of `text`, `regex`, `exit:
+    /// true`, a regex that does not compile, or a timeout that is not a
+    /// number of seconds.
+    pub fn validate(&self) -> Result<(WaitCondition, Duration)> {
+        let condition = match (&self.text, &self.regex, self.exit.unwrap_or(false)) {
+            (Some(text), None, false) => WaitCondition::Text(text.clone()),
+            (None, Some(regex), false) => WaitCondition::regex(regex.as_str())?,
+            (None, None, true) => WaitCondition::Exit,
+            _ => return Err(invalid("give exactly one of text, regex, exit: true")),
+        };
+        let timeout = seconds(
+            self.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS),
+            "timeout_secs",
+        )?;
+        Ok((condition, timeout))
+    }
+}
+
+/// `signal`: deliver a signal to the foreground process group.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    /// Terminal id or name.
+    pub terminal: String,
+    /// One of INT TERM KILL HUP QUIT TSTP CONT WINCH USR1 USR2 (`SIG`
+    /// prefix allowed); goes to the foreground process group.
+    pub signal: String,
+}
+
+impl SignalRequest {
+    /// The signal.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a signal outside the allowed set.
+    pub fn validate(&self) -> Result<Signal> {
+        self.signal.parse()
+    }
+}
+
+/// `resize`: a new size.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeRequest {
+    /// Terminal id or name.
+    pub terminal: String,
+    /// Width in columns.
+    pub cols: u16,
+    /// Height in rows.
+    pub rows: u16,
+}
+
+impl ResizeRequest {
+    /// The size, checked.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a zero or huge dimension.
+    pub fn validate(&self) -> Result<Size> {
+        let size = Size {
+            cols: self.cols,
+            rows: self.rows,
+        };
+        size.check()?;
+        Ok(size)
+    }
+}
+
+fn invalid(message: &str) -> Error {
+    Error::InvalidInput(message.to_owned())
+}
+
+fn seconds(value: f64, field: &str) -> Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| Error::InvalidInput(format!("{field} {value} is not a number of seconds")))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn spawn(value: serde_json::Value) -> Result<SpawnSpec> {
+        serde_json::from_value::<SpawnRequest>(value)
+            .unwrap()
+            .validate()
+    }
+
+    #[test]
+    fn spawn_rules_are_one_set() {
+        let refused = [
+            serde_json::json!({"cwd": "relative"}),
+            serde_json::json!({"cols": 100}),
+            serde_json::json!({"rows": 10}),
+            serde_json::json!({"command": []}),
+            serde_json::json!({"command": [""]}),
+            serde_json::json!({"shell": ""}),
+            serde_json::json!({"name": "t-1a2308edac7-b10a309c95b89d50"}),
+            serde_json::json!({"cols": 0, "rows": 10}),
+            serde_json::json!({"command": ["a"], "shell": "b"}),
+        ];
+        for value in refused {
+            let error = spawn(value.clone()).unwrap_err();
+            assert_eq!(error.code(), "INVALID_INPUT", "{value}");
+        }
+        assert!(
+            spawn(serde_json::json!({"cwd": "relative"}))
+                .unwrap_err()
+                .to_string()
+                .contains("cwd")
+        );
+        let spec = spawn(serde_json::json!({
+            "name": "repl", "command": ["python3"], "cols": 100, "rows": 30,
+            "restart": "on-attach", "env": {"A": "1"}, "cwd": "/tmp", "role": "repl"
+        }))
+        .unwrap();
+        assert_eq!(
+            spec.size,
+            Some(Size {
+                cols: 100,
+                rows: 30
+            })
+        );
+        assert_eq!(spec.restart, RestartPolicy::OnAttach);
+        assert_eq!(spec.command, ["python3"]);
+        assert_eq!(spec.env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(spawn(serde_json::json!({})).unwrap(), SpawnSpec::default());
+    }
+
+    #[test]
+    fn wait_takes_exactly_one_condition() {
+        let wait = |text: Option<&str>, regex: Option<&str>, exit: Option<bool>| WaitRequest {
+            terminal: "t".to_owned(),
+            text: text.map(str::to_owned),
+            regex: regex.map(str::to_owned),
+            exit,
+            timeout_secs: None,
+        };
+        let cases = [
+            (wait(Some("a"), None, None), Some("text")),
+            (wait(None, Some("a+"), None), Some("regex")),
+            (wait(None, None, Some(true)), Some("exit")),
+            (wait(None, None, None), None),
+            (wait(None, None, Some(false)), None),
+            (wait(Some("a"), Some("b"), None), None),
+            (wait(Some("a"), None, Some(true)), None),
+            (wait(None, Some("("), None), None),
+        ];
+        for (args, want) in cases {
+            let got = args.validate().ok().map(|(c, _)| match c {
+                WaitCondition::Text(_) => "text",
+                WaitCondition::Regex(_) => "regex",
+                _ => "exit",
+            });
+            assert_eq!(got, want, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_refused() {
+        for bad in [
+            serde_json::json!({"terminal": "t", "text": "x", "wait": "forever"}),
+            serde_json::json!({"terminal": "t", "text": "x", "sumbit": true}),
+            serde_json::json!({"text": "x"}),
+        ] {
+            assert!(
+                serde_json::from_value::<SendRequest>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+        let send: SendRequest = serde_json::from_value(
+            serde_json::json!({"terminal": "t", "text": "x", "timeout": 2.5}),
+        )
+        .unwrap();
+        assert_eq!(send.timeout_secs, Some(2.5));
+        let request = send.clone().validate(Wait::Stdin).unwrap();
+        assert_eq!(request.wait, WaitFor::StdinRead);
+        assert!(!request.submit);
+        let negative = SendRequest {
+            timeout_secs: Some(-1.0),
+            ..send
+        };
+        assert_eq!(
+            negative.validate(Wait::Idle).unwrap_err().code(),
+            "INVALID_INPUT"
+        );
+    }
+
+    #[test]
+    fn read_count_is_bounded() {
+        let read = |count| ReadRequest {
+            terminal: "t".to_owned(),
+            offset: 0,
+            count,
+        };
+        assert_eq!(read(None).validate().unwrap().count, None);
+        assert_eq!(
+            read(Some(MAX_READ_LINES)).validate().unwrap().count,
+            Some(MAX_READ_LINES)
+        );
+        let error = read(Some(MAX_READ_LINES + 1)).validate().unwrap_err();
+        assert_eq!(error.code(), "INVALID_INPUT");
+        assert!(error.to_string().contains("count"), "{error}");
+    }
+}

@@ -1,0 +1,258 @@
+//! One function per verb: validate the request (before any lookup, so a
+//! bad request is `INVALID_INPUT` whether or not the terminal exists), then
+//! one registry call, then the answer. These are the only calls the faces
+//! make to the registry for their verbs.
+
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+use super::requests::{
+    ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
+    TerminalRequest, Wait, WaitRequest, WriteRequest,
+};
+use crate::Result;
+use crate::control::Notification;
+use crate::registry::{
+    AttachLock, OwnerId, ProbeReport, ReadPage, Registry, SendHandle, SendOperation,
+    SignalDelivery, TerminalSnapshot,
+};
+use crate::screen::Screen;
+
+/// `spawn`: a new terminal's snapshot. `cancel` stops a spawn whose caller
+/// went away (a face that wants it to complete regardless passes a token
+/// nobody cancels).
+///
+/// # Errors
+/// `INVALID_INPUT` from [`SpawnRequest::validate`], or the registry's.
+pub async fn spawn(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: SpawnRequest,
+    cancel: &CancellationToken,
+) -> Result<TerminalSnapshot> {
+    let spec = request.validate()?;
+    registry.spawn(owner, spec, cancel).await
+}
+
+/// `list`: the owner's terminals in creation order (the request has no
+/// fields; it is taken so every verb has one).
+///
+/// # Errors
+/// The registry's.
+pub async fn list(
+    registry: &Registry,
+    owner: &OwnerId,
+    _request: &ListRequest,
+) -> Result<Vec<TerminalSnapshot>> {
+    registry.list(owner).await
+}
+
+/// `show`: one terminal's snapshot.
+///
+/// # Errors
+/// `NO_TERMINAL`, `FOREIGN_TERMINAL`, ...
+pub async fn show(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &TerminalRequest,
+) -> Result<TerminalSnapshot> {
+    registry.show(owner, &request.terminal).await
+}
+
+/// A send under way: follow its output, cancel it, or await its answer.
+pub struct Sending {
+    handle: SendHandle,
+}
+
+impl std::fmt::Debug for Sending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sending").finish_non_exhaustive()
+    }
+}
+
+impl Sending {
+    /// The live send: its output so far, and its cancel.
+    pub fn operation(&self) -> Arc<dyn SendOperation> {
+        self.handle.operation()
+    }
+
+    /// Waits for the send's end; its answer, the one every face renders.
+    ///
+    /// # Errors
+    /// The registry's, e.g. `TERMINAL_DEAD` when the server went away.
+    pub async fn answer(self) -> Result<SendAnswer> {
+        let operation = self.handle.operation();
+        let result = self.handle.result().await?;
+        Ok(SendAnswer::new(result, operation.read_output()))
+    }
+}
+
+/// `send`: starts typing; `default_wait` when the request names no wait
+/// (the faces document theirs).
+///
+/// # Errors
+/// `INVALID_INPUT` from [`SendRequest::validate`], or the registry's
+/// (`SEND_ACTIVE`, `TERMINAL_DEAD`, ...).
+pub async fn send(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: SendRequest,
+    default_wait: Wait,
+) -> Result<Sending> {
+    let target = request.terminal.clone();
+    let request = request.validate(default_wait)?;
+    let handle = registry.send(owner, &target, request).await?;
+    Ok(Sending { handle })
+}
+
+/// `write`: raw input, no waiting.
+///
+/// # Errors
+/// The registry's.
+pub async fn write(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: WriteRequest,
+) -> Result<WriteAnswer> {
+    let target = request.terminal.clone();
+    let bytes = request.validate();
+    let written = bytes.len();
+    registry.write(owner, &target, bytes).await?;
+    Ok(WriteAnswer { written })
+}
+
+/// `read`: a page of scrollback.
+///
+/// # Errors
+/// `INVALID_INPUT` from [`ReadRequest::validate`], or the registry's.
+pub async fn read(registry: &Registry, owner: &OwnerId, request: ReadRequest) -> Result<ReadPage> {
+    let target = request.terminal.clone();
+    let request = request.validate()?;
+    registry.read(owner, &target, request).await
+}
+
+/// `screen`: the visible screen.
+///
+/// # Errors
+/// The registry's.
+pub async fn screen(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &TerminalRequest,
+) -> Result<Screen> {
+    registry.screen(owner, &request.terminal).await
+}
+
+/// `wait`: until the condition holds; the matching line.
+///
+/// # Errors
+/// `INVALID_INPUT` from [`WaitRequest::validate`], `TIMEOUT`,
+/// `WAIT_ENDED`, or the registry's.
+pub async fn wait(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &WaitRequest,
+) -> Result<WaitAnswer> {
+    let (condition, timeout) = request.validate()?;
+    let matched = registry
+        .wait(owner, &request.terminal, &condition, timeout)
+        .await?;
+    Ok(WaitAnswer { matched })
+}
+
+/// `signal`: where the signal went.
+///
+/// # Errors
+/// `INVALID_INPUT` for an unknown signal, or the registry's.
+pub async fn signal(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &SignalRequest,
+) -> Result<SignalDelivery> {
+    let signal = request.validate()?;
+    registry.signal(owner, &request.terminal, signal).await
+}
+
+/// `kill`: whether this call killed it.
+///
+/// # Errors
+/// The registry's.
+pub async fn kill(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &TerminalRequest,
+) -> Result<KillAnswer> {
+    let killed = registry.kill(owner, &request.terminal).await?;
+    Ok(KillAnswer { killed })
+}
+
+/// `probe`: whether it is alive (recreating a dead `on-attach` one).
+///
+/// # Errors
+/// The registry's.
+pub async fn probe(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &TerminalRequest,
+) -> Result<ProbeReport> {
+    registry.probe(owner, &request.terminal).await
+}
+
+/// `resize`: the new size.
+///
+/// # Errors
+/// `INVALID_INPUT` for a size out of range, or the registry's.
+pub async fn resize(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &ResizeRequest,
+) -> Result<ResizeAnswer> {
+    let size = request.validate()?;
+    registry.resize(owner, &request.terminal, size).await?;
+    Ok(ResizeAnswer {
+        cols: size.cols,
+        rows: size.rows,
+    })
+}
+
+/// The terminal's control-mode notifications, live (the CLI's `events`).
+///
+/// # Errors
+/// The registry's.
+pub async fn events(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &TerminalRequest,
+) -> Result<broadcast::Receiver<Notification>> {
+    registry.events(owner, &request.terminal).await
+}
+
+/// The command that attaches a person's terminal (the CLI's `attach`).
+///
+/// # Errors
+/// The registry's.
+pub async fn attach_command(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &TerminalRequest,
+    read_only: bool,
+) -> Result<std::process::Command> {
+    registry
+        .attach_command(owner, &request.terminal, read_only)
+        .await
+}
+
+/// The guard held while an [`attach_command`] client attaches.
+///
+/// # Errors
+/// The registry's.
+pub async fn attach_lock(
+    registry: &Registry,
+    owner: &OwnerId,
+    request: &TerminalRequest,
+) -> Result<AttachLock> {
+    registry.attach_lock(owner, &request.terminal).await
+}

@@ -1,0 +1,180 @@
+//! What an MCP client is promised before any terminal runs: the tools and
+//! their schemas (the verb layer's requests), invalid arguments as the
+//! protocol's invalid params, and names refused like every other face.
+
+use serde_json::{Value, json};
+
+use super::{Mcp, TOOLS, params};
+use crate::cli::Cli;
+use crate::support::within;
+
+#[tokio::test]
+async fn tools_are_listed_with_their_schemas() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        let info = mcp.client.peer_info().unwrap();
+        assert_eq!(info.server_info.as_ref().unwrap().name, "tmux-engine");
+        assert!(info.capabilities.tools.is_some());
+        let tools = mcp.client.list_all_tools().await.unwrap();
+        let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+        names.sort_unstable();
+        assert_eq!(names, TOOLS);
+        let schema = |name: &str| {
+            let tool = tools.iter().find(|tool| tool.name == name).unwrap();
+            assert!(tool.description.as_ref().is_some_and(|d| !d.is_empty()));
+            Value::Object((*tool.input_schema).clone())
+        };
+        let keys = |schema: &Value| {
+            let mut keys: Vec<String> = schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            keys.sort_unstable();
+            keys
+        };
+        let cases: [(&str, &[&str], &[&str]); 8] = [
+            (
+                "terminal_spawn",
+                &[
+                    "cols", "command", "cwd", "env", "name", "restart", "role", "rows", "shell",
+                ],
+                &[],
+            ),
+            ("terminal_list", &[], &[]),
+            (
+                "terminal_send",
+                &["submit", "terminal", "text", "timeout_secs", "wait"],
+                &["terminal", "text"],
+            ),
+            (
+                "terminal_read",
+                &["count", "offset", "terminal"],
+                &["terminal"],
+            ),
+            ("terminal_screen", &["terminal"], &["terminal"]),
+            (
+                "terminal_wait",
+                &["exit", "regex", "terminal", "text", "timeout_secs"],
+                &["terminal"],
+            ),
+            (
+                "terminal_signal",
+                &["signal", "terminal"],
+                &["signal", "terminal"],
+            ),
+            ("terminal_kill", &["terminal"], &["terminal"]),
+        ];
+        for (name, properties, required) in cases {
+            let schema = schema(name);
+            assert_eq!(schema["type"], "object", "{name}");
+            assert_eq!(keys(&schema), properties, "{name}");
+            let mut got: Vec<&str> = schema["required"]
+                .as_array()
+                .map(|r| r.iter().map(|v| v.as_str().unwrap()).collect())
+                .unwrap_or_default();
+            got.sort_unstable();
+            assert_eq!(got, required, "{name}");
+        }
+        // The enums and the argv array are spelled out for the model.
+        let spawn = schema("terminal_spawn").to_string();
+        for word in ["never", "on-attach", "always", "array"] {
+            assert!(spawn.contains(word), "{word} in {spawn}");
+        }
+        let send = schema("terminal_send").to_string();
+        for word in ["idle", "stdin", "exit", "none", "64 KiB"] {
+            assert!(
+                send.contains(word)
+                    || tools.iter().any(|t| t.name == "terminal_send"
+                        && t.description.as_ref().unwrap().contains(word)),
+                "{word} in terminal_send"
+            );
+        }
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Issue 14, item 8: a name with a terminal id's shape, or with bidi or
+/// zero-width characters, is refused like every other bad name.
+#[tokio::test]
+async fn id_shaped_and_invisible_names_are_invalid_input() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        let real = mcp
+            .ok(
+                "terminal_spawn",
+                json!({"name": "real", "command": ["sleep", "60"]}),
+            )
+            .await;
+        let id = real["id"].as_str().unwrap();
+        for name in [
+            id,
+            "t-1a2308edac7-b10a309c95b89d50",
+            "evil\u{202E}txt",
+            "a\u{200B}b",
+            "\u{2067}x",
+        ] {
+            let error = mcp
+                .error(
+                    "terminal_spawn",
+                    json!({"name": name, "command": ["sleep", "60"]}),
+                )
+                .await;
+            assert!(error.starts_with("INVALID_INPUT: "), "{name:?}: {error}");
+        }
+        let list = mcp.ok("terminal_list", json!({})).await;
+        assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+        mcp.ok("terminal_kill", json!({"terminal": id})).await;
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Issue 14, item 11: arguments of the wrong type, unknown ones and
+/// missing required ones are the protocol's invalid params (-32602), for
+/// every tool, never a tool result.
+#[tokio::test]
+async fn invalid_arguments_are_json_rpc_invalid_params() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        let cases = [
+            ("terminal_spawn", json!({"name": 7})),
+            ("terminal_spawn", json!({"command": "sh"})),
+            ("terminal_spawn", json!({"cols": -1})),
+            ("terminal_spawn", json!({"restart": "sometimes"})),
+            ("terminal_spawn", json!({"bogus": true})),
+            ("terminal_list", json!({"bogus": true})),
+            ("terminal_send", json!({"terminal": "x"})),
+            ("terminal_send", json!({"terminal": "x", "text": 1})),
+            (
+                "terminal_send",
+                json!({"terminal": "x", "text": "", "wait": "soon"}),
+            ),
+            ("terminal_read", json!({"terminal": "x", "count": "ten"})),
+            ("terminal_read", json!({})),
+            ("terminal_screen", json!({"terminal": ["x"]})),
+            ("terminal_screen", json!({"terminal": "x", "extra": 1})),
+            ("terminal_wait", json!({"terminal": "x", "exit": "yes"})),
+            ("terminal_signal", json!({"terminal": "x"})),
+            ("terminal_kill", json!({})),
+        ];
+        for (tool, args) in cases {
+            let answer = mcp.client.call_tool(params(tool, args.clone())).await;
+            match answer {
+                Err(rmcp::ServiceError::McpError(error)) => {
+                    assert_eq!(error.code.0, -32602, "{tool} {args}: {error:?}");
+                }
+                other => panic!("{tool} {args}: not invalid params: {other:?}"),
+            }
+        }
+        // Still serving.
+        mcp.ok("terminal_list", json!({})).await;
+        mcp.stop().await;
+    })
+    .await;
+}

@@ -1,0 +1,220 @@
+//! `tmux-engine mcp` driven the way an agent harness drives it: the SDK's
+//! own client (rmcp) over a child process running the built binary, never
+//! hand-built JSON. Each test has its own state and runtime directory
+//! ([`Cli`]), whose servers are killed on drop, so a panic leaves nothing
+//! running; the `mcp` child is killed when its transport drops.
+//!
+//! This file is the harness ([`Mcp`] and its helpers, also used by
+//! `tests/faces.rs`); `contract.rs` checks what a client is promised before
+//! any terminal runs (tools, schemas, invalid arguments and names),
+//! `sessions.rs` drives terminals through whole sessions (a shell end to
+//! end, cancels, progress, a restart of the server).
+#![allow(clippy::unwrap_used)]
+
+mod contract;
+mod sessions;
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Request,
+    ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestHandle, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::watch;
+
+use crate::cli::Cli;
+
+/// The tools of issue 11, as named there.
+pub(crate) const TOOLS: [&str; 8] = [
+    "terminal_kill",
+    "terminal_list",
+    "terminal_read",
+    "terminal_screen",
+    "terminal_send",
+    "terminal_signal",
+    "terminal_spawn",
+    "terminal_wait",
+];
+
+/// How long a log line or a cancel may take: far below every wait's own
+/// timeout in these tests, so meeting it means "promptly".
+pub(crate) const PROMPTLY: Duration = Duration::from_secs(10);
+
+/// The client side: collects progress notifications.
+#[derive(Clone, Default)]
+pub(crate) struct Harness {
+    pub(crate) progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Harness {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
+/// One `mcp` process and the client connected to it.
+pub(crate) struct Mcp {
+    pub(crate) client: RunningService<RoleClient, Harness>,
+    /// Everything the server wrote to stderr so far.
+    log: watch::Receiver<String>,
+}
+
+impl Mcp {
+    /// Starts `tmux-engine mcp` on `cli`'s directories and initializes.
+    pub(crate) async fn start(cli: &Cli) -> Mcp {
+        let mut command = tokio::process::Command::from(cli.command(&["mcp"]));
+        command
+            .env("TMUX_ENGINE_LOG", "tmux_engine::mcp=info")
+            .env("NO_COLOR", "1");
+        let (transport, stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (sender, log) = watch::channel(String::new());
+        let mut lines = BufReader::new(stderr.unwrap()).lines();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                sender.send_modify(|log| {
+                    log.push_str(&line);
+                    log.push('\n');
+                });
+            }
+        });
+        let client = Harness::default().serve(transport).await.unwrap();
+        Mcp { client, log }
+    }
+
+    /// Calls `tool` and returns its result, error or not.
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        self.client.call_tool(params(tool, args)).await.unwrap()
+    }
+
+    /// Calls `tool` and returns its structured result; panics on a tool error.
+    pub(crate) async fn ok(&self, tool: &str, args: Value) -> Value {
+        let result = self.call(tool, args).await;
+        assert_eq!(result.is_error, Some(false), "{tool}: {}", text(&result));
+        // The JSON is there as text, for clients that show only text, and
+        // as structured content, except an array (terminal_list) for a
+        // client of a protocol older than 2026-07-28, where structured
+        // content must be an object (the SDK strips it then).
+        let value: Value = serde_json::from_str(&text(&result)).unwrap();
+        match &result.structured_content {
+            Some(structured) => assert_eq!(structured, &value, "{tool}"),
+            None => assert!(
+                value.is_array(),
+                "{tool}: no structured content: {result:?}"
+            ),
+        }
+        value
+    }
+
+    /// Calls `tool` and returns its error text; panics when it succeeds.
+    pub(crate) async fn error(&self, tool: &str, args: Value) -> String {
+        let result = self.call(tool, args).await;
+        assert_eq!(result.is_error, Some(true), "{tool}: {}", text(&result));
+        text(&result)
+    }
+
+    /// Starts a call that can be cancelled.
+    pub(crate) async fn start_call(&self, tool: &str, args: Value) -> RequestHandle<RoleClient> {
+        let request = ClientRequest::CallToolRequest(Request::new(params(tool, args)));
+        self.client
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the server logged a line containing every one of `parts`.
+    pub(crate) async fn logged(&mut self, parts: &[&str]) {
+        let found = self.log.wait_for(|log| {
+            log.lines()
+                .any(|line| parts.iter().all(|part| line.contains(part)))
+        });
+        let waited = tokio::time::timeout(PROMPTLY, found)
+            .await
+            .map(|found| found.map(|_| ()));
+        assert!(
+            matches!(waited, Ok(Ok(_))),
+            "no log line with {parts:?}:\n{}",
+            *self.log.borrow()
+        );
+    }
+
+    /// Ends the session the way a client does: closes the server's stdin.
+    pub(crate) async fn stop(self) {
+        self.client.cancel().await.unwrap();
+    }
+}
+
+pub(crate) fn params(tool: &str, args: Value) -> CallToolRequestParams {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object: {args}")
+    };
+    CallToolRequestParams::new(tool.to_owned()).with_arguments(args)
+}
+
+/// The first text content of a result.
+pub(crate) fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|content| content.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
+/// The result of a cancellable call.
+pub(crate) async fn response(handle: RequestHandle<RoleClient>) -> CallToolResult {
+    match handle.await_response().await.unwrap() {
+        ServerResult::CallToolResult(result) => result,
+        other => panic!("not a tool result: {other:?}"),
+    }
+}
+
+pub(crate) fn lines(value: &Value) -> String {
+    value["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|line| line.as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Spawns a shell named `name` and waits until it is at its prompt.
+pub(crate) async fn shell(mcp: &Mcp, name: &str) -> Value {
+    let snapshot = mcp.ok("terminal_spawn", json!({ "name": name })).await;
+    assert_eq!(snapshot["name"], name);
+    assert_eq!(snapshot["status"]["kind"], "running");
+    mcp.ok("terminal_send", json!({"terminal": name, "text": ""}))
+        .await;
+    snapshot
+}
+
+/// Waits until a process group other than the shell's (`shell_pid`) is in
+/// the terminal's foreground and returns it. Probes with WINCH, which
+/// neither the shell nor a `sleep` acts on, so the probing never races
+/// the shell's fork.
+pub(crate) async fn foreground(mcp: &Mcp, terminal: &str, shell_pid: i64) -> Value {
+    crate::support::poll("a program in the foreground", PROMPTLY, || async {
+        let delivery = mcp
+            .ok(
+                "terminal_signal",
+                json!({"terminal": terminal, "signal": "WINCH"}),
+            )
+            .await;
+        (delivery["pgid"].as_i64() != Some(shell_pid)).then(|| delivery["pgid"].clone())
+    })
+    .await
+}
