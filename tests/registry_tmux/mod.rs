@@ -10,6 +10,7 @@ mod attach_lifecycle;
 mod hardening;
 mod lifecycle;
 mod liveness;
+mod old_records;
 mod send;
 
 use std::path::{Path, PathBuf};
