@@ -137,7 +137,7 @@ async fn spawn_cat(registry: &Registry, owner: &OwnerId, name: &str, payload: &P
     registry
         .spawn(
             owner,
-            SpawnSpec::new("tmux")
+            SpawnSpec::new()
                 .name(name)
                 .command(["/bin/sh", "-c", &script]),
             &CancellationToken::new(),
@@ -270,7 +270,7 @@ async fn memory(dir: &Path, viewers: usize, secs: u64) {
     registry
         .spawn(
             &owner,
-            SpawnSpec::new("tmux")
+            SpawnSpec::new()
                 .name("yes")
                 .command(["yes", "a line of output for many viewers"]),
             &CancellationToken::new(),
@@ -348,7 +348,7 @@ async fn echo(dir: &Path, rounds: usize) {
     registry
         .spawn(
             &owner,
-            SpawnSpec::new("tmux").name("cat").command(["cat"]),
+            SpawnSpec::new().name("cat").command(["cat"]),
             &CancellationToken::new(),
         )
         .await

@@ -49,7 +49,7 @@ async fn open(dir: &Path) -> Registry {
 }
 
 fn sh(script: &str) -> SpawnSpec {
-    SpawnSpec::new("tmux").command(["/bin/sh", "-c", script])
+    SpawnSpec::new().command(["/bin/sh", "-c", script])
 }
 
 /// `seq 1 SEQ` as the tty shows it.

@@ -286,7 +286,7 @@ async fn registry(dir: &Path, data: &[u8]) -> Duration {
         .await
         .expect("registry");
     let owner = OwnerId::new("bench").expect("owner");
-    let spec = SpawnSpec::new("tmux").command(["sh", "-c", &script(&out, data.len())]);
+    let spec = SpawnSpec::new().command(["sh", "-c", &script(&out, data.len())]);
     let id = registry
         .spawn(&owner, spec, &tokio_util::sync::CancellationToken::new())
         .await

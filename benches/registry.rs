@@ -69,7 +69,7 @@ async fn spawn_and_kill(dir: &Path, rounds: usize) {
     for round in 0..rounds {
         let start = Instant::now();
         let snapshot = registry
-            .spawn(&owner, SpawnSpec::new("tmux"), &CancellationToken::new())
+            .spawn(&owner, SpawnSpec::new(), &CancellationToken::new())
             .await
             .unwrap();
         engine_spawn.push(start.elapsed());
@@ -125,7 +125,7 @@ async fn send_echo(dir: &Path, rounds: usize) {
     registry
         .spawn(
             &owner,
-            SpawnSpec::new("tmux").name("echo"),
+            SpawnSpec::new().name("echo"),
             &CancellationToken::new(),
         )
         .await
@@ -241,7 +241,7 @@ async fn many(dir: &Path, count: usize) {
         registry
             .spawn(
                 &owner,
-                SpawnSpec::new("tmux").name(format!("t{n}")),
+                SpawnSpec::new().name(format!("t{n}")),
                 &CancellationToken::new(),
             )
             .await
@@ -289,7 +289,7 @@ async fn restart_child(dir: PathBuf, count: usize) {
         registry
             .spawn(
                 &owner,
-                SpawnSpec::new("tmux").name(format!("r{n}")).command([
+                SpawnSpec::new().name(format!("r{n}")).command([
                     "/bin/sh",
                     "-c",
                     &format!("echo scroll-{n}; exec sleep 600"),

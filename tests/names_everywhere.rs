@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tmux_engine::registry::stub::StubBackend;
-use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig, SpawnSpec};
+use tmux_engine::registry::{OwnerId, Registry, RegistryConfig, SpawnSpec};
 use tokio_util::sync::CancellationToken;
 
 use crate::bridge::Served;
@@ -92,17 +92,17 @@ async fn a_lookup_takes_the_id_before_a_name() {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .unwrap();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = OwnerId::new("owner").unwrap();
     let none = CancellationToken::new();
     let (real, impostor) = {
         let registry = open(dir.path(), &backend).await;
         let real = registry
-            .spawn(&owner, SpawnSpec::new("stub").name("real"), &none)
+            .spawn(&owner, SpawnSpec::new().name("real"), &none)
             .await
             .unwrap();
         let impostor = registry
-            .spawn(&owner, SpawnSpec::new("stub").name("impostor"), &none)
+            .spawn(&owner, SpawnSpec::new().name("impostor"), &none)
             .await
             .unwrap();
         (real.id, impostor.id)
@@ -130,10 +130,8 @@ async fn a_lookup_takes_the_id_before_a_name() {
 }
 
 async fn open(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (registry, report) = Registry::open(RegistryConfig::default().state_dir(dir), backends)
-        .await
-        .unwrap();
+    let config = RegistryConfig::default().state_dir(dir);
+    let (registry, report) = Registry::open_with(config, backend.clone()).await.unwrap();
     assert!(report.corrupt.is_empty(), "{report:?}");
     registry
 }

@@ -73,9 +73,9 @@ async fn a_read_only_client_drops_keys_at_tmux_level() {
         .with_state_dir(dir.path().join("state"));
     let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::new(config).unwrap());
     let registry_config = RegistryConfig::default().state_dir(dir.path().join("state"));
-    let (registry, _) = Registry::open(registry_config, [backend]).await.unwrap();
+    let (registry, _) = Registry::open_with(registry_config, backend).await.unwrap();
     let owner = OwnerId::new("alice").unwrap();
-    let program = SpawnSpec::new("tmux").name("ro").command([
+    let program = SpawnSpec::new().name("ro").command([
         "/bin/sh",
         "-c",
         "while read line; do echo got-$line; done",

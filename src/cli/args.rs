@@ -181,7 +181,7 @@ pub(crate) struct WaitArgs {
 impl SpawnArgs {
     /// The spec these arguments describe.
     pub(crate) fn spec(self) -> Result<SpawnSpec> {
-        let mut spec = SpawnSpec::new("tmux").restart(self.restart.parse::<RestartPolicy>()?);
+        let mut spec = SpawnSpec::new().restart(self.restart.parse::<RestartPolicy>()?);
         if let Some(name) = self.name {
             spec = spec.name(name);
         }

@@ -86,7 +86,7 @@ pub async fn open_registry(
     let registry_config = RegistryConfig::default()
         .state_dir(dir)
         .supervise(supervise);
-    let (registry, _report) = Registry::open(registry_config, [backend]).await?;
+    let (registry, _report) = Registry::open_with(registry_config, backend).await?;
     Ok(registry)
 }
 

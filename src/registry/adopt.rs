@@ -40,8 +40,7 @@ const CHECKS_AT_ONCE: usize = 16;
 pub struct ScanReport {
     /// Records adopted with a live backend terminal.
     pub adopted: Vec<TerminalId>,
-    /// Records kept as `gone` (dead, or no backend could adopt them), with
-    /// the reason.
+    /// Records kept as `gone` (dead, or adoption failed), with the reason.
     pub gone: Vec<(TerminalId, String)>,
     /// Terminals dropped because their record vanished.
     pub dropped: Vec<TerminalId>,
@@ -56,26 +55,22 @@ pub struct ScanReport {
 }
 
 impl Registry {
-    /// Opens a registry on `config`'s state directory with `backends`
-    /// registered for its lifetime: adopts every recorded terminal (live
+    /// Opens a registry on `config`'s state directory whose terminals
+    /// `backend` runs: adopts every recorded terminal (live
     /// ones with their metadata, dead ones as `gone`, recreatable by their
     /// policy; `always` ones start recreating). Reaps nothing: call
     /// [`reap`](Registry::reap) for that.
     ///
     /// # Errors
     ///
-    /// [`Error::Io`] when the state directory cannot be created or listed,
-    /// `INVALID_INPUT` / `DUPLICATE_BACKEND` for the backends. Corrupt
-    /// records and failed adoptions are reported in the [`ScanReport`], not
+    /// [`Error::Io`] when the state directory cannot be created or listed.
+    /// Corrupt records and failed adoptions are reported in the [`ScanReport`], not
     /// as errors.
-    pub async fn open(
+    pub async fn open_with(
         config: RegistryConfig,
-        backends: impl IntoIterator<Item = Arc<dyn Backend>>,
+        backend: Arc<dyn Backend>,
     ) -> Result<(Registry, ScanReport)> {
-        let registry = Registry::new(config)?;
-        for backend in backends {
-            registry.register_backend(backend)?.keep();
-        }
+        let registry = Registry::new(config, backend)?;
         let report = registry.refresh().await?;
         for corrupt in &report.corrupt {
             warn!(path = %corrupt.path.display(), error = %corrupt.error, "skipped a corrupt terminal record");
@@ -89,9 +84,6 @@ impl Registry {
     /// Rescans the state directory: adopts records this registry does not
     /// know, drops terminals whose record vanished. Does not reap. Without
     /// a state directory it does nothing.
-    ///
-    /// Register backends before the first refresh: a record whose kind has
-    /// no backend yet is kept as `gone` (and reported), not retried.
     ///
     /// # Errors
     ///
@@ -148,10 +140,9 @@ impl Registry {
         let checks: Vec<_> = unknown
             .iter()
             .map(|record| {
-                let backend = self.inner.lock().backend(&record.spec.kind).ok();
+                let backend = Arc::clone(&self.inner.backend);
                 let record = record.clone();
                 async move {
-                    let backend = backend?;
                     tokio::spawn(async move { backend.check(&record).await })
                         .await
                         .ok()
@@ -164,11 +155,9 @@ impl Registry {
             .collect()
             .await;
         for (record, checked) in unknown.into_iter().zip(checks) {
-            let backend = self.inner.lock().backend(&record.spec.kind);
-            let adopted = match (backend, checked.is_some()) {
-                (_, true) => Ok(None),
-                (Ok(backend), false) => backend.adopt(&record).await,
-                (Err(error), false) => Err(error),
+            let adopted = match checked {
+                Some(_) => Ok(None),
+                None => self.inner.backend.adopt(&record).await,
             };
             // An adoption that failed proves nothing (a timeout on a busy
             // server): the terminal stays unattached, tried again on use.
@@ -227,15 +216,14 @@ impl Registry {
     }
 
     /// The record files the last scan of the state directory (an
-    /// [`open`](Registry::open), [`refresh`](Registry::refresh) or
+    /// [`open_with`](Registry::open_with), [`refresh`](Registry::refresh) or
     /// [`list`](Registry::list)) found corrupt and moved aside: what `list`
     /// reports beside the terminals. Their terminals are left alone.
     pub fn corrupt_records(&self) -> Vec<CorruptRecord> {
         self.inner.lock().corrupt.clone()
     }
 
-    /// Asks every registered backend to remove what belongs to no record of
-    /// its kind (socket files without a server, servers proven unclaimed).
+    /// Asks the backend to remove what belongs to no record (socket files without a server, servers proven unclaimed).
     /// Reports the records moved aside as corrupt, whose terminals are left
     /// alone.
     ///
@@ -243,7 +231,7 @@ impl Registry {
     ///
     /// `REGISTRY_DISPOSING`; [`Error::Io`] when the state directory cannot
     /// be listed, or when a record in it cannot be read (the claimed set is
-    /// then unknown, so nothing is reaped). Per-backend failures are in
+    /// then unknown, so nothing is reaped). Per-item failures are in
     /// [`ReapReport::failures`].
     pub async fn reap(&self) -> Result<ReapReport> {
         self.inner.lock().check_active()?;
@@ -261,32 +249,17 @@ impl Registry {
             ));
         }
         let claimed = loaded.claimed_ids();
-        let backends: Vec<(String, Arc<dyn Backend>)> = self
-            .inner
-            .lock()
-            .backends
-            .iter()
-            .map(|(kind, slot)| (kind.clone(), Arc::clone(&slot.backend)))
-            .collect();
         let mut report = ReapReport {
             corrupt: loaded.corrupt.clone(),
             ..ReapReport::default()
         };
-        for (kind, backend) in backends {
-            let own: Vec<_> = loaded
-                .records
-                .iter()
-                .filter(|record| record.spec.kind == kind)
-                .cloned()
-                .collect();
-            match backend.reap(&own, &claimed).await {
-                Ok(reaped) => {
-                    report.removed.extend(reaped.removed);
-                    report.skipped.extend(reaped.skipped);
-                    report.failures.extend(reaped.failures);
-                }
-                Err(error) => report.failures.push(error),
+        match self.inner.backend.reap(&loaded.records, &claimed).await {
+            Ok(reaped) => {
+                report.removed.extend(reaped.removed);
+                report.skipped.extend(reaped.skipped);
+                report.failures.extend(reaped.failures);
             }
+            Err(error) => report.failures.push(error),
         }
         Ok(report)
     }

@@ -49,15 +49,15 @@ pub type OutputStream = BoxStream<'static, OutputEvent>;
 ///   work fails, it returns [`Error::BackendCleanup`] carrying both; the
 ///   registry keeps the cleanup failure until disposal reports it.
 /// - When `spawn` succeeds but the registry then decides not to publish the
-///   terminal (cancelled meanwhile, owner disposed, persistence failed), the
+///   terminal (cancelled meanwhile, registry disposing, persistence failed), the
 ///   registry calls [`BackendTerminal::close`] with
 ///   [`CloseReason::RolledBack`].
 /// - The same id may be spawned again to rebuild a terminal whose server
 ///   vanished (restart policy); the backend must cope with leftovers of the
 ///   old one (e.g. a stale socket file).
 pub trait Backend: Send + Sync + 'static {
-    /// The kind name this backend registers under; non-empty and unique in a
-    /// registry.
+    /// The name snapshots and records report for this backend's
+    /// terminals (`tmux`).
     fn kind(&self) -> &str;
 
     /// Starts a terminal for `request` and resolves once it is ready.
@@ -118,9 +118,9 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
-    /// Removes what belongs to no record of this kind: e.g. socket files with
-    /// no server, servers proven to have no record. `records` are every
-    /// readable record of this backend's kind in the state directory;
+    /// Removes what belongs to no record: e.g. socket files with no
+    /// server, servers proven to have no record. `records` are every
+    /// readable record in the state directory;
     /// `claimed` is every terminal id with a record file, readable or not
     /// (a corrupt record still claims its terminal). Only what is proven
     /// unclaimed may go: a terminal that cannot be identified, or a query
@@ -155,8 +155,7 @@ pub struct SpawnRequest {
     pub owner: OwnerId,
     /// What to run and how (already validated by the registry).
     pub spec: SpawnSpec,
-    /// Cancelled when the caller gives up, the owner is disposed or the
-    /// registry is disposing; the backend must stop and clean up.
+    /// Cancelled when the caller gives up or the registry is disposing; the backend must stop and clean up.
     pub cancel: CancellationToken,
 }
 
@@ -368,8 +367,6 @@ pub enum CloseReason {
     Kill,
     /// The spawn failed or was cancelled before publication.
     RolledBack,
-    /// Its owner was disposed.
-    OwnerDisposed,
     /// The registry was disposed.
     RegistryDisposed,
     /// It is being replaced by a rebuilt terminal with the same id.
@@ -381,7 +378,6 @@ impl fmt::Display for CloseReason {
         f.write_str(match self {
             CloseReason::Kill => "kill requested",
             CloseReason::RolledBack => "spawn rolled back",
-            CloseReason::OwnerDisposed => "owner disposed",
             CloseReason::RegistryDisposed => "registry disposed",
             CloseReason::Replaced => "replaced by a rebuilt terminal",
         })

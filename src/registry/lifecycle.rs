@@ -1,4 +1,4 @@
-//! Ending terminals: `kill`, owner disposal and registry disposal; and
+//! Ending terminals: `kill` and registry disposal; and
 //! ending the registry without ending its terminals: `shutdown`.
 //!
 //! A close runs as a task, shared by everyone who joins it: a kill that
@@ -17,7 +17,7 @@ use super::backend::{BackendTerminal, CloseReason};
 use super::locks::Purpose;
 use super::persist::StateDir;
 use super::service::blocking;
-use super::state::{AbortReason, Closing};
+use super::state::Closing;
 use super::{OwnerId, Registry, TerminalId};
 use crate::{Error, Result};
 
@@ -42,44 +42,6 @@ impl Registry {
             })
     }
 
-    /// Kills every terminal of `owner` (the owner stays live), attempting
-    /// every one even when some fail. Returns how many this call closed.
-    ///
-    /// # Errors
-    ///
-    /// `REGISTRY_DISPOSING`, or `CLOSE_FAILED` carrying one error per
-    /// terminal that could not be closed (those are kept for a retry).
-    pub async fn kill_all(&self, owner: &OwnerId) -> Result<usize> {
-        self.inner.lock().check_active()?;
-        let ids = self.owned_ids(Some(owner));
-        self.close_entries(&ids, &CloseReason::Kill).await
-    }
-
-    /// Disposes `owner`: from now on it is not live (`OWNER_NOT_LIVE` for
-    /// new spawns); its unpublished spawns are aborted and awaited, and its
-    /// terminals closed. Calling it again retries what failed.
-    ///
-    /// # Errors
-    ///
-    /// `REGISTRY_DISPOSING`, or `CLEANUP_FAILED` carrying every failed
-    /// rollback (including ones kept from earlier spawns) and every failed
-    /// close.
-    pub async fn dispose_owner(&self, owner: &OwnerId) -> Result<()> {
-        {
-            let mut state = self.inner.lock();
-            state.check_active()?;
-            state.disposed_owners.insert(owner.clone());
-        }
-        let mut failures = self
-            .abort_pending(Some(owner), AbortReason::OwnerDisposed)
-            .await;
-        let ids = self.owned_ids(Some(owner));
-        if let Err(error) = self.close_entries(&ids, &CloseReason::OwnerDisposed).await {
-            failures.push(Arc::new(error));
-        }
-        cleanup_result(failures)
-    }
-
     /// Disposes the registry: aborts and awaits every unpublished spawn,
     /// closes every terminal, clears every map (even when something
     /// failed), stops background tasks and waits for them. Afterwards every
@@ -100,10 +62,8 @@ impl Registry {
             state.check_active()?;
             state.disposing = true;
         }
-        let mut failures = self
-            .abort_pending(None, AbortReason::RegistryDisposing)
-            .await;
-        let ids = self.owned_ids(None);
+        let mut failures = self.abort_pending().await;
+        let ids = self.all_ids();
         if let Err(error) = self
             .close_entries(&ids, &CloseReason::RegistryDisposed)
             .await
@@ -149,10 +109,7 @@ impl Registry {
         // A scan in flight sees `disposing` and stops; wait for it, so the
         // terminal it may be adopting is not left behind.
         drop(self.inner.scan.lock().await);
-        for failure in self
-            .abort_pending(None, AbortReason::RegistryDisposing)
-            .await
-        {
+        for failure in self.abort_pending().await {
             warn!(error = %failure, "rollback of an unpublished terminal failed");
         }
         self.inner.shutdown.cancel();
@@ -167,9 +124,7 @@ impl Registry {
     /// terminals that were in it.
     fn clear(&self) -> Vec<Arc<dyn BackendTerminal>> {
         let mut state = self.inner.lock();
-        state.backends.clear();
         state.pending.clear();
-        state.disposed_owners.clear();
         state
             .entries
             .drain()
@@ -180,15 +135,9 @@ impl Registry {
             .collect()
     }
 
-    /// Ids of `owner`'s terminals (or everyone's).
-    fn owned_ids(&self, owner: Option<&OwnerId>) -> Vec<TerminalId> {
-        self.inner
-            .lock()
-            .entries
-            .values()
-            .filter(|entry| owner.is_none_or(|owner| &entry.record.owner == owner))
-            .map(|entry| entry.record.id.clone())
-            .collect()
+    /// Ids of every terminal.
+    fn all_ids(&self) -> Vec<TerminalId> {
+        self.inner.lock().entries.keys().cloned().collect()
     }
 
     /// Closes each terminal of `ids`, concurrently, joining closes in
@@ -233,7 +182,7 @@ impl Registry {
                 None => {
                     let terminal = entry.terminal.clone();
                     let record = entry.record.clone();
-                    let backend = state.backend(&record.spec.kind).ok();
+                    let backend = Arc::clone(&self.inner.backend);
                     let Some(entry) = state.entries.get_mut(id) else {
                         return Ok(false);
                     };
@@ -252,12 +201,11 @@ impl Registry {
                             }
                             None => None,
                         };
-                        let closed = match (terminal, backend) {
-                            (Some(terminal), _) => terminal.close(reason).await,
+                        let closed = match terminal {
+                            Some(terminal) => terminal.close(reason).await,
                             // Not attached here (or gone): what the record
                             // names is killed without attaching.
-                            (None, Some(backend)) => backend.retire(&record).await,
-                            (None, None) => Ok(()),
+                            None => backend.retire(&record).await,
                         };
                         if closed.is_ok()
                             && let Some(store) = store
@@ -324,18 +272,16 @@ impl Registry {
         future.await.map(|()| started)
     }
 
-    /// Aborts unpublished spawns of `owner` (or all), waits until each has
-    /// settled, and collects the failures they kept: those of earlier
-    /// spawns as well.
-    async fn abort_pending(&self, owner: Option<&OwnerId>, reason: AbortReason) -> Vec<Arc<Error>> {
+    /// Aborts every unpublished spawn, waits until each has settled, and
+    /// collects the failures they kept: those of earlier spawns as well.
+    async fn abort_pending(&self) -> Vec<Arc<Error>> {
         let waits: Vec<_> = {
             let mut state = self.inner.lock();
             state
                 .pending
                 .iter_mut()
-                .filter(|(_, pending)| owner.is_none_or(|owner| &pending.owner == owner))
                 .map(|(key, pending)| {
-                    pending.abort_reason.get_or_insert(reason);
+                    pending.aborted = true;
                     pending.abort.cancel();
                     (*key, pending.settled.clone())
                 })

@@ -154,10 +154,7 @@ impl Registry {
             if !entry.unattached {
                 return Ok(entry.terminal.clone());
             }
-            (
-                entry.record.clone(),
-                state.backend(&entry.record.spec.kind)?,
-            )
+            (entry.record.clone(), Arc::clone(&self.inner.backend))
         };
         let adopted = backend.adopt(&record).await?;
         let kept = {
@@ -266,7 +263,7 @@ impl Registry {
             (
                 entry.terminal.clone(),
                 entry.record.clone(),
-                state.backend(&entry.record.spec.kind)?,
+                Arc::clone(&self.inner.backend),
                 entry.cancel.child_token(),
             )
         };

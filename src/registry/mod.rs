@@ -62,11 +62,10 @@ pub use io::{WAIT_LINES, WaitCondition};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
 pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
-pub use service::{BackendGuard, Registry};
+pub use service::Registry;
 pub use signal::{Signal, SignalDelivery};
 pub use spec::{
-    DEFAULT_KIND, MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec,
-    TerminalSnapshot,
+    MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec, TerminalSnapshot,
 };
 
 #[cfg(test)]

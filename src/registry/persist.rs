@@ -58,8 +58,12 @@ pub struct TerminalRecord {
     /// 0 in records written before it existed.
     #[serde(default)]
     pub created_ns: u64,
-    /// How it was spawned: kind, name, role, restart policy, command, cwd,
-    /// env, size (flattened into the record).
+    /// The backend's name for what runs it (`tmux`), reported in
+    /// snapshots; records of every engine so far say `tmux`.
+    #[serde(default = "tmux_kind")]
+    pub kind: String,
+    /// How it was spawned: name, role, restart policy, command, cwd, env,
+    /// size (flattened into the record).
     #[serde(flatten)]
     pub spec: SpawnSpec,
     /// Backend-specific data to find the terminal again (e.g. the socket
@@ -68,11 +72,16 @@ pub struct TerminalRecord {
     pub locator: serde_json::Value,
 }
 
+fn tmux_kind() -> String {
+    "tmux".to_owned()
+}
+
 impl TerminalRecord {
-    /// A record for a terminal created now.
+    /// A record for a terminal of backend `kind` created now.
     pub fn new(
         id: TerminalId,
         owner: OwnerId,
+        kind: &str,
         spec: SpawnSpec,
         locator: serde_json::Value,
     ) -> Self {
@@ -85,6 +94,7 @@ impl TerminalRecord {
             owner,
             created_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
             created_ns: u64::try_from(now.as_nanos()).unwrap_or(u64::MAX),
+            kind: kind.to_owned(),
             spec,
             locator,
         }
@@ -414,7 +424,8 @@ mod tests {
         TerminalRecord::new(
             TerminalId::mint().unwrap(),
             OwnerId::new("owner").unwrap(),
-            SpawnSpec::new("stub")
+            "stub",
+            SpawnSpec::new()
                 .name(name)
                 .role("repl")
                 .restart(RestartPolicy::OnAttach)

@@ -6,7 +6,7 @@
 //! `lifecycle.rs` (kill, disposal), `liveness.rs` (probe, recreation),
 //! `adopt.rs` (state directory scans).
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,14 +16,14 @@ use super::backend::{Backend, BackendTerminal, CloseReason, SpawnRequest};
 use super::locks::FileLock;
 use super::persist::{StateDir, TerminalRecord};
 use super::spec::{RegistryConfig, RestartPolicy, TerminalSnapshot};
-use super::state::{BackendSlot, Entry, Pending, State};
+use super::state::{Entry, Pending, State};
 use super::{OwnerId, SpawnSpec, TerminalId};
 use crate::{Error, Result};
 
 /// The owner-scoped registry of terminals.
 ///
-/// Cheap to clone; clones share one registry. Only
-/// [`kill`](Registry::kill), [`dispose_owner`](Registry::dispose_owner) and
+/// Cheap to clone; clones share one registry, and one backend fixed when
+/// it was built. Only [`kill`](Registry::kill) and
 /// [`dispose`](Registry::dispose) close terminals. To let go of them
 /// instead (they outlive the engine and are re-adopted by
 /// [`Registry::open`]), await [`shutdown`](Registry::shutdown): it resolves
@@ -55,6 +55,8 @@ pub(crate) struct Inner {
     state: Mutex<State>,
     pub(crate) store: Option<StateDir>,
     pub(crate) config: RegistryConfig,
+    /// What runs the terminals; one per registry, fixed when it is built.
+    pub(crate) backend: Arc<dyn Backend>,
     /// Cancelled by `dispose` or when the last handle drops; stops every
     /// background task.
     pub(crate) shutdown: CancellationToken,
@@ -93,22 +95,25 @@ where
 }
 
 impl Registry {
-    /// A registry with `config`, with no backends and no terminals yet.
+    /// A registry with `config` whose terminals `backend` runs, with no
+    /// terminals yet.
     ///
     /// With a state directory, new terminals are persisted there; call
-    /// [`refresh`](Registry::refresh) (or use [`open`](Registry::open)) to
-    /// adopt the terminals already recorded.
+    /// [`refresh`](Registry::refresh) (or use
+    /// [`open_with`](Registry::open_with)) to adopt the terminals already
+    /// recorded.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] when the state directory cannot be created.
-    pub fn new(config: RegistryConfig) -> Result<Self> {
+    pub fn new(config: RegistryConfig, backend: Arc<dyn Backend>) -> Result<Self> {
         let store = config.state_dir.clone().map(StateDir::open).transpose()?;
         Ok(Registry {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::default()),
                 store,
                 config,
+                backend,
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 stopped: CancellationToken::new(),
@@ -122,55 +127,11 @@ impl Registry {
         self.inner.store.as_ref()
     }
 
-    /// Registers `backend` under its kind until the returned guard is
-    /// dropped or removed. Terminals already spawned by it keep working
-    /// after removal; new spawns of that kind fail with `NO_BACKEND`.
-    ///
-    /// # Errors
-    ///
-    /// `INVALID_INPUT` for an empty kind, `DUPLICATE_BACKEND` when the kind
-    /// is taken, `REGISTRY_DISPOSING` after disposal began.
-    pub fn register_backend(&self, backend: Arc<dyn Backend>) -> Result<BackendGuard> {
-        let kind = backend.kind().to_owned();
-        if kind.is_empty() {
-            return Err(Error::InvalidInput(
-                "backend kind must be non-empty".to_owned(),
-            ));
-        }
-        let mut state = self.inner.lock();
-        state.check_active()?;
-        if state
-            .backends
-            .iter()
-            .any(|(registered, _)| *registered == kind)
-        {
-            return Err(Error::DuplicateBackend(kind));
-        }
-        let token = state.next();
-        state
-            .backends
-            .push((kind.clone(), BackendSlot { token, backend }));
-        Ok(BackendGuard {
-            inner: Arc::downgrade(&self.inner),
-            kind,
-            token,
-            armed: true,
-        })
-    }
-
-    /// The registered backend kinds, in registration order.
-    pub fn list_backends(&self) -> Vec<String> {
-        self.inner
-            .lock()
-            .backends
-            .iter()
-            .map(|(kind, _)| kind.clone())
-            .collect()
-    }
-
-    /// Whether `owner` has a published terminal or an unpublished spawn
-    /// (including one whose failed rollback awaits disposal). True across
-    /// the whole spawn-to-close interval, with no gap at publication.
+    /// Whether `owner` has an unpublished spawn (including one whose failed
+    /// rollback awaits disposal) or a published terminal: what the registry
+    /// logic tests watch to see a spawn settle.
+    #[cfg(feature = "stub")]
+    #[doc(hidden)]
     pub fn has_owner_activity(&self, owner: &OwnerId) -> bool {
         let state = self.inner.lock();
         state
@@ -189,16 +150,15 @@ impl Registry {
     /// Cancelling `cancel` (or dropping this future) aborts unpublished
     /// setup: the backend is told through its token, any half-made terminal
     /// is closed, and the caller gets `CANCELLED`, whatever the backend
-    /// answered. When the owner is disposed or the registry starts disposing
-    /// meanwhile, the spawn fails with `OWNER_NOT_LIVE` or
-    /// `REGISTRY_DISPOSING` and is rolled back the same way. A rollback that
-    /// fails is reported (`ROLLBACK_FAILED`, unless the caller cancelled)
+    /// answered. When the registry starts disposing meanwhile, the spawn
+    /// fails with `REGISTRY_DISPOSING` and is rolled back the same way. A
+    /// rollback that fails is reported (`ROLLBACK_FAILED`, unless the caller cancelled)
     /// and kept until disposal reports it too.
     ///
     /// # Errors
     ///
     /// In the order checked: `REGISTRY_DISPOSING`, `CANCELLED`,
-    /// `OWNER_NOT_LIVE`, `NO_BACKEND`, `INVALID_INPUT` (see
+    /// `INVALID_INPUT` (see
     /// [`SpawnSpec::validate`]), `DUPLICATE_NAME` (counting spawns in
     /// flight); then the backend's error, or the codes above.
     pub async fn spawn(
@@ -215,7 +175,6 @@ impl Registry {
                     "spawn for owner {owner} before it started"
                 )));
             }
-            state.check_owner(owner)?;
         }
         // Names are unique per owner across processes sharing the state
         // directory: the name's lock is held from the rescan that checks it
@@ -230,18 +189,15 @@ impl Registry {
             }
             _ => None,
         };
-        let (backend, reservation) = self.reserve(owner, &spec)?;
+        let reservation = self.reserve(owner, &spec)?;
         let caller = cancel.child_token();
         let on_drop = caller.clone().drop_guard();
         // A task, so that a caller dropping this future cannot drop the
         // backend's spawn half-way and leak what it made.
-        let task = self.inner.tasks.spawn(self.clone().run_spawn(
-            backend,
-            reservation,
-            spec,
-            caller,
-            name_lock,
-        ));
+        let task =
+            self.inner
+                .tasks
+                .spawn(self.clone().run_spawn(reservation, spec, caller, name_lock));
         let result = match task.await {
             Ok(result) => result,
             Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
@@ -254,15 +210,9 @@ impl Registry {
     }
 
     /// Checks the request and reserves its id and name.
-    fn reserve(
-        &self,
-        owner: &OwnerId,
-        spec: &SpawnSpec,
-    ) -> Result<(Arc<dyn Backend>, Reservation)> {
+    fn reserve(&self, owner: &OwnerId, spec: &SpawnSpec) -> Result<Reservation> {
         let mut state = self.inner.lock();
         state.check_active()?;
-        state.check_owner(owner)?;
-        let backend = state.backend(&spec.kind)?;
         spec.validate()?;
         if let Some(name) = &spec.name
             && state.name_taken(owner, name)
@@ -284,28 +234,24 @@ impl Registry {
                 id: id.clone(),
                 name: spec.name.clone(),
                 abort: abort.clone(),
-                abort_reason: None,
+                aborted: false,
                 settled: CancellationToken::new(),
                 cleanup_failure: None,
             },
         );
-        Ok((
-            backend,
-            Reservation {
-                inner: Arc::clone(&self.inner),
-                key,
-                id,
-                owner: owner.clone(),
-                abort,
-                settled: false,
-            },
-        ))
+        Ok(Reservation {
+            inner: Arc::clone(&self.inner),
+            key,
+            id,
+            owner: owner.clone(),
+            abort,
+            settled: false,
+        })
     }
 
     /// The body of [`spawn`](Registry::spawn), run as a task.
     async fn run_spawn(
         self,
-        backend: Arc<dyn Backend>,
         mut reservation: Reservation,
         spec: SpawnSpec,
         caller: CancellationToken,
@@ -320,7 +266,7 @@ impl Registry {
             cancel: backend_cancel.clone(),
         };
         let spawned = {
-            let spawning = backend.spawn(request);
+            let spawning = self.inner.backend.spawn(request);
             tokio::pin!(spawning);
             tokio::select! {
                 biased;
@@ -381,6 +327,7 @@ impl Registry {
         let record = TerminalRecord::new(
             reservation.id.clone(),
             reservation.owner.clone(),
+            self.inner.backend.kind(),
             spec.clone(),
             terminal.locator(),
         );
@@ -444,15 +391,14 @@ impl Reservation {
         if caller.is_cancelled() {
             return Err(self.cancelled());
         }
-        if let Some(reason) = state
+        if state
             .pending
             .get(&self.key)
-            .and_then(|pending| pending.abort_reason)
+            .is_some_and(|pending| pending.aborted)
         {
-            return Err(reason.error(&self.owner));
+            return Err(Error::RegistryDisposing);
         }
-        state.check_active()?;
-        state.check_owner(&self.owner)
+        state.check_active()
     }
 
     /// What the spawner sees for a failed spawn: its own cancellation, else
@@ -462,13 +408,14 @@ impl Reservation {
             return self.cancelled();
         }
         let state = self.inner.lock();
-        match state
+        if state
             .pending
             .get(&self.key)
-            .and_then(|pending| pending.abort_reason)
+            .is_some_and(|pending| pending.aborted)
         {
-            Some(reason) => reason.error(&self.owner),
-            None => cause,
+            Error::RegistryDisposing
+        } else {
+            cause
         }
     }
 
@@ -507,89 +454,5 @@ fn settle_pending(inner: &Inner, key: u64, retained: Option<Arc<Error>>) {
                 pending.settled.cancel();
             }
         }
-    }
-}
-
-/// Keeps one backend registered; dropping it (or [`remove`](Self::remove))
-/// removes exactly that contribution, never a later registration of the
-/// same kind.
-#[derive(Debug)]
-#[must_use = "dropping the guard unregisters the backend"]
-pub struct BackendGuard {
-    inner: Weak<Inner>,
-    kind: String,
-    token: u64,
-    armed: bool,
-}
-
-impl BackendGuard {
-    /// The kind this guard keeps registered.
-    pub fn kind(&self) -> &str {
-        &self.kind
-    }
-
-    /// Unregisters the backend now.
-    pub fn remove(mut self) {
-        self.unregister();
-    }
-
-    /// Keeps the backend registered for the registry's lifetime.
-    pub fn keep(mut self) {
-        self.armed = false;
-    }
-
-    fn unregister(&mut self) {
-        if !std::mem::take(&mut self.armed) {
-            return;
-        }
-        if let Some(inner) = self.inner.upgrade() {
-            let mut state = inner.lock();
-            state
-                .backends
-                .retain(|(kind, slot)| !(*kind == self.kind && slot.token == self.token));
-        }
-    }
-}
-
-impl Drop for BackendGuard {
-    fn drop(&mut self) {
-        self.unregister();
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::registry::stub::StubBackend;
-
-    /// Seed: "preserves the id brand and disposes exact backend
-    /// contributions".
-    #[tokio::test]
-    async fn preserves_the_id_brand_and_disposes_exact_backend_contributions() {
-        let id = TerminalId::parse("t-1-0123456789abcdef").unwrap();
-        let text: &str = id.as_ref();
-        assert_eq!(text, "t-1-0123456789abcdef");
-        let registry = Registry::new(RegistryConfig::default()).unwrap();
-        let guard = registry.register_backend(StubBackend::new("stub")).unwrap();
-        assert_eq!(registry.list_backends(), ["stub"]);
-        let duplicate = registry
-            .register_backend(StubBackend::new("stub"))
-            .unwrap_err();
-        assert_eq!(duplicate.code(), "DUPLICATE_BACKEND");
-        // Someone else's contribution now holds the kind (as the seed does by
-        // poking the map): removing the first guard must leave it alone.
-        {
-            let mut state = registry.inner.lock();
-            let token = state.next();
-            state.backends[0].1 = BackendSlot {
-                token,
-                backend: StubBackend::new("replacement"),
-            };
-        }
-        guard.remove();
-        assert_eq!(registry.list_backends(), ["stub"]);
-        registry.inner.lock().backends.clear();
-        assert!(registry.list_backends().is_empty());
     }
 }

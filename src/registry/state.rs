@@ -1,17 +1,17 @@
 //! The registry's shared maps and their invariants.
 //!
 //! Everything here is synchronous and lives behind one `std::sync::Mutex`
-//! (never held across `.await`): backends by kind, published terminals,
-//! unpublished spawns, reserved names and disposed owners. No I/O and no
+//! (never held across `.await`): published terminals, unpublished
+//! spawns and reserved names. No I/O and no
 //! backend calls happen here.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendTerminal, RecordCheck, TerminalStatus};
+use super::backend::{BackendTerminal, RecordCheck, TerminalStatus};
 use super::persist::{CorruptRecord, TerminalRecord};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, TerminalId};
@@ -19,13 +19,6 @@ use crate::{Error, Result};
 
 /// A close in flight, shared by every caller that joins it.
 pub(crate) type CloseFuture = Shared<BoxFuture<'static, Result<(), Arc<Error>>>>;
-
-/// One registered backend contribution.
-pub(crate) struct BackendSlot {
-    /// Distinguishes this contribution from a later one of the same kind.
-    pub(crate) token: u64,
-    pub(crate) backend: Arc<dyn Backend>,
-}
 
 /// A close in flight on one terminal.
 pub(crate) struct Closing {
@@ -113,7 +106,7 @@ impl Entry {
             owner: record.owner.clone(),
             name: record.spec.name.clone(),
             role: record.spec.role.clone(),
-            kind: record.spec.kind.clone(),
+            kind: record.kind.clone(),
             pid: match &self.terminal {
                 Some(terminal) => terminal.pid(),
                 None => self.checked.as_ref().and_then(|checked| checked.pid),
@@ -134,23 +127,6 @@ impl Entry {
     }
 }
 
-/// Why disposal aborted an unpublished spawn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AbortReason {
-    OwnerDisposed,
-    RegistryDisposing,
-}
-
-impl AbortReason {
-    /// The error the spawner sees.
-    pub(crate) fn error(self, owner: &OwnerId) -> Error {
-        match self {
-            AbortReason::OwnerDisposed => Error::OwnerNotLive(owner.to_string()),
-            AbortReason::RegistryDisposing => Error::RegistryDisposing,
-        }
-    }
-}
-
 /// One spawn between reservation and publication (or failure).
 pub(crate) struct Pending {
     pub(crate) owner: OwnerId,
@@ -158,7 +134,9 @@ pub(crate) struct Pending {
     pub(crate) name: Option<String>,
     /// Cancelled by disposal; the backend's token is a child of it.
     pub(crate) abort: CancellationToken,
-    pub(crate) abort_reason: Option<AbortReason>,
+    /// Set once disposal aborted it: the spawner then sees
+    /// `REGISTRY_DISPOSING`, whatever the backend answered.
+    pub(crate) aborted: bool,
     /// Cancelled once the spawn has settled (published or rolled back).
     pub(crate) settled: CancellationToken,
     /// A rollback or backend cleanup failure kept until disposal reports it.
@@ -169,12 +147,9 @@ pub(crate) struct Pending {
 #[derive(Default)]
 pub(crate) struct State {
     pub(crate) disposing: bool,
-    /// Registered backends, in registration order.
-    pub(crate) backends: Vec<(String, BackendSlot)>,
     pub(crate) entries: HashMap<TerminalId, Entry>,
     /// Unpublished spawns by reservation key.
     pub(crate) pending: HashMap<u64, Pending>,
-    pub(crate) disposed_owners: HashSet<OwnerId>,
     /// What the last scan found corrupt (see `Registry::corrupt_records`).
     pub(crate) corrupt: Vec<CorruptRecord>,
     next_counter: u64,
@@ -194,24 +169,6 @@ impl State {
         } else {
             Ok(())
         }
-    }
-
-    /// Fails with `OWNER_NOT_LIVE` for a disposed owner.
-    pub(crate) fn check_owner(&self, owner: &OwnerId) -> Result<()> {
-        if self.disposed_owners.contains(owner) {
-            Err(Error::OwnerNotLive(owner.to_string()))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The backend registered for `kind`.
-    pub(crate) fn backend(&self, kind: &str) -> Result<Arc<dyn Backend>> {
-        self.backends
-            .iter()
-            .find(|(registered, _)| registered == kind)
-            .map(|(_, slot)| Arc::clone(&slot.backend))
-            .ok_or_else(|| Error::NoBackend(kind.to_owned()))
     }
 
     /// Whether `owner` already uses `name`, published or in flight.

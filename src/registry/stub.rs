@@ -26,6 +26,9 @@ use super::signal::{Signal, SignalDelivery};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
+/// What snapshots call stub terminals.
+pub const STUB_KIND: &str = "stub";
+
 /// The pid stub terminals report unless made without one.
 pub const STUB_PID: u32 = 123;
 
@@ -73,7 +76,6 @@ pub type SpawnHook =
 
 /// A backend of [`StubTerminal`]s.
 pub struct StubBackend {
-    kind: String,
     hook: Option<SpawnHook>,
     spawn_gate: Mutex<Option<Gate>>,
     terminals: Mutex<Vec<(TerminalId, Arc<StubTerminal>)>>,
@@ -83,18 +85,15 @@ pub struct StubBackend {
 
 impl std::fmt::Debug for StubBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StubBackend")
-            .field("kind", &self.kind)
-            .finish_non_exhaustive()
+        f.debug_struct("StubBackend").finish_non_exhaustive()
     }
 }
 
 impl StubBackend {
-    /// A backend of kind `kind` whose spawns succeed at once (or when the
-    /// spawn gate opens).
-    pub fn new(kind: impl Into<String>) -> Arc<Self> {
+    /// A backend whose spawns succeed at once (or when the spawn gate
+    /// opens); its terminals' kind is [`STUB_KIND`].
+    pub fn new() -> Arc<Self> {
         Arc::new(StubBackend {
-            kind: kind.into(),
             hook: None,
             spawn_gate: Mutex::new(None),
             terminals: Mutex::new(Vec::new()),
@@ -105,14 +104,14 @@ impl StubBackend {
 
     /// A backend whose spawns run `hook`; the terminals it returns are
     /// recorded like the default ones.
-    pub fn with_spawn<F>(kind: impl Into<String>, hook: F) -> Arc<Self>
+    pub fn with_spawn<F>(hook: F) -> Arc<Self>
     where
         F: Fn(SpawnRequest) -> BoxFuture<'static, Result<Arc<StubTerminal>>>
             + Send
             + Sync
             + 'static,
     {
-        let mut backend = StubBackend::new(kind);
+        let mut backend = StubBackend::new();
         if let Some(backend) = Arc::get_mut(&mut backend) {
             backend.hook = Some(Arc::new(hook));
         }
@@ -159,7 +158,7 @@ impl StubBackend {
 
 impl Backend for StubBackend {
     fn kind(&self) -> &str {
-        &self.kind
+        STUB_KIND
     }
 
     fn spawn(&self, request: SpawnRequest) -> BoxFuture<'_, Result<Arc<dyn BackendTerminal>>> {

@@ -16,8 +16,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
 use tmux_engine::registry::{
-    BackendGuard, OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec,
-    TerminalSnapshot,
+    OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec, TerminalSnapshot,
 };
 use tmux_engine::{Error, Result};
 use tokio::task::JoinHandle;
@@ -26,22 +25,19 @@ use tokio_util::sync::CancellationToken;
 /// How long any single wait may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(10);
 
-/// A registry with no state directory.
-fn registry() -> Registry {
-    Registry::new(RegistryConfig::default()).unwrap()
+/// A registry of `backend`'s terminals with no state directory.
+fn registry(backend: &Arc<StubBackend>) -> Registry {
+    Registry::new(RegistryConfig::default(), backend.clone()).unwrap()
 }
 
 fn owner(name: &str) -> OwnerId {
     OwnerId::new(name).unwrap()
 }
 
-/// A registry with a plain stub backend of `kind`, registered until the
-/// guard drops.
-fn with_stub(kind: &str) -> (Registry, Arc<StubBackend>, BackendGuard) {
-    let registry = registry();
-    let backend = StubBackend::new(kind);
-    let guard = registry.register_backend(backend.clone()).unwrap();
-    (registry, backend, guard)
+/// A registry of a plain stub backend.
+fn with_stub() -> (Registry, Arc<StubBackend>) {
+    let backend = StubBackend::new();
+    (registry(&backend), backend)
 }
 
 /// Makes `backend`'s spawns wait for the returned gate.
@@ -73,47 +69,6 @@ fn assert_cleanup_failed(error: &Error) {
     );
 }
 
-/// The two disposals of the seed's `$scope` cases: one owner's, or the
-/// whole service's.
-#[derive(Clone, Copy, Debug)]
-enum Scope {
-    Owner,
-    Service,
-}
-
-impl Scope {
-    const BOTH: [Scope; 2] = [Scope::Owner, Scope::Service];
-
-    /// The code of a spawn that this disposal aborts.
-    fn aborted_code(self) -> &'static str {
-        match self {
-            Scope::Owner => "OWNER_NOT_LIVE",
-            Scope::Service => "REGISTRY_DISPOSING",
-        }
-    }
-
-    /// This disposal, awaited here.
-    async fn dispose(self, registry: &Registry, owner: &OwnerId) -> Result<()> {
-        match self {
-            Scope::Owner => registry.dispose_owner(owner).await,
-            Scope::Service => registry.dispose().await,
-        }
-    }
-
-    /// This disposal, in a task.
-    fn dispose_task(self, registry: &Registry, owner: &OwnerId) -> JoinHandle<Result<()>> {
-        match self {
-            Scope::Owner => dispose_task(registry, Some(owner)),
-            Scope::Service => dispose_task(registry, None),
-        }
-    }
-
-    /// Names the row in a failure's output while it runs.
-    fn row(self) -> crate::support::Row {
-        crate::support::Row::new(format!("{self:?} disposal"))
-    }
-}
-
 /// Awaits `future`, failing the test after [`DEADLINE`].
 async fn within<F: Future>(future: F) -> F::Output {
     tokio::time::timeout(DEADLINE, future)
@@ -128,10 +83,10 @@ fn failure<T: std::fmt::Debug>(result: Result<T>) -> Error {
 
 /// A backend whose spawns wait for `gate` (ignoring cancellation), then
 /// return `terminal`.
-fn gated(kind: &str, gate: &Gate, terminal: &Arc<StubTerminal>) -> Arc<StubBackend> {
+fn gated(gate: &Gate, terminal: &Arc<StubTerminal>) -> Arc<StubBackend> {
     let gate = gate.clone();
     let terminal = Arc::clone(terminal);
-    StubBackend::with_spawn(kind, move |_request| {
+    StubBackend::with_spawn(move |_request| {
         let gate = gate.clone();
         let terminal = Arc::clone(&terminal);
         Box::pin(async move {
@@ -144,13 +99,12 @@ fn gated(kind: &str, gate: &Gate, terminal: &Arc<StubTerminal>) -> Arc<StubBacke
 /// A backend whose spawns open `started`, wait for their cancellation
 /// token, then fail with whatever `on_cancel` builds.
 fn abortable(
-    kind: &str,
     started: &Gate,
     on_cancel: impl Fn() -> Error + Send + Sync + 'static,
 ) -> Arc<StubBackend> {
     let started = started.clone();
     let on_cancel = Arc::new(on_cancel);
-    StubBackend::with_spawn(kind, move |request: SpawnRequest| {
+    StubBackend::with_spawn(move |request: SpawnRequest| {
         let started = started.clone();
         let on_cancel = Arc::clone(&on_cancel);
         let spawn: BoxFuture<'static, Result<Arc<StubTerminal>>> = Box::pin(async move {
@@ -196,14 +150,9 @@ async fn spawn_task_error(pending: JoinHandle<Result<TerminalSnapshot>>) -> Erro
     failure(within(pending).await.unwrap())
 }
 
-pub(crate) fn dispose_task(registry: &Registry, owner: Option<&OwnerId>) -> JoinHandle<Result<()>> {
-    let (registry, owner) = (registry.clone(), owner.cloned());
-    tokio::spawn(async move {
-        match owner {
-            Some(owner) => registry.dispose_owner(&owner).await,
-            None => registry.dispose().await,
-        }
-    })
+pub(crate) fn dispose_task(registry: &Registry) -> JoinHandle<Result<()>> {
+    let registry = registry.clone();
+    tokio::spawn(async move { registry.dispose().await })
 }
 
 fn none() -> CancellationToken {

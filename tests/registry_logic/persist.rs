@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tmux_engine::registry::stub::{Gate, StubBackend};
 use tmux_engine::registry::{
-    Backend, BackendTerminal, ReadRequest, Registry, RegistryConfig, RestartBackoff, RestartPolicy,
+    BackendTerminal, ReadRequest, Registry, RegistryConfig, RestartBackoff, RestartPolicy,
     SpawnSpec, TerminalRecord, TerminalStatus,
 };
 use tokio_util::sync::CancellationToken;
@@ -38,8 +38,9 @@ fn config(dir: &Path) -> RegistryConfig {
 }
 
 async fn open(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (registry, report) = Registry::open(config(dir), backends).await.unwrap();
+    let (registry, report) = Registry::open_with(config(dir), backend.clone())
+        .await
+        .unwrap();
     assert!(report.corrupt.is_empty(), "{report:?}");
     registry
 }
@@ -55,10 +56,10 @@ fn none() -> CancellationToken {
 #[tokio::test]
 async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let registry = open(dir.path(), &backend).await;
     let owner = owner("owner");
-    let spec = SpawnSpec::new("stub")
+    let spec = SpawnSpec::new()
         .name("main")
         .role("repl")
         .restart(RestartPolicy::OnAttach)
@@ -90,29 +91,24 @@ async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
 #[tokio::test]
 async fn unpublished_spawns_leave_no_record() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
-    let registry = open(dir.path(), &backend).await;
-    let throwing = StubBackend::with_spawn("throwing", |_request| {
+    let backend = StubBackend::new();
+    let throwing = StubBackend::with_spawn(|_request| {
         Box::pin(async { Err(backend_error("provider failed")) })
     });
-    let _guard = registry.register_backend(throwing).unwrap();
     let owner = owner("owner");
-    failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("throwing"), &none())
-            .await,
-    );
+    {
+        let failing = open(dir.path(), &throwing).await;
+        failure(failing.spawn(&owner, SpawnSpec::new(), &none()).await);
+        assert!(records(&failing).is_empty());
+    }
+    let registry = open(dir.path(), &backend).await;
 
     let gate = Gate::new();
     backend.set_spawn_gate(Some(gate.clone()));
     let cancel = CancellationToken::new();
     let pending = {
         let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
-        tokio::spawn(async move {
-            registry
-                .spawn(&owner, SpawnSpec::new("stub"), &cancel)
-                .await
-        })
+        tokio::spawn(async move { registry.spawn(&owner, SpawnSpec::new(), &cancel).await })
     };
     within(backend.wait_spawns_started(1)).await;
     cancel.cancel();
@@ -128,12 +124,12 @@ async fn unpublished_spawns_leave_no_record() {
 #[tokio::test]
 async fn open_adopts_live_terminals_with_their_metadata() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let (alice, bob) = (owner("alice"), owner("bob"));
     let before = {
         let first = open(dir.path(), &backend).await;
         for (owner, name) in [(&alice, "one"), (&alice, "two"), (&bob, "one")] {
-            let spec = SpawnSpec::new("stub").name(name).role("shell");
+            let spec = SpawnSpec::new().name(name).role("shell");
             first.spawn(owner, spec, &none()).await.unwrap();
         }
         let before = (
@@ -151,8 +147,9 @@ async fn open_adopts_live_terminals_with_their_metadata() {
             .all(|terminal| terminal.closed().is_empty())
     );
 
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    let (second, report) = Registry::open_with(config(dir.path()), backend.clone())
+        .await
+        .unwrap();
     assert_eq!(report.adopted.len(), 3);
     assert!(report.gone.is_empty() && report.failures.is_empty());
     let after = (
@@ -167,7 +164,7 @@ async fn open_adopts_live_terminals_with_their_metadata() {
     assert_eq!(page.lines, ["0:0"]);
     let error = failure(
         second
-            .spawn(&alice, SpawnSpec::new("stub").name("one"), &none())
+            .spawn(&alice, SpawnSpec::new().name("one"), &none())
             .await,
     );
     assert_eq!(error.code(), "DUPLICATE_NAME");
@@ -178,7 +175,7 @@ async fn open_adopts_live_terminals_with_their_metadata() {
 #[tokio::test]
 async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = owner("owner");
     {
         let first = open(dir.path(), &backend).await;
@@ -187,7 +184,7 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
             ("repl", RestartPolicy::OnAttach),
             ("daemon", RestartPolicy::Always),
         ] {
-            let spec = SpawnSpec::new("stub").name(name).restart(policy);
+            let spec = SpawnSpec::new().name(name).restart(policy);
             first.spawn(&owner, spec, &none()).await.unwrap();
         }
     }
@@ -196,8 +193,9 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
         terminal.vanish("server killed");
     }
 
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    let (second, report) = Registry::open_with(config(dir.path()), backend.clone())
+        .await
+        .unwrap();
     assert_eq!(report.gone.len(), 3, "{report:?}");
     assert!(report.adopted.is_empty());
 
@@ -240,19 +238,20 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
 #[tokio::test]
 async fn open_reports_and_skips_corrupt_records() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = owner("owner");
     {
         let first = open(dir.path(), &backend).await;
         first
-            .spawn(&owner, SpawnSpec::new("stub").name("ok"), &none())
+            .spawn(&owner, SpawnSpec::new().name("ok"), &none())
             .await
             .unwrap();
     }
     let corrupt = dir.path().join("terminals/t-1-0000000000000000.json");
     std::fs::write(&corrupt, b"{\"id\": truncated").unwrap();
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    let (second, report) = Registry::open_with(config(dir.path()), backend.clone())
+        .await
+        .unwrap();
     // Moved aside, reported by the scan and by `list`'s companion, and
     // reported again (not moved twice) by the next registry.
     let aside = dir
@@ -283,8 +282,10 @@ async fn open_reports_and_skips_corrupt_records() {
 }
 
 async fn open_any(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    Registry::open(config(dir), backends).await.unwrap().0
+    Registry::open_with(config(dir), backend.clone())
+        .await
+        .unwrap()
+        .0
 }
 
 /// Issue 10, item 1: opening reaps nothing (reaping is explicit), and a
@@ -292,20 +293,20 @@ async fn open_any(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
 #[tokio::test]
 async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = owner("owner");
     let (orphan, garbled) = {
         let first = open(dir.path(), &backend).await;
         first
-            .spawn(&owner, SpawnSpec::new("stub").name("kept"), &none())
+            .spawn(&owner, SpawnSpec::new().name("kept"), &none())
             .await
             .unwrap();
         let orphan = first
-            .spawn(&owner, SpawnSpec::new("stub"), &none())
+            .spawn(&owner, SpawnSpec::new(), &none())
             .await
             .unwrap();
         let garbled = first
-            .spawn(&owner, SpawnSpec::new("stub"), &none())
+            .spawn(&owner, SpawnSpec::new(), &none())
             .await
             .unwrap();
         // As if the engine crashed between starting a server and recording it.
@@ -318,8 +319,9 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
         .unwrap();
         (orphan, garbled)
     };
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    let (second, report) = Registry::open_with(config(dir.path()), backend.clone())
+        .await
+        .unwrap();
     assert!(backend.reaped().is_empty(), "open must not reap");
     assert_eq!(report.corrupt.len(), 1);
     second.list(&owner).await.unwrap();
@@ -339,19 +341,19 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
 #[tokio::test]
 async fn two_registries_on_one_state_dir_see_the_same_terminals() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = owner("owner");
     let first = open(dir.path(), &backend).await;
     let second = open(dir.path(), &backend).await;
 
     let main = first
-        .spawn(&owner, SpawnSpec::new("stub").name("main"), &none())
+        .spawn(&owner, SpawnSpec::new().name("main"), &none())
         .await
         .unwrap();
     assert_eq!(second.list(&owner).await.unwrap(), vec![main.clone()]);
     // A lookup that misses rescans before answering NO_TERMINAL.
     let other = second
-        .spawn(&owner, SpawnSpec::new("stub").name("other"), &none())
+        .spawn(&owner, SpawnSpec::new().name("other"), &none())
         .await
         .unwrap();
     let page = first
@@ -361,7 +363,7 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
     assert_eq!(page.lines, ["0:0"]);
     let error = failure(
         first
-            .spawn(&owner, SpawnSpec::new("stub").name("other"), &none())
+            .spawn(&owner, SpawnSpec::new().name("other"), &none())
             .await,
     );
     assert_eq!(error.code(), "DUPLICATE_NAME");
@@ -384,15 +386,15 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
 #[tokio::test]
 async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let registry = open(dir.path(), &backend).await;
     let owner = owner("owner");
-    let always = SpawnSpec::new("stub")
+    let always = SpawnSpec::new()
         .name("always")
         .restart(RestartPolicy::Always);
     registry.spawn(&owner, always, &none()).await.unwrap();
     registry
-        .spawn(&owner, SpawnSpec::new("stub").name("plain"), &none())
+        .spawn(&owner, SpawnSpec::new().name("plain"), &none())
         .await
         .unwrap();
     // A send in flight is a task of the registry's too.

@@ -15,20 +15,17 @@ use tmux_engine::registry::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{DEADLINE, failure, owner, registry, within};
+use super::{DEADLINE, failure, owner, within};
 
 /// A registry with a `stub` backend and one terminal of `policy`.
 async fn one_terminal(
-    registry: Registry,
+    config: RegistryConfig,
     policy: RestartPolicy,
 ) -> (Registry, Arc<StubBackend>, OwnerId, TerminalSnapshot) {
-    let backend = StubBackend::new("stub");
-    registry.register_backend(backend.clone()).unwrap().keep();
+    let backend = StubBackend::new();
+    let registry = Registry::new(config, backend.clone()).unwrap();
     let owner = owner("conv_abc");
-    let spec = SpawnSpec::new("stub")
-        .name("tui")
-        .role("repl")
-        .restart(policy);
+    let spec = SpawnSpec::new().name("tui").role("repl").restart(policy);
     let created = registry
         .spawn(&owner, spec, &CancellationToken::new())
         .await
@@ -64,7 +61,8 @@ async fn show_until(
 
 #[tokio::test]
 async fn attach_probes_liveness_before_attaching_a_running_terminal() {
-    let (registry, backend, owner, created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let terminal = backend.terminal(0).unwrap();
     let target = registry.attach(&owner, "tui").await.unwrap();
     assert_eq!(terminal.probes(), 1);
@@ -77,7 +75,7 @@ async fn attach_probes_liveness_before_attaching_a_running_terminal() {
 #[tokio::test]
 async fn attach_to_an_unknown_terminal_is_no_terminal() {
     let (registry, _backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::Never).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let error = failure(registry.attach(&owner, "nope").await);
     assert_eq!(error.code(), "NO_TERMINAL");
     assert!(error.to_string().contains("nope"), "{error}");
@@ -85,7 +83,8 @@ async fn attach_to_an_unknown_terminal_is_no_terminal() {
 
 #[tokio::test]
 async fn attach_to_a_defunct_terminal_is_terminal_dead() {
-    let (registry, backend, owner, _created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, _created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     backend.terminal(0).unwrap().exit(ExitStatus::Code(1));
     let error = failure(registry.attach(&owner, "tui").await);
     assert_eq!(error.code(), "TERMINAL_DEAD");
@@ -94,7 +93,8 @@ async fn attach_to_a_defunct_terminal_is_terminal_dead() {
 
 #[tokio::test]
 async fn attach_with_a_stale_running_flag_probes_and_refuses() {
-    let (registry, backend, owner, _created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, _created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let terminal = backend.terminal(0).unwrap();
     // The backend still believes it runs; only a probe finds the truth.
     terminal.set_probe_answer(Some(Liveness::ServerGone {
@@ -118,7 +118,7 @@ async fn attach_with_a_stale_running_flag_probes_and_refuses() {
 #[tokio::test]
 async fn attach_recreates_a_dead_repl_terminal_whose_server_vanished_once() {
     let (registry, backend, owner, created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     let stale = backend.terminal(0).unwrap();
     stale.vanish("server exited");
 
@@ -143,7 +143,7 @@ async fn attach_recreates_a_dead_repl_terminal_whose_server_vanished_once() {
 #[tokio::test]
 async fn attach_respawns_a_dead_repl_pane_in_place() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.exit(ExitStatus::Code(0));
     let target = registry.attach(&owner, "tui").await.unwrap();
@@ -158,7 +158,8 @@ async fn attach_respawns_a_dead_repl_pane_in_place() {
 
 #[tokio::test]
 async fn attach_to_a_dead_terminal_without_recreation_policy_keeps_refusing() {
-    let (registry, backend, owner, _created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, _created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.vanish("server exited");
     for _ in 0..2 {
@@ -175,7 +176,7 @@ async fn attach_to_a_dead_terminal_without_recreation_policy_keeps_refusing() {
 #[tokio::test]
 async fn concurrent_probes_respawn_a_dead_pane_exactly_once() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.exit(ExitStatus::Signal(9));
     let reports = join_all((0..8).map(|_| registry.probe(&owner, "tui"))).await;
@@ -190,7 +191,7 @@ async fn concurrent_probes_respawn_a_dead_pane_exactly_once() {
 #[tokio::test]
 async fn concurrent_attaches_rebuild_a_vanished_server_exactly_once() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     backend.terminal(0).unwrap().vanish("server exited");
     // Hold the rebuild so every other attach queues behind it.
     let gate = Gate::new();
@@ -219,7 +220,7 @@ async fn concurrent_attaches_rebuild_a_vanished_server_exactly_once() {
 #[tokio::test]
 async fn a_live_terminal_is_never_recreated() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     for _ in 0..5 {
         let report = registry.probe(&owner, "tui").await.unwrap();
         assert_eq!(report.observed, Liveness::Alive);
@@ -232,7 +233,7 @@ async fn a_live_terminal_is_never_recreated() {
 #[tokio::test]
 async fn an_unresponsive_terminal_is_not_recreated() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.set_probe_answer(Some(Liveness::Unresponsive {
         waited: Duration::from_secs(2),
@@ -246,7 +247,8 @@ async fn an_unresponsive_terminal_is_not_recreated() {
 
 #[tokio::test(start_paused = true)]
 async fn never_keeps_the_exit_status_pushed_without_probing() {
-    let (registry, backend, owner, _created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, _created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.exit(ExitStatus::Code(3));
     let listed = registry.list(&owner).await.unwrap();
@@ -262,14 +264,14 @@ async fn never_keeps_the_exit_status_pushed_without_probing() {
     assert_eq!(terminal.respawns(), 0);
 }
 
-fn backoff_registry(stable_after: Duration) -> Registry {
+fn backoff_registry(stable_after: Duration) -> RegistryConfig {
     let backoff = RestartBackoff::new(
         Duration::from_secs(1),
         Duration::from_secs(4),
         4,
         stable_after,
     );
-    Registry::new(RegistryConfig::default().backoff(backoff)).unwrap()
+    RegistryConfig::default().backoff(backoff)
 }
 
 #[tokio::test(start_paused = true)]

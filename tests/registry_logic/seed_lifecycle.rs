@@ -1,14 +1,11 @@
-//! The seed suite `000_*`, lifecycle half: backend registration, owner
-//! fencing, sends, kills and disposal of published terminals. One test per
-//! `it(...)` case, named after it.
-//!
-//! "preserves the id brand and disposes exact backend contributions" needs
-//! the registry's internals and lives beside it, in `src/registry/service.rs`.
+//! Published terminals: owner fencing, name rules, one send at a time,
+//! kills (joined, failing, retried) and registry disposal.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures_util::poll;
 use tmux_engine::Result;
+use tmux_engine::registry::Registry;
 use tmux_engine::registry::stub::{Gate, STUB_PID, StubBackend, StubTerminal};
 use tmux_engine::registry::{
     CloseReason, OwnerId, ReadRequest, SendOutput, Signal, SpawnSpec, TerminalId, TerminalStatus,
@@ -23,35 +20,12 @@ use super::{
 };
 
 #[tokio::test]
-async fn rejects_empty_backend_types() {
-    let registry = registry();
-    let error = failure(registry.register_backend(StubBackend::new("")));
-    assert_eq!(error.code(), "INVALID_INPUT");
-    assert!(error.to_string().contains("must be non-empty"), "{error}");
-    assert!(registry.list_backends().is_empty());
-}
-
-#[tokio::test]
-async fn backend_guard_removes_its_registration_on_drop() {
-    let registry = registry();
-    let guard = registry.register_backend(StubBackend::new("stub")).unwrap();
-    assert_eq!(guard.kind(), "stub");
-    drop(guard);
-    assert!(registry.list_backends().is_empty());
-    registry
-        .register_backend(StubBackend::new("stub"))
-        .unwrap()
-        .keep();
-    assert_eq!(registry.list_backends(), ["stub"]);
-}
-
-#[tokio::test]
 async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owner() {
-    let (registry, backend, _guard) = with_stub("stub");
+    let (registry, backend) = with_stub();
     let gate = gate_spawns(&backend);
     let (owner, foreign) = (owner("owner"), owner("foreign"));
 
-    let spec = SpawnSpec::new("stub").name("main").cwd("/tmp");
+    let spec = SpawnSpec::new().name("main").cwd("/tmp");
     let started = backend.wait_spawns_started(1);
     let pending = started_spawn_task(&registry, &owner, spec, &none(), started).await;
     // Reserved but unpublished: active, yet not listed or addressable.
@@ -108,44 +82,30 @@ async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owne
 }
 
 #[tokio::test]
-async fn rejects_unknown_backends_non_live_owners_duplicate_names_and_active_sends() {
-    let registry = registry();
-    let disposed = owner("disposed");
-    registry.dispose_owner(&disposed).await.unwrap();
-    let error = spawn_error(&registry, &disposed, SpawnSpec::new("missing")).await;
-    assert_eq!(error.code(), "OWNER_NOT_LIVE");
+async fn rejects_bad_names_cancelled_spawns_duplicate_names_and_active_sends() {
+    let (registry, backend) = with_stub();
     let owner = owner("owner");
-    let error = spawn_error(&registry, &owner, SpawnSpec::new("missing")).await;
-    assert_eq!(error.code(), "NO_BACKEND");
-    assert!(error.to_string().contains("missing"), "{error}");
-
-    let backend = StubBackend::new("stub");
-    let _guard = registry.register_backend(backend.clone()).unwrap();
-    let created = spawned(&registry, &owner, SpawnSpec::new("stub").name("main")).await;
-    let error = spawn_error(&registry, &owner, SpawnSpec::new("stub").name("")).await;
+    let created = spawned(&registry, &owner, SpawnSpec::new().name("main")).await;
+    let error = spawn_error(&registry, &owner, SpawnSpec::new().name("")).await;
     assert_eq!(error.code(), "INVALID_INPUT");
     assert!(error.to_string().contains("must be non-empty"), "{error}");
     for bad in ["a:b", "a.b", "a\nb"] {
-        let spec = SpawnSpec::new("stub").name(bad);
+        let spec = SpawnSpec::new().name(bad);
         let error = failure(registry.spawn(&owner, spec, &none()).await);
         assert_eq!(error.code(), "INVALID_INPUT", "{bad:?}");
     }
     let aborted = CancellationToken::new();
     aborted.cancel();
-    let error = failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("stub"), &aborted)
-            .await,
-    );
+    let error = failure(registry.spawn(&owner, SpawnSpec::new(), &aborted).await);
     assert_eq!(error.code(), "CANCELLED");
-    let error = spawn_error(&registry, &owner, SpawnSpec::new("stub").name("main")).await;
+    let error = spawn_error(&registry, &owner, SpawnSpec::new().name("main")).await;
     assert_eq!(error.code(), "DUPLICATE_NAME");
     assert!(error.to_string().contains("main"), "{error}");
     // Another owner may use the same name.
     registry
         .spawn(
             &OwnerId::new("other").unwrap(),
-            SpawnSpec::new("stub").name("main"),
+            SpawnSpec::new().name("main"),
             &none(),
         )
         .await
@@ -189,21 +149,17 @@ async fn rejects_unknown_backends_non_live_owners_duplicate_names_and_active_sen
 
 #[tokio::test]
 async fn reports_rollback_and_close_failures_without_publishing_false_success() {
-    let registry = registry();
     let owner = owner("owner");
     let failed_spawn = StubTerminal::new();
     failed_spawn.set_reject_close(true);
-    let owner_disposal: Arc<Mutex<Option<JoinHandle<Result<()>>>>> = Arc::default();
+    let disposal: Arc<Mutex<Option<JoinHandle<Result<()>>>>> = Arc::default();
+    let built: Arc<OnceLock<Registry>> = Arc::default();
     let backend = {
-        let (registry, owner, failed_spawn, slot) = (
-            registry.clone(),
-            owner.clone(),
-            failed_spawn.clone(),
-            owner_disposal.clone(),
-        );
-        StubBackend::with_spawn("bad-spawn", move |request| {
-            // The owner goes away while its spawn is in the backend.
-            *slot.lock().unwrap() = Some(dispose_task(&registry, Some(&owner)));
+        let (built, failed_spawn, slot) = (built.clone(), failed_spawn.clone(), disposal.clone());
+        StubBackend::with_spawn(move |request| {
+            // The registry is disposed while the spawn is in the backend.
+            let registry = built.get().expect("the registry is built before it spawns");
+            *slot.lock().unwrap() = Some(dispose_task(registry));
             let failed_spawn = failed_spawn.clone();
             Box::pin(async move {
                 request.cancel.cancelled().await;
@@ -211,22 +167,22 @@ async fn reports_rollback_and_close_failures_without_publishing_false_success() 
             })
         })
     };
-    let _bad_spawn = registry.register_backend(backend).unwrap();
-    let error = spawn_error(&registry, &owner, SpawnSpec::new("bad-spawn")).await;
+    let registry = registry(&backend);
+    built.set(registry.clone()).unwrap();
+    let error = spawn_error(&registry, &owner, SpawnSpec::new()).await;
     assert_eq!(error.code(), "ROLLBACK_FAILED");
     assert!(
         error.to_string().contains("spawn and rollback both failed"),
         "{error}"
     );
-    let disposal = owner_disposal.lock().unwrap().take().unwrap();
+    let disposal = disposal.lock().unwrap().take().unwrap();
     let error = failure(within(disposal).await.unwrap());
     assert_cleanup_failed(&error);
-    assert!(registry.list(&owner).await.unwrap().is_empty());
+    assert!(!registry.has_owner_activity(&owner));
 
     let next_owner = OwnerId::new("next").unwrap();
-    let backend = StubBackend::new("bad-close");
-    let _bad_close = registry.register_backend(backend.clone()).unwrap();
-    let created = spawned(&registry, &next_owner, SpawnSpec::new("bad-close")).await;
+    let (registry, backend) = with_stub();
+    let created = spawned(&registry, &next_owner, SpawnSpec::new()).await;
     backend.terminal(0).unwrap().set_reject_close(true);
     let error = failure(registry.kill(&next_owner, created.id.as_str()).await);
     assert_eq!(error.code(), "CLOSE_FAILED");
@@ -245,9 +201,9 @@ async fn reports_rollback_and_close_failures_without_publishing_false_success() 
 
 #[tokio::test]
 async fn joins_an_already_running_close_and_refuses_new_sends_while_closing() {
-    let (registry, backend, _guard) = with_stub("stub");
+    let (registry, backend) = with_stub();
     let owner = owner("owner");
-    let created = spawned(&registry, &owner, SpawnSpec::new("stub")).await;
+    let created = spawned(&registry, &owner, SpawnSpec::new()).await;
     let id = created.id.as_str();
     let gate = Gate::new();
     backend
@@ -274,33 +230,11 @@ async fn joins_an_already_running_close_and_refuses_new_sends_while_closing() {
 }
 
 #[tokio::test]
-async fn awaits_owner_cleanup_and_removes_sessions_while_backend_registration_may_reload() {
-    let (registry, backend, guard) = with_stub("stub");
-    let owner = owner("owner");
-    let created = spawned(&registry, &owner, SpawnSpec::new("stub")).await;
-    guard.remove();
-    assert!(registry.list_backends().is_empty());
-    let page = registry
-        .read(&owner, created.id.as_str(), ReadRequest::default())
-        .await
-        .unwrap();
-    assert_eq!(page.lines, ["0:0"]);
-
-    registry.dispose_owner(&owner).await.unwrap();
-    assert_eq!(
-        backend.terminal(0).unwrap().closed(),
-        [CloseReason::OwnerDisposed]
-    );
-    assert!(registry.list(&owner).await.unwrap().is_empty());
-    assert!(!registry.has_owner_activity(&owner));
-}
-
-#[tokio::test]
 async fn kills_idempotently_and_service_disposal_closes_all_owners() {
-    let (registry, backend, _guard) = with_stub("stub");
+    let (registry, backend) = with_stub();
     let (first, second) = (owner("first"), owner("second"));
-    let a = spawned(&registry, &first, SpawnSpec::new("stub")).await;
-    spawned(&registry, &second, SpawnSpec::new("stub")).await;
+    let a = spawned(&registry, &first, SpawnSpec::new()).await;
+    spawned(&registry, &second, SpawnSpec::new()).await;
     assert!(registry.kill(&first, a.id.as_str()).await.unwrap());
     assert_eq!(backend.terminal(0).unwrap().closed(), [CloseReason::Kill]);
     assert_eq!(
@@ -313,7 +247,7 @@ async fn kills_idempotently_and_service_disposal_closes_all_owners() {
         backend.terminal(1).unwrap().closed(),
         [CloseReason::RegistryDisposed]
     );
-    let error = spawn_error(&registry, &first, SpawnSpec::new("stub")).await;
+    let error = spawn_error(&registry, &first, SpawnSpec::new()).await;
     assert_eq!(error.code(), "REGISTRY_DISPOSING");
     let id = a.id.as_str();
     let after = [
@@ -322,9 +256,7 @@ async fn kills_idempotently_and_service_disposal_closes_all_owners() {
         failure(registry.kill(&first, id).await),
         failure(registry.probe(&first, id).await),
         failure(registry.send(&first, id, send("x")).await),
-        failure(registry.dispose_owner(&first).await),
         failure(registry.dispose().await),
-        failure(registry.register_backend(StubBackend::new("late"))),
         failure(registry.refresh().await),
     ];
     for error in after {
@@ -333,17 +265,17 @@ async fn kills_idempotently_and_service_disposal_closes_all_owners() {
 }
 
 #[tokio::test]
-async fn aggregates_service_disposal_close_failures_after_attempting_every_record() {
-    let (registry, backend, _guard) = with_stub("stub");
+async fn a_failing_close_is_joined_reported_to_each_caller_and_kept_for_a_retry() {
+    let (registry, backend) = with_stub();
     let owner = owner("owner");
-    spawned(&registry, &owner, SpawnSpec::new("stub")).await;
-    spawned(&registry, &owner, SpawnSpec::new("stub")).await;
+    let doomed = spawned(&registry, &owner, SpawnSpec::new()).await;
+    spawned(&registry, &owner, SpawnSpec::new()).await;
     let (failing, healthy) = (backend.terminal(0).unwrap(), backend.terminal(1).unwrap());
     failing.set_reject_close(true);
 
-    // The second call joins the first's closes instead of closing again.
-    let first = registry.kill_all(&owner);
-    let joined = registry.kill_all(&owner);
+    // The second call joins the first's close instead of closing again.
+    let first = registry.kill(&owner, doomed.id.as_str());
+    let joined = registry.kill(&owner, doomed.id.as_str());
     tokio::pin!(first, joined);
     assert!(poll!(&mut first).is_pending());
     assert!(poll!(&mut joined).is_pending());
@@ -358,28 +290,26 @@ async fn aggregates_service_disposal_close_failures_after_attempting_every_recor
         );
         assert!(error.to_string().contains("close failed"), "{error}");
     }
-    // Every record was attempted: the healthy one closed despite the other.
-    assert_eq!(healthy.closed(), [CloseReason::Kill]);
-    assert!(healthy.is_closed());
-    assert_eq!(registry.list(&owner).await.unwrap().len(), 1);
+    // Closed once for both callers; the other terminal was not touched.
+    assert_eq!(failing.closed(), [CloseReason::Kill]);
+    assert!(healthy.closed().is_empty());
+    assert_eq!(registry.list(&owner).await.unwrap().len(), 2);
 
     failing.set_reject_close(false);
-    assert_eq!(registry.kill_all(&owner).await.unwrap(), 1);
+    assert!(registry.kill(&owner, doomed.id.as_str()).await.unwrap());
     assert_eq!(failing.closed(), [CloseReason::Kill, CloseReason::Kill]);
-    assert!(registry.list(&owner).await.unwrap().is_empty());
+    assert_eq!(registry.list(&owner).await.unwrap().len(), 1);
     registry.dispose().await.unwrap();
-    let error = spawn_error(&registry, &owner, SpawnSpec::new("stub")).await;
+    let error = spawn_error(&registry, &owner, SpawnSpec::new()).await;
     assert_eq!(error.code(), "REGISTRY_DISPOSING");
 }
 
 #[tokio::test]
 async fn clears_registries_and_runs_owner_cleanups_even_when_a_session_close_fails() {
-    let (registry, backend, _guard) = with_stub("stub");
+    let (registry, backend) = with_stub();
     let owner = owner("owner");
-    spawned(&registry, &owner, SpawnSpec::new("stub")).await;
-    let survivor = StubBackend::new("other");
-    let _other = registry.register_backend(survivor).unwrap();
-    spawned(&registry, &owner, SpawnSpec::new("other")).await;
+    spawned(&registry, &owner, SpawnSpec::new()).await;
+    spawned(&registry, &owner, SpawnSpec::new()).await;
     backend.terminal(0).unwrap().set_reject_close(true);
 
     let error = failure(registry.dispose().await);
@@ -388,15 +318,20 @@ async fn clears_registries_and_runs_owner_cleanups_even_when_a_session_close_fai
         error.to_string().contains("failed to close 1 terminal(s)"),
         "{error}"
     );
-    assert!(registry.list_backends().is_empty());
+    // Every terminal was attempted: the healthy one closed despite the
+    // other.
+    assert_eq!(
+        backend.terminal(1).unwrap().closed(),
+        [CloseReason::RegistryDisposed]
+    );
     assert!(!registry.has_owner_activity(&owner));
 }
 
 #[tokio::test]
 async fn signal_returns_the_target_process_group() {
-    let (registry, backend, _guard) = with_stub("stub");
+    let (registry, backend) = with_stub();
     let owner = owner("owner");
-    let created = spawned(&registry, &owner, SpawnSpec::new("stub")).await;
+    let created = spawned(&registry, &owner, SpawnSpec::new()).await;
     let id = created.id.as_str();
     assert_eq!(
         registry.signal(&owner, id, Signal::Int).await.unwrap().pgid,

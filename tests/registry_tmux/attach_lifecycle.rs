@@ -168,7 +168,7 @@ async fn adopted_always_viewers_get_the_restarted_program_after_a_reopen() {
             let backend: std::sync::Arc<dyn tmux_engine::registry::Backend> =
                 super::backend(env.dir.path());
             let config = quick_restarts().state_dir(env.dir.path().join("state"));
-            env.registry = tmux_engine::registry::Registry::open(config, [backend])
+            env.registry = tmux_engine::registry::Registry::open_with(config, backend)
                 .await
                 .unwrap()
                 .0;

@@ -22,7 +22,7 @@ async fn registries_sharing_a_state_dir_keep_names_unique_and_one_send() {
                 registry
                     .spawn(
                         &owner,
-                        SpawnSpec::new("tmux").name("x"),
+                        SpawnSpec::new().name("x"),
                         &CancellationToken::new(),
                     )
                     .await

@@ -14,7 +14,7 @@ use crate::support::{poll, within};
 #[tokio::test]
 async fn signals_are_real_signals_to_the_foreground_group() {
     with_env(async |env| {
-        env.spawn(SpawnSpec::new("tmux").name("sh")).await;
+        env.spawn(SpawnSpec::new().name("sh")).await;
         env.send("sh", b"sleep 30", true, WaitFor::Idle).await;
         let delivery = env
             .registry
@@ -70,7 +70,7 @@ async fn signals_are_real_signals_to_the_foreground_group() {
 #[tokio::test]
 async fn probes_tell_alive_exited_and_server_gone() {
     with_env(async |env| {
-        env.spawn(SpawnSpec::new("tmux").name("live")).await;
+        env.spawn(SpawnSpec::new().name("live")).await;
         let report = env.registry.probe(&env.owner, "live").await.unwrap();
         assert_eq!(report.observed, Liveness::Alive);
         assert!(!report.recreated);
@@ -124,7 +124,7 @@ async fn server_pid(env: &Env, name: &str) -> u32 {
 async fn on_attach_recreates_a_dead_repl_once_and_never_a_live_one() {
     with_env(async |env| {
         env.spawn(
-            SpawnSpec::new("tmux")
+            SpawnSpec::new()
                 .name("repl")
                 .restart(RestartPolicy::OnAttach),
         )
@@ -251,8 +251,8 @@ async fn bare_server(env: &Env, id: Option<&str>) -> tmux_engine::tmux::ServerHa
 async fn reap_removes_only_what_is_proven_unclaimed() {
     within(async {
         let env = Env::new().await;
-        env.spawn(SpawnSpec::new("tmux").name("kept")).await;
-        let garbled = env.spawn(SpawnSpec::new("tmux").name("garbled")).await;
+        env.spawn(SpawnSpec::new().name("kept")).await;
+        let garbled = env.spawn(SpawnSpec::new().name("garbled")).await;
         let stopped = env.spawn(sh("exec sleep 300").name("stopped")).await;
         // Its record truncated on disk: moved aside, its server spared.
         let record = env

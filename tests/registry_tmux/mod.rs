@@ -66,9 +66,10 @@ impl Env {
     async fn with_config(config: RegistryConfig) -> Env {
         let dir = crate::support::test_dir();
         let backend: Arc<dyn Backend> = backend(dir.path());
-        let (registry, _) = Registry::open(config.state_dir(dir.path().join("state")), [backend])
-            .await
-            .unwrap();
+        let (registry, _) =
+            Registry::open_with(config.state_dir(dir.path().join("state")), backend)
+                .await
+                .unwrap();
         Env {
             guard: Cleanup(runtime(dir.path())),
             dir,
@@ -129,9 +130,9 @@ fn backend(dir: &Path) -> Arc<TmuxBackend> {
 /// Opens a registry on `dir/state` with the tmux backend.
 async fn open(dir: &Path) -> (Registry, ScanReport) {
     let backend: Arc<dyn Backend> = backend(dir);
-    Registry::open(
+    Registry::open_with(
         RegistryConfig::default().state_dir(dir.join("state")),
-        [backend],
+        backend,
     )
     .await
     .unwrap()
@@ -139,7 +140,7 @@ async fn open(dir: &Path) -> (Registry, ScanReport) {
 
 /// A spec running `script` under `/bin/sh -c`.
 fn sh(script: &str) -> SpawnSpec {
-    SpawnSpec::new("tmux").command(["/bin/sh", "-c", script])
+    SpawnSpec::new().command(["/bin/sh", "-c", script])
 }
 
 /// Server directories left in `runtime`.

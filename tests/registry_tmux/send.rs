@@ -62,7 +62,7 @@ async fn one_mebibyte_arrives_exactly() {
 async fn shell_metacharacters_are_typed_not_run() {
     with_env(async |env| {
         let canary = env.dir.path().join("CANARY");
-        env.spawn(SpawnSpec::new("tmux").name("shell").cwd(env.dir.path()))
+        env.spawn(SpawnSpec::new().name("shell").cwd(env.dir.path()))
             .await;
         // Typed into `cat`, which only echoes: nothing may run.
         env.send("shell", b"cat > /dev/null", true, WaitFor::StdinRead)
@@ -85,7 +85,7 @@ async fn shell_metacharacters_are_typed_not_run() {
 #[tokio::test]
 async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
     with_env(async |env| {
-        env.spawn(SpawnSpec::new("tmux").name("sh")).await;
+        env.spawn(SpawnSpec::new().name("sh")).await;
         // A shell at its prompt blocks reading the terminal.
         let prompt = env.send("sh", b"echo hi", true, WaitFor::StdinRead).await;
         assert_eq!(prompt.wait_reason, WaitReason::StdinRead);

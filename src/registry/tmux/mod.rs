@@ -40,7 +40,7 @@ use super::backend::{
     Backend, BackendTerminal, ExitStatus, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
 };
 use super::persist::TerminalRecord;
-use super::spec::{DEFAULT_KIND, SpawnSpec};
+use super::spec::SpawnSpec;
 use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
@@ -53,6 +53,9 @@ use crate::tmux::{ProcessId, ServerHandle, ServerOptions, Tmux};
 use crate::tmux::{dirs, process};
 use crate::vocab::Size;
 use crate::{Error, Result};
+
+/// What snapshots and records call this backend's terminals.
+pub const KIND: &str = "tmux";
 
 /// The one session of every terminal's server.
 pub const SESSION: &str = "main";
@@ -232,13 +235,31 @@ pub struct TmuxBackend {
 /// # Errors
 ///
 /// `TMUX_MISSING`, `TMUX_TOO_OLD`, or the state directory's errors (see
-/// [`Registry::open`]).
+/// [`Registry::open_with`]).
 pub async fn open_registry(
     state_dir: impl Into<PathBuf>,
     config: TmuxConfig,
 ) -> Result<(Registry, ScanReport)> {
     let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::new(config)?);
-    Registry::open(RegistryConfig::default().state_dir(state_dir), [backend]).await
+    Registry::open_with(RegistryConfig::default().state_dir(state_dir), backend).await
+}
+
+impl Registry {
+    /// Opens a registry of tmux terminals on `state_dir` with the default
+    /// settings ([`TmuxConfig::for_state_dir`]), adopting the terminals
+    /// recorded there; what a program keeping persistent terminals starts
+    /// with. Corrupt records and failed adoptions are logged; use
+    /// [`open_registry`] for other settings or the [`ScanReport`].
+    ///
+    /// # Errors
+    ///
+    /// `TMUX_MISSING`, `TMUX_TOO_OLD`, or the state directory's errors (see
+    /// [`Registry::open_with`]).
+    pub async fn open(state_dir: impl AsRef<Path>) -> Result<Registry> {
+        let state_dir = state_dir.as_ref();
+        let config = TmuxConfig::for_state_dir(state_dir);
+        Ok(open_registry(state_dir, config).await?.0)
+    }
 }
 
 impl TmuxBackend {
@@ -616,7 +637,7 @@ impl TmuxBackend {
 
 impl Backend for TmuxBackend {
     fn kind(&self) -> &str {
-        DEFAULT_KIND
+        KIND
     }
 
     fn spawn(&self, request: SpawnRequest) -> BoxFuture<'_, Result<Arc<dyn BackendTerminal>>> {
