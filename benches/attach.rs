@@ -37,7 +37,6 @@ use tmux_engine::registry::{OwnerId, Registry, SpawnSpec};
 use tmux_engine::tmux::command::send_keys_hex;
 use tmux_engine::tmux::procfs;
 use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
 
 use common::{env_or, make_payload, median, ms, rss_kib};
 
@@ -140,7 +139,6 @@ async fn spawn_cat(registry: &Registry, owner: &OwnerId, name: &str, payload: &P
             SpawnSpec::new()
                 .name(name)
                 .command(["/bin/sh", "-c", &script]),
-            &CancellationToken::new(),
         )
         .await
         .unwrap();
@@ -273,7 +271,6 @@ async fn memory(dir: &Path, viewers: usize, secs: u64) {
             SpawnSpec::new()
                 .name("yes")
                 .command(["yes", "a line of output for many viewers"]),
-            &CancellationToken::new(),
         )
         .await
         .unwrap();
@@ -346,11 +343,7 @@ async fn echo(dir: &Path, rounds: usize) {
     let registry = open(&dir.join("echo")).await;
     let owner = OwnerId::new("bench").unwrap();
     registry
-        .spawn(
-            &owner,
-            SpawnSpec::new().name("cat").command(["cat"]),
-            &CancellationToken::new(),
-        )
+        .spawn(&owner, SpawnSpec::new().name("cat").command(["cat"]))
         .await
         .unwrap();
     let attacher = Attacher::new(registry.clone());

@@ -169,10 +169,7 @@ async fn latency(rounds: usize) {
             .expect("registry");
     let owner = tmux_engine::registry::OwnerId::new("bench").expect("owner");
     let spec = tmux_engine::registry::SpawnSpec::default().command(["cat"]);
-    let snapshot = registry
-        .spawn(&owner, spec, &tokio_util::sync::CancellationToken::new())
-        .await
-        .expect("spawn");
+    let snapshot = registry.spawn(&owner, spec).await.expect("spawn");
     let target = snapshot.id.to_string();
     let mut output = registry.output(&owner, &target).await.expect("output");
     let mut lib = Vec::new();

@@ -32,7 +32,6 @@ use tmux_engine::control::escape::unescape_output;
 use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, Registry, SpawnSpec};
 use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
 
 use common::{env_or, make_payload, raw_control_client, rss_kib};
 
@@ -76,10 +75,7 @@ async fn leak(dir: &Path, mb: usize, rounds: usize) {
             "read go; cat {}; echo END$((1+1))MARK; read x",
             payload.display()
         );
-        let snapshot = registry
-            .spawn(&owner, sh(&script), &CancellationToken::new())
-            .await
-            .unwrap();
+        let snapshot = registry.spawn(&owner, sh(&script)).await.unwrap();
         let id = snapshot.id.to_string();
         let mut viewer = attacher
             .attach(&owner, &id, AttachOptions::default())
@@ -140,7 +136,7 @@ async fn engine_exit(
     let owner = OwnerId::new("bench").unwrap();
     let script = format!("stty -echo; read go; seq 1 {SEQ}; exit 0");
     let id = registry
-        .spawn(&owner, sh(&script), &CancellationToken::new())
+        .spawn(&owner, sh(&script))
         .await
         .unwrap()
         .id

@@ -288,7 +288,7 @@ async fn registry(dir: &Path, data: &[u8]) -> Duration {
     let owner = OwnerId::new("bench").expect("owner");
     let spec = SpawnSpec::new().command(["sh", "-c", &script(&out, data.len())]);
     let id = registry
-        .spawn(&owner, spec, &tokio_util::sync::CancellationToken::new())
+        .spawn(&owner, spec)
         .await
         .expect("spawn")
         .id

@@ -26,7 +26,6 @@ use tmux_engine::registry::{OwnerId, ReadRequest, Registry, SendRequest, SpawnSp
 use tmux_engine::tmux::command::send_keys_hex;
 use tmux_engine::tmux::process;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio_util::sync::CancellationToken;
 
 use common::{env_or, median, ms, raw_session_args, rss_kib};
 
@@ -68,10 +67,7 @@ async fn spawn_and_kill(dir: &Path, rounds: usize) {
     std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").unwrap();
     for round in 0..rounds {
         let start = Instant::now();
-        let snapshot = registry
-            .spawn(&owner, SpawnSpec::new(), &CancellationToken::new())
-            .await
-            .unwrap();
+        let snapshot = registry.spawn(&owner, SpawnSpec::new()).await.unwrap();
         engine_spawn.push(start.elapsed());
         let start = Instant::now();
         registry.kill(&owner, snapshot.id.as_str()).await.unwrap();
@@ -123,11 +119,7 @@ async fn send_echo(dir: &Path, rounds: usize) {
     let registry = open(dir).await;
     let owner = OwnerId::new("bench").unwrap();
     registry
-        .spawn(
-            &owner,
-            SpawnSpec::new().name("echo"),
-            &CancellationToken::new(),
-        )
+        .spawn(&owner, SpawnSpec::new().name("echo"))
         .await
         .unwrap();
     // Warm up: the shell is at its prompt before the clock starts.
@@ -239,11 +231,7 @@ async fn many(dir: &Path, count: usize) {
     let start = Instant::now();
     for n in 0..count {
         registry
-            .spawn(
-                &owner,
-                SpawnSpec::new().name(format!("t{n}")),
-                &CancellationToken::new(),
-            )
+            .spawn(&owner, SpawnSpec::new().name(format!("t{n}")))
             .await
             .unwrap();
     }
@@ -294,7 +282,6 @@ async fn restart_child(dir: PathBuf, count: usize) {
                     "-c",
                     &format!("echo scroll-{n}; exec sleep 600"),
                 ]),
-                &CancellationToken::new(),
             )
             .await
             .unwrap();

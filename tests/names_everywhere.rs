@@ -10,7 +10,6 @@ use std::sync::Arc;
 use serde_json::Value;
 use tmux_engine::registry::stub::StubBackend;
 use tmux_engine::registry::{OwnerId, Registry, RegistryConfig, SpawnSpec};
-use tokio_util::sync::CancellationToken;
 
 use crate::bridge::Served;
 use crate::cli::Cli;
@@ -94,15 +93,14 @@ async fn a_lookup_takes_the_id_before_a_name() {
         .unwrap();
     let backend = StubBackend::new();
     let owner = OwnerId::new("owner").unwrap();
-    let none = CancellationToken::new();
     let (real, impostor) = {
         let registry = open(dir.path(), &backend).await;
         let real = registry
-            .spawn(&owner, SpawnSpec::new().name("real"), &none)
+            .spawn(&owner, SpawnSpec::new().name("real"))
             .await
             .unwrap();
         let impostor = registry
-            .spawn(&owner, SpawnSpec::new().name("impostor"), &none)
+            .spawn(&owner, SpawnSpec::new().name("impostor"))
             .await
             .unwrap();
         (real.id, impostor.id)

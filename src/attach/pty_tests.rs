@@ -80,10 +80,7 @@ async fn a_read_only_client_drops_keys_at_tmux_level() {
         "-c",
         "while read line; do echo got-$line; done",
     ]);
-    registry
-        .spawn(&owner, program, &CancellationToken::new())
-        .await
-        .unwrap();
+    registry.spawn(&owner, program).await.unwrap();
     let (cancel, tasks) = (CancellationToken::new(), TaskTracker::new());
     let (ro, _ro_events) = attached(&registry, &owner, true, &cancel, &tasks).await;
     let (rw, _rw_events) = attached(&registry, &owner, false, &cancel, &tasks).await;

@@ -18,7 +18,6 @@ use axum::{Json, Router, routing};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::auth::Principal;
@@ -217,10 +216,7 @@ async fn spawn(
     let spec = body::<SpawnBody>(bytes)?.spec()?;
     // A spawn whose client went away still completes: the terminal is the
     // user's either way, and `list` shows it.
-    let snapshot = state
-        .registry
-        .spawn(&who.owner, spec, &CancellationToken::new())
-        .await?;
+    let snapshot = state.registry.spawn(&who.owner, spec).await?;
     Ok((StatusCode::CREATED, Json(snapshot)).into_response())
 }
 

@@ -38,9 +38,7 @@ pub(super) async fn dispatch(
     match command {
         TerminalCommand::Spawn(args) => {
             let spec = args.spec()?;
-            let snapshot = registry
-                .spawn(owner, spec, &tokio_util::sync::CancellationToken::new())
-                .await?;
+            let snapshot = registry.spawn(owner, spec).await?;
             if json {
                 write_json(out, &snapshot)?;
             } else {

@@ -65,12 +65,17 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
         let spec = attempt!(args.spec());
-        Ok(
-            match self.registry.spawn(&self.owner, spec, &context.ct).await {
-                Ok(snapshot) => success(&snapshot),
-                Err(error) => failure(&error),
-            },
-        )
+        // Dropping the spawn cancels it (and rolls back what it made).
+        let spawned = tokio::select! {
+            spawned = self.registry.spawn(&self.owner, spec) => spawned,
+            () = context.ct.cancelled() => Err(crate::Error::Cancelled(
+                "terminal_spawn: the request was cancelled".to_owned(),
+            )),
+        };
+        Ok(match spawned {
+            Ok(snapshot) => success(&snapshot),
+            Err(error) => failure(&error),
+        })
     }
 
     #[tool(

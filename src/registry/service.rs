@@ -147,35 +147,22 @@ impl Registry {
     /// Spawns a terminal for `owner` and publishes it once its backend setup
     /// succeeded and its record is written.
     ///
-    /// Cancelling `cancel` (or dropping this future) aborts unpublished
-    /// setup: the backend is told through its token, any half-made terminal
-    /// is closed, and the caller gets `CANCELLED`, whatever the backend
-    /// answered. When the registry starts disposing meanwhile, the spawn
-    /// fails with `REGISTRY_DISPOSING` and is rolled back the same way. A
-    /// rollback that fails is reported (`ROLLBACK_FAILED`, unless the caller cancelled)
-    /// and kept until disposal reports it too.
+    /// To cancel a spawn, drop this future (e.g. lose a `select!`):
+    /// unpublished setup is then aborted in the background: the backend is
+    /// told through its token and any half-made terminal is closed (a
+    /// rollback that fails is kept until disposal reports it). When the
+    /// registry starts disposing meanwhile, the spawn fails with
+    /// `REGISTRY_DISPOSING` and is rolled back the same way; a rollback
+    /// that fails then is reported (`ROLLBACK_FAILED`) and kept until
+    /// disposal reports it too.
     ///
     /// # Errors
     ///
-    /// In the order checked: `REGISTRY_DISPOSING`, `CANCELLED`,
-    /// `INVALID_INPUT` (see
+    /// In the order checked: `REGISTRY_DISPOSING`, `INVALID_INPUT` (see
     /// [`SpawnSpec::validate`]), `DUPLICATE_NAME` (counting spawns in
     /// flight); then the backend's error, or the codes above.
-    pub async fn spawn(
-        &self,
-        owner: &OwnerId,
-        spec: SpawnSpec,
-        cancel: &CancellationToken,
-    ) -> Result<TerminalSnapshot> {
-        {
-            let state = self.inner.lock();
-            state.check_active()?;
-            if cancel.is_cancelled() {
-                return Err(Error::Cancelled(format!(
-                    "spawn for owner {owner} before it started"
-                )));
-            }
-        }
+    pub async fn spawn(&self, owner: &OwnerId, spec: SpawnSpec) -> Result<TerminalSnapshot> {
+        self.inner.lock().check_active()?;
         // Names are unique per owner across processes sharing the state
         // directory: the name's lock is held from the rescan that checks it
         // until the record is written (or the spawn failed), so a spawner in
@@ -190,7 +177,8 @@ impl Registry {
             _ => None,
         };
         let reservation = self.reserve(owner, &spec)?;
-        let caller = cancel.child_token();
+        // Cancelled only when this future is dropped before the task ends.
+        let caller = CancellationToken::new();
         let on_drop = caller.clone().drop_guard();
         // A task, so that a caller dropping this future cannot drop the
         // backend's spawn half-way and leak what it made.

@@ -20,7 +20,6 @@ use tmux_engine::registry::{
 };
 use tmux_engine::{Error, Result};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// How long any single wait may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -49,13 +48,13 @@ fn gate_spawns(backend: &StubBackend) -> Gate {
 
 /// Spawns `spec` for `owner` with no cancellation; it must succeed.
 async fn spawned(registry: &Registry, owner: &OwnerId, spec: SpawnSpec) -> TerminalSnapshot {
-    registry.spawn(owner, spec, &none()).await.unwrap()
+    registry.spawn(owner, spec).await.unwrap()
 }
 
 /// The error of a spawn of `spec` for `owner`, with no cancellation, that
 /// must fail.
 async fn spawn_error(registry: &Registry, owner: &OwnerId, spec: SpawnSpec) -> Error {
-    failure(registry.spawn(owner, spec, &none()).await)
+    failure(registry.spawn(owner, spec).await)
 }
 
 /// `error` is the registry's `CLEANUP_FAILED` aggregate.
@@ -122,14 +121,14 @@ fn backend_error(message: &str) -> Error {
 }
 
 /// Spawns in a task, so the test can act while the spawn is pending.
+/// Aborting the task drops the spawn: the caller's way to cancel it.
 pub(crate) fn spawn_task(
     registry: &Registry,
     owner: &OwnerId,
     spec: SpawnSpec,
-    cancel: &CancellationToken,
 ) -> JoinHandle<Result<TerminalSnapshot>> {
-    let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
-    tokio::spawn(async move { registry.spawn(&owner, spec, &cancel).await })
+    let (registry, owner) = (registry.clone(), owner.clone());
+    tokio::spawn(async move { registry.spawn(&owner, spec).await })
 }
 
 /// Spawns in a task, then waits for `started` (the backend has the spawn).
@@ -137,10 +136,9 @@ pub(crate) async fn started_spawn_task(
     registry: &Registry,
     owner: &OwnerId,
     spec: SpawnSpec,
-    cancel: &CancellationToken,
     started: impl Future,
 ) -> JoinHandle<Result<TerminalSnapshot>> {
-    let pending = spawn_task(registry, owner, spec, cancel);
+    let pending = spawn_task(registry, owner, spec);
     within(started).await;
     pending
 }
@@ -155,8 +153,21 @@ pub(crate) fn dispose_task(registry: &Registry) -> JoinHandle<Result<()>> {
     tokio::spawn(async move { registry.dispose().await })
 }
 
-fn none() -> CancellationToken {
-    CancellationToken::new()
+/// Cancels a spawn task by dropping its spawn, and checks it ended so.
+async fn cancel_spawn_task(pending: JoinHandle<Result<TerminalSnapshot>>) {
+    pending.abort();
+    assert!(within(pending).await.unwrap_err().is_cancelled());
+}
+
+/// Waits until `owner` has nothing in flight or published: a dropped
+/// spawn settles in the background.
+async fn settled(registry: &Registry, owner: &OwnerId) {
+    within(async {
+        while registry.has_owner_activity(owner) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
 }
 
 fn send(text: &'static str) -> SendRequest {

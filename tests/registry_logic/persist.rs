@@ -13,9 +13,8 @@ use tmux_engine::registry::{
     BackendTerminal, ReadRequest, Registry, RegistryConfig, RestartBackoff, RestartPolicy,
     SpawnSpec, TerminalRecord, TerminalStatus,
 };
-use tokio_util::sync::CancellationToken;
 
-use super::{backend_error, failure, owner, within};
+use super::{backend_error, cancel_spawn_task, failure, owner, settled, spawn_task, within};
 
 /// A temporary directory of mode 0700: a state directory must be private
 /// (`tempfile` makes 0755 ones).
@@ -49,10 +48,6 @@ fn records(registry: &Registry) -> Vec<TerminalRecord> {
     registry.state_dir().unwrap().load_all().unwrap().records
 }
 
-fn none() -> CancellationToken {
-    CancellationToken::new()
-}
-
 #[tokio::test]
 async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
     let dir = private_tempdir();
@@ -67,7 +62,7 @@ async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
         .cwd("/tmp")
         .env("K", "v")
         .size(100, 30);
-    let created = registry.spawn(&owner, spec.clone(), &none()).await.unwrap();
+    let created = registry.spawn(&owner, spec.clone()).await.unwrap();
     let record = records(&registry).pop().unwrap();
     assert_eq!(record.id, created.id);
     assert_eq!(record.owner, owner);
@@ -98,22 +93,18 @@ async fn unpublished_spawns_leave_no_record() {
     let owner = owner("owner");
     {
         let failing = open(dir.path(), &throwing).await;
-        failure(failing.spawn(&owner, SpawnSpec::new(), &none()).await);
+        failure(failing.spawn(&owner, SpawnSpec::new()).await);
         assert!(records(&failing).is_empty());
     }
     let registry = open(dir.path(), &backend).await;
 
     let gate = Gate::new();
     backend.set_spawn_gate(Some(gate.clone()));
-    let cancel = CancellationToken::new();
-    let pending = {
-        let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
-        tokio::spawn(async move { registry.spawn(&owner, SpawnSpec::new(), &cancel).await })
-    };
+    let pending = spawn_task(&registry, &owner, SpawnSpec::new());
     within(backend.wait_spawns_started(1)).await;
-    cancel.cancel();
+    cancel_spawn_task(pending).await;
     gate.open();
-    assert_eq!(failure(within(pending).await.unwrap()).code(), "CANCELLED");
+    settled(&registry, &owner).await;
     assert!(records(&registry).is_empty());
     let leftovers = std::fs::read_dir(dir.path().join("terminals"))
         .unwrap()
@@ -130,7 +121,7 @@ async fn open_adopts_live_terminals_with_their_metadata() {
         let first = open(dir.path(), &backend).await;
         for (owner, name) in [(&alice, "one"), (&alice, "two"), (&bob, "one")] {
             let spec = SpawnSpec::new().name(name).role("shell");
-            first.spawn(owner, spec, &none()).await.unwrap();
+            first.spawn(owner, spec).await.unwrap();
         }
         let before = (
             first.list(&alice).await.unwrap(),
@@ -162,11 +153,7 @@ async fn open_adopts_live_terminals_with_their_metadata() {
         .await
         .unwrap();
     assert_eq!(page.lines, ["0:0"]);
-    let error = failure(
-        second
-            .spawn(&alice, SpawnSpec::new().name("one"), &none())
-            .await,
-    );
+    let error = failure(second.spawn(&alice, SpawnSpec::new().name("one")).await);
     assert_eq!(error.code(), "DUPLICATE_NAME");
     assert!(second.kill(&bob, "one").await.unwrap());
     assert_eq!(records(&second).len(), 2);
@@ -185,7 +172,7 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
             ("daemon", RestartPolicy::Always),
         ] {
             let spec = SpawnSpec::new().name(name).restart(policy);
-            first.spawn(&owner, spec, &none()).await.unwrap();
+            first.spawn(&owner, spec).await.unwrap();
         }
     }
     // Their servers die while no engine runs.
@@ -243,7 +230,7 @@ async fn open_reports_and_skips_corrupt_records() {
     {
         let first = open(dir.path(), &backend).await;
         first
-            .spawn(&owner, SpawnSpec::new().name("ok"), &none())
+            .spawn(&owner, SpawnSpec::new().name("ok"))
             .await
             .unwrap();
     }
@@ -298,17 +285,11 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
     let (orphan, garbled) = {
         let first = open(dir.path(), &backend).await;
         first
-            .spawn(&owner, SpawnSpec::new().name("kept"), &none())
+            .spawn(&owner, SpawnSpec::new().name("kept"))
             .await
             .unwrap();
-        let orphan = first
-            .spawn(&owner, SpawnSpec::new(), &none())
-            .await
-            .unwrap();
-        let garbled = first
-            .spawn(&owner, SpawnSpec::new(), &none())
-            .await
-            .unwrap();
+        let orphan = first.spawn(&owner, SpawnSpec::new()).await.unwrap();
+        let garbled = first.spawn(&owner, SpawnSpec::new()).await.unwrap();
         // As if the engine crashed between starting a server and recording it.
         first.state_dir().unwrap().remove(&orphan.id).unwrap();
         // And a record truncated on disk.
@@ -347,13 +328,13 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
     let second = open(dir.path(), &backend).await;
 
     let main = first
-        .spawn(&owner, SpawnSpec::new().name("main"), &none())
+        .spawn(&owner, SpawnSpec::new().name("main"))
         .await
         .unwrap();
     assert_eq!(second.list(&owner).await.unwrap(), vec![main.clone()]);
     // A lookup that misses rescans before answering NO_TERMINAL.
     let other = second
-        .spawn(&owner, SpawnSpec::new().name("other"), &none())
+        .spawn(&owner, SpawnSpec::new().name("other"))
         .await
         .unwrap();
     let page = first
@@ -361,11 +342,7 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
         .await
         .unwrap();
     assert_eq!(page.lines, ["0:0"]);
-    let error = failure(
-        first
-            .spawn(&owner, SpawnSpec::new().name("other"), &none())
-            .await,
-    );
+    let error = failure(first.spawn(&owner, SpawnSpec::new().name("other")).await);
     assert_eq!(error.code(), "DUPLICATE_NAME");
 
     assert!(second.kill(&owner, "main").await.unwrap());
@@ -392,9 +369,9 @@ async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task
     let always = SpawnSpec::new()
         .name("always")
         .restart(RestartPolicy::Always);
-    registry.spawn(&owner, always, &none()).await.unwrap();
+    registry.spawn(&owner, always).await.unwrap();
     registry
-        .spawn(&owner, SpawnSpec::new().name("plain"), &none())
+        .spawn(&owner, SpawnSpec::new().name("plain"))
         .await
         .unwrap();
     // A send in flight is a task of the registry's too.

@@ -13,7 +13,6 @@ use tmux_engine::registry::{
     RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot, TerminalStatus,
 };
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::{DEADLINE, failure, owner, within};
 
@@ -26,10 +25,7 @@ async fn one_terminal(
     let registry = Registry::new(config, backend.clone()).unwrap();
     let owner = owner("conv_abc");
     let spec = SpawnSpec::new().name("tui").role("repl").restart(policy);
-    let created = registry
-        .spawn(&owner, spec, &CancellationToken::new())
-        .await
-        .unwrap();
+    let created = registry.spawn(&owner, spec).await.unwrap();
     (registry, backend, owner, created)
 }
 

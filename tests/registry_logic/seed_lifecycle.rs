@@ -12,11 +12,10 @@ use tmux_engine::registry::{
     WaitReason,
 };
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use super::{
-    assert_cleanup_failed, dispose_task, failure, gate_spawns, none, owner, registry, send,
-    spawn_error, spawned, started_spawn_task, with_stub, within,
+    assert_cleanup_failed, dispose_task, failure, gate_spawns, owner, registry, send, spawn_error,
+    spawned, started_spawn_task, with_stub, within,
 };
 
 #[tokio::test]
@@ -27,7 +26,7 @@ async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owne
 
     let spec = SpawnSpec::new().name("main").cwd("/tmp");
     let started = backend.wait_spawns_started(1);
-    let pending = started_spawn_task(&registry, &owner, spec, &none(), started).await;
+    let pending = started_spawn_task(&registry, &owner, spec, started).await;
     // Reserved but unpublished: active, yet not listed or addressable.
     assert!(registry.has_owner_activity(&owner));
     assert!(registry.list(&owner).await.unwrap().is_empty());
@@ -82,7 +81,7 @@ async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owne
 }
 
 #[tokio::test]
-async fn rejects_bad_names_cancelled_spawns_duplicate_names_and_active_sends() {
+async fn rejects_bad_names_duplicate_names_and_active_sends() {
     let (registry, backend) = with_stub();
     let owner = owner("owner");
     let created = spawned(&registry, &owner, SpawnSpec::new().name("main")).await;
@@ -91,13 +90,9 @@ async fn rejects_bad_names_cancelled_spawns_duplicate_names_and_active_sends() {
     assert!(error.to_string().contains("must be non-empty"), "{error}");
     for bad in ["a:b", "a.b", "a\nb"] {
         let spec = SpawnSpec::new().name(bad);
-        let error = failure(registry.spawn(&owner, spec, &none()).await);
+        let error = failure(registry.spawn(&owner, spec).await);
         assert_eq!(error.code(), "INVALID_INPUT", "{bad:?}");
     }
-    let aborted = CancellationToken::new();
-    aborted.cancel();
-    let error = failure(registry.spawn(&owner, SpawnSpec::new(), &aborted).await);
-    assert_eq!(error.code(), "CANCELLED");
     let error = spawn_error(&registry, &owner, SpawnSpec::new().name("main")).await;
     assert_eq!(error.code(), "DUPLICATE_NAME");
     assert!(error.to_string().contains("main"), "{error}");
@@ -106,7 +101,6 @@ async fn rejects_bad_names_cancelled_spawns_duplicate_names_and_active_sends() {
         .spawn(
             &OwnerId::new("other").unwrap(),
             SpawnSpec::new().name("main"),
-            &none(),
         )
         .await
         .unwrap();

@@ -14,9 +14,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    abortable, assert_cleanup_failed, backend_error, dispose_task, failure, failures, gate_spawns,
-    gated, none, owner, registry, spawn_error, spawn_task_error, spawned, started_spawn_task,
-    with_stub, within,
+    abortable, assert_cleanup_failed, backend_error, cancel_spawn_task, dispose_task, failure,
+    failures, gate_spawns, gated, owner, registry, settled, spawn_error, spawn_task_error, spawned,
+    started_spawn_task, with_stub, within,
 };
 
 /// A "slow" backend whose one spawn waits for the gate, then returns a
@@ -38,7 +38,7 @@ struct CleanupFailing {
     pending: JoinHandle<Result<TerminalSnapshot>>,
 }
 
-async fn cleanup_failing(cause: &'static str, cancel: &CancellationToken) -> CleanupFailing {
+async fn cleanup_failing(cause: &'static str) -> CleanupFailing {
     let started = Gate::new();
     let cleanup = Arc::new(backend_error("backend cleanup failed"));
     let kept = Arc::clone(&cleanup);
@@ -49,7 +49,7 @@ async fn cleanup_failing(cause: &'static str, cancel: &CancellationToken) -> Cle
     let registry = registry(&backend);
     let owner = owner("owner");
     let spec = SpawnSpec::new();
-    let pending = started_spawn_task(&registry, &owner, spec, cancel, started.wait()).await;
+    let pending = started_spawn_task(&registry, &owner, spec, started.wait()).await;
     CleanupFailing {
         registry,
         owner,
@@ -58,20 +58,16 @@ async fn cleanup_failing(cause: &'static str, cancel: &CancellationToken) -> Cle
     }
 }
 
-/// Spawns with a token of its own, waits for `started`, cancels the
-/// token, then runs `then`: the spawn must fail with `CANCELLED`.
-async fn cancel_started_spawn(
+/// Spawns, waits for `started`, drops the spawn, then runs `then`.
+async fn drop_started_spawn(
     registry: &Registry,
     owner: &OwnerId,
     started: impl Future,
     then: impl FnOnce(),
 ) {
-    let cancel = CancellationToken::new();
-    let spec = SpawnSpec::new();
-    let pending = started_spawn_task(registry, owner, spec, &cancel, started).await;
-    cancel.cancel();
+    let pending = started_spawn_task(registry, owner, SpawnSpec::new(), started).await;
+    cancel_spawn_task(pending).await;
     then();
-    assert_eq!(spawn_task_error(pending).await.code(), "CANCELLED");
 }
 
 /// `error` carries exactly one failure, `cleanup` itself.
@@ -89,7 +85,7 @@ async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_registry_is_disp
 
     let spec = SpawnSpec::new().name("main");
     let started = backend.wait_spawns_started(1);
-    let pending = started_spawn_task(&registry, &owner, spec, &none(), started).await;
+    let pending = started_spawn_task(&registry, &owner, spec, started).await;
     let error = spawn_error(&registry, &owner, SpawnSpec::new().name("main")).await;
     assert_eq!(error.code(), "DUPLICATE_NAME");
     // Its first poll marks the registry disposing and aborts the spawn;
@@ -109,29 +105,31 @@ async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_registry_is_disp
 }
 
 #[tokio::test]
-async fn preserves_caller_cancellation_when_a_pending_backend_spawn_completes() {
+async fn a_dropped_spawn_is_rolled_back_when_its_backend_spawn_completes() {
     let (registry, backend) = with_stub();
     let gate = gate_spawns(&backend);
     let owner = owner("owner");
 
     let started = backend.wait_spawns_started(1);
-    cancel_started_spawn(&registry, &owner, started, || gate.open()).await;
+    drop_started_spawn(&registry, &owner, started, || gate.open()).await;
+    settled(&registry, &owner).await;
     assert_eq!(
         backend.terminal(0).unwrap().closed(),
         [CloseReason::RolledBack]
     );
     // The owner is untouched and can spawn again.
-    assert!(!registry.has_owner_activity(&owner));
     spawned(&registry, &owner, SpawnSpec::new()).await;
 }
 
 #[tokio::test]
-async fn preserves_caller_cancellation_when_unpublished_rollback_fails() {
+async fn a_dropped_spawn_keeps_its_failed_rollback_for_disposal() {
     let (registry, backend, gate, session) = slow_rejecting_close();
     let owner = owner("owner");
 
     let started = backend.wait_spawns_started(1);
-    cancel_started_spawn(&registry, &owner, started, || gate.open()).await;
+    drop_started_spawn(&registry, &owner, started, || gate.open()).await;
+    // Pending until disposal collects the failure, before and after the
+    // rollback ran.
     assert!(registry.has_owner_activity(&owner));
     let error = failure(registry.dispose().await);
     assert_cleanup_failed(&error);
@@ -141,30 +139,28 @@ async fn preserves_caller_cancellation_when_unpublished_rollback_fails() {
 }
 
 #[tokio::test]
-async fn preserves_caller_cancellation_when_a_backend_rejects_in_response_to_it() {
+async fn a_dropped_spawn_settles_when_its_backend_rejects_in_response() {
     let started = Gate::new();
     let backend = abortable(&started, || backend_error("backend observed cancellation"));
     let registry = registry(&backend);
     let owner = owner("owner");
 
-    cancel_started_spawn(&registry, &owner, started.wait(), || {}).await;
-    assert!(!registry.has_owner_activity(&owner));
+    drop_started_spawn(&registry, &owner, started.wait(), || {}).await;
+    settled(&registry, &owner).await;
+    registry.dispose().await.unwrap();
 }
 
 #[tokio::test]
-async fn retains_caller_triggered_backend_cleanup_failure_until_disposal() {
+async fn retains_a_dropped_spawns_backend_cleanup_failure_until_disposal() {
     {
-        let cancel = CancellationToken::new();
         let CleanupFailing {
             registry,
             owner,
             cleanup,
             pending,
             ..
-        } = cleanup_failing("spawn aborted", &cancel).await;
-        cancel.cancel();
-
-        assert_eq!(spawn_task_error(pending).await.code(), "CANCELLED");
+        } = cleanup_failing("spawn aborted").await;
+        cancel_spawn_task(pending).await;
         assert!(registry.has_owner_activity(&owner));
         let error = failure(registry.dispose().await);
         assert_cleanup_failed(&error);
@@ -202,7 +198,7 @@ async fn disposal_aborts_and_awaits_unpublished_backend_setup() {
         let owner = owner("owner");
 
         let spec = SpawnSpec::new();
-        let pending = started_spawn_task(&registry, &owner, spec, &none(), started.wait()).await;
+        let pending = started_spawn_task(&registry, &owner, spec, started.wait()).await;
         let disposal = dispose_task(&registry);
         let token = backend_token.lock().unwrap().clone().unwrap();
         within(token.cancelled()).await;
@@ -222,7 +218,7 @@ async fn reports_unpublished_rollback_failure_through_service_disposal() {
     let owner = owner("owner");
 
     let started = backend.wait_spawns_started(1);
-    let pending = started_spawn_task(&registry, &owner, SpawnSpec::new(), &none(), started).await;
+    let pending = started_spawn_task(&registry, &owner, SpawnSpec::new(), started).await;
     let disposal = registry.dispose();
     tokio::pin!(disposal);
     assert!(poll!(&mut disposal).is_pending());
@@ -251,7 +247,7 @@ async fn disposal_retains_backend_side_startup_cleanup_failure() {
             cleanup,
             pending,
             ..
-        } = cleanup_failing("aborted by the registry", &none()).await;
+        } = cleanup_failing("aborted by the registry").await;
         let disposal = dispose_task(&registry);
 
         assert_eq!(spawn_task_error(pending).await.code(), "REGISTRY_DISPOSING");
@@ -288,9 +284,9 @@ async fn keeps_independent_reservations_and_handles_provider_failure_before_publ
     let owner = owner("owner");
     let (one, two) = (SpawnSpec::new().name("one"), SpawnSpec::new().name("two"));
     let started = backend.wait_spawns_started(1);
-    let first = started_spawn_task(&registry, &owner, one, &none(), started).await;
+    let first = started_spawn_task(&registry, &owner, one, started).await;
     let started = backend.wait_spawns_started(2);
-    let second = started_spawn_task(&registry, &owner, two, &none(), started).await;
+    let second = started_spawn_task(&registry, &owner, two, started).await;
     first_gate.open();
     let one = within(first).await.unwrap().unwrap();
     assert_eq!(one.name.as_deref(), Some("one"));
@@ -308,13 +304,6 @@ async fn keeps_independent_reservations_and_handles_provider_failure_before_publ
     assert!(failing.list(&owner).await.unwrap().is_empty());
     assert!(!failing.has_owner_activity(&owner));
     assert_eq!(registry.list(&owner).await.unwrap().len(), 2);
-
-    // A token that is never cancelled changes nothing.
-    let controller = CancellationToken::new();
-    registry
-        .spawn(&owner, SpawnSpec::new(), &controller)
-        .await
-        .unwrap();
 }
 
 #[tokio::test]
@@ -334,9 +323,8 @@ async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
     let (registry, backend) = with_stub();
     let gate = gate_spawns(&backend);
     let owner = owner("owner");
-    let cancel = none();
     {
-        let spawn = registry.spawn(&owner, SpawnSpec::new().name("main"), &cancel);
+        let spawn = registry.spawn(&owner, SpawnSpec::new().name("main"));
         tokio::pin!(spawn);
         assert!(poll!(&mut spawn).is_pending());
         within(backend.wait_spawns_started(1)).await;

@@ -3,7 +3,6 @@
 //! taken for a dead one.
 
 use tmux_engine::registry::{Liveness, RestartPolicy, SendRequest, SpawnSpec, WaitFor};
-use tokio_util::sync::CancellationToken;
 
 use super::{Env, WAIT, open, server_dirs, sh};
 use crate::support::within;
@@ -18,15 +17,7 @@ async fn registries_sharing_a_state_dir_keep_names_unique_and_one_send() {
         let (c, _) = open(env.dir.path()).await;
         let spawns = [&env.registry, &b, &c].map(|registry| {
             let owner = env.owner.clone();
-            async move {
-                registry
-                    .spawn(
-                        &owner,
-                        SpawnSpec::new().name("x"),
-                        &CancellationToken::new(),
-                    )
-                    .await
-            }
+            async move { registry.spawn(&owner, SpawnSpec::new().name("x")).await }
         });
         let results = futures_util::future::join_all(spawns).await;
         let ok = results.iter().filter(|result| result.is_ok()).count();

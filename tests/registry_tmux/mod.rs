@@ -23,7 +23,6 @@ use tmux_engine::registry::{
     Backend, ExitStatus, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult,
     SpawnSpec, TerminalSnapshot, TerminalStatus, WaitFor,
 };
-use tokio_util::sync::CancellationToken;
 
 use crate::support::{poll, tmux};
 
@@ -83,10 +82,7 @@ impl Env {
     }
 
     async fn spawn(&self, spec: SpawnSpec) -> TerminalSnapshot {
-        self.registry
-            .spawn(&self.owner, spec, &CancellationToken::new())
-            .await
-            .unwrap()
+        self.registry.spawn(&self.owner, spec).await.unwrap()
     }
 
     async fn send(&self, target: &str, text: &[u8], submit: bool, wait: WaitFor) -> SendResult {
