@@ -25,6 +25,7 @@ use super::locks::Purpose;
 use super::persist::StateDir;
 use super::service::{Inner, blocking};
 use super::spec::{RestartPolicy, TerminalSnapshot};
+use super::viewed::ViewedTerminal;
 use super::{OwnerId, Registry, TerminalId};
 use crate::{Error, Result};
 
@@ -41,22 +42,15 @@ pub struct ProbeReport {
 
 /// A terminal checked alive for attaching, returned by
 /// [`Registry::attach`].
+#[derive(Debug)]
 pub struct AttachTarget {
     /// The terminal after the check.
     pub snapshot: TerminalSnapshot,
-    /// The live backend terminal (fresh when it was just recreated).
-    pub terminal: Arc<dyn BackendTerminal>,
+    /// The live terminal (fresh when it was just recreated), as a viewer
+    /// may use it.
+    pub terminal: ViewedTerminal,
     /// Whether it was recreated by this check.
     pub recreated: bool,
-}
-
-impl std::fmt::Debug for AttachTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AttachTarget")
-            .field("snapshot", &self.snapshot)
-            .field("recreated", &self.recreated)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Registry {
@@ -130,7 +124,7 @@ impl Registry {
         };
         Ok(AttachTarget {
             snapshot: report.snapshot,
-            terminal,
+            terminal: ViewedTerminal::new(terminal),
             recreated: report.recreated,
         })
     }

@@ -49,6 +49,7 @@ mod state;
 #[cfg(any(test, feature = "stub"))]
 pub mod stub;
 pub mod tmux;
+mod viewed;
 
 pub use adopt::ScanReport;
 pub use backend::{
@@ -67,6 +68,7 @@ pub use signal::{Signal, SignalDelivery};
 pub use spec::{
     MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec, TerminalSnapshot,
 };
+pub use viewed::ViewedTerminal;
 
 #[cfg(test)]
 mod tests {
