@@ -25,6 +25,7 @@ use tracing::warn;
 
 use super::backend::{Backend, ReapReport};
 use super::persist::{CorruptRecord, LoadedRecords};
+use super::presence::Presence;
 use super::service::blocking;
 use super::spec::{RegistryConfig, RestartPolicy};
 use super::state::Entry;
@@ -115,7 +116,10 @@ impl Registry {
                 .map(|entry| entry.record.id.clone())
                 .collect();
             for id in vanished {
-                if let Some(terminal) = state.remove_entry(&id).and_then(|entry| entry.terminal) {
+                if let Some(terminal) = state
+                    .remove_entry(&id)
+                    .and_then(|entry| entry.presence.into_terminal())
+                {
                     released.push(terminal);
                 }
                 report.dropped.push(id);
@@ -161,16 +165,16 @@ impl Registry {
             };
             // An adoption that failed proves nothing (a timeout on a busy
             // server): the terminal stays unattached, tried again on use.
-            let unattached = checked.is_some() || adopted.is_err();
-            let (terminal, gone_reason) = match adopted {
-                Ok(Some(terminal)) => (Some(terminal), String::new()),
-                Ok(None) if checked.is_some() => (None, String::new()),
-                Ok(None) => (None, "not running when adopted".to_owned()),
-                Err(error) => {
-                    let reason = format!("adoption failed: {error}");
-                    report.failures.push(error);
-                    (None, reason)
-                }
+            let adopted = adopted.map_err(|error| {
+                let reason = format!("adoption failed: {error}");
+                report.failures.push(error);
+                reason
+            });
+            let presence = Presence::scanned(checked, adopted);
+            let terminal = presence.terminal();
+            let gone = match &presence {
+                Presence::Gone { reason } => Some(reason.clone()),
+                _ => None,
             };
             let id = record.id.clone();
             let always = record.spec.restart == RestartPolicy::Always;
@@ -184,10 +188,7 @@ impl Registry {
                 } else {
                     let seq = state.next();
                     let cancel = self.inner.shutdown.child_token();
-                    let mut entry = Entry::new(record, seq, terminal.clone(), cancel.clone());
-                    entry.gone_reason.clone_from(&gone_reason);
-                    entry.unattached = unattached;
-                    entry.checked = checked;
+                    let entry = Entry::new(record, seq, presence, cancel.clone());
                     state.entries.insert(id.clone(), entry);
                     (Some(cancel), false)
                 }
@@ -205,8 +206,8 @@ impl Registry {
             };
             if terminal.is_some() {
                 report.adopted.push(id.clone());
-            } else if !unattached {
-                report.gone.push((id.clone(), gone_reason));
+            } else if let Some(reason) = gone {
+                report.gone.push((id.clone(), reason));
             }
             if always && self.inner.config.supervise {
                 self.start_restart_loop(id, cancel);

@@ -130,7 +130,7 @@ impl Registry {
             .drain()
             .filter_map(|(_, entry)| {
                 entry.cancel.cancel();
-                entry.terminal
+                entry.presence.into_terminal()
             })
             .collect()
     }
@@ -180,7 +180,7 @@ impl Registry {
             match &entry.closing {
                 Some(closing) => (closing.future.clone(), false),
                 None => {
-                    let terminal = entry.terminal.clone();
+                    let terminal = entry.presence.terminal();
                     let record = entry.record.clone();
                     let backend = Arc::clone(&self.inner.backend);
                     let Some(entry) = state.entries.get_mut(id) else {

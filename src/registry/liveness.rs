@@ -23,6 +23,7 @@ use tracing::{info, warn};
 use super::backend::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
 use super::locks::Purpose;
 use super::persist::StateDir;
+use super::presence::Presence;
 use super::service::{Inner, blocking};
 use super::spec::{RestartPolicy, TerminalSnapshot};
 use super::viewed::ViewedTerminal;
@@ -78,7 +79,7 @@ impl Registry {
             let mut state = self.inner.lock();
             let entry = state.entry_mut(&id)?;
             if let Some(dead) = observed.dead_status() {
-                entry.observed_dead = Some(dead);
+                entry.presence.saw_dead(dead);
             }
             entry.closing.is_some()
         };
@@ -145,8 +146,8 @@ impl Registry {
         let (record, backend) = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
-            if !entry.unattached {
-                return Ok(entry.terminal.clone());
+            if !entry.presence.is_unattached() {
+                return Ok(entry.presence.terminal());
             }
             (entry.record.clone(), Arc::clone(&self.inner.backend))
         };
@@ -155,12 +156,7 @@ impl Registry {
             let mut state = self.inner.lock();
             match state.entries.get_mut(id) {
                 Some(entry) => {
-                    entry.unattached = false;
-                    entry.checked = None;
-                    entry.terminal.clone_from(&adopted);
-                    if adopted.is_none() {
-                        "not running when adopted".clone_into(&mut entry.gone_reason);
-                    }
+                    entry.presence.adopted(adopted.clone());
                     true
                 }
                 None => false,
@@ -182,7 +178,7 @@ impl Registry {
         match self.attached(id).await {
             Ok(Some(terminal)) => terminal.probe().await,
             Ok(None) => {
-                let reason = self.inner.lock().entry(id)?.gone_reason.clone();
+                let reason = self.inner.lock().entry(id)?.presence.gone_reason();
                 Ok(Liveness::ServerGone { reason })
             }
             Err(Error::Unresponsive { timeout, .. }) => {
@@ -224,9 +220,7 @@ impl Registry {
                 } else {
                     // Another process rebuilt it: adopt that one.
                     entry.record = on_disk;
-                    entry.unattached = true;
-                    entry.observed_dead = None;
-                    if let Some(old) = entry.terminal.take() {
+                    if let Some(old) = entry.presence.rebuilt_elsewhere() {
                         self.inner.tasks.spawn(async move { old.shutdown().await });
                     }
                     true
@@ -255,7 +249,7 @@ impl Registry {
                 return Err(Error::TerminalClosing(id.to_string()));
             }
             (
-                entry.terminal.clone(),
+                entry.presence.terminal(),
                 entry.record.clone(),
                 Arc::clone(&self.inner.backend),
                 entry.cancel.child_token(),
@@ -266,7 +260,7 @@ impl Registry {
                 Ok(()) => {
                     let mut state = self.inner.lock();
                     let entry = state.entry_mut(id)?;
-                    entry.observed_dead = None;
+                    entry.presence.respawned();
                     entry.restarts += 1;
                     info!(terminal = %id, restarts = entry.restarts, "respawned a dead pane");
                     return Ok(());
@@ -306,10 +300,8 @@ impl Registry {
             let mut state = self.inner.lock();
             match state.entries.get_mut(id) {
                 Some(entry) if entry.closing.is_none() => {
-                    entry.terminal = Some(Arc::clone(&fresh));
+                    entry.presence = Presence::live(Arc::clone(&fresh));
                     entry.record = record;
-                    entry.gone_reason.clear();
-                    entry.observed_dead = None;
                     entry.restarts += 1;
                     info!(terminal = %id, restarts = entry.restarts, "rebuilt a gone terminal");
                     Ok(())
@@ -347,7 +339,7 @@ async fn restart_loop(inner: Weak<Inner>, id: TerminalId, cancel: CancellationTo
         };
         let backoff = registry.inner.config.backoff;
         let terminal = match registry.inner.lock().entries.get(&id) {
-            Some(entry) => entry.terminal.clone(),
+            Some(entry) => entry.presence.terminal(),
             None => return,
         };
         drop(registry);

@@ -42,6 +42,7 @@ mod liveness;
 mod locks;
 mod ops;
 mod persist;
+mod presence;
 mod service;
 mod signal;
 mod spec;

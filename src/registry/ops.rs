@@ -57,7 +57,7 @@ impl Registry {
         let liveness = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
-            if !entry.unattached {
+            if !entry.presence.is_unattached() {
                 return Ok(());
             }
             Arc::clone(&entry.liveness)

@@ -15,6 +15,7 @@ use tracing::warn;
 use super::backend::{Backend, BackendTerminal, CloseReason, SpawnRequest};
 use super::locks::FileLock;
 use super::persist::{StateDir, TerminalRecord};
+use super::presence::Presence;
 use super::spec::{RegistryConfig, RestartPolicy, TerminalSnapshot};
 use super::state::{Entry, Pending, State};
 use super::{OwnerId, SpawnSpec, TerminalId};
@@ -333,7 +334,7 @@ impl Registry {
                 let entry = Entry::new(
                     record,
                     seq,
-                    Some(Arc::clone(terminal)),
+                    Presence::live(Arc::clone(terminal)),
                     self.inner.shutdown.child_token(),
                 );
                 let snapshot = entry.snapshot();

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use futures_util::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{BackendTerminal, RecordCheck, TerminalStatus};
+use super::backend::{BackendTerminal, TerminalStatus};
 use super::persist::{CorruptRecord, TerminalRecord};
+use super::presence::Presence;
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, TerminalId};
 use crate::{Error, Result};
@@ -33,19 +34,8 @@ pub(crate) struct Entry {
     pub(crate) record: TerminalRecord,
     /// Tie-breaker of creation order within this process.
     pub(crate) seq: u64,
-    /// The live backend terminal; `None` when adoption found it gone, or
-    /// when it was not adopted yet (`unattached`).
-    pub(crate) terminal: Option<Arc<dyn BackendTerminal>>,
-    /// Recorded, not attached by this process, not proven gone: adopted
-    /// when a command needs it. Also set when an adoption failed without
-    /// proof of death (a timeout): unresponsive is not dead.
-    pub(crate) unattached: bool,
-    /// The backend's cheap check of an unattached terminal.
-    pub(crate) checked: Option<RecordCheck>,
-    /// Why `terminal` is `None`.
-    pub(crate) gone_reason: String,
-    /// Death seen by a probe while the backend still said running.
-    pub(crate) observed_dead: Option<TerminalStatus>,
+    /// Whether this process holds the terminal, and what is known of it.
+    pub(crate) presence: Presence,
     /// The generation of the send in flight, if any.
     pub(crate) active_send: Option<u64>,
     pub(crate) closing: Option<Closing>,
@@ -62,17 +52,13 @@ impl Entry {
     pub(crate) fn new(
         record: TerminalRecord,
         seq: u64,
-        terminal: Option<Arc<dyn BackendTerminal>>,
+        presence: Presence,
         cancel: CancellationToken,
     ) -> Self {
         Entry {
             record,
             seq,
-            terminal,
-            unattached: false,
-            checked: None,
-            gone_reason: String::new(),
-            observed_dead: None,
+            presence,
             active_send: None,
             closing: None,
             liveness: Arc::new(tokio::sync::Mutex::new(())),
@@ -81,21 +67,9 @@ impl Entry {
         }
     }
 
-    /// The status callers see: the backend's, unless a probe saw it dead
-    /// first.
+    /// The status callers see (see [`Presence::status`]).
     pub(crate) fn status(&self) -> TerminalStatus {
-        match &self.terminal {
-            None => match (&self.checked, self.unattached) {
-                (Some(checked), true) => checked.status.clone(),
-                _ => TerminalStatus::Gone {
-                    reason: self.gone_reason.clone(),
-                },
-            },
-            Some(terminal) => match (terminal.status(), &self.observed_dead) {
-                (TerminalStatus::Running, Some(dead)) => dead.clone(),
-                (status, _) => status,
-            },
-        }
+        self.presence.status()
     }
 
     /// What callers see of this entry.
@@ -107,10 +81,7 @@ impl Entry {
             name: record.spec.name.clone(),
             role: record.spec.role.clone(),
             kind: record.kind.clone(),
-            pid: match &self.terminal {
-                Some(terminal) => terminal.pid(),
-                None => self.checked.as_ref().and_then(|checked| checked.pid),
-            },
+            pid: self.presence.pid(),
             status: self.status(),
             restart: record.spec.restart,
             restarts: self.restarts,
@@ -120,7 +91,7 @@ impl Entry {
 
     /// The backend terminal, or why there is none.
     pub(crate) fn live_terminal(&self) -> Result<Arc<dyn BackendTerminal>> {
-        self.terminal.clone().ok_or_else(|| Error::TerminalDead {
+        self.presence.terminal().ok_or_else(|| Error::TerminalDead {
             terminal: self.record.id.to_string(),
             status: self.status().to_string(),
         })
