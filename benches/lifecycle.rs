@@ -75,7 +75,7 @@ async fn leak(dir: &Path, mb: usize, rounds: usize) {
             "read go; cat {}; echo END$((1+1))MARK; read x",
             payload.display()
         );
-        let snapshot = registry.spawn(&owner, sh(&script)).await.unwrap();
+        let snapshot = registry.owner(&owner).spawn(sh(&script)).await.unwrap();
         let id = snapshot.id.to_string();
         let mut viewer = attacher
             .attach(&owner, &id, AttachOptions::default())
@@ -96,7 +96,7 @@ async fn leak(dir: &Path, mb: usize, rounds: usize) {
                 _ => {}
             }
         }
-        registry.kill(&owner, &id).await.unwrap();
+        registry.owner(&owner).kill(&id).await.unwrap();
         while viewer.recv().await.is_some() {}
         drop(viewer);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -136,7 +136,8 @@ async fn engine_exit(
     let owner = OwnerId::new("bench").unwrap();
     let script = format!("stty -echo; read go; seq 1 {SEQ}; exit 0");
     let id = registry
-        .spawn(&owner, sh(&script))
+        .owner(&owner)
+        .spawn(sh(&script))
         .await
         .unwrap()
         .id
@@ -161,7 +162,7 @@ async fn engine_exit(
         }
     }
     assert!(exited, "no exit event");
-    registry.kill(&owner, &id).await.unwrap();
+    registry.owner(&owner).kill(&id).await.unwrap();
     let got = without_echo(&got);
     (got.len(), want.starts_with(got), snapshots)
 }

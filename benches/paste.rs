@@ -288,23 +288,26 @@ async fn registry(dir: &Path, data: &[u8]) -> Duration {
     let owner = OwnerId::new("bench").expect("owner");
     let spec = SpawnSpec::new().command(["sh", "-c", &script(&out, data.len())]);
     let id = registry
-        .spawn(&owner, spec)
+        .owner(&owner)
+        .spawn(spec)
         .await
         .expect("spawn")
         .id
         .to_string();
     let ready = WaitCondition::Text("ready".to_owned());
     registry
-        .wait(&owner, &id, &ready, Duration::from_secs(10))
+        .owner(&owner)
+        .wait(&id, &ready, Duration::from_secs(10))
         .await
         .expect("ready");
     let start = Instant::now();
     registry
-        .write(&owner, &id, Bytes::copy_from_slice(data))
+        .owner(&owner)
+        .write(&id, Bytes::copy_from_slice(data))
         .await
         .expect("write");
     let took = whole(&out, data, start).await;
-    let _ = registry.kill(&owner, &id).await;
+    let _ = registry.owner(&owner).kill(&id).await;
     registry.dispose().await.expect("dispose");
     took
 }

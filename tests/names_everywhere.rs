@@ -96,11 +96,13 @@ async fn a_lookup_takes_the_id_before_a_name() {
     let (real, impostor) = {
         let registry = open(dir.path(), &backend).await;
         let real = registry
-            .spawn(&owner, SpawnSpec::new().name("real"))
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("real"))
             .await
             .unwrap();
         let impostor = registry
-            .spawn(&owner, SpawnSpec::new().name("impostor"))
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("impostor"))
             .await
             .unwrap();
         (real.id, impostor.id)
@@ -111,11 +113,12 @@ async fn a_lookup_takes_the_id_before_a_name() {
     std::fs::write(&record, json.to_string()).unwrap();
 
     let registry = open(dir.path(), &backend).await;
-    let shown = registry.show(&owner, real.as_str()).await.unwrap();
+    let shown = registry.owner(&owner).show(real.as_str()).await.unwrap();
     assert_eq!(shown.id, real, "the id resolved to the impostor");
-    assert!(registry.kill(&owner, real.as_str()).await.unwrap());
+    assert!(registry.owner(&owner).kill(real.as_str()).await.unwrap());
     let left: Vec<_> = registry
-        .list(&owner)
+        .owner(&owner)
+        .list()
         .await
         .unwrap()
         .into_iter()
@@ -123,8 +126,8 @@ async fn a_lookup_takes_the_id_before_a_name() {
         .collect();
     assert_eq!(left, std::slice::from_ref(&impostor));
     // The name still works once no id takes precedence.
-    assert!(registry.kill(&owner, real.as_str()).await.unwrap());
-    assert!(registry.list(&owner).await.unwrap().is_empty());
+    assert!(registry.owner(&owner).kill(real.as_str()).await.unwrap());
+    assert!(registry.owner(&owner).list().await.unwrap().is_empty());
 }
 
 async fn open(dir: &Path, backend: &Arc<StubBackend>) -> Registry {

@@ -293,7 +293,7 @@ impl Driver {
         let mut pause = Duration::from_millis(20);
         let id = self.handle.id.to_string();
         while tokio::time::Instant::now() < deadline {
-            match self.registry.attach(&self.owner, &id).await {
+            match self.registry.owner(&self.owner).attach(&id).await {
                 Ok(found) if !found.terminal.same(old) => return Some(found.terminal),
                 // Killed (or handed to someone else): nothing will come back.
                 Err(error) if matches!(error.code(), "NO_TERMINAL" | "FOREIGN_TERMINAL") => {

@@ -46,7 +46,7 @@ async fn attached(
     cancel: &CancellationToken,
     tasks: &TaskTracker,
 ) -> (PtyLink, mpsc::Receiver<ViewerEvent>) {
-    let found = registry.attach(owner, "ro").await.unwrap();
+    let found = registry.owner(owner).attach("ro").await.unwrap();
     let opts = AttachOptions::default()
         .transport(Transport::Pty)
         .read_only(read_only);
@@ -80,7 +80,7 @@ async fn a_read_only_client_drops_keys_at_tmux_level() {
         "-c",
         "while read line; do echo got-$line; done",
     ]);
-    registry.spawn(&owner, program).await.unwrap();
+    registry.owner(&owner).spawn(program).await.unwrap();
     let (cancel, tasks) = (CancellationToken::new(), TaskTracker::new());
     let (ro, _ro_events) = attached(&registry, &owner, true, &cancel, &tasks).await;
     let (rw, _rw_events) = attached(&registry, &owner, false, &cancel, &tasks).await;
@@ -91,11 +91,12 @@ async fn a_read_only_client_drops_keys_at_tmux_level() {
         rw.write(format!("{word}\r").as_bytes()).await.unwrap();
         let line = format!("got-{word}");
         registry
-            .wait(&owner, "ro", &WaitCondition::Text(line), WAIT)
+            .owner(&owner)
+            .wait("ro", &WaitCondition::Text(line), WAIT)
             .await
             .unwrap();
     }
-    let found = registry.attach(&owner, "ro").await.unwrap();
+    let found = registry.owner(&owner).attach("ro").await.unwrap();
     let screen = found.terminal.screen().await.unwrap().text();
     assert!(
         !screen.contains("sneaky"),

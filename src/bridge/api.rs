@@ -147,7 +147,7 @@ fn ok(value: impl serde::Serialize) -> Answer {
 }
 
 async fn list(State(state): State<AppState>, Extension(who): Extension<Principal>) -> Answer {
-    ok(state.registry.list(&who.owner).await?)
+    ok(state.registry.owner(&who.owner).list().await?)
 }
 
 /// `POST /api/terminals`'s body.
@@ -216,7 +216,7 @@ async fn spawn(
     let spec = body::<SpawnBody>(bytes)?.spec()?;
     // A spawn whose client went away still completes: the terminal is the
     // user's either way, and `list` shows it.
-    let snapshot = state.registry.spawn(&who.owner, spec).await?;
+    let snapshot = state.registry.owner(&who.owner).spawn(spec).await?;
     Ok((StatusCode::CREATED, Json(snapshot)).into_response())
 }
 
@@ -225,7 +225,7 @@ async fn show(
     Extension(who): Extension<Principal>,
     Path(target): Path<String>,
 ) -> Answer {
-    ok(state.registry.show(&who.owner, &target).await?)
+    ok(state.registry.owner(&who.owner).show(&target).await?)
 }
 
 async fn kill(
@@ -235,7 +235,7 @@ async fn kill(
 ) -> Answer {
     writable(&who)?;
     // Looked up first, so a read-write token of another owner gets 404.
-    let killed = state.registry.kill(&who.owner, &target).await?;
+    let killed = state.registry.owner(&who.owner).kill(&target).await?;
     ok(json!({ "killed": killed }))
 }
 
@@ -253,7 +253,11 @@ async fn signal(
 ) -> Answer {
     writable(&who)?;
     let signal = body::<SignalBody>(bytes)?.signal.parse::<Signal>()?;
-    ok(state.registry.signal(&who.owner, &target, signal).await?)
+    ok(state
+        .registry
+        .owner(&who.owner)
+        .signal(&target, signal)
+        .await?)
 }
 
 async fn screen(
@@ -261,7 +265,7 @@ async fn screen(
     Extension(who): Extension<Principal>,
     Path(target): Path<String>,
 ) -> Answer {
-    ok(state.registry.screen(&who.owner, &target).await?)
+    ok(state.registry.owner(&who.owner).screen(&target).await?)
 }
 
 async fn scrollback(
@@ -291,7 +295,11 @@ async fn scrollback(
             }
         }
     }
-    ok(state.registry.read(&who.owner, &target, request).await?)
+    ok(state
+        .registry
+        .owner(&who.owner)
+        .read(&target, request)
+        .await?)
 }
 
 #[derive(Debug, Deserialize)]
@@ -325,7 +333,11 @@ async fn send(
         wait: body.wait.as_deref().unwrap_or("idle").parse::<WaitFor>()?,
         timeout,
     };
-    let handle = state.registry.send(&who.owner, &target, request).await?;
+    let handle = state
+        .registry
+        .owner(&who.owner)
+        .send(&target, request)
+        .await?;
     let operation = handle.operation();
     let result = handle.result().await?;
     let output = operation.read_output();

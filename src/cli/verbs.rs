@@ -38,7 +38,7 @@ pub(super) async fn dispatch(
     match command {
         TerminalCommand::Spawn(args) => {
             let spec = args.spec()?;
-            let snapshot = registry.spawn(owner, spec).await?;
+            let snapshot = registry.owner(owner).spawn(spec).await?;
             if json {
                 write_json(out, &snapshot)?;
             } else {
@@ -46,7 +46,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::List => {
-            let list = registry.list(owner).await?;
+            let list = registry.owner(owner).list().await?;
             report_corrupt(&registry.corrupt_records(), json);
             if json {
                 write_json(out, &list)?;
@@ -57,7 +57,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Show { target } => {
-            let snapshot = registry.show(owner, &target).await?;
+            let snapshot = registry.owner(owner).show(&target).await?;
             if json {
                 write_json(out, &snapshot)?;
             } else {
@@ -82,7 +82,7 @@ pub(super) async fn dispatch(
                 (None, false) => Vec::new(),
             };
             let request = args.request(text)?;
-            let handle = registry.send(owner, &args.target, request).await?;
+            let handle = registry.owner(owner).send(&args.target, request).await?;
             let operation = handle.operation();
             let result = handle.result().await?;
             let output = operation.read_output();
@@ -111,7 +111,8 @@ pub(super) async fn dispatch(
             count,
         } => {
             let page = registry
-                .read(owner, &target, ReadRequest { offset, count })
+                .owner(owner)
+                .read(&target, ReadRequest { offset, count })
                 .await?;
             if json {
                 write_json(out, &page)?;
@@ -122,7 +123,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Screen { target } => {
-            let screen = registry.screen(owner, &target).await?;
+            let screen = registry.owner(owner).screen(&target).await?;
             if json {
                 write_json(out, &screen)?;
             } else {
@@ -133,7 +134,7 @@ pub(super) async fn dispatch(
         }
         TerminalCommand::Signal { target, signal } => {
             let signal = signal.parse::<Signal>()?;
-            let delivery = registry.signal(owner, &target, signal).await?;
+            let delivery = registry.owner(owner).signal(&target, signal).await?;
             if json {
                 write_json(out, &delivery)?;
             } else {
@@ -144,7 +145,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Kill { target } => {
-            let closed = registry.kill(owner, &target).await?;
+            let closed = registry.owner(owner).kill(&target).await?;
             if json {
                 write_json(out, &json!({ "killed": closed }))?;
             } else {
@@ -159,7 +160,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Probe { target } => {
-            let report = registry.probe(owner, &target).await?;
+            let report = registry.owner(owner).probe(&target).await?;
             if json {
                 write_json(out, &report)?;
             } else {
@@ -249,7 +250,8 @@ async fn wait(
 ) -> std::result::Result<(), CliError> {
     let condition = args.condition()?;
     let found = registry
-        .wait(owner, &args.target, &condition, args.deadline()?)
+        .owner(owner)
+        .wait(&args.target, &condition, args.deadline()?)
         .await?;
     if json {
         write_json(out, &json!({ "matched": found }))?;
@@ -267,7 +269,7 @@ async fn events(
     target: &str,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let mut events = registry.events(owner, target).await?;
+    let mut events = registry.owner(owner).events(target).await?;
     loop {
         match events.recv().await {
             Ok(notification) => {
@@ -292,11 +294,15 @@ async fn events(
 /// never overlaps another engine client's handshake. The person's detach
 /// cannot be locked: it happens when they choose (docs/tmux-quirks.md).
 async fn attach(registry: &Registry, owner: &OwnerId, target: &str, read_only: bool) -> Result<()> {
-    let mut command =
-        tokio::process::Command::from(registry.attach_command(owner, target, read_only).await?);
+    let mut command = tokio::process::Command::from(
+        registry
+            .owner(owner)
+            .attach_command(target, read_only)
+            .await?,
+    );
     // Subscribed before the spawn, so the attach's notification is not missed.
-    let mut events = registry.events(owner, target).await?;
-    let lock = registry.attach_lock(owner, target).await?;
+    let mut events = registry.owner(owner).events(target).await?;
+    let lock = registry.owner(owner).attach_lock(target).await?;
     let mut child = command
         .spawn()
         .map_err(|e| Error::io("running tmux attach", e))?;

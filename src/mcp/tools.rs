@@ -67,7 +67,7 @@ impl McpServer {
         let spec = attempt!(args.spec());
         // Dropping the spawn cancels it (and rolls back what it made).
         let spawned = tokio::select! {
-            spawned = self.registry.spawn(&self.owner, spec) => spawned,
+            spawned = self.registry.owner(&self.owner).spawn(spec) => spawned,
             () = context.ct.cancelled() => Err(crate::Error::Cancelled(
                 "terminal_spawn: the request was cancelled".to_owned(),
             )),
@@ -83,7 +83,7 @@ impl McpServer {
         description = "List your terminals in creation order, as snapshots (id, name, status, pid)."
     )]
     async fn terminal_list(&self) -> ToolResult {
-        Ok(match self.registry.list(&self.owner).await {
+        Ok(match self.registry.owner(&self.owner).list().await {
             Ok(list) => success(&list),
             Err(error) => failure(&error),
         })
@@ -107,7 +107,8 @@ impl McpServer {
         let request = attempt!(args.request());
         let handle = attempt!(
             self.registry
-                .send(&self.owner, &args.terminal, request)
+                .owner(&self.owner)
+                .send(&args.terminal, request)
                 .await
         );
         let operation = handle.operation();
@@ -156,7 +157,8 @@ impl McpServer {
         let (request, capped) = args.request();
         let mut page = attempt!(
             self.registry
-                .read(&self.owner, &args.terminal, request)
+                .owner(&self.owner)
+                .read(&args.terminal, request)
                 .await
         );
         let (dropped, cut) = keep_tail_lines(&mut page.lines, MAX_TEXT_BYTES);
@@ -171,7 +173,12 @@ impl McpServer {
                        64 KiB of text; rows beyond that are dropped from the top)."
     )]
     async fn terminal_screen(&self, Parameters(args): Parameters<TerminalArgs>) -> ToolResult {
-        let screen = attempt!(self.registry.screen(&self.owner, &args.terminal).await);
+        let screen = attempt!(
+            self.registry
+                .owner(&self.owner)
+                .screen(&args.terminal)
+                .await
+        );
         let mut value = match serde_json::to_value(&screen) {
             Ok(value) => value,
             Err(e) => {
@@ -209,7 +216,7 @@ impl McpServer {
             (Err(error), _) | (_, Err(error)) => return Ok(failure(&error)),
         };
         let waited = tokio::select! {
-            waited = self.registry.wait(&self.owner, &args.terminal, &condition, timeout) => waited,
+            waited = self.registry.owner(&self.owner).wait(&args.terminal, &condition, timeout) => waited,
             () = context.ct.cancelled() => return cancelled("terminal_wait", &args.terminal),
         };
         Ok(match waited {
@@ -232,7 +239,8 @@ impl McpServer {
         Ok(
             match self
                 .registry
-                .signal(&self.owner, &args.terminal, signal)
+                .owner(&self.owner)
+                .signal(&args.terminal, signal)
                 .await
             {
                 Ok(delivery) => success(&delivery),
@@ -248,7 +256,7 @@ impl McpServer {
     )]
     async fn terminal_kill(&self, Parameters(args): Parameters<TerminalArgs>) -> ToolResult {
         Ok(
-            match self.registry.kill(&self.owner, &args.terminal).await {
+            match self.registry.owner(&self.owner).kill(&args.terminal).await {
                 Ok(killed) => success(&json!({ "killed": killed })),
                 Err(error) => failure(&error),
             },

@@ -218,7 +218,7 @@ impl Registry {
 
     /// The record files the last scan of the state directory (an
     /// [`open_with`](Registry::open_with), [`refresh`](Registry::refresh) or
-    /// [`list`](Registry::list)) found corrupt and moved aside: what `list`
+    /// [`list`](super::Owned::list)) found corrupt and moved aside: what `list`
     /// reports beside the terminals. Their terminals are left alone.
     pub fn corrupt_records(&self) -> Vec<CorruptRecord> {
         self.inner.lock().corrupt.clone()

@@ -16,32 +16,13 @@ use tracing::warn;
 use super::backend::{BackendTerminal, CloseReason};
 use super::locks::Purpose;
 use super::persist::StateDir;
+use super::service::Owned;
 use super::service::blocking;
 use super::state::Closing;
-use super::{OwnerId, Registry, TerminalId};
+use super::{Registry, TerminalId};
 use crate::{Error, Result};
 
 impl Registry {
-    /// Closes the terminal and its whole process tree, then removes it and
-    /// its record.
-    ///
-    /// Returns `true` when this call closed it, `false` when it joined a
-    /// close already in flight (or the terminal left meanwhile).
-    ///
-    /// # Errors
-    ///
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, or
-    /// `CLOSE_FAILED` carrying the backend's error; the terminal is then
-    /// kept so the kill can be retried.
-    pub async fn kill(&self, owner: &OwnerId, target: &str) -> Result<bool> {
-        let id = self.locate(owner, target).await?;
-        self.close_entry(&id, CloseReason::Kill)
-            .await
-            .map_err(|failure| Error::CloseFailed {
-                failures: vec![failure],
-            })
-    }
-
     /// Disposes the registry: aborts and awaits every unpublished spawn,
     /// closes every terminal, clears every map (even when something
     /// failed), stops background tasks and waits for them. Afterwards every
@@ -303,5 +284,29 @@ fn cleanup_result(failures: Vec<Arc<Error>>) -> Result<()> {
         Ok(())
     } else {
         Err(Error::CleanupFailed { failures })
+    }
+}
+
+impl Owned<'_> {
+    /// Closes the terminal and its whole process tree, then removes it and
+    /// its record.
+    ///
+    /// Returns `true` when this call closed it, `false` when it joined a
+    /// close already in flight (or the terminal left meanwhile).
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, or
+    /// `CLOSE_FAILED` carrying the backend's error; the terminal is then
+    /// kept so the kill can be retried.
+    pub async fn kill(self, target: &str) -> Result<bool> {
+        let (registry, owner) = (self.registry, self.owner);
+        let id = registry.locate(owner, target).await?;
+        registry
+            .close_entry(&id, CloseReason::Kill)
+            .await
+            .map_err(|failure| Error::CloseFailed {
+                failures: vec![failure],
+            })
     }
 }

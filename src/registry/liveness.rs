@@ -24,13 +24,14 @@ use super::backend::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
 use super::locks::Purpose;
 use super::persist::StateDir;
 use super::presence::Presence;
+use super::service::Owned;
 use super::service::{Inner, blocking};
 use super::spec::{RestartPolicy, TerminalSnapshot};
 use super::viewed::ViewedTerminal;
-use super::{OwnerId, Registry, TerminalId};
+use super::{Registry, TerminalId};
 use crate::{Error, Result};
 
-/// What [`Registry::probe`] found and did.
+/// What [`Owned::probe`] found and did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProbeReport {
     /// What the probe observed, before any recreation.
@@ -42,7 +43,7 @@ pub struct ProbeReport {
 }
 
 /// A terminal checked alive for attaching, returned by
-/// [`Registry::attach`].
+/// [`Owned::attach`].
 #[derive(Debug)]
 pub struct AttachTarget {
     /// The terminal after the check.
@@ -55,81 +56,6 @@ pub struct AttachTarget {
 }
 
 impl Registry {
-    /// Asks whether the terminal is alive, with the backend's right probe
-    /// for its state, and records a death it finds. A dead `on-attach`
-    /// terminal is recreated (once, however many probes run concurrently);
-    /// other policies only report.
-    ///
-    /// # Errors
-    ///
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, the probe's
-    /// own failure, or the recreation's (`NO_BACKEND`, the backend's
-    /// error).
-    pub async fn probe(&self, owner: &OwnerId, target: &str) -> Result<ProbeReport> {
-        let id = self.locate(owner, target).await?;
-        let lock = Arc::clone(&self.inner.lock().entry(&id)?.liveness);
-        let _serialized = lock.lock().await;
-        let policy = {
-            let state = self.inner.lock();
-            state.check_active()?;
-            state.entry(&id)?.record.spec.restart
-        };
-        let observed = self.observe(&id).await?;
-        let closing = {
-            let mut state = self.inner.lock();
-            let entry = state.entry_mut(&id)?;
-            if let Some(dead) = observed.dead_status() {
-                entry.presence.saw_dead(dead);
-            }
-            entry.closing.is_some()
-        };
-        let recreated = observed.is_dead() && policy == RestartPolicy::OnAttach && !closing;
-        if recreated {
-            self.recreate(&id).await?;
-        }
-        let snapshot = self.inner.lock().entry(&id)?.snapshot();
-        Ok(ProbeReport {
-            observed,
-            recreated,
-            snapshot,
-        })
-    }
-
-    /// Checks the terminal alive before someone attaches to it: probes (so
-    /// a stale "running" is caught), recreates a dead `on-attach` terminal,
-    /// and returns the live backend terminal to attach to.
-    ///
-    /// # Errors
-    ///
-    /// `TERMINAL_DEAD` for a dead terminal its policy does not recreate
-    /// here (its exit status stays visible in `list`), `UNRESPONSIVE` when
-    /// the probe got no answer, and the errors of
-    /// [`probe`](Registry::probe).
-    pub async fn attach(&self, owner: &OwnerId, target: &str) -> Result<AttachTarget> {
-        let report = self.probe(owner, target).await?;
-        if let Liveness::Unresponsive { waited } = report.observed {
-            return Err(Error::Unresponsive {
-                command: format!("liveness probe of terminal {}", report.snapshot.id),
-                timeout: waited,
-            });
-        }
-        if report.observed.is_dead() && !report.recreated {
-            return Err(Error::TerminalDead {
-                terminal: report.snapshot.id.to_string(),
-                status: report.snapshot.status.to_string(),
-            });
-        }
-        let terminal = {
-            let state = self.inner.lock();
-            state.entry(&report.snapshot.id)?.live_terminal()?
-        };
-        Ok(AttachTarget {
-            snapshot: report.snapshot,
-            terminal: ViewedTerminal::new(terminal),
-            recreated: report.recreated,
-        })
-    }
-
     /// Attaches the terminal `id` if it is recorded but not attached here
     /// yet (see `Backend::check`), and returns the live backend terminal,
     /// or `None` when it is proven gone. The caller holds its liveness
@@ -440,4 +366,83 @@ async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
         return Ok(());
     }
     registry.recreate(id).await
+}
+
+impl Owned<'_> {
+    /// Asks whether the terminal is alive, with the backend's right probe
+    /// for its state, and records a death it finds. A dead `on-attach`
+    /// terminal is recreated (once, however many probes run concurrently);
+    /// other policies only report.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, the probe's
+    /// own failure, or the recreation's (`NO_BACKEND`, the backend's
+    /// error).
+    pub async fn probe(self, target: &str) -> Result<ProbeReport> {
+        let (registry, owner) = (self.registry, self.owner);
+        let id = registry.locate(owner, target).await?;
+        let lock = Arc::clone(&registry.inner.lock().entry(&id)?.liveness);
+        let _serialized = lock.lock().await;
+        let policy = {
+            let state = registry.inner.lock();
+            state.check_active()?;
+            state.entry(&id)?.record.spec.restart
+        };
+        let observed = registry.observe(&id).await?;
+        let closing = {
+            let mut state = registry.inner.lock();
+            let entry = state.entry_mut(&id)?;
+            if let Some(dead) = observed.dead_status() {
+                entry.presence.saw_dead(dead);
+            }
+            entry.closing.is_some()
+        };
+        let recreated = observed.is_dead() && policy == RestartPolicy::OnAttach && !closing;
+        if recreated {
+            registry.recreate(&id).await?;
+        }
+        let snapshot = registry.inner.lock().entry(&id)?.snapshot();
+        Ok(ProbeReport {
+            observed,
+            recreated,
+            snapshot,
+        })
+    }
+
+    /// Checks the terminal alive before someone attaches to it: probes (so
+    /// a stale "running" is caught), recreates a dead `on-attach` terminal,
+    /// and returns the live backend terminal to attach to.
+    ///
+    /// # Errors
+    ///
+    /// `TERMINAL_DEAD` for a dead terminal its policy does not recreate
+    /// here (its exit status stays visible in `list`), `UNRESPONSIVE` when
+    /// the probe got no answer, and the errors of
+    /// [`probe`](Owned::probe).
+    pub async fn attach(self, target: &str) -> Result<AttachTarget> {
+        let registry = self.registry;
+        let report = self.probe(target).await?;
+        if let Liveness::Unresponsive { waited } = report.observed {
+            return Err(Error::Unresponsive {
+                command: format!("liveness probe of terminal {}", report.snapshot.id),
+                timeout: waited,
+            });
+        }
+        if report.observed.is_dead() && !report.recreated {
+            return Err(Error::TerminalDead {
+                terminal: report.snapshot.id.to_string(),
+                status: report.snapshot.status.to_string(),
+            });
+        }
+        let terminal = {
+            let state = registry.inner.lock();
+            state.entry(&report.snapshot.id)?.live_terminal()?
+        };
+        Ok(AttachTarget {
+            snapshot: report.snapshot,
+            terminal: ViewedTerminal::new(terminal),
+            recreated: report.recreated,
+        })
+    }
 }

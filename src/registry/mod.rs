@@ -64,7 +64,7 @@ pub use io::{WAIT_LINES, WaitCondition};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
 pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
-pub use service::Registry;
+pub use service::{Owned, Registry};
 pub use signal::{Signal, SignalDelivery};
 pub use spec::{
     MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec, TerminalSnapshot,

@@ -24,7 +24,7 @@ use crate::{Error, Result};
 /// The owner-scoped registry of terminals.
 ///
 /// Cheap to clone; clones share one registry, and one backend fixed when
-/// it was built. Only [`kill`](Registry::kill) and
+/// it was built. Only [`kill`](Owned::kill) and
 /// [`dispose`](Registry::dispose) close terminals. To let go of them
 /// instead (they outlive the engine and are re-adopted by
 /// [`Registry::open`]), await [`shutdown`](Registry::shutdown): it resolves
@@ -34,10 +34,8 @@ use crate::{Error, Result};
 /// exits right after would cut its control connections off mid-detach (see
 /// [`ClientOptions::handshake_lock`](crate::control::client::ClientOptions::handshake_lock)).
 ///
-/// Every call that touches a terminal names its owner and is fenced:
-/// another owner's terminal is `FOREIGN_TERMINAL`, an unknown one
-/// `NO_TERMINAL`. A terminal is addressed by its id or by its name within
-/// the owner (names first).
+/// Every call that touches a terminal goes through an owner's handle
+/// ([`owner`](Registry::owner)), which fences it to that owner.
 #[derive(Clone)]
 pub struct Registry {
     pub(crate) inner: Arc<Inner>,
@@ -48,6 +46,23 @@ impl std::fmt::Debug for Registry {
         f.debug_struct("Registry")
             .field("state_dir", &self.inner.store.as_ref().map(StateDir::root))
             .finish_non_exhaustive()
+    }
+}
+
+/// The registry as one owner uses it, from [`Registry::owner`]: every
+/// verb here is fenced to that owner (another owner's terminal is
+/// `FOREIGN_TERMINAL`, an unknown one `NO_TERMINAL`), and addresses a
+/// terminal by its id or by its name within the owner (names first).
+#[derive(Debug, Clone, Copy)]
+pub struct Owned<'a> {
+    pub(crate) registry: &'a Registry,
+    pub(crate) owner: &'a OwnerId,
+}
+
+impl Owned<'_> {
+    /// The owner this handle acts for.
+    pub fn id(&self) -> &OwnerId {
+        self.owner
     }
 }
 
@@ -123,6 +138,15 @@ impl Registry {
         })
     }
 
+    /// The registry's verbs on behalf of `owner`:
+    /// `registry.owner(&me).send(target, request)`.
+    pub fn owner<'a>(&'a self, owner: &'a OwnerId) -> Owned<'a> {
+        Owned {
+            registry: self,
+            owner,
+        }
+    }
+
     /// The state directory, if the registry persists terminals.
     pub fn state_dir(&self) -> Option<&StateDir> {
         self.inner.store.as_ref()
@@ -143,59 +167,6 @@ impl Registry {
                 .entries
                 .values()
                 .any(|entry| &entry.record.owner == owner)
-    }
-
-    /// Spawns a terminal for `owner` and publishes it once its backend setup
-    /// succeeded and its record is written.
-    ///
-    /// To cancel a spawn, drop this future (e.g. lose a `select!`):
-    /// unpublished setup is then aborted in the background: the backend is
-    /// told through its token and any half-made terminal is closed (a
-    /// rollback that fails is kept until disposal reports it). When the
-    /// registry starts disposing meanwhile, the spawn fails with
-    /// `REGISTRY_DISPOSING` and is rolled back the same way; a rollback
-    /// that fails then is reported (`ROLLBACK_FAILED`) and kept until
-    /// disposal reports it too.
-    ///
-    /// # Errors
-    ///
-    /// In the order checked: `REGISTRY_DISPOSING`, `INVALID_INPUT` (see
-    /// [`SpawnSpec::validate`]), `DUPLICATE_NAME` (counting spawns in
-    /// flight); then the backend's error, or the codes above.
-    pub async fn spawn(&self, owner: &OwnerId, spec: SpawnSpec) -> Result<TerminalSnapshot> {
-        self.inner.lock().check_active()?;
-        // Names are unique per owner across processes sharing the state
-        // directory: the name's lock is held from the rescan that checks it
-        // until the record is written (or the spawn failed), so a spawner in
-        // another process sees this one's record or waits for it.
-        let name_lock = match (&spec.name, self.inner.store.clone()) {
-            (Some(name), Some(store)) => {
-                let file = StateDir::name_lock(owner, name);
-                let lock = blocking(move || store.lock(&file)).await?;
-                self.refresh().await?;
-                Some(lock)
-            }
-            _ => None,
-        };
-        let reservation = self.reserve(owner, &spec)?;
-        // Cancelled only when this future is dropped before the task ends.
-        let caller = CancellationToken::new();
-        let on_drop = caller.clone().drop_guard();
-        // A task, so that a caller dropping this future cannot drop the
-        // backend's spawn half-way and leak what it made.
-        let task =
-            self.inner
-                .tasks
-                .spawn(self.clone().run_spawn(reservation, spec, caller, name_lock));
-        let result = match task.await {
-            Ok(result) => result,
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            Err(_) => Err(Error::Cancelled(
-                "spawn: the runtime is shutting down".to_owned(),
-            )),
-        };
-        on_drop.disarm();
-        result
     }
 
     /// Checks the request and reserves its id and name.
@@ -238,7 +209,7 @@ impl Registry {
         })
     }
 
-    /// The body of [`spawn`](Registry::spawn), run as a task.
+    /// The body of [`spawn`](Owned::spawn), run as a task.
     async fn run_spawn(
         self,
         mut reservation: Reservation,
@@ -443,5 +414,63 @@ fn settle_pending(inner: &Inner, key: u64, retained: Option<Arc<Error>>) {
                 pending.settled.cancel();
             }
         }
+    }
+}
+
+impl Owned<'_> {
+    /// Spawns a terminal for `owner` and publishes it once its backend setup
+    /// succeeded and its record is written.
+    ///
+    /// To cancel a spawn, drop this future (e.g. lose a `select!`):
+    /// unpublished setup is then aborted in the background: the backend is
+    /// told through its token and any half-made terminal is closed (a
+    /// rollback that fails is kept until disposal reports it). When the
+    /// registry starts disposing meanwhile, the spawn fails with
+    /// `REGISTRY_DISPOSING` and is rolled back the same way; a rollback
+    /// that fails then is reported (`ROLLBACK_FAILED`) and kept until
+    /// disposal reports it too.
+    ///
+    /// # Errors
+    ///
+    /// In the order checked: `REGISTRY_DISPOSING`, `INVALID_INPUT` (see
+    /// [`SpawnSpec::validate`]), `DUPLICATE_NAME` (counting spawns in
+    /// flight); then the backend's error, or the codes above.
+    pub async fn spawn(self, spec: SpawnSpec) -> Result<TerminalSnapshot> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.inner.lock().check_active()?;
+        // Names are unique per owner across processes sharing the state
+        // directory: the name's lock is held from the rescan that checks it
+        // until the record is written (or the spawn failed), so a spawner in
+        // another process sees this one's record or waits for it.
+        let name_lock = match (&spec.name, registry.inner.store.clone()) {
+            (Some(name), Some(store)) => {
+                let file = StateDir::name_lock(owner, name);
+                let lock = blocking(move || store.lock(&file)).await?;
+                registry.refresh().await?;
+                Some(lock)
+            }
+            _ => None,
+        };
+        let reservation = registry.reserve(owner, &spec)?;
+        // Cancelled only when this future is dropped before the task ends.
+        let caller = CancellationToken::new();
+        let on_drop = caller.clone().drop_guard();
+        // A task, so that a caller dropping this future cannot drop the
+        // backend's spawn half-way and leak what it made.
+        let task = registry.inner.tasks.spawn(registry.clone().run_spawn(
+            reservation,
+            spec,
+            caller,
+            name_lock,
+        ));
+        let result = match task.await {
+            Ok(result) => result,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(_) => Err(Error::Cancelled(
+                "spawn: the runtime is shutting down".to_owned(),
+            )),
+        };
+        on_drop.disarm();
+        result
     }
 }

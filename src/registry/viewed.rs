@@ -14,7 +14,7 @@ use crate::Result;
 use crate::vocab::Size;
 
 /// A live terminal as a viewer may use it, from
-/// [`Registry::attach`](super::Registry::attach). Cheap to clone; clones
+/// [`Owned::attach`](super::Owned::attach). Cheap to clone; clones
 /// are the [`same`](Self::same) terminal.
 #[derive(Clone)]
 pub struct ViewedTerminal(Arc<dyn BackendTerminal>);

@@ -48,13 +48,13 @@ fn gate_spawns(backend: &StubBackend) -> Gate {
 
 /// Spawns `spec` for `owner` with no cancellation; it must succeed.
 async fn spawned(registry: &Registry, owner: &OwnerId, spec: SpawnSpec) -> TerminalSnapshot {
-    registry.spawn(owner, spec).await.unwrap()
+    registry.owner(owner).spawn(spec).await.unwrap()
 }
 
 /// The error of a spawn of `spec` for `owner`, with no cancellation, that
 /// must fail.
 async fn spawn_error(registry: &Registry, owner: &OwnerId, spec: SpawnSpec) -> Error {
-    failure(registry.spawn(owner, spec).await)
+    failure(registry.owner(owner).spawn(spec).await)
 }
 
 /// `error` is the registry's `CLEANUP_FAILED` aggregate.
@@ -128,7 +128,7 @@ pub(crate) fn spawn_task(
     spec: SpawnSpec,
 ) -> JoinHandle<Result<TerminalSnapshot>> {
     let (registry, owner) = (registry.clone(), owner.clone());
-    tokio::spawn(async move { registry.spawn(&owner, spec).await })
+    tokio::spawn(async move { registry.owner(&owner).spawn(spec).await })
 }
 
 /// Spawns in a task, then waits for `started` (the backend has the spawn).

@@ -62,7 +62,7 @@ async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
         .cwd("/tmp")
         .env("K", "v")
         .size(100, 30);
-    let created = registry.spawn(&owner, spec.clone()).await.unwrap();
+    let created = registry.owner(&owner).spawn(spec.clone()).await.unwrap();
     let record = records(&registry).pop().unwrap();
     assert_eq!(record.id, created.id);
     assert_eq!(record.owner, owner);
@@ -72,14 +72,14 @@ async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
 
     let terminal = backend.terminal(0).unwrap();
     terminal.set_reject_close(true);
-    failure(registry.kill(&owner, "main").await);
+    failure(registry.owner(&owner).kill("main").await);
     assert_eq!(
         records(&registry).len(),
         1,
         "a failed kill keeps the record"
     );
     terminal.set_reject_close(false);
-    assert!(registry.kill(&owner, "main").await.unwrap());
+    assert!(registry.owner(&owner).kill("main").await.unwrap());
     assert!(records(&registry).is_empty());
 }
 
@@ -93,7 +93,7 @@ async fn unpublished_spawns_leave_no_record() {
     let owner = owner("owner");
     {
         let failing = open(dir.path(), &throwing).await;
-        failure(failing.spawn(&owner, SpawnSpec::new()).await);
+        failure(failing.owner(&owner).spawn(SpawnSpec::new()).await);
         assert!(records(&failing).is_empty());
     }
     let registry = open(dir.path(), &backend).await;
@@ -121,11 +121,11 @@ async fn open_adopts_live_terminals_with_their_metadata() {
         let first = open(dir.path(), &backend).await;
         for (owner, name) in [(&alice, "one"), (&alice, "two"), (&bob, "one")] {
             let spec = SpawnSpec::new().name(name).role("shell");
-            first.spawn(owner, spec).await.unwrap();
+            first.owner(owner).spawn(spec).await.unwrap();
         }
         let before = (
-            first.list(&alice).await.unwrap(),
-            first.list(&bob).await.unwrap(),
+            first.owner(&alice).list().await.unwrap(),
+            first.owner(&bob).list().await.unwrap(),
         );
         // The engine goes away without disposing: terminals keep running.
         drop(first);
@@ -144,18 +144,24 @@ async fn open_adopts_live_terminals_with_their_metadata() {
     assert_eq!(report.adopted.len(), 3);
     assert!(report.gone.is_empty() && report.failures.is_empty());
     let after = (
-        second.list(&alice).await.unwrap(),
-        second.list(&bob).await.unwrap(),
+        second.owner(&alice).list().await.unwrap(),
+        second.owner(&bob).list().await.unwrap(),
     );
     assert_eq!(after, before);
     let page = second
-        .read(&alice, "two", ReadRequest::default())
+        .owner(&alice)
+        .read("two", ReadRequest::default())
         .await
         .unwrap();
     assert_eq!(page.lines, ["0:0"]);
-    let error = failure(second.spawn(&alice, SpawnSpec::new().name("one")).await);
+    let error = failure(
+        second
+            .owner(&alice)
+            .spawn(SpawnSpec::new().name("one"))
+            .await,
+    );
     assert_eq!(error.code(), "DUPLICATE_NAME");
-    assert!(second.kill(&bob, "one").await.unwrap());
+    assert!(second.owner(&bob).kill("one").await.unwrap());
     assert_eq!(records(&second).len(), 2);
 }
 
@@ -172,7 +178,7 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
             ("daemon", RestartPolicy::Always),
         ] {
             let spec = SpawnSpec::new().name(name).restart(policy);
-            first.spawn(&owner, spec).await.unwrap();
+            first.owner(&owner).spawn(spec).await.unwrap();
         }
     }
     // Their servers die while no engine runs.
@@ -186,17 +192,17 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
     assert_eq!(report.gone.len(), 3, "{report:?}");
     assert!(report.adopted.is_empty());
 
-    let never = second.show(&owner, "never").await.unwrap();
+    let never = second.owner(&owner).show("never").await.unwrap();
     assert!(
         matches!(never.status, TerminalStatus::Gone { .. }),
         "{never:?}"
     );
     assert_eq!(
-        failure(second.attach(&owner, "never").await).code(),
+        failure(second.owner(&owner).attach("never").await).code(),
         "TERMINAL_DEAD"
     );
 
-    let repl = second.attach(&owner, "repl").await.unwrap();
+    let repl = second.owner(&owner).attach("repl").await.unwrap();
     assert!(repl.recreated);
     assert_eq!(repl.snapshot.status, TerminalStatus::Running);
     let on_disk = records(&second)
@@ -211,7 +217,7 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
 
     let deadline = tokio::time::Instant::now() + super::DEADLINE;
     loop {
-        let daemon = second.show(&owner, "daemon").await.unwrap();
+        let daemon = second.owner(&owner).show("daemon").await.unwrap();
         if daemon.status.is_running() {
             assert_eq!(daemon.restarts, 1);
             break;
@@ -230,7 +236,8 @@ async fn open_reports_and_skips_corrupt_records() {
     {
         let first = open(dir.path(), &backend).await;
         first
-            .spawn(&owner, SpawnSpec::new().name("ok"))
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("ok"))
             .await
             .unwrap();
     }
@@ -248,7 +255,7 @@ async fn open_reports_and_skips_corrupt_records() {
     assert_eq!(report.corrupt[0].path, aside);
     assert!(aside.exists() && !corrupt.exists());
     assert_eq!(report.adopted.len(), 1);
-    assert_eq!(second.list(&owner).await.unwrap().len(), 1);
+    assert_eq!(second.owner(&owner).list().await.unwrap().len(), 1);
     assert_eq!(second.corrupt_records().len(), 1);
     let third = open_any(dir.path(), &backend).await;
     assert_eq!(third.corrupt_records()[0].path, aside);
@@ -285,11 +292,12 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
     let (orphan, garbled) = {
         let first = open(dir.path(), &backend).await;
         first
-            .spawn(&owner, SpawnSpec::new().name("kept"))
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("kept"))
             .await
             .unwrap();
-        let orphan = first.spawn(&owner, SpawnSpec::new()).await.unwrap();
-        let garbled = first.spawn(&owner, SpawnSpec::new()).await.unwrap();
+        let orphan = first.owner(&owner).spawn(SpawnSpec::new()).await.unwrap();
+        let garbled = first.owner(&owner).spawn(SpawnSpec::new()).await.unwrap();
         // As if the engine crashed between starting a server and recording it.
         first.state_dir().unwrap().remove(&orphan.id).unwrap();
         // And a record truncated on disk.
@@ -305,7 +313,7 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
         .unwrap();
     assert!(backend.reaped().is_empty(), "open must not reap");
     assert_eq!(report.corrupt.len(), 1);
-    second.list(&owner).await.unwrap();
+    second.owner(&owner).list().await.unwrap();
     assert!(backend.reaped().is_empty(), "list must not reap");
     let reaped = second.reap().await.unwrap();
     assert_eq!(backend.reaped(), std::slice::from_ref(&orphan.id));
@@ -314,7 +322,7 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
     assert_eq!(reaped.corrupt[0].id.as_ref(), Some(&garbled.id));
     assert!(backend.terminal(1).unwrap().is_closed());
     assert!(!backend.terminal(2).unwrap().is_closed());
-    let listed = second.list(&owner).await.unwrap();
+    let listed = second.owner(&owner).list().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].name.as_deref(), Some("kept"));
 }
@@ -328,26 +336,38 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
     let second = open(dir.path(), &backend).await;
 
     let main = first
-        .spawn(&owner, SpawnSpec::new().name("main"))
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("main"))
         .await
         .unwrap();
-    assert_eq!(second.list(&owner).await.unwrap(), vec![main.clone()]);
+    assert_eq!(
+        second.owner(&owner).list().await.unwrap(),
+        vec![main.clone()]
+    );
     // A lookup that misses rescans before answering NO_TERMINAL.
     let other = second
-        .spawn(&owner, SpawnSpec::new().name("other"))
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("other"))
         .await
         .unwrap();
     let page = first
-        .read(&owner, "other", ReadRequest::default())
+        .owner(&owner)
+        .read("other", ReadRequest::default())
         .await
         .unwrap();
     assert_eq!(page.lines, ["0:0"]);
-    let error = failure(first.spawn(&owner, SpawnSpec::new().name("other")).await);
+    let error = failure(
+        first
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("other"))
+            .await,
+    );
     assert_eq!(error.code(), "DUPLICATE_NAME");
 
-    assert!(second.kill(&owner, "main").await.unwrap());
+    assert!(second.owner(&owner).kill("main").await.unwrap());
     let seen: Vec<_> = first
-        .list(&owner)
+        .owner(&owner)
+        .list()
         .await
         .unwrap()
         .into_iter()
@@ -355,7 +375,7 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
         .collect();
     assert_eq!(seen, [other.id]);
     assert_eq!(
-        failure(first.show(&owner, "main").await).code(),
+        failure(first.owner(&owner).show("main").await).code(),
         "NO_TERMINAL"
     );
 }
@@ -369,14 +389,16 @@ async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task
     let always = SpawnSpec::new()
         .name("always")
         .restart(RestartPolicy::Always);
-    registry.spawn(&owner, always).await.unwrap();
+    registry.owner(&owner).spawn(always).await.unwrap();
     registry
-        .spawn(&owner, SpawnSpec::new().name("plain"))
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("plain"))
         .await
         .unwrap();
     // A send in flight is a task of the registry's too.
     let send = registry
-        .send(&owner, "plain", super::send("x"))
+        .owner(&owner)
+        .send("plain", super::send("x"))
         .await
         .unwrap();
 
@@ -391,7 +413,7 @@ async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task
     );
     assert_eq!(records(&registry).len(), 2, "records stay for adoption");
     assert_eq!(
-        failure(registry.list(&owner).await).code(),
+        failure(registry.owner(&owner).list().await).code(),
         "REGISTRY_DISPOSING"
     );
     // Again, or a dispose after it: nothing more to do.
@@ -403,7 +425,8 @@ async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task
 
     let second = open(dir.path(), &backend).await;
     let names: Vec<_> = second
-        .list(&owner)
+        .owner(&owner)
+        .list()
         .await
         .unwrap()
         .into_iter()

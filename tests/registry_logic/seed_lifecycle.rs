@@ -29,9 +29,15 @@ async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owne
     let pending = started_spawn_task(&registry, &owner, spec, started).await;
     // Reserved but unpublished: active, yet not listed or addressable.
     assert!(registry.has_owner_activity(&owner));
-    assert!(registry.list(&owner).await.unwrap().is_empty());
+    assert!(registry.owner(&owner).list().await.unwrap().is_empty());
     assert_eq!(
-        failure(registry.read(&owner, "main", ReadRequest::default()).await).code(),
+        failure(
+            registry
+                .owner(&owner)
+                .read("main", ReadRequest::default())
+                .await
+        )
+        .code(),
         "NO_TERMINAL"
     );
     gate.open();
@@ -44,11 +50,17 @@ async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owne
     assert_eq!(created.status, TerminalStatus::Running);
     assert!(registry.has_owner_activity(&owner));
     assert!(!registry.has_owner_activity(&foreign));
-    assert_eq!(registry.list(&owner).await.unwrap(), vec![created.clone()]);
-    assert!(registry.list(&foreign).await.unwrap().is_empty());
+    assert_eq!(
+        registry.owner(&owner).list().await.unwrap(),
+        vec![created.clone()]
+    );
+    assert!(registry.owner(&foreign).list().await.unwrap().is_empty());
 
     let id = created.id.as_str();
-    let read = registry.read(&foreign, id, ReadRequest::default()).await;
+    let read = registry
+        .owner(&foreign)
+        .read(id, ReadRequest::default())
+        .await;
     let error = failure(read);
     assert_eq!(error.code(), "FOREIGN_TERMINAL");
     assert!(
@@ -57,26 +69,32 @@ async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owne
     );
     assert!(error.to_string().contains(id), "{error}");
     let foreign_calls = [
-        failure(registry.signal(&foreign, id, Signal::Int).await),
-        failure(registry.kill(&foreign, id).await),
-        failure(registry.send(&foreign, id, send("x")).await),
-        failure(registry.screen(&foreign, id).await),
-        failure(registry.probe(&foreign, id).await),
-        failure(registry.attach(&foreign, id).await),
-        failure(registry.show(&foreign, id).await),
+        failure(registry.owner(&foreign).signal(id, Signal::Int).await),
+        failure(registry.owner(&foreign).kill(id).await),
+        failure(registry.owner(&foreign).send(id, send("x")).await),
+        failure(registry.owner(&foreign).screen(id).await),
+        failure(registry.owner(&foreign).probe(id).await),
+        failure(registry.owner(&foreign).attach(id).await),
+        failure(registry.owner(&foreign).show(id).await),
     ];
     for error in foreign_calls {
         assert_eq!(error.code(), "FOREIGN_TERMINAL", "{error}");
     }
     // Names are per owner: another owner's name is simply unknown.
     let by_name = registry
-        .read(&foreign, "main", ReadRequest::default())
+        .owner(&foreign)
+        .read("main", ReadRequest::default())
         .await;
     assert_eq!(failure(by_name).code(), "NO_TERMINAL");
-    let unknown = registry.read(&owner, "t-1-0123456789abcdef", ReadRequest::default());
+    let unknown = registry
+        .owner(&owner)
+        .read("t-1-0123456789abcdef", ReadRequest::default());
     assert_eq!(failure(unknown.await).code(), "NO_TERMINAL");
     // The owner reaches it by id and by name.
-    assert_eq!(registry.show(&owner, "main").await.unwrap().id, created.id);
+    assert_eq!(
+        registry.owner(&owner).show("main").await.unwrap().id,
+        created.id
+    );
     assert!(backend.terminal(0).unwrap().closed().is_empty());
 }
 
@@ -90,7 +108,7 @@ async fn rejects_bad_names_duplicate_names_and_active_sends() {
     assert!(error.to_string().contains("must be non-empty"), "{error}");
     for bad in ["a:b", "a.b", "a\nb"] {
         let spec = SpawnSpec::new().name(bad);
-        let error = failure(registry.spawn(&owner, spec).await);
+        let error = failure(registry.owner(&owner).spawn(spec).await);
         assert_eq!(error.code(), "INVALID_INPUT", "{bad:?}");
     }
     let error = spawn_error(&registry, &owner, SpawnSpec::new().name("main")).await;
@@ -98,16 +116,18 @@ async fn rejects_bad_names_duplicate_names_and_active_sends() {
     assert!(error.to_string().contains("main"), "{error}");
     // Another owner may use the same name.
     registry
-        .spawn(
-            &OwnerId::new("other").unwrap(),
-            SpawnSpec::new().name("main"),
-        )
+        .owner(&OwnerId::new("other").unwrap())
+        .spawn(SpawnSpec::new().name("main"))
         .await
         .unwrap();
 
     let id = created.id.as_str();
-    let operation = registry.send(&owner, id, send("echo hi")).await.unwrap();
-    let error = failure(registry.send(&owner, id, send("pwd")).await);
+    let operation = registry
+        .owner(&owner)
+        .send(id, send("echo hi"))
+        .await
+        .unwrap();
+    let error = failure(registry.owner(&owner).send(id, send("pwd")).await);
     assert_eq!(error.code(), "SEND_ACTIVE");
     assert_eq!(
         operation.read_output(),
@@ -121,19 +141,23 @@ async fn rejects_bad_names_duplicate_names_and_active_sends() {
     assert!(!operation.cancel());
     let result = within(operation.result()).await.unwrap();
     assert_eq!(result.wait_reason, WaitReason::Cancelled);
-    let next = registry.send(&owner, "main", send("pwd")).await.unwrap();
+    let next = registry
+        .owner(&owner)
+        .send("main", send("pwd"))
+        .await
+        .unwrap();
     next.cancel();
     within(next.result()).await.unwrap();
 
     let terminal = backend.terminal(0).unwrap();
     assert_eq!(terminal.sent().len(), 2);
     terminal.set_reject_send(true);
-    let rejected = registry.send(&owner, id, send("bad")).await.unwrap();
+    let rejected = registry.owner(&owner).send(id, send("bad")).await.unwrap();
     let error = failure(within(rejected.result()).await);
     assert!(error.to_string().contains("send failed"), "{error}");
     // A failed send frees the terminal too.
     terminal.set_reject_send(false);
-    let after = registry.send(&owner, id, send("ok")).await.unwrap();
+    let after = registry.owner(&owner).send(id, send("ok")).await.unwrap();
     assert!(terminal.finish_send());
     assert_eq!(
         within(after.result()).await.unwrap().wait_reason,
@@ -178,19 +202,20 @@ async fn reports_rollback_and_close_failures_without_publishing_false_success() 
     let (registry, backend) = with_stub();
     let created = spawned(&registry, &next_owner, SpawnSpec::new()).await;
     backend.terminal(0).unwrap().set_reject_close(true);
-    let error = failure(registry.kill(&next_owner, created.id.as_str()).await);
+    let error = failure(registry.owner(&next_owner).kill(created.id.as_str()).await);
     assert_eq!(error.code(), "CLOSE_FAILED");
     assert!(error.to_string().contains("close failed"), "{error}");
-    assert_eq!(registry.list(&next_owner).await.unwrap().len(), 1);
+    assert_eq!(registry.owner(&next_owner).list().await.unwrap().len(), 1);
     // Kept for a retry, which works once the backend lets it.
     backend.terminal(0).unwrap().set_reject_close(false);
     assert!(
         registry
-            .kill(&next_owner, created.id.as_str())
+            .owner(&next_owner)
+            .kill(created.id.as_str())
             .await
             .unwrap()
     );
-    assert!(registry.list(&next_owner).await.unwrap().is_empty());
+    assert!(registry.owner(&next_owner).list().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -205,20 +230,25 @@ async fn joins_an_already_running_close_and_refuses_new_sends_while_closing() {
         .unwrap()
         .set_close_gate(Some(gate.clone()));
 
-    let first = registry.kill(&owner, id);
+    let first = registry.owner(&owner).kill(id);
     tokio::pin!(first);
     assert!(poll!(&mut first).is_pending());
-    let error = failure(registry.send(&owner, id, send("")).await);
+    let error = failure(registry.owner(&owner).send(id, send("")).await);
     assert_eq!(error.code(), "TERMINAL_CLOSING");
     assert!(error.to_string().contains("closing"), "{error}");
-    let second = registry.kill(&owner, id);
+    let second = registry.owner(&owner).kill(id);
     tokio::pin!(second);
     assert!(poll!(&mut second).is_pending());
     gate.open();
 
     assert!(within(first).await.unwrap());
     assert!(!within(second).await.unwrap());
-    let error = failure(registry.read(&owner, id, ReadRequest::default()).await);
+    let error = failure(
+        registry
+            .owner(&owner)
+            .read(id, ReadRequest::default())
+            .await,
+    );
     assert_eq!(error.code(), "NO_TERMINAL");
     assert_eq!(backend.terminal(0).unwrap().closed(), [CloseReason::Kill]);
 }
@@ -229,10 +259,10 @@ async fn kills_idempotently_and_service_disposal_closes_all_owners() {
     let (first, second) = (owner("first"), owner("second"));
     let a = spawned(&registry, &first, SpawnSpec::new()).await;
     spawned(&registry, &second, SpawnSpec::new()).await;
-    assert!(registry.kill(&first, a.id.as_str()).await.unwrap());
+    assert!(registry.owner(&first).kill(a.id.as_str()).await.unwrap());
     assert_eq!(backend.terminal(0).unwrap().closed(), [CloseReason::Kill]);
     assert_eq!(
-        failure(registry.kill(&first, a.id.as_str()).await).code(),
+        failure(registry.owner(&first).kill(a.id.as_str()).await).code(),
         "NO_TERMINAL"
     );
 
@@ -245,11 +275,16 @@ async fn kills_idempotently_and_service_disposal_closes_all_owners() {
     assert_eq!(error.code(), "REGISTRY_DISPOSING");
     let id = a.id.as_str();
     let after = [
-        failure(registry.list(&first).await),
-        failure(registry.read(&first, id, ReadRequest::default()).await),
-        failure(registry.kill(&first, id).await),
-        failure(registry.probe(&first, id).await),
-        failure(registry.send(&first, id, send("x")).await),
+        failure(registry.owner(&first).list().await),
+        failure(
+            registry
+                .owner(&first)
+                .read(id, ReadRequest::default())
+                .await,
+        ),
+        failure(registry.owner(&first).kill(id).await),
+        failure(registry.owner(&first).probe(id).await),
+        failure(registry.owner(&first).send(id, send("x")).await),
         failure(registry.dispose().await),
         failure(registry.refresh().await),
     ];
@@ -268,8 +303,8 @@ async fn a_failing_close_is_joined_reported_to_each_caller_and_kept_for_a_retry(
     failing.set_reject_close(true);
 
     // The second call joins the first's close instead of closing again.
-    let first = registry.kill(&owner, doomed.id.as_str());
-    let joined = registry.kill(&owner, doomed.id.as_str());
+    let first = registry.owner(&owner).kill(doomed.id.as_str());
+    let joined = registry.owner(&owner).kill(doomed.id.as_str());
     tokio::pin!(first, joined);
     assert!(poll!(&mut first).is_pending());
     assert!(poll!(&mut joined).is_pending());
@@ -287,12 +322,18 @@ async fn a_failing_close_is_joined_reported_to_each_caller_and_kept_for_a_retry(
     // Closed once for both callers; the other terminal was not touched.
     assert_eq!(failing.closed(), [CloseReason::Kill]);
     assert!(healthy.closed().is_empty());
-    assert_eq!(registry.list(&owner).await.unwrap().len(), 2);
+    assert_eq!(registry.owner(&owner).list().await.unwrap().len(), 2);
 
     failing.set_reject_close(false);
-    assert!(registry.kill(&owner, doomed.id.as_str()).await.unwrap());
+    assert!(
+        registry
+            .owner(&owner)
+            .kill(doomed.id.as_str())
+            .await
+            .unwrap()
+    );
     assert_eq!(failing.closed(), [CloseReason::Kill, CloseReason::Kill]);
-    assert_eq!(registry.list(&owner).await.unwrap().len(), 1);
+    assert_eq!(registry.owner(&owner).list().await.unwrap().len(), 1);
     registry.dispose().await.unwrap();
     let error = spawn_error(&registry, &owner, SpawnSpec::new()).await;
     assert_eq!(error.code(), "REGISTRY_DISPOSING");
@@ -328,15 +369,23 @@ async fn signal_returns_the_target_process_group() {
     let created = spawned(&registry, &owner, SpawnSpec::new()).await;
     let id = created.id.as_str();
     assert_eq!(
-        registry.signal(&owner, id, Signal::Int).await.unwrap().pgid,
+        registry
+            .owner(&owner)
+            .signal(id, Signal::Int)
+            .await
+            .unwrap()
+            .pgid,
         12
     );
     let term = "SIGTERM".parse().unwrap();
-    assert_eq!(registry.signal(&owner, id, term).await.unwrap().pgid, 13);
+    assert_eq!(
+        registry.owner(&owner).signal(id, term).await.unwrap().pgid,
+        13
+    );
     assert_eq!(
         backend.terminal(0).unwrap().signals(),
         [Signal::Int, Signal::Term]
     );
-    let screen = registry.screen(&owner, id).await.unwrap();
+    let screen = registry.owner(&owner).screen(id).await.unwrap();
     assert_eq!(screen.text(), "stub ready");
 }

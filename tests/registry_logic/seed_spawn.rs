@@ -301,9 +301,9 @@ async fn keeps_independent_reservations_and_handles_provider_failure_before_publ
     let failing = super::registry(&throwing);
     let error = spawn_error(&failing, &owner, SpawnSpec::new()).await;
     assert!(error.to_string().contains("provider failed"), "{error}");
-    assert!(failing.list(&owner).await.unwrap().is_empty());
+    assert!(failing.owner(&owner).list().await.unwrap().is_empty());
     assert!(!failing.has_owner_activity(&owner));
-    assert_eq!(registry.list(&owner).await.unwrap().len(), 2);
+    assert_eq!(registry.owner(&owner).list().await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -324,7 +324,7 @@ async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
     let gate = gate_spawns(&backend);
     let owner = owner("owner");
     {
-        let spawn = registry.spawn(&owner, SpawnSpec::new().name("main"));
+        let spawn = registry.owner(&owner).spawn(SpawnSpec::new().name("main"));
         tokio::pin!(spawn);
         assert!(poll!(&mut spawn).is_pending());
         within(backend.wait_spawns_started(1)).await;
@@ -342,7 +342,7 @@ async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
         backend.terminal(0).unwrap().closed(),
         [CloseReason::RolledBack]
     );
-    assert!(registry.list(&owner).await.unwrap().is_empty());
+    assert!(registry.owner(&owner).list().await.unwrap().is_empty());
     // The name was released.
     backend.set_spawn_gate(None);
     spawned(&registry, &owner, SpawnSpec::new().name("main")).await;

@@ -216,7 +216,7 @@ async fn a_killed_terminals_hub_is_dropped_once_its_last_viewer_left() {
                 "{first:?}"
             );
             assert_eq!(attacher.hub_count(), 1);
-            env.registry.kill(&env.owner, name).await.unwrap();
+            env.registry.owner(&env.owner).kill(name).await.unwrap();
             // The viewer's stream ends (no restart of a killed terminal)...
             while tokio::time::timeout(WAIT, viewer.recv())
                 .await

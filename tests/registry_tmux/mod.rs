@@ -82,7 +82,7 @@ impl Env {
     }
 
     async fn spawn(&self, spec: SpawnSpec) -> TerminalSnapshot {
-        self.registry.spawn(&self.owner, spec).await.unwrap()
+        self.registry.owner(&self.owner).spawn(spec).await.unwrap()
     }
 
     async fn send(&self, target: &str, text: &[u8], submit: bool, wait: WaitFor) -> SendResult {
@@ -93,7 +93,8 @@ impl Env {
             timeout: Some(WAIT),
         };
         self.registry
-            .send(&self.owner, target, request)
+            .owner(&self.owner)
+            .send(target, request)
             .await
             .unwrap()
             .result()
@@ -202,7 +203,7 @@ async fn wait_status(
     check: impl Fn(&TerminalSnapshot) -> bool,
 ) -> TerminalSnapshot {
     poll("terminal status", WAIT, || async {
-        let snapshot = env.registry.show(&env.owner, target).await.unwrap();
+        let snapshot = env.registry.owner(&env.owner).show(target).await.unwrap();
         check(&snapshot).then_some(snapshot)
     })
     .await

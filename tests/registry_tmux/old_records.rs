@@ -26,7 +26,7 @@ async fn load_fixture(env: &Env) {
 async fn a_record_written_by_the_previous_engine_loads_and_is_recreated() {
     with_env(async |env| {
         load_fixture(env).await;
-        let listed = env.registry.list(&env.owner).await.unwrap();
+        let listed = env.registry.owner(&env.owner).list().await.unwrap();
         assert_eq!(listed.len(), 1, "{listed:?}");
         let old = &listed[0];
         assert_eq!(old.id.as_str(), ID);
@@ -40,17 +40,17 @@ async fn a_record_written_by_the_previous_engine_loads_and_is_recreated() {
             "{:?}",
             old.status
         );
-        let probed = env.registry.probe(&env.owner, "main").await.unwrap();
+        let probed = env.registry.owner(&env.owner).probe("main").await.unwrap();
         assert!(probed.recreated, "{probed:?}");
         assert!(probed.snapshot.status.is_running(), "{probed:?}");
         // The recorded command, cwd-independent output and size came back.
         let screen = poll("the rebuilt program's output", WAIT, || async {
-            let screen = env.registry.screen(&env.owner, "main").await.unwrap();
+            let screen = env.registry.owner(&env.owner).screen("main").await.unwrap();
             screen.contains("hi").then_some(screen)
         })
         .await;
         assert_eq!((screen.size().cols, screen.size().rows), (100, 30));
-        assert!(env.registry.kill(&env.owner, "main").await.unwrap());
+        assert!(env.registry.owner(&env.owner).kill("main").await.unwrap());
     })
     .await;
 }
