@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tmux_engine::attach::{AttachOptions, Attacher, Transport, Viewer, ViewerEvent};
 use tmux_engine::control::PaneId;
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, Registry, SpawnSpec};
 use tmux_engine::tmux::command::send_keys_hex;
 use tmux_engine::tmux::procfs;

@@ -162,9 +162,9 @@ async fn latency(rounds: usize) {
         .prefix("tmuxeng")
         .tempdir_in("/tmp")
         .expect("temp dir");
-    let config = tmux_engine::registry::tmux::TmuxConfig::new(dir.path().join("rt"));
+    let config = tmux_engine::registry::backend::TmuxConfig::new(dir.path().join("rt"));
     let (registry, _) =
-        tmux_engine::registry::tmux::open_registry(dir.path().join("state"), config)
+        tmux_engine::registry::backend::open_registry(dir.path().join("state"), config)
             .await
             .expect("registry");
     let owner = tmux_engine::registry::OwnerId::new("bench").expect("owner");
@@ -228,9 +228,9 @@ async fn list_latency(terminals: usize) {
         );
     }
     let config =
-        tmux_engine::registry::tmux::TmuxConfig::for_state_dir(&serve.dir.path().join("state"));
+        tmux_engine::registry::backend::TmuxConfig::for_state_dir(&serve.dir.path().join("state"));
     let (registry, _) =
-        tmux_engine::registry::tmux::open_registry(serve.dir.path().join("state"), config)
+        tmux_engine::registry::backend::open_registry(serve.dir.path().join("state"), config)
             .await
             .expect("registry");
     let owner = tmux_engine::registry::OwnerId::new("bench").expect("owner");

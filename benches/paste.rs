@@ -35,7 +35,7 @@ use futures_util::SinkExt;
 use tmux_engine::control::PaneId;
 use tmux_engine::control::client::ClientOptions;
 use tmux_engine::control::subscribe::SubscribeOptions;
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, SpawnSpec, WaitCondition};
 use tmux_engine::terminal::launch;
 use tmux_engine::tmux::input::{PASTE_CHUNK, load_buffer, paste_buffer_exact};

@@ -18,7 +18,7 @@ use tmux_engine::bridge::{
     Auth, Bridge, BridgeConfig, Listener, Principal, ServeOptions, Tls, Tokens, auth,
     clean_environment,
 };
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 
 use super::args::{Global, SHELL_ENV};
 use super::report::{CliError, write_line};

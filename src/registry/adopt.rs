@@ -23,9 +23,9 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, stream};
 use tracing::warn;
 
-use super::backend::{Backend, ReapReport};
 use super::persist::{CorruptRecord, LoadedRecords};
 use super::presence::Presence;
+use super::seam::{Backend, ReapReport};
 use super::service::blocking;
 use super::spec::{RegistryConfig, RestartPolicy};
 use super::state::Entry;
@@ -164,7 +164,7 @@ impl Registry {
                 None => self.inner.backend.adopt(&record).await,
             };
             // An adoption that failed proves nothing (a timeout on a busy
-            // server): the terminal stays unattached, tried again on use.
+            // server): the terminal stays unadopted, tried again on use.
             let adopted = adopted.map_err(|error| {
                 let reason = format!("adoption failed: {error}");
                 report.failures.push(error);

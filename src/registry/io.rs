@@ -11,7 +11,7 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::broadcast;
 
 use super::Registry;
-use super::backend::{AttachLock, BackendTerminal, OutputStream, ReadRequest};
+use super::seam::{AttachLock, BackendTerminal, OutputStream, ReadRequest};
 use super::service::Owned;
 use crate::control::Notification;
 use crate::screen::IntoRegex;

@@ -13,9 +13,9 @@ use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tracing::warn;
 
-use super::backend::{BackendTerminal, CloseReason};
 use super::locks::Purpose;
 use super::persist::StateDir;
+use super::seam::{BackendTerminal, CloseReason};
 use super::service::Owned;
 use super::service::blocking;
 use super::state::Closing;

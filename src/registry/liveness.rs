@@ -20,10 +20,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::backend::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
 use super::locks::Purpose;
 use super::persist::StateDir;
 use super::presence::Presence;
+use super::seam::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
 use super::service::Owned;
 use super::service::{Inner, blocking};
 use super::spec::{RestartPolicy, TerminalSnapshot};
@@ -64,15 +64,15 @@ impl Registry {
     /// # Errors
     ///
     /// The adoption's failure, e.g. `UNRESPONSIVE`: the terminal then stays
-    /// unattached (it may well live), never marked gone.
-    pub(crate) async fn attached(
+    /// unadopted (it may well live), never marked gone.
+    pub(crate) async fn adopted(
         &self,
         id: &TerminalId,
     ) -> Result<Option<Arc<dyn BackendTerminal>>> {
         let (record, backend) = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
-            if !entry.presence.is_unattached() {
+            if !entry.presence.is_unadopted() {
                 return Ok(entry.presence.terminal());
             }
             (entry.record.clone(), Arc::clone(&self.inner.backend))
@@ -101,7 +101,7 @@ impl Registry {
     /// adoption that timed out is `Unresponsive`, never `ServerGone`. The
     /// caller holds its liveness lock.
     async fn observe(&self, id: &TerminalId) -> Result<Liveness> {
-        match self.attached(id).await {
+        match self.adopted(id).await {
             Ok(Some(terminal)) => terminal.probe().await,
             Ok(None) => {
                 let reason = self.inner.lock().entry(id)?.presence.gone_reason();
@@ -334,11 +334,11 @@ async fn supervise(
     loop {
         let registry = inner.upgrade().map(|inner| Registry { inner })?;
         let liveness = Arc::clone(&registry.inner.lock().entries.get(id)?.liveness);
-        let attached = {
+        let adopted = {
             let _serialized = liveness.lock().await;
-            registry.attached(id).await
+            registry.adopted(id).await
         };
-        match attached {
+        match adopted {
             Ok(_) => return Some(lock),
             Err(error) => warn!(terminal = %id, %error, "attaching a supervised terminal"),
         }

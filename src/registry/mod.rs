@@ -34,36 +34,36 @@
 //! runs an `always` restart loop.
 
 mod adopt;
-mod backend;
-mod ids;
+pub mod backend;
 mod io;
 mod lifecycle;
 mod liveness;
 mod locks;
+mod names;
 mod ops;
 mod persist;
 mod presence;
+mod seam;
 mod service;
 mod signal;
 mod spec;
 mod state;
 #[cfg(any(test, feature = "stub"))]
 pub mod stub;
-pub mod tmux;
 mod viewed;
 
 pub use adopt::ScanReport;
-pub use backend::{
+pub use io::{WAIT_LINES, WaitCondition};
+pub use liveness::{AttachTarget, ProbeReport};
+pub use names::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
+pub use ops::SendHandle;
+pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
+pub use seam::{
     AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent,
     OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Screen, SendOperation,
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
-pub use ids::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
-pub use io::{WAIT_LINES, WaitCondition};
-pub use liveness::{AttachTarget, ProbeReport};
-pub use ops::SendHandle;
-pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
 pub use service::{Owned, Registry};
 pub use signal::{Signal, SignalDelivery};
 pub use spec::{

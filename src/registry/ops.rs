@@ -9,12 +9,12 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::oneshot;
 
-use super::backend::{
+use super::locks::Purpose;
+use super::persist::StateDir;
+use super::seam::{
     BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
     SendResult,
 };
-use super::locks::Purpose;
-use super::persist::StateDir;
 use super::service::Owned;
 use super::service::{Inner, blocking};
 use super::signal::{Signal, SignalDelivery};
@@ -48,23 +48,23 @@ impl Registry {
         target: &str,
     ) -> Result<Arc<dyn BackendTerminal>> {
         let id = self.locate(owner, target).await?;
-        self.attach_if_needed(&id).await?;
+        self.adopt_if_needed(&id).await?;
         self.inner.lock().entry(&id)?.live_terminal()
     }
 
     /// Attaches a recorded terminal this process has not attached yet
     /// (lazily, see `Backend::check`), under its liveness lock.
-    pub(crate) async fn attach_if_needed(&self, id: &TerminalId) -> Result<()> {
+    pub(crate) async fn adopt_if_needed(&self, id: &TerminalId) -> Result<()> {
         let liveness = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
-            if !entry.presence.is_unattached() {
+            if !entry.presence.is_unadopted() {
                 return Ok(());
             }
             Arc::clone(&entry.liveness)
         };
         let _serialized = liveness.lock().await;
-        self.attached(id).await.map(drop)
+        self.adopted(id).await.map(drop)
     }
 }
 
@@ -164,7 +164,7 @@ impl Owned<'_> {
             }
             None => None,
         };
-        registry.attach_if_needed(&id).await?;
+        registry.adopt_if_needed(&id).await?;
         let (terminal, generation) = {
             let mut state = registry.inner.lock();
             state.check_active()?;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::backend::{BackendTerminal, RecordCheck, TerminalStatus};
+use super::seam::{BackendTerminal, RecordCheck, TerminalStatus};
 
 /// Why adoption found nothing: the terminal's server or session is gone.
 const NOT_RUNNING: &str = "not running when adopted";
@@ -13,7 +13,7 @@ const NOT_RUNNING: &str = "not running when adopted";
 pub(crate) enum Presence {
     /// Recorded, not attached by this process, not proven gone: adopted
     /// when a command needs it.
-    Unattached {
+    Unadopted {
         /// The backend's cheap check, when it made one.
         checked: Option<RecordCheck>,
         /// Why the last adoption failed without proof of death (a timeout:
@@ -47,7 +47,7 @@ impl Presence {
         adopted: Result<Option<Arc<dyn BackendTerminal>>, String>,
     ) -> Self {
         match (checked, adopted) {
-            (Some(checked), _) => Presence::Unattached {
+            (Some(checked), _) => Presence::Unadopted {
                 checked: Some(checked),
                 failure: String::new(),
             },
@@ -55,7 +55,7 @@ impl Presence {
             (None, Ok(None)) => Presence::Gone {
                 reason: NOT_RUNNING.to_owned(),
             },
-            (None, Err(failure)) => Presence::Unattached {
+            (None, Err(failure)) => Presence::Unadopted {
                 checked: None,
                 failure,
             },
@@ -66,11 +66,11 @@ impl Presence {
     /// first.
     pub(crate) fn status(&self) -> TerminalStatus {
         match self {
-            Presence::Unattached {
+            Presence::Unadopted {
                 checked: Some(checked),
                 ..
             } => checked.status.clone(),
-            Presence::Unattached { failure, .. } => TerminalStatus::Gone {
+            Presence::Unadopted { failure, .. } => TerminalStatus::Gone {
                 reason: failure.clone(),
             },
             Presence::Live {
@@ -89,7 +89,7 @@ impl Presence {
     /// The pane's process, when known.
     pub(crate) fn pid(&self) -> Option<u32> {
         match self {
-            Presence::Unattached { checked, .. } => checked.as_ref().and_then(|c| c.pid),
+            Presence::Unadopted { checked, .. } => checked.as_ref().and_then(|c| c.pid),
             Presence::Live { terminal, .. } => terminal.pid(),
             Presence::Gone { .. } => None,
         }
@@ -112,14 +112,14 @@ impl Presence {
     }
 
     /// Whether a command must adopt it first.
-    pub(crate) fn is_unattached(&self) -> bool {
-        matches!(self, Presence::Unattached { .. })
+    pub(crate) fn is_unadopted(&self) -> bool {
+        matches!(self, Presence::Unadopted { .. })
     }
 
     /// Why there is no live terminal (empty when there is one).
     pub(crate) fn gone_reason(&self) -> String {
         match self {
-            Presence::Unattached { failure, .. } => failure.clone(),
+            Presence::Unadopted { failure, .. } => failure.clone(),
             Presence::Gone { reason } => reason.clone(),
             Presence::Live { .. } => String::new(),
         }
@@ -150,7 +150,7 @@ impl Presence {
     pub(crate) fn rebuilt_elsewhere(&mut self) -> Option<Arc<dyn BackendTerminal>> {
         let old = std::mem::replace(
             self,
-            Presence::Unattached {
+            Presence::Unadopted {
                 checked: None,
                 failure: String::new(),
             },

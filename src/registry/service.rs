@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::warn;
 
-use super::backend::{Backend, BackendTerminal, CloseReason, SpawnRequest};
 use super::locks::FileLock;
 use super::persist::{StateDir, TerminalRecord};
 use super::presence::Presence;
+use super::seam::{Backend, BackendTerminal, CloseReason, SpawnRequest};
 use super::spec::{RegistryConfig, RestartPolicy, TerminalSnapshot};
 use super::state::{Entry, Pending, State};
 use super::{OwnerId, SpawnSpec, TerminalId};

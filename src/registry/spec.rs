@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::validate_name;
+use super::names::validate_name;
 use super::{OwnerId, TerminalId, TerminalStatus};
 pub use crate::vocab::Size;
 use crate::vocab::check_env_name;
@@ -291,7 +291,7 @@ pub struct RegistryConfig {
     /// Whether this registry runs `always` restart loops (default `true`).
     /// Even then, of the processes sharing a state directory only one runs
     /// a given terminal's loop at a time (a `flock`). A one-shot process
-    /// (each CLI command) turns it off: it would attach to every `always`
+    /// (each CLI command) turns it off: it would adopt every `always`
     /// terminal only to exit a moment later.
     pub supervise: bool,
 }

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use futures_util::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{BackendTerminal, TerminalStatus};
 use super::persist::{CorruptRecord, TerminalRecord};
 use super::presence::Presence;
+use super::seam::{BackendTerminal, TerminalStatus};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, TerminalId};
 use crate::{Error, Result};

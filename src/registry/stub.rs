@@ -1,6 +1,6 @@
 //! A scriptable in-memory backend for tests (feature `stub`).
 //!
-//! [`StubBackend`] and [`StubTerminal`] mirror the seed's `StubSession`:
+//! [`StubBackend`] and [`StubTerminal`] are the registry-logic tests' double:
 //! every behaviour the registry must cope with can be switched on (reject a
 //! send, reject a close, hold a close or a spawn at a [`Gate`], let the
 //! program exit, make the server vanish, answer probes with anything), and
@@ -16,12 +16,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::TerminalId;
-use super::backend::{
+use super::persist::TerminalRecord;
+use super::seam::{
     Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent, OutputStream,
     ReadPage, ReadRequest, ReapReport, Screen, SendOperation, SendOutput, SendRequest, SendResult,
     SpawnRequest, StartedSend, TerminalStatus, WaitReason,
 };
-use super::persist::TerminalRecord;
 use super::signal::{Signal, SignalDelivery};
 use crate::vocab::Size;
 use crate::{Error, Result};

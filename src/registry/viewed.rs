@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::backend::{AttachLock, BackendTerminal, OutputStream, Screen, Snapshot, TerminalStatus};
+use super::seam::{AttachLock, BackendTerminal, OutputStream, Screen, Snapshot, TerminalStatus};
 use crate::Result;
 use crate::vocab::Size;
 

@@ -1,13 +1,12 @@
-//! Registry logic against the stub backend: every case of the seed's
-//! owner-scoped PTY registry suite (`seed_spawn.rs`, `seed_lifecycle.rs`),
-//! liveness and restart policies (`policy.rs`), persistence and adoption
-//! (`persist.rs`).
+//! Registry logic against the stub backend: unpublished spawns
+//! (`unpublished.rs`), published terminals (`published.rs`), liveness and
+//! restart policies (`policy.rs`), persistence and adoption (`persist.rs`).
 #![allow(clippy::unwrap_used)]
 
 mod persist;
 mod policy;
-mod seed_lifecycle;
-mod seed_spawn;
+mod published;
+mod unpublished;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
-//! Liveness and restart policies, backend-agnostic: the dead-pane cases of
-//! the seed `002_*` (probe before attach, recreation of dead REPL terminals
-//! only, never of a live one) and the `never` / `on-attach` / `always`
-//! policies of DESIGN.md. Time-based cases run on paused tokio time.
+//! Liveness and restart policies, backend-agnostic: probe before attach,
+//! recreation of dead REPL terminals only (never of a live one), and the
+//! `never` / `on-attach` / `always` policies of `RestartPolicy`. Time-based
+//! cases run on paused tokio time.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The seed's lifecycle scenarios against real tmux: publication after
+//! Lifecycle against real tmux: publication after
 //! spawn, fencing, names, one send at a time, kill, disposal, rollback.
 
 use tmux_engine::registry::{OwnerId, SendRequest, SpawnSpec, WaitFor};

@@ -1,4 +1,4 @@
-//! The registry against real tmux: the seed scenarios that apply, exact
+//! The registry against real tmux: the registry-logic scenarios that apply, exact
 //! sends, wait reasons, paging, real signals, pushed death, recreation,
 //! adoption across registries, and reaping. Each test has its own state
 //! and runtime directories; every test ends by checking that no server or
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tempfile::TempDir;
-use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
+use tmux_engine::registry::backend::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{
     Backend, ExitStatus, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult,
     SpawnSpec, TerminalSnapshot, TerminalStatus, WaitFor,

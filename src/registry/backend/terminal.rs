@@ -25,7 +25,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use super::TmuxConfig;
-use super::shared::{Mutable, OutputRing, Shared};
+use super::link::{Mutable, OutputRing, ServerLink};
 use crate::control::Notification;
 use crate::control::PaneId;
 use crate::control::capture::capture_snapshot;
@@ -33,7 +33,7 @@ use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshak
 use crate::control::exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::SubscribeOptions;
-use crate::registry::backend::{
+use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
     Screen, SendRequest, StartedSend, TerminalStatus,
 };
@@ -55,7 +55,7 @@ const CLIENT_CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// A registry terminal backed by a private tmux server.
 pub struct TmuxTerminal {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ServerLink>,
 }
 
 impl Drop for TmuxTerminal {
@@ -91,7 +91,7 @@ impl TmuxTerminal {
     /// Builds the terminal and starts its watcher.
     pub(super) fn start(parts: Parts) -> Arc<TmuxTerminal> {
         let (restream, restreams) = mpsc::channel(4);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ServerLink {
             id: parts.id,
             spec: parts.spec,
             config: parts.config,
@@ -137,7 +137,7 @@ impl TmuxTerminal {
 
 /// The watcher: pumps output, pushes death. One per terminal, no ticks.
 async fn watch_pane(
-    shared: Arc<Shared>,
+    shared: Arc<ServerLink>,
     mut stream: PaneStream,
     mut restreams: mpsc::Receiver<PaneStream>,
 ) {
@@ -237,11 +237,11 @@ impl BackendTerminal for TmuxTerminal {
     }
 
     fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>> {
-        Box::pin(super::capture::read(&self.shared, request))
+        Box::pin(super::pages::read(&self.shared, request))
     }
 
     fn screen(&self) -> BoxFuture<'_, Result<Screen>> {
-        Box::pin(super::capture::screen(&self.shared))
+        Box::pin(super::pages::screen(&self.shared))
     }
 
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<SignalDelivery>> {
@@ -375,7 +375,7 @@ impl BackendTerminal for TmuxTerminal {
 /// the kill path ([`ServerHandle::kill_with`]), asking over the control
 /// connection while it is up (no tmux process to spawn), and waiting for
 /// the client's EOF alongside.
-async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
+async fn close(shared: &ServerLink, reason: CloseReason) -> Result<()> {
     let mut server = shared.server.lock().await;
     if shared.closed.load(Ordering::Acquire) {
         return Ok(());
@@ -401,7 +401,7 @@ async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
 /// Lets go of the terminal without touching the server: the watcher stops
 /// first (so the detach does not read as the server's death), then the
 /// control client detaches; resolves when both are done.
-async fn shutdown(shared: &Shared) {
+async fn shutdown(shared: &ServerLink) {
     // Serialized with `close`: a close in flight finishes first.
     let _server = shared.server.lock().await;
     if let Some(send) = shared.lock().active_send.take() {
@@ -415,7 +415,7 @@ async fn shutdown(shared: &Shared) {
 
 /// The liveness probe: control-client EOF, then `list-panes` on the exact
 /// pane under a deadline.
-async fn probe(shared: &Shared) -> Result<Liveness> {
+async fn probe(shared: &ServerLink) -> Result<Liveness> {
     if shared.closed.load(Ordering::Acquire) {
         return Ok(Liveness::ServerGone {
             reason: "closed".to_owned(),
@@ -430,7 +430,7 @@ async fn probe(shared: &Shared) -> Result<Liveness> {
     Ok(observed)
 }
 
-async fn probe_once(shared: &Shared) -> Result<Liveness> {
+async fn probe_once(shared: &ServerLink) -> Result<Liveness> {
     if let Some(reason) = shared.client.closed_reason() {
         return Ok(Liveness::ServerGone { reason });
     }
@@ -466,7 +466,7 @@ async fn probe_once(shared: &Shared) -> Result<Liveness> {
 
 /// `respawn-pane -k` with the original spec, then a fresh subscription
 /// (tmux does not reset a control client's pane offsets on respawn).
-async fn respawn(shared: &Shared) -> Result<()> {
+async fn respawn(shared: &ServerLink) -> Result<()> {
     if shared.closed.load(Ordering::Acquire) {
         return Err(Error::ServerGone {
             reason: "terminal closed".to_owned(),

@@ -16,10 +16,10 @@
 //! session is always named [`SESSION`] and the pane is `%0`: no user text
 //! reaches a tmux target.
 
-mod capture;
+mod link;
+mod pages;
 mod reap;
 mod send;
-mod shared;
 mod terminal;
 
 use std::ffi::OsString;
@@ -31,15 +31,15 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tracing::{debug, warn};
 
-pub use capture::{DEFAULT_PAGE, MAX_PAGE};
+pub use pages::{DEFAULT_PAGE, MAX_PAGE};
 pub use send::strip_escapes;
 pub use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
-use super::backend::{
+use super::persist::TerminalRecord;
+use super::seam::{
     Backend, BackendTerminal, ExitStatus, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
 };
-use super::persist::TerminalRecord;
 use super::spec::SpawnSpec;
 use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
