@@ -7,7 +7,7 @@
 //! Disposal attempts every terminal even when some fail, clears the maps
 //! even on failure, and reports every failure together.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;
@@ -15,7 +15,9 @@ use tracing::warn;
 
 use super::locks::Purpose;
 use super::persist::StateDir;
-use super::seam::{BackendTerminal, CloseReason};
+use super::persist::TerminalRecord;
+use super::seam::{Backend, BackendTerminal, CloseReason};
+use super::service::Inner;
 use super::service::Owned;
 use super::service::blocking;
 use super::state::Closing;
@@ -161,84 +163,27 @@ impl Registry {
             match &entry.closing {
                 Some(closing) => (closing.future.clone(), false),
                 None => {
-                    let terminal = entry.presence.terminal();
-                    let record = entry.record.clone();
-                    let backend = Arc::clone(&self.inner.backend);
-                    let Some(entry) = state.entries.get_mut(id) else {
-                        return Ok(false);
+                    let close = Close {
+                        inner: Arc::downgrade(&self.inner),
+                        id: id.clone(),
+                        generation,
+                        terminal: entry.presence.terminal(),
+                        record: entry.record.clone(),
                     };
-                    let inner = Arc::downgrade(&self.inner);
-                    let store = self.inner.store.clone();
-                    let id = id.clone();
                     // A task, so the close finishes (and its bookkeeping
                     // runs) even if every caller stops waiting.
-                    let task = self.inner.tasks.spawn(async move {
-                        // Not while another process recreates it: that one
-                        // would write the record back after ours is gone.
-                        let _live = match store.clone() {
-                            Some(store) => {
-                                let file = StateDir::terminal_lock(&id, Purpose::Live);
-                                blocking(move || store.lock(&file)).await.ok()
-                            }
-                            None => None,
-                        };
-                        let closed = match terminal {
-                            Some(terminal) => terminal.close(reason).await,
-                            // Not attached here (or gone): what the record
-                            // names is killed without attaching.
-                            None => backend.retire(&record).await,
-                        };
-                        if closed.is_ok()
-                            && let Some(store) = store
-                        {
-                            let locks = id.clone();
-                            let _ = blocking(move || {
-                                store.remove_terminal_locks(&locks);
-                                Ok(())
-                            })
-                            .await;
-                        }
-
-                        let Some(inner) = inner.upgrade() else {
-                            return closed.map_err(Arc::new);
-                        };
-                        match closed {
-                            Ok(()) => {
-                                if let Some(store) = inner.store.clone() {
-                                    let record = id.clone();
-                                    if let Err(error) =
-                                        blocking(move || store.remove(&record)).await
-                                    {
-                                        warn!(terminal = %id, error = %error, "record of a closed terminal left behind");
-                                    }
-                                }
-                                inner.lock().remove_entry(&id);
-                                Ok(())
-                            }
-                            Err(error) => {
-                                let mut state = inner.lock();
-                                if let Some(entry) = state.entries.get_mut(&id) {
-                                    // A retry may already own a newer close.
-                                    if entry
-                                        .closing
-                                        .as_ref()
-                                        .is_some_and(|closing| closing.generation == generation)
-                                    {
-                                        entry.closing = None;
-                                    }
-                                }
-                                Err(Arc::new(error))
-                            }
-                        }
-                    });
+                    let task = self.inner.tasks.spawn(close.run(
+                        Arc::clone(&self.inner.backend),
+                        self.inner.store.clone(),
+                        reason,
+                    ));
                     let future = async move {
-                        match task.await {
-                            Ok(result) => result,
-                            Err(error) => Err(Arc::new(Error::io(
+                        task.await.unwrap_or_else(|error| {
+                            Err(Arc::new(Error::io(
                                 "closing a terminal",
                                 std::io::Error::other(error),
-                            ))),
-                        }
+                            )))
+                        })
                     }
                     .boxed()
                     .shared();
@@ -308,5 +253,94 @@ impl Owned<'_> {
             .map_err(|failure| Error::CloseFailed {
                 failures: vec![failure],
             })
+    }
+}
+
+/// One close of one terminal, run as a task by `close_entry`.
+struct Close {
+    inner: Weak<Inner>,
+    id: TerminalId,
+    /// Which close this is, so a failed one never clears a newer one.
+    generation: u64,
+    /// The live terminal, if this process holds one.
+    terminal: Option<Arc<dyn BackendTerminal>>,
+    record: TerminalRecord,
+}
+
+impl Close {
+    async fn run(
+        self,
+        backend: Arc<dyn Backend>,
+        store: Option<StateDir>,
+        reason: CloseReason,
+    ) -> Result<(), Arc<Error>> {
+        // Not while another process recreates it: that one would write the
+        // record back after ours is gone.
+        let _live = match store.clone() {
+            Some(store) => {
+                let file = StateDir::terminal_lock(&self.id, Purpose::Live);
+                blocking(move || store.lock(&file)).await.ok()
+            }
+            None => None,
+        };
+        let closed = match &self.terminal {
+            Some(terminal) => terminal.close(reason).await,
+            // Not attached here (or gone): what the record names is killed
+            // without attaching.
+            None => backend.retire(&self.record).await,
+        };
+        match closed {
+            Ok(()) => {
+                self.forget(store).await;
+                Ok(())
+            }
+            Err(error) => {
+                self.keep_for_a_retry();
+                Err(Arc::new(error))
+            }
+        }
+    }
+
+    /// After a successful close: the terminal's locks go; its record and
+    /// entry too, unless the registry itself is gone meanwhile.
+    async fn forget(&self, store: Option<StateDir>) {
+        let Some(store) = store else {
+            if let Some(inner) = self.inner.upgrade() {
+                inner.lock().remove_entry(&self.id);
+            }
+            return;
+        };
+        let id = self.id.clone();
+        let locks = store.clone();
+        let _ = blocking(move || {
+            locks.remove_terminal_locks(&id);
+            Ok(())
+        })
+        .await;
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let id = self.id.clone();
+        if let Err(error) = blocking(move || store.remove(&id)).await {
+            warn!(terminal = %self.id, error = %error, "record of a closed terminal left behind");
+        }
+        inner.lock().remove_entry(&self.id);
+    }
+
+    /// After a failed close: the terminal stays, and may be closed again.
+    fn keep_for_a_retry(&self) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let mut state = inner.lock();
+        if let Some(entry) = state.entries.get_mut(&self.id)
+            // A retry may already own a newer close.
+            && entry
+                .closing
+                .as_ref()
+                .is_some_and(|closing| closing.generation == self.generation)
+        {
+            entry.closing = None;
+        }
     }
 }
