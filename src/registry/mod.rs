@@ -1,30 +1,34 @@
 //! The owner-scoped terminal registry: owners, terminals, restart policy,
-//! liveness, persistence and adoption, independent of how terminals run.
+//! liveness, persistence and adoption.
 //!
 //! A [`Registry`] mints ids, publishes terminals only after their setup
-//! succeeded, fences every call to the terminal's exact owner, allows one
-//! send at a time per terminal, awaits every cleanup and reports every
-//! failure. Terminal mechanics live behind the [`Backend`] and
-//! [`BackendTerminal`] traits; the core never talks to tmux itself
-//! (only the `tmux` backend module does).
+//! succeeded, fences every call to the terminal's exact owner (through the
+//! owner's handle, [`Registry::owner`] → [`Owned`]), allows one send at a
+//! time per terminal, awaits every cleanup and reports every failure. One
+//! backend, fixed when the registry is built, runs the terminals: tmux
+//! ([`Registry::open`], [`backend`]), or the stub in the registry-logic
+//! tests. The core reaches it only through the [`Backend`] and
+//! [`BackendTerminal`] traits; viewers get a [`ViewedTerminal`].
 //!
 //! | file           | job                                                  |
 //! |----------------|------------------------------------------------------|
-//! | `backend.rs`   | the backend traits and the values crossing them      |
+//! | `seam.rs`      | the backend traits and the values crossing them      |
 //! | `signal.rs`    | the allowed [`Signal`]s                              |
-//! | `ids.rs`       | [`OwnerId`], [`TerminalId`], name rules              |
+//! | `names.rs`     | [`OwnerId`], [`TerminalId`], name rules              |
 //! | `spec.rs`      | [`SpawnSpec`], policies, config, snapshots           |
 //! | `state.rs`     | the maps behind the lock (private)                   |
-//! | `service.rs`   | [`Registry`], backend registration, `spawn`          |
+//! | `presence.rs`  | a terminal's presence here: one enum, its changes    |
+//! | `service.rs`   | [`Registry`], [`Owned`], `spawn` and its rollback    |
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
-//! | `io.rs`        | output, input, resize, events, attach, wait          |
-//! | `lifecycle.rs` | kill, owner and registry disposal                    |
+//! | `io.rs`        | output, input, resize, events, attach command, wait  |
+//! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
 //! | `liveness.rs`  | probe, attach, recreation, the `always` loop         |
+//! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
 //! | `persist.rs`   | the state directory's records                        |
 //! | `locks.rs`     | `flock`s shared by every process on a state dir      |
 //! | `adopt.rs`     | open, refresh (rescan), reap                         |
 //! | `stub.rs`      | a scriptable backend for tests (feature `stub`)      |
-//! | `tmux/`        | the built-in tmux backend                            |
+//! | `backend/`     | the tmux backend                                     |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
 //! `.await`; backend calls run outside it. Per-terminal liveness work is

@@ -7,7 +7,8 @@
 //! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
 //! | `terminal.rs` | [`TmuxTerminal`]: watcher, signal, close, probe       |
 //! | `send.rs`     | sends and their wait conditions                       |
-//! | `capture.rs`  | scrollback pages and the screen (`capture-pane`)      |
+//! | `pages.rs`    | scrollback pages and the screen (`capture-pane`)      |
+//! | `link.rs`     | `ServerLink`: what a terminal's tasks share           |
 //!
 //! Each terminal's server lives in its own `tmux-engine-XXXXXX` directory
 //! under the backend's runtime directory (one per state directory, see
