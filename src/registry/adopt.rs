@@ -23,10 +23,9 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, stream};
 use tracing::warn;
 
-use super::persist::{CorruptRecord, LoadedRecords};
+use super::persist::CorruptRecord;
 use super::presence::Presence;
 use super::seam::{Backend, ReapReport};
-use super::service::blocking;
 use super::spec::{RegistryConfig, RestartPolicy};
 use super::state::Entry;
 use super::{Registry, TerminalId};
@@ -92,11 +91,11 @@ impl Registry {
     /// listed.
     pub async fn refresh(&self) -> Result<ScanReport> {
         self.inner.lock().check_active()?;
-        let Some(store) = self.inner.store.clone() else {
+        if !self.inner.store.is_shared() {
             return Ok(ScanReport::default());
-        };
+        }
         let _scan = self.inner.scan.lock().await;
-        let loaded = blocking(move || store.load_all()).await?;
+        let loaded = self.inner.store.load_all().await?;
         // An unreadable record's terminal has not vanished: keep it.
         let on_disk: HashSet<TerminalId> = loaded.claimed_ids().into_iter().collect();
         self.inner.lock().corrupt.clone_from(&loaded.corrupt);
@@ -236,10 +235,7 @@ impl Registry {
     /// [`ReapReport::failures`].
     pub async fn reap(&self) -> Result<ReapReport> {
         self.inner.lock().check_active()?;
-        let loaded = match self.inner.store.clone() {
-            Some(store) => blocking(move || store.load_all()).await?,
-            None => LoadedRecords::default(),
-        };
+        let loaded = self.inner.store.load_all().await?;
         if let Some(unreadable) = loaded.unreadable.first() {
             return Err(Error::io(
                 format!(

@@ -19,8 +19,8 @@ use super::persist::TerminalRecord;
 use super::seam::{Backend, BackendTerminal, CloseReason};
 use super::service::Inner;
 use super::service::Owned;
-use super::service::blocking;
 use super::state::Closing;
+use super::store::Store;
 use super::{Registry, TerminalId};
 use crate::{Error, Result};
 
@@ -271,18 +271,13 @@ impl Close {
     async fn run(
         self,
         backend: Arc<dyn Backend>,
-        store: Option<StateDir>,
+        store: Store,
         reason: CloseReason,
     ) -> Result<(), Arc<Error>> {
         // Not while another process recreates it: that one would write the
         // record back after ours is gone.
-        let _live = match store.clone() {
-            Some(store) => {
-                let file = StateDir::terminal_lock(&self.id, Purpose::Live);
-                blocking(move || store.lock(&file)).await.ok()
-            }
-            None => None,
-        };
+        let live = StateDir::terminal_lock(&self.id, Purpose::Live);
+        let _live = store.lock(live).await.ok().flatten();
         let closed = match &self.terminal {
             Some(terminal) => terminal.close(reason).await,
             // Not attached here (or gone): what the record names is killed
@@ -291,7 +286,7 @@ impl Close {
         };
         match closed {
             Ok(()) => {
-                self.forget(store).await;
+                self.forget(&store).await;
                 Ok(())
             }
             Err(error) => {
@@ -303,25 +298,12 @@ impl Close {
 
     /// After a successful close: the terminal's locks go; its record and
     /// entry too, unless the registry itself is gone meanwhile.
-    async fn forget(&self, store: Option<StateDir>) {
-        let Some(store) = store else {
-            if let Some(inner) = self.inner.upgrade() {
-                inner.lock().remove_entry(&self.id);
-            }
-            return;
-        };
-        let id = self.id.clone();
-        let locks = store.clone();
-        let _ = blocking(move || {
-            locks.remove_terminal_locks(&id);
-            Ok(())
-        })
-        .await;
+    async fn forget(&self, store: &Store) {
+        store.remove_locks(&self.id).await;
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
-        let id = self.id.clone();
-        if let Err(error) = blocking(move || store.remove(&id)).await {
+        if let Err(error) = store.remove(&self.id).await {
             warn!(terminal = %self.id, error = %error, "record of a closed terminal left behind");
         }
         inner.lock().remove_entry(&self.id);

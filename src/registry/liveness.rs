@@ -24,8 +24,8 @@ use super::locks::Purpose;
 use super::persist::StateDir;
 use super::presence::Presence;
 use super::seam::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
+use super::service::Inner;
 use super::service::Owned;
-use super::service::{Inner, blocking};
 use super::spec::{RestartPolicy, TerminalSnapshot};
 use super::viewed::ViewedTerminal;
 use super::{Registry, TerminalId};
@@ -125,16 +125,12 @@ impl Registry {
     /// `retire` of the record) before a new one starts; if that fails,
     /// nothing starts.
     pub(crate) async fn recreate(&self, id: &TerminalId) -> Result<()> {
-        let _live = match self.inner.store.clone() {
-            Some(store) => {
-                let file = StateDir::terminal_lock(id, Purpose::Live);
-                Some(blocking(move || store.lock(&file)).await?)
-            }
-            None => None,
-        };
-        if let Some(store) = self.inner.store.clone() {
-            let wanted = id.clone();
-            let on_disk = blocking(move || store.read(&wanted)).await?;
+        let store = &self.inner.store;
+        let _live = store
+            .lock(StateDir::terminal_lock(id, Purpose::Live))
+            .await?;
+        if store.is_shared() {
+            let on_disk = store.read(id).await?;
             let Some(on_disk) = on_disk else {
                 return Err(Error::NoTerminal(id.to_string()));
             };
@@ -215,12 +211,9 @@ impl Registry {
                 other => other,
             })?;
         record.locator = fresh.locator();
-        if let Some(store) = self.inner.store.clone() {
-            let written = record.clone();
-            if let Err(error) = blocking(move || store.write(&written)).await {
-                let _ = fresh.close(CloseReason::RolledBack).await;
-                return Err(error);
-            }
+        if let Err(error) = self.inner.store.write(&record).await {
+            let _ = fresh.close(CloseReason::RolledBack).await;
+            return Err(error);
         }
         let swapped = {
             let mut state = self.inner.lock();
@@ -316,11 +309,14 @@ async fn supervise(
 ) -> Option<Option<super::locks::FileLock>> {
     let lock = loop {
         let registry = inner.upgrade().map(|inner| Registry { inner })?;
-        let Some(store) = registry.inner.store.clone() else {
+        let store = registry.inner.store.clone();
+        if !store.is_shared() {
             break None;
-        };
-        let file = StateDir::terminal_lock(id, Purpose::Restart);
-        match blocking(move || store.try_lock(&file)).await {
+        }
+        match store
+            .try_lock(StateDir::terminal_lock(id, Purpose::Restart))
+            .await
+        {
             Ok(Some(lock)) => break Some(lock),
             Ok(None) => {}
             Err(error) => warn!(terminal = %id, %error, "restart lock"),

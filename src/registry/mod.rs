@@ -24,7 +24,8 @@
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
 //! | `liveness.rs`  | probe, attach, recreation, the `always` loop         |
 //! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
-//! | `persist.rs`   | the state directory's records                        |
+//! | `store.rs`     | persistence as one async call (state dir or memory)  |
+//! | `persist.rs`   | the state directory's records (blocking file I/O)    |
 //! | `locks.rs`     | `flock`s shared by every process on a state dir      |
 //! | `adopt.rs`     | open, refresh (rescan), reap                         |
 //! | `stub.rs`      | a scriptable backend for tests (feature `stub`)      |
@@ -52,6 +53,7 @@ mod service;
 mod signal;
 mod spec;
 mod state;
+mod store;
 #[cfg(any(test, feature = "stub"))]
 pub mod stub;
 mod viewed;

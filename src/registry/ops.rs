@@ -15,8 +15,8 @@ use super::seam::{
     BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
     SendResult,
 };
+use super::service::Inner;
 use super::service::Owned;
-use super::service::{Inner, blocking};
 use super::signal::{Signal, SignalDelivery};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, Registry, TerminalId};
@@ -33,7 +33,7 @@ impl Registry {
             state.resolve(owner, target)
         };
         match first {
-            Err(Error::NoTerminal(_)) if self.inner.store.is_some() => {
+            Err(Error::NoTerminal(_)) if self.inner.store.is_shared() => {
                 self.refresh().await?;
                 self.inner.lock().resolve(owner, target)
             }
@@ -154,15 +154,15 @@ impl Owned<'_> {
         let id = registry.locate(owner, target).await?;
         // One send at a time across processes too: a send in another
         // process holds this lock to its end.
-        let send_lock = match registry.inner.store.clone() {
-            Some(store) => {
-                let file = StateDir::terminal_lock(&id, Purpose::Send);
-                match blocking(move || store.try_lock(&file)).await? {
-                    Some(lock) => Some(lock),
-                    None => return Err(Error::SendActive(id.to_string())),
-                }
+        let store = &registry.inner.store;
+        let send_lock = if store.is_shared() {
+            let file = StateDir::terminal_lock(&id, Purpose::Send);
+            match store.try_lock(file).await? {
+                Some(lock) => Some(lock),
+                None => return Err(Error::SendActive(id.to_string())),
             }
-            None => None,
+        } else {
+            None
         };
         registry.adopt_if_needed(&id).await?;
         let (terminal, generation) = {
@@ -264,7 +264,7 @@ impl Owned<'_> {
     pub async fn list(self) -> Result<Vec<TerminalSnapshot>> {
         let (registry, owner) = (self.registry, self.owner);
         registry.inner.lock().check_active()?;
-        if registry.inner.store.is_some() {
+        if registry.inner.store.is_shared() {
             registry.refresh().await?;
         }
         let state = registry.inner.lock();

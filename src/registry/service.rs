@@ -18,6 +18,7 @@ use super::presence::Presence;
 use super::seam::{Backend, BackendTerminal, CloseReason, SpawnRequest};
 use super::spec::{RegistryConfig, RestartPolicy, TerminalSnapshot};
 use super::state::{Entry, Pending, State};
+use super::store::Store;
 use super::{OwnerId, SpawnSpec, TerminalId};
 use crate::{Error, Result};
 
@@ -44,7 +45,7 @@ pub struct Registry {
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("state_dir", &self.inner.store.as_ref().map(StateDir::root))
+            .field("state_dir", &self.inner.store.dir().map(StateDir::root))
             .finish_non_exhaustive()
     }
 }
@@ -69,7 +70,7 @@ impl Owned<'_> {
 /// The shared part of a [`Registry`].
 pub(crate) struct Inner {
     state: Mutex<State>,
-    pub(crate) store: Option<StateDir>,
+    pub(crate) store: Store,
     pub(crate) config: RegistryConfig,
     /// What runs the terminals; one per registry, fixed when it is built.
     pub(crate) backend: Arc<dyn Backend>,
@@ -123,7 +124,7 @@ impl Registry {
     ///
     /// [`Error::Io`] when the state directory cannot be created.
     pub fn new(config: RegistryConfig, backend: Arc<dyn Backend>) -> Result<Self> {
-        let store = config.state_dir.clone().map(StateDir::open).transpose()?;
+        let store = Store::new(config.state_dir.clone().map(StateDir::open).transpose()?);
         Ok(Registry {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::default()),
@@ -149,7 +150,7 @@ impl Registry {
 
     /// The state directory, if the registry persists terminals.
     pub fn state_dir(&self) -> Option<&StateDir> {
-        self.inner.store.as_ref()
+        self.inner.store.dir()
     }
 
     /// Whether `owner` has an unpublished spawn (including one whose failed
@@ -291,10 +292,7 @@ impl Registry {
             spec.clone(),
             terminal.locator(),
         );
-        if let Some(store) = self.inner.store.clone() {
-            let written = record.clone();
-            blocking(move || store.write(&written)).await?;
-        }
+        self.inner.store.write(&record).await?;
         let published = {
             let mut state = self.inner.lock();
             reservation.check_publishable(&state, caller).map(|()| {
@@ -323,11 +321,8 @@ impl Registry {
                 Ok(snapshot)
             }
             Err(error) => {
-                if let Some(store) = self.inner.store.clone() {
-                    let id = reservation.id.clone();
-                    if let Err(remove) = blocking(move || store.remove(&id)).await {
-                        warn!(terminal = %reservation.id, error = %remove, "unpublished record left behind");
-                    }
+                if let Err(remove) = self.inner.store.remove(&reservation.id).await {
+                    warn!(terminal = %reservation.id, error = %remove, "unpublished record left behind");
                 }
                 Err(error)
             }
@@ -442,12 +437,12 @@ impl Owned<'_> {
         // directory: the name's lock is held from the rescan that checks it
         // until the record is written (or the spawn failed), so a spawner in
         // another process sees this one's record or waits for it.
-        let name_lock = match (&spec.name, registry.inner.store.clone()) {
-            (Some(name), Some(store)) => {
+        let name_lock = match &spec.name {
+            Some(name) if registry.inner.store.is_shared() => {
                 let file = StateDir::name_lock(owner, name);
-                let lock = blocking(move || store.lock(&file)).await?;
+                let lock = registry.inner.store.lock(file).await?;
                 registry.refresh().await?;
-                Some(lock)
+                lock
             }
             _ => None,
         };
