@@ -12,13 +12,15 @@
 //!
 //! | file           | job                                                  |
 //! |----------------|------------------------------------------------------|
-//! | `seam.rs`      | the backend traits and the values crossing them      |
+//! | `seam.rs`      | the backend traits                                   |
+//! | `values.rs`    | the values crossing them: statuses, sends, pages     |
 //! | `signal.rs`    | the allowed [`Signal`]s                              |
 //! | `names.rs`     | [`OwnerId`], [`TerminalId`], name rules              |
 //! | `spec.rs`      | [`SpawnSpec`], policies, config, snapshots           |
 //! | `state.rs`     | the maps behind the lock (private)                   |
 //! | `presence.rs`  | a terminal's presence here: one enum, its changes    |
-//! | `service.rs`   | [`Registry`], [`Owned`], `spawn` and its rollback    |
+//! | `service.rs`   | [`Registry`], [`Owned`], the shared `Inner`          |
+//! | `spawn.rs`     | `spawn`: reservation, publication, rollback          |
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
 //! | `io.rs`        | output, input, resize, events, attach command, wait  |
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
@@ -51,11 +53,13 @@ mod presence;
 mod seam;
 mod service;
 mod signal;
+mod spawn;
 mod spec;
 mod state;
 mod store;
 #[cfg(any(test, feature = "stub"))]
 pub mod stub;
+mod values;
 mod viewed;
 
 pub use adopt::ScanReport;
