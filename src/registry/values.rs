@@ -39,7 +39,7 @@ impl fmt::Display for CloseReason {
 
 pub use crate::vocab::ExitStatus;
 
-/// What [`BackendTerminal::attach_lock`] returns: held until dropped.
+/// What [`BackendTerminal::attach_lock`](super::BackendTerminal::attach_lock) returns: held until dropped.
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct AttachLock(Option<Box<dyn std::any::Any + Send + Sync>>);
 
