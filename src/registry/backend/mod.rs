@@ -7,7 +7,8 @@
 //! | `config.rs`   | [`TmuxConfig`]: runtime directory, shell, timeouts    |
 //! | `records.rs`  | what a record names: its processes, check, retire     |
 //! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
-//! | `terminal.rs` | [`TmuxTerminal`]: watcher, signal, close, probe       |
+//! | `terminal.rs` | [`TmuxTerminal`]: its watcher, I/O and signals        |
+//! | `lifetime.rs` | close, shutdown, probe and respawn of one terminal    |
 //! | `send.rs`     | sends and their wait conditions                       |
 //! | `pages.rs`    | scrollback pages and the screen (`capture-pane`)      |
 //! | `link.rs`     | `ServerLink`: what a terminal's tasks share           |
@@ -20,6 +21,7 @@
 //! reaches a tmux target.
 
 mod config;
+mod lifetime;
 mod link;
 mod pages;
 mod reap;
