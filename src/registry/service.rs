@@ -16,7 +16,7 @@ use super::seam::Backend;
 use super::spec::RegistryConfig;
 use super::state::State;
 use super::store::Store;
-use crate::{Error, Result};
+use crate::Result;
 
 /// The owner-scoped registry of terminals.
 ///
@@ -94,17 +94,6 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
-}
-
-/// Runs blocking file work off the async threads.
-pub(crate) async fn blocking<T, F>(work: F) -> Result<T>
-where
-    F: FnOnce() -> Result<T> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|error| Error::io("running state-directory work", std::io::Error::other(error)))?
 }
 
 impl Registry {

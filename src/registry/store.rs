@@ -7,8 +7,7 @@
 use super::TerminalId;
 use super::locks::FileLock;
 use super::persist::{LoadedRecords, StateDir, TerminalRecord};
-use super::service::blocking;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Where the registry's records live.
 #[derive(Debug, Clone)]
@@ -108,4 +107,15 @@ impl Store {
             Store::Memory => Ok(None),
         }
     }
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T, F>(work: F) -> Result<T>
+where
+    F: FnOnce() -> Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| Error::io("running state-directory work", std::io::Error::other(error)))?
 }
