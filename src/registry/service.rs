@@ -107,7 +107,7 @@ impl Registry {
     ///
     /// # Errors
     ///
-    /// [`Error::Io`] when the state directory cannot be created.
+    /// [`Error::Io`](crate::Error::Io) when the state directory cannot be created.
     pub fn new(config: RegistryConfig, backend: Arc<dyn Backend>) -> Result<Self> {
         let store = Store::new(config.state_dir.clone().map(StateDir::open).transpose()?);
         Ok(Registry {
