@@ -31,13 +31,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tmux_engine::attach::{AttachOptions, Attacher, Transport, Viewer, ViewerEvent};
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, Registry, SpawnSpec};
 use tmux_engine::tmux::procfs;
 use tmux_engine::tmux::send_keys_hex;
 use tmux_engine::vocab::PaneId;
 use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
 
 use common::{env_or, make_payload, median, ms, rss_kib};
 
@@ -135,12 +134,11 @@ async fn spawn_cat(registry: &Registry, owner: &OwnerId, name: &str, payload: &P
         payload.display()
     );
     registry
+        .owner(owner)
         .spawn(
-            owner,
-            SpawnSpec::new("tmux")
+            SpawnSpec::new()
                 .name(name)
                 .command(["/bin/sh", "-c", &script]),
-            &CancellationToken::new(),
         )
         .await
         .unwrap();
@@ -182,7 +180,8 @@ async fn fan(
     let start = Instant::now();
     start_tx.send(Some(start)).unwrap();
     registry
-        .write(owner, name, Bytes::from_static(b"\r"))
+        .owner(owner)
+        .write(name, Bytes::from_static(b"\r"))
         .await
         .unwrap();
     let tasks: Vec<_> = readers
@@ -196,7 +195,7 @@ async fn fan(
     let cpu = cpu_secs(std::process::id()) - cpu0;
     drop(idle);
     attacher.shutdown().await;
-    registry.kill(owner, name).await.unwrap();
+    registry.owner(owner).kill(name).await.unwrap();
     (seen, cpu)
 }
 
@@ -268,12 +267,11 @@ async fn memory(dir: &Path, viewers: usize, secs: u64) {
     let registry = open(&dir.join("mem")).await;
     let owner = OwnerId::new("bench").unwrap();
     registry
+        .owner(&owner)
         .spawn(
-            &owner,
-            SpawnSpec::new("tmux")
+            SpawnSpec::new()
                 .name("yes")
                 .command(["yes", "a line of output for many viewers"]),
-            &CancellationToken::new(),
         )
         .await
         .unwrap();
@@ -346,11 +344,8 @@ async fn echo(dir: &Path, rounds: usize) {
     let registry = open(&dir.join("echo")).await;
     let owner = OwnerId::new("bench").unwrap();
     registry
-        .spawn(
-            &owner,
-            SpawnSpec::new("tmux").name("cat").command(["cat"]),
-            &CancellationToken::new(),
-        )
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("cat").command(["cat"]))
         .await
         .unwrap();
     let attacher = Attacher::new(registry.clone());
@@ -448,12 +443,13 @@ async fn one_viewer(
     let (start_tx, start_rx) = tokio::sync::watch::channel(None);
     start_tx.send(Some(Instant::now())).unwrap();
     registry
-        .write(owner, name, Bytes::from_static(b"\r"))
+        .owner(owner)
+        .write(name, Bytes::from_static(b"\r"))
         .await
         .unwrap();
     let seen = drain(viewer, start_rx).await;
     attacher.shutdown().await;
-    registry.kill(owner, name).await.unwrap();
+    registry.owner(owner).kill(name).await.unwrap();
     (seen.secs, seen.bytes)
 }
 

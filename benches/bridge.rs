@@ -162,25 +162,27 @@ async fn latency(rounds: usize) {
         .prefix("tmuxeng")
         .tempdir_in("/tmp")
         .expect("temp dir");
-    let config = tmux_engine::registry::tmux::TmuxConfig::new(dir.path().join("rt"));
+    let config = tmux_engine::registry::backend::TmuxConfig::new(dir.path().join("rt"));
     let (registry, _) =
-        tmux_engine::registry::tmux::open_registry(dir.path().join("state"), config)
+        tmux_engine::registry::backend::open_registry(dir.path().join("state"), config)
             .await
             .expect("registry");
     let owner = tmux_engine::registry::OwnerId::new("bench").expect("owner");
     let spec = tmux_engine::registry::SpawnSpec::default().command(["cat"]);
-    let snapshot = registry
-        .spawn(&owner, spec, &tokio_util::sync::CancellationToken::new())
-        .await
-        .expect("spawn");
+    let snapshot = registry.owner(&owner).spawn(spec).await.expect("spawn");
     let target = snapshot.id.to_string();
-    let mut output = registry.output(&owner, &target).await.expect("output");
+    let mut output = registry
+        .owner(&owner)
+        .output(&target)
+        .await
+        .expect("output");
     let mut lib = Vec::new();
     for round in 0..rounds {
         let key = [b'a' + (round % 26) as u8];
         let started = Instant::now();
         registry
-            .write(&owner, &target, key.to_vec().into())
+            .owner(&owner)
+            .write(&target, key.to_vec().into())
             .await
             .expect("write");
         while let Some(event) = output.next().await {
@@ -191,7 +193,7 @@ async fn latency(rounds: usize) {
         }
         lib.push(started.elapsed());
     }
-    let _ = registry.kill(&owner, &target).await;
+    let _ = registry.owner(&owner).kill(&target).await;
     registry.shutdown().await;
     let (ws, lib) = (median(ws), median(lib));
     println!(
@@ -226,16 +228,16 @@ async fn list_latency(terminals: usize) {
         );
     }
     let config =
-        tmux_engine::registry::tmux::TmuxConfig::for_state_dir(&serve.dir.path().join("state"));
+        tmux_engine::registry::backend::TmuxConfig::for_state_dir(&serve.dir.path().join("state"));
     let (registry, _) =
-        tmux_engine::registry::tmux::open_registry(serve.dir.path().join("state"), config)
+        tmux_engine::registry::backend::open_registry(serve.dir.path().join("state"), config)
             .await
             .expect("registry");
     let owner = tmux_engine::registry::OwnerId::new("bench").expect("owner");
     let mut lib = Vec::new();
     for _ in 0..30 {
         let started = Instant::now();
-        registry.list(&owner).await.expect("list");
+        registry.owner(&owner).list().await.expect("list");
         lib.push(started.elapsed());
     }
     registry.shutdown().await;

@@ -29,10 +29,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tmux_engine::attach::{AttachOptions, Attacher, ViewerEvent};
 use tmux_engine::control::escape::unescape_output;
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, Registry, SpawnSpec};
 use tokio::io::AsyncWriteExt;
-use tokio_util::sync::CancellationToken;
 
 use common::{env_or, make_payload, raw_control_client, rss_kib};
 
@@ -49,7 +48,7 @@ async fn open(dir: &Path) -> Registry {
 }
 
 fn sh(script: &str) -> SpawnSpec {
-    SpawnSpec::new("tmux").command(["/bin/sh", "-c", script])
+    SpawnSpec::new().command(["/bin/sh", "-c", script])
 }
 
 /// `seq 1 SEQ` as the tty shows it.
@@ -76,10 +75,7 @@ async fn leak(dir: &Path, mb: usize, rounds: usize) {
             "read go; cat {}; echo END$((1+1))MARK; read x",
             payload.display()
         );
-        let snapshot = registry
-            .spawn(&owner, sh(&script), &CancellationToken::new())
-            .await
-            .unwrap();
+        let snapshot = registry.owner(&owner).spawn(sh(&script)).await.unwrap();
         let id = snapshot.id.to_string();
         let mut viewer = attacher
             .attach(&owner, &id, AttachOptions::default())
@@ -100,7 +96,7 @@ async fn leak(dir: &Path, mb: usize, rounds: usize) {
                 _ => {}
             }
         }
-        registry.kill(&owner, &id).await.unwrap();
+        registry.owner(&owner).kill(&id).await.unwrap();
         while viewer.recv().await.is_some() {}
         drop(viewer);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -140,7 +136,8 @@ async fn engine_exit(
     let owner = OwnerId::new("bench").unwrap();
     let script = format!("stty -echo; read go; seq 1 {SEQ}; exit 0");
     let id = registry
-        .spawn(&owner, sh(&script), &CancellationToken::new())
+        .owner(&owner)
+        .spawn(sh(&script))
         .await
         .unwrap()
         .id
@@ -165,7 +162,7 @@ async fn engine_exit(
         }
     }
     assert!(exited, "no exit event");
-    registry.kill(&owner, &id).await.unwrap();
+    registry.owner(&owner).kill(&id).await.unwrap();
     let got = without_echo(&got);
     (got.len(), want.starts_with(got), snapshots)
 }

@@ -34,7 +34,7 @@ use common::{env_or, ms, raw_control_client, rss_kib};
 use futures_util::SinkExt;
 use tmux_engine::control::client::ClientOptions;
 use tmux_engine::control::client::SubscribeOptions;
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, SpawnSpec, WaitCondition};
 use tmux_engine::terminal::launch;
 use tmux_engine::tmux::input::{PASTE_CHUNK, load_buffer, paste_buffer_exact};
@@ -286,25 +286,28 @@ async fn registry(dir: &Path, data: &[u8]) -> Duration {
         .await
         .expect("registry");
     let owner = OwnerId::new("bench").expect("owner");
-    let spec = SpawnSpec::new("tmux").command(["sh", "-c", &script(&out, data.len())]);
+    let spec = SpawnSpec::new().command(["sh", "-c", &script(&out, data.len())]);
     let id = registry
-        .spawn(&owner, spec, &tokio_util::sync::CancellationToken::new())
+        .owner(&owner)
+        .spawn(spec)
         .await
         .expect("spawn")
         .id
         .to_string();
     let ready = WaitCondition::Text("ready".to_owned());
     registry
-        .wait(&owner, &id, &ready, Duration::from_secs(10))
+        .owner(&owner)
+        .wait(&id, &ready, Duration::from_secs(10))
         .await
         .expect("ready");
     let start = Instant::now();
     registry
-        .write(&owner, &id, Bytes::copy_from_slice(data))
+        .owner(&owner)
+        .write(&id, Bytes::copy_from_slice(data))
         .await
         .expect("write");
     let took = whole(&out, data, start).await;
-    let _ = registry.kill(&owner, &id).await;
+    let _ = registry.owner(&owner).kill(&id).await;
     registry.dispose().await.expect("dispose");
     took
 }

@@ -20,13 +20,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, ReadRequest, Registry, SendRequest, SpawnSpec, WaitFor};
 use tmux_engine::tmux::process;
 use tmux_engine::tmux::send_keys_hex;
 use tmux_engine::vocab::PaneId;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio_util::sync::CancellationToken;
 
 use common::{env_or, median, ms, raw_session_args, rss_kib};
 
@@ -69,12 +68,17 @@ async fn spawn_and_kill(dir: &Path, rounds: usize) {
     for round in 0..rounds {
         let start = Instant::now();
         let snapshot = registry
-            .spawn(&owner, SpawnSpec::new("tmux"), &CancellationToken::new())
+            .owner(&owner)
+            .spawn(SpawnSpec::new())
             .await
             .unwrap();
         engine_spawn.push(start.elapsed());
         let start = Instant::now();
-        registry.kill(&owner, snapshot.id.as_str()).await.unwrap();
+        registry
+            .owner(&owner)
+            .kill(snapshot.id.as_str())
+            .await
+            .unwrap();
         engine_kill.push(start.elapsed());
 
         let socket = dir.join(format!("raw{round}.sock"));
@@ -123,17 +127,14 @@ async fn send_echo(dir: &Path, rounds: usize) {
     let registry = open(dir).await;
     let owner = OwnerId::new("bench").unwrap();
     registry
-        .spawn(
-            &owner,
-            SpawnSpec::new("tmux").name("echo"),
-            &CancellationToken::new(),
-        )
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("echo"))
         .await
         .unwrap();
     // Warm up: the shell is at its prompt before the clock starts.
     registry
+        .owner(&owner)
         .send(
-            &owner,
             "echo",
             SendRequest {
                 wait: WaitFor::StdinRead,
@@ -153,8 +154,8 @@ async fn send_echo(dir: &Path, rounds: usize) {
         let typed = format!("echo mark$(({round}+0))x");
         let start = Instant::now();
         let handle = registry
+            .owner(&owner)
             .send(
-                &owner,
                 "echo",
                 SendRequest {
                     text: typed.into(),
@@ -239,24 +240,23 @@ async fn many(dir: &Path, count: usize) {
     let start = Instant::now();
     for n in 0..count {
         registry
-            .spawn(
-                &owner,
-                SpawnSpec::new("tmux").name(format!("t{n}")),
-                &CancellationToken::new(),
-            )
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name(format!("t{n}")))
             .await
             .unwrap();
     }
     let spawned = start.elapsed();
     let after = rss_kib(std::process::id());
     let start = Instant::now();
-    let list = registry.list(&owner).await.unwrap();
+    let list = registry.owner(&owner).list().await.unwrap();
     let listed = start.elapsed();
     assert_eq!(list.len(), count);
     let start = Instant::now();
-    let probes =
-        futures_util::future::join_all(list.iter().map(|s| registry.probe(&owner, s.id.as_str())))
-            .await;
+    let probes = futures_util::future::join_all(
+        list.iter()
+            .map(|s| registry.owner(&owner).probe(s.id.as_str())),
+    )
+    .await;
     let probed = start.elapsed();
     assert!(
         probes
@@ -287,15 +287,12 @@ async fn restart_child(dir: PathBuf, count: usize) {
     for n in 0..count {
         let owner = OwnerId::new(format!("owner{}", n % 5)).unwrap();
         registry
-            .spawn(
-                &owner,
-                SpawnSpec::new("tmux").name(format!("r{n}")).command([
-                    "/bin/sh",
-                    "-c",
-                    &format!("echo scroll-{n}; exec sleep 600"),
-                ]),
-                &CancellationToken::new(),
-            )
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name(format!("r{n}")).command([
+                "/bin/sh",
+                "-c",
+                &format!("echo scroll-{n}; exec sleep 600"),
+            ]))
             .await
             .unwrap();
     }
@@ -339,7 +336,8 @@ async fn restart(dir: &Path, count: usize) {
     for n in 0..count {
         let owner = OwnerId::new(format!("owner{}", n % 5)).unwrap();
         let page = registry
-            .read(&owner, &format!("r{n}"), ReadRequest::default())
+            .owner(&owner)
+            .read(&format!("r{n}"), ReadRequest::default())
             .await
             .unwrap();
         if page.lines.iter().any(|l| *l == format!("scroll-{n}")) {

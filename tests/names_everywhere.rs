@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tmux_engine::registry::stub::StubBackend;
-use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig, SpawnSpec};
-use tokio_util::sync::CancellationToken;
+use tmux_engine::registry::{OwnerId, Registry, RegistryConfig, SpawnSpec};
 
 use crate::bridge::Served;
 use crate::cli::Cli;
@@ -92,17 +91,18 @@ async fn a_lookup_takes_the_id_before_a_name() {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .unwrap();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = OwnerId::new("owner").unwrap();
-    let none = CancellationToken::new();
     let (real, impostor) = {
         let registry = open(dir.path(), &backend).await;
         let real = registry
-            .spawn(&owner, SpawnSpec::new("stub").name("real"), &none)
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("real"))
             .await
             .unwrap();
         let impostor = registry
-            .spawn(&owner, SpawnSpec::new("stub").name("impostor"), &none)
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("impostor"))
             .await
             .unwrap();
         (real.id, impostor.id)
@@ -113,11 +113,12 @@ async fn a_lookup_takes_the_id_before_a_name() {
     std::fs::write(&record, json.to_string()).unwrap();
 
     let registry = open(dir.path(), &backend).await;
-    let shown = registry.show(&owner, real.as_str()).await.unwrap();
+    let shown = registry.owner(&owner).show(real.as_str()).await.unwrap();
     assert_eq!(shown.id, real, "the id resolved to the impostor");
-    assert!(registry.kill(&owner, real.as_str()).await.unwrap());
+    assert!(registry.owner(&owner).kill(real.as_str()).await.unwrap());
     let left: Vec<_> = registry
-        .list(&owner)
+        .owner(&owner)
+        .list()
         .await
         .unwrap()
         .into_iter()
@@ -125,15 +126,13 @@ async fn a_lookup_takes_the_id_before_a_name() {
         .collect();
     assert_eq!(left, std::slice::from_ref(&impostor));
     // The name still works once no id takes precedence.
-    assert!(registry.kill(&owner, real.as_str()).await.unwrap());
-    assert!(registry.list(&owner).await.unwrap().is_empty());
+    assert!(registry.owner(&owner).kill(real.as_str()).await.unwrap());
+    assert!(registry.owner(&owner).list().await.unwrap().is_empty());
 }
 
 async fn open(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (registry, report) = Registry::open(RegistryConfig::default().state_dir(dir), backends)
-        .await
-        .unwrap();
+    let config = RegistryConfig::default().state_dir(dir);
+    let (registry, report) = Registry::open_with(config, backend.clone()).await.unwrap();
     assert!(report.corrupt.is_empty(), "{report:?}");
     registry
 }

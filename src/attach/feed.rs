@@ -17,8 +17,8 @@ use tracing::debug;
 use super::hub::{Effect, Hub};
 use super::{AttacherConfig, Resume, StreamId, ViewerEvent};
 use crate::registry::{
-    AttachTarget, BackendTerminal, OutputEvent, OutputStream, OwnerId, Registry, RestartPolicy,
-    TerminalId, TerminalStatus,
+    AttachTarget, OutputEvent, OutputStream, OwnerId, Registry, RestartPolicy, TerminalId,
+    TerminalStatus, ViewedTerminal,
 };
 use crate::vocab::Size;
 use crate::{Error, Result};
@@ -52,7 +52,7 @@ pub(crate) struct HubHandle {
     id: TerminalId,
     name: Option<String>,
     /// Swapped when an `always` terminal is rebuilt.
-    terminal: Mutex<Arc<dyn BackendTerminal>>,
+    terminal: Mutex<ViewedTerminal>,
     commands: mpsc::Sender<Command>,
     stop: CancellationToken,
 }
@@ -67,13 +67,13 @@ impl HubHandle {
     }
 
     /// The terminal currently served.
-    pub(crate) fn terminal(&self) -> Arc<dyn BackendTerminal> {
-        Arc::clone(&self.terminal.lock().expect("hub terminal poisoned"))
+    pub(crate) fn terminal(&self) -> ViewedTerminal {
+        self.terminal.lock().expect("hub terminal poisoned").clone()
     }
 
     /// Whether this hub is running and serves `terminal`.
-    pub(crate) fn serves(&self, terminal: &Arc<dyn BackendTerminal>) -> bool {
-        !self.stop.is_cancelled() && !self.commands.is_closed() && same(&self.terminal(), terminal)
+    pub(crate) fn serves(&self, terminal: &ViewedTerminal) -> bool {
+        !self.stop.is_cancelled() && !self.commands.is_closed() && self.terminal().same(terminal)
     }
 
     /// Stops the hub's task; its viewers' streams end.
@@ -108,10 +108,6 @@ impl HubHandle {
     }
 }
 
-fn same(a: &Arc<dyn BackendTerminal>, b: &Arc<dyn BackendTerminal>) -> bool {
-    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
-}
-
 /// Starts a hub for `found`'s terminal.
 ///
 /// # Errors
@@ -139,7 +135,7 @@ pub(crate) async fn start(
     let handle = Arc::new(HubHandle {
         id: found.snapshot.id.clone(),
         name: found.snapshot.name.clone(),
-        terminal: Mutex::new(Arc::clone(&terminal)),
+        terminal: Mutex::new(terminal.clone()),
         commands: commands.clone(),
         stop: stop.clone(),
     });
@@ -175,7 +171,7 @@ struct Driver {
 impl Driver {
     async fn run(
         mut self,
-        mut terminal: Arc<dyn BackendTerminal>,
+        mut terminal: ViewedTerminal,
         mut output: OutputStream,
         mut receiver: mpsc::Receiver<Command>,
     ) {
@@ -247,7 +243,7 @@ impl Driver {
                 status = fresh.watch_status();
                 exited = !status.borrow_and_update().is_running();
                 restarting = exited;
-                *self.handle.terminal.lock().expect("hub terminal poisoned") = Arc::clone(&fresh);
+                *self.handle.terminal.lock().expect("hub terminal poisoned") = fresh.clone();
                 terminal = fresh;
                 let mut effects = Vec::new();
                 self.hub.discontinuity(&mut effects);
@@ -289,7 +285,7 @@ impl Driver {
 
     /// The terminal behind an `always` policy after its server was
     /// rebuilt; `None` when it is not `always` or no new one came in time.
-    async fn rebuilt(&self, old: &Arc<dyn BackendTerminal>) -> Option<Arc<dyn BackendTerminal>> {
+    async fn rebuilt(&self, old: &ViewedTerminal) -> Option<ViewedTerminal> {
         if !self.always {
             return None;
         }
@@ -297,8 +293,8 @@ impl Driver {
         let mut pause = Duration::from_millis(20);
         let id = self.handle.id.to_string();
         while tokio::time::Instant::now() < deadline {
-            match self.registry.attach(&self.owner, &id).await {
-                Ok(found) if !same(&found.terminal, old) => return Some(found.terminal),
+            match self.registry.owner(&self.owner).attach(&id).await {
+                Ok(found) if !found.terminal.same(old) => return Some(found.terminal),
                 // Killed (or handed to someone else): nothing will come back.
                 Err(error)
                     if matches!(error.code().as_str(), "NO_TERMINAL" | "FOREIGN_TERMINAL") =>
@@ -316,7 +312,7 @@ impl Driver {
         None
     }
 
-    fn apply(&self, effects: Vec<Effect>, terminal: &Arc<dyn BackendTerminal>) {
+    fn apply(&self, effects: Vec<Effect>, terminal: &ViewedTerminal) {
         for effect in effects {
             let stop = self.stop.clone();
             let commands = self.commands.clone();
@@ -333,12 +329,12 @@ impl Driver {
                     });
                 }
                 Effect::Capture(epoch) => {
-                    let terminal = Arc::clone(terminal);
+                    let terminal = terminal.clone();
                     let history = self.config.snapshot_history;
                     self.tasks.spawn(async move {
                         let repaint = tokio::select! {
                             () = stop.cancelled() => return,
-                            repaint = repaint(terminal.as_ref(), history) => repaint,
+                            repaint = repaint(&terminal, history) => repaint,
                         };
                         let _ = commands.send(Command::Captured(epoch, repaint)).await;
                     });
@@ -350,11 +346,11 @@ impl Driver {
                     exit,
                 } => {
                     // Not bound to `stop` either: the hub ends right after.
-                    let terminal = Arc::clone(terminal);
+                    let terminal = terminal.clone();
                     let history = self.config.snapshot_history;
                     self.tasks.spawn(async move {
                         let repaint =
-                            tokio::time::timeout(DELIVER_WAIT, repaint(terminal.as_ref(), history))
+                            tokio::time::timeout(DELIVER_WAIT, repaint(&terminal, history))
                                 .await
                                 .ok()
                                 .flatten();
@@ -390,7 +386,7 @@ impl Driver {
 
 /// A repaint of the terminal: its snapshot with attributes, or (for a
 /// backend without snapshots) its plain screen text.
-async fn repaint(terminal: &dyn BackendTerminal, history: usize) -> Option<Bytes> {
+async fn repaint(terminal: &ViewedTerminal, history: usize) -> Option<Bytes> {
     match terminal.snapshot(history).await {
         Ok(snapshot) => Some(Bytes::from(snapshot.to_ansi())),
         Err(Error::Unsupported(_)) => {

@@ -10,7 +10,7 @@
 //!   pseudo-terminal, for programs that need tmux's own client rendering.
 //!
 //! Everything goes through [`Attacher::attach`], which resolves the
-//! terminal through [`Registry::attach`]: owner fencing, the liveness probe
+//! terminal through [`Owned::attach`](crate::registry::Owned::attach): owner fencing, the liveness probe
 //! and `on-attach` recreation are the registry's. Front ends (the web
 //! bridge) depend only on this module's types.
 
@@ -315,7 +315,7 @@ impl Attacher {
 
     /// Attaches a viewer to `owner`'s terminal `target` (id or name).
     ///
-    /// The terminal is resolved by [`Registry::attach`]: a dead `on-attach`
+    /// The terminal is resolved by [`Owned::attach`](crate::registry::Owned::attach): a dead `on-attach`
     /// terminal is recreated and the viewer attaches to the fresh one; a
     /// record that says running but whose server is gone is probed first.
     ///
@@ -338,7 +338,7 @@ impl Attacher {
         }
         let found = match opts.transport {
             Transport::Control => self.resolve(owner, target).await?,
-            Transport::Pty => self.inner.registry.attach(owner, target).await?,
+            Transport::Pty => self.inner.registry.owner(owner).attach(target).await?,
         };
         let (events_tx, events) = mpsc::channel(self.inner.config.viewer_queue);
         match opts.transport {
@@ -421,13 +421,14 @@ impl Attacher {
         owner: &OwnerId,
         target: &str,
     ) -> Result<crate::registry::AttachTarget> {
-        match self.inner.registry.attach(owner, target).await {
+        match self.inner.registry.owner(owner).attach(target).await {
             Err(error)
                 if error.code() == "SERVER_GONE"
                     && self
                         .inner
                         .registry
-                        .show(owner, target)
+                        .owner(owner)
+                        .show(target)
                         .await
                         .is_ok_and(|snapshot| snapshot.restart == RestartPolicy::Always) =>
             {
@@ -457,7 +458,7 @@ impl Attacher {
                 () = tokio::time::sleep(pause) => {}
             }
             pause = (pause * 2).min(std::time::Duration::from_millis(500));
-            match self.inner.registry.attach(owner, target).await {
+            match self.inner.registry.owner(owner).attach(target).await {
                 Ok(fresh) => return Ok(fresh),
                 Err(again) if matches!(again.code().as_str(), "TERMINAL_DEAD" | "SERVER_GONE") => {}
                 Err(other) => return Err(other),

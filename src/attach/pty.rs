@@ -38,7 +38,7 @@ use tokio_util::task::TaskTracker;
 use tracing::debug;
 
 use super::{AttachOptions, Hello, Transport, ViewerEvent};
-use crate::registry::{AttachLock, AttachTarget, BackendTerminal, RestartPolicy, TerminalStatus};
+use crate::registry::{AttachLock, AttachTarget, RestartPolicy, TerminalStatus, ViewedTerminal};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -54,7 +54,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// detaches the client.
 pub(crate) struct PtyLink {
     master: Arc<AsyncFd<OwnedFd>>,
-    terminal: Arc<dyn BackendTerminal>,
+    terminal: ViewedTerminal,
     _detach: DropGuard,
 }
 
@@ -145,7 +145,7 @@ pub(crate) async fn open(
     cancel: &CancellationToken,
     tasks: &TaskTracker,
 ) -> Result<(Hello, PtyLink)> {
-    let terminal = Arc::clone(&found.terminal);
+    let terminal = found.terminal.clone();
     let base = terminal.attach_command(opts.read_only)?;
     let view = format!("view-{:016x}", getrandom::u64().unwrap_or_default());
     let argv = inert_argv(&base, opts.read_only, &view)?;
@@ -216,7 +216,7 @@ pub(crate) async fn open(
     let detach = cancel.child_token();
     let session = Session {
         master: Arc::clone(&master),
-        terminal: Arc::clone(&terminal),
+        terminal: terminal.clone(),
         child,
         events,
         detach: detach.clone(),
@@ -250,7 +250,7 @@ fn clone(file: &std::fs::File) -> Result<std::fs::File> {
 /// One running `tmux attach` client and the task that streams it.
 struct Session {
     master: Arc<AsyncFd<OwnedFd>>,
-    terminal: Arc<dyn BackendTerminal>,
+    terminal: ViewedTerminal,
     child: tokio::process::Child,
     events: mpsc::Sender<ViewerEvent>,
     detach: CancellationToken,

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{PtyLink, open};
 use crate::attach::{AttachOptions, Transport, ViewerEvent};
-use crate::registry::tmux::{TmuxBackend, TmuxConfig};
+use crate::registry::backend::{TmuxBackend, TmuxConfig};
 use crate::registry::{Backend, OwnerId, Registry, RegistryConfig, SpawnSpec, WaitCondition};
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -46,7 +46,7 @@ async fn attached(
     cancel: &CancellationToken,
     tasks: &TaskTracker,
 ) -> (PtyLink, mpsc::Receiver<ViewerEvent>) {
-    let found = registry.attach(owner, "ro").await.unwrap();
+    let found = registry.owner(owner).attach("ro").await.unwrap();
     let opts = AttachOptions::default()
         .transport(Transport::Pty)
         .read_only(read_only);
@@ -73,17 +73,14 @@ async fn a_read_only_client_drops_keys_at_tmux_level() {
         .with_state_dir(dir.path().join("state"));
     let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::new(config).unwrap());
     let registry_config = RegistryConfig::default().state_dir(dir.path().join("state"));
-    let (registry, _) = Registry::open(registry_config, [backend]).await.unwrap();
+    let (registry, _) = Registry::open_with(registry_config, backend).await.unwrap();
     let owner = OwnerId::new("alice").unwrap();
-    let program = SpawnSpec::new("tmux").name("ro").command([
+    let program = SpawnSpec::new().name("ro").command([
         "/bin/sh",
         "-c",
         "while read line; do echo got-$line; done",
     ]);
-    registry
-        .spawn(&owner, program, &CancellationToken::new())
-        .await
-        .unwrap();
+    registry.owner(&owner).spawn(program).await.unwrap();
     let (cancel, tasks) = (CancellationToken::new(), TaskTracker::new());
     let (ro, _ro_events) = attached(&registry, &owner, true, &cancel, &tasks).await;
     let (rw, _rw_events) = attached(&registry, &owner, false, &cancel, &tasks).await;
@@ -94,11 +91,12 @@ async fn a_read_only_client_drops_keys_at_tmux_level() {
         rw.write(format!("{word}\r").as_bytes()).await.unwrap();
         let line = format!("got-{word}");
         registry
-            .wait(&owner, "ro", &WaitCondition::Text(line), WAIT)
+            .owner(&owner)
+            .wait("ro", &WaitCondition::Text(line), WAIT)
             .await
             .unwrap();
     }
-    let found = registry.attach(&owner, "ro").await.unwrap();
+    let found = registry.owner(&owner).attach("ro").await.unwrap();
     let screen = found.terminal.screen().await.unwrap().text();
     assert!(
         !screen.contains("sneaky"),

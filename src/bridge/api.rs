@@ -17,7 +17,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::auth::Principal;
@@ -184,7 +183,7 @@ pub(super) async fn list(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,
 ) -> Answer {
-    ok(verbs::list(&state.registry, &who.owner, &ListRequest {}).await?)
+    ok(verbs::list(state.registry.owner(&who.owner), &ListRequest {}).await?)
 }
 
 pub(super) async fn spawn(
@@ -194,15 +193,19 @@ pub(super) async fn spawn(
 ) -> Answer {
     writable(&who)?;
     let request = body::<SpawnRequest>(bytes)?;
-    // A spawn whose client went away still completes: the terminal is the
+    // A spawn whose client went away still completes (hyper drops this
+    // handler's future then, which would roll it back): the terminal is the
     // user's either way, and `list` shows it.
-    let snapshot = verbs::spawn(
-        &state.registry,
-        &who.owner,
-        request,
-        &CancellationToken::new(),
-    )
-    .await?;
+    let registry = state.registry.clone();
+    let owner = who.owner.clone();
+    let snapshot = tokio::spawn(async move { verbs::spawn(registry.owner(&owner), request).await })
+        .await
+        .unwrap_or_else(|failed| match failed.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => Err(Error::Cancelled(
+                "spawn: the server is shutting down".to_owned(),
+            )),
+        })?;
     Ok((StatusCode::CREATED, Json(snapshot)).into_response())
 }
 
@@ -211,7 +214,11 @@ pub(super) async fn show(
     Extension(who): Extension<Principal>,
     Path(terminal): Path<String>,
 ) -> Answer {
-    ok(verbs::show(&state.registry, &who.owner, &TerminalRequest { terminal }).await?)
+    ok(verbs::show(
+        state.registry.owner(&who.owner),
+        &TerminalRequest { terminal },
+    )
+    .await?)
 }
 
 pub(super) async fn kill(
@@ -221,7 +228,11 @@ pub(super) async fn kill(
 ) -> Answer {
     writable(&who)?;
     // Looked up first, so a read-write token of another owner gets 404.
-    ok(verbs::kill(&state.registry, &who.owner, &TerminalRequest { terminal }).await?)
+    ok(verbs::kill(
+        state.registry.owner(&who.owner),
+        &TerminalRequest { terminal },
+    )
+    .await?)
 }
 
 pub(super) async fn signal(
@@ -232,7 +243,7 @@ pub(super) async fn signal(
 ) -> Answer {
     writable(&who)?;
     let request = targeted::<SignalRequest>(bytes, target)?;
-    ok(verbs::signal(&state.registry, &who.owner, &request).await?)
+    ok(verbs::signal(state.registry.owner(&who.owner), &request).await?)
 }
 
 pub(super) async fn screen(
@@ -240,7 +251,11 @@ pub(super) async fn screen(
     Extension(who): Extension<Principal>,
     Path(terminal): Path<String>,
 ) -> Answer {
-    ok(verbs::screen(&state.registry, &who.owner, &TerminalRequest { terminal }).await?)
+    ok(verbs::screen(
+        state.registry.owner(&who.owner),
+        &TerminalRequest { terminal },
+    )
+    .await?)
 }
 
 /// `GET .../scrollback?offset=N&count=N`: the read request from the query
@@ -273,7 +288,7 @@ pub(super) async fn scrollback(
             }
         }
     }
-    ok(verbs::read(&state.registry, &who.owner, request).await?)
+    ok(verbs::read(state.registry.owner(&who.owner), request).await?)
 }
 
 /// `POST .../send`: waits `idle` unless the body says otherwise (the
@@ -286,6 +301,6 @@ pub(super) async fn send(
 ) -> Answer {
     writable(&who)?;
     let request = targeted::<SendRequest>(bytes, target)?;
-    let sending = verbs::send(&state.registry, &who.owner, request, Wait::Idle).await?;
+    let sending = verbs::send(state.registry.owner(&who.owner), request, Wait::Idle).await?;
     ok(sending.answer().await?)
 }

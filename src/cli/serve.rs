@@ -17,7 +17,7 @@ use tmux_engine::bridge::{
     Auth, Bridge, BridgeConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, Principal,
     ServeOptions, Tls, Tokens, bind_unix, clean_environment, generate_token, validate_base_path,
 };
-use tmux_engine::registry::tmux::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 
 use super::args::{Global, SHELL_ENV};
 use super::report::{CliError, write_line};

@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
+use tmux_engine::registry::backend::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig};
 use tmux_engine::{Error, Result};
 
@@ -86,7 +86,7 @@ pub async fn open_registry(
     let registry_config = RegistryConfig::default()
         .state_dir(dir)
         .supervise(supervise);
-    let (registry, _report) = Registry::open(registry_config, [backend]).await?;
+    let (registry, _report) = Registry::open_with(registry_config, backend).await?;
     Ok(registry)
 }
 

@@ -11,7 +11,6 @@ use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
 use tmux_engine::verbs::{self, ListRequest, ReadRequest, SignalRequest, TerminalRequest, Wait};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::args::TerminalCommand;
@@ -41,8 +40,7 @@ pub(super) async fn dispatch(
     let named = |terminal: String| TerminalRequest { terminal };
     match command {
         TerminalCommand::Spawn(args) => {
-            let snapshot =
-                verbs::spawn(registry, owner, args.request()?, &CancellationToken::new()).await?;
+            let snapshot = verbs::spawn(registry.owner(owner), args.request()?).await?;
             if json {
                 write_json(out, &snapshot)?;
             } else {
@@ -50,7 +48,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::List => {
-            let list = verbs::list(registry, owner, &ListRequest {}).await?;
+            let list = verbs::list(registry.owner(owner), &ListRequest {}).await?;
             report_corrupt(&registry.corrupt_records(), json);
             if json {
                 write_json(out, &list)?;
@@ -61,7 +59,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Show { target } => {
-            let snapshot = verbs::show(registry, owner, &named(target)).await?;
+            let snapshot = verbs::show(registry.owner(owner), &named(target)).await?;
             if json {
                 write_json(out, &snapshot)?;
             } else {
@@ -86,7 +84,7 @@ pub(super) async fn dispatch(
                 (None, false) => Vec::new(),
             };
             let request = args.request(text)?;
-            let sent = verbs::send(registry, owner, request, Wait::Idle)
+            let sent = verbs::send(registry.owner(owner), request, Wait::Idle)
                 .await?
                 .answer()
                 .await?;
@@ -110,7 +108,7 @@ pub(super) async fn dispatch(
                 offset,
                 count,
             };
-            let page = verbs::read(registry, owner, request).await?;
+            let page = verbs::read(registry.owner(owner), request).await?;
             if json {
                 write_json(out, &page)?;
             } else {
@@ -120,7 +118,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Screen { target } => {
-            let screen = verbs::screen(registry, owner, &named(target)).await?;
+            let screen = verbs::screen(registry.owner(owner), &named(target)).await?;
             if json {
                 write_json(out, &screen)?;
             } else {
@@ -134,7 +132,7 @@ pub(super) async fn dispatch(
                 terminal: target,
                 signal,
             };
-            let delivery = verbs::signal(registry, owner, &request).await?;
+            let delivery = verbs::signal(registry.owner(owner), &request).await?;
             if json {
                 write_json(out, &delivery)?;
             } else {
@@ -145,7 +143,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Kill { target } => {
-            let killed = verbs::kill(registry, owner, &named(target)).await?;
+            let killed = verbs::kill(registry.owner(owner), &named(target)).await?;
             if json {
                 write_json(out, &killed)?;
             } else {
@@ -160,7 +158,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Probe { target } => {
-            let report = verbs::probe(registry, owner, &named(target)).await?;
+            let report = verbs::probe(registry.owner(owner), &named(target)).await?;
             if json {
                 write_json(out, &report)?;
             } else {
@@ -175,7 +173,7 @@ pub(super) async fn dispatch(
             }
         }
         TerminalCommand::Wait(args) => {
-            let found = verbs::wait(registry, owner, &args.request()).await?;
+            let found = verbs::wait(registry.owner(owner), &args.request()).await?;
             if json {
                 write_json(out, &found)?;
             } else {
@@ -254,7 +252,7 @@ async fn events(
     target: &TerminalRequest,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let mut events = verbs::events(registry, owner, target).await?;
+    let mut events = verbs::events(registry.owner(owner), target).await?;
     loop {
         match events.recv().await {
             Ok(notification) => {
@@ -285,11 +283,11 @@ async fn attach(
     read_only: bool,
 ) -> Result<()> {
     let mut command = tokio::process::Command::from(
-        verbs::attach_command(registry, owner, target, read_only).await?,
+        verbs::attach_command(registry.owner(owner), target, read_only).await?,
     );
     // Subscribed before the spawn, so the attach's notification is not missed.
-    let mut events = verbs::events(registry, owner, target).await?;
-    let lock = verbs::attach_lock(registry, owner, target).await?;
+    let mut events = verbs::events(registry.owner(owner), target).await?;
+    let lock = verbs::attach_lock(registry.owner(owner), target).await?;
     let mut child = command
         .spawn()
         .map_err(|e| Error::io("running tmux attach", e))?;

@@ -66,9 +66,13 @@ impl McpServer {
         Parameters(request): Parameters<SpawnRequest>,
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
-        Ok(answer(
-            verbs::spawn(&self.registry, &self.owner, request, &context.ct).await,
-        ))
+        // Dropping the spawn cancels it (and rolls back what it made).
+        Ok(answer(tokio::select! {
+            spawned = verbs::spawn(self.registry.owner(&self.owner), request) => spawned,
+            () = context.ct.cancelled() => Err(crate::Error::Cancelled(
+                "terminal_spawn: the request was cancelled".to_owned(),
+            )),
+        }))
     }
 
     #[tool(
@@ -77,7 +81,7 @@ impl McpServer {
     )]
     async fn terminal_list(&self) -> ToolResult {
         Ok(answer(
-            verbs::list(&self.registry, &self.owner, &ListRequest {}).await,
+            verbs::list(self.registry.owner(&self.owner), &ListRequest {}).await,
         ))
     }
 
@@ -99,7 +103,7 @@ impl McpServer {
         let terminal = request.terminal.clone();
         // MCP's documented default: an agent wants the prompt back.
         let sending =
-            attempt!(verbs::send(&self.registry, &self.owner, request, Wait::Stdin).await);
+            attempt!(verbs::send(self.registry.owner(&self.owner), request, Wait::Stdin).await);
         let operation = sending.operation();
         let result = sending.answer();
         tokio::pin!(result);
@@ -135,7 +139,7 @@ impl McpServer {
                        page are dropped beyond that). Returns {lines, total_lines, range, truncated}."
     )]
     async fn terminal_read(&self, Parameters(request): Parameters<ReadRequest>) -> ToolResult {
-        let mut page = attempt!(verbs::read(&self.registry, &self.owner, request).await);
+        let mut page = attempt!(verbs::read(self.registry.owner(&self.owner), request).await);
         let (dropped, cut) = keep_tail_lines(&mut page.lines, MAX_TEXT_BYTES);
         page.range.start = page.range.start.saturating_add(dropped).min(page.range.end);
         page.truncated |= cut;
@@ -151,7 +155,7 @@ impl McpServer {
         &self,
         Parameters(request): Parameters<TerminalRequest>,
     ) -> ToolResult {
-        let screen = attempt!(verbs::screen(&self.registry, &self.owner, &request).await);
+        let screen = attempt!(verbs::screen(self.registry.owner(&self.owner), &request).await);
         let mut value = match serde_json::to_value(&screen) {
             Ok(value) => value,
             Err(e) => {
@@ -185,7 +189,7 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
         let waited = tokio::select! {
-            waited = verbs::wait(&self.registry, &self.owner, &request) => waited,
+            waited = verbs::wait(self.registry.owner(&self.owner), &request) => waited,
             () = context.ct.cancelled() => return cancelled("terminal_wait", &request.terminal),
         };
         let mut found = attempt!(waited);
@@ -201,7 +205,7 @@ impl McpServer {
     )]
     async fn terminal_signal(&self, Parameters(request): Parameters<SignalRequest>) -> ToolResult {
         Ok(answer(
-            verbs::signal(&self.registry, &self.owner, &request).await,
+            verbs::signal(self.registry.owner(&self.owner), &request).await,
         ))
     }
 
@@ -212,7 +216,7 @@ impl McpServer {
     )]
     async fn terminal_kill(&self, Parameters(request): Parameters<TerminalRequest>) -> ToolResult {
         Ok(answer(
-            verbs::kill(&self.registry, &self.owner, &request).await,
+            verbs::kill(self.registry.owner(&self.owner), &request).await,
         ))
     }
 }

@@ -23,9 +23,9 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, stream};
 use tracing::warn;
 
-use super::backend::{Backend, ReapReport};
-use super::persist::{CorruptRecord, LoadedRecords};
-use super::service::blocking;
+use super::persist::CorruptRecord;
+use super::presence::Presence;
+use super::seam::{Backend, ReapReport};
 use super::spec::{RegistryConfig, RestartPolicy};
 use super::state::Entry;
 use super::{Registry, TerminalId};
@@ -40,8 +40,7 @@ const CHECKS_AT_ONCE: usize = 16;
 pub struct ScanReport {
     /// Records adopted with a live backend terminal.
     pub adopted: Vec<TerminalId>,
-    /// Records kept as `gone` (dead, or no backend could adopt them), with
-    /// the reason.
+    /// Records kept as `gone` (dead, or adoption failed), with the reason.
     pub gone: Vec<(TerminalId, String)>,
     /// Terminals dropped because their record vanished.
     pub dropped: Vec<TerminalId>,
@@ -56,26 +55,22 @@ pub struct ScanReport {
 }
 
 impl Registry {
-    /// Opens a registry on `config`'s state directory with `backends`
-    /// registered for its lifetime: adopts every recorded terminal (live
+    /// Opens a registry on `config`'s state directory whose terminals
+    /// `backend` runs: adopts every recorded terminal (live
     /// ones with their metadata, dead ones as `gone`, recreatable by their
     /// policy; `always` ones start recreating). Reaps nothing: call
     /// [`reap`](Registry::reap) for that.
     ///
     /// # Errors
     ///
-    /// [`Error::Io`] when the state directory cannot be created or listed,
-    /// `INVALID_INPUT` / `DUPLICATE_BACKEND` for the backends. Corrupt
-    /// records and failed adoptions are reported in the [`ScanReport`], not
+    /// [`Error::Io`] when the state directory cannot be created or listed.
+    /// Corrupt records and failed adoptions are reported in the [`ScanReport`], not
     /// as errors.
-    pub async fn open(
+    pub async fn open_with(
         config: RegistryConfig,
-        backends: impl IntoIterator<Item = Arc<dyn Backend>>,
+        backend: Arc<dyn Backend>,
     ) -> Result<(Registry, ScanReport)> {
-        let registry = Registry::new(config)?;
-        for backend in backends {
-            registry.register_backend(backend)?.keep();
-        }
+        let registry = Registry::new(config, backend)?;
         let report = registry.refresh().await?;
         for corrupt in &report.corrupt {
             warn!(path = %corrupt.path.display(), error = %corrupt.error, "skipped a corrupt terminal record");
@@ -90,20 +85,17 @@ impl Registry {
     /// know, drops terminals whose record vanished. Does not reap. Without
     /// a state directory it does nothing.
     ///
-    /// Register backends before the first refresh: a record whose kind has
-    /// no backend yet is kept as `gone` (and reported), not retried.
-    ///
     /// # Errors
     ///
     /// `REGISTRY_DISPOSING`, or [`Error::Io`] when the directory cannot be
     /// listed.
     pub async fn refresh(&self) -> Result<ScanReport> {
         self.inner.lock().check_active()?;
-        let Some(store) = self.inner.store.clone() else {
+        if !self.inner.store.is_shared() {
             return Ok(ScanReport::default());
-        };
+        }
         let _scan = self.inner.scan.lock().await;
-        let loaded = blocking(move || store.load_all()).await?;
+        let loaded = self.inner.store.load_all().await?;
         // An unreadable record's terminal has not vanished: keep it.
         let on_disk: HashSet<TerminalId> = loaded.claimed_ids().into_iter().collect();
         self.inner.lock().corrupt.clone_from(&loaded.corrupt);
@@ -123,7 +115,10 @@ impl Registry {
                 .map(|entry| entry.record.id.clone())
                 .collect();
             for id in vanished {
-                if let Some(terminal) = state.remove_entry(&id).and_then(|entry| entry.terminal) {
+                if let Some(terminal) = state
+                    .remove_entry(&id)
+                    .and_then(|entry| entry.presence.into_terminal())
+                {
                     released.push(terminal);
                 }
                 report.dropped.push(id);
@@ -148,10 +143,9 @@ impl Registry {
         let checks: Vec<_> = unknown
             .iter()
             .map(|record| {
-                let backend = self.inner.lock().backend(&record.spec.kind).ok();
+                let backend = Arc::clone(&self.inner.backend);
                 let record = record.clone();
                 async move {
-                    let backend = backend?;
                     tokio::spawn(async move { backend.check(&record).await })
                         .await
                         .ok()
@@ -164,24 +158,22 @@ impl Registry {
             .collect()
             .await;
         for (record, checked) in unknown.into_iter().zip(checks) {
-            let backend = self.inner.lock().backend(&record.spec.kind);
-            let adopted = match (backend, checked.is_some()) {
-                (_, true) => Ok(None),
-                (Ok(backend), false) => backend.adopt(&record).await,
-                (Err(error), false) => Err(error),
+            let adopted = match checked {
+                Some(_) => Ok(None),
+                None => self.inner.backend.adopt(&record).await,
             };
             // An adoption that failed proves nothing (a timeout on a busy
-            // server): the terminal stays unattached, tried again on use.
-            let unattached = checked.is_some() || adopted.is_err();
-            let (terminal, gone_reason) = match adopted {
-                Ok(Some(terminal)) => (Some(terminal), String::new()),
-                Ok(None) if checked.is_some() => (None, String::new()),
-                Ok(None) => (None, "not running when adopted".to_owned()),
-                Err(error) => {
-                    let reason = format!("adoption failed: {error}");
-                    report.failures.push(error);
-                    (None, reason)
-                }
+            // server): the terminal stays unadopted, tried again on use.
+            let adopted = adopted.map_err(|error| {
+                let reason = format!("adoption failed: {error}");
+                report.failures.push(error);
+                reason
+            });
+            let presence = Presence::scanned(checked, adopted);
+            let terminal = presence.terminal();
+            let gone = match &presence {
+                Presence::Gone { reason } => Some(reason.clone()),
+                _ => None,
             };
             let id = record.id.clone();
             let always = record.spec.restart == RestartPolicy::Always;
@@ -195,10 +187,7 @@ impl Registry {
                 } else {
                     let seq = state.next();
                     let cancel = self.inner.shutdown.child_token();
-                    let mut entry = Entry::new(record, seq, terminal.clone(), cancel.clone());
-                    entry.gone_reason.clone_from(&gone_reason);
-                    entry.unattached = unattached;
-                    entry.checked = checked;
+                    let entry = Entry::new(record, seq, presence, cancel.clone());
                     state.entries.insert(id.clone(), entry);
                     (Some(cancel), false)
                 }
@@ -216,8 +205,8 @@ impl Registry {
             };
             if terminal.is_some() {
                 report.adopted.push(id.clone());
-            } else if !unattached {
-                report.gone.push((id.clone(), gone_reason));
+            } else if let Some(reason) = gone {
+                report.gone.push((id.clone(), reason));
             }
             if always && self.inner.config.supervise {
                 self.start_restart_loop(id, cancel);
@@ -227,15 +216,14 @@ impl Registry {
     }
 
     /// The record files the last scan of the state directory (an
-    /// [`open`](Registry::open), [`refresh`](Registry::refresh) or
-    /// [`list`](Registry::list)) found corrupt and moved aside: what `list`
+    /// [`open_with`](Registry::open_with), [`refresh`](Registry::refresh) or
+    /// [`list`](super::Owned::list)) found corrupt and moved aside: what `list`
     /// reports beside the terminals. Their terminals are left alone.
     pub fn corrupt_records(&self) -> Vec<CorruptRecord> {
         self.inner.lock().corrupt.clone()
     }
 
-    /// Asks every registered backend to remove what belongs to no record of
-    /// its kind (socket files without a server, servers proven unclaimed).
+    /// Asks the backend to remove what belongs to no record (socket files without a server, servers proven unclaimed).
     /// Reports the records moved aside as corrupt, whose terminals are left
     /// alone.
     ///
@@ -243,14 +231,11 @@ impl Registry {
     ///
     /// `REGISTRY_DISPOSING`; [`Error::Io`] when the state directory cannot
     /// be listed, or when a record in it cannot be read (the claimed set is
-    /// then unknown, so nothing is reaped). Per-backend failures are in
+    /// then unknown, so nothing is reaped). Per-item failures are in
     /// [`ReapReport::failures`].
     pub async fn reap(&self) -> Result<ReapReport> {
         self.inner.lock().check_active()?;
-        let loaded = match self.inner.store.clone() {
-            Some(store) => blocking(move || store.load_all()).await?,
-            None => LoadedRecords::default(),
-        };
+        let loaded = self.inner.store.load_all().await?;
         if let Some(unreadable) = loaded.unreadable.first() {
             return Err(Error::io(
                 format!(
@@ -261,32 +246,17 @@ impl Registry {
             ));
         }
         let claimed = loaded.claimed_ids();
-        let backends: Vec<(String, Arc<dyn Backend>)> = self
-            .inner
-            .lock()
-            .backends
-            .iter()
-            .map(|(kind, slot)| (kind.clone(), Arc::clone(&slot.backend)))
-            .collect();
         let mut report = ReapReport {
             corrupt: loaded.corrupt.clone(),
             ..ReapReport::default()
         };
-        for (kind, backend) in backends {
-            let own: Vec<_> = loaded
-                .records
-                .iter()
-                .filter(|record| record.spec.kind == kind)
-                .cloned()
-                .collect();
-            match backend.reap(&own, &claimed).await {
-                Ok(reaped) => {
-                    report.removed.extend(reaped.removed);
-                    report.skipped.extend(reaped.skipped);
-                    report.failures.extend(reaped.failures);
-                }
-                Err(error) => report.failures.push(error),
+        match self.inner.backend.reap(&loaded.records, &claimed).await {
+            Ok(reaped) => {
+                report.removed.extend(reaped.removed);
+                report.skipped.extend(reaped.skipped);
+                report.failures.extend(reaped.failures);
             }
+            Err(error) => report.failures.push(error),
         }
         Ok(report)
     }

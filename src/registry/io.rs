@@ -10,8 +10,9 @@ use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::broadcast;
 
-use super::backend::{AttachLock, BackendTerminal, OutputStream, ReadRequest};
-use super::{OwnerId, Registry};
+use super::Registry;
+use super::seam::{AttachLock, BackendTerminal, OutputStream, ReadRequest};
+use super::service::Owned;
 use crate::control::Notification;
 use crate::screen::IntoRegex;
 use crate::vocab::Size;
@@ -21,7 +22,7 @@ use crate::{Error, Result};
 /// the newest line.
 pub const WAIT_LINES: usize = 200;
 
-/// What [`Registry::wait`] waits for.
+/// What [`Owned::wait`] waits for.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum WaitCondition {
@@ -51,121 +52,7 @@ impl WaitCondition {
     }
 }
 
-impl Registry {
-    /// A live stream of the terminal's output from now on. A dead
-    /// `on-attach` terminal is recreated first (as for
-    /// [`attach`](Registry::attach)); any other dead one is `TERMINAL_DEAD`.
-    ///
-    /// # Errors
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD`, `UNRESPONSIVE`.
-    pub async fn output(&self, owner: &OwnerId, target: &str) -> Result<OutputStream> {
-        self.attach(owner, target).await?.terminal.output()
-    }
-
-    /// Writes `bytes` to the terminal's program exactly, as typed input.
-    ///
-    /// # Errors
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD`, or the backend's
-    /// failure.
-    pub async fn write(&self, owner: &OwnerId, target: &str, bytes: Bytes) -> Result<()> {
-        self.terminal(owner, target).await?.write(bytes).await
-    }
-
-    /// Resizes the terminal.
-    ///
-    /// # Errors
-    /// `INVALID_INPUT` for a size out of range; as
-    /// [`write`](Registry::write).
-    pub async fn resize(&self, owner: &OwnerId, target: &str, size: Size) -> Result<()> {
-        size.check()?;
-        self.terminal(owner, target).await?.resize(size).await
-    }
-
-    /// Every control-mode notification of the terminal's server, live
-    /// (see [`BackendTerminal::events`]). Recreates like
-    /// [`output`](Registry::output).
-    ///
-    /// # Errors
-    /// As [`output`](Registry::output); `UNSUPPORTED` for a backend without
-    /// control-mode events.
-    pub async fn events(
-        &self,
-        owner: &OwnerId,
-        target: &str,
-    ) -> Result<broadcast::Receiver<Notification>> {
-        self.attach(owner, target).await?.terminal.events()
-    }
-
-    /// The command that attaches a person's terminal to this one (see
-    /// [`BackendTerminal::attach_command`]). Recreates like
-    /// [`output`](Registry::output).
-    ///
-    /// # Errors
-    /// As [`output`](Registry::output); `UNSUPPORTED` for a backend that
-    /// cannot attach.
-    pub async fn attach_command(
-        &self,
-        owner: &OwnerId,
-        target: &str,
-        read_only: bool,
-    ) -> Result<std::process::Command> {
-        self.attach(owner, target)
-            .await?
-            .terminal
-            .attach_command(read_only)
-    }
-
-    /// The guard to hold while the [`attach_command`](Registry::attach_command)
-    /// client attaches (see [`BackendTerminal::attach_lock`]): taken before
-    /// spawning it, dropped once it is attached.
-    ///
-    /// # Errors
-    /// As [`output`](Registry::output).
-    pub async fn attach_lock(&self, owner: &OwnerId, target: &str) -> Result<AttachLock> {
-        Ok(self
-            .attach(owner, target)
-            .await?
-            .terminal
-            .attach_lock()
-            .await)
-    }
-
-    /// Waits until `condition` holds: returns the matching line, or the
-    /// exit status in words (`exited with code 3`).
-    ///
-    /// Event-driven: the scrollback is searched again only after the
-    /// program printed something, and an exit is pushed by the backend, so
-    /// an idle terminal costs nothing while waiting.
-    ///
-    /// # Errors
-    /// `TIMEOUT` past `timeout` (the message shows the last lines
-    /// searched); `WAIT_ENDED` when the program ended (or its server went
-    /// away) without a match; `NO_TERMINAL`, `FOREIGN_TERMINAL`.
-    pub async fn wait(
-        &self,
-        owner: &OwnerId,
-        target: &str,
-        condition: &WaitCondition,
-        timeout: Duration,
-    ) -> Result<String> {
-        let terminal = self.terminal(owner, target).await?;
-        let what = condition.describe();
-        let mut last_lines = String::new();
-        let waited = tokio::time::timeout(
-            timeout,
-            wait_on(terminal.as_ref(), condition, &what, &mut last_lines),
-        )
-        .await;
-        waited.unwrap_or_else(|_| {
-            Err(Error::WaitTimeout {
-                what,
-                timeout,
-                screen: last_lines,
-                last_output: String::new(),
-            })
-        })
-    }
-}
+impl Registry {}
 
 /// The wait itself, without its deadline; `last_lines` keeps what was
 /// searched last, for the timeout's message.
@@ -243,5 +130,113 @@ fn ended(what: &str, reason: &str) -> Error {
         reason: reason.to_owned(),
         screen: String::new(),
         last_output: String::new(),
+    }
+}
+
+impl Owned<'_> {
+    /// A live stream of the terminal's output from now on. A dead
+    /// `on-attach` terminal is recreated first (as for
+    /// [`attach`](Owned::attach)); any other dead one is `TERMINAL_DEAD`.
+    ///
+    /// # Errors
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD`, `UNRESPONSIVE`.
+    pub async fn output(self, target: &str) -> Result<OutputStream> {
+        self.attach(target).await?.terminal.output()
+    }
+
+    /// Writes `bytes` to the terminal's program exactly, as typed input.
+    ///
+    /// # Errors
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD`, or the backend's
+    /// failure.
+    pub async fn write(self, target: &str, bytes: Bytes) -> Result<()> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.terminal(owner, target).await?.write(bytes).await
+    }
+
+    /// Resizes the terminal.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a size out of range; as
+    /// [`write`](Owned::write).
+    pub async fn resize(self, target: &str, size: Size) -> Result<()> {
+        let (registry, owner) = (self.registry, self.owner);
+        size.check()?;
+        registry.terminal(owner, target).await?.resize(size).await
+    }
+
+    /// Every control-mode notification of the terminal's server, live
+    /// (see [`BackendTerminal::events`]). Recreates like
+    /// [`output`](Owned::output).
+    ///
+    /// # Errors
+    /// As [`output`](Owned::output); `UNSUPPORTED` for a backend without
+    /// control-mode events.
+    pub async fn events(self, target: &str) -> Result<broadcast::Receiver<Notification>> {
+        self.attach(target).await?.terminal.events()
+    }
+
+    /// The command that attaches a person's terminal to this one (see
+    /// [`BackendTerminal::attach_command`]). Recreates like
+    /// [`output`](Owned::output).
+    ///
+    /// # Errors
+    /// As [`output`](Owned::output); `UNSUPPORTED` for a backend that
+    /// cannot attach.
+    pub async fn attach_command(
+        self,
+        target: &str,
+        read_only: bool,
+    ) -> Result<std::process::Command> {
+        self.attach(target)
+            .await?
+            .terminal
+            .attach_command(read_only)
+    }
+
+    /// The guard to hold while the [`attach_command`](Owned::attach_command)
+    /// client attaches (see [`BackendTerminal::attach_lock`]): taken before
+    /// spawning it, dropped once it is attached.
+    ///
+    /// # Errors
+    /// As [`output`](Owned::output).
+    pub async fn attach_lock(self, target: &str) -> Result<AttachLock> {
+        Ok(self.attach(target).await?.terminal.attach_lock().await)
+    }
+
+    /// Waits until `condition` holds: returns the matching line, or the
+    /// exit status in words (`exited with code 3`).
+    ///
+    /// Event-driven: the scrollback is searched again only after the
+    /// program printed something, and an exit is pushed by the backend, so
+    /// an idle terminal costs nothing while waiting.
+    ///
+    /// # Errors
+    /// `TIMEOUT` past `timeout` (the message shows the last lines
+    /// searched); `WAIT_ENDED` when the program ended (or its server went
+    /// away) without a match; `NO_TERMINAL`, `FOREIGN_TERMINAL`.
+    pub async fn wait(
+        self,
+        target: &str,
+        condition: &WaitCondition,
+        timeout: Duration,
+    ) -> Result<String> {
+        let (registry, owner) = (self.registry, self.owner);
+        let terminal = registry.terminal(owner, target).await?;
+        let what = condition.describe();
+        let mut last_lines = String::new();
+        let waited = tokio::time::timeout(
+            timeout,
+            wait_on(terminal.as_ref(), condition, &what, &mut last_lines),
+        )
+        .await;
+        waited.unwrap_or_else(|_| {
+            Err(Error::WaitTimeout {
+                what,
+                timeout,
+                screen: last_lines,
+                last_output: String::new(),
+            })
+        })
     }
 }

@@ -1,4 +1,4 @@
-//! Ending terminals: `kill`, owner disposal and registry disposal; and
+//! Ending terminals: `kill` and registry disposal; and
 //! ending the registry without ending its terminals: `shutdown`.
 //!
 //! A close runs as a task, shared by everyone who joins it: a kill that
@@ -7,79 +7,24 @@
 //! Disposal attempts every terminal even when some fail, clears the maps
 //! even on failure, and reports every failure together.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tracing::warn;
 
-use super::backend::{BackendTerminal, CloseReason};
 use super::locks::Purpose;
 use super::persist::StateDir;
-use super::service::blocking;
-use super::state::{AbortReason, Closing};
-use super::{OwnerId, Registry, TerminalId};
+use super::persist::TerminalRecord;
+use super::seam::{Backend, BackendTerminal, CloseReason};
+use super::service::Inner;
+use super::service::Owned;
+use super::state::Closing;
+use super::store::Store;
+use super::{Registry, TerminalId};
 use crate::{Error, Result};
 
 impl Registry {
-    /// Closes the terminal and its whole process tree, then removes it and
-    /// its record.
-    ///
-    /// Returns `true` when this call closed it, `false` when it joined a
-    /// close already in flight (or the terminal left meanwhile).
-    ///
-    /// # Errors
-    ///
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, or
-    /// `CLOSE_FAILED` carrying the backend's error; the terminal is then
-    /// kept so the kill can be retried.
-    pub async fn kill(&self, owner: &OwnerId, target: &str) -> Result<bool> {
-        let id = self.locate(owner, target).await?;
-        self.close_entry(&id, CloseReason::Kill)
-            .await
-            .map_err(|failure| Error::CloseFailed {
-                failures: vec![failure],
-            })
-    }
-
-    /// Kills every terminal of `owner` (the owner stays live), attempting
-    /// every one even when some fail. Returns how many this call closed.
-    ///
-    /// # Errors
-    ///
-    /// `REGISTRY_DISPOSING`, or `CLOSE_FAILED` carrying one error per
-    /// terminal that could not be closed (those are kept for a retry).
-    pub async fn kill_all(&self, owner: &OwnerId) -> Result<usize> {
-        self.inner.lock().check_active()?;
-        let ids = self.owned_ids(Some(owner));
-        self.close_entries(&ids, &CloseReason::Kill).await
-    }
-
-    /// Disposes `owner`: from now on it is not live (`OWNER_NOT_LIVE` for
-    /// new spawns); its unpublished spawns are aborted and awaited, and its
-    /// terminals closed. Calling it again retries what failed.
-    ///
-    /// # Errors
-    ///
-    /// `REGISTRY_DISPOSING`, or `CLEANUP_FAILED` carrying every failed
-    /// rollback (including ones kept from earlier spawns) and every failed
-    /// close.
-    pub async fn dispose_owner(&self, owner: &OwnerId) -> Result<()> {
-        {
-            let mut state = self.inner.lock();
-            state.check_active()?;
-            state.disposed_owners.insert(owner.clone());
-        }
-        let mut failures = self
-            .abort_pending(Some(owner), AbortReason::OwnerDisposed)
-            .await;
-        let ids = self.owned_ids(Some(owner));
-        if let Err(error) = self.close_entries(&ids, &CloseReason::OwnerDisposed).await {
-            failures.push(Arc::new(error));
-        }
-        cleanup_result(failures)
-    }
-
     /// Disposes the registry: aborts and awaits every unpublished spawn,
     /// closes every terminal, clears every map (even when something
     /// failed), stops background tasks and waits for them. Afterwards every
@@ -100,10 +45,8 @@ impl Registry {
             state.check_active()?;
             state.disposing = true;
         }
-        let mut failures = self
-            .abort_pending(None, AbortReason::RegistryDisposing)
-            .await;
-        let ids = self.owned_ids(None);
+        let mut failures = self.abort_pending().await;
+        let ids = self.all_ids();
         if let Err(error) = self
             .close_entries(&ids, &CloseReason::RegistryDisposed)
             .await
@@ -149,10 +92,7 @@ impl Registry {
         // A scan in flight sees `disposing` and stops; wait for it, so the
         // terminal it may be adopting is not left behind.
         drop(self.inner.scan.lock().await);
-        for failure in self
-            .abort_pending(None, AbortReason::RegistryDisposing)
-            .await
-        {
+        for failure in self.abort_pending().await {
             warn!(error = %failure, "rollback of an unpublished terminal failed");
         }
         self.inner.shutdown.cancel();
@@ -167,28 +107,20 @@ impl Registry {
     /// terminals that were in it.
     fn clear(&self) -> Vec<Arc<dyn BackendTerminal>> {
         let mut state = self.inner.lock();
-        state.backends.clear();
         state.pending.clear();
-        state.disposed_owners.clear();
         state
             .entries
             .drain()
             .filter_map(|(_, entry)| {
                 entry.cancel.cancel();
-                entry.terminal
+                entry.presence.into_terminal()
             })
             .collect()
     }
 
-    /// Ids of `owner`'s terminals (or everyone's).
-    fn owned_ids(&self, owner: Option<&OwnerId>) -> Vec<TerminalId> {
-        self.inner
-            .lock()
-            .entries
-            .values()
-            .filter(|entry| owner.is_none_or(|owner| &entry.record.owner == owner))
-            .map(|entry| entry.record.id.clone())
-            .collect()
+    /// Ids of every terminal.
+    fn all_ids(&self) -> Vec<TerminalId> {
+        self.inner.lock().entries.keys().cloned().collect()
     }
 
     /// Closes each terminal of `ids`, concurrently, joining closes in
@@ -231,85 +163,27 @@ impl Registry {
             match &entry.closing {
                 Some(closing) => (closing.future.clone(), false),
                 None => {
-                    let terminal = entry.terminal.clone();
-                    let record = entry.record.clone();
-                    let backend = state.backend(&record.spec.kind).ok();
-                    let Some(entry) = state.entries.get_mut(id) else {
-                        return Ok(false);
+                    let close = Close {
+                        inner: Arc::downgrade(&self.inner),
+                        id: id.clone(),
+                        generation,
+                        terminal: entry.presence.terminal(),
+                        record: entry.record.clone(),
                     };
-                    let inner = Arc::downgrade(&self.inner);
-                    let store = self.inner.store.clone();
-                    let id = id.clone();
                     // A task, so the close finishes (and its bookkeeping
                     // runs) even if every caller stops waiting.
-                    let task = self.inner.tasks.spawn(async move {
-                        // Not while another process recreates it: that one
-                        // would write the record back after ours is gone.
-                        let _live = match store.clone() {
-                            Some(store) => {
-                                let file = StateDir::terminal_lock(&id, Purpose::Live);
-                                blocking(move || store.lock(&file)).await.ok()
-                            }
-                            None => None,
-                        };
-                        let closed = match (terminal, backend) {
-                            (Some(terminal), _) => terminal.close(reason).await,
-                            // Not attached here (or gone): what the record
-                            // names is killed without attaching.
-                            (None, Some(backend)) => backend.retire(&record).await,
-                            (None, None) => Ok(()),
-                        };
-                        if closed.is_ok()
-                            && let Some(store) = store
-                        {
-                            let locks = id.clone();
-                            let _ = blocking(move || {
-                                store.remove_terminal_locks(&locks);
-                                Ok(())
-                            })
-                            .await;
-                        }
-
-                        let Some(inner) = inner.upgrade() else {
-                            return closed.map_err(Arc::new);
-                        };
-                        match closed {
-                            Ok(()) => {
-                                if let Some(store) = inner.store.clone() {
-                                    let record = id.clone();
-                                    if let Err(error) =
-                                        blocking(move || store.remove(&record)).await
-                                    {
-                                        warn!(terminal = %id, error = %error, "record of a closed terminal left behind");
-                                    }
-                                }
-                                inner.lock().remove_entry(&id);
-                                Ok(())
-                            }
-                            Err(error) => {
-                                let mut state = inner.lock();
-                                if let Some(entry) = state.entries.get_mut(&id) {
-                                    // A retry may already own a newer close.
-                                    if entry
-                                        .closing
-                                        .as_ref()
-                                        .is_some_and(|closing| closing.generation == generation)
-                                    {
-                                        entry.closing = None;
-                                    }
-                                }
-                                Err(Arc::new(error))
-                            }
-                        }
-                    });
+                    let task = self.inner.tasks.spawn(close.run(
+                        Arc::clone(&self.inner.backend),
+                        self.inner.store.clone(),
+                        reason,
+                    ));
                     let future = async move {
-                        match task.await {
-                            Ok(result) => result,
-                            Err(error) => Err(Arc::new(Error::io(
+                        task.await.unwrap_or_else(|error| {
+                            Err(Arc::new(Error::io(
                                 "closing a terminal",
                                 std::io::Error::other(error),
-                            ))),
-                        }
+                            )))
+                        })
                     }
                     .boxed()
                     .shared();
@@ -324,18 +198,16 @@ impl Registry {
         future.await.map(|()| started)
     }
 
-    /// Aborts unpublished spawns of `owner` (or all), waits until each has
-    /// settled, and collects the failures they kept: those of earlier
-    /// spawns as well.
-    async fn abort_pending(&self, owner: Option<&OwnerId>, reason: AbortReason) -> Vec<Arc<Error>> {
+    /// Aborts every unpublished spawn, waits until each has settled, and
+    /// collects the failures they kept: those of earlier spawns as well.
+    async fn abort_pending(&self) -> Vec<Arc<Error>> {
         let waits: Vec<_> = {
             let mut state = self.inner.lock();
             state
                 .pending
                 .iter_mut()
-                .filter(|(_, pending)| owner.is_none_or(|owner| &pending.owner == owner))
                 .map(|(key, pending)| {
-                    pending.abort_reason.get_or_insert(reason);
+                    pending.aborted = true;
                     pending.abort.cancel();
                     (*key, pending.settled.clone())
                 })
@@ -357,5 +229,100 @@ fn cleanup_result(failures: Vec<Arc<Error>>) -> Result<()> {
         Ok(())
     } else {
         Err(Error::CleanupFailed { failures })
+    }
+}
+
+impl Owned<'_> {
+    /// Closes the terminal and its whole process tree, then removes it and
+    /// its record.
+    ///
+    /// Returns `true` when this call closed it, `false` when it joined a
+    /// close already in flight (or the terminal left meanwhile).
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, or
+    /// `CLOSE_FAILED` carrying the backend's error; the terminal is then
+    /// kept so the kill can be retried.
+    pub async fn kill(self, target: &str) -> Result<bool> {
+        let (registry, owner) = (self.registry, self.owner);
+        let id = registry.locate(owner, target).await?;
+        registry
+            .close_entry(&id, CloseReason::Kill)
+            .await
+            .map_err(|failure| Error::CloseFailed {
+                failures: vec![failure],
+            })
+    }
+}
+
+/// One close of one terminal, run as a task by `close_entry`.
+struct Close {
+    inner: Weak<Inner>,
+    id: TerminalId,
+    /// Which close this is, so a failed one never clears a newer one.
+    generation: u64,
+    /// The live terminal, if this process holds one.
+    terminal: Option<Arc<dyn BackendTerminal>>,
+    record: TerminalRecord,
+}
+
+impl Close {
+    async fn run(
+        self,
+        backend: Arc<dyn Backend>,
+        store: Store,
+        reason: CloseReason,
+    ) -> Result<(), Arc<Error>> {
+        // Not while another process recreates it: that one would write the
+        // record back after ours is gone.
+        let live = StateDir::terminal_lock(&self.id, Purpose::Live);
+        let _live = store.lock(live).await.ok().flatten();
+        let closed = match &self.terminal {
+            Some(terminal) => terminal.close(reason).await,
+            // Not attached here (or gone): what the record names is killed
+            // without attaching.
+            None => backend.retire(&self.record).await,
+        };
+        match closed {
+            Ok(()) => {
+                self.forget(&store).await;
+                Ok(())
+            }
+            Err(error) => {
+                self.keep_for_a_retry();
+                Err(Arc::new(error))
+            }
+        }
+    }
+
+    /// After a successful close: the terminal's locks go; its record and
+    /// entry too, unless the registry itself is gone meanwhile.
+    async fn forget(&self, store: &Store) {
+        store.remove_locks(&self.id).await;
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        if let Err(error) = store.remove(&self.id).await {
+            warn!(terminal = %self.id, error = %error, "record of a closed terminal left behind");
+        }
+        inner.lock().remove_entry(&self.id);
+    }
+
+    /// After a failed close: the terminal stays, and may be closed again.
+    fn keep_for_a_retry(&self) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let mut state = inner.lock();
+        if let Some(entry) = state.entries.get_mut(&self.id)
+            // A retry may already own a newer close.
+            && entry
+                .closing
+                .as_ref()
+                .is_some_and(|closing| closing.generation == self.generation)
+        {
+            entry.closing = None;
+        }
     }
 }

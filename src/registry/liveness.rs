@@ -20,15 +20,18 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::backend::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
 use super::locks::Purpose;
 use super::persist::StateDir;
-use super::service::{Inner, blocking};
+use super::presence::Presence;
+use super::seam::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
+use super::service::Inner;
+use super::service::Owned;
 use super::spec::{RestartPolicy, TerminalSnapshot};
-use super::{OwnerId, Registry, TerminalId};
+use super::viewed::ViewedTerminal;
+use super::{Registry, TerminalId};
 use crate::{Error, Result};
 
-/// What [`Registry::probe`] found and did.
+/// What [`Owned::probe`] found and did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProbeReport {
     /// What the probe observed, before any recreation.
@@ -40,101 +43,19 @@ pub struct ProbeReport {
 }
 
 /// A terminal checked alive for attaching, returned by
-/// [`Registry::attach`].
+/// [`Owned::attach`].
+#[derive(Debug)]
 pub struct AttachTarget {
     /// The terminal after the check.
     pub snapshot: TerminalSnapshot,
-    /// The live backend terminal (fresh when it was just recreated).
-    pub terminal: Arc<dyn BackendTerminal>,
+    /// The live terminal (fresh when it was just recreated), as a viewer
+    /// may use it.
+    pub terminal: ViewedTerminal,
     /// Whether it was recreated by this check.
     pub recreated: bool,
 }
 
-impl std::fmt::Debug for AttachTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AttachTarget")
-            .field("snapshot", &self.snapshot)
-            .field("recreated", &self.recreated)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Registry {
-    /// Asks whether the terminal is alive, with the backend's right probe
-    /// for its state, and records a death it finds. A dead `on-attach`
-    /// terminal is recreated (once, however many probes run concurrently);
-    /// other policies only report.
-    ///
-    /// # Errors
-    ///
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, the probe's
-    /// own failure, or the recreation's (`NO_BACKEND`, the backend's
-    /// error).
-    pub async fn probe(&self, owner: &OwnerId, target: &str) -> Result<ProbeReport> {
-        let id = self.locate(owner, target).await?;
-        let lock = Arc::clone(&self.inner.lock().entry(&id)?.liveness);
-        let _serialized = lock.lock().await;
-        let policy = {
-            let state = self.inner.lock();
-            state.check_active()?;
-            state.entry(&id)?.record.spec.restart
-        };
-        let observed = self.observe(&id).await?;
-        let closing = {
-            let mut state = self.inner.lock();
-            let entry = state.entry_mut(&id)?;
-            if let Some(dead) = observed.dead_status() {
-                entry.observed_dead = Some(dead);
-            }
-            entry.closing.is_some()
-        };
-        let recreated = observed.is_dead() && policy == RestartPolicy::OnAttach && !closing;
-        if recreated {
-            self.recreate(&id).await?;
-        }
-        let snapshot = self.inner.lock().entry(&id)?.snapshot();
-        Ok(ProbeReport {
-            observed,
-            recreated,
-            snapshot,
-        })
-    }
-
-    /// Checks the terminal alive before someone attaches to it: probes (so
-    /// a stale "running" is caught), recreates a dead `on-attach` terminal,
-    /// and returns the live backend terminal to attach to.
-    ///
-    /// # Errors
-    ///
-    /// `TERMINAL_DEAD` for a dead terminal its policy does not recreate
-    /// here (its exit status stays visible in `list`), `UNRESPONSIVE` when
-    /// the probe got no answer, and the errors of
-    /// [`probe`](Registry::probe).
-    pub async fn attach(&self, owner: &OwnerId, target: &str) -> Result<AttachTarget> {
-        let report = self.probe(owner, target).await?;
-        if let Liveness::Unresponsive { waited } = report.observed {
-            return Err(Error::Unresponsive {
-                command: format!("liveness probe of terminal {}", report.snapshot.id),
-                timeout: waited,
-            });
-        }
-        if report.observed.is_dead() && !report.recreated {
-            return Err(Error::TerminalDead {
-                terminal: report.snapshot.id.to_string(),
-                status: report.snapshot.status.to_string(),
-            });
-        }
-        let terminal = {
-            let state = self.inner.lock();
-            state.entry(&report.snapshot.id)?.live_terminal()?
-        };
-        Ok(AttachTarget {
-            snapshot: report.snapshot,
-            terminal,
-            recreated: report.recreated,
-        })
-    }
-
     /// Attaches the terminal `id` if it is recorded but not attached here
     /// yet (see `Backend::check`), and returns the live backend terminal,
     /// or `None` when it is proven gone. The caller holds its liveness
@@ -143,33 +64,25 @@ impl Registry {
     /// # Errors
     ///
     /// The adoption's failure, e.g. `UNRESPONSIVE`: the terminal then stays
-    /// unattached (it may well live), never marked gone.
-    pub(crate) async fn attached(
+    /// unadopted (it may well live), never marked gone.
+    pub(crate) async fn adopted(
         &self,
         id: &TerminalId,
     ) -> Result<Option<Arc<dyn BackendTerminal>>> {
         let (record, backend) = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
-            if !entry.unattached {
-                return Ok(entry.terminal.clone());
+            if !entry.presence.is_unadopted() {
+                return Ok(entry.presence.terminal());
             }
-            (
-                entry.record.clone(),
-                state.backend(&entry.record.spec.kind)?,
-            )
+            (entry.record.clone(), Arc::clone(&self.inner.backend))
         };
         let adopted = backend.adopt(&record).await?;
         let kept = {
             let mut state = self.inner.lock();
             match state.entries.get_mut(id) {
                 Some(entry) => {
-                    entry.unattached = false;
-                    entry.checked = None;
-                    entry.terminal.clone_from(&adopted);
-                    if adopted.is_none() {
-                        "not running when adopted".clone_into(&mut entry.gone_reason);
-                    }
+                    entry.presence.adopted(adopted.clone());
                     true
                 }
                 None => false,
@@ -188,10 +101,10 @@ impl Registry {
     /// adoption that timed out is `Unresponsive`, never `ServerGone`. The
     /// caller holds its liveness lock.
     async fn observe(&self, id: &TerminalId) -> Result<Liveness> {
-        match self.attached(id).await {
+        match self.adopted(id).await {
             Ok(Some(terminal)) => terminal.probe().await,
             Ok(None) => {
-                let reason = self.inner.lock().entry(id)?.gone_reason.clone();
+                let reason = self.inner.lock().entry(id)?.presence.gone_reason();
                 Ok(Liveness::ServerGone { reason })
             }
             Err(Error::Unresponsive { timeout, .. }) => {
@@ -212,16 +125,12 @@ impl Registry {
     /// `retire` of the record) before a new one starts; if that fails,
     /// nothing starts.
     pub(crate) async fn recreate(&self, id: &TerminalId) -> Result<()> {
-        let _live = match self.inner.store.clone() {
-            Some(store) => {
-                let file = StateDir::terminal_lock(id, Purpose::Live);
-                Some(blocking(move || store.lock(&file)).await?)
-            }
-            None => None,
-        };
-        if let Some(store) = self.inner.store.clone() {
-            let wanted = id.clone();
-            let on_disk = blocking(move || store.read(&wanted)).await?;
+        let store = &self.inner.store;
+        let _live = store
+            .lock(StateDir::terminal_lock(id, Purpose::Live))
+            .await?;
+        if store.is_shared() {
+            let on_disk = store.read(id).await?;
             let Some(on_disk) = on_disk else {
                 return Err(Error::NoTerminal(id.to_string()));
             };
@@ -233,9 +142,7 @@ impl Registry {
                 } else {
                     // Another process rebuilt it: adopt that one.
                     entry.record = on_disk;
-                    entry.unattached = true;
-                    entry.observed_dead = None;
-                    if let Some(old) = entry.terminal.take() {
+                    if let Some(old) = entry.presence.rebuilt_elsewhere() {
                         self.inner.tasks.spawn(async move { old.shutdown().await });
                     }
                     true
@@ -264,9 +171,9 @@ impl Registry {
                 return Err(Error::TerminalClosing(id.to_string()));
             }
             (
-                entry.terminal.clone(),
+                entry.presence.terminal(),
                 entry.record.clone(),
-                state.backend(&entry.record.spec.kind)?,
+                Arc::clone(&self.inner.backend),
                 entry.cancel.child_token(),
             )
         };
@@ -275,7 +182,7 @@ impl Registry {
                 Ok(()) => {
                     let mut state = self.inner.lock();
                     let entry = state.entry_mut(id)?;
-                    entry.observed_dead = None;
+                    entry.presence.respawned();
                     entry.restarts += 1;
                     info!(terminal = %id, restarts = entry.restarts, "respawned a dead pane");
                     return Ok(());
@@ -304,21 +211,16 @@ impl Registry {
                 other => other,
             })?;
         record.locator = fresh.locator();
-        if let Some(store) = self.inner.store.clone() {
-            let written = record.clone();
-            if let Err(error) = blocking(move || store.write(&written)).await {
-                let _ = fresh.close(CloseReason::RolledBack).await;
-                return Err(error);
-            }
+        if let Err(error) = self.inner.store.write(&record).await {
+            let _ = fresh.close(CloseReason::RolledBack).await;
+            return Err(error);
         }
         let swapped = {
             let mut state = self.inner.lock();
             match state.entries.get_mut(id) {
                 Some(entry) if entry.closing.is_none() => {
-                    entry.terminal = Some(Arc::clone(&fresh));
+                    entry.presence = Presence::live(Arc::clone(&fresh));
                     entry.record = record;
-                    entry.gone_reason.clear();
-                    entry.observed_dead = None;
                     entry.restarts += 1;
                     info!(terminal = %id, restarts = entry.restarts, "rebuilt a gone terminal");
                     Ok(())
@@ -356,7 +258,7 @@ async fn restart_loop(inner: Weak<Inner>, id: TerminalId, cancel: CancellationTo
         };
         let backoff = registry.inner.config.backoff;
         let terminal = match registry.inner.lock().entries.get(&id) {
-            Some(entry) => entry.terminal.clone(),
+            Some(entry) => entry.presence.terminal(),
             None => return,
         };
         drop(registry);
@@ -407,11 +309,14 @@ async fn supervise(
 ) -> Option<Option<super::locks::FileLock>> {
     let lock = loop {
         let registry = inner.upgrade().map(|inner| Registry { inner })?;
-        let Some(store) = registry.inner.store.clone() else {
+        let store = registry.inner.store.clone();
+        if !store.is_shared() {
             break None;
-        };
-        let file = StateDir::terminal_lock(id, Purpose::Restart);
-        match blocking(move || store.try_lock(&file)).await {
+        }
+        match store
+            .try_lock(StateDir::terminal_lock(id, Purpose::Restart))
+            .await
+        {
             Ok(Some(lock)) => break Some(lock),
             Ok(None) => {}
             Err(error) => warn!(terminal = %id, %error, "restart lock"),
@@ -425,11 +330,11 @@ async fn supervise(
     loop {
         let registry = inner.upgrade().map(|inner| Registry { inner })?;
         let liveness = Arc::clone(&registry.inner.lock().entries.get(id)?.liveness);
-        let attached = {
+        let adopted = {
             let _serialized = liveness.lock().await;
-            registry.attached(id).await
+            registry.adopted(id).await
         };
-        match attached {
+        match adopted {
             Ok(_) => return Some(lock),
             Err(error) => warn!(terminal = %id, %error, "attaching a supervised terminal"),
         }
@@ -457,4 +362,83 @@ async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
         return Ok(());
     }
     registry.recreate(id).await
+}
+
+impl Owned<'_> {
+    /// Asks whether the terminal is alive, with the backend's right probe
+    /// for its state, and records a death it finds. A dead `on-attach`
+    /// terminal is recreated (once, however many probes run concurrently);
+    /// other policies only report.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`, the probe's
+    /// own failure, or the recreation's (`NO_BACKEND`, the backend's
+    /// error).
+    pub async fn probe(self, target: &str) -> Result<ProbeReport> {
+        let (registry, owner) = (self.registry, self.owner);
+        let id = registry.locate(owner, target).await?;
+        let lock = Arc::clone(&registry.inner.lock().entry(&id)?.liveness);
+        let _serialized = lock.lock().await;
+        let policy = {
+            let state = registry.inner.lock();
+            state.check_active()?;
+            state.entry(&id)?.record.spec.restart
+        };
+        let observed = registry.observe(&id).await?;
+        let closing = {
+            let mut state = registry.inner.lock();
+            let entry = state.entry_mut(&id)?;
+            if let Some(dead) = observed.dead_status() {
+                entry.presence.saw_dead(dead);
+            }
+            entry.closing.is_some()
+        };
+        let recreated = observed.is_dead() && policy == RestartPolicy::OnAttach && !closing;
+        if recreated {
+            registry.recreate(&id).await?;
+        }
+        let snapshot = registry.inner.lock().entry(&id)?.snapshot();
+        Ok(ProbeReport {
+            observed,
+            recreated,
+            snapshot,
+        })
+    }
+
+    /// Checks the terminal alive before someone attaches to it: probes (so
+    /// a stale "running" is caught), recreates a dead `on-attach` terminal,
+    /// and returns the live backend terminal to attach to.
+    ///
+    /// # Errors
+    ///
+    /// `TERMINAL_DEAD` for a dead terminal its policy does not recreate
+    /// here (its exit status stays visible in `list`), `UNRESPONSIVE` when
+    /// the probe got no answer, and the errors of
+    /// [`probe`](Owned::probe).
+    pub async fn attach(self, target: &str) -> Result<AttachTarget> {
+        let registry = self.registry;
+        let report = self.probe(target).await?;
+        if let Liveness::Unresponsive { waited } = report.observed {
+            return Err(Error::Unresponsive {
+                command: format!("liveness probe of terminal {}", report.snapshot.id),
+                timeout: waited,
+            });
+        }
+        if report.observed.is_dead() && !report.recreated {
+            return Err(Error::TerminalDead {
+                terminal: report.snapshot.id.to_string(),
+                status: report.snapshot.status.to_string(),
+            });
+        }
+        let terminal = {
+            let state = registry.inner.lock();
+            state.entry(&report.snapshot.id)?.live_terminal()?
+        };
+        Ok(AttachTarget {
+            snapshot: report.snapshot,
+            terminal: ViewedTerminal::new(terminal),
+            recreated: report.recreated,
+        })
+    }
 }

@@ -1,30 +1,37 @@
 //! The owner-scoped terminal registry: owners, terminals, restart policy,
-//! liveness, persistence and adoption, independent of how terminals run.
+//! liveness, persistence and adoption.
 //!
 //! A [`Registry`] mints ids, publishes terminals only after their setup
-//! succeeded, fences every call to the terminal's exact owner, allows one
-//! send at a time per terminal, awaits every cleanup and reports every
-//! failure. Terminal mechanics live behind the [`Backend`] and
-//! [`BackendTerminal`] traits; the core never talks to tmux itself
-//! (only the `tmux` backend module does).
+//! succeeded, fences every call to the terminal's exact owner (through the
+//! owner's handle, [`Registry::owner`] → [`Owned`]), allows one send at a
+//! time per terminal, awaits every cleanup and reports every failure. One
+//! backend, fixed when the registry is built, runs the terminals: tmux
+//! ([`Registry::open`], [`backend`]), or the stub in the registry-logic
+//! tests. The core reaches it only through the [`Backend`] and
+//! [`BackendTerminal`] traits; viewers get a [`ViewedTerminal`].
 //!
 //! | file           | job                                                  |
 //! |----------------|------------------------------------------------------|
-//! | `backend.rs`   | the backend traits and the values crossing them      |
+//! | `seam.rs`      | the backend traits                                   |
+//! | `values.rs`    | the values crossing them: statuses, sends, pages     |
 //! | `signal.rs`    | the allowed [`Signal`]s                              |
-//! | `ids.rs`       | [`OwnerId`], [`TerminalId`], name rules              |
+//! | `names.rs`     | [`OwnerId`], [`TerminalId`], name rules              |
 //! | `spec.rs`      | [`SpawnSpec`], policies, config, snapshots           |
 //! | `state.rs`     | the maps behind the lock (private)                   |
-//! | `service.rs`   | [`Registry`], backend registration, `spawn`          |
+//! | `presence.rs`  | a terminal's presence here: one enum, its changes    |
+//! | `service.rs`   | [`Registry`], [`Owned`], the shared `Inner`          |
+//! | `spawn.rs`     | `spawn`: reservation, publication, rollback          |
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
-//! | `io.rs`        | output, input, resize, events, attach, wait          |
-//! | `lifecycle.rs` | kill, owner and registry disposal                    |
+//! | `io.rs`        | output, input, resize, events, attach command, wait  |
+//! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
 //! | `liveness.rs`  | probe, attach, recreation, the `always` loop         |
-//! | `persist.rs`   | the state directory's records                        |
+//! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
+//! | `store.rs`     | persistence as one async call (state dir or memory)  |
+//! | `persist.rs`   | the state directory's records (blocking file I/O)    |
 //! | `locks.rs`     | `flock`s shared by every process on a state dir      |
 //! | `adopt.rs`     | open, refresh (rescan), reap                         |
 //! | `stub.rs`      | a scriptable backend for tests (feature `stub`)      |
-//! | `tmux/`        | the built-in tmux backend                            |
+//! | `backend/`     | the tmux backend                                     |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
 //! `.await`; backend calls run outside it. Per-terminal liveness work is
@@ -34,40 +41,45 @@
 //! runs an `always` restart loop.
 
 mod adopt;
-mod backend;
-mod ids;
+pub mod backend;
 mod io;
 mod lifecycle;
 mod liveness;
 mod locks;
+mod names;
 mod ops;
 mod persist;
+mod presence;
+mod seam;
 mod service;
 mod signal;
+mod spawn;
 mod spec;
 mod state;
+mod store;
 #[cfg(any(test, feature = "stub"))]
 pub mod stub;
-pub mod tmux;
+mod values;
+mod viewed;
 
 pub use adopt::ScanReport;
-pub use backend::{
+pub use io::{WAIT_LINES, WaitCondition};
+pub use liveness::{AttachTarget, ProbeReport};
+pub use names::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
+pub use ops::SendHandle;
+pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
+pub use seam::{
     AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent,
     OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Screen, SendOperation,
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
-pub use ids::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
-pub use io::{WAIT_LINES, WaitCondition};
-pub use liveness::{AttachTarget, ProbeReport};
-pub use ops::SendHandle;
-pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
-pub use service::{BackendGuard, Registry};
+pub use service::{Owned, Registry};
 pub use signal::{Signal, SignalDelivery};
 pub use spec::{
-    DEFAULT_KIND, MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec,
-    TerminalSnapshot,
+    MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec, TerminalSnapshot,
 };
+pub use viewed::ViewedTerminal;
 
 #[cfg(test)]
 mod tests {

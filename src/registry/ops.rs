@@ -9,13 +9,14 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::oneshot;
 
-use super::backend::{
+use super::locks::Purpose;
+use super::persist::StateDir;
+use super::seam::{
     BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
     SendResult,
 };
-use super::locks::Purpose;
-use super::persist::StateDir;
-use super::service::{Inner, blocking};
+use super::service::Inner;
+use super::service::Owned;
 use super::signal::{Signal, SignalDelivery};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, Registry, TerminalId};
@@ -32,7 +33,7 @@ impl Registry {
             state.resolve(owner, target)
         };
         match first {
-            Err(Error::NoTerminal(_)) if self.inner.store.is_some() => {
+            Err(Error::NoTerminal(_)) if self.inner.store.is_shared() => {
                 self.refresh().await?;
                 self.inner.lock().resolve(owner, target)
             }
@@ -47,184 +48,23 @@ impl Registry {
         target: &str,
     ) -> Result<Arc<dyn BackendTerminal>> {
         let id = self.locate(owner, target).await?;
-        self.attach_if_needed(&id).await?;
+        self.adopt_if_needed(&id).await?;
         self.inner.lock().entry(&id)?.live_terminal()
     }
 
     /// Attaches a recorded terminal this process has not attached yet
     /// (lazily, see `Backend::check`), under its liveness lock.
-    pub(crate) async fn attach_if_needed(&self, id: &TerminalId) -> Result<()> {
+    pub(crate) async fn adopt_if_needed(&self, id: &TerminalId) -> Result<()> {
         let liveness = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
-            if !entry.unattached {
+            if !entry.presence.is_unadopted() {
                 return Ok(());
             }
             Arc::clone(&entry.liveness)
         };
         let _serialized = liveness.lock().await;
-        self.attached(id).await.map(drop)
-    }
-
-    /// Starts a send: writes `request.text` to the terminal and watches its
-    /// output until `request.wait` is met.
-    ///
-    /// The returned handle reads the output so far, cancels, and resolves to
-    /// the result. The send runs to its end even if the handle is dropped,
-    /// and the terminal accepts the next send only then.
-    ///
-    /// # Errors
-    ///
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_CLOSING` while it is
-    /// being killed, `SEND_ACTIVE` while another send runs, `TERMINAL_DEAD`
-    /// when its server is gone, or the backend's failure to start.
-    pub async fn send(
-        &self,
-        owner: &OwnerId,
-        target: &str,
-        request: SendRequest,
-    ) -> Result<SendHandle> {
-        let id = self.locate(owner, target).await?;
-        // One send at a time across processes too: a send in another
-        // process holds this lock to its end.
-        let send_lock = match self.inner.store.clone() {
-            Some(store) => {
-                let file = StateDir::terminal_lock(&id, Purpose::Send);
-                match blocking(move || store.try_lock(&file)).await? {
-                    Some(lock) => Some(lock),
-                    None => return Err(Error::SendActive(id.to_string())),
-                }
-            }
-            None => None,
-        };
-        self.attach_if_needed(&id).await?;
-        let (terminal, generation) = {
-            let mut state = self.inner.lock();
-            state.check_active()?;
-            let generation = state.next();
-            let entry = state.entry_mut(&id)?;
-            if entry.closing.is_some() {
-                return Err(Error::TerminalClosing(id.to_string()));
-            }
-            if entry.active_send.is_some() {
-                return Err(Error::SendActive(id.to_string()));
-            }
-            let terminal = entry.live_terminal()?;
-            entry.active_send = Some(generation);
-            (terminal, generation)
-        };
-        let started = match terminal.start_send(request) {
-            Ok(started) => started,
-            Err(error) => {
-                clear_send(&Arc::downgrade(&self.inner), &id, generation);
-                return Err(error);
-            }
-        };
-        let (sender, receiver) = oneshot::channel();
-        let inner = Arc::downgrade(&self.inner);
-        let shutdown = self.inner.shutdown.clone();
-        let operation = Arc::clone(&started.operation);
-        let driven_id = id.clone();
-        self.inner.tasks.spawn(async move {
-            let result = tokio::select! {
-                result = started.result => result,
-                () = shutdown.cancelled() => {
-                    operation.cancel();
-                    Err(Error::RegistryDisposing)
-                }
-            };
-            // Free the terminal before anyone can see the result, so the
-            // next send may start as soon as this one is observed done.
-            clear_send(&inner, &driven_id, generation);
-            drop(send_lock);
-            // The caller may have dropped the handle; nothing to tell then.
-            let _ = sender.send(result);
-        });
-        Ok(SendHandle {
-            id,
-            operation: started.operation,
-            result: receiver,
-        })
-    }
-
-    /// Reads one bounded page of scrollback, counted from the newest line.
-    ///
-    /// The page is a moment's view: while the program is still printing,
-    /// the line count may lag the lines by what arrived between tmux's
-    /// answers (the tmux backend asks for the history size and the lines
-    /// separately).
-    ///
-    /// # Errors
-    ///
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD` when its server is
-    /// gone, or the backend's error.
-    pub async fn read(
-        &self,
-        owner: &OwnerId,
-        target: &str,
-        request: ReadRequest,
-    ) -> Result<ReadPage> {
-        self.terminal(owner, target).await?.read(request).await
-    }
-
-    /// Captures the visible screen.
-    ///
-    /// # Errors
-    ///
-    /// As for [`read`](Registry::read).
-    pub async fn screen(&self, owner: &OwnerId, target: &str) -> Result<Screen> {
-        self.terminal(owner, target).await?.screen().await
-    }
-
-    /// Delivers `signal` to the terminal's foreground process group and
-    /// returns that group.
-    ///
-    /// # Errors
-    ///
-    /// As for [`read`](Registry::read).
-    pub async fn signal(
-        &self,
-        owner: &OwnerId,
-        target: &str,
-        signal: Signal,
-    ) -> Result<SignalDelivery> {
-        self.terminal(owner, target).await?.signal(signal).await
-    }
-
-    /// Snapshots of `owner`'s terminals in creation order.
-    ///
-    /// With a state directory, the directory is rescanned first, so
-    /// terminals spawned or killed by other processes sharing it are
-    /// included or dropped.
-    ///
-    /// # Errors
-    ///
-    /// `REGISTRY_DISPOSING`, or [`Error::Io`] when the state directory
-    /// cannot be listed.
-    pub async fn list(&self, owner: &OwnerId) -> Result<Vec<TerminalSnapshot>> {
-        self.inner.lock().check_active()?;
-        if self.inner.store.is_some() {
-            self.refresh().await?;
-        }
-        let state = self.inner.lock();
-        state.check_active()?;
-        let mut entries: Vec<_> = state
-            .entries
-            .values()
-            .filter(|entry| &entry.record.owner == owner)
-            .collect();
-        entries.sort_by_key(|entry| (entry.record.created_ms, entry.seq));
-        Ok(entries.into_iter().map(|entry| entry.snapshot()).collect())
-    }
-
-    /// A snapshot of one terminal.
-    ///
-    /// # Errors
-    ///
-    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`.
-    pub async fn show(&self, owner: &OwnerId, target: &str) -> Result<TerminalSnapshot> {
-        let id = self.locate(owner, target).await?;
-        Ok(self.inner.lock().entry(&id)?.snapshot())
+        self.adopted(id).await.map(drop)
     }
 }
 
@@ -238,7 +78,7 @@ fn clear_send(inner: &Weak<Inner>, id: &TerminalId, generation: u64) {
     }
 }
 
-/// A send in flight, returned by [`Registry::send`].
+/// A send in flight, returned by [`Owned::send`].
 pub struct SendHandle {
     id: TerminalId,
     operation: Arc<dyn SendOperation>,
@@ -293,5 +133,159 @@ impl SendHandle {
     /// disposed first.
     pub async fn result(self) -> Result<SendResult> {
         self.result.await.unwrap_or(Err(Error::RegistryDisposing))
+    }
+}
+
+impl Owned<'_> {
+    /// Starts a send: writes `request.text` to the terminal and watches its
+    /// output until `request.wait` is met.
+    ///
+    /// The returned handle reads the output so far, cancels, and resolves to
+    /// the result. The send runs to its end even if the handle is dropped,
+    /// and the terminal accepts the next send only then.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_CLOSING` while it is
+    /// being killed, `SEND_ACTIVE` while another send runs, `TERMINAL_DEAD`
+    /// when its server is gone, or the backend's failure to start.
+    pub async fn send(self, target: &str, request: SendRequest) -> Result<SendHandle> {
+        let (registry, owner) = (self.registry, self.owner);
+        let id = registry.locate(owner, target).await?;
+        // One send at a time across processes too: a send in another
+        // process holds this lock to its end.
+        let store = &registry.inner.store;
+        let send_lock = if store.is_shared() {
+            let file = StateDir::terminal_lock(&id, Purpose::Send);
+            match store.try_lock(file).await? {
+                Some(lock) => Some(lock),
+                None => return Err(Error::SendActive(id.to_string())),
+            }
+        } else {
+            None
+        };
+        registry.adopt_if_needed(&id).await?;
+        let (terminal, generation) = {
+            let mut state = registry.inner.lock();
+            state.check_active()?;
+            let generation = state.next();
+            let entry = state.entry_mut(&id)?;
+            if entry.closing.is_some() {
+                return Err(Error::TerminalClosing(id.to_string()));
+            }
+            if entry.active_send.is_some() {
+                return Err(Error::SendActive(id.to_string()));
+            }
+            let terminal = entry.live_terminal()?;
+            entry.active_send = Some(generation);
+            (terminal, generation)
+        };
+        let started = match terminal.start_send(request) {
+            Ok(started) => started,
+            Err(error) => {
+                clear_send(&Arc::downgrade(&registry.inner), &id, generation);
+                return Err(error);
+            }
+        };
+        let (sender, receiver) = oneshot::channel();
+        let inner = Arc::downgrade(&registry.inner);
+        let shutdown = registry.inner.shutdown.clone();
+        let operation = Arc::clone(&started.operation);
+        let driven_id = id.clone();
+        registry.inner.tasks.spawn(async move {
+            let result = tokio::select! {
+                result = started.result => result,
+                () = shutdown.cancelled() => {
+                    operation.cancel();
+                    Err(Error::RegistryDisposing)
+                }
+            };
+            // Free the terminal before anyone can see the result, so the
+            // next send may start as soon as this one is observed done.
+            clear_send(&inner, &driven_id, generation);
+            drop(send_lock);
+            // The caller may have dropped the handle; nothing to tell then.
+            let _ = sender.send(result);
+        });
+        Ok(SendHandle {
+            id,
+            operation: started.operation,
+            result: receiver,
+        })
+    }
+
+    /// Reads one bounded page of scrollback, counted from the newest line.
+    ///
+    /// The page is a moment's view: while the program is still printing,
+    /// the line count may lag the lines by what arrived between tmux's
+    /// answers (the tmux backend asks for the history size and the lines
+    /// separately).
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD` when its server is
+    /// gone, or the backend's error.
+    pub async fn read(self, target: &str, request: ReadRequest) -> Result<ReadPage> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.terminal(owner, target).await?.read(request).await
+    }
+
+    /// Captures the visible screen.
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Owned::read).
+    pub async fn screen(self, target: &str) -> Result<Screen> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.terminal(owner, target).await?.screen().await
+    }
+
+    /// Delivers `signal` to the terminal's foreground process group and
+    /// returns that group.
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Owned::read).
+    pub async fn signal(self, target: &str, signal: Signal) -> Result<SignalDelivery> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.terminal(owner, target).await?.signal(signal).await
+    }
+
+    /// Snapshots of `owner`'s terminals in creation order.
+    ///
+    /// With a state directory, the directory is rescanned first, so
+    /// terminals spawned or killed by other processes sharing it are
+    /// included or dropped.
+    ///
+    /// # Errors
+    ///
+    /// `REGISTRY_DISPOSING`, or [`Error::Io`] when the state directory
+    /// cannot be listed.
+    pub async fn list(self) -> Result<Vec<TerminalSnapshot>> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.inner.lock().check_active()?;
+        if registry.inner.store.is_shared() {
+            registry.refresh().await?;
+        }
+        let state = registry.inner.lock();
+        state.check_active()?;
+        let mut entries: Vec<_> = state
+            .entries
+            .values()
+            .filter(|entry| &entry.record.owner == owner)
+            .collect();
+        entries.sort_by_key(|entry| (entry.record.created_ms, entry.seq));
+        Ok(entries.into_iter().map(|entry| entry.snapshot()).collect())
+    }
+
+    /// A snapshot of one terminal.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `REGISTRY_DISPOSING`.
+    pub async fn show(self, target: &str) -> Result<TerminalSnapshot> {
+        let (registry, owner) = (self.registry, self.owner);
+        let id = registry.locate(owner, target).await?;
+        Ok(registry.inner.lock().entry(&id)?.snapshot())
     }
 }

@@ -1,29 +1,27 @@
-//! The [`Registry`] handle, backend registration, and `spawn`: reservation,
-//! backend setup, persistence, publication, and rollback of everything that
-//! never got published.
+//! The [`Registry`] handle, its owner-scoped [`Owned`] view and the shared
+//! state behind both.
 //!
 //! The other verbs live beside it: `ops.rs` (send, read, list, ...),
 //! `lifecycle.rs` (kill, disposal), `liveness.rs` (probe, recreation),
 //! `adopt.rs` (state directory scans).
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::warn;
 
-use super::backend::{Backend, BackendTerminal, CloseReason, SpawnRequest};
-use super::locks::FileLock;
-use super::persist::{StateDir, TerminalRecord};
-use super::spec::{RegistryConfig, RestartPolicy, TerminalSnapshot};
-use super::state::{BackendSlot, Entry, Pending, State};
-use super::{OwnerId, SpawnSpec, TerminalId};
-use crate::{Error, Result};
+use super::OwnerId;
+use super::persist::StateDir;
+use super::seam::Backend;
+use super::spec::RegistryConfig;
+use super::state::State;
+use super::store::Store;
+use crate::Result;
 
 /// The owner-scoped registry of terminals.
 ///
-/// Cheap to clone; clones share one registry. Only
-/// [`kill`](Registry::kill), [`dispose_owner`](Registry::dispose_owner) and
+/// Cheap to clone; clones share one registry, and one backend fixed when
+/// it was built. Only [`kill`](Owned::kill) and
 /// [`dispose`](Registry::dispose) close terminals. To let go of them
 /// instead (they outlive the engine and are re-adopted by
 /// [`Registry::open`]), await [`shutdown`](Registry::shutdown): it resolves
@@ -33,10 +31,8 @@ use crate::{Error, Result};
 /// exits right after would cut its control connections off mid-detach (see
 /// [`ClientOptions::handshake_lock`](crate::control::client::ClientOptions::handshake_lock)).
 ///
-/// Every call that touches a terminal names its owner and is fenced:
-/// another owner's terminal is `FOREIGN_TERMINAL`, an unknown one
-/// `NO_TERMINAL`. A terminal is addressed by its id or by its name within
-/// the owner (names first).
+/// Every call that touches a terminal goes through an owner's handle
+/// ([`owner`](Registry::owner)), which fences it to that owner.
 #[derive(Clone)]
 pub struct Registry {
     pub(crate) inner: Arc<Inner>,
@@ -45,16 +41,35 @@ pub struct Registry {
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("state_dir", &self.inner.store.as_ref().map(StateDir::root))
+            .field("state_dir", &self.inner.store.dir().map(StateDir::root))
             .finish_non_exhaustive()
+    }
+}
+
+/// The registry as one owner uses it, from [`Registry::owner`]: every
+/// verb here is fenced to that owner (another owner's terminal is
+/// `FOREIGN_TERMINAL`, an unknown one `NO_TERMINAL`), and addresses a
+/// terminal by its id or by its name within the owner (names first).
+#[derive(Debug, Clone, Copy)]
+pub struct Owned<'a> {
+    pub(crate) registry: &'a Registry,
+    pub(crate) owner: &'a OwnerId,
+}
+
+impl Owned<'_> {
+    /// The owner this handle acts for.
+    pub fn id(&self) -> &OwnerId {
+        self.owner
     }
 }
 
 /// The shared part of a [`Registry`].
 pub(crate) struct Inner {
     state: Mutex<State>,
-    pub(crate) store: Option<StateDir>,
+    pub(crate) store: Store,
     pub(crate) config: RegistryConfig,
+    /// What runs the terminals; one per registry, fixed when it is built.
+    pub(crate) backend: Arc<dyn Backend>,
     /// Cancelled by `dispose` or when the last handle drops; stops every
     /// background task.
     pub(crate) shutdown: CancellationToken,
@@ -81,34 +96,26 @@ impl Drop for Inner {
     }
 }
 
-/// Runs blocking file work off the async threads.
-pub(crate) async fn blocking<T, F>(work: F) -> Result<T>
-where
-    F: FnOnce() -> Result<T> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|error| Error::io("running state-directory work", std::io::Error::other(error)))?
-}
-
 impl Registry {
-    /// A registry with `config`, with no backends and no terminals yet.
+    /// A registry with `config` whose terminals `backend` runs, with no
+    /// terminals yet.
     ///
     /// With a state directory, new terminals are persisted there; call
-    /// [`refresh`](Registry::refresh) (or use [`open`](Registry::open)) to
-    /// adopt the terminals already recorded.
+    /// [`refresh`](Registry::refresh) (or use
+    /// [`open_with`](Registry::open_with)) to adopt the terminals already
+    /// recorded.
     ///
     /// # Errors
     ///
-    /// [`Error::Io`] when the state directory cannot be created.
-    pub fn new(config: RegistryConfig) -> Result<Self> {
-        let store = config.state_dir.clone().map(StateDir::open).transpose()?;
+    /// [`Error::Io`](crate::Error::Io) when the state directory cannot be created.
+    pub fn new(config: RegistryConfig, backend: Arc<dyn Backend>) -> Result<Self> {
+        let store = Store::new(config.state_dir.clone().map(StateDir::open).transpose()?);
         Ok(Registry {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::default()),
                 store,
                 config,
+                backend,
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 stopped: CancellationToken::new(),
@@ -117,60 +124,25 @@ impl Registry {
         })
     }
 
+    /// The registry's verbs on behalf of `owner`:
+    /// `registry.owner(&me).send(target, request)`.
+    pub fn owner<'a>(&'a self, owner: &'a OwnerId) -> Owned<'a> {
+        Owned {
+            registry: self,
+            owner,
+        }
+    }
+
     /// The state directory, if the registry persists terminals.
     pub fn state_dir(&self) -> Option<&StateDir> {
-        self.inner.store.as_ref()
+        self.inner.store.dir()
     }
 
-    /// Registers `backend` under its kind until the returned guard is
-    /// dropped or removed. Terminals already spawned by it keep working
-    /// after removal; new spawns of that kind fail with `NO_BACKEND`.
-    ///
-    /// # Errors
-    ///
-    /// `INVALID_INPUT` for an empty kind, `DUPLICATE_BACKEND` when the kind
-    /// is taken, `REGISTRY_DISPOSING` after disposal began.
-    pub fn register_backend(&self, backend: Arc<dyn Backend>) -> Result<BackendGuard> {
-        let kind = backend.kind().to_owned();
-        if kind.is_empty() {
-            return Err(Error::InvalidInput(
-                "backend kind must be non-empty".to_owned(),
-            ));
-        }
-        let mut state = self.inner.lock();
-        state.check_active()?;
-        if state
-            .backends
-            .iter()
-            .any(|(registered, _)| *registered == kind)
-        {
-            return Err(Error::DuplicateBackend(kind));
-        }
-        let token = state.next();
-        state
-            .backends
-            .push((kind.clone(), BackendSlot { token, backend }));
-        Ok(BackendGuard {
-            inner: Arc::downgrade(&self.inner),
-            kind,
-            token,
-            armed: true,
-        })
-    }
-
-    /// The registered backend kinds, in registration order.
-    pub fn list_backends(&self) -> Vec<String> {
-        self.inner
-            .lock()
-            .backends
-            .iter()
-            .map(|(kind, _)| kind.clone())
-            .collect()
-    }
-
-    /// Whether `owner` has a published terminal or an unpublished spawn
-    /// (including one whose failed rollback awaits disposal). True across
-    /// the whole spawn-to-close interval, with no gap at publication.
+    /// Whether `owner` has an unpublished spawn (including one whose failed
+    /// rollback awaits disposal) or a published terminal: what the registry
+    /// logic tests watch to see a spawn settle.
+    #[cfg(feature = "stub")]
+    #[doc(hidden)]
     pub fn has_owner_activity(&self, owner: &OwnerId) -> bool {
         let state = self.inner.lock();
         state
@@ -181,415 +153,5 @@ impl Registry {
                 .entries
                 .values()
                 .any(|entry| &entry.record.owner == owner)
-    }
-
-    /// Spawns a terminal for `owner` and publishes it once its backend setup
-    /// succeeded and its record is written.
-    ///
-    /// Cancelling `cancel` (or dropping this future) aborts unpublished
-    /// setup: the backend is told through its token, any half-made terminal
-    /// is closed, and the caller gets `CANCELLED`, whatever the backend
-    /// answered. When the owner is disposed or the registry starts disposing
-    /// meanwhile, the spawn fails with `OWNER_NOT_LIVE` or
-    /// `REGISTRY_DISPOSING` and is rolled back the same way. A rollback that
-    /// fails is reported (`ROLLBACK_FAILED`, unless the caller cancelled)
-    /// and kept until disposal reports it too.
-    ///
-    /// # Errors
-    ///
-    /// In the order checked: `REGISTRY_DISPOSING`, `CANCELLED`,
-    /// `OWNER_NOT_LIVE`, `NO_BACKEND`, `INVALID_INPUT` (see
-    /// [`SpawnSpec::validate`]), `DUPLICATE_NAME` (counting spawns in
-    /// flight); then the backend's error, or the codes above.
-    pub async fn spawn(
-        &self,
-        owner: &OwnerId,
-        spec: SpawnSpec,
-        cancel: &CancellationToken,
-    ) -> Result<TerminalSnapshot> {
-        {
-            let state = self.inner.lock();
-            state.check_active()?;
-            if cancel.is_cancelled() {
-                return Err(Error::Cancelled(format!(
-                    "spawn for owner {owner} before it started"
-                )));
-            }
-            state.check_owner(owner)?;
-        }
-        // Names are unique per owner across processes sharing the state
-        // directory: the name's lock is held from the rescan that checks it
-        // until the record is written (or the spawn failed), so a spawner in
-        // another process sees this one's record or waits for it.
-        let name_lock = match (&spec.name, self.inner.store.clone()) {
-            (Some(name), Some(store)) => {
-                let file = StateDir::name_lock(owner, name);
-                let lock = blocking(move || store.lock(&file)).await?;
-                self.refresh().await?;
-                Some(lock)
-            }
-            _ => None,
-        };
-        let (backend, reservation) = self.reserve(owner, &spec)?;
-        let caller = cancel.child_token();
-        let on_drop = caller.clone().drop_guard();
-        // A task, so that a caller dropping this future cannot drop the
-        // backend's spawn half-way and leak what it made.
-        let task = self.inner.tasks.spawn(self.clone().run_spawn(
-            backend,
-            reservation,
-            spec,
-            caller,
-            name_lock,
-        ));
-        let result = match task.await {
-            Ok(result) => result,
-            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-            Err(_) => Err(Error::Cancelled(
-                "spawn: the runtime is shutting down".to_owned(),
-            )),
-        };
-        on_drop.disarm();
-        result
-    }
-
-    /// Checks the request and reserves its id and name.
-    fn reserve(
-        &self,
-        owner: &OwnerId,
-        spec: &SpawnSpec,
-    ) -> Result<(Arc<dyn Backend>, Reservation)> {
-        let mut state = self.inner.lock();
-        state.check_active()?;
-        state.check_owner(owner)?;
-        let backend = state.backend(&spec.kind)?;
-        spec.validate()?;
-        if let Some(name) = &spec.name
-            && state.name_taken(owner, name)
-        {
-            return Err(Error::DuplicateName(format!("{name} (owner {owner})")));
-        }
-        let id = loop {
-            let id = TerminalId::mint()?;
-            if !state.entries.contains_key(&id) && !state.is_pending(&id) {
-                break id;
-            }
-        };
-        let key = state.next();
-        let abort = CancellationToken::new();
-        state.pending.insert(
-            key,
-            Pending {
-                owner: owner.clone(),
-                id: id.clone(),
-                name: spec.name.clone(),
-                abort: abort.clone(),
-                abort_reason: None,
-                settled: CancellationToken::new(),
-                cleanup_failure: None,
-            },
-        );
-        Ok((
-            backend,
-            Reservation {
-                inner: Arc::clone(&self.inner),
-                key,
-                id,
-                owner: owner.clone(),
-                abort,
-                settled: false,
-            },
-        ))
-    }
-
-    /// The body of [`spawn`](Registry::spawn), run as a task.
-    async fn run_spawn(
-        self,
-        backend: Arc<dyn Backend>,
-        mut reservation: Reservation,
-        spec: SpawnSpec,
-        caller: CancellationToken,
-        // Held to the end of the spawn, published or rolled back.
-        _name_lock: Option<FileLock>,
-    ) -> Result<TerminalSnapshot> {
-        let backend_cancel = reservation.abort.child_token();
-        let request = SpawnRequest {
-            id: reservation.id.clone(),
-            owner: reservation.owner.clone(),
-            spec: spec.clone(),
-            cancel: backend_cancel.clone(),
-        };
-        let spawned = {
-            let spawning = backend.spawn(request);
-            tokio::pin!(spawning);
-            tokio::select! {
-                biased;
-                result = &mut spawning => result,
-                () = caller.cancelled() => {
-                    backend_cancel.cancel();
-                    // Always await the backend to its end: what it made must
-                    // be rolled back, not dropped.
-                    spawning.await
-                }
-            }
-        };
-        let mut retained = None;
-        let (cause, half_made) = match spawned {
-            Ok(terminal) => match self
-                .publish(&mut reservation, &spec, &terminal, &caller)
-                .await
-            {
-                Ok(snapshot) => return Ok(snapshot),
-                Err(cause) => (cause, Some(terminal)),
-            },
-            Err(Error::BackendCleanup { cause, cleanup }) => {
-                retained = Some(cleanup);
-                (*cause, None)
-            }
-            Err(cause) => (cause, None),
-        };
-        let mut rollback = None;
-        if let Some(terminal) = half_made
-            && let Err(error) = terminal.close(CloseReason::RolledBack).await
-        {
-            let error = Arc::new(error);
-            warn!(terminal = %reservation.id, error = %error, "rollback of an unpublished terminal failed");
-            retained = Some(Arc::clone(&error));
-            rollback = Some(error);
-        }
-        let cause = reservation.failure(cause, &caller);
-        reservation.settle(retained);
-        match rollback {
-            Some(rollback) if !caller.is_cancelled() => Err(Error::RollbackFailed {
-                cause: Box::new(cause),
-                rollback,
-            }),
-            _ => Err(cause),
-        }
-    }
-
-    /// Persists and publishes a spawned terminal, unless the spawn must not
-    /// be published any more.
-    async fn publish(
-        &self,
-        reservation: &mut Reservation,
-        spec: &SpawnSpec,
-        terminal: &Arc<dyn BackendTerminal>,
-        caller: &CancellationToken,
-    ) -> Result<TerminalSnapshot> {
-        reservation.check_publishable(&self.inner.lock(), caller)?;
-        let record = TerminalRecord::new(
-            reservation.id.clone(),
-            reservation.owner.clone(),
-            spec.clone(),
-            terminal.locator(),
-        );
-        if let Some(store) = self.inner.store.clone() {
-            let written = record.clone();
-            blocking(move || store.write(&written)).await?;
-        }
-        let published = {
-            let mut state = self.inner.lock();
-            reservation.check_publishable(&state, caller).map(|()| {
-                if let Some(pending) = state.pending.remove(&reservation.key) {
-                    pending.settled.cancel();
-                }
-                let seq = state.next();
-                let entry = Entry::new(
-                    record,
-                    seq,
-                    Some(Arc::clone(terminal)),
-                    self.inner.shutdown.child_token(),
-                );
-                let snapshot = entry.snapshot();
-                let cancel = entry.cancel.clone();
-                state.entries.insert(reservation.id.clone(), entry);
-                (snapshot, cancel)
-            })
-        };
-        match published {
-            Ok((snapshot, cancel)) => {
-                reservation.settled = true;
-                if snapshot.restart == RestartPolicy::Always && self.inner.config.supervise {
-                    self.start_restart_loop(snapshot.id.clone(), cancel);
-                }
-                Ok(snapshot)
-            }
-            Err(error) => {
-                if let Some(store) = self.inner.store.clone() {
-                    let id = reservation.id.clone();
-                    if let Err(remove) = blocking(move || store.remove(&id)).await {
-                        warn!(terminal = %reservation.id, error = %remove, "unpublished record left behind");
-                    }
-                }
-                Err(error)
-            }
-        }
-    }
-}
-
-/// An unpublished spawn's claim on its id and name; settles on drop.
-struct Reservation {
-    inner: Arc<Inner>,
-    key: u64,
-    id: TerminalId,
-    owner: OwnerId,
-    abort: CancellationToken,
-    settled: bool,
-}
-
-impl Reservation {
-    /// Fails when the spawn may no longer be published.
-    fn check_publishable(&self, state: &State, caller: &CancellationToken) -> Result<()> {
-        if caller.is_cancelled() {
-            return Err(self.cancelled());
-        }
-        if let Some(reason) = state
-            .pending
-            .get(&self.key)
-            .and_then(|pending| pending.abort_reason)
-        {
-            return Err(reason.error(&self.owner));
-        }
-        state.check_active()?;
-        state.check_owner(&self.owner)
-    }
-
-    /// What the spawner sees for a failed spawn: its own cancellation, else
-    /// the disposal that aborted it, else the failure itself.
-    fn failure(&self, cause: Error, caller: &CancellationToken) -> Error {
-        if caller.is_cancelled() {
-            return self.cancelled();
-        }
-        let state = self.inner.lock();
-        match state
-            .pending
-            .get(&self.key)
-            .and_then(|pending| pending.abort_reason)
-        {
-            Some(reason) => reason.error(&self.owner),
-            None => cause,
-        }
-    }
-
-    fn cancelled(&self) -> Error {
-        Error::Cancelled(format!("spawn of terminal {}", self.id))
-    }
-
-    /// Ends the reservation; a retained failure keeps the pending spawn (and
-    /// the owner's activity) until disposal collects it.
-    fn settle(mut self, retained: Option<Arc<Error>>) {
-        self.settled = true;
-        settle_pending(&self.inner, self.key, retained);
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if !self.settled {
-            settle_pending(&self.inner, self.key, None);
-        }
-    }
-}
-
-fn settle_pending(inner: &Inner, key: u64, retained: Option<Arc<Error>>) {
-    let mut state = inner.lock();
-    match retained {
-        None => {
-            if let Some(pending) = state.pending.remove(&key) {
-                pending.settled.cancel();
-            }
-        }
-        Some(failure) => {
-            if let Some(pending) = state.pending.get_mut(&key) {
-                pending.cleanup_failure = Some(failure);
-                pending.name = None;
-                pending.settled.cancel();
-            }
-        }
-    }
-}
-
-/// Keeps one backend registered; dropping it (or [`remove`](Self::remove))
-/// removes exactly that contribution, never a later registration of the
-/// same kind.
-#[derive(Debug)]
-#[must_use = "dropping the guard unregisters the backend"]
-pub struct BackendGuard {
-    inner: Weak<Inner>,
-    kind: String,
-    token: u64,
-    armed: bool,
-}
-
-impl BackendGuard {
-    /// The kind this guard keeps registered.
-    pub fn kind(&self) -> &str {
-        &self.kind
-    }
-
-    /// Unregisters the backend now.
-    pub fn remove(mut self) {
-        self.unregister();
-    }
-
-    /// Keeps the backend registered for the registry's lifetime.
-    pub fn keep(mut self) {
-        self.armed = false;
-    }
-
-    fn unregister(&mut self) {
-        if !std::mem::take(&mut self.armed) {
-            return;
-        }
-        if let Some(inner) = self.inner.upgrade() {
-            let mut state = inner.lock();
-            state
-                .backends
-                .retain(|(kind, slot)| !(*kind == self.kind && slot.token == self.token));
-        }
-    }
-}
-
-impl Drop for BackendGuard {
-    fn drop(&mut self) {
-        self.unregister();
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::registry::stub::StubBackend;
-
-    /// Seed: "preserves the id brand and disposes exact backend
-    /// contributions".
-    #[tokio::test]
-    async fn preserves_the_id_brand_and_disposes_exact_backend_contributions() {
-        let id = TerminalId::parse("t-1-0123456789abcdef").unwrap();
-        let text: &str = id.as_ref();
-        assert_eq!(text, "t-1-0123456789abcdef");
-        let registry = Registry::new(RegistryConfig::default()).unwrap();
-        let guard = registry.register_backend(StubBackend::new("stub")).unwrap();
-        assert_eq!(registry.list_backends(), ["stub"]);
-        let duplicate = registry
-            .register_backend(StubBackend::new("stub"))
-            .unwrap_err();
-        assert_eq!(duplicate.code(), "DUPLICATE_BACKEND");
-        // Someone else's contribution now holds the kind (as the seed does by
-        // poking the map): removing the first guard must leave it alone.
-        {
-            let mut state = registry.inner.lock();
-            let token = state.next();
-            state.backends[0].1 = BackendSlot {
-                token,
-                backend: StubBackend::new("replacement"),
-            };
-        }
-        guard.remove();
-        assert_eq!(registry.list_backends(), ["stub"]);
-        registry.inner.lock().backends.clear();
-        assert!(registry.list_backends().is_empty());
     }
 }

@@ -10,14 +10,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::validate_name;
+use super::names::validate_name;
 use super::{OwnerId, TerminalId, TerminalStatus};
 pub use crate::vocab::Size;
 use crate::vocab::check_env_name;
 use crate::{Error, Result};
-
-/// The backend kind a [`SpawnSpec`] uses unless told otherwise.
-pub const DEFAULT_KIND: &str = "tmux";
 
 /// The largest width or height a terminal may have (tmux's limit).
 pub use crate::vocab::MAX_SIZE as MAX_DIMENSION;
@@ -60,8 +57,6 @@ impl std::str::FromStr for RestartPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct SpawnSpec {
-    /// The backend kind, e.g. `tmux`.
-    pub kind: String,
     /// A name unique among the owner's terminals, usable instead of the id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -93,15 +88,14 @@ pub struct SpawnSpec {
 
 impl Default for SpawnSpec {
     fn default() -> Self {
-        SpawnSpec::new(DEFAULT_KIND)
+        SpawnSpec::new()
     }
 }
 
 impl SpawnSpec {
-    /// A spec for the pinned shell of backend `kind`, with no name.
-    pub fn new(kind: impl Into<String>) -> Self {
+    /// A spec for the pinned shell, with no name.
+    pub fn new() -> Self {
         SpawnSpec {
-            kind: kind.into(),
             name: None,
             command: Vec::new(),
             shell: None,
@@ -297,7 +291,7 @@ pub struct RegistryConfig {
     /// Whether this registry runs `always` restart loops (default `true`).
     /// Even then, of the processes sharing a state directory only one runs
     /// a given terminal's loop at a time (a `flock`). A one-shot process
-    /// (each CLI command) turns it off: it would attach to every `always`
+    /// (each CLI command) turns it off: it would adopt every `always`
     /// terminal only to exit a moment later.
     pub supervise: bool,
 }
@@ -395,23 +389,23 @@ mod tests {
     #[test]
     fn spec_validation_names_the_value() {
         let cases = [
-            (SpawnSpec::new("k").name(""), "must be non-empty"),
-            (SpawnSpec::new("k").command(["a\0b"]), "NUL"),
-            (SpawnSpec::new("k").cwd("/tmp/\0x"), "NUL"),
-            (SpawnSpec::new("k").env("A=B", "x"), "\"A=B\""),
-            (SpawnSpec::new("k").env("A", "x\0"), "A contains a NUL"),
-            (SpawnSpec::new("k").size(0, 24), "size 0x24"),
-            (SpawnSpec::new("k").size(80, 20_000), "size 80x20000"),
-            (SpawnSpec::new("k").role("a\nb"), "role"),
-            (SpawnSpec::new("k").command(["a"]).shell("b"), "not both"),
-            (SpawnSpec::new("k").shell("a\0"), "shell line"),
+            (SpawnSpec::new().name(""), "must be non-empty"),
+            (SpawnSpec::new().command(["a\0b"]), "NUL"),
+            (SpawnSpec::new().cwd("/tmp/\0x"), "NUL"),
+            (SpawnSpec::new().env("A=B", "x"), "\"A=B\""),
+            (SpawnSpec::new().env("A", "x\0"), "A contains a NUL"),
+            (SpawnSpec::new().size(0, 24), "size 0x24"),
+            (SpawnSpec::new().size(80, 20_000), "size 80x20000"),
+            (SpawnSpec::new().role("a\nb"), "role"),
+            (SpawnSpec::new().command(["a"]).shell("b"), "not both"),
+            (SpawnSpec::new().shell("a\0"), "shell line"),
         ];
         for (spec, expected) in cases {
             let error = spec.validate().unwrap_err();
             assert_eq!(error.code(), "INVALID_INPUT");
             assert!(error.to_string().contains(expected), "{error}");
         }
-        SpawnSpec::new("k")
+        SpawnSpec::new()
             .name("main")
             .command(["sh", "-c", "echo 'a;b' $(x)"])
             .env("K", "v w")
@@ -423,7 +417,7 @@ mod tests {
 
     #[test]
     fn spec_round_trips_through_json() {
-        let spec = SpawnSpec::new("tmux")
+        let spec = SpawnSpec::new()
             .name("main")
             .command(["bash"])
             .cwd("/tmp")
@@ -435,6 +429,6 @@ mod tests {
         assert_eq!(json["restart"], "on-attach");
         assert_eq!(serde_json::from_value::<SpawnSpec>(json).unwrap(), spec);
         let minimal: SpawnSpec = serde_json::from_str(r#"{"kind":"stub"}"#).unwrap();
-        assert_eq!(minimal, SpawnSpec::new("stub"));
+        assert_eq!(minimal, SpawnSpec::new());
     }
 }

@@ -1,31 +1,25 @@
 //! The registry's shared maps and their invariants.
 //!
 //! Everything here is synchronous and lives behind one `std::sync::Mutex`
-//! (never held across `.await`): backends by kind, published terminals,
-//! unpublished spawns, reserved names and disposed owners. No I/O and no
+//! (never held across `.await`): published terminals, unpublished
+//! spawns and reserved names. No I/O and no
 //! backend calls happen here.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendTerminal, RecordCheck, TerminalStatus};
 use super::persist::{CorruptRecord, TerminalRecord};
+use super::presence::Presence;
+use super::seam::{BackendTerminal, TerminalStatus};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, TerminalId};
 use crate::{Error, Result};
 
 /// A close in flight, shared by every caller that joins it.
 pub(crate) type CloseFuture = Shared<BoxFuture<'static, Result<(), Arc<Error>>>>;
-
-/// One registered backend contribution.
-pub(crate) struct BackendSlot {
-    /// Distinguishes this contribution from a later one of the same kind.
-    pub(crate) token: u64,
-    pub(crate) backend: Arc<dyn Backend>,
-}
 
 /// A close in flight on one terminal.
 pub(crate) struct Closing {
@@ -40,19 +34,8 @@ pub(crate) struct Entry {
     pub(crate) record: TerminalRecord,
     /// Tie-breaker of creation order within this process.
     pub(crate) seq: u64,
-    /// The live backend terminal; `None` when adoption found it gone, or
-    /// when it was not adopted yet (`unattached`).
-    pub(crate) terminal: Option<Arc<dyn BackendTerminal>>,
-    /// Recorded, not attached by this process, not proven gone: adopted
-    /// when a command needs it. Also set when an adoption failed without
-    /// proof of death (a timeout): unresponsive is not dead.
-    pub(crate) unattached: bool,
-    /// The backend's cheap check of an unattached terminal.
-    pub(crate) checked: Option<RecordCheck>,
-    /// Why `terminal` is `None`.
-    pub(crate) gone_reason: String,
-    /// Death seen by a probe while the backend still said running.
-    pub(crate) observed_dead: Option<TerminalStatus>,
+    /// Whether this process holds the terminal, and what is known of it.
+    pub(crate) presence: Presence,
     /// The generation of the send in flight, if any.
     pub(crate) active_send: Option<u64>,
     pub(crate) closing: Option<Closing>,
@@ -69,17 +52,13 @@ impl Entry {
     pub(crate) fn new(
         record: TerminalRecord,
         seq: u64,
-        terminal: Option<Arc<dyn BackendTerminal>>,
+        presence: Presence,
         cancel: CancellationToken,
     ) -> Self {
         Entry {
             record,
             seq,
-            terminal,
-            unattached: false,
-            checked: None,
-            gone_reason: String::new(),
-            observed_dead: None,
+            presence,
             active_send: None,
             closing: None,
             liveness: Arc::new(tokio::sync::Mutex::new(())),
@@ -88,21 +67,9 @@ impl Entry {
         }
     }
 
-    /// The status callers see: the backend's, unless a probe saw it dead
-    /// first.
+    /// The status callers see (see [`Presence::status`]).
     pub(crate) fn status(&self) -> TerminalStatus {
-        match &self.terminal {
-            None => match (&self.checked, self.unattached) {
-                (Some(checked), true) => checked.status.clone(),
-                _ => TerminalStatus::Gone {
-                    reason: self.gone_reason.clone(),
-                },
-            },
-            Some(terminal) => match (terminal.status(), &self.observed_dead) {
-                (TerminalStatus::Running, Some(dead)) => dead.clone(),
-                (status, _) => status,
-            },
-        }
+        self.presence.status()
     }
 
     /// What callers see of this entry.
@@ -113,11 +80,8 @@ impl Entry {
             owner: record.owner.clone(),
             name: record.spec.name.clone(),
             role: record.spec.role.clone(),
-            kind: record.spec.kind.clone(),
-            pid: match &self.terminal {
-                Some(terminal) => terminal.pid(),
-                None => self.checked.as_ref().and_then(|checked| checked.pid),
-            },
+            kind: record.kind.clone(),
+            pid: self.presence.pid(),
             status: self.status(),
             restart: record.spec.restart,
             restarts: self.restarts,
@@ -127,27 +91,10 @@ impl Entry {
 
     /// The backend terminal, or why there is none.
     pub(crate) fn live_terminal(&self) -> Result<Arc<dyn BackendTerminal>> {
-        self.terminal.clone().ok_or_else(|| Error::TerminalDead {
+        self.presence.terminal().ok_or_else(|| Error::TerminalDead {
             terminal: self.record.id.to_string(),
             status: self.status().to_string(),
         })
-    }
-}
-
-/// Why disposal aborted an unpublished spawn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AbortReason {
-    OwnerDisposed,
-    RegistryDisposing,
-}
-
-impl AbortReason {
-    /// The error the spawner sees.
-    pub(crate) fn error(self, owner: &OwnerId) -> Error {
-        match self {
-            AbortReason::OwnerDisposed => Error::OwnerNotLive(owner.to_string()),
-            AbortReason::RegistryDisposing => Error::RegistryDisposing,
-        }
     }
 }
 
@@ -158,7 +105,9 @@ pub(crate) struct Pending {
     pub(crate) name: Option<String>,
     /// Cancelled by disposal; the backend's token is a child of it.
     pub(crate) abort: CancellationToken,
-    pub(crate) abort_reason: Option<AbortReason>,
+    /// Set once disposal aborted it: the spawner then sees
+    /// `REGISTRY_DISPOSING`, whatever the backend answered.
+    pub(crate) aborted: bool,
     /// Cancelled once the spawn has settled (published or rolled back).
     pub(crate) settled: CancellationToken,
     /// A rollback or backend cleanup failure kept until disposal reports it.
@@ -169,12 +118,9 @@ pub(crate) struct Pending {
 #[derive(Default)]
 pub(crate) struct State {
     pub(crate) disposing: bool,
-    /// Registered backends, in registration order.
-    pub(crate) backends: Vec<(String, BackendSlot)>,
     pub(crate) entries: HashMap<TerminalId, Entry>,
     /// Unpublished spawns by reservation key.
     pub(crate) pending: HashMap<u64, Pending>,
-    pub(crate) disposed_owners: HashSet<OwnerId>,
     /// What the last scan found corrupt (see `Registry::corrupt_records`).
     pub(crate) corrupt: Vec<CorruptRecord>,
     next_counter: u64,
@@ -194,24 +140,6 @@ impl State {
         } else {
             Ok(())
         }
-    }
-
-    /// Fails with `OWNER_NOT_LIVE` for a disposed owner.
-    pub(crate) fn check_owner(&self, owner: &OwnerId) -> Result<()> {
-        if self.disposed_owners.contains(owner) {
-            Err(Error::OwnerNotLive(owner.to_string()))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The backend registered for `kind`.
-    pub(crate) fn backend(&self, kind: &str) -> Result<Arc<dyn Backend>> {
-        self.backends
-            .iter()
-            .find(|(registered, _)| registered == kind)
-            .map(|(_, slot)| Arc::clone(&slot.backend))
-            .ok_or_else(|| Error::NoBackend(kind.to_owned()))
     }
 
     /// Whether `owner` already uses `name`, published or in flight.

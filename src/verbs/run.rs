@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
 
 use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 use super::requests::{
@@ -16,25 +15,20 @@ use super::requests::{
 use crate::Result;
 use crate::control::Notification;
 use crate::registry::{
-    AttachLock, OwnerId, ProbeReport, ReadPage, Registry, SendHandle, SendOperation,
-    SignalDelivery, TerminalSnapshot,
+    AttachLock, Owned, ProbeReport, ReadPage, SendHandle, SendOperation, SignalDelivery,
+    TerminalSnapshot,
 };
 use crate::screen::Screen;
 
-/// `spawn`: a new terminal's snapshot. `cancel` stops a spawn whose caller
-/// went away (a face that wants it to complete regardless passes a token
-/// nobody cancels).
+/// `spawn`: a new terminal's snapshot. Dropping the future cancels the
+/// spawn (the registry rolls back what it made); a face that wants it to
+/// complete regardless runs it in a task of its own.
 ///
 /// # Errors
 /// `INVALID_INPUT` from [`SpawnRequest::validate`], or the registry's.
-pub async fn spawn(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: SpawnRequest,
-    cancel: &CancellationToken,
-) -> Result<TerminalSnapshot> {
+pub async fn spawn(owned: Owned<'_>, request: SpawnRequest) -> Result<TerminalSnapshot> {
     let spec = request.validate()?;
-    registry.spawn(owner, spec, cancel).await
+    owned.spawn(spec).await
 }
 
 /// `list`: the owner's terminals in creation order (the request has no
@@ -42,24 +36,16 @@ pub async fn spawn(
 ///
 /// # Errors
 /// The registry's.
-pub async fn list(
-    registry: &Registry,
-    owner: &OwnerId,
-    _request: &ListRequest,
-) -> Result<Vec<TerminalSnapshot>> {
-    registry.list(owner).await
+pub async fn list(owned: Owned<'_>, _request: &ListRequest) -> Result<Vec<TerminalSnapshot>> {
+    owned.list().await
 }
 
 /// `show`: one terminal's snapshot.
 ///
 /// # Errors
 /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, ...
-pub async fn show(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: &TerminalRequest,
-) -> Result<TerminalSnapshot> {
-    registry.show(owner, &request.terminal).await
+pub async fn show(owned: Owned<'_>, request: &TerminalRequest) -> Result<TerminalSnapshot> {
+    owned.show(&request.terminal).await
 }
 
 /// A send under way: follow its output, cancel it, or await its answer.
@@ -96,15 +82,10 @@ impl Sending {
 /// # Errors
 /// `INVALID_INPUT` from [`SendRequest::validate`], or the registry's
 /// (`SEND_ACTIVE`, `TERMINAL_DEAD`, ...).
-pub async fn send(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: SendRequest,
-    default_wait: Wait,
-) -> Result<Sending> {
+pub async fn send(owned: Owned<'_>, request: SendRequest, default_wait: Wait) -> Result<Sending> {
     let target = request.terminal.clone();
     let request = request.validate(default_wait)?;
-    let handle = registry.send(owner, &target, request).await?;
+    let handle = owned.send(&target, request).await?;
     Ok(Sending { handle })
 }
 
@@ -112,15 +93,11 @@ pub async fn send(
 ///
 /// # Errors
 /// The registry's.
-pub async fn write(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: WriteRequest,
-) -> Result<WriteAnswer> {
+pub async fn write(owned: Owned<'_>, request: WriteRequest) -> Result<WriteAnswer> {
     let target = request.terminal.clone();
     let bytes = request.validate();
     let written = bytes.len();
-    registry.write(owner, &target, bytes).await?;
+    owned.write(&target, bytes).await?;
     Ok(WriteAnswer { written })
 }
 
@@ -128,22 +105,18 @@ pub async fn write(
 ///
 /// # Errors
 /// `INVALID_INPUT` from [`ReadRequest::validate`], or the registry's.
-pub async fn read(registry: &Registry, owner: &OwnerId, request: ReadRequest) -> Result<ReadPage> {
+pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadPage> {
     let target = request.terminal.clone();
     let request = request.validate()?;
-    registry.read(owner, &target, request).await
+    owned.read(&target, request).await
 }
 
 /// `screen`: the visible screen.
 ///
 /// # Errors
 /// The registry's.
-pub async fn screen(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: &TerminalRequest,
-) -> Result<Screen> {
-    registry.screen(owner, &request.terminal).await
+pub async fn screen(owned: Owned<'_>, request: &TerminalRequest) -> Result<Screen> {
+    owned.screen(&request.terminal).await
 }
 
 /// `wait`: until the condition holds; the matching line.
@@ -151,15 +124,9 @@ pub async fn screen(
 /// # Errors
 /// `INVALID_INPUT` from [`WaitRequest::validate`], `TIMEOUT`,
 /// `WAIT_ENDED`, or the registry's.
-pub async fn wait(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: &WaitRequest,
-) -> Result<WaitAnswer> {
+pub async fn wait(owned: Owned<'_>, request: &WaitRequest) -> Result<WaitAnswer> {
     let (condition, timeout) = request.validate()?;
-    let matched = registry
-        .wait(owner, &request.terminal, &condition, timeout)
-        .await?;
+    let matched = owned.wait(&request.terminal, &condition, timeout).await?;
     Ok(WaitAnswer { matched })
 }
 
@@ -167,25 +134,17 @@ pub async fn wait(
 ///
 /// # Errors
 /// `INVALID_INPUT` for an unknown signal, or the registry's.
-pub async fn signal(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: &SignalRequest,
-) -> Result<SignalDelivery> {
+pub async fn signal(owned: Owned<'_>, request: &SignalRequest) -> Result<SignalDelivery> {
     let signal = request.validate()?;
-    registry.signal(owner, &request.terminal, signal).await
+    owned.signal(&request.terminal, signal).await
 }
 
 /// `kill`: whether this call killed it.
 ///
 /// # Errors
 /// The registry's.
-pub async fn kill(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: &TerminalRequest,
-) -> Result<KillAnswer> {
-    let killed = registry.kill(owner, &request.terminal).await?;
+pub async fn kill(owned: Owned<'_>, request: &TerminalRequest) -> Result<KillAnswer> {
+    let killed = owned.kill(&request.terminal).await?;
     Ok(KillAnswer { killed })
 }
 
@@ -193,25 +152,17 @@ pub async fn kill(
 ///
 /// # Errors
 /// The registry's.
-pub async fn probe(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: &TerminalRequest,
-) -> Result<ProbeReport> {
-    registry.probe(owner, &request.terminal).await
+pub async fn probe(owned: Owned<'_>, request: &TerminalRequest) -> Result<ProbeReport> {
+    owned.probe(&request.terminal).await
 }
 
 /// `resize`: the new size.
 ///
 /// # Errors
 /// `INVALID_INPUT` for a size out of range, or the registry's.
-pub async fn resize(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: &ResizeRequest,
-) -> Result<ResizeAnswer> {
+pub async fn resize(owned: Owned<'_>, request: &ResizeRequest) -> Result<ResizeAnswer> {
     let size = request.validate()?;
-    registry.resize(owner, &request.terminal, size).await?;
+    owned.resize(&request.terminal, size).await?;
     Ok(ResizeAnswer {
         cols: size.cols,
         rows: size.rows,
@@ -223,11 +174,10 @@ pub async fn resize(
 /// # Errors
 /// The registry's.
 pub async fn events(
-    registry: &Registry,
-    owner: &OwnerId,
+    owned: Owned<'_>,
     request: &TerminalRequest,
 ) -> Result<broadcast::Receiver<Notification>> {
-    registry.events(owner, &request.terminal).await
+    owned.events(&request.terminal).await
 }
 
 /// The command that attaches a person's terminal (the CLI's `attach`).
@@ -235,24 +185,17 @@ pub async fn events(
 /// # Errors
 /// The registry's.
 pub async fn attach_command(
-    registry: &Registry,
-    owner: &OwnerId,
+    owned: Owned<'_>,
     request: &TerminalRequest,
     read_only: bool,
 ) -> Result<std::process::Command> {
-    registry
-        .attach_command(owner, &request.terminal, read_only)
-        .await
+    owned.attach_command(&request.terminal, read_only).await
 }
 
 /// The guard held while an [`attach_command`] client attaches.
 ///
 /// # Errors
 /// The registry's.
-pub async fn attach_lock(
-    registry: &Registry,
-    owner: &OwnerId,
-    request: &TerminalRequest,
-) -> Result<AttachLock> {
-    registry.attach_lock(owner, &request.terminal).await
+pub async fn attach_lock(owned: Owned<'_>, request: &TerminalRequest) -> Result<AttachLock> {
+    owned.attach_lock(&request.terminal).await
 }

@@ -1,13 +1,12 @@
-//! Registry logic against the stub backend: every case of the seed's
-//! owner-scoped PTY registry suite (`seed_spawn.rs`, `seed_lifecycle.rs`),
-//! liveness and restart policies (`policy.rs`), persistence and adoption
-//! (`persist.rs`).
+//! Registry logic against the stub backend: unpublished spawns
+//! (`unpublished.rs`), published terminals (`published.rs`), liveness and
+//! restart policies (`policy.rs`), persistence and adoption (`persist.rs`).
 #![allow(clippy::unwrap_used)]
 
 mod persist;
 mod policy;
-mod seed_lifecycle;
-mod seed_spawn;
+mod published;
+mod unpublished;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,32 +15,27 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
 use tmux_engine::registry::{
-    BackendGuard, OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec,
-    TerminalSnapshot,
+    OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec, TerminalSnapshot,
 };
 use tmux_engine::{Error, Result};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// How long any single wait may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(10);
 
-/// A registry with no state directory.
-fn registry() -> Registry {
-    Registry::new(RegistryConfig::default()).unwrap()
+/// A registry of `backend`'s terminals with no state directory.
+fn registry(backend: &Arc<StubBackend>) -> Registry {
+    Registry::new(RegistryConfig::default(), backend.clone()).unwrap()
 }
 
 fn owner(name: &str) -> OwnerId {
     OwnerId::new(name).unwrap()
 }
 
-/// A registry with a plain stub backend of `kind`, registered until the
-/// guard drops.
-fn with_stub(kind: &str) -> (Registry, Arc<StubBackend>, BackendGuard) {
-    let registry = registry();
-    let backend = StubBackend::new(kind);
-    let guard = registry.register_backend(backend.clone()).unwrap();
-    (registry, backend, guard)
+/// A registry of a plain stub backend.
+fn with_stub() -> (Registry, Arc<StubBackend>) {
+    let backend = StubBackend::new();
+    (registry(&backend), backend)
 }
 
 /// Makes `backend`'s spawns wait for the returned gate.
@@ -53,13 +47,13 @@ fn gate_spawns(backend: &StubBackend) -> Gate {
 
 /// Spawns `spec` for `owner` with no cancellation; it must succeed.
 async fn spawned(registry: &Registry, owner: &OwnerId, spec: SpawnSpec) -> TerminalSnapshot {
-    registry.spawn(owner, spec, &none()).await.unwrap()
+    registry.owner(owner).spawn(spec).await.unwrap()
 }
 
 /// The error of a spawn of `spec` for `owner`, with no cancellation, that
 /// must fail.
 async fn spawn_error(registry: &Registry, owner: &OwnerId, spec: SpawnSpec) -> Error {
-    failure(registry.spawn(owner, spec, &none()).await)
+    failure(registry.owner(owner).spawn(spec).await)
 }
 
 /// `error` is the registry's `CLEANUP_FAILED` aggregate.
@@ -71,47 +65,6 @@ fn assert_cleanup_failed(error: &Error) {
             .contains("failed to clean up registry lifecycle"),
         "{error}"
     );
-}
-
-/// The two disposals of the seed's `$scope` cases: one owner's, or the
-/// whole service's.
-#[derive(Clone, Copy, Debug)]
-enum Scope {
-    Owner,
-    Service,
-}
-
-impl Scope {
-    const BOTH: [Scope; 2] = [Scope::Owner, Scope::Service];
-
-    /// The code of a spawn that this disposal aborts.
-    fn aborted_code(self) -> &'static str {
-        match self {
-            Scope::Owner => "OWNER_NOT_LIVE",
-            Scope::Service => "REGISTRY_DISPOSING",
-        }
-    }
-
-    /// This disposal, awaited here.
-    async fn dispose(self, registry: &Registry, owner: &OwnerId) -> Result<()> {
-        match self {
-            Scope::Owner => registry.dispose_owner(owner).await,
-            Scope::Service => registry.dispose().await,
-        }
-    }
-
-    /// This disposal, in a task.
-    fn dispose_task(self, registry: &Registry, owner: &OwnerId) -> JoinHandle<Result<()>> {
-        match self {
-            Scope::Owner => dispose_task(registry, Some(owner)),
-            Scope::Service => dispose_task(registry, None),
-        }
-    }
-
-    /// Names the row in a failure's output while it runs.
-    fn row(self) -> crate::support::Row {
-        crate::support::Row::new(format!("{self:?} disposal"))
-    }
 }
 
 /// Awaits `future`, failing the test after [`DEADLINE`].
@@ -128,10 +81,10 @@ fn failure<T: std::fmt::Debug>(result: Result<T>) -> Error {
 
 /// A backend whose spawns wait for `gate` (ignoring cancellation), then
 /// return `terminal`.
-fn gated(kind: &str, gate: &Gate, terminal: &Arc<StubTerminal>) -> Arc<StubBackend> {
+fn gated(gate: &Gate, terminal: &Arc<StubTerminal>) -> Arc<StubBackend> {
     let gate = gate.clone();
     let terminal = Arc::clone(terminal);
-    StubBackend::with_spawn(kind, move |_request| {
+    StubBackend::with_spawn(move |_request| {
         let gate = gate.clone();
         let terminal = Arc::clone(&terminal);
         Box::pin(async move {
@@ -144,13 +97,12 @@ fn gated(kind: &str, gate: &Gate, terminal: &Arc<StubTerminal>) -> Arc<StubBacke
 /// A backend whose spawns open `started`, wait for their cancellation
 /// token, then fail with whatever `on_cancel` builds.
 fn abortable(
-    kind: &str,
     started: &Gate,
     on_cancel: impl Fn() -> Error + Send + Sync + 'static,
 ) -> Arc<StubBackend> {
     let started = started.clone();
     let on_cancel = Arc::new(on_cancel);
-    StubBackend::with_spawn(kind, move |request: SpawnRequest| {
+    StubBackend::with_spawn(move |request: SpawnRequest| {
         let started = started.clone();
         let on_cancel = Arc::clone(&on_cancel);
         let spawn: BoxFuture<'static, Result<Arc<StubTerminal>>> = Box::pin(async move {
@@ -168,14 +120,14 @@ fn backend_error(message: &str) -> Error {
 }
 
 /// Spawns in a task, so the test can act while the spawn is pending.
+/// Aborting the task drops the spawn: the caller's way to cancel it.
 pub(crate) fn spawn_task(
     registry: &Registry,
     owner: &OwnerId,
     spec: SpawnSpec,
-    cancel: &CancellationToken,
 ) -> JoinHandle<Result<TerminalSnapshot>> {
-    let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
-    tokio::spawn(async move { registry.spawn(&owner, spec, &cancel).await })
+    let (registry, owner) = (registry.clone(), owner.clone());
+    tokio::spawn(async move { registry.owner(&owner).spawn(spec).await })
 }
 
 /// Spawns in a task, then waits for `started` (the backend has the spawn).
@@ -183,10 +135,9 @@ pub(crate) async fn started_spawn_task(
     registry: &Registry,
     owner: &OwnerId,
     spec: SpawnSpec,
-    cancel: &CancellationToken,
     started: impl Future,
 ) -> JoinHandle<Result<TerminalSnapshot>> {
-    let pending = spawn_task(registry, owner, spec, cancel);
+    let pending = spawn_task(registry, owner, spec);
     within(started).await;
     pending
 }
@@ -196,18 +147,26 @@ async fn spawn_task_error(pending: JoinHandle<Result<TerminalSnapshot>>) -> Erro
     failure(within(pending).await.unwrap())
 }
 
-pub(crate) fn dispose_task(registry: &Registry, owner: Option<&OwnerId>) -> JoinHandle<Result<()>> {
-    let (registry, owner) = (registry.clone(), owner.cloned());
-    tokio::spawn(async move {
-        match owner {
-            Some(owner) => registry.dispose_owner(&owner).await,
-            None => registry.dispose().await,
-        }
-    })
+pub(crate) fn dispose_task(registry: &Registry) -> JoinHandle<Result<()>> {
+    let registry = registry.clone();
+    tokio::spawn(async move { registry.dispose().await })
 }
 
-fn none() -> CancellationToken {
-    CancellationToken::new()
+/// Cancels a spawn task by dropping its spawn, and checks it ended so.
+async fn cancel_spawn_task(pending: JoinHandle<Result<TerminalSnapshot>>) {
+    pending.abort();
+    assert!(within(pending).await.unwrap_err().is_cancelled());
+}
+
+/// Waits until `owner` has nothing in flight or published: a dropped
+/// spawn settles in the background.
+async fn settled(registry: &Registry, owner: &OwnerId) {
+    within(async {
+        while registry.has_owner_activity(owner) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
 }
 
 fn send(text: &'static str) -> SendRequest {

@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use tmux_engine::registry::stub::{Gate, StubBackend};
 use tmux_engine::registry::{
-    Backend, BackendTerminal, ReadRequest, Registry, RegistryConfig, RestartBackoff, RestartPolicy,
+    BackendTerminal, ReadRequest, Registry, RegistryConfig, RestartBackoff, RestartPolicy,
     SpawnSpec, TerminalRecord, TerminalStatus,
 };
-use tokio_util::sync::CancellationToken;
 
-use super::{backend_error, failure, owner, within};
+use super::{backend_error, cancel_spawn_task, failure, owner, settled, spawn_task, within};
 
 /// A temporary directory of mode 0700: a state directory must be private
 /// (`tempfile` makes 0755 ones).
@@ -38,8 +37,9 @@ fn config(dir: &Path) -> RegistryConfig {
 }
 
 async fn open(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (registry, report) = Registry::open(config(dir), backends).await.unwrap();
+    let (registry, report) = Registry::open_with(config(dir), backend.clone())
+        .await
+        .unwrap();
     assert!(report.corrupt.is_empty(), "{report:?}");
     registry
 }
@@ -48,17 +48,13 @@ fn records(registry: &Registry) -> Vec<TerminalRecord> {
     registry.state_dir().unwrap().load_all().unwrap().records
 }
 
-fn none() -> CancellationToken {
-    CancellationToken::new()
-}
-
 #[tokio::test]
 async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let registry = open(dir.path(), &backend).await;
     let owner = owner("owner");
-    let spec = SpawnSpec::new("stub")
+    let spec = SpawnSpec::new()
         .name("main")
         .role("repl")
         .restart(RestartPolicy::OnAttach)
@@ -66,7 +62,7 @@ async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
         .cwd("/tmp")
         .env("K", "v")
         .size(100, 30);
-    let created = registry.spawn(&owner, spec.clone(), &none()).await.unwrap();
+    let created = registry.owner(&owner).spawn(spec.clone()).await.unwrap();
     let record = records(&registry).pop().unwrap();
     assert_eq!(record.id, created.id);
     assert_eq!(record.owner, owner);
@@ -76,48 +72,39 @@ async fn spawn_persists_a_record_before_publication_and_kill_removes_it() {
 
     let terminal = backend.terminal(0).unwrap();
     terminal.set_reject_close(true);
-    failure(registry.kill(&owner, "main").await);
+    failure(registry.owner(&owner).kill("main").await);
     assert_eq!(
         records(&registry).len(),
         1,
         "a failed kill keeps the record"
     );
     terminal.set_reject_close(false);
-    assert!(registry.kill(&owner, "main").await.unwrap());
+    assert!(registry.owner(&owner).kill("main").await.unwrap());
     assert!(records(&registry).is_empty());
 }
 
 #[tokio::test]
 async fn unpublished_spawns_leave_no_record() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
-    let registry = open(dir.path(), &backend).await;
-    let throwing = StubBackend::with_spawn("throwing", |_request| {
+    let backend = StubBackend::new();
+    let throwing = StubBackend::with_spawn(|_request| {
         Box::pin(async { Err(backend_error("provider failed")) })
     });
-    let _guard = registry.register_backend(throwing).unwrap();
     let owner = owner("owner");
-    failure(
-        registry
-            .spawn(&owner, SpawnSpec::new("throwing"), &none())
-            .await,
-    );
+    {
+        let failing = open(dir.path(), &throwing).await;
+        failure(failing.owner(&owner).spawn(SpawnSpec::new()).await);
+        assert!(records(&failing).is_empty());
+    }
+    let registry = open(dir.path(), &backend).await;
 
     let gate = Gate::new();
     backend.set_spawn_gate(Some(gate.clone()));
-    let cancel = CancellationToken::new();
-    let pending = {
-        let (registry, owner, cancel) = (registry.clone(), owner.clone(), cancel.clone());
-        tokio::spawn(async move {
-            registry
-                .spawn(&owner, SpawnSpec::new("stub"), &cancel)
-                .await
-        })
-    };
+    let pending = spawn_task(&registry, &owner, SpawnSpec::new());
     within(backend.wait_spawns_started(1)).await;
-    cancel.cancel();
+    cancel_spawn_task(pending).await;
     gate.open();
-    assert_eq!(failure(within(pending).await.unwrap()).code(), "CANCELLED");
+    settled(&registry, &owner).await;
     assert!(records(&registry).is_empty());
     let leftovers = std::fs::read_dir(dir.path().join("terminals"))
         .unwrap()
@@ -128,17 +115,17 @@ async fn unpublished_spawns_leave_no_record() {
 #[tokio::test]
 async fn open_adopts_live_terminals_with_their_metadata() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let (alice, bob) = (owner("alice"), owner("bob"));
     let before = {
         let first = open(dir.path(), &backend).await;
         for (owner, name) in [(&alice, "one"), (&alice, "two"), (&bob, "one")] {
-            let spec = SpawnSpec::new("stub").name(name).role("shell");
-            first.spawn(owner, spec, &none()).await.unwrap();
+            let spec = SpawnSpec::new().name(name).role("shell");
+            first.owner(owner).spawn(spec).await.unwrap();
         }
         let before = (
-            first.list(&alice).await.unwrap(),
-            first.list(&bob).await.unwrap(),
+            first.owner(&alice).list().await.unwrap(),
+            first.owner(&bob).list().await.unwrap(),
         );
         // The engine goes away without disposing: terminals keep running.
         drop(first);
@@ -151,34 +138,37 @@ async fn open_adopts_live_terminals_with_their_metadata() {
             .all(|terminal| terminal.closed().is_empty())
     );
 
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    let (second, report) = Registry::open_with(config(dir.path()), backend.clone())
+        .await
+        .unwrap();
     assert_eq!(report.adopted.len(), 3);
     assert!(report.gone.is_empty() && report.failures.is_empty());
     let after = (
-        second.list(&alice).await.unwrap(),
-        second.list(&bob).await.unwrap(),
+        second.owner(&alice).list().await.unwrap(),
+        second.owner(&bob).list().await.unwrap(),
     );
     assert_eq!(after, before);
     let page = second
-        .read(&alice, "two", ReadRequest::default())
+        .owner(&alice)
+        .read("two", ReadRequest::default())
         .await
         .unwrap();
     assert_eq!(page.lines, ["0:0"]);
     let error = failure(
         second
-            .spawn(&alice, SpawnSpec::new("stub").name("one"), &none())
+            .owner(&alice)
+            .spawn(SpawnSpec::new().name("one"))
             .await,
     );
     assert_eq!(error.code(), "DUPLICATE_NAME");
-    assert!(second.kill(&bob, "one").await.unwrap());
+    assert!(second.owner(&bob).kill("one").await.unwrap());
     assert_eq!(records(&second).len(), 2);
 }
 
 #[tokio::test]
 async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = owner("owner");
     {
         let first = open(dir.path(), &backend).await;
@@ -187,8 +177,8 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
             ("repl", RestartPolicy::OnAttach),
             ("daemon", RestartPolicy::Always),
         ] {
-            let spec = SpawnSpec::new("stub").name(name).restart(policy);
-            first.spawn(&owner, spec, &none()).await.unwrap();
+            let spec = SpawnSpec::new().name(name).restart(policy);
+            first.owner(&owner).spawn(spec).await.unwrap();
         }
     }
     // Their servers die while no engine runs.
@@ -196,22 +186,23 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
         terminal.vanish("server killed");
     }
 
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    let (second, report) = Registry::open_with(config(dir.path()), backend.clone())
+        .await
+        .unwrap();
     assert_eq!(report.gone.len(), 3, "{report:?}");
     assert!(report.adopted.is_empty());
 
-    let never = second.show(&owner, "never").await.unwrap();
+    let never = second.owner(&owner).show("never").await.unwrap();
     assert!(
         matches!(never.status, TerminalStatus::Gone { .. }),
         "{never:?}"
     );
     assert_eq!(
-        failure(second.attach(&owner, "never").await).code(),
+        failure(second.owner(&owner).attach("never").await).code(),
         "TERMINAL_DEAD"
     );
 
-    let repl = second.attach(&owner, "repl").await.unwrap();
+    let repl = second.owner(&owner).attach("repl").await.unwrap();
     assert!(repl.recreated);
     assert_eq!(repl.snapshot.status, TerminalStatus::Running);
     let on_disk = records(&second)
@@ -226,7 +217,7 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
 
     let deadline = tokio::time::Instant::now() + super::DEADLINE;
     loop {
-        let daemon = second.show(&owner, "daemon").await.unwrap();
+        let daemon = second.owner(&owner).show("daemon").await.unwrap();
         if daemon.status.is_running() {
             assert_eq!(daemon.restarts, 1);
             break;
@@ -240,19 +231,21 @@ async fn open_keeps_dead_records_as_gone_and_recreates_them_by_policy() {
 #[tokio::test]
 async fn open_reports_and_skips_corrupt_records() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = owner("owner");
     {
         let first = open(dir.path(), &backend).await;
         first
-            .spawn(&owner, SpawnSpec::new("stub").name("ok"), &none())
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("ok"))
             .await
             .unwrap();
     }
     let corrupt = dir.path().join("terminals/t-1-0000000000000000.json");
     std::fs::write(&corrupt, b"{\"id\": truncated").unwrap();
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    let (second, report) = Registry::open_with(config(dir.path()), backend.clone())
+        .await
+        .unwrap();
     // Moved aside, reported by the scan and by `list`'s companion, and
     // reported again (not moved twice) by the next registry.
     let aside = dir
@@ -262,7 +255,7 @@ async fn open_reports_and_skips_corrupt_records() {
     assert_eq!(report.corrupt[0].path, aside);
     assert!(aside.exists() && !corrupt.exists());
     assert_eq!(report.adopted.len(), 1);
-    assert_eq!(second.list(&owner).await.unwrap().len(), 1);
+    assert_eq!(second.owner(&owner).list().await.unwrap().len(), 1);
     assert_eq!(second.corrupt_records().len(), 1);
     let third = open_any(dir.path(), &backend).await;
     assert_eq!(third.corrupt_records()[0].path, aside);
@@ -283,8 +276,10 @@ async fn open_reports_and_skips_corrupt_records() {
 }
 
 async fn open_any(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    Registry::open(config(dir), backends).await.unwrap().0
+    Registry::open_with(config(dir), backend.clone())
+        .await
+        .unwrap()
+        .0
 }
 
 /// Issue 10, item 1: opening reaps nothing (reaping is explicit), and a
@@ -292,22 +287,17 @@ async fn open_any(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
 #[tokio::test]
 async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = owner("owner");
     let (orphan, garbled) = {
         let first = open(dir.path(), &backend).await;
         first
-            .spawn(&owner, SpawnSpec::new("stub").name("kept"), &none())
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("kept"))
             .await
             .unwrap();
-        let orphan = first
-            .spawn(&owner, SpawnSpec::new("stub"), &none())
-            .await
-            .unwrap();
-        let garbled = first
-            .spawn(&owner, SpawnSpec::new("stub"), &none())
-            .await
-            .unwrap();
+        let orphan = first.owner(&owner).spawn(SpawnSpec::new()).await.unwrap();
+        let garbled = first.owner(&owner).spawn(SpawnSpec::new()).await.unwrap();
         // As if the engine crashed between starting a server and recording it.
         first.state_dir().unwrap().remove(&orphan.id).unwrap();
         // And a record truncated on disk.
@@ -318,11 +308,12 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
         .unwrap();
         (orphan, garbled)
     };
-    let backends: Vec<Arc<dyn Backend>> = vec![backend.clone()];
-    let (second, report) = Registry::open(config(dir.path()), backends).await.unwrap();
+    let (second, report) = Registry::open_with(config(dir.path()), backend.clone())
+        .await
+        .unwrap();
     assert!(backend.reaped().is_empty(), "open must not reap");
     assert_eq!(report.corrupt.len(), 1);
-    second.list(&owner).await.unwrap();
+    second.owner(&owner).list().await.unwrap();
     assert!(backend.reaped().is_empty(), "list must not reap");
     let reaped = second.reap().await.unwrap();
     assert_eq!(backend.reaped(), std::slice::from_ref(&orphan.id));
@@ -331,7 +322,7 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
     assert_eq!(reaped.corrupt[0].id.as_ref(), Some(&garbled.id));
     assert!(backend.terminal(1).unwrap().is_closed());
     assert!(!backend.terminal(2).unwrap().is_closed());
-    let listed = second.list(&owner).await.unwrap();
+    let listed = second.owner(&owner).list().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].name.as_deref(), Some("kept"));
 }
@@ -339,36 +330,44 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
 #[tokio::test]
 async fn two_registries_on_one_state_dir_see_the_same_terminals() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let owner = owner("owner");
     let first = open(dir.path(), &backend).await;
     let second = open(dir.path(), &backend).await;
 
     let main = first
-        .spawn(&owner, SpawnSpec::new("stub").name("main"), &none())
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("main"))
         .await
         .unwrap();
-    assert_eq!(second.list(&owner).await.unwrap(), vec![main.clone()]);
+    assert_eq!(
+        second.owner(&owner).list().await.unwrap(),
+        vec![main.clone()]
+    );
     // A lookup that misses rescans before answering NO_TERMINAL.
     let other = second
-        .spawn(&owner, SpawnSpec::new("stub").name("other"), &none())
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("other"))
         .await
         .unwrap();
     let page = first
-        .read(&owner, "other", ReadRequest::default())
+        .owner(&owner)
+        .read("other", ReadRequest::default())
         .await
         .unwrap();
     assert_eq!(page.lines, ["0:0"]);
     let error = failure(
         first
-            .spawn(&owner, SpawnSpec::new("stub").name("other"), &none())
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name("other"))
             .await,
     );
     assert_eq!(error.code(), "DUPLICATE_NAME");
 
-    assert!(second.kill(&owner, "main").await.unwrap());
+    assert!(second.owner(&owner).kill("main").await.unwrap());
     let seen: Vec<_> = first
-        .list(&owner)
+        .owner(&owner)
+        .list()
         .await
         .unwrap()
         .into_iter()
@@ -376,7 +375,7 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
         .collect();
     assert_eq!(seen, [other.id]);
     assert_eq!(
-        failure(first.show(&owner, "main").await).code(),
+        failure(first.owner(&owner).show("main").await).code(),
         "NO_TERMINAL"
     );
 }
@@ -384,20 +383,22 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
 #[tokio::test]
 async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task() {
     let dir = private_tempdir();
-    let backend = StubBackend::new("stub");
+    let backend = StubBackend::new();
     let registry = open(dir.path(), &backend).await;
     let owner = owner("owner");
-    let always = SpawnSpec::new("stub")
+    let always = SpawnSpec::new()
         .name("always")
         .restart(RestartPolicy::Always);
-    registry.spawn(&owner, always, &none()).await.unwrap();
+    registry.owner(&owner).spawn(always).await.unwrap();
     registry
-        .spawn(&owner, SpawnSpec::new("stub").name("plain"), &none())
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("plain"))
         .await
         .unwrap();
     // A send in flight is a task of the registry's too.
     let send = registry
-        .send(&owner, "plain", super::send("x"))
+        .owner(&owner)
+        .send("plain", super::send("x"))
         .await
         .unwrap();
 
@@ -412,7 +413,7 @@ async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task
     );
     assert_eq!(records(&registry).len(), 2, "records stay for adoption");
     assert_eq!(
-        failure(registry.list(&owner).await).code(),
+        failure(registry.owner(&owner).list().await).code(),
         "REGISTRY_DISPOSING"
     );
     // Again, or a dispose after it: nothing more to do.
@@ -424,7 +425,8 @@ async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task
 
     let second = open(dir.path(), &backend).await;
     let names: Vec<_> = second
-        .list(&owner)
+        .owner(&owner)
+        .list()
         .await
         .unwrap()
         .into_iter()

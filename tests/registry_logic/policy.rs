@@ -1,7 +1,7 @@
-//! Liveness and restart policies, backend-agnostic: the dead-pane cases of
-//! the seed `002_*` (probe before attach, recreation of dead REPL terminals
-//! only, never of a live one) and the `never` / `on-attach` / `always`
-//! policies of DESIGN.md. Time-based cases run on paused tokio time.
+//! Liveness and restart policies, backend-agnostic: probe before attach,
+//! recreation of dead REPL terminals only (never of a live one), and the
+//! `never` / `on-attach` / `always` policies of `RestartPolicy`. Time-based
+//! cases run on paused tokio time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,26 +13,19 @@ use tmux_engine::registry::{
     RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot, TerminalStatus,
 };
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use super::{DEADLINE, failure, owner, registry, within};
+use super::{DEADLINE, failure, owner, within};
 
 /// A registry with a `stub` backend and one terminal of `policy`.
 async fn one_terminal(
-    registry: Registry,
+    config: RegistryConfig,
     policy: RestartPolicy,
 ) -> (Registry, Arc<StubBackend>, OwnerId, TerminalSnapshot) {
-    let backend = StubBackend::new("stub");
-    registry.register_backend(backend.clone()).unwrap().keep();
+    let backend = StubBackend::new();
+    let registry = Registry::new(config, backend.clone()).unwrap();
     let owner = owner("conv_abc");
-    let spec = SpawnSpec::new("stub")
-        .name("tui")
-        .role("repl")
-        .restart(policy);
-    let created = registry
-        .spawn(&owner, spec, &CancellationToken::new())
-        .await
-        .unwrap();
+    let spec = SpawnSpec::new().name("tui").role("repl").restart(policy);
+    let created = registry.owner(&owner).spawn(spec).await.unwrap();
     (registry, backend, owner, created)
 }
 
@@ -53,7 +46,7 @@ async fn show_until(
 ) -> TerminalSnapshot {
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let snapshot = registry.show(owner, target).await.unwrap();
+        let snapshot = registry.owner(owner).show(target).await.unwrap();
         if condition(&snapshot) {
             return snapshot;
         }
@@ -64,9 +57,10 @@ async fn show_until(
 
 #[tokio::test]
 async fn attach_probes_liveness_before_attaching_a_running_terminal() {
-    let (registry, backend, owner, created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let terminal = backend.terminal(0).unwrap();
-    let target = registry.attach(&owner, "tui").await.unwrap();
+    let target = registry.owner(&owner).attach("tui").await.unwrap();
     assert_eq!(terminal.probes(), 1);
     assert!(!target.recreated);
     assert_eq!(target.snapshot.id, created.id);
@@ -77,36 +71,38 @@ async fn attach_probes_liveness_before_attaching_a_running_terminal() {
 #[tokio::test]
 async fn attach_to_an_unknown_terminal_is_no_terminal() {
     let (registry, _backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::Never).await;
-    let error = failure(registry.attach(&owner, "nope").await);
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
+    let error = failure(registry.owner(&owner).attach("nope").await);
     assert_eq!(error.code(), "NO_TERMINAL");
     assert!(error.to_string().contains("nope"), "{error}");
 }
 
 #[tokio::test]
 async fn attach_to_a_defunct_terminal_is_terminal_dead() {
-    let (registry, backend, owner, _created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, _created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     backend.terminal(0).unwrap().exit(ExitStatus::Code(1));
-    let error = failure(registry.attach(&owner, "tui").await);
+    let error = failure(registry.owner(&owner).attach("tui").await);
     assert_eq!(error.code(), "TERMINAL_DEAD");
     assert!(error.to_string().contains("exited with code 1"), "{error}");
 }
 
 #[tokio::test]
 async fn attach_with_a_stale_running_flag_probes_and_refuses() {
-    let (registry, backend, owner, _created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, _created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let terminal = backend.terminal(0).unwrap();
     // The backend still believes it runs; only a probe finds the truth.
     terminal.set_probe_answer(Some(Liveness::ServerGone {
         reason: "no server running".to_owned(),
     }));
     assert_eq!(
-        registry.show(&owner, "tui").await.unwrap().status,
+        registry.owner(&owner).show("tui").await.unwrap().status,
         TerminalStatus::Running
     );
-    let error = failure(registry.attach(&owner, "tui").await);
+    let error = failure(registry.owner(&owner).attach("tui").await);
     assert_eq!(error.code(), "TERMINAL_DEAD");
-    let status = registry.show(&owner, "tui").await.unwrap().status;
+    let status = registry.owner(&owner).show("tui").await.unwrap().status;
     assert_eq!(
         status,
         TerminalStatus::Gone {
@@ -118,11 +114,11 @@ async fn attach_with_a_stale_running_flag_probes_and_refuses() {
 #[tokio::test]
 async fn attach_recreates_a_dead_repl_terminal_whose_server_vanished_once() {
     let (registry, backend, owner, created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     let stale = backend.terminal(0).unwrap();
     stale.vanish("server exited");
 
-    let first = registry.attach(&owner, "tui").await.unwrap();
+    let first = registry.owner(&owner).attach("tui").await.unwrap();
     assert!(first.recreated);
     let fresh = backend.terminal(1).unwrap();
     assert_eq!(first.terminal.locator(), fresh.locator());
@@ -133,7 +129,11 @@ async fn attach_recreates_a_dead_repl_terminal_whose_server_vanished_once() {
     assert_eq!(stale.closed(), [CloseReason::Replaced]);
 
     // The fresh terminal is live: attaching again must not recreate it.
-    let second = registry.attach(&owner, created.id.as_str()).await.unwrap();
+    let second = registry
+        .owner(&owner)
+        .attach(created.id.as_str())
+        .await
+        .unwrap();
     assert!(!second.recreated);
     assert_eq!(second.terminal.locator(), fresh.locator());
     assert_eq!(backend.terminals().len(), 2);
@@ -143,14 +143,14 @@ async fn attach_recreates_a_dead_repl_terminal_whose_server_vanished_once() {
 #[tokio::test]
 async fn attach_respawns_a_dead_repl_pane_in_place() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.exit(ExitStatus::Code(0));
-    let target = registry.attach(&owner, "tui").await.unwrap();
+    let target = registry.owner(&owner).attach("tui").await.unwrap();
     assert!(target.recreated);
     assert_eq!(terminal.respawns(), 1);
     assert_eq!(target.terminal.locator(), terminal.locator());
-    let again = registry.attach(&owner, "tui").await.unwrap();
+    let again = registry.owner(&owner).attach("tui").await.unwrap();
     assert!(!again.recreated);
     assert_eq!(terminal.respawns(), 1);
     assert_eq!(backend.terminals().len(), 1);
@@ -158,14 +158,15 @@ async fn attach_respawns_a_dead_repl_pane_in_place() {
 
 #[tokio::test]
 async fn attach_to_a_dead_terminal_without_recreation_policy_keeps_refusing() {
-    let (registry, backend, owner, _created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, _created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.vanish("server exited");
     for _ in 0..2 {
-        let error = failure(registry.attach(&owner, "tui").await);
+        let error = failure(registry.owner(&owner).attach("tui").await);
         assert_eq!(error.code(), "TERMINAL_DEAD");
     }
-    let report = registry.probe(&owner, "tui").await.unwrap();
+    let report = registry.owner(&owner).probe("tui").await.unwrap();
     assert!(report.observed.is_dead());
     assert!(!report.recreated);
     assert_eq!(backend.terminals().len(), 1);
@@ -175,10 +176,10 @@ async fn attach_to_a_dead_terminal_without_recreation_policy_keeps_refusing() {
 #[tokio::test]
 async fn concurrent_probes_respawn_a_dead_pane_exactly_once() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.exit(ExitStatus::Signal(9));
-    let reports = join_all((0..8).map(|_| registry.probe(&owner, "tui"))).await;
+    let reports = join_all((0..8).map(|_| registry.owner(&owner).probe("tui"))).await;
     let recreated = reports
         .into_iter()
         .filter(|report| report.as_ref().unwrap().recreated)
@@ -190,7 +191,7 @@ async fn concurrent_probes_respawn_a_dead_pane_exactly_once() {
 #[tokio::test]
 async fn concurrent_attaches_rebuild_a_vanished_server_exactly_once() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     backend.terminal(0).unwrap().vanish("server exited");
     // Hold the rebuild so every other attach queues behind it.
     let gate = Gate::new();
@@ -198,7 +199,7 @@ async fn concurrent_attaches_rebuild_a_vanished_server_exactly_once() {
     let attaches: Vec<_> = (0..8)
         .map(|_| {
             let (registry, owner) = (registry.clone(), owner.clone());
-            tokio::spawn(async move { registry.attach(&owner, "tui").await })
+            tokio::spawn(async move { registry.owner(&owner).attach("tui").await })
         })
         .collect();
     within(backend.wait_spawns_started(2)).await;
@@ -219,9 +220,9 @@ async fn concurrent_attaches_rebuild_a_vanished_server_exactly_once() {
 #[tokio::test]
 async fn a_live_terminal_is_never_recreated() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     for _ in 0..5 {
-        let report = registry.probe(&owner, "tui").await.unwrap();
+        let report = registry.owner(&owner).probe("tui").await.unwrap();
         assert_eq!(report.observed, Liveness::Alive);
         assert!(!report.recreated);
     }
@@ -232,44 +233,45 @@ async fn a_live_terminal_is_never_recreated() {
 #[tokio::test]
 async fn an_unresponsive_terminal_is_not_recreated() {
     let (registry, backend, owner, _created) =
-        one_terminal(registry(), RestartPolicy::OnAttach).await;
+        one_terminal(RegistryConfig::default(), RestartPolicy::OnAttach).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.set_probe_answer(Some(Liveness::Unresponsive {
         waited: Duration::from_secs(2),
     }));
-    let error = failure(registry.attach(&owner, "tui").await);
+    let error = failure(registry.owner(&owner).attach("tui").await);
     assert_eq!(error.code(), "UNRESPONSIVE");
-    assert!(!registry.probe(&owner, "tui").await.unwrap().recreated);
+    assert!(!registry.owner(&owner).probe("tui").await.unwrap().recreated);
     assert_eq!(terminal.respawns(), 0);
     assert_eq!(backend.terminals().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn never_keeps_the_exit_status_pushed_without_probing() {
-    let (registry, backend, owner, _created) = one_terminal(registry(), RestartPolicy::Never).await;
+    let (registry, backend, owner, _created) =
+        one_terminal(RegistryConfig::default(), RestartPolicy::Never).await;
     let terminal = backend.terminal(0).unwrap();
     terminal.exit(ExitStatus::Code(3));
-    let listed = registry.list(&owner).await.unwrap();
+    let listed = registry.owner(&owner).list().await.unwrap();
     let exited = TerminalStatus::Exited {
         exit: ExitStatus::Code(3),
     };
     assert_eq!(listed[0].status, exited);
     assert_eq!(terminal.probes(), 0);
     tokio::time::sleep(Duration::from_secs(3600)).await;
-    let report = registry.probe(&owner, "tui").await.unwrap();
+    let report = registry.owner(&owner).probe("tui").await.unwrap();
     assert!(!report.recreated);
     assert_eq!(report.snapshot.status, exited);
     assert_eq!(terminal.respawns(), 0);
 }
 
-fn backoff_registry(stable_after: Duration) -> Registry {
+fn backoff_registry(stable_after: Duration) -> RegistryConfig {
     let backoff = RestartBackoff::new(
         Duration::from_secs(1),
         Duration::from_secs(4),
         4,
         stable_after,
     );
-    Registry::new(RegistryConfig::default().backoff(backoff)).unwrap()
+    RegistryConfig::default().backoff(backoff)
 }
 
 #[tokio::test(start_paused = true)]
@@ -290,7 +292,7 @@ async fn always_recreates_on_death_with_exponential_backoff_and_a_cap() {
     terminal.exit(ExitStatus::Code(1));
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert_eq!(terminal.respawns(), 4);
-    let snapshot = registry.show(&owner, "tui").await.unwrap();
+    let snapshot = registry.owner(&owner).show("tui").await.unwrap();
     assert_eq!(snapshot.restarts, 4);
     assert!(!snapshot.status.is_running());
 }
@@ -337,9 +339,9 @@ async fn always_rebuilds_a_vanished_server_from_its_spec() {
 async fn a_killed_always_terminal_is_not_recreated() {
     let registry = backoff_registry(Duration::from_secs(3600));
     let (registry, backend, owner, _created) = one_terminal(registry, RestartPolicy::Always).await;
-    assert!(registry.kill(&owner, "tui").await.unwrap());
+    assert!(registry.owner(&owner).kill("tui").await.unwrap());
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert_eq!(backend.terminals().len(), 1);
     assert_eq!(backend.terminal(0).unwrap().respawns(), 0);
-    assert!(registry.list(&owner).await.unwrap().is_empty());
+    assert!(registry.owner(&owner).list().await.unwrap().is_empty());
 }

@@ -152,7 +152,8 @@ async fn resume_replays_inside_the_ring_and_snapshots_outside() {
         drop(first);
         // Missed while away: replayed exactly from `resume_at`.
         env.registry
-            .write(&env.owner, "echo", Bytes::from_static(b"two\r"))
+            .owner(&env.owner)
+            .write("echo", Bytes::from_static(b"two\r"))
             .await
             .unwrap();
         let mut other = attacher
@@ -221,7 +222,8 @@ async fn exit_reaches_viewers_and_policies_decide_the_next_attach() {
         assert_eq!(dead.code(), "TERMINAL_DEAD");
         // `on-attach`: the attach gets a fresh program.
         env.registry
-            .write(&env.owner, "again", Bytes::from_static(b"\r"))
+            .owner(&env.owner)
+            .write("again", Bytes::from_static(b"\r"))
             .await
             .unwrap();
         super::wait_status(&env, "again", |s| !s.status.is_running()).await;
@@ -306,8 +308,8 @@ async fn pty_keys_output_resize_read_only_and_no_prompt() {
         viewer.input(Bytes::from(keys)).await.unwrap();
         until(&mut viewer, "got-").await;
         env.registry
+            .owner(&env.owner)
             .wait(
-                &env.owner,
                 "pty",
                 &tmux_engine::registry::WaitCondition::Text("run-shell".into()),
                 WAIT,
@@ -356,7 +358,7 @@ async fn pty_attach_detach_cycles_beside_a_control_client_leave_the_server_alive
         }
         control.input(Bytes::from_static(b"alive\r")).await.unwrap();
         until(&mut control, "got-alive").await;
-        let report = env.registry.probe(&env.owner, "busy").await.unwrap();
+        let report = env.registry.owner(&env.owner).probe("busy").await.unwrap();
         assert!(report.snapshot.status.is_running());
         attacher.shutdown().await;
         env.finish().await;

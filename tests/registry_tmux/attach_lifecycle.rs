@@ -168,7 +168,7 @@ async fn adopted_always_viewers_get_the_restarted_program_after_a_reopen() {
             let backend: std::sync::Arc<dyn tmux_engine::registry::Backend> =
                 super::backend(env.dir.path());
             let config = quick_restarts().state_dir(env.dir.path().join("state"));
-            env.registry = tmux_engine::registry::Registry::open(config, [backend])
+            env.registry = tmux_engine::registry::Registry::open_with(config, backend)
                 .await
                 .unwrap()
                 .0;
@@ -216,7 +216,7 @@ async fn a_killed_terminals_hub_is_dropped_once_its_last_viewer_left() {
                 "{first:?}"
             );
             assert_eq!(attacher.hub_count(), 1);
-            env.registry.kill(&env.owner, name).await.unwrap();
+            env.registry.owner(&env.owner).kill(name).await.unwrap();
             // The viewer's stream ends (no restart of a killed terminal)...
             while tokio::time::timeout(WAIT, viewer.recv())
                 .await

@@ -3,7 +3,6 @@
 //! taken for a dead one.
 
 use tmux_engine::registry::{Liveness, RestartPolicy, SendRequest, SpawnSpec, WaitFor};
-use tokio_util::sync::CancellationToken;
 
 use super::{Env, WAIT, open, server_dirs, sh};
 use crate::support::within;
@@ -20,11 +19,8 @@ async fn registries_sharing_a_state_dir_keep_names_unique_and_one_send() {
             let owner = env.owner.clone();
             async move {
                 registry
-                    .spawn(
-                        &owner,
-                        SpawnSpec::new("tmux").name("x"),
-                        &CancellationToken::new(),
-                    )
+                    .owner(&owner)
+                    .spawn(SpawnSpec::new().name("x"))
                     .await
             }
         });
@@ -36,7 +32,10 @@ async fn registries_sharing_a_state_dir_keep_names_unique_and_one_send() {
                 assert_eq!(error.code(), "DUPLICATE_NAME", "{error}");
             }
         }
-        assert_eq!(env.registry.list(&env.owner).await.unwrap().len(), 1);
+        assert_eq!(
+            env.registry.owner(&env.owner).list().await.unwrap().len(),
+            1
+        );
         assert_eq!(server_dirs(&env.runtime()).len(), 1);
         // One send at a time, across registries.
         let long = SendRequest {
@@ -45,8 +44,8 @@ async fn registries_sharing_a_state_dir_keep_names_unique_and_one_send() {
             wait: WaitFor::StdinRead,
             timeout: Some(WAIT),
         };
-        let first = b.send(&env.owner, "x", long.clone()).await.unwrap();
-        let second = c.send(&env.owner, "x", long).await.unwrap_err();
+        let first = b.owner(&env.owner).send("x", long.clone()).await.unwrap();
+        let second = c.owner(&env.owner).send("x", long).await.unwrap_err();
         assert_eq!(second.code(), "SEND_ACTIVE", "{second}");
         first.result().await.unwrap();
         b.shutdown().await;
@@ -74,7 +73,7 @@ async fn an_unresponsive_server_is_not_recreated() {
         let server = rustix::process::Pid::from_raw(pid).unwrap();
         let (other, _) = open(env.dir.path()).await;
         rustix::process::kill_process(server, rustix::process::Signal::STOP).unwrap();
-        let probed = other.probe(&env.owner, "r").await;
+        let probed = other.owner(&env.owner).probe("r").await;
         rustix::process::kill_process(server, rustix::process::Signal::CONT).unwrap();
         let probed = probed.unwrap();
         assert!(
@@ -87,7 +86,7 @@ async fn an_unresponsive_server_is_not_recreated() {
             1,
             "a second server started"
         );
-        let again = other.probe(&env.owner, "r").await.unwrap();
+        let again = other.owner(&env.owner).probe("r").await.unwrap();
         assert_eq!(again.observed, Liveness::Alive);
         other.shutdown().await;
         env.finish().await;

@@ -1,66 +1,62 @@
-//! The seed's lifecycle scenarios against real tmux: publication after
+//! Lifecycle against real tmux: publication after
 //! spawn, fencing, names, one send at a time, kill, disposal, rollback.
 
 use tmux_engine::registry::{OwnerId, SendRequest, SpawnSpec, WaitFor};
-use tokio_util::sync::CancellationToken;
 
-use super::{Env, assert_clean, server_dirs, sh, wait_exited, with_env};
-use crate::support::within;
+use super::{Env, WAIT, assert_clean, server_dirs, sh, wait_exited, with_env};
+use crate::support::{poll, within};
 
 #[tokio::test]
 async fn publishes_after_spawn_and_fences_owners() {
     with_env(async |env| {
-        let snapshot = env
-            .spawn(SpawnSpec::new("tmux").name("main").role("repl"))
-            .await;
+        let snapshot = env.spawn(SpawnSpec::new().name("main").role("repl")).await;
         assert!(snapshot.status.is_running());
         assert!(snapshot.pid.is_some());
         assert_eq!(server_dirs(&env.runtime()).len(), 1);
         let bob = OwnerId::new("bob").unwrap();
         let id = snapshot.id.to_string();
         for error in [
-            env.registry.show(&bob, &id).await.unwrap_err(),
-            env.registry.kill(&bob, &id).await.unwrap_err(),
-            env.registry.screen(&bob, &id).await.unwrap_err(),
+            env.registry.owner(&bob).show(&id).await.unwrap_err(),
+            env.registry.owner(&bob).kill(&id).await.unwrap_err(),
+            env.registry.owner(&bob).screen(&id).await.unwrap_err(),
         ] {
             assert_eq!(error.code(), "FOREIGN_TERMINAL");
         }
         assert_eq!(
-            env.registry.show(&bob, "main").await.unwrap_err().code(),
+            env.registry
+                .owner(&bob)
+                .show("main")
+                .await
+                .unwrap_err()
+                .code(),
             "NO_TERMINAL"
         );
         let duplicate = env
             .registry
-            .spawn(
-                &env.owner,
-                SpawnSpec::new("tmux").name("main"),
-                &CancellationToken::new(),
-            )
+            .owner(&env.owner)
+            .spawn(SpawnSpec::new().name("main"))
             .await
             .unwrap_err();
         assert_eq!(duplicate.code(), "DUPLICATE_NAME");
         for bad in ["", "a:b", "x\ny", "a.b"] {
             let error = env
                 .registry
-                .spawn(
-                    &env.owner,
-                    SpawnSpec::new("tmux").name(bad),
-                    &CancellationToken::new(),
-                )
+                .owner(&env.owner)
+                .spawn(SpawnSpec::new().name(bad))
                 .await
                 .unwrap_err();
             assert_eq!(error.code(), "INVALID_INPUT", "{bad:?}");
         }
         // Same name, other owner: fine.
         env.registry
-            .spawn(
-                &bob,
-                SpawnSpec::new("tmux").name("main"),
-                &CancellationToken::new(),
-            )
+            .owner(&bob)
+            .spawn(SpawnSpec::new().name("main"))
             .await
             .unwrap();
-        assert_eq!(env.registry.list(&env.owner).await.unwrap().len(), 1);
+        assert_eq!(
+            env.registry.owner(&env.owner).list().await.unwrap().len(),
+            1
+        );
     })
     .await;
 }
@@ -68,11 +64,11 @@ async fn publishes_after_spawn_and_fences_owners() {
 #[tokio::test]
 async fn one_send_at_a_time_and_kill_is_idempotent() {
     with_env(async |env| {
-        env.spawn(SpawnSpec::new("tmux").name("main")).await;
+        env.spawn(SpawnSpec::new().name("main")).await;
         let first = env
             .registry
+            .owner(&env.owner)
             .send(
-                &env.owner,
                 "main",
                 SendRequest {
                     text: "sleep 30".into(),
@@ -85,20 +81,22 @@ async fn one_send_at_a_time_and_kill_is_idempotent() {
             .unwrap();
         let second = env
             .registry
-            .send(&env.owner, "main", SendRequest::default())
+            .owner(&env.owner)
+            .send("main", SendRequest::default())
             .await
             .unwrap_err();
         assert_eq!(second.code(), "SEND_ACTIVE");
         let pid = env
             .registry
-            .show(&env.owner, "main")
+            .owner(&env.owner)
+            .show("main")
             .await
             .unwrap()
             .pid
             .unwrap();
         let (a, b) = tokio::join!(
-            env.registry.kill(&env.owner, "main"),
-            env.registry.kill(&env.owner, "main")
+            env.registry.owner(&env.owner).kill("main"),
+            env.registry.owner(&env.owner).kill("main")
         );
         let outcomes = [a.unwrap(), b.unwrap()];
         assert!(outcomes.contains(&true), "{outcomes:?}");
@@ -106,7 +104,8 @@ async fn one_send_at_a_time_and_kill_is_idempotent() {
         first.result().await.ok();
         assert_eq!(
             env.registry
-                .kill(&env.owner, "main")
+                .owner(&env.owner)
+                .kill("main")
                 .await
                 .unwrap_err()
                 .code(),
@@ -140,7 +139,7 @@ async fn kill_takes_the_whole_process_tree() {
         })
         .await;
         assert!(tmux_engine::tmux::process::is_alive(child));
-        assert!(env.registry.kill(&env.owner, "tree").await.unwrap());
+        assert!(env.registry.owner(&env.owner).kill("tree").await.unwrap());
         assert!(
             !tmux_engine::tmux::process::is_alive(child),
             "grandchild survived kill"
@@ -155,32 +154,25 @@ async fn dispose_closes_everything_of_every_owner() {
         let env = Env::new().await;
         let bob = OwnerId::new("bob").unwrap();
         for name in ["a", "b"] {
-            env.spawn(SpawnSpec::new("tmux").name(name)).await;
+            env.spawn(SpawnSpec::new().name(name)).await;
             env.registry
-                .spawn(
-                    &bob,
-                    SpawnSpec::new("tmux").name(name),
-                    &CancellationToken::new(),
-                )
+                .owner(&bob)
+                .spawn(SpawnSpec::new().name(name))
                 .await
                 .unwrap();
         }
         assert_eq!(server_dirs(&env.runtime()).len(), 4);
-        env.registry.dispose_owner(&bob).await.unwrap();
+        // Bob's kills end exactly his servers; disposal then ends the rest.
+        for name in ["a", "b"] {
+            assert!(env.registry.owner(&bob).kill(name).await.unwrap());
+        }
         assert_eq!(server_dirs(&env.runtime()).len(), 2);
-        assert_eq!(
-            env.registry
-                .spawn(&bob, SpawnSpec::new("tmux"), &CancellationToken::new())
-                .await
-                .unwrap_err()
-                .code(),
-            "OWNER_NOT_LIVE"
-        );
         let registry = env.registry.clone();
         env.finish().await;
         assert_eq!(
             registry
-                .list(&OwnerId::new("alice").unwrap())
+                .owner(&OwnerId::new("alice").unwrap())
+                .list()
                 .await
                 .unwrap_err()
                 .code(),
@@ -194,22 +186,20 @@ async fn dispose_closes_everything_of_every_owner() {
 async fn cancelled_spawn_leaves_no_server_or_socket() {
     with_env(async |env| {
         for delay_us in [0u64, 2_000, 10_000, 30_000] {
-            let cancel = CancellationToken::new();
-            let spawn = env
-                .registry
-                .spawn(&env.owner, SpawnSpec::new("tmux"), &cancel);
-            let canceller = async {
-                tokio::time::sleep(std::time::Duration::from_micros(delay_us)).await;
-                cancel.cancel();
-            };
-            let (result, ()) = tokio::join!(spawn, canceller);
-            if let Err(error) = result {
-                assert_eq!(error.code(), "CANCELLED", "{error}");
+            // Dropped at the deadline, if it has not finished by then.
+            let spawn = env.registry.owner(&env.owner).spawn(SpawnSpec::new());
+            let delay = std::time::Duration::from_micros(delay_us);
+            if let Ok(result) = tokio::time::timeout(delay, spawn).await {
+                result.unwrap();
             }
         }
-        // Whatever won each race, no unpublished server is left.
-        let published = env.registry.list(&env.owner).await.unwrap().len();
-        assert_eq!(server_dirs(&env.runtime()).len(), published);
+        // Whatever won each race, no unpublished server is left once the
+        // dropped spawns' rollbacks (in the background) are done.
+        poll("dropped spawns to roll back", WAIT, || async {
+            let published = env.registry.owner(&env.owner).list().await.unwrap().len();
+            (server_dirs(&env.runtime()).len() == published).then_some(())
+        })
+        .await;
     })
     .await;
 }
@@ -224,7 +214,7 @@ async fn death_is_pushed_without_probing() {
         // Not a guarantee of the 100 ms bound under load, but a sanity check.
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
         // The dead pane is kept with its status (policy never): list shows it.
-        let listed = env.registry.list(&env.owner).await.unwrap();
+        let listed = env.registry.owner(&env.owner).list().await.unwrap();
         assert_eq!(listed[0].status, dead.status);
     })
     .await;
@@ -242,7 +232,12 @@ async fn attach_lock_holds_the_handshake_lock_until_dropped() {
         let dirs = server_dirs(&env.runtime());
         assert_eq!(dirs.len(), 1, "{dirs:?}");
         let path = dirs[0].join("control.lock");
-        let lock = env.registry.attach_lock(&env.owner, &id).await.unwrap();
+        let lock = env
+            .registry
+            .owner(&env.owner)
+            .attach_lock(&id)
+            .await
+            .unwrap();
         assert!(lock.is_held());
         let file = std::fs::File::options().write(true).open(&path).unwrap();
         assert!(
@@ -252,7 +247,7 @@ async fn attach_lock_holds_the_handshake_lock_until_dropped() {
         drop(lock);
         file.try_lock().expect("free once dropped");
         file.unlock().unwrap();
-        assert!(env.registry.kill(&env.owner, &id).await.unwrap());
+        assert!(env.registry.owner(&env.owner).kill(&id).await.unwrap());
         env.finish().await;
     })
     .await;

@@ -14,16 +14,18 @@ use crate::support::{poll, within};
 #[tokio::test]
 async fn signals_are_real_signals_to_the_foreground_group() {
     with_env(async |env| {
-        env.spawn(SpawnSpec::new("tmux").name("sh")).await;
+        env.spawn(SpawnSpec::new().name("sh")).await;
         env.send("sh", b"sleep 30", true, WaitFor::Idle).await;
         let delivery = env
             .registry
-            .signal(&env.owner, "sh", Signal::Int)
+            .owner(&env.owner)
+            .signal("sh", Signal::Int)
             .await
             .unwrap();
         let shell = env
             .registry
-            .show(&env.owner, "sh")
+            .owner(&env.owner)
+            .show("sh")
             .await
             .unwrap()
             .pid
@@ -46,20 +48,23 @@ async fn signals_are_real_signals_to_the_foreground_group() {
         poll("the trap", WAIT, || async {
             let page = env
                 .registry
-                .read(&env.owner, "trap", ReadRequest::default())
+                .owner(&env.owner)
+                .read("trap", ReadRequest::default())
                 .await
                 .ok()?;
             page.lines.iter().any(|l| l == "trap-set").then_some(())
         })
         .await;
         env.registry
-            .signal(&env.owner, "trap", Signal::Term)
+            .owner(&env.owner)
+            .signal("trap", Signal::Term)
             .await
             .unwrap();
         wait_exited(env, "trap", 7).await;
         let error = env
             .registry
-            .signal(&env.owner, "trap", Signal::Int)
+            .owner(&env.owner)
+            .signal("trap", Signal::Int)
             .await
             .unwrap_err();
         assert_eq!(error.code(), "TERMINAL_DEAD");
@@ -70,13 +75,13 @@ async fn signals_are_real_signals_to_the_foreground_group() {
 #[tokio::test]
 async fn probes_tell_alive_exited_and_server_gone() {
     with_env(async |env| {
-        env.spawn(SpawnSpec::new("tmux").name("live")).await;
-        let report = env.registry.probe(&env.owner, "live").await.unwrap();
+        env.spawn(SpawnSpec::new().name("live")).await;
+        let report = env.registry.owner(&env.owner).probe("live").await.unwrap();
         assert_eq!(report.observed, Liveness::Alive);
         assert!(!report.recreated);
         env.spawn(sh("exit 4").name("done")).await;
         wait_exited(env, "done", 4).await;
-        let report = env.registry.probe(&env.owner, "done").await.unwrap();
+        let report = env.registry.owner(&env.owner).probe("done").await.unwrap();
         assert_eq!(
             report.observed,
             Liveness::Exited {
@@ -98,7 +103,7 @@ async fn probes_tell_alive_exited_and_server_gone() {
             "{}",
             gone.status
         );
-        let report = env.registry.probe(&env.owner, "live").await.unwrap();
+        let report = env.registry.owner(&env.owner).probe("live").await.unwrap();
         assert!(
             matches!(report.observed, Liveness::ServerGone { .. }),
             "{:?}",
@@ -110,7 +115,7 @@ async fn probes_tell_alive_exited_and_server_gone() {
 
 /// The tmux server pid of a terminal, from its record's locator.
 async fn server_pid(env: &Env, name: &str) -> u32 {
-    let id = env.registry.show(&env.owner, name).await.unwrap().id;
+    let id = env.registry.owner(&env.owner).show(name).await.unwrap().id;
     let path = env
         .dir
         .path()
@@ -124,27 +129,29 @@ async fn server_pid(env: &Env, name: &str) -> u32 {
 async fn on_attach_recreates_a_dead_repl_once_and_never_a_live_one() {
     with_env(async |env| {
         env.spawn(
-            SpawnSpec::new("tmux")
+            SpawnSpec::new()
                 .name("repl")
                 .restart(RestartPolicy::OnAttach),
         )
         .await;
         // Alive: concurrent probes recreate nothing.
-        let probes =
-            futures_util::future::join_all((0..5).map(|_| env.registry.probe(&env.owner, "repl")))
-                .await;
+        let probes = futures_util::future::join_all(
+            (0..5).map(|_| env.registry.owner(&env.owner).probe("repl")),
+        )
+        .await;
         assert!(probes.into_iter().all(|p| !p.unwrap().recreated));
         env.send("repl", b"exit 5", true, WaitFor::Exit).await;
         wait_status(env, "repl", |s| !s.status.is_running()).await;
-        let probes =
-            futures_util::future::join_all((0..5).map(|_| env.registry.probe(&env.owner, "repl")))
-                .await;
+        let probes = futures_util::future::join_all(
+            (0..5).map(|_| env.registry.owner(&env.owner).probe("repl")),
+        )
+        .await;
         let recreated = probes
             .into_iter()
             .filter(|p| p.as_ref().unwrap().recreated)
             .count();
         assert_eq!(recreated, 1);
-        let snapshot = env.registry.show(&env.owner, "repl").await.unwrap();
+        let snapshot = env.registry.owner(&env.owner).show("repl").await.unwrap();
         assert!(snapshot.status.is_running());
         assert_eq!(snapshot.restarts, 1);
         // The respawned shell works and its output reaches sends.
@@ -154,7 +161,7 @@ async fn on_attach_recreates_a_dead_repl_once_and_never_a_live_one() {
         assert_eq!(hello.wait_reason, WaitReason::StdinRead);
         assert!(hello.viewport.contains("again-2"), "{}", hello.viewport);
         // attach on a live one: no recreation.
-        let target = env.registry.attach(&env.owner, "repl").await.unwrap();
+        let target = env.registry.owner(&env.owner).attach("repl").await.unwrap();
         assert!(!target.recreated);
     })
     .await;
@@ -175,7 +182,8 @@ async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
         poll("output", WAIT, || async {
             let page = env
                 .registry
-                .read(&env.owner, "keep", ReadRequest::default())
+                .owner(&env.owner)
+                .read("keep", ReadRequest::default())
                 .await
                 .ok()?;
             page.lines
@@ -196,7 +204,7 @@ async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
         assert!(report.adopted.is_empty(), "{report:?}");
         assert!(report.gone.is_empty(), "{report:?}");
         assert!(report.failures.is_empty(), "{:?}", report.failures);
-        let listed = second.list(&owner).await.unwrap();
+        let listed = second.owner(&owner).list().await.unwrap();
         let names: Vec<_> = listed.iter().map(|s| s.name.clone().unwrap()).collect();
         assert_eq!(names, ["keep", "dead"]);
         assert_eq!(listed[0].role.as_deref(), Some("worker"));
@@ -208,7 +216,8 @@ async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
             }
         );
         let page = second
-            .read(&owner, "keep", ReadRequest::default())
+            .owner(&owner)
+            .read("keep", ReadRequest::default())
             .await
             .unwrap();
         assert!(page.lines.iter().any(|l| l == "persisted-line"), "{page:?}");
@@ -251,8 +260,8 @@ async fn bare_server(env: &Env, id: Option<&str>) -> tmux_engine::tmux::ServerHa
 async fn reap_removes_only_what_is_proven_unclaimed() {
     within(async {
         let env = Env::new().await;
-        env.spawn(SpawnSpec::new("tmux").name("kept")).await;
-        let garbled = env.spawn(SpawnSpec::new("tmux").name("garbled")).await;
+        env.spawn(SpawnSpec::new().name("kept")).await;
+        let garbled = env.spawn(SpawnSpec::new().name("garbled")).await;
         let stopped = env.spawn(sh("exec sleep 300").name("stopped")).await;
         // Its record truncated on disk: moved aside, its server spared.
         let record = env
@@ -304,7 +313,7 @@ async fn reap_removes_only_what_is_proven_unclaimed() {
         assert_eq!(report.corrupt.len(), 1, "{report:?}");
         assert_eq!(report.skipped.len(), 3, "{report:?}");
         // The corrupt record's server lives on, and so does the recorded one.
-        let probe = env.registry.probe(&env.owner, "kept").await.unwrap();
+        let probe = env.registry.owner(&env.owner).probe("kept").await.unwrap();
         assert_eq!(probe.observed, Liveness::Alive);
         assert_eq!(server_dirs(&env.runtime()).len(), 4);
 
@@ -360,7 +369,7 @@ async fn dropping_the_registry_keeps_terminals_running() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(tmux_engine::tmux::process::is_alive(pid));
         let (second, _) = open(dir.path()).await;
-        assert!(second.kill(&owner, "s").await.unwrap());
+        assert!(second.owner(&owner).kill("s").await.unwrap());
         assert!(!tmux_engine::tmux::process::is_alive(pid));
         second.dispose().await.unwrap();
         assert_clean(&super::runtime(dir.path())).await;
@@ -392,7 +401,7 @@ async fn shutdown_lets_go_of_running_terminals_and_a_second_registry_adopts_them
         registry.shutdown().await;
         // A second call waits for the first and returns.
         registry.shutdown().await;
-        let after = registry.list(&owner).await.unwrap_err();
+        let after = registry.owner(&owner).list().await.unwrap_err();
         assert_eq!(after.code(), "REGISTRY_DISPOSING");
         // The terminal runs on, with no control client of ours attached.
         assert!(tmux_engine::tmux::process::is_alive(pid));
@@ -406,14 +415,15 @@ async fn shutdown_lets_go_of_running_terminals_and_a_second_registry_adopts_them
         assert!(report.failures.is_empty(), "{:?}", report.failures);
         // Issue 10, item 4: opening, listing and showing attach no control
         // client (before, every open attached one to every server).
-        let listed = second.list(&owner).await.unwrap();
+        let listed = second.owner(&owner).list().await.unwrap();
         assert_eq!(listed.len(), 1);
         assert!(listed[0].status.is_running(), "{listed:?}");
         assert_eq!(listed[0].pid, Some(pid), "{listed:?}");
-        second.show(&owner, "c").await.unwrap();
+        second.owner(&owner).show("c").await.unwrap();
         assert!(list_clients(&socket).is_empty(), "list attached a client");
         let page = second
-            .read(&owner, "c", ReadRequest::default())
+            .owner(&owner)
+            .read("c", ReadRequest::default())
             .await
             .unwrap();
         assert!(
@@ -429,7 +439,8 @@ async fn shutdown_lets_go_of_running_terminals_and_a_second_registry_adopts_them
         env.send("c", b"after-adoption", true, WaitFor::Idle).await;
         let page = env
             .registry
-            .read(&env.owner, "c", ReadRequest::default())
+            .owner(&env.owner)
+            .read("c", ReadRequest::default())
             .await
             .unwrap();
         assert!(page.lines.iter().any(|l| l == "after-adoption"), "{page:?}");
@@ -485,7 +496,7 @@ async fn always_recreates_a_dying_program_until_the_cap_then_keeps_its_status() 
         // run. (A negative needs a window; the policy's timing itself is
         // tested on paused time with the stub backend.)
         tokio::time::sleep(ms(200)).await;
-        let later = env.registry.show(&env.owner, "crashy").await.unwrap();
+        let later = env.registry.owner(&env.owner).show("crashy").await.unwrap();
         assert_eq!(later.restarts, 2);
         assert!(!later.status.is_running());
         env.finish().await;

@@ -1,4 +1,4 @@
-//! The registry against real tmux: the seed scenarios that apply, exact
+//! The registry against real tmux: the registry-logic scenarios that apply, exact
 //! sends, wait reasons, paging, real signals, pushed death, recreation,
 //! adoption across registries, and reaping. Each test has its own state
 //! and runtime directories; every test ends by checking that no server or
@@ -10,6 +10,7 @@ mod attach_lifecycle;
 mod hardening;
 mod lifecycle;
 mod liveness;
+mod old_records;
 mod send;
 
 use std::path::{Path, PathBuf};
@@ -17,12 +18,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tempfile::TempDir;
-use tmux_engine::registry::tmux::{TmuxBackend, TmuxConfig};
+use tmux_engine::registry::backend::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{
     Backend, ExitStatus, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult,
     SpawnSpec, TerminalSnapshot, TerminalStatus, WaitFor,
 };
-use tokio_util::sync::CancellationToken;
 
 use crate::support::{poll, tmux};
 
@@ -65,9 +65,10 @@ impl Env {
     async fn with_config(config: RegistryConfig) -> Env {
         let dir = crate::support::test_dir();
         let backend: Arc<dyn Backend> = backend(dir.path());
-        let (registry, _) = Registry::open(config.state_dir(dir.path().join("state")), [backend])
-            .await
-            .unwrap();
+        let (registry, _) =
+            Registry::open_with(config.state_dir(dir.path().join("state")), backend)
+                .await
+                .unwrap();
         Env {
             guard: Cleanup(runtime(dir.path())),
             dir,
@@ -81,10 +82,7 @@ impl Env {
     }
 
     async fn spawn(&self, spec: SpawnSpec) -> TerminalSnapshot {
-        self.registry
-            .spawn(&self.owner, spec, &CancellationToken::new())
-            .await
-            .unwrap()
+        self.registry.owner(&self.owner).spawn(spec).await.unwrap()
     }
 
     async fn send(&self, target: &str, text: &[u8], submit: bool, wait: WaitFor) -> SendResult {
@@ -95,7 +93,8 @@ impl Env {
             timeout: Some(WAIT),
         };
         self.registry
-            .send(&self.owner, target, request)
+            .owner(&self.owner)
+            .send(target, request)
             .await
             .unwrap()
             .result()
@@ -128,9 +127,9 @@ fn backend(dir: &Path) -> Arc<TmuxBackend> {
 /// Opens a registry on `dir/state` with the tmux backend.
 async fn open(dir: &Path) -> (Registry, ScanReport) {
     let backend: Arc<dyn Backend> = backend(dir);
-    Registry::open(
+    Registry::open_with(
         RegistryConfig::default().state_dir(dir.join("state")),
-        [backend],
+        backend,
     )
     .await
     .unwrap()
@@ -138,7 +137,7 @@ async fn open(dir: &Path) -> (Registry, ScanReport) {
 
 /// A spec running `script` under `/bin/sh -c`.
 fn sh(script: &str) -> SpawnSpec {
-    SpawnSpec::new("tmux").command(["/bin/sh", "-c", script])
+    SpawnSpec::new().command(["/bin/sh", "-c", script])
 }
 
 /// Server directories left in `runtime`.
@@ -204,7 +203,7 @@ async fn wait_status(
     check: impl Fn(&TerminalSnapshot) -> bool,
 ) -> TerminalSnapshot {
     poll("terminal status", WAIT, || async {
-        let snapshot = env.registry.show(&env.owner, target).await.unwrap();
+        let snapshot = env.registry.owner(&env.owner).show(target).await.unwrap();
         check(&snapshot).then_some(snapshot)
     })
     .await

@@ -62,7 +62,7 @@ async fn one_mebibyte_arrives_exactly() {
 async fn shell_metacharacters_are_typed_not_run() {
     with_env(async |env| {
         let canary = env.dir.path().join("CANARY");
-        env.spawn(SpawnSpec::new("tmux").name("shell").cwd(env.dir.path()))
+        env.spawn(SpawnSpec::new().name("shell").cwd(env.dir.path()))
             .await;
         // Typed into `cat`, which only echoes: nothing may run.
         env.send("shell", b"cat > /dev/null", true, WaitFor::StdinRead)
@@ -85,7 +85,7 @@ async fn shell_metacharacters_are_typed_not_run() {
 #[tokio::test]
 async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
     with_env(async |env| {
-        env.spawn(SpawnSpec::new("tmux").name("sh")).await;
+        env.spawn(SpawnSpec::new().name("sh")).await;
         // A shell at its prompt blocks reading the terminal.
         let prompt = env.send("sh", b"echo hi", true, WaitFor::StdinRead).await;
         assert_eq!(prompt.wait_reason, WaitReason::StdinRead);
@@ -101,9 +101,7 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
         let env2 = &env;
         let handle = env2
             .registry
-            .send(
-                &env.owner,
-                "sh",
+            .owner(&env.owner).send("sh",
                 SendRequest {
                     text: r#"perl -e '$|=1; while (1) { print "tick\n"; select(undef, undef, undef, 0.02) }'"#.into(),
                     submit: true,
@@ -118,9 +116,7 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
         // Cancelled while waiting; output so far is readable.
         let handle = env
             .registry
-            .send(
-                &env.owner,
-                "sh",
+            .owner(&env.owner).send("sh",
                 SendRequest {
                     text: bytes::Bytes::new(),
                     submit: false,
@@ -159,8 +155,8 @@ async fn read_pages_scrollback_and_clamps() {
         let page = poll("output", WAIT, || async {
             let page = env
                 .registry
+                .owner(&env.owner)
                 .read(
-                    &env.owner,
                     "seq",
                     ReadRequest {
                         offset: 0,
@@ -181,8 +177,8 @@ async fn read_pages_scrollback_and_clamps() {
         assert_eq!(page.range, 497..500);
         let older = env
             .registry
+            .owner(&env.owner)
             .read(
-                &env.owner,
                 "seq",
                 ReadRequest {
                     offset: 490,
@@ -194,8 +190,8 @@ async fn read_pages_scrollback_and_clamps() {
         assert_eq!(older.lines, ["6", "7", "8", "9", "10"]);
         let huge = env
             .registry
+            .owner(&env.owner)
             .read(
-                &env.owner,
                 "seq",
                 ReadRequest {
                     offset: usize::MAX,
@@ -208,8 +204,8 @@ async fn read_pages_scrollback_and_clamps() {
         assert_eq!(huge.range, 0..0);
         let all = env
             .registry
+            .owner(&env.owner)
             .read(
-                &env.owner,
                 "seq",
                 ReadRequest {
                     offset: 0,
@@ -220,7 +216,7 @@ async fn read_pages_scrollback_and_clamps() {
             .unwrap();
         assert_eq!(all.lines.len(), 500);
         assert_eq!(all.lines[0], "1");
-        let screen = env.registry.screen(&env.owner, "seq").await.unwrap();
+        let screen = env.registry.owner(&env.owner).screen("seq").await.unwrap();
         assert_eq!((screen.size().cols, screen.size().rows), (80, 24));
         assert_eq!(screen.rows().count(), 24);
         let json = serde_json::to_value(&screen).unwrap();

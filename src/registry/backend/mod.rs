@@ -3,11 +3,15 @@
 //!
 //! | file          | job                                                   |
 //! |---------------|-------------------------------------------------------|
-//! | `mod.rs`      | [`TmuxBackend`], [`TmuxConfig`], spawn and adoption   |
+//! | `mod.rs`      | [`TmuxBackend`], spawn and adoption                   |
+//! | `config.rs`   | [`TmuxConfig`]: runtime directory, shell, timeouts    |
+//! | `records.rs`  | what a record names: its processes, check, retire     |
 //! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
-//! | `terminal.rs` | [`TmuxTerminal`]: watcher, signal, close, probe       |
+//! | `terminal.rs` | [`TmuxTerminal`]: its watcher, I/O and signals        |
+//! | `lifetime.rs` | close, shutdown, probe and respawn of one terminal    |
 //! | `send.rs`     | sends and their wait conditions                       |
-//! | `capture.rs`  | scrollback pages and the screen (`capture-pane`)      |
+//! | `pages.rs`    | scrollback pages and the screen (`capture-pane`)      |
+//! | `link.rs`     | `ServerLink`: what a terminal's tasks share           |
 //!
 //! Each terminal's server lives in its own `tmux-engine-XXXXXX` directory
 //! under the backend's runtime directory (one per state directory, see
@@ -16,14 +20,15 @@
 //! session is always named [`SESSION`] and the pane is `%0`: no user text
 //! reaches a tmux target.
 
-mod capture;
+mod config;
+mod lifetime;
+mod link;
+mod pages;
 mod reap;
+mod records;
 mod send;
-mod shared;
 mod terminal;
 
-use std::ffi::OsString;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,16 +36,18 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tracing::{debug, warn};
 
-pub use capture::{DEFAULT_PAGE, MAX_PAGE};
+pub use config::TmuxConfig;
+use config::{command_words, pinned_shell};
+pub use pages::{DEFAULT_PAGE, MAX_PAGE};
+use records::{adopted_pane, recorded_process};
 pub use send::strip_escapes;
 pub use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
-use super::backend::{
-    Backend, BackendTerminal, ExitStatus, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
-};
 use super::persist::TerminalRecord;
-use super::spec::{DEFAULT_KIND, SpawnSpec};
+use super::seam::{
+    Backend, BackendTerminal, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
+};
 use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
@@ -48,11 +55,14 @@ use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::{TmuxCommand, quote};
-use crate::tmux::options::{MARK_OPTION, MARK_VALUE, shell_words};
-use crate::tmux::{ProcessId, ServerHandle, ServerOptions, Tmux};
+use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
+use crate::tmux::{ServerHandle, ServerOptions, Tmux};
 use crate::tmux::{dirs, process};
 use crate::vocab::Size;
 use crate::{Error, Result};
+
+/// What snapshots and records call this backend's terminals.
+pub const KIND: &str = "tmux";
 
 /// The one session of every terminal's server.
 pub const SESSION: &str = "main";
@@ -65,158 +75,6 @@ pub const ID_OPTION: &str = "@tmux-engine-id";
 /// The server option naming the (canonical) state directory whose
 /// registry started the server; empty without one.
 pub const STATE_OPTION: &str = "@tmux-engine-state";
-
-/// How the tmux backend runs terminals.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct TmuxConfig {
-    /// Where server directories are created; owned by this backend (reap
-    /// removes what it finds there that no record names).
-    pub runtime_dir: PathBuf,
-    /// The pinned shell for terminals without a command and for shell lines
-    /// ([`SpawnSpec::shell`]); `None` uses `$SHELL`.
-    pub shell: Option<PathBuf>,
-    /// Scrollback lines kept per terminal.
-    pub history_limit: u32,
-    /// Quiet period after which a send counts as idle.
-    pub quiet: Duration,
-    /// A send's timeout when the request names none.
-    pub send_timeout: Duration,
-    /// How long a liveness probe waits for tmux's answer.
-    pub probe_timeout: Duration,
-    /// Bytes of recent output kept per terminal for sends.
-    pub output_buffer: usize,
-    /// Reap skips server directories younger than this: another process
-    /// may be spawning there and not have written its record yet.
-    pub reap_grace: Duration,
-    /// The state directory whose registry uses this backend, stamped on
-    /// every server ([`STATE_OPTION`]) so reap only judges its own.
-    pub state_dir: Option<PathBuf>,
-    /// When set, every server (and so every terminal's program) starts with
-    /// exactly this environment plus the spawn's own `env`, instead of
-    /// inheriting the engine's: a long-lived server process (the web
-    /// bridge) must not hand its own secrets to the shells it spawns.
-    pub environment: Option<Vec<(OsString, OsString)>>,
-}
-
-impl TmuxConfig {
-    /// A config with default values and server directories in
-    /// `runtime_dir`.
-    pub fn new(runtime_dir: impl Into<PathBuf>) -> Self {
-        TmuxConfig {
-            runtime_dir: runtime_dir.into(),
-            shell: None,
-            history_limit: 10_000,
-            quiet: Duration::from_millis(300),
-            send_timeout: Duration::from_secs(30),
-            probe_timeout: Duration::from_secs(3),
-            output_buffer: 4 << 20,
-            reap_grace: Duration::from_secs(60),
-            state_dir: None,
-            environment: None,
-        }
-    }
-
-    /// The runtime directory for a registry on `state_dir`: the runtime
-    /// base every server uses ([`dirs::runtime_base_path`]:
-    /// `$TMUX_ENGINE_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR`, else `/tmp`) /
-    /// `tmux-engine-registry-UID-HASH`,
-    /// where HASH is a hash of the state directory's canonical path. Short
-    /// (socket paths have a 107-byte limit) and distinct per state
-    /// directory, so one registry's reap never touches another's servers.
-    ///
-    /// Creates the state directory (mode 0700) when it does not exist yet,
-    /// so that its canonical path, and so the hash, is the same on the
-    /// first call as on every later one, however the path was spelt.
-    pub fn for_state_dir(state_dir: &Path) -> Self {
-        let (base, _) = dirs::runtime_base_path(None);
-        // Created private, as `StateDir::open` would (it checks it is).
-        let _ = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(state_dir);
-        let canonical = std::fs::canonicalize(state_dir)
-            .or_else(|_| std::path::absolute(state_dir))
-            .unwrap_or_else(|_| state_dir.to_owned());
-        let uid = rustix::process::getuid().as_raw();
-        let hash = fnv1a(canonical.as_os_str().as_encoded_bytes());
-        let mut config = Self::new(base.join(format!("tmux-engine-registry-{uid}-{hash:016x}")));
-        config.state_dir = Some(canonical);
-        config
-    }
-
-    /// Sets the state directory stamped on servers (see
-    /// [`TmuxConfig::state_dir`]); canonicalised when it exists.
-    #[must_use]
-    pub fn with_state_dir(mut self, state_dir: impl Into<PathBuf>) -> Self {
-        let dir = state_dir.into();
-        self.state_dir = Some(std::fs::canonicalize(&dir).unwrap_or(dir));
-        self
-    }
-
-    /// The value of [`STATE_OPTION`] for this config's servers.
-    pub(crate) fn state_mark(&self) -> String {
-        self.state_dir
-            .as_deref()
-            .map(|dir| dir.display().to_string())
-            .unwrap_or_default()
-    }
-
-    /// Sets the pinned shell.
-    #[must_use]
-    pub fn shell(mut self, shell: impl Into<PathBuf>) -> Self {
-        self.shell = Some(shell.into());
-        self
-    }
-
-    /// Sets the idle quiet period.
-    #[must_use]
-    pub fn quiet(mut self, quiet: Duration) -> Self {
-        self.quiet = quiet;
-        self
-    }
-
-    /// Starts servers with exactly `vars` (plus each spawn's `env`) instead
-    /// of the engine's environment.
-    #[must_use]
-    pub fn environment(mut self, vars: Vec<(OsString, OsString)>) -> Self {
-        self.environment = Some(vars);
-        self
-    }
-
-    /// Sets the reap grace period.
-    #[must_use]
-    pub fn reap_grace(mut self, grace: Duration) -> Self {
-        self.reap_grace = grace;
-        self
-    }
-}
-
-/// The shell of terminals without a command and of shell lines: the
-/// config's, else `$SHELL` when it is an absolute path to a file.
-fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
-    config.shell.clone().or_else(|| {
-        std::env::var_os("SHELL")
-            .map(PathBuf::from)
-            .filter(|shell| shell.is_absolute() && shell.is_file())
-    })
-}
-
-/// The argv a spec runs: its words, or its shell line under `shell`. tmux
-/// is then given [`exec_words`](crate::tmux::options::exec_words) of it, so words are executed exactly.
-fn command_words(spec: &SpawnSpec, shell: Option<&Path>) -> Vec<OsString> {
-    match &spec.shell {
-        Some(line) => shell_words(shell, line),
-        None => spec.command.iter().map(OsString::from).collect(),
-    }
-}
-
-/// FNV-1a, 64 bits: stable across Rust versions (std's hasher is not).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
 
 /// The `tmux` backend.
 #[derive(Debug)]
@@ -232,13 +90,31 @@ pub struct TmuxBackend {
 /// # Errors
 ///
 /// `TMUX_MISSING`, `TMUX_TOO_OLD`, or the state directory's errors (see
-/// [`Registry::open`]).
+/// [`Registry::open_with`]).
 pub async fn open_registry(
     state_dir: impl Into<PathBuf>,
     config: TmuxConfig,
 ) -> Result<(Registry, ScanReport)> {
     let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::new(config)?);
-    Registry::open(RegistryConfig::default().state_dir(state_dir), [backend]).await
+    Registry::open_with(RegistryConfig::default().state_dir(state_dir), backend).await
+}
+
+impl Registry {
+    /// Opens a registry of tmux terminals on `state_dir` with the default
+    /// settings ([`TmuxConfig::for_state_dir`]), adopting the terminals
+    /// recorded there; what a program keeping persistent terminals starts
+    /// with. Corrupt records and failed adoptions are logged; use
+    /// [`open_registry`] for other settings or the [`ScanReport`].
+    ///
+    /// # Errors
+    ///
+    /// `TMUX_MISSING`, `TMUX_TOO_OLD`, or the state directory's errors (see
+    /// [`Registry::open_with`]).
+    pub async fn open(state_dir: impl AsRef<Path>) -> Result<Registry> {
+        let state_dir = state_dir.as_ref();
+        let config = TmuxConfig::for_state_dir(state_dir);
+        Ok(open_registry(state_dir, config).await?.0)
+    }
 }
 
 impl TmuxBackend {
@@ -483,140 +359,9 @@ impl TmuxBackend {
     }
 }
 
-/// The process a record's locator names under `pid_key`, with the start
-/// time recorded under `start_key` (none in records written before start
-/// times were recorded: then the pid alone, as `kill(2)` would).
-fn recorded_process(record: &TerminalRecord, pid_key: &str, start_key: &str) -> ProcessId {
-    let field = |key: &str| record.locator.get(key).and_then(serde_json::Value::as_u64);
-    ProcessId {
-        pid: field(pid_key)
-            .and_then(|pid| u32::try_from(pid).ok())
-            .unwrap_or(0),
-        start_time: field(start_key),
-    }
-}
-
-/// The pane process of an adopted terminal, given the pid tmux reports
-/// for its pane and whether that pane is dead.
-///
-/// The record's process when tmux names the same pid: with the start time
-/// recorded when the pid was learnt, never re-read now (a dead pane's pid
-/// may belong to a stranger by now, whose start time a re-read would
-/// trust); a mismatch then makes every later check treat it as gone. A
-/// live pane the record does not name (respawned in place since the
-/// record was written) is read now: tmux has not reaped it, so its pid
-/// cannot have been reused. Anything else is unknown (pid 0), which
-/// nothing signals.
-fn adopted_pane(record: &TerminalRecord, reported: Option<u32>, dead: bool) -> ProcessId {
-    let recorded = recorded_process(record, "pane_pid", "pane_start");
-    match reported {
-        Some(pid) if pid == recorded.pid && recorded.start_time.is_some() => recorded,
-        Some(pid) if !dead => Some(ProcessId::now(pid))
-            .filter(|process| process.start_time.is_some())
-            .unwrap_or_default(),
-        _ => ProcessId::default(),
-    }
-}
-
-/// The server directory a record names, if any.
-fn recorded_dir(record: &TerminalRecord) -> Option<&str> {
-    record
-        .locator
-        .get("dir")
-        .and_then(|dir| dir.as_str())
-        .filter(|dir| !dir.is_empty())
-}
-
-impl TmuxBackend {
-    /// The cheap status of a recorded terminal: the server process's pid
-    /// and start time (else a socket connect), the pane process's, and a one-shot `list-panes` only when
-    /// that process is gone while the server listens (to read its exit).
-    async fn check_record(&self, record: &TerminalRecord) -> RecordCheck {
-        let gone = |reason: &str| RecordCheck {
-            status: TerminalStatus::Gone {
-                reason: reason.to_owned(),
-            },
-            pid: None,
-        };
-        let Some(dir) = recorded_dir(record) else {
-            return gone("the record names no server directory");
-        };
-        let handle = ServerHandle::open(Arc::clone(&self.tmux), dir, SESSION);
-        // The recorded server process alive (pid and start time) proves the
-        // server without touching its socket: a `/proc` read instead of a
-        // connect that wakes the server, which over 300 terminals was most
-        // of `list`'s time. Otherwise the socket tells.
-        let server = recorded_process(record, "server_pid", "server_start");
-        if !(server.start_time.is_some() && process::is_alive(server)) {
-            match reap::occupant(handle.socket()) {
-                reap::Occupant::Nothing => return gone("server gone"),
-                // Unknown is not dead: say running, let a probe tell.
-                reap::Occupant::Unknown(_) | reap::Occupant::Listening => {}
-            }
-        }
-        let pane = recorded_process(record, "pane_pid", "pane_start");
-        let running = RecordCheck {
-            status: TerminalStatus::Running,
-            pid: Some(pane.pid).filter(|&pid| pid != 0),
-        };
-        if pane.start_time.is_some() && process::is_alive(pane) {
-            return running;
-        }
-        let query = TmuxCommand::new("list-panes")
-            .opt("-t", format!("{}:", handle.session()))
-            .opt(
-                "-F",
-                "#{pane_dead} #{pane_pid} #{pane_dead_status} #{pane_dead_signal}",
-            );
-        let Ok(text) = tokio::time::timeout(self.config.probe_timeout, handle.run(&query)).await
-        else {
-            return running;
-        };
-        let Ok(text) = text else {
-            return running;
-        };
-        let mut fields = text.lines().next().unwrap_or_default().split(' ');
-        let dead = fields.next() == Some("1");
-        let pid = fields.next().and_then(|pid| pid.parse().ok());
-        let code = fields.next().and_then(|code| code.parse().ok());
-        let signal = fields.next().and_then(|signal| signal.parse().ok());
-        let exit = match (code, signal) {
-            (_, Some(signal)) => Some(ExitStatus::Signal(signal)),
-            (Some(code), _) => Some(ExitStatus::Code(code)),
-            _ => None,
-        };
-        match exit {
-            Some(exit) if dead => RecordCheck {
-                status: TerminalStatus::Exited { exit },
-                pid,
-            },
-            _ => RecordCheck {
-                status: TerminalStatus::Running,
-                pid,
-            },
-        }
-    }
-
-    /// The kill path on what a record names, without attaching: guarded by
-    /// the recorded pane process's start time.
-    async fn retire_record(&self, record: &TerminalRecord) -> Result<()> {
-        let Some(dir) = recorded_dir(record) else {
-            return Ok(());
-        };
-        let mut handle = ServerHandle::open(Arc::clone(&self.tmux), dir, SESSION);
-        let server = recorded_process(record, "server_pid", "server_start");
-        if server.pid != 0 && server.start_time.is_some() && process::is_alive(server) {
-            handle.set_pid(server.pid);
-        }
-        let pane = recorded_process(record, "pane_pid", "pane_start");
-        let pane = (pane.pid != 0 && pane.start_time.is_some()).then_some(pane);
-        handle.kill_with(pane, None).await
-    }
-}
-
 impl Backend for TmuxBackend {
     fn kind(&self) -> &str {
-        DEFAULT_KIND
+        KIND
     }
 
     fn spawn(&self, request: SpawnRequest) -> BoxFuture<'_, Result<Arc<dyn BackendTerminal>>> {

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use super::{ID_OPTION, SESSION, STATE_OPTION, TmuxConfig};
 use crate::registry::TerminalId;
-use crate::registry::backend::ReapReport;
 use crate::registry::persist::TerminalRecord;
+use crate::registry::seam::ReapReport;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
 use crate::tmux::server::DIR_PREFIX;

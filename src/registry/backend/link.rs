@@ -1,8 +1,9 @@
-//! What a tmux terminal's tasks share: the control client, the server
-//! handle, the output ring sends read back, and the status watch.
+//! `ServerLink`: what a tmux terminal's tasks share: the control client,
+//! the server handle, the output ring sends read back, and the status
+//! watch.
 //!
 //! Below `terminal.rs` (the terminal and its watcher), `send.rs` and
-//! `capture.rs`, which all use it; it uses none of them.
+//! `pages.rs`, which all use it; it uses none of them.
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
@@ -18,7 +19,7 @@ use super::TmuxConfig;
 use crate::Result;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneStream};
-use crate::registry::backend::TerminalStatus;
+use crate::registry::seam::TerminalStatus;
 use crate::registry::{SpawnSpec, TerminalId};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::{ProcessId, ServerHandle};
@@ -38,7 +39,7 @@ pub(super) struct Mutable {
 }
 
 /// Everything the terminal's tasks share.
-pub(super) struct Shared {
+pub(super) struct ServerLink {
     pub id: TerminalId,
     pub spec: SpawnSpec,
     pub config: Arc<TmuxConfig>,
@@ -61,7 +62,7 @@ pub(super) struct Shared {
     pub closed: AtomicBool,
 }
 
-impl Shared {
+impl ServerLink {
     pub(super) fn lock(&self) -> MutexGuard<'_, Mutable> {
         self.mutable.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -96,7 +97,7 @@ impl Shared {
 
 /// Output bytes from absolute offset `start` to now, and whether some were
 /// dropped (older than the ring, or skipped by a resync after `gaps`).
-pub(super) fn output_since(shared: &Shared, start: u64, gaps: u64) -> (Bytes, bool) {
+pub(super) fn output_since(shared: &ServerLink, start: u64, gaps: u64) -> (Bytes, bool) {
     let mutable = shared.lock();
     let (bytes, dropped) = mutable.ring.since(start);
     (bytes, dropped || mutable.gaps != gaps)

@@ -7,9 +7,9 @@
 //! last, not the bottom of an empty screen or the empty row under the
 //! cursor after a final newline.
 
-use super::shared::Shared;
+use super::link::ServerLink;
 use crate::control::snapshot::capture_snapshot;
-use crate::registry::backend::{ReadPage, ReadRequest, Screen};
+use crate::registry::seam::{ReadPage, ReadRequest, Screen};
 use crate::tmux::command::TmuxCommand;
 use crate::{Error, Result};
 
@@ -24,7 +24,7 @@ struct Geometry {
     cursor: (u16, u16),
 }
 
-async fn geometry(shared: &Shared) -> Result<Geometry> {
+async fn geometry(shared: &ServerLink) -> Result<Geometry> {
     let format = "#{history_size} #{cursor_x} #{cursor_y}";
     let command = TmuxCommand::new("list-panes")
         .target(shared.pane)
@@ -49,7 +49,7 @@ async fn geometry(shared: &Shared) -> Result<Geometry> {
 }
 
 /// `capture-pane -p` of tmux lines `start..=end` (negative: history).
-async fn capture(shared: &Shared, range: Option<(i64, i64)>) -> Result<Vec<String>> {
+async fn capture(shared: &ServerLink, range: Option<(i64, i64)>) -> Result<Vec<String>> {
     let mut command = TmuxCommand::new("capture-pane")
         .flag("-p")
         .target(shared.pane);
@@ -68,14 +68,14 @@ async fn capture(shared: &Shared, range: Option<(i64, i64)>) -> Result<Vec<Strin
 
 /// The visible screen with attributes and cursor, as tmux holds it
 /// (`capture-pane -e`, drawn into an emulator of the pane's size).
-pub(super) async fn screen(shared: &Shared) -> Result<Screen> {
+pub(super) async fn screen(shared: &ServerLink) -> Result<Screen> {
     let snapshot = capture_snapshot(&shared.client, shared.pane, 0).await?;
     Ok(Screen::from_snapshot(&snapshot))
 }
 
 /// The screen as one string, trailing blank lines dropped (a send's
 /// viewport).
-pub(super) async fn viewport(shared: &Shared) -> Result<String> {
+pub(super) async fn viewport(shared: &ServerLink) -> Result<String> {
     let mut lines = capture(shared, None).await?;
     while lines.last().is_some_and(|line| line.trim_end().is_empty()) {
         lines.pop();
@@ -85,7 +85,7 @@ pub(super) async fn viewport(shared: &Shared) -> Result<String> {
 
 /// One page of scrollback counted from the newest line; offsets and counts
 /// of any size clamp to what exists.
-pub(super) async fn read(shared: &Shared, request: ReadRequest) -> Result<ReadPage> {
+pub(super) async fn read(shared: &ServerLink, request: ReadRequest) -> Result<ReadPage> {
     let (geometry, screen) = tokio::try_join!(geometry(shared), capture(shared, None))?;
     let last_used = screen
         .iter()

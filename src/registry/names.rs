@@ -20,8 +20,8 @@ pub const MAX_OWNER_LEN: usize = 256;
 /// Who a terminal belongs to: an agent, a user, a test.
 ///
 /// Any non-empty string without control characters (at most
-/// [`MAX_OWNER_LEN`] bytes). Owners are live until disposed with
-/// [`Registry::dispose_owner`](super::Registry::dispose_owner).
+/// [`MAX_OWNER_LEN`] bytes). An owner needs no registration: its
+/// handle is [`Registry::owner`](super::Registry::owner).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct OwnerId(String);

@@ -13,7 +13,7 @@
 //! and resolves when both are done. Either way the tmux server keeps
 //! running (terminals outlive the engine).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,25 +22,24 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::TmuxConfig;
-use super::shared::{Mutable, OutputRing, Shared};
+use super::lifetime::{close, probe, respawn, shutdown};
+use super::link::{Mutable, OutputRing, ServerLink};
 use crate::control::Notification;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshake_lock};
-use crate::control::pane_exit::{pane_state, wait_pane_exit};
+use crate::control::pane_exit::wait_pane_exit;
 use crate::control::snapshot::capture_snapshot;
 use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::SubscribeOptions;
-use crate::registry::backend::{
+use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
     Screen, SendRequest, StartedSend, TerminalStatus,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
-use crate::tmux::command::TmuxCommand;
 use crate::tmux::command::resize_window;
-use crate::tmux::options::{DRAIN_PIPE, exec_words};
 use crate::tmux::procfs;
 use crate::tmux::{ProcessId, ServerHandle};
 use crate::vocab::Size;
@@ -50,12 +49,9 @@ use crate::{Error, Result};
 /// for milliseconds.
 const ATTACH_LOCK_PATIENCE: Duration = Duration::from_secs(5);
 
-/// How long `close` waits for the control client to see the server go.
-const CLIENT_CLOSE_WAIT: Duration = Duration::from_secs(2);
-
 /// A registry terminal backed by a private tmux server.
 pub struct TmuxTerminal {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ServerLink>,
 }
 
 impl Drop for TmuxTerminal {
@@ -91,7 +87,7 @@ impl TmuxTerminal {
     /// Builds the terminal and starts its watcher.
     pub(super) fn start(parts: Parts) -> Arc<TmuxTerminal> {
         let (restream, restreams) = mpsc::channel(4);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ServerLink {
             id: parts.id,
             spec: parts.spec,
             config: parts.config,
@@ -137,7 +133,7 @@ impl TmuxTerminal {
 
 /// The watcher: pumps output, pushes death. One per terminal, no ticks.
 async fn watch_pane(
-    shared: Arc<Shared>,
+    shared: Arc<ServerLink>,
     mut stream: PaneStream,
     mut restreams: mpsc::Receiver<PaneStream>,
 ) {
@@ -237,11 +233,11 @@ impl BackendTerminal for TmuxTerminal {
     }
 
     fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>> {
-        Box::pin(super::capture::read(&self.shared, request))
+        Box::pin(super::pages::read(&self.shared, request))
     }
 
     fn screen(&self) -> BoxFuture<'_, Result<Screen>> {
-        Box::pin(super::capture::screen(&self.shared))
+        Box::pin(super::pages::screen(&self.shared))
     }
 
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<SignalDelivery>> {
@@ -369,164 +365,4 @@ impl BackendTerminal for TmuxTerminal {
     fn respawn(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(respawn(&self.shared))
     }
-}
-
-/// Kills the pane's process tree and the server, removes the directory:
-/// the kill path ([`ServerHandle::kill_with`]), asking over the control
-/// connection while it is up (no tmux process to spawn), and waiting for
-/// the client's EOF alongside.
-async fn close(shared: &Shared, reason: CloseReason) -> Result<()> {
-    let mut server = shared.server.lock().await;
-    if shared.closed.load(Ordering::Acquire) {
-        return Ok(());
-    }
-    debug!(terminal = %shared.id, %reason, "closing");
-    if let Some(send) = shared.lock().active_send.take() {
-        send.cancel();
-    }
-    let pane = shared.lock().pane_process;
-    let request = shared.client.kill_request();
-    let client_closed = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.closed());
-    let (killed, _) = tokio::join!(server.kill_with(Some(pane), request), client_closed);
-    killed?;
-    shared.stop.cancel();
-    shared.tasks.wait().await;
-    shared.set_status(TerminalStatus::Gone {
-        reason: format!("closed: {reason}"),
-    });
-    shared.closed.store(true, Ordering::Release);
-    Ok(())
-}
-
-/// Lets go of the terminal without touching the server: the watcher stops
-/// first (so the detach does not read as the server's death), then the
-/// control client detaches; resolves when both are done.
-async fn shutdown(shared: &Shared) {
-    // Serialized with `close`: a close in flight finishes first.
-    let _server = shared.server.lock().await;
-    if let Some(send) = shared.lock().active_send.take() {
-        send.cancel();
-    }
-    shared.stop.cancel();
-    shared.tasks.wait().await;
-    let reason = shared.client.detach().await;
-    debug!(terminal = %shared.id, %reason, "shut down; the server keeps running");
-}
-
-/// The liveness probe: control-client EOF, then `list-panes` on the exact
-/// pane under a deadline.
-async fn probe(shared: &Shared) -> Result<Liveness> {
-    if shared.closed.load(Ordering::Acquire) {
-        return Ok(Liveness::ServerGone {
-            reason: "closed".to_owned(),
-        });
-    }
-    let observed = probe_once(shared).await?;
-    if let Some(dead) = observed.dead_status() {
-        shared.set_status(dead);
-    } else if observed == Liveness::Alive {
-        shared.set_status(TerminalStatus::Running);
-    }
-    Ok(observed)
-}
-
-async fn probe_once(shared: &Shared) -> Result<Liveness> {
-    if let Some(reason) = shared.client.closed_reason() {
-        return Ok(Liveness::ServerGone { reason });
-    }
-    let deadline = shared.config.probe_timeout;
-    let state = match tokio::time::timeout(deadline, pane_state(&shared.client, shared.pane)).await
-    {
-        Err(_) | Ok(Err(Error::Unresponsive { .. })) => {
-            return Ok(Liveness::Unresponsive { waited: deadline });
-        }
-        Ok(Err(Error::ServerGone { reason })) => return Ok(Liveness::ServerGone { reason }),
-        Ok(Err(Error::Command { .. })) => return Ok(Liveness::SessionGone),
-        Ok(Err(error)) => return Err(error),
-        Ok(Ok(state)) => state,
-    };
-    if let Some(exit) = state.exit {
-        return Ok(Liveness::Exited { exit });
-    }
-    if state.dead {
-        // Dead but not reaped yet (tmux 3.3a can lose the SIGCHLD):
-        // wait_pane_exit nudges the server until the status shows.
-        return match tokio::time::timeout(deadline, wait_pane_exit(&shared.client, shared.pane))
-            .await
-        {
-            Ok(Ok(exit)) => Ok(Liveness::Exited { exit }),
-            Ok(Err(Error::ServerGone { reason })) => Ok(Liveness::ServerGone { reason }),
-            Ok(Err(Error::Command { .. })) => Ok(Liveness::SessionGone),
-            Ok(Err(error)) => Err(error),
-            Err(_) => Ok(Liveness::Unresponsive { waited: deadline }),
-        };
-    }
-    Ok(Liveness::Alive)
-}
-
-/// `respawn-pane -k` with the original spec, then a fresh subscription
-/// (tmux does not reset a control client's pane offsets on respawn).
-async fn respawn(shared: &Shared) -> Result<()> {
-    if shared.closed.load(Ordering::Acquire) {
-        return Err(Error::ServerGone {
-            reason: "terminal closed".to_owned(),
-        });
-    }
-    if let Some(reason) = shared.client.closed_reason() {
-        return Err(Error::ServerGone { reason });
-    }
-    let mut command = TmuxCommand::new("respawn-pane")
-        .flag("-k")
-        .target(shared.pane);
-    if let Some(cwd) = &shared.spec.cwd {
-        let cwd = std::path::absolute(cwd)
-            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
-        command = command.format_opt("-c", cwd.as_os_str().as_encoded_bytes());
-    }
-    for (key, value) in &shared.spec.env {
-        command = command.opt("-e", format!("{key}={value}"));
-    }
-    let words = super::command_words(&shared.spec, super::pinned_shell(&shared.config).as_deref());
-    for word in exec_words(&words)? {
-        command = command.arg(word.as_encoded_bytes());
-    }
-    // Written right behind the respawn so tmux runs both before its event
-    // loop can see the new program exit (see `ServerOptions::drain_on_exit`).
-    let drain = TmuxCommand::new("pipe-pane")
-        .flag("-o")
-        .target(shared.pane)
-        .arg(DRAIN_PIPE);
-    let (respawned, drained) = tokio::join!(shared.command(&command), shared.command(&drain));
-    if let Err(error) = drained {
-        debug!(%error, "re-arming the drain pipe after respawn");
-    }
-    match respawned {
-        Ok(_) => {}
-        Err(Error::Command { message, .. }) => {
-            // No pane left to respawn in: the registry rebuilds instead.
-            return Err(Error::ServerGone {
-                reason: format!("respawn failed: {message}"),
-            });
-        }
-        Err(error) => return Err(error),
-    }
-    let state = pane_state(&shared.client, shared.pane).await?;
-    if let Some(pid) = state.pid {
-        shared.lock().pane_process = ProcessId::now(pid);
-    }
-    let stream = shared.client.subscribe_pane(
-        shared.pane,
-        SubscribeOptions {
-            snapshot_first: true,
-            ..SubscribeOptions::default()
-        },
-    );
-    shared.set_status(TerminalStatus::Running);
-    shared
-        .restream
-        .send(stream)
-        .await
-        .map_err(|_| Error::ServerGone {
-            reason: "terminal watcher stopped".to_owned(),
-        })
 }

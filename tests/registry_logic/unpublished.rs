@@ -1,10 +1,6 @@
-//! The seed suite `000_*`, spawn half: reservation, cancellation, rollback
-//! and disposal of unpublished spawns. One test per `it(...)` case, named
-//! after it; an `it.each` case is one test that runs every row (a failure
-//! names its row).
-//!
-//! The seed's `AbortSignal.reason` has no counterpart on a
-//! `CancellationToken`; the reason reaches the spawner as the error code.
+//! Unpublished spawns: name reservation, cancellation, rollback, and
+//! disposal that aborts and awaits them and reports what their cleanup
+//! left. Why a spawn was aborted reaches the spawner as its error code.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,30 +8,25 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::poll;
 use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
-use tmux_engine::registry::{
-    BackendGuard, CloseReason, OwnerId, Registry, SpawnSpec, TerminalSnapshot,
-};
+use tmux_engine::registry::{CloseReason, OwnerId, Registry, SpawnSpec, TerminalSnapshot};
 use tmux_engine::{Error, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Scope, abortable, assert_cleanup_failed, backend_error, failure, failures, gate_spawns, gated,
-    none, owner, registry, spawn_error, spawn_task_error, spawned, started_spawn_task, with_stub,
-    within,
+    abortable, assert_cleanup_failed, backend_error, cancel_spawn_task, dispose_task, failure,
+    failures, gate_spawns, gated, owner, registry, settled, spawn_error, spawn_task_error, spawned,
+    started_spawn_task, with_stub, within,
 };
 
 /// A "slow" backend whose one spawn waits for the gate, then returns a
 /// terminal that rejects its close (so a rollback fails).
-fn slow_rejecting_close(
-    registry: &Registry,
-) -> (Arc<StubBackend>, Gate, Arc<StubTerminal>, BackendGuard) {
+fn slow_rejecting_close() -> (Registry, Arc<StubBackend>, Gate, Arc<StubTerminal>) {
     let gate = Gate::new();
     let session = StubTerminal::new();
     session.set_reject_close(true);
-    let backend = gated("slow", &gate, &session);
-    let guard = registry.register_backend(backend.clone()).unwrap();
-    (backend, gate, session, guard)
+    let backend = gated(&gate, &session);
+    (registry(&backend), backend, gate, session)
 }
 
 /// A spawn of a "cleanup-failing" backend, pending in the backend: on
@@ -45,46 +36,38 @@ struct CleanupFailing {
     owner: OwnerId,
     cleanup: Arc<Error>,
     pending: JoinHandle<Result<TerminalSnapshot>>,
-    _guard: BackendGuard,
 }
 
-async fn cleanup_failing(cause: &'static str, cancel: &CancellationToken) -> CleanupFailing {
-    let registry = registry();
+async fn cleanup_failing(cause: &'static str) -> CleanupFailing {
     let started = Gate::new();
     let cleanup = Arc::new(backend_error("backend cleanup failed"));
     let kept = Arc::clone(&cleanup);
-    let backend = abortable("cleanup-failing", &started, move || Error::BackendCleanup {
+    let backend = abortable(&started, move || Error::BackendCleanup {
         cause: Box::new(Error::Cancelled(cause.to_owned())),
         cleanup: Arc::clone(&kept),
     });
-    let guard = registry.register_backend(backend).unwrap();
+    let registry = registry(&backend);
     let owner = owner("owner");
-    let spec = SpawnSpec::new("cleanup-failing");
-    let pending = started_spawn_task(&registry, &owner, spec, cancel, started.wait()).await;
+    let spec = SpawnSpec::new();
+    let pending = started_spawn_task(&registry, &owner, spec, started.wait()).await;
     CleanupFailing {
         registry,
         owner,
         cleanup,
         pending,
-        _guard: guard,
     }
 }
 
-/// Spawns `kind` with a token of its own, waits for `started`, cancels
-/// the token, then runs `then`: the spawn must fail with `CANCELLED`.
-async fn cancel_started_spawn(
+/// Spawns, waits for `started`, drops the spawn, then runs `then`.
+async fn drop_started_spawn(
     registry: &Registry,
     owner: &OwnerId,
-    kind: &str,
     started: impl Future,
     then: impl FnOnce(),
 ) {
-    let cancel = CancellationToken::new();
-    let spec = SpawnSpec::new(kind);
-    let pending = started_spawn_task(registry, owner, spec, &cancel, started).await;
-    cancel.cancel();
+    let pending = started_spawn_task(registry, owner, SpawnSpec::new(), started).await;
+    cancel_spawn_task(pending).await;
     then();
-    assert_eq!(spawn_task_error(pending).await.code(), "CANCELLED");
 }
 
 /// `error` carries exactly one failure, `cleanup` itself.
@@ -95,24 +78,24 @@ fn assert_reports_only(error: &Error, cleanup: &Arc<Error>) {
 }
 
 #[tokio::test]
-async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_owner_disappears() {
-    let (registry, backend, _guard) = with_stub("slow");
+async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_registry_is_disposed() {
+    let (registry, backend) = with_stub();
     let gate = gate_spawns(&backend);
     let owner = owner("owner");
 
-    let spec = SpawnSpec::new("slow").name("main");
+    let spec = SpawnSpec::new().name("main");
     let started = backend.wait_spawns_started(1);
-    let pending = started_spawn_task(&registry, &owner, spec, &none(), started).await;
-    let error = spawn_error(&registry, &owner, SpawnSpec::new("slow").name("main")).await;
+    let pending = started_spawn_task(&registry, &owner, spec, started).await;
+    let error = spawn_error(&registry, &owner, SpawnSpec::new().name("main")).await;
     assert_eq!(error.code(), "DUPLICATE_NAME");
-    // Its first poll marks the owner disposed and aborts the spawn; then it
-    // waits for the spawn to settle.
-    let disposal = registry.dispose_owner(&owner);
+    // Its first poll marks the registry disposing and aborts the spawn;
+    // then it waits for the spawn to settle.
+    let disposal = registry.dispose();
     tokio::pin!(disposal);
     assert!(poll!(&mut disposal).is_pending());
     gate.open();
 
-    assert_eq!(spawn_task_error(pending).await.code(), "OWNER_NOT_LIVE");
+    assert_eq!(spawn_task_error(pending).await.code(), "REGISTRY_DISPOSING");
     within(disposal).await.unwrap();
     assert_eq!(
         backend.terminal(0).unwrap().closed(),
@@ -122,30 +105,31 @@ async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_owner_disappears
 }
 
 #[tokio::test]
-async fn preserves_caller_cancellation_when_a_pending_backend_spawn_completes() {
-    let (registry, backend, _guard) = with_stub("slow");
+async fn a_dropped_spawn_is_rolled_back_when_its_backend_spawn_completes() {
+    let (registry, backend) = with_stub();
     let gate = gate_spawns(&backend);
     let owner = owner("owner");
 
     let started = backend.wait_spawns_started(1);
-    cancel_started_spawn(&registry, &owner, "slow", started, || gate.open()).await;
+    drop_started_spawn(&registry, &owner, started, || gate.open()).await;
+    settled(&registry, &owner).await;
     assert_eq!(
         backend.terminal(0).unwrap().closed(),
         [CloseReason::RolledBack]
     );
     // The owner is untouched and can spawn again.
-    assert!(!registry.has_owner_activity(&owner));
-    spawned(&registry, &owner, SpawnSpec::new("slow")).await;
+    spawned(&registry, &owner, SpawnSpec::new()).await;
 }
 
 #[tokio::test]
-async fn preserves_caller_cancellation_when_unpublished_rollback_fails() {
-    let registry = registry();
-    let (backend, gate, session, _guard) = slow_rejecting_close(&registry);
+async fn a_dropped_spawn_keeps_its_failed_rollback_for_disposal() {
+    let (registry, backend, gate, session) = slow_rejecting_close();
     let owner = owner("owner");
 
     let started = backend.wait_spawns_started(1);
-    cancel_started_spawn(&registry, &owner, "slow", started, || gate.open()).await;
+    drop_started_spawn(&registry, &owner, started, || gate.open()).await;
+    // Pending until disposal collects the failure, before and after the
+    // rollback ran.
     assert!(registry.has_owner_activity(&owner));
     let error = failure(registry.dispose().await);
     assert_cleanup_failed(&error);
@@ -155,51 +139,39 @@ async fn preserves_caller_cancellation_when_unpublished_rollback_fails() {
 }
 
 #[tokio::test]
-async fn preserves_caller_cancellation_when_a_backend_rejects_in_response_to_it() {
-    let registry = registry();
+async fn a_dropped_spawn_settles_when_its_backend_rejects_in_response() {
     let started = Gate::new();
-    let backend = abortable("abortable", &started, || {
-        backend_error("backend observed cancellation")
-    });
-    let _guard = registry.register_backend(backend).unwrap();
+    let backend = abortable(&started, || backend_error("backend observed cancellation"));
+    let registry = registry(&backend);
     let owner = owner("owner");
 
-    cancel_started_spawn(&registry, &owner, "abortable", started.wait(), || {}).await;
-    assert!(!registry.has_owner_activity(&owner));
+    drop_started_spawn(&registry, &owner, started.wait(), || {}).await;
+    settled(&registry, &owner).await;
+    registry.dispose().await.unwrap();
 }
 
-/// The seed's `it.each(['owner', 'service'])` "retains caller-triggered
-/// backend cleanup failure until %s disposal", one row per scope.
 #[tokio::test]
-async fn retains_caller_triggered_backend_cleanup_failure_until_owner_or_service_disposal() {
-    for scope in Scope::BOTH {
-        let _row = scope.row();
-        let cancel = CancellationToken::new();
+async fn retains_a_dropped_spawns_backend_cleanup_failure_until_disposal() {
+    {
         let CleanupFailing {
             registry,
             owner,
             cleanup,
             pending,
             ..
-        } = cleanup_failing("spawn aborted", &cancel).await;
-        cancel.cancel();
-
-        assert_eq!(spawn_task_error(pending).await.code(), "CANCELLED");
+        } = cleanup_failing("spawn aborted").await;
+        cancel_spawn_task(pending).await;
         assert!(registry.has_owner_activity(&owner));
-        let error = failure(scope.dispose(&registry, &owner).await);
+        let error = failure(registry.dispose().await);
         assert_cleanup_failed(&error);
         assert_reports_only(&error, &cleanup);
         assert!(!registry.has_owner_activity(&owner));
     }
 }
 
-/// The seed's "$scope disposal aborts and awaits unpublished backend
-/// setup", one row per scope.
 #[tokio::test]
-async fn owner_and_service_disposal_abort_and_await_unpublished_backend_setup() {
-    for scope in Scope::BOTH {
-        let _row = scope.row();
-        let registry = registry();
+async fn disposal_aborts_and_awaits_unpublished_backend_setup() {
+    {
         let gate = Gate::new();
         let started = Gate::new();
         let session = StubTerminal::new();
@@ -211,7 +183,7 @@ async fn owner_and_service_disposal_abort_and_await_unpublished_backend_setup() 
                 session.clone(),
                 backend_token.clone(),
             );
-            StubBackend::with_spawn("slow", move |request| {
+            StubBackend::with_spawn(move |request| {
                 *slot.lock().unwrap() = Some(request.cancel.clone());
                 started.open();
                 let (gate, session) = (gate.clone(), session.clone());
@@ -222,18 +194,18 @@ async fn owner_and_service_disposal_abort_and_await_unpublished_backend_setup() 
                 })
             })
         };
-        let _guard = registry.register_backend(backend).unwrap();
+        let registry = registry(&backend);
         let owner = owner("owner");
 
-        let spec = SpawnSpec::new("slow");
-        let pending = started_spawn_task(&registry, &owner, spec, &none(), started.wait()).await;
-        let disposal = scope.dispose_task(&registry, &owner);
+        let spec = SpawnSpec::new();
+        let pending = started_spawn_task(&registry, &owner, spec, started.wait()).await;
+        let disposal = dispose_task(&registry);
         let token = backend_token.lock().unwrap().clone().unwrap();
         within(token.cancelled()).await;
         let disposal_settled_before_release = disposal.is_finished();
         gate.open();
 
-        assert_eq!(spawn_task_error(pending).await.code(), scope.aborted_code());
+        assert_eq!(spawn_task_error(pending).await.code(), "REGISTRY_DISPOSING");
         within(disposal).await.unwrap().unwrap();
         assert!(!disposal_settled_before_release);
         assert_eq!(session.closed(), [CloseReason::RolledBack]);
@@ -242,13 +214,11 @@ async fn owner_and_service_disposal_abort_and_await_unpublished_backend_setup() 
 
 #[tokio::test]
 async fn reports_unpublished_rollback_failure_through_service_disposal() {
-    let registry = registry();
-    let (backend, gate, session, _guard) = slow_rejecting_close(&registry);
+    let (registry, backend, gate, session) = slow_rejecting_close();
     let owner = owner("owner");
 
     let started = backend.wait_spawns_started(1);
-    let pending =
-        started_spawn_task(&registry, &owner, SpawnSpec::new("slow"), &none(), started).await;
+    let pending = started_spawn_task(&registry, &owner, SpawnSpec::new(), started).await;
     let disposal = registry.dispose();
     tokio::pin!(disposal);
     assert!(poll!(&mut disposal).is_pending());
@@ -268,22 +238,19 @@ async fn reports_unpublished_rollback_failure_through_service_disposal() {
     assert_eq!(session.closed(), [CloseReason::RolledBack]);
 }
 
-/// The seed's "$scope disposal retains backend-side startup cleanup
-/// failure", one row per scope.
 #[tokio::test]
-async fn owner_and_service_disposal_retain_backend_side_startup_cleanup_failure() {
-    for scope in Scope::BOTH {
-        let _row = scope.row();
+async fn disposal_retains_backend_side_startup_cleanup_failure() {
+    {
         let CleanupFailing {
             registry,
-            owner,
+            owner: _,
             cleanup,
             pending,
             ..
-        } = cleanup_failing("aborted by the registry", &none()).await;
-        let disposal = scope.dispose_task(&registry, &owner);
+        } = cleanup_failing("aborted by the registry").await;
+        let disposal = dispose_task(&registry);
 
-        assert_eq!(spawn_task_error(pending).await.code(), scope.aborted_code());
+        assert_eq!(spawn_task_error(pending).await.code(), "REGISTRY_DISPOSING");
         let error = failure(within(disposal).await.unwrap());
         assert_cleanup_failed(&error);
         assert!(
@@ -297,12 +264,11 @@ async fn owner_and_service_disposal_retain_backend_side_startup_cleanup_failure(
 
 #[tokio::test]
 async fn keeps_independent_reservations_and_handles_provider_failure_before_publication() {
-    let registry = registry();
     let (first_gate, second_gate) = (Gate::new(), Gate::new());
     let count = Arc::new(AtomicUsize::new(0));
     let backend = {
         let (first_gate, second_gate) = (first_gate.clone(), second_gate.clone());
-        StubBackend::with_spawn("slow", move |_request| {
+        StubBackend::with_spawn(move |_request| {
             let gate = if count.fetch_add(1, Ordering::SeqCst) == 0 {
                 first_gate.clone()
             } else {
@@ -314,16 +280,13 @@ async fn keeps_independent_reservations_and_handles_provider_failure_before_publ
             })
         })
     };
-    let _slow = registry.register_backend(backend.clone()).unwrap();
+    let registry = registry(&backend);
     let owner = owner("owner");
-    let (one, two) = (
-        SpawnSpec::new("slow").name("one"),
-        SpawnSpec::new("slow").name("two"),
-    );
+    let (one, two) = (SpawnSpec::new().name("one"), SpawnSpec::new().name("two"));
     let started = backend.wait_spawns_started(1);
-    let first = started_spawn_task(&registry, &owner, one, &none(), started).await;
+    let first = started_spawn_task(&registry, &owner, one, started).await;
     let started = backend.wait_spawns_started(2);
-    let second = started_spawn_task(&registry, &owner, two, &none(), started).await;
+    let second = started_spawn_task(&registry, &owner, two, started).await;
     first_gate.open();
     let one = within(first).await.unwrap().unwrap();
     assert_eq!(one.name.as_deref(), Some("one"));
@@ -332,32 +295,23 @@ async fn keeps_independent_reservations_and_handles_provider_failure_before_publ
     let two = within(second).await.unwrap().unwrap();
     assert_eq!(two.name.as_deref(), Some("two"));
 
-    let throwing = StubBackend::with_spawn("throwing", |_request| {
+    let throwing = StubBackend::with_spawn(|_request| {
         Box::pin(async { Err(backend_error("provider failed")) })
     });
-    let _throwing = registry.register_backend(throwing).unwrap();
-    let error = spawn_error(&registry, &owner, SpawnSpec::new("throwing")).await;
+    let failing = super::registry(&throwing);
+    let error = spawn_error(&failing, &owner, SpawnSpec::new()).await;
     assert!(error.to_string().contains("provider failed"), "{error}");
-    assert_eq!(registry.list(&owner).await.unwrap().len(), 2);
-
-    let _signaled = registry
-        .register_backend(StubBackend::new("signaled"))
-        .unwrap();
-    let controller = CancellationToken::new();
-    registry
-        .spawn(&owner, SpawnSpec::new("signaled"), &controller)
-        .await
-        .unwrap();
+    assert!(failing.owner(&owner).list().await.unwrap().is_empty());
+    assert!(!failing.has_owner_activity(&owner));
+    assert_eq!(registry.owner(&owner).list().await.unwrap().len(), 2);
 }
 
 #[tokio::test]
 async fn omits_optional_pid_metadata_when_a_backend_has_no_process_id() {
-    let registry = registry();
-    let backend = StubBackend::with_spawn("virtual", |_request| {
-        Box::pin(async { Ok(StubTerminal::without_pid()) })
-    });
-    let _guard = registry.register_backend(backend).unwrap();
-    let created = spawned(&registry, &owner("owner"), SpawnSpec::new("virtual")).await;
+    let backend =
+        StubBackend::with_spawn(|_request| Box::pin(async { Ok(StubTerminal::without_pid()) }));
+    let registry = registry(&backend);
+    let created = spawned(&registry, &owner("owner"), SpawnSpec::new()).await;
     assert_eq!(created.pid, None);
     let json = serde_json::to_value(&created).unwrap();
     assert!(json.get("pid").is_none(), "{json}");
@@ -366,12 +320,11 @@ async fn omits_optional_pid_metadata_when_a_backend_has_no_process_id() {
 
 #[tokio::test]
 async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
-    let (registry, backend, _guard) = with_stub("slow");
+    let (registry, backend) = with_stub();
     let gate = gate_spawns(&backend);
     let owner = owner("owner");
-    let cancel = none();
     {
-        let spawn = registry.spawn(&owner, SpawnSpec::new("slow").name("main"), &cancel);
+        let spawn = registry.owner(&owner).spawn(SpawnSpec::new().name("main"));
         tokio::pin!(spawn);
         assert!(poll!(&mut spawn).is_pending());
         within(backend.wait_spawns_started(1)).await;
@@ -389,8 +342,8 @@ async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
         backend.terminal(0).unwrap().closed(),
         [CloseReason::RolledBack]
     );
-    assert!(registry.list(&owner).await.unwrap().is_empty());
+    assert!(registry.owner(&owner).list().await.unwrap().is_empty());
     // The name was released.
     backend.set_spawn_gate(None);
-    spawned(&registry, &owner, SpawnSpec::new("slow").name("main")).await;
+    spawned(&registry, &owner, SpawnSpec::new().name("main")).await;
 }

@@ -23,9 +23,9 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::capture::viewport;
-use super::shared::{Shared, output_since};
-use crate::registry::backend::{
+use super::link::{ServerLink, output_since};
+use super::pages::viewport;
+use crate::registry::seam::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
@@ -37,7 +37,7 @@ const INPUT_CHECK: (Duration, Duration) = (Duration::from_millis(10), Duration::
 
 /// A send in flight.
 struct TmuxSend {
-    shared: Arc<Shared>,
+    shared: Arc<ServerLink>,
     start: u64,
     gaps: u64,
     cancel: CancellationToken,
@@ -93,7 +93,7 @@ impl SendOperation for TmuxSend {
 }
 
 /// Starts a send on `shared`'s pane.
-pub(super) fn start(shared: &Arc<Shared>, request: SendRequest) -> Result<StartedSend> {
+pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<StartedSend> {
     if !shared.status.borrow().is_running() {
         return Err(Error::TerminalDead {
             terminal: shared.id.to_string(),

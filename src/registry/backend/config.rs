@@ -1,0 +1,163 @@
+//! [`TmuxConfig`]: how the tmux backend runs terminals, and where their
+//! servers live.
+
+use std::ffi::OsString;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::registry::SpawnSpec;
+use crate::tmux::dirs;
+use crate::tmux::options::shell_words;
+
+/// How the tmux backend runs terminals.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TmuxConfig {
+    /// Where server directories are created; owned by this backend (reap
+    /// removes what it finds there that no record names).
+    pub runtime_dir: PathBuf,
+    /// The pinned shell for terminals without a command and for shell lines
+    /// ([`SpawnSpec::shell`]); `None` uses `$SHELL`.
+    pub shell: Option<PathBuf>,
+    /// Scrollback lines kept per terminal.
+    pub history_limit: u32,
+    /// Quiet period after which a send counts as idle.
+    pub quiet: Duration,
+    /// A send's timeout when the request names none.
+    pub send_timeout: Duration,
+    /// How long a liveness probe waits for tmux's answer.
+    pub probe_timeout: Duration,
+    /// Bytes of recent output kept per terminal for sends.
+    pub output_buffer: usize,
+    /// Reap skips server directories younger than this: another process
+    /// may be spawning there and not have written its record yet.
+    pub reap_grace: Duration,
+    /// The state directory whose registry uses this backend, stamped on
+    /// every server ([`STATE_OPTION`](super::STATE_OPTION)) so reap only judges its own.
+    pub state_dir: Option<PathBuf>,
+    /// When set, every server (and so every terminal's program) starts with
+    /// exactly this environment plus the spawn's own `env`, instead of
+    /// inheriting the engine's: a long-lived server process (the web
+    /// bridge) must not hand its own secrets to the shells it spawns.
+    pub environment: Option<Vec<(OsString, OsString)>>,
+}
+
+impl TmuxConfig {
+    /// A config with default values and server directories in
+    /// `runtime_dir`.
+    pub fn new(runtime_dir: impl Into<PathBuf>) -> Self {
+        TmuxConfig {
+            runtime_dir: runtime_dir.into(),
+            shell: None,
+            history_limit: 10_000,
+            quiet: Duration::from_millis(300),
+            send_timeout: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(3),
+            output_buffer: 4 << 20,
+            reap_grace: Duration::from_secs(60),
+            state_dir: None,
+            environment: None,
+        }
+    }
+
+    /// The runtime directory for a registry on `state_dir`: the runtime
+    /// base every server uses ([`dirs::runtime_base_path`]:
+    /// `$TMUX_ENGINE_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR`, else `/tmp`) /
+    /// `tmux-engine-registry-UID-HASH`,
+    /// where HASH is a hash of the state directory's canonical path. Short
+    /// (socket paths have a 107-byte limit) and distinct per state
+    /// directory, so one registry's reap never touches another's servers.
+    ///
+    /// Creates the state directory (mode 0700) when it does not exist yet,
+    /// so that its canonical path, and so the hash, is the same on the
+    /// first call as on every later one, however the path was spelt.
+    pub fn for_state_dir(state_dir: &Path) -> Self {
+        let (base, _) = dirs::runtime_base_path(None);
+        // Created private, as `StateDir::open` would (it checks it is).
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(state_dir);
+        let canonical = std::fs::canonicalize(state_dir)
+            .or_else(|_| std::path::absolute(state_dir))
+            .unwrap_or_else(|_| state_dir.to_owned());
+        let uid = rustix::process::getuid().as_raw();
+        let hash = fnv1a(canonical.as_os_str().as_encoded_bytes());
+        let mut config = Self::new(base.join(format!("tmux-engine-registry-{uid}-{hash:016x}")));
+        config.state_dir = Some(canonical);
+        config
+    }
+
+    /// Sets the state directory stamped on servers (see
+    /// [`TmuxConfig::state_dir`]); canonicalised when it exists.
+    #[must_use]
+    pub fn with_state_dir(mut self, state_dir: impl Into<PathBuf>) -> Self {
+        let dir = state_dir.into();
+        self.state_dir = Some(std::fs::canonicalize(&dir).unwrap_or(dir));
+        self
+    }
+
+    /// The value of [`STATE_OPTION`](super::STATE_OPTION) for this config's servers.
+    pub(crate) fn state_mark(&self) -> String {
+        self.state_dir
+            .as_deref()
+            .map(|dir| dir.display().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Sets the pinned shell.
+    #[must_use]
+    pub fn shell(mut self, shell: impl Into<PathBuf>) -> Self {
+        self.shell = Some(shell.into());
+        self
+    }
+
+    /// Sets the idle quiet period.
+    #[must_use]
+    pub fn quiet(mut self, quiet: Duration) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    /// Starts servers with exactly `vars` (plus each spawn's `env`) instead
+    /// of the engine's environment.
+    #[must_use]
+    pub fn environment(mut self, vars: Vec<(OsString, OsString)>) -> Self {
+        self.environment = Some(vars);
+        self
+    }
+
+    /// Sets the reap grace period.
+    #[must_use]
+    pub fn reap_grace(mut self, grace: Duration) -> Self {
+        self.reap_grace = grace;
+        self
+    }
+}
+
+/// The shell of terminals without a command and of shell lines: the
+/// config's, else `$SHELL` when it is an absolute path to a file.
+pub(super) fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
+    config.shell.clone().or_else(|| {
+        std::env::var_os("SHELL")
+            .map(PathBuf::from)
+            .filter(|shell| shell.is_absolute() && shell.is_file())
+    })
+}
+
+/// The argv a spec runs: its words, or its shell line under `shell`. tmux
+/// is then given [`exec_words`](crate::tmux::options::exec_words) of it, so words are executed exactly.
+pub(super) fn command_words(spec: &SpawnSpec, shell: Option<&Path>) -> Vec<OsString> {
+    match &spec.shell {
+        Some(line) => shell_words(shell, line),
+        None => spec.command.iter().map(OsString::from).collect(),
+    }
+}
+
+/// FNV-1a, 64 bits: stable across Rust versions (std's hasher is not).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

@@ -1,0 +1,180 @@
+//! Ending, probing and respawning a tmux terminal: the kill path, the
+//! detach that leaves its server running, the liveness probe, and
+//! `respawn-pane` with the terminal's own spec.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tracing::debug;
+
+use super::link::ServerLink;
+use crate::control::pane_exit::{pane_state, wait_pane_exit};
+use crate::control::subscribe::SubscribeOptions;
+use crate::registry::seam::{CloseReason, Liveness, TerminalStatus};
+use crate::tmux::ProcessId;
+use crate::tmux::command::TmuxCommand;
+use crate::tmux::options::{DRAIN_PIPE, exec_words};
+use crate::{Error, Result};
+
+/// How long `close` waits for the control client to see the server go.
+const CLIENT_CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// Kills the pane's process tree and the server, removes the directory:
+/// the kill path ([`ServerHandle::kill_with`]), asking over the control
+/// connection while it is up (no tmux process to spawn), and waiting for
+/// the client's EOF alongside.
+pub(super) async fn close(shared: &ServerLink, reason: CloseReason) -> Result<()> {
+    let mut server = shared.server.lock().await;
+    if shared.closed.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    debug!(terminal = %shared.id, %reason, "closing");
+    if let Some(send) = shared.lock().active_send.take() {
+        send.cancel();
+    }
+    let pane = shared.lock().pane_process;
+    let request = shared.client.kill_request();
+    let client_closed = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.closed());
+    let (killed, _) = tokio::join!(server.kill_with(Some(pane), request), client_closed);
+    killed?;
+    shared.stop.cancel();
+    shared.tasks.wait().await;
+    shared.set_status(TerminalStatus::Gone {
+        reason: format!("closed: {reason}"),
+    });
+    shared.closed.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Lets go of the terminal without touching the server: the watcher stops
+/// first (so the detach does not read as the server's death), then the
+/// control client detaches; resolves when both are done.
+pub(super) async fn shutdown(shared: &ServerLink) {
+    // Serialized with `close`: a close in flight finishes first.
+    let _server = shared.server.lock().await;
+    if let Some(send) = shared.lock().active_send.take() {
+        send.cancel();
+    }
+    shared.stop.cancel();
+    shared.tasks.wait().await;
+    let reason = shared.client.detach().await;
+    debug!(terminal = %shared.id, %reason, "shut down; the server keeps running");
+}
+
+/// The liveness probe: control-client EOF, then `list-panes` on the exact
+/// pane under a deadline.
+pub(super) async fn probe(shared: &ServerLink) -> Result<Liveness> {
+    if shared.closed.load(Ordering::Acquire) {
+        return Ok(Liveness::ServerGone {
+            reason: "closed".to_owned(),
+        });
+    }
+    let observed = probe_once(shared).await?;
+    if let Some(dead) = observed.dead_status() {
+        shared.set_status(dead);
+    } else if observed == Liveness::Alive {
+        shared.set_status(TerminalStatus::Running);
+    }
+    Ok(observed)
+}
+
+async fn probe_once(shared: &ServerLink) -> Result<Liveness> {
+    if let Some(reason) = shared.client.closed_reason() {
+        return Ok(Liveness::ServerGone { reason });
+    }
+    let deadline = shared.config.probe_timeout;
+    let state = match tokio::time::timeout(deadline, pane_state(&shared.client, shared.pane)).await
+    {
+        Err(_) | Ok(Err(Error::Unresponsive { .. })) => {
+            return Ok(Liveness::Unresponsive { waited: deadline });
+        }
+        Ok(Err(Error::ServerGone { reason })) => return Ok(Liveness::ServerGone { reason }),
+        Ok(Err(Error::Command { .. })) => return Ok(Liveness::SessionGone),
+        Ok(Err(error)) => return Err(error),
+        Ok(Ok(state)) => state,
+    };
+    if let Some(exit) = state.exit {
+        return Ok(Liveness::Exited { exit });
+    }
+    if state.dead {
+        // Dead but not reaped yet (tmux 3.3a can lose the SIGCHLD):
+        // wait_pane_exit nudges the server until the status shows.
+        return match tokio::time::timeout(deadline, wait_pane_exit(&shared.client, shared.pane))
+            .await
+        {
+            Ok(Ok(exit)) => Ok(Liveness::Exited { exit }),
+            Ok(Err(Error::ServerGone { reason })) => Ok(Liveness::ServerGone { reason }),
+            Ok(Err(Error::Command { .. })) => Ok(Liveness::SessionGone),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Ok(Liveness::Unresponsive { waited: deadline }),
+        };
+    }
+    Ok(Liveness::Alive)
+}
+
+/// `respawn-pane -k` with the original spec, then a fresh subscription
+/// (tmux does not reset a control client's pane offsets on respawn).
+pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
+    if shared.closed.load(Ordering::Acquire) {
+        return Err(Error::ServerGone {
+            reason: "terminal closed".to_owned(),
+        });
+    }
+    if let Some(reason) = shared.client.closed_reason() {
+        return Err(Error::ServerGone { reason });
+    }
+    let mut command = TmuxCommand::new("respawn-pane")
+        .flag("-k")
+        .target(shared.pane);
+    if let Some(cwd) = &shared.spec.cwd {
+        let cwd = std::path::absolute(cwd)
+            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
+        command = command.format_opt("-c", cwd.as_os_str().as_encoded_bytes());
+    }
+    for (key, value) in &shared.spec.env {
+        command = command.opt("-e", format!("{key}={value}"));
+    }
+    let words = super::command_words(&shared.spec, super::pinned_shell(&shared.config).as_deref());
+    for word in exec_words(&words)? {
+        command = command.arg(word.as_encoded_bytes());
+    }
+    // Written right behind the respawn so tmux runs both before its event
+    // loop can see the new program exit (see `ServerOptions::drain_on_exit`).
+    let drain = TmuxCommand::new("pipe-pane")
+        .flag("-o")
+        .target(shared.pane)
+        .arg(DRAIN_PIPE);
+    let (respawned, drained) = tokio::join!(shared.command(&command), shared.command(&drain));
+    if let Err(error) = drained {
+        debug!(%error, "re-arming the drain pipe after respawn");
+    }
+    match respawned {
+        Ok(_) => {}
+        Err(Error::Command { message, .. }) => {
+            // No pane left to respawn in: the registry rebuilds instead.
+            return Err(Error::ServerGone {
+                reason: format!("respawn failed: {message}"),
+            });
+        }
+        Err(error) => return Err(error),
+    }
+    let state = pane_state(&shared.client, shared.pane).await?;
+    if let Some(pid) = state.pid {
+        shared.lock().pane_process = ProcessId::now(pid);
+    }
+    let stream = shared.client.subscribe_pane(
+        shared.pane,
+        SubscribeOptions {
+            snapshot_first: true,
+            ..SubscribeOptions::default()
+        },
+    );
+    shared.set_status(TerminalStatus::Running);
+    shared
+        .restream
+        .send(stream)
+        .await
+        .map_err(|_| Error::ServerGone {
+            reason: "terminal watcher stopped".to_owned(),
+        })
+}

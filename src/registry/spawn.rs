@@ -1,0 +1,319 @@
+//! `spawn`: reservation of the id and name, backend setup in a task (so a
+//! dropped caller cannot drop it half-way), persistence, publication, and
+//! rollback of everything that never got published.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::locks::FileLock;
+use super::persist::{StateDir, TerminalRecord};
+use super::presence::Presence;
+use super::seam::{BackendTerminal, CloseReason, SpawnRequest};
+use super::service::{Inner, Owned};
+use super::spec::{RestartPolicy, TerminalSnapshot};
+use super::state::{Entry, Pending, State};
+use super::{OwnerId, Registry, SpawnSpec, TerminalId};
+use crate::{Error, Result};
+
+impl Registry {
+    /// Checks the request and reserves its id and name.
+    fn reserve(&self, owner: &OwnerId, spec: &SpawnSpec) -> Result<Reservation> {
+        let mut state = self.inner.lock();
+        state.check_active()?;
+        spec.validate()?;
+        if let Some(name) = &spec.name
+            && state.name_taken(owner, name)
+        {
+            return Err(Error::DuplicateName(format!("{name} (owner {owner})")));
+        }
+        let id = loop {
+            let id = TerminalId::mint()?;
+            if !state.entries.contains_key(&id) && !state.is_pending(&id) {
+                break id;
+            }
+        };
+        let key = state.next();
+        let abort = CancellationToken::new();
+        state.pending.insert(
+            key,
+            Pending {
+                owner: owner.clone(),
+                id: id.clone(),
+                name: spec.name.clone(),
+                abort: abort.clone(),
+                aborted: false,
+                settled: CancellationToken::new(),
+                cleanup_failure: None,
+            },
+        );
+        Ok(Reservation {
+            inner: Arc::clone(&self.inner),
+            key,
+            id,
+            owner: owner.clone(),
+            abort,
+            settled: false,
+        })
+    }
+
+    /// The body of [`spawn`](Owned::spawn), run as a task.
+    async fn run_spawn(
+        self,
+        mut reservation: Reservation,
+        spec: SpawnSpec,
+        caller: CancellationToken,
+        // Held to the end of the spawn, published or rolled back.
+        _name_lock: Option<FileLock>,
+    ) -> Result<TerminalSnapshot> {
+        let backend_cancel = reservation.abort.child_token();
+        let request = SpawnRequest {
+            id: reservation.id.clone(),
+            owner: reservation.owner.clone(),
+            spec: spec.clone(),
+            cancel: backend_cancel.clone(),
+        };
+        let spawned = {
+            let spawning = self.inner.backend.spawn(request);
+            tokio::pin!(spawning);
+            tokio::select! {
+                biased;
+                result = &mut spawning => result,
+                () = caller.cancelled() => {
+                    backend_cancel.cancel();
+                    // Always await the backend to its end: what it made must
+                    // be rolled back, not dropped.
+                    spawning.await
+                }
+            }
+        };
+        let mut retained = None;
+        let (cause, half_made) = match spawned {
+            Ok(terminal) => match self
+                .publish(&mut reservation, &spec, &terminal, &caller)
+                .await
+            {
+                Ok(snapshot) => return Ok(snapshot),
+                Err(cause) => (cause, Some(terminal)),
+            },
+            Err(Error::BackendCleanup { cause, cleanup }) => {
+                retained = Some(cleanup);
+                (*cause, None)
+            }
+            Err(cause) => (cause, None),
+        };
+        let mut rollback = None;
+        if let Some(terminal) = half_made
+            && let Err(error) = terminal.close(CloseReason::RolledBack).await
+        {
+            let error = Arc::new(error);
+            warn!(terminal = %reservation.id, error = %error, "rollback of an unpublished terminal failed");
+            retained = Some(Arc::clone(&error));
+            rollback = Some(error);
+        }
+        let cause = reservation.failure(cause, &caller);
+        reservation.settle(retained);
+        match rollback {
+            Some(rollback) if !caller.is_cancelled() => Err(Error::RollbackFailed {
+                cause: Box::new(cause),
+                rollback,
+            }),
+            _ => Err(cause),
+        }
+    }
+
+    /// Persists and publishes a spawned terminal, unless the spawn must not
+    /// be published any more.
+    async fn publish(
+        &self,
+        reservation: &mut Reservation,
+        spec: &SpawnSpec,
+        terminal: &Arc<dyn BackendTerminal>,
+        caller: &CancellationToken,
+    ) -> Result<TerminalSnapshot> {
+        reservation.check_publishable(&self.inner.lock(), caller)?;
+        let record = TerminalRecord::new(
+            reservation.id.clone(),
+            reservation.owner.clone(),
+            self.inner.backend.kind(),
+            spec.clone(),
+            terminal.locator(),
+        );
+        self.inner.store.write(&record).await?;
+        let published = {
+            let mut state = self.inner.lock();
+            reservation.check_publishable(&state, caller).map(|()| {
+                if let Some(pending) = state.pending.remove(&reservation.key) {
+                    pending.settled.cancel();
+                }
+                let seq = state.next();
+                let entry = Entry::new(
+                    record,
+                    seq,
+                    Presence::live(Arc::clone(terminal)),
+                    self.inner.shutdown.child_token(),
+                );
+                let snapshot = entry.snapshot();
+                let cancel = entry.cancel.clone();
+                state.entries.insert(reservation.id.clone(), entry);
+                (snapshot, cancel)
+            })
+        };
+        match published {
+            Ok((snapshot, cancel)) => {
+                reservation.settled = true;
+                if snapshot.restart == RestartPolicy::Always && self.inner.config.supervise {
+                    self.start_restart_loop(snapshot.id.clone(), cancel);
+                }
+                Ok(snapshot)
+            }
+            Err(error) => {
+                if let Err(remove) = self.inner.store.remove(&reservation.id).await {
+                    warn!(terminal = %reservation.id, error = %remove, "unpublished record left behind");
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+/// An unpublished spawn's claim on its id and name; settles on drop.
+struct Reservation {
+    inner: Arc<Inner>,
+    key: u64,
+    id: TerminalId,
+    owner: OwnerId,
+    abort: CancellationToken,
+    settled: bool,
+}
+
+impl Reservation {
+    /// Fails when the spawn may no longer be published.
+    fn check_publishable(&self, state: &State, caller: &CancellationToken) -> Result<()> {
+        if caller.is_cancelled() {
+            return Err(self.cancelled());
+        }
+        if state
+            .pending
+            .get(&self.key)
+            .is_some_and(|pending| pending.aborted)
+        {
+            return Err(Error::RegistryDisposing);
+        }
+        state.check_active()
+    }
+
+    /// What the spawner sees for a failed spawn: its own cancellation, else
+    /// the disposal that aborted it, else the failure itself.
+    fn failure(&self, cause: Error, caller: &CancellationToken) -> Error {
+        if caller.is_cancelled() {
+            return self.cancelled();
+        }
+        let state = self.inner.lock();
+        if state
+            .pending
+            .get(&self.key)
+            .is_some_and(|pending| pending.aborted)
+        {
+            Error::RegistryDisposing
+        } else {
+            cause
+        }
+    }
+
+    fn cancelled(&self) -> Error {
+        Error::Cancelled(format!("spawn of terminal {}", self.id))
+    }
+
+    /// Ends the reservation; a retained failure keeps the pending spawn (and
+    /// the owner's activity) until disposal collects it.
+    fn settle(mut self, retained: Option<Arc<Error>>) {
+        self.settled = true;
+        settle_pending(&self.inner, self.key, retained);
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.settled {
+            settle_pending(&self.inner, self.key, None);
+        }
+    }
+}
+
+fn settle_pending(inner: &Inner, key: u64, retained: Option<Arc<Error>>) {
+    let mut state = inner.lock();
+    match retained {
+        None => {
+            if let Some(pending) = state.pending.remove(&key) {
+                pending.settled.cancel();
+            }
+        }
+        Some(failure) => {
+            if let Some(pending) = state.pending.get_mut(&key) {
+                pending.cleanup_failure = Some(failure);
+                pending.name = None;
+                pending.settled.cancel();
+            }
+        }
+    }
+}
+
+impl Owned<'_> {
+    /// Spawns a terminal for `owner` and publishes it once its backend setup
+    /// succeeded and its record is written.
+    ///
+    /// To cancel a spawn, drop this future (e.g. lose a `select!`):
+    /// unpublished setup is then aborted in the background: the backend is
+    /// told through its token and any half-made terminal is closed (a
+    /// rollback that fails is kept until disposal reports it). When the
+    /// registry starts disposing meanwhile, the spawn fails with
+    /// `REGISTRY_DISPOSING` and is rolled back the same way; a rollback
+    /// that fails then is reported (`ROLLBACK_FAILED`) and kept until
+    /// disposal reports it too.
+    ///
+    /// # Errors
+    ///
+    /// In the order checked: `REGISTRY_DISPOSING`, `INVALID_INPUT` (see
+    /// [`SpawnSpec::validate`]), `DUPLICATE_NAME` (counting spawns in
+    /// flight); then the backend's error, or the codes above.
+    pub async fn spawn(self, spec: SpawnSpec) -> Result<TerminalSnapshot> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.inner.lock().check_active()?;
+        // Names are unique per owner across processes sharing the state
+        // directory: the name's lock is held from the rescan that checks it
+        // until the record is written (or the spawn failed), so a spawner in
+        // another process sees this one's record or waits for it.
+        let name_lock = match &spec.name {
+            Some(name) if registry.inner.store.is_shared() => {
+                let file = StateDir::name_lock(owner, name);
+                let lock = registry.inner.store.lock(file).await?;
+                registry.refresh().await?;
+                lock
+            }
+            _ => None,
+        };
+        let reservation = registry.reserve(owner, &spec)?;
+        // Cancelled only when this future is dropped before the task ends.
+        let caller = CancellationToken::new();
+        let on_drop = caller.clone().drop_guard();
+        // A task, so that a caller dropping this future cannot drop the
+        // backend's spawn half-way and leak what it made.
+        let task = registry.inner.tasks.spawn(registry.clone().run_spawn(
+            reservation,
+            spec,
+            caller,
+            name_lock,
+        ));
+        let result = match task.await {
+            Ok(result) => result,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(_) => Err(Error::Cancelled(
+                "spawn: the runtime is shutting down".to_owned(),
+            )),
+        };
+        on_drop.disarm();
+        result
+    }
+}

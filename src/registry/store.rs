@@ -1,0 +1,121 @@
+//! The registry's persistence, one async call per use: [`Store::Dir`] runs
+//! the state directory's blocking file work off the async threads;
+//! [`Store::Memory`], for a registry without a state directory, keeps its
+//! terminals in memory only (its maps), so it persists nothing and has
+//! nobody to lock against.
+
+use super::TerminalId;
+use super::locks::FileLock;
+use super::persist::{LoadedRecords, StateDir, TerminalRecord};
+use crate::{Error, Result};
+
+/// Where the registry's records live.
+#[derive(Debug, Clone)]
+pub(crate) enum Store {
+    /// A state directory shared with other processes.
+    Dir(StateDir),
+    /// No state directory: nothing outlives the registry.
+    Memory,
+}
+
+impl Store {
+    pub(crate) fn new(dir: Option<StateDir>) -> Self {
+        dir.map_or(Store::Memory, Store::Dir)
+    }
+
+    /// The state directory, if there is one.
+    pub(crate) fn dir(&self) -> Option<&StateDir> {
+        match self {
+            Store::Dir(dir) => Some(dir),
+            Store::Memory => None,
+        }
+    }
+
+    /// Whether other processes may share (and change) the records.
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self, Store::Dir(_))
+    }
+
+    /// Every record (see [`StateDir::load_all`]); none in memory.
+    pub(crate) async fn load_all(&self) -> Result<LoadedRecords> {
+        match self.clone() {
+            Store::Dir(dir) => blocking(move || dir.load_all()).await,
+            Store::Memory => Ok(LoadedRecords::default()),
+        }
+    }
+
+    /// The record of `id` as another process may have rewritten it; none
+    /// in memory (only callers of a shared store ask).
+    pub(crate) async fn read(&self, id: &TerminalId) -> Result<Option<TerminalRecord>> {
+        match self.clone() {
+            Store::Dir(dir) => {
+                let id = id.clone();
+                blocking(move || dir.read(&id)).await
+            }
+            Store::Memory => Ok(None),
+        }
+    }
+
+    /// Writes `record` atomically.
+    pub(crate) async fn write(&self, record: &TerminalRecord) -> Result<()> {
+        match self.clone() {
+            Store::Dir(dir) => {
+                let record = record.clone();
+                blocking(move || dir.write(&record)).await
+            }
+            Store::Memory => Ok(()),
+        }
+    }
+
+    /// Removes the record of `id` (idempotent).
+    pub(crate) async fn remove(&self, id: &TerminalId) -> Result<()> {
+        match self.clone() {
+            Store::Dir(dir) => {
+                let id = id.clone();
+                blocking(move || dir.remove(&id)).await
+            }
+            Store::Memory => Ok(()),
+        }
+    }
+
+    /// Removes the lock files of `id`, best effort.
+    pub(crate) async fn remove_locks(&self, id: &TerminalId) {
+        if let Store::Dir(dir) = self.clone() {
+            let id = id.clone();
+            let _ = blocking(move || {
+                dir.remove_terminal_locks(&id);
+                Ok(())
+            })
+            .await;
+        }
+    }
+
+    /// Waits for the lock `file` (see `locks.rs`); in memory, nothing to
+    /// hold.
+    pub(crate) async fn lock(&self, file: String) -> Result<Option<FileLock>> {
+        match self.clone() {
+            Store::Dir(dir) => blocking(move || dir.lock(&file)).await.map(Some),
+            Store::Memory => Ok(None),
+        }
+    }
+
+    /// Takes the lock `file` if nobody holds it: `Ok(None)` when another
+    /// holds it. In memory: `Ok(None)` too, never called there.
+    pub(crate) async fn try_lock(&self, file: String) -> Result<Option<FileLock>> {
+        match self.clone() {
+            Store::Dir(dir) => blocking(move || dir.try_lock(&file)).await,
+            Store::Memory => Ok(None),
+        }
+    }
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T, F>(work: F) -> Result<T>
+where
+    F: FnOnce() -> Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| Error::io("running state-directory work", std::io::Error::other(error)))?
+}

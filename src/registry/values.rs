@@ -1,0 +1,323 @@
+//! The values crossing the backend seam (`seam.rs`): statuses, liveness,
+//! sends, pages, close reasons, the attach lock. Plain data, no I/O.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Why a terminal is being closed; backends may log it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// Its owner asked for it (`kill`).
+    Kill,
+    /// The spawn failed or was cancelled before publication.
+    RolledBack,
+    /// The registry was disposed.
+    RegistryDisposed,
+    /// It is being replaced by a rebuilt terminal with the same id.
+    Replaced,
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CloseReason::Kill => "kill requested",
+            CloseReason::RolledBack => "spawn rolled back",
+            CloseReason::RegistryDisposed => "registry disposed",
+            CloseReason::Replaced => "replaced by a rebuilt terminal",
+        })
+    }
+}
+
+pub use crate::vocab::ExitStatus;
+
+/// What [`BackendTerminal::attach_lock`](super::BackendTerminal::attach_lock) returns: held until dropped.
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct AttachLock(Option<Box<dyn std::any::Any + Send + Sync>>);
+
+impl AttachLock {
+    /// A guard holding nothing.
+    pub fn none() -> Self {
+        AttachLock(None)
+    }
+
+    /// A guard holding `guard` until dropped.
+    pub fn holding(guard: impl std::any::Any + Send + Sync) -> Self {
+        AttachLock(Some(Box::new(guard)))
+    }
+
+    /// Whether it holds anything.
+    pub fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl fmt::Debug for AttachLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("AttachLock").field(&self.is_held()).finish()
+    }
+}
+
+/// A terminal's status as the registry reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TerminalStatus {
+    /// The program is running.
+    Running,
+    /// The program ended; the pane (and its output) is still there.
+    Exited {
+        /// How it ended.
+        exit: ExitStatus,
+    },
+    /// The session or server is gone.
+    Gone {
+        /// Why, e.g. `server exited`.
+        reason: String,
+    },
+}
+
+impl TerminalStatus {
+    /// Whether the program is running.
+    pub fn is_running(&self) -> bool {
+        matches!(self, TerminalStatus::Running)
+    }
+}
+
+impl fmt::Display for TerminalStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TerminalStatus::Running => f.write_str("running"),
+            TerminalStatus::Exited { exit } => exit.fmt(f),
+            TerminalStatus::Gone { reason } => write!(f, "gone: {reason}"),
+        }
+    }
+}
+
+/// What a liveness probe found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Liveness {
+    /// The program is running.
+    Alive,
+    /// The program ended and its pane remains.
+    Exited {
+        /// How it ended.
+        exit: ExitStatus,
+    },
+    /// The server answers but the session (or pane) is gone.
+    SessionGone,
+    /// The server itself is gone.
+    ServerGone {
+        /// Why, e.g. `control client reached EOF`.
+        reason: String,
+    },
+    /// The server did not answer within the deadline; it may be alive.
+    Unresponsive {
+        /// How long the probe waited.
+        waited: Duration,
+    },
+}
+
+impl Liveness {
+    /// Whether the terminal is known to be dead (exited or gone); an
+    /// unresponsive terminal is not known dead.
+    pub fn is_dead(&self) -> bool {
+        matches!(
+            self,
+            Liveness::Exited { .. } | Liveness::SessionGone | Liveness::ServerGone { .. }
+        )
+    }
+
+    /// The status this observation implies, or `None` when it implies none
+    /// (alive or unresponsive).
+    pub fn dead_status(&self) -> Option<TerminalStatus> {
+        match self {
+            Liveness::Exited { exit } => Some(TerminalStatus::Exited { exit: *exit }),
+            Liveness::SessionGone => Some(TerminalStatus::Gone {
+                reason: "session gone".to_owned(),
+            }),
+            Liveness::ServerGone { reason } => Some(TerminalStatus::Gone {
+                reason: reason.clone(),
+            }),
+            Liveness::Alive | Liveness::Unresponsive { .. } => None,
+        }
+    }
+}
+
+/// When a send counts as finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitFor {
+    /// Output went quiet, or the program blocked reading its terminal.
+    #[default]
+    Idle,
+    /// The foreground process group blocked reading the terminal.
+    StdinRead,
+    /// The program exited.
+    Exit,
+    /// Immediately after the text was written.
+    None,
+}
+
+impl std::str::FromStr for WaitFor {
+    type Err = Error;
+
+    /// Parses the CLI's and the bridges' words: `idle`, `stdin`, `exit`,
+    /// `none`.
+    fn from_str(text: &str) -> Result<WaitFor> {
+        match text {
+            "idle" => Ok(WaitFor::Idle),
+            "stdin" => Ok(WaitFor::StdinRead),
+            "exit" => Ok(WaitFor::Exit),
+            "none" => Ok(WaitFor::None),
+            other => Err(Error::InvalidInput(format!(
+                "wait {other:?} is not one of idle, stdin, exit, none"
+            ))),
+        }
+    }
+}
+
+/// One send: text to type and how to wait.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendRequest {
+    /// Bytes to deliver exactly as given (any bytes, any length).
+    pub text: Bytes,
+    /// Whether to press Enter after the text.
+    pub submit: bool,
+    /// When the send counts as finished.
+    pub wait: WaitFor,
+    /// Give up waiting after this long (the backend's default when `None`).
+    pub timeout: Option<Duration>,
+}
+
+/// The output produced since a send began.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendOutput {
+    /// The output as text, escape sequences stripped.
+    pub text: String,
+    /// The output as raw bytes.
+    pub bytes: Bytes,
+    /// Whether older output was dropped to stay within the backend's bound.
+    pub truncated: bool,
+}
+
+/// Why a send stopped waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// Output went quiet.
+    Idle,
+    /// The foreground process group blocked reading the terminal.
+    StdinRead,
+    /// The program exited.
+    Exited,
+    /// The timeout passed.
+    Timeout,
+    /// The send was cancelled.
+    Cancelled,
+}
+
+/// How a send ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendResult {
+    /// The visible screen when the send ended.
+    pub viewport: String,
+    /// Why it stopped waiting.
+    pub wait_reason: WaitReason,
+    /// The terminal's status when it ended.
+    pub status: TerminalStatus,
+    /// Whether the send's output was truncated.
+    pub truncated: bool,
+}
+
+/// The live part of a send, shared between the registry and its caller.
+pub trait SendOperation: Send + Sync + 'static {
+    /// The output produced since the send began.
+    fn read_output(&self) -> SendOutput;
+
+    /// Asks the send to stop waiting; `true` when this call stopped it,
+    /// `false` when it had already finished.
+    fn cancel(&self) -> bool;
+
+    /// Resolves once the send's output is longer than `len` bytes (the
+    /// `bytes.len()` of the last [`read_output`](Self::read_output)), or
+    /// when no more output can come. Lets a caller follow the output
+    /// without polling. The default, for backends that cannot push, sleeps
+    /// briefly, so a loop over `read_output` still makes progress.
+    fn output_beyond(&self, len: usize) -> BoxFuture<'_, ()> {
+        let _ = len;
+        Box::pin(tokio::time::sleep(Duration::from_millis(10)))
+    }
+}
+
+/// A send a backend has started: its live handle and the future of its end.
+pub struct StartedSend {
+    /// Reads output and cancels while the send runs.
+    pub operation: Arc<dyn SendOperation>,
+    /// Resolves when the send ends; the registry drives it to completion
+    /// even if the caller stops listening.
+    pub result: BoxFuture<'static, Result<SendResult>>,
+}
+
+impl fmt::Debug for StartedSend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StartedSend").finish_non_exhaustive()
+    }
+}
+
+/// Which page of scrollback to read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRequest {
+    /// Lines to skip, counted back from the newest line.
+    pub offset: usize,
+    /// How many lines to return (the backend's default page when `None`).
+    pub count: Option<usize>,
+}
+
+/// One bounded page of scrollback.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadPage {
+    /// The page's lines, oldest first.
+    pub lines: Vec<String>,
+    /// How many lines the terminal retains in all.
+    pub total_lines: usize,
+    /// Which lines these are, as indexes from the oldest retained line.
+    pub range: Range<usize>,
+    /// Whether the page was cut short by the backend's bound.
+    pub truncated: bool,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness_dead_states() {
+        assert!(!Liveness::Alive.is_dead());
+        assert!(
+            !Liveness::Unresponsive {
+                waited: Duration::from_secs(1)
+            }
+            .is_dead()
+        );
+        assert!(Liveness::SessionGone.is_dead());
+        assert_eq!(
+            Liveness::Exited {
+                exit: ExitStatus::Code(3)
+            }
+            .dead_status(),
+            Some(TerminalStatus::Exited {
+                exit: ExitStatus::Code(3)
+            })
+        );
+    }
+}
