@@ -21,7 +21,7 @@ use crate::registry::{
     TerminalStatus, ViewedTerminal,
 };
 use crate::vocab::Size;
-use crate::{Error, Result};
+use crate::{Error, ErrorCode, Result};
 
 /// How long a rebuilt `always` terminal is waited for before its viewers
 /// are ended.
@@ -297,7 +297,10 @@ impl Driver {
                 Ok(found) if !found.terminal.same(old) => return Some(found.terminal),
                 // Killed (or handed to someone else): nothing will come back.
                 Err(error)
-                    if matches!(error.code().as_str(), "NO_TERMINAL" | "FOREIGN_TERMINAL") =>
+                    if matches!(
+                        error.code(),
+                        ErrorCode::NoTerminal | ErrorCode::ForeignTerminal
+                    ) =>
                 {
                     return None;
                 }

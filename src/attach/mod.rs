@@ -29,7 +29,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::registry::{OwnerId, Registry, RestartPolicy, TerminalId};
 use crate::vocab::{ExitStatus, Size};
-use crate::{Error, Result};
+use crate::{Error, ErrorCode, Result};
 
 /// How a viewer is attached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -406,7 +406,12 @@ impl Attacher {
                 Ok(joined) => return Ok(joined),
                 Err(error) => error,
             };
-            if !always || !matches!(error.code().as_str(), "SERVER_GONE" | "TERMINAL_DEAD") {
+            if !always
+                || !matches!(
+                    error.code(),
+                    ErrorCode::ServerGone | ErrorCode::TerminalDead
+                )
+            {
                 return Err(error);
             }
             found = self.rebuilt(owner, target, deadline, error).await?;
@@ -423,7 +428,7 @@ impl Attacher {
     ) -> Result<crate::registry::AttachTarget> {
         match self.inner.registry.owner(owner).attach(target).await {
             Err(error)
-                if error.code() == "SERVER_GONE"
+                if error.code() == ErrorCode::ServerGone
                     && self
                         .inner
                         .registry
@@ -460,7 +465,11 @@ impl Attacher {
             pause = (pause * 2).min(std::time::Duration::from_millis(500));
             match self.inner.registry.owner(owner).attach(target).await {
                 Ok(fresh) => return Ok(fresh),
-                Err(again) if matches!(again.code().as_str(), "TERMINAL_DEAD" | "SERVER_GONE") => {}
+                Err(again)
+                    if matches!(
+                        again.code(),
+                        ErrorCode::TerminalDead | ErrorCode::ServerGone
+                    ) => {}
                 Err(other) => return Err(other),
             }
         }

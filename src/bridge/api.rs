@@ -21,10 +21,10 @@ use serde_json::Value;
 use super::AppState;
 use super::auth::Principal;
 use super::frames::form_pairs;
-use crate::Error;
 use crate::verbs::{
     self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
 };
+use crate::{Error, ErrorCode};
 
 /// An error answer: `{"error":{"code","message"}}` with its status.
 #[derive(Debug)]
@@ -79,18 +79,22 @@ impl From<Error> for ApiError {
     /// The protocol's status mapping. Another owner's terminal answers
     /// exactly like a missing one, so nobody learns that it exists.
     fn from(error: Error) -> ApiError {
-        let (status, code) = match error.code().as_str() {
-            "NO_TERMINAL" | "FOREIGN_TERMINAL" => (StatusCode::NOT_FOUND, "NO_TERMINAL"),
-            code @ ("DUPLICATE_NAME" | "SEND_ACTIVE" | "TERMINAL_CLOSING") => {
-                (StatusCode::CONFLICT, code)
-            }
-            code @ "INVALID_INPUT" => (StatusCode::BAD_REQUEST, code),
-            code @ ("TERMINAL_DEAD" | "WAIT_ENDED") => (StatusCode::GONE, code),
-            code @ "READ_ONLY" => (StatusCode::FORBIDDEN, code),
-            code @ ("TIMEOUT" | "UNRESPONSIVE") => (StatusCode::GATEWAY_TIMEOUT, code),
-            code @ "REGISTRY_DISPOSING" => (StatusCode::SERVICE_UNAVAILABLE, code),
-            code => (StatusCode::INTERNAL_SERVER_ERROR, code),
+        use ErrorCode as C;
+        let code = match error.code() {
+            C::ForeignTerminal => C::NoTerminal,
+            code => code,
         };
+        let status = match code {
+            C::NoTerminal => StatusCode::NOT_FOUND,
+            C::DuplicateName | C::SendActive | C::TerminalClosing => StatusCode::CONFLICT,
+            C::InvalidInput => StatusCode::BAD_REQUEST,
+            C::TerminalDead | C::WaitEnded => StatusCode::GONE,
+            C::ReadOnly => StatusCode::FORBIDDEN,
+            C::Timeout | C::Unresponsive => StatusCode::GATEWAY_TIMEOUT,
+            C::RegistryDisposing => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let code = code.as_str();
         let message = if code == "NO_TERMINAL" {
             "no such terminal".to_owned()
         } else {
@@ -301,6 +305,6 @@ pub(super) async fn send(
 ) -> Answer {
     writable(&who)?;
     let request = targeted::<SendRequest>(bytes, target)?;
-    let sending = verbs::send(state.registry.owner(&who.owner), request, Wait::Idle).await?;
+    let sending = verbs::send(state.registry.owner(&who.owner), request, Wait::Stdin).await?;
     ok(sending.answer().await?)
 }

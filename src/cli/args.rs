@@ -152,8 +152,9 @@ pub(crate) struct SendArgs {
     /// Press Enter after the text.
     #[arg(long)]
     pub(crate) submit: bool,
-    /// idle | stdin | exit | none.
-    #[arg(long, default_value = "idle")]
+    /// stdin (until the program waits for input again, e.g. the shell's
+    /// prompt is back) | idle | exit | none.
+    #[arg(long, default_value = "stdin")]
     pub(crate) wait: String,
     /// Give up waiting after this many seconds.
     #[arg(long)]

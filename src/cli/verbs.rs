@@ -84,7 +84,7 @@ pub(super) async fn dispatch(
                 (None, false) => Vec::new(),
             };
             let request = args.request(text)?;
-            let sent = verbs::send(registry.owner(owner), request, Wait::Idle)
+            let sent = verbs::send(registry.owner(owner), request, Wait::Stdin)
                 .await?
                 .answer()
                 .await?;
