@@ -7,7 +7,7 @@
 //! time per terminal, awaits every cleanup and reports every failure. One
 //! backend, fixed when the registry is built, runs the terminals: tmux
 //! ([`Registry::open`], [`backend`]), or the stub in the registry-logic
-//! tests. The core reaches it only through the [`Backend`] and
+//! tests (`tests/support/stub.rs`, written against these public traits). The core reaches it only through the [`Backend`] and
 //! [`BackendTerminal`] traits; viewers get a [`ViewedTerminal`].
 //!
 //! | file           | job                                                  |
@@ -30,7 +30,6 @@
 //! | `persist.rs`   | the state directory's records (blocking file I/O)    |
 //! | `locks.rs`     | `flock`s shared by every process on a state dir      |
 //! | `adopt.rs`     | open, refresh (rescan), reap                         |
-//! | `stub.rs`      | a scriptable backend for tests (feature `stub`)      |
 //! | `backend/`     | the tmux backend                                     |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
@@ -57,8 +56,6 @@ mod spawn;
 mod spec;
 mod state;
 mod store;
-#[cfg(any(test, feature = "stub"))]
-pub mod stub;
 mod values;
 mod viewed;
 
