@@ -23,7 +23,7 @@ use super::auth::Principal;
 use super::frames::form_pairs;
 use crate::Error;
 use crate::verbs::{
-    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
+    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
 };
 
 /// An error answer: `{"error":{"code","message"}}` with its status.
@@ -301,6 +301,11 @@ pub(super) async fn send(
 ) -> Answer {
     writable(&who)?;
     let request = targeted::<SendRequest>(bytes, target)?;
-    let sending = verbs::send(state.registry.owner(&who.owner), request, Wait::Idle).await?;
+    let sending = verbs::send(
+        state.registry.owner(&who.owner),
+        request,
+        crate::registry::WaitFor::Idle,
+    )
+    .await?;
     ok(sending.answer().await?)
 }

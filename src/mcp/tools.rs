@@ -19,10 +19,10 @@ use serde_json::json;
 use super::args::check_arguments;
 use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, success};
 use crate::Error;
-use crate::registry::SendOperation;
+use crate::registry::{SendOperation, WaitFor};
 use crate::verbs::{
     self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
-    Wait, WaitRequest,
+    WaitRequest,
 };
 
 /// Tool results as rmcp wants them; the error side is never used (engine
@@ -102,8 +102,14 @@ impl McpServer {
     ) -> ToolResult {
         let terminal = request.terminal.clone();
         // MCP's documented default: an agent wants the prompt back.
-        let sending =
-            attempt!(verbs::send(self.registry.owner(&self.owner), request, Wait::Stdin).await);
+        let sending = attempt!(
+            verbs::send(
+                self.registry.owner(&self.owner),
+                request,
+                WaitFor::StdinRead
+            )
+            .await
+        );
         let operation = sending.operation();
         let result = sending.answer();
         tokio::pin!(result);

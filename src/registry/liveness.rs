@@ -15,6 +15,7 @@
 
 use std::sync::{Arc, Weak};
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -32,7 +33,7 @@ use super::{Registry, TerminalId};
 use crate::{Error, Result};
 
 /// What [`Owned::probe`] found and did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ProbeReport {
     /// What the probe observed, before any recreation.
     pub observed: Liveness,

@@ -10,13 +10,13 @@ use tokio::sync::broadcast;
 use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 use super::requests::{
     ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, Wait, WaitRequest, WriteRequest,
+    TerminalRequest, WaitRequest, WriteRequest,
 };
 use crate::Result;
 use crate::control::Notification;
 use crate::registry::{
     AttachLock, Owned, ProbeReport, ReadPage, SendHandle, SendOperation, SignalDelivery,
-    TerminalSnapshot,
+    TerminalSnapshot, WaitFor,
 };
 use crate::screen::Screen;
 
@@ -82,7 +82,11 @@ impl Sending {
 /// # Errors
 /// `INVALID_INPUT` from [`SendRequest::validate`], or the registry's
 /// (`SEND_ACTIVE`, `TERMINAL_DEAD`, ...).
-pub async fn send(owned: Owned<'_>, request: SendRequest, default_wait: Wait) -> Result<Sending> {
+pub async fn send(
+    owned: Owned<'_>,
+    request: SendRequest,
+    default_wait: WaitFor,
+) -> Result<Sending> {
     let target = request.terminal.clone();
     let request = request.validate(default_wait)?;
     let handle = owned.send(&target, request).await?;

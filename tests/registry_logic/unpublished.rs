@@ -33,7 +33,6 @@ fn slow_rejecting_close() -> (Registry, Arc<StubBackend>, Gate, Arc<StubTerminal
 /// cancellation it fails with `cause` and the `cleanup` failure.
 struct CleanupFailing {
     registry: Registry,
-    owner: OwnerId,
     cleanup: Arc<Error>,
     pending: JoinHandle<Result<TerminalSnapshot>>,
 }
@@ -52,7 +51,6 @@ async fn cleanup_failing(cause: &'static str) -> CleanupFailing {
     let pending = started_spawn_task(&registry, &owner, spec, started.wait()).await;
     CleanupFailing {
         registry,
-        owner,
         cleanup,
         pending,
     }
@@ -239,7 +237,6 @@ async fn disposal_retains_backend_side_startup_cleanup_failure() {
     {
         let CleanupFailing {
             registry,
-            owner: _,
             cleanup,
             pending,
             ..
