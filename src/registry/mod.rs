@@ -60,22 +60,19 @@ mod values;
 mod viewed;
 
 pub use adopt::ScanReport;
-pub use io::{WAIT_LINES, WaitCondition};
+pub use io::WaitCondition;
 pub use liveness::{AttachTarget, ProbeReport};
-pub use names::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
+pub use names::{OwnerId, TerminalId};
 pub use ops::SendHandle;
-pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
+pub use persist::{CorruptRecord, StateDir, TerminalRecord};
 pub use seam::{
-    AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent,
-    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Screen, SendOperation,
-    SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
-    WaitReason,
+    AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputStream,
+    ReadPage, ReadRequest, ReapReport, RecordCheck, SendOperation, SendOutput, SendRequest,
+    SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
 };
 pub use service::{Owned, Registry};
 pub use signal::{Signal, SignalDelivery};
-pub use spec::{
-    MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec, TerminalSnapshot,
-};
+pub use spec::{RegistryConfig, RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot};
 pub use viewed::ViewedTerminal;
 
 #[cfg(test)]

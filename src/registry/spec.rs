@@ -17,9 +17,6 @@ pub use crate::vocab::Size;
 use crate::vocab::check_env_name;
 use crate::{Error, Result};
 
-/// The largest width or height a terminal may have (tmux's limit).
-pub use crate::vocab::MAX_SIZE as MAX_DIMENSION;
-
 /// What to do when a terminal's program dies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
