@@ -24,7 +24,8 @@
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
 //! | `io.rs`        | output, input, resize, events, attach command, wait  |
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
-//! | `liveness.rs`  | probe, attach, recreation, the `always` loop         |
+//! | `liveness.rs`  | probe, attach, recreation                            |
+//! | `supervise.rs` | the `always` policy's restart loop                   |
 //! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
 //! | `store.rs`     | persistence as one async call (state dir or memory)  |
 //! | `persist.rs`   | the state directory's records (blocking file I/O)    |
@@ -56,6 +57,7 @@ mod spawn;
 mod spec;
 mod state;
 mod store;
+mod supervise;
 mod values;
 mod viewed;
 
