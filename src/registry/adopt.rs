@@ -34,6 +34,9 @@ use crate::{Error, Result};
 /// How many record checks a scan runs at once.
 const CHECKS_AT_ONCE: usize = 16;
 
+/// Terminals a scan lets go of without closing them.
+type Released = Vec<Arc<dyn BackendTerminal>>;
+
 /// What [`Registry::take_in`] did with a record found on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Taken {
@@ -135,7 +138,7 @@ impl Registry {
         on_disk: &HashSet<TerminalId>,
         records: Vec<TerminalRecord>,
         report: &mut ScanReport,
-    ) -> Result<(Vec<Arc<dyn BackendTerminal>>, Vec<TerminalRecord>)> {
+    ) -> Result<(Released, Vec<TerminalRecord>)> {
         let mut state = self.inner.lock();
         state.check_active()?;
         let vanished: Vec<TerminalId> = state

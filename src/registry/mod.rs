@@ -66,7 +66,7 @@ pub use io::WaitCondition;
 pub use liveness::{AttachTarget, ProbeReport};
 pub use names::{OwnerId, TerminalId};
 pub use ops::SendHandle;
-pub use persist::{CorruptRecord, StateDir, TerminalRecord};
+pub use persist::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use seam::{
     AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputStream,
     ReadPage, ReadRequest, ReapReport, RecordCheck, SendOperation, SendOutput, SendRequest,

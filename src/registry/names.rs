@@ -21,7 +21,7 @@ pub const MAX_OWNER_LEN: usize = 256;
 /// Who a terminal belongs to: an agent, a user, a test.
 ///
 /// Any non-empty string without control characters (at most
-/// [`MAX_OWNER_LEN`] bytes). An owner needs no registration: its
+/// 256 bytes). An owner needs no registration: its
 /// handle is [`Registry::owner`](super::Registry::owner).
 #[derive(
     Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
