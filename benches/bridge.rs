@@ -186,7 +186,7 @@ async fn latency(rounds: usize) {
             .await
             .expect("write");
         while let Some(event) = output.next().await {
-            if matches!(&event, tmux_engine::registry::OutputEvent::Output(bytes) if bytes.contains(&key[0]))
+            if matches!(&event, tmux_engine::control::client::PaneEvent::Output(bytes) if bytes.contains(&key[0]))
             {
                 break;
             }

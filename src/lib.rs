@@ -81,7 +81,7 @@ pub use terminal::Terminal;
 /// What most programs need, in one import: `use tmux_engine::prelude::*;`.
 pub mod prelude {
     pub use crate::error::{Error, ErrorCode, Result};
-    pub use crate::registry::{OwnerId, Registry, SpawnSpec, WaitCondition};
+    pub use crate::registry::{Owned, OwnerId, Registry, SpawnSpec, WaitCondition};
     pub use crate::screen::Screen;
     pub use crate::terminal::{Output, Terminal};
     pub use crate::vocab::{ExitStatus, Size};

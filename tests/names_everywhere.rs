@@ -7,8 +7,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::stub::StubBackend;
 use serde_json::Value;
-use tmux_engine::registry::stub::StubBackend;
 use tmux_engine::registry::{OwnerId, Registry, RegistryConfig, SpawnSpec};
 
 use crate::bridge::Served;

@@ -16,9 +16,10 @@ use tracing::debug;
 
 use super::hub::{Effect, Hub};
 use super::{AttacherConfig, Resume, StreamId, ViewerEvent};
+use crate::control::client::PaneEvent as OutputEvent;
 use crate::registry::{
-    AttachTarget, OutputEvent, OutputStream, OwnerId, Registry, RestartPolicy, TerminalId,
-    TerminalStatus, ViewedTerminal,
+    AttachTarget, OutputStream, OwnerId, Registry, RestartPolicy, TerminalId, TerminalStatus,
+    ViewedTerminal,
 };
 use crate::vocab::Size;
 use crate::{Error, ErrorCode, Result};

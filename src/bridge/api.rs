@@ -22,7 +22,7 @@ use super::AppState;
 use super::auth::Principal;
 use super::frames::form_pairs;
 use crate::verbs::{
-    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Wait,
+    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
 };
 use crate::{Error, ErrorCode};
 
@@ -305,6 +305,6 @@ pub(super) async fn send(
 ) -> Answer {
     writable(&who)?;
     let request = targeted::<SendRequest>(bytes, target)?;
-    let sending = verbs::send(state.registry.owner(&who.owner), request, Wait::Stdin).await?;
+    let sending = verbs::send(state.registry.owner(&who.owner), request).await?;
     ok(sending.answer().await?)
 }

@@ -17,6 +17,8 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::api::{self, ErrorBody};
 use super::ws;
+use crate::registry::{ReadPage, SignalDelivery, TerminalSnapshot};
+use crate::screen::Screen;
 use crate::verbs::{KillAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest};
 
 /// Makes the schema of one type.
@@ -48,12 +50,6 @@ fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<T>()
 }
 
-/// The schema of an answer the registry defines (its JSON is the CLI's
-/// `--json` form; the registry's types derive no schema yet).
-fn registry_value(generator: &mut SchemaGenerator) -> Schema {
-    generator.subschema_for::<Value>()
-}
-
 /// Every route of the HTTP API, the page's excepted (`page.rs`).
 pub(super) fn routes() -> Vec<Route> {
     let terminal = "/api/terminals/{t}";
@@ -65,7 +61,7 @@ pub(super) fn routes() -> Vec<Route> {
             summary: "Your terminals in creation order, as snapshots.",
             body: None,
             query: None,
-            answer: (200, Some(registry_value)),
+            answer: (200, Some(schema::<Vec<TerminalSnapshot>>)),
             own_auth: false,
             handler: || routing::get(api::list),
         },
@@ -76,7 +72,7 @@ pub(super) fn routes() -> Vec<Route> {
             summary: "Start a terminal; its snapshot.",
             body: Some(schema::<SpawnRequest>),
             query: None,
-            answer: (201, Some(registry_value)),
+            answer: (201, Some(schema::<TerminalSnapshot>)),
             own_auth: false,
             handler: || routing::post(api::spawn),
         },
@@ -87,7 +83,7 @@ pub(super) fn routes() -> Vec<Route> {
             summary: "One terminal's snapshot.",
             body: None,
             query: None,
-            answer: (200, Some(registry_value)),
+            answer: (200, Some(schema::<TerminalSnapshot>)),
             own_auth: false,
             handler: || routing::get(api::show),
         },
@@ -109,7 +105,7 @@ pub(super) fn routes() -> Vec<Route> {
             summary: "Signal the foreground process group; {signal, pgid}.",
             body: Some(schema::<SignalRequest>),
             query: None,
-            answer: (200, Some(registry_value)),
+            answer: (200, Some(schema::<SignalDelivery>)),
             own_auth: false,
             handler: || routing::post(api::signal),
         },
@@ -120,7 +116,7 @@ pub(super) fn routes() -> Vec<Route> {
             summary: "The visible screen: {lines, cols, rows, cursor}.",
             body: None,
             query: None,
-            answer: (200, Some(registry_value)),
+            answer: (200, Some(schema::<Screen>)),
             own_auth: false,
             handler: || routing::get(api::screen),
         },
@@ -131,7 +127,7 @@ pub(super) fn routes() -> Vec<Route> {
             summary: "A page of scrollback: {lines, total_lines, range, truncated}.",
             body: None,
             query: Some(schema::<ReadRequest>),
-            answer: (200, Some(registry_value)),
+            answer: (200, Some(schema::<ReadPage>)),
             own_auth: false,
             handler: || routing::get(api::scrollback),
         },
@@ -357,5 +353,55 @@ mod tests {
             .map(|p| p["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["t", "count", "offset"]);
+    }
+
+    /// Every JSON answer has a real schema (not `true`, "any value"), and
+    /// the registry's types show their fields.
+    #[test]
+    fn answers_have_schemas() {
+        let document = document("");
+        let answer = |path: &str, method: &str, status: &str| {
+            let schema = &document["paths"][path][method]["responses"][status]["content"]["application/json"]
+                ["schema"];
+            assert!(schema.is_object(), "{method} {path}: {schema}");
+            schema.clone()
+        };
+        let list = answer("/api/terminals", "get", "200");
+        assert_eq!(list["type"], "array", "{list}");
+        let snapshot = &list["items"];
+        for field in ["id", "owner", "kind", "status", "restart", "restarts"] {
+            assert!(
+                snapshot["properties"].get(field).is_some(),
+                "{field}: {snapshot}"
+            );
+        }
+        let status = &snapshot["properties"]["status"];
+        assert!(status.to_string().contains("exited"), "{status}");
+        assert_eq!(answer("/api/terminals", "post", "201"), *snapshot);
+        assert_eq!(answer("/api/terminals/{t}", "get", "200"), *snapshot);
+        for (path, fields) in [
+            ("/api/terminals/{t}/signal", &["signal", "pgid"][..]),
+            (
+                "/api/terminals/{t}/screen",
+                &["lines", "cols", "rows", "cursor"][..],
+            ),
+            (
+                "/api/terminals/{t}/scrollback",
+                &["lines", "total_lines", "range", "truncated"][..],
+            ),
+        ] {
+            let method = if path.ends_with("signal") {
+                "post"
+            } else {
+                "get"
+            };
+            let schema = answer(path, method, "200");
+            for field in fields {
+                assert!(
+                    schema["properties"].get(field).is_some(),
+                    "{path} {field}: {schema}"
+                );
+            }
+        }
     }
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use tmux_engine::verbs::{Restart, SendRequest, SpawnRequest, Wait, WaitRequest};
+use tmux_engine::registry::{RestartPolicy, WaitFor};
+use tmux_engine::verbs::{SendRequest, SpawnRequest, WaitRequest};
 use tmux_engine::vocab::Size;
 use tmux_engine::{Error, Result};
 
@@ -201,7 +202,7 @@ impl SpawnArgs {
             env: (!env.is_empty()).then_some(env),
             cols: size.map(|size| size.cols),
             rows: size.map(|size| size.rows),
-            restart: Some(self.restart.parse::<Restart>()?),
+            restart: Some(self.restart.parse::<RestartPolicy>()?),
             role: self.role,
         })
     }
@@ -217,7 +218,7 @@ impl SendArgs {
                 .with_bytes(bytes.into_bytes().into()),
         };
         request.submit = self.submit;
-        request.wait = Some(self.wait.parse::<Wait>()?);
+        request.wait = Some(self.wait.parse::<WaitFor>()?);
         request.timeout_secs = self.timeout;
         Ok(request)
     }

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use serde_json::json;
 use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
-use tmux_engine::verbs::{self, ListRequest, ReadRequest, SignalRequest, TerminalRequest, Wait};
+use tmux_engine::verbs::{self, ListRequest, ReadRequest, SignalRequest, TerminalRequest};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
 use tracing::warn;
@@ -84,7 +84,7 @@ pub(super) async fn dispatch(
                 (None, false) => Vec::new(),
             };
             let request = args.request(text)?;
-            let sent = verbs::send(registry.owner(owner), request, Wait::Stdin)
+            let sent = verbs::send(registry.owner(owner), request)
                 .await?
                 .answer()
                 .await?;

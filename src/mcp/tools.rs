@@ -22,7 +22,7 @@ use crate::Error;
 use crate::registry::SendOperation;
 use crate::verbs::{
     self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
-    Wait, WaitRequest,
+    WaitRequest,
 };
 
 /// Tool results as rmcp wants them; the error side is never used (engine
@@ -101,9 +101,7 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
         let terminal = request.terminal.clone();
-        // MCP's documented default: an agent wants the prompt back.
-        let sending =
-            attempt!(verbs::send(self.registry.owner(&self.owner), request, Wait::Stdin).await);
+        let sending = attempt!(verbs::send(self.registry.owner(&self.owner), request).await);
         let operation = sending.operation();
         let result = sending.answer();
         tokio::pin!(result);

@@ -23,9 +23,9 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, stream};
 use tracing::warn;
 
-use super::persist::CorruptRecord;
+use super::persist::{CorruptRecord, TerminalRecord};
 use super::presence::Presence;
-use super::seam::{Backend, ReapReport};
+use super::seam::{Backend, BackendTerminal, ReapReport, RecordCheck};
 use super::spec::{RegistryConfig, RestartPolicy};
 use super::state::Entry;
 use super::{Registry, TerminalId};
@@ -33,6 +33,20 @@ use crate::{Error, Result};
 
 /// How many record checks a scan runs at once.
 const CHECKS_AT_ONCE: usize = 16;
+
+/// Terminals a scan lets go of without closing them.
+type Released = Vec<Arc<dyn BackendTerminal>>;
+
+/// What [`Registry::take_in`] did with a record found on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    /// Published here.
+    Kept,
+    /// Already published or reserved by this process.
+    Skipped,
+    /// The registry is disposing: the scan stops.
+    Disposing,
+}
 
 /// What a scan of the state directory found and did.
 #[derive(Debug, Default)]
@@ -104,43 +118,63 @@ impl Registry {
             unreadable: loaded.unreadable,
             ..ScanReport::default()
         };
-        let mut released = Vec::new();
-        let unknown: Vec<_> = {
-            let mut state = self.inner.lock();
-            state.check_active()?;
-            let vanished: Vec<TerminalId> = state
-                .entries
-                .values()
-                .filter(|entry| entry.closing.is_none() && !on_disk.contains(&entry.record.id))
-                .map(|entry| entry.record.id.clone())
-                .collect();
-            for id in vanished {
-                if let Some(terminal) = state
-                    .remove_entry(&id)
-                    .and_then(|entry| entry.presence.into_terminal())
-                {
-                    released.push(terminal);
-                }
-                report.dropped.push(id);
-            }
-            loaded
-                .records
-                .into_iter()
-                .filter(|record| {
-                    !state.entries.contains_key(&record.id) && !state.is_pending(&record.id)
-                })
-                .collect()
-        };
+        let (released, unknown) = self.drop_vanished(&on_disk, loaded.records, &mut report)?;
         // Dropped, not closed: another process killed them (or will).
         join_all(released.iter().map(|terminal| terminal.shutdown())).await;
-        // A cheap check where the backend has one: the terminal is adopted
-        // only when a command needs it (see `Backend::check`). Several at
-        // once, each a task of its own: a check may wait on tmux (an exited
-        // pane's status), and its `/proc` reads then run on every worker
-        // thread. Owned futures, collected before the first await: a
-        // closure or a borrow held across it trips the compiler's `Send`
-        // inference in callers that spawn this future.
-        let checks: Vec<_> = unknown
+        let checks = self.check_all(&unknown).await;
+        for (record, checked) in unknown.into_iter().zip(checks) {
+            if self.take_in(record, checked, &mut report).await == Taken::Disposing {
+                break;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Forgets the entries whose record vanished from disk (in
+    /// `report.dropped`), returning their terminals to let go of, and the
+    /// `records` this process neither holds nor reserves.
+    fn drop_vanished(
+        &self,
+        on_disk: &HashSet<TerminalId>,
+        records: Vec<TerminalRecord>,
+        report: &mut ScanReport,
+    ) -> Result<(Released, Vec<TerminalRecord>)> {
+        let mut state = self.inner.lock();
+        state.check_active()?;
+        let vanished: Vec<TerminalId> = state
+            .entries
+            .values()
+            .filter(|entry| entry.closing.is_none() && !on_disk.contains(&entry.record.id))
+            .map(|entry| entry.record.id.clone())
+            .collect();
+        let mut released = Vec::new();
+        for id in vanished {
+            if let Some(terminal) = state
+                .remove_entry(&id)
+                .and_then(|entry| entry.presence.into_terminal())
+            {
+                released.push(terminal);
+            }
+            report.dropped.push(id);
+        }
+        let unknown = records
+            .into_iter()
+            .filter(|record| {
+                !state.entries.contains_key(&record.id) && !state.is_pending(&record.id)
+            })
+            .collect();
+        Ok((released, unknown))
+    }
+
+    /// The backend's cheap check of each record, in order: the terminal is
+    /// adopted only when a command needs it (see `Backend::check`). Several
+    /// at once, each a task of its own: a check may wait on tmux (an exited
+    /// pane's status), and its `/proc` reads then run on every worker
+    /// thread. Owned futures, collected before the first await: a closure
+    /// or a borrow held across it trips the compiler's `Send` inference in
+    /// callers that spawn this future.
+    async fn check_all(&self, records: &[TerminalRecord]) -> Vec<Option<RecordCheck>> {
+        let checks: Vec<_> = records
             .iter()
             .map(|record| {
                 let backend = Arc::clone(&self.inner.backend);
@@ -153,66 +187,72 @@ impl Registry {
                 }
             })
             .collect();
-        let checks: Vec<_> = stream::iter(checks)
+        stream::iter(checks)
             .buffered(CHECKS_AT_ONCE)
             .collect()
-            .await;
-        for (record, checked) in unknown.into_iter().zip(checks) {
-            let adopted = match checked {
-                Some(_) => Ok(None),
-                None => self.inner.backend.adopt(&record).await,
-            };
-            // An adoption that failed proves nothing (a timeout on a busy
-            // server): the terminal stays unadopted, tried again on use.
-            let adopted = adopted.map_err(|error| {
-                let reason = format!("adoption failed: {error}");
-                report.failures.push(error);
-                reason
-            });
-            let presence = Presence::scanned(checked, adopted);
-            let terminal = presence.terminal();
-            let gone = match &presence {
-                Presence::Gone { reason } => Some(reason.clone()),
-                _ => None,
-            };
-            let id = record.id.clone();
-            let always = record.spec.restart == RestartPolicy::Always;
-            let (cancel, disposing) = {
-                let mut state = self.inner.lock();
-                if state.disposing {
-                    (None, true)
-                } else if state.entries.contains_key(&id) || state.is_pending(&id) {
-                    // Published or reserved by this process meanwhile.
-                    (None, false)
-                } else {
-                    let seq = state.next();
-                    let cancel = self.inner.shutdown.child_token();
-                    let entry = Entry::new(record, seq, presence, cancel.clone());
-                    state.entries.insert(id.clone(), entry);
-                    (Some(cancel), false)
-                }
-            };
-            let Some(cancel) = cancel else {
-                // Not kept: let go of what was just attached, leaving the
-                // terminal running.
-                if let Some(terminal) = terminal {
-                    terminal.shutdown().await;
-                }
-                if disposing {
-                    break;
-                }
-                continue;
-            };
-            if terminal.is_some() {
-                report.adopted.push(id.clone());
-            } else if let Some(reason) = gone {
-                report.gone.push((id.clone(), reason));
+            .await
+    }
+
+    /// Publishes the entry of one record found on disk, adopting its
+    /// terminal unless the cheap check already told its status, and starts
+    /// its `always` loop; notes it in `report`.
+    async fn take_in(
+        &self,
+        record: TerminalRecord,
+        checked: Option<RecordCheck>,
+        report: &mut ScanReport,
+    ) -> Taken {
+        let adopted = match checked {
+            Some(_) => Ok(None),
+            None => self.inner.backend.adopt(&record).await,
+        };
+        // An adoption that failed proves nothing (a timeout on a busy
+        // server): the terminal stays unadopted, tried again on use.
+        let adopted = adopted.map_err(|error| {
+            let reason = format!("adoption failed: {error}");
+            report.failures.push(error);
+            reason
+        });
+        let presence = Presence::scanned(checked, adopted);
+        let terminal = presence.terminal();
+        let gone = match &presence {
+            Presence::Gone { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        let id = record.id.clone();
+        let always = record.spec.restart == RestartPolicy::Always;
+        let (cancel, taken) = {
+            let mut state = self.inner.lock();
+            if state.disposing {
+                (None, Taken::Disposing)
+            } else if state.entries.contains_key(&id) || state.is_pending(&id) {
+                // Published or reserved by this process meanwhile.
+                (None, Taken::Skipped)
+            } else {
+                let seq = state.next();
+                let cancel = self.inner.shutdown.child_token();
+                let entry = Entry::new(record, seq, presence, cancel.clone());
+                state.entries.insert(id.clone(), entry);
+                (Some(cancel), Taken::Kept)
             }
-            if always && self.inner.config.supervise {
-                self.start_restart_loop(id, cancel);
+        };
+        let Some(cancel) = cancel else {
+            // Not kept: let go of what was just attached, leaving the
+            // terminal running.
+            if let Some(terminal) = terminal {
+                terminal.shutdown().await;
             }
+            return taken;
+        };
+        if terminal.is_some() {
+            report.adopted.push(id.clone());
+        } else if let Some(reason) = gone {
+            report.gone.push((id.clone(), reason));
         }
-        Ok(report)
+        if always && self.inner.config.supervise {
+            self.start_restart_loop(id, cancel);
+        }
+        taken
     }
 
     /// The record files the last scan of the state directory (an

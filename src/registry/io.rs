@@ -26,9 +26,9 @@ pub const WAIT_LINES: usize = 200;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum WaitCondition {
-    /// A line among the last [`WAIT_LINES`] contains this text.
+    /// A line among the last 200 contains this text.
     Text(String),
-    /// A line among the last [`WAIT_LINES`] matches this expression.
+    /// A line among the last 200 matches this expression.
     Regex(regex::Regex),
     /// The program ended.
     Exit,

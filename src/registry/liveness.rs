@@ -13,18 +13,17 @@
 //!
 //! [`Backend::spawn`]: super::Backend::spawn
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::Serialize;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::locks::Purpose;
-use super::persist::StateDir;
+use super::persist::{StateDir, TerminalRecord};
 use super::presence::Presence;
 use super::seam::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
-use super::service::Inner;
 use super::service::Owned;
 use super::spec::{RestartPolicy, TerminalSnapshot};
 use super::viewed::ViewedTerminal;
@@ -32,7 +31,7 @@ use super::{Registry, TerminalId};
 use crate::{Error, Result};
 
 /// What [`Owned::probe`] found and did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ProbeReport {
     /// What the probe observed, before any recreation.
     pub observed: Liveness,
@@ -100,7 +99,7 @@ impl Registry {
     /// Probes the terminal `id`, attaching it first if needed; an
     /// adoption that timed out is `Unresponsive`, never `ServerGone`. The
     /// caller holds its liveness lock.
-    async fn observe(&self, id: &TerminalId) -> Result<Liveness> {
+    pub(super) async fn observe(&self, id: &TerminalId) -> Result<Liveness> {
         match self.adopted(id).await {
             Ok(Some(terminal)) => terminal.probe().await,
             Ok(None) => {
@@ -129,28 +128,8 @@ impl Registry {
         let _live = store
             .lock(StateDir::terminal_lock(id, Purpose::Live))
             .await?;
-        if store.is_shared() {
-            let on_disk = store.read(id).await?;
-            let Some(on_disk) = on_disk else {
-                return Err(Error::NoTerminal(id.to_string()));
-            };
-            let rebuilt_elsewhere = {
-                let mut state = self.inner.lock();
-                let entry = state.entry_mut(id)?;
-                if on_disk.locator == entry.record.locator {
-                    false
-                } else {
-                    // Another process rebuilt it: adopt that one.
-                    entry.record = on_disk;
-                    if let Some(old) = entry.presence.rebuilt_elsewhere() {
-                        self.inner.tasks.spawn(async move { old.shutdown().await });
-                    }
-                    true
-                }
-            };
-            if rebuilt_elsewhere && !self.observe(id).await?.is_dead() {
-                return Ok(());
-            }
+        if store.is_shared() && self.rebuilt_elsewhere(id).await? {
+            return Ok(());
         }
         let now = self.observe(id).await?;
         if let Liveness::Unresponsive { waited } = now {
@@ -163,8 +142,7 @@ impl Registry {
             // Respawned by another process since the caller looked.
             return Ok(());
         }
-        let observed = &now;
-        let (terminal, mut record, backend, cancel) = {
+        let (terminal, record, cancel) = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
             if entry.closing.is_some() {
@@ -173,24 +151,72 @@ impl Registry {
             (
                 entry.presence.terminal(),
                 entry.record.clone(),
-                Arc::clone(&self.inner.backend),
                 entry.cancel.child_token(),
             )
         };
-        if let (Liveness::Exited { .. }, Some(terminal)) = (observed, &terminal) {
-            match terminal.respawn().await {
-                Ok(()) => {
-                    let mut state = self.inner.lock();
-                    let entry = state.entry_mut(id)?;
-                    entry.presence.respawned();
-                    entry.restarts += 1;
-                    info!(terminal = %id, restarts = entry.restarts, "respawned a dead pane");
-                    return Ok(());
-                }
-                Err(error) if error.code() == "SERVER_GONE" => {}
-                Err(error) => return Err(error),
-            }
+        if let (Liveness::Exited { .. }, Some(terminal)) = (&now, &terminal)
+            && self.respawn_in_place(id, terminal).await?
+        {
+            return Ok(());
         }
+        self.rebuild(id, terminal, record, cancel).await
+    }
+
+    /// Whether another process rebuilt `id` and that one is not dead: the
+    /// record on disk names another terminal, which this entry then adopts
+    /// (letting go of the old one).
+    async fn rebuilt_elsewhere(&self, id: &TerminalId) -> Result<bool> {
+        let Some(on_disk) = self.inner.store.read(id).await? else {
+            return Err(Error::NoTerminal(id.to_string()));
+        };
+        let rebuilt = {
+            let mut state = self.inner.lock();
+            let entry = state.entry_mut(id)?;
+            if on_disk.locator == entry.record.locator {
+                false
+            } else {
+                entry.record = on_disk;
+                if let Some(old) = entry.presence.rebuilt_elsewhere() {
+                    self.inner.tasks.spawn(async move { old.shutdown().await });
+                }
+                true
+            }
+        };
+        Ok(rebuilt && !self.observe(id).await?.is_dead())
+    }
+
+    /// Reruns the exited program in its pane; `false` when the server is
+    /// gone, so only a rebuild helps.
+    async fn respawn_in_place(
+        &self,
+        id: &TerminalId,
+        terminal: &Arc<dyn BackendTerminal>,
+    ) -> Result<bool> {
+        match terminal.respawn().await {
+            Ok(()) => {
+                let mut state = self.inner.lock();
+                let entry = state.entry_mut(id)?;
+                entry.presence.respawned();
+                entry.restarts += 1;
+                info!(terminal = %id, restarts = entry.restarts, "respawned a dead pane");
+                Ok(true)
+            }
+            Err(error) if error.code() == "SERVER_GONE" => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Replaces `id`'s terminal by a fresh one of the same record: closes
+    /// or retires the old, spawns, writes the record, then swaps it in
+    /// (closing the fresh one if the entry went meanwhile).
+    async fn rebuild(
+        &self,
+        id: &TerminalId,
+        terminal: Option<Arc<dyn BackendTerminal>>,
+        mut record: TerminalRecord,
+        cancel: CancellationToken,
+    ) -> Result<()> {
+        let backend = Arc::clone(&self.inner.backend);
         // The old server must be gone before the same id returns: close
         // what this process holds (its server too, if it came back), or
         // retire what the record names. A failure starts nothing.
@@ -236,132 +262,6 @@ impl Registry {
         }
         swapped
     }
-
-    /// Starts the `always` policy's watcher of one terminal.
-    pub(crate) fn start_restart_loop(&self, id: TerminalId, cancel: CancellationToken) {
-        let inner = Arc::downgrade(&self.inner);
-        self.inner.tasks.spawn(restart_loop(inner, id, cancel));
-    }
-}
-
-/// The `always` policy: wait for a pushed death, back off, recreate; give
-/// up after `max_restarts` consecutive recreations. Holds only a weak
-/// reference while waiting, so a dropped registry ends it.
-async fn restart_loop(inner: Weak<Inner>, id: TerminalId, cancel: CancellationToken) {
-    let Some(_supervisor) = supervise(&inner, &id, &cancel).await else {
-        return;
-    };
-    let mut attempts: u32 = 0;
-    loop {
-        let Some(registry) = inner.upgrade().map(|inner| Registry { inner }) else {
-            return;
-        };
-        let backoff = registry.inner.config.backoff;
-        let terminal = match registry.inner.lock().entries.get(&id) {
-            Some(entry) => entry.presence.terminal(),
-            None => return,
-        };
-        drop(registry);
-        if let Some(terminal) = terminal {
-            let running_since = Instant::now();
-            let mut status = terminal.watch_status();
-            drop(terminal);
-            tokio::select! {
-                () = cancel.cancelled() => return,
-                // A dropped sender means the backend lost the terminal: dead.
-                _ = status.wait_for(|status| !status.is_running()) => {}
-            }
-            if running_since.elapsed() >= backoff.stable_after {
-                attempts = 0;
-            }
-        }
-        if attempts >= backoff.max_restarts {
-            warn!(terminal = %id, attempts, "restart cap reached; leaving the terminal dead");
-            return;
-        }
-        let delay = backoff.delay(attempts);
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(delay) => {}
-        }
-        attempts += 1;
-        // A failed attempt leaves the terminal dead, so the next turn backs
-        // off again before retrying.
-        if let Err(error) = restart_once(&inner, &id).await {
-            warn!(terminal = %id, error = %error, attempt = attempts, "recreating a dead terminal failed");
-        }
-    }
-}
-
-/// How often a process that does not run a terminal's `always` loop looks
-/// whether the process that does has gone (a `flock` cannot be awaited
-/// without a thread blocked on it per terminal).
-const SUPERVISOR_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Becomes the one process running `id`'s `always` loop: takes its
-/// `restart` lock (retrying while another process holds it), then attaches
-/// the terminal if it is recorded but not attached here. `None` when the
-/// loop must end (cancelled, registry or terminal gone).
-async fn supervise(
-    inner: &Weak<Inner>,
-    id: &TerminalId,
-    cancel: &CancellationToken,
-) -> Option<Option<super::locks::FileLock>> {
-    let lock = loop {
-        let registry = inner.upgrade().map(|inner| Registry { inner })?;
-        let store = registry.inner.store.clone();
-        if !store.is_shared() {
-            break None;
-        }
-        match store
-            .try_lock(StateDir::terminal_lock(id, Purpose::Restart))
-            .await
-        {
-            Ok(Some(lock)) => break Some(lock),
-            Ok(None) => {}
-            Err(error) => warn!(terminal = %id, %error, "restart lock"),
-        }
-        drop(registry);
-        tokio::select! {
-            () = cancel.cancelled() => return None,
-            () = tokio::time::sleep(SUPERVISOR_RETRY) => {}
-        }
-    };
-    loop {
-        let registry = inner.upgrade().map(|inner| Registry { inner })?;
-        let liveness = Arc::clone(&registry.inner.lock().entries.get(id)?.liveness);
-        let adopted = {
-            let _serialized = liveness.lock().await;
-            registry.adopted(id).await
-        };
-        match adopted {
-            Ok(_) => return Some(lock),
-            Err(error) => warn!(terminal = %id, %error, "attaching a supervised terminal"),
-        }
-        drop(registry);
-        tokio::select! {
-            () = cancel.cancelled() => return None,
-            () = tokio::time::sleep(SUPERVISOR_RETRY) => {}
-        }
-    }
-}
-
-/// One recreation attempt of the `always` loop, under the liveness lock;
-/// skipped when the terminal turned out alive or is being killed.
-async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
-    let Some(registry) = inner.upgrade().map(|inner| Registry { inner }) else {
-        return Ok(());
-    };
-    let lock = Arc::clone(&registry.inner.lock().entry(id)?.liveness);
-    let _serialized = lock.lock().await;
-    if registry.inner.lock().entry(id)?.closing.is_some() {
-        return Ok(());
-    }
-    let observed = registry.observe(id).await?;
-    if !observed.is_dead() {
-        return Ok(());
-    }
-    registry.recreate(id).await
 }
 
 impl Owned<'_> {

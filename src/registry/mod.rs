@@ -7,7 +7,7 @@
 //! time per terminal, awaits every cleanup and reports every failure. One
 //! backend, fixed when the registry is built, runs the terminals: tmux
 //! ([`Registry::open`], [`backend`]), or the stub in the registry-logic
-//! tests. The core reaches it only through the [`Backend`] and
+//! tests (`tests/support/stub.rs`, written against these public traits). The core reaches it only through the [`Backend`] and
 //! [`BackendTerminal`] traits; viewers get a [`ViewedTerminal`].
 //!
 //! | file           | job                                                  |
@@ -24,13 +24,13 @@
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
 //! | `io.rs`        | output, input, resize, events, attach command, wait  |
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
-//! | `liveness.rs`  | probe, attach, recreation, the `always` loop         |
+//! | `liveness.rs`  | probe, attach, recreation                            |
+//! | `supervise.rs` | the `always` policy's restart loop                   |
 //! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
 //! | `store.rs`     | persistence as one async call (state dir or memory)  |
 //! | `persist.rs`   | the state directory's records (blocking file I/O)    |
 //! | `locks.rs`     | `flock`s shared by every process on a state dir      |
 //! | `adopt.rs`     | open, refresh (rescan), reap                         |
-//! | `stub.rs`      | a scriptable backend for tests (feature `stub`)      |
 //! | `backend/`     | the tmux backend                                     |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
@@ -57,28 +57,24 @@ mod spawn;
 mod spec;
 mod state;
 mod store;
-#[cfg(any(test, feature = "stub"))]
-pub mod stub;
+mod supervise;
 mod values;
 mod viewed;
 
 pub use adopt::ScanReport;
-pub use io::{WAIT_LINES, WaitCondition};
+pub use io::WaitCondition;
 pub use liveness::{AttachTarget, ProbeReport};
-pub use names::{MAX_NAME_LEN, MAX_OWNER_LEN, OwnerId, TerminalId, validate_name};
+pub use names::{OwnerId, TerminalId};
 pub use ops::SendHandle;
-pub use persist::{CorruptRecord, LoadedRecords, RECORD_VERSION, StateDir, TerminalRecord};
+pub use persist::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use seam::{
-    AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent,
-    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Screen, SendOperation,
-    SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
-    WaitReason,
+    AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputStream,
+    ReadPage, ReadRequest, ReapReport, RecordCheck, SendOperation, SendOutput, SendRequest,
+    SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
 };
 pub use service::{Owned, Registry};
 pub use signal::{Signal, SignalDelivery};
-pub use spec::{
-    MAX_DIMENSION, RegistryConfig, RestartBackoff, RestartPolicy, Size, SpawnSpec, TerminalSnapshot,
-};
+pub use spec::{RegistryConfig, RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot};
 pub use viewed::ViewedTerminal;
 
 #[cfg(test)]

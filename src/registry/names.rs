@@ -7,6 +7,7 @@
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::hidden_char;
@@ -20,9 +21,11 @@ pub const MAX_OWNER_LEN: usize = 256;
 /// Who a terminal belongs to: an agent, a user, a test.
 ///
 /// Any non-empty string without control characters (at most
-/// [`MAX_OWNER_LEN`] bytes). An owner needs no registration: its
+/// 256 bytes). An owner needs no registration: its
 /// handle is [`Registry::owner`](super::Registry::owner).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct OwnerId(String);
 
@@ -83,7 +86,9 @@ impl fmt::Display for OwnerId {
 /// The form is `t-<unix millis, hex>-<64 random bits, hex>`: unique across
 /// engine restarts and processes sharing a state directory, and safe as a
 /// file name and a tmux session name. Callers should treat it as opaque.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct TerminalId(String);
 

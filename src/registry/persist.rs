@@ -45,7 +45,7 @@ pub const RECORD_VERSION: u32 = 1;
 /// What the state directory keeps about one terminal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TerminalRecord {
-    /// Format version ([`RECORD_VERSION`]).
+    /// Format version (1 for the records this engine writes).
     pub version: u32,
     /// The terminal's id (also the file name).
     pub id: TerminalId,

@@ -22,9 +22,9 @@ use super::persist::{CorruptRecord, TerminalRecord};
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
 use crate::control::Notification;
-pub use crate::control::client::PaneEvent as OutputEvent;
-pub use crate::control::subscribe::Snapshot;
-pub use crate::screen::Screen;
+pub(crate) use crate::control::client::PaneEvent as OutputEvent;
+pub(crate) use crate::control::subscribe::Snapshot;
+pub(crate) use crate::screen::Screen;
 use crate::vocab::Size;
 use crate::{Error, Result};
 

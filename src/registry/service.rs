@@ -137,21 +137,4 @@ impl Registry {
     pub fn state_dir(&self) -> Option<&StateDir> {
         self.inner.store.dir()
     }
-
-    /// Whether `owner` has an unpublished spawn (including one whose failed
-    /// rollback awaits disposal) or a published terminal: what the registry
-    /// logic tests watch to see a spawn settle.
-    #[cfg(feature = "stub")]
-    #[doc(hidden)]
-    pub fn has_owner_activity(&self, owner: &OwnerId) -> bool {
-        let state = self.inner.lock();
-        state
-            .pending
-            .values()
-            .any(|pending| &pending.owner == owner)
-            || state
-                .entries
-                .values()
-                .any(|entry| &entry.record.owner == owner)
-    }
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::names::validate_name;
@@ -16,11 +17,8 @@ pub use crate::vocab::Size;
 use crate::vocab::check_env_name;
 use crate::{Error, Result};
 
-/// The largest width or height a terminal may have (tmux's limit).
-pub use crate::vocab::MAX_SIZE as MAX_DIMENSION;
-
 /// What to do when a terminal's program dies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RestartPolicy {
     /// Keep the exit status; never rerun (a dead command is meaningful state).
@@ -331,7 +329,7 @@ impl RegistryConfig {
 }
 
 /// What callers see of one terminal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TerminalSnapshot {
     /// Its id.
     pub id: TerminalId,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -67,7 +68,7 @@ impl fmt::Debug for AttachLock {
 }
 
 /// A terminal's status as the registry reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TerminalStatus {
     /// The program is running.
@@ -102,7 +103,7 @@ impl fmt::Display for TerminalStatus {
 }
 
 /// What a liveness probe found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Liveness {
     /// The program is running.
@@ -153,13 +154,17 @@ impl Liveness {
 }
 
 /// When a send counts as finished.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// Its wire names are the CLI's and the bridges' words: `idle`, `stdin`,
+/// `exit`, `none`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
 pub enum WaitFor {
     /// Output went quiet, or the program blocked reading its terminal.
     #[default]
     Idle,
     /// The foreground process group blocked reading the terminal.
+    #[serde(rename = "stdin")]
     StdinRead,
     /// The program exited.
     Exit,
@@ -210,7 +215,7 @@ pub struct SendOutput {
 }
 
 /// Why a send stopped waiting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitReason {
     /// Output went quiet.
@@ -283,7 +288,7 @@ pub struct ReadRequest {
 }
 
 /// One bounded page of scrollback.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReadPage {
     /// The page's lines, oldest first.
     pub lines: Vec<String>,

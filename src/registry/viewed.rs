@@ -38,10 +38,8 @@ impl ViewedTerminal {
         std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
     }
 
-    /// What the record would say to find this terminal again: how the
-    /// registry logic tests tell stub terminals apart.
-    #[cfg(feature = "stub")]
-    #[doc(hidden)]
+    /// What the terminal's record says to find it again (for tmux its
+    /// socket, session and pane): which backend terminal a viewer holds.
     pub fn locator(&self) -> serde_json::Value {
         self.0.locator()
     }

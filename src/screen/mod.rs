@@ -360,6 +360,31 @@ impl Serialize for Screen {
     }
 }
 
+/// The object [`Screen`]'s `Serialize` writes, for its JSON Schema.
+#[derive(schemars::JsonSchema)]
+#[schemars(rename = "Screen")]
+#[allow(dead_code)] // Only its schema is used.
+struct ScreenJson {
+    /// The visible rows, top first.
+    lines: Vec<String>,
+    /// Columns.
+    cols: u16,
+    /// Rows.
+    rows: u16,
+    /// The cursor as `[col, row]`, zero-based.
+    cursor: (u16, u16),
+}
+
+impl schemars::JsonSchema for Screen {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        ScreenJson::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        ScreenJson::json_schema(generator)
+    }
+}
+
 fn attributed_row(cells: &[Cell]) -> String {
     let mut out = String::new();
     let mut current = Attributes::default();

@@ -22,10 +22,8 @@ pub struct SendAnswer {
     pub output: String,
     /// Why the send stopped waiting: `idle`, `stdin_read`, `exited`,
     /// `timeout` or `cancelled`.
-    #[schemars(with = "String")]
     pub wait_reason: WaitReason,
     /// The terminal's status when the send ended.
-    #[schemars(with = "serde_json::Value")]
     pub status: TerminalStatus,
     /// The visible screen when the send ended.
     pub viewport: String,

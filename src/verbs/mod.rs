@@ -25,8 +25,8 @@ mod run;
 
 pub use answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 pub use requests::{
-    ListRequest, ReadRequest, ResizeRequest, Restart, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, Wait, WaitRequest, WriteRequest,
+    ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
+    TerminalRequest, WaitRequest, WriteRequest,
 };
 pub use run::{
     Sending, attach_command, attach_lock, events, kill, list, probe, read, resize, screen, send,

@@ -51,35 +51,10 @@ pub struct SpawnRequest {
     pub rows: Option<u16>,
     /// What to do when the program dies (default `never`).
     #[serde(default)]
-    pub restart: Option<Restart>,
+    pub restart: Option<RestartPolicy>,
     /// A free-form role, e.g. `repl` (1 to 64 bytes, stored only).
     #[serde(default)]
     pub role: Option<String>,
-}
-
-/// The restart policies, as their wire names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Restart {
-    /// Keep the exit status; never rerun.
-    Never,
-    /// Recreate a dead terminal when it is next used.
-    OnAttach,
-    /// Recreate on death, with backoff.
-    Always,
-}
-
-impl std::str::FromStr for Restart {
-    type Err = Error;
-
-    /// The wire names (`never`, `on-attach`, `always`), for the CLI's flag.
-    fn from_str(text: &str) -> Result<Restart> {
-        Ok(match text.parse::<RestartPolicy>()? {
-            RestartPolicy::Never => Restart::Never,
-            RestartPolicy::OnAttach => Restart::OnAttach,
-            RestartPolicy::Always => Restart::Always,
-        })
-    }
 }
 
 impl SpawnRequest {
@@ -91,12 +66,7 @@ impl SpawnRequest {
     /// everything [`SpawnSpec::validate`] refuses (a name shaped like an
     /// id, a bad size, ...).
     pub fn validate(self) -> Result<SpawnSpec> {
-        let restart = match self.restart.unwrap_or(Restart::Never) {
-            Restart::Never => RestartPolicy::Never,
-            Restart::OnAttach => RestartPolicy::OnAttach,
-            Restart::Always => RestartPolicy::Always,
-        };
-        let mut spec = SpawnSpec::default().restart(restart);
+        let mut spec = SpawnSpec::default().restart(self.restart.unwrap_or_default());
         if let Some(name) = self.name {
             spec = spec.name(name);
         }
@@ -174,7 +144,7 @@ pub struct SendRequest {
     /// again, e.g. the shell's prompt is back; `exit` when the program
     /// ended; `none` at once.
     #[serde(default)]
-    pub wait: Option<Wait>,
+    pub wait: Option<WaitFor>,
     /// Give up waiting after this many seconds (default 30); the output so
     /// far is returned with `wait_reason: "timeout"`. (`timeout` is
     /// accepted as its old HTTP name.)
@@ -185,34 +155,6 @@ pub struct SendRequest {
     #[serde(skip)]
     #[schemars(skip)]
     pub(crate) bytes: Option<Bytes>,
-}
-
-/// The send wait conditions, as their wire names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Wait {
-    /// Output went quiet, or the program blocked reading its terminal.
-    Idle,
-    /// The foreground program blocked reading its terminal.
-    Stdin,
-    /// The program exited.
-    Exit,
-    /// Return immediately after typing.
-    None,
-}
-
-impl std::str::FromStr for Wait {
-    type Err = Error;
-
-    /// The wire names, for the CLI's flag.
-    fn from_str(text: &str) -> Result<Wait> {
-        Ok(match text.parse::<WaitFor>()? {
-            WaitFor::Idle => Wait::Idle,
-            WaitFor::StdinRead => Wait::Stdin,
-            WaitFor::Exit => Wait::Exit,
-            WaitFor::None => Wait::None,
-        })
-    }
 }
 
 impl SendRequest {
@@ -235,17 +177,15 @@ impl SendRequest {
         self
     }
 
-    /// The registry's request; `default_wait` when none was given.
+    /// The registry's request. With no `wait`, the send waits for `stdin`
+    /// (the program waits for input again, e.g. the shell's prompt is
+    /// back) on every face: `idle` would cut a command's output at its
+    /// first pause.
     ///
     /// # Errors
     /// `INVALID_INPUT` for a `timeout_secs` that is not a number of seconds.
-    pub fn validate(self, default_wait: Wait) -> Result<registry::SendRequest> {
-        let wait = match self.wait.unwrap_or(default_wait) {
-            Wait::Idle => WaitFor::Idle,
-            Wait::Stdin => WaitFor::StdinRead,
-            Wait::Exit => WaitFor::Exit,
-            Wait::None => WaitFor::None,
-        };
+    pub fn validate(self) -> Result<registry::SendRequest> {
+        let wait = self.wait.unwrap_or(WaitFor::StdinRead);
         Ok(registry::SendRequest {
             text: self.bytes.unwrap_or_else(|| self.text.into_bytes().into()),
             submit: self.submit,
@@ -507,17 +447,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(send.timeout_secs, Some(2.5));
-        let request = send.clone().validate(Wait::Stdin).unwrap();
+        let request = send.clone().validate().unwrap();
         assert_eq!(request.wait, WaitFor::StdinRead);
         assert!(!request.submit);
         let negative = SendRequest {
             timeout_secs: Some(-1.0),
             ..send
         };
-        assert_eq!(
-            negative.validate(Wait::Idle).unwrap_err().code(),
-            "INVALID_INPUT"
-        );
+        assert_eq!(negative.validate().unwrap_err().code(), "INVALID_INPUT");
     }
 
     #[test]

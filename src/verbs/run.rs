@@ -10,7 +10,7 @@ use tokio::sync::broadcast;
 use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 use super::requests::{
     ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, Wait, WaitRequest, WriteRequest,
+    TerminalRequest, WaitRequest, WriteRequest,
 };
 use crate::Result;
 use crate::control::Notification;
@@ -76,15 +76,15 @@ impl Sending {
     }
 }
 
-/// `send`: starts typing; `default_wait` when the request names no wait
-/// (the faces document theirs).
+/// `send`: starts typing (see [`SendRequest::validate`] for its default
+/// wait).
 ///
 /// # Errors
 /// `INVALID_INPUT` from [`SendRequest::validate`], or the registry's
 /// (`SEND_ACTIVE`, `TERMINAL_DEAD`, ...).
-pub async fn send(owned: Owned<'_>, request: SendRequest, default_wait: Wait) -> Result<Sending> {
+pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
     let target = request.terminal.clone();
-    let request = request.validate(default_wait)?;
+    let request = request.validate()?;
     let handle = owned.send(&target, request).await?;
     Ok(Sending { handle })
 }

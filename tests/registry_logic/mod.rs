@@ -12,8 +12,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::stub::{Gate, StubBackend, StubTerminal};
 use futures_util::future::BoxFuture;
-use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
 use tmux_engine::registry::{
     OwnerId, Registry, RegistryConfig, SendRequest, SpawnRequest, SpawnSpec, TerminalSnapshot,
 };
@@ -158,11 +158,13 @@ async fn cancel_spawn_task(pending: JoinHandle<Result<TerminalSnapshot>>) {
     assert!(within(pending).await.unwrap_err().is_cancelled());
 }
 
-/// Waits until `owner` has nothing in flight or published: a dropped
-/// spawn settles in the background.
-async fn settled(registry: &Registry, owner: &OwnerId) {
+/// Waits until `owner` has nothing in `backend`'s hands (no spawn running,
+/// every terminal closed or at least asked to): a dropped spawn settles in
+/// the background. The stub's close answers at once, so on the tests'
+/// single-threaded runtime the registry has settled too when this returns.
+async fn settled(backend: &StubBackend, owner: &OwnerId) {
     within(async {
-        while registry.has_owner_activity(owner) {
+        while backend.has_activity(owner) {
             tokio::task::yield_now().await;
         }
     })

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tmux_engine::registry::stub::{Gate, StubBackend};
+use crate::support::stub::{Gate, StubBackend};
 use tmux_engine::registry::{
     BackendTerminal, ReadRequest, Registry, RegistryConfig, RestartBackoff, RestartPolicy,
     SpawnSpec, TerminalRecord, TerminalStatus,
@@ -104,7 +104,7 @@ async fn unpublished_spawns_leave_no_record() {
     within(backend.wait_spawns_started(1)).await;
     cancel_spawn_task(pending).await;
     gate.open();
-    settled(&registry, &owner).await;
+    settled(&backend, &owner).await;
     assert!(records(&registry).is_empty());
     let leftovers = std::fs::read_dir(dir.path().join("terminals"))
         .unwrap()

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::stub::{Gate, StubBackend, StubTerminal};
 use futures_util::future::join_all;
-use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
 use tmux_engine::registry::{
     BackendTerminal, CloseReason, ExitStatus, Liveness, OwnerId, Registry, RegistryConfig,
     RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot, TerminalStatus,

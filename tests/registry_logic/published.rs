@@ -3,10 +3,10 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::support::stub::{Gate, STUB_PID, StubBackend, StubTerminal};
 use futures_util::poll;
 use tmux_engine::Result;
 use tmux_engine::registry::Registry;
-use tmux_engine::registry::stub::{Gate, STUB_PID, StubBackend, StubTerminal};
 use tmux_engine::registry::{
     CloseReason, OwnerId, ReadRequest, SendOutput, Signal, SpawnSpec, TerminalId, TerminalStatus,
     WaitReason,
@@ -28,7 +28,7 @@ async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owne
     let started = backend.wait_spawns_started(1);
     let pending = started_spawn_task(&registry, &owner, spec, started).await;
     // Reserved but unpublished: active, yet not listed or addressable.
-    assert!(registry.has_owner_activity(&owner));
+    assert!(backend.has_activity(&owner));
     assert!(registry.owner(&owner).list().await.unwrap().is_empty());
     assert_eq!(
         failure(
@@ -48,8 +48,8 @@ async fn publishes_only_after_spawn_and_fences_every_operation_to_the_exact_owne
     assert_eq!(created.kind, "stub");
     assert_eq!(created.pid, Some(STUB_PID));
     assert_eq!(created.status, TerminalStatus::Running);
-    assert!(registry.has_owner_activity(&owner));
-    assert!(!registry.has_owner_activity(&foreign));
+    assert!(backend.has_activity(&owner));
+    assert!(!backend.has_activity(&foreign));
     assert_eq!(
         registry.owner(&owner).list().await.unwrap(),
         vec![created.clone()]
@@ -196,7 +196,11 @@ async fn reports_rollback_and_close_failures_without_publishing_false_success() 
     let disposal = disposal.lock().unwrap().take().unwrap();
     let error = failure(within(disposal).await.unwrap());
     assert_cleanup_failed(&error);
-    assert!(!registry.has_owner_activity(&owner));
+    assert!(!backend.has_activity(&owner));
+    assert_eq!(
+        failure(registry.owner(&owner).list().await).code(),
+        "REGISTRY_DISPOSING"
+    );
 
     let next_owner = OwnerId::new("next").unwrap();
     let (registry, backend) = with_stub();
@@ -359,7 +363,7 @@ async fn clears_registries_and_runs_owner_cleanups_even_when_a_session_close_fai
         backend.terminal(1).unwrap().closed(),
         [CloseReason::RegistryDisposed]
     );
-    assert!(!registry.has_owner_activity(&owner));
+    assert!(!backend.has_activity(&owner));
 }
 
 #[tokio::test]

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::support::stub::{Gate, StubBackend, StubTerminal};
 use futures_util::poll;
-use tmux_engine::registry::stub::{Gate, StubBackend, StubTerminal};
 use tmux_engine::registry::{CloseReason, OwnerId, Registry, SpawnSpec, TerminalSnapshot};
 use tmux_engine::{Error, Result};
 use tokio::task::JoinHandle;
@@ -33,7 +33,6 @@ fn slow_rejecting_close() -> (Registry, Arc<StubBackend>, Gate, Arc<StubTerminal
 /// cancellation it fails with `cause` and the `cleanup` failure.
 struct CleanupFailing {
     registry: Registry,
-    owner: OwnerId,
     cleanup: Arc<Error>,
     pending: JoinHandle<Result<TerminalSnapshot>>,
 }
@@ -52,7 +51,6 @@ async fn cleanup_failing(cause: &'static str) -> CleanupFailing {
     let pending = started_spawn_task(&registry, &owner, spec, started.wait()).await;
     CleanupFailing {
         registry,
-        owner,
         cleanup,
         pending,
     }
@@ -101,7 +99,7 @@ async fn reserves_concurrent_names_and_rolls_back_a_spawn_whose_registry_is_disp
         backend.terminal(0).unwrap().closed(),
         [CloseReason::RolledBack]
     );
-    assert!(!registry.has_owner_activity(&owner));
+    assert!(!backend.has_activity(&owner));
 }
 
 #[tokio::test]
@@ -112,7 +110,7 @@ async fn a_dropped_spawn_is_rolled_back_when_its_backend_spawn_completes() {
 
     let started = backend.wait_spawns_started(1);
     drop_started_spawn(&registry, &owner, started, || gate.open()).await;
-    settled(&registry, &owner).await;
+    settled(&backend, &owner).await;
     assert_eq!(
         backend.terminal(0).unwrap().closed(),
         [CloseReason::RolledBack]
@@ -128,13 +126,11 @@ async fn a_dropped_spawn_keeps_its_failed_rollback_for_disposal() {
 
     let started = backend.wait_spawns_started(1);
     drop_started_spawn(&registry, &owner, started, || gate.open()).await;
-    // Pending until disposal collects the failure, before and after the
-    // rollback ran.
-    assert!(registry.has_owner_activity(&owner));
+    // Kept until disposal collects the failure: disposal reports it.
     let error = failure(registry.dispose().await);
     assert_cleanup_failed(&error);
     assert!(error.to_string().contains("close failed"), "{error}");
-    assert!(!registry.has_owner_activity(&owner));
+    assert!(!backend.has_activity(&owner));
     assert_eq!(session.closed(), [CloseReason::RolledBack]);
 }
 
@@ -146,7 +142,7 @@ async fn a_dropped_spawn_settles_when_its_backend_rejects_in_response() {
     let owner = owner("owner");
 
     drop_started_spawn(&registry, &owner, started.wait(), || {}).await;
-    settled(&registry, &owner).await;
+    settled(&backend, &owner).await;
     registry.dispose().await.unwrap();
 }
 
@@ -155,17 +151,15 @@ async fn retains_a_dropped_spawns_backend_cleanup_failure_until_disposal() {
     {
         let CleanupFailing {
             registry,
-            owner,
             cleanup,
             pending,
             ..
         } = cleanup_failing("spawn aborted").await;
         cancel_spawn_task(pending).await;
-        assert!(registry.has_owner_activity(&owner));
+        // Kept until disposal, which reports exactly it.
         let error = failure(registry.dispose().await);
         assert_cleanup_failed(&error);
         assert_reports_only(&error, &cleanup);
-        assert!(!registry.has_owner_activity(&owner));
     }
 }
 
@@ -243,7 +237,6 @@ async fn disposal_retains_backend_side_startup_cleanup_failure() {
     {
         let CleanupFailing {
             registry,
-            owner: _,
             cleanup,
             pending,
             ..
@@ -302,7 +295,7 @@ async fn keeps_independent_reservations_and_handles_provider_failure_before_publ
     let error = spawn_error(&failing, &owner, SpawnSpec::new()).await;
     assert!(error.to_string().contains("provider failed"), "{error}");
     assert!(failing.owner(&owner).list().await.unwrap().is_empty());
-    assert!(!failing.has_owner_activity(&owner));
+    assert!(!throwing.has_activity(&owner));
     assert_eq!(registry.owner(&owner).list().await.unwrap().len(), 2);
 }
 
@@ -330,14 +323,7 @@ async fn dropping_a_pending_spawn_cancels_it_and_rolls_back() {
         within(backend.wait_spawns_started(1)).await;
     }
     gate.open();
-    let deadline = tokio::time::Instant::now() + super::DEADLINE;
-    while registry.has_owner_activity(&owner) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "spawn never settled"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
+    settled(&backend, &owner).await;
     assert_eq!(
         backend.terminal(0).unwrap().closed(),
         [CloseReason::RolledBack]

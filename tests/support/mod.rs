@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod stub;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -1,4 +1,6 @@
-//! A scriptable in-memory backend for tests (feature `stub`).
+//! A scriptable in-memory backend for the registry-logic tests, built on the
+//! public backend seam (`registry::{Backend, BackendTerminal}`) from outside
+//! the crate.
 //!
 //! [`StubBackend`] and [`StubTerminal`] are the registry-logic tests' double:
 //! every behaviour the registry must cope with can be switched on (reject a
@@ -13,10 +15,11 @@ use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::TerminalId;
-use super::persist::TerminalRecord;
-use super::seam::{Backend, BackendTerminal, ReapReport, SpawnRequest, TerminalStatus};
-use crate::{Error, Result};
+use tmux_engine::registry::{
+    Backend, BackendTerminal, OwnerId, ReapReport, SpawnRequest, TerminalId, TerminalRecord,
+    TerminalStatus,
+};
+use tmux_engine::{Error, Result};
 
 #[path = "stub_terminal.rs"]
 mod terminal;
@@ -74,7 +77,9 @@ pub type SpawnHook =
 pub struct StubBackend {
     hook: Option<SpawnHook>,
     spawn_gate: Mutex<Option<Gate>>,
-    terminals: Mutex<Vec<(TerminalId, Arc<StubTerminal>)>>,
+    terminals: Mutex<Vec<(TerminalId, OwnerId, Arc<StubTerminal>)>>,
+    /// The owners of the spawns running now (one entry per spawn).
+    in_flight: Mutex<Vec<OwnerId>>,
     spawned: watch::Sender<usize>,
     reaped: Mutex<Vec<TerminalId>>,
 }
@@ -93,6 +98,7 @@ impl StubBackend {
             hook: None,
             spawn_gate: Mutex::new(None),
             terminals: Mutex::new(Vec::new()),
+            in_flight: Mutex::new(Vec::new()),
             spawned: watch::Sender::new(0),
             reaped: Mutex::new(Vec::new()),
         })
@@ -124,7 +130,7 @@ impl StubBackend {
     pub fn terminals(&self) -> Vec<Arc<StubTerminal>> {
         lock(&self.terminals)
             .iter()
-            .map(|(_, terminal)| Arc::clone(terminal))
+            .map(|(_, _, terminal)| Arc::clone(terminal))
             .collect()
     }
 
@@ -132,7 +138,7 @@ impl StubBackend {
     pub fn terminal(&self, index: usize) -> Option<Arc<StubTerminal>> {
         lock(&self.terminals)
             .get(index)
-            .map(|(_, terminal)| Arc::clone(terminal))
+            .map(|(_, _, terminal)| Arc::clone(terminal))
     }
 
     /// Waits until at least `count` spawns have started.
@@ -147,8 +153,18 @@ impl StubBackend {
         lock(&self.reaped).clone()
     }
 
-    fn record(&self, id: TerminalId, terminal: &Arc<StubTerminal>) {
-        lock(&self.terminals).push((id, Arc::clone(terminal)));
+    /// Whether `owner` has a spawn running in this backend, or a terminal
+    /// the registry has not tried to close (nor had reaped): what the
+    /// registry holds for the owner, seen from the backend.
+    pub fn has_activity(&self, owner: &OwnerId) -> bool {
+        lock(&self.in_flight).contains(owner)
+            || lock(&self.terminals).iter().any(|(_, of, terminal)| {
+                of == owner && terminal.closed().is_empty() && !terminal.is_closed()
+            })
+    }
+
+    fn record(&self, id: TerminalId, owner: OwnerId, terminal: &Arc<StubTerminal>) {
+        lock(&self.terminals).push((id, owner, Arc::clone(terminal)));
     }
 }
 
@@ -159,8 +175,10 @@ impl Backend for StubBackend {
 
     fn spawn(&self, request: SpawnRequest) -> BoxFuture<'_, Result<Arc<dyn BackendTerminal>>> {
         self.spawned.send_modify(|started| *started += 1);
+        let in_flight = InFlight::new(&self.in_flight, request.owner.clone());
         Box::pin(async move {
-            let id = request.id.clone();
+            let _in_flight = in_flight;
+            let (id, owner) = (request.id.clone(), request.owner.clone());
             let terminal = match &self.hook {
                 Some(hook) => hook(request).await?,
                 None => {
@@ -171,7 +189,7 @@ impl Backend for StubBackend {
                     StubTerminal::new()
                 }
             };
-            self.record(id, &terminal);
+            self.record(id, owner, &terminal);
             Ok(terminal as Arc<dyn BackendTerminal>)
         })
     }
@@ -182,10 +200,10 @@ impl Backend for StubBackend {
     ) -> BoxFuture<'a, Result<Option<Arc<dyn BackendTerminal>>>> {
         Box::pin(async move {
             let terminals = lock(&self.terminals);
-            let found = terminals.iter().rev().find(|(id, terminal)| {
+            let found = terminals.iter().rev().find(|(id, _, terminal)| {
                 *id == record.id && terminal.locator() == record.locator && !terminal.is_closed()
             });
-            Ok(found.and_then(|(_, terminal)| {
+            Ok(found.and_then(|(_, _, terminal)| {
                 let alive = !matches!(terminal.status(), TerminalStatus::Gone { .. });
                 alive.then(|| Arc::clone(terminal) as Arc<dyn BackendTerminal>)
             }))
@@ -199,7 +217,7 @@ impl Backend for StubBackend {
     ) -> BoxFuture<'a, Result<ReapReport>> {
         Box::pin(async move {
             let mut report = ReapReport::default();
-            for (id, terminal) in lock(&self.terminals).iter() {
+            for (id, _, terminal) in lock(&self.terminals).iter() {
                 if terminal.is_closed()
                     || records.iter().any(|record| record.id == *id)
                     || claimed.contains(id)
@@ -213,5 +231,28 @@ impl Backend for StubBackend {
             }
             Ok(report)
         })
+    }
+}
+
+/// One running spawn in [`StubBackend::has_activity`]: removed when the spawn
+/// ends or is dropped (a cancelled spawn future never finishes).
+struct InFlight<'a> {
+    owners: &'a Mutex<Vec<OwnerId>>,
+    owner: OwnerId,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(owners: &'a Mutex<Vec<OwnerId>>, owner: OwnerId) -> Self {
+        lock(owners).push(owner.clone());
+        InFlight { owners, owner }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut owners = lock(self.owners);
+        if let Some(at) = owners.iter().position(|owner| *owner == self.owner) {
+            owners.remove(at);
+        }
     }
 }

@@ -10,14 +10,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Gate, STUB_PID, lock, stub_error};
-use crate::registry::seam::{
-    BackendTerminal, CloseReason, ExitStatus, Liveness, OutputEvent, OutputStream, ReadPage,
-    ReadRequest, Screen, SendOperation, SendOutput, SendRequest, SendResult, StartedSend,
+use tmux_engine::control::client::PaneEvent as OutputEvent;
+use tmux_engine::registry::{
+    BackendTerminal, CloseReason, ExitStatus, Liveness, OutputStream, ReadPage, ReadRequest,
+    SendOperation, SendOutput, SendRequest, SendResult, Signal, SignalDelivery, StartedSend,
     TerminalStatus, WaitReason,
 };
-use crate::registry::signal::{Signal, SignalDelivery};
-use crate::vocab::Size;
-use crate::{Error, Result};
+use tmux_engine::screen::Screen;
+use tmux_engine::vocab::Size;
+use tmux_engine::{Error, Result};
 
 /// One stub terminal; see the module docs.
 pub struct StubTerminal {
