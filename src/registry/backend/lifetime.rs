@@ -35,7 +35,7 @@ pub(super) async fn close(shared: &ServerLink, reason: CloseReason) -> Result<()
     let pane = shared.lock().pane_process;
     let request = shared.client.kill_request();
     let client_closed = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.closed());
-    let (killed, _) = tokio::join!(server.kill_with(Some(pane), request), client_closed);
+    let (killed, _) = tokio::join!(server.kill_with(pane, request), client_closed);
     killed?;
     shared.stop.cancel();
     shared.tasks.wait().await;
@@ -160,7 +160,7 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
     }
     let state = pane_state(&shared.client, shared.pane).await?;
     if let Some(pid) = state.pid {
-        shared.lock().pane_process = ProcessId::now(pid);
+        shared.lock().pane_process = ProcessId::now(pid).known();
     }
     let stream = shared.client.subscribe_pane(
         shared.pane,

@@ -5,6 +5,7 @@
 //! |---------------|-------------------------------------------------------|
 //! | `mod.rs`      | [`TmuxBackend`], spawn and adoption                   |
 //! | `config.rs`   | [`TmuxConfig`]: runtime directory, shell, timeouts    |
+//! | `locator.rs`  | [`TmuxLocator`]: the record's locator, typed          |
 //! | `records.rs`  | what a record names: its processes, check, retire     |
 //! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
 //! | `terminal.rs` | [`TmuxTerminal`]: its watcher, I/O and signals        |
@@ -23,6 +24,7 @@
 mod config;
 mod lifetime;
 mod link;
+mod locator;
 mod pages;
 mod reap;
 mod records;
@@ -38,8 +40,9 @@ use tracing::{debug, warn};
 
 pub use config::TmuxConfig;
 use config::{command_words, pinned_shell};
+pub use locator::TmuxLocator;
 pub use pages::{DEFAULT_PAGE, MAX_PAGE};
-use records::{adopted_pane, recorded_process};
+use records::adopted_pane;
 pub use send::strip_escapes;
 pub use terminal::TmuxTerminal;
 
@@ -232,7 +235,7 @@ impl TmuxBackend {
                 }),
             };
         }
-        let pane_process = server.first_pane_process();
+        let pane_process = server.first_pane_process().known();
         let handle = server.into_detached();
         Ok(TmuxTerminal::start(Parts {
             id: request.id,
@@ -251,7 +254,8 @@ impl TmuxBackend {
         &self,
         record: &TerminalRecord,
     ) -> Result<Option<Arc<dyn BackendTerminal>>> {
-        let Some(dir) = record.locator.get("dir").and_then(|dir| dir.as_str()) else {
+        let locator = TmuxLocator::of(record);
+        let Some(dir) = &locator.dir else {
             warn!(terminal = %record.id, "record has no server directory; not adopting");
             return Ok(None);
         };
@@ -262,8 +266,7 @@ impl TmuxBackend {
         let pane = PaneId(0);
         // The server pid the record names, if that process is still a tmux:
         // a refused attach to a live server is retried below.
-        let recorded_pid = Some(recorded_process(record, "server_pid", "server_start"))
-            .filter(|process| process.pid != 0);
+        let recorded_server = locator.server;
         let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
         let mut pause = Duration::from_millis(10);
         let (client, mut streams) = loop {
@@ -281,7 +284,7 @@ impl TmuxBackend {
                 // going away, e.g. the previous engine's, killed just before:
                 // while the recorded server lives, try again.
                 Err(error @ (Error::ServerGone { .. } | Error::Command { .. })) => {
-                    let live = recorded_pid.is_some_and(|server| {
+                    let live = recorded_server.is_some_and(|server| {
                         process::is_alive(server) && process::looks_like_tmux(server)
                     });
                     if !live || tokio::time::Instant::now() + pause > deadline {
@@ -344,7 +347,7 @@ impl TmuxBackend {
             Some(exit) => TerminalStatus::Exited { exit },
             None => TerminalStatus::Running,
         };
-        let pane_process = adopted_pane(record, state.pid, state.dead);
+        let pane_process = adopted_pane(locator.pane_process, state.pid, state.dead);
         Ok(Some(TmuxTerminal::start(Parts {
             id: record.id.clone(),
             spec: record.spec.clone(),

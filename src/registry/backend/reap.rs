@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::locator::TmuxLocator;
 use super::{ID_OPTION, SESSION, STATE_OPTION, TmuxConfig};
 use crate::registry::TerminalId;
 use crate::registry::persist::TerminalRecord;
@@ -111,8 +112,8 @@ pub(super) async fn reap(
     let mut report = ReapReport::default();
     let known: HashSet<PathBuf> = records
         .iter()
-        .filter_map(|record| record.locator.get("dir")?.as_str().map(Path::new))
-        .map(canonical)
+        .filter_map(|record| TmuxLocator::of(record).dir)
+        .map(|dir| canonical(&dir))
         .collect();
     let claimed: HashSet<&str> = claimed.iter().map(TerminalId::as_str).collect();
     let ours = config.state_mark();

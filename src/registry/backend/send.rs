@@ -192,8 +192,8 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
                 check_in = INPUT_CHECK.0;
             }
             () = tokio::time::sleep(pause) => {
-                let pane_pid = shared.lock().pane_process.pid;
-                let blocked = procfs::blocked_on_input(pane_pid);
+                let pane = shared.lock().pane_process;
+                let blocked = pane.is_some_and(|pane| procfs::blocked_on_input(pane.pid));
                 match what {
                     WaitFor::Idle => {
                         return if blocked { WaitReason::StdinRead } else { WaitReason::Idle };

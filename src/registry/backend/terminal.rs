@@ -27,6 +27,7 @@ use tracing::warn;
 use super::TmuxConfig;
 use super::lifetime::{close, probe, respawn, shutdown};
 use super::link::{Mutable, OutputRing, ServerLink};
+use super::locator::TmuxLocator;
 use crate::control::Notification;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshake_lock};
@@ -78,7 +79,7 @@ pub(super) struct Parts {
     pub client: ControlClient,
     pub pane: PaneId,
     pub server: ServerHandle,
-    pub pane_process: ProcessId,
+    pub pane_process: Option<ProcessId>,
     pub status: TerminalStatus,
     pub stream: PaneStream,
 }
@@ -191,7 +192,7 @@ async fn watch_pane(
 
 impl BackendTerminal for TmuxTerminal {
     fn pid(&self) -> Option<u32> {
-        Some(self.shared.lock().pane_process.pid).filter(|&pid| pid != 0)
+        self.shared.lock().pane_process.map(|pane| pane.pid)
     }
 
     fn locator(&self) -> serde_json::Value {
@@ -199,25 +200,23 @@ impl BackendTerminal for TmuxTerminal {
         // changes the directory.
         let (dir, socket, server) = match self.shared.server.try_lock() {
             Ok(server) => (
-                server.dir().display().to_string(),
-                server.socket().display().to_string(),
-                server.process(),
+                Some(server.dir().to_owned()),
+                server.socket().to_owned(),
+                server.process().known(),
             ),
-            Err(_) => (String::new(), String::new(), ProcessId::from(0)),
+            Err(_) => Default::default(),
         };
-        let pane = self.shared.lock().pane_process;
         // Each pid with its start time: whoever reads the record checks it
         // before acting on the pid (see `tmux::ProcessId`).
-        serde_json::json!({
-            "dir": dir,
-            "socket": socket,
-            "session": super::SESSION,
-            "pane": self.shared.pane.to_string(),
-            "server_pid": server.pid,
-            "server_start": server.start_time,
-            "pane_pid": pane.pid,
-            "pane_start": pane.start_time,
-        })
+        TmuxLocator {
+            dir,
+            socket,
+            session: super::SESSION.to_owned(),
+            pane: self.shared.pane.to_string(),
+            server,
+            pane_process: self.shared.lock().pane_process,
+        }
+        .to_value()
     }
 
     fn status(&self) -> TerminalStatus {
@@ -252,13 +251,15 @@ impl BackendTerminal for TmuxTerminal {
             // Only a pane process known by its start time: a bare pid may
             // have been taken by a stranger since it was learnt.
             let pane = self.shared.lock().pane_process;
-            let group = pane
-                .start_time
-                .and_then(|_| procfs::foreground_group(pane))
-                .ok_or_else(|| Error::TerminalDead {
-                    terminal: self.shared.id.to_string(),
-                    status: format!("pane process {} is gone", pane.pid),
-                })?;
+            let group =
+                pane.and_then(procfs::foreground_group)
+                    .ok_or_else(|| Error::TerminalDead {
+                        terminal: self.shared.id.to_string(),
+                        status: match pane {
+                            Some(pane) => format!("pane process {pane} is gone"),
+                            None => "pane process is gone".to_owned(),
+                        },
+                    })?;
             let pgid = rustix::process::Pid::from_raw(group).ok_or_else(|| {
                 Error::InvalidInput(format!("process group {group} is not signalable"))
             })?;
