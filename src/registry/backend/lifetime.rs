@@ -12,8 +12,7 @@ use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::seam::{CloseReason, Liveness, TerminalStatus};
 use crate::tmux::ProcessId;
-use crate::tmux::command::TmuxCommand;
-use crate::tmux::options::{DRAIN_PIPE, exec_words};
+use crate::tmux::options::respawn_commands;
 use crate::{Error, Result};
 
 /// How long `close` waits for the control client to see the server go.
@@ -123,28 +122,15 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
     if let Some(reason) = shared.client.closed_reason() {
         return Err(Error::ServerGone { reason });
     }
-    let mut command = TmuxCommand::new("respawn-pane")
-        .flag("-k")
-        .target(shared.pane);
-    if let Some(cwd) = &shared.spec.cwd {
-        let cwd = std::path::absolute(cwd)
-            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
-        command = command.format_opt("-c", cwd.as_os_str().as_encoded_bytes());
-    }
-    for (key, value) in &shared.spec.env {
-        command = command.opt("-e", format!("{key}={value}"));
-    }
-    let words = super::command_words(&shared.spec, super::pinned_shell(&shared.config).as_deref());
-    for word in exec_words(&words)? {
-        command = command.arg(word.as_encoded_bytes());
-    }
-    // Written right behind the respawn so tmux runs both before its event
-    // loop can see the new program exit (see `ServerOptions::drain_on_exit`).
-    let drain = TmuxCommand::new("pipe-pane")
-        .flag("-o")
-        .target(shared.pane)
-        .arg(DRAIN_PIPE);
-    let (respawned, drained) = tokio::join!(shared.command(&command), shared.command(&drain));
+    let opts = super::config::server_options(&shared.config, &shared.id, &shared.spec)?;
+    let (command, drain) = respawn_commands(&opts, shared.pane)?;
+    let drained = async {
+        match &drain {
+            Some(drain) => shared.command(drain).await.map(drop),
+            None => Ok(()),
+        }
+    };
+    let (respawned, drained) = tokio::join!(shared.command(&command), drained);
     if let Err(error) = drained {
         debug!(%error, "re-arming the drain pipe after respawn");
     }

@@ -39,7 +39,7 @@ use futures_util::future::BoxFuture;
 use tracing::{debug, warn};
 
 pub use config::TmuxConfig;
-use config::{command_words, pinned_shell};
+use config::server_options;
 pub use locator::TmuxLocator;
 pub use pages::{DEFAULT_PAGE, MAX_PAGE};
 use records::adopted_pane;
@@ -57,11 +57,10 @@ use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
-use crate::tmux::command::{TmuxCommand, quote};
+use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
-use crate::tmux::{ServerHandle, ServerOptions, Tmux};
+use crate::tmux::{ServerHandle, Tmux};
 use crate::tmux::{dirs, process};
-use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// What snapshots and records call this backend's terminals.
@@ -163,47 +162,10 @@ impl TmuxBackend {
         dirs::ensure_private(&self.config.runtime_dir)
     }
 
-    fn server_options(&self, request: &SpawnRequest) -> Result<ServerOptions> {
-        let spec = &request.spec;
-        // In the config file, not set after the start: a server the engine
-        // was killed while starting still says whose it is.
-        let marks = vec![
-            format!(
-                "set -s {ID_OPTION} {}",
-                quote(request.id.as_str().as_bytes())?
-            ),
-            format!(
-                "set -s {STATE_OPTION} {}",
-                quote(self.config.state_mark().as_bytes())?
-            ),
-        ];
-        let shell = pinned_shell(&self.config);
-        Ok(ServerOptions {
-            size: spec.size.map_or_else(Size::default, |size| Size {
-                cols: size.cols,
-                rows: size.rows,
-            }),
-            command: command_words(spec, shell.as_deref()),
-            shell,
-            cwd: spec.cwd.clone(),
-            env: spec
-                .env
-                .iter()
-                .map(|(key, value)| (key.clone(), value.clone()))
-                .collect(),
-            history_limit: self.config.history_limit,
-            session: SESSION.to_owned(),
-            runtime_dir: Some(self.config.runtime_dir.clone()),
-            extra_config: marks,
-            server_env: self.config.environment.clone().unwrap_or_default(),
-            clear_env: self.config.environment.is_some(),
-            ..ServerOptions::default()
-        })
-    }
-
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
-        let opts = self.server_options(&request)?;
+        let opts = server_options(&self.config, &request.id, &request.spec)?
+            .for_terminal(&self.tmux, None)?;
         let start = launch(
             Arc::clone(&self.tmux),
             opts,
