@@ -81,16 +81,18 @@ async fn probe_once(shared: &ServerLink) -> Result<Liveness> {
     if let Some(reason) = shared.client.closed_reason() {
         return Ok(Liveness::ServerGone { reason });
     }
-    let deadline = shared.config.probe_timeout;
-    let state = match tokio::time::timeout(deadline, pane_state(&shared.client, shared.pane)).await
-    {
-        Err(_) | Ok(Err(Error::Unresponsive { .. })) => {
-            return Ok(Liveness::Unresponsive { waited: deadline });
-        }
-        Ok(Err(Error::ServerGone { reason })) => return Ok(Liveness::ServerGone { reason }),
-        Ok(Err(Error::Command { .. })) => return Ok(Liveness::SessionGone),
-        Ok(Err(error)) => return Err(error),
+    let waited = shared.config.probe_timeout;
+    // What a failed (or late) pane query says about the terminal.
+    let failed = |error: Option<Error>| match error {
+        None | Some(Error::Unresponsive { .. }) => Ok(Liveness::Unresponsive { waited }),
+        Some(Error::ServerGone { reason }) => Ok(Liveness::ServerGone { reason }),
+        Some(Error::Command { .. }) => Ok(Liveness::SessionGone),
+        Some(error) => Err(error),
+    };
+    let state = match tokio::time::timeout(waited, pane_state(&shared.client, shared.pane)).await {
         Ok(Ok(state)) => state,
+        Ok(Err(error)) => return failed(Some(error)),
+        Err(_) => return failed(None),
     };
     if let Some(exit) = state.exit {
         return Ok(Liveness::Exited { exit });
@@ -98,14 +100,11 @@ async fn probe_once(shared: &ServerLink) -> Result<Liveness> {
     if state.dead {
         // Dead but not reaped yet (tmux 3.3a can lose the SIGCHLD):
         // wait_pane_exit nudges the server until the status shows.
-        return match tokio::time::timeout(deadline, wait_pane_exit(&shared.client, shared.pane))
-            .await
+        return match tokio::time::timeout(waited, wait_pane_exit(&shared.client, shared.pane)).await
         {
             Ok(Ok(exit)) => Ok(Liveness::Exited { exit }),
-            Ok(Err(Error::ServerGone { reason })) => Ok(Liveness::ServerGone { reason }),
-            Ok(Err(Error::Command { .. })) => Ok(Liveness::SessionGone),
-            Ok(Err(error)) => Err(error),
-            Err(_) => Ok(Liveness::Unresponsive { waited: deadline }),
+            Ok(Err(error)) => failed(Some(error)),
+            Err(_) => failed(None),
         };
     }
     Ok(Liveness::Alive)

@@ -266,27 +266,22 @@ impl TmuxBackend {
             .arg(MARK_OPTION);
         // A failed query is no answer, not "not the engine's": the error
         // keeps the terminal unattached (not gone) for a later try.
-        let marked = match client.command(&mark).await {
-            Ok(reply) => reply.text().trim() == MARK_VALUE,
-            Err(error) => {
-                client.detach().await;
-                return Err(error);
-            }
-        };
-        if !marked {
-            warn!(terminal = %record.id, socket = %handle.socket().display(), "server lacks the engine's mark; not adopting");
-            client.detach().await;
-            return Ok(None);
-        }
-        let state = match pane_state(&client, pane).await {
-            Ok(state) => state,
-            Err(Error::Command { .. }) => {
-                client.detach().await;
+        let checked = async {
+            if client.command(&mark).await?.text().trim() != MARK_VALUE {
+                warn!(terminal = %record.id, socket = %handle.socket().display(), "server lacks the engine's mark; not adopting");
                 return Ok(None);
             }
-            Err(error) => {
+            match pane_state(&client, pane).await {
+                Ok(state) => Ok(Some(state)),
+                Err(Error::Command { .. }) => Ok(None),
+                Err(error) => Err(error),
+            }
+        };
+        let state = match checked.await {
+            Ok(Some(state)) => state,
+            other => {
                 client.detach().await;
-                return Err(error);
+                return other.map(|_| None);
             }
         };
         if let Some(pid) = state.server_pid {

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use super::locator::TmuxLocator;
 use super::{SESSION, TmuxBackend, reap};
 use crate::Result;
+use crate::control::pane_exit::{PaneState, STATE_FORMAT};
 use crate::registry::persist::TerminalRecord;
-use crate::registry::seam::{ExitStatus, RecordCheck, TerminalStatus};
+use crate::registry::seam::{RecordCheck, TerminalStatus};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::{ProcessId, ServerHandle, process};
 
@@ -73,35 +74,28 @@ impl TmuxBackend {
         }
         let query = TmuxCommand::new("list-panes")
             .opt("-t", format!("{}:", handle.session()))
-            .opt(
-                "-F",
-                "#{pane_dead} #{pane_pid} #{pane_dead_status} #{pane_dead_signal}",
-            );
-        let Ok(text) = tokio::time::timeout(self.config.probe_timeout, handle.run(&query)).await
+            .opt("-F", STATE_FORMAT);
+        let Ok(Ok(text)) =
+            tokio::time::timeout(self.config.probe_timeout, handle.run(&query)).await
         else {
             return running;
         };
-        let Ok(text) = text else {
-            return running;
-        };
-        let mut fields = text.lines().next().unwrap_or_default().split(' ');
-        let dead = fields.next() == Some("1");
-        let pid = fields.next().and_then(|pid| pid.parse().ok());
-        let code = fields.next().and_then(|code| code.parse().ok());
-        let signal = fields.next().and_then(|signal| signal.parse().ok());
-        let exit = match (code, signal) {
-            (_, Some(signal)) => Some(ExitStatus::Signal(signal)),
-            (Some(code), _) => Some(ExitStatus::Code(code)),
-            _ => None,
-        };
-        match exit {
-            Some(exit) if dead => RecordCheck {
+        match text
+            .lines()
+            .next()
+            .and_then(|line| PaneState::parse(line.as_bytes()))
+        {
+            Some(PaneState {
+                exit: Some(exit),
+                pid,
+                ..
+            }) => RecordCheck {
                 status: TerminalStatus::Exited { exit },
                 pid,
             },
-            _ => RecordCheck {
+            state => RecordCheck {
                 status: TerminalStatus::Running,
-                pid,
+                pid: state.and_then(|state| state.pid),
             },
         }
     }

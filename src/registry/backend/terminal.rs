@@ -115,21 +115,6 @@ impl TmuxTerminal {
         shared.tasks.close();
         Arc::new(TmuxTerminal { shared })
     }
-
-    /// The server's socket path.
-    pub async fn socket(&self) -> std::path::PathBuf {
-        self.shared.server.lock().await.socket().to_path_buf()
-    }
-
-    /// The control client (e.g. for a live event stream).
-    pub fn client(&self) -> &ControlClient {
-        &self.shared.client
-    }
-
-    /// The pane the program runs in.
-    pub fn pane(&self) -> PaneId {
-        self.shared.pane
-    }
 }
 
 /// The watcher: pumps output, pushes death. One per terminal, no ticks.
