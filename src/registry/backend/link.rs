@@ -47,7 +47,8 @@ pub(super) struct ServerLink {
     pub pane: PaneId,
     /// Serializes `close` (and knows the server's pid and directory).
     pub server: tokio::sync::Mutex<ServerHandle>,
-    /// The same server, never locked: what `attach_command` names.
+    /// The same server, never locked: what `attach_command` and the
+    /// locator name.
     pub address: ServerHandle,
     pub mutable: Mutex<Mutable>,
     /// The output byte count, bumped on every chunk: waiters watch it.

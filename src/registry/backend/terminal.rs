@@ -181,24 +181,17 @@ impl BackendTerminal for TmuxTerminal {
     }
 
     fn locator(&self) -> serde_json::Value {
-        // `try_lock`: the handle is only locked by `close`, which never
-        // changes the directory.
-        let (dir, socket, server) = match self.shared.server.try_lock() {
-            Ok(server) => (
-                Some(server.dir().to_owned()),
-                server.socket().to_owned(),
-                server.process().known(),
-            ),
-            Err(_) => Default::default(),
-        };
+        // The unlocked copy of the handle: a `close` in flight holds the
+        // other, and the record must still name the directory.
+        let server = &self.shared.address;
         // Each pid with its start time: whoever reads the record checks it
         // before acting on the pid (see `tmux::ProcessId`).
         TmuxLocator {
-            dir,
-            socket,
+            dir: Some(server.dir().to_owned()),
+            socket: server.socket().to_owned(),
             session: super::SESSION.to_owned(),
             pane: self.shared.pane.to_string(),
-            server,
+            server: server.process().known(),
             pane_process: self.shared.lock().pane_process,
         }
         .to_value()
