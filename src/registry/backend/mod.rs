@@ -41,9 +41,7 @@ use tracing::{debug, warn};
 pub use config::TmuxConfig;
 use config::server_options;
 pub use locator::TmuxLocator;
-pub use pages::{DEFAULT_PAGE, MAX_PAGE};
 use records::adopted_pane;
-pub use send::strip_escapes;
 pub use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
