@@ -315,7 +315,7 @@ fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCo
 }
 
 /// `respawn-pane -k -t PANE ...`: the program of `opts` again in `pane`,
-/// as [`start_argv`]'s `new-session` ran it; with the drain pipe to write
+/// as the server's `new-session` ran it; with the drain pipe to write
 /// right behind it when `opts.drain_on_exit` (the old pipe ends with the
 /// old program), so tmux runs both before its event loop can see the new
 /// program exit.
