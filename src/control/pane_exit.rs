@@ -35,11 +35,13 @@ pub(crate) struct PaneState {
     pub server_pid: Option<u32>,
 }
 
-const STATE_FORMAT: &str =
+/// The `list-panes -F` format [`PaneState::parse`] reads.
+pub(crate) const STATE_FORMAT: &str =
     "#{pane_dead} #{pane_pid} #{pid} #{pane_dead_status} #{pane_dead_signal}";
 
 impl PaneState {
-    fn parse(line: &[u8]) -> Option<PaneState> {
+    /// One line of `list-panes -F` [`STATE_FORMAT`]; `None` when it is not one.
+    pub(crate) fn parse(line: &[u8]) -> Option<PaneState> {
         let text = std::str::from_utf8(line).ok()?;
         let mut fields = text.split(' ');
         let dead = fields.next()? == "1";

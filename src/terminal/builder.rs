@@ -10,7 +10,6 @@ use super::Terminal;
 use super::launch::launch;
 use crate::control::client::{ClientOptions, Delivery};
 use crate::control::subscribe::SubscribeOptions;
-use crate::tmux::command::quote;
 use crate::tmux::{ServerOptions, Tmux};
 use crate::vocab::Size;
 use crate::{Error, Result};
@@ -184,29 +183,13 @@ impl TerminalBuilder {
         self.size.check()?;
         // Executed exactly, one word included: `ServerOptions` applies
         // `tmux::options::exec_words`.
-        let command = self.command.clone();
-        let mut server_env = self.server_env.clone();
-        let mut extra_config = self.extra_config.clone();
-        if let Some(term) = &self.term {
-            server_env.retain(|(key, _)| key != "TERM");
-            server_env.push(("TERM".into(), term.into()));
-            extra_config.insert(
-                0,
-                format!("set -g default-terminal {}", quote(term.as_bytes())?),
-            );
-        }
-        if tmux.has_remain_on_exit_format() {
-            // The default "Pane is dead" line scrolls the dead pane's screen
-            // up by one; an empty format leaves the final screen as it was.
-            extra_config.push("set -g remain-on-exit-format \"\"".to_owned());
-        }
-        Ok(ServerOptions {
+        ServerOptions {
             size: self.size,
-            command,
+            command: self.command.clone(),
             shell: self.shell.clone(),
             cwd: self.cwd.clone(),
             env: self.env.clone(),
-            server_env,
+            server_env: self.server_env.clone(),
             clear_env: self.clear_env,
             history_limit: u32::try_from(self.scrollback).map_err(|_| {
                 Error::InvalidInput(format!(
@@ -214,10 +197,11 @@ impl TerminalBuilder {
                     self.scrollback
                 ))
             })?,
-            extra_config,
+            extra_config: self.extra_config.clone(),
             runtime_dir: self.runtime_dir.clone(),
             ..ServerOptions::default()
-        })
+        }
+        .for_terminal(tmux, self.term.as_deref())
     }
 }
 

@@ -39,7 +39,10 @@ pub struct Parts {
 /// follows the pane from its first byte with `subscribe`.
 ///
 /// Every engine client of the server takes the server's handshake lock
-/// (tmux 3.3a crash; see [`ClientOptions::handshake_lock`]).
+/// (tmux 3.3a crash; see [`ClientOptions::handshake_lock`]), and writes
+/// large pastes' pieces into the server's own private directory unless
+/// `client_opts` names one ([`ClientOptions::input_dir`]), as a client
+/// attaching to it later does.
 ///
 /// # Errors
 /// Invalid options, tmux failing to start (`COMMAND_FAILED`,
@@ -55,6 +58,9 @@ pub async fn launch(
         handshake_lock: client_opts
             .handshake_lock
             .or_else(|| Some(server.control_lock())),
+        input_dir: client_opts
+            .input_dir
+            .or_else(|| Some(server.dir().to_owned())),
         ..client_opts
     };
     // The first pane of a fresh server is always %0.

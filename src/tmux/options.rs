@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use super::Tmux;
 use super::command::{TmuxCommand, quote};
 use super::dirs;
 use crate::vocab::{MAX_SIZE, Size, check_env_name, check_name};
@@ -93,6 +94,38 @@ impl Default for ServerOptions {
             extra_config: Vec::new(),
             runtime_dir: None,
         }
+    }
+}
+
+impl ServerOptions {
+    /// Applies the engine's policy for a terminal's server on `tmux`, on
+    /// top of what the caller set: the one step `Terminal`'s builder (and
+    /// so the fixture) and the registry's tmux backend share, so their
+    /// servers do not drift apart.
+    ///
+    /// - `term`, when given: the program's `TERM` (in the server's
+    ///   environment, which panes inherit) and the terminal tmux emulates
+    ///   (`default-terminal`, ahead of `extra_config`).
+    /// - An empty `remain-on-exit-format` where tmux has it (3.3+): the
+    ///   default "Pane is dead" line scrolls a dead pane's screen up by
+    ///   one; empty leaves the final screen as the program left it.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a `term` with a NUL.
+    pub fn for_terminal(mut self, tmux: &Tmux, term: Option<&str>) -> Result<ServerOptions> {
+        if let Some(term) = term {
+            self.server_env.retain(|(key, _)| key != "TERM");
+            self.server_env.push(("TERM".into(), term.into()));
+            self.extra_config.insert(
+                0,
+                format!("set -g default-terminal {}", quote(term.as_bytes())?),
+            );
+        }
+        if tmux.has_remain_on_exit_format() {
+            self.extra_config
+                .push("set -g remain-on-exit-format \"\"".to_owned());
+        }
+        Ok(self)
     }
 }
 
@@ -253,6 +286,52 @@ pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
 /// [`ServerOptions::drain_on_exit`]); re-apply it after `respawn-pane`.
 pub const DRAIN_PIPE: &str = "exec cat >/dev/null";
 
+/// `pipe-pane -o -t TARGET -- DRAIN_PIPE` (see [`ServerOptions::drain_on_exit`]).
+fn drain(target: impl std::fmt::Display) -> TmuxCommand {
+    TmuxCommand::new("pipe-pane")
+        .flag("-o")
+        .target(target)
+        .arg(DRAIN_PIPE)
+}
+
+/// `-c CWD -e KEY=VALUE... -- WORDS`: what to run, told to `new-session`
+/// and `respawn-pane` alike, so a respawned program gets exactly what the
+/// first one got (cwd, environment, [`exec_words`]).
+fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCommand> {
+    if let Some(cwd) = &opts.cwd {
+        let cwd = std::path::absolute(cwd)
+            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
+        // -c is format-expanded: format_opt doubles `#`.
+        command = command.format_opt("-c", cwd.as_os_str().as_bytes());
+    }
+    for (key, value) in &opts.env {
+        command = command.opt("-e", format!("{key}={value}"));
+    }
+    for word in exec_words(&opts.command)? {
+        command = command.arg(word.as_bytes());
+    }
+    command.checked()?;
+    Ok(command)
+}
+
+/// `respawn-pane -k -t PANE ...`: the program of `opts` again in `pane`,
+/// as the server's `new-session` ran it; with the drain pipe to write
+/// right behind it when `opts.drain_on_exit` (the old pipe ends with the
+/// old program), so tmux runs both before its event loop can see the new
+/// program exit.
+///
+/// # Errors
+/// `INVALID_INPUT` as for `new-session` (see [`exec_words`]); an I/O error
+/// resolving `cwd`.
+pub fn respawn_commands(
+    opts: &ServerOptions,
+    pane: impl std::fmt::Display + Copy,
+) -> Result<(TmuxCommand, Option<TmuxCommand>)> {
+    let respawn = TmuxCommand::new("respawn-pane").flag("-k").target(pane);
+    let respawn = program_args(respawn, opts)?;
+    Ok((respawn, opts.drain_on_exit.then(|| drain(pane))))
+}
+
 /// The format `new-session -P` prints: server pid, pane id, pane pid.
 pub(super) const START_FORMAT: &str = "#{pid} #{pane_id} #{pane_pid}";
 
@@ -284,25 +363,10 @@ pub(super) fn start_argv(
     if mode == StartMode::Detached {
         new = new.flag("-P").opt("-F", START_FORMAT);
     }
-    if let Some(cwd) = &opts.cwd {
-        let cwd = std::path::absolute(cwd)
-            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
-        new = new.format_opt("-c", cwd.as_os_str().as_bytes());
-    }
-    for (key, value) in &opts.env {
-        new = new.opt("-e", format!("{key}={value}"));
-    }
-    for word in exec_words(&opts.command)? {
-        new = new.arg(word.as_bytes());
-    }
-    let mut argv = new.checked()?.argv().to_vec();
+    let mut argv = program_args(new, opts)?.argv().to_vec();
     if opts.drain_on_exit {
-        let drain = TmuxCommand::new("pipe-pane")
-            .flag("-o")
-            .target(format!("{target}:"))
-            .arg(DRAIN_PIPE);
         argv.push(OsString::from(";"));
-        argv.extend_from_slice(drain.argv());
+        argv.extend_from_slice(drain(format!("{target}:")).argv());
     }
     // Per window, so clients that attach (a PTY fallback, a control client
     // that claims a size) never resize it.
@@ -438,6 +502,29 @@ mod tests {
                 "manual",
             ]
         );
+    }
+
+    #[test]
+    fn respawn_runs_what_new_session_ran() {
+        let mut opts = ServerOptions {
+            command: vec!["id>/tmp/p".into()],
+            env: vec![("K".into(), "v;".into())],
+            cwd: Some("/tmp".into()),
+            ..Default::default()
+        };
+        let start = start_argv(&opts, "=main", StartMode::Control).expect("valid");
+        // After `new-session -s main -x 80 -y 24`, up to the first `;`.
+        let end = start.iter().position(|a| a == ";").expect("chained");
+        let (respawn, drain) = respawn_commands(&opts, "%0").expect("valid");
+        assert_eq!(&respawn.argv()[..4], ["respawn-pane", "-k", "-t", "%0"]);
+        assert_eq!(&respawn.argv()[4..], &start[7..end]);
+        let drain = drain.expect("the drain pipe is re-applied");
+        assert_eq!(
+            drain.argv(),
+            ["pipe-pane", "-o", "-t", "%0", "--", DRAIN_PIPE]
+        );
+        opts.drain_on_exit = false;
+        assert!(respawn_commands(&opts, "%0").expect("valid").1.is_none());
     }
 
     #[test]

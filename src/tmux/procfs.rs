@@ -109,6 +109,13 @@ impl ProcessId {
         ProcessId { pid, start_time }
     }
 
+    /// This process when it is named by pid and start time, else `None`
+    /// (pid 0, or no start time): the only form a record keeps or a kill
+    /// trusts, so "unknown" is `None`, never pid 0.
+    pub fn known(self) -> Option<ProcessId> {
+        (self.pid != 0 && self.start_time.is_some()).then_some(self)
+    }
+
     /// Its stat, `None` when the pid names no process or another one (the
     /// start time differs) than this.
     pub fn stat(&self) -> Option<Stat> {

@@ -2,7 +2,9 @@
 //! written by `tmux-engine spawn` at commit 4230fea (before the registry
 //! core was reworked), its server long gone.
 
+use tmux_engine::registry::backend::TmuxLocator;
 use tmux_engine::registry::{RestartPolicy, TerminalStatus};
+use tmux_engine::tmux::ProcessId;
 
 use super::{Env, WAIT, with_env};
 use crate::support::poll;
@@ -53,4 +55,23 @@ async fn a_record_written_by_the_previous_engine_loads_and_is_recreated() {
         assert!(env.registry.owner(&env.owner).kill("main").await.unwrap());
     })
     .await;
+}
+
+/// The fixture's locator reads as typed processes (pid with start time)
+/// and writes back as the same JSON, so either engine reads the other's.
+#[test]
+fn the_old_locator_reads_typed_and_writes_back_the_same_json() {
+    let record: serde_json::Value = serde_json::from_str(RECORD).unwrap();
+    let value = &record["locator"];
+    let locator: TmuxLocator = serde_json::from_value(value.clone()).unwrap();
+    let known = |pid, start| {
+        Some(ProcessId {
+            pid,
+            start_time: Some(start),
+        })
+    };
+    assert_eq!(locator.server, known(28175, 1_055_302));
+    assert_eq!(locator.pane_process, known(28176, 1_055_303));
+    assert_eq!(locator.session, "main");
+    assert_eq!(&locator.to_value(), value);
 }

@@ -6,9 +6,14 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::registry::SpawnSpec;
+use super::{ID_OPTION, SESSION, STATE_OPTION};
+use crate::Result;
+use crate::registry::{SpawnSpec, TerminalId};
+use crate::tmux::ServerOptions;
+use crate::tmux::command::quote;
 use crate::tmux::dirs;
 use crate::tmux::options::shell_words;
+use crate::vocab::Size;
 
 /// How the tmux backend runs terminals.
 #[derive(Debug, Clone)]
@@ -136,9 +141,53 @@ impl TmuxConfig {
     }
 }
 
+/// The options of the server that runs `spec` as terminal `id`, before
+/// the engine's policy ([`ServerOptions::for_terminal`], applied at
+/// spawn): what spawn starts, and what respawn runs again in place.
+///
+/// # Errors
+/// `INVALID_INPUT` when `id` or the state directory cannot be quoted.
+pub(super) fn server_options(
+    config: &TmuxConfig,
+    id: &TerminalId,
+    spec: &SpawnSpec,
+) -> Result<ServerOptions> {
+    // In the config file, not set after the start: a server the engine
+    // was killed while starting still says whose it is.
+    let marks = vec![
+        format!("set -s {ID_OPTION} {}", quote(id.as_str().as_bytes())?),
+        format!(
+            "set -s {STATE_OPTION} {}",
+            quote(config.state_mark().as_bytes())?
+        ),
+    ];
+    let shell = pinned_shell(config);
+    Ok(ServerOptions {
+        size: spec.size.map_or_else(Size::default, |size| Size {
+            cols: size.cols,
+            rows: size.rows,
+        }),
+        command: command_words(spec, shell.as_deref()),
+        shell,
+        cwd: spec.cwd.clone(),
+        env: spec
+            .env
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        history_limit: config.history_limit,
+        session: SESSION.to_owned(),
+        runtime_dir: Some(config.runtime_dir.clone()),
+        extra_config: marks,
+        server_env: config.environment.clone().unwrap_or_default(),
+        clear_env: config.environment.is_some(),
+        ..ServerOptions::default()
+    })
+}
+
 /// The shell of terminals without a command and of shell lines: the
 /// config's, else `$SHELL` when it is an absolute path to a file.
-pub(super) fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
+fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
     config.shell.clone().or_else(|| {
         std::env::var_os("SHELL")
             .map(PathBuf::from)
@@ -148,7 +197,7 @@ pub(super) fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
 
 /// The argv a spec runs: its words, or its shell line under `shell`. tmux
 /// is then given [`exec_words`](crate::tmux::options::exec_words) of it, so words are executed exactly.
-pub(super) fn command_words(spec: &SpawnSpec, shell: Option<&Path>) -> Vec<OsString> {
+fn command_words(spec: &SpawnSpec, shell: Option<&Path>) -> Vec<OsString> {
     match &spec.shell {
         Some(line) => shell_words(shell, line),
         None => spec.command.iter().map(OsString::from).collect(),

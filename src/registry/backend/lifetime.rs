@@ -12,8 +12,7 @@ use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::seam::{CloseReason, Liveness, TerminalStatus};
 use crate::tmux::ProcessId;
-use crate::tmux::command::TmuxCommand;
-use crate::tmux::options::{DRAIN_PIPE, exec_words};
+use crate::tmux::options::respawn_commands;
 use crate::{Error, Result};
 
 /// How long `close` waits for the control client to see the server go.
@@ -35,7 +34,7 @@ pub(super) async fn close(shared: &ServerLink, reason: CloseReason) -> Result<()
     let pane = shared.lock().pane_process;
     let request = shared.client.kill_request();
     let client_closed = tokio::time::timeout(CLIENT_CLOSE_WAIT, shared.client.closed());
-    let (killed, _) = tokio::join!(server.kill_with(Some(pane), request), client_closed);
+    let (killed, _) = tokio::join!(server.kill_with(pane, request), client_closed);
     killed?;
     shared.stop.cancel();
     shared.tasks.wait().await;
@@ -82,16 +81,18 @@ async fn probe_once(shared: &ServerLink) -> Result<Liveness> {
     if let Some(reason) = shared.client.closed_reason() {
         return Ok(Liveness::ServerGone { reason });
     }
-    let deadline = shared.config.probe_timeout;
-    let state = match tokio::time::timeout(deadline, pane_state(&shared.client, shared.pane)).await
-    {
-        Err(_) | Ok(Err(Error::Unresponsive { .. })) => {
-            return Ok(Liveness::Unresponsive { waited: deadline });
-        }
-        Ok(Err(Error::ServerGone { reason })) => return Ok(Liveness::ServerGone { reason }),
-        Ok(Err(Error::Command { .. })) => return Ok(Liveness::SessionGone),
-        Ok(Err(error)) => return Err(error),
+    let waited = shared.config.probe_timeout;
+    // What a failed (or late) pane query says about the terminal.
+    let failed = |error: Option<Error>| match error {
+        None | Some(Error::Unresponsive { .. }) => Ok(Liveness::Unresponsive { waited }),
+        Some(Error::ServerGone { reason }) => Ok(Liveness::ServerGone { reason }),
+        Some(Error::Command { .. }) => Ok(Liveness::SessionGone),
+        Some(error) => Err(error),
+    };
+    let state = match tokio::time::timeout(waited, pane_state(&shared.client, shared.pane)).await {
         Ok(Ok(state)) => state,
+        Ok(Err(error)) => return failed(Some(error)),
+        Err(_) => return failed(None),
     };
     if let Some(exit) = state.exit {
         return Ok(Liveness::Exited { exit });
@@ -99,14 +100,11 @@ async fn probe_once(shared: &ServerLink) -> Result<Liveness> {
     if state.dead {
         // Dead but not reaped yet (tmux 3.3a can lose the SIGCHLD):
         // wait_pane_exit nudges the server until the status shows.
-        return match tokio::time::timeout(deadline, wait_pane_exit(&shared.client, shared.pane))
-            .await
+        return match tokio::time::timeout(waited, wait_pane_exit(&shared.client, shared.pane)).await
         {
             Ok(Ok(exit)) => Ok(Liveness::Exited { exit }),
-            Ok(Err(Error::ServerGone { reason })) => Ok(Liveness::ServerGone { reason }),
-            Ok(Err(Error::Command { .. })) => Ok(Liveness::SessionGone),
-            Ok(Err(error)) => Err(error),
-            Err(_) => Ok(Liveness::Unresponsive { waited: deadline }),
+            Ok(Err(error)) => failed(Some(error)),
+            Err(_) => failed(None),
         };
     }
     Ok(Liveness::Alive)
@@ -123,28 +121,15 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
     if let Some(reason) = shared.client.closed_reason() {
         return Err(Error::ServerGone { reason });
     }
-    let mut command = TmuxCommand::new("respawn-pane")
-        .flag("-k")
-        .target(shared.pane);
-    if let Some(cwd) = &shared.spec.cwd {
-        let cwd = std::path::absolute(cwd)
-            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
-        command = command.format_opt("-c", cwd.as_os_str().as_encoded_bytes());
-    }
-    for (key, value) in &shared.spec.env {
-        command = command.opt("-e", format!("{key}={value}"));
-    }
-    let words = super::command_words(&shared.spec, super::pinned_shell(&shared.config).as_deref());
-    for word in exec_words(&words)? {
-        command = command.arg(word.as_encoded_bytes());
-    }
-    // Written right behind the respawn so tmux runs both before its event
-    // loop can see the new program exit (see `ServerOptions::drain_on_exit`).
-    let drain = TmuxCommand::new("pipe-pane")
-        .flag("-o")
-        .target(shared.pane)
-        .arg(DRAIN_PIPE);
-    let (respawned, drained) = tokio::join!(shared.command(&command), shared.command(&drain));
+    let opts = super::config::server_options(&shared.config, &shared.id, &shared.spec)?;
+    let (command, drain) = respawn_commands(&opts, shared.pane)?;
+    let drained = async {
+        match &drain {
+            Some(drain) => shared.command(drain).await.map(drop),
+            None => Ok(()),
+        }
+    };
+    let (respawned, drained) = tokio::join!(shared.command(&command), drained);
     if let Err(error) = drained {
         debug!(%error, "re-arming the drain pipe after respawn");
     }
@@ -160,7 +145,7 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
     }
     let state = pane_state(&shared.client, shared.pane).await?;
     if let Some(pid) = state.pid {
-        shared.lock().pane_process = ProcessId::now(pid);
+        shared.lock().pane_process = ProcessId::now(pid).known();
     }
     let stream = shared.client.subscribe_pane(
         shared.pane,

@@ -32,8 +32,8 @@ pub(super) struct Mutable {
     /// Times output was skipped (a resync replaced it).
     pub gaps: u64,
     /// The pane's process, with its start time (the kill path's guard
-    /// against a recycled pid).
-    pub pane_process: ProcessId,
+    /// against a recycled pid); `None` when not known.
+    pub pane_process: Option<ProcessId>,
     /// The send in flight, so `close` can end it.
     pub active_send: Option<CancellationToken>,
 }
@@ -47,7 +47,8 @@ pub(super) struct ServerLink {
     pub pane: PaneId,
     /// Serializes `close` (and knows the server's pid and directory).
     pub server: tokio::sync::Mutex<ServerHandle>,
-    /// The same server, never locked: what `attach_command` names.
+    /// The same server, never locked: what `attach_command` and the
+    /// locator name.
     pub address: ServerHandle,
     pub mutable: Mutex<Mutable>,
     /// The output byte count, bumped on every chunk: waiters watch it.

@@ -5,6 +5,7 @@
 //! |---------------|-------------------------------------------------------|
 //! | `mod.rs`      | [`TmuxBackend`], spawn and adoption                   |
 //! | `config.rs`   | [`TmuxConfig`]: runtime directory, shell, timeouts    |
+//! | `locator.rs`  | [`TmuxLocator`]: the record's locator, typed          |
 //! | `records.rs`  | what a record names: its processes, check, retire     |
 //! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
 //! | `terminal.rs` | [`TmuxTerminal`]: its watcher, I/O and signals        |
@@ -23,6 +24,7 @@
 mod config;
 mod lifetime;
 mod link;
+mod locator;
 mod pages;
 mod reap;
 mod records;
@@ -37,10 +39,9 @@ use futures_util::future::BoxFuture;
 use tracing::{debug, warn};
 
 pub use config::TmuxConfig;
-use config::{command_words, pinned_shell};
-pub use pages::{DEFAULT_PAGE, MAX_PAGE};
-use records::{adopted_pane, recorded_process};
-pub use send::strip_escapes;
+use config::server_options;
+pub use locator::TmuxLocator;
+use records::adopted_pane;
 pub use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
@@ -54,11 +55,10 @@ use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
-use crate::tmux::command::{TmuxCommand, quote};
+use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
-use crate::tmux::{ServerHandle, ServerOptions, Tmux};
+use crate::tmux::{ServerHandle, Tmux};
 use crate::tmux::{dirs, process};
-use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// What snapshots and records call this backend's terminals.
@@ -160,47 +160,10 @@ impl TmuxBackend {
         dirs::ensure_private(&self.config.runtime_dir)
     }
 
-    fn server_options(&self, request: &SpawnRequest) -> Result<ServerOptions> {
-        let spec = &request.spec;
-        // In the config file, not set after the start: a server the engine
-        // was killed while starting still says whose it is.
-        let marks = vec![
-            format!(
-                "set -s {ID_OPTION} {}",
-                quote(request.id.as_str().as_bytes())?
-            ),
-            format!(
-                "set -s {STATE_OPTION} {}",
-                quote(self.config.state_mark().as_bytes())?
-            ),
-        ];
-        let shell = pinned_shell(&self.config);
-        Ok(ServerOptions {
-            size: spec.size.map_or_else(Size::default, |size| Size {
-                cols: size.cols,
-                rows: size.rows,
-            }),
-            command: command_words(spec, shell.as_deref()),
-            shell,
-            cwd: spec.cwd.clone(),
-            env: spec
-                .env
-                .iter()
-                .map(|(key, value)| (key.clone(), value.clone()))
-                .collect(),
-            history_limit: self.config.history_limit,
-            session: SESSION.to_owned(),
-            runtime_dir: Some(self.config.runtime_dir.clone()),
-            extra_config: marks,
-            server_env: self.config.environment.clone().unwrap_or_default(),
-            clear_env: self.config.environment.is_some(),
-            ..ServerOptions::default()
-        })
-    }
-
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
-        let opts = self.server_options(&request)?;
+        let opts = server_options(&self.config, &request.id, &request.spec)?
+            .for_terminal(&self.tmux, None)?;
         let start = launch(
             Arc::clone(&self.tmux),
             opts,
@@ -232,7 +195,7 @@ impl TmuxBackend {
                 }),
             };
         }
-        let pane_process = server.first_pane_process();
+        let pane_process = server.first_pane_process().known();
         let handle = server.into_detached();
         Ok(TmuxTerminal::start(Parts {
             id: request.id,
@@ -251,7 +214,8 @@ impl TmuxBackend {
         &self,
         record: &TerminalRecord,
     ) -> Result<Option<Arc<dyn BackendTerminal>>> {
-        let Some(dir) = record.locator.get("dir").and_then(|dir| dir.as_str()) else {
+        let locator = TmuxLocator::of(record);
+        let Some(dir) = &locator.dir else {
             warn!(terminal = %record.id, "record has no server directory; not adopting");
             return Ok(None);
         };
@@ -262,8 +226,7 @@ impl TmuxBackend {
         let pane = PaneId(0);
         // The server pid the record names, if that process is still a tmux:
         // a refused attach to a live server is retried below.
-        let recorded_pid = Some(recorded_process(record, "server_pid", "server_start"))
-            .filter(|process| process.pid != 0);
+        let recorded_server = locator.server;
         let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
         let mut pause = Duration::from_millis(10);
         let (client, mut streams) = loop {
@@ -281,7 +244,7 @@ impl TmuxBackend {
                 // going away, e.g. the previous engine's, killed just before:
                 // while the recorded server lives, try again.
                 Err(error @ (Error::ServerGone { .. } | Error::Command { .. })) => {
-                    let live = recorded_pid.is_some_and(|server| {
+                    let live = recorded_server.is_some_and(|server| {
                         process::is_alive(server) && process::looks_like_tmux(server)
                     });
                     if !live || tokio::time::Instant::now() + pause > deadline {
@@ -301,27 +264,22 @@ impl TmuxBackend {
             .arg(MARK_OPTION);
         // A failed query is no answer, not "not the engine's": the error
         // keeps the terminal unattached (not gone) for a later try.
-        let marked = match client.command(&mark).await {
-            Ok(reply) => reply.text().trim() == MARK_VALUE,
-            Err(error) => {
-                client.detach().await;
-                return Err(error);
-            }
-        };
-        if !marked {
-            warn!(terminal = %record.id, socket = %handle.socket().display(), "server lacks the engine's mark; not adopting");
-            client.detach().await;
-            return Ok(None);
-        }
-        let state = match pane_state(&client, pane).await {
-            Ok(state) => state,
-            Err(Error::Command { .. }) => {
-                client.detach().await;
+        let checked = async {
+            if client.command(&mark).await?.text().trim() != MARK_VALUE {
+                warn!(terminal = %record.id, socket = %handle.socket().display(), "server lacks the engine's mark; not adopting");
                 return Ok(None);
             }
-            Err(error) => {
+            match pane_state(&client, pane).await {
+                Ok(state) => Ok(Some(state)),
+                Err(Error::Command { .. }) => Ok(None),
+                Err(error) => Err(error),
+            }
+        };
+        let state = match checked.await {
+            Ok(Some(state)) => state,
+            other => {
                 client.detach().await;
-                return Err(error);
+                return other.map(|_| None);
             }
         };
         if let Some(pid) = state.server_pid {
@@ -344,7 +302,7 @@ impl TmuxBackend {
             Some(exit) => TerminalStatus::Exited { exit },
             None => TerminalStatus::Running,
         };
-        let pane_process = adopted_pane(record, state.pid, state.dead);
+        let pane_process = adopted_pane(locator.pane_process, state.pid, state.dead);
         Ok(Some(TmuxTerminal::start(Parts {
             id: record.id.clone(),
             spec: record.spec.clone(),

@@ -14,9 +14,9 @@ use crate::tmux::command::TmuxCommand;
 use crate::{Error, Result};
 
 /// Lines a read returns when the caller names no count.
-pub const DEFAULT_PAGE: usize = 100;
+const DEFAULT_PAGE: usize = 100;
 /// The most lines one read returns; more is cut (`truncated`).
-pub const MAX_PAGE: usize = 10_000;
+const MAX_PAGE: usize = 10_000;
 
 /// Geometry and history of a pane.
 struct Geometry {

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::locator::TmuxLocator;
 use super::{ID_OPTION, SESSION, STATE_OPTION, TmuxConfig};
 use crate::registry::TerminalId;
 use crate::registry::persist::TerminalRecord;
@@ -102,6 +103,32 @@ fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
+/// What an unnamed, old server directory holds: `Ok` with what it is when
+/// it is proven unclaimed; else why it stays (`None`: another state
+/// directory's, not ours to judge or report).
+async fn judge(
+    handle: &ServerHandle,
+    ours: &str,
+    claimed: &HashSet<&str>,
+) -> std::result::Result<&'static str, Option<String>> {
+    match occupant(handle.socket()) {
+        Occupant::Nothing => Ok("socket directory without a server"),
+        Occupant::Unknown(error) => Err(Some(format!("connect failed: {error}"))),
+        Occupant::Listening => match marks(handle).await {
+            Err(error) => Err(Some(format!("no answer: {error}"))),
+            Ok(marks) if !marks.engine || marks.id.is_empty() => Err(Some(
+                "a server without the engine's identifying marks".to_owned(),
+            )),
+            Ok(marks) if marks.state != ours => Err(None),
+            Ok(marks) if claimed.contains(marks.id.as_str()) => Err(Some(format!(
+                "terminal {} has a record (moved or unreadable)",
+                marks.id
+            ))),
+            Ok(_) => Ok("server without a record"),
+        },
+    }
+}
+
 pub(super) async fn reap(
     tmux: &Arc<Tmux>,
     config: &TmuxConfig,
@@ -111,8 +138,8 @@ pub(super) async fn reap(
     let mut report = ReapReport::default();
     let known: HashSet<PathBuf> = records
         .iter()
-        .filter_map(|record| record.locator.get("dir")?.as_str().map(Path::new))
-        .map(canonical)
+        .filter_map(|record| TmuxLocator::of(record).dir)
+        .map(|dir| canonical(&dir))
         .collect();
     let claimed: HashSet<&str> = claimed.iter().map(TerminalId::as_str).collect();
     let ours = config.state_mark();
@@ -156,42 +183,13 @@ pub(super) async fn reap(
             continue;
         }
         let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
-        let what = match occupant(handle.socket()) {
-            Occupant::Nothing => "socket directory without a server",
-            Occupant::Unknown(error) => {
-                report
-                    .skipped
-                    .push(format!("{}: connect failed: {error}", path.display()));
+        let what = match judge(&handle, &ours, &claimed).await {
+            Ok(what) => what,
+            Err(Some(why)) => {
+                report.skipped.push(format!("{}: {why}", path.display()));
                 continue;
             }
-            Occupant::Listening => match marks(&handle).await {
-                Err(error) => {
-                    report
-                        .skipped
-                        .push(format!("{}: no answer: {error}", path.display()));
-                    continue;
-                }
-                Ok(marks) if !marks.engine || marks.id.is_empty() => {
-                    report.skipped.push(format!(
-                        "{}: a server without the engine's identifying marks",
-                        path.display()
-                    ));
-                    continue;
-                }
-                Ok(marks) if marks.state != ours => {
-                    // Another state directory's: not ours to judge.
-                    continue;
-                }
-                Ok(marks) if claimed.contains(marks.id.as_str()) => {
-                    report.skipped.push(format!(
-                        "{}: terminal {} has a record (moved or unreadable)",
-                        path.display(),
-                        marks.id
-                    ));
-                    continue;
-                }
-                Ok(_) => "server without a record",
-            },
+            Err(None) => continue,
         };
         match handle.kill().await {
             Ok(()) => report.removed.push(format!("{what} at {}", path.display())),

@@ -192,8 +192,8 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
                 check_in = INPUT_CHECK.0;
             }
             () = tokio::time::sleep(pause) => {
-                let pane_pid = shared.lock().pane_process.pid;
-                let blocked = procfs::blocked_on_input(pane_pid);
+                let pane = shared.lock().pane_process;
+                let blocked = pane.is_some_and(|pane| procfs::blocked_on_input(pane.pid));
                 match what {
                     WaitFor::Idle => {
                         return if blocked { WaitReason::StdinRead } else { WaitReason::Idle };
@@ -216,7 +216,7 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
 /// Output as text: escape sequences (CSI, OSC, DCS and two-byte ESC
 /// sequences) and control characters other than `\n` and `\t` removed,
 /// `\r\n` folded to `\n`, invalid UTF-8 replaced.
-pub fn strip_escapes(bytes: &[u8]) -> String {
+fn strip_escapes(bytes: &[u8]) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {

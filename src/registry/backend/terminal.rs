@@ -27,6 +27,7 @@ use tracing::warn;
 use super::TmuxConfig;
 use super::lifetime::{close, probe, respawn, shutdown};
 use super::link::{Mutable, OutputRing, ServerLink};
+use super::locator::TmuxLocator;
 use crate::control::Notification;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshake_lock};
@@ -78,7 +79,7 @@ pub(super) struct Parts {
     pub client: ControlClient,
     pub pane: PaneId,
     pub server: ServerHandle,
-    pub pane_process: ProcessId,
+    pub pane_process: Option<ProcessId>,
     pub status: TerminalStatus,
     pub stream: PaneStream,
 }
@@ -113,21 +114,6 @@ impl TmuxTerminal {
             .spawn(watch_pane(Arc::clone(&shared), parts.stream, restreams));
         shared.tasks.close();
         Arc::new(TmuxTerminal { shared })
-    }
-
-    /// The server's socket path.
-    pub async fn socket(&self) -> std::path::PathBuf {
-        self.shared.server.lock().await.socket().to_path_buf()
-    }
-
-    /// The control client (e.g. for a live event stream).
-    pub fn client(&self) -> &ControlClient {
-        &self.shared.client
-    }
-
-    /// The pane the program runs in.
-    pub fn pane(&self) -> PaneId {
-        self.shared.pane
     }
 }
 
@@ -191,33 +177,24 @@ async fn watch_pane(
 
 impl BackendTerminal for TmuxTerminal {
     fn pid(&self) -> Option<u32> {
-        Some(self.shared.lock().pane_process.pid).filter(|&pid| pid != 0)
+        self.shared.lock().pane_process.map(|pane| pane.pid)
     }
 
     fn locator(&self) -> serde_json::Value {
-        // `try_lock`: the handle is only locked by `close`, which never
-        // changes the directory.
-        let (dir, socket, server) = match self.shared.server.try_lock() {
-            Ok(server) => (
-                server.dir().display().to_string(),
-                server.socket().display().to_string(),
-                server.process(),
-            ),
-            Err(_) => (String::new(), String::new(), ProcessId::from(0)),
-        };
-        let pane = self.shared.lock().pane_process;
+        // The unlocked copy of the handle: a `close` in flight holds the
+        // other, and the record must still name the directory.
+        let server = &self.shared.address;
         // Each pid with its start time: whoever reads the record checks it
         // before acting on the pid (see `tmux::ProcessId`).
-        serde_json::json!({
-            "dir": dir,
-            "socket": socket,
-            "session": super::SESSION,
-            "pane": self.shared.pane.to_string(),
-            "server_pid": server.pid,
-            "server_start": server.start_time,
-            "pane_pid": pane.pid,
-            "pane_start": pane.start_time,
-        })
+        TmuxLocator {
+            dir: Some(server.dir().to_owned()),
+            socket: server.socket().to_owned(),
+            session: super::SESSION.to_owned(),
+            pane: self.shared.pane.to_string(),
+            server: server.process().known(),
+            pane_process: self.shared.lock().pane_process,
+        }
+        .to_value()
     }
 
     fn status(&self) -> TerminalStatus {
@@ -252,13 +229,15 @@ impl BackendTerminal for TmuxTerminal {
             // Only a pane process known by its start time: a bare pid may
             // have been taken by a stranger since it was learnt.
             let pane = self.shared.lock().pane_process;
-            let group = pane
-                .start_time
-                .and_then(|_| procfs::foreground_group(pane))
-                .ok_or_else(|| Error::TerminalDead {
-                    terminal: self.shared.id.to_string(),
-                    status: format!("pane process {} is gone", pane.pid),
-                })?;
+            let group =
+                pane.and_then(procfs::foreground_group)
+                    .ok_or_else(|| Error::TerminalDead {
+                        terminal: self.shared.id.to_string(),
+                        status: match pane {
+                            Some(pane) => format!("pane process {pane} is gone"),
+                            None => "pane process is gone".to_owned(),
+                        },
+                    })?;
             let pgid = rustix::process::Pid::from_raw(group).ok_or_else(|| {
                 Error::InvalidInput(format!("process group {group} is not signalable"))
             })?;
