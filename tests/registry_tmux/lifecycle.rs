@@ -195,11 +195,25 @@ async fn cancelled_spawn_leaves_no_server_or_socket() {
         }
         // Whatever won each race, no unpublished server is left once the
         // dropped spawns' rollbacks (in the background) are done.
-        poll("dropped spawns to roll back", WAIT, || async {
-            let published = env.registry.owner(&env.owner).list().await.unwrap().len();
-            (server_dirs(&env.runtime()).len() == published).then_some(())
-        })
-        .await;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let published = env.registry.owner(&env.owner).list().await.unwrap();
+            let dirs = server_dirs(&env.runtime());
+            if dirs.len() == published.len() {
+                break;
+            }
+            // Says which server outlived its rollback, and what the
+            // registry holds, so a failure names its terminal.
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "dropped spawns left servers after {WAIT:?}: dirs {dirs:?}, published {:?}",
+                published
+                    .iter()
+                    .map(|s| (&s.id, &s.status))
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     })
     .await;
 }
