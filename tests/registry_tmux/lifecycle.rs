@@ -4,7 +4,7 @@
 use tmux_engine::registry::{OwnerId, SendRequest, SpawnSpec, WaitFor};
 
 use super::{Env, WAIT, assert_clean, server_dirs, sh, wait_exited, with_env};
-use crate::support::{poll, within};
+use crate::support::within;
 
 #[tokio::test]
 async fn publishes_after_spawn_and_fences_owners() {
