@@ -7,7 +7,8 @@
 //! time per terminal, awaits every cleanup and reports every failure. One
 //! backend, fixed when the registry is built, runs the terminals: tmux
 //! ([`Registry::open`], [`backend`]), or the stub in the registry-logic
-//! tests (`tests/support/stub.rs`, written against these public traits). The core reaches it only through the [`Backend`] and
+//! tests (`tests/support/stub.rs`, written against these public traits).
+//! The core reaches it only through the [`Backend`] and
 //! [`BackendTerminal`] traits; viewers get a [`ViewedTerminal`].
 //!
 //! | file           | job                                                  |
