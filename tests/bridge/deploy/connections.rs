@@ -11,22 +11,24 @@ use super::{Serve, closed_by_server, exchange};
 use crate::cli::Cli;
 use crate::support::{poll, within};
 
+/// A serve on a free loopback port with these header and idle timeouts
+/// (seconds).
+async fn serve_timed(header: &str, idle: &str) -> Serve {
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--header-timeout",
+        header,
+        "--idle-timeout",
+        idle,
+    ];
+    Serve::start(Cli::new(), &args, &[]).await
+}
+
 #[tokio::test]
 async fn silent_and_partial_heads_are_cut_at_the_header_timeout() {
     within(async {
-        let served = Serve::start(
-            Cli::new(),
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--header-timeout",
-                "1",
-                "--idle-timeout",
-                "600",
-            ],
-            &[],
-        )
-        .await;
+        let served = serve_timed("1", "600").await;
         let addr = served.addr();
         let silent = TcpStream::connect(&addr).await.unwrap();
         assert!(
@@ -57,19 +59,7 @@ async fn silent_and_partial_heads_are_cut_at_the_header_timeout() {
 #[tokio::test]
 async fn a_trickled_body_is_cut_when_it_pauses_past_the_header_timeout() {
     within(async {
-        let served = Serve::start(
-            Cli::new(),
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--header-timeout",
-                "1",
-                "--idle-timeout",
-                "600",
-            ],
-            &[],
-        )
-        .await;
+        let served = serve_timed("1", "600").await;
         let addr = served.addr();
         let stream = TcpStream::connect(&addr).await.unwrap();
         let head = format!(
@@ -88,19 +78,7 @@ async fn a_trickled_body_is_cut_when_it_pauses_past_the_header_timeout() {
 #[tokio::test]
 async fn a_kept_alive_connection_is_closed_after_the_idle_timeout() {
     within(async {
-        let served = Serve::start(
-            Cli::new(),
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--idle-timeout",
-                "1",
-                "--header-timeout",
-                "600",
-            ],
-            &[],
-        )
-        .await;
+        let served = serve_timed("600", "1").await;
         let addr = served.addr();
         let mut stream = TcpStream::connect(&addr).await.unwrap();
         let request = format!(
