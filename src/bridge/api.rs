@@ -94,15 +94,14 @@ impl From<Error> for ApiError {
             C::RegistryDisposing => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        let code = code.as_str();
-        let message = if code == "NO_TERMINAL" {
+        let message = if code == C::NoTerminal {
             "no such terminal".to_owned()
         } else {
             error.to_string()
         };
         ApiError {
             status,
-            code,
+            code: code.as_str(),
             message,
         }
     }

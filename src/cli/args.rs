@@ -153,10 +153,10 @@ pub(crate) struct SendArgs {
     /// Press Enter after the text.
     #[arg(long)]
     pub(crate) submit: bool,
-    /// stdin (until the program waits for input again, e.g. the shell's
-    /// prompt is back) | idle | exit | none.
-    #[arg(long, default_value = "stdin")]
-    pub(crate) wait: String,
+    /// stdin (the default: until the program waits for input again, e.g.
+    /// the shell's prompt is back) | idle | exit | none.
+    #[arg(long)]
+    pub(crate) wait: Option<String>,
     /// Give up waiting after this many seconds.
     #[arg(long)]
     pub(crate) timeout: Option<f64>,
@@ -218,7 +218,12 @@ impl SendArgs {
                 .with_bytes(bytes.into_bytes().into()),
         };
         request.submit = self.submit;
-        request.wait = Some(self.wait.parse::<WaitFor>()?);
+        // Absent: the verb layer's default, the same on every face.
+        request.wait = self
+            .wait
+            .as_deref()
+            .map(str::parse::<WaitFor>)
+            .transpose()?;
         request.timeout_secs = self.timeout;
         Ok(request)
     }
