@@ -8,6 +8,7 @@
 //! timing. Only the model's feeding task talks to tmux, through the
 //! control client.
 
+pub mod asciicast;
 pub(crate) mod model;
 pub(crate) mod wait;
 
