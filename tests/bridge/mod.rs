@@ -6,6 +6,7 @@
 mod browser;
 mod deploy;
 mod hygiene;
+mod page;
 mod routes;
 mod security;
 mod viewers;

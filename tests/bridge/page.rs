@@ -1,0 +1,349 @@
+//! The page's features in headless chromium (the harness in `browser.rs`):
+//! the addons (WebGL falling back to the DOM renderer without a GPU), a
+//! program's title, links, OSC 52, Unicode 11 widths, options from the
+//! server and the URL, the welcome and `#t=NAME`, the list's actions, copy
+//! without an interrupt and the on-screen keys. Each state is saved as a
+//! screenshot under `shots_dir()`. Plus `--page-option`'s checks, which
+//! need no browser.
+
+use serde_json::{Value, json};
+
+use super::Served;
+use super::browser::{Browser, chromium_or_skip};
+use crate::support::within;
+
+/// The centre of cell (`col`, buffer line `line`) in viewport pixels.
+async fn cell(browser: &mut Browser, col: usize, line: usize) -> (f64, f64) {
+    let at = browser
+        .eval(&format!(
+            "(() => {{ const t = tmuxEngine.term; const r = t.element.querySelector('.xterm-screen').getBoundingClientRect();\
+             const w = r.width / t.cols, h = r.height / t.rows; const row = {line} - t.buffer.active.viewportY;\
+             return [r.left + ({col} + 0.5) * w, r.top + (row + 0.5) * h]; }})()"
+        ))
+        .await;
+    (at[0].as_f64().unwrap(), at[1].as_f64().unwrap())
+}
+
+#[tokio::test]
+async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths() {
+    let Some(binary) = chromium_or_skip() else {
+        return;
+    };
+    within(async {
+        let served = Served::start(&[
+            "--page-option",
+            "theme=light",
+            "--page-option",
+            "fontSize=13",
+        ])
+        .await;
+        // The URL's fontSize beats the server's; the server's theme stays.
+        let url = format!("{}/?token={}&fontSize=17", served.base, served.token);
+        let mut browser = Browser::open(&binary, &url).await;
+        browser
+            .until("the page", "typeof tmuxEngine === 'object' && tmuxEngine.terminals !== undefined")
+            .await;
+        assert_eq!(browser.eval("location.search").await, "?fontSize=17");
+        assert_eq!(
+            browser
+                .eval("[tmuxEngine.term.options.fontSize, tmuxEngine.options.theme, pageOptions.source('fontSize'), pageOptions.source('theme'), tmuxEngine.term.options.theme.background]")
+                .await,
+            json!([17, "light", "url", "server", "#fafafa"])
+        );
+        let addons = browser.eval("tmuxEngine.addons").await;
+        for addon in ["fit", "unicode11", "web-links", "clipboard", "image"] {
+            assert!(addons.as_array().unwrap().contains(&Value::from(addon)), "{addons}");
+        }
+        // WebGL where the browser has it, else the DOM renderer, cleanly.
+        let webgl = browser
+            .eval("!!document.createElement('canvas').getContext('webgl2')")
+            .await;
+        let renderer = browser.eval("tmuxEngine.renderer").await;
+        assert_eq!(
+            renderer,
+            if webgl == Value::Bool(true) { "webgl" } else { "dom" },
+            "{}",
+            browser.eval("tmuxEngine.rendererError").await
+        );
+        eprintln!("renderer: {renderer}");
+
+        // Nothing open: the welcome, not an empty terminal.
+        browser
+            .until(
+                "the welcome",
+                "getComputedStyle(document.getElementById('welcome')).display !== 'none'\
+                 && getComputedStyle(document.getElementById('screen')).visibility === 'hidden'",
+            )
+            .await;
+        browser.screenshot("welcome.png").await;
+
+        browser.eval("document.getElementById('welcome-new').click()").await;
+        browser
+            .until(
+                "shell-1 opened",
+                "tmuxEngine.name === 'shell-1' && location.hash === '#t=shell-1'\
+                 && tmuxEngine.socket?.readyState === 1",
+            )
+            .await;
+        browser
+            .until(
+                "focus in xterm",
+                "document.activeElement.classList.contains('xterm-helper-textarea')",
+            )
+            .await;
+        browser.prompt().await;
+
+        browser.type_line(r"printf '\033]0;hello\007'").await;
+        browser
+            .until(
+                "the title",
+                "document.title === 'hello' && document.querySelector('#terminals li.open .title')?.textContent === 'hello'",
+            )
+            .await;
+
+        browser.type_line(r"printf '\033]52;c;aGk=\007'").await;
+        browser
+            .until("the clipboard write", "tmuxEngine.lastCopy === 'hi'")
+            .await;
+
+        // U+1F600 is wide in Unicode 11 (one cell in Unicode 6).
+        browser.type_line(r"printf '\360\237\230\200X\n'").await;
+        let line = browser.line("😀X").await;
+        let widths = browser
+            .eval(&format!(
+                "(() => {{ const l = tmuxEngine.term.buffer.active.getLine({line});\
+                 return [tmuxEngine.term.unicode.activeVersion, l.getCell(0).getWidth(), l.getCell(2).getChars()]; }})()"
+            ))
+            .await;
+        assert_eq!(widths, json!(["11", 2, "X"]));
+
+        // A printed URL is a link: hovering shows it, clicking follows it.
+        let link = "http://127.0.0.1:9/a-link";
+        browser.type_line(&format!("echo {link}")).await;
+        let line = browser.line(link).await;
+        let (x, y) = cell(&mut browser, 5, line).await;
+        browser.mouse("mouseMoved", x, y).await;
+        browser
+            .until(
+                "the link under the mouse",
+                "!!document.querySelector('.xterm-cursor-pointer')",
+            )
+            .await;
+        browser.mouse("mousePressed", x, y).await;
+        browser.mouse("mouseReleased", x, y).await;
+        browser
+            .until("the link followed", &format!("tmuxEngine.lastLink === '{link}'"))
+            .await;
+        browser.screenshot("terminal.png").await;
+
+        // A reload reopens the terminal its fragment names.
+        browser.eval("window.beforeReload = true").await;
+        browser.call("Page.reload", json!({})).await;
+        browser
+            .until(
+                "shell-1 reopened",
+                "!window.beforeReload && tmuxEngine.name === 'shell-1'\
+                 && tmuxEngine.socket?.readyState === 1 && document.body.classList.contains('opened')",
+            )
+            .await;
+        browser.close().await;
+        served
+            .call(served.request(reqwest::Method::DELETE, "/api/terminals/shell-1"))
+            .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
+    let Some(binary) = chromium_or_skip() else {
+        return;
+    };
+    within(async {
+        let served = Served::start(&[]).await;
+        served
+            .spawn(r#"{"name":"done","shell":"exit 4"}"#)
+            .await;
+        served
+            .spawn(r#"{"name":"flaky","shell":"sleep 600","restart":"on-attach"}"#)
+            .await;
+        let mut browser = Browser::open(
+            &binary,
+            &format!("{}/?token={}", served.base, served.token),
+        )
+        .await;
+        let item = |name: &str| format!("document.querySelector('#terminals li[data-name=\"{name}\"]')");
+        let button = |label: &str| format!("document.querySelector('button[aria-label=\"{label}\"]')");
+        browser
+            .until(
+                "done exited",
+                &format!("{}?.dataset.status === 'exited' && {0}.textContent.includes('exited (code 4)')", item("done")),
+            )
+            .await;
+
+        // Spawn with a name and a command line.
+        browser
+            .eval(
+                "document.getElementById('more').click();\
+                 document.getElementById('spawn-name').value = 'kitty';\
+                 document.getElementById('spawn-command').value = 'cat -v';\
+                 document.getElementById('spawn-go').click()",
+            )
+            .await;
+        browser
+            .until(
+                "kitty opened",
+                &format!("tmuxEngine.name === 'kitty' && tmuxEngine.socket?.readyState === 1 && {}?.dataset.status === 'running'", item("kitty")),
+            )
+            .await;
+        browser
+            .until(
+                "focus in xterm",
+                "document.activeElement.classList.contains('xterm-helper-textarea')",
+            )
+            .await;
+        browser.type_line("first").await;
+        browser.line("first").await;
+
+        // Ctrl+C with text selected copies it; cat keeps running.
+        browser.eval("tmuxEngine.term.selectAll()").await;
+        browser.key("c", "KeyC", 67, 2).await;
+        browser
+            .until("the copy", "(tmuxEngine.lastCopy || '').includes('first')")
+            .await;
+        browser.type_line("still-here").await;
+        browser.line("still-here").await;
+
+        // On a narrow screen the key bar shows; its keys reach the program.
+        browser
+            .call(
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": 600, "height": 700, "deviceScaleFactor": 1, "mobile": false}),
+            )
+            .await;
+        browser
+            .until(
+                "the key bar",
+                "getComputedStyle(document.getElementById('keys')).display === 'flex'",
+            )
+            .await;
+        browser
+            .eval("document.querySelector('#keys [data-key=\"esc\"]').click()")
+            .await;
+        browser
+            .eval("document.querySelector('#keys [data-key=\"up\"]').click()")
+            .await;
+        browser.type_line("").await;
+        browser.line("^[^[[A").await;
+        browser.screenshot("narrow.png").await;
+        browser
+            .call("Emulation.clearDeviceMetricsOverride", json!({}))
+            .await;
+
+        // Ctrl+C with nothing selected interrupts cat.
+        browser.key("c", "KeyC", 67, 2).await;
+        browser
+            .until(
+                "kitty exited",
+                &format!("{}?.dataset.status === 'exited'", item("kitty")),
+            )
+            .await;
+
+        // flaky dies; restarting it from the list recreates it.
+        let (status, _) = served
+            .post("/api/terminals/flaky/signal", r#"{"signal":"KILL"}"#)
+            .await;
+        assert_eq!(status, 200);
+        browser
+            .until(
+                "flaky's restart button",
+                &format!("!!{}", button("restart flaky")),
+            )
+            .await;
+        browser.screenshot("list.png").await;
+        browser.eval(&format!("{}.click()", button("restart flaky"))).await;
+        browser
+            .until(
+                "flaky running again",
+                &format!("tmuxEngine.name === 'flaky' && {}?.dataset.status === 'running'", item("flaky")),
+            )
+            .await;
+        let (_, flaky) = served.get("/api/terminals/flaky").await;
+        assert_eq!(
+            (&flaky["status"]["kind"], &flaky["restarts"]),
+            (&Value::from("running"), &Value::from(1)),
+            "{flaky}"
+        );
+
+        // Kill asks first.
+        browser.eval(&format!("{}.click()", button("kill flaky"))).await;
+        browser
+            .until("the confirm", &format!("!!{}", button("really kill flaky")))
+            .await;
+        assert_eq!(served.get("/api/terminals/flaky").await.0, 200);
+        browser.eval(&format!("{}.click()", button("really kill flaky"))).await;
+        browser
+            .until(
+                "flaky gone and the welcome back",
+                &format!("!{} && !document.body.classList.contains('opened')", item("flaky")),
+            )
+            .await;
+        assert_eq!(served.get("/api/terminals/flaky").await.0, 404);
+
+        // Clear exited: done and kitty go.
+        browser.eval("document.getElementById('clear').click()").await;
+        browser
+            .until(
+                "the list cleared",
+                "document.querySelectorAll('#terminals li').length === 0",
+            )
+            .await;
+        let (_, list) = served.get("/api/terminals").await;
+        assert_eq!(list, json!([]));
+        browser.close().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn page_options_are_checked_and_reach_the_page() {
+    within(async {
+        let cli = crate::cli::Cli::new();
+        for (bad, says) in [
+            ("colour=red", "unknown page option \"colour\""),
+            ("fontSize=200", "expected an integer from 6 to 72"),
+            ("theme", "expected KEY=VALUE"),
+        ] {
+            let output = cli.run(&["serve", "--listen", "127.0.0.1:0", "--page-option", bad]);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(!output.status.success(), "{bad}");
+            assert!(
+                stderr.contains("INVALID_INPUT") && stderr.contains(says),
+                "{bad}: {stderr}"
+            );
+        }
+        let served = Served::start(&["--page-option", "theme=solarized"]).await;
+        let page = reqwest::Client::new()
+            .get(format!("{}/?token={}", served.base, served.token))
+            .send()
+            .await
+            .unwrap();
+        let csp = page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            csp.contains("script-src 'self' 'wasm-unsafe-eval';") && !csp.contains("'unsafe-eval'"),
+            "{csp}"
+        );
+        let body = page.text().await.unwrap();
+        assert!(
+            body.contains(r#"<meta name="tmux-engine-options" content="{&quot;theme&quot;:&quot;solarized&quot;}">"#),
+            "{body}"
+        );
+        for asset in ["addon-webgl.js", "addon-image.js", "options.js"] {
+            assert_eq!(served.get(&format!("/assets/{asset}")).await.0, 200, "{asset}");
+        }
+    })
+    .await;
+}
