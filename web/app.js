@@ -322,6 +322,13 @@ for (const key of pageOptions.keys) {
       input.value = String(options[key]);
       return;
     }
+    // The saved choice beats the URL's from now on, reloads included.
+    const query = new URLSearchParams(location.search);
+    if (query.has(key)) {
+      query.delete(key);
+      const rest = query.toString();
+      history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
+    }
     Object.assign(options, pageOptions.current());
     applyOptions();
   };

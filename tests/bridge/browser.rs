@@ -63,12 +63,18 @@ pub(crate) struct Browser {
 impl Browser {
     /// Starts chromium and opens `url` in a new page.
     pub(crate) async fn open(binary: &PathBuf, url: &str) -> Browser {
+        Browser::launch(binary, url, &["--disable-gpu"]).await
+    }
+
+    /// Starts chromium with `flags` besides the harness's own and opens
+    /// `url` in a new page.
+    pub(crate) async fn launch(binary: &PathBuf, url: &str, flags: &[&str]) -> Browser {
         let profile = crate::support::test_dir();
         let mut child = tokio::process::Command::new(binary)
+            .args(flags)
             .args([
                 "--headless",
                 "--no-sandbox",
-                "--disable-gpu",
                 "--disable-dev-shm-usage",
                 "--no-first-run",
                 "--disable-background-networking",

@@ -6,11 +6,15 @@
 //! screenshot under `shots_dir()`. Plus `--page-option`'s checks, which
 //! need no browser.
 
+use base64::Engine;
 use serde_json::{Value, json};
 
 use super::Served;
 use super::browser::{Browser, chromium_or_skip};
 use crate::support::within;
+
+/// A 1x1 PNG, base64.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
 /// The centre of cell (`col`, buffer line `line`) in viewport pixels.
 async fn cell(browser: &mut Browser, col: usize, line: usize) -> (f64, f64) {
@@ -117,6 +121,31 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
             .await;
         assert_eq!(widths, json!(["11", 2, "X"]));
 
+        // Images: sixel (decoded in WebAssembly, which the CSP allows) and
+        // iTerm's inline protocol (a 1x1 PNG) both reach the image store.
+        browser
+            .type_line(r"printf '\033Pq#0;2;100;0;0#0!20~-!20~\033\\'")
+            .await;
+        browser
+            .until("the sixel stored", "tmuxEngine.image.storageUsage > 0")
+            .await;
+        let sixel = browser.eval("tmuxEngine.image.storageUsage").await;
+        browser
+            .type_line(&format!(
+                r"printf '\033]1337;File=inline=1;size={}:{PNG}\007'",
+                base64::engine::general_purpose::STANDARD
+                    .decode(PNG)
+                    .unwrap()
+                    .len()
+            ))
+            .await;
+        browser
+            .until(
+                "the inline image stored",
+                &format!("tmuxEngine.image.storageUsage > {sixel}"),
+            )
+            .await;
+
         // A printed URL is a link: hovering shows it, clicking follows it.
         let link = "http://127.0.0.1:9/a-link";
         browser.type_line(&format!("echo {link}")).await;
@@ -136,19 +165,72 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
             .await;
         browser.screenshot("terminal.png").await;
 
+        // The Options panel: a choice applies at once, is saved, and beats
+        // the URL's from then on.
+        browser
+            .eval(
+                "document.getElementById('settings').click();\
+                 const size = document.getElementById('opt-fontSize');\
+                 size.value = '20'; size.dispatchEvent(new Event('change'))",
+            )
+            .await;
+        assert_eq!(
+            browser
+                .eval("[tmuxEngine.term.options.fontSize, pageOptions.source('fontSize'), location.search, JSON.parse(localStorage.getItem('tmux-engine.options')).fontSize]")
+                .await,
+            json!([20, "saved", "", 20])
+        );
+
         // A reload reopens the terminal its fragment names.
         browser.eval("window.beforeReload = true").await;
         browser.call("Page.reload", json!({})).await;
         browser
             .until(
-                "shell-1 reopened",
-                "!window.beforeReload && tmuxEngine.name === 'shell-1'\
+                "shell-1 reopened, its font size saved",
+                "!window.beforeReload && tmuxEngine.name === 'shell-1' && tmuxEngine.term.options.fontSize === 20\
                  && tmuxEngine.socket?.readyState === 1 && document.body.classList.contains('opened')",
             )
             .await;
         browser.close().await;
         served
             .call(served.request(reqwest::Method::DELETE, "/api/terminals/shell-1"))
+            .await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn with_a_software_gpu_the_webgl_renderer_draws_the_terminal() {
+    let Some(binary) = chromium_or_skip() else {
+        return;
+    };
+    within(async {
+        let served = Served::start(&[]).await;
+        served.spawn(r#"{"name":"gl","shell":"echo gl-$((3*4)); exec cat"}"#).await;
+        let url = format!("{}/?token={}#t=gl", served.base, served.token);
+        // SwiftShader: WebGL2 on the CPU, as a machine without a GPU driver
+        // may have it.
+        let mut browser = Browser::launch(&binary, &url, &["--enable-unsafe-swiftshader"]).await;
+        browser
+            .until("gl opened", "typeof tmuxEngine === 'object' && tmuxEngine.name === 'gl'")
+            .await;
+        browser.line("gl-12").await;
+        let webgl = browser
+            .eval("!!document.createElement('canvas').getContext('webgl2')")
+            .await;
+        let state = browser
+            .eval("[tmuxEngine.renderer, !!tmuxEngine.term.element.querySelector('.xterm-screen canvas'), tmuxEngine.rendererError]")
+            .await;
+        eprintln!("webgl2 {webgl}: {state}");
+        if webgl == Value::Bool(true) {
+            assert_eq!(state, json!(["webgl", true, null]));
+        } else {
+            assert_eq!(state[0], "dom", "{state}");
+        }
+        browser.screenshot("webgl.png").await;
+        browser.close().await;
+        served
+            .call(served.request(reqwest::Method::DELETE, "/api/terminals/gl"))
             .await;
     })
     .await;
