@@ -202,6 +202,7 @@ function entry(t) {
     // Attaching recreates a dead on-attach terminal (the registry's policy).
     actions.append(action("↻", `restart ${label(t)}`, () => openTerminal(t.id, label(t))));
   }
+  actions.append(action("✎", `rename ${label(t)}`, () => rename(item, t)));
   actions.append(action("✕", `kill ${label(t)}`, () => {
     const ask = document.createElement("span");
     ask.className = "confirm";
@@ -217,10 +218,45 @@ function entry(t) {
   return item;
 }
 
+// An inline name field: Enter renames (POST .../rename), Escape keeps it.
+function rename(item, t) {
+  const field = document.createElement("input");
+  field.className = "rename";
+  field.value = t.name || "";
+  field.maxLength = 64;
+  field.setAttribute("aria-label", `new name for ${label(t)}`);
+  field.onclick = (event) => event.stopPropagation();
+  field.onkeydown = async (event) => {
+    if (event.key === "Escape") {
+      field.remove();
+      refresh();
+    }
+    if (event.key !== "Enter") return;
+    event.preventDefault();
+    try {
+      const renamed = await api("POST", `/api/terminals/${encodeURIComponent(t.id)}/rename`, { name: field.value.trim() });
+      if (t.id === view.id) {
+        view.name = label(renamed);
+        showTitle();
+        history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(view.name)}`);
+      }
+      field.remove();
+      refresh();
+    } catch (error) {
+      failed(error);
+    }
+  };
+  item.querySelector(".name").after(field);
+  field.focus();
+  field.select();
+}
+
 async function refresh() {
   try {
     const terminals = await api("GET", "/api/terminals");
     view.terminals = terminals;
+    // Not while a name is being typed in the list.
+    if (document.activeElement?.classList.contains("rename")) return terminals;
     // A confirm being answered survives the refresh.
     const asking = new Set([...document.querySelectorAll("#terminals li")]
       .filter((li) => li.querySelector(".confirm")).map((li) => li.dataset.id));

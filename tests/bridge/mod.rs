@@ -7,6 +7,7 @@ mod browser;
 mod deploy;
 mod hygiene;
 mod page;
+mod page_rename;
 mod routes;
 mod security;
 mod viewers;

@@ -357,20 +357,42 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
             "{flaky}"
         );
 
-        // Kill asks first.
-        browser.eval(&format!("{}.click()", button("kill flaky"))).await;
+        // Rename from the list: the open terminal's name and address follow.
         browser
-            .until("the confirm", &format!("!!{}", button("really kill flaky")))
+            .eval(&format!(
+                "{}.click(); const field = document.querySelector('input.rename');\
+                 field.value = 'flaky-2';\
+                 field.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter'}}))",
+                button("rename flaky")
+            ))
             .await;
-        assert_eq!(served.get("/api/terminals/flaky").await.0, 200);
-        browser.eval(&format!("{}.click()", button("really kill flaky"))).await;
         browser
             .until(
-                "flaky gone and the welcome back",
-                &format!("!{} && !document.body.classList.contains('opened')", item("flaky")),
+                "flaky renamed",
+                &format!(
+                    "!!{} && !{} && tmuxEngine.name === 'flaky-2' && location.hash === '#t=flaky-2'",
+                    item("flaky-2"),
+                    item("flaky")
+                ),
             )
             .await;
         assert_eq!(served.get("/api/terminals/flaky").await.0, 404);
+        assert_eq!(served.get("/api/terminals/flaky-2").await.0, 200);
+
+        // Kill asks first.
+        browser.eval(&format!("{}.click()", button("kill flaky-2"))).await;
+        browser
+            .until("the confirm", &format!("!!{}", button("really kill flaky-2")))
+            .await;
+        assert_eq!(served.get("/api/terminals/flaky-2").await.0, 200);
+        browser.eval(&format!("{}.click()", button("really kill flaky-2"))).await;
+        browser
+            .until(
+                "flaky-2 gone and the welcome back",
+                &format!("!{} && !document.body.classList.contains('opened')", item("flaky-2")),
+            )
+            .await;
+        assert_eq!(served.get("/api/terminals/flaky-2").await.0, 404);
 
         // Clear exited: done and kitty go.
         browser.eval("document.getElementById('clear').click()").await;
