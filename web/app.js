@@ -513,10 +513,11 @@ function armCtrl(on) {
 
 const encoder = new TextEncoder();
 term.onData((data) => {
-  if (ctrlArmed && data.length === 1) {
+  // Ctrl applies to the first character (a soft keyboard may send more).
+  if (ctrlArmed && data.length > 0) {
     armCtrl(false);
-    const code = data.toUpperCase().charCodeAt(0);
-    if (code >= 0x40 && code <= 0x5f) data = String.fromCharCode(code & 0x1f);
+    const code = data[0].toUpperCase().charCodeAt(0);
+    if (code >= 0x40 && code <= 0x5f) data = String.fromCharCode(code & 0x1f) + data.slice(1);
   }
   send(encoder.encode(data));
 });

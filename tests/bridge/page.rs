@@ -151,13 +151,24 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
         browser.type_line(&format!("echo {link}")).await;
         let line = browser.line(link).await;
         let (x, y) = cell(&mut browser, 5, line).await;
-        browser.mouse("mouseMoved", x, y).await;
-        browser
-            .until(
-                "the link under the mouse",
-                "!!document.querySelector('.xterm-cursor-pointer')",
-            )
-            .await;
+        // Moved until xterm.js shows the link (a move it handled before the
+        // row was drawn finds none), wiggling a pixel so each is a move.
+        let deadline = tokio::time::Instant::now() + super::WAIT;
+        for wiggle in [0.0, 1.0].into_iter().cycle() {
+            browser.mouse("mouseMoved", x + wiggle, y).await;
+            if browser
+                .eval("!!document.querySelector('.xterm-cursor-pointer')")
+                .await
+                == Value::Bool(true)
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no link under the mouse"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         browser.mouse("mousePressed", x, y).await;
         browser.mouse("mouseReleased", x, y).await;
         browser
@@ -315,8 +326,12 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
         browser
             .eval("document.querySelector('#keys [data-key=\"up\"]').click()")
             .await;
-        browser.type_line("").await;
-        browser.line("^[^[[A").await;
+        // Ctrl, then g: one ^G (BEL), and Ctrl is off again.
+        browser
+            .eval("document.querySelector('#keys [data-key=\"ctrl\"]').click()")
+            .await;
+        browser.type_line("gg").await;
+        browser.line("^[^[[A^Gg").await;
         browser.screenshot("narrow.png").await;
         browser
             .call("Emulation.clearDeviceMetricsOverride", json!({}))
