@@ -20,6 +20,11 @@ if (linkToken !== null) {
   history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
 }
 
+// A read-only token: the page offers nothing that writes (the API would
+// refuse it), and every entry says so.
+const readOnlyAccess = !!document.querySelector('meta[name="tmux-engine-access"][content="read-only"]');
+if (readOnlyAccess) document.body.classList.add("read-only");
+
 const options = pageOptions.current();
 const term = new Terminal({ allowProposedApi: true, convertEol: false, ...pageOptions.terminal(options) });
 const fit = new FitAddon.FitAddon();
@@ -34,7 +39,7 @@ const view = {
   socket: null,
   stream: null, // the hub's stream id, from hello
   offset: null, // stream offset of the next byte we expect
-  readOnly: false,
+  readOnly: readOnlyAccess,
   repaintNext: false, // the next binary frame is a snapshot's repaint
   ended: false, // exit or 4404: never reconnect
   retry: 250, // reconnect backoff, ms
@@ -447,9 +452,9 @@ function onText(frame) {
       // follows; either way the stream (and its offsets) are the hub's now.
       view.stream = frame.stream;
       view.offset = frame.offset;
-      view.readOnly = frame.read_only;
+      view.readOnly = frame.read_only || readOnlyAccess;
       view.retry = 250;
-      $("badge").hidden = !frame.read_only;
+      $("badge").hidden = !view.readOnly;
       if (term.cols !== frame.cols || term.rows !== frame.rows) sendSize();
       setStatus("connected");
       break;

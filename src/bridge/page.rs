@@ -9,12 +9,12 @@ mod options;
 
 pub use self::options::PageOptions;
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use axum::{Router, routing};
 use serde::Deserialize;
 use serde_json::json;
@@ -100,9 +100,11 @@ fn keep(link: Option<&Principal>, current: Option<&Principal>) -> Keep {
 /// unless [`keep`] says to ask: then the page gets a
 /// `<meta name="tmux-engine-switch">` naming both owners, and its script
 /// offers the switch (`POST /`). The `serve --page-option` defaults come
-/// in a `<meta name="tmux-engine-options">` holding their JSON.
+/// in a `<meta name="tmux-engine-options">` holding their JSON, and a
+/// read-only principal gets `<meta name="tmux-engine-access">`.
 async fn index(
     State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
@@ -123,6 +125,11 @@ async fn index(
             escape(current),
             escape(link)
         ));
+    }
+    // The page hides what a read-only token may not do (the API refuses
+    // it anyway).
+    if who.read_only {
+        metas.push_str("\n  <meta name=\"tmux-engine-access\" content=\"read-only\">");
     }
     if !state.config.page_options.is_empty() {
         metas.push_str(&format!(

@@ -425,6 +425,58 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
 }
 
 #[tokio::test]
+async fn a_read_only_token_sees_badges_and_no_actions() {
+    let Some(binary) = chromium_or_skip() else {
+        return;
+    };
+    within(async {
+        let cli = crate::cli::Cli::new();
+        let file = super::token_file(
+            &cli,
+            "writerwriterwrite alice\nlookerlookerlooke alice read-only\n",
+        );
+        let mut served = Served::start_with(cli, &["--token-file", &file], &[]).await;
+        served.token = "writerwriterwrite".to_owned();
+        served
+            .spawn(r#"{"name":"watched","shell":"echo watched-$((5*5)); exec cat"}"#)
+            .await;
+        let mut browser = Browser::open(
+            &binary,
+            &format!("{}/?token=lookerlookerlooke#t=watched", served.base),
+        )
+        .await;
+        browser
+            .until(
+                "watched opened read-only",
+                "typeof tmuxEngine === 'object' && tmuxEngine.name === 'watched'\
+                 && tmuxEngine.readOnly && !document.getElementById('badge').hidden",
+            )
+            .await;
+        browser.line("watched-25").await;
+        let shown = |id: &str| {
+            format!("getComputedStyle(document.getElementById('{id}')).display !== 'none'")
+        };
+        assert_eq!(
+            browser
+                .eval(&format!(
+                    "[{}, {}, !!document.querySelector('#terminals li .badge.ro'),\
+                     getComputedStyle(document.querySelector('#terminals li .actions')).display]",
+                    shown("new"),
+                    shown("clear")
+                ))
+                .await,
+            json!([false, false, true, "none"])
+        );
+        browser.screenshot("read-only.png").await;
+        browser.close().await;
+        served
+            .call(served.request(reqwest::Method::DELETE, "/api/terminals/watched"))
+            .await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn page_options_are_checked_and_reach_the_page() {
     within(async {
         let cli = crate::cli::Cli::new();
