@@ -512,8 +512,34 @@ async fn page_options_are_checked_and_reach_the_page() {
             body.contains(r#"<meta name="tmux-engine-options" content="{&quot;theme&quot;:&quot;solarized&quot;}">"#),
             "{body}"
         );
-        for asset in ["addon-webgl.js", "addon-image.js", "options.js"] {
-            assert_eq!(served.get(&format!("/assets/{asset}")).await.0, 200, "{asset}");
+        // Every vendored script and style sheet SHA256SUMS lists is served,
+        // byte for byte (scripts/check verifies the sums themselves).
+        let vendor = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web/vendor");
+        let sums = std::fs::read_to_string(vendor.join("SHA256SUMS")).unwrap();
+        let listed: Vec<&str> = sums
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split_whitespace().nth(1))
+            .filter(|name| !name.starts_with("LICENSE"))
+            .collect();
+        assert_eq!(listed.len(), 8, "{sums}");
+        for name in listed.into_iter().chain(["options.js"]) {
+            let response = served
+                .request(reqwest::Method::GET, &format!("/assets/{name}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{name}");
+            let path = if name == "options.js" {
+                vendor.with_file_name(name)
+            } else {
+                vendor.join(name)
+            };
+            assert!(
+                response.bytes().await.unwrap() == std::fs::read(&path).unwrap(),
+                "{name} is not what {} holds",
+                path.display()
+            );
         }
     })
     .await;
