@@ -2,7 +2,7 @@
 // the attach WebSocket, and resumes after a dropped connection with `since`,
 // so nothing is lost or shown twice. The protocol is in the README; the
 // list's actions use the HTTP API (src/bridge/openapi.rs). Options are in
-// options.js.
+// options.js, copy/paste and the on-screen keys in keys.js.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -509,72 +509,15 @@ function sendSize() {
   socket.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
 }
 
-// The key bar's Ctrl: the next key typed is sent as its control character.
-let ctrlArmed = false;
-function armCtrl(on) {
-  ctrlArmed = on;
-  document.querySelector('#keys [data-key="ctrl"]').setAttribute("aria-pressed", String(on));
-}
-
 const encoder = new TextEncoder();
-term.onData((data) => {
-  // Ctrl applies to the first character (a soft keyboard may send more).
-  if (ctrlArmed && data.length > 0) {
-    armCtrl(false);
-    const code = data[0].toUpperCase().charCodeAt(0);
-    if (code >= 0x40 && code <= 0x5f) data = String.fromCharCode(code & 0x1f) + data.slice(1);
-  }
-  send(encoder.encode(data));
-});
+// Typed text, through the key bar's Ctrl (keys.js).
+term.onData((data) => send(encoder.encode(keys.typed(data))));
 term.onBinary((data) => send(Uint8Array.from(data, (c) => c.charCodeAt(0))));
 term.onResize(sendSize);
 
 function send(bytes) {
   const socket = view.socket;
   if (socket && socket.readyState === WebSocket.OPEN && !view.readOnly) socket.send(bytes);
-}
-
-// Copy and paste: Ctrl+C (or Cmd+C) with text selected copies it instead of
-// sending an interrupt; Ctrl+Shift+C copies; Ctrl+Shift+V is left to the
-// browser, whose paste event xterm.js sends as typed (bracketed if asked).
-term.attachCustomKeyEventHandler((event) => {
-  if (event.type !== "keydown") return true;
-  const key = event.key.toLowerCase();
-  const mod = event.ctrlKey || event.metaKey;
-  if (mod && key === "c" && (event.shiftKey || term.hasSelection())) {
-    if (term.hasSelection()) copy(term.getSelection());
-    term.clearSelection();
-    event.preventDefault();
-    return false;
-  }
-  if (event.ctrlKey && event.shiftKey && key === "v") return false;
-  return true;
-});
-
-// The on-screen keys (shown on narrow screens): each sends what the key
-// would, keeping the focus in the terminal.
-const KEYS = {
-  esc: () => "\x1b",
-  tab: () => "\t",
-  up: () => arrow("A"),
-  down: () => arrow("B"),
-  right: () => arrow("C"),
-  left: () => arrow("D"),
-};
-function arrow(final) {
-  return term.modes.applicationCursorKeysMode ? `\x1bO${final}` : `\x1b[${final}`;
-}
-for (const button of document.querySelectorAll("#keys button")) {
-  button.onmousedown = (event) => event.preventDefault();
-  button.onclick = () => {
-    const key = button.dataset.key;
-    if (key === "ctrl") armCtrl(!ctrlArmed);
-    else {
-      armCtrl(false);
-      send(encoder.encode(KEYS[key]()));
-    }
-    term.focus();
-  };
 }
 
 // "Signed in as A; this link is for B": switching is a JSON POST from this

@@ -35,6 +35,7 @@ macro_rules! vendored {
 const ASSETS: &[(&str, &str, &str)] = &[
     ("app.js", JS, include_str!("../../web/app.js")),
     ("options.js", JS, include_str!("../../web/options.js")),
+    ("keys.js", JS, include_str!("../../web/keys.js")),
     ("app.css", CSS, include_str!("../../web/app.css")),
     ("xterm.js", JS, include_str!("../../web/vendor/xterm.js")),
     ("xterm.css", CSS, include_str!("../../web/vendor/xterm.css")),

@@ -512,7 +512,8 @@ async fn page_options_are_checked_and_reach_the_page() {
             body.contains(r#"<meta name="tmux-engine-options" content="{&quot;theme&quot;:&quot;solarized&quot;}">"#),
             "{body}"
         );
-        // Every vendored script and style sheet SHA256SUMS lists is served,
+        // Every vendored script and style sheet SHA256SUMS lists, and the
+        // page's own scripts, are served
         // byte for byte (scripts/check verifies the sums themselves).
         let vendor = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web/vendor");
         let sums = std::fs::read_to_string(vendor.join("SHA256SUMS")).unwrap();
@@ -523,14 +524,14 @@ async fn page_options_are_checked_and_reach_the_page() {
             .filter(|name| !name.starts_with("LICENSE"))
             .collect();
         assert_eq!(listed.len(), 8, "{sums}");
-        for name in listed.into_iter().chain(["options.js"]) {
+        for name in listed.into_iter().chain(["options.js", "keys.js", "app.js"]) {
             let response = served
                 .request(reqwest::Method::GET, &format!("/assets/{name}"))
                 .send()
                 .await
                 .unwrap();
             assert_eq!(response.status(), 200, "{name}");
-            let path = if name == "options.js" {
+            let path = if ["options.js", "keys.js", "app.js"].contains(&name) {
                 vendor.with_file_name(name)
             } else {
                 vendor.join(name)
