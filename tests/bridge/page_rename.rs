@@ -45,6 +45,22 @@ async fn one_rename_verb_reaches_http_cli_and_mcp_across_processes() {
                 "{body}: {error}"
             );
         }
+        // Two renames to one name at once: one wins, one is refused.
+        let (first, second) = tokio::join!(
+            served.post("/api/terminals/uno/rename", r#"{"name":"same"}"#),
+            served.post("/api/terminals/two/rename", r#"{"name":"same"}"#),
+        );
+        let mut statuses = [first.0, second.0];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 409], "{first:?} {second:?}");
+        let back = if first.0 == 200 { "uno" } else { "two" };
+        let (status, _) = served
+            .post(
+                "/api/terminals/same/rename",
+                &format!(r#"{{"name":"{back}"}}"#),
+            )
+            .await;
+        assert_eq!(status, 200);
         let (status, same) = served
             .post("/api/terminals/uno/rename", r#"{"name":"uno"}"#)
             .await;
