@@ -1,40 +1,118 @@
 // The terminal page: lists the owner's terminals, opens one in xterm.js over
 // the attach WebSocket, and resumes after a dropped connection with `since`,
-// so nothing is lost or shown twice. The protocol is in the README.
+// so nothing is lost or shown twice. The protocol is in the README; the
+// list's actions use the HTTP API (src/bridge/openapi.rs). Options are in
+// options.js, copy/paste and the on-screen keys in keys.js.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 
 // The token came in the URL once; the server has set the cookie that carries
-// it from now on, so drop it from the address bar and history. If the cookie
-// already signs in another owner, the server kept it and said so in a meta
-// tag: the link's token stays in memory only, for the switch offered below.
-const linkToken = new URLSearchParams(location.search).get("token");
+// it from now on, so drop it from the address bar and history (keeping the
+// options and the `#t=` fragment). If the cookie already signs in another
+// owner, the server kept it and said so in a meta tag: the link's token stays
+// in memory only, for the switch offered below.
+const params = new URLSearchParams(location.search);
+const linkToken = params.get("token");
 if (linkToken !== null) {
-  history.replaceState(null, "", location.pathname);
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
 }
 
-const term = new Terminal({ cursorBlink: true, scrollback: 5000, convertEol: false });
+// A read-only token: the page offers nothing that writes (the API would
+// refuse it), and every entry says so.
+const readOnlyAccess = !!document.querySelector('meta[name="tmux-engine-access"][content="read-only"]');
+if (readOnlyAccess) document.body.classList.add("read-only");
+
+const options = pageOptions.current();
+const term = new Terminal({ allowProposedApi: true, convertEol: false, ...pageOptions.terminal(options) });
 const fit = new FitAddon.FitAddon();
 term.loadAddon(fit);
-term.open($("screen"));
 
 // Everything about the open terminal's connection. Exposed for tests.
 const view = {
   term,
+  options,
   id: null,
+  name: null,
   socket: null,
   stream: null, // the hub's stream id, from hello
   offset: null, // stream offset of the next byte we expect
-  readOnly: false,
+  readOnly: readOnlyAccess,
   repaintNext: false, // the next binary frame is a snapshot's repaint
   ended: false, // exit or 4404: never reconnect
   retry: 250, // reconnect backoff, ms
   connects: 0,
   snapshots: 0,
+  addons: [], // the addons that loaded
+  renderer: "dom", // "webgl" when its addon loaded
+  rendererError: null, // why WebGL did not
+  title: "", // the program's title (OSC 0/2)
+  titles: {}, // id -> the last title seen
+  lastLink: null, // the last link activated
+  lastCopy: null, // the last text put on the clipboard (OSC 52 or copy)
+  terminals: [], // the last list
   drop() { if (this.socket) this.socket.close(); },
 };
 window.tmuxEngine = view;
+
+// Unicode 11 widths: wide CJK and emoji take two cells, as in tmux.
+const unicode = new Unicode11Addon.Unicode11Addon();
+term.loadAddon(unicode);
+term.unicode.activeVersion = "11";
+view.addons.push("fit", "unicode11");
+
+// Links open in a new tab that cannot reach back to this page.
+term.loadAddon(new WebLinksAddon.WebLinksAddon((event, uri) => {
+  view.lastLink = uri;
+  const opened = window.open();
+  if (opened) {
+    opened.opener = null;
+    opened.location.href = uri;
+  }
+}));
+view.addons.push("web-links");
+
+// OSC 52: a program may put text on the clipboard; reading it back is
+// refused (a program, maybe another owner's, must not see what the user
+// copied elsewhere).
+function copy(text) {
+  view.lastCopy = text;
+  if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => setStatus("copy blocked by the browser"));
+}
+term.loadAddon(new ClipboardAddon.ClipboardAddon(undefined, {
+  readText: async () => "",
+  writeText: async (selection, text) => { if (selection === "c" || selection === "") copy(text); },
+}));
+view.addons.push("clipboard");
+
+term.open($("screen"));
+
+// After open: the renderer needs the element. No WebGL (headless, no GPU,
+// a blocklisted driver) or a lost context: the DOM renderer stays.
+try {
+  const webgl = new WebglAddon.WebglAddon();
+  webgl.onContextLoss(() => {
+    webgl.dispose();
+    view.renderer = "dom";
+  });
+  term.loadAddon(webgl);
+  view.renderer = "webgl";
+  view.addons.push("webgl");
+} catch (error) {
+  view.rendererError = String(error.message || error);
+}
+
+// Sixel and iTerm inline images (its sixel decoder is WebAssembly: the
+// CSP's 'wasm-unsafe-eval').
+try {
+  view.image = new ImageAddon.ImageAddon({ sixelSupport: true, iipSupport: true });
+  term.loadAddon(view.image);
+  view.addons.push("image");
+} catch (error) {
+  view.imageError = String(error.message || error);
+}
 
 function setStatus(text) { $("status").textContent = text; }
 
@@ -42,6 +120,8 @@ function showError(text) {
   $("error").textContent = text;
   $("error").hidden = !text;
 }
+
+function failed(error) { showError(String(error.message || error)); }
 
 // Every URL is relative to the page, so the page works mounted under a
 // proxy's path prefix (`serve --base-path`): "/api/x" is fetched as "api/x".
@@ -55,7 +135,11 @@ async function api(method, path, body) {
     body: body ? JSON.stringify(body) : undefined,
   });
   const value = await response.json();
-  if (!response.ok) throw new Error(`${value.error.code}: ${value.error.message}`);
+  if (!response.ok) {
+    const error = new Error(`${value.error.code}: ${value.error.message}`);
+    error.code = value.error.code;
+    throw error;
+  }
   return value;
 }
 
@@ -68,52 +152,281 @@ function describe(status) {
   return `gone (${status.reason})`;
 }
 
+const label = (t) => t.name || t.id;
+const dead = (t) => t.status.kind !== "running";
+
+function badge(text, kind) {
+  const span = document.createElement("span");
+  span.className = `badge ${kind}`;
+  span.textContent = text;
+  return span;
+}
+
+function action(text, title, onclick) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "act";
+  button.textContent = text;
+  button.title = title;
+  button.setAttribute("aria-label", title);
+  button.onclick = (event) => {
+    event.stopPropagation();
+    onclick(button);
+  };
+  return button;
+}
+
+// One entry: name, the program's title, badges, and its actions. Killing
+// asks first, inline (a modal confirm() would stop the page's timers).
+function entry(t) {
+  const item = document.createElement("li");
+  item.dataset.id = t.id;
+  item.dataset.name = label(t);
+  item.dataset.status = t.status.kind;
+  item.classList.toggle("open", t.id === view.id);
+  const name = document.createElement("span");
+  name.className = "name";
+  name.textContent = label(t);
+  item.append(name);
+  const title = view.titles[t.id];
+  if (title) {
+    const line = document.createElement("span");
+    line.className = "title";
+    line.textContent = title;
+    item.append(line);
+  }
+  const badges = document.createElement("span");
+  badges.className = "badges";
+  badges.append(badge(describe(t.status), `status ${t.status.kind}`));
+  if (t.restart !== "never") badges.append(badge(t.restart, "policy"));
+  if (view.readOnly) badges.append(badge("read-only", "ro"));
+  item.append(badges);
+  const actions = document.createElement("span");
+  actions.className = "actions";
+  if (dead(t) && t.restart === "on-attach") {
+    // Attaching recreates a dead on-attach terminal (the registry's policy).
+    actions.append(action("↻", `restart ${label(t)}`, () => openTerminal(t.id, label(t))));
+  }
+  actions.append(action("✎", `rename ${label(t)}`, () => rename(item, t)));
+  actions.append(action("✕", `kill ${label(t)}`, () => {
+    const ask = document.createElement("span");
+    ask.className = "confirm";
+    ask.textContent = `Kill ${label(t)}? `;
+    ask.append(
+      action("Kill", `really kill ${label(t)}`, () => kill(t.id)),
+      action("Keep", "keep it", () => ask.remove()),
+    );
+    item.append(ask);
+  }));
+  item.append(actions);
+  item.onclick = () => openTerminal(t.id, label(t));
+  return item;
+}
+
+// An inline name field: Enter renames (POST .../rename), Escape keeps it.
+function rename(item, t) {
+  const field = document.createElement("input");
+  field.className = "rename";
+  field.value = t.name || "";
+  field.maxLength = 64;
+  field.setAttribute("aria-label", `new name for ${label(t)}`);
+  field.onclick = (event) => event.stopPropagation();
+  field.onkeydown = async (event) => {
+    if (event.key === "Escape") {
+      field.remove();
+      refresh();
+    }
+    if (event.key !== "Enter") return;
+    event.preventDefault();
+    try {
+      const renamed = await api("POST", `/api/terminals/${encodeURIComponent(t.id)}/rename`, { name: field.value.trim() });
+      if (t.id === view.id) {
+        view.name = label(renamed);
+        showTitle();
+        history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(view.name)}`);
+      }
+      field.remove();
+      refresh();
+    } catch (error) {
+      failed(error);
+    }
+  };
+  item.querySelector(".name").after(field);
+  field.focus();
+  field.select();
+}
+
 async function refresh() {
   try {
     const terminals = await api("GET", "/api/terminals");
-    const list = $("terminals");
-    list.replaceChildren(...terminals.map((t) => {
-      const item = document.createElement("li");
-      item.textContent = t.name || t.id;
-      item.dataset.id = t.id;
-      item.classList.toggle("open", t.id === view.id);
-      const status = document.createElement("span");
-      status.className = "status " + t.status.kind;
-      status.textContent = describe(t.status);
-      item.append(status);
-      item.onclick = () => open(t.id, t.name || t.id);
+    view.terminals = terminals;
+    // Not while a name is being typed in the list.
+    if (document.activeElement?.classList.contains("rename")) return terminals;
+    // A confirm being answered survives the refresh.
+    const asking = new Set([...document.querySelectorAll("#terminals li")]
+      .filter((li) => li.querySelector(".confirm")).map((li) => li.dataset.id));
+    $("terminals").replaceChildren(...terminals.map((t) => {
+      const item = entry(t);
+      if (asking.has(t.id)) item.querySelector(".actions .act:last-child").click();
       return item;
     }));
+    $("clear").disabled = !terminals.some(dead);
+    $("spawn-name").placeholder = freeName("shell");
     showError("");
+    return terminals;
   } catch (error) {
-    showError(String(error.message || error));
+    failed(error);
+    return null;
   }
 }
 
-$("new").onclick = async () => {
+async function kill(id) {
   try {
-    const { cols, rows } = fit.proposeDimensions() || { cols: 80, rows: 24 };
-    const t = await api("POST", "/api/terminals", { cols, rows });
-    await refresh();
-    open(t.id, t.name || t.id);
+    await api("DELETE", `/api/terminals/${encodeURIComponent(id)}`);
+    if (id === view.id) closeTerminal();
   } catch (error) {
-    showError(String(error.message || error));
+    failed(error);
   }
+  refresh();
+}
+
+$("clear").onclick = async () => {
+  const gone = view.terminals.filter(dead);
+  await Promise.all(gone.map((t) => api("DELETE", `/api/terminals/${encodeURIComponent(t.id)}`).catch(failed)));
+  if (gone.some((t) => t.id === view.id)) closeTerminal();
+  refresh();
 };
 
-// Opens terminal `id`, leaving whatever was open.
-function open(id, title) {
+// `stem-N` for the smallest N no listed terminal is named.
+function freeName(stem) {
+  const taken = new Set(view.terminals.map((t) => t.name));
+  for (let n = 1; ; n += 1) if (!taken.has(`${stem}-${n}`)) return `${stem}-${n}`;
+}
+
+// A command line's program, as a name's stem: `python3 -m http.server` -> python3.
+function stem(line) {
+  const program = line.trim().split(/\s+/)[0].split("/").pop().replace(/[^A-Za-z0-9._-]/g, "");
+  return program || "shell";
+}
+
+async function spawn({ name, line, restart }) {
+  const { cols, rows } = fit.proposeDimensions() || { cols: 80, rows: 24 };
+  const body = { cols, rows };
+  if (line) body.shell = line;
+  if (restart && restart !== "never") body.restart = restart;
+  // A picked name may be taken meanwhile (another tab): pick again, twice.
+  for (let attempt = 0; ; attempt += 1) {
+    body.name = name || freeName(stem(line || ""));
+    try {
+      const t = await api("POST", "/api/terminals", body);
+      await refresh();
+      openTerminal(t.id, label(t));
+      return;
+    } catch (error) {
+      if (name || error.code !== "DUPLICATE_NAME" || attempt === 2) throw error;
+      await refresh();
+    }
+  }
+}
+
+$("new").onclick = () => spawn({}).catch(failed);
+$("welcome-new").onclick = $("new").onclick;
+
+function toggle(button, panel) {
+  panel.hidden = !panel.hidden;
+  button.setAttribute("aria-expanded", String(!panel.hidden));
+}
+$("more").onclick = () => {
+  toggle($("more"), $("spawn"));
+  if (!$("spawn").hidden) $("spawn-name").focus();
+};
+$("spawn").onsubmit = (event) => {
+  event.preventDefault();
+  spawn({
+    name: $("spawn-name").value.trim(),
+    line: $("spawn-command").value.trim(),
+    restart: $("spawn-restart").value,
+  }).then(() => {
+    $("spawn-name").value = "";
+    $("spawn-command").value = "";
+    toggle($("more"), $("spawn"));
+  }, failed);
+};
+
+// The Options panel: what it sets is saved and applied at once.
+$("settings").onclick = () => toggle($("settings"), $("options"));
+for (const key of pageOptions.keys) {
+  const input = $(`opt-${key}`);
+  input.value = String(options[key]);
+  input.onchange = () => {
+    if (!pageOptions.save(key, input.value)) {
+      input.value = String(options[key]);
+      return;
+    }
+    // The saved choice beats the URL's from now on, reloads included.
+    const query = new URLSearchParams(location.search);
+    if (query.has(key)) {
+      query.delete(key);
+      const rest = query.toString();
+      history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
+    }
+    Object.assign(options, pageOptions.current());
+    applyOptions();
+  };
+}
+
+function applyOptions() {
+  Object.assign(term.options, pageOptions.terminal(options));
+  document.body.dataset.theme = options.theme;
+  fit.fit();
+}
+document.body.dataset.theme = options.theme;
+
+// Opens terminal `id`, leaving whatever was open; the fragment names it,
+// so a reload (or a link) reopens it.
+function openTerminal(id, name) {
   if (view.socket) {
     view.socket.onclose = null;
     view.socket.close();
   }
-  Object.assign(view, { id, stream: null, offset: null, ended: false, retry: 250 });
-  $("title").textContent = title;
+  Object.assign(view, { id, name, stream: null, offset: null, ended: false, retry: 250 });
+  view.title = view.titles[id] || "";
+  showTitle();
+  document.body.classList.add("opened");
+  history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(name)}`);
   term.reset();
   connect();
   refresh();
   term.focus();
 }
+
+// Back to the welcome: nothing open.
+function closeTerminal() {
+  if (view.socket) {
+    view.socket.onclose = null;
+    view.socket.close();
+  }
+  Object.assign(view, { id: null, name: null, socket: null, stream: null, offset: null, ended: true, title: "" });
+  document.body.classList.remove("opened");
+  history.replaceState(null, "", location.pathname + location.search);
+  term.reset();
+  setStatus("");
+  showTitle();
+}
+
+function showTitle() {
+  $("title").textContent = view.name ? (view.title ? `${view.name}: ${view.title}` : view.name) : "tmux-engine";
+  document.title = view.title || view.name || "tmux-engine";
+}
+
+term.onTitleChange((title) => {
+  view.title = title;
+  if (view.id) view.titles[view.id] = title;
+  showTitle();
+  const line = document.querySelector(`#terminals li[data-id="${CSS.escape(view.id || "")}"] .title`);
+  if (line) line.textContent = title;
+  else refresh();
+});
 
 function connect() {
   const query = view.stream !== null ? `?since=${view.stream}:${view.offset}` : "";
@@ -139,9 +452,9 @@ function onText(frame) {
       // follows; either way the stream (and its offsets) are the hub's now.
       view.stream = frame.stream;
       view.offset = frame.offset;
-      view.readOnly = frame.read_only;
+      view.readOnly = frame.read_only || readOnlyAccess;
       view.retry = 250;
-      $("badge").hidden = !frame.read_only;
+      $("badge").hidden = !view.readOnly;
       if (term.cols !== frame.cols || term.rows !== frame.rows) sendSize();
       setStatus("connected");
       break;
@@ -197,7 +510,8 @@ function sendSize() {
 }
 
 const encoder = new TextEncoder();
-term.onData((data) => send(encoder.encode(data)));
+// Typed text, through the key bar's Ctrl (keys.js).
+term.onData((data) => send(encoder.encode(keys.typed(data))));
 term.onBinary((data) => send(Uint8Array.from(data, (c) => c.charCodeAt(0))));
 term.onResize(sendSize);
 
@@ -223,7 +537,7 @@ function offerSwitch() {
       await api("POST", "/", { token: linkToken });
       location.reload();
     } catch (error) {
-      showError(String(error.message || error));
+      failed(error);
     }
   };
   notice.append(button);
@@ -231,7 +545,23 @@ function offerSwitch() {
 }
 offerSwitch();
 
+// `#t=NAME` (or an id): the terminal to open, if it is listed.
+function wanted() {
+  const match = /^#t=(.+)$/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+async function openWanted() {
+  const target = wanted();
+  if (target === null || target === view.name || target === view.id) return;
+  const terminals = await refresh();
+  const t = terminals && terminals.find((t) => t.name === target || t.id === target);
+  if (t) openTerminal(t.id, label(t));
+  else if (terminals) showError(`no terminal ${target}`);
+}
+window.addEventListener("hashchange", openWanted);
+
 window.addEventListener("resize", () => fit.fit());
 fit.fit();
-refresh();
+refresh().then(openWanted);
 setInterval(refresh, 5000);

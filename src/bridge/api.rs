@@ -21,6 +21,7 @@ use serde_json::Value;
 use super::AppState;
 use super::auth::Principal;
 use super::frames::form_pairs;
+use crate::verbs::RenameRequest;
 use crate::verbs::{
     self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
 };
@@ -247,6 +248,17 @@ pub(super) async fn signal(
     writable(&who)?;
     let request = targeted::<SignalRequest>(bytes, target)?;
     ok(verbs::signal(state.registry.owner(&who.owner), &request).await?)
+}
+
+pub(super) async fn rename(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+    Path(target): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Answer {
+    writable(&who)?;
+    let request = targeted::<RenameRequest>(bytes, target)?;
+    ok(verbs::rename(state.registry.owner(&who.owner), &request).await?)
 }
 
 pub(super) async fn screen(

@@ -48,6 +48,7 @@ pub use self::listen::{
     DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions, Tls, bind_unix,
     validate_base_path,
 };
+pub use self::page::PageOptions;
 pub use self::ws::MAX_CLIENT_MESSAGE;
 use crate::attach::{Attacher, AttacherConfig};
 use crate::registry::Registry;
@@ -95,6 +96,8 @@ pub struct BridgeConfig {
     /// How often a WebSocket viewer is pinged; one that stops answering is
     /// closed.
     pub ping_interval: Duration,
+    /// The page's default client options (`serve --page-option`).
+    pub page_options: PageOptions,
 }
 
 impl BridgeConfig {
@@ -109,6 +112,7 @@ impl BridgeConfig {
             https: false,
             base_path: String::new(),
             ping_interval: DEFAULT_PING_INTERVAL,
+            page_options: PageOptions::default(),
         }
     }
 
@@ -144,6 +148,13 @@ impl BridgeConfig {
     #[must_use]
     pub fn ping_interval(mut self, interval: Duration) -> BridgeConfig {
         self.ping_interval = interval;
+        self
+    }
+
+    /// Sets the page's default client options.
+    #[must_use]
+    pub fn page_options(mut self, options: PageOptions) -> BridgeConfig {
+        self.page_options = options;
         self
     }
 

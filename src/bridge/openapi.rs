@@ -19,6 +19,7 @@ use super::api::{self, ErrorBody};
 use super::ws;
 use crate::registry::{ReadPage, SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
+use crate::verbs::RenameRequest;
 use crate::verbs::{KillAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest};
 
 /// Makes the schema of one type.
@@ -108,6 +109,17 @@ pub(super) fn routes() -> Vec<Route> {
             answer: (200, Some(schema::<SignalDelivery>)),
             own_auth: false,
             handler: || routing::post(api::signal),
+        },
+        Route {
+            method: Method::POST,
+            path: "/api/terminals/{t}/rename",
+            operation: "rename",
+            summary: "Give the terminal a new name `{name}`; its snapshot.",
+            body: Some(schema::<RenameRequest>),
+            query: None,
+            answer: (200, Some(schema::<TerminalSnapshot>)),
+            own_auth: false,
+            handler: || routing::post(api::rename),
         },
         Route {
             method: Method::GET,

@@ -1,14 +1,20 @@
 //! The page: `GET /` and its assets, compiled into the binary from `web/`
-//! (the project's own JS/CSS) and `web/vendor/` (xterm.js and its fit
-//! addon, vendored at pinned versions by `scripts/vendor-web`). Nothing is
-//! fetched at run time and nothing is read from disk.
+//! (the project's own JS/CSS) and `web/vendor/` (xterm.js and its addons:
+//! fit, webgl, web-links, clipboard, unicode11, image; vendored at pinned
+//! versions by `scripts/vendor-web`). Nothing is fetched at run time and
+//! nothing is read from disk. `serve --page-option` defaults reach the
+//! page in a `<meta name="tmux-engine-options">` (see [`PageOptions`]).
 
-use axum::Json;
+mod options;
+
+pub use self::options::PageOptions;
+
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use axum::{Router, routing};
 use serde::Deserialize;
 use serde_json::json;
@@ -18,17 +24,27 @@ use super::api::ApiError;
 use super::auth::{Principal, cookie, query_token};
 use crate::Error;
 
+/// A vendored script, served under its own name.
+macro_rules! vendored {
+    ($name:literal) => {
+        ($name, JS, include_str!(concat!("../../web/vendor/", $name)))
+    };
+}
+
 /// `(name under /assets/, content type, bytes)` of every embedded asset.
 const ASSETS: &[(&str, &str, &str)] = &[
     ("app.js", JS, include_str!("../../web/app.js")),
+    ("options.js", JS, include_str!("../../web/options.js")),
+    ("keys.js", JS, include_str!("../../web/keys.js")),
     ("app.css", CSS, include_str!("../../web/app.css")),
     ("xterm.js", JS, include_str!("../../web/vendor/xterm.js")),
     ("xterm.css", CSS, include_str!("../../web/vendor/xterm.css")),
-    (
-        "addon-fit.js",
-        JS,
-        include_str!("../../web/vendor/addon-fit.js"),
-    ),
+    vendored!("addon-fit.js"),
+    vendored!("addon-webgl.js"),
+    vendored!("addon-web-links.js"),
+    vendored!("addon-clipboard.js"),
+    vendored!("addon-unicode11.js"),
+    vendored!("addon-image.js"),
 ];
 
 const INDEX: &str = include_str!("../../web/index.html");
@@ -36,8 +52,13 @@ const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 
 /// Scripts and styles from this origin only; xterm.js sets inline styles
-/// on its elements, hence `'unsafe-inline'` for styles alone.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+/// on its elements, hence `'unsafe-inline'` for styles alone. The image
+/// addon decodes sixel in WebAssembly it compiles from bytes inside its
+/// own (same-origin) script: `'wasm-unsafe-eval'` allows exactly that
+/// compile, not `eval` or `new Function` of strings. The WebGL renderer
+/// needs nothing more (no worker, no blob: URL).
+const CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; \
+                   style-src 'self' 'unsafe-inline'; \
                    connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
                    form-action 'none'; frame-ancestors 'none'";
 
@@ -79,9 +100,12 @@ fn keep(link: Option<&Principal>, current: Option<&Principal>) -> Keep {
 /// the token from then on (the page's script then drops it from the URL),
 /// unless [`keep`] says to ask: then the page gets a
 /// `<meta name="tmux-engine-switch">` naming both owners, and its script
-/// offers the switch (`POST /`).
+/// offers the switch (`POST /`). The `serve --page-option` defaults come
+/// in a `<meta name="tmux-engine-options">` holding their JSON, and a
+/// read-only principal gets `<meta name="tmux-engine-access">`.
 async fn index(
     State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
@@ -95,19 +119,32 @@ async fn index(
         .filter(|_| matches!(*state.auth, super::Auth::Tokens(_)));
     let current = state.auth.cookie_principal(&headers);
     let decision = keep(link.as_ref(), current.as_ref());
-    let mut response = match &decision {
-        Keep::Ask { current, link } => {
-            let meta = format!(
-                "<head>\n  <meta name=\"tmux-engine-switch\" content=\"{}\" data-link=\"{}\">",
-                escape(current),
-                escape(link)
-            );
-            with_headers(
-                INDEX.replacen("<head>", &meta, 1),
-                "text/html; charset=utf-8",
-            )
-        }
-        _ => with_headers(INDEX, "text/html; charset=utf-8"),
+    let mut metas = String::new();
+    if let Keep::Ask { current, link } = &decision {
+        metas.push_str(&format!(
+            "\n  <meta name=\"tmux-engine-switch\" content=\"{}\" data-link=\"{}\">",
+            escape(current),
+            escape(link)
+        ));
+    }
+    // The page hides what a read-only token may not do (the API refuses
+    // it anyway).
+    if who.read_only {
+        metas.push_str("\n  <meta name=\"tmux-engine-access\" content=\"read-only\">");
+    }
+    if !state.config.page_options.is_empty() {
+        metas.push_str(&format!(
+            "\n  <meta name=\"tmux-engine-options\" content=\"{}\">",
+            escape(&state.config.page_options.to_json())
+        ));
+    }
+    let mut response = if metas.is_empty() {
+        with_headers(INDEX, "text/html; charset=utf-8")
+    } else {
+        with_headers(
+            INDEX.replacen("<head>", &format!("<head>{metas}"), 1),
+            "text/html; charset=utf-8",
+        )
     };
     if decision == Keep::Link
         && let Some(token) = token

@@ -79,6 +79,13 @@ pub(crate) enum TerminalCommand {
         /// Terminal id or name.
         target: String,
     },
+    /// Give a terminal a new name.
+    Rename {
+        /// Terminal id or name.
+        target: String,
+        /// The new name.
+        name: String,
+    },
     /// Check whether a terminal is alive (recreating a dead on-attach one).
     Probe {
         /// Terminal id or name.

@@ -14,8 +14,9 @@ use std::time::Duration;
 use clap::Args;
 use tmux_engine::Error;
 use tmux_engine::bridge::{
-    Auth, Bridge, BridgeConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, Principal,
-    ServeOptions, Tls, Tokens, bind_unix, clean_environment, generate_token, validate_base_path,
+    Auth, Bridge, BridgeConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener,
+    PageOptions, Principal, ServeOptions, Tls, Tokens, bind_unix, clean_environment,
+    generate_token, validate_base_path,
 };
 use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 
@@ -119,13 +120,19 @@ pub(crate) struct ServeArgs {
     /// reverse proxy mounts it; other paths answer 404.
     #[arg(long, value_name = "PREFIX", default_value = "")]
     base_path: String,
+    /// A default of the page's client options (repeatable): fontSize=6..72,
+    /// fontFamily=TEXT, theme=dark|light|solarized, cursorStyle=block|underline|bar,
+    /// cursorBlink=true|false, scrollback=0..100000. A person's choices in
+    /// the page and the URL's query (`?fontSize=16&theme=light`) override them.
+    #[arg(long = "page-option", value_name = "KEY=VALUE")]
+    page_option: Vec<String>,
 }
 
 /// Serves until SIGINT or SIGTERM.
 ///
 /// # Errors
 /// `INVALID_INPUT` for bad flags (`--no-auth` or plain HTTP off loopback,
-/// a weak token, a bad token file, TLS files, base path); `UNSAFE_FILE`
+/// a weak token, a bad token file, TLS files, base path, a page option); `UNSAFE_FILE`
 /// for a token file others can read; `IO` when the address cannot be
 /// bound; the registry's errors.
 pub(crate) async fn run(
@@ -141,6 +148,10 @@ pub(crate) async fn run(
         tmux_engine::bridge::check_allow_origin(origin)?;
     }
     let base_path = validate_base_path(&args.base_path)?;
+    let mut page_options = PageOptions::default();
+    for option in &args.page_option {
+        page_options.set(option)?;
+    }
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(Tls::from_pem_files(cert, key)?),
         _ => None,
@@ -200,7 +211,8 @@ pub(crate) async fn run(
         .replay_bytes(args.replay_bytes)
         .ping_interval(Duration::from_secs(args.ping_interval))
         .https(tls.is_some())
-        .base_path(base_path.clone());
+        .base_path(base_path.clone())
+        .page_options(page_options);
     let (listener, url, socket): (Listener, _, _) = match &args.listen {
         ListenAt::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)

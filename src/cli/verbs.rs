@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 use serde_json::json;
 use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
+use tmux_engine::verbs::RenameRequest;
 use tmux_engine::verbs::{self, ListRequest, ReadRequest, SignalRequest, TerminalRequest};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
@@ -155,6 +156,18 @@ pub(super) async fn dispatch(
                         "joined a kill in flight"
                     },
                 )?;
+            }
+        }
+        TerminalCommand::Rename { target, name } => {
+            let request = RenameRequest {
+                terminal: target,
+                name,
+            };
+            let snapshot = verbs::rename(registry.owner(owner), &request).await?;
+            if json {
+                write_json(out, &snapshot)?;
+            } else {
+                write_line(out, &summary(&snapshot))?;
             }
         }
         TerminalCommand::Probe { target } => {

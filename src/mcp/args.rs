@@ -5,6 +5,7 @@
 
 use serde::Deserialize;
 
+use crate::verbs::RenameRequest;
 use crate::verbs::{
     ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
     WaitRequest,
@@ -38,6 +39,7 @@ pub fn check_arguments(
         "terminal_screen" | "terminal_kill" => parse::<TerminalRequest>(arguments),
         "terminal_wait" => parse::<WaitRequest>(arguments),
         "terminal_signal" => parse::<SignalRequest>(arguments),
+        "terminal_rename" => parse::<RenameRequest>(arguments),
         _ => Ok(()),
     };
     checked.map_err(|error| format!("invalid arguments for {tool}: {error}"))

@@ -20,6 +20,7 @@ use super::args::check_arguments;
 use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, success};
 use crate::Error;
 use crate::registry::SendOperation;
+use crate::verbs::RenameRequest;
 use crate::verbs::{
     self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
     WaitRequest,
@@ -215,6 +216,17 @@ impl McpServer {
     async fn terminal_kill(&self, Parameters(request): Parameters<TerminalRequest>) -> ToolResult {
         Ok(answer(
             verbs::kill(self.registry.owner(&self.owner), &request).await,
+        ))
+    }
+
+    #[tool(
+        name = "terminal_rename",
+        description = "Give a terminal a new name (unique among yours, not shaped like an id); \
+                       its snapshot. The old name no longer finds it."
+    )]
+    async fn terminal_rename(&self, Parameters(request): Parameters<RenameRequest>) -> ToolResult {
+        Ok(answer(
+            verbs::rename(self.registry.owner(&self.owner), &request).await,
         ))
     }
 }

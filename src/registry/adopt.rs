@@ -110,6 +110,7 @@ impl Registry {
         }
         let _scan = self.inner.scan.lock().await;
         let loaded = self.inner.store.load_all().await?;
+        self.adopt_names(&loaded.records);
         // An unreadable record's terminal has not vanished: keep it.
         let on_disk: HashSet<TerminalId> = loaded.claimed_ids().into_iter().collect();
         self.inner.lock().corrupt.clone_from(&loaded.corrupt);

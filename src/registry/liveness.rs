@@ -173,6 +173,8 @@ impl Registry {
             let mut state = self.inner.lock();
             let entry = state.entry_mut(id)?;
             if on_disk.locator == entry.record.locator {
+                // Renamed elsewhere, maybe: the rebuild writes this record.
+                entry.record.spec.name = on_disk.spec.name;
                 false
             } else {
                 entry.record = on_disk;

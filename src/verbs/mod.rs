@@ -1,5 +1,5 @@
 //! The one verb layer: every verb a client can ask for (spawn, list, show,
-//! send, write, read, screen, wait, signal, kill, probe, resize) as one
+//! send, write, read, screen, wait, signal, kill, probe, resize, rename) as one
 //! request type and one answer type, each request checked by one
 //! validation, and one function per verb that runs it on a [`Registry`].
 //!
@@ -24,10 +24,12 @@ mod requests;
 mod run;
 
 pub use answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+pub use requests::RenameRequest;
 pub use requests::{
     ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
     TerminalRequest, WaitRequest, WriteRequest,
 };
+pub use run::rename;
 pub use run::{
     Sending, attach_command, attach_lock, events, kill, list, probe, read, resize, screen, send,
     show, signal, spawn, wait, write,

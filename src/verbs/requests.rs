@@ -313,6 +313,28 @@ impl SignalRequest {
     }
 }
 
+/// `rename`: give a terminal another name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameRequest {
+    /// Terminal id or name.
+    pub terminal: String,
+    /// The new name: unique among your terminals, not shaped like an id,
+    /// no `:` or `.`, no control characters, at most 64 bytes.
+    pub name: String,
+}
+
+impl RenameRequest {
+    /// The new name, checked.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a name a spawn would refuse.
+    pub fn validate(&self) -> Result<&str> {
+        registry::validate_name(&self.name)?;
+        Ok(&self.name)
+    }
+}
+
 /// `resize`: a new size.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

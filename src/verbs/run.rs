@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 
 use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+use super::requests::RenameRequest;
 use super::requests::{
     ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
     TerminalRequest, WaitRequest, WriteRequest,
@@ -137,6 +138,16 @@ pub async fn wait(owned: Owned<'_>, request: &WaitRequest) -> Result<WaitAnswer>
 pub async fn signal(owned: Owned<'_>, request: &SignalRequest) -> Result<SignalDelivery> {
     let signal = request.validate()?;
     owned.signal(&request.terminal, signal).await
+}
+
+/// `rename`: the terminal's snapshot under its new name.
+///
+/// # Errors
+/// `INVALID_INPUT` from [`RenameRequest::validate`]; `DUPLICATE_NAME`, or
+/// the registry's.
+pub async fn rename(owned: Owned<'_>, request: &RenameRequest) -> Result<TerminalSnapshot> {
+    let name = request.validate()?;
+    owned.rename(&request.terminal, name).await
 }
 
 /// `kill`: whether this call killed it.

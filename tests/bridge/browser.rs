@@ -28,8 +28,29 @@ fn chromium() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// The chromium binary, or `None` (after saying so) to skip the test;
+/// under CI (`CI=true`) a missing chromium fails instead.
+pub(crate) fn chromium_or_skip() -> Option<PathBuf> {
+    let binary = chromium();
+    if binary.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "chromium is missing (apt-get install chromium; .ci/run does)"
+        );
+        eprintln!("SKIPPED: no chromium at /usr/bin/chromium (set CHROMIUM); CI fails here");
+    }
+    binary
+}
+
+/// Where screenshots go, for a person to look at after the run.
+pub(crate) fn shots_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join("tmux-engine-browser-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A headless chromium with one page, killed on drop.
-struct Browser {
+pub(crate) struct Browser {
     child: tokio::process::Child,
     _profile: tempfile::TempDir,
     socket: tokio_tungstenite::WebSocketStream<
@@ -41,13 +62,19 @@ struct Browser {
 
 impl Browser {
     /// Starts chromium and opens `url` in a new page.
-    async fn open(binary: &PathBuf, url: &str) -> Browser {
+    pub(crate) async fn open(binary: &PathBuf, url: &str) -> Browser {
+        Browser::launch(binary, url, &["--disable-gpu"]).await
+    }
+
+    /// Starts chromium with `flags` besides the harness's own and opens
+    /// `url` in a new page.
+    pub(crate) async fn launch(binary: &PathBuf, url: &str, flags: &[&str]) -> Browser {
         let profile = crate::support::test_dir();
         let mut child = tokio::process::Command::new(binary)
+            .args(flags)
             .args([
                 "--headless",
                 "--no-sandbox",
-                "--disable-gpu",
                 "--disable-dev-shm-usage",
                 "--no-first-run",
                 "--disable-background-networking",
@@ -99,7 +126,16 @@ impl Browser {
     }
 
     /// One DevTools command (to the page once attached); its result.
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
+        match self.try_call(method, params).await {
+            Ok(result) => result,
+            Err(answer) => panic!("{method}: {answer}"),
+        }
+    }
+
+    /// One DevTools command; its result, or the error answer (an
+    /// evaluation cut short by a navigation answers so).
+    async fn try_call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let mut command = json!({"id": id, "method": method, "params": params});
@@ -121,14 +157,16 @@ impl Browser {
             };
             let answer: Value = serde_json::from_str(&text).unwrap();
             if answer["id"] == id {
-                assert!(answer.get("error").is_none(), "{method}: {answer}");
-                return answer["result"].clone();
+                return match answer.get("error") {
+                    None => Ok(answer["result"].clone()),
+                    Some(_) => Err(answer),
+                };
             }
         }
     }
 
     /// Evaluates `expression` in the page; its value.
-    async fn eval(&mut self, expression: &str) -> Value {
+    pub(crate) async fn eval(&mut self, expression: &str) -> Value {
         let result = self
             .call(
                 "Runtime.evaluate",
@@ -142,10 +180,20 @@ impl Browser {
         result["result"]["value"].clone()
     }
 
-    /// Waits until `expression` is true in the page.
-    async fn until(&mut self, what: &str, expression: &str) {
+    /// Waits until `expression` is true in the page (an evaluation lost
+    /// to a navigation, or one that throws, counts as not yet).
+    pub(crate) async fn until(&mut self, what: &str, expression: &str) {
         let deadline = tokio::time::Instant::now() + WAIT;
-        while self.eval(expression).await != Value::Bool(true) {
+        loop {
+            let answer = self
+                .try_call(
+                    "Runtime.evaluate",
+                    json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+                )
+                .await;
+            if answer.is_ok_and(|result| result["result"]["value"] == Value::Bool(true)) {
+                return;
+            }
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "timed out waiting for {what}"
@@ -155,7 +203,7 @@ impl Browser {
     }
 
     /// Types text into the focused element, then Enter.
-    async fn type_line(&mut self, text: &str) {
+    pub(crate) async fn type_line(&mut self, text: &str) {
         self.call("Input.insertText", json!({"text": text})).await;
         for kind in ["keyDown", "keyUp"] {
             let mut key =
@@ -168,7 +216,7 @@ impl Browser {
     }
 
     /// xterm.js's whole buffer, one string per line.
-    async fn lines(&mut self) -> Vec<String> {
+    pub(crate) async fn lines(&mut self) -> Vec<String> {
         let value = self
             .eval(
                 "(() => { const b = tmuxEngine.term.buffer.active; const out = [];\
@@ -177,6 +225,83 @@ impl Browser {
             )
             .await;
         serde_json::from_value(value).unwrap()
+    }
+}
+
+impl Browser {
+    /// Waits until some line of xterm.js's buffer, trimmed, is `wanted`;
+    /// its index in the buffer.
+    pub(crate) async fn line(&mut self, wanted: &str) -> usize {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let lines = self.lines().await;
+            if let Some(index) = lines.iter().position(|line| line.trim_end() == wanted) {
+                return index;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no line {wanted:?}: {lines:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits for the shell's prompt (typed ahead, text is echoed before
+    /// the prompt, which then shares a row with the output).
+    pub(crate) async fn prompt(&mut self) {
+        self.until(
+            "the shell's prompt",
+            "(() => { const b = tmuxEngine.term.buffer.active;\
+             for (let i = 0; i < b.length; i++)\
+             if (b.getLine(i).translateToString(true).trim() !== '') return true;\
+             return false; })()",
+        )
+        .await;
+    }
+
+    /// One key press (down and up) with `modifiers` (DevTools' bits:
+    /// 1 Alt, 2 Ctrl, 4 Meta, 8 Shift).
+    pub(crate) async fn key(&mut self, key: &str, code: &str, vk: u32, modifiers: u32) {
+        for kind in ["rawKeyDown", "keyUp"] {
+            self.call(
+                "Input.dispatchKeyEvent",
+                json!({"type": kind, "key": key, "code": code,
+                       "windowsVirtualKeyCode": vk, "modifiers": modifiers}),
+            )
+            .await;
+        }
+    }
+
+    /// A mouse event at viewport coordinates.
+    pub(crate) async fn mouse(&mut self, kind: &str, x: f64, y: f64) {
+        let mut event = json!({"type": kind, "x": x, "y": y});
+        if kind != "mouseMoved" {
+            event["button"] = Value::from("left");
+            event["clickCount"] = Value::from(1);
+        }
+        self.call("Input.dispatchMouseEvent", event).await;
+    }
+
+    /// Saves a screenshot as `name` under [`shots_dir`]; its path.
+    pub(crate) async fn screenshot(&mut self, name: &str) -> PathBuf {
+        let shot = self
+            .call("Page.captureScreenshot", json!({"format": "png"}))
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        assert!(png.starts_with(b"\x89PNG"));
+        let path = shots_dir().join(name);
+        std::fs::write(&path, &png).unwrap();
+        eprintln!("screenshot: {}", path.display());
+        path
+    }
+
+    /// Closes chromium and waits for it.
+    pub(crate) async fn close(mut self) {
+        self.session.clear();
+        let _ = self.call("Browser.close", json!({})).await;
+        let _ = tokio::time::timeout(WAIT, self.child.wait()).await;
     }
 }
 

@@ -6,6 +6,8 @@
 mod browser;
 mod deploy;
 mod hygiene;
+mod page;
+mod page_rename;
 mod routes;
 mod security;
 mod viewers;

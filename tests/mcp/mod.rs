@@ -32,10 +32,11 @@ use tokio::sync::watch;
 use crate::cli::Cli;
 
 /// The tools of issue 11, as named there.
-pub(crate) const TOOLS: [&str; 8] = [
+pub(crate) const TOOLS: [&str; 9] = [
     "terminal_kill",
     "terminal_list",
     "terminal_read",
+    "terminal_rename",
     "terminal_screen",
     "terminal_send",
     "terminal_signal",

@@ -1,0 +1,92 @@
+//! `rename`: a terminal's new name, in its record and the name lookup.
+//!
+//! In this process the check and the change happen under the state lock,
+//! and under the terminal's liveness lock (a recreate swaps in a record
+//! cloned before it started, which must not carry the old name back).
+//! Across processes sharing the state directory, the new name's lock (the
+//! one a spawn of that name takes) and the terminal's `live` lock are held
+//! while the directory is rescanned, the name checked and the record
+//! written; other processes pick the name up on their next scan
+//! ([`Registry::adopt_names`]), and a recreate elsewhere re-reads it.
+
+use std::sync::Arc;
+
+use super::Registry;
+use super::locks::Purpose;
+use super::names::validate_name;
+use super::persist::{StateDir, TerminalRecord};
+use super::service::Owned;
+use super::spec::TerminalSnapshot;
+use crate::{Error, Result};
+
+impl Owned<'_> {
+    /// Renames the terminal `target` (id or current name) to `name`;
+    /// its snapshot. Renaming to its own name changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// `INVALID_INPUT` for a name [`validate_name`] refuses (checked
+    /// before the lookup); `DUPLICATE_NAME` when another of the owner's
+    /// terminals (or a spawn in flight) has it; `NO_TERMINAL`,
+    /// `FOREIGN_TERMINAL`, `TERMINAL_CLOSING`, `REGISTRY_DISPOSING`; `IO`
+    /// when the record cannot be written (the old name then stays).
+    pub async fn rename(self, target: &str, name: &str) -> Result<TerminalSnapshot> {
+        validate_name(name)?;
+        let (registry, owner) = (self.registry, self.owner);
+        let id = registry.locate(owner, target).await?;
+        let liveness = Arc::clone(&registry.inner.lock().entry(&id)?.liveness);
+        let _serialized = liveness.lock().await;
+        let store = &registry.inner.store;
+        let _live = store
+            .lock(StateDir::terminal_lock(&id, Purpose::Live))
+            .await?;
+        let _name = store.lock(StateDir::name_lock(owner, name)).await?;
+        if store.is_shared() {
+            registry.refresh().await?;
+        }
+        let (old, record) = {
+            let mut state = registry.inner.lock();
+            state.check_active()?;
+            let entry = state.entry(&id)?;
+            if entry.record.spec.name.as_deref() == Some(name) {
+                return Ok(entry.snapshot());
+            }
+            if entry.closing.is_some() {
+                return Err(Error::TerminalClosing(id.to_string()));
+            }
+            if state.name_taken(owner, name) {
+                return Err(Error::DuplicateName(format!("{name} (owner {owner})")));
+            }
+            let entry = state.entry_mut(&id)?;
+            let old = entry.record.spec.name.replace(name.to_owned());
+            (old, entry.record.clone())
+        };
+        if let Err(error) = store.write(&record).await {
+            let mut state = registry.inner.lock();
+            if let Ok(entry) = state.entry_mut(&id)
+                && entry.record.spec.name.as_deref() == Some(name)
+            {
+                entry.record.spec.name = old;
+            }
+            return Err(error);
+        }
+        Ok(registry.inner.lock().entry(&id)?.snapshot())
+    }
+}
+
+impl Registry {
+    /// Takes the names of `records` (read from the state directory) for
+    /// the terminals this process already holds: another process renamed
+    /// them. Entries being closed keep theirs.
+    pub(super) fn adopt_names(&self, records: &[TerminalRecord]) {
+        let mut state = self.inner.lock();
+        for record in records {
+            if let Ok(entry) = state.entry_mut(&record.id)
+                && entry.closing.is_none()
+                && entry.record.spec.name != record.spec.name
+            {
+                entry.record.spec.name.clone_from(&record.spec.name);
+            }
+        }
+    }
+}
