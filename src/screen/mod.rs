@@ -10,6 +10,7 @@
 
 pub mod asciicast;
 pub(crate) mod model;
+pub(crate) mod record;
 pub(crate) mod wait;
 
 pub use wait::{IntoRegex, Within};
