@@ -2,26 +2,6 @@
 //! of a test: [`Screen::find`] gives every match with its row, column and
 //! cells, and [`Matches`] answers colour and attribute questions about all
 //! of them at once.
-//!
-//! ```
-//! use tmux_engine::screen::{Color, Screen};
-//! use tmux_engine::vocab::Size;
-//!
-//! let size = Size::new(20, 2)?;
-//! let screen = Screen::from_ansi(size, b"\x1b[1;31mred\x1b[0m and red\r\n\x1b[32mok\x1b[0m");
-//! let red = screen.find("red");
-//! assert_eq!(red.len(), 2);
-//! assert_eq!((red[1].row, red[1].col), (0, 8));
-//! assert!(red.first().fg_is(Color::Indexed(1)) && red.first().bold());
-//! assert!(!red.fg_is(Color::Indexed(1)), "the second one is plain");
-//! assert!(screen.find("ok").fg_is(Color::Indexed(2)));
-//! assert!(!screen.find("absent").fg_is(Color::Default), "no match is never a pass");
-//! assert_eq!(
-//!     screen.snapshot_styled(),
-//!     "20x2 cursor 1:2 main\n |{bold fg=red}red{/} and red\n>|{fg=green}ok{/}\n",
-//! );
-//! # Ok::<(), tmux_engine::Error>(())
-//! ```
 
 use std::fmt;
 use std::ops::Deref;
@@ -53,6 +33,26 @@ impl Match {
 /// every match passes it: an absent text never passes. To check one match,
 /// take it with [`first`](Matches::first), [`nth`](Matches::nth). `{}`
 /// shows every match with its attributes, for assertion messages.
+///
+/// ```
+/// use tmux_engine::screen::{Color, Screen};
+/// use tmux_engine::vocab::Size;
+///
+/// let size = Size::new(20, 2)?;
+/// let screen = Screen::from_ansi(size, b"\x1b[1;31mred\x1b[0m and red\r\n\x1b[32mok\x1b[0m");
+/// let red = screen.find("red");
+/// assert_eq!(red.len(), 2);
+/// assert_eq!((red[1].row, red[1].col), (0, 8));
+/// assert!(red.first().fg_is(Color::Indexed(1)) && red.first().bold());
+/// assert!(!red.fg_is(Color::Indexed(1)), "the second one is plain");
+/// assert!(screen.find("ok").fg_is(Color::Indexed(2)));
+/// assert!(!screen.find("absent").fg_is(Color::Default), "no match is never a pass");
+/// assert_eq!(
+///     screen.snapshot_styled(),
+///     "20x2 cursor 1:2 main\n |{bold fg=red}red{/} and red\n>|{fg=green}ok{/}\n",
+/// );
+/// # Ok::<(), tmux_engine::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Matches {
     needle: String,
@@ -158,7 +158,7 @@ impl Screen {
     /// Every place `text` is on the screen, within one row each (blank
     /// cells count as spaces, as for [`contains`](Screen::contains)), with
     /// its row, column and cells; matches do not overlap. See [`Matches`]
-    /// for the checks, and the [module example](self).
+    /// for the checks and an example.
     pub fn find(&self, text: &str) -> Matches {
         let mut matches = Vec::new();
         if !text.is_empty() {
