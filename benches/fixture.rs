@@ -3,7 +3,8 @@
 //! 1. latency from a program printing a marker to the wait seeing it:
 //!    `wait_for_text` vs a `capture-pane` loop polling every 10 ms (the
 //!    program stamps each marker with bash's `$EPOCHREALTIME`, so both
-//!    sides measure print-to-resolve, not the send);
+//!    sides measure print-to-resolve, not the send); once recording (the
+//!    default) and once with `artifacts(false)`, for the recorder's cost;
 //! 2. start-to-first-prompt and teardown of `/bin/sh`: `Fixture::sh()` +
 //!    `close` vs `tmux new-session -d` + polling `capture-pane` +
 //!    `tmux kill-server`;
@@ -51,7 +52,8 @@ fn main() {
         .tempdir_in("/tmp")
         .expect("bench dir");
     rt.block_on(async {
-        latency(&tmux, base.path(), if quick { 10 } else { 40 }).await;
+        latency(&tmux, base.path(), if quick { 10 } else { 40 }, true).await;
+        latency(&tmux, base.path(), if quick { 10 } else { 40 }, false).await;
         start_teardown(&tmux, base.path(), if quick { 5 } else { 15 }).await;
         parallel(&tmux, base.path(), 50).await;
     });
@@ -322,9 +324,10 @@ fn tmux_cli(tmux: &Tmux, socket: &Path, args: &[&str]) -> std::process::Output {
     tmux.command(argv).output().expect("tmux")
 }
 
-async fn latency(tmux: &Arc<Tmux>, base: &Path, n: usize) {
+async fn latency(tmux: &Arc<Tmux>, base: &Path, n: usize, record: bool) {
     let fx = Fixture::builder("bash")
         .args(["--norc", "--noprofile", "-c", MARKER_LOOP])
+        .artifacts(record)
         .tmux(tmux.clone())
         .runtime_dir(base)
         .start()
@@ -397,7 +400,8 @@ async fn latency(tmux: &Arc<Tmux>, base: &Path, n: usize) {
     fx.close().await.expect("close");
     let (a, b) = (median(ours), median(polled));
     println!(
-        "wait latency (print -> resolved), median of {n}: wait_for_text {}, capture-pane poll 10ms {}, {:.1}x faster",
+        "wait latency (print -> resolved), median of {n}: wait_for_text ({}) {}, capture-pane poll 10ms {}, {:.1}x faster",
+        if record { "recording" } else { "artifacts off" },
         ms(a),
         ms(b),
         b.as_secs_f64() / a.as_secs_f64().max(1e-9)
