@@ -3,12 +3,21 @@
 //! 1. latency from a program printing a marker to the wait seeing it:
 //!    `wait_for_text` vs a `capture-pane` loop polling every 10 ms (the
 //!    program stamps each marker with bash's `$EPOCHREALTIME`, so both
-//!    sides measure print-to-resolve, not the send);
+//!    sides measure print-to-resolve, not the send); once recording (the
+//!    default) and once with `artifacts(false)`, for the recorder's cost;
 //! 2. start-to-first-prompt and teardown of `/bin/sh`: `Fixture::sh()` +
 //!    `close` vs `tmux new-session -d` + polling `capture-pane` +
 //!    `tmux kill-server`;
 //! 3. 50 fixtures at once: all pass, none leak (servers, pane processes,
-//!    server directories checked by pid and path).
+//!    server directories checked by pid and path);
+//! 4. the same print-to-resolve latency through pexpect's approach: the
+//!    program on a pty of our own (`setsid -c`), its master read by a
+//!    thread into a buffer that `expect` searches, no tmux at all;
+//! 5. issue 19's four scenarios as a suite (a `python3 -q` REPL to its
+//!    exit status, a colour check, a vim screen snapshot, text printed
+//!    after a random 0-300 ms delay; run at once, as `cargo test` would),
+//!    timed per round, quiet and with two `sh -c 'while :; do :; done'`
+//!    loops, failures counted.
 //!
 //! Run: `cargo bench --bench fixture` (add `-- quick` for fewer samples).
 
@@ -20,6 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tmux_engine::fixture::Fixture;
+use tmux_engine::screen::Color;
 use tmux_engine::tmux::{Tmux, process, procfs};
 use tmux_engine::vocab::ExitStatus;
 
@@ -42,10 +52,252 @@ fn main() {
         .tempdir_in("/tmp")
         .expect("bench dir");
     rt.block_on(async {
-        latency(&tmux, base.path(), if quick { 10 } else { 40 }).await;
+        latency(&tmux, base.path(), if quick { 10 } else { 40 }, true).await;
+        latency(&tmux, base.path(), if quick { 10 } else { 40 }, false).await;
         start_teardown(&tmux, base.path(), if quick { 5 } else { 15 }).await;
         parallel(&tmux, base.path(), 50).await;
     });
+    pty_latency(if quick { 10 } else { 40 });
+    rt.block_on(async {
+        let rounds = if quick { 3 } else { 10 };
+        suite(&tmux, base.path(), rounds, false).await;
+        suite(&tmux, base.path(), rounds, true).await;
+    });
+}
+
+/// pexpect's approach: the program on a pty, the master read directly.
+fn pty_latency(n: usize) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    use std::io::{Read, Write};
+    use std::sync::{Condvar, Mutex};
+
+    let master =
+        openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).expect("openpt");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("ptsname");
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().expect("pts path"))
+        .expect("open the pty");
+    let stdio = |file: &std::fs::File| std::process::Stdio::from(file.try_clone().expect("dup"));
+    let mut child = Command::new("setsid")
+        .args(["-c", "bash", "--norc", "--noprofile", "-c", MARKER_LOOP])
+        .stdin(stdio(&slave))
+        .stdout(stdio(&slave))
+        .stderr(stdio(&slave))
+        .spawn()
+        .expect("setsid bash");
+    drop(slave);
+    let mut writer = std::fs::File::from(master);
+    let mut reader = writer.try_clone().expect("dup master");
+    let seen = Arc::new((Mutex::new(Vec::<u8>::new()), Condvar::new()));
+    let feed = seen.clone();
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(got @ 1..) = reader.read(&mut chunk) {
+            let (buf, ready) = &*feed;
+            buf.lock().expect("buffer").extend_from_slice(&chunk[..got]);
+            ready.notify_all();
+        }
+    });
+    // As pexpect's `expect`: wait until the buffer holds `want`, return
+    // what it holds.
+    let expect = |want: &str| -> String {
+        let (buf, ready) = &*seen;
+        let mut buf = buf.lock().expect("buffer");
+        loop {
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            if text.contains(want) {
+                buf.clear();
+                return text;
+            }
+            buf = ready.wait(buf).expect("buffer");
+        }
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let mut samples = Vec::new();
+    for i in 0..n {
+        writer
+            .write_all(format!("{i}\r").as_bytes())
+            .expect("write");
+        let text = expect(&format!("MARK{i} "));
+        let resolved = now();
+        // The stamp may still be on its way: read until the line ends.
+        let text = if text.contains(&format!("MARK{i} "))
+            && text.trim_end().ends_with(|c: char| c.is_ascii_digit())
+            && text.ends_with('\n')
+        {
+            text
+        } else {
+            text + &expect("\n")
+        };
+        samples.push(Duration::from_secs_f64(
+            (resolved - stamp(&text, i)).max(0.0),
+        ));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    println!(
+        "wait latency (print -> resolved), median of {n}: direct pty reader (pexpect's approach) {}",
+        ms(median(samples))
+    );
+}
+
+/// Two busy loops, killed when dropped.
+struct BusyLoops(Vec<std::process::Child>);
+
+impl BusyLoops {
+    fn start() -> BusyLoops {
+        BusyLoops(
+            (0..2)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("busy loop")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Issue 19's four scenarios, run at once per round (see the module docs).
+async fn suite(tmux: &Arc<Tmux>, base: &Path, rounds: usize, loaded: bool) {
+    let _busy = loaded.then(BusyLoops::start);
+    let vim = which::which("vim").is_ok();
+    let mut times = Vec::new();
+    let mut failures = Vec::new();
+    for round in 0..rounds {
+        let t0 = Instant::now();
+        let results = futures_util::future::join_all([
+            tokio::spawn(python_repl(tmux.clone(), base.to_owned())),
+            tokio::spawn(colour_check(tmux.clone(), base.to_owned())),
+            tokio::spawn(vim_snapshot(tmux.clone(), base.to_owned(), vim)),
+            tokio::spawn(random_delay(tmux.clone(), base.to_owned())),
+        ])
+        .await;
+        times.push(t0.elapsed());
+        for result in results {
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failures.push(format!("round {round}: {e}")),
+                Err(e) => failures.push(format!("round {round}: panicked: {e}")),
+            }
+        }
+    }
+    println!(
+        "four-scenario suite ({}), median of {rounds} rounds: {}; failed scenarios: {}{}{}",
+        if loaded { "two busy loops" } else { "quiet" },
+        ms(median(times)),
+        failures.len(),
+        if vim {
+            ""
+        } else {
+            " (vim not installed: its scenario skipped)"
+        },
+        failures
+            .iter()
+            .map(|f| format!("\n  {f}"))
+            .collect::<String>(),
+    );
+}
+
+fn fixture(
+    builder: tmux_engine::fixture::FixtureBuilder,
+    tmux: Arc<Tmux>,
+    base: &Path,
+) -> tmux_engine::fixture::FixtureBuilder {
+    builder.tmux(tmux).runtime_dir(base)
+}
+
+async fn python_repl(tmux: Arc<Tmux>, base: std::path::PathBuf) -> tmux_engine::Result<()> {
+    let py = fixture(
+        Fixture::builder("python3").arg("-q").size(60, 10),
+        tmux,
+        &base,
+    )
+    .start()
+    .await?;
+    py.wait_for_text(">>> ").await?;
+    py.send_text("1+1\r").await?;
+    py.wait_for_regex(r"(?m)^2$").await?;
+    py.send_keys(&["C-d"]).await?;
+    let status = py.wait_for_exit().await?;
+    assert_eq!(status, ExitStatus::Code(0));
+    py.close().await
+}
+
+async fn colour_check(tmux: Arc<Tmux>, base: std::path::PathBuf) -> tmux_engine::Result<()> {
+    let fx = fixture(
+        Fixture::script("printf '\\033[31merror\\033[0m: bad input\\n'; sleep 30"),
+        tmux,
+        &base,
+    )
+    .start()
+    .await?;
+    let screen = fx.wait_for_text("bad input").await?;
+    assert!(screen.find("error").fg_is(Color::Indexed(1)));
+    fx.close().await
+}
+
+async fn vim_snapshot(
+    tmux: Arc<Tmux>,
+    base: std::path::PathBuf,
+    vim: bool,
+) -> tmux_engine::Result<()> {
+    if !vim {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir_in(&base).map_err(|e| tmux_engine::Error::io("vim dir", e))?;
+    std::fs::write(dir.path().join("notes.txt"), "first line\nsecond line\n")
+        .map_err(|e| tmux_engine::Error::io("vim file", e))?;
+    let fx = fixture(
+        Fixture::builder("vim")
+            .args(["-u", "NONE", "-i", "NONE", "-N", "-n", "--noplugin"])
+            .args(["-c", "set shortmess+=I laststatus=0 noruler", "notes.txt"])
+            .cwd(dir.path())
+            .size(40, 6),
+        tmux,
+        &base,
+    )
+    .start()
+    .await?;
+    fx.wait_for_text("\"notes.txt\" 2L").await?;
+    fx.send_text("Gothird line\x1b").await?;
+    fx.wait_for(|s| s.row(2) == Some("third line") && s.cursor().col == 9)
+        .await?;
+    assert_eq!(
+        fx.snapshot(),
+        "40x6 cursor 2:9 alternate\n |first line\n |second line\n>|third line\n |~\n |~\n |\n"
+    );
+    fx.send_text(":q!\r").await?;
+    assert_eq!(fx.wait_for_exit().await?, ExitStatus::Code(0));
+    fx.close().await
+}
+
+async fn random_delay(tmux: Arc<Tmux>, base: std::path::PathBuf) -> tmux_engine::Result<()> {
+    let delay = getrandom::u64().map_or(150, |r| r % 300);
+    let fx = fixture(
+        Fixture::script(format!("sleep {:.3}; echo ready", delay as f64 / 1000.0)),
+        tmux,
+        &base,
+    )
+    .start()
+    .await?;
+    fx.wait_for_text("ready").await?;
+    fx.wait_for_exit().await?;
+    fx.close().await
 }
 
 fn now() -> f64 {
@@ -72,9 +324,10 @@ fn tmux_cli(tmux: &Tmux, socket: &Path, args: &[&str]) -> std::process::Output {
     tmux.command(argv).output().expect("tmux")
 }
 
-async fn latency(tmux: &Arc<Tmux>, base: &Path, n: usize) {
+async fn latency(tmux: &Arc<Tmux>, base: &Path, n: usize, record: bool) {
     let fx = Fixture::builder("bash")
         .args(["--norc", "--noprofile", "-c", MARKER_LOOP])
+        .artifacts(record)
         .tmux(tmux.clone())
         .runtime_dir(base)
         .start()
@@ -147,7 +400,8 @@ async fn latency(tmux: &Arc<Tmux>, base: &Path, n: usize) {
     fx.close().await.expect("close");
     let (a, b) = (median(ours), median(polled));
     println!(
-        "wait latency (print -> resolved), median of {n}: wait_for_text {}, capture-pane poll 10ms {}, {:.1}x faster",
+        "wait latency (print -> resolved), median of {n}: wait_for_text ({}) {}, capture-pane poll 10ms {}, {:.1}x faster",
+        if record { "recording" } else { "artifacts off" },
         ms(a),
         ms(b),
         b.as_secs_f64() / a.as_secs_f64().max(1e-9)

@@ -189,6 +189,12 @@ impl<W: Write> Writer<W> {
         self.written
     }
 
+    /// The destination, as written so far (an incomplete UTF-8 character
+    /// at the end of the output is not in it yet).
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
     /// Flushes and hands back the destination.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.flush()?;

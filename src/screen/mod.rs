@@ -9,9 +9,12 @@
 //! control client.
 
 pub mod asciicast;
+mod find;
 pub(crate) mod model;
+pub(crate) mod record;
 pub(crate) mod wait;
 
+pub use find::{Match, Matches};
 pub use wait::{IntoRegex, Within};
 
 use std::fmt::{self, Write as _};
@@ -312,14 +315,7 @@ impl Screen {
     ///  |
     /// ```
     pub fn snapshot(&self) -> String {
-        let mut out = format!(
-            "{} cursor {}:{}{} {}\n",
-            self.size,
-            self.cursor.row,
-            self.cursor.col,
-            if self.cursor_visible { "" } else { " hidden" },
-            if self.alternate { "alternate" } else { "main" }
-        );
+        let mut out = self.snapshot_header();
         for (i, row) in self.rows().enumerate() {
             let mark = if i == usize::from(self.cursor.row) {
                 '>'
@@ -329,6 +325,18 @@ impl Screen {
             let _ = writeln!(out, "{mark}|{row}");
         }
         out
+    }
+
+    /// The first line of the snapshot forms: size, cursor, screen mode.
+    fn snapshot_header(&self) -> String {
+        format!(
+            "{} cursor {}:{}{} {}\n",
+            self.size,
+            self.cursor.row,
+            self.cursor.col,
+            if self.cursor_visible { "" } else { " hidden" },
+            if self.alternate { "alternate" } else { "main" }
+        )
     }
 
     /// The visible rows with attributes as readable tags: a run of styled

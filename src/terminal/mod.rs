@@ -128,6 +128,32 @@ impl Terminal {
         Ok(())
     }
 
+    /// Waits until the program is blocked reading its terminal (its
+    /// foreground process group asleep in a terminal read, or in the
+    /// `poll`/`select` a line editor waits in; see
+    /// [`procfs`](crate::tmux::procfs)), seen twice with no output between,
+    /// so that what is sent next is read by the program's next read rather
+    /// than typed ahead (a canonical-mode `C-d` typed ahead of a raw-mode
+    /// line editor is lost). Returns at once when the program has exited.
+    ///
+    /// # Errors
+    /// `TIMEOUT` past the terminal's timeout: the program never read (or
+    /// reads in a way the detection does not see, e.g. `epoll`, or a reader
+    /// deep in a pipeline).
+    pub async fn wait_for_input_ready(&self) -> Result<()> {
+        let pane = self.pane_pid;
+        self.within(self.timeout)
+            .until_ready("the program to read its terminal", || {
+                crate::tmux::procfs::blocked_on_input(pane)
+            })
+            .await
+    }
+
+    /// The screen model, for the fixture's recorder and artifacts.
+    pub(crate) fn model(&self) -> &Arc<SharedModel> {
+        &self.model
+    }
+
     /// Waits with deadline `timeout` instead of the default:
     /// `t.within(Duration::from_secs(1)).wait_for_text("x")`.
     pub fn within(&self, timeout: Duration) -> Within<'_> {
