@@ -56,7 +56,7 @@ use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
-use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
+use crate::tmux::options::{MARK_OPTION, MARK_VALUE, rearm_drain};
 use crate::tmux::{ServerHandle, Tmux};
 use crate::tmux::{dirs, process};
 use crate::{Error, Result};
@@ -284,6 +284,14 @@ impl TmuxBackend {
         };
         if let Some(pid) = state.server_pid {
             handle.set_pid(pid);
+        }
+        if !state.dead {
+            // The pipe may be the previous engine's raw relay, whose reader
+            // died with it: a drain of our own keeps a fast exit's tail on
+            // the screen (this client's output rides `%output`).
+            if let Err(error) = client.command(&rearm_drain(pane)).await {
+                debug!(terminal = %record.id, %error, "re-arming the drain pipe on adoption");
+            }
         }
         let exit = match state.exit {
             // Dead without a status: tmux 3.3a lost the pane's SIGCHLD (its
