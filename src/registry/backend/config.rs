@@ -46,7 +46,16 @@ pub struct TmuxConfig {
     /// inheriting the engine's: a long-lived server process (the web
     /// bridge) must not hand its own secrets to the shells it spawns.
     pub environment: Option<Vec<(OsString, OsString)>>,
+    /// Servers kept started ahead of spawns (see `pool.rs`): a spawn then
+    /// respawns its program into one instead of starting tmux. Default 0:
+    /// every command-line call opens a backend, and a pool is worth its
+    /// servers only in a long-lived process (`serve` sets
+    /// [`DEFAULT_POOL_SIZE`]). The pool fills after the first spawn.
+    pub pool_size: usize,
 }
+
+/// The warm pool size of a long-lived process such as `serve`.
+pub const DEFAULT_POOL_SIZE: usize = 2;
 
 impl TmuxConfig {
     /// A config with default values and server directories in
@@ -63,6 +72,7 @@ impl TmuxConfig {
             reap_grace: Duration::from_secs(60),
             state_dir: None,
             environment: None,
+            pool_size: 0,
         }
     }
 
@@ -130,6 +140,13 @@ impl TmuxConfig {
     #[must_use]
     pub fn environment(mut self, vars: Vec<(OsString, OsString)>) -> Self {
         self.environment = Some(vars);
+        self
+    }
+
+    /// Sets the warm pool's size (see [`TmuxConfig::pool_size`]).
+    #[must_use]
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
         self
     }
 
