@@ -52,7 +52,8 @@ pub(super) struct Pool {
 
 #[derive(Debug, Default)]
 struct PoolState {
-    ready: Vec<Parts>,
+    /// Oldest first: taken first, so none waits forever.
+    ready: std::collections::VecDeque<Parts>,
     /// Starts under way.
     starting: usize,
 }
@@ -125,7 +126,7 @@ impl Pool {
         if !self.serves(&wanted)? {
             return Ok(None);
         }
-        let parts = self.lock().ready.pop();
+        let parts = self.lock().ready.pop_front();
         self.refill();
         let Some(parts) = parts else { return Ok(None) };
         match into_terminal(&parts, id, &wanted).await {
@@ -185,7 +186,7 @@ async fn start_one(pool: Weak<Pool>, tmux: Arc<Tmux>, opts: Result<ServerOptions
     let mut state = pool.lock();
     state.starting = state.starting.saturating_sub(1);
     match started {
-        Ok(parts) => state.ready.push(parts),
+        Ok(parts) => state.ready.push_back(parts),
         // No retry loop: the next take refills again.
         Err(error) => debug!(%error, "starting a pooled server"),
     }
