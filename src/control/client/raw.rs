@@ -31,8 +31,11 @@ use super::reader::deliver_blocking;
 use crate::control::subscribe::Effects;
 use crate::control::{Notification, PaneId};
 
-/// Bytes read per call: as much as a `%output` line carries at most.
+/// Bytes read per call at most: as much as a `%output` line carries.
 const CHUNK: usize = 64 * 1024;
+/// Room an idle pane's reader keeps: a terminal that prints little costs
+/// little; the room doubles up to [`CHUNK`] while reads fill it.
+const FIRST_CHUNK: usize = 4 * 1024;
 
 /// A request to route everything the socket holds now; answered once done.
 pub(super) type Flush = oneshot::Sender<()>;
@@ -68,9 +71,10 @@ async fn read_raw(
     stream: UnixStream,
     mut flushes: mpsc::Receiver<Flush>,
 ) {
-    let mut buf = BytesMut::with_capacity(CHUNK);
+    let mut buf = BytesMut::new();
+    let mut room = FIRST_CHUNK;
     loop {
-        make_room(&mut buf);
+        make_room(&mut buf, room);
         tokio::select! {
             biased;
             () = shared.ended.cancelled() => break,
@@ -85,7 +89,12 @@ async fn read_raw(
                 let read = ready.and_then(|()| stream.try_read_buf(&mut buf));
                 match read {
                     Ok(0) => break,
-                    Ok(_) => route(&shared, &cancel, pane, buf.split().freeze()).await,
+                    Ok(n) => {
+                        if n >= room {
+                            room = (room * 2).min(CHUNK);
+                        }
+                        route(&shared, &cancel, pane, buf.split().freeze()).await;
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(e) => {
                         debug!(%pane, error = %e, "reading the raw output pipe");
@@ -104,9 +113,9 @@ async fn read_raw(
     }
 }
 
-fn make_room(buf: &mut BytesMut) {
-    if buf.capacity() - buf.len() < CHUNK / 4 {
-        buf.reserve(CHUNK);
+fn make_room(buf: &mut BytesMut, room: usize) {
+    if buf.capacity() - buf.len() < room {
+        buf.reserve(room);
     }
 }
 
@@ -120,7 +129,7 @@ async fn drain_now(
     buf: &mut BytesMut,
 ) -> bool {
     loop {
-        make_room(buf);
+        make_room(buf, CHUNK);
         match stream.try_read_buf(buf) {
             Ok(0) => return false,
             Ok(_) => route(shared, cancel, pane, buf.split().freeze()).await,
