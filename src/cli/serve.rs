@@ -17,7 +17,7 @@ use tmux_engine::bridge::{
     Auth, Bridge, BridgeConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, Principal,
     ServeOptions, Tls, Tokens, bind_unix, clean_environment, generate_token, validate_base_path,
 };
-use tmux_engine::registry::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry, pool_size_from_env};
 
 use super::args::{Global, SHELL_ENV};
 use super::report::{CliError, write_line};
@@ -189,7 +189,7 @@ pub(crate) async fn run(
     let dir = state_dir(global)?;
     let mut config = TmuxConfig::for_state_dir(&dir)
         .environment(clean_environment())
-        .pool_size(DEFAULT_POOL_SIZE);
+        .pool_size(pool_size_from_env());
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }
