@@ -89,6 +89,19 @@ where
 }
 
 fn main() -> ExitCode {
+    // The raw output relay (tmux's `pipe-pane` runs it): before anything
+    // else, so it exits within microseconds and no `cat` stays resident.
+    let mut args = std::env::args_os().skip(1);
+    if args
+        .next()
+        .is_some_and(|a| a == tmux_engine::tmux::relay::RELAY_ARG)
+    {
+        let socket = args.next().unwrap_or_default();
+        return match tmux_engine::tmux::relay::relay(std::path::Path::new(&socket)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("TMUX_ENGINE_LOG"))
         .with_writer(std::io::stderr)

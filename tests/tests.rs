@@ -24,6 +24,7 @@ mod layers;
 mod mcp;
 mod names_everywhere;
 mod pid_reuse;
+mod raw_path;
 mod registry_logic;
 mod registry_tmux;
 mod run_cli;

@@ -237,6 +237,12 @@ impl Viewer {
         self.events.recv().await
     }
 
+    /// The next event if one is queued, without waiting: a face sends
+    /// whatever is queued in one batch (one flush) after [`recv`](Self::recv).
+    pub fn try_recv(&mut self) -> Option<ViewerEvent> {
+        self.events.try_recv().ok()
+    }
+
     /// Types `bytes` into the program exactly.
     ///
     /// # Errors

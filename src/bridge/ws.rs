@@ -16,7 +16,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures_util::FutureExt;
+use futures_util::{FutureExt, SinkExt};
 use tokio::time::{Duration, Instant};
 use tracing::{debug, warn};
 
@@ -43,6 +43,8 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_BATCH: usize = 256;
 
 /// The close reason for a peer that stopped answering pings.
+/// At most this many queued frames go out behind one event, in one flush.
+const SEND_BATCH: usize = 64;
 const NO_ANSWER: &str = "no answer to pings";
 
 /// Why a session is refused before it attaches.
@@ -309,10 +311,16 @@ impl Pump<'_> {
                         let reason = if exited { "the program ended" } else { "the terminal is gone" };
                         return End::Close(close::GONE, reason.to_owned());
                     };
-                    for message in messages(event, &mut exited) {
-                        if let Err(end) = self.send(message).await {
-                            return end;
+                    // What else is queued goes out behind it, in one flush.
+                    let mut batch = messages(event, &mut exited);
+                    while batch.len() < SEND_BATCH {
+                        match viewer.try_recv() {
+                            Some(event) => batch.extend(messages(event, &mut exited)),
+                            None => break,
                         }
+                    }
+                    if let Err(end) = self.send_all(batch).await {
+                        return end;
                     }
                 }
                 message = self.socket.recv() => {
@@ -326,6 +334,21 @@ impl Pump<'_> {
 
     async fn send(&mut self, message: Message) -> Result<(), End> {
         send(self.socket, self.state, self.keepalive, message).await
+    }
+
+    /// Sends `batch` with one flush at its end, under [`send`]'s limits.
+    async fn send_all(&mut self, batch: Vec<Message>) -> Result<(), End> {
+        let sink = async {
+            for message in batch {
+                self.socket.feed(message).await?;
+            }
+            self.socket.flush().await
+        };
+        tokio::select! {
+            sent = sink => sent.map_err(|_| End::ClientGone),
+            () = self.state.shutdown.cancelled() => Err(End::Close(close::GOING_AWAY, "server shutting down".to_owned())),
+            () = sleep_until(self.keepalive.give_up_at()) => Err(End::Close(close::GOING_AWAY, NO_ANSWER.to_owned())),
+        }
     }
 
     /// Applies `first` and every client frame already buffered behind it

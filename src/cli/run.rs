@@ -76,6 +76,11 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
             .size(opts.size)
             .command(wrapped(&nonce, opts.command))
             .drain_on_exit(false)
+            // `%output`, not the raw pipe: delivery is lossless, and only
+            // control mode makes tmux stop reading a pane whose reader
+            // lags; a pipe's buffer in tmux has no bound, so a slow stdout
+            // would grow the server instead of slowing the program.
+            .raw_relay(None)
             .extra_config(vec!["set -s exit-unattached on".to_owned()])
     };
     let client_opts = {

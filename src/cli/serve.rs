@@ -18,7 +18,7 @@ use tmux_engine::bridge::{
     PageOptions, Principal, ServeOptions, Tls, Tokens, bind_unix, clean_environment,
     generate_token, validate_base_path,
 };
-use tmux_engine::registry::backend::{TmuxConfig, open_registry};
+use tmux_engine::registry::backend::{TmuxConfig, open_registry, pool_size_from_env};
 
 use super::args::{Global, SHELL_ENV};
 use super::report::{CliError, write_line};
@@ -198,7 +198,9 @@ pub(crate) async fn run(
     };
     let mut interrupts = super::run::Interrupts::register()?;
     let dir = state_dir(global)?;
-    let mut config = TmuxConfig::for_state_dir(&dir).environment(clean_environment());
+    let mut config = TmuxConfig::for_state_dir(&dir)
+        .environment(clean_environment())
+        .pool_size(pool_size_from_env());
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }

@@ -85,12 +85,20 @@ pub(crate) async fn pane_state(client: &ControlClient, pane: PaneId) -> Result<P
         })
 }
 
-/// Waits until the pane's program has exited and tmux knows its status.
+/// Waits until the pane's program has exited and tmux knows its status,
+/// with all of the pane's output routed to its subscribers by then (a raw
+/// pane's pipe is drained first, see [`ControlClient::drain_raw`]).
 ///
 /// # Errors
 /// `SERVER_GONE` when the connection closes first; `COMMAND_FAILED` when
 /// the pane disappears (its window was killed).
 pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<ExitStatus> {
+    let exit = wait_status(client, pane).await?;
+    client.drain_raw(pane).await;
+    Ok(exit)
+}
+
+async fn wait_status(client: &ControlClient, pane: PaneId) -> Result<ExitStatus> {
     let state = pane_state(client, pane).await?;
     if let Some(exit) = state.exit {
         return Ok(exit);

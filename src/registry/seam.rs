@@ -200,6 +200,14 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// The pane's process id, when the backend has one.
     fn pid(&self) -> Option<u32>;
 
+    /// Which way the terminal's output reaches the engine, for
+    /// [`TerminalSnapshot::output_path`](crate::registry::TerminalSnapshot::output_path)
+    /// (`"raw"`, `"control"`); `None` (the default) when the backend has
+    /// no such notion.
+    fn output_path(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Backend-specific data persisted in the terminal's record so that
     /// [`Backend::adopt`] can find it again, e.g. `{"socket": "/run/.../t-1"}`.
     fn locator(&self) -> serde_json::Value;

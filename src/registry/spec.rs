@@ -354,6 +354,11 @@ pub struct TerminalSnapshot {
     pub restarts: u32,
     /// When it was created, in milliseconds since the Unix epoch.
     pub created_ms: u64,
+    /// Which way its output reaches the engine, when the backend says:
+    /// `"raw"` (the pane's own bytes through its pipe) or `"control"`
+    /// (tmux's `%output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_path: Option<String>,
 }
 
 #[cfg(test)]

@@ -86,6 +86,10 @@ impl Entry {
             restart: record.spec.restart,
             restarts: self.restarts,
             created_ms: record.created_ms,
+            output_path: self
+                .presence
+                .terminal()
+                .and_then(|t| t.output_path().map(str::to_owned)),
         }
     }
 

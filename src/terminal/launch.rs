@@ -14,6 +14,7 @@ use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
 use crate::tmux::command::TmuxCommand;
+use crate::tmux::relay::RelayListener;
 use crate::tmux::server::{FirstPane, Server};
 use crate::tmux::{ServerOptions, Tmux};
 use crate::{Error, Result};
@@ -65,9 +66,23 @@ pub async fn launch(
     };
     // The first pane of a fresh server is always %0.
     let pane = PaneId(0);
+    // Listening before tmux runs the pipe's relay, which finds nobody otherwise.
+    let relay = server.raw_socket().map(RelayListener::bind).transpose()?;
+    let ready_timeout = client_opts.ready_timeout;
     let (client, mut streams) =
         ControlClient::spawn_subscribed(command, client_opts, &[(pane, subscribe)]).await?;
     let output = streams.pop().expect("one subscription was asked for");
+    if let Some(relay) = relay {
+        // `%output` of the pane is off already: the pipe is its only way.
+        let pipe = match relay.accept(ready_timeout).await {
+            Ok(pipe) => pipe,
+            Err(error) => {
+                client.detach().await;
+                return Err(error);
+            }
+        };
+        client.attach_raw(pane, pipe)?;
+    }
     let info = TmuxCommand::new("list-panes")
         .target(pane)
         .opt("-F", "#{pid} #{pane_pid}");

@@ -37,7 +37,7 @@ pub use builder::{DEFAULT_SCROLLBACK, DEFAULT_TIMEOUT, TerminalBuilder};
 pub use launch::{Parts, launch};
 
 use crate::control::PaneId;
-use crate::control::client::{ControlClient, PaneEvent, PaneStream};
+use crate::control::client::{ControlClient, OutputPath, PaneEvent, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
 use crate::screen::model::{self, SharedModel};
 use crate::screen::{IntoRegex, Screen, Within, scrollback_lines};
@@ -296,6 +296,13 @@ impl Terminal {
     /// The pane the program runs in.
     pub fn pane(&self) -> PaneId {
         self.pane
+    }
+
+    /// Which way the program's output reaches the screen model: raw
+    /// through the pane's pipe, or tmux's `%output` (see
+    /// [`ServerOptions::raw_relay`](crate::tmux::ServerOptions::raw_relay)).
+    pub fn output_path(&self) -> OutputPath {
+        self.client.output_path(self.pane)
     }
 
     /// The control client, for tmux commands the terminal does not wrap:

@@ -20,6 +20,8 @@
 //! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
 //!   parser, a pane's foreground group and input wait, session members).
 //!
+//! - [`relay`]: the raw output path's relay (`pipe-pane` -> `SCM_RIGHTS`
+//!   -> the engine), its listener and its default executable;
 //! - [`dirs`]: private directories checked like tmux checks its socket
 //!   directory (`UNSAFE_DIRECTORY` otherwise).
 //!
@@ -38,6 +40,7 @@ pub mod options;
 pub mod process;
 #[doc(hidden)]
 pub mod procfs;
+pub mod relay;
 pub(crate) mod server;
 pub(crate) mod version;
 

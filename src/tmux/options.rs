@@ -73,6 +73,13 @@ pub struct ServerOptions {
     /// Config lines appended after the engine's own, for tests. Trusted:
     /// written to the config file as they are, one line each.
     pub extra_config: Vec<String>,
+    /// The relay that carries the pane's output to the engine raw, without
+    /// control mode's escaping (see [`super::relay`]); default
+    /// [`default_relay`](super::relay::default_relay). Used by servers
+    /// a control client starts ([`Server::prepare`](super::Server::prepare));
+    /// the pipe then also keeps a fast exit's last output, in place of
+    /// [`DRAIN_PIPE`]. `None`, or a relay that cannot run: `%output`.
+    pub raw_relay: Option<PathBuf>,
     /// Where to create the server directory. `None`: `$TMUX_ENGINE_RUNTIME_DIR`,
     /// else `$XDG_RUNTIME_DIR` when it is a writable directory, else `/tmp`.
     pub runtime_dir: Option<PathBuf>,
@@ -92,6 +99,7 @@ impl Default for ServerOptions {
             drain_on_exit: true,
             session: "main".to_owned(),
             extra_config: Vec::new(),
+            raw_relay: super::relay::default_relay(),
             runtime_dir: None,
         }
     }
@@ -141,6 +149,7 @@ setters!(ServerOptions {
     drain_on_exit: bool,
     session: String,
     extra_config: Vec<String>,
+    raw_relay: Option<PathBuf>,
     runtime_dir: Option<PathBuf>,
 });
 
@@ -286,6 +295,13 @@ pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
 /// [`ServerOptions::drain_on_exit`]); re-apply it after `respawn-pane`.
 pub const DRAIN_PIPE: &str = "exec cat >/dev/null";
 
+/// `pipe-pane -t PANE -- DRAIN_PIPE`: the drain put back on a pane whose
+/// pipe may be a dead engine's raw relay (an adopted server), replacing
+/// whatever pipe it has.
+pub fn rearm_drain(pane: impl std::fmt::Display) -> TmuxCommand {
+    TmuxCommand::new("pipe-pane").target(pane).arg(DRAIN_PIPE)
+}
+
 /// `pipe-pane -o -t TARGET -- DRAIN_PIPE` (see [`ServerOptions::drain_on_exit`]).
 fn drain(target: impl std::fmt::Display) -> TmuxCommand {
     TmuxCommand::new("pipe-pane")
@@ -346,10 +362,18 @@ pub(super) enum StartMode {
 }
 
 /// `new-session [-d -P -F FMT] ... -- CMD ; set-option -w -t =NAME: window-size manual`.
+///
+/// With `raw` (a relay's pipe command, see [`super::relay`]) the pipe is
+/// the relay instead of the drain, and the control client's `%output` for
+/// the pane is turned off in the same command list: both before tmux reads
+/// the pane's first byte, so the pipe carries all of it and control mode
+/// none (turning `%output` off later, with output queued, would make tmux
+/// 3.3a skip the queue's offset and abort in `control_append_data`).
 pub(super) fn start_argv(
     opts: &ServerOptions,
     target: &str,
     mode: StartMode,
+    raw: Option<&str>,
 ) -> Result<Vec<OsString>> {
     let mut new = TmuxCommand::new("new-session");
     if mode == StartMode::Detached {
@@ -364,7 +388,17 @@ pub(super) fn start_argv(
         new = new.flag("-P").opt("-F", START_FORMAT);
     }
     let mut argv = program_args(new, opts)?.argv().to_vec();
-    if opts.drain_on_exit {
+    if let Some(relay) = raw {
+        let pipe = TmuxCommand::new("pipe-pane")
+            .target(format!("{target}:"))
+            .arg(relay);
+        // The first pane of a fresh server is %0.
+        let off = TmuxCommand::new("refresh-client").opt("-A", "%0:off");
+        for command in [pipe, off] {
+            argv.push(OsString::from(";"));
+            argv.extend_from_slice(command.argv());
+        }
+    } else if opts.drain_on_exit {
         argv.push(OsString::from(";"));
         argv.extend_from_slice(drain(format!("{target}:")).argv());
     }
@@ -463,7 +497,7 @@ mod tests {
             env: vec![("K".into(), "v;".into())],
             ..Default::default()
         };
-        let argv = start_argv(&opts, "=s#1", StartMode::Detached).expect("valid");
+        let argv = start_argv(&opts, "=s#1", StartMode::Detached, None).expect("valid");
         let text: Vec<_> = argv.iter().map(|a| a.to_str().expect("utf8")).collect();
         assert_eq!(
             text,
@@ -512,7 +546,7 @@ mod tests {
             cwd: Some("/tmp".into()),
             ..Default::default()
         };
-        let start = start_argv(&opts, "=main", StartMode::Control).expect("valid");
+        let start = start_argv(&opts, "=main", StartMode::Control, None).expect("valid");
         // After `new-session -s main -x 80 -y 24`, up to the first `;`.
         let end = start.iter().position(|a| a == ";").expect("chained");
         let (respawn, drain) = respawn_commands(&opts, "%0").expect("valid");

@@ -65,6 +65,8 @@ pub struct Server {
     /// The first pane's program with its start time (pid 0 until started).
     pane_process: ProcessId,
     size: Size,
+    /// See [`Server::raw_socket`].
+    raw_socket: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -197,7 +199,14 @@ impl Server {
         check_socket_path(handle.socket())?;
         write_config(handle.config(), &config_text(&opts)?)?;
 
-        let argv = start_argv(&opts, handle.session(), mode)?;
+        // A relay only where a control client starts the server: it is the
+        // engine process that must be listening when tmux runs the pipe.
+        let raw_socket = dir.path().join(super::relay::RAW_SOCKET);
+        let raw = match (&opts.raw_relay, mode) {
+            (Some(relay), StartMode::Control) => super::relay::pipe_command(relay, &raw_socket),
+            _ => None,
+        };
+        let argv = start_argv(&opts, handle.session(), mode, raw.as_deref())?;
         // Owned from here on, before tmux runs: if starting fails or the
         // caller's future is dropped, `kill` or `Drop` stops whatever did
         // start (by socket; the pid is not known yet) and removes the
@@ -212,8 +221,17 @@ impl Server {
             },
             pane_process: ProcessId::default(),
             size: opts.size,
+            raw_socket: raw.map(|_| raw_socket),
         };
         Ok((server, argv, (opts.server_env, opts.clear_env)))
+    }
+
+    /// Where the pane's raw output relay connects (see
+    /// [`relay`](super::relay)), when the start command pipes the pane to
+    /// one: the engine must listen there before the command runs. `None`:
+    /// the pane's output rides `%output`.
+    pub fn raw_socket(&self) -> Option<&Path> {
+        self.raw_socket.as_deref()
     }
 
     /// The socket path (`tmux -S`).

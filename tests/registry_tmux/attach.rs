@@ -90,11 +90,13 @@ async fn a_stalled_viewer_gets_one_snapshot_then_live_bytes() {
             // The last `read` keeps the program alive after "live": its
             // exit could race the echo, which tmux drops when the pane dies
             // before it sent it (docs/tmux-quirks.md, the exit tail).
-            sh("read go; seq 1 30000; echo mid-$((1+1)); read x; echo end-$((2+2)); read y; read z")
+            // Enough output to overflow the queue whatever the chunking:
+            // the raw path carries up to 64 KiB per event.
+            sh("read go; seq 1 400000; echo mid-$((1+1)); read x; echo end-$((2+2)); read y; read z")
                 .name("seq"),
         )
         .await;
-        let config = AttacherConfig::default().viewer_queue(64);
+        let config = AttacherConfig::default().viewer_queue(8);
         let attacher = Attacher::with_config(env.registry.clone(), config);
         let open = AttachOptions::default;
         let mut fast = attacher.attach(&env.owner, "seq", open()).await.unwrap();
@@ -114,7 +116,7 @@ async fn a_stalled_viewer_gets_one_snapshot_then_live_bytes() {
             .count();
         assert_eq!(snapshots, 1, "{events:?}");
         assert!(
-            events.len() <= 64 + 1 + 8,
+            events.len() <= 8 + 1 + 8,
             "bounded: {} events",
             events.len()
         );

@@ -11,6 +11,7 @@ mod hardening;
 mod lifecycle;
 mod liveness;
 mod old_records;
+mod pool;
 mod send;
 
 use std::path::{Path, PathBuf};

@@ -108,7 +108,14 @@ pub(super) async fn connection(
     shared: Arc<ListenShared>,
 ) {
     match stream {
-        Stream::Tcp(stream) => secure(stream, permit, shared).await,
+        Stream::Tcp(stream) => {
+            // A keystroke's echo is one small frame: Nagle would hold it
+            // back for the client's delayed ACK (up to 40 ms on Linux).
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "setting TCP_NODELAY");
+            }
+            secure(stream, permit, shared).await
+        }
         Stream::Unix(stream) => secure(stream, permit, shared).await,
     }
 }

@@ -24,6 +24,7 @@
 //! must not know how the server was started: it takes a ready `Command`.
 
 pub(crate) mod handshake;
+mod raw;
 mod reader;
 mod stream;
 mod write;
@@ -130,6 +131,32 @@ setters!(ClientOptions {
     input_dir: Option<PathBuf>,
 });
 
+/// Which way a pane's output reaches the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OutputPath {
+    /// `%output` lines of control mode, `\ooo`-escaped by tmux.
+    Control,
+    /// The pane's raw bytes from its `pipe-pane` socket.
+    Raw,
+}
+
+impl OutputPath {
+    /// `"control"` or `"raw"`: the name snapshots and JSON use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputPath::Control => "control",
+            OutputPath::Raw => "raw",
+        }
+    }
+}
+
+impl std::fmt::Display for OutputPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A handle on a live control connection. Cheap to clone; the connection
 /// detaches when the last handle is dropped.
 #[derive(Clone)]
@@ -181,6 +208,8 @@ struct State {
     /// channel is fed under this lock, so FIFO order is write order.
     pending: VecDeque<Pending>,
     routes: Routes,
+    /// Panes whose output comes from a raw pipe (`raw.rs`), not `%output`.
+    raw: std::collections::HashMap<PaneId, raw::RawLink>,
     closed: Option<String>,
 }
 
@@ -295,6 +324,7 @@ impl ControlClient {
             state: Mutex::new(State {
                 pending: VecDeque::new(),
                 routes: Routes::default(),
+                raw: std::collections::HashMap::new(),
                 closed: None,
             }),
             writer,
@@ -431,6 +461,53 @@ impl ControlClient {
     /// handling; the stream ends when the connection closes.
     pub fn subscribe_pane(&self, pane: PaneId, opts: SubscribeOptions) -> PaneStream {
         PaneStream::new(&self.shared, pane, opts)
+    }
+
+    /// Takes `pane`'s output from `source` from now on: a stream socket
+    /// carrying the pane's bytes exactly, as tmux's `pipe-pane` writes them
+    /// (handed over by the relay, see [`crate::tmux::relay`]). The caller
+    /// has turned `%output` off for the pane in the same tmux command list
+    /// that started the pipe, so each byte comes one way only. Subscribers
+    /// see no difference; [`output_path`](Self::output_path) tells.
+    ///
+    /// # Errors
+    /// `SERVER_GONE` once the connection is closed; `IO` when the socket
+    /// cannot be registered with the runtime.
+    pub fn attach_raw(&self, pane: PaneId, source: std::os::fd::OwnedFd) -> Result<()> {
+        let mut state = self.shared.lock();
+        if state.closed.is_some() {
+            drop(state);
+            return Err(self.gone_error());
+        }
+        let link = raw::start(&self.shared, self._guard.0.clone(), pane, source)
+            .map_err(|e| Error::io("reading the raw output pipe", e))?;
+        state.raw.insert(pane, link);
+        Ok(())
+    }
+
+    /// Which way `pane`'s output reaches this client.
+    pub fn output_path(&self, pane: PaneId) -> OutputPath {
+        if self.shared.lock().raw.contains_key(&pane) {
+            OutputPath::Raw
+        } else {
+            OutputPath::Control
+        }
+    }
+
+    /// Routes to `pane`'s subscribers every byte tmux has written to the
+    /// pane's raw pipe so far; returns at once for a pane on `%output`,
+    /// whose bytes are routed in order with the replies already. Called by
+    /// whoever learned through control mode that the pane died, before
+    /// reporting it: tmux calls a piped pane dead only once the pipe has
+    /// all of its output, so after this nothing of it is missing.
+    pub async fn drain_raw(&self, pane: PaneId) {
+        let flush = self.shared.lock().raw.get(&pane).map(|l| l.flush.clone());
+        let Some(flush) = flush else { return };
+        let (ack, done) = oneshot::channel();
+        if flush.send(ack).await.is_ok() {
+            // Dropped unanswered only when the reader stopped: nothing to wait for.
+            let _ = done.await;
+        }
     }
 
     /// Every notification (output included) as a broadcast: a receiver that
@@ -592,6 +669,9 @@ impl ClientShared {
 
     /// Applies routing effects that need no await: pauses, lag watchers.
     fn apply_locked(self: &Arc<Self>, state: &mut State, fx: &mut Effects) {
+        // Pausing only stops `%output`: a raw pane's pipe keeps flowing
+        // and its reader keeps draining it.
+        fx.pause.retain(|pane| !state.raw.contains_key(pane));
         if self.opts.pane_pause {
             for pane in fx.pause.drain(..) {
                 debug!(%pane, "every subscriber lags: pausing the pane");

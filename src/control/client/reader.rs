@@ -316,19 +316,24 @@ impl Reader {
         }
     }
 
-    /// Waits for [`Delivery::Lossless`] subscribers to take their events,
-    /// unless the client is detaching: a subscriber that stopped reading
-    /// must not keep a detach (and everyone awaiting it) waiting forever.
-    ///
-    /// [`Delivery::Lossless`]: super::Delivery::Lossless
     async fn deliver_blocking(&self, fx: Effects) {
-        for (tx, event) in fx.blocking {
-            // A dropped receiver just means nobody wants it any more.
-            tokio::select! {
-                _ = tx.send(event) => {}
-                () = self.cancel.cancelled() => {
-                    debug!("detaching: dropping output a lossless subscriber did not take");
-                }
+        deliver_blocking(fx, &self.cancel).await;
+    }
+}
+
+/// Waits for [`Delivery::Lossless`] subscribers to take their events,
+/// unless the client is detaching (`cancel`): a subscriber that stopped
+/// reading must not keep a detach (and everyone awaiting it) waiting
+/// forever.
+///
+/// [`Delivery::Lossless`]: super::Delivery::Lossless
+pub(super) async fn deliver_blocking(fx: Effects, cancel: &CancellationToken) {
+    for (tx, event) in fx.blocking {
+        // A dropped receiver just means nobody wants it any more.
+        tokio::select! {
+            _ = tx.send(event) => {}
+            () = cancel.cancelled() => {
+                debug!("detaching: dropping output a lossless subscriber did not take");
             }
         }
     }

@@ -46,6 +46,29 @@ pub struct TmuxConfig {
     /// inheriting the engine's: a long-lived server process (the web
     /// bridge) must not hand its own secrets to the shells it spawns.
     pub environment: Option<Vec<(OsString, OsString)>>,
+    /// Servers kept started ahead of spawns (see `pool.rs`): a spawn then
+    /// respawns its program into one instead of starting tmux. Default 0:
+    /// every command-line call opens a backend, and a pool is worth its
+    /// servers only in a long-lived process (`serve` takes
+    /// [`pool_size_from_env`]). The pool fills after the first spawn.
+    pub pool_size: usize,
+}
+
+/// The warm pool size of a long-lived process such as `serve`, when
+/// [`POOL_ENV`] asks for a pool without a number.
+pub const DEFAULT_POOL_SIZE: usize = 2;
+/// `TMUX_ENGINE_POOL=N`: the warm pool size of `serve` (opt-in: a server
+/// started ahead by a process that is then SIGKILLed comes up after its
+/// owner is gone, and stays until a later engine's reap).
+pub const POOL_ENV: &str = "TMUX_ENGINE_POOL";
+
+/// The pool size [`POOL_ENV`] asks for: its number, [`DEFAULT_POOL_SIZE`]
+/// for any other non-empty value, 0 when unset or empty.
+pub fn pool_size_from_env() -> usize {
+    match std::env::var(POOL_ENV) {
+        Ok(value) if !value.is_empty() => value.parse().unwrap_or(DEFAULT_POOL_SIZE),
+        _ => 0,
+    }
 }
 
 impl TmuxConfig {
@@ -63,6 +86,7 @@ impl TmuxConfig {
             reap_grace: Duration::from_secs(60),
             state_dir: None,
             environment: None,
+            pool_size: 0,
         }
     }
 
@@ -130,6 +154,13 @@ impl TmuxConfig {
     #[must_use]
     pub fn environment(mut self, vars: Vec<(OsString, OsString)>) -> Self {
         self.environment = Some(vars);
+        self
+    }
+
+    /// Sets the warm pool's size (see [`TmuxConfig::pool_size`]).
+    #[must_use]
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
         self
     }
 

@@ -26,6 +26,7 @@ mod lifetime;
 mod link;
 mod locator;
 mod pages;
+mod pool;
 mod reap;
 mod records;
 mod send;
@@ -38,8 +39,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tracing::{debug, warn};
 
-pub use config::TmuxConfig;
 use config::server_options;
+pub use config::{DEFAULT_POOL_SIZE, POOL_ENV, TmuxConfig, pool_size_from_env};
 pub use locator::TmuxLocator;
 use records::adopted_pane;
 pub use terminal::TmuxTerminal;
@@ -56,7 +57,7 @@ use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
-use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
+use crate::tmux::options::{MARK_OPTION, MARK_VALUE, rearm_drain};
 use crate::tmux::{ServerHandle, Tmux};
 use crate::tmux::{dirs, process};
 use crate::{Error, Result};
@@ -81,6 +82,8 @@ pub const STATE_OPTION: &str = "@tmux-engine-state";
 pub struct TmuxBackend {
     tmux: Arc<Tmux>,
     config: Arc<TmuxConfig>,
+    /// Pre-started servers, when `config.pool_size` asks for them.
+    pool: Arc<pool::Pool>,
 }
 
 /// Opens a registry on `state_dir` with the tmux backend configured by
@@ -136,10 +139,18 @@ impl TmuxBackend {
 
     /// A backend using `tmux`.
     pub fn with_tmux(tmux: Arc<Tmux>, config: TmuxConfig) -> Self {
+        let config = Arc::new(config);
         TmuxBackend {
+            pool: pool::Pool::new(Arc::clone(&tmux), Arc::clone(&config)),
             tmux,
-            config: Arc::new(config),
+            config,
         }
+    }
+
+    /// How many pre-started servers wait for a spawn (see
+    /// [`TmuxConfig::pool_size`]).
+    pub fn pooled(&self) -> usize {
+        self.pool.ready()
     }
 
     /// The config.
@@ -162,6 +173,34 @@ impl TmuxBackend {
 
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
+        if self.config.pool_size > 0 {
+            let taken = tokio::select! {
+                taken = self.pool.take(&request.id, &request.spec) => taken?,
+                () = request.cancel.cancelled() => {
+                    return Err(Error::Cancelled(format!("spawn of terminal {}", request.id)));
+                }
+            };
+            if let Some(taken) = taken {
+                let TerminalParts {
+                    server,
+                    client,
+                    pane,
+                    output: stream,
+                    ..
+                } = taken.parts;
+                return Ok(TmuxTerminal::start(Parts {
+                    id: request.id,
+                    spec: request.spec,
+                    config: Arc::clone(&self.config),
+                    client,
+                    pane,
+                    server: server.into_detached(),
+                    pane_process: taken.pane_process,
+                    status: TerminalStatus::Running,
+                    stream,
+                }));
+            }
+        }
         let opts = server_options(&self.config, &request.id, &request.spec)?
             .for_terminal(&self.tmux, None)?;
         let start = launch(
@@ -284,6 +323,14 @@ impl TmuxBackend {
         };
         if let Some(pid) = state.server_pid {
             handle.set_pid(pid);
+        }
+        if !state.dead {
+            // The pipe may be the previous engine's raw relay, whose reader
+            // died with it: a drain of our own keeps a fast exit's tail on
+            // the screen (this client's output rides `%output`).
+            if let Err(error) = client.command(&rearm_drain(pane)).await {
+                debug!(terminal = %record.id, %error, "re-arming the drain pipe on adoption");
+            }
         }
         let exit = match state.exit {
             // Dead without a status: tmux 3.3a lost the pane's SIGCHLD (its

@@ -180,6 +180,10 @@ impl BackendTerminal for TmuxTerminal {
         self.shared.lock().pane_process.map(|pane| pane.pid)
     }
 
+    fn output_path(&self) -> Option<&'static str> {
+        Some(self.shared.client.output_path(self.shared.pane).as_str())
+    }
+
     fn locator(&self) -> serde_json::Value {
         // The unlocked copy of the handle: a `close` in flight holds the
         // other, and the record must still name the directory.

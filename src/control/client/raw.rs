@@ -1,0 +1,164 @@
+//! A pane's raw output: the task that reads tmux's `pipe-pane` socket
+//! (handed over by the relay, see [`crate::tmux::relay`]) and routes its
+//! bytes exactly as the reader routes `%output`.
+//!
+//! It always drains: a subscriber that falls behind is skipped and
+//! resynced by `subscribe`'s flow control, never waited for (except a
+//! [`Delivery::Lossless`] one, who asked for it), so a stalled viewer never
+//! leaves bytes in tmux, whose pipe buffer has no bound. Pausing the pane in
+//! tmux would quiet nothing here (it only stops `%output`), so raw panes are
+//! never paused.
+//!
+//! Ordering with the control stream: the pane's exit is known through
+//! control mode, and tmux calls a piped pane dead only once its pipe buffer
+//! is written to the socket. So whoever learns the pane died asks
+//! [`drain`](super::ControlClient::drain_raw) for everything the socket
+//! holds and gets it routed before the exit is reported.
+//!
+//! [`Delivery::Lossless`]: super::Delivery::Lossless
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use super::ClientShared;
+use super::reader::deliver_blocking;
+use crate::control::subscribe::Effects;
+use crate::control::{Notification, PaneId};
+
+/// Bytes read per call at most: as much as a `%output` line carries.
+const CHUNK: usize = 64 * 1024;
+/// Room an idle pane's reader keeps: a terminal that prints little costs
+/// little; the room doubles up to [`CHUNK`] while reads fill it.
+const FIRST_CHUNK: usize = 4 * 1024;
+
+/// A request to route everything the socket holds now; answered once done.
+pub(super) type Flush = oneshot::Sender<()>;
+
+/// The routing state's link to a raw pane's reader task.
+#[derive(Debug)]
+pub(super) struct RawLink {
+    pub(super) flush: mpsc::Sender<Flush>,
+}
+
+/// Starts the reader of `source`, a stream socket carrying `pane`'s bytes.
+pub(super) fn start(
+    shared: &Arc<ClientShared>,
+    cancel: CancellationToken,
+    pane: PaneId,
+    source: OwnedFd,
+) -> std::io::Result<RawLink> {
+    let std = std::os::unix::net::UnixStream::from(source);
+    std.set_nonblocking(true)?;
+    let stream = UnixStream::from_std(std)?;
+    // One flush at a time is enough: each drains everything there is.
+    let (flush, flushes) = mpsc::channel(16);
+    shared
+        .tasks
+        .spawn(read_raw(shared.clone(), cancel, pane, stream, flushes));
+    Ok(RawLink { flush })
+}
+
+async fn read_raw(
+    shared: Arc<ClientShared>,
+    cancel: CancellationToken,
+    pane: PaneId,
+    stream: UnixStream,
+    mut flushes: mpsc::Receiver<Flush>,
+) {
+    let mut buf = BytesMut::new();
+    let mut room = FIRST_CHUNK;
+    loop {
+        make_room(&mut buf, room);
+        tokio::select! {
+            biased;
+            () = shared.ended.cancelled() => break,
+            Some(ack) = flushes.recv() => {
+                let open = drain_now(&shared, &cancel, pane, &stream, &mut buf).await;
+                let _ = ack.send(());
+                if !open {
+                    break;
+                }
+            }
+            ready = stream.readable() => {
+                let read = ready.and_then(|()| stream.try_read_buf(&mut buf));
+                match read {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if n >= room {
+                            room = (room * 2).min(CHUNK);
+                        }
+                        route(&shared, &cancel, pane, buf.split().freeze()).await;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => {
+                        debug!(%pane, error = %e, "reading the raw output pipe");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    // The pipe is closed (the pane is gone, or the connection is): nothing
+    // more can come, so later flushes have nothing to wait for.
+    shared.lock().raw.remove(&pane);
+    flushes.close();
+    while let Ok(ack) = flushes.try_recv() {
+        let _ = ack.send(());
+    }
+}
+
+fn make_room(buf: &mut BytesMut, room: usize) {
+    if buf.capacity() - buf.len() < room {
+        buf.reserve(room);
+    }
+}
+
+/// Routes everything the socket holds, without waiting for more; false
+/// once the pipe is closed.
+async fn drain_now(
+    shared: &Arc<ClientShared>,
+    cancel: &CancellationToken,
+    pane: PaneId,
+    stream: &UnixStream,
+    buf: &mut BytesMut,
+) -> bool {
+    loop {
+        make_room(buf, CHUNK);
+        match stream.try_read_buf(buf) {
+            Ok(0) => return false,
+            Ok(_) => route(shared, cancel, pane, buf.split().freeze()).await,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Routes one chunk as the reader routes a `%output` line, and shows it to
+/// the notification broadcast, where event printers expect output.
+async fn route(shared: &Arc<ClientShared>, cancel: &CancellationToken, pane: PaneId, data: Bytes) {
+    let mut fx = Effects::default();
+    {
+        let mut state = shared.lock();
+        if state.closed.is_some() {
+            return;
+        }
+        state.routes.output(pane, &data, &mut fx);
+        shared.apply_locked(&mut state, &mut fx);
+    }
+    deliver_blocking(fx, cancel).await;
+    if let Some(events) = shared
+        .events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        && events.receiver_count() > 0
+    {
+        let _ = events.send(Notification::Output { pane, data });
+    }
+}

@@ -1,0 +1,222 @@
+//! A warm pool of pre-started servers: a spawn takes one and
+//! `respawn-pane -k`s its program into it instead of starting tmux.
+//!
+//! Each pooled server is a whole private server (its own directory,
+//! socket, control client, raw output pipe) started with the backend's
+//! options and a placeholder program that prints nothing (`cat`, reading
+//! a pty nobody types into). A spawn takes one out for good: it is
+//! stamped with the terminal's id, sized, and respawned with the spec's
+//! program, cwd and environment through the same
+//! [`respawn_commands`] as a restart. So a pooled server is never shared
+//! (one terminal each, whoever its owner) and never reused after a
+//! terminal ran in it. Taken servers are replaced in the background.
+//!
+//! A pooled server carries the backend's marks with a placeholder id that
+//! no record names, so a later engine's reap removes it like any other
+//! unclaimed server; it is no terminal (no record), so nothing lists it.
+//! Dropping the pool kills the servers it holds.
+//!
+//! A spec the pool cannot serve (server-level options a respawn cannot
+//! change: another shell, environment, history, size of the server...)
+//! starts fresh, as without a pool.
+
+use std::sync::{Arc, Mutex, Weak};
+
+use tracing::debug;
+
+use super::config::server_options;
+use super::{ID_OPTION, SESSION};
+use crate::control::client::ClientOptions;
+use crate::control::pane_exit::pane_state;
+use crate::control::subscribe::SubscribeOptions;
+use crate::registry::{SpawnSpec, TerminalId};
+use crate::terminal::{Parts, launch};
+use crate::tmux::command::{TmuxCommand, resize_window};
+use crate::tmux::options::respawn_commands;
+use crate::tmux::{ProcessId, ServerOptions, Tmux};
+use crate::{Error, Result};
+
+use super::config::TmuxConfig;
+
+/// The placeholder id of a pooled server: of a minted id's form (reap
+/// reads it), with a time no minted id has, so no record ever names it.
+const POOL_ID: &str = "t-0-0000000000000000";
+
+/// The servers started ahead of spawns.
+#[derive(Debug)]
+pub(super) struct Pool {
+    tmux: Arc<Tmux>,
+    config: Arc<TmuxConfig>,
+    state: Mutex<PoolState>,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    /// Oldest first: taken first, so none waits forever.
+    ready: std::collections::VecDeque<Parts>,
+    /// Starts under way.
+    starting: usize,
+}
+
+/// A pooled server turned into a terminal's.
+pub(super) struct Taken {
+    /// The server, client and subscribed pane, the program respawned in it.
+    pub parts: Parts,
+    /// The spec's program (the placeholder's pid is gone).
+    pub pane_process: Option<ProcessId>,
+}
+
+impl Pool {
+    pub(super) fn new(tmux: Arc<Tmux>, config: Arc<TmuxConfig>) -> Arc<Pool> {
+        Arc::new(Pool {
+            tmux,
+            config,
+            state: Mutex::new(PoolState::default()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many servers are ready to be taken.
+    pub(super) fn ready(&self) -> usize {
+        self.lock().ready.len()
+    }
+
+    /// The options every pooled server is started with.
+    fn options(&self) -> Result<ServerOptions> {
+        let id = TerminalId::parse(POOL_ID)?;
+        let spec = SpawnSpec::new().command(["cat"]);
+        server_options(&self.config, &id, &spec)?.for_terminal(&self.tmux, None)
+    }
+
+    /// Starts servers in the background until `config.pool_size` are ready
+    /// or starting. Needs a tokio runtime; does nothing without one.
+    pub(super) fn refill(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let missing = {
+            let mut state = self.lock();
+            let have = state.ready.len() + state.starting;
+            let missing = self.config.pool_size.saturating_sub(have);
+            state.starting += missing;
+            missing
+        };
+        for _ in 0..missing {
+            let pool = Arc::downgrade(self);
+            let (tmux, opts) = (Arc::clone(&self.tmux), self.options());
+            runtime.spawn(start_one(pool, tmux, opts));
+        }
+    }
+
+    /// A ready server with `spec`'s program respawned into it, or `None`
+    /// when none is ready or the spec needs what a respawn cannot give
+    /// (the caller then starts fresh). Refills in the background either way.
+    ///
+    /// # Errors
+    /// The respawn's failure (the taken server is killed by then).
+    pub(super) async fn take(
+        self: &Arc<Self>,
+        id: &TerminalId,
+        spec: &SpawnSpec,
+    ) -> Result<Option<Taken>> {
+        let wanted = server_options(&self.config, id, spec)?.for_terminal(&self.tmux, None)?;
+        if !self.serves(&wanted)? {
+            return Ok(None);
+        }
+        let parts = self.lock().ready.pop_front();
+        self.refill();
+        let Some(parts) = parts else { return Ok(None) };
+        match into_terminal(&parts, id, &wanted).await {
+            Ok(pane_process) => Ok(Some(Taken {
+                parts,
+                pane_process,
+            })),
+            Err(error) => {
+                let _ = parts.server.kill().await;
+                parts.client.detach().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Whether a pooled server started with the pool's options becomes one
+    /// started with `wanted` by a respawn (program, cwd, env) and a resize.
+    fn serves(&self, wanted: &ServerOptions) -> Result<bool> {
+        let pool = self.options()?;
+        // The id mark is set on take; everything else must match.
+        let config = |opts: &ServerOptions| -> Vec<String> {
+            opts.extra_config
+                .iter()
+                .filter(|line| !line.contains(ID_OPTION))
+                .cloned()
+                .collect()
+        };
+        Ok(pool.shell == wanted.shell
+            && pool.server_env == wanted.server_env
+            && pool.clear_env == wanted.clear_env
+            && pool.history_limit == wanted.history_limit
+            && pool.drain_on_exit == wanted.drain_on_exit
+            && pool.raw_relay == wanted.raw_relay
+            && pool.session == wanted.session
+            && pool.runtime_dir == wanted.runtime_dir
+            && config(&pool) == config(wanted))
+    }
+}
+
+async fn start_one(pool: Weak<Pool>, tmux: Arc<Tmux>, opts: Result<ServerOptions>) {
+    let started = match opts {
+        Ok(opts) => {
+            launch(
+                tmux,
+                opts,
+                ClientOptions::default(),
+                SubscribeOptions::default(),
+            )
+            .await
+        }
+        Err(error) => Err(error),
+    };
+    let Some(pool) = pool.upgrade() else {
+        // The pool is gone: so is what it started (dropping kills).
+        return;
+    };
+    let mut state = pool.lock();
+    state.starting = state.starting.saturating_sub(1);
+    match started {
+        Ok(parts) => state.ready.push_back(parts),
+        // No retry loop: the next take refills again.
+        Err(error) => debug!(%error, "starting a pooled server"),
+    }
+}
+
+/// Stamps the server with `id`, sizes its window and respawns `wanted`'s
+/// program into the pane; the new program's process.
+async fn into_terminal(
+    parts: &Parts,
+    id: &TerminalId,
+    wanted: &ServerOptions,
+) -> Result<Option<ProcessId>> {
+    let client = &parts.client;
+    let pane = parts.pane;
+    let mark = TmuxCommand::new("set-option")
+        .flag("-s")
+        .arg(ID_OPTION)
+        .arg(id.as_str());
+    client.command(&mark).await?;
+    client.command(&resize_window(pane, wanted.size)).await?;
+    // The pipe (raw or drain) survives a respawn: the new program's first
+    // byte takes the same way as the placeholder's would have.
+    let (respawn, _) = respawn_commands(wanted, pane)?;
+    client.command(&respawn).await?;
+    let state = pane_state(client, pane).await?;
+    if state.dead && state.pid.is_none() {
+        return Err(Error::ServerGone {
+            reason: format!("pooled server of terminal {id}: the program did not start"),
+        });
+    }
+    debug!(terminal = %id, session = SESSION, "spawned into a pooled server");
+    Ok(state.pid.and_then(|pid| ProcessId::now(pid).known()))
+}

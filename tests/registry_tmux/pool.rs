@@ -1,0 +1,109 @@
+//! The warm pool: spawns respawned into pre-started servers, each used by
+//! one terminal only, refilled, and nothing left once the backend goes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tmux_engine::registry::backend::{TmuxBackend, TmuxConfig};
+use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig};
+
+use super::{WAIT, assert_clean, runtime, server_dirs, sh};
+use crate::support::{poll, tmux, within};
+
+#[tokio::test]
+async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend() {
+    within(async {
+        let dir = crate::support::test_dir();
+        let rt = runtime(dir.path());
+        let config = TmuxConfig::new(&rt)
+            .shell("/bin/sh")
+            .reap_grace(Duration::ZERO)
+            .pool_size(2)
+            .with_state_dir(dir.path().join("state"));
+        let tmux_backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+        let backend: Arc<dyn Backend> = tmux_backend.clone();
+        let (registry, _) = Registry::open_with(
+            RegistryConfig::default().state_dir(dir.path().join("state")),
+            backend,
+        )
+        .await
+        .unwrap();
+        let alice = OwnerId::new("alice").unwrap();
+        let bob = OwnerId::new("bob").unwrap();
+        // The first spawn starts fresh and fills the pool behind it.
+        registry
+            .owner(&alice)
+            .spawn(sh("echo first; exec cat").name("first"))
+            .await
+            .unwrap();
+        poll("the pool to fill", WAIT, || async {
+            (tmux_backend.pooled() == 2).then_some(())
+        })
+        .await;
+        assert_eq!(server_dirs(&rt).len(), 3);
+        let pooled = server_dirs(&rt);
+        // Two owners take one pooled server each, with their own program,
+        // environment, cwd and size.
+        let mut ids = Vec::new();
+        for (owner, word) in [(&alice, "alpha"), (&bob, "bravo")] {
+            let spec = sh("echo \"$WORD:$(pwd)\"; exec cat")
+                .name(word)
+                .env("WORD", word)
+                .cwd("/tmp")
+                .size(100, 30);
+            let snapshot = registry.owner(owner).spawn(spec).await.unwrap();
+            let screen = poll("the pooled program's output", WAIT, || async {
+                let screen = registry.owner(owner).screen(word).await.unwrap();
+                screen.contains(&format!("{word}:/tmp")).then_some(screen)
+            })
+            .await;
+            assert_eq!((screen.size().cols, screen.size().rows), (100, 30));
+            assert!(snapshot.pid.is_some());
+            ids.push(snapshot.id);
+        }
+        // Neither of them started a server of its own: they run in the
+        // servers that were waiting, and refills are new servers.
+        poll("the pool to refill", WAIT, || async {
+            (tmux_backend.pooled() == 2).then_some(())
+        })
+        .await;
+        assert_eq!(server_dirs(&rt).len(), 5);
+        // The two servers that were waiting now carry the two terminals'
+        // ids: the spawns ran in them, one each.
+        let now = server_dirs(&rt);
+        assert!(pooled.iter().all(|dir| now.contains(dir)));
+        let mut stamped: Vec<String> = pooled
+            .iter()
+            .map(|dir| id_mark(dir))
+            .filter(|id| ids.iter().any(|t| t.as_str() == id))
+            .collect();
+        stamped.sort();
+        let mut want: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
+        want.sort();
+        assert_eq!(stamped, want);
+        // Pooled servers are no terminals.
+        assert_eq!(registry.owner(&alice).list().await.unwrap().len(), 2);
+        assert_eq!(registry.owner(&bob).list().await.unwrap().len(), 1);
+        // A killed terminal's server goes; it is not put back.
+        assert!(registry.owner(&bob).kill("bravo").await.unwrap());
+        poll("the killed terminal's server to go", WAIT, || async {
+            (server_dirs(&rt).len() == 4).then_some(())
+        })
+        .await;
+        registry.dispose().await.unwrap();
+        drop((registry, tmux_backend));
+        assert_clean(&rt).await;
+    })
+    .await;
+}
+
+/// The `@tmux-engine-id` a server carries.
+fn id_mark(dir: &std::path::Path) -> String {
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(dir.join("tmux.sock"))
+        .args(["show-options", "-sv", "@tmux-engine-id"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
