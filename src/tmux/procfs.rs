@@ -189,13 +189,14 @@ pub(crate) fn foreground_group(pane: impl Into<ProcessId>) -> Option<i32> {
 mod nr {
     pub const READ: i64 = 0;
     pub const READV: i64 = 19;
-    pub const WAITS: &[i64] = &[7, 23, 270, 271]; // poll select pselect6 ppoll
+    // poll select pselect6 ppoll epoll_wait epoll_pwait epoll_pwait2
+    pub const WAITS: &[i64] = &[7, 23, 270, 271, 232, 281, 441];
 }
 #[cfg(target_arch = "aarch64")]
 mod nr {
     pub const READ: i64 = 63;
     pub const READV: i64 = 65;
-    pub const WAITS: &[i64] = &[72, 73]; // pselect6 ppoll
+    pub const WAITS: &[i64] = &[72, 73, 22, 441]; // pselect6 ppoll epoll_pwait epoll_pwait2
 }
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod nr {
@@ -213,7 +214,9 @@ mod nr {
 /// must be asleep (`S`), and either
 /// - `/proc/PID/syscall` shows it in `read`/`readv` on a terminal fd
 ///   (`/dev/pts/*`), or in `poll`/`select`/`pselect6`/`ppoll` (how line
-///   editors such as readline wait for a key), or
+///   editors such as readline wait for a key) or `epoll_wait` and its
+///   kin (how event-loop programs wait: Node, and TUIs on mio/crossterm,
+///   whose main thread is the one `/proc/PID/syscall` shows), or
 /// - where `syscall` is unreadable (ptrace restrictions), its `wchan` is
 ///   the tty read path (`n_tty_read`, or `wait_woken` that it sleeps in).
 ///
