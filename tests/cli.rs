@@ -100,15 +100,41 @@ fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Kills every server under a runtime directory, so a failing test leaves
-/// nothing running (a passing one has killed its own already).
+/// nothing running (a passing one has killed its own already). A server
+/// still there 2 s after `kill-server` is SIGKILLed: tmux keeps running
+/// while a client it cannot flush to stays connected (a control client
+/// whose reader was SIGKILLed), and a leftover holding the test's output
+/// pipe would keep `cargo test` from ever finishing.
 fn kill_servers(dir: &Path) {
     for socket in sockets(dir) {
+        let pid = Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(["display-message", "-p", "#{pid}"])
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|text| text.trim().parse::<u32>().ok());
         let _ = Command::new("tmux")
             .arg("-S")
             .arg(&socket)
             .arg("kill-server")
             .stderr(Stdio::null())
             .status();
+        if let Some(pid) = pid {
+            let proc_dir = format!("/proc/{pid}");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while Path::new(&proc_dir).exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            if Path::new(&proc_dir).exists() {
+                eprintln!("tmux server {pid} outlived kill-server; SIGKILL");
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
     }
 }
 

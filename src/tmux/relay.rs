@@ -31,22 +31,25 @@ use crate::{Error, Result};
 /// The first argument that makes the `tmux-engine` binary a relay.
 pub const RELAY_ARG: &str = "__raw-relay";
 /// Names the relay executable (one that answers [`RELAY_ARG`], such as
-/// the `tmux-engine` binary): the raw path is opt-in (see [`default_relay`]).
+/// the `tmux-engine` binary); empty turns the raw path off (see
+/// [`default_relay`]).
 pub const RELAY_ENV: &str = "TMUX_ENGINE_RELAY";
 /// The listener's file name in the server directory.
 pub const RAW_SOCKET: &str = "raw.sock";
 
-/// The relay the engine uses by default: `$TMUX_ENGINE_RELAY` when set and
-/// not empty; `None` (output rides `%output`) otherwise.
-///
-/// Opt-in for now: with the raw path on, a `serve` SIGKILLed by the bridge
-/// tests sometimes left its terminal's tmux server and `tmux -C` client
-/// running past a `kill-server` (not understood yet; never seen without
-/// the relay), so it is not the default until that is explained.
+/// The relay the engine uses by default: `$TMUX_ENGINE_RELAY` when set
+/// (empty: none), else the running executable when it is `tmux-engine`
+/// (its command line and `serve`). `None`: output rides `%output`, as it
+/// does for a library whose program is not the engine's binary.
 pub fn default_relay() -> Option<PathBuf> {
-    std::env::var_os(RELAY_ENV)
-        .filter(|path| !path.is_empty())
-        .map(PathBuf::from)
+    match std::env::var_os(RELAY_ENV) {
+        Some(path) if path.is_empty() => None,
+        Some(path) => Some(PathBuf::from(path)),
+        None => {
+            let exe = std::env::current_exe().ok()?;
+            (exe.file_name()? == "tmux-engine").then_some(exe)
+        }
+    }
 }
 
 /// The `pipe-pane` shell command that runs `relay` towards `socket`, or

@@ -42,7 +42,8 @@ fn config(dir: &Path, port: u16, socket: &Path) -> String {
     let d = dir.display();
     format!(
         r#"{user}
-worker_processes 1;
+# One process: a worker of a SIGKILLed master would outlive the test.
+master_process off;
 pid {d}/nginx.pid;
 error_log {d}/error.log info;
 events {{ worker_connections 64; }}
