@@ -39,6 +39,9 @@ impl Cli {
             .env_remove("TMUX_ENGINE_RUNTIME_DIR")
             .env("TMUX_ENGINE_SHELL", "/bin/sh")
             .env("TMUX_ENGINE_OWNER", "tester")
+            // No warm pool: tests count the servers a serve starts; the
+            // pool has its own (tests/registry_tmux/pool.rs, bridge::pool).
+            .env("TMUX_ENGINE_POOL", "0")
             .stdin(Stdio::null());
         command
     }

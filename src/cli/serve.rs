@@ -18,7 +18,7 @@ use tmux_engine::bridge::{
     PageOptions, Principal, ServeOptions, Tls, Tokens, bind_unix, clean_environment,
     generate_token, validate_base_path,
 };
-use tmux_engine::registry::backend::{TmuxConfig, open_registry, pool_size_from_env};
+use tmux_engine::registry::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
 
 use super::args::{Global, SHELL_ENV};
 use super::report::{CliError, write_line};
@@ -126,6 +126,11 @@ pub(crate) struct ServeArgs {
     /// the page and the URL's query (`?fontSize=16&theme=light`) override them.
     #[arg(long = "page-option", value_name = "KEY=VALUE")]
     page_option: Vec<String>,
+    /// Servers kept started ahead of spawns, so a new terminal reaches its
+    /// prompt sooner (each is used by one terminal only; waiting ones exit
+    /// with `serve`). 0 turns the pool off.
+    #[arg(long, value_name = "N", env = "TMUX_ENGINE_POOL", default_value_t = DEFAULT_POOL_SIZE)]
+    pool: usize,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -200,7 +205,7 @@ pub(crate) async fn run(
     let dir = state_dir(global)?;
     let mut config = TmuxConfig::for_state_dir(&dir)
         .environment(clean_environment())
-        .pool_size(pool_size_from_env());
+        .pool_size(args.pool);
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }

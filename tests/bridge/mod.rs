@@ -8,6 +8,7 @@ mod deploy;
 mod hygiene;
 mod page;
 mod page_rename;
+mod pool;
 mod routes;
 mod security;
 mod viewers;

@@ -42,6 +42,13 @@ async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend()
         .await;
         assert_eq!(server_dirs(&rt).len(), 3);
         let pooled = server_dirs(&rt);
+        // Waiting servers die with the engine's control client; the
+        // terminal's own server does not.
+        let dies: Vec<String> = pooled
+            .iter()
+            .map(|dir| server_option(dir, "exit-unattached"))
+            .collect();
+        assert_eq!(dies.iter().filter(|v| *v == "on").count(), 2, "{dies:?}");
         // Two owners take one pooled server each, with their own program,
         // environment, cwd and size.
         let mut ids = Vec::new();
@@ -78,6 +85,13 @@ async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend()
             .filter(|id| ids.iter().any(|t| t.as_str() == id))
             .collect();
         stamped.sort();
+        // Taken, a server outlives the engine like any terminal's.
+        for dir in pooled
+            .iter()
+            .filter(|dir| ids.iter().any(|t| t.as_str() == id_mark(dir)))
+        {
+            assert_eq!(server_option(dir, "exit-unattached"), "off");
+        }
         let mut want: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
         want.sort();
         assert_eq!(stamped, want);
@@ -99,10 +113,15 @@ async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend()
 
 /// The `@tmux-engine-id` a server carries.
 fn id_mark(dir: &std::path::Path) -> String {
+    server_option(dir, "@tmux-engine-id")
+}
+
+/// The value of server option `name` of the server in `dir`.
+fn server_option(dir: &std::path::Path, name: &str) -> String {
     let out = std::process::Command::new("tmux")
         .arg("-S")
         .arg(dir.join("tmux.sock"))
-        .args(["show-options", "-sv", "@tmux-engine-id"])
+        .args(["show-options", "-sv", name])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_owned()

@@ -49,27 +49,13 @@ pub struct TmuxConfig {
     /// Servers kept started ahead of spawns (see `pool.rs`): a spawn then
     /// respawns its program into one instead of starting tmux. Default 0:
     /// every command-line call opens a backend, and a pool is worth its
-    /// servers only in a long-lived process (`serve` takes
-    /// [`pool_size_from_env`]). The pool fills after the first spawn.
+    /// servers only in a long-lived process (`serve --pool`, default
+    /// [`DEFAULT_POOL_SIZE`]). The pool fills after the first spawn.
     pub pool_size: usize,
 }
 
-/// The warm pool size of a long-lived process such as `serve`, when
-/// [`POOL_ENV`] asks for a pool without a number.
+/// The warm pool size of a long-lived process such as `serve`.
 pub const DEFAULT_POOL_SIZE: usize = 2;
-/// `TMUX_ENGINE_POOL=N`: the warm pool size of `serve` (opt-in: a server
-/// started ahead by a process that is then SIGKILLed comes up after its
-/// owner is gone, and stays until a later engine's reap).
-pub const POOL_ENV: &str = "TMUX_ENGINE_POOL";
-
-/// The pool size [`POOL_ENV`] asks for: its number, [`DEFAULT_POOL_SIZE`]
-/// for any other non-empty value, 0 when unset or empty.
-pub fn pool_size_from_env() -> usize {
-    match std::env::var(POOL_ENV) {
-        Ok(value) if !value.is_empty() => value.parse().unwrap_or(DEFAULT_POOL_SIZE),
-        _ => 0,
-    }
-}
 
 impl TmuxConfig {
     /// A config with default values and server directories in

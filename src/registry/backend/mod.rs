@@ -40,7 +40,7 @@ use futures_util::future::BoxFuture;
 use tracing::{debug, warn};
 
 use config::server_options;
-pub use config::{DEFAULT_POOL_SIZE, POOL_ENV, TmuxConfig, pool_size_from_env};
+pub use config::{DEFAULT_POOL_SIZE, TmuxConfig};
 pub use locator::TmuxLocator;
 use records::adopted_pane;
 pub use terminal::TmuxTerminal;

@@ -14,7 +14,11 @@
 //! A pooled server carries the backend's marks with a placeholder id that
 //! no record names, so a later engine's reap removes it like any other
 //! unclaimed server; it is no terminal (no record), so nothing lists it.
-//! Dropping the pool kills the servers it holds.
+//! Dropping the pool kills the servers it holds. Until it is taken it also
+//! runs with `exit-unattached on`, its only client the engine's control
+//! client: when the engine dies (SIGKILL included) the client reads EOF
+//! and the server exits, even one still starting then. A take turns it
+//! off before anything else, so a terminal outlives the engine as always.
 //!
 //! A spec the pool cannot serve (server-level options a respawn cannot
 //! change: another shell, environment, history, size of the server...)
@@ -41,6 +45,10 @@ use super::config::TmuxConfig;
 /// The placeholder id of a pooled server: of a minted id's form (reap
 /// reads it), with a time no minted id has, so no record ever names it.
 const POOL_ID: &str = "t-0-0000000000000000";
+
+/// A waiting pooled server exits with its control client (see the module
+/// doc); a take sets it back to the terminal default (off).
+const DIES_WITH_ENGINE: &str = "set -s exit-unattached on";
 
 /// The servers started ahead of spawns.
 #[derive(Debug)]
@@ -88,7 +96,9 @@ impl Pool {
     fn options(&self) -> Result<ServerOptions> {
         let id = TerminalId::parse(POOL_ID)?;
         let spec = SpawnSpec::new().command(["cat"]);
-        server_options(&self.config, &id, &spec)?.for_terminal(&self.tmux, None)
+        let mut opts = server_options(&self.config, &id, &spec)?.for_terminal(&self.tmux, None)?;
+        opts.extra_config.push(DIES_WITH_ENGINE.to_owned());
+        Ok(opts)
     }
 
     /// Starts servers in the background until `config.pool_size` are ready
@@ -150,7 +160,7 @@ impl Pool {
         let config = |opts: &ServerOptions| -> Vec<String> {
             opts.extra_config
                 .iter()
-                .filter(|line| !line.contains(ID_OPTION))
+                .filter(|line| !line.contains(ID_OPTION) && *line != DIES_WITH_ENGINE)
                 .cloned()
                 .collect()
         };
@@ -201,6 +211,12 @@ async fn into_terminal(
 ) -> Result<Option<ProcessId>> {
     let client = &parts.client;
     let pane = parts.pane;
+    // First: from here on the server is a terminal's and outlives us.
+    let persist = TmuxCommand::new("set-option")
+        .flag("-s")
+        .arg("exit-unattached")
+        .arg("off");
+    client.command(&persist).await?;
     let mark = TmuxCommand::new("set-option")
         .flag("-s")
         .arg(ID_OPTION)
