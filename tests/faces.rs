@@ -84,8 +84,10 @@ async fn cli_call(cli: &Cli, verb: &str, args: &Value) -> Outcome {
         "signal" => argv.extend([word(&args["terminal"]), word(&args["signal"])]),
         "read" => {
             argv.push(word(&args["terminal"]));
-            if let Some(count) = field(args, "count") {
-                argv.extend(["--count".to_owned(), word(count)]);
+            for key in ["count", "max_bytes", "max_lines"] {
+                if let Some(value) = field(args, key) {
+                    argv.extend([format!("--{}", key.replace('_', "-")), word(value)]);
+                }
             }
         }
         "kill" => argv.push(word(&args["terminal"])),
@@ -122,7 +124,15 @@ async fn http_call(served: &Served, verb: &str, args: &Value) -> Outcome {
             Some(body),
         ),
         "read" => {
-            let query = field(args, "count").map_or(String::new(), |n| format!("?count={n}"));
+            let query: Vec<String> = ["count", "max_bytes", "max_lines"]
+                .iter()
+                .filter_map(|key| field(args, key).map(|n| format!("{key}={n}")))
+                .collect();
+            let query = if query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", query.join("&"))
+            };
             (
                 Method::GET,
                 format!("/api/terminals/{terminal}/scrollback{query}"),
@@ -159,6 +169,10 @@ fn refused() -> Vec<(&'static str, Value)> {
         ("spawn", json!({"cols": 0, "rows": 30})),
         ("signal", json!({"terminal": "nope", "signal": "NOPE"})),
         ("read", json!({"terminal": "nope", "count": 10_001})),
+        // Issue 17's bounds: the whole answer's, checked before any lookup.
+        ("read", json!({"terminal": "nope", "max_bytes": 10})),
+        ("read", json!({"terminal": "nope", "max_bytes": 65_537})),
+        ("read", json!({"terminal": "nope", "max_lines": 0})),
     ]
 }
 

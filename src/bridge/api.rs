@@ -271,8 +271,7 @@ pub(super) async fn scrollback(
 ) -> Answer {
     let mut request = ReadRequest {
         terminal,
-        offset: 0,
-        count: None,
+        ..ReadRequest::default()
     };
     for (key, value) in form_pairs(query.as_deref().unwrap_or("")) {
         let number = || {
@@ -283,6 +282,8 @@ pub(super) async fn scrollback(
         match key.as_str() {
             "offset" => request.offset = number()?,
             "count" => request.count = Some(number()?),
+            "max_bytes" => request.max_bytes = Some(number()?),
+            "max_lines" => request.max_lines = Some(number()?),
             "token" => {}
             _ => {
                 return Err(ApiError::invalid(format!(

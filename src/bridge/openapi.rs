@@ -352,7 +352,7 @@ mod tests {
             .iter()
             .map(|p| p["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["t", "count", "offset"]);
+        assert_eq!(names, ["t", "count", "max_bytes", "max_lines", "offset"]);
     }
 
     /// Every JSON answer has a real schema (not `true`, "any value"), and

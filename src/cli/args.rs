@@ -60,6 +60,12 @@ pub(crate) enum TerminalCommand {
         /// Lines to print.
         #[arg(long)]
         count: Option<usize>,
+        /// Bytes of the whole answer (as JSON) at most [default: 65536].
+        #[arg(long)]
+        max_bytes: Option<usize>,
+        /// Lines at most (the newest are kept).
+        #[arg(long)]
+        max_lines: Option<usize>,
     },
     /// Print the visible screen.
     Screen {
@@ -160,6 +166,15 @@ pub(crate) struct SendArgs {
     /// Give up waiting after this many seconds.
     #[arg(long)]
     pub(crate) timeout: Option<f64>,
+    /// Add the visible screen to the answer (`viewport`).
+    #[arg(long)]
+    pub(crate) include_screen: bool,
+    /// Bytes of the whole answer (as JSON) at most [default: 65536].
+    #[arg(long)]
+    pub(crate) max_bytes: Option<usize>,
+    /// Lines of output at most (the newest are kept).
+    #[arg(long)]
+    pub(crate) max_lines: Option<usize>,
 }
 
 /// `wait`'s arguments.
@@ -225,6 +240,9 @@ impl SendArgs {
             .map(str::parse::<WaitFor>)
             .transpose()?;
         request.timeout_secs = self.timeout;
+        request.include_screen = self.include_screen;
+        request.max_bytes = self.max_bytes;
+        request.max_lines = self.max_lines;
         Ok(request)
     }
 }

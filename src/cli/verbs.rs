@@ -102,11 +102,15 @@ pub(super) async fn dispatch(
             target,
             offset,
             count,
+            max_bytes,
+            max_lines,
         } => {
             let request = ReadRequest {
                 terminal: target,
                 offset,
                 count,
+                max_bytes,
+                max_lines,
             };
             let page = verbs::read(registry.owner(owner), request).await?;
             if json {

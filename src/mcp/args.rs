@@ -35,7 +35,9 @@ pub fn check_arguments(
         "terminal_list" => parse::<ListRequest>(arguments),
         "terminal_send" => parse::<SendRequest>(arguments),
         "terminal_read" => parse::<ReadRequest>(arguments),
-        "terminal_screen" | "terminal_kill" => parse::<TerminalRequest>(arguments),
+        "terminal_show" | "terminal_screen" | "terminal_kill" => {
+            parse::<TerminalRequest>(arguments)
+        }
         "terminal_wait" => parse::<WaitRequest>(arguments),
         "terminal_signal" => parse::<SignalRequest>(arguments),
         _ => Ok(()),

@@ -7,6 +7,7 @@
 //! |---------------|---------------------------------------------------------|
 //! | `requests.rs` | the request types (serde + JSON Schema) and their checks |
 //! | `answers.rs`  | the answer types the verbs return                       |
+//! | `bounds.rs`   | the bound on a whole answer (`max_bytes`, `max_lines`)  |
 //! | `run.rs`      | one function per verb: validate, then one registry call |
 //!
 //! The CLI's `--json`, the HTTP API (`bridge/api.rs`) and the MCP tools
@@ -20,10 +21,12 @@
 //! [`Registry`]: crate::registry::Registry
 
 mod answers;
+mod bounds;
 mod requests;
 mod run;
 
 pub use answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+pub use bounds::{Bound, MAX_ANSWER_BYTES, MIN_ANSWER_BYTES};
 pub use requests::{
     ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
     TerminalRequest, WaitRequest, WriteRequest,

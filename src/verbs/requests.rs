@@ -14,6 +14,7 @@ use bytes::Bytes;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::bounds::Bound;
 use super::{DEFAULT_WAIT_SECS, MAX_READ_LINES};
 use crate::registry::{self, RestartPolicy, Signal, SpawnSpec, WaitCondition, WaitFor};
 use crate::vocab::Size;
@@ -150,6 +151,17 @@ pub struct SendRequest {
     /// accepted as its old HTTP name.)
     #[serde(default, alias = "timeout")]
     pub timeout_secs: Option<f64>,
+    /// Add the visible screen to the answer (`viewport`); off by default,
+    /// as the output is usually all a caller needs.
+    #[serde(default)]
+    pub include_screen: bool,
+    /// Bytes of the whole answer (compact JSON) at most: 512 to 65536,
+    /// default 65536; the newest output is kept (`truncated` when cut).
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+    /// Lines of output at most (the newest are kept).
+    #[serde(default)]
+    pub max_lines: Option<usize>,
     /// Raw bytes standing in for `text` (the CLI's `--stdin`, which may
     /// not be UTF-8); never on the wire.
     #[serde(skip)]
@@ -166,8 +178,19 @@ impl SendRequest {
             submit: false,
             wait: None,
             timeout_secs: None,
+            include_screen: false,
+            max_bytes: None,
+            max_lines: None,
             bytes: None,
         }
+    }
+
+    /// The bound on this send's answer.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` as [`Bound::new`] says.
+    pub fn bound(&self) -> Result<Bound> {
+        Bound::new(self.max_bytes, self.max_lines)
     }
 
     /// The same request typing `bytes` (any bytes) instead of its text.
@@ -185,6 +208,7 @@ impl SendRequest {
     /// # Errors
     /// `INVALID_INPUT` for a `timeout_secs` that is not a number of seconds.
     pub fn validate(self) -> Result<registry::SendRequest> {
+        self.bound()?;
         let wait = self.wait.unwrap_or(WaitFor::StdinRead);
         Ok(registry::SendRequest {
             text: self.bytes.unwrap_or_else(|| self.text.into_bytes().into()),
@@ -216,7 +240,7 @@ impl WriteRequest {
 }
 
 /// `read`: a page of scrollback.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadRequest {
     /// Terminal id or name.
@@ -227,6 +251,14 @@ pub struct ReadRequest {
     /// Lines to return (default 100, at most 10000).
     #[serde(default)]
     pub count: Option<usize>,
+    /// Bytes of the whole answer (compact JSON) at most: 512 to 65536,
+    /// default 65536; the oldest lines of the page go first (`truncated`
+    /// when cut).
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+    /// Lines of the page at most (the newest are kept).
+    #[serde(default)]
+    pub max_lines: Option<usize>,
 }
 
 impl ReadRequest {
@@ -235,6 +267,7 @@ impl ReadRequest {
     /// # Errors
     /// `INVALID_INPUT` for a `count` over [`MAX_READ_LINES`].
     pub fn validate(self) -> Result<registry::ReadRequest> {
+        self.bound()?;
         if let Some(count) = self.count
             && count > MAX_READ_LINES
         {
@@ -246,6 +279,14 @@ impl ReadRequest {
             offset: self.offset,
             count: self.count,
         })
+    }
+
+    /// The bound on this read's answer.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` as [`Bound::new`] says.
+    pub fn bound(&self) -> Result<Bound> {
+        Bound::new(self.max_bytes, self.max_lines)
     }
 }
 
@@ -461,8 +502,8 @@ mod tests {
     fn read_count_is_bounded() {
         let read = |count| ReadRequest {
             terminal: "t".to_owned(),
-            offset: 0,
             count,
+            ..ReadRequest::default()
         };
         assert_eq!(read(None).validate().unwrap().count, None);
         assert_eq!(

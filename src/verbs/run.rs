@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer, bounded_page};
+use super::bounds::Bound;
 use super::requests::{
     ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
     TerminalRequest, WaitRequest, WriteRequest,
@@ -51,6 +52,8 @@ pub async fn show(owned: Owned<'_>, request: &TerminalRequest) -> Result<Termina
 /// A send under way: follow its output, cancel it, or await its answer.
 pub struct Sending {
     handle: SendHandle,
+    bound: Bound,
+    include_screen: bool,
 }
 
 impl std::fmt::Debug for Sending {
@@ -72,7 +75,8 @@ impl Sending {
     pub async fn answer(self) -> Result<SendAnswer> {
         let operation = self.handle.operation();
         let result = self.handle.result().await?;
-        Ok(SendAnswer::new(result, operation.read_output()))
+        let answer = SendAnswer::new(result, operation.read_output(), self.include_screen);
+        Ok(answer.bounded(self.bound))
     }
 }
 
@@ -84,9 +88,15 @@ impl Sending {
 /// (`SEND_ACTIVE`, `TERMINAL_DEAD`, ...).
 pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
     let target = request.terminal.clone();
+    let include_screen = request.include_screen;
+    let bound = request.bound()?;
     let request = request.validate()?;
     let handle = owned.send(&target, request).await?;
-    Ok(Sending { handle })
+    Ok(Sending {
+        handle,
+        bound,
+        include_screen,
+    })
 }
 
 /// `write`: raw input, no waiting.
@@ -101,14 +111,16 @@ pub async fn write(owned: Owned<'_>, request: WriteRequest) -> Result<WriteAnswe
     Ok(WriteAnswer { written })
 }
 
-/// `read`: a page of scrollback.
+/// `read`: a page of scrollback, bounded as the request says.
 ///
 /// # Errors
 /// `INVALID_INPUT` from [`ReadRequest::validate`], or the registry's.
 pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadPage> {
     let target = request.terminal.clone();
+    let bound = request.bound()?;
     let request = request.validate()?;
-    owned.read(&target, request).await
+    let page = owned.read(&target, request).await?;
+    Ok(bounded_page(page, bound))
 }
 
 /// `screen`: the visible screen.

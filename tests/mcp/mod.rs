@@ -31,13 +31,14 @@ use tokio::sync::watch;
 
 use crate::cli::Cli;
 
-/// The tools of issue 11, as named there.
-pub(crate) const TOOLS: [&str; 8] = [
+/// The tools of issues 11 and 17, as named there.
+pub(crate) const TOOLS: [&str; 9] = [
     "terminal_kill",
     "terminal_list",
     "terminal_read",
     "terminal_screen",
     "terminal_send",
+    "terminal_show",
     "terminal_signal",
     "terminal_spawn",
     "terminal_wait",
@@ -73,7 +74,15 @@ pub(crate) struct Mcp {
 impl Mcp {
     /// Starts `tmux-engine mcp` on `cli`'s directories and initializes.
     pub(crate) async fn start(cli: &Cli) -> Mcp {
-        let mut command = tokio::process::Command::from(cli.command(&["mcp"]));
+        Mcp::start_with(cli, &[]).await
+    }
+
+    /// [`Mcp::start`] with `mcp`'s own flags (`--read-only`, `--tools`).
+    pub(crate) async fn start_with(cli: &Cli, flags: &[&str]) -> Mcp {
+        let argv: Vec<&str> = std::iter::once("mcp")
+            .chain(flags.iter().copied())
+            .collect();
+        let mut command = tokio::process::Command::from(cli.command(&argv));
         command
             .env("TMUX_ENGINE_LOG", "tmux_engine::mcp=info")
             .env("NO_COLOR", "1");
