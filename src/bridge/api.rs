@@ -284,6 +284,18 @@ pub(super) async fn scrollback(
             "count" => request.count = Some(number()?),
             "max_bytes" => request.max_bytes = Some(number()?),
             "max_lines" => request.max_lines = Some(number()?),
+            "since" => request.since = Some(value.clone()),
+            "format" => {
+                request.format = Some(
+                    serde_json::from_value(serde_json::Value::String(value.clone())).map_err(
+                        |_| {
+                            ApiError::invalid(format!(
+                                "format {value:?} is not lines, text or bytes"
+                            ))
+                        },
+                    )?,
+                );
+            }
             "token" => {}
             _ => {
                 return Err(ApiError::invalid(format!(

@@ -17,9 +17,11 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::api::{self, ErrorBody};
 use super::ws;
-use crate::registry::{ReadPage, SignalDelivery, TerminalSnapshot};
+use crate::registry::{SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
-use crate::verbs::{KillAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest};
+use crate::verbs::{
+    KillAnswer, ReadAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest,
+};
 
 /// Makes the schema of one type.
 type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -127,7 +129,7 @@ pub(super) fn routes() -> Vec<Route> {
             summary: "A page of scrollback: {lines, total_lines, range, truncated}.",
             body: None,
             query: Some(schema::<ReadRequest>),
-            answer: (200, Some(schema::<ReadPage>)),
+            answer: (200, Some(schema::<ReadAnswer>)),
             own_auth: false,
             handler: || routing::get(api::scrollback),
         },
@@ -352,7 +354,18 @@ mod tests {
             .iter()
             .map(|p| p["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["t", "count", "max_bytes", "max_lines", "offset"]);
+        assert_eq!(
+            names,
+            [
+                "t",
+                "count",
+                "format",
+                "max_bytes",
+                "max_lines",
+                "offset",
+                "since"
+            ]
+        );
     }
 
     /// Every JSON answer has a real schema (not `true`, "any value"), and

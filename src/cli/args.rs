@@ -66,6 +66,14 @@ pub(crate) enum TerminalCommand {
         /// Lines at most (the newest are kept).
         #[arg(long)]
         max_lines: Option<usize>,
+        /// The output after this cursor (a `next_cursor` or a send's
+        /// `cursor`), oldest first, instead of a page.
+        #[arg(long, conflicts_with_all = ["offset", "count"])]
+        since: Option<String>,
+        /// With --since: lines | text | bytes (as written; raw on stdout,
+        /// base64 in --json).
+        #[arg(long, requires = "since")]
+        format: Option<String>,
     },
     /// Print the visible screen.
     Screen {

@@ -8,7 +8,9 @@ use std::io::{Read, Write};
 use serde_json::json;
 use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
-use tmux_engine::verbs::{self, ListRequest, ReadRequest, SignalRequest, TerminalRequest};
+use tmux_engine::verbs::{
+    self, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SignalRequest, TerminalRequest,
+};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
 use tracing::warn;
@@ -104,21 +106,33 @@ pub(super) async fn dispatch(
             count,
             max_bytes,
             max_lines,
+            since,
+            format,
         } => {
+            let format = format
+                .map(|word| {
+                    serde_json::from_value::<ReadFormat>(serde_json::Value::String(word.clone()))
+                        .map_err(|_| {
+                            Error::InvalidInput(format!(
+                                "format {word:?} is not lines, text or bytes"
+                            ))
+                        })
+                })
+                .transpose()?;
             let request = ReadRequest {
                 terminal: target,
                 offset,
                 count,
                 max_bytes,
                 max_lines,
+                since,
+                format,
             };
-            let page = verbs::read(registry.owner(owner), request).await?;
+            let answer = verbs::read(registry.owner(owner), request).await?;
             if json {
-                write_json(out, &page)?;
+                write_json(out, &answer)?;
             } else {
-                for text in &page.lines {
-                    write_line(out, text)?;
-                }
+                write_read(out, &answer)?;
             }
         }
         TerminalCommand::Screen { target } => {
@@ -337,3 +351,23 @@ async fn attach(
 /// How long `attach` holds the lock waiting for tmux to report the client
 /// attached (a failed attach exits without any report).
 const ATTACH_CONFIRM: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A read for people: its lines, its text, or its bytes exactly.
+fn write_read(out: &mut dyn Write, answer: &ReadAnswer) -> Result<()> {
+    use base64::Engine as _;
+    for text in answer.lines.iter().flatten() {
+        write_line(out, text)?;
+    }
+    if let Some(text) = &answer.text {
+        out.write_all(text.as_bytes())
+            .map_err(|e| Error::io("writing stdout", e))?;
+    }
+    if let Some(encoded) = &answer.bytes {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|e| Error::io("decoding the output", std::io::Error::other(e)))?;
+        out.write_all(&bytes)
+            .map_err(|e| Error::io("writing stdout", e))?;
+    }
+    Ok(())
+}

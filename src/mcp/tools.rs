@@ -19,10 +19,10 @@ use serde_json::json;
 use super::args::check_arguments;
 use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, success};
 use crate::Error;
-use crate::registry::{ReadPage, SendOperation, SignalDelivery, TerminalSnapshot};
+use crate::registry::{SendOperation, SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
 use crate::verbs::{
-    self, KillAnswer, ListRequest, ReadRequest, SendAnswer, SendRequest, SignalRequest,
+    self, KillAnswer, ListRequest, ReadAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest,
     SpawnRequest, TerminalRequest, WaitAnswer, WaitRequest,
 };
 
@@ -112,7 +112,8 @@ impl McpServer {
                        output it produced, escape sequences stripped; the whole answer is at most \
                        `max_bytes` (default and most 64 KiB) and `max_lines`, the newest output \
                        kept (`truncated` says when older output was cut); `include_screen: true` \
-                       adds the screen as `viewport`. Reports \
+                       adds the screen as `viewport`; `cursor` is where a `terminal_read` with \
+                       `since` goes on, `start_cursor` where this output began. Reports \
                        progress while it waits when the request carries a progress token; a \
                        cancel stops the wait, not the program."
     )]
@@ -149,12 +150,17 @@ impl McpServer {
     #[tool(
         name = "terminal_read",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<ReadPage>(),
+        output_schema = schema_for_output::<ReadAnswer>(),
         description = "Read a page of a terminal's scrollback, escape sequences stripped, counted \
                        back from the newest line: `offset` lines skipped, `count` lines returned \
-                       (default 100, at most 10000; the whole answer at most `max_bytes`, default \
-                       and most 64 KiB, and `max_lines`: the oldest lines of the page are dropped \
-                       beyond that). Returns {lines, total_lines, range, truncated}."
+                       (default 100, at most 10000). Or, with `since: CURSOR` (a `next_cursor`, or \
+                       a send's `cursor`/`start_cursor`), the output written after it, oldest \
+                       first, as `lines`, `text` or `bytes` (`format`). The whole answer is at \
+                       most `max_bytes` (default and most 64 KiB) and `max_lines`. Returns {lines, \
+                       total_lines, range, truncated, next_cursor}; with since, {lines|text|bytes, \
+                       truncated, next_cursor, more, gap, resumed_at}: read on from next_cursor \
+                       while `more`; `gap` says why it starts at `resumed_at` instead of the \
+                       cursor (evicted: no longer held; stale: an earlier engine run's cursor)."
     )]
     async fn terminal_read(&self, Parameters(request): Parameters<ReadRequest>) -> ToolResult {
         Ok(answer(

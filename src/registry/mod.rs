@@ -43,6 +43,7 @@
 
 mod adopt;
 pub mod backend;
+pub mod cursor;
 mod io;
 mod lifecycle;
 mod liveness;
@@ -63,6 +64,7 @@ mod values;
 mod viewed;
 
 pub use adopt::ScanReport;
+pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
 pub use io::WaitCondition;
 pub use liveness::{AttachTarget, ProbeReport};
 pub use names::{OwnerId, TerminalId};

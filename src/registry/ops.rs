@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::oneshot;
 
+use super::cursor::{OutputCursor, OutputSince};
 use super::locks::Purpose;
 use super::persist::StateDir;
 use super::seam::{
@@ -228,6 +229,33 @@ impl Owned<'_> {
     pub async fn read(self, target: &str, request: ReadRequest) -> Result<ReadPage> {
         let (registry, owner) = (self.registry, self.owner);
         registry.terminal(owner, target).await?.read(request).await
+    }
+
+    /// The output from `since` to now, as far as the terminal's output
+    /// ring holds it (see [`BackendTerminal::output_since`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Owned::read); `UNSUPPORTED` from a backend that
+    /// keeps no cursors.
+    pub async fn output_since(
+        self,
+        target: &str,
+        since: Option<OutputCursor>,
+    ) -> Result<OutputSince> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.terminal(owner, target).await?.output_since(since)
+    }
+
+    /// The cursor at the end of the terminal's output now (`None`: its
+    /// backend keeps no cursors).
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Owned::read).
+    pub async fn output_end(self, target: &str) -> Result<Option<OutputCursor>> {
+        let (registry, owner) = (self.registry, self.owner);
+        Ok(registry.terminal(owner, target).await?.output_end())
     }
 
     /// Captures the visible screen.

@@ -18,6 +18,7 @@ use futures_util::stream::BoxStream;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::cursor::{OutputCursor, OutputSince};
 use super::persist::{CorruptRecord, TerminalRecord};
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
@@ -226,6 +227,27 @@ pub trait BackendTerminal: Send + Sync + 'static {
     ///
     /// When the terminal cannot be read (e.g. its server is gone).
     fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>>;
+
+    /// The output from `since` (`None`: the oldest byte held) to now, as
+    /// far as the terminal's bounded output ring holds it; a cursor of
+    /// another stream (see [`OutputCursor`]) or one past the end resumes
+    /// at the oldest byte, saying why. The default keeps no cursors.
+    ///
+    /// # Errors
+    ///
+    /// `UNSUPPORTED` from a backend that keeps no output stream.
+    fn output_since(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
+        let _ = since;
+        Err(Error::Unsupported(
+            "this terminal keeps no output cursors".to_owned(),
+        ))
+    }
+
+    /// The cursor at the end of the output now (`None`: the backend keeps
+    /// no cursors).
+    fn output_end(&self) -> Option<OutputCursor> {
+        None
+    }
 
     /// Captures the visible screen.
     ///

@@ -11,6 +11,7 @@ use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::cursor::OutputCursor;
 use crate::{Error, Result};
 
 /// Why a terminal is being closed; backends may log it.
@@ -212,6 +213,10 @@ pub struct SendOutput {
     pub bytes: Bytes,
     /// Whether older output was dropped to stay within the backend's bound.
     pub truncated: bool,
+    /// Where the send's output began and where it ends now (`None` from a
+    /// backend that keeps no cursors): `read since` the first gets all of
+    /// it, as far as the ring still holds it.
+    pub cursors: Option<(OutputCursor, OutputCursor)>,
 }
 
 /// Why a send stopped waiting.

@@ -15,7 +15,9 @@ use serde::Serialize;
 #[cfg(test)]
 use super::bounds::MAX_ANSWER_BYTES;
 use super::bounds::{Bound, json_len, keep_last_lines, keep_tail_json, keep_tail_lines_json};
-use crate::registry::{ReadPage, SendOutput, SendResult, TerminalStatus, WaitReason};
+use crate::registry::{
+    CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalStatus, WaitReason,
+};
 
 /// How a send ended, with the output it produced: built here once for
 /// every face.
@@ -34,8 +36,16 @@ pub struct SendAnswer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub viewport: Option<String>,
     /// Whether older output was cut to stay within a bound (the engine's
-    /// or the request's `max_bytes`/`max_lines`).
+    /// or the request's `max_bytes`/`max_lines`): `read` with `since:
+    /// start_cursor` gets all of it.
     pub truncated: bool,
+    /// The cursor after the send's output: `read` with `since` it gets
+    /// what the program wrote next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// The cursor where the send's output began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_cursor: Option<String>,
 }
 
 impl SendAnswer {
@@ -48,6 +58,8 @@ impl SendAnswer {
             status: result.status,
             viewport: include_screen.then_some(result.viewport),
             truncated: result.truncated || output.truncated,
+            cursor: output.cursors.map(|(_, end)| end.to_string()),
+            start_cursor: output.cursors.map(|(start, _)| start.to_string()),
         }
     }
 
@@ -81,18 +93,86 @@ impl SendAnswer {
 
 /// A read page cut to `bound`: the oldest lines dropped (its `range`
 /// moved past them), `truncated` set when any went.
-pub(crate) fn bounded_page(mut page: ReadPage, bound: Bound) -> ReadPage {
+/// `room` bytes are left for fields the answer adds beside the page.
+pub(crate) fn bounded_page(mut page: ReadPage, bound: Bound, room: usize) -> ReadPage {
     let lines = std::mem::take(&mut page.lines);
     // Room for the fields beside the lines, as they may grow when cut.
     let mut shell = page.clone();
     shell.truncated = true;
     shell.range.start = shell.range.end;
-    let budget = bound.max_bytes.saturating_sub(json_len(&shell));
+    let budget = bound.max_bytes.saturating_sub(json_len(&shell) + room);
     page.lines = lines;
     let (dropped, cut) = keep_tail_lines_json(&mut page.lines, budget, bound.max_lines);
     page.range.start = page.range.start.saturating_add(dropped).min(page.range.end);
     page.truncated |= cut;
     page
+}
+
+/// What `read` returns: a page counted back from the newest line
+/// (`lines`, `total_lines`, `range`), or with `since`, the output after a
+/// cursor (`lines`, `text` or `bytes` as `format` says, and `more`). Both
+/// give `next_cursor`, where a `read since` goes on from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ReadAnswer {
+    /// The lines, oldest first, escape sequences stripped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Vec<String>>,
+    /// `format: text`: the output as one string, escape sequences stripped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// `format: bytes`: the output exactly as written, standard base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<String>,
+    /// A page: how many lines the terminal retains in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_lines: Option<usize>,
+    /// A page: which lines these are, as indexes from the oldest retained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<std::ops::Range<usize>>,
+    /// Whether the answer lacks something: lines cut from a page, or, with
+    /// `since`, output before `resumed_at` (see `gap`) or after
+    /// `next_cursor` (see `more`).
+    pub truncated: bool,
+    /// The cursor to read on from with `since` (absent from a terminal
+    /// that keeps no cursors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// With `since`, past a gap: where the answer starts instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<String>,
+    /// With `since`: why the answer does not start at the cursor given
+    /// (`evicted`: the output ring no longer holds it; `stale`: the
+    /// cursor is of an earlier engine run or an earlier terminal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<CursorGap>,
+    /// With `since`: whether more output follows `next_cursor` already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more: Option<bool>,
+}
+
+impl ReadAnswer {
+    /// A page's answer, going on at `next` (the end of the output).
+    pub fn page(page: ReadPage, next: Option<OutputCursor>) -> ReadAnswer {
+        ReadAnswer {
+            lines: Some(page.lines),
+            text: None,
+            bytes: None,
+            total_lines: Some(page.total_lines),
+            range: Some(page.range),
+            truncated: page.truncated,
+            next_cursor: next.map(|cursor| cursor.to_string()),
+            resumed_at: None,
+            gap: None,
+            more: None,
+        }
+    }
+
+    /// The bytes `next_cursor` adds to the answer's JSON.
+    pub(crate) fn cursor_len(&self) -> usize {
+        let mut without = self.clone();
+        without.next_cursor = None;
+        json_len(self) - json_len(&without)
+    }
 }
 
 /// What `kill` did.
@@ -138,6 +218,8 @@ mod tests {
             status: TerminalStatus::Running,
             viewport: viewport.map(str::to_owned),
             truncated: false,
+            cursor: Some("0123456789abcdef:123456".to_owned()),
+            start_cursor: Some("0123456789abcdef:0".to_owned()),
         }
     }
 
@@ -167,13 +249,17 @@ mod tests {
             range: 0..10_000,
             truncated: false,
         };
-        let cut = bounded_page(page.clone(), Bound::new(Some(2048), None).unwrap());
+        let cut = bounded_page(page.clone(), Bound::new(Some(2048), None).unwrap(), 0);
         assert!(json_len(&cut) <= 2048, "{}", json_len(&cut));
         assert!(cut.truncated);
         assert_eq!(cut.lines.last().unwrap(), "line 9999");
         assert_eq!(cut.range.end - cut.range.start, cut.lines.len());
         assert_eq!(cut.lines[0], format!("line {}", cut.range.start));
-        let whole = bounded_page(page, Bound::new(Some(MAX_ANSWER_BYTES), Some(10)).unwrap());
+        let whole = bounded_page(
+            page,
+            Bound::new(Some(MAX_ANSWER_BYTES), Some(10)).unwrap(),
+            0,
+        );
         assert_eq!(whole.range, 9_990..10_000);
     }
 }

@@ -9,6 +9,7 @@
 //! | `answers.rs`  | the answer types the verbs return                       |
 //! | `bounds.rs`   | the bound on a whole answer (`max_bytes`, `max_lines`)  |
 //! | `run.rs`      | one function per verb: validate, then one registry call |
+//! | `since.rs`    | `read since`: the output after a cursor, cut at a line  |
 //!
 //! The CLI's `--json`, the HTTP API (`bridge/api.rs`) and the MCP tools
 //! (`mcp/`) parse into these requests and render these answers and
@@ -24,12 +25,13 @@ mod answers;
 mod bounds;
 mod requests;
 mod run;
+mod since;
 
-pub use answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+pub use answers::{KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 pub use bounds::{Bound, MAX_ANSWER_BYTES, MIN_ANSWER_BYTES};
 pub use requests::{
-    ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, WaitRequest, WriteRequest,
+    ListRequest, ReadFormat, ReadRequest, ReadWhat, ResizeRequest, SendRequest, SignalRequest,
+    SpawnRequest, TerminalRequest, WaitRequest, WriteRequest,
 };
 pub use run::{
     Sending, attach_command, attach_lock, events, kill, list, probe, read, resize, screen, send,

@@ -16,7 +16,9 @@ use serde::Deserialize;
 
 use super::bounds::Bound;
 use super::{DEFAULT_WAIT_SECS, MAX_READ_LINES};
-use crate::registry::{self, RestartPolicy, Signal, SpawnSpec, WaitCondition, WaitFor};
+use crate::registry::{
+    self, OutputCursor, RestartPolicy, Signal, SpawnSpec, WaitCondition, WaitFor,
+};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -259,6 +261,39 @@ pub struct ReadRequest {
     /// Lines of the page at most (the newest are kept).
     #[serde(default)]
     pub max_lines: Option<usize>,
+    /// A cursor (`next_cursor` of an earlier read, or a send's `cursor` or
+    /// `start_cursor`): return the output written after it, oldest first,
+    /// instead of a page counted back from the newest line. Not with
+    /// `offset` or `count`.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// With `since`: `lines` (the default: escape sequences stripped, one
+    /// string per line), `text` (stripped, one string) or `bytes` (exactly
+    /// as written, standard base64).
+    #[serde(default)]
+    pub format: Option<ReadFormat>,
+}
+
+/// How a `read since` answer carries the output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadFormat {
+    /// Escape sequences stripped, one string per line.
+    #[default]
+    Lines,
+    /// Escape sequences stripped, one string.
+    Text,
+    /// The bytes exactly as written, standard base64.
+    Bytes,
+}
+
+/// What a checked [`ReadRequest`] asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadWhat {
+    /// A page counted back from the newest line.
+    Page(registry::ReadRequest),
+    /// The output after a cursor.
+    Since(OutputCursor, ReadFormat),
 }
 
 impl ReadRequest {
@@ -267,7 +302,30 @@ impl ReadRequest {
     /// # Errors
     /// `INVALID_INPUT` for a `count` over [`MAX_READ_LINES`].
     pub fn validate(self) -> Result<registry::ReadRequest> {
+        match self.what()? {
+            ReadWhat::Page(request) => Ok(request),
+            ReadWhat::Since(..) => Err(invalid("since is not a page read")),
+        }
+    }
+
+    /// What this read asks for: a page, or the output after a cursor.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a cursor that does not parse, `since` beside
+    /// `offset` or `count`, `format` without `since`, and what
+    /// [`validate`](Self::validate) refuses.
+    pub fn what(self) -> Result<ReadWhat> {
         self.bound()?;
+        if let Some(since) = &self.since {
+            if self.offset != 0 || self.count.is_some() {
+                return Err(invalid("give since, or offset and count, not both"));
+            }
+            let cursor = since.parse::<OutputCursor>()?;
+            return Ok(ReadWhat::Since(cursor, self.format.unwrap_or_default()));
+        }
+        if self.format.is_some() {
+            return Err(invalid("format goes with since (a page is lines)"));
+        }
         if let Some(count) = self.count
             && count > MAX_READ_LINES
         {
@@ -275,10 +333,10 @@ impl ReadRequest {
                 "count {count} is over the limit of {MAX_READ_LINES} lines"
             )));
         }
-        Ok(registry::ReadRequest {
+        Ok(ReadWhat::Page(registry::ReadRequest {
             offset: self.offset,
             count: self.count,
-        })
+        }))
     }
 
     /// The bound on this read's answer.

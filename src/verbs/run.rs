@@ -7,12 +7,15 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer, bounded_page};
+use super::answers::{
+    KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer, bounded_page,
+};
 use super::bounds::Bound;
 use super::requests::{
-    ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
+    ListRequest, ReadRequest, ReadWhat, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
     TerminalRequest, WaitRequest, WriteRequest,
 };
+use super::since::since_answer;
 use crate::Result;
 use crate::control::Notification;
 use crate::registry::{
@@ -111,16 +114,29 @@ pub async fn write(owned: Owned<'_>, request: WriteRequest) -> Result<WriteAnswe
     Ok(WriteAnswer { written })
 }
 
-/// `read`: a page of scrollback, bounded as the request says.
+/// `read`: a page of scrollback, or the output after a cursor, bounded as
+/// the request says.
 ///
 /// # Errors
-/// `INVALID_INPUT` from [`ReadRequest::validate`], or the registry's.
-pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadPage> {
+/// `INVALID_INPUT` from [`ReadRequest::what`], or the registry's.
+pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadAnswer> {
     let target = request.terminal.clone();
     let bound = request.bound()?;
-    let request = request.validate()?;
-    let page = owned.read(&target, request).await?;
-    Ok(bounded_page(page, bound))
+    match request.what()? {
+        ReadWhat::Page(request) => {
+            // The end first: output arriving between the two calls is then
+            // read again from the cursor, never skipped.
+            let next = owned.output_end(&target).await?;
+            let page = owned.read(&target, request).await?;
+            // The page is cut to leave room for the cursor beside it.
+            let room = ReadAnswer::page(ReadPage::default(), next).cursor_len();
+            Ok(ReadAnswer::page(bounded_page(page, bound, room), next))
+        }
+        ReadWhat::Since(cursor, format) => {
+            let output = owned.output_since(&target, Some(cursor)).await?;
+            Ok(since_answer(&output, format, bound))
+        }
+    }
 }
 
 /// `screen`: the visible screen.

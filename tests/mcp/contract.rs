@@ -60,7 +60,15 @@ async fn tools_are_listed_with_their_schemas() {
             ),
             (
                 "terminal_read",
-                &["count", "max_bytes", "max_lines", "offset", "terminal"],
+                &[
+                    "count",
+                    "format",
+                    "max_bytes",
+                    "max_lines",
+                    "offset",
+                    "since",
+                    "terminal",
+                ],
                 &["terminal"],
             ),
             ("terminal_screen", &["terminal"], &["terminal"]),

@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod contract;
+mod cursors;
 mod sessions;
 
 use std::process::Stdio;

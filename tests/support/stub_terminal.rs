@@ -367,6 +367,7 @@ impl SendOperation for StubSend {
             text: "delta".to_owned(),
             bytes: Bytes::from_static(b"delta"),
             truncated: false,
+            cursors: None,
         }
     }
 

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::link::{ServerLink, output_since};
 use super::pages::viewport;
+use crate::registry::cursor::{OutputCursor, strip_escapes};
 use crate::registry::seam::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
@@ -59,11 +60,24 @@ impl TmuxSend {
 
 impl SendOperation for TmuxSend {
     fn read_output(&self) -> SendOutput {
-        let (bytes, truncated) = output_since(&self.shared, self.start, self.gaps);
+        let (bytes, truncated, end) = {
+            let mutable = self.shared.lock();
+            let (bytes, dropped) = mutable.ring.since(self.start);
+            (
+                bytes,
+                dropped || mutable.gaps != self.gaps,
+                mutable.ring.total,
+            )
+        };
+        let cursor = |offset| OutputCursor {
+            epoch: self.shared.epoch,
+            offset,
+        };
         SendOutput {
             text: strip_escapes(&bytes),
             bytes,
             truncated,
+            cursors: Some((cursor(self.start), cursor(end))),
         }
     }
 
@@ -209,81 +223,6 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
                     _ => {}
                 }
             }
-        }
-    }
-}
-
-/// Output as text: escape sequences (CSI, OSC, DCS and two-byte ESC
-/// sequences) and control characters other than `\n` and `\t` removed,
-/// `\r\n` folded to `\n`, invalid UTF-8 replaced.
-fn strip_escapes(bytes: &[u8]) -> String {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            0x1b => {
-                i += 1;
-                match bytes.get(i) {
-                    Some(b'[') => {
-                        i += 1;
-                        while i < bytes.len() && !(0x40..=0x7e).contains(&bytes[i]) {
-                            i += 1;
-                        }
-                        i += 1;
-                    }
-                    Some(b']' | b'P' | b'_' | b'^' | b'X') => {
-                        // String sequences end with BEL or ST (ESC \).
-                        i += 1;
-                        while i < bytes.len() {
-                            if bytes[i] == 0x07 {
-                                i += 1;
-                                break;
-                            }
-                            if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'\\') {
-                                i += 2;
-                                break;
-                            }
-                            i += 1;
-                        }
-                    }
-                    Some(b'(' | b')' | b'*' | b'+' | b'#' | b'%') => i += 2,
-                    Some(_) => i += 1,
-                    None => {}
-                }
-            }
-            b'\n' | b'\t' => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-            byte if byte < 0x20 || byte == 0x7f => i += 1,
-            byte => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strips_escapes_and_controls() {
-        let cases: &[(&[u8], &str)] = &[
-            (b"plain", "plain"),
-            (b"a\r\nb\n", "a\nb\n"),
-            (b"\x1b[1;31mred\x1b[0m", "red"),
-            (b"\x1b]0;title\x07x", "x"),
-            (b"\x1b]8;;http://x\x1b\\link", "link"),
-            (b"\x1b(Bq\x1b=z", "qz"),
-            (b"tab\there\x08", "tab\there"),
-            (b"\xff\xfe", "\u{fffd}\u{fffd}"),
-            (b"cut\x1b[", "cut"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(strip_escapes(input), *want, "{input:?}");
         }
     }
 }
