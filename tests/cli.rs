@@ -126,11 +126,12 @@ fn walk(dir: &Path) -> usize {
             .flatten()
             .map(|entry| {
                 let path = entry.path();
-                if entry
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with("tmux-engine-registry")
-                {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // The shell rc files (issue 17): one directory, not a server.
+                if name.starts_with("tmux-engine-shell-") {
+                    return 0;
+                }
+                if name.starts_with("tmux-engine-registry") {
                     walk(&path)
                 } else {
                     usize::from(path.is_dir())

@@ -148,6 +148,10 @@ pub(crate) struct SpawnArgs {
     /// a command's words.
     #[arg(long, value_name = "LINE", conflicts_with = "command")]
     pub(crate) shell: Option<String>,
+    /// Start the shell without the engine's prompt marks (no exact
+    /// command output or exit codes from send).
+    #[arg(long)]
+    pub(crate) no_shell_integration: bool,
     /// The program and its arguments, executed exactly (one word
     /// included; no shell parsing) [default: the shell].
     #[arg(last = true)]
@@ -167,13 +171,17 @@ pub(crate) struct SendArgs {
     /// Press Enter after the text.
     #[arg(long)]
     pub(crate) submit: bool,
-    /// stdin (the default: until the program waits for input again, e.g.
-    /// the shell's prompt is back) | idle | exit | none.
+    /// command (the default: until an integrated shell marks the
+    /// command's end, else as stdin) | stdin (until the program waits for
+    /// input again, e.g. the shell's prompt is back) | idle | exit | none.
     #[arg(long)]
     pub(crate) wait: Option<String>,
     /// Give up waiting after this many seconds.
     #[arg(long)]
     pub(crate) timeout: Option<f64>,
+    /// Keep the command out of the shell's history.
+    #[arg(long)]
+    pub(crate) no_history: bool,
     /// Add the visible screen to the answer (`viewport`).
     #[arg(long)]
     pub(crate) include_screen: bool,
@@ -227,6 +235,7 @@ impl SpawnArgs {
             rows: size.map(|size| size.rows),
             restart: Some(self.restart.parse::<RestartPolicy>()?),
             role: self.role,
+            shell_integration: self.no_shell_integration.then_some(false),
         })
     }
 }
@@ -249,6 +258,7 @@ impl SendArgs {
             .transpose()?;
         request.timeout_secs = self.timeout;
         request.include_screen = self.include_screen;
+        request.history = self.no_history.then_some(false);
         request.max_bytes = self.max_bytes;
         request.max_lines = self.max_lines;
         Ok(request)

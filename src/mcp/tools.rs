@@ -119,9 +119,11 @@ impl McpServer {
     )]
     async fn terminal_send(
         &self,
-        Parameters(request): Parameters<SendRequest>,
+        Parameters(mut request): Parameters<SendRequest>,
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
+        // An agent's commands stay out of the shell's history unless asked.
+        request.history.get_or_insert(false);
         let terminal = request.terminal.clone();
         let sending = attempt!(verbs::send(self.registry.owner(&self.owner), request).await);
         let operation = sending.operation();

@@ -82,6 +82,21 @@ pub struct SpawnSpec {
     /// What to do when the program dies.
     #[serde(default)]
     pub restart: RestartPolicy,
+    /// Start the shell (bash, zsh or POSIX sh, when no command is given)
+    /// with the engine's rc, which marks prompts and commands (OSC 133)
+    /// so a send returns a command's exact output and exit code (see
+    /// [`crate::shell`]); on unless turned off.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub shell_integration: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_yes(value: &bool) -> bool {
+    *value
 }
 
 impl Default for SpawnSpec {
@@ -102,7 +117,22 @@ impl SpawnSpec {
             size: None,
             role: None,
             restart: RestartPolicy::Never,
+            shell_integration: true,
         }
+    }
+
+    /// Turns shell integration on or off (on by default).
+    #[must_use]
+    pub fn shell_integration(mut self, on: bool) -> Self {
+        self.shell_integration = on;
+        self
+    }
+
+    /// Whether this spec runs the pinned shell interactively (no command,
+    /// no shell line) with integration on: what the backend then starts
+    /// with the engine's rc.
+    pub fn integrates_shell(&self) -> bool {
+        self.shell_integration && self.command.is_empty() && self.shell.is_none()
     }
 
     /// Sets the name.

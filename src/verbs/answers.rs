@@ -21,10 +21,18 @@ use crate::registry::{
 
 /// How a send ended, with the output it produced: built here once for
 /// every face.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct SendAnswer {
-    /// The output since the send began, escape sequences stripped.
+    /// The output, escape sequences stripped: exactly the command's when
+    /// an integrated shell marked it (`exit_code` is then present), else
+    /// everything since the send began.
     pub output: String,
+    /// The command's exit status, from an integrated shell's end mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Seconds from the command's start to its end, from the marks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_secs: Option<f64>,
     /// Why the send stopped waiting: `idle`, `stdin_read`, `exited`,
     /// `timeout` or `cancelled`.
     pub wait_reason: WaitReason,
@@ -52,8 +60,14 @@ impl SendAnswer {
     /// The answer of a send that ended with `result` after `output`.
     /// The screen is kept when `include_screen`.
     pub fn new(result: SendResult, output: SendOutput, include_screen: bool) -> SendAnswer {
+        let command = result.command;
         SendAnswer {
-            output: output.text,
+            exit_code: command.as_ref().and_then(|command| command.exit_code),
+            duration_secs: command.as_ref().map(|command| {
+                // Milliseconds are plenty, and shorter in every answer.
+                (command.duration.as_secs_f64() * 1000.0).round() / 1000.0
+            }),
+            output: command.map_or(output.text, |command| command.output),
             wait_reason: result.wait_reason,
             status: result.status,
             viewport: include_screen.then_some(result.viewport),
@@ -214,6 +228,8 @@ mod tests {
     fn answer(output: &str, viewport: Option<&str>) -> SendAnswer {
         SendAnswer {
             output: output.to_owned(),
+            exit_code: None,
+            duration_secs: None,
             wait_reason: WaitReason::StdinRead,
             status: TerminalStatus::Running,
             viewport: viewport.map(str::to_owned),

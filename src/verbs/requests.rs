@@ -58,6 +58,11 @@ pub struct SpawnRequest {
     /// A free-form role, e.g. `repl` (1 to 64 bytes, stored only).
     #[serde(default)]
     pub role: Option<String>,
+    /// Start the shell with the engine's prompt marks (default true; bash,
+    /// zsh and POSIX sh, when no `command` or `shell` line is given), so
+    /// `send` returns a command's exact output, `exit_code` and duration.
+    #[serde(default)]
+    pub shell_integration: Option<bool>,
 }
 
 impl SpawnRequest {
@@ -69,7 +74,9 @@ impl SpawnRequest {
     /// everything [`SpawnSpec::validate`] refuses (a name shaped like an
     /// id, a bad size, ...).
     pub fn validate(self) -> Result<SpawnSpec> {
-        let mut spec = SpawnSpec::default().restart(self.restart.unwrap_or_default());
+        let mut spec = SpawnSpec::default()
+            .restart(self.restart.unwrap_or_default())
+            .shell_integration(self.shell_integration.unwrap_or(true));
         if let Some(name) = self.name {
             spec = spec.name(name);
         }
@@ -142,10 +149,12 @@ pub struct SendRequest {
     /// Press Enter after the text.
     #[serde(default)]
     pub submit: bool,
-    /// When the send is done: `idle` when the output went quiet (or the
-    /// program waits for input); `stdin` when the program waits for input
-    /// again, e.g. the shell's prompt is back; `exit` when the program
-    /// ended; `none` at once.
+    /// When the send is done: `command` (the default) when an integrated
+    /// shell marks the command's end (then the answer has exactly its
+    /// output and its `exit_code`), else as `stdin`; `idle` when the
+    /// output went quiet (or the program waits for input); `stdin` when
+    /// the program waits for input again, e.g. the shell's prompt is back;
+    /// `exit` when the program ended; `none` at once.
     #[serde(default)]
     pub wait: Option<WaitFor>,
     /// Give up waiting after this many seconds (default 30); the output so
@@ -153,6 +162,11 @@ pub struct SendRequest {
     /// accepted as its old HTTP name.)
     #[serde(default, alias = "timeout")]
     pub timeout_secs: Option<f64>,
+    /// Whether the command may go into the shell's history (default true;
+    /// MCP's default is false). False types it with a leading space,
+    /// which the engine's shell rc keeps out of the history.
+    #[serde(default)]
+    pub history: Option<bool>,
     /// Add the visible screen to the answer (`viewport`); off by default,
     /// as the output is usually all a caller needs.
     #[serde(default)]
@@ -180,6 +194,7 @@ impl SendRequest {
             submit: false,
             wait: None,
             timeout_secs: None,
+            history: None,
             include_screen: false,
             max_bytes: None,
             max_lines: None,
@@ -202,16 +217,16 @@ impl SendRequest {
         self
     }
 
-    /// The registry's request. With no `wait`, the send waits for `stdin`
-    /// (the program waits for input again, e.g. the shell's prompt is
-    /// back) on every face: `idle` would cut a command's output at its
-    /// first pause.
+    /// The registry's request. With no `wait`, the send waits for
+    /// `command` (an integrated shell's end mark, else `stdin`: the
+    /// program waits for input again) on every face: `idle` would cut a
+    /// command's output at its first pause.
     ///
     /// # Errors
     /// `INVALID_INPUT` for a `timeout_secs` that is not a number of seconds.
     pub fn validate(self) -> Result<registry::SendRequest> {
         self.bound()?;
-        let wait = self.wait.unwrap_or(WaitFor::StdinRead);
+        let wait = self.wait.unwrap_or(WaitFor::Command);
         Ok(registry::SendRequest {
             text: self.bytes.unwrap_or_else(|| self.text.into_bytes().into()),
             submit: self.submit,
@@ -547,7 +562,7 @@ mod tests {
         .unwrap();
         assert_eq!(send.timeout_secs, Some(2.5));
         let request = send.clone().validate().unwrap();
-        assert_eq!(request.wait, WaitFor::StdinRead);
+        assert_eq!(request.wait, WaitFor::Command);
         assert!(!request.submit);
         let negative = SendRequest {
             timeout_secs: Some(-1.0),

@@ -39,7 +39,16 @@ async fn tools_are_listed_with_their_schemas() {
             (
                 "terminal_spawn",
                 &[
-                    "cols", "command", "cwd", "env", "name", "restart", "role", "rows", "shell",
+                    "cols",
+                    "command",
+                    "cwd",
+                    "env",
+                    "name",
+                    "restart",
+                    "role",
+                    "rows",
+                    "shell",
+                    "shell_integration",
                 ],
                 &[],
             ),
@@ -47,6 +56,7 @@ async fn tools_are_listed_with_their_schemas() {
             (
                 "terminal_send",
                 &[
+                    "history",
                     "include_screen",
                     "max_bytes",
                     "max_lines",

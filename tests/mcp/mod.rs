@@ -13,6 +13,7 @@
 
 mod contract;
 mod cursors;
+mod scenario;
 mod sessions;
 
 use std::process::Stdio;
@@ -70,6 +71,8 @@ pub(crate) struct Mcp {
     pub(crate) client: RunningService<RoleClient, Harness>,
     /// Everything the server wrote to stderr so far.
     log: watch::Receiver<String>,
+    /// The server's pid.
+    pid: Option<u32>,
 }
 
 impl Mcp {
@@ -80,17 +83,24 @@ impl Mcp {
 
     /// [`Mcp::start`] with `mcp`'s own flags (`--read-only`, `--tools`).
     pub(crate) async fn start_with(cli: &Cli, flags: &[&str]) -> Mcp {
+        Mcp::start_in(cli, flags, "/bin/sh").await
+    }
+
+    /// [`Mcp::start_with`] with `shell` as the engine's shell.
+    pub(crate) async fn start_in(cli: &Cli, flags: &[&str], shell: &str) -> Mcp {
         let argv: Vec<&str> = std::iter::once("mcp")
             .chain(flags.iter().copied())
             .collect();
         let mut command = tokio::process::Command::from(cli.command(&argv));
         command
+            .env("TMUX_ENGINE_SHELL", shell)
             .env("TMUX_ENGINE_LOG", "tmux_engine::mcp=info")
             .env("NO_COLOR", "1");
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let pid = transport.id();
         let (sender, log) = watch::channel(String::new());
         let mut lines = BufReader::new(stderr.unwrap()).lines();
         tokio::spawn(async move {
@@ -102,7 +112,7 @@ impl Mcp {
             }
         });
         let client = Harness::default().serve(transport).await.unwrap();
-        Mcp { client, log }
+        Mcp { client, log, pid }
     }
 
     /// Calls `tool` and returns its result, error or not.
@@ -159,6 +169,17 @@ impl Mcp {
             "no log line with {parts:?}:\n{}",
             *self.log.borrow()
         );
+    }
+
+    /// SIGKILLs the server (no chance to clean up) and drops the client.
+    pub(crate) fn kill(self) {
+        let pid = self.pid.unwrap();
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        drop(self);
     }
 
     /// Ends the session the way a client does: closes the server's stdin.

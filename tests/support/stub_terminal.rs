@@ -237,6 +237,7 @@ impl BackendTerminal for StubTerminal {
                     wait_reason,
                     status,
                     truncated: false,
+                    command: None,
                 })
             }),
         })

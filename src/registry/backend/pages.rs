@@ -20,12 +20,13 @@ const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 10_000;
 
 /// Geometry and history of a pane.
-struct Geometry {
+pub(super) struct Geometry {
     history: usize,
-    cursor: (u16, u16),
+    /// Column and row of the cursor.
+    pub(super) cursor: (u16, u16),
 }
 
-async fn geometry(shared: &ServerLink) -> Result<Geometry> {
+pub(super) async fn geometry(shared: &ServerLink) -> Result<Geometry> {
     let format = "#{history_size} #{cursor_x} #{cursor_y}";
     let command = TmuxCommand::new("list-panes")
         .target(shared.pane)
