@@ -91,6 +91,7 @@ async fn cli_call(cli: &Cli, verb: &str, args: &Value) -> Outcome {
             }
         }
         "kill" => argv.push(word(&args["terminal"])),
+        "search" => argv.push(word(&args["regex"])),
         "list" => {}
         other => panic!("no CLI spelling for {other}"),
     }
@@ -117,6 +118,10 @@ async fn http_call(served: &Served, verb: &str, args: &Value) -> Outcome {
     let (method, path, body) = match verb {
         "spawn" => (Method::POST, "/api/terminals".to_owned(), Some(body)),
         "list" => (Method::GET, "/api/terminals".to_owned(), None),
+        "search" => {
+            let regex = args["regex"].as_str().unwrap().replace('(', "%28");
+            (Method::GET, format!("/api/search?regex={regex}"), None)
+        }
         "kill" => (Method::DELETE, format!("/api/terminals/{terminal}"), None),
         "signal" => (
             Method::POST,
@@ -173,6 +178,7 @@ fn refused() -> Vec<(&'static str, Value)> {
         ("read", json!({"terminal": "nope", "max_bytes": 10})),
         ("read", json!({"terminal": "nope", "max_bytes": 65_537})),
         ("read", json!({"terminal": "nope", "max_lines": 0})),
+        ("search", json!({"regex": "("})),
     ]
 }
 

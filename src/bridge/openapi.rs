@@ -20,7 +20,8 @@ use super::ws;
 use crate::registry::{SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
 use crate::verbs::{
-    KillAnswer, ReadAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest,
+    KillAnswer, ReadAnswer, ReadRequest, SearchAnswer, SearchRequest, SendAnswer, SendRequest,
+    SignalRequest, SpawnRequest,
 };
 
 /// Makes the schema of one type.
@@ -66,6 +67,17 @@ pub(super) fn routes() -> Vec<Route> {
             answer: (200, Some(schema::<Vec<TerminalSnapshot>>)),
             own_auth: false,
             handler: || routing::get(api::list),
+        },
+        Route {
+            method: Method::GET,
+            path: "/api/search",
+            operation: "search",
+            summary: "Lines of your terminals' scrollback matching a regex, with context.",
+            body: None,
+            query: Some(schema::<SearchRequest>),
+            answer: (200, Some(schema::<SearchAnswer>)),
+            own_auth: false,
+            handler: || routing::get(api::search),
         },
         Route {
             method: Method::POST,

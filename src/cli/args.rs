@@ -75,6 +75,23 @@ pub(crate) enum TerminalCommand {
         #[arg(long, requires = "since")]
         format: Option<String>,
     },
+    /// Search scrollback with a regex: one terminal's, or all of yours.
+    Search {
+        /// The regular expression (Rust regex syntax).
+        regex: String,
+        /// Only this terminal (id or name).
+        #[arg(long)]
+        terminal: Option<String>,
+        /// Lines of context around each match (at most 10).
+        #[arg(long)]
+        context: Option<usize>,
+        /// Matches at most (default 50, at most 500).
+        #[arg(long)]
+        max_matches: Option<usize>,
+        /// Bytes of the whole answer (as JSON) at most [default: 65536].
+        #[arg(long)]
+        max_bytes: Option<usize>,
+    },
     /// Print the visible screen.
     Screen {
         /// Terminal id or name.

@@ -9,7 +9,8 @@ use serde_json::json;
 use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
 use tmux_engine::verbs::{
-    self, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SignalRequest, TerminalRequest,
+    self, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest, SignalRequest,
+    TerminalRequest,
 };
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
@@ -133,6 +134,36 @@ pub(super) async fn dispatch(
                 write_json(out, &answer)?;
             } else {
                 write_read(out, &answer)?;
+            }
+        }
+        TerminalCommand::Search {
+            regex,
+            terminal,
+            context,
+            max_matches,
+            max_bytes,
+        } => {
+            let request = SearchRequest {
+                terminal,
+                regex,
+                context,
+                max_matches,
+                max_bytes,
+            };
+            let found = verbs::search(registry.owner(owner), &request).await?;
+            if json {
+                write_json(out, &found)?;
+            } else {
+                for found in &found.matches {
+                    let who = found.name.as_deref().unwrap_or(&found.terminal);
+                    for text in &found.before {
+                        write_line(out, &format!("{who}-{text}"))?;
+                    }
+                    write_line(out, &format!("{who}:{}:{}", found.line, found.text))?;
+                    for text in &found.after {
+                        write_line(out, &format!("{who}-{text}"))?;
+                    }
+                }
             }
         }
         TerminalCommand::Screen { target } => {

@@ -6,8 +6,8 @@
 use serde::Deserialize;
 
 use crate::verbs::{
-    ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
-    WaitRequest,
+    ListRequest, ReadRequest, SearchRequest, SendRequest, SignalRequest, SpawnRequest,
+    TerminalRequest, WaitRequest,
 };
 
 /// Checks `arguments` against the argument type of `tool`, before the
@@ -40,6 +40,7 @@ pub fn check_arguments(
         }
         "terminal_wait" => parse::<WaitRequest>(arguments),
         "terminal_signal" => parse::<SignalRequest>(arguments),
+        "terminal_search" => parse::<SearchRequest>(arguments),
         _ => Ok(()),
     };
     checked.map_err(|error| format!("invalid arguments for {tool}: {error}"))

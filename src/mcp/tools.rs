@@ -22,8 +22,8 @@ use crate::Error;
 use crate::registry::{SendOperation, SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
 use crate::verbs::{
-    self, KillAnswer, ListRequest, ReadAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest,
-    SpawnRequest, TerminalRequest, WaitAnswer, WaitRequest,
+    self, KillAnswer, ListRequest, ReadAnswer, ReadRequest, SearchAnswer, SearchRequest,
+    SendAnswer, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, WaitAnswer, WaitRequest,
 };
 
 /// Tool results as rmcp wants them; the error side is never used (engine
@@ -167,6 +167,23 @@ impl McpServer {
     async fn terminal_read(&self, Parameters(request): Parameters<ReadRequest>) -> ToolResult {
         Ok(answer(
             verbs::read(self.registry.owner(&self.owner), request).await,
+        ))
+    }
+
+    #[tool(
+        name = "terminal_search",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<SearchAnswer>(),
+        description = "Search scrollback with a regex (Rust syntax), escape sequences stripped as \
+                       in terminal_read: one terminal's (`terminal`) or all of yours. Returns \
+                       {matches: [{terminal, name, line, text, before, after}], searched, \
+                       truncated}: `line` counts as terminal_read's range does, `context` lines \
+                       (at most 10) around each, at most `max_matches` (default 50, at most 500; \
+                       the newest kept) and `max_bytes` (default and most 64 KiB)."
+    )]
+    async fn terminal_search(&self, Parameters(request): Parameters<SearchRequest>) -> ToolResult {
+        Ok(answer(
+            verbs::search(self.registry.owner(&self.owner), &request).await,
         ))
     }
 

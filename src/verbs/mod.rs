@@ -9,6 +9,7 @@
 //! | `answers.rs`  | the answer types the verbs return                       |
 //! | `bounds.rs`   | the bound on a whole answer (`max_bytes`, `max_lines`)  |
 //! | `run.rs`      | one function per verb: validate, then one registry call |
+//! | `search.rs`   | `search`: a regex over one or all terminals' scrollback |
 //! | `since.rs`    | `read since`: the output after a cursor, cut at a line  |
 //!
 //! The CLI's `--json`, the HTTP API (`bridge/api.rs`) and the MCP tools
@@ -25,6 +26,7 @@ mod answers;
 mod bounds;
 mod requests;
 mod run;
+mod search;
 mod since;
 
 pub use answers::{KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
@@ -37,6 +39,7 @@ pub use run::{
     Sending, attach_command, attach_lock, events, kill, list, probe, read, resize, screen, send,
     show, signal, spawn, wait, write,
 };
+pub use search::{MAX_CONTEXT, MAX_MATCHES, SearchAnswer, SearchMatch, SearchRequest, search};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut

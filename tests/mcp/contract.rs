@@ -35,7 +35,7 @@ async fn tools_are_listed_with_their_schemas() {
             keys.sort_unstable();
             keys
         };
-        let cases: [(&str, &[&str], &[&str]); 9] = [
+        let cases: [(&str, &[&str], &[&str]); 10] = [
             (
                 "terminal_spawn",
                 &[
@@ -83,6 +83,11 @@ async fn tools_are_listed_with_their_schemas() {
             ),
             ("terminal_screen", &["terminal"], &["terminal"]),
             ("terminal_show", &["terminal"], &["terminal"]),
+            (
+                "terminal_search",
+                &["context", "max_bytes", "max_matches", "regex", "terminal"],
+                &["regex"],
+            ),
             (
                 "terminal_wait",
                 &["exit", "regex", "terminal", "text", "timeout_secs"],
@@ -221,6 +226,7 @@ async fn every_tool_is_annotated_with_an_output_schema() {
             "terminal_list",
             "terminal_read",
             "terminal_screen",
+            "terminal_search",
             "terminal_show",
             "terminal_wait",
         ];
@@ -283,6 +289,7 @@ async fn the_tool_set_can_be_narrowed() {
                     "terminal_list",
                     "terminal_read",
                     "terminal_screen",
+                    "terminal_search",
                     "terminal_show",
                     "terminal_wait",
                 ],
@@ -293,7 +300,12 @@ async fn the_tool_set_can_be_narrowed() {
             ),
             (
                 &["--read-only", "--exclude-tools", "wait,screen"],
-                &["terminal_list", "terminal_read", "terminal_show"],
+                &[
+                    "terminal_list",
+                    "terminal_read",
+                    "terminal_search",
+                    "terminal_show",
+                ],
             ),
             (
                 &["--exclude-tools", "terminal_kill,signal,spawn,send"],
@@ -301,6 +313,7 @@ async fn the_tool_set_can_be_narrowed() {
                     "terminal_list",
                     "terminal_read",
                     "terminal_screen",
+                    "terminal_search",
                     "terminal_show",
                     "terminal_wait",
                 ],

@@ -14,6 +14,7 @@
 mod contract;
 mod cursors;
 mod scenario;
+mod search;
 mod sessions;
 
 use std::process::Stdio;
@@ -34,11 +35,12 @@ use tokio::sync::watch;
 use crate::cli::Cli;
 
 /// The tools of issues 11 and 17, as named there.
-pub(crate) const TOOLS: [&str; 9] = [
+pub(crate) const TOOLS: [&str; 10] = [
     "terminal_kill",
     "terminal_list",
     "terminal_read",
     "terminal_screen",
+    "terminal_search",
     "terminal_send",
     "terminal_show",
     "terminal_signal",
