@@ -63,9 +63,9 @@ async fn cli_call(cli: &Cli, verb: &str, args: &Value) -> Outcome {
     };
     match verb {
         "spawn" => {
-            for flag in ["name", "cwd", "shell"] {
+            for flag in ["name", "cwd", "shell", "history_limit"] {
                 if let Some(value) = field(args, flag) {
-                    argv.extend([format!("--{flag}"), word(value)]);
+                    argv.extend([format!("--{}", flag.replace('_', "-")), word(value)]);
                 }
             }
             // The CLI spells a size COLSxROWS: one of the two is "COLS".
@@ -179,6 +179,7 @@ fn refused() -> Vec<(&'static str, Value)> {
         ("read", json!({"terminal": "nope", "max_bytes": 65_537})),
         ("read", json!({"terminal": "nope", "max_lines": 0})),
         ("search", json!({"regex": "("})),
+        ("spawn", json!({"history_limit": 1_000_001})),
     ]
 }
 

@@ -169,6 +169,9 @@ pub(crate) struct SpawnArgs {
     /// command output or exit codes from send).
     #[arg(long)]
     pub(crate) no_shell_integration: bool,
+    /// Lines of scrollback to keep (default 10000, at most 1000000).
+    #[arg(long)]
+    pub(crate) history_limit: Option<u32>,
     /// The program and its arguments, executed exactly (one word
     /// included; no shell parsing) [default: the shell].
     #[arg(last = true)]
@@ -253,6 +256,7 @@ impl SpawnArgs {
             restart: Some(self.restart.parse::<RestartPolicy>()?),
             role: self.role,
             shell_integration: self.no_shell_integration.then_some(false),
+            history_limit: self.history_limit,
         })
     }
 }

@@ -77,7 +77,9 @@ pub use seam::{
 };
 pub use service::{Owned, Registry};
 pub use signal::{Signal, SignalDelivery};
-pub use spec::{RegistryConfig, RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot};
+pub use spec::{
+    MAX_HISTORY_LIMIT, RegistryConfig, RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot,
+};
 pub use viewed::ViewedTerminal;
 
 #[cfg(test)]

@@ -88,7 +88,15 @@ pub struct SpawnSpec {
     /// [`crate::shell`]); on unless turned off.
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub shell_integration: bool,
+    /// Lines of scrollback the terminal keeps (the backend's default,
+    /// 10000, when `None`; at most [`MAX_HISTORY_LIMIT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_limit: Option<u32>,
 }
+
+/// The most scrollback lines a terminal may keep: a million lines of a
+/// wide terminal is already hundreds of megabytes in tmux.
+pub const MAX_HISTORY_LIMIT: u32 = 1_000_000;
 
 fn yes() -> bool {
     true
@@ -118,7 +126,15 @@ impl SpawnSpec {
             role: None,
             restart: RestartPolicy::Never,
             shell_integration: true,
+            history_limit: None,
         }
+    }
+
+    /// Sets the lines of scrollback kept.
+    #[must_use]
+    pub fn history_limit(mut self, lines: u32) -> Self {
+        self.history_limit = Some(lines);
+        self
     }
 
     /// Turns shell integration on or off (on by default).
@@ -207,6 +223,13 @@ impl SpawnSpec {
     pub fn validate(&self) -> Result<()> {
         if let Some(name) = &self.name {
             validate_name(name)?;
+        }
+        if let Some(lines) = self.history_limit
+            && lines > MAX_HISTORY_LIMIT
+        {
+            return Err(Error::InvalidInput(format!(
+                "history_limit {lines} is over the maximum of {MAX_HISTORY_LIMIT} lines"
+            )));
         }
         for word in &self.command {
             if word.contains('\0') {

@@ -63,6 +63,9 @@ pub struct SpawnRequest {
     /// `send` returns a command's exact output, `exit_code` and duration.
     #[serde(default)]
     pub shell_integration: Option<bool>,
+    /// Lines of scrollback to keep (default 10000, at most 1000000).
+    #[serde(default)]
+    pub history_limit: Option<u32>,
 }
 
 impl SpawnRequest {
@@ -82,6 +85,9 @@ impl SpawnRequest {
         }
         if let Some(role) = self.role {
             spec = spec.role(role);
+        }
+        if let Some(lines) = self.history_limit {
+            spec = spec.history_limit(lines);
         }
         if let Some(command) = self.command {
             // Absent means the shell; present but empty would silently
@@ -486,6 +492,7 @@ mod tests {
             serde_json::json!({"name": "t-1a2308edac7-b10a309c95b89d50"}),
             serde_json::json!({"cols": 0, "rows": 10}),
             serde_json::json!({"command": ["a"], "shell": "b"}),
+            serde_json::json!({"history_limit": 1_000_001}),
         ];
         for value in refused {
             let error = spawn(value.clone()).unwrap_err();

@@ -43,6 +43,7 @@ async fn tools_are_listed_with_their_schemas() {
                     "command",
                     "cwd",
                     "env",
+                    "history_limit",
                     "name",
                     "restart",
                     "role",

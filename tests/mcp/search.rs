@@ -73,3 +73,31 @@ async fn search_finds_lines_in_one_terminal_or_all() {
     })
     .await;
 }
+
+/// Issue 17: the scrollback a terminal keeps is set at spawn.
+#[tokio::test]
+async fn the_history_limit_is_set_at_spawn() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        let spawn = json!({"name": "short", "history_limit": 50, "rows": 10, "cols": 80});
+        mcp.ok("terminal_spawn", spawn).await;
+        let args = json!({"terminal": "short", "text": "seq 1 500", "submit": true});
+        mcp.ok("terminal_send", args).await;
+        let page = mcp
+            .ok(
+                "terminal_read",
+                json!({"terminal": "short", "count": 10_000}),
+            )
+            .await;
+        let total = page["total_lines"].as_u64().unwrap();
+        assert!(total <= 50 + 10, "{total} lines kept");
+        assert!(total >= 50, "{total} lines kept");
+        let over = mcp
+            .error("terminal_spawn", json!({"history_limit": 1_000_001}))
+            .await;
+        assert!(over.starts_with("INVALID_INPUT: "), "{over}");
+        mcp.stop().await;
+    })
+    .await;
+}

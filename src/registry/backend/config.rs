@@ -188,7 +188,7 @@ pub(super) fn server_options(
         shell,
         cwd: spec.cwd.clone(),
         env,
-        history_limit: config.history_limit,
+        history_limit: spec.history_limit.unwrap_or(config.history_limit),
         session: SESSION.to_owned(),
         runtime_dir: Some(config.runtime_dir.clone()),
         extra_config: marks,
