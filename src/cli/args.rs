@@ -117,6 +117,17 @@ pub(crate) enum TerminalCommand {
     },
     /// Wait until the terminal shows a text, matches a regex, or exits.
     Wait(WaitArgs),
+    /// Record the terminal's output as asciicast v2 (asciinema) into FILE,
+    /// from its screen now until it ends or Ctrl-C.
+    Record {
+        /// Terminal id or name.
+        target: String,
+        /// The recording to write (replaced).
+        file: PathBuf,
+        /// Bytes at most (default 64 MiB); later events are left out.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Print the terminal's control-mode events live, as JSON lines.
     Events {
         /// Terminal id or name.

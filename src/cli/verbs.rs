@@ -229,6 +229,23 @@ pub(super) async fn dispatch(
                 write_line(out, &found.matched)?;
             }
         }
+        TerminalCommand::Record {
+            target,
+            file,
+            limit,
+        } => {
+            let recording = std::fs::File::create(&file)
+                .map_err(|e| Error::io(format!("creating {}", file.display()), e))?;
+            let limit = limit.unwrap_or(verbs::DEFAULT_RECORD_LIMIT);
+            let pending = std::future::pending();
+            let answer =
+                verbs::record(registry.owner(owner), &target, recording, limit, pending).await?;
+            if json {
+                write_json(out, &answer)?;
+            } else {
+                write_line(out, &format!("{} bytes", answer.written))?;
+            }
+        }
         TerminalCommand::Events { target } => events(registry, owner, &named(target), out).await?,
         TerminalCommand::Attach { target, read_only } => {
             attach(registry, owner, &named(target), read_only).await?;

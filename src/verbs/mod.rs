@@ -5,6 +5,7 @@
 //!
 //! | file          | job                                                     |
 //! |---------------|---------------------------------------------------------|
+//! | `record.rs`   | `record`: output as an asciicast v2 recording           |
 //! | `requests.rs` | the request types (serde + JSON Schema) and their checks |
 //! | `answers.rs`  | the answer types the verbs return                       |
 //! | `bounds.rs`   | the bound on a whole answer (`max_bytes`, `max_lines`)  |
@@ -24,6 +25,7 @@
 
 mod answers;
 mod bounds;
+mod record;
 mod requests;
 mod run;
 mod search;
@@ -31,6 +33,7 @@ mod since;
 
 pub use answers::{KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 pub use bounds::{Bound, MAX_ANSWER_BYTES, MIN_ANSWER_BYTES};
+pub use record::{DEFAULT_RECORD_LIMIT, RecordAnswer, record};
 pub use requests::{
     ListRequest, ReadFormat, ReadRequest, ReadWhat, ResizeRequest, SendRequest, SignalRequest,
     SpawnRequest, TerminalRequest, WaitRequest, WriteRequest,
