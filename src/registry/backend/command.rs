@@ -95,8 +95,16 @@ pub(super) async fn at_prompt(shared: &ServerLink, deadline: Instant) -> bool {
             {
                 return true;
             }
-            // A program runs in it (a REPL): no marks will come.
-            Some(_) if !shell_in_front(shared) => return false,
+            // A program in front that reads the terminal (a REPL): no
+            // marks will come. One that does not read may be ending (just
+            // interrupted): wait for the shell's prompt, up to the limit.
+            Some(_) if !shell_in_front(shared) => {
+                let pane = shared.lock().pane_process;
+                if pane.is_some_and(|pane| procfs::blocked_on_input(pane.pid)) {
+                    return false;
+                }
+                reading_at = None;
+            }
             // The shell is back in front of a command (just interrupted,
             // say): its end mark and prompt are on their way.
             Some(_) => reading_at = None,
