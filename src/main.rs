@@ -49,7 +49,7 @@ enum Command {
     },
     /// Serve the terminals to AI agents over the Model Context Protocol
     /// (JSON-RPC on stdin/stdout; logs on stderr).
-    Mcp,
+    Mcp(cli::mcp::McpArgs),
     /// Serve the owner's terminals on the web: a JSON API, WebSocket viewers
     /// and a terminal page; prints the URL to open.
     Serve(cli::serve::ServeArgs),
@@ -124,7 +124,7 @@ fn main() -> ExitCode {
             let mut stdout = std::io::stdout().lock();
             cli::terminals::run(global, command, &mut stdout).await
         }),
-        Command::Mcp => registry_command(&cli.global, cli::mcp::run),
+        Command::Mcp(args) => registry_command(&cli.global, |global| cli::mcp::run(global, args)),
         Command::Serve(args) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
             cli::serve::run(global, args, &mut stdout).await

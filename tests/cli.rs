@@ -155,11 +155,12 @@ fn walk(dir: &Path) -> usize {
             .flatten()
             .map(|entry| {
                 let path = entry.path();
-                if entry
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with("tmux-engine-registry")
-                {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // The shell rc files (issue 17): one directory, not a server.
+                if name.starts_with("tmux-engine-shell-") {
+                    return 0;
+                }
+                if name.starts_with("tmux-engine-registry") {
                     walk(&path)
                 } else {
                     usize::from(path.is_dir())
@@ -462,4 +463,63 @@ fn ctrl_c_ends_a_command_with_130_and_detaches_leaving_the_terminal_running() {
     assert!(cli.ok(&["probe", "ev"]).contains("running"));
     cli.ok(&["kill", "ev"]);
     assert_eq!(servers_left(&cli.runtime()), 0);
+}
+
+/// Issue 17: `record` writes asciicast v2 that parses line by line, and
+/// replaying its output events gives the terminal's final screen.
+#[test]
+fn record_writes_asciicast_that_replays_to_the_final_screen() {
+    use tmux_engine::screen::asciicast::Recording;
+    let cli = Cli::new();
+    cli.ok(&["spawn", "--name", "rec", "--size", "60x12"]);
+    cli.ok(&["send", "rec", "--wait", "stdin"]);
+    let file = cli.dir.path().join("rec.cast");
+    let file_arg = file.to_str().unwrap().to_owned();
+    let mut recorder = cli
+        .command(&["record", "rec", &file_arg])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Recording has begun once the screen it starts from is written.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&file).map_or(0, |text| text.lines().count()) < 2 {
+        assert!(std::time::Instant::now() < deadline, "no recording started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for text in [
+        "printf '\\033[1mbold\\033[0m %s\\n' one",
+        "seq 1 30",
+        "echo end",
+    ] {
+        cli.ok(&["send", "rec", text, "--submit"]);
+    }
+    let screen: serde_json::Value =
+        serde_json::from_str(&cli.ok(&["--json", "screen", "rec"])).unwrap();
+    cli.ok(&["kill", "rec"]);
+    let status = recorder.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    for line in text.lines() {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(value.is_object() || value.is_array(), "{line}");
+    }
+    let recording = Recording::parse(&text).unwrap();
+    let trimmed = |rows: Vec<String>| {
+        let mut rows: Vec<String> = rows.into_iter().map(|r| r.trim_end().to_owned()).collect();
+        while rows.last().is_some_and(String::is_empty) {
+            rows.pop();
+        }
+        rows
+    };
+    let replayed = trimmed(recording.final_screen().rows().map(str::to_owned).collect());
+    let live = trimmed(
+        screen["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|line| line.as_str().unwrap().to_owned())
+            .collect(),
+    );
+    assert_eq!(replayed, live);
+    assert!(live.iter().any(|row| row.contains("end")), "{live:?}");
 }

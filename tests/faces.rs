@@ -63,9 +63,9 @@ async fn cli_call(cli: &Cli, verb: &str, args: &Value) -> Outcome {
     };
     match verb {
         "spawn" => {
-            for flag in ["name", "cwd", "shell"] {
+            for flag in ["name", "cwd", "shell", "history_limit"] {
                 if let Some(value) = field(args, flag) {
-                    argv.extend([format!("--{flag}"), word(value)]);
+                    argv.extend([format!("--{}", flag.replace('_', "-")), word(value)]);
                 }
             }
             // The CLI spells a size COLSxROWS: one of the two is "COLS".
@@ -84,11 +84,14 @@ async fn cli_call(cli: &Cli, verb: &str, args: &Value) -> Outcome {
         "signal" => argv.extend([word(&args["terminal"]), word(&args["signal"])]),
         "read" => {
             argv.push(word(&args["terminal"]));
-            if let Some(count) = field(args, "count") {
-                argv.extend(["--count".to_owned(), word(count)]);
+            for key in ["count", "max_bytes", "max_lines"] {
+                if let Some(value) = field(args, key) {
+                    argv.extend([format!("--{}", key.replace('_', "-")), word(value)]);
+                }
             }
         }
         "kill" => argv.push(word(&args["terminal"])),
+        "search" => argv.push(word(&args["regex"])),
         "list" => {}
         other => panic!("no CLI spelling for {other}"),
     }
@@ -115,6 +118,10 @@ async fn http_call(served: &Served, verb: &str, args: &Value) -> Outcome {
     let (method, path, body) = match verb {
         "spawn" => (Method::POST, "/api/terminals".to_owned(), Some(body)),
         "list" => (Method::GET, "/api/terminals".to_owned(), None),
+        "search" => {
+            let regex = args["regex"].as_str().unwrap().replace('(', "%28");
+            (Method::GET, format!("/api/search?regex={regex}"), None)
+        }
         "kill" => (Method::DELETE, format!("/api/terminals/{terminal}"), None),
         "signal" => (
             Method::POST,
@@ -122,7 +129,15 @@ async fn http_call(served: &Served, verb: &str, args: &Value) -> Outcome {
             Some(body),
         ),
         "read" => {
-            let query = field(args, "count").map_or(String::new(), |n| format!("?count={n}"));
+            let query: Vec<String> = ["count", "max_bytes", "max_lines"]
+                .iter()
+                .filter_map(|key| field(args, key).map(|n| format!("{key}={n}")))
+                .collect();
+            let query = if query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", query.join("&"))
+            };
             (
                 Method::GET,
                 format!("/api/terminals/{terminal}/scrollback{query}"),
@@ -159,6 +174,12 @@ fn refused() -> Vec<(&'static str, Value)> {
         ("spawn", json!({"cols": 0, "rows": 30})),
         ("signal", json!({"terminal": "nope", "signal": "NOPE"})),
         ("read", json!({"terminal": "nope", "count": 10_001})),
+        // Issue 17's bounds: the whole answer's, checked before any lookup.
+        ("read", json!({"terminal": "nope", "max_bytes": 10})),
+        ("read", json!({"terminal": "nope", "max_bytes": 65_537})),
+        ("read", json!({"terminal": "nope", "max_lines": 0})),
+        ("search", json!({"regex": "("})),
+        ("spawn", json!({"history_limit": 1_000_001})),
     ]
 }
 

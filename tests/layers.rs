@@ -27,6 +27,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("control::pane_exit", 2),
     ("control::snapshot", 2),
     ("screen", 3),
+    ("shell", 3),
     ("terminal", 4),
     ("registry", 5),
     ("fixture", 5),

@@ -23,7 +23,8 @@ use super::auth::Principal;
 use super::frames::form_pairs;
 use crate::verbs::RenameRequest;
 use crate::verbs::{
-    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
+    self, ListRequest, ReadRequest, SearchRequest, SendRequest, SignalRequest, SpawnRequest,
+    TerminalRequest,
 };
 use crate::{Error, ErrorCode};
 
@@ -283,8 +284,7 @@ pub(super) async fn scrollback(
 ) -> Answer {
     let mut request = ReadRequest {
         terminal,
-        offset: 0,
-        count: None,
+        ..ReadRequest::default()
     };
     for (key, value) in form_pairs(query.as_deref().unwrap_or("")) {
         let number = || {
@@ -295,6 +295,20 @@ pub(super) async fn scrollback(
         match key.as_str() {
             "offset" => request.offset = number()?,
             "count" => request.count = Some(number()?),
+            "max_bytes" => request.max_bytes = Some(number()?),
+            "max_lines" => request.max_lines = Some(number()?),
+            "since" => request.since = Some(value.clone()),
+            "format" => {
+                request.format = Some(
+                    serde_json::from_value(serde_json::Value::String(value.clone())).map_err(
+                        |_| {
+                            ApiError::invalid(format!(
+                                "format {value:?} is not lines, text or bytes"
+                            ))
+                        },
+                    )?,
+                );
+            }
             "token" => {}
             _ => {
                 return Err(ApiError::invalid(format!(
@@ -304,6 +318,39 @@ pub(super) async fn scrollback(
         }
     }
     ok(verbs::read(state.registry.owner(&who.owner), request).await?)
+}
+
+/// `GET /api/search?regex=R&terminal=T&context=N&max_matches=N&max_bytes=N`:
+/// the search request from the query (`token` is authentication's).
+pub(super) async fn search(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+    RawQuery(query): RawQuery,
+) -> Answer {
+    let mut request = SearchRequest::default();
+    let mut regex = None;
+    for (key, value) in form_pairs(query.as_deref().unwrap_or("")) {
+        let number = || {
+            value
+                .parse::<usize>()
+                .map_err(|_| ApiError::invalid(format!("{key} {value:?} is not a count")))
+        };
+        match key.as_str() {
+            "regex" => regex = Some(value.clone()),
+            "terminal" => request.terminal = Some(value.clone()),
+            "context" => request.context = Some(number()?),
+            "max_matches" => request.max_matches = Some(number()?),
+            "max_bytes" => request.max_bytes = Some(number()?),
+            "token" => {}
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "unknown query parameter {key:?}"
+                )));
+            }
+        }
+    }
+    request.regex = regex.ok_or_else(|| ApiError::invalid("regex is required".to_owned()))?;
+    ok(verbs::search(state.registry.owner(&who.owner), &request).await?)
 }
 
 /// `POST .../send`: waits `idle` unless the body says otherwise (the

@@ -17,10 +17,13 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::api::{self, ErrorBody};
 use super::ws;
-use crate::registry::{ReadPage, SignalDelivery, TerminalSnapshot};
+use crate::registry::{SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
 use crate::verbs::RenameRequest;
-use crate::verbs::{KillAnswer, ReadRequest, SendAnswer, SendRequest, SignalRequest, SpawnRequest};
+use crate::verbs::{
+    KillAnswer, ReadAnswer, ReadRequest, SearchAnswer, SearchRequest, SendAnswer, SendRequest,
+    SignalRequest, SpawnRequest,
+};
 
 /// Makes the schema of one type.
 type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -65,6 +68,17 @@ pub(super) fn routes() -> Vec<Route> {
             answer: (200, Some(schema::<Vec<TerminalSnapshot>>)),
             own_auth: false,
             handler: || routing::get(api::list),
+        },
+        Route {
+            method: Method::GET,
+            path: "/api/search",
+            operation: "search",
+            summary: "Lines of your terminals' scrollback matching a regex, with context.",
+            body: None,
+            query: Some(schema::<SearchRequest>),
+            answer: (200, Some(schema::<SearchAnswer>)),
+            own_auth: false,
+            handler: || routing::get(api::search),
         },
         Route {
             method: Method::POST,
@@ -139,7 +153,7 @@ pub(super) fn routes() -> Vec<Route> {
             summary: "A page of scrollback: {lines, total_lines, range, truncated}.",
             body: None,
             query: Some(schema::<ReadRequest>),
-            answer: (200, Some(schema::<ReadPage>)),
+            answer: (200, Some(schema::<ReadAnswer>)),
             own_auth: false,
             handler: || routing::get(api::scrollback),
         },
@@ -364,7 +378,18 @@ mod tests {
             .iter()
             .map(|p| p["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["t", "count", "offset"]);
+        assert_eq!(
+            names,
+            [
+                "t",
+                "count",
+                "format",
+                "max_bytes",
+                "max_lines",
+                "offset",
+                "since"
+            ]
+        );
     }
 
     /// Every JSON answer has a real schema (not `true`, "any value"), and

@@ -60,6 +60,37 @@ pub(crate) enum TerminalCommand {
         /// Lines to print.
         #[arg(long)]
         count: Option<usize>,
+        /// Bytes of the whole answer (as JSON) at most [default: 65536].
+        #[arg(long)]
+        max_bytes: Option<usize>,
+        /// Lines at most (the newest are kept).
+        #[arg(long)]
+        max_lines: Option<usize>,
+        /// The output after this cursor (a `next_cursor` or a send's
+        /// `cursor`), oldest first, instead of a page.
+        #[arg(long, conflicts_with_all = ["offset", "count"])]
+        since: Option<String>,
+        /// With --since: lines | text | bytes (as written; raw on stdout,
+        /// base64 in --json).
+        #[arg(long, requires = "since")]
+        format: Option<String>,
+    },
+    /// Search scrollback with a regex: one terminal's, or all of yours.
+    Search {
+        /// The regular expression (Rust regex syntax).
+        regex: String,
+        /// Only this terminal (id or name).
+        #[arg(long)]
+        terminal: Option<String>,
+        /// Lines of context around each match (at most 10).
+        #[arg(long)]
+        context: Option<usize>,
+        /// Matches at most (default 50, at most 500).
+        #[arg(long)]
+        max_matches: Option<usize>,
+        /// Bytes of the whole answer (as JSON) at most [default: 65536].
+        #[arg(long)]
+        max_bytes: Option<usize>,
     },
     /// Print the visible screen.
     Screen {
@@ -93,6 +124,17 @@ pub(crate) enum TerminalCommand {
     },
     /// Wait until the terminal shows a text, matches a regex, or exits.
     Wait(WaitArgs),
+    /// Record the terminal's output as asciicast v2 (asciinema) into FILE,
+    /// from its screen now until it ends or Ctrl-C.
+    Record {
+        /// Terminal id or name.
+        target: String,
+        /// The recording to write (replaced).
+        file: PathBuf,
+        /// Bytes at most (default 64 MiB); later events are left out.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Print the terminal's control-mode events live, as JSON lines.
     Events {
         /// Terminal id or name.
@@ -141,6 +183,13 @@ pub(crate) struct SpawnArgs {
     /// a command's words.
     #[arg(long, value_name = "LINE", conflicts_with = "command")]
     pub(crate) shell: Option<String>,
+    /// Start the shell without the engine's prompt marks (no exact
+    /// command output or exit codes from send).
+    #[arg(long)]
+    pub(crate) no_shell_integration: bool,
+    /// Lines of scrollback to keep (default 10000, at most 1000000).
+    #[arg(long)]
+    pub(crate) history_limit: Option<u32>,
     /// The program and its arguments, executed exactly (one word
     /// included; no shell parsing) [default: the shell].
     #[arg(last = true)]
@@ -160,13 +209,26 @@ pub(crate) struct SendArgs {
     /// Press Enter after the text.
     #[arg(long)]
     pub(crate) submit: bool,
-    /// stdin (the default: until the program waits for input again, e.g.
-    /// the shell's prompt is back) | idle | exit | none.
+    /// command (the default: until an integrated shell marks the
+    /// command's end, else as stdin) | stdin (until the program waits for
+    /// input again, e.g. the shell's prompt is back) | idle | exit | none.
     #[arg(long)]
     pub(crate) wait: Option<String>,
     /// Give up waiting after this many seconds.
     #[arg(long)]
     pub(crate) timeout: Option<f64>,
+    /// Keep the command out of the shell's history.
+    #[arg(long)]
+    pub(crate) no_history: bool,
+    /// Add the visible screen to the answer (`viewport`).
+    #[arg(long)]
+    pub(crate) include_screen: bool,
+    /// Bytes of the whole answer (as JSON) at most [default: 65536].
+    #[arg(long)]
+    pub(crate) max_bytes: Option<usize>,
+    /// Lines of output at most (the newest are kept).
+    #[arg(long)]
+    pub(crate) max_lines: Option<usize>,
 }
 
 /// `wait`'s arguments.
@@ -211,6 +273,8 @@ impl SpawnArgs {
             rows: size.map(|size| size.rows),
             restart: Some(self.restart.parse::<RestartPolicy>()?),
             role: self.role,
+            shell_integration: self.no_shell_integration.then_some(false),
+            history_limit: self.history_limit,
         })
     }
 }
@@ -232,6 +296,10 @@ impl SendArgs {
             .map(str::parse::<WaitFor>)
             .transpose()?;
         request.timeout_secs = self.timeout;
+        request.include_screen = self.include_screen;
+        request.history = self.no_history.then_some(false);
+        request.max_bytes = self.max_bytes;
+        request.max_lines = self.max_lines;
         Ok(request)
     }
 }

@@ -3,17 +3,42 @@
 //! `tmux_engine::mcp`; this only opens the registry the way every registry
 //! command does, and lets go of it (terminals running) at the end.
 
-use tmux_engine::mcp::{McpServer, serve};
+use clap::Args;
+use tmux_engine::mcp::{McpServer, ToolSelection, serve};
 
 use super::args::Global;
 use super::report::CliError;
 use super::terminals::{DETACH_WAIT, open_registry, owner};
 
+/// `mcp`'s arguments: which tools the agent gets.
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct McpArgs {
+    /// Only the tools that change nothing: list, show, read, screen,
+    /// wait, search.
+    #[arg(long)]
+    pub(crate) read_only: bool,
+    /// Only these tools (comma-separated names, `terminal_read` or `read`).
+    #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
+    pub(crate) tools: Option<Vec<String>>,
+    /// Never these tools (comma-separated names).
+    #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
+    pub(crate) exclude_tools: Vec<String>,
+}
+
 /// Serves until the client closes stdin, or SIGINT/SIGTERM.
 ///
 /// # Errors
-/// The registry's errors on opening it, or the protocol's on starting.
-pub async fn run(global: &Global) -> std::result::Result<(), CliError> {
+/// `INVALID_INPUT` for a tool selection naming an unknown tool (before
+/// anything opens), the registry's errors on opening it, or the
+/// protocol's on starting.
+pub async fn run(global: &Global, args: McpArgs) -> std::result::Result<(), CliError> {
+    let selection = ToolSelection {
+        read_only: args.read_only,
+        tools: args.tools,
+        exclude_tools: args.exclude_tools,
+    };
+    let tools = selection.resolve()?;
+    tracing::info!(tools = tools.join(","), "mcp: offering these tools");
     let owner = owner(global)?;
     // Before anything attaches, as for the other registry commands: a
     // signal from here on ends through the detach below (see
@@ -28,7 +53,8 @@ pub async fn run(global: &Global) -> std::result::Result<(), CliError> {
             "mcp: stopping on a signal; the terminals keep running"
         );
     };
-    let result = serve(McpServer::new(registry.clone(), owner), stop).await;
+    let server = McpServer::new(registry.clone(), owner).select(&selection)?;
+    let result = serve(server, stop).await;
     // The terminals keep running; wait until every control connection is
     // detached, so none is cut off by the runtime's end.
     let _ = tokio::time::timeout(DETACH_WAIT, registry.shutdown()).await;

@@ -9,7 +9,10 @@ use serde_json::json;
 use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
 use tmux_engine::verbs::RenameRequest;
-use tmux_engine::verbs::{self, ListRequest, ReadRequest, SignalRequest, TerminalRequest};
+use tmux_engine::verbs::{
+    self, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest, SignalRequest,
+    TerminalRequest,
+};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
 use tracing::warn;
@@ -103,18 +106,64 @@ pub(super) async fn dispatch(
             target,
             offset,
             count,
+            max_bytes,
+            max_lines,
+            since,
+            format,
         } => {
+            let format = format
+                .map(|word| {
+                    serde_json::from_value::<ReadFormat>(serde_json::Value::String(word.clone()))
+                        .map_err(|_| {
+                            Error::InvalidInput(format!(
+                                "format {word:?} is not lines, text or bytes"
+                            ))
+                        })
+                })
+                .transpose()?;
             let request = ReadRequest {
                 terminal: target,
                 offset,
                 count,
+                max_bytes,
+                max_lines,
+                since,
+                format,
             };
-            let page = verbs::read(registry.owner(owner), request).await?;
+            let answer = verbs::read(registry.owner(owner), request).await?;
             if json {
-                write_json(out, &page)?;
+                write_json(out, &answer)?;
             } else {
-                for text in &page.lines {
-                    write_line(out, text)?;
+                write_read(out, &answer)?;
+            }
+        }
+        TerminalCommand::Search {
+            regex,
+            terminal,
+            context,
+            max_matches,
+            max_bytes,
+        } => {
+            let request = SearchRequest {
+                terminal,
+                regex,
+                context,
+                max_matches,
+                max_bytes,
+            };
+            let found = verbs::search(registry.owner(owner), &request).await?;
+            if json {
+                write_json(out, &found)?;
+            } else {
+                for found in &found.matches {
+                    let who = found.name.as_deref().unwrap_or(&found.terminal);
+                    for text in &found.before {
+                        write_line(out, &format!("{who}-{text}"))?;
+                    }
+                    write_line(out, &format!("{who}:{}:{}", found.line, found.text))?;
+                    for text in &found.after {
+                        write_line(out, &format!("{who}-{text}"))?;
+                    }
                 }
             }
         }
@@ -191,6 +240,23 @@ pub(super) async fn dispatch(
                 write_json(out, &found)?;
             } else {
                 write_line(out, &found.matched)?;
+            }
+        }
+        TerminalCommand::Record {
+            target,
+            file,
+            limit,
+        } => {
+            let recording = std::fs::File::create(&file)
+                .map_err(|e| Error::io(format!("creating {}", file.display()), e))?;
+            let limit = limit.unwrap_or(verbs::DEFAULT_RECORD_LIMIT);
+            let pending = std::future::pending();
+            let answer =
+                verbs::record(registry.owner(owner), &target, recording, limit, pending).await?;
+            if json {
+                write_json(out, &answer)?;
+            } else {
+                write_line(out, &format!("{} bytes", answer.written))?;
             }
         }
         TerminalCommand::Events { target } => events(registry, owner, &named(target), out).await?,
@@ -346,3 +412,23 @@ async fn attach(
 /// How long `attach` holds the lock waiting for tmux to report the client
 /// attached (a failed attach exits without any report).
 const ATTACH_CONFIRM: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A read for people: its lines, its text, or its bytes exactly.
+fn write_read(out: &mut dyn Write, answer: &ReadAnswer) -> Result<()> {
+    use base64::Engine as _;
+    for text in answer.lines.iter().flatten() {
+        write_line(out, text)?;
+    }
+    if let Some(text) = &answer.text {
+        out.write_all(text.as_bytes())
+            .map_err(|e| Error::io("writing stdout", e))?;
+    }
+    if let Some(encoded) = &answer.bytes {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|e| Error::io("decoding the output", std::io::Error::other(e)))?;
+        out.write_all(&bytes)
+            .map_err(|e| Error::io("writing stdout", e))?;
+    }
+    Ok(())
+}

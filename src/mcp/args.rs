@@ -7,8 +7,8 @@ use serde::Deserialize;
 
 use crate::verbs::RenameRequest;
 use crate::verbs::{
-    ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
-    WaitRequest,
+    ListRequest, ReadRequest, SearchRequest, SendRequest, SignalRequest, SpawnRequest,
+    TerminalRequest, WaitRequest,
 };
 
 /// Checks `arguments` against the argument type of `tool`, before the
@@ -36,10 +36,13 @@ pub fn check_arguments(
         "terminal_list" => parse::<ListRequest>(arguments),
         "terminal_send" => parse::<SendRequest>(arguments),
         "terminal_read" => parse::<ReadRequest>(arguments),
-        "terminal_screen" | "terminal_kill" => parse::<TerminalRequest>(arguments),
+        "terminal_show" | "terminal_screen" | "terminal_kill" => {
+            parse::<TerminalRequest>(arguments)
+        }
         "terminal_wait" => parse::<WaitRequest>(arguments),
         "terminal_signal" => parse::<SignalRequest>(arguments),
         "terminal_rename" => parse::<RenameRequest>(arguments),
+        "terminal_search" => parse::<SearchRequest>(arguments),
         _ => Ok(()),
     };
     checked.map_err(|error| format!("invalid arguments for {tool}: {error}"))

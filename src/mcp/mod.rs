@@ -19,9 +19,13 @@
 //!
 //! The tools' arguments are the verb layer's requests and their results its
 //! answers ([`crate::verbs`]), the same JSON as the CLI's `--json` output
-//! and the HTTP API for the same verb, as structured content and as text;
-//! MCP's own part is bounding text to [`MAX_TEXT_BYTES`] for a model's
-//! context, and `terminal_send`'s default wait (`stdin`).
+//! and the HTTP API for the same verb, as structured content and as text,
+//! bounded as a whole by the verb layer (`max_bytes`, default 64 KiB).
+//! MCP's own parts are the tools' annotations (`readOnlyHint`, ...) and
+//! output schemas (the verb layer's answer types), the choice of tools
+//! ([`ToolSelection`]: `--read-only`, `--tools`, `--exclude-tools`), and
+//! bounding the text of the answers the verb layer does not bound (screen,
+//! wait, errors) to [`MAX_TEXT_BYTES`].
 
 pub mod args;
 mod tools;
@@ -65,6 +69,110 @@ impl McpServer {
             owner,
             tool_router: McpServer::tool_router(),
         }
+    }
+
+    /// The same server offering only the tools `selection` lets through:
+    /// the others are neither listed nor callable.
+    ///
+    /// # Errors
+    /// As [`ToolSelection::resolve`].
+    pub fn select(mut self, selection: &ToolSelection) -> Result<McpServer> {
+        let keep = selection.resolve()?;
+        for tool in self.tool_router.list_all() {
+            if !keep.iter().any(|name| *name == tool.name) {
+                self.tool_router.remove_route(&tool.name);
+            }
+        }
+        Ok(self)
+    }
+
+    /// The names of the tools this server offers, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .tool_router
+            .list_all()
+            .into_iter()
+            .map(|tool| tool.name.into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// Which tools a server offers (`tmux-engine mcp --read-only`, `--tools`,
+/// `--exclude-tools`). A name is a tool's (`terminal_read`) or its verb's
+/// (`read`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolSelection {
+    /// Only the tools that change nothing (their `readOnlyHint`): list,
+    /// show, read, screen, wait, search.
+    pub read_only: bool,
+    /// Only these tools (`None`: all).
+    pub tools: Option<Vec<String>>,
+    /// Never these tools.
+    pub exclude_tools: Vec<String>,
+}
+
+impl ToolSelection {
+    /// The names of the tools this selection offers, sorted; checked with
+    /// no registry, so a bad selection stops `mcp` before anything runs.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a name that is not one of the tools (a typo
+    /// must never widen or empty the set silently), a tool that is not
+    /// read-only named in `tools` beside `read_only`, or a selection that
+    /// leaves no tool.
+    pub fn resolve(&self) -> Result<Vec<String>> {
+        let tools = McpServer::tool_router().list_all();
+        let mut names: Vec<String> = tools.iter().map(|tool| tool.name.to_string()).collect();
+        names.sort();
+        let full = |given: &[String]| -> Result<Vec<String>> {
+            given
+                .iter()
+                .map(|name| {
+                    let full = if name.starts_with("terminal_") {
+                        name.clone()
+                    } else {
+                        format!("terminal_{name}")
+                    };
+                    if names.contains(&full) {
+                        Ok(full)
+                    } else {
+                        Err(Error::InvalidInput(format!(
+                            "no tool {name:?}; the tools are {}",
+                            names.join(", ")
+                        )))
+                    }
+                })
+                .collect()
+        };
+        let only = self.tools.as_deref().map(full).transpose()?;
+        let exclude = full(&self.exclude_tools)?;
+        let mut keep = Vec::new();
+        for tool in &tools {
+            let name = tool.name.to_string();
+            let read_only = tool
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false);
+            let named = only.as_ref().is_none_or(|only| only.contains(&name));
+            if self.read_only && !read_only && only.is_some() && named {
+                return Err(Error::InvalidInput(format!(
+                    "--tools names {name}, which is not read-only, beside --read-only"
+                )));
+            }
+            if named && !exclude.contains(&name) && (read_only || !self.read_only) {
+                keep.push(name);
+            }
+        }
+        if keep.is_empty() {
+            return Err(Error::InvalidInput(
+                "the tool selection leaves no tool".to_owned(),
+            ));
+        }
+        keep.sort();
+        Ok(keep)
     }
 }
 
@@ -190,7 +298,7 @@ mod tests {
         let unknown = serde_json::json!({"no_such_argument": 1});
         let unknown = unknown.as_object().unwrap();
         let tools = McpServer::tool_router().list_all();
-        assert_eq!(tools.len(), 9);
+        assert_eq!(tools.len(), 11);
         for tool in tools {
             let error = args::check_arguments(&tool.name, Some(unknown)).unwrap_err();
             assert!(error.contains("no_such_argument"), "{}: {error}", tool.name);

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::tool::{ToolCallContext, schema_for_output};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
@@ -19,11 +19,12 @@ use serde_json::json;
 use super::args::check_arguments;
 use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, success};
 use crate::Error;
-use crate::registry::SendOperation;
+use crate::registry::{SendOperation, SignalDelivery, TerminalSnapshot};
+use crate::screen::Screen;
 use crate::verbs::RenameRequest;
 use crate::verbs::{
-    self, ListRequest, ReadRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
-    WaitRequest,
+    self, KillAnswer, ListRequest, ReadAnswer, ReadRequest, SearchAnswer, SearchRequest,
+    SendAnswer, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, WaitAnswer, WaitRequest,
 };
 
 /// Tool results as rmcp wants them; the error side is never used (engine
@@ -58,6 +59,8 @@ macro_rules! attempt {
 impl McpServer {
     #[tool(
         name = "terminal_spawn",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
+        output_schema = schema_for_output::<TerminalSnapshot>(),
         description = "Start a persistent terminal (a shell unless `command` is given; its words \
                        are executed exactly, not through a shell). It keeps running across restarts \
                        of this server. Returns its snapshot: id, name, status, pid, restart policy."
@@ -78,6 +81,8 @@ impl McpServer {
 
     #[tool(
         name = "terminal_list",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<Vec<TerminalSnapshot>>(),
         description = "List your terminals in creation order, as snapshots (id, name, status, pid)."
     )]
     async fn terminal_list(&self) -> ToolResult {
@@ -87,20 +92,39 @@ impl McpServer {
     }
 
     #[tool(
+        name = "terminal_show",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<TerminalSnapshot>(),
+        description = "One terminal's snapshot (id, name, status, pid, restart policy)."
+    )]
+    async fn terminal_show(&self, Parameters(request): Parameters<TerminalRequest>) -> ToolResult {
+        Ok(answer(
+            verbs::show(self.registry.owner(&self.owner), &request).await,
+        ))
+    }
+
+    #[tool(
         name = "terminal_send",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
+        output_schema = schema_for_output::<SendAnswer>(),
         description = "Type text into a terminal (with `submit`, press Enter after it) and wait \
                        until the program is done with it (`wait`: stdin, the default here, means \
-                       back at its prompt). Returns {output, wait_reason, status, viewport, \
-                       truncated}: the output it produced, escape sequences stripped, at most the \
-                       newest 64 KiB (`truncated` says when older output was cut). Reports \
+                       back at its prompt). Returns {output, wait_reason, status, truncated}: the \
+                       output it produced, escape sequences stripped; the whole answer is at most \
+                       `max_bytes` (default and most 64 KiB) and `max_lines`, the newest output \
+                       kept (`truncated` says when older output was cut); `include_screen: true` \
+                       adds the screen as `viewport`; `cursor` is where a `terminal_read` with \
+                       `since` goes on, `start_cursor` where this output began. Reports \
                        progress while it waits when the request carries a progress token; a \
                        cancel stops the wait, not the program."
     )]
     async fn terminal_send(
         &self,
-        Parameters(request): Parameters<SendRequest>,
+        Parameters(mut request): Parameters<SendRequest>,
         context: RequestContext<RoleServer>,
     ) -> ToolResult {
+        // An agent's commands stay out of the shell's history unless asked.
+        request.history.get_or_insert(false);
         let terminal = request.terminal.clone();
         let sending = attempt!(verbs::send(self.registry.owner(&self.owner), request).await);
         let operation = sending.operation();
@@ -123,30 +147,51 @@ impl McpServer {
                 return cancelled("terminal_send", &terminal);
             }
         };
-        let mut sent = attempt!(result);
-        let cut = keep_tail(&mut sent.output, MAX_TEXT_BYTES);
-        keep_tail(&mut sent.viewport, MAX_TEXT_BYTES);
-        sent.truncated |= cut;
-        Ok(success(&sent))
+        Ok(success(&attempt!(result)))
     }
 
     #[tool(
         name = "terminal_read",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<ReadAnswer>(),
         description = "Read a page of a terminal's scrollback, escape sequences stripped, counted \
                        back from the newest line: `offset` lines skipped, `count` lines returned \
-                       (default 100, at most 10000, and at most 64 KiB: the oldest lines of the \
-                       page are dropped beyond that). Returns {lines, total_lines, range, truncated}."
+                       (default 100, at most 10000). Or, with `since: CURSOR` (a `next_cursor`, or \
+                       a send's `cursor`/`start_cursor`), the output written after it, oldest \
+                       first, as `lines`, `text` or `bytes` (`format`). The whole answer is at \
+                       most `max_bytes` (default and most 64 KiB) and `max_lines`. Returns {lines, \
+                       total_lines, range, truncated, next_cursor}; with since, {lines|text|bytes, \
+                       truncated, next_cursor, more, gap, resumed_at}: read on from next_cursor \
+                       while `more`; `gap` says why it starts at `resumed_at` instead of the \
+                       cursor (evicted: no longer held; stale: an earlier engine run's cursor)."
     )]
     async fn terminal_read(&self, Parameters(request): Parameters<ReadRequest>) -> ToolResult {
-        let mut page = attempt!(verbs::read(self.registry.owner(&self.owner), request).await);
-        let (dropped, cut) = keep_tail_lines(&mut page.lines, MAX_TEXT_BYTES);
-        page.range.start = page.range.start.saturating_add(dropped).min(page.range.end);
-        page.truncated |= cut;
-        Ok(success(&page))
+        Ok(answer(
+            verbs::read(self.registry.owner(&self.owner), request).await,
+        ))
+    }
+
+    #[tool(
+        name = "terminal_search",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<SearchAnswer>(),
+        description = "Search scrollback with a regex (Rust syntax), escape sequences stripped as \
+                       in terminal_read: one terminal's (`terminal`) or all of yours. Returns \
+                       {matches: [{terminal, name, line, text, before, after}], searched, \
+                       truncated}: `line` counts as terminal_read's range does, `context` lines \
+                       (at most 10) around each, at most `max_matches` (default 50, at most 500; \
+                       the newest kept) and `max_bytes` (default and most 64 KiB)."
+    )]
+    async fn terminal_search(&self, Parameters(request): Parameters<SearchRequest>) -> ToolResult {
+        Ok(answer(
+            verbs::search(self.registry.owner(&self.owner), &request).await,
+        ))
     }
 
     #[tool(
         name = "terminal_screen",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<Screen>(),
         description = "Capture a terminal's visible screen: {lines, cols, rows, cursor} (at most \
                        64 KiB of text; rows beyond that are dropped from the top)."
     )]
@@ -175,6 +220,8 @@ impl McpServer {
 
     #[tool(
         name = "terminal_wait",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<WaitAnswer>(),
         description = "Wait until a line of the terminal's screen or its last 200 lines of \
                        scrollback contains `text` or matches `regex`, or until the program exits \
                        (`exit: true`); give exactly one. Returns {matched}: the matching line (at \
@@ -198,6 +245,8 @@ impl McpServer {
 
     #[tool(
         name = "terminal_signal",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<SignalDelivery>(),
         description = "Send a signal (INT TERM KILL HUP QUIT TSTP CONT WINCH USR1 USR2) to the \
                        terminal's foreground process group, e.g. INT for Ctrl-C. Returns \
                        {signal, pgid}."
@@ -210,6 +259,8 @@ impl McpServer {
 
     #[tool(
         name = "terminal_kill",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<KillAnswer>(),
         description = "Kill a terminal and its whole process tree, and forget it. Returns \
                        {killed}: false when another kill of it was already under way."
     )]
@@ -221,6 +272,8 @@ impl McpServer {
 
     #[tool(
         name = "terminal_rename",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<TerminalSnapshot>(),
         description = "Give a terminal a new name (unique among yours, not shaped like an id); \
                        its snapshot. The old name no longer finds it."
     )]
@@ -266,9 +319,11 @@ impl ServerHandler for McpServer {
 
 /// What the client is told about the tools as a whole.
 const INSTRUCTIONS: &str = "Persistent terminals: spawn a shell with terminal_spawn, run commands \
-with terminal_send (submit: true; it waits until the prompt is back and returns the output), \
-look with terminal_read/terminal_screen, wait for text with terminal_wait, interrupt with \
-terminal_signal INT, and end with terminal_kill. Terminals outlive this server: terminal_list \
+with terminal_send (submit: true; in a shell the engine started it returns exactly the \
+command's output and exit_code), read what came since a cursor with terminal_read (since: the \
+cursor a send or read returned), find text with terminal_search, look with terminal_screen, \
+wait for text with terminal_wait, interrupt with terminal_signal INT, rename with \
+terminal_rename, and end with terminal_kill. Terminals outlive this server: terminal_list \
 shows those started earlier. Address a terminal by its id or its name.";
 
 /// Reports a send's output as progress (bytes so far, with the newest

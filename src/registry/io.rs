@@ -11,7 +11,7 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::sync::broadcast;
 
 use super::Registry;
-use super::seam::{AttachLock, BackendTerminal, OutputStream, ReadRequest};
+use super::seam::{AttachLock, BackendTerminal, OutputStream, ReadRequest, Snapshot};
 use super::service::Owned;
 use crate::control::Notification;
 use crate::screen::IntoRegex;
@@ -142,6 +142,21 @@ impl Owned<'_> {
     /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, `TERMINAL_DEAD`, `UNRESPONSIVE`.
     pub async fn output(self, target: &str) -> Result<OutputStream> {
         self.attach(target).await?.terminal.output()
+    }
+
+    /// The pane as it is now (the screen with attributes and cursor, no
+    /// history) and a live stream of its output from then on: what a
+    /// recording starts from.
+    ///
+    /// # Errors
+    /// As for [`output`](Owned::output).
+    pub async fn snapshot_and_output(self, target: &str) -> Result<(Snapshot, OutputStream)> {
+        let terminal = self.attach(target).await?.terminal;
+        // The stream first, so nothing falls between the two: output of
+        // that instant is in both (drawn twice in a replay) rather than lost.
+        let stream = terminal.output()?;
+        let snapshot = terminal.snapshot(0).await?;
+        Ok((snapshot, stream))
     }
 
     /// Writes `bytes` to the terminal's program exactly, as typed input.

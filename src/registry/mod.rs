@@ -43,6 +43,7 @@
 
 mod adopt;
 pub mod backend;
+pub mod cursor;
 mod io;
 mod lifecycle;
 mod liveness;
@@ -64,6 +65,7 @@ mod values;
 mod viewed;
 
 pub use adopt::ScanReport;
+pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
 pub use io::WaitCondition;
 pub use liveness::{AttachTarget, ProbeReport};
 pub use names::validate_name;
@@ -71,13 +73,15 @@ pub use names::{OwnerId, TerminalId};
 pub use ops::SendHandle;
 pub use persist::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use seam::{
-    AttachLock, Backend, BackendTerminal, CloseReason, ExitStatus, Liveness, OutputStream,
-    ReadPage, ReadRequest, ReapReport, RecordCheck, SendOperation, SendOutput, SendRequest,
-    SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
+    AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, ExitStatus, Liveness,
+    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, SendOperation, SendOutput,
+    SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
 };
 pub use service::{Owned, Registry};
 pub use signal::{Signal, SignalDelivery};
-pub use spec::{RegistryConfig, RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot};
+pub use spec::{
+    MAX_HISTORY_LIMIT, RegistryConfig, RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot,
+};
 pub use viewed::ViewedTerminal;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::oneshot;
 
+use super::cursor::{OutputCursor, OutputSince};
 use super::locks::Purpose;
 use super::persist::StateDir;
 use super::seam::{
@@ -150,6 +151,22 @@ impl Owned<'_> {
     /// being killed, `SEND_ACTIVE` while another send runs, `TERMINAL_DEAD`
     /// when its server is gone, or the backend's failure to start.
     pub async fn send(self, target: &str, request: SendRequest) -> Result<SendHandle> {
+        self.send_history(target, request, true).await
+    }
+
+    /// [`send`](Owned::send), keeping the command out of the shell's
+    /// history when `history` is false (see
+    /// [`BackendTerminal::start_send_history`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`send`](Owned::send).
+    pub async fn send_history(
+        self,
+        target: &str,
+        request: SendRequest,
+        history: bool,
+    ) -> Result<SendHandle> {
         let (registry, owner) = (self.registry, self.owner);
         let id = registry.locate(owner, target).await?;
         // One send at a time across processes too: a send in another
@@ -180,7 +197,7 @@ impl Owned<'_> {
             entry.active_send = Some(generation);
             (terminal, generation)
         };
-        let started = match terminal.start_send(request) {
+        let started = match terminal.start_send_history(request, history) {
             Ok(started) => started,
             Err(error) => {
                 clear_send(&Arc::downgrade(&registry.inner), &id, generation);
@@ -228,6 +245,33 @@ impl Owned<'_> {
     pub async fn read(self, target: &str, request: ReadRequest) -> Result<ReadPage> {
         let (registry, owner) = (self.registry, self.owner);
         registry.terminal(owner, target).await?.read(request).await
+    }
+
+    /// The output from `since` to now, as far as the terminal's output
+    /// ring holds it (see [`BackendTerminal::output_since`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Owned::read); `UNSUPPORTED` from a backend that
+    /// keeps no cursors.
+    pub async fn output_since(
+        self,
+        target: &str,
+        since: Option<OutputCursor>,
+    ) -> Result<OutputSince> {
+        let (registry, owner) = (self.registry, self.owner);
+        registry.terminal(owner, target).await?.output_since(since)
+    }
+
+    /// The cursor at the end of the terminal's output now (`None`: its
+    /// backend keeps no cursors).
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Owned::read).
+    pub async fn output_end(self, target: &str) -> Result<Option<OutputCursor>> {
+        let (registry, owner) = (self.registry, self.owner);
+        Ok(registry.terminal(owner, target).await?.output_end())
     }
 
     /// Captures the visible screen.

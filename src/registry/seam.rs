@@ -18,6 +18,7 @@ use futures_util::stream::BoxStream;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::cursor::{OutputCursor, OutputSince};
 use super::persist::{CorruptRecord, TerminalRecord};
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
@@ -228,12 +229,45 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// reported by [`StartedSend::result`].
     fn start_send(&self, request: SendRequest) -> Result<StartedSend>;
 
+    /// [`start_send`](Self::start_send), keeping the command out of the
+    /// shell's history when `history` is false and the backend can (an
+    /// integrated shell at its prompt); the default ignores `history`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`start_send`](Self::start_send).
+    fn start_send_history(&self, request: SendRequest, history: bool) -> Result<StartedSend> {
+        let _ = history;
+        self.start_send(request)
+    }
+
     /// Reads one bounded page of scrollback, counted from the newest line.
     ///
     /// # Errors
     ///
     /// When the terminal cannot be read (e.g. its server is gone).
     fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>>;
+
+    /// The output from `since` (`None`: the oldest byte held) to now, as
+    /// far as the terminal's bounded output ring holds it; a cursor of
+    /// another stream (see [`OutputCursor`]) or one past the end resumes
+    /// at the oldest byte, saying why. The default keeps no cursors.
+    ///
+    /// # Errors
+    ///
+    /// `UNSUPPORTED` from a backend that keeps no output stream.
+    fn output_since(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
+        let _ = since;
+        Err(Error::Unsupported(
+            "this terminal keeps no output cursors".to_owned(),
+        ))
+    }
+
+    /// The cursor at the end of the output now (`None`: the backend keeps
+    /// no cursors).
+    fn output_end(&self) -> Option<OutputCursor> {
+        None
+    }
 
     /// Captures the visible screen.
     ///
@@ -364,6 +398,7 @@ pub trait BackendTerminal: Send + Sync + 'static {
 }
 
 pub use super::values::{
-    AttachLock, CloseReason, ExitStatus, Liveness, ReadPage, ReadRequest, SendOperation,
-    SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor, WaitReason,
+    AttachLock, CloseReason, CommandResult, ExitStatus, Liveness, ReadPage, ReadRequest,
+    SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
+    WaitReason,
 };

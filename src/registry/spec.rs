@@ -82,6 +82,29 @@ pub struct SpawnSpec {
     /// What to do when the program dies.
     #[serde(default)]
     pub restart: RestartPolicy,
+    /// Start the shell (bash, zsh or POSIX sh, when no command is given)
+    /// with the engine's rc, which marks prompts and commands (OSC 133)
+    /// so a send returns a command's exact output and exit code (see
+    /// [`crate::shell`]); on unless turned off.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub shell_integration: bool,
+    /// Lines of scrollback the terminal keeps (the backend's default,
+    /// 10000, when `None`; at most [`MAX_HISTORY_LIMIT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_limit: Option<u32>,
+}
+
+/// The most scrollback lines a terminal may keep: a million lines of a
+/// wide terminal is already hundreds of megabytes in tmux.
+pub const MAX_HISTORY_LIMIT: u32 = 1_000_000;
+
+fn yes() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_yes(value: &bool) -> bool {
+    *value
 }
 
 impl Default for SpawnSpec {
@@ -102,7 +125,30 @@ impl SpawnSpec {
             size: None,
             role: None,
             restart: RestartPolicy::Never,
+            shell_integration: true,
+            history_limit: None,
         }
+    }
+
+    /// Sets the lines of scrollback kept.
+    #[must_use]
+    pub fn history_limit(mut self, lines: u32) -> Self {
+        self.history_limit = Some(lines);
+        self
+    }
+
+    /// Turns shell integration on or off (on by default).
+    #[must_use]
+    pub fn shell_integration(mut self, on: bool) -> Self {
+        self.shell_integration = on;
+        self
+    }
+
+    /// Whether this spec runs the pinned shell interactively (no command,
+    /// no shell line) with integration on: what the backend then starts
+    /// with the engine's rc.
+    pub fn integrates_shell(&self) -> bool {
+        self.shell_integration && self.command.is_empty() && self.shell.is_none()
     }
 
     /// Sets the name.
@@ -177,6 +223,13 @@ impl SpawnSpec {
     pub fn validate(&self) -> Result<()> {
         if let Some(name) = &self.name {
             validate_name(name)?;
+        }
+        if let Some(lines) = self.history_limit
+            && lines > MAX_HISTORY_LIMIT
+        {
+            return Err(Error::InvalidInput(format!(
+                "history_limit {lines} is over the maximum of {MAX_HISTORY_LIMIT} lines"
+            )));
         }
         for word in &self.command {
             if word.contains('\0') {

@@ -11,6 +11,7 @@ use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::cursor::OutputCursor;
 use crate::{Error, Result};
 
 /// Why a terminal is being closed; backends may log it.
@@ -170,21 +171,26 @@ pub enum WaitFor {
     Exit,
     /// Immediately after the text was written.
     None,
+    /// The command ended, by the marks of an integrated shell (see
+    /// [`crate::shell`]); where no marks come (another program runs, or
+    /// integration is off), the same as `stdin`.
+    Command,
 }
 
 impl std::str::FromStr for WaitFor {
     type Err = Error;
 
-    /// Parses the CLI's and the bridges' words: `idle`, `stdin`, `exit`,
-    /// `none`.
+    /// Parses the CLI's and the bridges' words: `command`, `idle`,
+    /// `stdin`, `exit`, `none`.
     fn from_str(text: &str) -> Result<WaitFor> {
         match text {
             "idle" => Ok(WaitFor::Idle),
             "stdin" => Ok(WaitFor::StdinRead),
             "exit" => Ok(WaitFor::Exit),
             "none" => Ok(WaitFor::None),
+            "command" => Ok(WaitFor::Command),
             other => Err(Error::InvalidInput(format!(
-                "wait {other:?} is not one of idle, stdin, exit, none"
+                "wait {other:?} is not one of command, idle, stdin, exit, none"
             ))),
         }
     }
@@ -212,6 +218,10 @@ pub struct SendOutput {
     pub bytes: Bytes,
     /// Whether older output was dropped to stay within the backend's bound.
     pub truncated: bool,
+    /// Where the send's output began and where it ends now (`None` from a
+    /// backend that keeps no cursors): `read since` the first gets all of
+    /// it, as far as the ring still holds it.
+    pub cursors: Option<(OutputCursor, OutputCursor)>,
 }
 
 /// Why a send stopped waiting.
@@ -224,6 +234,8 @@ pub enum WaitReason {
     StdinRead,
     /// The program exited.
     Exited,
+    /// The command ended: the shell marked its end (`wait: command`).
+    Command,
     /// The timeout passed.
     Timeout,
     /// The send was cancelled.
@@ -241,6 +253,22 @@ pub struct SendResult {
     pub status: TerminalStatus,
     /// Whether the send's output was truncated.
     pub truncated: bool,
+    /// What the shell's marks said about the command, when the send
+    /// waited for them (`wait: command` on an integrated shell).
+    pub command: Option<CommandResult>,
+}
+
+/// A command's end as an integrated shell marked it (see
+/// [`crate::shell`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandResult {
+    /// Exactly its output, escape sequences stripped: no echoed command
+    /// line, no prompt.
+    pub output: String,
+    /// Its exit status, when the shell gave one.
+    pub exit_code: Option<i32>,
+    /// From its start to its end mark.
+    pub duration: Duration,
 }
 
 /// The live part of a send, shared between the registry and its caller.

@@ -12,35 +12,180 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::registry::{SendOutput, SendResult, TerminalStatus, WaitReason};
+#[cfg(test)]
+use super::bounds::MAX_ANSWER_BYTES;
+use super::bounds::{Bound, json_len, keep_last_lines, keep_tail_json, keep_tail_lines_json};
+use crate::registry::{
+    CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalStatus, WaitReason,
+};
 
 /// How a send ended, with the output it produced: built here once for
 /// every face.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct SendAnswer {
-    /// The output since the send began, escape sequences stripped.
+    /// The output, escape sequences stripped: exactly the command's when
+    /// an integrated shell marked it (`exit_code` is then present), else
+    /// everything since the send began.
     pub output: String,
+    /// The command's exit status, from an integrated shell's end mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Seconds from the command's start to its end, from the marks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_secs: Option<f64>,
     /// Why the send stopped waiting: `idle`, `stdin_read`, `exited`,
     /// `timeout` or `cancelled`.
     pub wait_reason: WaitReason,
     /// The terminal's status when the send ended.
     pub status: TerminalStatus,
-    /// The visible screen when the send ended.
-    pub viewport: String,
-    /// Whether older output was cut to stay within a bound.
+    /// The visible screen when the send ended, only when the request
+    /// asked for it (`include_screen: true`): most answers need the output
+    /// alone, and the screen repeats it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub viewport: Option<String>,
+    /// Whether older output was cut to stay within a bound (the engine's
+    /// or the request's `max_bytes`/`max_lines`): `read` with `since:
+    /// start_cursor` gets all of it.
     pub truncated: bool,
+    /// The cursor after the send's output: `read` with `since` it gets
+    /// what the program wrote next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// The cursor where the send's output began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_cursor: Option<String>,
 }
 
 impl SendAnswer {
     /// The answer of a send that ended with `result` after `output`.
-    pub fn new(result: SendResult, output: SendOutput) -> SendAnswer {
+    /// The screen is kept when `include_screen`.
+    pub fn new(result: SendResult, output: SendOutput, include_screen: bool) -> SendAnswer {
+        let command = result.command;
         SendAnswer {
-            output: output.text,
+            exit_code: command.as_ref().and_then(|command| command.exit_code),
+            duration_secs: command.as_ref().map(|command| {
+                // Milliseconds are plenty, and shorter in every answer.
+                (command.duration.as_secs_f64() * 1000.0).round() / 1000.0
+            }),
+            output: command.map_or(output.text, |command| command.output),
             wait_reason: result.wait_reason,
             status: result.status,
-            viewport: result.viewport,
+            viewport: include_screen.then_some(result.viewport),
             truncated: result.truncated || output.truncated,
+            cursor: output.cursors.map(|(_, end)| end.to_string()),
+            start_cursor: output.cursors.map(|(start, _)| start.to_string()),
         }
+    }
+
+    /// The answer cut to `bound`: the newest output kept (then the newest
+    /// rows of the screen, when even that does not fit), `truncated` set
+    /// when anything went.
+    #[must_use]
+    pub fn bounded(mut self, bound: Bound) -> SendAnswer {
+        if let Some(max) = bound.max_lines {
+            self.truncated |= keep_last_lines(&mut self.output, max);
+        }
+        if json_len(&self) <= bound.max_bytes {
+            return self;
+        }
+        self.truncated = true;
+        // The output first, then what room is left for the screen.
+        let viewport = self.viewport.as_mut().map(std::mem::take);
+        let mut output = std::mem::take(&mut self.output);
+        keep_tail_json(&mut output, bound.max_bytes.saturating_sub(json_len(&self)));
+        self.output = output;
+        if let Some(mut viewport) = viewport {
+            keep_tail_json(
+                &mut viewport,
+                bound.max_bytes.saturating_sub(json_len(&self)),
+            );
+            self.viewport = Some(viewport);
+        }
+        self
+    }
+}
+
+/// A read page cut to `bound`: the oldest lines dropped (its `range`
+/// moved past them), `truncated` set when any went.
+/// `room` bytes are left for fields the answer adds beside the page.
+pub(crate) fn bounded_page(mut page: ReadPage, bound: Bound, room: usize) -> ReadPage {
+    let lines = std::mem::take(&mut page.lines);
+    // Room for the fields beside the lines, as they may grow when cut.
+    let mut shell = page.clone();
+    shell.truncated = true;
+    shell.range.start = shell.range.end;
+    let budget = bound.max_bytes.saturating_sub(json_len(&shell) + room);
+    page.lines = lines;
+    let (dropped, cut) = keep_tail_lines_json(&mut page.lines, budget, bound.max_lines);
+    page.range.start = page.range.start.saturating_add(dropped).min(page.range.end);
+    page.truncated |= cut;
+    page
+}
+
+/// What `read` returns: a page counted back from the newest line
+/// (`lines`, `total_lines`, `range`), or with `since`, the output after a
+/// cursor (`lines`, `text` or `bytes` as `format` says, and `more`). Both
+/// give `next_cursor`, where a `read since` goes on from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ReadAnswer {
+    /// The lines, oldest first, escape sequences stripped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Vec<String>>,
+    /// `format: text`: the output as one string, escape sequences stripped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// `format: bytes`: the output exactly as written, standard base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<String>,
+    /// A page: how many lines the terminal retains in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_lines: Option<usize>,
+    /// A page: which lines these are, as indexes from the oldest retained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<std::ops::Range<usize>>,
+    /// Whether the answer lacks something: lines cut from a page, or, with
+    /// `since`, output before `resumed_at` (see `gap`) or after
+    /// `next_cursor` (see `more`).
+    pub truncated: bool,
+    /// The cursor to read on from with `since` (absent from a terminal
+    /// that keeps no cursors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// With `since`, past a gap: where the answer starts instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<String>,
+    /// With `since`: why the answer does not start at the cursor given
+    /// (`evicted`: the output ring no longer holds it; `stale`: the
+    /// cursor is of an earlier engine run or an earlier terminal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<CursorGap>,
+    /// With `since`: whether more output follows `next_cursor` already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more: Option<bool>,
+}
+
+impl ReadAnswer {
+    /// A page's answer, going on at `next` (the end of the output).
+    pub fn page(page: ReadPage, next: Option<OutputCursor>) -> ReadAnswer {
+        ReadAnswer {
+            lines: Some(page.lines),
+            text: None,
+            bytes: None,
+            total_lines: Some(page.total_lines),
+            range: Some(page.range),
+            truncated: page.truncated,
+            next_cursor: next.map(|cursor| cursor.to_string()),
+            resumed_at: None,
+            gap: None,
+            more: None,
+        }
+    }
+
+    /// The bytes `next_cursor` adds to the answer's JSON.
+    pub(crate) fn cursor_len(&self) -> usize {
+        let mut without = self.clone();
+        without.next_cursor = None;
+        json_len(self) - json_len(&without)
     }
 }
 
@@ -73,4 +218,64 @@ pub struct ResizeAnswer {
     pub cols: u16,
     /// Height in rows.
     pub rows: u16,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn answer(output: &str, viewport: Option<&str>) -> SendAnswer {
+        SendAnswer {
+            output: output.to_owned(),
+            exit_code: None,
+            duration_secs: None,
+            wait_reason: WaitReason::StdinRead,
+            status: TerminalStatus::Running,
+            viewport: viewport.map(str::to_owned),
+            truncated: false,
+            cursor: Some("0123456789abcdef:123456".to_owned()),
+            start_cursor: Some("0123456789abcdef:0".to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_send_answer_fits_its_bound_whole() {
+        let long: String = (0..20_000).map(|n| format!("{n}\n")).collect();
+        for viewport in [None, Some("screen \"quoted\"\n".repeat(5000).as_str())] {
+            let bound = Bound::new(Some(4096), None).unwrap();
+            let cut = answer(&long, viewport).bounded(bound);
+            assert!(json_len(&cut) <= 4096, "{}", json_len(&cut));
+            assert!(cut.truncated);
+            assert!(cut.output.ends_with("19999\n"));
+            assert!(cut.output.len() > 1000, "the output keeps most of the room");
+        }
+        let small = answer("a\nb\nc\n", None);
+        assert_eq!(small.clone().bounded(Bound::default()), small);
+        let lines = small.bounded(Bound::new(None, Some(2)).unwrap());
+        assert_eq!((lines.output.as_str(), lines.truncated), ("b\nc\n", true));
+    }
+
+    #[test]
+    fn a_page_fits_its_bound_whole() {
+        let lines: Vec<String> = (0..10_000).map(|n| format!("line {n}")).collect();
+        let page = ReadPage {
+            lines,
+            total_lines: 10_000,
+            range: 0..10_000,
+            truncated: false,
+        };
+        let cut = bounded_page(page.clone(), Bound::new(Some(2048), None).unwrap(), 0);
+        assert!(json_len(&cut) <= 2048, "{}", json_len(&cut));
+        assert!(cut.truncated);
+        assert_eq!(cut.lines.last().unwrap(), "line 9999");
+        assert_eq!(cut.range.end - cut.range.start, cut.lines.len());
+        assert_eq!(cut.lines[0], format!("line {}", cut.range.start));
+        let whole = bounded_page(
+            page,
+            Bound::new(Some(MAX_ANSWER_BYTES), Some(10)).unwrap(),
+            0,
+        );
+        assert_eq!(whole.range, 9_990..10_000);
+    }
 }

@@ -5,9 +5,13 @@
 //!
 //! | file          | job                                                     |
 //! |---------------|---------------------------------------------------------|
+//! | `record.rs`   | `record`: output as an asciicast v2 recording           |
 //! | `requests.rs` | the request types (serde + JSON Schema) and their checks |
 //! | `answers.rs`  | the answer types the verbs return                       |
+//! | `bounds.rs`   | the bound on a whole answer (`max_bytes`, `max_lines`)  |
 //! | `run.rs`      | one function per verb: validate, then one registry call |
+//! | `search.rs`   | `search`: a regex over one or all terminals' scrollback |
+//! | `since.rs`    | `read since`: the output after a cursor, cut at a line  |
 //!
 //! The CLI's `--json`, the HTTP API (`bridge/api.rs`) and the MCP tools
 //! (`mcp/`) parse into these requests and render these answers and
@@ -20,20 +24,27 @@
 //! [`Registry`]: crate::registry::Registry
 
 mod answers;
+mod bounds;
+mod record;
 mod requests;
 mod run;
+mod search;
+mod since;
 
-pub use answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+pub use answers::{KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+pub use bounds::{Bound, MAX_ANSWER_BYTES, MIN_ANSWER_BYTES};
+pub use record::{DEFAULT_RECORD_LIMIT, RecordAnswer, record};
 pub use requests::RenameRequest;
 pub use requests::{
-    ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, WaitRequest, WriteRequest,
+    ListRequest, ReadFormat, ReadRequest, ReadWhat, ResizeRequest, SendRequest, SignalRequest,
+    SpawnRequest, TerminalRequest, WaitRequest, WriteRequest,
 };
 pub use run::rename;
 pub use run::{
     Sending, attach_command, attach_lock, events, kill, list, probe, read, resize, screen, send,
     show, signal, spawn, wait, write,
 };
+pub use search::{MAX_CONTEXT, MAX_MATCHES, SearchAnswer, SearchMatch, SearchRequest, search};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut

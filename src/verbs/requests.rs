@@ -14,8 +14,11 @@ use bytes::Bytes;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::bounds::Bound;
 use super::{DEFAULT_WAIT_SECS, MAX_READ_LINES};
-use crate::registry::{self, RestartPolicy, Signal, SpawnSpec, WaitCondition, WaitFor};
+use crate::registry::{
+    self, OutputCursor, RestartPolicy, Signal, SpawnSpec, WaitCondition, WaitFor,
+};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -55,6 +58,14 @@ pub struct SpawnRequest {
     /// A free-form role, e.g. `repl` (1 to 64 bytes, stored only).
     #[serde(default)]
     pub role: Option<String>,
+    /// Start the shell with the engine's prompt marks (default true; bash,
+    /// zsh and POSIX sh, when no `command` or `shell` line is given), so
+    /// `send` returns a command's exact output, `exit_code` and duration.
+    #[serde(default)]
+    pub shell_integration: Option<bool>,
+    /// Lines of scrollback to keep (default 10000, at most 1000000).
+    #[serde(default)]
+    pub history_limit: Option<u32>,
 }
 
 impl SpawnRequest {
@@ -66,12 +77,17 @@ impl SpawnRequest {
     /// everything [`SpawnSpec::validate`] refuses (a name shaped like an
     /// id, a bad size, ...).
     pub fn validate(self) -> Result<SpawnSpec> {
-        let mut spec = SpawnSpec::default().restart(self.restart.unwrap_or_default());
+        let mut spec = SpawnSpec::default()
+            .restart(self.restart.unwrap_or_default())
+            .shell_integration(self.shell_integration.unwrap_or(true));
         if let Some(name) = self.name {
             spec = spec.name(name);
         }
         if let Some(role) = self.role {
             spec = spec.role(role);
+        }
+        if let Some(lines) = self.history_limit {
+            spec = spec.history_limit(lines);
         }
         if let Some(command) = self.command {
             // Absent means the shell; present but empty would silently
@@ -139,10 +155,12 @@ pub struct SendRequest {
     /// Press Enter after the text.
     #[serde(default)]
     pub submit: bool,
-    /// When the send is done: `idle` when the output went quiet (or the
-    /// program waits for input); `stdin` when the program waits for input
-    /// again, e.g. the shell's prompt is back; `exit` when the program
-    /// ended; `none` at once.
+    /// When the send is done: `command` (the default) when an integrated
+    /// shell marks the command's end (then the answer has exactly its
+    /// output and its `exit_code`), else as `stdin`; `idle` when the
+    /// output went quiet (or the program waits for input); `stdin` when
+    /// the program waits for input again, e.g. the shell's prompt is back;
+    /// `exit` when the program ended; `none` at once.
     #[serde(default)]
     pub wait: Option<WaitFor>,
     /// Give up waiting after this many seconds (default 30); the output so
@@ -150,6 +168,22 @@ pub struct SendRequest {
     /// accepted as its old HTTP name.)
     #[serde(default, alias = "timeout")]
     pub timeout_secs: Option<f64>,
+    /// Whether the command may go into the shell's history (default true;
+    /// MCP's default is false). False types it with a leading space,
+    /// which the engine's shell rc keeps out of the history.
+    #[serde(default)]
+    pub history: Option<bool>,
+    /// Add the visible screen to the answer (`viewport`); off by default,
+    /// as the output is usually all a caller needs.
+    #[serde(default)]
+    pub include_screen: bool,
+    /// Bytes of the whole answer (compact JSON) at most: 512 to 65536,
+    /// default 65536; the newest output is kept (`truncated` when cut).
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+    /// Lines of output at most (the newest are kept).
+    #[serde(default)]
+    pub max_lines: Option<usize>,
     /// Raw bytes standing in for `text` (the CLI's `--stdin`, which may
     /// not be UTF-8); never on the wire.
     #[serde(skip)]
@@ -166,8 +200,20 @@ impl SendRequest {
             submit: false,
             wait: None,
             timeout_secs: None,
+            history: None,
+            include_screen: false,
+            max_bytes: None,
+            max_lines: None,
             bytes: None,
         }
+    }
+
+    /// The bound on this send's answer.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` as [`Bound::new`] says.
+    pub fn bound(&self) -> Result<Bound> {
+        Bound::new(self.max_bytes, self.max_lines)
     }
 
     /// The same request typing `bytes` (any bytes) instead of its text.
@@ -177,15 +223,16 @@ impl SendRequest {
         self
     }
 
-    /// The registry's request. With no `wait`, the send waits for `stdin`
-    /// (the program waits for input again, e.g. the shell's prompt is
-    /// back) on every face: `idle` would cut a command's output at its
-    /// first pause.
+    /// The registry's request. With no `wait`, the send waits for
+    /// `command` (an integrated shell's end mark, else `stdin`: the
+    /// program waits for input again) on every face: `idle` would cut a
+    /// command's output at its first pause.
     ///
     /// # Errors
     /// `INVALID_INPUT` for a `timeout_secs` that is not a number of seconds.
     pub fn validate(self) -> Result<registry::SendRequest> {
-        let wait = self.wait.unwrap_or(WaitFor::StdinRead);
+        self.bound()?;
+        let wait = self.wait.unwrap_or(WaitFor::Command);
         Ok(registry::SendRequest {
             text: self.bytes.unwrap_or_else(|| self.text.into_bytes().into()),
             submit: self.submit,
@@ -216,7 +263,7 @@ impl WriteRequest {
 }
 
 /// `read`: a page of scrollback.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadRequest {
     /// Terminal id or name.
@@ -227,6 +274,47 @@ pub struct ReadRequest {
     /// Lines to return (default 100, at most 10000).
     #[serde(default)]
     pub count: Option<usize>,
+    /// Bytes of the whole answer (compact JSON) at most: 512 to 65536,
+    /// default 65536; the oldest lines of the page go first (`truncated`
+    /// when cut).
+    #[serde(default)]
+    pub max_bytes: Option<usize>,
+    /// Lines of the page at most (the newest are kept).
+    #[serde(default)]
+    pub max_lines: Option<usize>,
+    /// A cursor (`next_cursor` of an earlier read, or a send's `cursor` or
+    /// `start_cursor`): return the output written after it, oldest first,
+    /// instead of a page counted back from the newest line. Not with
+    /// `offset` or `count`.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// With `since`: `lines` (the default: escape sequences stripped, one
+    /// string per line), `text` (stripped, one string) or `bytes` (exactly
+    /// as written, standard base64).
+    #[serde(default)]
+    pub format: Option<ReadFormat>,
+}
+
+/// How a `read since` answer carries the output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadFormat {
+    /// Escape sequences stripped, one string per line.
+    #[default]
+    Lines,
+    /// Escape sequences stripped, one string.
+    Text,
+    /// The bytes exactly as written, standard base64.
+    Bytes,
+}
+
+/// What a checked [`ReadRequest`] asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadWhat {
+    /// A page counted back from the newest line.
+    Page(registry::ReadRequest),
+    /// The output after a cursor.
+    Since(OutputCursor, ReadFormat),
 }
 
 impl ReadRequest {
@@ -235,6 +323,30 @@ impl ReadRequest {
     /// # Errors
     /// `INVALID_INPUT` for a `count` over [`MAX_READ_LINES`].
     pub fn validate(self) -> Result<registry::ReadRequest> {
+        match self.what()? {
+            ReadWhat::Page(request) => Ok(request),
+            ReadWhat::Since(..) => Err(invalid("since is not a page read")),
+        }
+    }
+
+    /// What this read asks for: a page, or the output after a cursor.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a cursor that does not parse, `since` beside
+    /// `offset` or `count`, `format` without `since`, and what
+    /// [`validate`](Self::validate) refuses.
+    pub fn what(self) -> Result<ReadWhat> {
+        self.bound()?;
+        if let Some(since) = &self.since {
+            if self.offset != 0 || self.count.is_some() {
+                return Err(invalid("give since, or offset and count, not both"));
+            }
+            let cursor = since.parse::<OutputCursor>()?;
+            return Ok(ReadWhat::Since(cursor, self.format.unwrap_or_default()));
+        }
+        if self.format.is_some() {
+            return Err(invalid("format goes with since (a page is lines)"));
+        }
         if let Some(count) = self.count
             && count > MAX_READ_LINES
         {
@@ -242,10 +354,18 @@ impl ReadRequest {
                 "count {count} is over the limit of {MAX_READ_LINES} lines"
             )));
         }
-        Ok(registry::ReadRequest {
+        Ok(ReadWhat::Page(registry::ReadRequest {
             offset: self.offset,
             count: self.count,
-        })
+        }))
+    }
+
+    /// The bound on this read's answer.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` as [`Bound::new`] says.
+    pub fn bound(&self) -> Result<Bound> {
+        Bound::new(self.max_bytes, self.max_lines)
     }
 }
 
@@ -394,6 +514,7 @@ mod tests {
             serde_json::json!({"name": "t-1a2308edac7-b10a309c95b89d50"}),
             serde_json::json!({"cols": 0, "rows": 10}),
             serde_json::json!({"command": ["a"], "shell": "b"}),
+            serde_json::json!({"history_limit": 1_000_001}),
         ];
         for value in refused {
             let error = spawn(value.clone()).unwrap_err();
@@ -470,7 +591,7 @@ mod tests {
         .unwrap();
         assert_eq!(send.timeout_secs, Some(2.5));
         let request = send.clone().validate().unwrap();
-        assert_eq!(request.wait, WaitFor::StdinRead);
+        assert_eq!(request.wait, WaitFor::Command);
         assert!(!request.submit);
         let negative = SendRequest {
             timeout_secs: Some(-1.0),
@@ -483,8 +604,8 @@ mod tests {
     fn read_count_is_bounded() {
         let read = |count| ReadRequest {
             terminal: "t".to_owned(),
-            offset: 0,
             count,
+            ..ReadRequest::default()
         };
         assert_eq!(read(None).validate().unwrap().count, None);
         assert_eq!(

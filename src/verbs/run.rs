@@ -7,12 +7,16 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::answers::{KillAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
+use super::answers::{
+    KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer, bounded_page,
+};
+use super::bounds::Bound;
 use super::requests::RenameRequest;
 use super::requests::{
-    ListRequest, ReadRequest, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
+    ListRequest, ReadRequest, ReadWhat, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
     TerminalRequest, WaitRequest, WriteRequest,
 };
+use super::since::since_answer;
 use crate::Result;
 use crate::control::Notification;
 use crate::registry::{
@@ -52,6 +56,8 @@ pub async fn show(owned: Owned<'_>, request: &TerminalRequest) -> Result<Termina
 /// A send under way: follow its output, cancel it, or await its answer.
 pub struct Sending {
     handle: SendHandle,
+    bound: Bound,
+    include_screen: bool,
 }
 
 impl std::fmt::Debug for Sending {
@@ -73,7 +79,8 @@ impl Sending {
     pub async fn answer(self) -> Result<SendAnswer> {
         let operation = self.handle.operation();
         let result = self.handle.result().await?;
-        Ok(SendAnswer::new(result, operation.read_output()))
+        let answer = SendAnswer::new(result, operation.read_output(), self.include_screen);
+        Ok(answer.bounded(self.bound))
     }
 }
 
@@ -85,9 +92,16 @@ impl Sending {
 /// (`SEND_ACTIVE`, `TERMINAL_DEAD`, ...).
 pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
     let target = request.terminal.clone();
+    let include_screen = request.include_screen;
+    let history = request.history.unwrap_or(true);
+    let bound = request.bound()?;
     let request = request.validate()?;
-    let handle = owned.send(&target, request).await?;
-    Ok(Sending { handle })
+    let handle = owned.send_history(&target, request, history).await?;
+    Ok(Sending {
+        handle,
+        bound,
+        include_screen,
+    })
 }
 
 /// `write`: raw input, no waiting.
@@ -102,14 +116,29 @@ pub async fn write(owned: Owned<'_>, request: WriteRequest) -> Result<WriteAnswe
     Ok(WriteAnswer { written })
 }
 
-/// `read`: a page of scrollback.
+/// `read`: a page of scrollback, or the output after a cursor, bounded as
+/// the request says.
 ///
 /// # Errors
-/// `INVALID_INPUT` from [`ReadRequest::validate`], or the registry's.
-pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadPage> {
+/// `INVALID_INPUT` from [`ReadRequest::what`], or the registry's.
+pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadAnswer> {
     let target = request.terminal.clone();
-    let request = request.validate()?;
-    owned.read(&target, request).await
+    let bound = request.bound()?;
+    match request.what()? {
+        ReadWhat::Page(request) => {
+            // The end first: output arriving between the two calls is then
+            // read again from the cursor, never skipped.
+            let next = owned.output_end(&target).await?;
+            let page = owned.read(&target, request).await?;
+            // The page is cut to leave room for the cursor beside it.
+            let room = ReadAnswer::page(ReadPage::default(), next).cursor_len();
+            Ok(ReadAnswer::page(bounded_page(page, bound, room), next))
+        }
+        ReadWhat::Since(cursor, format) => {
+            let output = owned.output_since(&target, Some(cursor)).await?;
+            Ok(since_answer(&output, format, bound))
+        }
+    }
 }
 
 /// `screen`: the visible screen.

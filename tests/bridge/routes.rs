@@ -40,9 +40,11 @@ async fn routes_answer_with_the_cli_json_and_map_errors_to_statuses() {
             .await;
         assert_eq!(status, 200, "{sent}");
         assert!(sent["output"].as_str().unwrap().contains("42"), "{sent}");
-        for key in ["wait_reason", "status", "viewport", "truncated"] {
+        for key in ["wait_reason", "status", "truncated"] {
             assert!(sent.get(key).is_some(), "send lacks {key}: {sent}");
         }
+        // The screen only when asked for (issue 17).
+        assert!(sent.get("viewport").is_none(), "{sent}");
         let (status, screen) = served.get("/api/terminals/a/screen").await;
         assert_eq!((status, &screen["cols"]), (200, &Value::from(90)));
         assert!(screen["lines"].to_string().contains("42"), "{screen}");

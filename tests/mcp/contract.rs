@@ -35,26 +35,60 @@ async fn tools_are_listed_with_their_schemas() {
             keys.sort_unstable();
             keys
         };
-        let cases: [(&str, &[&str], &[&str]); 8] = [
+        let cases: [(&str, &[&str], &[&str]); 10] = [
             (
                 "terminal_spawn",
                 &[
-                    "cols", "command", "cwd", "env", "name", "restart", "role", "rows", "shell",
+                    "cols",
+                    "command",
+                    "cwd",
+                    "env",
+                    "history_limit",
+                    "name",
+                    "restart",
+                    "role",
+                    "rows",
+                    "shell",
+                    "shell_integration",
                 ],
                 &[],
             ),
             ("terminal_list", &[], &[]),
             (
                 "terminal_send",
-                &["submit", "terminal", "text", "timeout_secs", "wait"],
+                &[
+                    "history",
+                    "include_screen",
+                    "max_bytes",
+                    "max_lines",
+                    "submit",
+                    "terminal",
+                    "text",
+                    "timeout_secs",
+                    "wait",
+                ],
                 &["terminal", "text"],
             ),
             (
                 "terminal_read",
-                &["count", "offset", "terminal"],
+                &[
+                    "count",
+                    "format",
+                    "max_bytes",
+                    "max_lines",
+                    "offset",
+                    "since",
+                    "terminal",
+                ],
                 &["terminal"],
             ),
             ("terminal_screen", &["terminal"], &["terminal"]),
+            ("terminal_show", &["terminal"], &["terminal"]),
+            (
+                "terminal_search",
+                &["context", "max_bytes", "max_matches", "regex", "terminal"],
+                &["regex"],
+            ),
             (
                 "terminal_wait",
                 &["exit", "regex", "terminal", "text", "timeout_secs"],
@@ -177,4 +211,160 @@ async fn invalid_arguments_are_json_rpc_invalid_params() {
         mcp.stop().await;
     })
     .await;
+}
+
+/// Issue 17: every tool says what it may do (the four hints, so a harness
+/// can auto-approve the read-only ones and ask before kill or signal) and
+/// what it answers (an output schema from the verb layer's types).
+#[tokio::test]
+async fn every_tool_is_annotated_with_an_output_schema() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        let tools = mcp.client.list_all_tools().await.unwrap();
+        assert_eq!(tools.len(), TOOLS.len());
+        let read_only = [
+            "terminal_list",
+            "terminal_read",
+            "terminal_screen",
+            "terminal_search",
+            "terminal_show",
+            "terminal_wait",
+        ];
+        for tool in &tools {
+            let name = tool.name.as_ref();
+            let hints = tool
+                .annotations
+                .as_ref()
+                .unwrap_or_else(|| panic!("{name}"));
+            let all = [
+                hints.read_only_hint,
+                hints.destructive_hint,
+                hints.idempotent_hint,
+                hints.open_world_hint,
+            ];
+            assert!(all.iter().all(Option::is_some), "{name}: {hints:?}");
+            assert_eq!(
+                hints.read_only_hint,
+                Some(read_only.contains(&name)),
+                "{name}"
+            );
+            let destructive = ["terminal_kill", "terminal_send", "terminal_signal"];
+            assert_eq!(
+                hints.destructive_hint,
+                Some(destructive.contains(&name)),
+                "{name}"
+            );
+            // The client negotiated an older protocol than SEP-2106's, so
+            // only object schemas survive: every tool but the list's array.
+            if name != "terminal_list" {
+                let schema = tool
+                    .output_schema
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{name}"));
+                assert_eq!(schema["type"], "object", "{name}");
+                assert!(!schema["properties"].as_object().unwrap().is_empty());
+            }
+        }
+        let send = tools.iter().find(|t| t.name == "terminal_send").unwrap();
+        let properties = &send.output_schema.as_ref().unwrap()["properties"];
+        for key in ["output", "wait_reason", "status", "truncated", "viewport"] {
+            assert!(properties.get(key).is_some(), "{key}: {properties}");
+        }
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Issue 17: `--read-only` offers only the tools that change nothing;
+/// `--tools` and `--exclude-tools` narrow further; a tool that is not
+/// offered cannot be called either.
+#[tokio::test]
+async fn the_tool_set_can_be_narrowed() {
+    let cli = Cli::new();
+    within(async {
+        let cases: [(&[&str], &[&str]); 4] = [
+            (
+                &["--read-only"],
+                &[
+                    "terminal_list",
+                    "terminal_read",
+                    "terminal_screen",
+                    "terminal_search",
+                    "terminal_show",
+                    "terminal_wait",
+                ],
+            ),
+            (
+                &["--tools", "list,terminal_read"],
+                &["terminal_list", "terminal_read"],
+            ),
+            (
+                &["--read-only", "--exclude-tools", "wait,screen"],
+                &[
+                    "terminal_list",
+                    "terminal_read",
+                    "terminal_search",
+                    "terminal_show",
+                ],
+            ),
+            (
+                &["--exclude-tools", "terminal_kill,signal,spawn,send"],
+                &[
+                    "terminal_list",
+                    "terminal_read",
+                    "terminal_rename",
+                    "terminal_screen",
+                    "terminal_search",
+                    "terminal_show",
+                    "terminal_wait",
+                ],
+            ),
+        ];
+        for (flags, want) in cases {
+            let mcp = Mcp::start_with(&cli, flags).await;
+            let tools = mcp.client.list_all_tools().await.unwrap();
+            let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+            names.sort_unstable();
+            assert_eq!(names, want, "{flags:?}");
+            if !want.contains(&"terminal_spawn") {
+                let refused = mcp
+                    .client
+                    .call_tool(params("terminal_spawn", json!({})))
+                    .await;
+                assert!(
+                    refused.is_err() || refused.as_ref().unwrap().is_error == Some(true),
+                    "{flags:?}: {refused:?}"
+                );
+            }
+            mcp.stop().await;
+        }
+        assert!(cli.ok(&["list"]).is_empty(), "nothing was spawned");
+    })
+    .await;
+}
+
+/// Issue 17: a tool name that is not one of the tools stops `mcp` at its
+/// start with a clear error, before it opens anything.
+#[test]
+fn an_unknown_tool_name_is_refused_at_start() {
+    let cli = Cli::new();
+    for flags in [
+        &["--tools", "list,nope"][..],
+        &["--exclude-tools", "terminal_nope"],
+        &["--read-only", "--tools", "kill"],
+        &["--tools", "kill", "--exclude-tools", "kill"],
+    ] {
+        let argv: Vec<&str> = std::iter::once("mcp")
+            .chain(flags.iter().copied())
+            .collect();
+        let output = cli.run(&argv);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{flags:?}");
+        assert!(stderr.contains("INVALID_INPUT"), "{flags:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{flags:?}");
+    }
+    assert!(cli.run(&["mcp", "--tools", "list,nope"]).stderr.len() < 1000);
+    let named = cli.run(&["mcp", "--tools", "nope"]);
+    assert!(String::from_utf8_lossy(&named.stderr).contains("\"nope\""));
 }

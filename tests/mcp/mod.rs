@@ -12,6 +12,9 @@
 #![allow(clippy::unwrap_used)]
 
 mod contract;
+mod cursors;
+mod scenario;
+mod search;
 mod sessions;
 
 use std::process::Stdio;
@@ -31,14 +34,16 @@ use tokio::sync::watch;
 
 use crate::cli::Cli;
 
-/// The tools of issue 11, as named there.
-pub(crate) const TOOLS: [&str; 9] = [
+/// The tools of issues 11, 17 and 18, as named there.
+pub(crate) const TOOLS: [&str; 11] = [
     "terminal_kill",
     "terminal_list",
     "terminal_read",
     "terminal_rename",
     "terminal_screen",
+    "terminal_search",
     "terminal_send",
+    "terminal_show",
     "terminal_signal",
     "terminal_spawn",
     "terminal_wait",
@@ -69,19 +74,36 @@ pub(crate) struct Mcp {
     pub(crate) client: RunningService<RoleClient, Harness>,
     /// Everything the server wrote to stderr so far.
     log: watch::Receiver<String>,
+    /// The server's pid.
+    pid: Option<u32>,
 }
 
 impl Mcp {
     /// Starts `tmux-engine mcp` on `cli`'s directories and initializes.
     pub(crate) async fn start(cli: &Cli) -> Mcp {
-        let mut command = tokio::process::Command::from(cli.command(&["mcp"]));
+        Mcp::start_with(cli, &[]).await
+    }
+
+    /// [`Mcp::start`] with `mcp`'s own flags (`--read-only`, `--tools`).
+    pub(crate) async fn start_with(cli: &Cli, flags: &[&str]) -> Mcp {
+        Mcp::start_in(cli, flags, "/bin/sh").await
+    }
+
+    /// [`Mcp::start_with`] with `shell` as the engine's shell.
+    pub(crate) async fn start_in(cli: &Cli, flags: &[&str], shell: &str) -> Mcp {
+        let argv: Vec<&str> = std::iter::once("mcp")
+            .chain(flags.iter().copied())
+            .collect();
+        let mut command = tokio::process::Command::from(cli.command(&argv));
         command
+            .env("TMUX_ENGINE_SHELL", shell)
             .env("TMUX_ENGINE_LOG", "tmux_engine::mcp=info")
             .env("NO_COLOR", "1");
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        let pid = transport.id();
         let (sender, log) = watch::channel(String::new());
         let mut lines = BufReader::new(stderr.unwrap()).lines();
         tokio::spawn(async move {
@@ -93,7 +115,7 @@ impl Mcp {
             }
         });
         let client = Harness::default().serve(transport).await.unwrap();
-        Mcp { client, log }
+        Mcp { client, log, pid }
     }
 
     /// Calls `tool` and returns its result, error or not.
@@ -150,6 +172,17 @@ impl Mcp {
             "no log line with {parts:?}:\n{}",
             *self.log.borrow()
         );
+    }
+
+    /// SIGKILLs the server (no chance to clean up) and drops the client.
+    pub(crate) fn kill(self) {
+        let pid = self.pid.unwrap();
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        drop(self);
     }
 
     /// Ends the session the way a client does: closes the server's stdin.

@@ -237,3 +237,64 @@ async fn terminals_survive_a_restart_of_the_server() {
     })
     .await;
 }
+
+/// Issue 17: a huge output is bounded as a whole answer (the JSON, not
+/// just its output field), the screen comes only when asked for, and a
+/// read's page has no blank padding.
+#[tokio::test]
+async fn answers_are_bounded_as_a_whole() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        shell(&mcp, "big").await;
+        let args = json!({"terminal": "big", "text": "seq 1 200000", "submit": true});
+        let result = mcp.call("terminal_send", args).await;
+        let answer = text(&result);
+        assert!(answer.len() <= 64 * 1024, "{} bytes", answer.len());
+        let sent: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(sent["truncated"], true);
+        assert!(sent.get("viewport").is_none(), "{sent}");
+        let output = sent["output"].as_str().unwrap();
+        // The newest output is what is kept.
+        assert!(
+            output.contains("\n200000"),
+            "{}",
+            &output[output.len() - 100..]
+        );
+
+        let small = json!({"terminal": "big", "text": "echo hi", "submit": true,
+                           "include_screen": true, "max_bytes": 600});
+        let result = mcp.call("terminal_send", small).await;
+        let answer = text(&result);
+        assert!(answer.len() <= 600, "{answer}");
+        let sent: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert!(sent["output"].as_str().unwrap().contains("hi"), "{sent}");
+        assert!(sent["viewport"].is_string(), "{sent}");
+
+        let page = mcp
+            .ok("terminal_read", json!({"terminal": "big", "count": 10_000}))
+            .await;
+        assert!(page.to_string().len() <= 64 * 1024);
+        assert_eq!(page["truncated"], true);
+        let rows = page["lines"].as_array().unwrap();
+        assert!(
+            !rows.last().unwrap().as_str().unwrap().trim().is_empty(),
+            "{page}"
+        );
+        let few = mcp
+            .ok("terminal_read", json!({"terminal": "big", "max_lines": 3}))
+            .await;
+        assert_eq!(few["lines"].as_array().unwrap().len(), 3, "{few}");
+        let range = (few["range"]["start"].as_u64(), few["range"]["end"].as_u64());
+        assert_eq!(range.1.unwrap() - range.0.unwrap(), 3, "{few}");
+        let refused = mcp
+            .error(
+                "terminal_read",
+                json!({"terminal": "big", "max_bytes": 70_000}),
+            )
+            .await;
+        assert!(refused.starts_with("INVALID_INPUT: "), "{refused}");
+        mcp.stop().await;
+    })
+    .await;
+}

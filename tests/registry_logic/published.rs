@@ -134,7 +134,8 @@ async fn rejects_bad_names_duplicate_names_and_active_sends() {
         SendOutput {
             text: "delta".to_owned(),
             bytes: "delta".into(),
-            truncated: false
+            truncated: false,
+            cursors: None,
         }
     );
     assert!(operation.cancel());

@@ -237,6 +237,7 @@ impl BackendTerminal for StubTerminal {
                     wait_reason,
                     status,
                     truncated: false,
+                    command: None,
                 })
             }),
         })
@@ -367,6 +368,7 @@ impl SendOperation for StubSend {
             text: "delta".to_owned(),
             bytes: Bytes::from_static(b"delta"),
             truncated: false,
+            cursors: None,
         }
     }
 

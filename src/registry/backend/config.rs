@@ -179,20 +179,33 @@ pub(super) fn server_options(
         ),
     ];
     let shell = pinned_shell(config);
+    // Issue 17's shell integration: the pinned shell with the engine's rc.
+    let integration = match (&shell, spec.integrates_shell()) {
+        (Some(shell), true) => {
+            crate::shell::prepare(shell, &crate::shell::rc_dir(&config.runtime_dir))?
+        }
+        _ => None,
+    };
+    let mut env: Vec<(String, String)> = spec
+        .env
+        .iter()
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    let mut command = command_words(spec, shell.as_deref());
+    if let Some(integration) = integration {
+        command = integration.words;
+        env.extend(integration.env);
+    }
     Ok(ServerOptions {
         size: spec.size.map_or_else(Size::default, |size| Size {
             cols: size.cols,
             rows: size.rows,
         }),
-        command: command_words(spec, shell.as_deref()),
+        command,
         shell,
         cwd: spec.cwd.clone(),
-        env: spec
-            .env
-            .iter()
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
-        history_limit: config.history_limit,
+        env,
+        history_limit: spec.history_limit.unwrap_or(config.history_limit),
         session: SESSION.to_owned(),
         runtime_dir: Some(config.runtime_dir.clone()),
         extra_config: marks,
@@ -204,7 +217,7 @@ pub(super) fn server_options(
 
 /// The shell of terminals without a command and of shell lines: the
 /// config's, else `$SHELL` when it is an absolute path to a file.
-fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
+pub(super) fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
     config.shell.clone().or_else(|| {
         std::env::var_os("SHELL")
             .map(PathBuf::from)

@@ -41,6 +41,9 @@ pub(super) struct Mutable {
 /// Everything the terminal's tasks share.
 pub(super) struct ServerLink {
     pub id: TerminalId,
+    /// The epoch of this link's output offsets (issue 17's cursors): new
+    /// per link, so an offset of an earlier one is never taken for ours.
+    pub epoch: u64,
     pub spec: SpawnSpec,
     pub config: Arc<TmuxConfig>,
     pub client: ControlClient,
@@ -144,9 +147,14 @@ impl OutputRing {
         }
     }
 
+    /// The offset of the oldest byte held.
+    pub(super) fn start(&self) -> u64 {
+        self.total - self.len as u64
+    }
+
     /// The bytes from absolute offset `start` to the end, and whether some
     /// from `start` on are no longer held.
-    fn since(&self, start: u64) -> (Bytes, bool) {
+    pub(super) fn since(&self, start: u64) -> (Bytes, bool) {
         let ring_start = self.total - self.len as u64;
         let from = start.max(ring_start);
         let mut skip = usize::try_from(from - ring_start).unwrap_or(usize::MAX);

@@ -21,6 +21,7 @@
 //! session is always named [`SESSION`] and the pane is `%0`: no user text
 //! reaches a tmux target.
 
+mod command;
 mod config;
 mod lifetime;
 mod link;

@@ -9,6 +9,7 @@
 
 use super::link::ServerLink;
 use crate::control::snapshot::capture_snapshot;
+use crate::registry::cursor::{CursorGap, OutputCursor, OutputSince};
 use crate::registry::seam::{ReadPage, ReadRequest, Screen};
 use crate::tmux::command::TmuxCommand;
 use crate::{Error, Result};
@@ -19,12 +20,13 @@ const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 10_000;
 
 /// Geometry and history of a pane.
-struct Geometry {
+pub(super) struct Geometry {
     history: usize,
-    cursor: (u16, u16),
+    /// Column and row of the cursor.
+    pub(super) cursor: (u16, u16),
 }
 
-async fn geometry(shared: &ServerLink) -> Result<Geometry> {
+pub(super) async fn geometry(shared: &ServerLink) -> Result<Geometry> {
     let format = "#{history_size} #{cursor_x} #{cursor_y}";
     let command = TmuxCommand::new("list-panes")
         .target(shared.pane)
@@ -118,4 +120,40 @@ pub(super) async fn read(shared: &ServerLink, request: ReadRequest) -> Result<Re
         range: start..end,
         truncated,
     })
+}
+
+/// The output from `since` to now as the ring holds it (see
+/// [`BackendTerminal::output_since`]): a cursor of another epoch, or past
+/// the end, is stale; one older than the ring resumes at its oldest byte.
+///
+/// [`BackendTerminal::output_since`]: crate::registry::BackendTerminal::output_since
+pub(super) fn output_since(shared: &ServerLink, since: Option<OutputCursor>) -> OutputSince {
+    let mutable = shared.lock();
+    let ring = &mutable.ring;
+    let oldest = ring.start();
+    let (start, gap) = match since {
+        None => (oldest, None),
+        Some(cursor) if cursor.epoch != shared.epoch || cursor.offset > ring.total => {
+            (oldest, Some(CursorGap::Stale))
+        }
+        Some(cursor) if cursor.offset < oldest => (oldest, Some(CursorGap::Evicted)),
+        Some(cursor) => (cursor.offset, None),
+    };
+    let (bytes, _) = ring.since(start);
+    OutputSince {
+        bytes,
+        from: OutputCursor {
+            epoch: shared.epoch,
+            offset: start,
+        },
+        gap,
+    }
+}
+
+/// The cursor at the end of the output now.
+pub(super) fn output_end(shared: &ServerLink) -> OutputCursor {
+    OutputCursor {
+        epoch: shared.epoch,
+        offset: shared.lock().ring.total,
+    }
 }

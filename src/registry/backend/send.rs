@@ -23,12 +23,16 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::command;
 use super::link::{ServerLink, output_since};
 use super::pages::viewport;
+use crate::registry::CommandResult;
+use crate::registry::cursor::{OutputCursor, strip_escapes};
 use crate::registry::seam::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
+use crate::shell::ShellKind;
 use crate::tmux::procfs;
 use crate::{Error, Result};
 
@@ -43,6 +47,8 @@ struct TmuxSend {
     cancel: CancellationToken,
     /// The reason it ended, set once by whoever ends it first.
     ended: Mutex<Option<WaitReason>>,
+    /// Whether the command may go into the shell's history.
+    history: bool,
 }
 
 impl TmuxSend {
@@ -59,11 +65,24 @@ impl TmuxSend {
 
 impl SendOperation for TmuxSend {
     fn read_output(&self) -> SendOutput {
-        let (bytes, truncated) = output_since(&self.shared, self.start, self.gaps);
+        let (bytes, truncated, end) = {
+            let mutable = self.shared.lock();
+            let (bytes, dropped) = mutable.ring.since(self.start);
+            (
+                bytes,
+                dropped || mutable.gaps != self.gaps,
+                mutable.ring.total,
+            )
+        };
+        let cursor = |offset| OutputCursor {
+            epoch: self.shared.epoch,
+            offset,
+        };
         SendOutput {
             text: strip_escapes(&bytes),
             bytes,
             truncated,
+            cursors: Some((cursor(self.start), cursor(end))),
         }
     }
 
@@ -93,7 +112,11 @@ impl SendOperation for TmuxSend {
 }
 
 /// Starts a send on `shared`'s pane.
-pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<StartedSend> {
+pub(super) fn start(
+    shared: &Arc<ServerLink>,
+    request: SendRequest,
+    history: bool,
+) -> Result<StartedSend> {
     if !shared.status.borrow().is_running() {
         return Err(Error::TerminalDead {
             terminal: shared.id.to_string(),
@@ -110,6 +133,7 @@ pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<St
             gaps: mutable.gaps,
             cancel,
             ended: Mutex::new(None),
+            history,
         })
     };
     let driven = Arc::clone(&operation);
@@ -125,19 +149,41 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     let shared = &op.shared;
     let timeout = request.timeout.unwrap_or(shared.config.send_timeout);
     let deadline = Instant::now() + timeout;
-    // One write, Enter included: a second call would cost a round trip.
-    let text = if request.submit {
-        let mut text = request.text.to_vec();
-        text.push(b'\r');
-        bytes::Bytes::from(text)
-    } else {
-        request.text.clone()
+    // `command` on an integrated shell at its prompt follows its marks;
+    // anywhere else (a program runs in it, no marks) it waits for stdin.
+    let shell = match (request.wait, request.submit) {
+        (WaitFor::Command, true) => command::integrated(shared),
+        _ => None,
     };
+    let marked = match shell {
+        Some(kind) if command::at_prompt(shared, deadline).await => Some(kind),
+        _ => None,
+    };
+    let what = match request.wait {
+        WaitFor::Command => WaitFor::StdinRead,
+        other => other,
+    };
+    // One write, Enter included: a second call would cost a round trip. A
+    // leading space keeps it out of the history (the rc's ignorespace).
+    let mut text = Vec::with_capacity(request.text.len() + 2);
+    if marked.is_some() && !op.history {
+        text.push(b' ');
+    }
+    text.extend_from_slice(&request.text);
+    if request.submit {
+        text.push(b'\r');
+    }
+    let text = bytes::Bytes::from(text);
+    let typed_at = shared.lock().ring.total;
+    let mut outcome = None;
     let write = shared.client.send_bytes(shared.pane, &text);
     let reason = tokio::select! {
         written = write => {
             written?;
-            wait(op, request.wait, deadline).await
+            match marked {
+                Some(kind) => follow(op, kind, typed_at, deadline, &mut outcome).await,
+                None => wait(op, what, deadline).await,
+            }
         }
         () = op.cancel.cancelled() => WaitReason::Cancelled,
         () = tokio::time::sleep_until(deadline) => WaitReason::Timeout,
@@ -159,7 +205,62 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         wait_reason,
         status: shared.status.borrow().clone(),
         truncated,
+        command: outcome.filter(|_| wait_reason == WaitReason::Command),
     })
+}
+
+/// Follows an integrated shell's marks from stream offset `from` until
+/// the command's end (its result into `outcome`), or, once it started,
+/// until a program in it waits for input (a REPL: `stdin_read`).
+async fn follow(
+    op: &TmuxSend,
+    kind: ShellKind,
+    from: u64,
+    deadline: Instant,
+    outcome: &mut Option<CommandResult>,
+) -> WaitReason {
+    let shared = &op.shared;
+    let mut output = shared.output.subscribe();
+    let mut status = shared.status.subscribe();
+    let mut state = command::Follow::new(from);
+    let mut check_in = INPUT_CHECK.0;
+    let mut blocked_at: Option<u64> = None;
+    loop {
+        if let Some(ended) = command::follow(shared, kind, &mut state) {
+            *outcome = Some(ended);
+            return WaitReason::Command;
+        }
+        tokio::select! {
+            () = op.cancel.cancelled() => return WaitReason::Cancelled,
+            () = tokio::time::sleep_until(deadline) => return WaitReason::Timeout,
+            _ = status.wait_for(|status| !status.is_running()) => return WaitReason::Exited,
+            changed = output.changed() => {
+                if changed.is_err() {
+                    return WaitReason::Exited;
+                }
+                blocked_at = None;
+                check_in = INPUT_CHECK.0;
+            }
+            () = tokio::time::sleep(check_in), if state.started() => {
+                // The shell itself reads only once it marked the end, so a
+                // reader now is the command's program.
+                let pane = shared.lock().pane_process;
+                let blocked = pane.is_some_and(|pane| procfs::blocked_on_input(pane.pid));
+                let seen = *output.borrow();
+                if blocked && blocked_at == Some(seen) {
+                    return match command::follow(shared, kind, &mut state) {
+                        Some(ended) => {
+                            *outcome = Some(ended);
+                            WaitReason::Command
+                        }
+                        None => WaitReason::StdinRead,
+                    };
+                }
+                blocked_at = blocked.then_some(seen);
+                check_in = (check_in * 2).min(INPUT_CHECK.1);
+            }
+        }
+    }
 }
 
 /// Waits for `what` after the write; the send's end reason.
@@ -209,81 +310,6 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
                     _ => {}
                 }
             }
-        }
-    }
-}
-
-/// Output as text: escape sequences (CSI, OSC, DCS and two-byte ESC
-/// sequences) and control characters other than `\n` and `\t` removed,
-/// `\r\n` folded to `\n`, invalid UTF-8 replaced.
-fn strip_escapes(bytes: &[u8]) -> String {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            0x1b => {
-                i += 1;
-                match bytes.get(i) {
-                    Some(b'[') => {
-                        i += 1;
-                        while i < bytes.len() && !(0x40..=0x7e).contains(&bytes[i]) {
-                            i += 1;
-                        }
-                        i += 1;
-                    }
-                    Some(b']' | b'P' | b'_' | b'^' | b'X') => {
-                        // String sequences end with BEL or ST (ESC \).
-                        i += 1;
-                        while i < bytes.len() {
-                            if bytes[i] == 0x07 {
-                                i += 1;
-                                break;
-                            }
-                            if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'\\') {
-                                i += 2;
-                                break;
-                            }
-                            i += 1;
-                        }
-                    }
-                    Some(b'(' | b')' | b'*' | b'+' | b'#' | b'%') => i += 2,
-                    Some(_) => i += 1,
-                    None => {}
-                }
-            }
-            b'\n' | b'\t' => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-            byte if byte < 0x20 || byte == 0x7f => i += 1,
-            byte => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strips_escapes_and_controls() {
-        let cases: &[(&[u8], &str)] = &[
-            (b"plain", "plain"),
-            (b"a\r\nb\n", "a\nb\n"),
-            (b"\x1b[1;31mred\x1b[0m", "red"),
-            (b"\x1b]0;title\x07x", "x"),
-            (b"\x1b]8;;http://x\x1b\\link", "link"),
-            (b"\x1b(Bq\x1b=z", "qz"),
-            (b"tab\there\x08", "tab\there"),
-            (b"\xff\xfe", "\u{fffd}\u{fffd}"),
-            (b"cut\x1b[", "cut"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(strip_escapes(input), *want, "{input:?}");
         }
     }
 }

@@ -39,7 +39,7 @@ use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
     Screen, SendRequest, StartedSend, TerminalStatus,
 };
-use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
+use crate::registry::{OutputCursor, OutputSince, Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::tmux::command::resize_window;
 use crate::tmux::procfs;
 use crate::tmux::{ProcessId, ServerHandle};
@@ -90,6 +90,7 @@ impl TmuxTerminal {
         let (restream, restreams) = mpsc::channel(4);
         let shared = Arc::new(ServerLink {
             id: parts.id,
+            epoch: crate::registry::OutputCursor::new_epoch(),
             spec: parts.spec,
             config: parts.config,
             client: parts.client,
@@ -210,11 +211,23 @@ impl BackendTerminal for TmuxTerminal {
     }
 
     fn start_send(&self, request: SendRequest) -> Result<StartedSend> {
-        super::send::start(&self.shared, request)
+        super::send::start(&self.shared, request, true)
+    }
+
+    fn start_send_history(&self, request: SendRequest, history: bool) -> Result<StartedSend> {
+        super::send::start(&self.shared, request, history)
     }
 
     fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>> {
         Box::pin(super::pages::read(&self.shared, request))
+    }
+
+    fn output_since(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
+        Ok(super::pages::output_since(&self.shared, since))
+    }
+
+    fn output_end(&self) -> Option<OutputCursor> {
+        Some(super::pages::output_end(&self.shared))
     }
 
     fn screen(&self) -> BoxFuture<'_, Result<Screen>> {

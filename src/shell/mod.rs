@@ -1,0 +1,217 @@
+//! Shell integration: the engine starts bash, zsh and POSIX `sh` with a
+//! small rc of its own that sources the user's usual one and then makes
+//! the shell mark its prompts and commands with OSC 133 (`A` prompt
+//! start, `B` prompt end, `C` command start, `D;status` command end), as
+//! VS Code, iTerm2, WezTerm and kitty read them. The marks arrive in the
+//! pane's byte stream before any terminal emulation ([`marks`] finds
+//! them), so a send can return exactly a command's output and its exit
+//! status. The rc also keeps commands typed with a leading space out of
+//! the history (`HISTCONTROL=ignorespace`, `HIST_IGNORE_SPACE`), which is
+//! how `history: false` sends stay out of it.
+//!
+//! | file       | job                                                    |
+//! |------------|--------------------------------------------------------|
+//! | `mod.rs`   | which shells, the rc files, the argv and environment   |
+//! | `marks.rs` | finding OSC 133 marks in a byte stream                 |
+
+pub mod marks;
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// A shell the engine can integrate with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellKind {
+    /// GNU bash (`--rcfile`; `PROMPT_COMMAND`, `PS0`).
+    Bash,
+    /// zsh (`ZDOTDIR`; `precmd`, `preexec`).
+    Zsh,
+    /// A POSIX sh such as dash (`ENV`; the marks live in `PS1`, so there
+    /// is no `C` mark: a command's output is what follows its echo).
+    Sh,
+}
+
+impl ShellKind {
+    /// The kind of the shell at `path`, by its file name (`bash`, `zsh`,
+    /// `sh`, `dash`, `ash`); `None` for any other (fish, a REPL, ...).
+    pub fn of(path: &Path) -> Option<ShellKind> {
+        match path.file_name()?.to_str()? {
+            "bash" => Some(ShellKind::Bash),
+            "zsh" => Some(ShellKind::Zsh),
+            "sh" | "dash" | "ash" => Some(ShellKind::Sh),
+            _ => None,
+        }
+    }
+}
+
+/// How to start an integrated shell: its argv and the environment it adds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Integration {
+    /// The shell and its arguments.
+    pub words: Vec<OsString>,
+    /// Variables to set for it (`ZDOTDIR`, `ENV`).
+    pub env: Vec<(String, String)>,
+}
+
+/// Where the rc files of a registry with runtime directory `runtime` go:
+/// beside it, `tmux-engine-shell-UID`. Their text is the same for every
+/// terminal, so one directory serves all and nothing is left per
+/// terminal (the runtime directory itself holds only servers).
+pub fn rc_dir(runtime: &Path) -> PathBuf {
+    let uid = rustix::process::getuid().as_raw();
+    runtime
+        .parent()
+        .unwrap_or(runtime)
+        .join(format!("tmux-engine-shell-{uid}"))
+}
+
+/// Writes the rc files for `shell` into `dir` (created 0700 if missing,
+/// and refused unless it is ours and private, as it holds code the shell
+/// runs; each file replaced whole, so a shell starting meanwhile never
+/// reads half of one) and returns how to start it; `None` when `shell` is
+/// not one the engine integrates with.
+///
+/// # Errors
+/// `UNSAFE_DIRECTORY` when `dir` is not private, `IO` when it or a file
+/// cannot be written.
+pub fn prepare(shell: &Path, dir: &Path) -> Result<Option<Integration>> {
+    let Some(kind) = ShellKind::of(shell) else {
+        return Ok(None);
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    crate::tmux::dirs::check_private(dir)?;
+    let path = |name: &str| -> PathBuf { dir.join(name) };
+    let text = |path: &Path| {
+        path.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::InvalidInput(format!("{} is not UTF-8", path.display())))
+    };
+    let program = shell.as_os_str().to_owned();
+    let integration = match kind {
+        ShellKind::Bash => {
+            let rc = path("bashrc");
+            write_private(&rc, BASH_RC)?;
+            Integration {
+                words: vec![program, "--rcfile".into(), rc.into_os_string(), "-i".into()],
+                env: Vec::new(),
+            }
+        }
+        ShellKind::Zsh => {
+            write_private(&path(".zshenv"), ZSH_ENV)?;
+            write_private(&path(".zshrc"), ZSH_RC)?;
+            Integration {
+                words: vec![program, "-i".into()],
+                env: vec![("ZDOTDIR".to_owned(), text(dir)?)],
+            }
+        }
+        ShellKind::Sh => {
+            let rc = path("shrc");
+            write_private(&rc, SH_RC)?;
+            Integration {
+                words: vec![program, "-i".into()],
+                env: vec![("ENV".to_owned(), text(&rc)?)],
+            }
+        }
+    };
+    Ok(Some(integration))
+}
+
+/// Writes `text` to `path` (0600) through a temporary file and a rename.
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    if std::fs::read(path).is_ok_and(|held| held == text.as_bytes()) {
+        return Ok(());
+    }
+    let failed = |e| Error::io(format!("writing {}", path.display()), e);
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = PathBuf::from(temporary);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(failed)?;
+    file.write_all(text.as_bytes()).map_err(failed)?;
+    std::fs::rename(&temporary, path).map_err(failed)
+}
+
+/// bash: the user's rc as bash would read it, then the marks. `D` and
+/// `A` come from `PROMPT_COMMAND` (first, so `$?` is the command's), `B`
+/// ends `PS1`, `C` is `PS0` (printed once a command line is read).
+const BASH_RC: &str = r#"# tmux-engine shell integration (bash); see docs/shell-integration.md
+[ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
+[ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+case ":$HISTCONTROL:" in *:ignorespace:*|*:ignoreboth:*) ;; *) HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}" ;; esac
+__tmux_engine_prompt() { local s=$?; printf '\033]133;D;%s\007\033]133;A\007' "$s"; return $s; }
+PROMPT_COMMAND="__tmux_engine_prompt${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
+PS1="${PS1}\[\033]133;B\007\]"
+PS0="${PS0}\033]133;C\007"
+"#;
+
+/// zsh: `ZDOTDIR` points here for the engine's files, and back at the
+/// user's for theirs.
+const ZSH_ENV: &str = r#"# tmux-engine shell integration (zsh); see docs/shell-integration.md
+__tmux_engine_dir="$ZDOTDIR"
+ZDOTDIR="${__tmux_engine_user_zdotdir:-$HOME}"
+[ -r "$ZDOTDIR/.zshenv" ] && . "$ZDOTDIR/.zshenv"
+__tmux_engine_user_zdotdir="$ZDOTDIR"
+ZDOTDIR="$__tmux_engine_dir"
+"#;
+
+const ZSH_RC: &str = r#"# tmux-engine shell integration (zsh); see docs/shell-integration.md
+ZDOTDIR="$__tmux_engine_user_zdotdir"
+[ -r "$ZDOTDIR/.zshrc" ] && . "$ZDOTDIR/.zshrc"
+setopt HIST_IGNORE_SPACE
+__tmux_engine_precmd() { local s=$?; printf '\033]133;D;%s\007\033]133;A\007' "$s"; return $s; }
+__tmux_engine_preexec() { printf '\033]133;C\007'; }
+typeset -ga precmd_functions preexec_functions
+precmd_functions=(__tmux_engine_precmd $precmd_functions)
+preexec_functions+=(__tmux_engine_preexec)
+PS1="${PS1}%{$(printf '\033]133;B\007')%}"
+"#;
+
+/// POSIX sh: the user's `$HOME/.shrc` (what `ENV` would have named), then
+/// the marks in `PS1`, whose `$?` dash and others expand.
+const SH_RC: &str = r#"# tmux-engine shell integration (POSIX sh); see docs/shell-integration.md
+[ -r "$HOME/.shrc" ] && . "$HOME/.shrc"
+__te_esc=$(printf '\033'); __te_bel=$(printf '\007')
+PS1="${__te_esc}]133;D;\$?${__te_bel}${__te_esc}]133;A${__te_bel}${PS1:-\$ }${__te_esc}]133;B${__te_bel}"
+unset __te_esc __te_bel
+"#;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_shells_get_files_others_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().join("shell");
+        assert_eq!(prepare(Path::new("/usr/bin/fish"), &dir).unwrap(), None);
+        assert!(!dir.exists());
+        let bash = prepare(Path::new("/bin/bash"), &dir).unwrap().unwrap();
+        assert_eq!(bash.words[1], "--rcfile");
+        let sh = prepare(Path::new("/bin/dash"), &dir).unwrap().unwrap();
+        assert_eq!(sh.env[0].0, "ENV");
+        let zsh = prepare(Path::new("/usr/bin/zsh"), &dir).unwrap().unwrap();
+        assert_eq!(zsh.env[0].0, "ZDOTDIR");
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let mode = std::fs::metadata(dir.join("bashrc"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}

@@ -1,0 +1,115 @@
+//! Issue 17's cursors through MCP: a send's cursors, `read since` paging
+//! through an output far larger than one answer, and a cursor of an
+//! earlier engine run answered as stale, not as other bytes.
+
+use serde_json::{Value, json};
+
+use super::{Mcp, shell};
+use crate::cli::Cli;
+use crate::support::within;
+
+/// Reads from `cursor` on until nothing more is held; every line seen, and
+/// the last answer.
+async fn read_all(mcp: &Mcp, terminal: &str, mut cursor: String) -> (Vec<String>, Value) {
+    let mut seen = Vec::new();
+    loop {
+        let args = json!({"terminal": terminal, "since": cursor});
+        let answer = mcp.ok("terminal_read", args).await;
+        assert!(answer.to_string().len() <= 64 * 1024);
+        seen.extend(
+            answer["lines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|line| line.as_str().unwrap().to_owned()),
+        );
+        cursor = answer["next_cursor"].as_str().unwrap().to_owned();
+        if answer["more"] == false {
+            return (seen, answer);
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_line_of_a_huge_output_is_reachable_by_cursor() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        shell(&mcp, "seq").await;
+        let args = json!({"terminal": "seq", "text": "seq 1 200000", "submit": true});
+        let sent = mcp.ok("terminal_send", args).await;
+        assert_eq!(sent["truncated"], true);
+        let start = sent["start_cursor"].as_str().unwrap().to_owned();
+        let (seen, last) = read_all(&mcp, "seq", start).await;
+        assert_eq!(last["gap"], Value::Null, "{last}");
+        // Only the numbers (the echo of the command and the prompt
+        // around them are output too), every one in order, no escapes.
+        let numbers: Vec<&str> = seen
+            .iter()
+            .map(String::as_str)
+            .filter(|line| line.bytes().all(|b| b.is_ascii_digit()) && !line.is_empty())
+            .collect();
+        assert_eq!(numbers.len(), 200_000);
+        assert!(
+            numbers
+                .iter()
+                .zip(1..)
+                .all(|(line, n)| *line == n.to_string())
+        );
+        assert!(seen.iter().all(|line| !line.contains('\u{1b}')));
+        // The send's own `cursor` is where its output ended: reading from
+        // it gets only what came later.
+        let after = mcp
+            .ok(
+                "terminal_read",
+                json!({"terminal": "seq", "since": sent["cursor"], "format": "text"}),
+            )
+            .await;
+        assert!(
+            !after["text"].as_str().unwrap().contains("199999"),
+            "{after}"
+        );
+        mcp.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cursor_of_an_earlier_engine_run_is_stale() {
+    let cli = Cli::new();
+    within(async {
+        let first = Mcp::start(&cli).await;
+        shell(&first, "keep").await;
+        let args = json!({"terminal": "keep", "text": "echo one", "submit": true});
+        let sent = first.ok("terminal_send", args).await;
+        let cursor = sent["cursor"].as_str().unwrap().to_owned();
+        first.stop().await;
+
+        let second = Mcp::start(&cli).await;
+        let args = json!({"terminal": "keep", "text": "echo two", "submit": true});
+        second.ok("terminal_send", args).await;
+        let answer = second
+            .ok(
+                "terminal_read",
+                json!({"terminal": "keep", "since": cursor}),
+            )
+            .await;
+        assert_eq!(answer["gap"], "stale", "{answer}");
+        assert_eq!(answer["truncated"], true, "{answer}");
+        assert!(answer["resumed_at"].is_string(), "{answer}");
+        let lines = answer["lines"].to_string();
+        assert!(lines.contains("two"), "{answer}");
+        let bad = second
+            .error(
+                "terminal_read",
+                json!({"terminal": "keep", "since": "nope"}),
+            )
+            .await;
+        assert!(bad.starts_with("INVALID_INPUT: "), "{bad}");
+        second
+            .ok("terminal_kill", json!({"terminal": "keep"}))
+            .await;
+        second.stop().await;
+    })
+    .await;
+}

@@ -1,0 +1,98 @@
+//! Issue 17's scenario, as an agent harness runs it: a shell with the
+//! engine's integration, one call per command, exact output and exit
+//! codes, a REPL, a huge output, a SIGKILLed server, and a cancelled
+//! send whose program is then interrupted. Run for bash and POSIX sh.
+
+use serde_json::json;
+
+use super::{Mcp, foreground};
+use crate::cli::Cli;
+use crate::support::within;
+
+/// The calls of one shell's scenario, checked.
+async fn scenario(shell: &str) {
+    let cli = Cli::new();
+    let mut mcp = Mcp::start_in(&cli, &[], shell).await;
+    let snapshot = mcp.ok("terminal_spawn", json!({"name": "sh"})).await;
+    let shell_pid = snapshot["pid"].as_i64().unwrap();
+    // The first command, sent before the prompt was drawn, waits for it.
+    let send = |text: &str| json!({"terminal": "sh", "text": text, "submit": true});
+    let answer = mcp.ok("terminal_send", send("echo $((6*7))")).await;
+    assert_eq!(answer["output"], "42\n", "{shell}: {answer}");
+    assert_eq!(answer["exit_code"], 0, "{shell}: {answer}");
+    assert_eq!(answer["wait_reason"], "command", "{shell}: {answer}");
+    assert!(answer.get("viewport").is_none());
+
+    let answer = mcp
+        .ok("terminal_send", send("sleep 1; echo done; false"))
+        .await;
+    assert_eq!(answer["output"], "done\n", "{shell}: {answer}");
+    assert_eq!(answer["exit_code"], 1, "{shell}: {answer}");
+    assert!(answer["duration_secs"].as_f64().unwrap() >= 1.0, "{answer}");
+
+    // ANSI stripped, exactly the output.
+    let answer = mcp
+        .ok("terminal_send", send("printf '\\033[31mred\\033[0m\\n'"))
+        .await;
+    assert_eq!(answer["output"], "red\n", "{shell}: {answer}");
+
+    // A REPL: no marks inside it, so it waits for its prompt.
+    let answer = mcp.ok("terminal_send", send("python3 -q")).await;
+    assert_eq!(answer["wait_reason"], "stdin_read", "{shell}: {answer}");
+    let answer = mcp.ok("terminal_send", send("1+1")).await;
+    assert!(
+        answer["output"].as_str().unwrap().contains("2\n"),
+        "{answer}"
+    );
+    let answer = mcp.ok("terminal_send", send("exit()")).await;
+    assert_eq!(answer["wait_reason"], "stdin_read", "{shell}: {answer}");
+
+    // A huge output, bounded, with the cursor to all of it.
+    let answer = mcp.ok("terminal_send", send("seq 1 200000")).await;
+    assert_eq!(answer["truncated"], true);
+    assert_eq!(answer["exit_code"], 0, "{shell}");
+    assert!(answer.to_string().len() <= 64 * 1024);
+    assert!(answer["output"].as_str().unwrap().ends_with("200000\n"));
+
+    // The agent's commands stayed out of the history (MCP's default).
+    if shell.ends_with("bash") {
+        let answer = mcp.ok("terminal_send", send("history | tail -n 3")).await;
+        let history = answer["output"].as_str().unwrap();
+        assert!(!history.contains("6*7"), "{history}");
+    }
+
+    // A long send, cancelled: the wait stops, the program runs on until
+    // it is interrupted.
+    let long = mcp.start_call("terminal_send", send("sleep 300")).await;
+    let sleep = foreground(&mcp, "sh", shell_pid).await;
+    long.cancel(Some("test".to_owned())).await.unwrap();
+    mcp.logged(&["cancelled by the client", "terminal_send"])
+        .await;
+    let delivery = mcp
+        .ok(
+            "terminal_signal",
+            json!({"terminal": "sh", "signal": "INT"}),
+        )
+        .await;
+    assert_eq!(delivery["pgid"], sleep);
+    let answer = mcp.ok("terminal_send", send("echo back")).await;
+    assert_eq!(answer["output"], "back\n", "{shell}: {answer}");
+
+    // SIGKILL the server: the terminal survives, a new server drives it.
+    mcp.kill();
+    let mcp = Mcp::start_in(&cli, &[], shell).await;
+    let answer = mcp.ok("terminal_send", send("echo $((6*7))")).await;
+    assert_eq!(answer["output"], "42\n", "{shell}: {answer}");
+    mcp.ok("terminal_kill", json!({"terminal": "sh"})).await;
+    mcp.stop().await;
+}
+
+#[tokio::test]
+async fn the_agent_scenario_in_bash() {
+    within(scenario("/bin/bash")).await;
+}
+
+#[tokio::test]
+async fn the_agent_scenario_in_posix_sh() {
+    within(scenario("/bin/sh")).await;
+}
