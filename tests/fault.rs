@@ -94,6 +94,15 @@ fn finish(child: Child, what: &str) -> Output {
 fn server_dirs(runtime: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for registry in std::fs::read_dir(runtime).into_iter().flatten().flatten() {
+        // Beside the registries: the shell integration's rc files, shared
+        // by every terminal and kept (docs/shell-integration.md).
+        if registry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("tmux-engine-shell-")
+        {
+            continue;
+        }
         for server in std::fs::read_dir(registry.path())
             .into_iter()
             .flatten()
