@@ -411,3 +411,52 @@ async fn cancelled_start_leaves_nothing_behind() {
     })
     .await;
 }
+
+/// The watch behind `run` and the fixture: when its owner is gone (its
+/// pipe closes), a server still running gets SIGKILL and the paths go; a
+/// pid that names another server's directory is left alone.
+#[tokio::test]
+async fn a_watch_ends_a_server_its_owner_left_behind() {
+    use tmux_engine::tmux::watch::Watch;
+    live(async |tmp| {
+        let server = start_server(opts(tmp.path())).await;
+        let other = start_server(opts(tmp.path())).await;
+        let (pid, dir) = (server.pid(), server.dir().to_owned());
+        let extra = tmp.path().join("extra");
+        std::fs::create_dir(&extra).unwrap();
+        // This server keeps running when its owner dies (no exit-unattached),
+        // as tmux 3.3a keeps one whose control client had output queued.
+        let watch = Watch::start(Some((pid, &dir)), &[&extra]).unwrap();
+        // A watch for the other server's pid that names this one's dir:
+        // the pid does not match what it names, so it must not be killed.
+        let wrong = Watch::start(Some((other.pid(), &dir)), &[]).unwrap();
+        let wrong_pid = wrong.pid();
+        drop((watch, wrong));
+        poll(
+            "the watch to end the server",
+            Duration::from_secs(10),
+            || async { (!is_alive(pid) && !extra.exists()).then_some(()) },
+        )
+        .await;
+        // Once the wrong watch is done (a zombie of ours: dropped, not
+        // reaped), the other server must still run.
+        poll(
+            "the wrong watch to finish",
+            Duration::from_secs(10),
+            || async {
+                let stat =
+                    std::fs::read_to_string(format!("/proc/{wrong_pid}/stat")).unwrap_or_default();
+                let state = stat
+                    .rsplit(") ")
+                    .next()
+                    .and_then(|rest| rest.chars().next());
+                matches!(state, None | Some('Z')).then_some(())
+            },
+        )
+        .await;
+        assert!(is_alive(other.pid()), "a pid naming another dir was killed");
+        drop(server);
+        drop(other);
+    })
+    .await;
+}

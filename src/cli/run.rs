@@ -25,6 +25,7 @@ use tmux_engine::control::client::SubscribeOptions;
 use tmux_engine::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
 use tmux_engine::control::pane_exit::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
+use tmux_engine::tmux::watch::Watch;
 use tmux_engine::tmux::{ServerOptions, Tmux};
 use tmux_engine::vocab::PaneId;
 use tmux_engine::vocab::Size;
@@ -102,6 +103,10 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
         // Dropping the start future kills whatever it had started.
         signal = interrupts.recv() => return Ok(RunEnd::Interrupted(128 + signal)),
     };
+    // The second line behind exit-unattached: a server tmux keeps after a
+    // SIGKILL of this process (its control client's output still queued)
+    // is SIGKILLed by the watch.
+    let watch = Watch::start(Some((server.pid(), server.dir())), &[])?;
     let marker = ExitMarker::new(&nonce);
     let result = pump(
         &client,
@@ -119,6 +124,7 @@ pub async fn run(opts: RunOptions, mut out: impl tokio::io::AsyncWrite + Unpin) 
     // Then let go of the connection as a value: no task of it outlives
     // `run` (the stream is dropped, so no lossless wait holds it up).
     client.detach().await;
+    watch.stop();
     killed?;
     result
 }

@@ -43,6 +43,7 @@ pub mod procfs;
 pub mod relay;
 pub(crate) mod server;
 pub(crate) mod version;
+pub mod watch;
 
 pub use command::{
     DEFAULT_HEX_CHUNK, MAX_HEX_CHUNK, TmuxCommand, quote, send_keys_hex, send_keys_hex_chunk,
