@@ -50,6 +50,7 @@ const view = {
   rendererError: null, // why WebGL did not
   title: "", // the program's title (OSC 0/2)
   titles: {}, // id -> the last title seen
+  viewers: {}, // id -> viewers in this serve (GET /api/viewers)
   lastLink: null, // the last link activated
   lastCopy: null, // the last text put on the clipboard (OSC 52 or copy)
   terminals: [], // the last list
@@ -200,6 +201,8 @@ function entry(t) {
   badges.append(badge(describe(t.status), `status ${t.status.kind}`));
   if (t.restart !== "never") badges.append(badge(t.restart, "policy"));
   if (view.readOnly) badges.append(badge("read-only", "ro"));
+  const watching = view.viewers[t.id] || 0;
+  if (watching > 0) badges.append(badge(watching === 1 ? "1 viewer" : `${watching} viewers`, "viewers"));
   item.append(badges);
   const actions = document.createElement("span");
   actions.className = "actions";
@@ -258,8 +261,13 @@ function rename(item, t) {
 
 async function refresh() {
   try {
-    const terminals = await api("GET", "/api/terminals");
+    const [terminals, viewers] = await Promise.all([
+      api("GET", "/api/terminals"),
+      // A serve older than the badge has no such route: no badge then.
+      api("GET", "/api/viewers").catch(() => ({})),
+    ]);
     view.terminals = terminals;
+    view.viewers = viewers;
     // Not while a name is being typed in the list.
     if (document.activeElement?.classList.contains("rename")) return terminals;
     // A confirm being answered survives the refresh.

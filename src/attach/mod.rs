@@ -210,6 +210,42 @@ pub struct Viewer {
     hello: Hello,
     events: mpsc::Receiver<ViewerEvent>,
     link: Link,
+    _counted: Counted,
+}
+
+/// The attacher's live viewers per terminal, both transports.
+type Counts = Mutex<HashMap<TerminalId, usize>>;
+
+/// One viewer's place in [`Counts`]: counted while the viewer lives.
+struct Counted {
+    counts: Arc<Counts>,
+    id: TerminalId,
+}
+
+impl Counted {
+    fn new(counts: &Arc<Counts>, id: TerminalId) -> Counted {
+        *counts
+            .lock()
+            .expect("viewer counts poisoned")
+            .entry(id.clone())
+            .or_default() += 1;
+        Counted {
+            counts: Arc::clone(counts),
+            id,
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().expect("viewer counts poisoned");
+        if let Some(count) = counts.get_mut(&self.id) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.id);
+            }
+        }
+    }
 }
 
 enum Link {
@@ -290,6 +326,7 @@ struct Inner {
     registry: Registry,
     config: AttacherConfig,
     hubs: Arc<feed::Hubs>,
+    viewers: Arc<Counts>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -313,6 +350,7 @@ impl Attacher {
                 registry,
                 config,
                 hubs: Arc::new(Mutex::new(HashMap::new())),
+                viewers: Arc::new(Mutex::new(HashMap::new())),
                 cancel: CancellationToken::new(),
                 tasks: TaskTracker::new(),
             }),
@@ -357,10 +395,12 @@ impl Attacher {
                     &self.inner.tasks,
                 )
                 .await?;
+                let counted = Counted::new(&self.inner.viewers, hello.id.clone());
                 Ok(Viewer {
                     hello,
                     events,
                     link: Link::Pty(link),
+                    _counted: counted,
                 })
             }
             Transport::Control => {
@@ -375,10 +415,12 @@ impl Attacher {
                     id: hub.id().clone(),
                     name: hub.name().clone(),
                 };
+                let counted = Counted::new(&self.inner.viewers, hello.id.clone());
                 Ok(Viewer {
                     hello,
                     events,
                     link: Link::Control(hub),
+                    _counted: counted,
                 })
             }
         }
@@ -528,6 +570,18 @@ impl Attacher {
                 Ok(hub)
             }
         }
+    }
+
+    /// How many viewers of terminal `id` are attached now, over both
+    /// transports (a viewer counts until it is dropped).
+    pub fn viewers(&self, id: &TerminalId) -> usize {
+        self.inner
+            .viewers
+            .lock()
+            .expect("viewer counts poisoned")
+            .get(id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// How many hubs the attacher holds (one per terminal with viewers or

@@ -191,6 +191,21 @@ pub(super) async fn list(
     ok(verbs::list(state.registry.owner(&who.owner), &ListRequest {}).await?)
 }
 
+/// How many viewers each of your terminals has in this `serve` (both
+/// transports, the asking page's own included): the page's badge. Only
+/// the caller's terminals are named, those without viewers as 0.
+pub(super) async fn viewers(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+) -> Answer {
+    let terminals = verbs::list(state.registry.owner(&who.owner), &ListRequest {}).await?;
+    let counts: std::collections::BTreeMap<String, usize> = terminals
+        .iter()
+        .map(|t| (t.id.to_string(), state.attacher.viewers(&t.id)))
+        .collect();
+    ok(counts)
+}
+
 pub(super) async fn spawn(
     State(state): State<AppState>,
     Extension(who): Extension<Principal>,

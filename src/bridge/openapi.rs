@@ -71,6 +71,20 @@ pub(super) fn routes() -> Vec<Route> {
         },
         Route {
             method: Method::GET,
+            path: "/api/viewers",
+            operation: "viewers",
+            summary: "How many viewers each of your terminals has in this serve, by id.",
+            body: None,
+            query: None,
+            answer: (
+                200,
+                Some(schema::<std::collections::BTreeMap<String, usize>>),
+            ),
+            own_auth: false,
+            handler: || routing::get(api::viewers),
+        },
+        Route {
+            method: Method::GET,
             path: "/api/search",
             operation: "search",
             summary: "Lines of your terminals' scrollback matching a regex, with context.",

@@ -289,6 +289,14 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
                 &format!("tmuxEngine.name === 'kitty' && tmuxEngine.socket?.readyState === 1 && {}?.dataset.status === 'running'", item("kitty")),
             )
             .await;
+        // The page's own viewer shows in the entry's badge (the list
+        // refreshes every few seconds).
+        browser
+            .until(
+                "kitty's viewer badge",
+                &format!("{}?.querySelector('.badge.viewers')?.textContent === '1 viewer'", item("kitty")),
+            )
+            .await;
         browser
             .until(
                 "focus in xterm",

@@ -306,3 +306,39 @@ async fn pty_transport_says_hello_and_closes_4404_at_the_end() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn viewers_are_counted_per_terminal_over_both_transports() {
+    within(async {
+        let served = Served::start(&[]).await;
+        let watched = served.spawn(r#"{"name":"watched","command":["sh"]}"#).await;
+        let alone = served.spawn(r#"{"name":"alone","command":["sh"]}"#).await;
+        let count = |counts: &serde_json::Value, t: &serde_json::Value| {
+            counts[t["id"].as_str().unwrap()].as_u64()
+        };
+        let (status, counts) = served.get("/api/viewers").await;
+        assert_eq!(status, 200, "{counts}");
+        assert_eq!(count(&counts, &watched), Some(0), "{counts}");
+        let mut control = served.ws("watched", "", None).await;
+        assert_eq!(control.text().await["type"], "hello");
+        let mut pty = served.ws("watched", "transport=pty", None).await;
+        assert_eq!(pty.text().await["type"], "hello");
+        let (_, counts) = served.get("/api/viewers").await;
+        assert_eq!(count(&counts, &watched), Some(2), "{counts}");
+        assert_eq!(count(&counts, &alone), Some(0), "{counts}");
+        assert_eq!(
+            counts.as_object().unwrap().len(),
+            2,
+            "only the owner's terminals: {counts}"
+        );
+        // A viewer that leaves stops counting (once serve saw it go).
+        pty.close().await;
+        poll("the pty viewer to stop counting", WAIT, || async {
+            let (_, counts) = served.get("/api/viewers").await;
+            (count(&counts, &watched) == Some(1)).then_some(())
+        })
+        .await;
+        drop(control);
+    })
+    .await;
+}
