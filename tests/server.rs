@@ -423,13 +423,13 @@ async fn a_watch_ends_a_server_its_owner_left_behind() {
         let other = start_server(opts(tmp.path())).await;
         let (pid, dir) = (server.pid(), server.dir().to_owned());
         let extra = tmp.path().join("extra");
-        std::fs::create_dir(&extra).unwrap();
+        std::fs::create_dir(&extra).expect("extra dir");
         // This server keeps running when its owner dies (no exit-unattached),
         // as tmux 3.3a keeps one whose control client had output queued.
-        let watch = Watch::start(Some((pid, &dir)), &[&extra]).unwrap();
+        let watch = Watch::start(Some((pid, &dir)), &[&extra]).expect("watch");
         // A watch for the other server's pid that names this one's dir:
         // the pid does not match what it names, so it must not be killed.
-        let wrong = Watch::start(Some((other.pid(), &dir)), &[]).unwrap();
+        let wrong = Watch::start(Some((other.pid(), &dir)), &[]).expect("watch");
         let wrong_pid = wrong.pid();
         drop((watch, wrong));
         poll(
