@@ -80,7 +80,7 @@ impl Drop for Cleanup {
 }
 
 /// The tmux sockets under a runtime directory.
-fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir).map_or_else(
         |_| Vec::new(),
         |entries| {
@@ -110,15 +110,7 @@ fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
 /// pipe would keep `cargo test` from ever finishing.
 fn kill_servers(dir: &Path) {
     for socket in sockets(dir) {
-        let pid = Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args(["display-message", "-p", "#{pid}"])
-            .stderr(Stdio::null())
-            .output()
-            .ok()
-            .and_then(|out| String::from_utf8(out.stdout).ok())
-            .and_then(|text| text.trim().parse::<u32>().ok());
+        let pid = server_pid(&socket);
         let _ = Command::new("tmux")
             .arg("-S")
             .arg(&socket)
@@ -139,6 +131,18 @@ fn kill_servers(dir: &Path) {
             }
         }
     }
+}
+
+/// The pid of the server answering on `socket`, `None` when none does.
+pub(crate) fn server_pid(socket: &Path) -> Option<u32> {
+    let out = Command::new("tmux")
+        .arg("-S")
+        .arg(socket)
+        .args(["display-message", "-p", "#{pid}"])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
 }
 
 /// Kills the servers of a [`Cli`]'s runtime directory when dropped.

@@ -3,35 +3,17 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::Command;
 
 use super::{Served, WAIT};
-use crate::cli::Cli;
+use crate::cli::{Cli, server_pid, sockets};
 use crate::support::poll;
 
 /// The pids of the live tmux servers under `runtime`.
 fn live_servers(runtime: &Path) -> Vec<u32> {
-    let mut pids = Vec::new();
-    let mut dirs = vec![runtime.to_owned()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            let socket = path.join("tmux.sock");
-            if socket.exists() {
-                let out = Command::new("tmux")
-                    .arg("-S")
-                    .arg(&socket)
-                    .args(["display-message", "-p", "#{pid}"])
-                    .output()
-                    .unwrap();
-                if let Ok(pid) = String::from_utf8_lossy(&out.stdout).trim().parse() {
-                    pids.push(pid);
-                }
-            } else if path.is_dir() {
-                dirs.push(path);
-            }
-        }
-    }
+    let mut pids: Vec<u32> = sockets(runtime)
+        .iter()
+        .filter_map(|socket| server_pid(socket))
+        .collect();
     pids.sort_unstable();
     pids
 }
