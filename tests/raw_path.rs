@@ -53,13 +53,23 @@ async fn start_with(server: ServerOptions, client: ClientOptions) -> Parts {
 async fn collect(stream: &mut PaneStream, len: usize) -> Vec<u8> {
     let mut seen = Vec::with_capacity(len);
     while seen.len() < len {
-        match stream.recv().await.expect("stream open") {
+        let event = tokio::time::timeout(STALL, stream.recv()).await;
+        let event = event.unwrap_or_else(|_| {
+            panic!(
+                "no output for {STALL:?} with {} of {len} bytes in",
+                seen.len()
+            )
+        });
+        match event.expect("stream open") {
             PaneEvent::Output(bytes) => seen.extend_from_slice(&bytes),
             PaneEvent::Resync(_) => panic!("a resync after {} bytes", seen.len()),
         }
     }
     seen
 }
+
+/// How long a stream may stay silent while bytes are still owed.
+const STALL: Duration = Duration::from_secs(15);
 
 /// What is queued on the stream now, without waiting.
 fn queued(stream: &mut PaneStream, into: &mut Vec<u8>) {
@@ -125,7 +135,10 @@ async fn a_fast_exit_loses_nothing_on_the_raw_path() {
             assert_eq!(client.output_path(pane), OutputPath::Raw);
             // Nothing is read until the exit is known: every byte must be
             // queued by the time `wait_pane_exit` returns.
-            let exit = wait_pane_exit(&client, pane).await.expect("exit");
+            let exit = tokio::time::timeout(STALL, wait_pane_exit(&client, pane))
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: no exit in {STALL:?}"))
+                .expect("exit");
             assert_eq!(exit, ExitStatus::Code(3));
             let mut got = Vec::new();
             queued(&mut output, &mut got);

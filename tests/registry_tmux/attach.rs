@@ -370,3 +370,50 @@ async fn pty_attach_detach_cycles_beside_a_control_client_leave_the_server_alive
     })
     .await;
 }
+
+/// tmux 3.3a drops output of a dying pane it had not yet written to a
+/// control client, and then keeps that client's offset behind the pane's
+/// own; a `respawn-pane` keeps the offsets, so its parser skipped as many
+/// of the next program's first bytes (the `always` test's `n-1`). Each run
+/// here prints `start-N` first, then floods and exits at once, so the
+/// tail is often dropped; every restarted program's first line must be
+/// whole in the scrollback.
+#[tokio::test]
+async fn a_restarted_program_keeps_its_first_bytes_after_a_dropped_exit_tail() {
+    within(async {
+        let env = Env::new().await;
+        let count = env.dir.path().join("count");
+        let script = format!(
+            "n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; \
+             echo start-$n; [ $n -ge 4 ] && exec sleep 60; seq 1 1000; exit 1",
+            c = count.display()
+        );
+        env.spawn(sh(&script).name("flood").restart(RestartPolicy::Always))
+            .await;
+        let registry = env.registry.owner(&env.owner);
+        let request = tmux_engine::registry::ReadRequest {
+            offset: 0,
+            count: Some(10_000),
+        };
+        // Until the sixth run's line is in (or the wait ends: then the
+        // lines say what was lost).
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let lines = loop {
+            let page = registry.read("flood", request.clone()).await.unwrap();
+            let done = page.lines.iter().any(|l| l.contains("-4"));
+            if done || tokio::time::Instant::now() > deadline {
+                break page.lines;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        let starts: Vec<&str> = lines
+            .iter()
+            .map(|l| l.trim_end())
+            .filter(|l| l.contains("-") || l.contains("start"))
+            .collect();
+        let want: Vec<String> = (1..=4).map(|n| format!("start-{n}")).collect();
+        assert_eq!(starts, want, "a restarted program lost its first bytes");
+        env.finish().await;
+    })
+    .await;
+}

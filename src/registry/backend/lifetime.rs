@@ -8,10 +8,12 @@ use std::time::Duration;
 use tracing::debug;
 
 use super::link::ServerLink;
+use crate::control::client::OutputPath;
 use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::seam::{CloseReason, Liveness, TerminalStatus};
 use crate::tmux::ProcessId;
+use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::respawn_commands;
 use crate::{Error, Result};
 
@@ -123,6 +125,9 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
     }
     let opts = super::config::server_options(&shared.config, &shared.id, &shared.spec)?;
     let (command, drain) = respawn_commands(&opts, shared.pane)?;
+    if shared.client.output_path(shared.pane) == OutputPath::Control {
+        realign_offsets(shared).await?;
+    }
     let drained = async {
         match &drain {
             Some(drain) => shared.command(drain).await.map(drop),
@@ -162,4 +167,24 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
         .map_err(|_| Error::ServerGone {
             reason: "terminal watcher stopped".to_owned(),
         })
+}
+
+/// Brings our control client's offset into the dead pane's output back to
+/// the pane's own before a `respawn-pane` (docs/tmux-quirks.md, "A
+/// respawn after a lost exit tail"): tmux 3.3a drops the blocks of a dying
+/// pane it had not yet written to a control client without moving that
+/// client's offset, and keeps every offset across the respawn, so its
+/// parser then skipped as many of the new program's first bytes (a
+/// viewer's repaint showed `n-1` for `run-1`) or, when the new program's
+/// first read was shorter than that, read past its buffer and crashed the
+/// server. Turning `%output` off and on copies the pane's offset into the
+/// client's (`control_set_pane_on`); the pane is dead, so nothing is
+/// skipped by it.
+async fn realign_offsets(shared: &ServerLink) -> Result<()> {
+    for switch in ["off", "on"] {
+        let command =
+            TmuxCommand::new("refresh-client").opt("-A", format!("{}:{switch}", shared.pane));
+        shared.command(&command).await?;
+    }
+    Ok(())
 }
