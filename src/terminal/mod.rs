@@ -86,7 +86,14 @@ impl Terminal {
             output,
         } = parts;
         let model = SharedModel::new(size, scrollback);
-        let feeder = tokio::spawn(model::feed(model.clone(), client.clone(), pane, output));
+        let handshake = server.exit_handshake().then(|| server.dir().to_path_buf());
+        let feeder = tokio::spawn(model::feed(
+            model.clone(),
+            client.clone(),
+            pane,
+            output,
+            handshake,
+        ));
         Terminal {
             pane_pid: server.first_pane().pid,
             address: server.handle().clone(),

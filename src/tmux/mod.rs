@@ -20,6 +20,8 @@
 //! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
 //!   parser, a pane's foreground group and input wait, session members).
 //!
+//! - [`exit_handshake`]: the wrapper that keeps a pane until the engine
+//!   has its program's last bytes (the marker, the fifo, the scan);
 //! - [`relay`]: the raw output path's relay (`pipe-pane` -> `SCM_RIGHTS`
 //!   -> the engine), its listener and its default executable;
 //! - [`dirs`]: private directories checked like tmux checks its socket
@@ -30,6 +32,7 @@
 
 pub(crate) mod command;
 pub mod dirs;
+pub(crate) mod exit_handshake;
 pub(crate) mod handle;
 pub mod input;
 pub(crate) mod kill;

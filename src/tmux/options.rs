@@ -83,6 +83,13 @@ pub struct ServerOptions {
     /// Where to create the server directory. `None`: `$TMUX_ENGINE_RUNTIME_DIR`,
     /// else `$XDG_RUNTIME_DIR` when it is a writable directory, else `/tmp`.
     pub runtime_dir: Option<PathBuf>,
+    /// Run `command` under the exit handshake's wrapper (see
+    /// [`super::exit_handshake`]): once the program ends, the pane stays
+    /// until the engine has read everything it printed, which it must
+    /// acknowledge ([`acknowledge`](super::exit_handshake::acknowledge)), or
+    /// the pane never dies. Default off; `Terminal` (so the fixture) turns
+    /// it on. Not for an empty `command` (tmux's login shell is kept).
+    pub exit_handshake: bool,
 }
 
 impl Default for ServerOptions {
@@ -101,6 +108,7 @@ impl Default for ServerOptions {
             extra_config: Vec::new(),
             raw_relay: super::relay::default_relay(),
             runtime_dir: None,
+            exit_handshake: false,
         }
     }
 }
@@ -151,6 +159,7 @@ setters!(ServerOptions {
     extra_config: Vec<String>,
     raw_relay: Option<PathBuf>,
     runtime_dir: Option<PathBuf>,
+    exit_handshake: bool,
 });
 
 /// Runs a lone word: tmux hands a one-word command to `sh -c` (its own
@@ -323,7 +332,11 @@ fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCo
     for (key, value) in &opts.env {
         command = command.opt("-e", format!("{key}={value}"));
     }
-    for word in exec_words(&opts.command)? {
+    let mut words = exec_words(&opts.command)?;
+    if opts.exit_handshake && !words.is_empty() {
+        words = super::exit_handshake::wrap(words);
+    }
+    for word in words {
         command = command.arg(word.as_bytes());
     }
     command.checked()?;

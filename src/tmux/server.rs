@@ -67,6 +67,8 @@ pub struct Server {
     size: Size,
     /// See [`Server::raw_socket`].
     raw_socket: Option<std::path::PathBuf>,
+    /// See [`Server::exit_handshake`].
+    exit_handshake: bool,
 }
 
 impl Server {
@@ -198,6 +200,11 @@ impl Server {
             ServerHandle::from_parts(tmux, dir.path().to_path_buf(), opts.session.clone(), 0);
         check_socket_path(handle.socket())?;
         write_config(handle.config(), &config_text(&opts)?)?;
+        // Before tmux runs: the wrapper opens it once the program ended.
+        let handshake = opts.exit_handshake && !opts.command.is_empty();
+        if handshake {
+            super::exit_handshake::make_fifo(dir.path())?;
+        }
 
         // A relay only where a control client starts the server: it is the
         // engine process that must be listening when tmux runs the pipe.
@@ -222,6 +229,7 @@ impl Server {
             pane_process: ProcessId::default(),
             size: opts.size,
             raw_socket: raw.map(|_| raw_socket),
+            exit_handshake: handshake,
         };
         Ok((server, argv, (opts.server_env, opts.clear_env)))
     }
@@ -232,6 +240,14 @@ impl Server {
     /// the pane's output rides `%output`.
     pub fn raw_socket(&self) -> Option<&Path> {
         self.raw_socket.as_deref()
+    }
+
+    /// Whether the pane's program runs under the exit handshake (see
+    /// [`exit_handshake`](super::exit_handshake)): its wrapper waits for
+    /// an [`acknowledge`](super::exit_handshake::acknowledge) in this
+    /// server's directory once it has printed the marker.
+    pub(crate) fn exit_handshake(&self) -> bool {
+        self.exit_handshake
     }
 
     /// The socket path (`tmux -S`).

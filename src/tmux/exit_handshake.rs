@@ -1,0 +1,155 @@
+//! The exit handshake: a program's last bytes reach the engine before its
+//! pane dies.
+//!
+//! tmux 3.3a loses the end of a program that exits at once twice over
+//! (docs/tmux-quirks.md): Linux hands what the program wrote to the pty to
+//! tmux's side asynchronously, so tmux can see the hang-up before the last
+//! bytes are readable (they never reach the screen), and output tmux read
+//! but had not yet written to a control client is discarded when the pane
+//! dies (`control_write_pending`). Both need the program's side of the pty
+//! kept open until the engine has its output.
+//!
+//! So, where [`ServerOptions::exit_handshake`] is on, the program runs under
+//! a `/bin/sh` wrapper ([`wrap`]) that, once the program ended, opens the
+//! server directory's [`FIFO`] (found from `$TMUX`, the socket's path tmux
+//! sets in every pane), prints [`MARKER`] and waits for a line on the fifo
+//! before it exits with the program's status (a program killed by a signal
+//! is re-raised, so the pane reports the signal). The engine, on seeing the
+//! marker in the pane's stream, knows every earlier byte is in, and
+//! [`acknowledge`]s. The fifo is opened before the marker is printed, so an
+//! acknowledgement never finds nobody reading; a program that prints the
+//! marker itself only gets an acknowledgement nobody reads.
+//!
+//! [`ServerOptions::exit_handshake`]: super::ServerOptions::exit_handshake
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// The fifo's name in the server directory.
+pub const FIFO: &str = "exit.fifo";
+
+/// What the wrapper prints once the program has ended: a private OSC that
+/// terminals ignore.
+pub const MARKER: &[u8] = b"\x1b]8765;tmux-engine-exit\x07";
+
+/// The wrapper: runs `"$@"` (no shell parsing of the words), then the
+/// handshake. `INT`, `QUIT` and `TERM` aimed at the program's process group
+/// (the wrapper shares it: `sh -c` has no job control) are trapped so the
+/// wrapper outlives a program that handles them; traps reset on exec, so
+/// the program gets the default actions. `HUP` is not trapped: a pane that
+/// is killed takes the wrapper along.
+const SCRIPT: &str = "trap : INT QUIT TERM; \"$@\"; s=$?; trap - INT QUIT TERM; \
+    d=${TMUX%,*,*}; \
+    command exec 2>/dev/null 3<>\"${d%/*}/exit.fifo\" \
+    && printf '\\033]8765;tmux-engine-exit\\007' && IFS= read -r _ <&3; \
+    exec 3<&-; \
+    [ \"$s\" -gt 128 ] && kill -s \"$(kill -l \"$s\")\" \"$$\"; \
+    exit \"$s\"";
+
+/// `sh -c SCRIPT tmux-engine-exit WORDS...`: `words` (as `new-session` or
+/// `respawn-pane` would run them) under the wrapper.
+pub(crate) fn wrap(words: Vec<OsString>) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        SCRIPT.into(),
+        "tmux-engine-exit".into(),
+    ];
+    argv.extend(words);
+    argv
+}
+
+/// Makes the fifo in the server's private directory `dir` (0600).
+///
+/// # Errors
+/// `IO` when it cannot be made.
+pub(crate) fn make_fifo(dir: &Path) -> Result<()> {
+    let path = dir.join(FIFO);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .map_err(|errno| {
+        Error::io(
+            format!("making the exit fifo {}", path.display()),
+            errno.into(),
+        )
+    })
+}
+
+/// Lets the wrapper of the server in `dir` exit: one line into its fifo.
+/// Returns whether a wrapper was waiting (one that is not reading yet, or
+/// a fifo that does not exist, is not an error: nothing waits then).
+pub fn acknowledge(dir: &Path) -> bool {
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(dir.join(FIFO));
+    match opened {
+        Ok(mut fifo) => fifo.write_all(b"\n").is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Finds [`MARKER`] in a stream of chunks, split anywhere.
+#[derive(Debug, Default)]
+pub struct MarkerScan {
+    /// The end of the previous chunks that could begin the marker.
+    tail: Vec<u8>,
+}
+
+impl MarkerScan {
+    /// Whether the marker ends in `chunk` (or began in earlier ones).
+    pub fn feed(&mut self, chunk: &[u8]) -> bool {
+        let mut joined = std::mem::take(&mut self.tail);
+        joined.extend_from_slice(chunk);
+        if joined.windows(MARKER.len()).any(|w| w == MARKER) {
+            return true;
+        }
+        let keep = joined.len().min(MARKER.len() - 1);
+        self.tail = joined.split_off(joined.len() - keep);
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marker_is_found_across_any_split() {
+        let mut stream = b"done\r\n".to_vec();
+        stream.extend_from_slice(MARKER);
+        for cut in 0..stream.len() {
+            for second in cut..stream.len() {
+                let mut scan = MarkerScan::default();
+                let found = [&stream[..cut], &stream[cut..second], &stream[second..]]
+                    .iter()
+                    .map(|chunk| scan.feed(chunk))
+                    .any(|found| found);
+                assert!(found, "split at {cut} and {second}");
+            }
+        }
+        let mut scan = MarkerScan::default();
+        assert!(!scan.feed(&MARKER[..MARKER.len() - 1]));
+        assert!(!scan.feed(b"x"));
+    }
+
+    #[test]
+    fn the_script_prints_the_marker_it_scans_for() {
+        let printed = SCRIPT
+            .split("printf '")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .expect("a printf");
+        let printed = printed.replace("\\033", "\x1b").replace("\\007", "\x07");
+        assert_eq!(printed.as_bytes(), MARKER);
+    }
+}
