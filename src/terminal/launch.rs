@@ -62,6 +62,10 @@ pub async fn launch(
         input_dir: client_opts
             .input_dir
             .or_else(|| Some(server.dir().to_owned())),
+        // Acknowledged by the reader: set before it reads a byte.
+        exit_handshake: client_opts
+            .exit_handshake
+            .or_else(|| server.exit_handshake().then(|| server.dir().to_owned())),
         ..client_opts
     };
     // The first pane of a fresh server is always %0.

@@ -86,14 +86,7 @@ impl Terminal {
             output,
         } = parts;
         let model = SharedModel::new(size, scrollback);
-        let handshake = server.exit_handshake().then(|| server.dir().to_path_buf());
-        let feeder = tokio::spawn(model::feed(
-            model.clone(),
-            client.clone(),
-            pane,
-            output,
-            handshake,
-        ));
+        let feeder = tokio::spawn(model::feed(model.clone(), client.clone(), pane, output));
         Terminal {
             pane_pid: server.first_pane().pid,
             address: server.handle().clone(),

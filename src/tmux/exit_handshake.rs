@@ -30,7 +30,7 @@ use std::path::Path;
 use crate::{Error, Result};
 
 /// The fifo's name in the server directory.
-pub const FIFO: &str = "exit.fifo";
+pub(crate) const FIFO: &str = "exit.fifo";
 
 /// What the wrapper prints once the program has ended: a private OSC that
 /// terminals ignore.
@@ -87,7 +87,7 @@ pub(crate) fn make_fifo(dir: &Path) -> Result<()> {
 /// Lets the wrapper of the server in `dir` exit: one line into its fifo.
 /// Returns whether a wrapper was waiting (one that is not reading yet, or
 /// a fifo that does not exist, is not an error: nothing waits then).
-pub fn acknowledge(dir: &Path) -> bool {
+pub(crate) fn acknowledge(dir: &Path) -> bool {
     let opened = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
@@ -100,14 +100,14 @@ pub fn acknowledge(dir: &Path) -> bool {
 
 /// Finds [`MARKER`] in a stream of chunks, split anywhere.
 #[derive(Debug, Default)]
-pub struct MarkerScan {
+pub(crate) struct MarkerScan {
     /// The end of the previous chunks that could begin the marker.
     tail: Vec<u8>,
 }
 
 impl MarkerScan {
     /// Whether the marker ends in `chunk` (or began in earlier ones).
-    pub fn feed(&mut self, chunk: &[u8]) -> bool {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> bool {
         let mut joined = std::mem::take(&mut self.tail);
         joined.extend_from_slice(chunk);
         if joined.windows(MARKER.len()).any(|w| w == MARKER) {
@@ -132,8 +132,7 @@ mod tests {
                 let mut scan = MarkerScan::default();
                 let found = [&stream[..cut], &stream[cut..second], &stream[second..]]
                     .iter()
-                    .map(|chunk| scan.feed(chunk))
-                    .any(|found| found);
+                    .any(|chunk| scan.feed(chunk));
                 assert!(found, "split at {cut} and {second}");
             }
         }

@@ -32,7 +32,7 @@
 
 pub(crate) mod command;
 pub mod dirs;
-pub(crate) mod exit_handshake;
+pub mod exit_handshake;
 pub(crate) mod handle;
 pub mod input;
 pub(crate) mod kill;

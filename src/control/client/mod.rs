@@ -49,6 +49,7 @@ use tracing::debug;
 use super::subscribe::{Effects, PaneInfo, Routes, SubState};
 use super::{ControlCodec, Notification, PaneId, Reply};
 use crate::tmux::command::TmuxCommand;
+use crate::tmux::exit_handshake::{self, MarkerScan};
 use crate::tmux::{KillRequest, ServerHandle};
 use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
@@ -97,6 +98,15 @@ pub struct ClientOptions {
     /// (which [`ControlClient::attach`] uses). `None`: a private temporary
     /// directory of the client's, made on its first paste.
     pub input_dir: Option<PathBuf>,
+    /// The server directory of a pane whose program runs under the exit
+    /// handshake ([`ServerOptions::exit_handshake`]): the reader scans every
+    /// pane's output for the wrapper's marker and acknowledges it once the
+    /// bytes before it are routed, so the pane dies only after its last
+    /// bytes reached every subscriber. [`launch`] sets it.
+    ///
+    /// [`ServerOptions::exit_handshake`]: crate::tmux::ServerOptions::exit_handshake
+    /// [`launch`]: crate::terminal::launch
+    pub exit_handshake: Option<PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -113,6 +123,7 @@ impl Default for ClientOptions {
             max_line_length: crate::control::codec::DEFAULT_MAX_LINE_LENGTH,
             handshake_lock: None,
             input_dir: None,
+            exit_handshake: None,
         }
     }
 }
@@ -129,6 +140,7 @@ setters!(ClientOptions {
     max_line_length: usize,
     handshake_lock: Option<PathBuf>,
     input_dir: Option<PathBuf>,
+    exit_handshake: Option<PathBuf>,
 });
 
 /// Which way a pane's output reaches the engine.
@@ -210,7 +222,38 @@ struct State {
     routes: Routes,
     /// Panes whose output comes from a raw pipe (`raw.rs`), not `%output`.
     raw: std::collections::HashMap<PaneId, raw::RawLink>,
+    /// The exit handshake's marker scan ([`ClientOptions::exit_handshake`]).
+    exits: Option<ExitWatch>,
     closed: Option<String>,
+}
+
+impl State {
+    /// Routes one chunk of `pane`'s output (either path) to its
+    /// subscribers, then acknowledges an exit marker it completes: every
+    /// byte before the marker has been routed by then.
+    fn output(&mut self, pane: PaneId, data: &Bytes, fx: &mut Effects) {
+        self.routes.output(pane, data, fx);
+        if let Some(exits) = &mut self.exits {
+            exits.seen(pane, data);
+        }
+    }
+}
+
+/// Where the exit handshake of a server's panes is acknowledged, and each
+/// pane's marker scan.
+struct ExitWatch {
+    dir: PathBuf,
+    scans: std::collections::HashMap<PaneId, MarkerScan>,
+}
+
+impl ExitWatch {
+    fn seen(&mut self, pane: PaneId, data: &[u8]) {
+        if self.scans.entry(pane).or_default().feed(data) {
+            self.scans.remove(&pane);
+            let waiting = exit_handshake::acknowledge(&self.dir);
+            debug!(%pane, waiting, "exit marker seen: acknowledged");
+        }
+    }
 }
 
 enum Pending {
@@ -325,6 +368,10 @@ impl ControlClient {
                 pending: VecDeque::new(),
                 routes: Routes::default(),
                 raw: std::collections::HashMap::new(),
+                exits: opts.exit_handshake.clone().map(|dir| ExitWatch {
+                    dir,
+                    scans: std::collections::HashMap::new(),
+                }),
                 closed: None,
             }),
             writer,

@@ -148,7 +148,7 @@ async fn route(shared: &Arc<ClientShared>, cancel: &CancellationToken, pane: Pan
         if state.closed.is_some() {
             return;
         }
-        state.routes.output(pane, &data, &mut fx);
+        state.output(pane, &data, &mut fx);
         shared.apply_locked(&mut state, &mut fx);
     }
     deliver_blocking(fx, cancel).await;

@@ -261,7 +261,7 @@ impl Reader {
                 let mut fx = Effects::default();
                 {
                     let mut state = self.shared.lock();
-                    state.routes.output(*pane, data, &mut fx);
+                    state.output(*pane, data, &mut fx);
                     self.shared.apply_locked(&mut state, &mut fx);
                 }
                 self.deliver_blocking(fx).await;
