@@ -12,7 +12,6 @@ use tmux_engine::control::client::{
 use tmux_engine::control::pane_exit::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::ServerOptions;
-use tmux_engine::tmux::exit_handshake::MARKER;
 use tmux_engine::vocab::ExitStatus;
 
 use crate::support::{live, opts, sh_c, tmux};
@@ -21,6 +20,10 @@ use crate::support::{live, opts, sh_c, tmux};
 fn relay() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tmux-engine"))
 }
+
+/// What the exit handshake's wrapper prints after the program's last byte
+/// (docs/tmux-quirks.md): the end of every handshaken pane's stream.
+const MARKER: &[u8] = b"\x1b]8765;tmux-engine-exit\x07";
 
 /// Every byte value, then invalid UTF-8 (a lone continuation byte, a cut
 /// sequence, an overlong form), repeated to `len` bytes.

@@ -200,7 +200,8 @@ impl TerminalBuilder {
             extra_config: self.extra_config.clone(),
             runtime_dir: self.runtime_dir.clone(),
             // The program's last bytes are on the screen before it exits
-            // (the feeder acknowledges the marker; see `tmux::exit_handshake`).
+            // (the control client acknowledges the marker; see
+            // `tmux::exit_handshake`).
             exit_handshake: true,
             ..ServerOptions::default()
         }

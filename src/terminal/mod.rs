@@ -278,7 +278,10 @@ impl Terminal {
         }
     }
 
-    /// The pid of the program (leader of the pane's session).
+    /// The pid of the pane's process, the leader of its session: the exit
+    /// handshake's wrapper (`/bin/sh`, see docs/tmux-quirks.md), whose one
+    /// child is the program; the program itself when it was started
+    /// without a command (the default shell).
     pub fn pid(&self) -> u32 {
         self.pane_pid
     }

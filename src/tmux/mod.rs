@@ -20,7 +20,7 @@
 //! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
 //!   parser, a pane's foreground group and input wait, session members).
 //!
-//! - [`exit_handshake`]: the wrapper that keeps a pane until the engine
+//! - `exit_handshake`: the wrapper that keeps a pane until the engine
 //!   has its program's last bytes (the marker, the fifo, the scan);
 //! - [`relay`]: the raw output path's relay (`pipe-pane` -> `SCM_RIGHTS`
 //!   -> the engine), its listener and its default executable;
@@ -32,7 +32,7 @@
 
 pub(crate) mod command;
 pub mod dirs;
-pub mod exit_handshake;
+pub(crate) mod exit_handshake;
 pub(crate) mod handle;
 pub mod input;
 pub(crate) mod kill;

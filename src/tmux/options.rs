@@ -83,12 +83,15 @@ pub struct ServerOptions {
     /// Where to create the server directory. `None`: `$TMUX_ENGINE_RUNTIME_DIR`,
     /// else `$XDG_RUNTIME_DIR` when it is a writable directory, else `/tmp`.
     pub runtime_dir: Option<PathBuf>,
-    /// Run `command` under the exit handshake's wrapper (see
-    /// [`super::exit_handshake`]): once the program ends, the pane stays
-    /// until the engine has read everything it printed, which it must
-    /// acknowledge ([`acknowledge`](super::exit_handshake::acknowledge)), or
-    /// the pane never dies. Default off; `Terminal` (so the fixture) turns
-    /// it on. Not for an empty `command` (tmux's login shell is kept).
+    /// Run `command` under the exit handshake's wrapper (docs/tmux-quirks.md,
+    /// "A program that exits at once"): once the program ends, the wrapper
+    /// prints a private marker (`ESC ] 8765;tmux-engine-exit BEL`) and the
+    /// pane stays until the engine, having read everything before it,
+    /// acknowledges through the server directory's fifo; a control client
+    /// started by [`launch`](crate::terminal::launch) does. Without an
+    /// acknowledgement the pane never dies. Default off; `Terminal` (so the
+    /// fixture) turns it on. Not for an empty `command` (tmux's login shell
+    /// is kept).
     pub exit_handshake: bool,
 }
 
