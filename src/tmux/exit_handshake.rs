@@ -22,11 +22,13 @@
 //!
 //! [`ServerOptions::exit_handshake`]: super::ServerOptions::exit_handshake
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use crate::vocab::PaneId;
 use crate::{Error, Result};
 
 /// The fifo's name in the server directory.
@@ -95,6 +97,35 @@ pub(crate) fn acknowledge(dir: &Path) -> bool {
     match opened {
         Ok(mut fifo) => fifo.write_all(b"\n").is_ok(),
         Err(_) => false,
+    }
+}
+
+/// Where the exit handshake of a server's panes is acknowledged, and each
+/// pane's marker scan: what a control client's reader runs on every chunk
+/// it routes.
+#[derive(Debug)]
+pub(crate) struct ExitWatch {
+    dir: PathBuf,
+    scans: HashMap<PaneId, MarkerScan>,
+}
+
+impl ExitWatch {
+    /// Acknowledges in the server directory `dir`.
+    pub(crate) fn new(dir: PathBuf) -> ExitWatch {
+        ExitWatch {
+            dir,
+            scans: HashMap::new(),
+        }
+    }
+
+    /// `pane` printed `data`, routed by now: acknowledges the marker once
+    /// it is complete.
+    pub(crate) fn seen(&mut self, pane: PaneId, data: &[u8]) {
+        if self.scans.entry(pane).or_default().feed(data) {
+            self.scans.remove(&pane);
+            let waiting = acknowledge(&self.dir);
+            tracing::debug!(%pane, waiting, "exit marker seen: acknowledged");
+        }
     }
 }
 

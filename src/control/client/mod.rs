@@ -49,7 +49,7 @@ use tracing::debug;
 use super::subscribe::{Effects, PaneInfo, Routes, SubState};
 use super::{ControlCodec, Notification, PaneId, Reply};
 use crate::tmux::command::TmuxCommand;
-use crate::tmux::exit_handshake::{self, MarkerScan};
+use crate::tmux::exit_handshake::ExitWatch;
 use crate::tmux::{KillRequest, ServerHandle};
 use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
@@ -239,23 +239,6 @@ impl State {
     }
 }
 
-/// Where the exit handshake of a server's panes is acknowledged, and each
-/// pane's marker scan.
-struct ExitWatch {
-    dir: PathBuf,
-    scans: std::collections::HashMap<PaneId, MarkerScan>,
-}
-
-impl ExitWatch {
-    fn seen(&mut self, pane: PaneId, data: &[u8]) {
-        if self.scans.entry(pane).or_default().feed(data) {
-            self.scans.remove(&pane);
-            let waiting = exit_handshake::acknowledge(&self.dir);
-            debug!(%pane, waiting, "exit marker seen: acknowledged");
-        }
-    }
-}
-
 enum Pending {
     /// A caller waits for the reply (or gave up: the send then fails).
     Caller {
@@ -368,10 +351,7 @@ impl ControlClient {
                 pending: VecDeque::new(),
                 routes: Routes::default(),
                 raw: std::collections::HashMap::new(),
-                exits: opts.exit_handshake.clone().map(|dir| ExitWatch {
-                    dir,
-                    scans: std::collections::HashMap::new(),
-                }),
+                exits: opts.exit_handshake.clone().map(ExitWatch::new),
                 closed: None,
             }),
             writer,
