@@ -232,6 +232,9 @@ pub enum WaitReason {
     Idle,
     /// The foreground process group blocked reading the terminal.
     StdinRead,
+    /// The foreground process group blocked waiting on other files than
+    /// its terminal (sockets, pipes: a server): it will not take input.
+    Busy,
     /// The program exited.
     Exited,
     /// The command ended: the shell marked its end (`wait: command`).
@@ -253,9 +256,32 @@ pub struct SendResult {
     pub status: TerminalStatus,
     /// Whether the send's output was truncated.
     pub truncated: bool,
-    /// What the shell's marks said about the command, when the send
-    /// waited for them (`wait: command` on an integrated shell).
+    /// What the shell's marks said about the send's commands, when the
+    /// send waited for them (`wait: command` on an integrated shell) and
+    /// they all ended: the output of every one, the last one's exit code,
+    /// from the first one's start to the last one's end.
     pub command: Option<CommandResult>,
+    /// Every command the shell marked for this send, in order (ended ones;
+    /// a send that ended on a reader lists those before it).
+    pub commands: Vec<CommandRun>,
+    /// `None` when the text was typed; else why it was not by the send's
+    /// deadline or cancel. Such text is never typed later.
+    pub not_typed: Option<String>,
+}
+
+/// One command of a send, as an integrated shell marked it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandRun {
+    /// The command line as the shell echoed it (escape sequences stripped,
+    /// continuation prompts kept); `None` where the shell marks no start
+    /// (POSIX sh) or it began before the send (a reply to `read`).
+    pub text: Option<String>,
+    /// Its exit status, when the shell gave one.
+    pub exit_code: Option<i32>,
+    /// From its start mark to its end mark, as they reached the engine.
+    pub duration: Duration,
+    /// Where its output starts and ends in the terminal's stream.
+    pub cursors: Option<(OutputCursor, OutputCursor)>,
 }
 
 /// A command's end as an integrated shell marked it (see

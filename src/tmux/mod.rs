@@ -18,7 +18,10 @@
 //! - [`process`]: liveness and killing of processes we did not spawn
 //!   directly (the daemonised tmux server, a pane's session);
 //! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
-//!   parser, a pane's foreground group and input wait, session members).
+//!   parser, a pane's foreground group and input wait, session members);
+//! - `probe`: the one sans-IO judgement over those input waits ("reads
+//!   its terminal": seen twice with no output between, checks backing off)
+//!   that every send and wait uses.
 //!
 //! - [`relay`]: the raw output path's relay (`pipe-pane` -> `SCM_RIGHTS`
 //!   -> the engine), its listener and its default executable;
@@ -40,6 +43,7 @@ pub mod options;
 pub mod process;
 #[doc(hidden)]
 pub mod procfs;
+pub(crate) mod probe;
 pub mod relay;
 pub(crate) mod server;
 pub(crate) mod version;
