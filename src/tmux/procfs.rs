@@ -213,21 +213,33 @@ mod nr {
 /// How a pane's foreground waits, as `/proc` shows it now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum InputState {
-    /// Blocked waiting for its terminal: a read on it, or a
-    /// poll/select/epoll wait whose files include it.
+    /// Blocked in a read of its terminal (a cooked-mode reader: the
+    /// shell's own `read`, `cat`).
     Reading,
-    /// Blocked waiting on other files only (sockets, pipes: a server
-    /// such as `python3 -m http.server`), never on its terminal.
+    /// Blocked in a poll/select/epoll wait whose files include its
+    /// terminal (a line editor: bash's readline at its prompt, a REPL, a
+    /// TUI).
+    Polling,
+    /// Blocked in a poll/select/epoll wait on other files only (sockets,
+    /// pipes: a server such as `python3 -m http.server`), never on its
+    /// terminal.
     Busy,
     /// Running, asleep on something else (a child, a timer), or gone.
     Other,
 }
 
+impl InputState {
+    /// Whether it waits for its terminal, either way.
+    pub(crate) fn reads(self) -> bool {
+        matches!(self, InputState::Reading | InputState::Polling)
+    }
+}
+
 /// Whether the foreground process group of the pane whose session leader
 /// is `pane_pid` is blocked waiting for terminal input
-/// ([`input_state`] is [`InputState::Reading`]).
+/// ([`input_state`] [`reads`](InputState::reads)).
 pub(crate) fn blocked_on_input(pane_pid: u32) -> bool {
-    input_state(pane_pid) == InputState::Reading
+    input_state(pane_pid).reads()
 }
 
 /// How the foreground process group of the pane whose session leader is
@@ -237,8 +249,8 @@ pub(crate) fn blocked_on_input(pane_pid: u32) -> bool {
 /// shells make the first process of a job its leader), or the single
 /// same-group child it waits for (a `sh -c` script running a reader),
 /// must be asleep (`S`), and `/proc/PID/syscall` shows it in
-/// - `read`/`readv`: on a terminal fd (`/dev/pts/*`) it reads, on any
-///   other it is busy;
+/// - `read`/`readv`: on a terminal fd (`/dev/pts/*`) it reads; on any
+///   other (a pipe) it waits for a writer that will end it: other;
 /// - `poll`/`ppoll`, `select`/`pselect6` (how line editors such as
 ///   readline wait for a key): the files it waits on, read from its
 ///   memory (`/proc/PID/mem`), include a terminal or not; where its
@@ -295,9 +307,9 @@ fn process_input_state(pid: i32) -> InputState {
         _ => return InputState::Other,
     }
     let proc_dir = format!("/proc/{pid}");
-    let reading = |yes: bool| {
+    let polling = |yes: bool| {
         if yes {
-            InputState::Reading
+            InputState::Polling
         } else {
             InputState::Busy
         }
@@ -315,19 +327,25 @@ fn process_input_state(pid: i32) -> InputState {
         let arg = |n: usize| args.get(n).copied().unwrap_or(0);
         let tty = |fd: u64| is_terminal_fd(&proc_dir, i64::try_from(fd).unwrap_or(-1));
         if number == nr::READ || number == nr::READV {
-            return reading(tty(arg(0)));
+            // A read of a pipe or file ends by itself (a shell reading a
+            // `$(...)`): not a program that waits on others.
+            return if tty(arg(0)) {
+                InputState::Reading
+            } else {
+                InputState::Other
+            };
         }
         if nr::POLLS.contains(&number) {
             // struct pollfd { int fd; short events; short revents; }
             let count = usize::try_from(arg(1)).unwrap_or(0).min(256);
             return match read_memory(&proc_dir, arg(0), count * 8) {
-                Some(fds) => reading(fds.chunks_exact(8).any(|pollfd| {
+                Some(fds) => polling(fds.chunks_exact(8).any(|pollfd| {
                     let fd = i32::from_ne_bytes([pollfd[0], pollfd[1], pollfd[2], pollfd[3]]);
                     let events = i16::from_ne_bytes([pollfd[4], pollfd[5]]);
                     // POLLIN or POLLPRI: waiting to read it.
                     events & 0x3 != 0 && u64::try_from(fd).is_ok_and(tty)
                 })),
-                None => InputState::Reading,
+                None => InputState::Polling,
             };
         }
         if nr::SELECTS.contains(&number) {
@@ -337,20 +355,20 @@ fn process_input_state(pid: i32) -> InputState {
                 return InputState::Busy;
             }
             return match read_memory(&proc_dir, arg(1), count.div_ceil(64) * 8) {
-                Some(set) => reading((0..count).any(|fd| {
+                Some(set) => polling((0..count).any(|fd| {
                     set[fd / 8] & (1 << (fd % 8)) != 0 && tty(fd as u64)
                 })),
-                None => InputState::Reading,
+                None => InputState::Polling,
             };
         }
         if nr::EPOLLS.contains(&number) {
             return match std::fs::read_to_string(format!("{proc_dir}/fdinfo/{}", arg(0))) {
-                Ok(info) => reading(info.lines().any(|line| {
+                Ok(info) => polling(info.lines().any(|line| {
                     line.strip_prefix("tfd:")
                         .and_then(|rest| rest.split_ascii_whitespace().next()?.parse().ok())
                         .is_some_and(tty)
                 })),
-                Err(_) => InputState::Reading,
+                Err(_) => InputState::Polling,
             };
         }
         return InputState::Other;

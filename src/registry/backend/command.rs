@@ -26,6 +26,78 @@ use crate::tmux::procfs::{self, InputState};
 /// How far back from the end a send looks for the newest mark.
 const LOOK_BACK: u64 = 64 * 1024;
 
+/// Looks (backing off: about a quarter second in all) before the shell's
+/// line editor, polling while the newest mark says a command runs, counts
+/// as a reader: its prompt may still be on its way to the engine.
+const EDITOR_LOOKS: u32 = 6;
+
+/// Looks (about half a second in all, no output between) before a program
+/// waiting on other files than its terminal counts as busy: a build tool
+/// polls its jobs' pipes for a while too, a server for ever.
+const BUSY_LOOKS: u32 = 8;
+
+/// The one judgement every send makes of a pane's foreground: an
+/// [`InputProbe`] per kind of wait, so each needs its own number of looks
+/// in a row (a reader two, or `looks`; the shell's line editor while a
+/// command seems to run [`EDITOR_LOOKS`]; a busy program [`BUSY_LOOKS`]).
+#[derive(Debug)]
+pub(super) struct Judge {
+    reader: InputProbe,
+    editor: InputProbe,
+    busy: InputProbe,
+}
+
+impl Judge {
+    /// A judge whose reader needs `looks` looks.
+    pub(super) fn new(looks: u32) -> Judge {
+        Judge {
+            reader: InputProbe::new().looks(looks),
+            editor: InputProbe::new().looks(EDITOR_LOOKS.max(looks)),
+            busy: InputProbe::new().looks(BUSY_LOOKS),
+        }
+    }
+
+    /// One look at the foreground: its `input` state, whether the shell
+    /// is `in_front`, whether the marks say a command runs, and the output
+    /// count now. `Ready` means it waits as `input` says.
+    pub(super) fn observe(
+        &mut self,
+        in_front: bool,
+        in_command: bool,
+        input: InputState,
+        seen: u64,
+    ) -> Observed {
+        // Which probe judges, and whether this look saw it waiting; the
+        // others start over.
+        let (which, waiting) = match input {
+            InputState::Polling if in_front && in_command => (1, true),
+            InputState::Reading | InputState::Polling => (0, true),
+            // The shell itself waits on its terminal only.
+            InputState::Busy => (2, !in_front || in_command),
+            InputState::Other => (0, false),
+        };
+        let mut judged = Observed::Pause(Duration::ZERO);
+        for (index, probe) in [&mut self.reader, &mut self.editor, &mut self.busy]
+            .into_iter()
+            .enumerate()
+        {
+            if index == which {
+                judged = probe.observe(waiting, seen);
+            } else {
+                probe.reset();
+            }
+        }
+        judged
+    }
+
+    /// Output came: every judgement starts over.
+    pub(super) fn reset(&mut self) {
+        self.reader.reset();
+        self.editor.reset();
+        self.busy.reset();
+    }
+}
+
 /// The kind of the shell `shared` runs with integration, if any.
 pub(super) fn integrated(shared: &ServerLink) -> Option<ShellKind> {
     if !shared.spec.integrates_shell() {
@@ -88,7 +160,7 @@ pub(super) async fn ready(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Ready {
     let mut output = shared.output.subscribe();
-    let mut probe = InputProbe::new();
+    let mut judge = Judge::new(2);
     loop {
         let seen = *output.borrow_and_update();
         let Some((in_front, state)) = foreground(shared) else {
@@ -96,35 +168,35 @@ pub(super) async fn ready(
             return Ready::Prompt;
         };
         let mark = newest_mark(shared);
-        let reading = state == InputState::Reading;
         // The prompt drawn and readline (or ZLE) waiting for a key: once
         // is enough, the prompt ends with `B` only once the line editor
         // owns the terminal.
-        if in_front && reading && mark == Some((MarkKind::PromptEnd, true)) {
+        if in_front && state.reads() && mark == Some((MarkKind::PromptEnd, true)) {
             return Ready::Prompt;
         }
-        let pause = match probe.observe(reading, seen) {
-            Observed::Ready => match mark {
-                Some((MarkKind::CommandStart, _)) => return Ready::Reader,
-                Some(_) if !in_front => return Ready::Reader,
-                Some(_) => return Ready::Prompt,
-                None => {
-                    // No mark held (a link made after the engine
-                    // restarted): the shell's prompt drawn means the cursor
-                    // is past column 0.
-                    let drawn = super::pages::geometry(shared)
-                        .await
-                        .is_ok_and(|geometry| geometry.cursor.0 > 0);
-                    match (in_front, drawn) {
-                        (false, _) => return Ready::Reader,
-                        (true, true) => return Ready::Prompt,
-                        (true, false) => {
-                            probe.reset();
-                            Duration::from_millis(10)
-                        }
-                    }
+        let in_command = matches!(mark, Some((MarkKind::CommandStart, _)));
+        // Text is never typed into a busy program.
+        let input = match state {
+            InputState::Busy => InputState::Other,
+            other => other,
+        };
+        let judged = judge.observe(in_front, in_command, input, seen);
+        let pause = match judged {
+            Observed::Ready if in_command || !in_front => return Ready::Reader,
+            Observed::Ready if mark.is_some() => return Ready::Prompt,
+            Observed::Ready => {
+                // No mark held (a link made after the engine restarted):
+                // the shell's prompt drawn means the cursor is past
+                // column 0.
+                let drawn = super::pages::geometry(shared)
+                    .await
+                    .is_ok_and(|geometry| geometry.cursor.0 > 0);
+                if drawn {
+                    return Ready::Prompt;
                 }
-            },
+                judge.reset();
+                Duration::from_millis(10)
+            }
             Observed::Pause(pause) => pause,
         };
         let why = match (in_front, state) {
@@ -143,7 +215,7 @@ pub(super) async fn ready(
                 if changed.is_err() {
                     return Ready::Not("the terminal's output ended".to_owned());
                 }
-                probe.reset();
+                judge.reset();
             }
             () = tokio::time::sleep(pause) => {}
         }
@@ -268,8 +340,13 @@ impl Follow {
                 MarkKind::PromptStart => {}
                 MarkKind::PromptEnd => {
                     self.echo_from = mark.end;
-                    if self.kind == ShellKind::Sh && self.running.is_none() {
-                        self.after_prompt = Some(mark.end);
+                    if self.kind == ShellKind::Sh {
+                        // sh: a command's output follows the last prompt
+                        // (`PS2` ends with `B` too) before it.
+                        match self.running.as_mut() {
+                            Some(running) => running.0 = mark.end,
+                            None => self.after_prompt = Some(mark.end),
+                        }
                     }
                     self.at_prompt = self.running.is_none() && !self.ended.is_empty();
                 }

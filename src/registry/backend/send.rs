@@ -36,7 +36,7 @@ use crate::registry::seam::{
     WaitReason,
 };
 use crate::shell::ShellKind;
-use crate::tmux::probe::{InputProbe, Observed};
+use crate::tmux::probe::Observed;
 use crate::tmux::procfs::{self, InputState};
 use crate::{Error, Result};
 
@@ -294,7 +294,7 @@ async fn follow(
     let shared = &op.shared;
     let mut output = shared.output.subscribe();
     let mut status = shared.status.subscribe();
-    let mut probe = InputProbe::new().looks(looks);
+    let mut judge = command::Judge::new(looks);
     loop {
         state.scan(shared);
         if state.at_prompt() && state.one_line() {
@@ -305,14 +305,9 @@ async fn follow(
         // in front be waiting for more than it.
         let look = state.at_prompt() || state.running() || state.echoed(shared);
         let mut pause = None;
-        if look && let Some((_, input)) = command::foreground(shared) {
-            let waiting = match input {
-                InputState::Reading => true,
-                // The shell itself waits on its terminal only.
-                InputState::Busy => state.running(),
-                InputState::Other => false,
-            };
-            match probe.observe(waiting, seen) {
+        if look && let Some((in_front, input)) = command::foreground(shared) {
+            let judged = judge.observe(in_front, state.running(), input, seen);
+            match judged {
                 Observed::Ready if state.at_prompt() => return WaitReason::Command,
                 Observed::Ready => return waiting_reason(input),
                 Observed::Pause(next) => pause = Some(next),
@@ -326,7 +321,7 @@ async fn follow(
                 if changed.is_err() {
                     return WaitReason::Exited;
                 }
-                probe.reset();
+                judge.reset();
             }
             () = tokio::time::sleep(pause.unwrap_or_default()), if pause.is_some() => {}
         }
@@ -339,7 +334,7 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
     let mut output = shared.output.subscribe();
     let mut status = shared.status.subscribe();
     let quiet = shared.config.quiet;
-    let mut probe = InputProbe::new();
+    let mut judge = command::Judge::new(2);
     if what == WaitFor::None {
         return WaitReason::Idle;
     }
@@ -352,7 +347,7 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
             WaitFor::Idle => quiet,
             WaitFor::StdinRead => {
                 let input = input();
-                match probe.observe(input != InputState::Other, *output.borrow_and_update()) {
+                match judge.observe(false, true, input, *output.borrow_and_update()) {
                     Observed::Ready => return waiting_reason(input),
                     Observed::Pause(pause) => pause,
                 }
@@ -367,7 +362,7 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
                 if changed.is_err() {
                     return WaitReason::Exited;
                 }
-                probe.reset();
+                judge.reset();
             }
             () = tokio::time::sleep(pause) => {
                 if what == WaitFor::Idle {
