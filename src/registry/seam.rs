@@ -398,7 +398,7 @@ pub trait BackendTerminal: Send + Sync + 'static {
 }
 
 pub use super::values::{
-    AttachLock, CloseReason, CommandResult, CommandRun, ExitStatus, Liveness, ReadPage, ReadRequest,
-    SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
-    WaitReason,
+    AttachLock, CloseReason, CommandResult, CommandRun, ExitStatus, Liveness, ReadPage,
+    ReadRequest, SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus,
+    WaitFor, WaitReason,
 };

@@ -39,11 +39,11 @@ pub(crate) mod kill;
 pub mod options;
 // Process and /proc plumbing: public only so the crate's own tests can
 // check what is left running; not part of the API.
+pub(crate) mod probe;
 #[doc(hidden)]
 pub mod process;
 #[doc(hidden)]
 pub mod procfs;
-pub(crate) mod probe;
 pub mod relay;
 pub(crate) mod server;
 pub(crate) mod version;

@@ -77,8 +77,10 @@ impl InputProbe {
         } else if self.seen_at == Some(output) {
             self.looks += 1;
         } else {
+            // A first sighting: confirm it soon.
             self.seen_at = Some(output);
             self.looks = 1;
+            self.pause = self.pauses.0;
         }
         if self.looks >= self.need {
             return Observed::Ready;
@@ -103,16 +105,19 @@ mod tests {
     #[test]
     fn two_looks_with_no_output_between_make_a_reader() {
         let mut probe = InputProbe::new();
+        assert_eq!(probe.observe(false, 5), Observed::Pause(PAUSES.0));
+        assert_eq!(probe.observe(false, 5), Observed::Pause(PAUSES.0 * 2));
+        // A first sighting is confirmed soon.
         assert_eq!(probe.observe(true, 5), Observed::Pause(PAUSES.0));
         // Output between the looks: start over.
-        assert_eq!(probe.observe(true, 9), Observed::Pause(PAUSES.0 * 2));
+        assert_eq!(probe.observe(true, 9), Observed::Pause(PAUSES.0));
         assert_eq!(probe.observe(true, 9), Observed::Ready);
         // Not reading breaks the run; the pauses back off to the longest.
         let mut probe = InputProbe::new();
         for _ in 0..8 {
             assert!(matches!(probe.observe(false, 0), Observed::Pause(_)));
         }
-        assert_eq!(probe.observe(true, 0), Observed::Pause(PAUSES.1));
+        assert_eq!(probe.observe(false, 0), Observed::Pause(PAUSES.1));
         probe.reset();
         assert_eq!(probe.observe(false, 0), Observed::Pause(PAUSES.0));
         let mut once = InputProbe::new().looks(1);

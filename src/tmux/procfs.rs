@@ -355,9 +355,9 @@ fn process_input_state(pid: i32) -> InputState {
                 return InputState::Busy;
             }
             return match read_memory(&proc_dir, arg(1), count.div_ceil(64) * 8) {
-                Some(set) => polling((0..count).any(|fd| {
-                    set[fd / 8] & (1 << (fd % 8)) != 0 && tty(fd as u64)
-                })),
+                Some(set) => polling(
+                    (0..count).any(|fd| set[fd / 8] & (1 << (fd % 8)) != 0 && tty(fd as u64)),
+                ),
                 None => InputState::Polling,
             };
         }

@@ -43,7 +43,10 @@ async fn run(env: &Env, text: &str, timeout: Duration) -> SendResult {
 
 /// The command's output, `None` unless the marks gave one.
 fn output(result: &SendResult) -> &str {
-    result.command.as_ref().map_or("<none>", |c| c.output.as_str())
+    result
+        .command
+        .as_ref()
+        .map_or("<none>", |c| c.output.as_str())
 }
 
 /// The whole scrollback of `t`.
@@ -71,7 +74,8 @@ async fn several_commands_in_one_send_answer_whole() {
             assert_eq!(output(&line), "a\nb\n", "{shell}: {line:?}");
             assert_eq!(line.command.as_ref().unwrap().exit_code, Some(1));
             // A heredoc, then a loop spanning lines.
-            let script = "cat <<'EOF' > list\nx\ny\nz\nEOF\nfor w in $(cat list); do\n  echo \"<$w>\"\ndone";
+            let script =
+                "cat <<'EOF' > list\nx\ny\nz\nEOF\nfor w in $(cat list); do\n  echo \"<$w>\"\ndone";
             let loop_ = run(env, script, WAIT).await;
             assert_eq!(loop_.wait_reason, WaitReason::Command, "{shell}: {loop_:?}");
             assert_eq!(output(&loop_), "<x>\n<y>\n<z>\n", "{shell}: {loop_:?}");
@@ -153,7 +157,11 @@ async fn a_hundred_sends_into_a_fresh_bash_echo_each_command_once() {
                 lines.iter().filter(|line| line.contains(&command)).count() != 1
             })
             .collect();
-        assert!(doubled.is_empty(), "doubled: {doubled:?}\n{}", lines.join("\n"));
+        assert!(
+            doubled.is_empty(),
+            "doubled: {doubled:?}\n{}",
+            lines.join("\n")
+        );
     })
     .await;
 }
@@ -167,7 +175,13 @@ async fn a_server_waiting_on_a_socket_is_busy_not_reading() {
         assert_eq!(server.wait_reason, WaitReason::Busy, "{server:?}");
         // Nothing reads the terminal: a command is not typed.
         let next = run(env, "echo never", Duration::from_millis(500)).await;
-        assert!(next.not_typed.as_deref().unwrap_or_default().contains("busy"), "{next:?}");
+        assert!(
+            next.not_typed
+                .as_deref()
+                .unwrap_or_default()
+                .contains("busy"),
+            "{next:?}"
+        );
         // A REPL reads it.
         env.registry
             .owner(&env.owner)

@@ -421,7 +421,11 @@ impl Follow {
     /// last one's exit code, from the first one's start to now.
     pub(super) fn result(&self) -> Option<CommandResult> {
         let (last, _, ended) = self.ended.last()?;
-        let output = self.ended.iter().map(|(_, output, _)| output.as_str()).collect();
+        let output = self
+            .ended
+            .iter()
+            .map(|(_, output, _)| output.as_str())
+            .collect();
         let duration = self
             .first_start
             .map_or(last.duration, |start| ended.duration_since(start));

@@ -197,7 +197,11 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
             () = tokio::time::sleep_until(deadline) => {}
         }
     };
-    if !shared.client.send_bytes_unless(shared.pane, &text, stop).await? {
+    if !shared
+        .client
+        .send_bytes_unless(shared.pane, &text, stop)
+        .await?
+    {
         let why = if op.cancel.is_cancelled() {
             "the send was cancelled before its text was typed"
         } else {
@@ -236,7 +240,9 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     let viewport = viewport(shared).await.unwrap_or_default();
     let (_, truncated) = output_since(shared, op.start, op.gaps);
     let (command, commands) = followed.map_or((None, Vec::new()), |state| {
-        let whole = state.result().filter(|_| wait_reason == WaitReason::Command);
+        let whole = state
+            .result()
+            .filter(|_| wait_reason == WaitReason::Command);
         (whole, state.commands())
     });
     Ok(SendResult {
