@@ -58,6 +58,7 @@ async fn send(registry: &Registry, owner: &OwnerId, text: &str) -> SendResult {
         submit: true,
         wait: WaitFor::Command,
         timeout: Some(Duration::from_secs(20)),
+        history: true,
     };
     registry
         .owner(owner)

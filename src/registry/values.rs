@@ -197,7 +197,7 @@ impl std::str::FromStr for WaitFor {
 }
 
 /// One send: text to type and how to wait.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendRequest {
     /// Bytes to deliver exactly as given (any bytes, any length).
     pub text: Bytes,
@@ -207,6 +207,24 @@ pub struct SendRequest {
     pub wait: WaitFor,
     /// Give up waiting after this long (the backend's default when `None`).
     pub timeout: Option<Duration>,
+    /// Whether the command may go into the shell's history; `false` keeps
+    /// it out where the backend can (an integrated shell at its prompt:
+    /// typed with a leading space).
+    pub history: bool,
+}
+
+impl Default for SendRequest {
+    /// Nothing to type, Enter not pressed, the default wait and timeout,
+    /// history kept.
+    fn default() -> SendRequest {
+        SendRequest {
+            text: Bytes::new(),
+            submit: false,
+            wait: WaitFor::default(),
+            timeout: None,
+            history: true,
+        }
+    }
 }
 
 /// The output produced since a send began.

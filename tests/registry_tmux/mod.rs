@@ -98,6 +98,7 @@ impl Env {
             submit,
             wait,
             timeout: Some(WAIT),
+            history: true,
         };
         self.registry
             .owner(&self.owner)

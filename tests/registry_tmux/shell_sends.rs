@@ -30,6 +30,7 @@ async fn run(env: &Env, text: &str, timeout: Duration) -> SendResult {
         submit: true,
         wait: WaitFor::Command,
         timeout: Some(timeout),
+        history: true,
     };
     env.registry
         .owner(&env.owner)

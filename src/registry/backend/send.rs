@@ -113,11 +113,7 @@ impl SendOperation for TmuxSend {
 }
 
 /// Starts a send on `shared`'s pane.
-pub(super) fn start(
-    shared: &Arc<ServerLink>,
-    request: SendRequest,
-    history: bool,
-) -> Result<StartedSend> {
+pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<StartedSend> {
     if !shared.status.borrow().is_running() {
         return Err(Error::TerminalDead {
             terminal: shared.id.to_string(),
@@ -134,7 +130,7 @@ pub(super) fn start(
             gaps: mutable.gaps,
             cancel,
             ended: Mutex::new(None),
-            history,
+            history: request.history,
         })
     };
     let driven = Arc::clone(&operation);
