@@ -1,5 +1,5 @@
 //! The one judgement of "the program reads its terminal", free of I/O:
-//! fed with what `/proc` said ([`procfs::input_state`]) and the output
+//! fed with what `/proc` said ([`reading::input_state`]) and the output
 //! count at that moment, it answers [`Observed::Ready`] once the program
 //! was seen reading twice (or as many times as asked) with no output
 //! between, else how long to wait before looking again (backing off from
@@ -8,7 +8,7 @@
 //! places (a shell while it starts, a REPL between two prompts): only a
 //! second look with nothing printed between tells a reader that waits.
 //!
-//! [`procfs::input_state`]: super::procfs::input_state
+//! [`reading::input_state`]: super::reading::input_state
 
 use std::time::Duration;
 

@@ -21,7 +21,8 @@ use crate::registry::{CommandResult, CommandRun};
 use crate::shell::ShellKind;
 use crate::shell::marks::{MarkKind, scan};
 use crate::tmux::probe::{InputProbe, Observed};
-use crate::tmux::procfs::{self, InputState};
+use crate::tmux::procfs;
+use crate::tmux::reading::{self, InputState};
 
 /// How far back from the end a send looks for the newest mark.
 const LOOK_BACK: u64 = 64 * 1024;
@@ -45,6 +46,10 @@ pub(super) struct Judge {
     reader: InputProbe,
     editor: InputProbe,
     busy: InputProbe,
+    /// The shell waits at its prompt in a plain `read` (POSIX sh, no line
+    /// editor): so does its own `read`, so a reading shell while a command
+    /// seems to run is judged as slowly as a line editor.
+    plain_prompt: bool,
 }
 
 impl Judge {
@@ -54,7 +59,15 @@ impl Judge {
             reader: InputProbe::new().looks(looks),
             editor: InputProbe::new().looks(EDITOR_LOOKS.max(looks)),
             busy: InputProbe::new().looks(BUSY_LOOKS),
+            plain_prompt: false,
         }
+    }
+
+    /// This judge for a shell whose prompt waits in a plain `read`.
+    #[must_use]
+    pub(super) fn plain_prompt(mut self, plain: bool) -> Judge {
+        self.plain_prompt = plain;
+        self
     }
 
     /// One look at the foreground: its `input` state, whether the shell
@@ -71,6 +84,7 @@ impl Judge {
         // others start over.
         let (which, waiting) = match input {
             InputState::Polling if in_front && in_command => (1, true),
+            InputState::Reading if in_front && in_command && self.plain_prompt => (1, true),
             InputState::Reading | InputState::Polling => (0, true),
             // The shell itself waits on its terminal only.
             InputState::Busy => (2, !in_front || in_command),
@@ -130,11 +144,11 @@ fn newest_mark(shared: &ServerLink) -> Option<(MarkKind, bool)> {
 
 /// What the pane's foreground does now: whether the shell itself is in
 /// front, and how its foreground group waits (see
-/// [`procfs::input_state`]). `None` when the pane's process is not known.
+/// [`reading::input_state`]). `None` when the pane's process is not known.
 pub(super) fn foreground(shared: &ServerLink) -> Option<(bool, InputState)> {
     let pane = shared.lock().pane_process?;
     let in_front = procfs::foreground_group(pane) == i32::try_from(pane.pid).ok();
-    Some((in_front, procfs::input_state(pane.pid)))
+    Some((in_front, reading::input_state(pane.pid)))
 }
 
 /// What a send may type into.
@@ -295,6 +309,11 @@ impl Follow {
     /// reading with no input left.
     pub(super) fn one_line(&self) -> bool {
         self.one_line
+    }
+
+    /// The shell this scan follows.
+    pub(super) fn kind(&self) -> ShellKind {
+        self.kind
     }
 
     /// Whether a command of this send runs now.

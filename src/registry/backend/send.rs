@@ -7,7 +7,7 @@
 //! Wait conditions, all pushed or bounded, none polling tmux:
 //! - `idle`: no output for the configured quiet period after the write;
 //!   reported as `stdin_read` instead when the foreground group is then
-//!   blocked reading the terminal (see [`procfs::input_state`]), `busy`
+//!   blocked reading the terminal (see [`reading::input_state`]), `busy`
 //!   when it waits on other files only (a server);
 //! - `stdin_read`: the foreground group is blocked reading the terminal
 //!   (or, `busy`, waiting on other files), as [`InputProbe`] judges it:
@@ -37,7 +37,7 @@ use crate::registry::seam::{
 };
 use crate::shell::ShellKind;
 use crate::tmux::probe::Observed;
-use crate::tmux::procfs::{self, InputState};
+use crate::tmux::reading::{self, InputState};
 use crate::{Error, Result};
 
 /// A send in flight.
@@ -296,7 +296,7 @@ async fn follow(
     let shared = &op.shared;
     let mut output = shared.output.subscribe();
     let mut status = shared.status.subscribe();
-    let mut judge = command::Judge::new(looks);
+    let mut judge = command::Judge::new(looks).plain_prompt(state.kind() == ShellKind::Sh);
     loop {
         state.scan(shared);
         if state.at_prompt() && state.one_line() {
@@ -343,7 +343,7 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
     loop {
         let input = || {
             let pane = shared.lock().pane_process;
-            pane.map_or(InputState::Other, |pane| procfs::input_state(pane.pid))
+            pane.map_or(InputState::Other, |pane| reading::input_state(pane.pid))
         };
         let pause = match what {
             WaitFor::Idle => quiet,
