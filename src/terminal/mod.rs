@@ -131,7 +131,7 @@ impl Terminal {
     /// Waits until the program is blocked reading its terminal (its
     /// foreground process group asleep in a terminal read, or in the
     /// `poll`/`select` a line editor waits in; see
-    /// [`reading`](crate::tmux::reading)), seen twice with no output between,
+    /// `tmux::reading`), seen twice with no output between,
     /// so that what is sent next is read by the program's next read rather
     /// than typed ahead (a canonical-mode `C-d` typed ahead of a raw-mode
     /// line editor is lost). Returns at once when the program has exited.

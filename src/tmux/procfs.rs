@@ -1,7 +1,7 @@
 //! What `/proc` tells about processes: the one parser of `/proc/PID/stat`,
 //! [`ProcessId`] (a pid with its start time, proof against pid reuse),
 //! a pane's foreground process group (how it waits for input is
-//! [`reading`](super::reading)'s), and every process of a pane's session (for killing the whole
+//! `reading`'s), and every process of a pane's session (for killing the whole
 //! tree, see [`process::kill_session`](super::process::kill_session)).
 //!
 //! Linux only in substance; elsewhere the answers are conservative (no stat,

@@ -46,7 +46,7 @@ pub struct SendAnswer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_typed_reason: Option<String>,
     /// Each command the shell ran for this send, in order, as its marks
-    /// told (an integrated shell; the newest [`MAX_COMMANDS`] of them).
+    /// told (an integrated shell; the newest 100 of them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<CommandAnswer>,
     /// The terminal's status when the send ended.
