@@ -70,7 +70,7 @@ pub struct SendAnswer {
 }
 
 /// The most commands a send answer lists (the newest).
-pub const MAX_COMMANDS: usize = 100;
+const MAX_COMMANDS: usize = 100;
 
 /// One command of a send (see [`CommandRun`]).
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
