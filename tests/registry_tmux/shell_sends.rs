@@ -125,19 +125,34 @@ async fn text_not_typed_by_its_deadline_is_never_typed() {
     with_shell("/bin/bash", async |env| {
         env.spawn(SpawnSpec::new().name("t")).await;
         run(env, "true", WAIT).await;
-        let sleeping = run(env, "sleep 3", Duration::from_millis(300)).await;
+        let sleeping = run(env, "sleep 5", Duration::from_millis(300)).await;
         assert_eq!(sleeping.wait_reason, WaitReason::Timeout);
         assert!(sleeping.not_typed.is_none(), "{sleeping:?}");
         let late = run(env, "echo late-$((40+2))", Duration::from_millis(300)).await;
         assert_eq!(late.wait_reason, WaitReason::Timeout, "{late:?}");
         let why = late.not_typed.as_deref().unwrap_or_default();
         assert!(why.contains("deadline"), "{late:?}");
+        // Cancelled while it waits for the prompt: never typed either.
+        let request = SendRequest {
+            text: "echo cancelled-$((40+2))".into(),
+            submit: true,
+            wait: WaitFor::Command,
+            timeout: Some(WAIT),
+            history: true,
+        };
+        let handle = env.registry.owner(&env.owner).send("t", request).await;
+        let handle = handle.unwrap();
+        assert!(handle.cancel());
+        let cancelled = handle.result().await.unwrap();
+        assert_eq!(cancelled.wait_reason, WaitReason::Cancelled);
+        assert!(cancelled.not_typed.is_some(), "{cancelled:?}");
         // Once the sleep ends, the next send waits for the prompt; the
         // late text never reached the shell.
         let back = run(env, "echo back", WAIT).await;
         assert_eq!(output(&back), "back\n", "{back:?}");
         let lines = scrollback(env).await.join("\n");
         assert!(!lines.contains("late-"), "{lines}");
+        assert!(!lines.contains("cancelled-"), "{lines}");
     })
     .await;
 }

@@ -174,9 +174,13 @@ pub(super) async fn ready(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Ready {
     let mut output = shared.output.subscribe();
+    let mut status = shared.status.subscribe();
     let mut judge = Judge::new(2);
     loop {
         let seen = *output.borrow_and_update();
+        if !status.borrow_and_update().is_running() {
+            return Ready::Not("the terminal's program ended before its text was typed".to_owned());
+        }
         let Some((in_front, state)) = foreground(shared) else {
             // No process known (a link being made): nothing to look at.
             return Ready::Prompt;
@@ -231,6 +235,7 @@ pub(super) async fn ready(
                 }
                 judge.reset();
             }
+            _ = status.changed() => {}
             () = tokio::time::sleep(pause) => {}
         }
     }
@@ -437,7 +442,8 @@ impl Follow {
     }
 
     /// The send's result once every command ended: all their output, the
-    /// last one's exit code, from the first one's start to now.
+    /// last one's exit code, from the first one's start to the last one's
+    /// end.
     pub(super) fn result(&self) -> Option<CommandResult> {
         let (last, _, ended) = self.ended.last()?;
         let output = self

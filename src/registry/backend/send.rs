@@ -257,6 +257,8 @@ async fn not_typed(op: &TmuxSend, why: String) -> SendResult {
     let shared = &op.shared;
     let reason = if op.cancel.is_cancelled() {
         WaitReason::Cancelled
+    } else if !shared.status.borrow().is_running() {
+        WaitReason::Exited
     } else {
         WaitReason::Timeout
     };
