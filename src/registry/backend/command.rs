@@ -264,6 +264,8 @@ pub(super) struct Follow {
     first_start: Option<Instant>,
     /// An end mark came, then the prompt after it, and nothing newer.
     at_prompt: bool,
+    /// An end mark came and its prompt's `B` not yet.
+    awaiting_prompt: bool,
     /// Whether the typed text is one line (no pending input can follow
     /// the first prompt).
     one_line: bool,
@@ -286,6 +288,7 @@ impl Follow {
             ended: Vec::new(),
             first_start: None,
             at_prompt: false,
+            awaiting_prompt: false,
             one_line: breaks <= trailing,
         };
         if kind == ShellKind::Sh && breaks == 0 {
@@ -319,6 +322,12 @@ impl Follow {
     /// The shell this scan follows.
     pub(super) fn kind(&self) -> ShellKind {
         self.kind
+    }
+
+    /// Whether an end mark came and the prompt after it is on its way
+    /// (its `B` not seen yet).
+    pub(super) fn awaiting_prompt(&self) -> bool {
+        self.awaiting_prompt
     }
 
     /// Whether a command of this send runs now.
@@ -373,6 +382,7 @@ impl Follow {
                         }
                     }
                     self.at_prompt = self.running.is_none() && !self.ended.is_empty();
+                    self.awaiting_prompt = false;
                 }
                 MarkKind::CommandStart => {
                     let text = self.text(shared, mark.start);
@@ -387,6 +397,7 @@ impl Follow {
                             .map(|start| (start, Instant::now(), None))
                     });
                     self.at_prompt = false;
+                    self.awaiting_prompt = true;
                     // A `D` with no command (an empty line) ends nothing.
                     let Some((start, when, text)) = running else {
                         continue;

@@ -310,9 +310,15 @@ async fn follow(
         let look = state.at_prompt() || state.running() || state.echoed(shared);
         let mut pause = None;
         if look && let Some((in_front, input)) = command::foreground(shared) {
-            let judged = judge.observe(in_front, state.running(), input, seen);
+            // Between an end mark and its prompt's `B` the shell reads
+            // while the rest of its prompt is on its way: judged slowly,
+            // and then (a prompt without `B`) the send is done.
+            let pending = state.running() || state.awaiting_prompt();
+            let judged = judge.observe(in_front, pending, input, seen);
             match judged {
-                Observed::Ready if state.at_prompt() => return WaitReason::Command,
+                Observed::Ready if state.at_prompt() || state.awaiting_prompt() => {
+                    return WaitReason::Command;
+                }
                 Observed::Ready => return waiting_reason(input),
                 Observed::Pause(next) => pause = Some(next),
             }
