@@ -162,6 +162,7 @@ async fn send_echo(dir: &Path, rounds: usize) {
                     submit: true,
                     wait: WaitFor::None,
                     timeout: None,
+                    history: true,
                 },
             )
             .await

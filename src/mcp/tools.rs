@@ -108,9 +108,16 @@ impl McpServer {
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
         output_schema = schema_for_output::<SendAnswer>(),
         description = "Type text into a terminal (with `submit`, press Enter after it) and wait \
-                       until the program is done with it (`wait`: stdin, the default here, means \
-                       back at its prompt). Returns {output, wait_reason, status, truncated}: the \
-                       output it produced, escape sequences stripped; the whole answer is at most \
+                       until the program is done with it (`wait`: command, the default, types at \
+                       the shell's prompt or into a program reading the terminal, and waits until \
+                       every command of the text ended and the prompt is back). Returns {output, \
+                       exit_code, commands, wait_reason, typed, status, truncated}: the output it \
+                       produced, escape sequences stripped (all its commands'); `commands` lists \
+                       each command the shell ran (text, exit_code, duration_secs, cursors); \
+                       `wait_reason` is command, stdin_read (a program reads the terminal), busy \
+                       (it waits on other files, e.g. a server), idle, exited, timeout or \
+                       cancelled; `typed: false` (with `not_typed_reason`) when the text could \
+                       not be typed by the deadline: it is then never typed. The whole answer is at most \
                        `max_bytes` (default and most 64 KiB) and `max_lines`, the newest output \
                        kept (`truncated` says when older output was cut); `include_screen: true` \
                        adds the screen as `viewport`; `cursor` is where a `terminal_read` with \

@@ -73,9 +73,10 @@ pub use names::{OwnerId, TerminalId};
 pub use ops::SendHandle;
 pub use persist::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use seam::{
-    AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, ExitStatus, Liveness,
-    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, SendOperation, SendOutput,
-    SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor, WaitReason,
+    AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, CommandRun, ExitStatus,
+    Liveness, OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, SendOperation,
+    SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
+    WaitReason,
 };
 pub use service::{Owned, Registry};
 pub use signal::{Signal, SignalDelivery};

@@ -151,22 +151,6 @@ impl Owned<'_> {
     /// being killed, `SEND_ACTIVE` while another send runs, `TERMINAL_DEAD`
     /// when its server is gone, or the backend's failure to start.
     pub async fn send(self, target: &str, request: SendRequest) -> Result<SendHandle> {
-        self.send_history(target, request, true).await
-    }
-
-    /// [`send`](Owned::send), keeping the command out of the shell's
-    /// history when `history` is false (see
-    /// [`BackendTerminal::start_send_history`]).
-    ///
-    /// # Errors
-    ///
-    /// As for [`send`](Owned::send).
-    pub async fn send_history(
-        self,
-        target: &str,
-        request: SendRequest,
-        history: bool,
-    ) -> Result<SendHandle> {
         let (registry, owner) = (self.registry, self.owner);
         let id = registry.locate(owner, target).await?;
         // One send at a time across processes too: a send in another
@@ -197,7 +181,7 @@ impl Owned<'_> {
             entry.active_send = Some(generation);
             (terminal, generation)
         };
-        let started = match terminal.start_send_history(request, history) {
+        let started = match terminal.start_send(request) {
             Ok(started) => started,
             Err(error) => {
                 clear_send(&Arc::downgrade(&registry.inner), &id, generation);

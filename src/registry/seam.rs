@@ -229,18 +229,6 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// reported by [`StartedSend::result`].
     fn start_send(&self, request: SendRequest) -> Result<StartedSend>;
 
-    /// [`start_send`](Self::start_send), keeping the command out of the
-    /// shell's history when `history` is false and the backend can (an
-    /// integrated shell at its prompt); the default ignores `history`.
-    ///
-    /// # Errors
-    ///
-    /// As for [`start_send`](Self::start_send).
-    fn start_send_history(&self, request: SendRequest, history: bool) -> Result<StartedSend> {
-        let _ = history;
-        self.start_send(request)
-    }
-
     /// Reads one bounded page of scrollback, counted from the newest line.
     ///
     /// # Errors
@@ -398,7 +386,7 @@ pub trait BackendTerminal: Send + Sync + 'static {
 }
 
 pub use super::values::{
-    AttachLock, CloseReason, CommandResult, ExitStatus, Liveness, ReadPage, ReadRequest,
-    SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
-    WaitReason,
+    AttachLock, CloseReason, CommandResult, CommandRun, ExitStatus, Liveness, ReadPage,
+    ReadRequest, SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus,
+    WaitFor, WaitReason,
 };

@@ -197,7 +197,7 @@ impl std::str::FromStr for WaitFor {
 }
 
 /// One send: text to type and how to wait.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendRequest {
     /// Bytes to deliver exactly as given (any bytes, any length).
     pub text: Bytes,
@@ -207,6 +207,24 @@ pub struct SendRequest {
     pub wait: WaitFor,
     /// Give up waiting after this long (the backend's default when `None`).
     pub timeout: Option<Duration>,
+    /// Whether the command may go into the shell's history; `false` keeps
+    /// it out where the backend can (an integrated shell at its prompt:
+    /// typed with a leading space).
+    pub history: bool,
+}
+
+impl Default for SendRequest {
+    /// Nothing to type, Enter not pressed, the default wait and timeout,
+    /// history kept.
+    fn default() -> SendRequest {
+        SendRequest {
+            text: Bytes::new(),
+            submit: false,
+            wait: WaitFor::default(),
+            timeout: None,
+            history: true,
+        }
+    }
 }
 
 /// The output produced since a send began.
@@ -232,6 +250,9 @@ pub enum WaitReason {
     Idle,
     /// The foreground process group blocked reading the terminal.
     StdinRead,
+    /// The foreground process group blocked waiting on other files than
+    /// its terminal (sockets, pipes: a server): it will not take input.
+    Busy,
     /// The program exited.
     Exited,
     /// The command ended: the shell marked its end (`wait: command`).
@@ -253,9 +274,32 @@ pub struct SendResult {
     pub status: TerminalStatus,
     /// Whether the send's output was truncated.
     pub truncated: bool,
-    /// What the shell's marks said about the command, when the send
-    /// waited for them (`wait: command` on an integrated shell).
+    /// What the shell's marks said about the send's commands, when the
+    /// send waited for them (`wait: command` on an integrated shell) and
+    /// they all ended: the output of every one, the last one's exit code,
+    /// from the first one's start to the last one's end.
     pub command: Option<CommandResult>,
+    /// Every command the shell marked for this send, in order (ended ones;
+    /// a send that ended on a reader lists those before it).
+    pub commands: Vec<CommandRun>,
+    /// `None` when the text was typed; else why it was not by the send's
+    /// deadline or cancel. Such text is never typed later.
+    pub not_typed: Option<String>,
+}
+
+/// One command of a send, as an integrated shell marked it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandRun {
+    /// The command line as the shell echoed it (escape sequences stripped,
+    /// continuation prompts kept); `None` where the shell marks no start
+    /// (POSIX sh) or it began before the send (a reply to `read`).
+    pub text: Option<String>,
+    /// Its exit status, when the shell gave one.
+    pub exit_code: Option<i32>,
+    /// From its start mark to its end mark, as they reached the engine.
+    pub duration: Duration,
+    /// Where its output starts and ends in the terminal's stream.
+    pub cursors: Option<(OutputCursor, OutputCursor)>,
 }
 
 /// A command's end as an integrated shell marked it (see

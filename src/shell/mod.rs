@@ -180,11 +180,14 @@ PS1="${PS1}%{$(printf '\033]133;B\007')%}"
 "#;
 
 /// POSIX sh: the user's `$HOME/.shrc` (what `ENV` would have named), then
-/// the marks in `PS1`, whose `$?` dash and others expand.
+/// the marks in `PS1`, whose `$?` dash and others expand, and a `B` after
+/// `PS2`: with no `C` mark, that is how the engine knows a continuation
+/// prompt (printed as a heredoc or loop is read) is not a command's output.
 const SH_RC: &str = r#"# tmux-engine shell integration (POSIX sh); see docs/shell-integration.md
 [ -r "$HOME/.shrc" ] && . "$HOME/.shrc"
 __te_esc=$(printf '\033'); __te_bel=$(printf '\007')
 PS1="${__te_esc}]133;D;\$?${__te_bel}${__te_esc}]133;A${__te_bel}${PS1:-\$ }${__te_esc}]133;B${__te_bel}"
+PS2="${PS2-> }${__te_esc}]133;B${__te_bel}"
 unset __te_esc __te_bel
 "#;
 

@@ -131,7 +131,7 @@ impl Terminal {
     /// Waits until the program is blocked reading its terminal (its
     /// foreground process group asleep in a terminal read, or in the
     /// `poll`/`select` a line editor waits in; see
-    /// [`procfs`](crate::tmux::procfs)), seen twice with no output between,
+    /// `tmux::reading`), seen twice with no output between,
     /// so that what is sent next is read by the program's next read rather
     /// than typed ahead (a canonical-mode `C-d` typed ahead of a raw-mode
     /// line editor is lost). Returns at once when the program has exited.
@@ -144,7 +144,7 @@ impl Terminal {
         let pane = self.pane_pid;
         self.within(self.timeout)
             .until_ready("the program to read its terminal", || {
-                crate::tmux::procfs::blocked_on_input(pane)
+                crate::tmux::reading::blocked_on_input(pane)
             })
             .await
     }

@@ -18,7 +18,11 @@
 //! - [`process`]: liveness and killing of processes we did not spawn
 //!   directly (the daemonised tmux server, a pane's session);
 //! - [`procfs`]: what `/proc` says about them (the one `/proc/PID/stat`
-//!   parser, a pane's foreground group and input wait, session members).
+//!   parser, a pane's foreground group, session members);
+//! - `reading`: how a pane's foreground waits for input (one look);
+//! - `probe`: the one sans-IO judgement over those input waits ("reads
+//!   its terminal": seen twice with no output between, checks backing off)
+//!   that every send and wait uses.
 //!
 //! - `exit_handshake`: the wrapper that keeps a pane until the engine
 //!   has its program's last bytes (the marker, the fifo, the scan);
@@ -39,10 +43,12 @@ pub(crate) mod kill;
 pub mod options;
 // Process and /proc plumbing: public only so the crate's own tests can
 // check what is left running; not part of the API.
+pub(crate) mod probe;
 #[doc(hidden)]
 pub mod process;
 #[doc(hidden)]
 pub mod procfs;
+pub(crate) mod reading;
 pub mod relay;
 pub(crate) mod server;
 pub(crate) mod version;

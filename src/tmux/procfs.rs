@@ -1,15 +1,13 @@
 //! What `/proc` tells about processes: the one parser of `/proc/PID/stat`,
 //! [`ProcessId`] (a pid with its start time, proof against pid reuse),
-//! a pane's foreground process group and whether it waits for terminal
-//! input, and every process of a pane's session (for killing the whole
+//! a pane's foreground process group (how it waits for input is
+//! `reading`'s), and every process of a pane's session (for killing the whole
 //! tree, see [`process::kill_session`](super::process::kill_session)).
 //!
 //! Linux only in substance; elsewhere the answers are conservative (no stat,
 //! no foreground group known, nothing blocked, no session members found).
 //! Reads only; signalling is `process`'s job. It does not use `process`
 //! either, which builds its liveness check on [`stat`].
-
-use std::path::Path;
 
 /// The fields of `/proc/PID/stat` the engine, its fixtures and benchmarks
 /// read.
@@ -164,7 +162,7 @@ pub fn stat(pid: u32) -> Option<Stat> {
 
 /// [`stat`] for a pid read from another stat (`pgrp`, `tpgid`, ...):
 /// negative ones name no process.
-fn stat_of(pid: i32) -> Option<Stat> {
+pub(super) fn stat_of(pid: i32) -> Option<Stat> {
     stat(u32::try_from(pid).ok()?)
 }
 
@@ -182,113 +180,6 @@ pub(crate) fn foreground_group(pane: impl Into<ProcessId>) -> Option<i32> {
         stat.tpgid
     } else {
         stat.pgrp
-    })
-}
-
-#[cfg(target_arch = "x86_64")]
-mod nr {
-    pub const READ: i64 = 0;
-    pub const READV: i64 = 19;
-    // poll select pselect6 ppoll epoll_wait epoll_pwait epoll_pwait2
-    pub const WAITS: &[i64] = &[7, 23, 270, 271, 232, 281, 441];
-}
-#[cfg(target_arch = "aarch64")]
-mod nr {
-    pub const READ: i64 = 63;
-    pub const READV: i64 = 65;
-    pub const WAITS: &[i64] = &[72, 73, 22, 441]; // pselect6 ppoll epoll_pwait epoll_pwait2
-}
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-mod nr {
-    pub const READ: i64 = -1;
-    pub const READV: i64 = -1;
-    pub const WAITS: &[i64] = &[];
-}
-
-/// Whether the foreground process group of the pane whose session leader
-/// is `pane_pid` is blocked waiting for terminal input.
-///
-/// Decision: the group leader (the process whose pid is the group id;
-/// shells make the first process of a job its leader), or the single
-/// same-group child it waits for (a `sh -c` script running a reader),
-/// must be asleep (`S`), and either
-/// - `/proc/PID/syscall` shows it in `read`/`readv` on a terminal fd
-///   (`/dev/pts/*`), or in `poll`/`select`/`pselect6`/`ppoll` (how line
-///   editors such as readline wait for a key) or `epoll_wait` and its
-///   kin (how event-loop programs wait: Node, and TUIs on mio/crossterm,
-///   whose main thread is the one `/proc/PID/syscall` shows), or
-/// - where `syscall` is unreadable (ptrace restrictions), its `wchan` is
-///   the tty read path (`n_tty_read`, or `wait_woken` that it sleeps in).
-///
-/// A foreground program waiting in `poll` on sockets rather than the
-/// terminal also counts; of a pipeline only the leader is inspected.
-pub(crate) fn blocked_on_input(pane_pid: u32) -> bool {
-    let Some(group) = foreground_group(pane_pid) else {
-        return false;
-    };
-    // A shell script without job control keeps its children in its own
-    // group and waits for them: follow the waiting chain down to the
-    // process that does the reading.
-    let mut pid = group;
-    for _ in 0..16 {
-        if process_blocked_on_input(pid) {
-            return true;
-        }
-        match waited_child(pid, group) {
-            Some(child) => pid = child,
-            None => return false,
-        }
-    }
-    false
-}
-
-/// The only child of `pid` in group `group`, when `pid` sleeps waiting for
-/// a child (`wait4`/`waitid`).
-fn waited_child(pid: i32, group: i32) -> Option<i32> {
-    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
-    if wchan.trim() != "do_wait" {
-        return None;
-    }
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    let mut same_group = children
-        .split_ascii_whitespace()
-        .filter_map(|word| word.parse::<i32>().ok())
-        .filter(|&child| stat_of(child).is_some_and(|stat| stat.pgrp == group));
-    let child = same_group.next()?;
-    same_group.next().is_none().then_some(child)
-}
-
-/// Whether process `pid` sleeps reading a terminal (see
-/// [`blocked_on_input`]).
-fn process_blocked_on_input(pid: i32) -> bool {
-    match stat_of(pid) {
-        Some(stat) if stat.state == b'S' => {}
-        _ => return false,
-    }
-    let proc_dir = format!("/proc/{pid}");
-    if let Ok(text) = std::fs::read_to_string(format!("{proc_dir}/syscall")) {
-        let mut words = text.split_ascii_whitespace();
-        let Some(Ok(number)) = words.next().map(str::parse::<i64>) else {
-            // `running` or unreadable: not blocked in a syscall.
-            return false;
-        };
-        if number == nr::READ || number == nr::READV {
-            let fd = words
-                .next()
-                .and_then(|word| i64::from_str_radix(word.trim_start_matches("0x"), 16).ok());
-            return fd.is_some_and(|fd| is_terminal_fd(&proc_dir, fd));
-        }
-        return nr::WAITS.contains(&number);
-    }
-    std::fs::read_to_string(format!("{proc_dir}/wchan"))
-        .is_ok_and(|wchan| matches!(wchan.trim(), "n_tty_read" | "wait_woken"))
-}
-
-/// Whether fd `fd` of the process at `proc_dir` is a terminal.
-fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
-    std::fs::read_link(Path::new(proc_dir).join("fd").join(fd.to_string())).is_ok_and(|target| {
-        let target = target.to_string_lossy();
-        target.starts_with("/dev/pts/") || target.starts_with("/dev/tty")
     })
 }
 

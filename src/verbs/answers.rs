@@ -16,7 +16,8 @@ use serde::Serialize;
 use super::bounds::MAX_ANSWER_BYTES;
 use super::bounds::{Bound, json_len, keep_last_lines, keep_tail_json, keep_tail_lines_json};
 use crate::registry::{
-    CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalStatus, WaitReason,
+    CommandRun, CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalStatus,
+    WaitReason,
 };
 
 /// How a send ended, with the output it produced: built here once for
@@ -33,9 +34,21 @@ pub struct SendAnswer {
     /// Seconds from the command's start to its end, from the marks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_secs: Option<f64>,
-    /// Why the send stopped waiting: `idle`, `stdin_read`, `exited`,
-    /// `timeout` or `cancelled`.
+    /// Why the send stopped waiting: `command`, `idle`, `stdin_read`,
+    /// `busy` (the program waits on other files than its terminal),
+    /// `exited`, `timeout` or `cancelled`.
     pub wait_reason: WaitReason,
+    /// Whether the text was typed. `false` only when it could not be by
+    /// the deadline (nothing read the terminal: a program runs) or the
+    /// send was cancelled first; it is then never typed later.
+    pub typed: bool,
+    /// Why the text was not typed, when `typed` is `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_typed_reason: Option<String>,
+    /// Each command the shell ran for this send, in order, as its marks
+    /// told (an integrated shell; the newest 100 of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<CommandAnswer>,
     /// The terminal's status when the send ended.
     pub status: TerminalStatus,
     /// The visible screen when the send ended, only when the request
@@ -56,22 +69,67 @@ pub struct SendAnswer {
     pub start_cursor: Option<String>,
 }
 
+/// The most commands a send answer lists (the newest).
+const MAX_COMMANDS: usize = 100;
+
+/// One command of a send (see [`CommandRun`]).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct CommandAnswer {
+    /// The command line as the shell echoed it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Its exit status, when the shell gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Seconds from its start to its end.
+    pub duration_secs: f64,
+    /// The cursor where its output starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_cursor: Option<String>,
+    /// The cursor where its output ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_cursor: Option<String>,
+}
+
+impl From<CommandRun> for CommandAnswer {
+    fn from(run: CommandRun) -> CommandAnswer {
+        CommandAnswer {
+            text: run.text,
+            exit_code: run.exit_code,
+            duration_secs: seconds(run.duration),
+            start_cursor: run.cursors.map(|(start, _)| start.to_string()),
+            end_cursor: run.cursors.map(|(_, end)| end.to_string()),
+        }
+    }
+}
+
+/// Seconds to the millisecond: plenty, and shorter in every answer.
+fn seconds(duration: std::time::Duration) -> f64 {
+    (duration.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
 impl SendAnswer {
     /// The answer of a send that ended with `result` after `output`.
     /// The screen is kept when `include_screen`.
     pub fn new(result: SendResult, output: SendOutput, include_screen: bool) -> SendAnswer {
         let command = result.command;
+        let skip = result.commands.len().saturating_sub(MAX_COMMANDS);
         SendAnswer {
+            typed: result.not_typed.is_none(),
+            not_typed_reason: result.not_typed,
+            commands: result
+                .commands
+                .into_iter()
+                .skip(skip)
+                .map(CommandAnswer::from)
+                .collect(),
             exit_code: command.as_ref().and_then(|command| command.exit_code),
-            duration_secs: command.as_ref().map(|command| {
-                // Milliseconds are plenty, and shorter in every answer.
-                (command.duration.as_secs_f64() * 1000.0).round() / 1000.0
-            }),
+            duration_secs: command.as_ref().map(|command| seconds(command.duration)),
             output: command.map_or(output.text, |command| command.output),
             wait_reason: result.wait_reason,
             status: result.status,
             viewport: include_screen.then_some(result.viewport),
-            truncated: result.truncated || output.truncated,
+            truncated: result.truncated || output.truncated || skip > 0,
             cursor: output.cursors.map(|(_, end)| end.to_string()),
             start_cursor: output.cursors.map(|(start, _)| start.to_string()),
         }
@@ -89,7 +147,12 @@ impl SendAnswer {
             return self;
         }
         self.truncated = true;
-        // The output first, then what room is left for the screen.
+        // The command list gets at most a quarter (the newest kept), the
+        // output what is left, then the screen what room remains.
+        while self.commands.len() > 1 && json_len(&self.commands) > bound.max_bytes / 4 {
+            let half = self.commands.len() / 2;
+            self.commands.drain(..half);
+        }
         let viewport = self.viewport.as_mut().map(std::mem::take);
         let mut output = std::mem::take(&mut self.output);
         keep_tail_json(&mut output, bound.max_bytes.saturating_sub(json_len(&self)));
@@ -231,6 +294,9 @@ mod tests {
             exit_code: None,
             duration_secs: None,
             wait_reason: WaitReason::StdinRead,
+            typed: true,
+            not_typed_reason: None,
+            commands: Vec::new(),
             status: TerminalStatus::Running,
             viewport: viewport.map(str::to_owned),
             truncated: false,

@@ -241,6 +241,7 @@ impl SendRequest {
                 .timeout_secs
                 .map(|t| seconds(t, "timeout_secs"))
                 .transpose()?,
+            history: self.history.unwrap_or(true),
         })
     }
 }

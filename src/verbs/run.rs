@@ -93,10 +93,9 @@ impl Sending {
 pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
     let target = request.terminal.clone();
     let include_screen = request.include_screen;
-    let history = request.history.unwrap_or(true);
     let bound = request.bound()?;
     let request = request.validate()?;
-    let handle = owned.send_history(&target, request, history).await?;
+    let handle = owned.send(&target, request).await?;
     Ok(Sending {
         handle,
         bound,

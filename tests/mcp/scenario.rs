@@ -47,13 +47,20 @@ async fn scenario(shell: &str) {
         answer["output"].as_str().unwrap().contains("2\n"),
         "{answer}"
     );
+    // Leaving it ends the shell's `python3 -q` command: its exit code.
     let answer = mcp.ok("terminal_send", send("exit()")).await;
-    assert_eq!(answer["wait_reason"], "stdin_read", "{shell}: {answer}");
+    assert_eq!(answer["wait_reason"], "command", "{shell}: {answer}");
+    assert_eq!(answer["exit_code"], 0, "{shell}: {answer}");
 
     // A huge output, bounded, with the cursor to all of it.
     let answer = mcp.ok("terminal_send", send("seq 1 200000")).await;
     assert_eq!(answer["truncated"], true);
-    assert_eq!(answer["exit_code"], 0, "{shell}");
+    let outline = (
+        &answer["wait_reason"],
+        &answer["commands"],
+        &answer["typed"],
+    );
+    assert_eq!(answer["exit_code"], 0, "{shell}: {outline:?}");
     assert!(answer.to_string().len() <= 64 * 1024);
     assert!(answer["output"].as_str().unwrap().ends_with("200000\n"));
 

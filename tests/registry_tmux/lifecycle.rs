@@ -75,6 +75,7 @@ async fn one_send_at_a_time_and_kill_is_idempotent() {
                     submit: true,
                     wait: WaitFor::Exit,
                     timeout: None,
+                    history: true,
                 },
             )
             .await

@@ -13,6 +13,7 @@ mod liveness;
 mod old_records;
 mod pool;
 mod send;
+mod shell_sends;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,8 +65,13 @@ impl Env {
     /// An environment whose registry uses `config` (its state directory is
     /// the test's).
     async fn with_config(config: RegistryConfig) -> Env {
+        Env::with_shell(config, "/bin/sh").await
+    }
+
+    /// An environment whose registry uses `config` and pins `shell`.
+    async fn with_shell(config: RegistryConfig, shell: &str) -> Env {
         let dir = crate::support::test_dir();
-        let backend: Arc<dyn Backend> = backend(dir.path());
+        let backend: Arc<dyn Backend> = backend_with(dir.path(), shell);
         let (registry, _) =
             Registry::open_with(config.state_dir(dir.path().join("state")), backend)
                 .await
@@ -92,6 +98,7 @@ impl Env {
             submit,
             wait,
             timeout: Some(WAIT),
+            history: true,
         };
         self.registry
             .owner(&self.owner)
@@ -117,8 +124,13 @@ fn runtime(dir: &Path) -> PathBuf {
 /// A backend with sockets under `dir/rt`, `/bin/sh` pinned, a short quiet
 /// period and no reap grace.
 fn backend(dir: &Path) -> Arc<TmuxBackend> {
+    backend_with(dir, "/bin/sh")
+}
+
+/// [`backend`] with `shell` pinned.
+fn backend_with(dir: &Path, shell: &str) -> Arc<TmuxBackend> {
     let config = TmuxConfig::new(runtime(dir))
-        .shell("/bin/sh")
+        .shell(shell)
         .quiet(Duration::from_millis(200))
         .reap_grace(Duration::ZERO)
         .with_state_dir(dir.join("state"));

@@ -107,6 +107,7 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
                     submit: true,
                     wait: WaitFor::Idle,
                     timeout: Some(Duration::from_millis(800)),
+                    history: true,
                 },
             )
             .await
@@ -122,6 +123,7 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
                     submit: false,
                     wait: WaitFor::Exit,
                     timeout: Some(WAIT),
+                    history: true,
                 },
             )
             .await

@@ -238,6 +238,8 @@ impl BackendTerminal for StubTerminal {
                     status,
                     truncated: false,
                     command: None,
+                    commands: Vec::new(),
+                    not_typed: None,
                 })
             }),
         })

@@ -149,6 +149,34 @@ impl ControlClient {
     /// file; the first failing piece is reported.
     pub async fn send_bytes(&self, pane: PaneId, bytes: &[u8]) -> Result<()> {
         let mut typist = self.shared.input.lock().await;
+        self.write_locked(&mut typist, pane, bytes).await
+    }
+
+    /// [`send_bytes`](Self::send_bytes) unless `stop` resolves before the
+    /// writes ahead of it are done: `Ok(false)` then, and no byte of
+    /// `bytes` is ever written. Once it starts, the write runs to its end
+    /// whatever `stop` does (half a line typed is worse than a late one),
+    /// so a caller must not drop this future itself.
+    ///
+    /// # Errors
+    /// As [`send_bytes`](Self::send_bytes).
+    pub async fn send_bytes_unless(
+        &self,
+        pane: PaneId,
+        bytes: &[u8],
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<bool> {
+        let mut typist = tokio::select! {
+            biased;
+            () = stop => return Ok(false),
+            typist = self.shared.input.lock() => typist,
+        };
+        self.write_locked(&mut typist, pane, bytes).await?;
+        Ok(true)
+    }
+
+    /// The write itself, with the input lock held.
+    async fn write_locked(&self, typist: &mut Typist, pane: PaneId, bytes: &[u8]) -> Result<()> {
         let mut in_flight = VecDeque::with_capacity(MAX_PIECES_IN_FLIGHT);
         for piece in pieces(bytes, 0) {
             if in_flight.len() == MAX_PIECES_IN_FLIGHT
@@ -156,7 +184,7 @@ impl ControlClient {
             {
                 self.settle(sent).await?;
             }
-            in_flight.push_back(self.send_piece(&mut typist, pane, piece).await?);
+            in_flight.push_back(self.send_piece(typist, pane, piece).await?);
         }
         while let Some(sent) = in_flight.pop_front() {
             self.settle(sent).await?;

@@ -7,10 +7,14 @@
 //! Wait conditions, all pushed or bounded, none polling tmux:
 //! - `idle`: no output for the configured quiet period after the write;
 //!   reported as `stdin_read` instead when the foreground group is then
-//!   blocked reading the terminal (see [`procfs::blocked_on_input`]);
-//! - `stdin_read`: the foreground group is blocked reading the terminal,
+//!   blocked reading the terminal (see [`reading::input_state`]), `busy`
+//!   when it waits on other files only (a server);
+//! - `stdin_read`: the foreground group is blocked reading the terminal
+//!   (or, `busy`, waiting on other files), as [`InputProbe`] judges it:
 //!   seen twice in a row with no output between. This reads `/proc` (not
 //!   tmux) on a short backoff, only while such a send waits;
+//! - `command`: see [`command`]: typed at the shell's prompt (or into a
+//!   reader), followed until the shell is back at its prompt;
 //! - `exited`: the status watch leaves `running` (pushed by the watcher);
 //! - `timeout` and `cancelled` end any of them.
 //!
@@ -23,21 +27,18 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::command;
+use super::command::{self, Ready};
 use super::link::{ServerLink, output_since};
 use super::pages::viewport;
-use crate::registry::CommandResult;
 use crate::registry::cursor::{OutputCursor, strip_escapes};
 use crate::registry::seam::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
 use crate::shell::ShellKind;
-use crate::tmux::procfs;
+use crate::tmux::probe::Observed;
+use crate::tmux::reading::{self, InputState};
 use crate::{Error, Result};
-
-/// First and longest pause between `/proc` checks of a `stdin_read` wait.
-const INPUT_CHECK: (Duration, Duration) = (Duration::from_millis(10), Duration::from_millis(100));
 
 /// A send in flight.
 struct TmuxSend {
@@ -112,11 +113,7 @@ impl SendOperation for TmuxSend {
 }
 
 /// Starts a send on `shared`'s pane.
-pub(super) fn start(
-    shared: &Arc<ServerLink>,
-    request: SendRequest,
-    history: bool,
-) -> Result<StartedSend> {
+pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<StartedSend> {
     if !shared.status.borrow().is_running() {
         return Err(Error::TerminalDead {
             terminal: shared.id.to_string(),
@@ -133,7 +130,7 @@ pub(super) fn start(
             gaps: mutable.gaps,
             cancel,
             ended: Mutex::new(None),
-            history,
+            history: request.history,
         })
     };
     let driven = Arc::clone(&operation);
@@ -145,19 +142,33 @@ pub(super) fn start(
     Ok(StartedSend { operation, result })
 }
 
+/// How a send types and follows its text.
+enum Mode {
+    /// At an integrated shell's prompt: follow its marks.
+    Prompt(ShellKind),
+    /// A reply to a reader inside a command of an integrated shell.
+    Reply(ShellKind),
+    /// Anything else: wait the plain way.
+    Plain,
+}
+
 async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     let shared = &op.shared;
     let timeout = request.timeout.unwrap_or(shared.config.send_timeout);
     let deadline = Instant::now() + timeout;
-    // `command` on an integrated shell at its prompt follows its marks;
-    // anywhere else (a program runs in it, no marks) it waits for stdin.
+    // `command` on an integrated shell types at its prompt (or into a
+    // reader) and follows its marks; anywhere else it waits for stdin.
     let shell = match (request.wait, request.submit) {
         (WaitFor::Command, true) => command::integrated(shared),
         _ => None,
     };
-    let marked = match shell {
-        Some(kind) if command::at_prompt(shared, deadline).await => Some(kind),
-        _ => None,
+    let mode = match shell {
+        Some(kind) => match command::ready(shared, deadline, &op.cancel).await {
+            Ready::Prompt => Mode::Prompt(kind),
+            Ready::Reader => Mode::Reply(kind),
+            Ready::Not(why) => return Ok(not_typed(op, why).await),
+        },
+        None => Mode::Plain,
     };
     let what = match request.wait {
         WaitFor::Command => WaitFor::StdinRead,
@@ -166,27 +177,51 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     // One write, Enter included: a second call would cost a round trip. A
     // leading space keeps it out of the history (the rc's ignorespace).
     let mut text = Vec::with_capacity(request.text.len() + 2);
-    if marked.is_some() && !op.history {
+    if matches!(mode, Mode::Prompt(_)) && !op.history {
         text.push(b' ');
     }
     text.extend_from_slice(&request.text);
     if request.submit {
         text.push(b'\r');
     }
-    let text = bytes::Bytes::from(text);
     let typed_at = shared.lock().ring.total;
-    let mut outcome = None;
-    let write = shared.client.send_bytes(shared.pane, &text);
-    let reason = tokio::select! {
-        written = write => {
-            written?;
-            match marked {
-                Some(kind) => follow(op, kind, typed_at, deadline, &mut outcome).await,
-                None => wait(op, what, deadline).await,
-            }
+    // Typed only if the writes ahead of it are done in time; once begun,
+    // it is typed whole.
+    let stop = async {
+        tokio::select! {
+            () = op.cancel.cancelled() => {}
+            () = tokio::time::sleep_until(deadline) => {}
         }
-        () = op.cancel.cancelled() => WaitReason::Cancelled,
-        () = tokio::time::sleep_until(deadline) => WaitReason::Timeout,
+    };
+    if !shared
+        .client
+        .send_bytes_unless(shared.pane, &text, stop)
+        .await?
+    {
+        let why = if op.cancel.is_cancelled() {
+            "the send was cancelled before its text was typed"
+        } else {
+            "not typed by the deadline: other input to the terminal was still being written"
+        };
+        return Ok(not_typed(op, why.to_owned()).await);
+    }
+    let mut followed = None;
+    let reason = match mode {
+        Mode::Prompt(kind) => {
+            let mut state = command::Follow::new(shared, kind, typed_at, &text);
+            let reason = follow(op, &mut state, deadline, 2).await;
+            followed = Some(state);
+            reason
+        }
+        Mode::Reply(kind) => {
+            let mut state = command::Follow::reply(shared, kind, typed_at);
+            // A reply that echoes nothing (`read -s`): one more look, so a
+            // reader seen before the text reached it does not end the send.
+            let reason = follow(op, &mut state, deadline, 3).await;
+            followed = Some(state);
+            reason
+        }
+        Mode::Plain => wait(op, what, deadline).await,
     };
     let wait_reason = op.settle(reason);
     // A server that died under the send is a lost terminal, not a program
@@ -200,35 +235,93 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     }
     let viewport = viewport(shared).await.unwrap_or_default();
     let (_, truncated) = output_since(shared, op.start, op.gaps);
+    let (command, commands) = followed.map_or((None, Vec::new()), |state| {
+        let whole = state
+            .result()
+            .filter(|_| wait_reason == WaitReason::Command);
+        (whole, state.commands())
+    });
     Ok(SendResult {
         viewport,
         wait_reason,
         status: shared.status.borrow().clone(),
         truncated,
-        command: outcome.filter(|_| wait_reason == WaitReason::Command),
+        command,
+        commands,
+        not_typed: None,
     })
 }
 
-/// Follows an integrated shell's marks from stream offset `from` until
-/// the command's end (its result into `outcome`), or, once it started,
-/// until a program in it waits for input (a REPL: `stdin_read`).
+/// The result of a send whose text was not typed, `why`.
+async fn not_typed(op: &TmuxSend, why: String) -> SendResult {
+    let shared = &op.shared;
+    let reason = if op.cancel.is_cancelled() {
+        WaitReason::Cancelled
+    } else if !shared.status.borrow().is_running() {
+        WaitReason::Exited
+    } else {
+        WaitReason::Timeout
+    };
+    let wait_reason = op.settle(reason);
+    SendResult {
+        viewport: viewport(shared).await.unwrap_or_default(),
+        wait_reason,
+        status: shared.status.borrow().clone(),
+        truncated: false,
+        command: None,
+        commands: Vec::new(),
+        not_typed: Some(why),
+    }
+}
+
+/// What the foreground's input state means for a send that waits for a
+/// reader: `stdin_read` for one reading its terminal, `busy` for one
+/// waiting on other files only.
+fn waiting_reason(state: InputState) -> WaitReason {
+    match state {
+        InputState::Busy => WaitReason::Busy,
+        _ => WaitReason::StdinRead,
+    }
+}
+
+/// Follows an integrated shell's marks (`state`) until the shell is back
+/// at its prompt with no typed input left (`command`), or until something
+/// in it waits for input (a REPL, `read`: `stdin_read`; a server: `busy`),
+/// the shell included when a typed command is unfinished. A reader counts
+/// after `looks` looks with no output between.
 async fn follow(
     op: &TmuxSend,
-    kind: ShellKind,
-    from: u64,
+    state: &mut command::Follow,
     deadline: Instant,
-    outcome: &mut Option<CommandResult>,
+    looks: u32,
 ) -> WaitReason {
     let shared = &op.shared;
     let mut output = shared.output.subscribe();
     let mut status = shared.status.subscribe();
-    let mut state = command::Follow::new(from);
-    let mut check_in = INPUT_CHECK.0;
-    let mut blocked_at: Option<u64> = None;
+    let mut judge = command::Judge::new(looks).plain_prompt(state.kind() == ShellKind::Sh);
     loop {
-        if let Some(ended) = command::follow(shared, kind, &mut state) {
-            *outcome = Some(ended);
+        state.scan(shared);
+        if state.at_prompt() && state.one_line() {
             return WaitReason::Command;
+        }
+        let seen = *output.borrow_and_update();
+        // Only once the shell has the text (its echo came) can a reader
+        // in front be waiting for more than it.
+        let look = state.at_prompt() || state.running() || state.echoed(shared);
+        let mut pause = None;
+        if look && let Some((in_front, input)) = command::foreground(shared) {
+            // Between an end mark and its prompt's `B` the shell reads
+            // while the rest of its prompt is on its way: judged slowly,
+            // and then (a prompt without `B`) the send is done.
+            let pending = state.running() || state.awaiting_prompt();
+            let judged = judge.observe(in_front, pending, input, seen);
+            match judged {
+                Observed::Ready if state.at_prompt() || state.awaiting_prompt() => {
+                    return WaitReason::Command;
+                }
+                Observed::Ready => return waiting_reason(input),
+                Observed::Pause(next) => pause = Some(next),
+            }
         }
         tokio::select! {
             () = op.cancel.cancelled() => return WaitReason::Cancelled,
@@ -238,27 +331,9 @@ async fn follow(
                 if changed.is_err() {
                     return WaitReason::Exited;
                 }
-                blocked_at = None;
-                check_in = INPUT_CHECK.0;
+                judge.reset();
             }
-            () = tokio::time::sleep(check_in), if state.started() => {
-                // The shell itself reads only once it marked the end, so a
-                // reader now is the command's program.
-                let pane = shared.lock().pane_process;
-                let blocked = pane.is_some_and(|pane| procfs::blocked_on_input(pane.pid));
-                let seen = *output.borrow();
-                if blocked && blocked_at == Some(seen) {
-                    return match command::follow(shared, kind, &mut state) {
-                        Some(ended) => {
-                            *outcome = Some(ended);
-                            WaitReason::Command
-                        }
-                        None => WaitReason::StdinRead,
-                    };
-                }
-                blocked_at = blocked.then_some(seen);
-                check_in = (check_in * 2).min(INPUT_CHECK.1);
-            }
+            () = tokio::time::sleep(pause.unwrap_or_default()), if pause.is_some() => {}
         }
     }
 }
@@ -269,16 +344,24 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
     let mut output = shared.output.subscribe();
     let mut status = shared.status.subscribe();
     let quiet = shared.config.quiet;
-    let mut check_in = INPUT_CHECK.0;
-    // A `stdin_read` candidate: the output count when blocking was seen.
-    let mut blocked_at: Option<u64> = None;
+    let mut judge = command::Judge::new(2);
     if what == WaitFor::None {
         return WaitReason::Idle;
     }
     loop {
+        let input = || {
+            let pane = shared.lock().pane_process;
+            pane.map_or(InputState::Other, |pane| reading::input_state(pane.pid))
+        };
         let pause = match what {
             WaitFor::Idle => quiet,
-            WaitFor::StdinRead => check_in,
+            WaitFor::StdinRead => {
+                let input = input();
+                match judge.observe(false, true, input, *output.borrow_and_update()) {
+                    Observed::Ready => return waiting_reason(input),
+                    Observed::Pause(pause) => pause,
+                }
+            }
             _ => Duration::from_secs(3600),
         };
         tokio::select! {
@@ -289,25 +372,14 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
                 if changed.is_err() {
                     return WaitReason::Exited;
                 }
-                blocked_at = None;
-                check_in = INPUT_CHECK.0;
+                judge.reset();
             }
             () = tokio::time::sleep(pause) => {
-                let pane = shared.lock().pane_process;
-                let blocked = pane.is_some_and(|pane| procfs::blocked_on_input(pane.pid));
-                match what {
-                    WaitFor::Idle => {
-                        return if blocked { WaitReason::StdinRead } else { WaitReason::Idle };
-                    }
-                    WaitFor::StdinRead => {
-                        let seen = *output.borrow();
-                        if blocked && blocked_at == Some(seen) {
-                            return WaitReason::StdinRead;
-                        }
-                        blocked_at = blocked.then_some(seen);
-                        check_in = (check_in * 2).min(INPUT_CHECK.1);
-                    }
-                    _ => {}
+                if what == WaitFor::Idle {
+                    return match input() {
+                        InputState::Other => WaitReason::Idle,
+                        input => waiting_reason(input),
+                    };
                 }
             }
         }

@@ -211,11 +211,7 @@ impl BackendTerminal for TmuxTerminal {
     }
 
     fn start_send(&self, request: SendRequest) -> Result<StartedSend> {
-        super::send::start(&self.shared, request, true)
-    }
-
-    fn start_send_history(&self, request: SendRequest, history: bool) -> Result<StartedSend> {
-        super::send::start(&self.shared, request, history)
+        super::send::start(&self.shared, request)
     }
 
     fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>> {

@@ -1,0 +1,227 @@
+//! How a pane's foreground waits, as `/proc` shows it: reading its
+//! terminal, polling with the terminal among its files, polling other
+//! files only (busy), or neither ([`InputState`]). One look; the judgement
+//! over several looks is [`probe`](super::probe)'s.
+//!
+//! Linux only in substance; elsewhere nothing is seen waiting.
+
+use std::path::Path;
+
+use super::procfs::{foreground_group, stat_of};
+
+#[cfg(target_arch = "x86_64")]
+mod nr {
+    pub const READ: i64 = 0;
+    pub const READV: i64 = 19;
+    pub const POLLS: &[i64] = &[7, 271]; // poll ppoll
+    pub const SELECTS: &[i64] = &[23, 270]; // select pselect6
+    pub const EPOLLS: &[i64] = &[232, 281, 441]; // epoll_wait epoll_pwait epoll_pwait2
+}
+#[cfg(target_arch = "aarch64")]
+mod nr {
+    pub const READ: i64 = 63;
+    pub const READV: i64 = 65;
+    pub const POLLS: &[i64] = &[73]; // ppoll
+    pub const SELECTS: &[i64] = &[72]; // pselect6
+    pub const EPOLLS: &[i64] = &[22, 441]; // epoll_pwait epoll_pwait2
+}
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod nr {
+    pub const READ: i64 = -1;
+    pub const READV: i64 = -1;
+    pub const POLLS: &[i64] = &[];
+    pub const SELECTS: &[i64] = &[];
+    pub const EPOLLS: &[i64] = &[];
+}
+
+/// How a pane's foreground waits, as `/proc` shows it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InputState {
+    /// Blocked in a read of its terminal (a cooked-mode reader: the
+    /// shell's own `read`, `cat`).
+    Reading,
+    /// Blocked in a poll/select/epoll wait whose files include its
+    /// terminal (a line editor: bash's readline at its prompt, a REPL, a
+    /// TUI).
+    Polling,
+    /// Blocked in a poll/select/epoll wait on other files only (sockets,
+    /// pipes: a server such as `python3 -m http.server`), never on its
+    /// terminal.
+    Busy,
+    /// Running, asleep on something else (a child, a timer), or gone.
+    Other,
+}
+
+impl InputState {
+    /// Whether it waits for its terminal, either way.
+    pub(crate) fn reads(self) -> bool {
+        matches!(self, InputState::Reading | InputState::Polling)
+    }
+}
+
+/// Whether the foreground process group of the pane whose session leader
+/// is `pane_pid` is blocked waiting for terminal input
+/// ([`input_state`] [`reads`](InputState::reads)).
+pub(crate) fn blocked_on_input(pane_pid: u32) -> bool {
+    input_state(pane_pid).reads()
+}
+
+/// How the foreground process group of the pane whose session leader is
+/// `pane_pid` waits.
+///
+/// Decision: the group leader (the process whose pid is the group id;
+/// shells make the first process of a job its leader), or the single
+/// same-group child it waits for (a `sh -c` script running a reader),
+/// must be asleep (`S`), and `/proc/PID/syscall` shows it in
+/// - `read`/`readv`: on a terminal fd (`/dev/pts/*`) it reads; on any
+///   other (a pipe) it waits for a writer that will end it: other;
+/// - `poll`/`ppoll`, `select`/`pselect6` (how line editors such as
+///   readline wait for a key): the files it waits on, read from its
+///   memory (`/proc/PID/mem`), include a terminal or not; where its
+///   memory is not readable (ptrace restrictions) it counts as reading;
+/// - `epoll_wait` and its kin (event loops: Node, TUIs on mio/crossterm,
+///   whose main thread is the one `/proc/PID/syscall` shows): the files
+///   its epoll set watches (`/proc/PID/fdinfo/EPFD`) include a terminal
+///   or not;
+/// - where `syscall` is unreadable, its `wchan` is the tty read path
+///   (`n_tty_read`, or `wait_woken` that it sleeps in).
+///
+/// Of a pipeline only the leader is inspected.
+pub(crate) fn input_state(pane_pid: u32) -> InputState {
+    let Some(group) = foreground_group(pane_pid) else {
+        return InputState::Other;
+    };
+    // A shell script without job control keeps its children in its own
+    // group and waits for them: follow the waiting chain down to the
+    // process that does the reading.
+    let mut pid = group;
+    for _ in 0..16 {
+        match process_input_state(pid) {
+            InputState::Other => {}
+            found => return found,
+        }
+        match waited_child(pid, group) {
+            Some(child) => pid = child,
+            None => return InputState::Other,
+        }
+    }
+    InputState::Other
+}
+
+/// The only child of `pid` in group `group`, when `pid` sleeps waiting for
+/// a child (`wait4`/`waitid`).
+fn waited_child(pid: i32, group: i32) -> Option<i32> {
+    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
+    if wchan.trim() != "do_wait" {
+        return None;
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    let mut same_group = children
+        .split_ascii_whitespace()
+        .filter_map(|word| word.parse::<i32>().ok())
+        .filter(|&child| stat_of(child).is_some_and(|stat| stat.pgrp == group));
+    let child = same_group.next()?;
+    same_group.next().is_none().then_some(child)
+}
+
+/// How process `pid` waits (see [`input_state`]).
+fn process_input_state(pid: i32) -> InputState {
+    match stat_of(pid) {
+        Some(stat) if stat.state == b'S' => {}
+        _ => return InputState::Other,
+    }
+    let proc_dir = format!("/proc/{pid}");
+    let polling = |yes: bool| {
+        if yes {
+            InputState::Polling
+        } else {
+            InputState::Busy
+        }
+    };
+    if let Ok(text) = std::fs::read_to_string(format!("{proc_dir}/syscall")) {
+        let mut words = text.split_ascii_whitespace();
+        let Some(Ok(number)) = words.next().map(str::parse::<i64>) else {
+            // `running` or unreadable: not blocked in a syscall.
+            return InputState::Other;
+        };
+        let args: Vec<u64> = words
+            .take(6)
+            .filter_map(|word| u64::from_str_radix(word.trim_start_matches("0x"), 16).ok())
+            .collect();
+        let arg = |n: usize| args.get(n).copied().unwrap_or(0);
+        let tty = |fd: u64| is_terminal_fd(&proc_dir, i64::try_from(fd).unwrap_or(-1));
+        if number == nr::READ || number == nr::READV {
+            // A read of a pipe or file ends by itself (a shell reading a
+            // `$(...)`): not a program that waits on others.
+            return if tty(arg(0)) {
+                InputState::Reading
+            } else {
+                InputState::Other
+            };
+        }
+        if nr::POLLS.contains(&number) {
+            // struct pollfd { int fd; short events; short revents; }
+            let count = usize::try_from(arg(1)).unwrap_or(0).min(256);
+            return match read_memory(&proc_dir, arg(0), count * 8) {
+                Some(fds) => polling(fds.chunks_exact(8).any(|pollfd| {
+                    let fd = i32::from_ne_bytes([pollfd[0], pollfd[1], pollfd[2], pollfd[3]]);
+                    let events = i16::from_ne_bytes([pollfd[4], pollfd[5]]);
+                    // POLLIN or POLLPRI: waiting to read it.
+                    events & 0x3 != 0 && u64::try_from(fd).is_ok_and(tty)
+                })),
+                None => InputState::Polling,
+            };
+        }
+        if nr::SELECTS.contains(&number) {
+            // The read set: a bit per fd below nfds, in longs.
+            let count = usize::try_from(arg(0)).unwrap_or(0).min(1024);
+            if arg(1) == 0 {
+                return InputState::Busy;
+            }
+            return match read_memory(&proc_dir, arg(1), count.div_ceil(64) * 8) {
+                Some(set) => polling(
+                    (0..count).any(|fd| set[fd / 8] & (1 << (fd % 8)) != 0 && tty(fd as u64)),
+                ),
+                None => InputState::Polling,
+            };
+        }
+        if nr::EPOLLS.contains(&number) {
+            return match std::fs::read_to_string(format!("{proc_dir}/fdinfo/{}", arg(0))) {
+                Ok(info) => polling(info.lines().any(|line| {
+                    line.strip_prefix("tfd:")
+                        .and_then(|rest| rest.split_ascii_whitespace().next()?.parse().ok())
+                        .is_some_and(tty)
+                })),
+                Err(_) => InputState::Polling,
+            };
+        }
+        return InputState::Other;
+    }
+    let wchan = std::fs::read_to_string(format!("{proc_dir}/wchan"));
+    if wchan.is_ok_and(|wchan| matches!(wchan.trim(), "n_tty_read" | "wait_woken")) {
+        InputState::Reading
+    } else {
+        InputState::Other
+    }
+}
+
+/// `len` bytes of the memory of the process at `proc_dir` from `address`;
+/// `None` when it may not be read (ptrace rules) or is not mapped.
+fn read_memory(proc_dir: &str, address: u64, len: usize) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt as _;
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let file = std::fs::File::open(format!("{proc_dir}/mem")).ok()?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, address).ok()?;
+    Some(buf)
+}
+
+/// Whether fd `fd` of the process at `proc_dir` is a terminal.
+fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
+    std::fs::read_link(Path::new(proc_dir).join("fd").join(fd.to_string())).is_ok_and(|target| {
+        let target = target.to_string_lossy();
+        target.starts_with("/dev/pts/") || target.starts_with("/dev/tty")
+    })
+}
