@@ -42,9 +42,7 @@ impl ApiError {
         ApiError {
             status: StatusCode::UNAUTHORIZED,
             code: "UNAUTHORIZED",
-            message:
-                "a valid token is required (Authorization: Bearer, ?token= or the page's cookie)"
-                    .to_owned(),
+            message: "a valid token or session is required (Authorization: Bearer)".to_owned(),
         }
     }
 

@@ -14,9 +14,9 @@ use std::time::Duration;
 use clap::Args;
 use tmux_engine::Error;
 use tmux_engine::bridge::{
-    Auth, Bridge, BridgeConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener,
-    PageOptions, Principal, ServeOptions, Tls, Tokens, bind_unix, clean_environment,
-    generate_token, validate_base_path,
+    Auth, Bridge, BridgeConfig, DEFAULT_CODE_LIFETIME, DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT, Listener, PageOptions, Principal, ServeOptions, Tls, Tokens, bind_unix,
+    clean_environment, generate_token, validate_base_path,
 };
 use tmux_engine::registry::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
 
@@ -179,7 +179,9 @@ pub(crate) async fn run(
             .into());
         }
     }
-    let mut printed_token = None;
+    // The owner whose sign-in link serve prints (one token, not a file).
+    let mut signs_in = None;
+    let mut generated = None;
     let auth = if args.no_auth {
         Auth::Open(Principal {
             owner,
@@ -195,10 +197,11 @@ pub(crate) async fn run(
             Some(token) => token,
             None => {
                 let token = generate_token()?;
-                printed_token = Some(token.clone());
+                generated = Some(token.clone());
                 token
             }
         };
+        signs_in = Some((owner.clone(), token.clone()));
         Auth::Tokens(Tokens::single(&token, owner)?)
     };
     let mut interrupts = super::run::Interrupts::register()?;
@@ -211,9 +214,6 @@ pub(crate) async fn run(
     }
     let (registry, _report) = open_registry(dir, config).await?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let query = printed_token
-        .map(|token| format!("?token={token}"))
-        .unwrap_or_default();
     let mut bridge_config = BridgeConfig::new(auth)
         .replay_bytes(args.replay_bytes)
         .ping_interval(Duration::from_secs(args.ping_interval))
@@ -229,19 +229,18 @@ pub(crate) async fn run(
                 .local_addr()
                 .map_err(|e| Error::io("reading the listening address", e))?;
             bridge_config = bridge_config.listening_on(local);
-            let url = format!("{scheme}://{local}{base_path}/{query}");
+            let url = format!("{scheme}://{local}{base_path}");
             (listener.into(), url, None)
         }
         ListenAt::Unix(path) => {
             let listener = bind_unix(path)?;
             // The proxy's URL is not ours to know: the socket, then the
-            // path (and token) to open under the proxy.
-            let url = format!("unix:{} {base_path}/{query}", path.display());
+            // path (and code) to open under the proxy.
+            let url = format!("unix:{} {base_path}", path.display());
             (listener.into(), url, Some(Socket::placed(path)))
         }
     };
-    write_line(out, &url)?;
-    out.flush().map_err(|e| Error::io("writing stdout", e))?;
+    let socket_host = args.allow_host.first().cloned();
     for origin in args.allow_origin {
         bridge_config = bridge_config.allow_origin(origin);
     }
@@ -258,12 +257,40 @@ pub(crate) async fn run(
         options = options.tls(tls);
     }
     let bridge = Bridge::new(registry.clone(), bridge_config);
+    // The printed URL holds a one-time code, never the token: URLs stay
+    // in browser histories and proxy logs.
+    let path = match &signs_in {
+        Some((owner, _)) => bridge.sign_in_path(
+            Principal {
+                owner: owner.clone(),
+                read_only: false,
+            },
+            DEFAULT_CODE_LIFETIME,
+        )?,
+        None => "/".to_owned(),
+    };
+    write_line(out, &format!("{url}{path}"))?;
+    out.flush().map_err(|e| Error::io("writing stdout", e))?;
+    if let Some(token) = &generated {
+        eprintln!(
+            "token for scripts (Authorization: Bearer): {token}\n\
+             the link above works once, for {} minutes; `tmux-engine link` makes another",
+            DEFAULT_CODE_LIFETIME.as_secs() / 60
+        );
+    }
+    let found = super::link::Found::write(
+        &state_dir(global)?,
+        &url,
+        signs_in.as_ref().map(|(_, token)| token.as_str()),
+        socket_host.as_deref(),
+    )?;
     let served = bridge
         .serve_with(listener, options, async move {
             interrupts.recv().await;
         })
         .await;
     drop(socket);
+    drop(found);
     // The terminals keep running; only our control clients detach.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), registry.shutdown()).await;
     Ok(served?)

@@ -84,7 +84,7 @@ async fn base_path_mounts_page_api_and_websocket_and_nothing_else() {
         )
         .await;
         let (addr, token) = (served.addr(), served.token());
-        assert!(served.line.contains("/tm/x/?token="), "{}", served.line);
+        assert!(served.line.contains("/tm/x/#code="), "{}", served.line);
         let get = |path: &'static str| {
             let (addr, token) = (addr.clone(), token.clone());
             async move {
@@ -128,13 +128,17 @@ async fn base_path_mounts_page_api_and_websocket_and_nothing_else() {
         let id = spawned.json()["id"].as_str().unwrap().to_owned();
         let listed = get("/tm/x/api/terminals").await;
         assert!(listed.body.contains(&id), "{listed:?}");
-        let url = format!("ws://{addr}/tm/x/api/terminals/{id}/attach?token={token}");
-        let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let url = format!("ws://{addr}/tm/x/api/terminals/{id}/attach");
+        let (socket, _) = tokio_tungstenite::connect_async(super::super::ws_request(&url, &token))
+            .await
+            .unwrap();
         let mut ws = super::super::Ws { socket };
         assert_eq!(ws.text().await["type"], "hello");
-        let outside = format!("ws://{addr}/api/terminals/{id}/attach?token={token}");
+        let outside = format!("ws://{addr}/api/terminals/{id}/attach");
         assert!(
-            tokio_tungstenite::connect_async(outside).await.is_err(),
+            tokio_tungstenite::connect_async(super::super::ws_request(&outside, &token))
+                .await
+                .is_err(),
             "upgraded outside the base path"
         );
     })
@@ -152,8 +156,8 @@ async fn the_token_can_come_from_tmux_engine_token() {
         )
         .await;
         assert!(
-            !served.line.contains("token="),
-            "printed a token: {}",
+            !served.line.contains(token) && served.line.contains("/#code="),
+            "printed the token, or no sign-in code: {}",
             served.line
         );
         let addr = served.addr();
