@@ -133,7 +133,8 @@ impl Raw {
         let request = format!(
             "GET /{path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n\
              Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-             Sec-WebSocket-Version: 13\r\n\r\n"
+             Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {}\r\n\r\n",
+            served.token
         );
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut raw = Raw {

@@ -11,6 +11,7 @@ mod page_rename;
 mod pool;
 mod routes;
 mod security;
+mod signin;
 mod viewers;
 mod ws;
 
@@ -169,9 +170,15 @@ impl Served {
     /// A fresh one-time sign-in URL (`BASE/#code=CODE`), minted with the
     /// token as `tmux-engine link` does.
     pub(crate) async fn sign_in_url(&self, body: &str) -> String {
+        format!("{}/#code={}", self.base, self.sign_in_code(body).await)
+    }
+
+    /// A fresh one-time sign-in code, minted with the token from a
+    /// `POST /api/links` body.
+    pub(crate) async fn sign_in_code(&self, body: &str) -> String {
         let (status, minted) = self.post("/api/links", body).await;
         assert_eq!(status, 201, "{minted}");
-        format!("{}{}", self.base, minted["path"].as_str().unwrap())
+        minted["code"].as_str().unwrap().to_owned()
     }
 
     /// The server's pid.

@@ -42,7 +42,8 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
         ])
         .await;
         // The URL's fontSize beats the server's; the server's theme stays.
-        let url = format!("{}/?token={}&fontSize=17", served.base, served.token);
+        let code = served.sign_in_code("{}").await;
+        let url = format!("{}/?fontSize=17#code={code}", served.base);
         let mut browser = Browser::open(&binary, &url).await;
         browser
             .until("the page", "typeof tmuxEngine === 'object' && tmuxEngine.terminals !== undefined")
@@ -218,7 +219,7 @@ async fn with_a_software_gpu_the_webgl_renderer_draws_the_terminal() {
     within(async {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"gl","shell":"echo gl-$((3*4)); exec cat"}"#).await;
-        let url = format!("{}/?token={}#t=gl", served.base, served.token);
+        let url = format!("{}/#code={}&t=gl", served.base, served.code);
         // SwiftShader: WebGL2 on the CPU, as a machine without a GPU driver
         // may have it.
         let mut browser = Browser::launch(&binary, &url, &["--enable-unsafe-swiftshader"]).await;
@@ -262,7 +263,7 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
             .await;
         let mut browser = Browser::open(
             &binary,
-            &format!("{}/?token={}", served.base, served.token),
+            &format!("{}/#code={}", served.base, served.code),
         )
         .await;
         let item = |name: &str| format!("document.querySelector('#terminals li[data-name=\"{name}\"]')");
@@ -448,11 +449,11 @@ async fn a_read_only_token_sees_badges_and_no_actions() {
         served
             .spawn(r#"{"name":"watched","shell":"echo watched-$((5*5)); exec cat"}"#)
             .await;
-        let mut browser = Browser::open(
-            &binary,
-            &format!("{}/?token=lookerlookerlooke#t=watched", served.base),
-        )
-        .await;
+        served.token = "lookerlookerlooke".to_owned();
+        let code = served.sign_in_code("{}").await;
+        let mut browser =
+            Browser::open(&binary, &format!("{}/#code={code}&t=watched", served.base)).await;
+        served.token = "writerwriterwrite".to_owned();
         browser
             .until(
                 "watched opened read-only",
@@ -503,7 +504,7 @@ async fn page_options_are_checked_and_reach_the_page() {
         }
         let served = Served::start(&["--page-option", "theme=solarized"]).await;
         let page = reqwest::Client::new()
-            .get(format!("{}/?token={}", served.base, served.token))
+            .get(format!("{}/", served.base))
             .send()
             .await
             .unwrap();
