@@ -213,6 +213,7 @@ pub(crate) async fn run(
         config = config.shell(shell);
     }
     let (registry, _report) = open_registry(dir, config).await?;
+    super::terminals::reap_at_start(&registry).await;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut bridge_config = BridgeConfig::new(auth)
         .replay_bytes(args.replay_bytes)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::locks::FileLock;
+use super::locks::{FileLock, Purpose};
 use super::persist::{StateDir, TerminalRecord};
 use super::presence::Presence;
 use super::seam::{BackendTerminal, CloseReason, SpawnRequest};
@@ -64,8 +64,9 @@ impl Registry {
         mut reservation: Reservation,
         spec: SpawnSpec,
         caller: CancellationToken,
-        // Held to the end of the spawn, published or rolled back.
-        _name_lock: Option<FileLock>,
+        // Held to the end of the spawn, published or rolled back: the
+        // name's lock and the terminal's spawn lock.
+        _locks: (Option<FileLock>, Option<FileLock>),
     ) -> Result<TerminalSnapshot> {
         let backend_cancel = reservation.abort.child_token();
         let request = SpawnRequest {
@@ -295,6 +296,14 @@ impl Owned<'_> {
             _ => None,
         };
         let reservation = registry.reserve(owner, &spec)?;
+        // Held until the record is written or the spawn rolled back: a
+        // reaper (another process's start) sees a spawn in progress here,
+        // and one whose process died as abandoned.
+        let spawn_lock = registry
+            .inner
+            .store
+            .lock(StateDir::terminal_lock(&reservation.id, Purpose::Spawn))
+            .await?;
         // Cancelled only when this future is dropped before the task ends.
         let caller = CancellationToken::new();
         let on_drop = caller.clone().drop_guard();
@@ -304,7 +313,7 @@ impl Owned<'_> {
             reservation,
             spec,
             caller,
-            name_lock,
+            (name_lock, spawn_lock),
         ));
         let result = match task.await {
             Ok(result) => result,

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod browser;
+mod crash;
 mod deploy;
 mod hygiene;
 mod page;
@@ -252,6 +253,16 @@ impl Served {
             .unwrap()
             .unwrap();
         Ws { socket }
+    }
+
+    /// SIGKILL (a crash), waited for; its directories, for the next one.
+    pub(crate) async fn crash(mut self) -> Cli {
+        self.child.start_kill().unwrap();
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        self.cli
     }
 
     /// SIGTERM, then the exit status.
