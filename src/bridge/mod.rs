@@ -46,8 +46,8 @@ pub use self::api::ApiError;
 pub use self::auth::{Auth, MIN_TOKEN_LEN, Principal, Tokens, generate_token};
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::listen::{
-    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions, Tls, bind_unix,
-    validate_base_path,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions,
+    Tls, bind_unix, validate_base_path,
 };
 pub use self::page::PageOptions;
 pub use self::signin::{DEFAULT_CODE_LIFETIME, MAX_CODE_LIFETIME};

@@ -14,9 +14,9 @@ use std::time::Duration;
 use clap::Args;
 use tmux_engine::Error;
 use tmux_engine::bridge::{
-    Auth, Bridge, BridgeConfig, DEFAULT_CODE_LIFETIME, DEFAULT_HEADER_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT, Listener, PageOptions, Principal, ServeOptions, Tls, Tokens, bind_unix,
-    clean_environment, generate_token, validate_base_path,
+    Auth, Bridge, BridgeConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_CODE_LIFETIME,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, PageOptions, Principal, ServeOptions,
+    Tls, Tokens, bind_unix, clean_environment, generate_token, validate_base_path,
 };
 use tmux_engine::registry::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
 
@@ -96,6 +96,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout: u64,
+    /// Seconds a request's whole body may take, however steadily it comes.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_BODY_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout: u64,
     /// Seconds a kept-alive connection may wait for its next request.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -250,7 +254,8 @@ pub(crate) async fn run(
     }
     let mut options = ServeOptions::default()
         .header_timeout(Duration::from_secs(args.header_timeout))
-        .idle_timeout(Duration::from_secs(args.idle_timeout));
+        .idle_timeout(Duration::from_secs(args.idle_timeout))
+        .body_timeout(Duration::from_secs(args.body_timeout));
     if let Some(max) = args.max_connections {
         options = options.max_connections(usize::try_from(max).unwrap_or(usize::MAX));
     }

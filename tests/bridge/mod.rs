@@ -7,6 +7,7 @@ mod browser;
 mod crash;
 mod deploy;
 mod hygiene;
+mod memory;
 mod page;
 mod page_rename;
 mod pool;

@@ -182,6 +182,10 @@ impl Tls {
     }
 }
 
+/// How long a request's whole body may take unless configured otherwise:
+/// the largest body (1 MiB) at 35 KB/s.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The connection limits and TLS of [`Bridge::serve_with`](crate::bridge::Bridge::serve_with).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -192,6 +196,9 @@ pub struct ServeOptions {
     pub header_timeout: Duration,
     /// Time a kept-alive connection may wait for its next request.
     pub idle_timeout: Duration,
+    /// Time a request's whole body may take, however steadily it comes
+    /// (a byte every few seconds never pauses past the header timeout).
+    pub body_timeout: Duration,
     /// Connections (WebSockets included) served at once.
     pub max_connections: usize,
     /// TLS, or plain HTTP.
@@ -203,6 +210,7 @@ impl Default for ServeOptions {
         ServeOptions {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: default_max_connections(),
             tls: None,
         }
@@ -221,6 +229,13 @@ impl ServeOptions {
     #[must_use]
     pub fn idle_timeout(mut self, timeout: Duration) -> ServeOptions {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets the whole-body deadline.
+    #[must_use]
+    pub fn body_timeout(mut self, timeout: Duration) -> ServeOptions {
+        self.body_timeout = timeout;
         self
     }
 
