@@ -40,8 +40,14 @@ const WRITE_BUFFER: usize = 128 << 10;
 /// not reading (its output, or the pongs of a ping flood). Past it a
 /// send fails, the pongs wait in tungstenite's one slot (each replaces
 /// the last), and the session closes 1008: memory per client is bounded
-/// by this, not by how long the client keeps sending.
-const MAX_WRITE_BUFFER: usize = 1 << 20;
+/// by this, not by how long the client keeps sending. Above the largest
+/// single frame: the repaint of the largest allowed screen
+/// ([`MAX_CELLS`](crate::vocab::MAX_CELLS) cells, each with its colours).
+const MAX_WRITE_BUFFER: usize = 16 << 20;
+
+/// Pongs owed to a client that has not read since, at most (its pings'
+/// payloads): past them it is closed 1008.
+const MAX_OWED: usize = 1 << 20;
 
 /// How long a close frame (and the client's answer) may take before the
 /// connection is dropped anyway: a peer that reads nothing must not hold
@@ -393,7 +399,7 @@ impl Pump<'_> {
                 // so answers our pings) pays the debt back.
                 Message::Ping(payload) => {
                     self.owed += payload.len() + 2;
-                    if self.owed > MAX_WRITE_BUFFER {
+                    if self.owed > MAX_OWED {
                         return Some(End::Close(close::POLICY, BUDGET_SPENT.to_owned()));
                     }
                 }

@@ -14,6 +14,7 @@ mod pool;
 mod routes;
 mod security;
 mod signin;
+mod sizes;
 mod viewers;
 mod ws;
 
