@@ -92,6 +92,7 @@ impl From<Error> for ApiError {
             C::ReadOnly => StatusCode::FORBIDDEN,
             C::Timeout | C::Unresponsive => StatusCode::GATEWAY_TIMEOUT,
             C::RegistryDisposing => StatusCode::SERVICE_UNAVAILABLE,
+            C::TooManyTerminals => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = if code == C::NoTerminal {

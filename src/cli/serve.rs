@@ -110,6 +110,12 @@ pub(crate) struct ServeArgs {
     /// PTYs and the registry's files]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: Option<u64>,
+    /// Terminals one owner may have; a spawn past them is 429
+    /// TOO_MANY_TERMINALS [default: the open-file limit (ulimit -n) / 16,
+    /// at least 8: each terminal costs serve about four descriptors, and
+    /// the connections get half the limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_terminals_per_owner: Option<u64>,
     /// PEM certificate chain: serve HTTPS (with --tls-key).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -218,6 +224,10 @@ pub(crate) async fn run(
     }
     let (registry, _report) = open_registry(dir, config).await?;
     super::terminals::reap_at_start(&registry).await;
+    let quota = args
+        .max_terminals_per_owner
+        .map_or_else(default_quota, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    registry.limit_terminals_per_owner(Some(quota));
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut bridge_config = BridgeConfig::new(auth)
         .replay_bytes(args.replay_bytes)
@@ -300,6 +310,15 @@ pub(crate) async fn run(
     // The terminals keep running; only our control clients detach.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), registry.shutdown()).await;
     Ok(served?)
+}
+
+/// The default `--max-terminals-per-owner`: a sixteenth of the open-file
+/// limit, at least 8.
+fn default_quota() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    usize::try_from(limit.map_or(1 << 16, |limit| limit / 16))
+        .unwrap_or(usize::MAX)
+        .max(8)
 }
 
 /// Reads a file of secrets, refusing (`UNSAFE_FILE`) one that is not the

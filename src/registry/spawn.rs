@@ -28,6 +28,13 @@ impl Registry {
         {
             return Err(Error::DuplicateName(format!("{name} (owner {owner})")));
         }
+        if let Some(max) = state.max_per_owner
+            && state.count_of(owner) >= max
+        {
+            return Err(Error::TooManyTerminals(format!(
+                "owner {owner} has {max} terminals, the most it may have: kill some first"
+            )));
+        }
         let id = loop {
             let id = TerminalId::mint()?;
             if !state.entries.contains_key(&id) && !state.is_pending(&id) {

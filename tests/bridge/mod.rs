@@ -11,6 +11,7 @@ mod memory;
 mod page;
 mod page_rename;
 mod pool;
+mod quota;
 mod routes;
 mod security;
 mod signin;
