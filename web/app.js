@@ -59,6 +59,7 @@ const view = {
   viewers: {}, // id -> viewers in this serve (GET /api/viewers)
   lastLink: null, // the last link activated
   lastCopy: null, // the last text put on the clipboard (OSC 52 or copy)
+  lastOffer: null, // the last text a program asked to copy (OSC 52)
   terminals: [], // the last list
   drop() { if (this.socket) this.socket.close(); },
 };
@@ -81,16 +82,36 @@ term.loadAddon(new WebLinksAddon.WebLinksAddon((event, uri) => {
 }));
 view.addons.push("web-links");
 
-// OSC 52: a program may put text on the clipboard; reading it back is
-// refused (a program, maybe another owner's, must not see what the user
-// copied elsewhere).
+// The user's own copy (a selection, keys.js).
 function copy(text) {
   view.lastCopy = text;
   if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => setStatus("copy blocked by the browser"));
 }
+
+// OSC 52: a program may put text on the clipboard only as the
+// `clipboardWrite` option says: `ask` (the default) shows a notice with the
+// text's start and Allow / Deny, `allow` writes at once, `deny` never
+// (a program once put `rm -rf ~ # INJECTED` there to be pasted later).
+// Reading the clipboard back is always refused (a program, maybe another
+// owner's, must not see what the user copied elsewhere).
+function programCopy(text) {
+  view.lastOffer = text;
+  if (options.clipboardWrite === "deny") return;
+  if (options.clipboardWrite === "allow") return copy(text);
+  $("clipboard-ask")?.remove();
+  const notice = document.createElement("p");
+  notice.id = "clipboard-ask";
+  notice.setAttribute("role", "alert");
+  const shown = text.length > 60 ? `${text.slice(0, 60)}…` : text;
+  notice.textContent = `The program wants to copy ${text.length} characters: “${shown}” `;
+  const allow = action("Allow", "allow this copy", () => { copy(text); notice.remove(); });
+  const deny = action("Deny", "deny this copy", () => notice.remove());
+  notice.append(allow, deny);
+  $("side").insertBefore(notice, $("terminals"));
+}
 term.loadAddon(new ClipboardAddon.ClipboardAddon(undefined, {
   readText: async () => "",
-  writeText: async (selection, text) => { if (selection === "c" || selection === "") copy(text); },
+  writeText: async (selection, text) => { if (selection === "c" || selection === "") programCopy(text); },
 }));
 view.addons.push("clipboard");
 

@@ -106,10 +106,31 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
             )
             .await;
 
+        // OSC 52 asks first (clipboardWrite=ask, the default): nothing is
+        // copied until Allow is clicked.
         browser.type_line(r"printf '\033]52;c;aGk=\007'").await;
+        browser
+            .until(
+                "the copy notice",
+                "tmuxEngine.lastOffer === 'hi' && !!document.getElementById('clipboard-ask')",
+            )
+            .await;
+        assert_eq!(browser.eval("tmuxEngine.lastCopy").await, serde_json::Value::Null);
+        browser
+            .eval("document.querySelector('#clipboard-ask button[aria-label=\"allow this copy\"]').click()")
+            .await;
         browser
             .until("the clipboard write", "tmuxEngine.lastCopy === 'hi'")
             .await;
+        // Denied by the option: offered, never copied.
+        browser
+            .eval("document.getElementById('opt-clipboardWrite').value = 'deny'; document.getElementById('opt-clipboardWrite').onchange()")
+            .await;
+        browser.type_line(r"printf '\033]52;c;bm8=\007'").await;
+        browser
+            .until("the denied offer", "tmuxEngine.lastOffer === 'no'")
+            .await;
+        assert_eq!(browser.eval("[tmuxEngine.lastCopy, !!document.getElementById('clipboard-ask')]").await, serde_json::json!(["hi", false]));
 
         // U+1F600 is wide in Unicode 11 (one cell in Unicode 6).
         browser.type_line(r"printf '\360\237\230\200X\n'").await;
