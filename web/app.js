@@ -686,9 +686,16 @@ signIn().then((who) => {
   if (!who) return;
   view.signedIn = true;
   view.owner = who.owner;
+  // A share link's holder: that one terminal, nothing to spawn or kill.
+  view.shared = who.terminal || null;
+  if (view.shared) document.body.classList.add("shared");
   readOnlyAccess = who.read_only;
   view.readOnly = readOnlyAccess;
   if (readOnlyAccess) document.body.classList.add("read-only");
-  refresh().then(openWanted);
+  refresh().then((terminals) => {
+    const shared = view.shared && terminals && terminals.find((t) => t.id === view.shared);
+    if (shared && view.id === null) openTerminal(shared.id, label(shared));
+    else openWanted();
+  });
   setInterval(refresh, 5000);
 });

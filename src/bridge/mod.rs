@@ -8,6 +8,7 @@
 //! | `guard.rs`  | the front door: allowed hosts, origins, body types     |
 //! | `auth.rs`   | tokens, the Bearer carriers, constant-time compare     |
 //! | `signin.rs` | one-time sign-in codes, sessions, links               |
+//! | `scope.rs`  | a share link's holder: one terminal only              |
 //! | `api.rs`    | the JSON routes and the error-to-status mapping        |
 //! | `openapi.rs`| the one route table: the router and its OpenAPI 3.1    |
 //! | `ws.rs`     | the WebSocket: refusals as close codes, the pump       |
@@ -26,6 +27,7 @@ mod guard;
 mod listen;
 mod openapi;
 mod page;
+mod scope;
 mod signin;
 mod ws;
 
@@ -194,13 +196,18 @@ pub(crate) struct AppState {
 }
 
 impl AppState {
-    /// The principal a credential acts as: a token, else a session;
-    /// under `--no-auth` everyone is the open principal.
-    pub(crate) fn principal(&self, presented: Option<&str>) -> Option<Principal> {
+    /// The principal a credential acts as: a token, else a session (with
+    /// its one terminal for a share link's holder); under `--no-auth`
+    /// everyone is the open principal.
+    pub(crate) fn principal(
+        &self,
+        presented: Option<&str>,
+    ) -> Option<(Principal, Option<scope::Scope>)> {
         if let Some(principal) = self.auth.token_principal(presented) {
-            return Some(principal);
+            return Some((principal, None));
         }
-        self.signins.session(presented?.as_bytes())
+        let (principal, terminal) = self.signins.session(presented?.as_bytes())?;
+        Some((principal, terminal.map(scope::Scope)))
     }
 }
 
@@ -345,9 +352,22 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         .into_response();
     }
     match state.principal(auth::bearer(request.headers()).as_deref()) {
-        Some(principal) => {
+        Some((principal, None)) => {
             request.extensions_mut().insert(principal);
             next.run(request).await
+        }
+        // A share link's holder: that terminal's routes only.
+        Some((principal, Some(scope))) => {
+            let path = request.uri().path().to_owned();
+            let judged = scope::judge(&state, &principal, &scope, request.method(), &path).await;
+            let filter = match judged {
+                Ok(filter) => filter,
+                Err(refusal) => return refusal.into_response(),
+            };
+            request.extensions_mut().insert(principal);
+            request.extensions_mut().insert(scope.clone());
+            let response = next.run(request).await;
+            scope::filter(filter, &scope, response).await
         }
         None => ApiError::unauthorized().into_response(),
     }

@@ -44,6 +44,10 @@ pub const MAX_SESSIONS: usize = 1024;
 /// One minted link.
 struct Link {
     id: String,
+    /// A share link: the one terminal (its id) its holder may use.
+    terminal: Option<String>,
+    /// A share link's sessions end then too.
+    ends: Option<Instant>,
     /// `None` once exchanged: a code works once.
     code: Option<Vec<u8>>,
     principal: Principal,
@@ -57,6 +61,10 @@ struct Link {
 struct Session {
     secret: Vec<u8>,
     principal: Principal,
+    /// Its one terminal, for a share link's holder.
+    terminal: Option<String>,
+    /// When a share link's session ends.
+    ends: Option<Instant>,
     /// The link it came from: revoking that link ends it.
     link: String,
 }
@@ -86,6 +94,9 @@ pub(crate) struct Minted {
     pub expires_at: u64,
     /// Whoever signs in with it may only look.
     pub read_only: bool,
+    /// A share link's terminal (its id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
 }
 
 /// What `GET /api/links` shows of one link (never its code).
@@ -103,6 +114,9 @@ pub(crate) struct LinkInfo {
     pub expires_at: u64,
     /// Sessions signed in through it.
     pub sessions: usize,
+    /// A share link's terminal (its id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
 }
 
 fn unix_now() -> u64 {
@@ -138,6 +152,18 @@ impl SignIns {
     /// [`MAX_CODE_LIFETIME`], or with [`MAX_LINKS`] live links already;
     /// `IO` without randomness.
     pub(crate) fn mint(&self, principal: Principal, lifetime: Duration) -> crate::Result<Minted> {
+        self.mint_for(principal, None, lifetime)
+    }
+
+    /// As [`mint`](Self::mint), for one terminal (its id) when given: a
+    /// share link, whose sessions see only that terminal and end when
+    /// the link expires.
+    pub(crate) fn mint_for(
+        &self,
+        principal: Principal,
+        terminal: Option<String>,
+        lifetime: Duration,
+    ) -> crate::Result<Minted> {
         if lifetime.is_zero() || lifetime > MAX_CODE_LIFETIME {
             return Err(Error::InvalidInput(format!(
                 "a link's lifetime must be from 1 s to {} days",
@@ -157,8 +183,11 @@ impl SignIns {
         let created_at = unix_now();
         let expires_at = created_at + lifetime.as_secs();
         let read_only = principal.read_only;
+        let ends = terminal.as_ref().map(|_| now + lifetime);
         inner.links.push(Link {
             id: id.clone(),
+            terminal: terminal.clone(),
+            ends,
             code: Some(code.as_bytes().to_vec()),
             principal,
             expires: now + lifetime,
@@ -171,13 +200,14 @@ impl SignIns {
             code,
             expires_at,
             read_only,
+            terminal,
         })
     }
 
     /// Exchanges a code for a new session: its secret and principal.
     /// `None` for a code that is unknown, used or expired (all three look
     /// the same to the caller).
-    pub(crate) fn redeem(&self, code: &str) -> Option<(String, Principal)> {
+    pub(crate) fn redeem(&self, code: &str) -> Option<(String, Principal, Option<String>)> {
         let secret = generate_token().ok()?;
         let now = Instant::now();
         let mut inner = self.lock();
@@ -189,22 +219,30 @@ impl SignIns {
         }
         link.code = None;
         let (principal, id) = (link.principal.clone(), link.id.clone());
+        let (terminal, ends) = (link.terminal.clone(), link.ends);
         if inner.sessions.len() >= MAX_SESSIONS {
             inner.sessions.remove(0);
         }
         inner.sessions.push(Session {
             secret: secret.as_bytes().to_vec(),
             principal: principal.clone(),
+            terminal: terminal.clone(),
+            ends,
             link: id,
         });
-        Some((secret, principal))
+        Some((secret, principal, terminal))
     }
 
-    /// The principal of a session secret.
-    pub(crate) fn session(&self, presented: &[u8]) -> Option<Principal> {
+    /// The principal of a session secret, and its one terminal for a
+    /// share link's holder (an ended share session is none).
+    pub(crate) fn session(&self, presented: &[u8]) -> Option<(Principal, Option<String>)> {
         let inner = self.lock();
         let index = find(&inner.sessions, |s| Some(s.secret.as_slice()), presented)?;
-        Some(inner.sessions[index].principal.clone())
+        let session = &inner.sessions[index];
+        if session.ends.is_some_and(|ends| ends <= Instant::now()) {
+            return None;
+        }
+        Some((session.principal.clone(), session.terminal.clone()))
     }
 
     /// Ends the session `presented` (sign out); whether there was one.
@@ -229,6 +267,7 @@ impl SignIns {
                 created_at: link.created_at,
                 expires_at: link.expires_at,
                 sessions: inner.sessions.iter().filter(|s| s.link == link.id).count(),
+                terminal: link.terminal.clone(),
             })
             .collect()
     }
@@ -253,6 +292,8 @@ impl Inner {
     /// Forgets links whose code expired unused, and used links no session
     /// came from any more: neither can sign anyone in.
     fn prune(&mut self, now: Instant) {
+        self.sessions
+            .retain(|session| session.ends.is_none_or(|ends| ends > now));
         let sessions = &self.sessions;
         self.links.retain(|link| match link.code {
             Some(_) => link.expires > now,
@@ -280,6 +321,9 @@ pub(crate) struct SessionAnswer {
     pub owner: String,
     /// It may only look.
     pub read_only: bool,
+    /// A share link's holder: the one terminal (its id) it may use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
 }
 
 /// `POST /api/links`'s body.
@@ -290,9 +334,14 @@ pub(crate) struct LinkRequest {
     /// always are).
     #[serde(default)]
     pub read_only: bool,
-    /// Seconds the code works (default 600).
+    /// Seconds the code works (default 600); for a share link also how
+    /// long its holder's session lasts.
     #[serde(default)]
     pub expires: Option<u64>,
+    /// A share link for this one terminal (id or name): its holder sees
+    /// and touches only it.
+    #[serde(default)]
+    pub terminal: Option<String>,
 }
 
 fn json_body<T: serde::de::DeserializeOwned>(
@@ -323,21 +372,26 @@ pub(super) async fn sign_in(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let SessionRequest { code } = json_body(body)?;
-    let (session, principal) = state.signins.redeem(&code).ok_or_else(refused)?;
+    let (session, principal, terminal) = state.signins.redeem(&code).ok_or_else(refused)?;
     Ok(Json(SessionAnswer {
         session: Some(session),
         owner: principal.owner.as_str().to_owned(),
         read_only: principal.read_only,
+        terminal,
     })
     .into_response())
 }
 
 /// `GET /api/session`: who the caller is.
-pub(super) async fn whoami(Extension(who): Extension<Principal>) -> Response {
+pub(super) async fn whoami(
+    Extension(who): Extension<Principal>,
+    scope: Option<Extension<super::scope::Scope>>,
+) -> Response {
     Json(SessionAnswer {
         session: None,
         owner: who.owner.as_str().to_owned(),
         read_only: who.read_only,
+        terminal: scope.map(|Extension(scope)| scope.0),
     })
     .into_response()
 }
@@ -361,11 +415,24 @@ pub(super) async fn mint(
     let lifetime = request
         .expires
         .map_or(DEFAULT_CODE_LIFETIME, Duration::from_secs);
+    let terminal = match &request.terminal {
+        Some(target) => Some(
+            state
+                .registry
+                .owner(&who.owner)
+                .show(target)
+                .await?
+                .id
+                .as_str()
+                .to_owned(),
+        ),
+        None => None,
+    };
     let principal = Principal {
         owner: who.owner,
         read_only: who.read_only || request.read_only,
     };
-    let minted = state.signins.mint(principal, lifetime)?;
+    let minted = state.signins.mint_for(principal, terminal, lifetime)?;
     Ok((StatusCode::CREATED, Json(minted)).into_response())
 }
 
@@ -415,10 +482,13 @@ mod tests {
         let minted = signins.mint(alice(true), DEFAULT_CODE_LIFETIME).unwrap();
         assert_eq!(minted.path, format!("/#code={}", minted.code));
         assert!(signins.redeem("nope").is_none());
-        let (secret, principal) = signins.redeem(&minted.code).unwrap();
+        let (secret, principal, _) = signins.redeem(&minted.code).unwrap();
         assert_eq!(principal, alice(true));
         assert!(signins.redeem(&minted.code).is_none(), "used twice");
-        assert_eq!(signins.session(secret.as_bytes()), Some(alice(true)));
+        assert_eq!(
+            signins.session(secret.as_bytes()),
+            Some((alice(true), None))
+        );
         assert_eq!(signins.session(minted.code.as_bytes()), None);
         let listed = signins.list(&alice(false).owner);
         assert_eq!(
@@ -448,7 +518,7 @@ mod tests {
             .mint(alice(false), DEFAULT_CODE_LIFETIME)
             .unwrap()
             .code;
-        let (secret, _) = signins.redeem(&code).unwrap();
+        let (secret, ..) = signins.redeem(&code).unwrap();
         assert!(signins.end_session(secret.as_bytes()));
         assert!(!signins.end_session(secret.as_bytes()));
         assert_eq!(signins.session(secret.as_bytes()), None);

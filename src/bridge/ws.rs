@@ -81,7 +81,16 @@ pub async fn attach(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let query = query.unwrap_or_default();
-    let principal = state.principal(auth::ws_bearer(&headers).as_deref());
+    let principal = match state.principal(auth::ws_bearer(&headers).as_deref()) {
+        // A share link's holder attaches only its terminal; another one is
+        // refused like a missing one, after the upgrade (4404).
+        Some((principal, Some(scope))) => {
+            let mine = super::scope::is_scope(&state, &principal, &scope, &target).await;
+            Some((principal, mine))
+        }
+        Some((principal, None)) => Some((principal, true)),
+        None => None,
+    };
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         // A plain GET: no socket to close, so answer like any route.
@@ -97,7 +106,12 @@ pub async fn attach(
             code: close::FORBIDDEN_ORIGIN,
             reason: "origin not allowed".to_owned(),
         })
-    } else if let Some(principal) = principal {
+    } else if let Some((_, false)) = principal {
+        Err(Refusal {
+            code: close::GONE,
+            reason: "no such terminal".to_owned(),
+        })
+    } else if let Some((principal, true)) = principal {
         frames::attach_query(&query)
             .map(|parsed| (principal, parsed))
             .map_err(|e| Refusal {

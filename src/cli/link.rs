@@ -33,8 +33,8 @@ pub(crate) struct LinkArgs {
     /// How long the link's code works: 90s, 10m, 2h, 1d [default: 10m].
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     expires: Option<u64>,
-    /// A link for this one terminal only (share links are not built yet:
-    /// refused).
+    /// A share link for this one terminal (id or name): its holder sees
+    /// and touches only it, and its session ends when the link expires.
     #[arg(long, value_name = "T")]
     terminal: Option<String>,
     /// List the owner's links instead.
@@ -215,19 +215,13 @@ async fn request(
 ///
 /// # Errors
 /// `INVALID_INPUT` without a serve to ask or a token; `UNSUPPORTED` for
-/// `--terminal` and `https`; the serve's refusal (its code and message);
+/// `https`; the serve's refusal (its code and message);
 /// `IO` when it cannot be reached.
 pub(crate) async fn run(
     global: &Global,
     args: LinkArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    if args.terminal.is_some() {
-        return Err(Error::Unsupported(
-            "share links for one terminal (--terminal) are not built yet".to_owned(),
-        )
-        .into());
-    }
     let found: Value = std::fs::read_to_string(state_dir(global)?.join(FOUND))
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
@@ -260,6 +254,9 @@ pub(crate) async fn run(
             let mut body = json!({"read_only": args.read_only});
             if let Some(expires) = args.expires {
                 body["expires"] = Value::from(expires);
+            }
+            if let Some(terminal) = &args.terminal {
+                body["terminal"] = Value::from(terminal.clone());
             }
             ("POST", "/api/links".to_owned(), Some(body))
         }
@@ -333,6 +330,7 @@ fn leak_code(code: &str) -> &'static str {
         "UNAUTHORIZED" => "UNAUTHORIZED",
         "READ_ONLY" => "READ_ONLY",
         "INVALID_INPUT" => "INVALID_INPUT",
+        "NO_TERMINAL" => "NO_TERMINAL",
         "FORBIDDEN_ORIGIN" => "FORBIDDEN_ORIGIN",
         _ => "IO",
     }

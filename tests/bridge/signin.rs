@@ -299,3 +299,154 @@ async fn link_mints_lists_and_revokes_through_the_api() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_share_link_sees_and_touches_only_its_terminal_until_revoked() {
+    within(async {
+        let served = Served::start(&[]).await;
+        let shared = served.spawn(r#"{"name":"shared","command":["sh"]}"#).await;
+        let other = served.spawn(r#"{"name":"other","command":["sh"]}"#).await;
+        let shared_id = shared["id"].as_str().unwrap().to_owned();
+        let other_id = other["id"].as_str().unwrap().to_owned();
+        let minted = served
+            .cli
+            .run(&["link", "--terminal", "shared", "--expires", "1h", "--json"]);
+        assert!(
+            minted.status.success(),
+            "{}",
+            String::from_utf8_lossy(&minted.stderr)
+        );
+        let minted: Value = serde_json::from_slice(&minted.stdout).unwrap();
+        assert_eq!(minted["terminal"], shared_id.as_str(), "{minted}");
+        let http = reqwest::Client::new();
+        let session: Value = http
+            .post(format!("{}/api/sign-in", served.base))
+            .header("content-type", "application/json")
+            .body(json!({"code": minted["code"]}).to_string())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let holder = Holder {
+            base: served.base.clone(),
+            token: session["session"].as_str().unwrap().to_owned(),
+        };
+        let (status, list) = holder.get("/api/terminals").await;
+        let ids: Vec<&str> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap())
+            .collect();
+        assert_eq!((status, ids), (200, vec![shared_id.as_str()]));
+        let (_, viewers) = holder.get("/api/viewers").await;
+        assert!(viewers.get(&other_id).is_none(), "{viewers}");
+        assert_eq!(holder.get("/api/terminals/shared/screen").await.0, 200);
+        assert_eq!(
+            holder.get(&format!("/api/terminals/{shared_id}")).await.0,
+            200
+        );
+        let (status, _) = holder
+            .post(
+                "/api/terminals/shared/send",
+                r#"{"text":"echo hi","submit":true,"wait":"none"}"#,
+            )
+            .await;
+        assert_eq!(status, 200);
+        for path in [
+            "/api/terminals/other",
+            "/api/terminals/other/screen",
+            &format!("/api/terminals/{other_id}/scrollback"),
+        ] {
+            let (status, answer) = holder.get(path).await;
+            assert_eq!(
+                (status, answer["error"]["code"].as_str()),
+                (404, Some("NO_TERMINAL")),
+                "{path}"
+            );
+        }
+        for (status, answer) in [
+            holder.post("/api/terminals", r#"{"command":["sh"]}"#).await,
+            holder.post("/api/links", "{}").await,
+            holder.get("/api/links").await,
+            holder.get("/api/search?regex=x").await,
+            holder.delete("/api/terminals/shared").await,
+        ] {
+            assert_eq!(
+                (status, answer["error"]["code"].as_str()),
+                (403, Some("FORBIDDEN_SCOPE")),
+                "{answer}"
+            );
+        }
+        let mut ws = holder.ws("other").await;
+        assert_eq!(ws.close_code().await, 4404);
+        let mut ws = holder.ws("shared").await;
+        assert_eq!(ws.text().await["type"], "hello");
+        ws.close().await;
+        // Revoked: the holder is out.
+        let revoked = served
+            .cli
+            .run(&["link", "--revoke", minted["id"].as_str().unwrap()]);
+        assert!(revoked.status.success());
+        assert_eq!(holder.get("/api/terminals/shared/screen").await.0, 401);
+        for name in ["shared", "other"] {
+            served
+                .call(served.request(reqwest::Method::DELETE, &format!("/api/terminals/{name}")))
+                .await;
+        }
+    })
+    .await;
+}
+
+/// A client acting with a session (a share link's holder).
+struct Holder {
+    base: String,
+    token: String,
+}
+
+impl Holder {
+    async fn send(&self, request: reqwest::RequestBuilder) -> (u16, Value) {
+        let response = request.bearer_auth(&self.token).send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Client::new().get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    async fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Client::new().delete(format!("{}{path}", self.base)))
+            .await
+    }
+
+    async fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        self.send(
+            reqwest::Client::new()
+                .post(format!("{}{path}", self.base))
+                .header("content-type", "application/json")
+                .body(body.to_owned()),
+        )
+        .await
+    }
+
+    async fn ws(&self, target: &str) -> super::Ws {
+        let host = self.base.trim_start_matches("http://");
+        let url = format!("ws://{host}/api/terminals/{target}/attach");
+        let (socket, _) = tokio::time::timeout(
+            WAIT,
+            tokio_tungstenite::connect_async(super::ws_request(&url, &self.token)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        super::Ws { socket }
+    }
+}
