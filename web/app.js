@@ -559,6 +559,28 @@ function send(bytes) {
   if (socket && socket.readyState === WebSocket.OPEN && !view.readOnly) socket.send(bytes);
 }
 
+// "Share…": a one-hour link to the open terminal only (a share link,
+// src/bridge/scope.rs), copied to the clipboard and shown.
+$("share").onclick = () => {
+  const choices = $("share-choices");
+  choices.hidden = !choices.hidden;
+  $("share").setAttribute("aria-expanded", String(!choices.hidden));
+};
+async function share(readOnly) {
+  try {
+    const minted = await api("POST", "/api/links", { terminal: view.id, read_only: readOnly, expires: 3600 });
+    const link = new URL(minted.path.replace(/^\//, ""), base).href;
+    view.lastShare = link;
+    copy(link);
+    $("share-choices").hidden = true;
+    setStatus(`${readOnly ? "read-only" : "read-write"} link copied (1 hour, once)`);
+  } catch (error) {
+    failed(error);
+  }
+}
+$("share-ro").onclick = () => share(true);
+$("share-rw").onclick = () => share(false);
+
 // The sign-in panel: why, and how to get in (a new link, or its code).
 function signInPanel(why) {
   document.body.classList.add("signed-out");

@@ -450,3 +450,52 @@ impl Holder {
         super::Ws { socket }
     }
 }
+
+#[tokio::test]
+async fn the_page_shares_one_terminal_and_the_holder_sees_only_it() {
+    let Some(binary) = chromium_or_skip() else {
+        return;
+    };
+    within(async {
+        let served = Served::start(&[]).await;
+        served.spawn(r#"{"name":"shared","shell":"echo shared-$((2*21)); exec cat"}"#).await;
+        served.spawn(r#"{"name":"private","command":["sh"]}"#).await;
+        let url = format!("{}/#code={}&t=shared", served.base, served.code);
+        let mut owner = Browser::open(&binary, &url).await;
+        owner
+            .until("shared opened", "typeof tmuxEngine === 'object' && tmuxEngine.name === 'shared'")
+            .await;
+        owner
+            .eval("document.getElementById('share').click(); document.getElementById('share-ro').click()")
+            .await;
+        owner
+            .until("the share link", "(tmuxEngine.lastShare || '').includes('#code=')")
+            .await;
+        let link = owner.eval("tmuxEngine.lastShare").await;
+        let link = link.as_str().unwrap().to_owned();
+        assert_eq!(owner.eval("tmuxEngine.lastCopy").await, link.as_str());
+        let mut holder = Browser::open(&binary, &link).await;
+        holder
+            .until(
+                "the holder's terminal",
+                "typeof tmuxEngine === 'object' && tmuxEngine.name === 'shared' && tmuxEngine.readOnly",
+            )
+            .await;
+        holder.line("shared-42").await;
+        assert_eq!(
+            holder
+                .eval("[[...document.querySelectorAll('#terminals li')].map(li => li.dataset.name), getComputedStyle(document.getElementById('new')).display, getComputedStyle(document.getElementById('share-menu')).display]")
+                .await,
+            json!([["shared"], "none", "none"])
+        );
+        holder.screenshot("shared.png").await;
+        holder.close().await;
+        owner.close().await;
+        for name in ["shared", "private"] {
+            served
+                .call(served.request(reqwest::Method::DELETE, &format!("/api/terminals/{name}")))
+                .await;
+        }
+    })
+    .await;
+}
