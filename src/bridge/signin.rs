@@ -6,9 +6,9 @@
 //! process only; a restart signs every browser out.
 //!
 //! Every lookup compares against every entry in constant time (as
-//! `auth.rs` does for tokens), and both lists are bounded: at most
-//! [`MAX_LINKS`] live links (minting more is refused) and
-//! [`MAX_SESSIONS`] sessions (the oldest is signed out). No routing here
+//! `auth.rs` does for tokens), and both lists are bounded per owner: at
+//! most [`MAX_LINKS`] live links (minting more is refused) and
+//! [`MAX_SESSIONS`] sessions (that owner's oldest is signed out). No routing here
 //! beyond the four handlers of `/api/sign-in`, `/api/session` and `/api/links`.
 
 use std::sync::Mutex;
@@ -34,12 +34,14 @@ pub const DEFAULT_CODE_LIFETIME: Duration = Duration::from_secs(600);
 /// The longest a code may be asked to live.
 pub const MAX_CODE_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// Links (used or not) kept at once; minting beyond them is refused until
-/// some expire or are revoked.
+/// Links (used or not) one owner keeps at once; minting beyond them is
+/// refused until some expire or are revoked. Per owner, so that one owner
+/// cannot keep another from minting.
 pub const MAX_LINKS: usize = 256;
 
-/// Sessions kept at once; a new one beyond them signs the oldest out.
-pub const MAX_SESSIONS: usize = 1024;
+/// Sessions one owner keeps at once; a new one beyond them signs that
+/// owner's oldest out (never another owner's).
+pub const MAX_SESSIONS: usize = 256;
 
 /// One minted link.
 struct Link {
@@ -175,7 +177,12 @@ impl SignIns {
         let now = Instant::now();
         let mut inner = self.lock();
         inner.prune(now);
-        if inner.links.len() >= MAX_LINKS {
+        let owners = inner
+            .links
+            .iter()
+            .filter(|link| link.principal.owner == principal.owner)
+            .count();
+        if owners >= MAX_LINKS {
             return Err(Error::InvalidInput(format!(
                 "{MAX_LINKS} links are live already: revoke some or wait for them to expire"
             )));
@@ -220,8 +227,11 @@ impl SignIns {
         link.code = None;
         let (principal, id) = (link.principal.clone(), link.id.clone());
         let (terminal, ends) = (link.terminal.clone(), link.ends);
-        if inner.sessions.len() >= MAX_SESSIONS {
-            inner.sessions.remove(0);
+        let mine: Vec<usize> = (0..inner.sessions.len())
+            .filter(|&i| inner.sessions[i].principal.owner == principal.owner)
+            .collect();
+        if mine.len() >= MAX_SESSIONS {
+            inner.sessions.remove(mine[0]);
         }
         inner.sessions.push(Session {
             secret: secret.as_bytes().to_vec(),
