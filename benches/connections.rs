@@ -59,6 +59,7 @@ impl Serve {
             .env("XDG_RUNTIME_DIR", dir.path().join("rt"))
             .env("TMUX_ENGINE_SHELL", "/bin/sh")
             .env("TMUX_ENGINE_OWNER", "bench")
+            .env("TMUX_ENGINE_TOKEN", TOKEN)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .kill_on_drop(true);
@@ -69,15 +70,18 @@ impl Serve {
             .await
             .expect("the URL");
         let rest = line.trim().split_once("://").expect("a URL").1;
-        let (addr, token) = rest.split_once("/?token=").expect("a token");
+        let (addr, _code) = rest.split_once("/#code=").expect("a sign-in code");
         Serve {
             child,
             _dir: dir,
             addr: addr.to_owned(),
-            token: token.to_owned(),
+            token: TOKEN.to_owned(),
         }
     }
 }
+
+/// The token the bench's serve runs with (serve prints a code, not it).
+const TOKEN: &str = "benchbenchbenchbenchbenchbench00";
 
 impl Drop for Serve {
     fn drop(&mut self) {

@@ -123,6 +123,11 @@ pub enum Error {
     #[error("duplicate name: {0}")]
     DuplicateName(String),
 
+    /// The owner has as many terminals as it may have
+    /// (`serve --max-terminals-per-owner`).
+    #[error("too many terminals: {0}")]
+    TooManyTerminals(String),
+
     /// The terminal belongs to another owner.
     #[error("terminal {0} belongs to another owner")]
     ForeignTerminal(String),
@@ -268,6 +273,7 @@ impl Error {
             Error::Io { .. } => ErrorCode::Io,
             Error::Cancelled(_) => ErrorCode::Cancelled,
             Error::DuplicateName(_) => ErrorCode::DuplicateName,
+            Error::TooManyTerminals(_) => ErrorCode::TooManyTerminals,
             Error::ForeignTerminal(_) => ErrorCode::ForeignTerminal,
             Error::NoTerminal(_) => ErrorCode::NoTerminal,
             Error::OwnerNotLive(_) => ErrorCode::OwnerNotLive,
@@ -346,6 +352,8 @@ pub enum ErrorCode {
     Cancelled,
     /// The owner already has a terminal of that name.
     DuplicateName,
+    /// The owner is at its terminal quota.
+    TooManyTerminals,
     /// The terminal belongs to another owner.
     ForeignTerminal,
     /// No terminal has that id or name.
@@ -398,6 +406,7 @@ impl ErrorCode {
             ErrorCode::Io => "IO",
             ErrorCode::Cancelled => "CANCELLED",
             ErrorCode::DuplicateName => "DUPLICATE_NAME",
+            ErrorCode::TooManyTerminals => "TOO_MANY_TERMINALS",
             ErrorCode::ForeignTerminal => "FOREIGN_TERMINAL",
             ErrorCode::NoTerminal => "NO_TERMINAL",
             ErrorCode::OwnerNotLive => "OWNER_NOT_LIVE",
@@ -490,6 +499,7 @@ mod tests {
             ErrorCode::Io,
             ErrorCode::Cancelled,
             ErrorCode::DuplicateName,
+            ErrorCode::TooManyTerminals,
             ErrorCode::ForeignTerminal,
             ErrorCode::NoTerminal,
             ErrorCode::OwnerNotLive,

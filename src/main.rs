@@ -53,6 +53,9 @@ enum Command {
     /// Serve the owner's terminals on the web: a JSON API, WebSocket viewers
     /// and a terminal page; prints the URL to open.
     Serve(cli::serve::ServeArgs),
+    /// Print a new one-time sign-in link from a running serve (a second
+    /// browser, a phone); --list and --revoke show and end links.
+    Link(cli::link::LinkArgs),
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -128,6 +131,10 @@ fn main() -> ExitCode {
         Command::Serve(args) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
             cli::serve::run(global, args, &mut stdout).await
+        }),
+        Command::Link(args) => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::link::run(global, args, &mut stdout).await
         }),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {

@@ -7,23 +7,29 @@
 
 const $ = (id) => document.getElementById(id);
 
-// The token came in the URL once; the server has set the cookie that carries
-// it from now on, so drop it from the address bar and history (keeping the
-// options and the `#t=` fragment). If the cookie already signs in another
-// owner, the server kept it and said so in a meta tag: the link's token stays
-// in memory only, for the switch offered below.
-const params = new URLSearchParams(location.search);
-const linkToken = params.get("token");
-if (linkToken !== null) {
-  params.delete("token");
-  const rest = params.toString();
-  history.replaceState(null, "", location.pathname + (rest ? `?${rest}` : "") + location.hash);
+// Sign-in (src/bridge/signin.rs): the link serve prints or `tmux-engine link`
+// mints carries a one-time code in its fragment (`#code=`, never sent to a
+// server or a proxy's log). The page drops it from the address bar at once and
+// exchanges it for a session, kept in this origin's localStorage (no other
+// port or site can read it, unlike a cookie, which every port of the host
+// gets) and sent as `Authorization: Bearer` and in the WebSocket's
+// `bearer.` subprotocol. A used or expired code, or no session at all,
+// shows the sign-in panel: never access.
+const SESSION = `tmux-engine.session:${new URL(".", location.href).pathname}`;
+function hashParams() { return new URLSearchParams(location.hash.slice(1)); }
+function takeCode() {
+  const params = hashParams();
+  const code = params.get("code");
+  if (code === null) return null;
+  params.delete("code");
+  const rest = params.toString().replace(/%2F/g, "/");
+  history.replaceState(null, "", location.pathname + location.search + (rest ? `#${rest}` : ""));
+  return code;
 }
-
-// A read-only token: the page offers nothing that writes (the API would
-// refuse it), and every entry says so.
-const readOnlyAccess = !!document.querySelector('meta[name="tmux-engine-access"][content="read-only"]');
-if (readOnlyAccess) document.body.classList.add("read-only");
+let session = localStorage.getItem(SESSION);
+// A read-only principal (the session says): the page offers nothing that
+// writes (the API would refuse it), and every entry says so.
+let readOnlyAccess = false;
 
 const options = pageOptions.current();
 const term = new Terminal({ allowProposedApi: true, convertEol: false, ...pageOptions.terminal(options) });
@@ -53,6 +59,7 @@ const view = {
   viewers: {}, // id -> viewers in this serve (GET /api/viewers)
   lastLink: null, // the last link activated
   lastCopy: null, // the last text put on the clipboard (OSC 52 or copy)
+  lastOffer: null, // the last text a program asked to copy (OSC 52)
   terminals: [], // the last list
   drop() { if (this.socket) this.socket.close(); },
 };
@@ -75,16 +82,36 @@ term.loadAddon(new WebLinksAddon.WebLinksAddon((event, uri) => {
 }));
 view.addons.push("web-links");
 
-// OSC 52: a program may put text on the clipboard; reading it back is
-// refused (a program, maybe another owner's, must not see what the user
-// copied elsewhere).
+// The user's own copy (a selection, keys.js).
 function copy(text) {
   view.lastCopy = text;
   if (navigator.clipboard) navigator.clipboard.writeText(text).catch(() => setStatus("copy blocked by the browser"));
 }
+
+// OSC 52: a program may put text on the clipboard only as the
+// `clipboardWrite` option says: `ask` (the default) shows a notice with the
+// text's start and Allow / Deny, `allow` writes at once, `deny` never
+// (a program once put `rm -rf ~ # INJECTED` there to be pasted later).
+// Reading the clipboard back is always refused (a program, maybe another
+// owner's, must not see what the user copied elsewhere).
+function programCopy(text) {
+  view.lastOffer = text;
+  if (options.clipboardWrite === "deny") return;
+  if (options.clipboardWrite === "allow") return copy(text);
+  $("clipboard-ask")?.remove();
+  const notice = document.createElement("p");
+  notice.id = "clipboard-ask";
+  notice.setAttribute("role", "alert");
+  const shown = text.length > 60 ? `${text.slice(0, 60)}…` : text;
+  notice.textContent = `The program wants to copy ${text.length} characters: “${shown}” `;
+  const allow = action("Allow", "allow this copy", () => { copy(text); notice.remove(); });
+  const deny = action("Deny", "deny this copy", () => notice.remove());
+  notice.append(allow, deny);
+  $("side").insertBefore(notice, $("terminals"));
+}
 term.loadAddon(new ClipboardAddon.ClipboardAddon(undefined, {
   readText: async () => "",
-  writeText: async (selection, text) => { if (selection === "c" || selection === "") copy(text); },
+  writeText: async (selection, text) => { if (selection === "c" || selection === "") programCopy(text); },
 }));
 view.addons.push("clipboard");
 
@@ -129,13 +156,16 @@ function failed(error) { showError(String(error.message || error)); }
 const base = new URL(".", location.href);
 const url = (path) => new URL(path.replace(/^\//, ""), base);
 
-async function api(method, path, body) {
+async function api(method, path, body, credential = session) {
+  const headers = body ? { "content-type": "application/json" } : {};
+  if (credential) headers.authorization = `Bearer ${credential}`;
   const response = await fetch(url(path), {
     method,
-    headers: body ? { "content-type": "application/json" } : {},
+    headers,
     body: body ? JSON.stringify(body) : undefined,
   });
   const value = await response.json();
+  if (response.status === 401 && credential === session && view.signedIn) signedOut();
   if (!response.ok) {
     const error = new Error(`${value.error.code}: ${value.error.message}`);
     error.code = value.error.code;
@@ -440,7 +470,7 @@ function connect() {
   const query = view.stream !== null ? `?since=${view.stream}:${view.offset}` : "";
   const address = url(`api/terminals/${encodeURIComponent(view.id)}/attach${query}`);
   address.protocol = location.protocol === "https:" ? "wss:" : "ws:";
-  const socket = new WebSocket(address);
+  const socket = new WebSocket(address, session ? ["tmux-engine", `bearer.${session}`] : ["tmux-engine"]);
   socket.binaryType = "arraybuffer";
   view.socket = socket;
   view.repaintNext = false;
@@ -503,7 +533,8 @@ function onClose(code) {
   }
   if (code === 4401 || code === 4403) {
     view.ended = true;
-    setStatus(code === 4401 ? "not authorized: open the URL with its token" : "origin not allowed");
+    setStatus(code === 4401 ? "signed out" : "origin not allowed");
+    if (code === 4401) signedOut();
     return;
   }
   setStatus(`disconnected (${code}); retrying`);
@@ -528,35 +559,133 @@ function send(bytes) {
   if (socket && socket.readyState === WebSocket.OPEN && !view.readOnly) socket.send(bytes);
 }
 
-// "Signed in as A; this link is for B": switching is a JSON POST from this
-// page, which no link, form or other site can send for the user.
-function offerSwitch() {
-  const meta = document.querySelector('meta[name="tmux-engine-switch"]');
-  if (!meta || linkToken === null) return;
+// "Share…": a one-hour link to the open terminal only (a share link,
+// src/bridge/scope.rs), copied to the clipboard and shown.
+$("share").onclick = () => {
+  const choices = $("share-choices");
+  choices.hidden = !choices.hidden;
+  $("share").setAttribute("aria-expanded", String(!choices.hidden));
+};
+async function share(readOnly) {
+  try {
+    const minted = await api("POST", "/api/links", { terminal: view.id, read_only: readOnly, expires: 3600 });
+    const link = new URL(minted.path.replace(/^\//, ""), base).href;
+    view.lastShare = link;
+    copy(link);
+    $("share-choices").hidden = true;
+    setStatus(`${readOnly ? "read-only" : "read-write"} link copied (1 hour, once)`);
+  } catch (error) {
+    failed(error);
+  }
+}
+$("share-ro").onclick = () => share(true);
+$("share-rw").onclick = () => share(false);
+
+// The sign-in panel: why, and how to get in (a new link, or its code).
+function signInPanel(why) {
+  document.body.classList.add("signed-out");
+  $("signin-why").textContent = why;
+  $("signin").hidden = false;
+}
+
+// The session stopped working (serve restarted, the link was revoked).
+function signedOut() {
+  if (document.body.classList.contains("signed-out")) return;
+  localStorage.removeItem(SESSION);
+  session = null;
+  view.ended = true;
+  if (view.socket) { view.socket.onclose = null; view.socket.close(); }
+  signInPanel("Your session ended (serve restarted, or the link was revoked).");
+}
+
+// "Signed in as A; this link is for B": a link someone sent must not
+// silently sign the user in as them (and see what they type), so the new
+// session waits for a click; declined, it is signed out at once.
+function offerSwitch(current, next) {
   const notice = document.createElement("p");
   notice.id = "switch";
   notice.setAttribute("role", "alert");
-  notice.textContent = `Signed in as ${meta.content}; this link is for ${meta.dataset.link}. `;
+  notice.textContent = `Signed in as ${current.owner}; this link is for ${next.owner}. `;
   const button = document.createElement("button");
   button.type = "button";
-  button.textContent = `Switch to ${meta.dataset.link}`;
-  button.onclick = async () => {
-    try {
-      await api("POST", "/", { token: linkToken });
-      location.reload();
-    } catch (error) {
-      failed(error);
-    }
+  button.textContent = `Switch to ${next.owner}`;
+  button.onclick = () => {
+    localStorage.setItem(SESSION, next.session);
+    location.reload();
   };
-  notice.append(button);
+  const keep = document.createElement("button");
+  keep.type = "button";
+  keep.className = "plain";
+  keep.textContent = `Stay ${current.owner}`;
+  keep.onclick = () => {
+    api("DELETE", "/api/session", undefined, next.session).catch(() => {});
+    notice.remove();
+  };
+  notice.append(button, keep);
   $("side").insertBefore(notice, $("terminals"));
 }
-offerSwitch();
+
+// Exchanges `code` (a link's, or one pasted in the panel); the new
+// session, or null when the code was used, expired or unknown.
+async function exchange(code) {
+  try {
+    return await api("POST", "/api/sign-in", { code }, null);
+  } catch (error) {
+    return null;
+  }
+}
+
+$("signin-form").onsubmit = async (event) => {
+  event.preventDefault();
+  const text = $("signin-code").value.trim();
+  const code = /[#&]code=([^&]+)/.exec(text)?.[1] || text;
+  const next = await exchange(code);
+  if (!next) {
+    $("signin-why").textContent = "That code was already used, has expired, or is not a code.";
+    return;
+  }
+  localStorage.setItem(SESSION, next.session);
+  location.reload();
+};
+
+// Who this page is: a fresh code's session (asking first if another
+// owner is signed in), else the kept session, else the sign-in panel.
+async function signIn() {
+  const code = takeCode();
+  const current = session ? await api("GET", "/api/session").catch(() => null) : null;
+  if (!current && !session) {
+    // `--no-auth`: the API answers without a credential.
+    const open = await api("GET", "/api/session", undefined, null).catch(() => null);
+    if (open && code === null) return open;
+  }
+  if (code !== null) {
+    const next = await exchange(code);
+    if (next && current && next.owner !== current.owner) {
+      offerSwitch(current, next);
+      return current;
+    }
+    if (next) {
+      session = next.session;
+      localStorage.setItem(SESSION, session);
+      return next;
+    }
+    if (!current) {
+      signInPanel("This sign-in link was already used or has expired. Each link works once.");
+      return null;
+    }
+  }
+  if (!current) {
+    signInPanel(session ? "Your session ended (serve restarted, or the link was revoked)." : "This page needs a sign-in link.");
+    if (session) localStorage.removeItem(SESSION);
+    session = null;
+    return null;
+  }
+  return current;
+}
 
 // `#t=NAME` (or an id): the terminal to open, if it is listed.
 function wanted() {
-  const match = /^#t=(.+)$/.exec(location.hash);
-  return match ? decodeURIComponent(match[1]) : null;
+  return hashParams().get("t");
 }
 
 async function openWanted() {
@@ -567,9 +696,28 @@ async function openWanted() {
   if (t) openTerminal(t.id, label(t));
   else if (terminals) showError(`no terminal ${target}`);
 }
-window.addEventListener("hashchange", openWanted);
+// A link opened in this page (`#code=`): sign in with it, or ask.
+window.addEventListener("hashchange", () => {
+  if (hashParams().has("code")) location.reload();
+  else if (view.signedIn) openWanted();
+});
 
 window.addEventListener("resize", () => fit.fit());
 fit.fit();
-refresh().then(openWanted);
-setInterval(refresh, 5000);
+signIn().then((who) => {
+  if (!who) return;
+  view.signedIn = true;
+  view.owner = who.owner;
+  // A share link's holder: that one terminal, nothing to spawn or kill.
+  view.shared = who.terminal || null;
+  if (view.shared) document.body.classList.add("shared");
+  readOnlyAccess = who.read_only;
+  view.readOnly = readOnlyAccess;
+  if (readOnlyAccess) document.body.classList.add("read-only");
+  refresh().then((terminals) => {
+    const shared = view.shared && terminals && terminals.find((t) => t.id === view.shared);
+    if (shared && view.id === null) openTerminal(shared.id, label(shared));
+    else openWanted();
+  });
+  setInterval(refresh, 5000);
+});

@@ -14,6 +14,9 @@ const pageOptions = (() => {
     cursorStyle: { words: ["block", "underline", "bar"], fallback: "block" },
     cursorBlink: { words: ["true", "false"], fallback: true },
     scrollback: { integer: [0, 100000], fallback: 5000 },
+    // OSC 52: a program putting text on the clipboard. `ask` shows a notice
+    // with Allow (a click: the browser's own gesture rule holds too).
+    clipboardWrite: { words: ["ask", "allow", "deny"], fallback: "ask" },
   };
 
   const THEMES = {

@@ -33,6 +33,7 @@ impl Serve {
             .env("TMUX_ENGINE_RUNTIME_DIR", dir.path().join("rt"))
             .env("TMUX_ENGINE_SHELL", "/bin/sh")
             .env("TMUX_ENGINE_OWNER", "bench")
+            .env("TMUX_ENGINE_TOKEN", BENCH_TOKEN)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .stdin(Stdio::null())
@@ -43,15 +44,15 @@ impl Serve {
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)
             .expect("the URL");
-        let (base, token) = line
+        let (base, _code) = line
             .trim()
-            .split_once("/?token=")
-            .expect("a URL with a token");
+            .split_once("/#code=")
+            .expect("a URL with a sign-in code");
         Serve {
             child,
             dir,
             base: base.to_owned(),
-            token: token.to_owned(),
+            token: BENCH_TOKEN.to_owned(),
             http: reqwest::Client::new(),
         }
     }
@@ -78,8 +79,15 @@ impl Serve {
     /// A control viewer of terminal `id`.
     pub async fn ws(&self, id: &str) -> Socket {
         let host = self.base.trim_start_matches("http://");
-        let url = format!("ws://{host}/api/terminals/{id}/attach?token={}", self.token);
-        tokio_tungstenite::connect_async(url)
+        let url = format!("ws://{host}/api/terminals/{id}/attach");
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+                .expect("a request");
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.token).parse().expect("a header"),
+        );
+        tokio_tungstenite::connect_async(request)
             .await
             .expect("websocket")
             .0
@@ -90,6 +98,10 @@ impl Serve {
         super::rss_kib(self.child.id())
     }
 }
+
+/// The token every bench serve runs with (`$TMUX_ENGINE_TOKEN`): serve
+/// prints a one-time sign-in code, never its token.
+pub const BENCH_TOKEN: &str = "benchbenchbenchbenchbenchbench00";
 
 impl Drop for Serve {
     fn drop(&mut self) {

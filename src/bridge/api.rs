@@ -42,9 +42,7 @@ impl ApiError {
         ApiError {
             status: StatusCode::UNAUTHORIZED,
             code: "UNAUTHORIZED",
-            message:
-                "a valid token is required (Authorization: Bearer, ?token= or the page's cookie)"
-                    .to_owned(),
+            message: "a valid token or session is required (Authorization: Bearer)".to_owned(),
         }
     }
 
@@ -94,6 +92,7 @@ impl From<Error> for ApiError {
             C::ReadOnly => StatusCode::FORBIDDEN,
             C::Timeout | C::Unresponsive => StatusCode::GATEWAY_TIMEOUT,
             C::RegistryDisposing => StatusCode::SERVICE_UNAVAILABLE,
+            C::TooManyTerminals => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = if code == C::NoTerminal {

@@ -1,19 +1,17 @@
 //! Who a request acts as: tokens (from `--token`, `--token-file` or drawn
-//! at random), the three places a client may carry one (`Authorization:
-//! Bearer`, `?token=`, the page's cookies), constant-time comparison, and
-//! the cookie itself. No routing, no registry calls, and no origin or host
-//! policy here (`guard.rs`).
+//! at random), the one place a client carries a credential
+//! (`Authorization: Bearer`, or on a WebSocket the `bearer.` subprotocol
+//! beside `tmux-engine`), and constant-time comparison. No cookie and no
+//! `?token=`: a cookie reaches every port of the host, a URL is kept in
+//! histories and logs. Sessions are `signin.rs`'s; no routing, no
+//! registry calls, and no origin or host policy here (`guard.rs`).
 
 use axum::http::HeaderMap;
-use axum::http::header::{AUTHORIZATION, COOKIE};
+use axum::http::header::{AUTHORIZATION, SEC_WEBSOCKET_PROTOCOL};
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 
-use super::frames::form_pairs;
 use crate::registry::OwnerId;
 use crate::{Error, Result};
-
-/// The cookie the page gets after a `?token=` load.
-pub(crate) const COOKIE_NAME: &str = "tmux_engine_token";
 
 /// A token shorter than this is refused: it could be guessed.
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -140,102 +138,46 @@ pub fn generate_token() -> Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Where a request's token came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Carrier {
-    /// `Authorization: Bearer`: only a program can have set it.
-    Bearer,
-    /// `?token=` in the URL.
-    Query,
-    /// The page's cookie, which a browser attaches by itself (hence the
-    /// `Origin` a write carried only by it must show).
-    Cookie,
-}
+/// The subprotocol the page asks for (and the bridge selects) on the
+/// WebSocket; the credential rides beside it as `bearer.SECRET`, since a
+/// browser cannot set `Authorization` on a WebSocket.
+pub(crate) const WS_PROTOCOL: &str = "tmux-engine";
+
+/// The prefix of the subprotocol that carries a credential.
+const WS_BEARER: &str = "bearer.";
 
 impl Auth {
-    /// The principal a request acts as, from its headers and query, or
-    /// `None` (answer 401 / close 4401).
-    pub(crate) fn authenticate(&self, headers: &HeaderMap, query: &str) -> Option<Principal> {
-        self.identify(headers, query)
-            .map(|(principal, _)| principal)
-    }
-
-    /// As [`authenticate`](Auth::authenticate), with the carrier the
-    /// token came in (`None` under [`Auth::Open`]).
-    pub(crate) fn identify(
-        &self,
-        headers: &HeaderMap,
-        query: &str,
-    ) -> Option<(Principal, Option<Carrier>)> {
+    /// The principal of a token (never a session: those are
+    /// `signin.rs`'s), or `None`. Under [`Auth::Open`] every request is
+    /// the open principal.
+    pub(crate) fn token_principal(&self, presented: Option<&str>) -> Option<Principal> {
         match self {
-            Auth::Open(principal) => Some((principal.clone(), None)),
-            Auth::Tokens(tokens) => {
-                let (carrier, presented) = presented_tokens(headers, query)?;
-                // Of several cookies a valid one wins: a junk cookie planted
-                // by a page on another port must not lock the user out.
-                presented
-                    .iter()
-                    .find_map(|token| tokens.find(token.as_bytes()))
-                    .map(|principal| (principal.clone(), Some(carrier)))
-            }
+            Auth::Open(principal) => Some(principal.clone()),
+            Auth::Tokens(tokens) => tokens.find(presented?.as_bytes()).cloned(),
         }
     }
+}
 
-    /// The principal of the request's valid cookie, if it has one (never
-    /// under [`Auth::Open`], which sets no cookies).
-    pub(crate) fn cookie_principal(&self, headers: &HeaderMap) -> Option<Principal> {
-        let Auth::Tokens(tokens) = self else {
-            return None;
-        };
-        cookie_tokens(headers)
+/// The credential of `Authorization: Bearer`, the only carrier of HTTP
+/// requests: never a query parameter (URLs are kept in histories and
+/// logs) nor a cookie (a browser sends cookies to every port of a host).
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    Some(value.strip_prefix("Bearer ")?.trim().to_owned())
+}
+
+/// The credential of a WebSocket upgrade: `Authorization: Bearer` (a
+/// script), else a `bearer.SECRET` entry of `Sec-WebSocket-Protocol` (the
+/// page).
+pub(crate) fn ws_bearer(headers: &HeaderMap) -> Option<String> {
+    bearer(headers).or_else(|| {
+        headers
+            .get_all(SEC_WEBSOCKET_PROTOCOL)
             .iter()
-            .find_map(|token| tokens.find(token.as_bytes()))
-            .cloned()
-    }
-}
-
-/// The tokens a request carries and where: the `Authorization: Bearer`
-/// header, else `?token=`, else every token cookie. The first carrier
-/// present decides; only cookies come several (a browser sends each
-/// `tmux_engine_token` whose path and domain match).
-pub(crate) fn presented_tokens(headers: &HeaderMap, query: &str) -> Option<(Carrier, Vec<String>)> {
-    if let Some(value) = headers.get(AUTHORIZATION) {
-        let value = value.to_str().ok()?;
-        let token = value.strip_prefix("Bearer ")?.trim().to_owned();
-        return Some((Carrier::Bearer, vec![token]));
-    }
-    if let Some(token) = query_token(query) {
-        return Some((Carrier::Query, vec![token]));
-    }
-    let cookies = cookie_tokens(headers);
-    (!cookies.is_empty()).then_some((Carrier::Cookie, cookies))
-}
-
-/// Every `tmux_engine_token` cookie's value, in the order sent.
-fn cookie_tokens(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .filter(|(name, _)| *name == COOKIE_NAME)
-        .map(|(_, value)| value.trim_matches('"').to_owned())
-        .collect()
-}
-
-/// The `token` parameter of a query string.
-pub(crate) fn query_token(query: &str) -> Option<String> {
-    form_pairs(query).find_map(|(key, value)| (key == "token").then_some(value))
-}
-
-/// The `Set-Cookie` value that keeps the page's token: not readable by
-/// scripts, never sent by another site's requests, scoped to `path` (the
-/// base path, or `/`), and `Secure` when the page is served over https.
-pub(crate) fn cookie(token: &str, path: &str, secure: bool) -> String {
-    let path = if path.is_empty() { "/" } else { path };
-    let secure = if secure { "; Secure" } else { "" };
-    format!("{COOKIE_NAME}={token}; Path={path}; HttpOnly; SameSite=Strict{secure}")
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .find_map(|protocol| protocol.trim().strip_prefix(WS_BEARER).map(str::to_owned))
+    })
 }
 
 #[cfg(test)]
@@ -282,73 +224,31 @@ mod tests {
     }
 
     #[test]
-    fn carriers() {
-        let first = |headers: &HeaderMap, query: &str| {
-            presented_tokens(headers, query).map(|(carrier, tokens)| (carrier, tokens[0].clone()))
-        };
+    fn only_bearer_carries_a_credential() {
         let mut headers = HeaderMap::new();
-        assert_eq!(presented_tokens(&headers, ""), None);
+        assert_eq!(bearer(&headers), None);
+        headers.insert("cookie", HeaderValue::from_static("tmux_engine_token=x"));
+        assert_eq!(bearer(&headers), None);
         headers.insert(
-            COOKIE,
-            HeaderValue::from_static("a=b; tmux_engine_token=fromcookie"),
+            SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("tmux-engine, bearer.fromprotocol"),
         );
-        assert_eq!(
-            first(&headers, ""),
-            Some((Carrier::Cookie, "fromcookie".to_owned()))
-        );
-        assert_eq!(
-            first(&headers, "x=1&token=q%2Bq"),
-            Some((Carrier::Query, "q+q".to_owned()))
-        );
+        assert_eq!(bearer(&headers), None, "the subprotocol is the WebSocket's");
+        assert_eq!(ws_bearer(&headers).as_deref(), Some("fromprotocol"));
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer fromheader"));
-        assert_eq!(
-            first(&headers, "token=q"),
-            Some((Carrier::Bearer, "fromheader".to_owned()))
-        );
+        assert_eq!(bearer(&headers).as_deref(), Some("fromheader"));
+        assert_eq!(ws_bearer(&headers).as_deref(), Some("fromheader"));
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Basic xyz"));
-        assert_eq!(presented_tokens(&headers, "token=q"), None);
-    }
-
-    #[test]
-    fn a_valid_cookie_wins_over_junk_ones() {
+        assert_eq!(bearer(&headers), None);
         let auth = Auth::Tokens(Tokens::single("aaaaaaaaaaaaaaaa", owner("alice")).unwrap());
-        for cookies in [
-            "tmux_engine_token=junk; tmux_engine_token=aaaaaaaaaaaaaaaa",
-            "tmux_engine_token=aaaaaaaaaaaaaaaa; tmux_engine_token=junk",
-            "tmux_engine_token=; x=y; tmux_engine_token=aaaaaaaaaaaaaaaa",
-        ] {
-            let mut headers = HeaderMap::new();
-            headers.insert(COOKIE, HeaderValue::from_static(cookies));
-            let (principal, carrier) = auth.identify(&headers, "").unwrap();
-            assert_eq!(
-                (principal.owner, carrier),
-                (owner("alice"), Some(Carrier::Cookie))
-            );
-            assert_eq!(
-                auth.cookie_principal(&headers).unwrap().owner,
-                owner("alice")
-            );
-        }
-        let mut junk = HeaderMap::new();
-        junk.append(COOKIE, HeaderValue::from_static("tmux_engine_token=junk"));
-        assert_eq!(auth.authenticate(&junk, ""), None);
-        junk.append(
-            COOKIE,
-            HeaderValue::from_static("tmux_engine_token=aaaaaaaaaaaaaaaa"),
-        );
-        assert!(auth.authenticate(&junk, "").is_some(), "two Cookie headers");
-    }
-
-    #[test]
-    fn cookies_follow_the_base_path_and_scheme() {
         assert_eq!(
-            cookie("t", "", false),
-            "tmux_engine_token=t; Path=/; HttpOnly; SameSite=Strict"
+            auth.token_principal(Some("aaaaaaaaaaaaaaaa"))
+                .unwrap()
+                .owner,
+            owner("alice")
         );
-        assert_eq!(
-            cookie("t", "/term", true),
-            "tmux_engine_token=t; Path=/term; HttpOnly; SameSite=Strict; Secure"
-        );
+        assert_eq!(auth.token_principal(Some("aaaaaaaaaaaaaaab")), None);
+        assert_eq!(auth.token_principal(None), None);
     }
 
     #[test]

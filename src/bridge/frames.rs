@@ -21,6 +21,9 @@ pub mod close {
     pub const PROTOCOL_ERROR: u16 = 1002;
     /// A text frame that is not UTF-8.
     pub const INVALID_DATA: u16 = 1007;
+    /// The client broke a policy: its write budget is spent (it sends
+    /// pings or input but does not read).
+    pub const POLICY: u16 = 1008;
     /// A frame larger than the bridge accepts.
     pub const TOO_BIG: u16 = 1009;
     /// The bridge failed for a reason of its own (retry may help).

@@ -6,7 +6,9 @@
 //! |-------------|--------------------------------------------------------|
 //! | `mod.rs`    | [`Bridge`], its config, the router, serving, shutdown  |
 //! | `guard.rs`  | the front door: allowed hosts, origins, body types     |
-//! | `auth.rs`   | tokens, carriers, constant-time compare, the cookie    |
+//! | `auth.rs`   | tokens, the Bearer carriers, constant-time compare     |
+//! | `signin.rs` | one-time sign-in codes, sessions, links               |
+//! | `scope.rs`  | a share link's holder: one terminal only              |
 //! | `api.rs`    | the JSON routes and the error-to-status mapping        |
 //! | `openapi.rs`| the one route table: the router and its OpenAPI 3.1    |
 //! | `ws.rs`     | the WebSocket: refusals as close codes, the pump       |
@@ -25,6 +27,8 @@ mod guard;
 mod listen;
 mod openapi;
 mod page;
+mod scope;
+mod signin;
 mod ws;
 
 use std::ffi::OsString;
@@ -35,7 +39,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
@@ -45,10 +48,11 @@ pub use self::api::ApiError;
 pub use self::auth::{Auth, MIN_TOKEN_LEN, Principal, Tokens, generate_token};
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::listen::{
-    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions, Tls, bind_unix,
-    validate_base_path,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions,
+    Tls, bind_unix, validate_base_path,
 };
 pub use self::page::PageOptions;
+pub use self::signin::{DEFAULT_CODE_LIFETIME, MAX_CODE_LIFETIME};
 pub use self::ws::MAX_CLIENT_MESSAGE;
 use crate::attach::{Attacher, AttacherConfig};
 use crate::registry::Registry;
@@ -187,6 +191,24 @@ pub(crate) struct AppState {
     shutdown: CancellationToken,
     /// The WebSocket sessions, awaited at shutdown.
     sessions: TaskTracker,
+    /// Sign-in codes and the sessions they became.
+    signins: Arc<signin::SignIns>,
+}
+
+impl AppState {
+    /// The principal a credential acts as: a token, else a session (with
+    /// its one terminal for a share link's holder); under `--no-auth`
+    /// everyone is the open principal.
+    pub(crate) fn principal(
+        &self,
+        presented: Option<&str>,
+    ) -> Option<(Principal, Option<scope::Scope>)> {
+        if let Some(principal) = self.auth.token_principal(presented) {
+            return Some((principal, None));
+        }
+        let (principal, terminal) = self.signins.session(presented?.as_bytes())?;
+        Some((principal, terminal.map(scope::Scope)))
+    }
 }
 
 /// The web bridge over one registry.
@@ -218,8 +240,19 @@ impl Bridge {
                 config: Arc::new(config),
                 shutdown: CancellationToken::new(),
                 sessions: TaskTracker::new(),
+                signins: Arc::new(signin::SignIns::default()),
             },
         }
+    }
+
+    /// A one-time sign-in code for `principal` (what `serve` prints):
+    /// the path to open under the base path, `/#code=CODE`.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a lifetime past [`MAX_CODE_LIFETIME`] or too
+    /// many live links; `IO` without randomness.
+    pub fn sign_in_path(&self, principal: Principal, lifetime: Duration) -> Result<String> {
+        Ok(self.state.signins.mint(principal, lifetime)?.path)
     }
 
     /// The routes: the page, the JSON API and unknown paths (all behind
@@ -229,15 +262,17 @@ impl Bridge {
     /// (`guard.rs`: allowed hosts, origins and body types), which comes
     /// first, with `--no-auth` too.
     pub fn router(&self) -> Router {
-        let authenticated = page::routes()
-            .merge(openapi::router(false))
-            .fallback(not_found)
-            .layer(middleware::from_fn_with_state(
-                self.state.clone(),
-                authenticate,
-            ));
+        let authenticated =
+            openapi::router(false)
+                .fallback(not_found)
+                .layer(middleware::from_fn_with_state(
+                    self.state.clone(),
+                    authenticate,
+                ));
         authenticated
             .merge(openapi::router(true))
+            .layer(middleware::map_response(no_store))
+            .merge(page::routes())
             .layer(middleware::from_fn_with_state(
                 self.state.clone(),
                 guard::front_door,
@@ -298,12 +333,11 @@ impl Bridge {
     }
 }
 
-/// The middleware of every route but the WebSocket: a [`Principal`] for
-/// the handlers, or 401; a body announced larger than [`MAX_BODY`] is
-/// refused (413) before a byte of it is read. A write whose token came
-/// only in the cookie must carry the page's `Origin` (403): a browser adds
-/// that cookie to requests from other ports of the same host too, and the
-/// front door can only judge an `Origin` that is there.
+/// The middleware of every API route but the WebSocket and the sign-in
+/// itself: a [`Principal`] for the handlers, or 401; a body announced
+/// larger than [`MAX_BODY`] is refused (413) before a byte of it is read.
+/// The only carrier is `Authorization: Bearer`, which a browser never
+/// adds by itself: no other page can ride it (`auth.rs`).
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let announced = request
         .headers()
@@ -317,24 +351,36 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         .with_status(axum::http::StatusCode::PAYLOAD_TOO_LARGE)
         .into_response();
     }
-    let query = request.uri().query().unwrap_or("");
-    match state.auth.identify(request.headers(), query) {
-        Some((principal, carrier)) => {
-            let write = !matches!(*request.method(), Method::GET | Method::HEAD);
-            if write && carrier == Some(auth::Carrier::Cookie) {
-                let checked = state
-                    .guard
-                    .host(request.headers(), request.uri())
-                    .and_then(|host| state.guard.check_origin(request.headers(), &host));
-                if let Err(refusal) = checked {
-                    return refusal.into_response();
-                }
-            }
+    match state.principal(auth::bearer(request.headers()).as_deref()) {
+        Some((principal, None)) => {
             request.extensions_mut().insert(principal);
             next.run(request).await
         }
+        // A share link's holder: that terminal's routes only.
+        Some((principal, Some(scope))) => {
+            let path = request.uri().path().to_owned();
+            let judged = scope::judge(&state, &principal, &scope, request.method(), &path).await;
+            let filter = match judged {
+                Ok(filter) => filter,
+                Err(refusal) => return refusal.into_response(),
+            };
+            request.extensions_mut().insert(principal);
+            request.extensions_mut().insert(scope.clone());
+            let response = next.run(request).await;
+            scope::filter(filter, &scope, response).await
+        }
         None => ApiError::unauthorized().into_response(),
     }
+}
+
+/// Every API answer (errors included) is `Cache-Control: no-store`: a
+/// terminal list or a screen must not stay in a browser's disk cache.
+async fn no_store(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    response
 }
 
 async fn not_found() -> Response {

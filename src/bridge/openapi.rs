@@ -16,6 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::api::{self, ErrorBody};
+use super::signin::{self, LinkInfo, LinkRequest, Minted, SessionAnswer, SessionRequest};
 use super::ws;
 use crate::registry::{SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
@@ -195,6 +196,75 @@ pub(super) fn routes() -> Vec<Route> {
             handler: || routing::get(ws::attach),
         },
         Route {
+            method: Method::POST,
+            path: "/api/sign-in",
+            operation: "sign_in",
+            summary: "Exchange a one-time sign-in code (a link's `#code=`) for a session: send \
+                      it as `Authorization: Bearer` (the WebSocket: subprotocol \
+                      `bearer.SESSION` beside `tmux-engine`). A used or expired code is 401.",
+            body: Some(schema::<SessionRequest>),
+            query: None,
+            answer: (200, Some(schema::<SessionAnswer>)),
+            own_auth: true,
+            handler: || routing::post(signin::sign_in),
+        },
+        Route {
+            method: Method::GET,
+            path: "/api/session",
+            operation: "whoami",
+            summary: "Who the credential acts as: {owner, read_only}.",
+            body: None,
+            query: None,
+            answer: (200, Some(schema::<SessionAnswer>)),
+            own_auth: false,
+            handler: || routing::get(signin::whoami),
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/api/session",
+            operation: "sign_out",
+            summary: "End the presented session (sign out).",
+            body: None,
+            query: None,
+            answer: (200, None),
+            own_auth: false,
+            handler: || routing::delete(signin::sign_out),
+        },
+        Route {
+            method: Method::POST,
+            path: "/api/links",
+            operation: "link",
+            summary: "Mint a one-time sign-in link for your owner {read_only?, expires? (secs, \
+                      default 600)}: open `BASE` + its `path` (`/#code=CODE`).",
+            body: Some(schema::<LinkRequest>),
+            query: None,
+            answer: (201, Some(schema::<Minted>)),
+            own_auth: false,
+            handler: || routing::post(signin::mint),
+        },
+        Route {
+            method: Method::GET,
+            path: "/api/links",
+            operation: "links",
+            summary: "Your links (never their codes), oldest first.",
+            body: None,
+            query: None,
+            answer: (200, Some(schema::<Vec<LinkInfo>>)),
+            own_auth: false,
+            handler: || routing::get(signin::links),
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/api/links/{id}",
+            operation: "revoke",
+            summary: "Revoke a link: its code stops working and its sessions end.",
+            body: None,
+            query: None,
+            answer: (200, None),
+            own_auth: false,
+            handler: || routing::delete(signin::revoke),
+        },
+        Route {
             method: Method::GET,
             path: "/api/openapi.json",
             operation: "openapi",
@@ -295,7 +365,8 @@ pub(super) fn document(base_path: &str) -> Value {
         "security": [{"bearer": []}],
         "components": {"securitySchemes": {"bearer": {
             "type": "http", "scheme": "bearer",
-            "description": "Or ?token= on the query, or the page's cookie."
+            "description": "A token, or a session from POST /api/session; never a query \
+                            parameter or a cookie."
         }}},
         "paths": paths,
     })

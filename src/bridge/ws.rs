@@ -23,7 +23,7 @@ use tracing::{debug, warn};
 use self::keepalive::{Keepalive, Tick};
 use super::AppState;
 use super::api::ApiError;
-use super::auth::Principal;
+use super::auth::{self, Principal};
 use super::frames::{self, AttachQuery, close};
 use crate::attach::{AttachOptions, Hello, Resume, Viewer, ViewerEvent};
 use crate::vocab::Size;
@@ -32,6 +32,22 @@ use crate::{Error, ErrorCode};
 /// The largest client message: input is typed or pasted text, and a
 /// larger frame is refused with 1009 before it is buffered whole.
 pub const MAX_CLIENT_MESSAGE: usize = 1 << 20;
+
+/// Bytes the socket gathers before it writes them out.
+const WRITE_BUFFER: usize = 128 << 10;
+
+/// The write budget of one connection: bytes queued for a client that is
+/// not reading (its output, or the pongs of a ping flood). Past it a
+/// send fails, the pongs wait in tungstenite's one slot (each replaces
+/// the last), and the session closes 1008: memory per client is bounded
+/// by this, not by how long the client keeps sending. Above the largest
+/// single frame: the repaint of the largest allowed screen
+/// ([`MAX_CELLS`](crate::vocab::MAX_CELLS) cells, each with its colours).
+const MAX_WRITE_BUFFER: usize = 16 << 20;
+
+/// Pongs owed to a client that has not read since, at most (its pings'
+/// payloads): past them it is closed 1008.
+const MAX_OWED: usize = 1 << 20;
 
 /// How long a close frame (and the client's answer) may take before the
 /// connection is dropped anyway: a peer that reads nothing must not hold
@@ -46,6 +62,8 @@ const DRAIN_BATCH: usize = 256;
 /// At most this many queued frames go out behind one event, in one flush.
 const SEND_BATCH: usize = 64;
 const NO_ANSWER: &str = "no answer to pings";
+/// The close reason for a client whose write budget is spent.
+const BUDGET_SPENT: &str = "write budget spent: the client does not read";
 
 /// Why a session is refused before it attaches.
 struct Refusal {
@@ -63,7 +81,16 @@ pub async fn attach(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let query = query.unwrap_or_default();
-    let principal = state.auth.authenticate(&headers, &query);
+    let principal = match state.principal(auth::ws_bearer(&headers).as_deref()) {
+        // A share link's holder attaches only its terminal; another one is
+        // refused like a missing one, after the upgrade (4404).
+        Some((principal, Some(scope))) => {
+            let mine = super::scope::is_scope(&state, &principal, &scope, &target).await;
+            Some((principal, mine))
+        }
+        Some((principal, None)) => Some((principal, true)),
+        None => None,
+    };
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         // A plain GET: no socket to close, so answer like any route.
@@ -79,7 +106,12 @@ pub async fn attach(
             code: close::FORBIDDEN_ORIGIN,
             reason: "origin not allowed".to_owned(),
         })
-    } else if let Some(principal) = principal {
+    } else if let Some((_, false)) = principal {
+        Err(Refusal {
+            code: close::GONE,
+            reason: "no such terminal".to_owned(),
+        })
+    } else if let Some((principal, true)) = principal {
         frames::attach_query(&query)
             .map(|parsed| (principal, parsed))
             .map_err(|e| Refusal {
@@ -95,8 +127,11 @@ pub async fn attach(
     // Counted, so shutdown waits for every session to say goodbye.
     let tracked = state.sessions.token();
     upgrade
+        .protocols([auth::WS_PROTOCOL])
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
+        .write_buffer_size(WRITE_BUFFER)
+        .max_write_buffer_size(MAX_WRITE_BUFFER)
         .on_upgrade(move |mut socket| async move {
             match verdict {
                 Ok((principal, parsed)) => session(socket, state, principal, target, parsed).await,
@@ -198,6 +233,7 @@ async fn session(
                 state: &state,
                 keepalive: &mut keepalive,
                 read_only,
+                owed: 0,
             };
             pump.run(&mut viewer, first).await
         }
@@ -257,7 +293,7 @@ async fn send(
     message: Message,
 ) -> Result<(), End> {
     tokio::select! {
-        sent = socket.send(message) => sent.map_err(|_| End::ClientGone),
+        sent = socket.send(message) => sent.map_err(send_error),
         () = state.shutdown.cancelled() => Err(End::Close(close::GOING_AWAY, "server shutting down".to_owned())),
         () = sleep_until(keepalive.give_up_at()) => Err(End::Close(close::GOING_AWAY, NO_ANSWER.to_owned())),
     }
@@ -277,6 +313,8 @@ struct Pump<'a> {
     state: &'a AppState,
     keepalive: &'a mut Keepalive,
     read_only: bool,
+    /// Bytes of pongs owed to a client that has not read since.
+    owed: usize,
 }
 
 impl Pump<'_> {
@@ -345,7 +383,7 @@ impl Pump<'_> {
             self.socket.flush().await
         };
         tokio::select! {
-            sent = sink => sent.map_err(|_| End::ClientGone),
+            sent = sink => sent.map_err(send_error),
             () = self.state.shutdown.cancelled() => Err(End::Close(close::GOING_AWAY, "server shutting down".to_owned())),
             () = sleep_until(self.keepalive.give_up_at()) => Err(End::Close(close::GOING_AWAY, NO_ANSWER.to_owned())),
         }
@@ -370,6 +408,18 @@ impl Pump<'_> {
                 Some(Ok(message)) => message,
             };
             self.keepalive.heard();
+            match &message {
+                // Each ping is a pong owed; only a client that reads (and
+                // so answers our pings) pays the debt back.
+                Message::Ping(payload) => {
+                    self.owed += payload.len() + 2;
+                    if self.owed > MAX_OWED {
+                        return Some(End::Close(close::POLICY, BUDGET_SPENT.to_owned()));
+                    }
+                }
+                Message::Pong(_) => self.owed = 0,
+                _ => {}
+            }
             if let Some(end) = apply(viewer, message, self.read_only, &mut pending).await {
                 return Some(end);
             }
@@ -454,6 +504,17 @@ fn messages(event: ViewerEvent, exited: &mut bool) -> Vec<Message> {
             *exited = true;
             vec![Message::Text(frames::exit(status).to_string().into())]
         }
+    }
+}
+
+/// A failed send: a full write buffer is the budget spent (1008); any
+/// other failure is a connection gone.
+fn send_error(error: axum::Error) -> End {
+    match error.into_inner().downcast::<tungstenite::Error>() {
+        Ok(error) if matches!(*error, tungstenite::Error::WriteBufferFull(_)) => {
+            End::Close(close::POLICY, BUDGET_SPENT.to_owned())
+        }
+        _ => End::ClientGone,
     }
 }
 

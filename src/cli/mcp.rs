@@ -46,6 +46,7 @@ pub async fn run(global: &Global, args: McpArgs) -> std::result::Result<(), CliE
     let mut interrupts = super::run::Interrupts::register()?;
     // Long-lived: this process runs the `always` restart loops.
     let registry = open_registry(global, true, None).await?;
+    super::terminals::reap_at_start(&registry).await;
     let stop = async move {
         let signal = interrupts.recv().await;
         tracing::info!(

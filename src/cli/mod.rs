@@ -11,11 +11,13 @@
 //! - `run`: one command in a private server, output streamed;
 //! - `mcp`: the MCP server over the registry (the library's `mcp`);
 //! - `serve`: the web bridge on one long-lived registry;
+//! - `link`: a new sign-in link from a running `serve`, through its API;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
 pub(crate) mod args;
 pub(crate) mod decode;
+pub(crate) mod link;
 pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;

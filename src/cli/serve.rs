@@ -14,9 +14,9 @@ use std::time::Duration;
 use clap::Args;
 use tmux_engine::Error;
 use tmux_engine::bridge::{
-    Auth, Bridge, BridgeConfig, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener,
-    PageOptions, Principal, ServeOptions, Tls, Tokens, bind_unix, clean_environment,
-    generate_token, validate_base_path,
+    Auth, Bridge, BridgeConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_CODE_LIFETIME,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, PageOptions, Principal, ServeOptions,
+    Tls, Tokens, bind_unix, clean_environment, generate_token, validate_base_path,
 };
 use tmux_engine::registry::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
 
@@ -96,6 +96,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout: u64,
+    /// Seconds a request's whole body may take, however steadily it comes.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_BODY_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    body_timeout: u64,
     /// Seconds a kept-alive connection may wait for its next request.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -106,6 +110,12 @@ pub(crate) struct ServeArgs {
     /// PTYs and the registry's files]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: Option<u64>,
+    /// Terminals one owner may have; a spawn past them is 429
+    /// TOO_MANY_TERMINALS [default: the open-file limit (ulimit -n) / 16,
+    /// at least 8: each terminal costs serve about four descriptors, and
+    /// the connections get half the limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_terminals_per_owner: Option<u64>,
     /// PEM certificate chain: serve HTTPS (with --tls-key).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -179,7 +189,9 @@ pub(crate) async fn run(
             .into());
         }
     }
-    let mut printed_token = None;
+    // The owner whose sign-in link serve prints (one token, not a file).
+    let mut signs_in = None;
+    let mut generated = None;
     let auth = if args.no_auth {
         Auth::Open(Principal {
             owner,
@@ -195,10 +207,11 @@ pub(crate) async fn run(
             Some(token) => token,
             None => {
                 let token = generate_token()?;
-                printed_token = Some(token.clone());
+                generated = Some(token.clone());
                 token
             }
         };
+        signs_in = Some((owner.clone(), token.clone()));
         Auth::Tokens(Tokens::single(&token, owner)?)
     };
     let mut interrupts = super::run::Interrupts::register()?;
@@ -210,10 +223,12 @@ pub(crate) async fn run(
         config = config.shell(shell);
     }
     let (registry, _report) = open_registry(dir, config).await?;
+    super::terminals::reap_at_start(&registry).await;
+    let quota = args
+        .max_terminals_per_owner
+        .map_or_else(default_quota, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    registry.limit_terminals_per_owner(Some(quota));
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let query = printed_token
-        .map(|token| format!("?token={token}"))
-        .unwrap_or_default();
     let mut bridge_config = BridgeConfig::new(auth)
         .replay_bytes(args.replay_bytes)
         .ping_interval(Duration::from_secs(args.ping_interval))
@@ -229,19 +244,18 @@ pub(crate) async fn run(
                 .local_addr()
                 .map_err(|e| Error::io("reading the listening address", e))?;
             bridge_config = bridge_config.listening_on(local);
-            let url = format!("{scheme}://{local}{base_path}/{query}");
+            let url = format!("{scheme}://{local}{base_path}");
             (listener.into(), url, None)
         }
         ListenAt::Unix(path) => {
             let listener = bind_unix(path)?;
             // The proxy's URL is not ours to know: the socket, then the
-            // path (and token) to open under the proxy.
-            let url = format!("unix:{} {base_path}/{query}", path.display());
+            // path (and code) to open under the proxy.
+            let url = format!("unix:{} {base_path}", path.display());
             (listener.into(), url, Some(Socket::placed(path)))
         }
     };
-    write_line(out, &url)?;
-    out.flush().map_err(|e| Error::io("writing stdout", e))?;
+    let socket_host = args.allow_host.first().cloned();
     for origin in args.allow_origin {
         bridge_config = bridge_config.allow_origin(origin);
     }
@@ -250,7 +264,8 @@ pub(crate) async fn run(
     }
     let mut options = ServeOptions::default()
         .header_timeout(Duration::from_secs(args.header_timeout))
-        .idle_timeout(Duration::from_secs(args.idle_timeout));
+        .idle_timeout(Duration::from_secs(args.idle_timeout))
+        .body_timeout(Duration::from_secs(args.body_timeout));
     if let Some(max) = args.max_connections {
         options = options.max_connections(usize::try_from(max).unwrap_or(usize::MAX));
     }
@@ -258,15 +273,52 @@ pub(crate) async fn run(
         options = options.tls(tls);
     }
     let bridge = Bridge::new(registry.clone(), bridge_config);
+    // The printed URL holds a one-time code, never the token: URLs stay
+    // in browser histories and proxy logs.
+    let path = match &signs_in {
+        Some((owner, _)) => bridge.sign_in_path(
+            Principal {
+                owner: owner.clone(),
+                read_only: false,
+            },
+            DEFAULT_CODE_LIFETIME,
+        )?,
+        None => "/".to_owned(),
+    };
+    write_line(out, &format!("{url}{path}"))?;
+    out.flush().map_err(|e| Error::io("writing stdout", e))?;
+    if let Some(token) = &generated {
+        eprintln!(
+            "token for scripts (Authorization: Bearer): {token}\n\
+             the link above works once, for {} minutes; `tmux-engine link` makes another",
+            DEFAULT_CODE_LIFETIME.as_secs() / 60
+        );
+    }
+    let found = super::link::Found::write(
+        &state_dir(global)?,
+        &url,
+        signs_in.as_ref().map(|(_, token)| token.as_str()),
+        socket_host.as_deref(),
+    )?;
     let served = bridge
         .serve_with(listener, options, async move {
             interrupts.recv().await;
         })
         .await;
     drop(socket);
+    drop(found);
     // The terminals keep running; only our control clients detach.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), registry.shutdown()).await;
     Ok(served?)
+}
+
+/// The default `--max-terminals-per-owner`: a sixteenth of the open-file
+/// limit, at least 8.
+fn default_quota() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    usize::try_from(limit.map_or(1 << 16, |limit| limit / 16))
+        .unwrap_or(usize::MAX)
+        .max(8)
 }
 
 /// Reads a file of secrets, refusing (`UNSAFE_FILE`) one that is not the

@@ -124,3 +124,21 @@ pub async fn run(
     let _ = tokio::time::timeout(DETACH_WAIT, registry.shutdown()).await;
     result
 }
+
+/// What a long-lived `serve` or `mcp` does first: `reap` (only what is
+/// proven unclaimed, a spawn a crash cut short included), so a crash
+/// leaves no orphaned programs behind the next start. Failures are
+/// logged, never fatal: the terminals that exist still need serving.
+pub(crate) async fn reap_at_start(registry: &tmux_engine::registry::Registry) {
+    match registry.reap().await {
+        Ok(report) => {
+            for removed in &report.removed {
+                tracing::info!(%removed, "reaped at start");
+            }
+            for failure in &report.failures {
+                tracing::warn!(%failure, "reaping at start");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "reaping at start"),
+    }
+}

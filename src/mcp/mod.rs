@@ -8,6 +8,7 @@
 //! | `mod.rs`   | [`McpServer`], [`serve`], the output bounds, results        |
 //! | `args.rs`  | the check that arguments fit a tool (the verbs' requests)  |
 //! | `tools.rs` | the tools themselves, one per registry verb               |
+//! | `transport.rs` | the stdio lines: -32700 for non-JSON, bounded in flight |
 //!
 //! One server holds one registry for one owner for its lifetime. It never
 //! writes anything but protocol messages to its output (logs go through
@@ -29,6 +30,7 @@
 
 pub mod args;
 mod tools;
+pub mod transport;
 
 use std::future::Future;
 
@@ -187,8 +189,8 @@ pub async fn serve(server: McpServer, stop: impl Future<Output = ()>) -> Result<
     // `stdio_pipes` reads a pipe through the reactor, so a stop never waits
     // on a blocked read of stdin (tokio's `stdin()` would hold the runtime
     // open until the client writes or closes).
-    let transport = rmcp::transport::io::stdio_pipes();
-    serve_on(server, transport, stop).await
+    let (read, write) = rmcp::transport::io::stdio_pipes();
+    serve_on(server, transport::LineTransport::new(read, write), stop).await
 }
 
 /// [`serve`] over any transport rmcp accepts (a pair of pipes, a duplex

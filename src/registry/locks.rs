@@ -10,6 +10,7 @@
 //! | `ID.send.lock`        | a send to terminal ID runs                    |
 //! | `ID.live.lock`        | ID is recreated, or killed                    |
 //! | `ID.restart.lock`     | a process runs ID's `always` restart loop     |
+//! | `ID.spawn.lock`       | ID is being spawned, until its record is out  |
 //!
 //! `flock` because the kernel releases it when its holder dies, however it
 //! dies (a SIGKILLed CLI leaves no stale reservation), and because it is
@@ -40,16 +41,26 @@ pub(crate) enum Purpose {
     Live,
     /// The `always` restart loop: one process runs it.
     Restart,
+    /// A spawn in progress: a reaper leaves a young server without a
+    /// record alone while its spawner holds this, and takes it as
+    /// abandoned once the spawner died (the kernel released it).
+    Spawn,
 }
 
 impl Purpose {
-    const ALL: [Purpose; 3] = [Purpose::Send, Purpose::Live, Purpose::Restart];
+    const ALL: [Purpose; 4] = [
+        Purpose::Send,
+        Purpose::Live,
+        Purpose::Restart,
+        Purpose::Spawn,
+    ];
 
     fn suffix(self) -> &'static str {
         match self {
             Purpose::Send => "send",
             Purpose::Live => "live",
             Purpose::Restart => "restart",
+            Purpose::Spawn => "spawn",
         }
     }
 }

@@ -97,6 +97,14 @@ impl Drop for Inner {
 }
 
 impl Registry {
+    /// Caps the terminals one owner may have (those being spawned
+    /// included) at `max`: a spawn past it fails with
+    /// `TOO_MANY_TERMINALS`, so one owner cannot spend the file
+    /// descriptors every other owner's spawns need. `None` lifts the cap.
+    pub fn limit_terminals_per_owner(&self, max: Option<usize>) {
+        self.inner.lock().max_per_owner = max;
+    }
+
     /// A registry with `config` whose terminals `backend` runs, with no
     /// terminals yet.
     ///

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::locks::FileLock;
+use super::locks::{FileLock, Purpose};
 use super::persist::{StateDir, TerminalRecord};
 use super::presence::Presence;
 use super::seam::{BackendTerminal, CloseReason, SpawnRequest};
@@ -27,6 +27,13 @@ impl Registry {
             && state.name_taken(owner, name)
         {
             return Err(Error::DuplicateName(format!("{name} (owner {owner})")));
+        }
+        if let Some(max) = state.max_per_owner
+            && state.count_of(owner) >= max
+        {
+            return Err(Error::TooManyTerminals(format!(
+                "owner {owner} has {max} terminals, the most it may have: kill some first"
+            )));
         }
         let id = loop {
             let id = TerminalId::mint()?;
@@ -64,8 +71,9 @@ impl Registry {
         mut reservation: Reservation,
         spec: SpawnSpec,
         caller: CancellationToken,
-        // Held to the end of the spawn, published or rolled back.
-        _name_lock: Option<FileLock>,
+        // Held to the end of the spawn, published or rolled back: the
+        // name's lock and the terminal's spawn lock.
+        _locks: (Option<FileLock>, Option<FileLock>),
     ) -> Result<TerminalSnapshot> {
         let backend_cancel = reservation.abort.child_token();
         let request = SpawnRequest {
@@ -295,6 +303,14 @@ impl Owned<'_> {
             _ => None,
         };
         let reservation = registry.reserve(owner, &spec)?;
+        // Held until the record is written or the spawn rolled back: a
+        // reaper (another process's start) sees a spawn in progress here,
+        // and one whose process died as abandoned.
+        let spawn_lock = registry
+            .inner
+            .store
+            .lock(StateDir::terminal_lock(&reservation.id, Purpose::Spawn))
+            .await?;
         // Cancelled only when this future is dropped before the task ends.
         let caller = CancellationToken::new();
         let on_drop = caller.clone().drop_guard();
@@ -304,7 +320,7 @@ impl Owned<'_> {
             reservation,
             spec,
             caller,
-            name_lock,
+            (name_lock, spawn_lock),
         ));
         let result = match task.await {
             Ok(result) => result,

@@ -127,6 +127,8 @@ pub(crate) struct State {
     pub(crate) pending: HashMap<u64, Pending>,
     /// What the last scan found corrupt (see `Registry::corrupt_records`).
     pub(crate) corrupt: Vec<CorruptRecord>,
+    /// Terminals (known and spawning) one owner may have; `None`: any.
+    pub(crate) max_per_owner: Option<usize>,
     next_counter: u64,
 }
 
@@ -199,6 +201,19 @@ impl State {
     }
 
     /// Whether `id` is reserved by an unpublished spawn.
+    /// `owner`'s terminals, those being spawned included.
+    pub(crate) fn count_of(&self, owner: &OwnerId) -> usize {
+        self.entries
+            .values()
+            .filter(|entry| &entry.record.owner == owner)
+            .count()
+            + self
+                .pending
+                .values()
+                .filter(|pending| &pending.owner == owner)
+                .count()
+    }
+
     pub(crate) fn is_pending(&self, id: &TerminalId) -> bool {
         self.pending.values().any(|pending| &pending.id == id)
     }

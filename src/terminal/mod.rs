@@ -230,7 +230,7 @@ impl Terminal {
     /// gets SIGWINCH and the model takes the new size at once.
     ///
     /// # Errors
-    /// `INVALID_INPUT` for a size out of range (1 to 10000 each side);
+    /// `INVALID_INPUT` for a size out of range ([`Size::check`](crate::vocab::Size::check));
     /// tmux errors.
     pub async fn resize(&self, cols: u16, rows: u16) -> Result<()> {
         let size = Size::new(cols, rows)?;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use super::Tmux;
 use super::command::{TmuxCommand, quote};
 use super::dirs;
-use crate::vocab::{MAX_SIZE, Size, check_env_name, check_name};
+use crate::vocab::{Size, check_env_name, check_name};
 use crate::{Error, Result};
 
 /// Server option set on every engine server (`show -sv @tmux-engine`), so
@@ -211,13 +211,8 @@ pub fn shell_words(shell: Option<&std::path::Path>, line: &str) -> Vec<OsString>
 /// Rejects options tmux would misread or silently replace.
 pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
     check_name(&opts.session)?;
-    let Size { cols, rows } = opts.size;
-    if !(1..=MAX_SIZE).contains(&cols) || !(1..=MAX_SIZE).contains(&rows) {
-        return Err(Error::InvalidInput(format!(
-            "size {} is outside 1x1..{MAX_SIZE}x{MAX_SIZE}",
-            opts.size
-        )));
-    }
+    // The one range check (each side, and the cells).
+    opts.size.check()?;
     // tmux parses option numbers as int; a config error would put the
     // pane into view mode on tmux before 3.4.
     if i32::try_from(opts.history_limit).is_err() {
@@ -455,11 +450,11 @@ mod tests {
                 ServerOptions {
                     size: Size {
                         cols: 80,
-                        rows: MAX_SIZE + 1,
+                        rows: crate::vocab::MAX_SIZE + 1,
                     },
                     ..Default::default()
                 },
-                "size 80x10001",
+                "size 80x1001",
             ),
             (
                 ServerOptions {

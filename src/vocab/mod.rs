@@ -15,4 +15,4 @@ pub use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
 pub use object_ids::{PaneId, SessionId, WindowId};
 pub(crate) use parse_error::is_notification_name;
 pub use parse_error::{ParseError, ParseErrorKind};
-pub use size::{MAX_SIZE, Size};
+pub use size::{MAX_CELLS, MAX_SIZE, Size};

@@ -8,8 +8,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
-/// The largest width or height tmux accepts for a window.
-pub const MAX_SIZE: u16 = 10_000;
+/// The largest width or height of a terminal (tmux itself takes 10000:
+/// a 10000x10000 screen took 16 s and 6.9 GiB to answer, enough for one
+/// client to take a server down).
+pub const MAX_SIZE: u16 = 1000;
+
+/// The most cells a terminal may have (`cols x rows`): a 4K display at a
+/// small font is about 640x180 (115,200 cells). The largest allowed
+/// terminal's screen, snapshot and resize answer in well under a second
+/// and 64 MiB (`benches` and `tests/bridge/memory.rs` measure it).
+pub const MAX_CELLS: u32 = 1 << 17;
 
 /// A terminal size in character cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -21,7 +29,8 @@ pub struct Size {
 }
 
 impl Size {
-    /// A size of `cols` x `rows`, checked: both from 1 to [`MAX_SIZE`].
+    /// A size of `cols` x `rows`, checked: both from 1 to [`MAX_SIZE`],
+    /// at most [`MAX_CELLS`] cells.
     ///
     /// # Errors
     ///
@@ -32,20 +41,28 @@ impl Size {
         Ok(size)
     }
 
-    /// Checks that both sides are from 1 to [`MAX_SIZE`] (tmux's limit).
+    /// Checks that both sides are from 1 to [`MAX_SIZE`] and that there
+    /// are at most [`MAX_CELLS`] cells: the one range check of every face
+    /// (spawn, resize, the WebSocket's resize frames, the CLI's flags).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] naming the size.
     pub fn check(&self) -> Result<()> {
         let ok = |n: u16| (1..=MAX_SIZE).contains(&n);
-        if ok(self.cols) && ok(self.rows) {
+        if ok(self.cols) && ok(self.rows) && self.cells() <= MAX_CELLS {
             Ok(())
         } else {
             Err(Error::InvalidInput(format!(
-                "size {self} is out of range (each side from 1 to {MAX_SIZE})"
+                "size {self} is out of range (each side from 1 to {MAX_SIZE}, at most \
+                 {MAX_CELLS} cells)"
             )))
         }
+    }
+
+    /// `cols x rows`.
+    pub fn cells(&self) -> u32 {
+        u32::from(self.cols) * u32::from(self.rows)
     }
 }
 
@@ -65,11 +82,13 @@ impl fmt::Display for Size {
 impl FromStr for Size {
     type Err = Error;
 
-    /// Parses `COLSxROWS` (`x` or `X`), each side from 1 to [`MAX_SIZE`].
+    /// Parses `COLSxROWS` (`x` or `X`), each side from 1 to [`MAX_SIZE`],
+    /// at most [`MAX_CELLS`] cells.
     fn from_str(text: &str) -> Result<Size> {
         let bad = || {
             Error::InvalidInput(format!(
-                "size {text:?} is not COLSxROWS with each side from 1 to {MAX_SIZE}"
+                "size {text:?} is not COLSxROWS with each side from 1 to {MAX_SIZE}, at most \
+                 {MAX_CELLS} cells"
             ))
         };
         let (cols, rows) = text.split_once(['x', 'X']).ok_or_else(bad)?;
@@ -88,7 +107,8 @@ mod tests {
         let ok = [
             ("80x24", (80, 24)),
             ("1X1", (1, 1)),
-            ("10000x10000", (10000, 10000)),
+            ("1000x131", (1000, 131)),
+            ("362X362", (362, 362)),
         ];
         for (text, (cols, rows)) in ok {
             assert_eq!(
@@ -98,7 +118,19 @@ mod tests {
             );
         }
         for text in [
-            "", "80", "80x", "x24", "0x24", "80x0", "10001x5", "-1x5", "80x24x1", " 80x24",
+            "",
+            "80",
+            "80x",
+            "x24",
+            "0x24",
+            "80x0",
+            "1001x5",
+            "-1x5",
+            "80x24x1",
+            " 80x24",
+            "1000x132",
+            "363x363",
+            "10000x10000",
         ] {
             let err = text.parse::<Size>().expect_err(text);
             assert_eq!(err.code(), ErrorCode::InvalidInput, "{text}");

@@ -324,16 +324,22 @@ async fn the_page_runs_a_terminal_and_resumes_after_a_drop() {
     };
     within(async {
         let served = Served::start(&[]).await;
-        let url = format!("{}/?token={}", served.base, served.token);
+        let url = format!("{}/#code={}", served.base, served.code);
         let mut browser = Browser::open(&binary, &url).await;
         browser
             .until(
-                "the page",
-                "typeof tmuxEngine === 'object' && !!document.getElementById('new')",
+                "the page, signed in",
+                "typeof tmuxEngine === 'object' && tmuxEngine.signedIn === true",
             )
             .await;
-        // The token left the address bar; the cookie carries it now.
-        assert_eq!(browser.eval("location.search").await, "");
+        // The code left the address bar; the session is in this origin's
+        // storage, and no cookie holds anything.
+        assert_eq!(
+            browser
+                .eval("[location.search, location.hash, document.cookie]")
+                .await,
+            json!(["", "", ""])
+        );
         browser.eval("document.getElementById('new').click()").await;
         browser
             .until(
@@ -446,40 +452,30 @@ async fn the_page_runs_a_terminal_and_resumes_after_a_drop() {
 
 #[tokio::test]
 async fn a_link_for_another_owner_asks_and_the_page_switches() {
-    let Some(binary) = chromium() else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "chromium is missing (apt-get install chromium; .ci/run does)"
-        );
-        eprintln!("SKIPPED: no chromium at /usr/bin/chromium (set CHROMIUM); CI fails here");
+    let Some(binary) = chromium_or_skip() else {
         return;
     };
     within(async {
         let cli = crate::cli::Cli::new();
         let file = super::token_file(&cli, "alicealicealiceal alice\nbobbobbobbobbobbo bob\n");
-        let mut served =
-            Served::start_with(cli, &["--token-file", &file], &[]).await;
+        let mut served = Served::start_with(cli, &["--token-file", &file], &[]).await;
+        let mut codes = Vec::new();
         for owner in ["alice", "bob"] {
             served.token = owner.repeat(6)[..17].to_owned();
             served
                 .spawn(&format!(r#"{{"name":"{owner}-sh","command":["sh"]}}"#))
                 .await;
+            codes.push(served.sign_in_code("{}").await);
         }
         let listed = "[...document.querySelectorAll('#terminals li')].map(li => li.dataset.id && li.firstChild.textContent).join(',')";
-        let mut browser = Browser::open(
-            &binary,
-            &format!("{}/?token=alicealicealiceal", served.base),
-        )
-        .await;
+        let mut browser =
+            Browser::open(&binary, &format!("{}/#code={}", served.base, codes[0])).await;
         browser
             .until("alice's list", &format!("{listed} === 'alice-sh'"))
             .await;
         // Bob's link: the page stays alice's and asks.
         browser
-            .eval(&format!(
-                "location.href = '{}/?token=bobbobbobbobbobbo'",
-                served.base
-            ))
+            .eval(&format!("location.href = '{}/#code={}'", served.base, codes[1]))
             .await;
         browser
             .until("the switch notice", "!!document.getElementById('switch')")
@@ -492,7 +488,7 @@ async fn a_link_for_another_owner_asks_and_the_page_switches() {
                 && notice.as_str().unwrap().contains("Switch to bob"),
             "{notice}"
         );
-        assert_eq!(browser.eval("location.search").await, "");
+        assert_eq!(browser.eval("location.hash").await, "");
         browser
             .until("alice's list again", &format!("{listed} === 'alice-sh'"))
             .await;
@@ -505,9 +501,7 @@ async fn a_link_for_another_owner_asks_and_the_page_switches() {
                 &format!("!document.getElementById('switch') && {listed} === 'bob-sh'"),
             )
             .await;
-        browser.session.clear();
-        let _ = browser.call("Browser.close", json!({})).await;
-        let _ = tokio::time::timeout(WAIT, browser.child.wait()).await;
+        browser.close().await;
         for owner in ["alice", "bob"] {
             served.token = owner.repeat(6)[..17].to_owned();
             served

@@ -31,8 +31,8 @@ async fn start_session_leader(cli: Cli, args: &[&str]) -> Served {
     // Not a group leader when spawned, so `setsid` execs in place (no
     // fork): the child is serve itself.
     command.stdin(std::process::Stdio::null());
-    let (child, line) = super::spawn_serve(command).await;
-    Served::from_url(child, cli, &line)
+    let (child, line, token) = super::spawn_serve(command).await;
+    Served::from_url(child, cli, &line, &token)
 }
 
 /// The session id of `pid` (field 6 of `/proc/PID/stat`).
@@ -133,7 +133,8 @@ impl Raw {
         let request = format!(
             "GET /{path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n\
              Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-             Sec-WebSocket-Version: 13\r\n\r\n"
+             Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {}\r\n\r\n",
+            served.token
         );
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut raw = Raw {

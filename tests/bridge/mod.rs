@@ -4,13 +4,18 @@
 #![allow(clippy::unwrap_used)]
 
 mod browser;
+mod crash;
 mod deploy;
 mod hygiene;
+mod memory;
 mod page;
 mod page_rename;
 mod pool;
+mod quota;
 mod routes;
 mod security;
+mod signin;
+mod sizes;
 mod viewers;
 mod ws;
 
@@ -29,8 +34,31 @@ use crate::cli::Cli;
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// Spawns `command` (a `serve`, stdout piped, killed on drop) and reads
-/// the first line it prints: its URL.
-pub(crate) async fn spawn_serve(mut command: tokio::process::Command) -> (Child, String) {
+/// the first line it prints: its URL (a one-time `#code=` sign-in link).
+/// Unless the command names its own credentials (`--token`,
+/// `--token-file`, `--no-auth`, `$TMUX_ENGINE_TOKEN`), it gets a fresh
+/// token in `$TMUX_ENGINE_TOKEN`, returned third (else empty), for the
+/// test's Bearer requests: serve prints no token in its URL.
+pub(crate) async fn spawn_serve(mut command: tokio::process::Command) -> (Child, String, String) {
+    let std = command.as_std();
+    let names_its_own = std.get_args().any(|arg| {
+        ["--token", "--token-file", "--no-auth"]
+            .iter()
+            .any(|flag| arg.to_str().is_some_and(|arg| arg.starts_with(flag)))
+    });
+    let from_env = std
+        .get_envs()
+        .find(|(key, _)| *key == "TMUX_ENGINE_TOKEN")
+        .and_then(|(_, value)| value.map(|v| v.to_string_lossy().into_owned()));
+    let token = match (names_its_own, from_env) {
+        (_, Some(token)) => token,
+        (true, None) => String::new(),
+        (false, None) => {
+            let token = format!("test{:028x}", rand_u128());
+            command.env("TMUX_ENGINE_TOKEN", &token);
+            token
+        }
+    };
     command
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true);
@@ -42,7 +70,20 @@ pub(crate) async fn spawn_serve(mut command: tokio::process::Command) -> (Child,
         .expect("serve printed no URL")
         .unwrap();
     assert!(!line.is_empty(), "serve exited before printing its URL");
-    (child, line.trim().to_owned())
+    (child, line.trim().to_owned(), token)
+}
+
+/// 112 random-enough bits for a test token (the clock and a counter).
+fn rand_u128() -> u128 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    (now ^ (u128::from(COUNT.fetch_add(1, Ordering::Relaxed)) << 64)
+        ^ u128::from(std::process::id()))
+        & ((1 << 112) - 1)
 }
 
 /// `inner` (a [`Cli::command`]) run through `wrapper` (`setsid`, `sh -c
@@ -86,8 +127,10 @@ pub(crate) struct Served {
     pub(crate) cli: Cli,
     /// `http://127.0.0.1:PORT`.
     pub(crate) base: String,
-    /// The token it printed (empty with `--token-file` or `--no-auth`).
+    /// The token it runs with (empty with `--token-file` or `--no-auth`).
     pub(crate) token: String,
+    /// The one-time sign-in code it printed (empty when none).
+    pub(crate) code: String,
     http: reqwest::Client,
 }
 
@@ -104,8 +147,8 @@ impl Served {
         argv.extend_from_slice(args);
         let mut command = tokio::process::Command::from(cli.command(&argv));
         command.envs(env.iter().copied());
-        let (child, line) = spawn_serve(command).await;
-        let served = Served::from_url(child, cli, &line);
+        let (child, line, token) = spawn_serve(command).await;
+        let served = Served::from_url(child, cli, &line, &token);
         assert!(
             served.base.starts_with("http://127.0.0.1:"),
             "printed {line:?}"
@@ -113,18 +156,33 @@ impl Served {
         served
     }
 
-    /// A `serve` already spawned, from the URL it printed.
-    pub(crate) fn from_url(child: Child, cli: Cli, url: &str) -> Served {
-        let (base, token) = url
-            .split_once("/?token=")
+    /// A `serve` already spawned, from the URL it printed and its token.
+    pub(crate) fn from_url(child: Child, cli: Cli, url: &str, token: &str) -> Served {
+        let (base, code) = url
+            .split_once("/#code=")
             .unwrap_or((url.trim_end_matches('/'), ""));
         Served {
             child,
             cli,
             base: base.to_owned(),
             token: token.to_owned(),
+            code: code.to_owned(),
             http: reqwest::Client::new(),
         }
+    }
+
+    /// A fresh one-time sign-in URL (`BASE/#code=CODE`), minted with the
+    /// token as `tmux-engine link` does.
+    pub(crate) async fn sign_in_url(&self, body: &str) -> String {
+        format!("{}/#code={}", self.base, self.sign_in_code(body).await)
+    }
+
+    /// A fresh one-time sign-in code, minted with the token from a
+    /// `POST /api/links` body.
+    pub(crate) async fn sign_in_code(&self, body: &str) -> String {
+        let (status, minted) = self.post("/api/links", body).await;
+        assert_eq!(status, 201, "{minted}");
+        minted["code"].as_str().unwrap().to_owned()
     }
 
     /// The server's pid.
@@ -171,20 +229,23 @@ impl Served {
         snapshot
     }
 
-    /// The WebSocket URL of `target` with `query` (the token is added
-    /// unless the query names one).
+    /// The WebSocket URL of `target` with `query`.
     pub(crate) fn ws_url(&self, target: &str, query: &str) -> String {
         let host = self.base.trim_start_matches("http://");
-        let mut query = query.to_owned();
-        if !query.contains("token=") {
-            query = format!("token={}&{query}", self.token);
-        }
         format!("ws://{host}/api/terminals/{target}/attach?{query}")
     }
 
-    /// Connects a WebSocket, with an `Origin` header when given.
+    /// Connects a WebSocket, with an `Origin` header when given; the
+    /// token goes as `Authorization: Bearer` unless the query names one
+    /// (which serve never accepts: a test of that).
     pub(crate) async fn ws(&self, target: &str, query: &str, origin: Option<&str>) -> Ws {
         let mut request = self.ws_url(target, query).into_client_request().unwrap();
+        if !query.contains("token=") {
+            request.headers_mut().insert(
+                "authorization",
+                HeaderValue::from_str(&format!("Bearer {}", self.token)).unwrap(),
+            );
+        }
         if let Some(origin) = origin {
             request
                 .headers_mut()
@@ -197,6 +258,16 @@ impl Served {
         Ws { socket }
     }
 
+    /// SIGKILL (a crash), waited for; its directories, for the next one.
+    pub(crate) async fn crash(mut self) -> Cli {
+        self.child.start_kill().unwrap();
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        self.cli
+    }
+
     /// SIGTERM, then the exit status.
     pub(crate) async fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = rustix::process::Pid::from_raw(i32::try_from(self.pid()).unwrap()).unwrap();
@@ -206,6 +277,20 @@ impl Served {
             .unwrap()
             .unwrap()
     }
+}
+
+/// A WebSocket request to `url` carrying `token` as `Authorization:
+/// Bearer` (serve takes no token in a URL).
+pub(crate) fn ws_request(
+    url: &str,
+    token: &str,
+) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    request
 }
 
 /// One frame as the tests see it.

@@ -42,7 +42,8 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
         ])
         .await;
         // The URL's fontSize beats the server's; the server's theme stays.
-        let url = format!("{}/?token={}&fontSize=17", served.base, served.token);
+        let code = served.sign_in_code("{}").await;
+        let url = format!("{}/?fontSize=17#code={code}", served.base);
         let mut browser = Browser::open(&binary, &url).await;
         browser
             .until("the page", "typeof tmuxEngine === 'object' && tmuxEngine.terminals !== undefined")
@@ -105,10 +106,31 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
             )
             .await;
 
+        // OSC 52 asks first (clipboardWrite=ask, the default): nothing is
+        // copied until Allow is clicked.
         browser.type_line(r"printf '\033]52;c;aGk=\007'").await;
+        browser
+            .until(
+                "the copy notice",
+                "tmuxEngine.lastOffer === 'hi' && !!document.getElementById('clipboard-ask')",
+            )
+            .await;
+        assert_eq!(browser.eval("tmuxEngine.lastCopy").await, serde_json::Value::Null);
+        browser
+            .eval("document.querySelector('#clipboard-ask button[aria-label=\"allow this copy\"]').click()")
+            .await;
         browser
             .until("the clipboard write", "tmuxEngine.lastCopy === 'hi'")
             .await;
+        // Denied by the option: offered, never copied.
+        browser
+            .eval("document.getElementById('opt-clipboardWrite').value = 'deny'; document.getElementById('opt-clipboardWrite').onchange()")
+            .await;
+        browser.type_line(r"printf '\033]52;c;bm8=\007'").await;
+        browser
+            .until("the denied offer", "tmuxEngine.lastOffer === 'no'")
+            .await;
+        assert_eq!(browser.eval("[tmuxEngine.lastCopy, !!document.getElementById('clipboard-ask')]").await, serde_json::json!(["hi", false]));
 
         // U+1F600 is wide in Unicode 11 (one cell in Unicode 6).
         browser.type_line(r"printf '\360\237\230\200X\n'").await;
@@ -218,7 +240,7 @@ async fn with_a_software_gpu_the_webgl_renderer_draws_the_terminal() {
     within(async {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"gl","shell":"echo gl-$((3*4)); exec cat"}"#).await;
-        let url = format!("{}/?token={}#t=gl", served.base, served.token);
+        let url = format!("{}/#code={}&t=gl", served.base, served.code);
         // SwiftShader: WebGL2 on the CPU, as a machine without a GPU driver
         // may have it.
         let mut browser = Browser::launch(&binary, &url, &["--enable-unsafe-swiftshader"]).await;
@@ -262,7 +284,7 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
             .await;
         let mut browser = Browser::open(
             &binary,
-            &format!("{}/?token={}", served.base, served.token),
+            &format!("{}/#code={}", served.base, served.code),
         )
         .await;
         let item = |name: &str| format!("document.querySelector('#terminals li[data-name=\"{name}\"]')");
@@ -448,11 +470,11 @@ async fn a_read_only_token_sees_badges_and_no_actions() {
         served
             .spawn(r#"{"name":"watched","shell":"echo watched-$((5*5)); exec cat"}"#)
             .await;
-        let mut browser = Browser::open(
-            &binary,
-            &format!("{}/?token=lookerlookerlooke#t=watched", served.base),
-        )
-        .await;
+        served.token = "lookerlookerlooke".to_owned();
+        let code = served.sign_in_code("{}").await;
+        let mut browser =
+            Browser::open(&binary, &format!("{}/#code={code}&t=watched", served.base)).await;
+        served.token = "writerwriterwrite".to_owned();
         browser
             .until(
                 "watched opened read-only",
@@ -503,7 +525,7 @@ async fn page_options_are_checked_and_reach_the_page() {
         }
         let served = Served::start(&["--page-option", "theme=solarized"]).await;
         let page = reqwest::Client::new()
-            .get(format!("{}/?token={}", served.base, served.token))
+            .get(format!("{}/", served.base))
             .send()
             .await
             .unwrap();

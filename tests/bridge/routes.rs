@@ -197,17 +197,12 @@ async fn routes_answer_with_the_cli_json_and_map_errors_to_statuses() {
 }
 
 #[tokio::test]
-async fn tokens_come_by_header_query_or_cookie_and_nothing_else_passes() {
+async fn only_a_bearer_token_or_session_passes() {
     within(async {
         let served = Served::start(&[]).await;
         let http = reqwest::Client::new();
         let url = |path: &str| format!("{}{path}", served.base);
-        for path in [
-            "/",
-            "/api/terminals",
-            "/assets/app.js",
-            "/api/terminals/x/screen",
-        ] {
+        for path in ["/api/terminals", "/api/terminals/x/screen", "/api/links"] {
             let status = http.get(url(path)).send().await.unwrap().status().as_u16();
             assert_eq!(status, 401, "{path}");
             let status = http
@@ -222,43 +217,60 @@ async fn tokens_come_by_header_query_or_cookie_and_nothing_else_passes() {
         }
         let (status, body) = served.get("/api/terminals").await;
         assert_eq!((status, body), (200, Value::Array(Vec::new())));
-        let by_query = http
-            .get(url(&format!("/api/terminals?token={}", served.token)))
+        for carrier in [
+            http.get(url(&format!("/api/terminals?token={}", served.token))),
+            http.get(url("/api/terminals"))
+                .header("cookie", format!("tmux_engine_token={}", served.token)),
+        ] {
+            assert_eq!(carrier.send().await.unwrap().status().as_u16(), 401);
+        }
+        // The page and its assets are public: they hold no secret, and
+        // the page signs in itself.
+        for path in ["/", "/assets/app.js"] {
+            let page = http.get(url(path)).send().await.unwrap();
+            assert_eq!(page.status().as_u16(), 200, "{path}");
+            assert!(page.headers().get("set-cookie").is_none(), "{path}");
+        }
+        // The printed code, once, is a session that acts as the owner.
+        let sign_in = |code: String| {
+            http.post(url("/api/sign-in"))
+                .header("content-type", "application/json")
+                .body(format!(r#"{{"code":"{code}"}}"#))
+                .send()
+        };
+        let answer = sign_in(served.code.clone()).await.unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        let session: Value = answer.json().await.unwrap();
+        assert_eq!(session["read_only"], false, "{session}");
+        let secret = session["session"].as_str().unwrap().to_owned();
+        let again = sign_in(served.code.clone()).await.unwrap();
+        assert_eq!(again.status().as_u16(), 401, "a code works once");
+        let whoami: Value = http
+            .get(url("/api/session"))
+            .bearer_auth(&secret)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(whoami["owner"], session["owner"], "{whoami}");
+        assert!(whoami.get("session").is_none(), "{whoami}");
+        let signed_out = http
+            .delete(url("/api/session"))
+            .bearer_auth(&secret)
             .send()
             .await
             .unwrap();
-        assert_eq!(by_query.status().as_u16(), 200);
-
-        // The page loaded with ?token= leaves a cookie that is enough later.
-        let page = http
-            .get(url(&format!("/?token={}", served.token)))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(page.status().as_u16(), 200);
-        let cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
-        assert!(
-            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-            "{cookie}"
-        );
-        assert!(page.text().await.unwrap().contains("xterm"));
-        let pair = cookie.split(';').next().unwrap();
+        assert_eq!(signed_out.status().as_u16(), 200);
         let status = http
             .get(url("/api/terminals"))
-            .header("cookie", pair)
+            .bearer_auth(&secret)
             .send()
             .await
             .unwrap()
             .status();
-        assert_eq!(status.as_u16(), 200);
-        let status = http
-            .get(url("/api/terminals"))
-            .header("cookie", "tmux_engine_token=wrongwrongwrongwrong")
-            .send()
-            .await
-            .unwrap()
-            .status();
-        assert_eq!(status.as_u16(), 401);
+        assert_eq!(status.as_u16(), 401, "signed out");
     })
     .await;
 }

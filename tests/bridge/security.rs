@@ -1,7 +1,7 @@
 //! The front door as an attacker meets it: a rebinding DNS name (`Host`),
 //! a foreign page's script-free form, a page on another port of
-//! 127.0.0.1 riding the cookie, Fetch metadata, planted cookies, a link
-//! with another owner's token, and unknown routes. Raw HTTP over a
+//! 127.0.0.1 riding a cookie or a URL's token, Fetch metadata, cookies
+//! and caching, and unknown routes. Raw HTTP over a
 //! `TcpStream` wherever a client library would fix the headers up.
 
 use reqwest::Method;
@@ -24,13 +24,6 @@ impl Answer {
     fn code(&self) -> String {
         let body: Value = serde_json::from_str(&self.body).unwrap_or(Value::Null);
         body["error"]["code"].as_str().unwrap_or("").to_owned()
-    }
-
-    fn set_cookie(&self) -> Option<&str> {
-        self.head
-            .lines()
-            .find_map(|line| line.strip_prefix("set-cookie:"))
-            .map(str::trim)
     }
 }
 
@@ -131,8 +124,9 @@ async fn a_rebinding_host_is_421_before_authentication_websocket_included() {
                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==".to_owned(),
                 ]
             };
-            let path = format!("/api/terminals/x/attach?token={}", served.token);
-            let answer = raw(&served, "GET", &path, &upgrade(evil.clone()), "").await;
+            let mut headers = upgrade(evil.clone());
+            headers.push(bearer.clone());
+            let answer = raw(&served, "GET", "/api/terminals/x/attach", &headers, "").await;
             assert_eq!(
                 (answer.status, answer.code().as_str()),
                 (421, "FORBIDDEN_HOST"),
@@ -269,13 +263,19 @@ async fn a_foreign_pages_text_plain_form_spawns_nothing() {
     .await;
 }
 
+/// A page on another port of 127.0.0.1 can make the browser send the
+/// cookie an older serve set (cookies ignore ports) or a URL's token:
+/// neither is a credential any more, for reads or writes, with its
+/// Origin or without.
 #[tokio::test]
-async fn another_port_of_127_0_0_1_cannot_write_with_the_cookie() {
+async fn another_port_of_127_0_0_1_cannot_act_with_a_cookie_or_a_url_token() {
     within(async {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"sh","command":["sh"]}"#).await;
         let foreign = "Origin: http://127.0.0.1:8000".to_owned();
         for (method, path, body) in [
+            ("GET", "/api/terminals", ""),
+            ("GET", "/api/terminals/sh/screen", ""),
             ("POST", "/api/terminals", "{}"),
             (
                 "POST",
@@ -283,36 +283,34 @@ async fn another_port_of_127_0_0_1_cannot_write_with_the_cookie() {
                 r#"{"text":"touch x","submit":true}"#,
             ),
             ("POST", "/api/terminals/sh/signal", r#"{"signal":"INT"}"#),
+            ("POST", "/api/links", "{}"),
             ("DELETE", "/api/terminals/sh", ""),
         ] {
-            let mut headers = vec![host(&served), cookie(&served.token), foreign.clone()];
-            if !body.is_empty() {
-                headers.push(JSON.to_owned());
+            let with_query = format!("{path}?token={}", served.token);
+            for (path, carrier) in [(path, cookie(&served.token)), (&with_query, String::new())] {
+                for origin in [Some(&foreign), None] {
+                    let mut headers = vec![host(&served)];
+                    headers.extend([carrier.clone()].into_iter().filter(|c| !c.is_empty()));
+                    headers.extend(origin.cloned());
+                    if !body.is_empty() {
+                        headers.push(JSON.to_owned());
+                    }
+                    let answer = raw(&served, method, path, &headers, body).await;
+                    assert!(
+                        matches!(
+                            (answer.status, answer.code().as_str()),
+                            (401, "UNAUTHORIZED") | (403, "FORBIDDEN_ORIGIN")
+                        ),
+                        "{method} {path} {headers:?}: {answer:?}"
+                    );
+                }
             }
-            let answer = raw(&served, method, path, &headers, body).await;
-            assert_eq!(
-                (answer.status, answer.code().as_str()),
-                (403, "FORBIDDEN_ORIGIN"),
-                "{method} {path}: {answer:?}"
-            );
-            // The cookie alone, with no Origin, is not enough either.
-            let answer = raw(&served, method, path, &headers[..2], body).await;
-            assert_eq!(
-                answer.status,
-                if body.is_empty() { 403 } else { 415 },
-                "{answer:?}"
-            );
-            let mut plain = headers[..2].to_vec();
-            if !body.is_empty() {
-                plain.push(JSON.to_owned());
-            }
-            let answer = raw(&served, method, path, &plain, body).await;
-            assert_eq!(
-                (answer.status, answer.code().as_str()),
-                (403, "FORBIDDEN_ORIGIN"),
-                "cookie without Origin: {method} {path}: {answer:?}"
-            );
         }
+        // The WebSocket neither: a URL token or a cookie is a 4401.
+        let mut ws = served
+            .ws("sh", &format!("token={}", served.token), None)
+            .await;
+        assert_eq!(ws.close_code().await, 4401);
         assert_eq!(count(&served).await, 1, "the shell is still the only one");
         served
             .call(served.request(Method::DELETE, "/api/terminals/sh"))
@@ -347,7 +345,7 @@ async fn fetch_metadata_from_another_site_is_refused() {
 }
 
 #[tokio::test]
-async fn scripts_with_a_bearer_and_the_page_with_its_cookie_still_write() {
+async fn scripts_with_a_bearer_and_the_page_with_its_session_still_write() {
     within(async {
         let served = Served::start(&["--allow-origin", "https://term.example"]).await;
         let bearer = format!("Authorization: Bearer {}", served.token);
@@ -361,8 +359,24 @@ async fn scripts_with_a_bearer_and_the_page_with_its_cookie_still_write() {
         )
         .await;
         assert_eq!(answer.status, 201, "{answer:?}");
-        // The page: its cookie, its own Origin, same-origin metadata.
+        // The page: it exchanged the printed code for a session, sent as
+        // Bearer with its own Origin and same-origin metadata.
         let own = format!("Origin: {}", served.base);
+        let signed_in = raw(
+            &served,
+            "POST",
+            "/api/sign-in",
+            &[host(&served), own.clone(), JSON.to_owned()],
+            &format!(r#"{{"code":"{}"}}"#, served.code),
+        )
+        .await;
+        assert_eq!(signed_in.status, 200, "{signed_in:?}");
+        assert!(!signed_in.head.contains("set-cookie"), "{signed_in:?}");
+        let session: Value = serde_json::from_str(&signed_in.body).unwrap();
+        let session = format!(
+            "Authorization: Bearer {}",
+            session["session"].as_str().unwrap()
+        );
         for (name, origin) in [
             ("page", own.as_str()),
             ("allowed", "Origin: https://term.example"),
@@ -373,7 +387,7 @@ async fn scripts_with_a_bearer_and_the_page_with_its_cookie_still_write() {
                 "/api/terminals",
                 &[
                     host(&served),
-                    cookie(&served.token),
+                    session.clone(),
                     origin.to_owned(),
                     "Sec-Fetch-Site: same-origin".to_owned(),
                     "Content-Type: application/json; charset=utf-8".to_owned(),
@@ -391,7 +405,7 @@ async fn scripts_with_a_bearer_and_the_page_with_its_cookie_still_write() {
             "/api/terminals/page",
             &[
                 format!("Host: localhost:{port}"),
-                cookie(&served.token),
+                session.clone(),
                 format!("Origin: http://localhost:{port}"),
             ],
             "",
@@ -409,145 +423,41 @@ async fn scripts_with_a_bearer_and_the_page_with_its_cookie_still_write() {
 }
 
 #[tokio::test]
-async fn a_planted_junk_cookie_does_not_lock_the_user_out() {
+async fn no_answer_sets_a_cookie_and_api_answers_are_not_stored() {
     within(async {
         let served = Served::start(&[]).await;
-        for headers in [
-            vec![
-                host(&served),
-                format!(
-                    "Cookie: tmux_engine_token=junkjunkjunkjunkjunk; tmux_engine_token={}",
-                    served.token
-                ),
-            ],
-            vec![
-                host(&served),
-                "Cookie: tmux_engine_token=junkjunkjunkjunkjunk".to_owned(),
-                cookie(&served.token),
-            ],
+        let bearer = format!("Authorization: Bearer {}", served.token);
+        for (path, headers) in [
+            ("/", vec![host(&served)]),
+            (&*format!("/?token={}", served.token), vec![host(&served)]),
+            ("/api/terminals", vec![host(&served), bearer.clone()]),
+            ("/api/terminals", vec![host(&served)]),
+            ("/api/session", vec![host(&served), bearer.clone()]),
+            ("/api/nope", vec![host(&served), bearer.clone()]),
+            ("/api/openapi.json", vec![host(&served), bearer.clone()]),
         ] {
-            let answer = raw(&served, "GET", "/api/terminals", &headers, "").await;
-            assert_eq!(
-                (answer.status, answer.body.as_str()),
-                (200, "[]"),
-                "{headers:?}"
+            let answer = raw(&served, "GET", path, &headers, "").await;
+            assert!(!answer.head.contains("set-cookie"), "{path}: {answer:?}");
+            assert!(
+                answer.head.contains("cache-control: no-store"),
+                "{path}: {answer:?}"
             );
         }
+        // The page's old cookie switch is gone.
         let answer = raw(
             &served,
-            "GET",
-            "/api/terminals",
+            "POST",
+            "/",
             &[
                 host(&served),
-                "Cookie: tmux_engine_token=junkjunkjunkjunkjunk".to_owned(),
+                JSON.to_owned(),
+                format!("Origin: {}", served.base),
             ],
-            "",
+            &format!(r#"{{"token":"{}"}}"#, served.token),
         )
         .await;
-        assert_eq!(answer.status, 401);
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn a_link_with_another_owners_token_asks_before_replacing_the_cookie() {
-    within(async {
-        let cli = crate::cli::Cli::new();
-        let file = super::token_file(
-            &cli,
-            "alicealicealiceal alice\nbobbobbobbobbobbo bob\nviewviewviewviewv alice read-only\n",
-        );
-        let served = Served::start_with(cli, &["--token-file", &file], &[]).await;
-        let alice = cookie("alicealicealiceal");
-        // Bob's link while signed in as alice: no Set-Cookie, a notice.
-        let answer = raw(
-            &served,
-            "GET",
-            "/?token=bobbobbobbobbobbo",
-            &[host(&served), alice.clone()],
-            "",
-        )
-        .await;
-        assert_eq!(answer.status, 200, "{answer:?}");
-        assert_eq!(answer.set_cookie(), None, "{answer:?}");
-        assert!(
-            answer
-                .body
-                .contains(r#"<meta name="tmux-engine-switch" content="alice" data-link="bob">"#),
-            "{}",
-            answer.body
-        );
-        // A junk cookie beside alice's changes nothing.
-        let both = "Cookie: tmux_engine_token=junk; tmux_engine_token=alicealicealiceal".to_owned();
-        let answer = raw(
-            &served,
-            "GET",
-            "/?token=bobbobbobbobbobbo",
-            &[host(&served), both],
-            "",
-        )
-        .await;
-        assert_eq!(answer.set_cookie(), None, "{answer:?}");
-        // The same owner's other token, or no valid cookie: the link's wins.
-        for headers in [
-            vec![host(&served), alice.clone()],
-            vec![host(&served), cookie("junkjunkjunkjunkjunk")],
-            vec![host(&served)],
-        ] {
-            let answer = raw(&served, "GET", "/?token=viewviewviewviewv", &headers, "").await;
-            let set = answer
-                .set_cookie()
-                .unwrap_or_else(|| panic!("{headers:?}: {answer:?}"));
-            assert!(
-                set.starts_with("tmux_engine_token=viewviewviewviewv;"),
-                "{set}"
-            );
-            assert!(set.contains("path=/;") && !set.contains("secure"), "{set}");
-            assert!(!answer.body.contains("tmux-engine-switch"));
-        }
-        // The page's switch: a JSON POST from its own origin.
-        let switch = |origin: String| vec![host(&served), alice.clone(), origin, JSON.to_owned()];
-        let body = r#"{"token":"bobbobbobbobbobbo"}"#;
-        let answer = raw(
-            &served,
-            "POST",
-            "/",
-            &switch("Origin: http://127.0.0.1:8000".to_owned()),
-            body,
-        )
-        .await;
-        assert_eq!(
-            (answer.status, answer.set_cookie()),
-            (403, None),
-            "{answer:?}"
-        );
-        let answer = raw(
-            &served,
-            "POST",
-            "/",
-            &switch(format!("Origin: {}", served.base)),
-            r#"{"token":"wrongwrongwrongwrong"}"#,
-        )
-        .await;
-        assert_eq!(
-            (answer.status, answer.set_cookie()),
-            (401, None),
-            "{answer:?}"
-        );
-        let answer = raw(
-            &served,
-            "POST",
-            "/",
-            &switch(format!("Origin: {}", served.base)),
-            body,
-        )
-        .await;
-        assert_eq!(answer.status, 200, "{answer:?}");
-        let set = answer.set_cookie().unwrap();
-        assert!(
-            set.starts_with("tmux_engine_token=bobbobbobbobbobbo;"),
-            "{set}"
-        );
+        assert!(!answer.head.contains("set-cookie"), "{answer:?}");
+        assert_eq!(answer.status, 405, "{answer:?}");
     })
     .await;
 }

@@ -16,6 +16,7 @@ mod cursors;
 mod scenario;
 mod search;
 mod sessions;
+mod transport;
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

@@ -21,6 +21,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use super::heads::{HeadBytes, MAX_HEAD};
 use super::serve_options::ServeOptions;
 
 /// Refusals (`503`s) lingering at once at most; beyond them the accept
@@ -45,6 +46,8 @@ pub(super) struct ListenShared {
     pub(super) tls: Option<TlsAcceptor>,
     /// Cancelled at shutdown: connections finish their request and close.
     pub(super) shutdown: CancellationToken,
+    /// The bytes of every unfinished request head (`heads.rs`).
+    pub(super) heads: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// An accepted socket of either kind.
@@ -283,6 +286,8 @@ impl<B: HttpBody + Unpin> HttpBody for Tracked<B> {
 struct Watched<S> {
     inner: S,
     activity: Activity,
+    /// Its share of the head budget while a head comes in.
+    head: Arc<HeadBytes>,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -294,8 +299,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        let read = buf.filled().len() - before;
+        if read > 0 {
             self.activity.read();
+            let waiting = matches!(*self.activity.0.borrow(), Phase::Waiting { .. });
+            if waiting && !self.head.add(read) {
+                return Poll::Ready(Err(io::Error::other(
+                    "the unfinished request heads of all connections are over their budget",
+                )));
+            }
         }
         polled
     }
@@ -339,14 +351,21 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Activity::new();
+    let head = Arc::new(HeadBytes::new(shared.heads.clone()));
     let io = Watched {
         inner: stream,
         activity: activity.clone(),
+        head: head.clone(),
         _permit: permit,
     };
     let service = {
         let (shared, activity) = (shared.clone(), activity.clone());
         hyper::service::service_fn(move |request: Request<Incoming>| {
+            if request.headers().contains_key(header::UPGRADE) {
+                head.stop();
+            } else {
+                head.release();
+            }
             activity.begin();
             let guard = InFlight(activity.clone());
             let shared = shared.clone();
@@ -363,6 +382,8 @@ where
     // The watchdog times heads and idle waits itself (hyper's own timer
     // would cut idle keep-alives at the header timeout).
     builder.header_read_timeout(None);
+    // A head past this is answered 431 before more of it is buffered.
+    builder.max_buf_size(MAX_HEAD);
     let connection = builder
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
@@ -419,6 +440,8 @@ async fn route(
                 inner,
                 gap: shared.options.header_timeout,
                 stall: None,
+                deadline: Box::pin(tokio::time::sleep(shared.options.body_timeout)),
+                whole: shared.options.body_timeout,
             })
         }))
         .await
@@ -436,6 +459,9 @@ struct Trickle {
     gap: Duration,
     /// Started when the body first had nothing to give; reset by a frame.
     stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The whole body's deadline, from the request's start.
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    whole: Duration,
 }
 
 impl HttpBody for Trickle {
@@ -447,6 +473,13 @@ impl HttpBody for Trickle {
         cx: &mut Context<'_>,
     ) -> Poll<Option<std::result::Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
+        if this.deadline.as_mut().poll(cx).is_ready() && !this.inner.is_end_stream() {
+            let whole = this.whole;
+            return Poll::Ready(Some(Err(format!(
+                "the request body took longer than {whole:?}"
+            )
+            .into())));
+        }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
                 this.stall = None;

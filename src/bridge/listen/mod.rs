@@ -14,9 +14,11 @@
 //! |--------------|------------------------------------------------------|
 //! | `mod.rs`     | the accept loop: the cap, accept errors, shutdown    |
 //! | `conn.rs`    | one connection: TLS, HTTP, its watchdog, refusals    |
+//! | `heads.rs`   | what unfinished request heads may cost, together     |
 //! | `options.rs` | limits, TLS files, the Unix socket, the base path    |
 
 mod conn;
+mod heads;
 mod serve_options;
 
 use std::future::Future;
@@ -33,8 +35,8 @@ use tokio_util::task::TaskTracker;
 
 use self::conn::{ListenShared, REFUSAL_SLOTS, Stream, connection, refuse};
 pub use self::serve_options::{
-    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions, Tls, bind_unix,
-    validate_base_path,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions,
+    Tls, bind_unix, validate_base_path,
 };
 
 /// The pause after an accept error that is not the peer's (EMFILE,
@@ -63,6 +65,7 @@ pub(crate) async fn serve(
             .map(|tls| TlsAcceptor::from(tls.0.clone())),
         options,
         shutdown: shutdown.clone(),
+        heads: Arc::default(),
     });
     let connections = TaskTracker::new();
     let mut stop = pin!(stop);

@@ -54,12 +54,22 @@ impl From<UnixListener> for Listener {
 /// with wider modes). A stale socket of ours nobody listens on is
 /// replaced; anything else at `path` is refused.
 ///
+/// The socket's directory must be the user's own and writable by no one
+/// else (sticky or not): whoever can write it can put their own socket
+/// at `path` and read the tokens of the next clients.
+///
 /// # Errors
+/// `UNSAFE_DIRECTORY` for a directory another user owns or can write;
 /// `INVALID_INPUT` when `path` is not a socket, is another user's, or a
 /// live server listens on it; `IO` when binding fails.
 pub fn bind_unix(path: &Path) -> Result<UnixListener> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
     let shown = path.display();
+    let parent = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    check_socket_dir(parent)?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) => {
             if !meta.file_type().is_socket() {
@@ -83,10 +93,6 @@ pub fn bind_unix(path: &Path) -> Result<UnixListener> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::io(format!("inspecting {shown}"), e)),
     }
-    let parent = path
-        .parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
     let staging = tempfile::Builder::new()
         .prefix(".te")
         .tempdir_in(parent)
@@ -99,6 +105,33 @@ pub fn bind_unix(path: &Path) -> Result<UnixListener> {
         .and_then(|()| listener.set_nonblocking(true))
         .map_err(|e| Error::io(format!("placing socket {shown}"), e))?;
     UnixListener::from_std(listener).map_err(|e| Error::io(format!("listening on {shown}"), e))
+}
+
+/// Refuses (`UNSAFE_DIRECTORY`) a socket directory not owned by the
+/// effective user, or that group or other may write.
+fn check_socket_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| Error::io(format!("examining directory {}", dir.display()), e))?;
+    let me = rustix::process::geteuid().as_raw();
+    let unsafe_dir = |reason: String| Error::UnsafeDirectory {
+        path: dir.to_owned(),
+        reason,
+    };
+    if meta.uid() != me {
+        return Err(unsafe_dir(format!(
+            "owned by uid {}, not by this user (uid {me}): put the socket in a directory of \
+             your own that no one else can write",
+            meta.uid()
+        )));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(unsafe_dir(format!(
+            "mode {mode:04o} lets group or other write it (they could replace the socket)"
+        )));
+    }
+    Ok(())
 }
 
 /// A TLS server configuration (rustls, `ring` provider, HTTP/1.1 only).
@@ -149,6 +182,10 @@ impl Tls {
     }
 }
 
+/// How long a request's whole body may take unless configured otherwise:
+/// the largest body (1 MiB) at 35 KB/s.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The connection limits and TLS of [`Bridge::serve_with`](crate::bridge::Bridge::serve_with).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -159,6 +196,9 @@ pub struct ServeOptions {
     pub header_timeout: Duration,
     /// Time a kept-alive connection may wait for its next request.
     pub idle_timeout: Duration,
+    /// Time a request's whole body may take, however steadily it comes
+    /// (a byte every few seconds never pauses past the header timeout).
+    pub body_timeout: Duration,
     /// Connections (WebSockets included) served at once.
     pub max_connections: usize,
     /// TLS, or plain HTTP.
@@ -170,6 +210,7 @@ impl Default for ServeOptions {
         ServeOptions {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: default_max_connections(),
             tls: None,
         }
@@ -188,6 +229,13 @@ impl ServeOptions {
     #[must_use]
     pub fn idle_timeout(mut self, timeout: Duration) -> ServeOptions {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets the whole-body deadline.
+    #[must_use]
+    pub fn body_timeout(mut self, timeout: Duration) -> ServeOptions {
+        self.body_timeout = timeout;
         self
     }
 

@@ -34,6 +34,7 @@ const OPTIONS: &[(&str, Kind)] = &[
             max: 100_000,
         },
     ),
+    ("clipboardWrite", Kind::Word(&["ask", "allow", "deny"])),
 ];
 
 /// The page's default options, each checked when set.

@@ -13,7 +13,9 @@
 //! Everything else is left alone and reported as skipped: a directory a
 //! record names (paths compared canonical), one younger than the grace
 //! period (a spawn in another process may not have written its record
-//! yet), a connect or query that failed or timed out ("unknown" is never
+//! yet) unless its terminal's spawn lock is free and it still has no
+//! record (its spawner died: a crash 40 ms into a spawn is reaped at the
+//! next start, not a minute later), a connect or query that failed or timed out ("unknown" is never
 //! "no server": a busy server or fd exhaustion must not cost a live
 //! terminal), a server of another state directory, and one without the
 //! identifying marks (started before they existed, or not by a registry).
@@ -28,7 +30,8 @@ use std::time::Duration;
 use super::locator::TmuxLocator;
 use super::{ID_OPTION, SESSION, STATE_OPTION, TmuxConfig};
 use crate::registry::TerminalId;
-use crate::registry::persist::TerminalRecord;
+use crate::registry::locks::Purpose;
+use crate::registry::persist::{StateDir, TerminalRecord};
 use crate::registry::seam::ReapReport;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE};
@@ -110,9 +113,9 @@ async fn judge(
     handle: &ServerHandle,
     ours: &str,
     claimed: &HashSet<&str>,
-) -> std::result::Result<&'static str, Option<String>> {
+) -> std::result::Result<(&'static str, Option<String>), Option<String>> {
     match occupant(handle.socket()) {
-        Occupant::Nothing => Ok("socket directory without a server"),
+        Occupant::Nothing => Ok(("socket directory without a server", None)),
         Occupant::Unknown(error) => Err(Some(format!("connect failed: {error}"))),
         Occupant::Listening => match marks(handle).await {
             Err(error) => Err(Some(format!("no answer: {error}"))),
@@ -124,8 +127,27 @@ async fn judge(
                 "terminal {} has a record (moved or unreadable)",
                 marks.id
             ))),
-            Ok(_) => Ok("server without a record"),
+            Ok(marks) => Ok(("server without a record", Some(marks.id))),
         },
+    }
+}
+
+/// Whether the young server of terminal `id` was abandoned: nobody holds
+/// its spawn lock (its spawner died, or finished) and, with the lock held
+/// so that no spawn can finish meanwhile, it still has no record.
+fn abandoned(state_dir: Option<&Path>, id: Option<&str>) -> bool {
+    let (Some(dir), Some(id)) = (state_dir, id) else {
+        return false;
+    };
+    let Ok(id) = TerminalId::parse(id) else {
+        return false;
+    };
+    let Ok(state) = StateDir::open(dir) else {
+        return false;
+    };
+    match state.try_lock(&StateDir::terminal_lock(&id, Purpose::Spawn)) {
+        Ok(Some(_held)) => !state.record_path(&id).exists(),
+        _ => false,
     }
 }
 
@@ -179,12 +201,15 @@ pub(super) async fn reap(
             .ok()
             .and_then(|modified| modified.elapsed().ok())
             .is_none_or(|age| age < config.reap_grace);
-        if young {
-            continue;
-        }
         let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
         let what = match judge(&handle, &ours, &claimed).await {
-            Ok(what) => what,
+            Ok((what, id)) => {
+                if young && !abandoned(config.state_dir.as_deref(), id.as_deref()) {
+                    continue;
+                }
+                what
+            }
+            Err(_) if young => continue,
             Err(Some(why)) => {
                 report.skipped.push(format!("{}: {why}", path.display()));
                 continue;

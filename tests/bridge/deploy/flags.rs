@@ -28,6 +28,38 @@ async fn plain_http_off_loopback_is_refused_unless_allowed() {
     .await;
 }
 
+/// A socket only in a directory of the user's own that no one else can
+/// write: another user able to write there could replace the socket and
+/// capture the next client's Bearer token.
+#[tokio::test]
+async fn a_unix_socket_in_a_directory_others_can_write_or_own_is_refused() {
+    within(async {
+        let cli = Cli::new();
+        let shared = cli.state().with_file_name("shared");
+        std::fs::create_dir(&shared).unwrap();
+        for mode in [0o777, 0o1777, 0o770] {
+            std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(mode)).unwrap();
+            let listen = format!("unix:{}/serve.sock", shared.display());
+            let stderr = refused(&cli, &["--listen", &listen], &[]).await;
+            assert!(stderr.contains("UNSAFE_DIRECTORY"), "{mode:o}: {stderr}");
+            assert!(!shared.join("serve.sock").exists(), "{mode:o}");
+        }
+        if rustix::process::geteuid().is_root() {
+            // Root: a private directory another user owns.
+            std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::os::unix::fs::chown(&shared, Some(65534), Some(65534)).unwrap();
+            let listen = format!("unix:{}/serve.sock", shared.display());
+            let stderr = refused(&cli, &["--listen", &listen], &[]).await;
+            assert!(
+                stderr.contains("UNSAFE_DIRECTORY") && stderr.contains("owned by uid 65534"),
+                "{stderr}"
+            );
+            std::os::unix::fs::chown(&shared, Some(0), Some(0)).unwrap();
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_unix_socket_is_private_replaces_a_stale_one_and_serves() {
     within(async {
@@ -84,7 +116,7 @@ async fn base_path_mounts_page_api_and_websocket_and_nothing_else() {
         )
         .await;
         let (addr, token) = (served.addr(), served.token());
-        assert!(served.line.contains("/tm/x/?token="), "{}", served.line);
+        assert!(served.line.contains("/tm/x/#code="), "{}", served.line);
         let get = |path: &'static str| {
             let (addr, token) = (addr.clone(), token.clone());
             async move {
@@ -128,13 +160,17 @@ async fn base_path_mounts_page_api_and_websocket_and_nothing_else() {
         let id = spawned.json()["id"].as_str().unwrap().to_owned();
         let listed = get("/tm/x/api/terminals").await;
         assert!(listed.body.contains(&id), "{listed:?}");
-        let url = format!("ws://{addr}/tm/x/api/terminals/{id}/attach?token={token}");
-        let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let url = format!("ws://{addr}/tm/x/api/terminals/{id}/attach");
+        let (socket, _) = tokio_tungstenite::connect_async(super::super::ws_request(&url, &token))
+            .await
+            .unwrap();
         let mut ws = super::super::Ws { socket };
         assert_eq!(ws.text().await["type"], "hello");
-        let outside = format!("ws://{addr}/api/terminals/{id}/attach?token={token}");
+        let outside = format!("ws://{addr}/api/terminals/{id}/attach");
         assert!(
-            tokio_tungstenite::connect_async(outside).await.is_err(),
+            tokio_tungstenite::connect_async(super::super::ws_request(&outside, &token))
+                .await
+                .is_err(),
             "upgraded outside the base path"
         );
     })
@@ -152,8 +188,8 @@ async fn the_token_can_come_from_tmux_engine_token() {
         )
         .await;
         assert!(
-            !served.line.contains("token="),
-            "printed a token: {}",
+            !served.line.contains(token) && served.line.contains("/#code="),
+            "printed the token, or no sign-in code: {}",
             served.line
         );
         let addr = served.addr();

@@ -25,6 +25,8 @@ pub(crate) struct Serve {
     pub(crate) cli: Cli,
     /// The first line it printed (the URL, or `unix:PATH /path`).
     pub(crate) line: String,
+    /// The token it runs with (empty when the test named its own).
+    token: String,
 }
 
 impl Serve {
@@ -73,11 +75,12 @@ impl Serve {
     async fn spawn(cli: Cli, command: std::process::Command, env: &[(&str, &str)]) -> Serve {
         let mut command = tokio::process::Command::from(command);
         command.envs(env.iter().copied());
-        let (child, line) = super::spawn_serve(command).await;
+        let (child, line, token) = super::spawn_serve(command).await;
         Serve {
             _child: child,
             cli,
             line,
+            token,
         }
     }
 
@@ -87,11 +90,9 @@ impl Serve {
         rest.split('/').next().unwrap().to_owned()
     }
 
-    /// The token of the printed URL (empty when none was printed).
+    /// The token it runs with (empty when the test named its own).
     pub(crate) fn token(&self) -> String {
-        self.line
-            .split_once("?token=")
-            .map_or(String::new(), |(_, token)| token.to_owned())
+        self.token.clone()
     }
 }
 

@@ -161,8 +161,10 @@ async fn serve_behind_nginx_on_a_unix_socket_under_a_base_path() {
         .await;
         assert_eq!(spawned.status, 201, "{spawned:?}");
         let id = spawned.json()["id"].as_str().unwrap().to_owned();
-        let url = format!("ws://{host}/terminals/api/terminals/{id}/attach?token={token}");
-        let (socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let url = format!("ws://{host}/terminals/api/terminals/{id}/attach");
+        let (socket, _) = tokio_tungstenite::connect_async(super::super::ws_request(&url, &token))
+            .await
+            .unwrap();
         let mut ws = super::super::Ws { socket };
         assert_eq!(ws.text().await["type"], "hello");
         let mut received = super::super::Received::default();

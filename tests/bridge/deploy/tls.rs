@@ -108,8 +108,9 @@ async fn https_serves_the_api_and_a_websocket_and_cuts_silent_handshakes() {
         assert_eq!(listed.status, 200, "{listed:?}");
         assert!(listed.body.contains(&id), "{listed:?}");
 
-        let url = format!("wss://{addr}/api/terminals/{id}/attach?token={token}");
-        let (mut ws, _) = tokio_tungstenite::client_async(url, connect(&addr, &ca).await)
+        let url = format!("wss://{addr}/api/terminals/{id}/attach");
+        let request = super::super::ws_request(&url, &token);
+        let (mut ws, _) = tokio_tungstenite::client_async(request, connect(&addr, &ca).await)
             .await
             .unwrap();
         let hello = tokio::time::timeout(super::WAIT, ws.next())

@@ -1,0 +1,116 @@
+//! A share link's holder (`tmux-engine link --terminal T`): one terminal,
+//! nothing else. The middleware lets such a session reach only that
+//! terminal's routes (show, screen, scrollback, send, signal, attach), its
+//! own session, the document, and the list and viewer counts filtered to
+//! that terminal; everything else is `403 FORBIDDEN_SCOPE`, another
+//! terminal `404 NO_TERMINAL` as if it did not exist. No registry logic:
+//! a name is resolved through the owner's `show`, as every route does.
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::AppState;
+use super::api::ApiError;
+use super::auth::Principal;
+use crate::Error;
+
+/// The one terminal (its id) a share link's session may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Scope(pub(crate) String);
+
+/// What to do with the answer of an allowed request.
+pub(super) enum Filter {
+    /// Nothing.
+    Pass,
+    /// Keep only the scope's entry of the list.
+    List,
+    /// Keep only the scope's viewer count.
+    Viewers,
+}
+
+fn forbidden(scope: &Scope) -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "FORBIDDEN_SCOPE",
+        format!("this link is for terminal {} only", scope.0),
+    )
+}
+
+/// Whether `target` (an id or a name) is the scope's terminal.
+pub(super) async fn is_scope(
+    state: &AppState,
+    who: &Principal,
+    scope: &Scope,
+    target: &str,
+) -> bool {
+    if target == scope.0 {
+        return true;
+    }
+    state
+        .registry
+        .owner(&who.owner)
+        .show(target)
+        .await
+        .is_ok_and(|snapshot| snapshot.id.as_str() == scope.0)
+}
+
+/// Judges one request of a scoped session.
+///
+/// # Errors
+/// `403 FORBIDDEN_SCOPE` for a route outside the terminal, `404
+/// NO_TERMINAL` for another terminal, kill and rename included.
+pub(super) async fn judge(
+    state: &AppState,
+    who: &Principal,
+    scope: &Scope,
+    method: &Method,
+    path: &str,
+) -> Result<Filter, ApiError> {
+    match (method.as_str(), path) {
+        (_, "/api/session") | ("GET", "/api/openapi.json") => return Ok(Filter::Pass),
+        ("GET", "/api/terminals") => return Ok(Filter::List),
+        ("GET", "/api/viewers") => return Ok(Filter::Viewers),
+        _ => {}
+    }
+    let Some(rest) = path.strip_prefix("/api/terminals/") else {
+        return Err(forbidden(scope));
+    };
+    let (target, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    let allowed = matches!(
+        (method.as_str(), tail),
+        ("GET", "" | "screen" | "scrollback" | "attach") | ("POST", "send" | "signal")
+    );
+    if !is_scope(state, who, scope, target).await {
+        return Err(ApiError::from(Error::NoTerminal(target.to_owned())));
+    }
+    if !allowed {
+        return Err(forbidden(scope));
+    }
+    Ok(Filter::Pass)
+}
+
+/// Applies `filter` to a JSON answer.
+pub(super) async fn filter(filter: Filter, scope: &Scope, response: Response) -> Response {
+    if matches!(filter, Filter::Pass) || !response.status().is_success() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    match (&filter, &mut value) {
+        (Filter::List, Value::Array(list)) => list.retain(|t| t["id"] == scope.0.as_str()),
+        (Filter::Viewers, Value::Object(counts)) => counts.retain(|id, _| *id == scope.0),
+        _ => {}
+    }
+    let mut response = Response::from_parts(parts, Body::from(value.to_string()));
+    response
+        .headers_mut()
+        .remove(axum::http::header::CONTENT_LENGTH);
+    response
+}

@@ -1,0 +1,536 @@
+//! Sign-in without a reusable secret in any URL or cookie: one-time codes
+//! (what `serve` prints and `tmux-engine link` mints, valid once and for
+//! minutes), exchanged by the page for a session credential that lives in
+//! the page's own origin storage and travels as `Authorization: Bearer`
+//! (or the WebSocket's `bearer.` subprotocol). Sessions live in this
+//! process only; a restart signs every browser out.
+//!
+//! Every lookup compares against every entry in constant time (as
+//! `auth.rs` does for tokens), and both lists are bounded per owner: at
+//! most [`MAX_LINKS`] live links (minting more is refused) and
+//! [`MAX_SESSIONS`] sessions (that owner's oldest is signed out). No routing here
+//! beyond the four handlers of `/api/sign-in`, `/api/session` and `/api/links`.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+
+use super::AppState;
+use super::api::ApiError;
+use super::auth::{Principal, generate_token};
+use crate::Error;
+
+/// How long a sign-in code works unless told otherwise.
+pub const DEFAULT_CODE_LIFETIME: Duration = Duration::from_secs(600);
+
+/// The longest a code may be asked to live.
+pub const MAX_CODE_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Links (used or not) one owner keeps at once; minting beyond them is
+/// refused until some expire or are revoked. Per owner, so that one owner
+/// cannot keep another from minting.
+pub const MAX_LINKS: usize = 256;
+
+/// Sessions one owner keeps at once; a new one beyond them signs that
+/// owner's oldest out (never another owner's).
+pub const MAX_SESSIONS: usize = 256;
+
+/// One minted link.
+struct Link {
+    id: String,
+    /// A share link: the one terminal (its id) its holder may use.
+    terminal: Option<String>,
+    /// A share link's sessions end then too.
+    ends: Option<Instant>,
+    /// `None` once exchanged: a code works once.
+    code: Option<Vec<u8>>,
+    principal: Principal,
+    /// When the code stops working.
+    expires: Instant,
+    expires_at: u64,
+    created_at: u64,
+}
+
+/// One signed-in browser (or a client that exchanged a code itself).
+struct Session {
+    secret: Vec<u8>,
+    principal: Principal,
+    /// Its one terminal, for a share link's holder.
+    terminal: Option<String>,
+    /// When a share link's session ends.
+    ends: Option<Instant>,
+    /// The link it came from: revoking that link ends it.
+    link: String,
+}
+
+#[derive(Default)]
+struct Inner {
+    links: Vec<Link>,
+    sessions: Vec<Session>,
+}
+
+/// The codes and sessions of one bridge.
+#[derive(Default)]
+pub(crate) struct SignIns {
+    inner: Mutex<Inner>,
+}
+
+/// A freshly minted link.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub(crate) struct Minted {
+    /// Its id, for `GET /api/links` and revoking.
+    pub id: String,
+    /// The one-time code.
+    pub code: String,
+    /// The path to open (under the base path): `/#code=CODE`.
+    pub path: String,
+    /// When the code stops working, seconds since the Unix epoch.
+    pub expires_at: u64,
+    /// Whoever signs in with it may only look.
+    pub read_only: bool,
+    /// A share link's terminal (its id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
+}
+
+/// What `GET /api/links` shows of one link (never its code).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub(crate) struct LinkInfo {
+    /// Its id.
+    pub id: String,
+    /// Whoever signs in with it may only look.
+    pub read_only: bool,
+    /// It was already exchanged.
+    pub used: bool,
+    /// When it was minted, seconds since the Unix epoch.
+    pub created_at: u64,
+    /// When its code stops (or stopped) working.
+    pub expires_at: u64,
+    /// Sessions signed in through it.
+    pub sessions: usize,
+    /// A share link's terminal (its id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// The index of the entry whose secret is `presented`, in time that
+/// depends only on the list's length and the secrets' lengths.
+fn find<T>(entries: &[T], secret: impl Fn(&T) -> Option<&[u8]>, presented: &[u8]) -> Option<usize> {
+    let mut found = None;
+    for (index, entry) in entries.iter().enumerate() {
+        let hit = secret(entry).is_some_and(|secret| bool::from(secret.ct_eq(presented)));
+        if hit && found.is_none() {
+            found = Some(index);
+        }
+    }
+    found
+}
+
+impl SignIns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A new one-time code for `principal`, valid for `lifetime`.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a lifetime of zero or past
+    /// [`MAX_CODE_LIFETIME`], or with [`MAX_LINKS`] live links already;
+    /// `IO` without randomness.
+    pub(crate) fn mint(&self, principal: Principal, lifetime: Duration) -> crate::Result<Minted> {
+        self.mint_for(principal, None, lifetime)
+    }
+
+    /// As [`mint`](Self::mint), for one terminal (its id) when given: a
+    /// share link, whose sessions see only that terminal and end when
+    /// the link expires.
+    pub(crate) fn mint_for(
+        &self,
+        principal: Principal,
+        terminal: Option<String>,
+        lifetime: Duration,
+    ) -> crate::Result<Minted> {
+        if lifetime.is_zero() || lifetime > MAX_CODE_LIFETIME {
+            return Err(Error::InvalidInput(format!(
+                "a link's lifetime must be from 1 s to {} days",
+                MAX_CODE_LIFETIME.as_secs() / 86_400
+            )));
+        }
+        let code = generate_token()?;
+        let id = generate_token()?[..12].to_owned();
+        let now = Instant::now();
+        let mut inner = self.lock();
+        inner.prune(now);
+        let owners = inner
+            .links
+            .iter()
+            .filter(|link| link.principal.owner == principal.owner)
+            .count();
+        if owners >= MAX_LINKS {
+            return Err(Error::InvalidInput(format!(
+                "{MAX_LINKS} links are live already: revoke some or wait for them to expire"
+            )));
+        }
+        let created_at = unix_now();
+        let expires_at = created_at + lifetime.as_secs();
+        let read_only = principal.read_only;
+        let ends = terminal.as_ref().map(|_| now + lifetime);
+        inner.links.push(Link {
+            id: id.clone(),
+            terminal: terminal.clone(),
+            ends,
+            code: Some(code.as_bytes().to_vec()),
+            principal,
+            expires: now + lifetime,
+            expires_at,
+            created_at,
+        });
+        Ok(Minted {
+            id,
+            path: format!("/#code={code}"),
+            code,
+            expires_at,
+            read_only,
+            terminal,
+        })
+    }
+
+    /// Exchanges a code for a new session: its secret and principal.
+    /// `None` for a code that is unknown, used or expired (all three look
+    /// the same to the caller).
+    pub(crate) fn redeem(&self, code: &str) -> Option<(String, Principal, Option<String>)> {
+        let secret = generate_token().ok()?;
+        let now = Instant::now();
+        let mut inner = self.lock();
+        inner.prune(now);
+        let index = find(&inner.links, |link| link.code.as_deref(), code.as_bytes())?;
+        let link = &mut inner.links[index];
+        if link.expires <= now {
+            return None;
+        }
+        link.code = None;
+        let (principal, id) = (link.principal.clone(), link.id.clone());
+        let (terminal, ends) = (link.terminal.clone(), link.ends);
+        let mine: Vec<usize> = (0..inner.sessions.len())
+            .filter(|&i| inner.sessions[i].principal.owner == principal.owner)
+            .collect();
+        if mine.len() >= MAX_SESSIONS {
+            inner.sessions.remove(mine[0]);
+        }
+        inner.sessions.push(Session {
+            secret: secret.as_bytes().to_vec(),
+            principal: principal.clone(),
+            terminal: terminal.clone(),
+            ends,
+            link: id,
+        });
+        Some((secret, principal, terminal))
+    }
+
+    /// The principal of a session secret, and its one terminal for a
+    /// share link's holder (an ended share session is none).
+    pub(crate) fn session(&self, presented: &[u8]) -> Option<(Principal, Option<String>)> {
+        let inner = self.lock();
+        let index = find(&inner.sessions, |s| Some(s.secret.as_slice()), presented)?;
+        let session = &inner.sessions[index];
+        if session.ends.is_some_and(|ends| ends <= Instant::now()) {
+            return None;
+        }
+        Some((session.principal.clone(), session.terminal.clone()))
+    }
+
+    /// Ends the session `presented` (sign out); whether there was one.
+    pub(crate) fn end_session(&self, presented: &[u8]) -> bool {
+        let mut inner = self.lock();
+        let found = find(&inner.sessions, |s| Some(s.secret.as_slice()), presented);
+        found.map(|index| inner.sessions.remove(index)).is_some()
+    }
+
+    /// `owner`'s links, oldest first.
+    pub(crate) fn list(&self, owner: &crate::registry::OwnerId) -> Vec<LinkInfo> {
+        let mut inner = self.lock();
+        inner.prune(Instant::now());
+        inner
+            .links
+            .iter()
+            .filter(|link| link.principal.owner == *owner)
+            .map(|link| LinkInfo {
+                id: link.id.clone(),
+                read_only: link.principal.read_only,
+                used: link.code.is_none(),
+                created_at: link.created_at,
+                expires_at: link.expires_at,
+                sessions: inner.sessions.iter().filter(|s| s.link == link.id).count(),
+                terminal: link.terminal.clone(),
+            })
+            .collect()
+    }
+
+    /// Revokes `owner`'s link `id`: its code stops working and every
+    /// session signed in through it ends. Whether there was such a link.
+    pub(crate) fn revoke(&self, owner: &crate::registry::OwnerId, id: &str) -> bool {
+        let mut inner = self.lock();
+        let before = inner.links.len();
+        inner
+            .links
+            .retain(|link| !(link.id == id && link.principal.owner == *owner));
+        if inner.links.len() == before {
+            return false;
+        }
+        inner.sessions.retain(|session| session.link != id);
+        true
+    }
+}
+
+impl Inner {
+    /// Forgets links whose code expired unused, and used links no session
+    /// came from any more: neither can sign anyone in.
+    fn prune(&mut self, now: Instant) {
+        self.sessions
+            .retain(|session| session.ends.is_none_or(|ends| ends > now));
+        let sessions = &self.sessions;
+        self.links.retain(|link| match link.code {
+            Some(_) => link.expires > now,
+            None => sessions.iter().any(|s| s.link == link.id),
+        });
+    }
+}
+
+/// `POST /api/sign-in {"code"}`'s body.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionRequest {
+    /// The one-time code of a sign-in link.
+    pub code: String,
+}
+
+/// A session: what the page keeps, and who it acts as.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SessionAnswer {
+    /// The credential to send as `Authorization: Bearer` (absent from
+    /// `GET /api/session`, which only says who the caller is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The owner whose terminals it sees.
+    pub owner: String,
+    /// It may only look.
+    pub read_only: bool,
+    /// A share link's holder: the one terminal (its id) it may use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<String>,
+}
+
+/// `POST /api/links`'s body.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LinkRequest {
+    /// Whoever signs in with it may only look (a read-only caller's links
+    /// always are).
+    #[serde(default)]
+    pub read_only: bool,
+    /// Seconds the code works (default 600); for a share link also how
+    /// long its holder's session lasts.
+    #[serde(default)]
+    pub expires: Option<u64>,
+    /// A share link for this one terminal (id or name): its holder sees
+    /// and touches only it.
+    #[serde(default)]
+    pub terminal: Option<String>,
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let bytes = bytes.map_err(|rejection| {
+        ApiError::from(Error::InvalidInput(rejection.body_text())).with_status(rejection.status())
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::from(Error::InvalidInput(format!("request body: {e}"))))
+}
+
+/// A used, expired or unknown code: the page shows its sign-in notice.
+fn refused() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "UNAUTHORIZED",
+        "this sign-in link was already used or has expired: ask for a new one \
+         (tmux-engine link)"
+            .to_owned(),
+    )
+}
+
+/// `POST /api/sign-in {"code"}` (no credential needed: the code is one):
+/// a new session for the code's principal, once.
+pub(super) async fn sign_in(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let SessionRequest { code } = json_body(body)?;
+    let (session, principal, terminal) = state.signins.redeem(&code).ok_or_else(refused)?;
+    Ok(Json(SessionAnswer {
+        session: Some(session),
+        owner: principal.owner.as_str().to_owned(),
+        read_only: principal.read_only,
+        terminal,
+    })
+    .into_response())
+}
+
+/// `GET /api/session`: who the caller is.
+pub(super) async fn whoami(
+    Extension(who): Extension<Principal>,
+    scope: Option<Extension<super::scope::Scope>>,
+) -> Response {
+    Json(SessionAnswer {
+        session: None,
+        owner: who.owner.as_str().to_owned(),
+        read_only: who.read_only,
+        terminal: scope.map(|Extension(scope)| scope.0),
+    })
+    .into_response()
+}
+
+/// `DELETE /api/session`: signs the presented session out (a token is
+/// not a session: nothing to end, still 200).
+pub(super) async fn sign_out(headers: HeaderMap, State(state): State<AppState>) -> Response {
+    let ended = super::auth::bearer(&headers)
+        .is_some_and(|presented| state.signins.end_session(presented.as_bytes()));
+    Json(serde_json::json!({ "signed_out": ended })).into_response()
+}
+
+/// `POST /api/links {read_only?, expires?}`: a new sign-in link for the
+/// caller's owner.
+pub(super) async fn mint(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: LinkRequest = json_body(body)?;
+    let lifetime = request
+        .expires
+        .map_or(DEFAULT_CODE_LIFETIME, Duration::from_secs);
+    let terminal = match &request.terminal {
+        Some(target) => Some(
+            state
+                .registry
+                .owner(&who.owner)
+                .show(target)
+                .await?
+                .id
+                .as_str()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let principal = Principal {
+        owner: who.owner,
+        read_only: who.read_only || request.read_only,
+    };
+    let minted = state.signins.mint_for(principal, terminal, lifetime)?;
+    Ok((StatusCode::CREATED, Json(minted)).into_response())
+}
+
+/// `GET /api/links`: the caller's owner's links.
+pub(super) async fn links(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+) -> Response {
+    Json(state.signins.list(&who.owner)).into_response()
+}
+
+/// `DELETE /api/links/{id}`: revokes one of the owner's links and the
+/// sessions signed in through it (a read-only caller may not).
+pub(super) async fn revoke(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    if who.read_only {
+        return Err(ApiError::from(Error::ReadOnly(
+            "a read-only caller cannot revoke links".to_owned(),
+        )));
+    }
+    if !state.signins.revoke(&who.owner, &id) {
+        return Err(ApiError::from(Error::InvalidInput(format!("no link {id}")))
+            .with_status(StatusCode::NOT_FOUND));
+    }
+    Ok(Json(serde_json::json!({ "revoked": id })).into_response())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::registry::OwnerId;
+
+    fn alice(read_only: bool) -> Principal {
+        Principal {
+            owner: OwnerId::new("alice").unwrap(),
+            read_only,
+        }
+    }
+
+    #[test]
+    fn a_code_works_once_and_revoking_ends_its_sessions() {
+        let signins = SignIns::default();
+        let minted = signins.mint(alice(true), DEFAULT_CODE_LIFETIME).unwrap();
+        assert_eq!(minted.path, format!("/#code={}", minted.code));
+        assert!(signins.redeem("nope").is_none());
+        let (secret, principal, _) = signins.redeem(&minted.code).unwrap();
+        assert_eq!(principal, alice(true));
+        assert!(signins.redeem(&minted.code).is_none(), "used twice");
+        assert_eq!(
+            signins.session(secret.as_bytes()),
+            Some((alice(true), None))
+        );
+        assert_eq!(signins.session(minted.code.as_bytes()), None);
+        let listed = signins.list(&alice(false).owner);
+        assert_eq!(
+            (listed.len(), listed[0].used, listed[0].sessions),
+            (1, true, 1)
+        );
+        assert!(!signins.revoke(&OwnerId::new("bob").unwrap(), &minted.id));
+        assert!(signins.revoke(&alice(false).owner, &minted.id));
+        assert_eq!(signins.session(secret.as_bytes()), None);
+    }
+
+    #[test]
+    fn expired_codes_and_bad_lifetimes_are_refused() {
+        let signins = SignIns::default();
+        assert!(signins.mint(alice(false), Duration::ZERO).is_err());
+        assert!(signins.mint(alice(false), MAX_CODE_LIFETIME * 2).is_err());
+        let minted = signins.mint(alice(false), Duration::from_secs(1)).unwrap();
+        signins.lock().links[0].expires = Instant::now();
+        assert!(signins.redeem(&minted.code).is_none());
+        assert!(signins.list(&alice(false).owner).is_empty(), "pruned");
+    }
+
+    #[test]
+    fn signing_out_ends_one_session() {
+        let signins = SignIns::default();
+        let code = signins
+            .mint(alice(false), DEFAULT_CODE_LIFETIME)
+            .unwrap()
+            .code;
+        let (secret, ..) = signins.redeem(&code).unwrap();
+        assert!(signins.end_session(secret.as_bytes()));
+        assert!(!signins.end_session(secret.as_bytes()));
+        assert_eq!(signins.session(secret.as_bytes()), None);
+    }
+}

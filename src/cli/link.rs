@@ -1,0 +1,353 @@
+//! `link`: a new one-time sign-in link from a running `serve` (a second
+//! browser, a phone), minted through its API (`POST /api/links`) with the
+//! owner's token; `--list` and `--revoke` show and end links. The serve
+//! is found through the file it writes in the state directory
+//! (`serve.json`, 0600: its URL and, for a single-token serve, the token)
+//! unless `--url` and `$TMUX_ENGINE_TOKEN` say otherwise. One plain HTTP/1.1
+//! request over TCP or a Unix socket (hyper's client); no TLS.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use axum::body::Body;
+use clap::Args;
+use serde_json::{Value, json};
+use tmux_engine::Error;
+
+use super::args::Global;
+use super::report::{CliError, write_line};
+use super::terminals::state_dir;
+
+/// The file `serve` writes in the state directory.
+const FOUND: &str = "serve.json";
+
+/// The environment variable of the owner's token (as for `serve`).
+const TOKEN_ENV: &str = "TMUX_ENGINE_TOKEN";
+
+/// `link`'s flags.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct LinkArgs {
+    /// Whoever signs in with the link may only look.
+    #[arg(long)]
+    read_only: bool,
+    /// How long the link's code works: 90s, 10m, 2h, 1d [default: 10m].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    expires: Option<u64>,
+    /// A share link for this one terminal (id or name): its holder sees
+    /// and touches only it, and its session ends when the link expires.
+    #[arg(long, value_name = "T")]
+    terminal: Option<String>,
+    /// List the owner's links instead.
+    #[arg(long, conflicts_with_all = ["revoke", "read_only", "expires", "terminal"])]
+    list: bool,
+    /// Revoke link ID (its code stops working, its sessions end).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["read_only", "expires", "terminal"])]
+    revoke: Option<String>,
+    /// The serve: `http://HOST:PORT[/BASE]` or `unix:PATH[ /BASE]`
+    /// [default: the one that last started on the state directory].
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// The Host header to send over a Unix socket (one of serve's
+    /// --allow-host names) [default: the one serve recorded].
+    #[arg(long, value_name = "NAME")]
+    host: Option<String>,
+}
+
+/// `90`, `90s`, `10m`, `2h`, `1d` as seconds.
+fn parse_duration(text: &str) -> Result<u64, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("{text:?}: expected a number with s, m, h or d")),
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{text:?}: expected a positive number with s, m, h or d"))
+}
+
+/// What `serve` records for `link`, removed when it stops (if still its).
+pub(crate) struct Found {
+    path: PathBuf,
+    pid: u32,
+}
+
+impl Found {
+    /// Writes `DIR/serve.json` (0600, replaced atomically): `url` is
+    /// `http(s)://HOST:PORT[/BASE]` or `unix:PATH /BASE`, `token` the
+    /// single token (none with a token file or `--no-auth`), `host` the
+    /// Host to send over a socket.
+    ///
+    /// # Errors
+    /// `IO` when the file cannot be written.
+    pub(crate) fn write(
+        dir: &Path,
+        url: &str,
+        token: Option<&str>,
+        host: Option<&str>,
+    ) -> Result<Found, Error> {
+        let pid = std::process::id();
+        let path = dir.join(FOUND);
+        let text = json!({"url": url, "token": token, "host": host, "pid": pid}).to_string();
+        let context = || format!("writing {}", path.display());
+        let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(context(), e))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| Error::io(context(), e))?;
+        file.persist(&path)
+            .map_err(|e| Error::io(context(), e.error))?;
+        Ok(Found { path, pid })
+    }
+}
+
+impl Drop for Found {
+    fn drop(&mut self) {
+        let ours = std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .is_some_and(|found| found["pid"] == self.pid);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Where to send the request.
+enum Target {
+    Tcp { authority: String, base: String },
+    Unix { path: PathBuf, base: String },
+}
+
+fn target(url: &str) -> Result<Target, Error> {
+    if let Some(rest) = url.strip_prefix("unix:") {
+        let (path, base) = rest.split_once(' ').unwrap_or((rest, ""));
+        return Ok(Target::Unix {
+            path: PathBuf::from(path),
+            base: base.trim().trim_end_matches('/').to_owned(),
+        });
+    }
+    if url.starts_with("https://") {
+        return Err(Error::Unsupported(
+            "link speaks plain HTTP only: give --url http://127.0.0.1:PORT or unix:PATH".to_owned(),
+        ));
+    }
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "--url {url:?}: expected http://HOST:PORT[/BASE] or unix:PATH"
+        ))
+    })?;
+    let (authority, base) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    Ok(Target::Tcp {
+        authority: authority.to_owned(),
+        base: base.trim_end_matches('/').to_owned(),
+    })
+}
+
+/// One request; the status and JSON answer.
+async fn request(
+    target: &Target,
+    host: Option<&str>,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<(u16, Value), Error> {
+    use hyper_util::rt::TokioIo;
+    let io_error = |e: std::io::Error| Error::io("connecting to serve", e);
+    let (host, base) = match target {
+        Target::Tcp { authority, base } => (authority.clone(), base),
+        Target::Unix { base, .. } => (host.unwrap_or("localhost").to_owned(), base),
+    };
+    let mut builder = axum::http::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"))
+        .header("host", host)
+        .header("authorization", format!("Bearer {token}"));
+    if body.is_some() {
+        builder = builder.header("content-type", "application/json");
+    }
+    let request = builder
+        .body(Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
+        .map_err(|e| Error::InvalidInput(format!("building the request: {e}")))?;
+    let http = |e: hyper::Error| Error::io("talking to serve", std::io::Error::other(e));
+    macro_rules! send {
+        ($stream:expr) => {{
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new($stream))
+                    .await
+                    .map_err(http)?;
+            tokio::spawn(connection);
+            sender.send_request(request).await.map_err(http)?
+        }};
+    }
+    let response = match target {
+        Target::Tcp { authority, .. } => {
+            send!(
+                tokio::net::TcpStream::connect(authority)
+                    .await
+                    .map_err(io_error)?
+            )
+        }
+        Target::Unix { path, .. } => {
+            send!(
+                tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(io_error)?
+            )
+        }
+    };
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(Body::new(response.into_body()), 1 << 20)
+        .await
+        .map_err(|e| Error::io("reading serve's answer", std::io::Error::other(e)))?;
+    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Ok((status, value))
+}
+
+/// Mints, lists or revokes.
+///
+/// # Errors
+/// `INVALID_INPUT` without a serve to ask or a token; `UNSUPPORTED` for
+/// `https`; the serve's refusal (its code and message);
+/// `IO` when it cannot be reached.
+pub(crate) async fn run(
+    global: &Global,
+    args: LinkArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let found: Value = std::fs::read_to_string(state_dir(global)?.join(FOUND))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
+    let url = args
+        .url
+        .clone()
+        .or_else(|| found["url"].as_str().map(str::to_owned))
+        .ok_or_else(|| {
+            Error::InvalidInput(
+                "no running serve found on this state directory: give --url".to_owned(),
+            )
+        })?;
+    let token = std::env::var(TOKEN_ENV)
+        .ok()
+        .filter(|token| !token.is_empty())
+        .or_else(|| found["token"].as_str().map(str::to_owned))
+        .ok_or_else(|| {
+            Error::InvalidInput(format!("no token: set {TOKEN_ENV} to the owner's token"))
+        })?;
+    let host = args
+        .host
+        .clone()
+        .or_else(|| found["host"].as_str().map(str::to_owned));
+    let target = target(&url)?;
+    let (method, path, body) = match (&args.revoke, args.list) {
+        (Some(id), _) => ("DELETE", format!("/api/links/{id}"), None),
+        (None, true) => ("GET", "/api/links".to_owned(), None),
+        (None, false) => {
+            let mut body = json!({"read_only": args.read_only});
+            if let Some(expires) = args.expires {
+                body["expires"] = Value::from(expires);
+            }
+            if let Some(terminal) = &args.terminal {
+                body["terminal"] = Value::from(terminal.clone());
+            }
+            ("POST", "/api/links".to_owned(), Some(body))
+        }
+    };
+    let (status, answer) = request(&target, host.as_deref(), &token, method, &path, body).await?;
+    if !(200..300).contains(&status) {
+        let code = answer["error"]["code"].as_str().unwrap_or("IO");
+        let message = answer["error"]["message"]
+            .as_str()
+            .map_or_else(|| format!("serve answered {status}"), str::to_owned);
+        return Err(CliError {
+            code: leak_code(code),
+            message,
+            exit: super::report::EXIT_ERROR,
+        });
+    }
+    if args.list {
+        if global.json {
+            return Ok(write_line(out, &answer.to_string())?);
+        }
+        for link in answer.as_array().into_iter().flatten() {
+            write_line(
+                out,
+                &format!(
+                    "{} {} {} expires_at={} sessions={}",
+                    link["id"].as_str().unwrap_or(""),
+                    if link["used"] == true {
+                        "used"
+                    } else {
+                        "unused"
+                    },
+                    if link["read_only"] == true {
+                        "read-only"
+                    } else {
+                        "read-write"
+                    },
+                    link["expires_at"],
+                    link["sessions"]
+                ),
+            )?;
+        }
+        return Ok(());
+    }
+    if args.revoke.is_some() {
+        return Ok(write_line(
+            out,
+            &if global.json {
+                answer.to_string()
+            } else {
+                format!("revoked {}", answer["revoked"].as_str().unwrap_or(""))
+            },
+        )?);
+    }
+    let path = answer["path"].as_str().unwrap_or("/");
+    let link = match &target {
+        Target::Tcp { authority, base } => format!("http://{authority}{base}{path}"),
+        Target::Unix { path: socket, base } => format!("unix:{} {base}{path}", socket.display()),
+    };
+    if global.json {
+        let mut answer = answer;
+        answer["url"] = Value::from(link);
+        return Ok(write_line(out, &answer.to_string())?);
+    }
+    Ok(write_line(out, &link)?)
+}
+
+/// The serve's error code as one of the engine's stable codes (a code
+/// this binary does not know is reported as `IO`).
+fn leak_code(code: &str) -> &'static str {
+    match code {
+        "UNAUTHORIZED" => "UNAUTHORIZED",
+        "READ_ONLY" => "READ_ONLY",
+        "INVALID_INPUT" => "INVALID_INPUT",
+        "NO_TERMINAL" => "NO_TERMINAL",
+        "FORBIDDEN_ORIGIN" => "FORBIDDEN_ORIGIN",
+        _ => "IO",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Ok(90));
+        assert_eq!(parse_duration("10m"), Ok(600));
+        assert_eq!(parse_duration("2h"), Ok(7200));
+        assert_eq!(parse_duration("1d"), Ok(86_400));
+        for bad in ["", "0", "m", "10x", "-1", "1.5h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}

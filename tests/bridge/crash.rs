@@ -1,0 +1,70 @@
+//! A `serve` killed in the middle of spawns, started again: it reaps at
+//! start, so every program still running belongs to a terminal it lists
+//! (a spawn a crash cut short leaves a whole terminal or nothing), within
+//! 10 s of the restart.
+
+use super::{Served, WAIT};
+use crate::support::within;
+
+/// The pids of the processes whose command line is exactly `argv`.
+fn processes(argv: &[&str]) -> Vec<u32> {
+    let wanted: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_crash_in_the_middle_of_spawns_leaves_no_orphans_after_the_restart() {
+    within(async {
+        let marker = format!("{}", 900_000 + std::process::id() % 99_999);
+        let argv = ["sleep", marker.as_str()];
+        let served = Served::start(&["--pool", "0"]).await;
+        let body = serde_json::json!({ "command": argv }).to_string();
+        let spawns: Vec<_> = (0..10)
+            .map(|_| {
+                served
+                    .request(reqwest::Method::POST, "/api/terminals")
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .send()
+            })
+            .collect();
+        let running = tokio::spawn(futures_util::future::join_all(spawns));
+        // Cut the spawns short once some program runs (a tmux server and
+        // its pane exist, most records not yet).
+        crate::support::poll("a first program", WAIT, || async {
+            (!processes(&argv).is_empty()).then_some(())
+        })
+        .await;
+        let cli = served.crash().await;
+        drop(running.await);
+        let served = Served::start_with(cli, &["--pool", "0"], &[]).await;
+        let restarted = tokio::time::Instant::now();
+        let listed = crate::support::poll("no orphans", WAIT, || async {
+            let (status, list) = served.get("/api/terminals").await;
+            assert_eq!(status, 200, "{list}");
+            let listed = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["status"]["kind"] == "running")
+                .count();
+            (processes(&argv).len() == listed).then_some(listed)
+        })
+        .await;
+        let took = restarted.elapsed();
+        eprintln!("{listed} whole terminals, no orphan, {took:?} after the restart");
+        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+        let (_, list) = served.get("/api/terminals").await;
+        for terminal in list.as_array().unwrap() {
+            let id = terminal["id"].as_str().unwrap();
+            served
+                .call(served.request(reqwest::Method::DELETE, &format!("/api/terminals/{id}")))
+                .await;
+        }
+    })
+    .await;
+}
