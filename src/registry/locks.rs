@@ -160,8 +160,13 @@ impl StateDir {
     /// Removes the lock files of a killed terminal; missing ones are fine.
     pub(crate) fn remove_terminal_locks(&self, id: &TerminalId) {
         for purpose in Purpose::ALL {
-            let _ = std::fs::remove_file(self.lock_path(&Self::terminal_lock(id, purpose)));
+            self.remove_lock(&Self::terminal_lock(id, purpose));
         }
+    }
+
+    /// Removes the lock file `file`; a missing one is fine.
+    pub(crate) fn remove_lock(&self, file: &str) {
+        let _ = std::fs::remove_file(self.lock_path(file));
     }
 }
 

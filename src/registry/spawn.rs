@@ -71,10 +71,22 @@ impl Registry {
         mut reservation: Reservation,
         spec: SpawnSpec,
         caller: CancellationToken,
-        // Held to the end of the spawn, published or rolled back: the
-        // name's lock and the terminal's spawn lock.
-        _locks: (Option<FileLock>, Option<FileLock>),
+        // Held to the end of the spawn, published or rolled back.
+        _name_lock: Option<FileLock>,
     ) -> Result<TerminalSnapshot> {
+        // Held until the record is written or the spawn rolled back: a
+        // reaper (another process's start) sees a spawn in progress here,
+        // and one whose process died as abandoned. Taken in the task, so
+        // a spawn dropped before it started leaves no lock file behind.
+        let spawn_lock = match self
+            .inner
+            .store
+            .lock(StateDir::terminal_lock(&reservation.id, Purpose::Spawn))
+            .await
+        {
+            Ok(lock) => lock,
+            Err(cause) => return Err(reservation.failure(cause, &caller)),
+        };
         let backend_cancel = reservation.abort.child_token();
         let request = SpawnRequest {
             id: reservation.id.clone(),
@@ -121,6 +133,10 @@ impl Registry {
             rollback = Some(error);
         }
         let cause = reservation.failure(cause, &caller);
+        // Nothing was published: its lock file goes (removed while held,
+        // so no reaper can take the lock of a file about to vanish).
+        self.inner.store.remove_spawn_lock(&reservation.id).await;
+        drop(spawn_lock);
         reservation.settle(retained);
         match rollback {
             Some(rollback) if !caller.is_cancelled() => Err(Error::RollbackFailed {
@@ -303,14 +319,6 @@ impl Owned<'_> {
             _ => None,
         };
         let reservation = registry.reserve(owner, &spec)?;
-        // Held until the record is written or the spawn rolled back: a
-        // reaper (another process's start) sees a spawn in progress here,
-        // and one whose process died as abandoned.
-        let spawn_lock = registry
-            .inner
-            .store
-            .lock(StateDir::terminal_lock(&reservation.id, Purpose::Spawn))
-            .await?;
         // Cancelled only when this future is dropped before the task ends.
         let caller = CancellationToken::new();
         let on_drop = caller.clone().drop_guard();
@@ -320,7 +328,7 @@ impl Owned<'_> {
             reservation,
             spec,
             caller,
-            (name_lock, spawn_lock),
+            name_lock,
         ));
         let result = match task.await {
             Ok(result) => result,

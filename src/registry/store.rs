@@ -5,7 +5,7 @@
 //! nobody to lock against.
 
 use super::TerminalId;
-use super::locks::FileLock;
+use super::locks::{FileLock, Purpose};
 use super::persist::{LoadedRecords, StateDir, TerminalRecord};
 use crate::{Error, Result};
 
@@ -84,6 +84,18 @@ impl Store {
             let id = id.clone();
             let _ = blocking(move || {
                 dir.remove_terminal_locks(&id);
+                Ok(())
+            })
+            .await;
+        }
+    }
+
+    /// Removes the spawn lock file of an unpublished `id`, best effort.
+    pub(crate) async fn remove_spawn_lock(&self, id: &TerminalId) {
+        if let Store::Dir(dir) = self.clone() {
+            let id = id.clone();
+            let _ = blocking(move || {
+                dir.remove_lock(&StateDir::terminal_lock(&id, Purpose::Spawn));
                 Ok(())
             })
             .await;

@@ -215,6 +215,37 @@ async fn cancelled_spawn_leaves_no_server_or_socket() {
             );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+        // ...nor a spawn lock file of a terminal that was never published
+        // (one small file per failed spawn piled up in the state directory).
+        let locks = env.dir.path().join("state").join("locks");
+        let published: Vec<String> = env
+            .registry
+            .owner(&env.owner)
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|snapshot| snapshot.id.to_string())
+            .collect();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let stray: Vec<String> = std::fs::read_dir(&locks)
+                .unwrap()
+                .filter_map(|entry| {
+                    let name = entry.unwrap().file_name().into_string().unwrap();
+                    let id = name.strip_suffix(".spawn.lock")?.to_owned();
+                    (!published.contains(&id)).then_some(id)
+                })
+                .collect();
+            if stray.is_empty() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "spawn locks of unpublished terminals left after {WAIT:?}: {stray:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     })
     .await;
 }
