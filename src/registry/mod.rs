@@ -43,6 +43,7 @@
 
 mod adopt;
 pub mod backend;
+mod commands;
 pub mod cursor;
 mod io;
 mod lifecycle;
@@ -65,6 +66,7 @@ mod values;
 mod viewed;
 
 pub use adopt::ScanReport;
+pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
 pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
 pub use io::WaitCondition;
 pub use liveness::{AttachTarget, ProbeReport};
