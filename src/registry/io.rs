@@ -32,6 +32,9 @@ pub enum WaitCondition {
     Regex(regex::Regex),
     /// The program ended.
     Exit,
+    /// A command the shell marked ended (see [`Owned::wait_command`],
+    /// which waits for it; [`Owned::wait`] does not).
+    Command(super::CommandRef),
 }
 
 impl WaitCondition {
@@ -48,6 +51,7 @@ impl WaitCondition {
             WaitCondition::Text(text) => format!("text {text:?}"),
             WaitCondition::Regex(regex) => format!("regex /{}/", regex.as_str()),
             WaitCondition::Exit => "the program to exit".to_owned(),
+            WaitCondition::Command(_) => "a command to end".to_owned(),
         }
     }
 }
@@ -63,6 +67,11 @@ async fn wait_on(
     last_lines: &mut String,
 ) -> Result<String> {
     let mut status = terminal.watch_status();
+    if let WaitCondition::Command(_) = condition {
+        return Err(Error::InvalidInput(
+            "a wait for a command is Owned::wait_command".to_owned(),
+        ));
+    }
     if let WaitCondition::Exit = condition {
         let ended = status
             .wait_for(|status| !status.is_running())
@@ -120,7 +129,7 @@ fn matches(condition: &WaitCondition, line: &str) -> bool {
     match condition {
         WaitCondition::Text(text) => line.contains(text.as_str()),
         WaitCondition::Regex(regex) => regex.is_match(line),
-        WaitCondition::Exit => false,
+        WaitCondition::Exit | WaitCondition::Command(_) => false,
     }
 }
 

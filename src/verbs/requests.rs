@@ -386,6 +386,13 @@ pub struct WaitRequest {
     /// Wait until the program exits (give `true`).
     #[serde(default)]
     pub exit: Option<bool>,
+    /// Wait until this command ends: a command id (`commands` lists them;
+    /// a send's `start_cursor` and its `commands[].start_cursor` are ids)
+    /// or `last` (the newest command the stream holds). The answer has its
+    /// `exit_code`, `duration_secs` and `output`, however long after its
+    /// send gave up.
+    #[serde(default)]
+    pub command: Option<String>,
     /// Give up after this many seconds (default 30).
     #[serde(default, alias = "timeout")]
     pub timeout_secs: Option<f64>,
@@ -396,14 +403,20 @@ impl WaitRequest {
     ///
     /// # Errors
     /// `INVALID_INPUT` for none or several of `text`, `regex`, `exit:
-    /// true`, a regex that does not compile, or a timeout that is not a
+    /// true`, `command`, a command that is neither `last` nor an id, a regex that does not compile, or a timeout that is not a
     /// number of seconds.
     pub fn validate(&self) -> Result<(WaitCondition, Duration)> {
-        let condition = match (&self.text, &self.regex, self.exit.unwrap_or(false)) {
-            (Some(text), None, false) => WaitCondition::Text(text.clone()),
-            (None, Some(regex), false) => WaitCondition::regex(regex.as_str())?,
-            (None, None, true) => WaitCondition::Exit,
-            _ => return Err(invalid("give exactly one of text, regex, exit: true")),
+        let exit = self.exit.unwrap_or(false);
+        let condition = match (&self.text, &self.regex, exit, &self.command) {
+            (Some(text), None, false, None) => WaitCondition::Text(text.clone()),
+            (None, Some(regex), false, None) => WaitCondition::regex(regex.as_str())?,
+            (None, None, true, None) => WaitCondition::Exit,
+            (None, None, false, Some(command)) => WaitCondition::Command(command.parse()?),
+            _ => {
+                return Err(invalid(
+                    "give exactly one of text, regex, exit: true, command",
+                ));
+            }
         };
         let timeout = seconds(
             self.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS),
@@ -552,6 +565,7 @@ mod tests {
             text: text.map(str::to_owned),
             regex: regex.map(str::to_owned),
             exit,
+            command: None,
             timeout_secs: None,
         };
         let cases = [

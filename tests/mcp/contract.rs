@@ -91,9 +91,17 @@ async fn tools_are_listed_with_their_schemas() {
             ),
             (
                 "terminal_wait",
-                &["exit", "regex", "terminal", "text", "timeout_secs"],
+                &[
+                    "command",
+                    "exit",
+                    "regex",
+                    "terminal",
+                    "text",
+                    "timeout_secs",
+                ],
                 &["terminal"],
             ),
+            ("terminal_commands", &["limit", "terminal"], &["terminal"]),
             (
                 "terminal_signal",
                 &["signal", "terminal"],
@@ -224,6 +232,7 @@ async fn every_tool_is_annotated_with_an_output_schema() {
         let tools = mcp.client.list_all_tools().await.unwrap();
         assert_eq!(tools.len(), TOOLS.len());
         let read_only = [
+            "terminal_commands",
             "terminal_list",
             "terminal_read",
             "terminal_screen",
@@ -287,6 +296,7 @@ async fn the_tool_set_can_be_narrowed() {
             (
                 &["--read-only"],
                 &[
+                    "terminal_commands",
                     "terminal_list",
                     "terminal_read",
                     "terminal_screen",
