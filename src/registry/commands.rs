@@ -85,7 +85,9 @@ pub struct CommandsAnswer {
     /// terminal again, e.g. after its restart) nothing is known.
     pub known_from: String,
     /// End marks in the stream whose command started before
-    /// `known_from`: commands that ended, with no code reported for them.
+    /// `known_from` (output held before them, no start mark): commands
+    /// that ended, with no code reported for them. One that printed
+    /// nothing is not counted: this is a floor.
     pub unknown_ended: usize,
     /// Commands found in the stream in all (before `limit`).
     pub total: usize,
@@ -115,7 +117,11 @@ pub fn scan_commands(
     // command running: its `C` mark's start and end.
     let mut echo_from = None;
     let mut running: Option<(u64, u64)> = None;
+    // The end of the mark before this one.
+    let mut previous = base;
     for mark in marks {
+        let before = previous;
+        previous = mark.end;
         match mark.kind {
             MarkKind::PromptStart => {}
             MarkKind::PromptEnd => echo_from = Some(mark.end),
@@ -124,8 +130,10 @@ pub fn scan_commands(
             }
             MarkKind::CommandEnd(status) => {
                 let Some((c_start, start)) = running.take() else {
-                    // An empty line's `D`, or one whose `C` is not held.
-                    if echo_from.is_none() {
+                    // An empty line's `D` (after a prompt), the first
+                    // prompt's (nothing before it), or the end of a
+                    // command whose `C` is not held: output before it.
+                    if echo_from.is_none() && !slice(before, mark.start).trim().is_empty() {
                         unknown += 1;
                     }
                     continue;
@@ -337,7 +345,7 @@ mod tests {
     fn pairs_start_and_end_marks_and_never_guesses_a_code() {
         // An end whose start is not held, two commands, one running.
         let stream = held(
-            b"old\r\n\x1b]133;D;4\x07\x1b]133;A\x07$ \x1b]133;B\x07echo a\r\n\x1b]133;C\x07a\r\n\x1b]133;D;0\x07\
+            b"\x1b]133;D;0\x07old\r\n\x1b]133;D;4\x07\x1b]133;A\x07$ \x1b]133;B\x07echo a\r\n\x1b]133;C\x07a\r\n\x1b]133;D;0\x07\
 \x1b]133;A\x07$ \x1b]133;B\x07false\r\n\x1b]133;C\x07\x1b]133;D;1\x07\
 \x1b]133;A\x07$ \x1b]133;B\x07sleep 9\r\n\x1b]133;C\x07zz",
         );

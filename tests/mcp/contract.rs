@@ -35,7 +35,7 @@ async fn tools_are_listed_with_their_schemas() {
             keys.sort_unstable();
             keys
         };
-        let cases: [(&str, &[&str], &[&str]); 10] = [
+        let cases: [(&str, &[&str], &[&str]); 11] = [
             (
                 "terminal_spawn",
                 &[
