@@ -247,12 +247,17 @@ pub(crate) struct SendArgs {
 pub(crate) struct WaitArgs {
     /// Terminal id or name.
     pub(crate) target: String,
-    /// Wait until this text appears on the screen or in recent scrollback.
+    /// Wait until this text appears in a line of output (see --since).
     #[arg(long)]
     pub(crate) text: Option<String>,
-    /// Wait until this regex matches a line of the screen or recent scrollback.
+    /// Wait until this regex matches a line of output (see --since).
     #[arg(long)]
     pub(crate) regex: Option<String>,
+    /// Where --text and --regex look: command (the default: output after
+    /// the newest command's start, never its echoed command line), screen
+    /// (the screen and the last 200 lines), or a cursor EPOCH:OFFSET.
+    #[arg(long)]
+    pub(crate) since: Option<String>,
     /// Wait until the program exits.
     #[arg(long)]
     pub(crate) exit: bool,
@@ -328,6 +333,7 @@ impl WaitArgs {
             regex: self.regex.clone(),
             exit: self.exit.then_some(true),
             command: self.command.clone(),
+            since: self.since.clone(),
             timeout_secs: Some(self.timeout),
         }
     }

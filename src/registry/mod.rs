@@ -68,7 +68,7 @@ mod viewed;
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
 pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
-pub use io::WaitCondition;
+pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use names::validate_name;
 pub use names::{OwnerId, TerminalId};

@@ -376,13 +376,21 @@ impl ReadRequest {
 pub struct WaitRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// Wait until a line of the screen or recent scrollback contains this.
+    /// Wait until a line of output contains this (where: see `since`).
     #[serde(default)]
     pub text: Option<String>,
-    /// Wait until a line of the screen or recent scrollback matches this
-    /// regular expression (Rust `regex` syntax).
+    /// Wait until a line of output matches this regular expression (Rust
+    /// `regex` syntax; where: see `since`).
     #[serde(default)]
     pub regex: Option<String>,
+    /// Where `text` and `regex` look: `command` (the default) the output
+    /// after the start of the newest command the shell marked (the last
+    /// one sent), so never the echo of its command line, or as `screen`
+    /// when no marked command is held; `screen` the screen and the last
+    /// 200 lines of scrollback; or a cursor (`EPOCH:OFFSET`, as a send or
+    /// read gives it): the output after it.
+    #[serde(default)]
+    pub since: Option<String>,
     /// Wait until the program exits (give `true`).
     #[serde(default)]
     pub exit: Option<bool>,
@@ -399,6 +407,17 @@ pub struct WaitRequest {
 }
 
 impl WaitRequest {
+    /// Where a text or regex wait looks.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a `since` that is not `command`, `screen` or a
+    /// cursor.
+    pub fn since(&self) -> Result<crate::registry::WaitSince> {
+        self.since
+            .as_deref()
+            .map_or(Ok(crate::registry::WaitSince::default()), str::parse)
+    }
+
     /// What to wait for, and for how long.
     ///
     /// # Errors
@@ -566,6 +585,7 @@ mod tests {
             regex: regex.map(str::to_owned),
             exit,
             command: None,
+            since: None,
             timeout_secs: None,
         };
         let cases = [

@@ -167,7 +167,10 @@ pub async fn wait(owned: Owned<'_>, request: &WaitRequest) -> Result<WaitAnswer>
             output: Some(ended.output),
         });
     }
-    let matched = owned.wait(&request.terminal, &condition, timeout).await?;
+    let since = request.since()?;
+    let matched = owned
+        .wait_since(&request.terminal, &condition, since, timeout)
+        .await?;
     Ok(WaitAnswer {
         matched,
         command: None,

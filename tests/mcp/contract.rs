@@ -95,6 +95,7 @@ async fn tools_are_listed_with_their_schemas() {
                     "command",
                     "exit",
                     "regex",
+                    "since",
                     "terminal",
                     "text",
                     "timeout_secs",
@@ -312,6 +313,7 @@ async fn the_tool_set_can_be_narrowed() {
             (
                 &["--read-only", "--exclude-tools", "wait,screen"],
                 &[
+                    "terminal_commands",
                     "terminal_list",
                     "terminal_read",
                     "terminal_search",
@@ -321,6 +323,7 @@ async fn the_tool_set_can_be_narrowed() {
             (
                 &["--exclude-tools", "terminal_kill,signal,spawn,send"],
                 &[
+                    "terminal_commands",
                     "terminal_list",
                     "terminal_read",
                     "terminal_rename",

@@ -52,6 +52,7 @@ fn wait_request() -> WaitRequest {
         regex: None,
         exit: None,
         command: None,
+        since: None,
         timeout_secs: Some(WAIT.as_secs_f64()),
     }
 }
@@ -98,6 +99,36 @@ async fn a_command_that_outlives_its_send_is_collected_by_its_wait() {
 }
 
 #[tokio::test]
+async fn a_text_wait_never_matches_the_echoed_command_line() {
+    with_bash(async |env| {
+        let sent = run(env, "sleep 2; echo done", Duration::from_secs(1)).await;
+        assert!(
+            sent.not_typed.is_none() && sent.command.is_none(),
+            "{sent:?}"
+        );
+        let request = WaitRequest {
+            text: Some("done".to_owned()),
+            ..wait_request()
+        };
+        let waited = verbs::wait(env.registry.owner(&env.owner), &request)
+            .await
+            .unwrap();
+        assert_eq!(waited.matched, "done", "the output, not the echo");
+        // `since: screen` still looks at the screen as before.
+        let request = WaitRequest {
+            text: Some("sleep 2".to_owned()),
+            since: Some("screen".to_owned()),
+            ..wait_request()
+        };
+        let screen = verbs::wait(env.registry.owner(&env.owner), &request)
+            .await
+            .unwrap();
+        assert!(screen.matched.contains("sleep 2; echo done"), "{screen:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn commands_lists_each_command_of_a_send_with_its_code() {
     with_bash(async |env| {
         let sent = run(env, "echo one\nfalse\n(exit 7)", WAIT).await;
@@ -134,6 +165,7 @@ async fn commands_lists_each_command_of_a_send_with_its_code() {
 async fn after_a_reopen_only_what_the_new_stream_holds_is_listed() {
     with_bash(async |env| {
         run(env, "echo before", WAIT).await;
+        // (Typed at the prompt at once: the shell is up.)
         let before = commands(env).await;
         assert_eq!(before.commands.len(), 1, "{before:?}");
         // Still running when the registry lets go; it ends in the new
