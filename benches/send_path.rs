@@ -8,7 +8,10 @@
 //!
 //! 1. one command (`echo`);
 //! 2. three commands in one send (three lines);
-//! 3. a reply to the shell's own `read -p`.
+//! 3. a reply to the shell's own `read -p`;
+//! 4. a wait on a command id (`wait_command` of a command that ended, as an
+//!    agent collects one its send gave up on), beside the raw client's
+//!    `echo $?` round trip (what an agent does without it).
 //!
 //! Run: `cargo bench --bench send_path` (`BENCH_ROUNDS=20`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -20,7 +23,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tmux_engine::registry::backend::{TmuxConfig, open_registry};
-use tmux_engine::registry::{OwnerId, Registry, SendRequest, SendResult, SpawnSpec, WaitFor};
+use tmux_engine::registry::{
+    CommandRef, OwnerId, Registry, SendRequest, SendResult, SpawnSpec, WaitFor,
+};
 use tmux_engine::tmux::send_keys_hex;
 use tmux_engine::vocab::PaneId;
 use tokio::io::AsyncWriteExt;
@@ -96,6 +101,20 @@ async fn engine(dir: &Path, rounds: usize) -> Vec<Duration> {
         }
         medians.push(median(samples));
     }
+    let mut samples = Vec::new();
+    for round in 0..rounds {
+        let answer = send(&registry, &owner, &format!("echo w{round}")).await;
+        let (start, _) = answer.commands[0].cursors.unwrap();
+        let begun = Instant::now();
+        let ended = registry
+            .owner(&owner)
+            .wait_command("bench", CommandRef::Id(start), Duration::from_secs(20))
+            .await
+            .unwrap();
+        samples.push(begun.elapsed());
+        assert_eq!(ended.output, format!("w{round}\n"));
+    }
+    medians.push(median(samples));
     registry.dispose().await.unwrap();
     medians
 }
@@ -155,6 +174,14 @@ async fn raw(dir: &Path, rounds: usize) -> Vec<Duration> {
         }
         medians.push(median(samples));
     }
+    let mut samples = Vec::new();
+    for round in 0..rounds {
+        let start = Instant::now();
+        let text = format!("echo $?x$(({round}+0))");
+        raw_send(&mut stdin, &mut lines, &text, &format!("0x{round}")).await;
+        samples.push(start.elapsed());
+    }
+    medians.push(median(samples));
     drop(stdin);
     let _ = tokio::process::Command::new("tmux")
         .args(["-S", socket, "kill-server"])
@@ -179,7 +206,9 @@ fn main() {
         (engine, raw)
     });
     for (index, (engine, raw)) in engine.iter().zip(&raw).enumerate() {
-        let (name, ..) = scenarios(0)[index].clone();
+        let name = scenarios(0)
+            .get(index)
+            .map_or("wait on an id", |scenario| scenario.0);
         println!(
             "send {name:<15} engine (whole answer) {}  raw tmux -C (output seen) {}  ratio {:.2}",
             ms(*engine),

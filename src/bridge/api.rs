@@ -334,6 +334,37 @@ pub(super) async fn scrollback(
     ok(verbs::read(state.registry.owner(&who.owner), request).await?)
 }
 
+/// `GET .../commands?limit=N`: the terminal's last commands (`token` is
+/// authentication's; anything else is refused).
+pub(super) async fn commands(
+    State(state): State<AppState>,
+    Extension(who): Extension<Principal>,
+    Path(terminal): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Answer {
+    let mut request = verbs::CommandsRequest {
+        terminal,
+        limit: None,
+    };
+    for (key, value) in form_pairs(query.as_deref().unwrap_or("")) {
+        match key.as_str() {
+            "limit" => {
+                request.limit =
+                    Some(value.parse().map_err(|_| {
+                        ApiError::invalid(format!("limit {value:?} is not a count"))
+                    })?);
+            }
+            "token" => {}
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "unknown query parameter {key:?}"
+                )));
+            }
+        }
+    }
+    ok(verbs::commands(state.registry.owner(&who.owner), &request).await?)
+}
+
 /// `GET /api/search?regex=R&terminal=T&context=N&max_matches=N&max_bytes=N`:
 /// the search request from the query (`token` is authentication's).
 pub(super) async fn search(

@@ -173,6 +173,19 @@ pub(super) fn routes() -> Vec<Route> {
             handler: || routing::get(api::scrollback),
         },
         Route {
+            method: Method::GET,
+            path: "/api/terminals/{t}/commands",
+            operation: "commands",
+            summary: "The terminal's last commands from its output stream: {commands: [{id, text, \
+                      start_cursor, end_cursor, exit_code, duration_secs, running}], known_from, \
+                      unknown_ended, total}.",
+            body: None,
+            query: Some(schema::<crate::verbs::CommandsRequest>),
+            answer: (200, Some(schema::<crate::registry::CommandsAnswer>)),
+            own_auth: false,
+            handler: || routing::get(api::commands),
+        },
+        Route {
             method: Method::POST,
             path: "/api/terminals/{t}/send",
             operation: "send",
@@ -510,6 +523,10 @@ mod tests {
             (
                 "/api/terminals/{t}/scrollback",
                 &["lines", "total_lines", "range", "truncated"][..],
+            ),
+            (
+                "/api/terminals/{t}/commands",
+                &["commands", "known_from", "unknown_ended", "total"][..],
             ),
         ] {
             let method = if path.ends_with("signal") {

@@ -122,8 +122,18 @@ pub(crate) enum TerminalCommand {
         /// Terminal id or name.
         target: String,
     },
-    /// Wait until the terminal shows a text, matches a regex, or exits.
+    /// Wait until the terminal shows a text, matches a regex, exits, or
+    /// a command ends.
     Wait(WaitArgs),
+    /// List the terminal's last commands (id, text, cursors, exit code,
+    /// duration, running) as its output stream holds them.
+    Commands {
+        /// Terminal id or name.
+        target: String,
+        /// This many of the newest (default 20, at most 1000).
+        #[arg(long)]
+        limit: Option<usize>,
+    },
     /// Record the terminal's output as asciicast v2 (asciinema) into FILE,
     /// from its screen now until it ends or Ctrl-C.
     Record {
@@ -233,19 +243,28 @@ pub(crate) struct SendArgs {
 
 /// `wait`'s arguments.
 #[derive(Args, Debug, Clone)]
-#[command(group(clap::ArgGroup::new("until").required(true).args(["text", "regex", "exit"])))]
+#[command(group(clap::ArgGroup::new("until").required(true).args(["text", "regex", "exit", "command"])))]
 pub(crate) struct WaitArgs {
     /// Terminal id or name.
     pub(crate) target: String,
-    /// Wait until this text appears on the screen or in recent scrollback.
+    /// Wait until this text appears in a line of output (see --since).
     #[arg(long)]
     pub(crate) text: Option<String>,
-    /// Wait until this regex matches a line of the screen or recent scrollback.
+    /// Wait until this regex matches a line of output (see --since).
     #[arg(long)]
     pub(crate) regex: Option<String>,
+    /// Where --text and --regex look: command (the default: output after
+    /// the newest command's start, never its echoed command line), screen
+    /// (the screen and the last 200 lines), or a cursor EPOCH:OFFSET.
+    #[arg(long)]
+    pub(crate) since: Option<String>,
     /// Wait until the program exits.
     #[arg(long)]
     pub(crate) exit: bool,
+    /// Wait until this command ends (an id from `commands`, or `last`);
+    /// prints its output, or with --json its exit_code and duration_secs.
+    #[arg(long)]
+    pub(crate) command: Option<String>,
     /// Give up after this many seconds (default 30).
     #[arg(long, default_value_t = 30.0)]
     pub(crate) timeout: f64,
@@ -313,6 +332,8 @@ impl WaitArgs {
             text: self.text.clone(),
             regex: self.regex.clone(),
             exit: self.exit.then_some(true),
+            command: self.command.clone(),
+            since: self.since.clone(),
             timeout_secs: Some(self.timeout),
         }
     }

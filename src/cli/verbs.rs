@@ -238,8 +238,39 @@ pub(super) async fn dispatch(
             let found = verbs::wait(registry.owner(owner), &args.request()).await?;
             if json {
                 write_json(out, &found)?;
+            } else if let Some(output) = &found.output {
+                out.write_all(output.as_bytes())
+                    .map_err(|e| Error::io("writing the output".to_owned(), e))?;
             } else {
                 write_line(out, &found.matched)?;
+            }
+        }
+        TerminalCommand::Commands { target, limit } => {
+            let request = verbs::CommandsRequest {
+                terminal: target,
+                limit,
+            };
+            let listed = verbs::commands(registry.owner(owner), &request).await?;
+            if json {
+                write_json(out, &listed)?;
+            } else {
+                for command in &listed.commands {
+                    let code = command
+                        .exit_code
+                        .map_or_else(|| "-".to_owned(), |code| code.to_string());
+                    let state = if command.running { "running" } else { "ended" };
+                    let text = command.text.as_deref().unwrap_or("");
+                    write_line(out, &format!("{}\t{state}\t{code}\t{text}", command.id))?;
+                }
+                if listed.unknown_ended > 0 {
+                    write_line(
+                        out,
+                        &format!(
+                            "({} earlier commands ended before {}: nothing known of them)",
+                            listed.unknown_ended, listed.known_from
+                        ),
+                    )?;
+                }
             }
         }
         TerminalCommand::Record {

@@ -40,6 +40,7 @@ pub fn check_arguments(
             parse::<TerminalRequest>(arguments)
         }
         "terminal_wait" => parse::<WaitRequest>(arguments),
+        "terminal_commands" => parse::<crate::verbs::CommandsRequest>(arguments),
         "terminal_signal" => parse::<SignalRequest>(arguments),
         "terminal_rename" => parse::<RenameRequest>(arguments),
         "terminal_search" => parse::<SearchRequest>(arguments),

@@ -300,7 +300,7 @@ mod tests {
         let unknown = serde_json::json!({"no_such_argument": 1});
         let unknown = unknown.as_object().unwrap();
         let tools = McpServer::tool_router().list_all();
-        assert_eq!(tools.len(), 11);
+        assert_eq!(tools.len(), 12);
         for tool in tools {
             let error = args::check_arguments(&tool.name, Some(unknown)).unwrap_err();
             assert!(error.contains("no_such_argument"), "{}: {error}", tool.name);

@@ -196,6 +196,28 @@ impl McpServer {
     }
 
     #[tool(
+        name = "terminal_commands",
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<crate::registry::CommandsAnswer>(),
+        description = "List the terminal's last commands as its integrated shell marked them in \
+                       the output stream: {commands: [{id, text, start_cursor, end_cursor, \
+                       exit_code, duration_secs, running}], known_from, unknown_ended, total}, \
+                       oldest first, the newest `limit` (default 20, at most 1000). An id is the \
+                       command's start_cursor; terminal_wait {command: ID or \"last\"} collects its \
+                       exit_code and output. Only what the stream holds is known: nothing before \
+                       `known_from` (e.g. before an engine restart); `unknown_ended` counts end \
+                       marks whose start is not held (no code is reported for them)."
+    )]
+    async fn terminal_commands(
+        &self,
+        Parameters(request): Parameters<verbs::CommandsRequest>,
+    ) -> ToolResult {
+        Ok(answer(
+            verbs::commands(self.registry.owner(&self.owner), &request).await,
+        ))
+    }
+
+    #[tool(
         name = "terminal_screen",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<Screen>(),
@@ -231,8 +253,11 @@ impl McpServer {
         output_schema = schema_for_output::<WaitAnswer>(),
         description = "Wait until a line of the terminal's screen or its last 200 lines of \
                        scrollback contains `text` or matches `regex`, or until the program exits \
-                       (`exit: true`); give exactly one. Returns {matched}: the matching line (at \
-                       most 64 KiB) or the exit status in words. Past `timeout_secs` (default 30) \
+                       (`exit: true`), or until a command ends (`command`: an id from \
+                       terminal_commands or a send's start_cursor, or \"last\"; it then returns \
+                       {matched, command, exit_code, duration_secs, output}, however long after \
+                       its send timed out); give exactly one. Returns {matched}: the matching line \
+                       (at most 64 KiB) or the exit status in words. Past `timeout_secs` (default 30) \
                        it is a TIMEOUT error showing the last lines searched. A cancel stops the \
                        wait, not the program."
     )]
@@ -247,6 +272,9 @@ impl McpServer {
         };
         let mut found = attempt!(waited);
         keep_tail(&mut found.matched, MAX_TEXT_BYTES);
+        if let Some(output) = found.output.as_mut() {
+            keep_tail(output, MAX_TEXT_BYTES);
+        }
         Ok(success(&found))
     }
 
@@ -328,7 +356,8 @@ impl ServerHandler for McpServer {
 const INSTRUCTIONS: &str = "Persistent terminals: spawn a shell with terminal_spawn, run commands \
 with terminal_send (submit: true; in a shell the engine started it returns exactly the \
 command's output and exit_code), read what came since a cursor with terminal_read (since: the \
-cursor a send or read returned), find text with terminal_search, look with terminal_screen, \
+cursor a send or read returned), find text with terminal_search, list the last commands with terminal_commands (collect one \
+that outlived its send with terminal_wait {command: \"last\"}), look with terminal_screen, \
 wait for text with terminal_wait, interrupt with terminal_signal INT, rename with \
 terminal_rename, and end with terminal_kill. Terminals outlive this server: terminal_list \
 shows those started earlier. Address a terminal by its id or its name.";

@@ -32,6 +32,9 @@ pub enum WaitCondition {
     Regex(regex::Regex),
     /// The program ended.
     Exit,
+    /// A command the shell marked ended (see [`Owned::wait_command`],
+    /// which waits for it; [`Owned::wait`] does not).
+    Command(super::CommandRef),
 }
 
 impl WaitCondition {
@@ -48,21 +51,104 @@ impl WaitCondition {
             WaitCondition::Text(text) => format!("text {text:?}"),
             WaitCondition::Regex(regex) => format!("regex /{}/", regex.as_str()),
             WaitCondition::Exit => "the program to exit".to_owned(),
+            WaitCondition::Command(_) => "a command to end".to_owned(),
         }
     }
 }
 
 impl Registry {}
 
+/// Where a text or regex wait looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WaitSince {
+    /// Output after the start of the newest command the shell marked (the
+    /// last one the engine typed, as a rule): never the echo of its
+    /// command line. Without a marked command held, as [`Screen`].
+    ///
+    /// [`Screen`]: WaitSince::Screen
+    #[default]
+    LastCommand,
+    /// The screen and the last [`WAIT_LINES`] lines of scrollback, as
+    /// they are now and after each output (what every wait did before).
+    Screen,
+    /// Output after this cursor.
+    Cursor(super::OutputCursor),
+}
+
+impl std::str::FromStr for WaitSince {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<WaitSince> {
+        match text {
+            "screen" => Ok(WaitSince::Screen),
+            "command" => Ok(WaitSince::LastCommand),
+            cursor => cursor.parse().map(WaitSince::Cursor).map_err(|_| {
+                Error::InvalidInput(format!(
+                    "since {text:?} is not command, screen or a cursor (EPOCH:OFFSET)"
+                ))
+            }),
+        }
+    }
+}
+
+/// Where output after the newest command's start begins, if the stream
+/// holds a marked command.
+fn last_command_start(terminal: &dyn BackendTerminal) -> Option<super::OutputCursor> {
+    let held = terminal.output_since(None).ok()?;
+    let (marks, _) = crate::shell::marks::scan(&held.bytes, held.from.offset);
+    let start = marks
+        .iter()
+        .rev()
+        .find(|mark| mark.kind == crate::shell::marks::MarkKind::CommandStart)?;
+    Some(super::OutputCursor {
+        epoch: held.from.epoch,
+        offset: start.end,
+    })
+}
+
+/// The first line of the output after `*from` that meets `condition`;
+/// `*from` moves past the complete lines searched, so each look reads
+/// only the newest.
+fn search_stream(
+    terminal: &dyn BackendTerminal,
+    condition: &WaitCondition,
+    from: &mut super::OutputCursor,
+    last_lines: &mut String,
+) -> Result<Option<String>> {
+    let read = terminal.output_since(Some(*from))?;
+    let text = super::strip_escapes(&read.bytes);
+    if let Some(line) = text.split('\n').find(|line| matches(condition, line)) {
+        return Ok(Some(line.to_owned()));
+    }
+    // Complete lines never match later: start after the last of them.
+    let complete = read
+        .bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |at| at + 1);
+    *from = super::OutputCursor {
+        epoch: read.from.epoch,
+        offset: read.from.offset + complete as u64,
+    };
+    last_lines.clone_from(&text);
+    Ok(None)
+}
+
 /// The wait itself, without its deadline; `last_lines` keeps what was
 /// searched last, for the timeout's message.
 async fn wait_on(
     terminal: &dyn BackendTerminal,
     condition: &WaitCondition,
+    since: WaitSince,
     what: &str,
     last_lines: &mut String,
 ) -> Result<String> {
     let mut status = terminal.watch_status();
+    if let WaitCondition::Command(_) = condition {
+        return Err(Error::InvalidInput(
+            "a wait for a command is Owned::wait_command".to_owned(),
+        ));
+    }
     if let WaitCondition::Exit = condition {
         let ended = status
             .wait_for(|status| !status.is_running())
@@ -72,25 +158,36 @@ async fn wait_on(
     }
     // Subscribed before the first look, so no output slips between.
     let mut output = terminal.output().ok();
+    let mut from = match since {
+        WaitSince::LastCommand => last_command_start(terminal),
+        WaitSince::Screen => None,
+        WaitSince::Cursor(cursor) => Some(cursor),
+    };
     loop {
-        let page = terminal
-            .read(ReadRequest {
-                offset: 0,
-                count: Some(WAIT_LINES),
-            })
-            .await;
-        match page {
-            Ok(page) => {
-                if let Some(line) = page.lines.iter().find(|line| matches(condition, line)) {
-                    return Ok(line.clone());
+        if let Some(from) = from.as_mut() {
+            if let Some(line) = search_stream(terminal, condition, from, last_lines)? {
+                return Ok(line);
+            }
+        } else {
+            let page = terminal
+                .read(ReadRequest {
+                    offset: 0,
+                    count: Some(WAIT_LINES),
+                })
+                .await;
+            match page {
+                Ok(page) => {
+                    if let Some(line) = page.lines.iter().find(|line| matches(condition, line)) {
+                        return Ok(line.clone());
+                    }
+                    *last_lines = page.lines.join("\n");
                 }
-                *last_lines = page.lines.join("\n");
+                // A dead server cannot be read; what it printed is lost to us.
+                Err(error) if !terminal.status().is_running() => {
+                    return Err(ended(what, &error.to_string()));
+                }
+                Err(error) => return Err(error),
             }
-            // A dead server cannot be read; what it printed is lost to us.
-            Err(error) if !terminal.status().is_running() => {
-                return Err(ended(what, &error.to_string()));
-            }
-            Err(error) => return Err(error),
         }
         let current = terminal.status();
         if !current.is_running() {
@@ -120,7 +217,7 @@ fn matches(condition: &WaitCondition, line: &str) -> bool {
     match condition {
         WaitCondition::Text(text) => line.contains(text.as_str()),
         WaitCondition::Regex(regex) => regex.is_match(line),
-        WaitCondition::Exit => false,
+        WaitCondition::Exit | WaitCondition::Command(_) => false,
     }
 }
 
@@ -236,13 +333,29 @@ impl Owned<'_> {
         condition: &WaitCondition,
         timeout: Duration,
     ) -> Result<String> {
+        self.wait_since(target, condition, WaitSince::default(), timeout)
+            .await
+    }
+
+    /// [`wait`](Owned::wait), a text or regex looked for where `since`
+    /// says.
+    ///
+    /// # Errors
+    /// As [`wait`](Owned::wait).
+    pub async fn wait_since(
+        self,
+        target: &str,
+        condition: &WaitCondition,
+        since: WaitSince,
+        timeout: Duration,
+    ) -> Result<String> {
         let (registry, owner) = (self.registry, self.owner);
         let terminal = registry.terminal(owner, target).await?;
         let what = condition.describe();
         let mut last_lines = String::new();
         let waited = tokio::time::timeout(
             timeout,
-            wait_on(terminal.as_ref(), condition, &what, &mut last_lines),
+            wait_on(terminal.as_ref(), condition, since, &what, &mut last_lines),
         )
         .await;
         waited.unwrap_or_else(|_| {

@@ -43,6 +43,7 @@
 
 mod adopt;
 pub mod backend;
+mod commands;
 pub mod cursor;
 mod io;
 mod lifecycle;
@@ -65,8 +66,9 @@ mod values;
 mod viewed;
 
 pub use adopt::ScanReport;
+pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
 pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
-pub use io::WaitCondition;
+pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use names::validate_name;
 pub use names::{OwnerId, TerminalId};

@@ -257,6 +257,14 @@ pub trait BackendTerminal: Send + Sync + 'static {
         None
     }
 
+    /// When the byte at `at` arrived, while the stream holds it (`None`
+    /// for another stream, a byte no longer held, or a backend that keeps
+    /// no times): what a command's duration is measured by.
+    fn output_time(&self, at: OutputCursor) -> Option<std::time::SystemTime> {
+        let _ = at;
+        None
+    }
+
     /// Captures the visible screen.
     ///
     /// # Errors

@@ -261,10 +261,24 @@ pub struct KillAnswer {
 }
 
 /// What `wait` found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct WaitAnswer {
-    /// The matching line, or the exit status in words.
+    /// The matching line, the exit status in words, or (a wait for a
+    /// command) the command line as the shell echoed it.
     pub matched: String,
+    /// A wait for a command: its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// A wait for a command: its exit status from the shell's end mark
+    /// (`null` when the shell gave none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// A wait for a command: seconds from its start to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_secs: Option<f64>,
+    /// A wait for a command: its output, escape sequences stripped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// What `write` wrote.

@@ -5,6 +5,7 @@
 //!
 //! | file          | job                                                     |
 //! |---------------|---------------------------------------------------------|
+//! | `commands.rs` | `commands`: a terminal's last commands from its stream  |
 //! | `record.rs`   | `record`: output as an asciicast v2 recording           |
 //! | `requests.rs` | the request types (serde + JSON Schema) and their checks |
 //! | `answers.rs`  | the answer types the verbs return                       |
@@ -25,6 +26,7 @@
 
 mod answers;
 mod bounds;
+mod commands;
 mod record;
 mod requests;
 mod run;
@@ -33,6 +35,7 @@ mod since;
 
 pub use answers::{KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 pub use bounds::{Bound, MAX_ANSWER_BYTES, MIN_ANSWER_BYTES};
+pub use commands::{CommandsRequest, DEFAULT_COMMANDS, commands};
 pub use record::{DEFAULT_RECORD_LIMIT, RecordAnswer, record};
 pub use requests::RenameRequest;
 pub use requests::{

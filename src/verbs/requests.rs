@@ -376,34 +376,66 @@ impl ReadRequest {
 pub struct WaitRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// Wait until a line of the screen or recent scrollback contains this.
+    /// Wait until a line of output contains this (where: see `since`).
     #[serde(default)]
     pub text: Option<String>,
-    /// Wait until a line of the screen or recent scrollback matches this
-    /// regular expression (Rust `regex` syntax).
+    /// Wait until a line of output matches this regular expression (Rust
+    /// `regex` syntax; where: see `since`).
     #[serde(default)]
     pub regex: Option<String>,
+    /// Where `text` and `regex` look: `command` (the default) the output
+    /// after the start of the newest command the shell marked (the last
+    /// one sent), so never the echo of its command line, or as `screen`
+    /// when no marked command is held; `screen` the screen and the last
+    /// 200 lines of scrollback; or a cursor (`EPOCH:OFFSET`, as a send or
+    /// read gives it): the output after it.
+    #[serde(default)]
+    pub since: Option<String>,
     /// Wait until the program exits (give `true`).
     #[serde(default)]
     pub exit: Option<bool>,
+    /// Wait until this command ends: a command id (`commands` lists them;
+    /// a send's `start_cursor` and its `commands[].start_cursor` are ids)
+    /// or `last` (the newest command the stream holds). The answer has its
+    /// `exit_code`, `duration_secs` and `output`, however long after its
+    /// send gave up.
+    #[serde(default)]
+    pub command: Option<String>,
     /// Give up after this many seconds (default 30).
     #[serde(default, alias = "timeout")]
     pub timeout_secs: Option<f64>,
 }
 
 impl WaitRequest {
+    /// Where a text or regex wait looks.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a `since` that is not `command`, `screen` or a
+    /// cursor.
+    pub fn since(&self) -> Result<crate::registry::WaitSince> {
+        self.since
+            .as_deref()
+            .map_or(Ok(crate::registry::WaitSince::default()), str::parse)
+    }
+
     /// What to wait for, and for how long.
     ///
     /// # Errors
     /// `INVALID_INPUT` for none or several of `text`, `regex`, `exit:
-    /// true`, a regex that does not compile, or a timeout that is not a
+    /// true`, `command`, a command that is neither `last` nor an id, a regex that does not compile, or a timeout that is not a
     /// number of seconds.
     pub fn validate(&self) -> Result<(WaitCondition, Duration)> {
-        let condition = match (&self.text, &self.regex, self.exit.unwrap_or(false)) {
-            (Some(text), None, false) => WaitCondition::Text(text.clone()),
-            (None, Some(regex), false) => WaitCondition::regex(regex.as_str())?,
-            (None, None, true) => WaitCondition::Exit,
-            _ => return Err(invalid("give exactly one of text, regex, exit: true")),
+        let exit = self.exit.unwrap_or(false);
+        let condition = match (&self.text, &self.regex, exit, &self.command) {
+            (Some(text), None, false, None) => WaitCondition::Text(text.clone()),
+            (None, Some(regex), false, None) => WaitCondition::regex(regex.as_str())?,
+            (None, None, true, None) => WaitCondition::Exit,
+            (None, None, false, Some(command)) => WaitCondition::Command(command.parse()?),
+            _ => {
+                return Err(invalid(
+                    "give exactly one of text, regex, exit: true, command",
+                ));
+            }
         };
         let timeout = seconds(
             self.timeout_secs.unwrap_or(DEFAULT_WAIT_SECS),
@@ -552,6 +584,8 @@ mod tests {
             text: text.map(str::to_owned),
             regex: regex.map(str::to_owned),
             exit,
+            command: None,
+            since: None,
             timeout_secs: None,
         };
         let cases = [

@@ -21,7 +21,7 @@ use crate::Result;
 use crate::control::Notification;
 use crate::registry::{
     AttachLock, Owned, ProbeReport, ReadPage, SendHandle, SendOperation, SignalDelivery,
-    TerminalSnapshot,
+    TerminalSnapshot, WaitCondition,
 };
 use crate::screen::Screen;
 
@@ -155,8 +155,29 @@ pub async fn screen(owned: Owned<'_>, request: &TerminalRequest) -> Result<Scree
 /// `WAIT_ENDED`, or the registry's.
 pub async fn wait(owned: Owned<'_>, request: &WaitRequest) -> Result<WaitAnswer> {
     let (condition, timeout) = request.validate()?;
-    let matched = owned.wait(&request.terminal, &condition, timeout).await?;
-    Ok(WaitAnswer { matched })
+    if let WaitCondition::Command(which) = condition {
+        let ended = owned
+            .wait_command(&request.terminal, which, timeout)
+            .await?;
+        return Ok(WaitAnswer {
+            matched: ended.text.clone().unwrap_or_default(),
+            command: Some(ended.id),
+            exit_code: ended.exit_code,
+            duration_secs: ended.duration_secs,
+            output: Some(ended.output),
+        });
+    }
+    let since = request.since()?;
+    let matched = owned
+        .wait_since(&request.terminal, &condition, since, timeout)
+        .await?;
+    Ok(WaitAnswer {
+        matched,
+        command: None,
+        exit_code: None,
+        duration_secs: None,
+        output: None,
+    })
 }
 
 /// `signal`: where the signal went.

@@ -35,7 +35,7 @@ async fn tools_are_listed_with_their_schemas() {
             keys.sort_unstable();
             keys
         };
-        let cases: [(&str, &[&str], &[&str]); 10] = [
+        let cases: [(&str, &[&str], &[&str]); 11] = [
             (
                 "terminal_spawn",
                 &[
@@ -91,9 +91,18 @@ async fn tools_are_listed_with_their_schemas() {
             ),
             (
                 "terminal_wait",
-                &["exit", "regex", "terminal", "text", "timeout_secs"],
+                &[
+                    "command",
+                    "exit",
+                    "regex",
+                    "since",
+                    "terminal",
+                    "text",
+                    "timeout_secs",
+                ],
                 &["terminal"],
             ),
+            ("terminal_commands", &["limit", "terminal"], &["terminal"]),
             (
                 "terminal_signal",
                 &["signal", "terminal"],
@@ -224,6 +233,7 @@ async fn every_tool_is_annotated_with_an_output_schema() {
         let tools = mcp.client.list_all_tools().await.unwrap();
         assert_eq!(tools.len(), TOOLS.len());
         let read_only = [
+            "terminal_commands",
             "terminal_list",
             "terminal_read",
             "terminal_screen",
@@ -287,6 +297,7 @@ async fn the_tool_set_can_be_narrowed() {
             (
                 &["--read-only"],
                 &[
+                    "terminal_commands",
                     "terminal_list",
                     "terminal_read",
                     "terminal_screen",
@@ -302,6 +313,7 @@ async fn the_tool_set_can_be_narrowed() {
             (
                 &["--read-only", "--exclude-tools", "wait,screen"],
                 &[
+                    "terminal_commands",
                     "terminal_list",
                     "terminal_read",
                     "terminal_search",
@@ -311,6 +323,7 @@ async fn the_tool_set_can_be_narrowed() {
             (
                 &["--exclude-tools", "terminal_kill,signal,spawn,send"],
                 &[
+                    "terminal_commands",
                     "terminal_list",
                     "terminal_read",
                     "terminal_rename",

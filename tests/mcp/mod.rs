@@ -11,6 +11,7 @@
 //! end, cancels, progress, a restart of the server).
 #![allow(clippy::unwrap_used)]
 
+mod commands;
 mod contract;
 mod cursors;
 mod scenario;
@@ -36,7 +37,8 @@ use tokio::sync::watch;
 use crate::cli::Cli;
 
 /// The tools of issues 11, 17 and 18, as named there.
-pub(crate) const TOOLS: [&str; 11] = [
+pub(crate) const TOOLS: [&str; 12] = [
+    "terminal_commands",
     "terminal_kill",
     "terminal_list",
     "terminal_read",

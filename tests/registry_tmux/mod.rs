@@ -7,6 +7,7 @@
 
 mod attach;
 mod attach_lifecycle;
+mod commands;
 mod hardening;
 mod lifecycle;
 mod liveness;

@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, watch};
@@ -118,11 +119,15 @@ pub(super) struct OutputRing {
     len: usize,
     /// Bytes of output seen in all; the ring ends at this offset.
     pub total: u64,
+    /// When each held chunk arrived, by the offset it starts at: what a
+    /// command's duration is measured from after its send has gone.
+    times: VecDeque<(u64, SystemTime)>,
 }
 
 impl OutputRing {
     /// Appends `bytes`, then drops the oldest bytes beyond `limit`.
     fn push(&mut self, mut bytes: Bytes, limit: usize) {
+        self.times.push_back((self.total, SystemTime::now()));
         self.total += bytes.len() as u64;
         if bytes.len() >= limit {
             self.chunks.clear();
@@ -145,6 +150,23 @@ impl OutputRing {
                 self.len -= excess;
             }
         }
+        let start = self.start();
+        while self
+            .times
+            .get(1)
+            .is_some_and(|&(offset, _)| offset <= start)
+        {
+            self.times.pop_front();
+        }
+    }
+
+    /// When the byte at `offset` arrived, while the ring holds it.
+    pub(super) fn time_at(&self, offset: u64) -> Option<SystemTime> {
+        if offset < self.start() || offset >= self.total {
+            return None;
+        }
+        let after = self.times.partition_point(|&(start, _)| start <= offset);
+        self.times.get(after.checked_sub(1)?).map(|&(_, time)| time)
     }
 
     /// The offset of the oldest byte held.
@@ -210,5 +232,17 @@ mod tests {
         let ring = ring_of(&[b"ab", b"cd"], 4);
         assert_eq!(ring.since(0), (Bytes::from_static(b"abcd"), false));
         assert_eq!(ring.chunks.len(), 2);
+    }
+
+    #[test]
+    fn knows_when_each_held_byte_arrived() {
+        let ring = ring_of(&[b"abc", b"defg", b"hi"], 5);
+        assert!(ring.time_at(3).is_none(), "evicted");
+        assert!(ring.time_at(9).is_none(), "not yet output");
+        assert!(
+            ring.time_at(4)
+                .is_some_and(|four| ring.time_at(8) >= Some(four))
+        );
+        assert_eq!(ring.times.len(), 2, "the first chunk's time went with it");
     }
 }

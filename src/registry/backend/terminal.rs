@@ -226,6 +226,12 @@ impl BackendTerminal for TmuxTerminal {
         Some(super::pages::output_end(&self.shared))
     }
 
+    fn output_time(&self, at: OutputCursor) -> Option<std::time::SystemTime> {
+        (at.epoch == self.shared.epoch)
+            .then(|| self.shared.lock().ring.time_at(at.offset))
+            .flatten()
+    }
+
     fn screen(&self) -> BoxFuture<'_, Result<Screen>> {
         Box::pin(super::pages::screen(&self.shared))
     }
