@@ -344,6 +344,7 @@ async fn a_share_link_sees_and_touches_only_its_terminal_until_revoked() {
         let (_, viewers) = holder.get("/api/viewers").await;
         assert!(viewers.get(&other_id).is_none(), "{viewers}");
         assert_eq!(holder.get("/api/terminals/shared/screen").await.0, 200);
+        assert_eq!(holder.get("/api/terminals/shared/commands").await.0, 200);
         assert_eq!(
             holder.get(&format!("/api/terminals/{shared_id}")).await.0,
             200
@@ -358,6 +359,7 @@ async fn a_share_link_sees_and_touches_only_its_terminal_until_revoked() {
         for path in [
             "/api/terminals/other",
             "/api/terminals/other/screen",
+            "/api/terminals/other/commands",
             &format!("/api/terminals/{other_id}/scrollback"),
         ] {
             let (status, answer) = holder.get(path).await;
