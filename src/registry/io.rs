@@ -68,7 +68,7 @@ pub enum WaitSince {
     /// [`Screen`]: WaitSince::Screen
     #[default]
     LastCommand,
-    /// The screen and the last [`WAIT_LINES`] lines of scrollback, as
+    /// The screen and the last 200 lines of scrollback, as
     /// they are now and after each output (what every wait did before).
     Screen,
     /// Output after this cursor.
