@@ -43,7 +43,10 @@ async fn a_crash_in_the_middle_of_spawns_leaves_no_orphans_after_the_restart() {
         drop(running.await);
         let served = Served::start_with(cli, &["--pool", "0"], &[]).await;
         let restarted = tokio::time::Instant::now();
-        let listed = crate::support::poll("no orphans", WAIT, || async {
+        // Polled to a deadline by hand, so a failure names what was left:
+        // the programs running, and the terminals listed with their state.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let listed = loop {
             let (status, list) = served.get("/api/terminals").await;
             assert_eq!(status, 200, "{list}");
             let listed = list
@@ -52,9 +55,16 @@ async fn a_crash_in_the_middle_of_spawns_leaves_no_orphans_after_the_restart() {
                 .iter()
                 .filter(|t| t["status"]["kind"] == "running")
                 .count();
-            (processes(&argv).len() == listed).then_some(listed)
-        })
-        .await;
+            let programs = processes(&argv);
+            if programs.len() == listed {
+                break listed;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "orphans after {WAIT:?}: programs {programs:?}, terminals {list}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
         let took = restarted.elapsed();
         eprintln!("{listed} whole terminals, no orphan, {took:?} after the restart");
         assert!(took < std::time::Duration::from_secs(10), "{took:?}");

@@ -13,7 +13,17 @@ use crate::support::within;
 async fn scenario(shell: &str) {
     let cli = Cli::new();
     let mut mcp = Mcp::start_in(&cli, &[], shell).await;
-    let snapshot = mcp.ok("terminal_spawn", json!({"name": "sh"})).await;
+    // Its own history file: the user's ~/.bash_history (which other
+    // shells, benches included, append to) must not decide the history
+    // check below.
+    let history = crate::support::test_dir();
+    let histfile = history.path().join("bash_history");
+    let snapshot = mcp
+        .ok(
+            "terminal_spawn",
+            json!({"name": "sh", "env": {"HISTFILE": histfile}}),
+        )
+        .await;
     let shell_pid = snapshot["pid"].as_i64().unwrap();
     // The first command, sent before the prompt was drawn, waits for it.
     let send = |text: &str| json!({"terminal": "sh", "text": text, "submit": true});
