@@ -81,7 +81,13 @@ async fn engine(dir: &Path, rounds: usize) -> Vec<Duration> {
     let owner = OwnerId::new("bench").unwrap();
     registry
         .owner(&owner)
-        .spawn(SpawnSpec::new().name("bench"))
+        // Its own history file: the bench's commands stay out of the
+        // user's ~/.bash_history (a test reads a shell's history).
+        .spawn(
+            SpawnSpec::new()
+                .name("bench")
+                .env("HISTFILE", dir.join("bash_history").display().to_string()),
+        )
         .await
         .unwrap();
     send(&registry, &owner, "true").await;
@@ -152,6 +158,10 @@ async fn raw(dir: &Path, rounds: usize) -> Vec<Duration> {
     let socket = socket.to_str().unwrap();
     let status = tokio::process::Command::new("tmux")
         .args(["-S", socket, "-f", "/dev/null", "new-session", "-d"])
+        .args([
+            "env",
+            &format!("HISTFILE={}", dir.join("bash_history").display()),
+        ])
         .args(["/bin/bash", "--norc", "-i"])
         .stdin(Stdio::null())
         .status()
