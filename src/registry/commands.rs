@@ -13,11 +13,11 @@
 
 use std::time::{Duration, SystemTime};
 
-use futures_util::{FutureExt, StreamExt};
 use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::cursor::{OutputCursor, OutputSince, strip_escapes};
+use super::io::next_change;
 use super::seam::BackendTerminal;
 use super::service::Owned;
 use crate::shell::marks::{MarkKind, scan};
@@ -298,29 +298,14 @@ async fn wait_for(
             }
             None => {}
         }
-        let current = terminal.status();
-        let ended = |reason: String| Error::WaitEnded {
-            what: what.to_owned(),
-            reason,
-            screen: String::new(),
-            last_output: so_far.clone(),
-        };
-        if !current.is_running() {
-            return Err(ended(format!("the program {current}")));
-        }
-        let Some(stream) = output.as_mut() else {
-            return Err(ended("the terminal has no output stream".to_owned()));
-        };
-        tokio::select! {
-            event = stream.next() => {
-                if event.is_none() {
-                    output = None;
-                    continue;
-                }
-                while let Some(Some(_)) = stream.next().now_or_never() {}
-            }
-            _ = status.changed() => {}
-        }
+        next_change(terminal, &mut output, &mut status)
+            .await
+            .map_err(|reason| Error::WaitEnded {
+                what: what.to_owned(),
+                reason,
+                screen: String::new(),
+                last_output: so_far.clone(),
+            })?;
     }
 }
 

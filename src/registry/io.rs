@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use super::Registry;
-use super::seam::{AttachLock, BackendTerminal, OutputStream, ReadRequest, Snapshot};
+use super::seam::{
+    AttachLock, BackendTerminal, OutputStream, ReadRequest, Snapshot, TerminalStatus,
+};
 use super::service::Owned;
 use crate::control::Notification;
 use crate::screen::IntoRegex;
@@ -189,28 +191,43 @@ async fn wait_on(
                 Err(error) => return Err(error),
             }
         }
-        let current = terminal.status();
-        if !current.is_running() {
-            return Err(ended(what, &format!("the program {current}")));
-        }
-        let Some(stream) = output.as_mut() else {
-            return Err(ended(what, "the terminal has no output stream"));
-        };
-        tokio::select! {
-            event = stream.next() => {
-                if event.is_none() {
-                    // The server went: one last look happens at the loop's
-                    // top; then the status says it ended.
-                    output = None;
-                    continue;
-                }
-                // One look serves a burst: take what else is queued.
-                while let Some(Some(_)) = stream.next().now_or_never() {}
-            }
-            // The program ended: one last look at what it left.
-            _ = status.changed() => {}
-        }
+        next_change(terminal, &mut output, &mut status)
+            .await
+            .map_err(|reason| ended(what, &reason))?;
     }
+}
+
+/// Waits for the next change worth a look: a burst of output (taken as
+/// one) or a new status. Run after each look, so the caller looks once
+/// more after its stream ended (the server went) or the program ended,
+/// and only then gets `Err` with why no change can come.
+pub(super) async fn next_change(
+    terminal: &dyn BackendTerminal,
+    output: &mut Option<OutputStream>,
+    status: &mut watch::Receiver<TerminalStatus>,
+) -> std::result::Result<(), String> {
+    let current = terminal.status();
+    if !current.is_running() {
+        return Err(format!("the program {current}"));
+    }
+    let Some(stream) = output.as_mut() else {
+        return Err("the terminal has no output stream".to_owned());
+    };
+    tokio::select! {
+        event = stream.next() => {
+            if event.is_none() {
+                // The server went: one last look, then the status says
+                // it ended.
+                *output = None;
+                return Ok(());
+            }
+            // One look serves a burst: take what else is queued.
+            while let Some(Some(_)) = stream.next().now_or_never() {}
+        }
+        // The program ended: one last look at what it left.
+        _ = status.changed() => {}
+    }
+    Ok(())
 }
 
 fn matches(condition: &WaitCondition, line: &str) -> bool {
