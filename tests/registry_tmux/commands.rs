@@ -6,11 +6,10 @@
 
 use std::time::Duration;
 
-use tmux_engine::registry::{
-    Registry, RegistryConfig, SendRequest, SendResult, SpawnSpec, WaitFor,
-};
+use tmux_engine::registry::{Registry, RegistryConfig, SpawnSpec};
 use tmux_engine::verbs::{self, CommandsRequest, WaitRequest};
 
+use super::shell_sends::run;
 use super::{Env, WAIT};
 
 /// Runs `body` with a registry whose shell is an integrated bash.
@@ -23,25 +22,6 @@ async fn with_bash(body: impl AsyncFnOnce(&mut Env)) {
         env.finish().await;
     })
     .await;
-}
-
-/// One `wait: command` send of `text` (Enter pressed) with `timeout`.
-async fn run(env: &Env, text: &str, timeout: Duration) -> SendResult {
-    let request = SendRequest {
-        text: bytes::Bytes::copy_from_slice(text.as_bytes()),
-        submit: true,
-        wait: WaitFor::Command,
-        timeout: Some(timeout),
-        history: true,
-    };
-    let owned = env.registry.owner(&env.owner);
-    owned
-        .send("t", request)
-        .await
-        .unwrap()
-        .result()
-        .await
-        .unwrap()
 }
 
 /// A wait request on `t` with every condition absent.
