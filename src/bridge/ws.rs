@@ -54,6 +54,15 @@ const MAX_OWED: usize = 1 << 20;
 /// its session open.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
+/// Bytes of frames read and dropped while waiting for the client's close
+/// frame, at most: an honest client answers within a few frames, and a
+/// flood is cut here rather than read for all of [`CLOSE_GRACE`].
+const CLOSE_DISCARD: usize = 1 << 20;
+
+/// What a client frame costs beyond its payload (header and mask), as
+/// counted against [`CLOSE_DISCARD`], so empty frames are not free.
+const FRAME_OVERHEAD: usize = 6;
+
 /// Client frames applied in one turn of the pump before it looks at its
 /// other duties (output, pings) again; resizes among them are coalesced.
 const DRAIN_BATCH: usize = 256;
@@ -156,7 +165,18 @@ async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
         if socket.send(Message::Close(Some(frame))).await.is_ok() {
             // Read until the client's close arrives: closing the TCP
             // connection first could reset it before the frame is read.
-            while let Some(Ok(_)) = socket.recv().await {}
+            // What comes before it is discarded, up to a budget: a flood
+            // must not keep serve reading for the whole grace.
+            let mut discarded = 0usize;
+            while let Some(Ok(message)) = socket.recv().await {
+                if matches!(message, Message::Close(_)) {
+                    break;
+                }
+                discarded += FRAME_OVERHEAD + message.into_data().len();
+                if discarded > CLOSE_DISCARD {
+                    break;
+                }
+            }
         }
     };
     let _ = tokio::time::timeout(CLOSE_GRACE, close).await;

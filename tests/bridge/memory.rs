@@ -120,7 +120,14 @@ async fn a_ping_flood_that_reads_no_pongs_is_closed_1008_and_costs_little() {
             sent >> 10
         );
         assert!(grown < GROWTH, "serve grew {grown} KiB under a ping flood");
-        assert!(sent < 256 << 20, "serve kept reading 256 MiB of pings");
+        // What the kernel's socket buffers hold on loopback (a few MiB
+        // each way), the pongs owed and the close's discard budget: serve
+        // stops reading well before this.
+        assert!(
+            sent < 32 << 20,
+            "serve kept reading {} KiB of pings",
+            sent >> 10
+        );
         drop(stream);
         // A flood of 4 MiB, then reading: the pongs that fit, then 1008.
         let mut stream = upgrade(&served).await;
