@@ -127,9 +127,39 @@ pub async fn run(
 
 /// What a long-lived `serve` or `mcp` does first: `reap` (only what is
 /// proven unclaimed, a spawn a crash cut short included), so a crash
-/// leaves no orphaned programs behind the next start. Failures are
-/// logged, never fatal: the terminals that exist still need serving.
+/// leaves no orphaned programs behind the next start. A young server
+/// directory cannot be judged at once (the `tmux` a crashed spawner
+/// started may still be creating its server), so while any is left the
+/// reap runs again in the background, every [`REAP_AGAIN`], until none is
+/// left or [`REAP_AGAIN_FOR`] has passed. Failures are logged, never
+/// fatal: the terminals that exist still need serving.
 pub(crate) async fn reap_at_start(registry: &tmux_engine::registry::Registry) {
+    let young = reap_logged(registry).await;
+    if young == 0 {
+        return;
+    }
+    let registry = registry.clone();
+    tokio::spawn(async move {
+        let until = tokio::time::Instant::now() + REAP_AGAIN_FOR;
+        while tokio::time::Instant::now() < until {
+            tokio::time::sleep(REAP_AGAIN).await;
+            if reap_logged(&registry).await == 0 {
+                break;
+            }
+        }
+    });
+}
+
+/// How often [`reap_at_start`] looks again at young server directories.
+const REAP_AGAIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long [`reap_at_start`] keeps looking: past the default reap grace,
+/// a directory is no longer young and the next start judges it anyway.
+const REAP_AGAIN_FOR: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// One reap, its removals and failures logged; the young directories it
+/// had to leave.
+async fn reap_logged(registry: &tmux_engine::registry::Registry) -> usize {
     match registry.reap().await {
         Ok(report) => {
             for removed in &report.removed {
@@ -138,7 +168,11 @@ pub(crate) async fn reap_at_start(registry: &tmux_engine::registry::Registry) {
             for failure in &report.failures {
                 tracing::warn!(%failure, "reaping at start");
             }
+            report.young
         }
-        Err(error) => tracing::warn!(%error, "reaping at start"),
+        Err(error) => {
+            tracing::warn!(%error, "reaping at start");
+            0
+        }
     }
 }

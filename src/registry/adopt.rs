@@ -296,6 +296,7 @@ impl Registry {
                 report.removed.extend(reaped.removed);
                 report.skipped.extend(reaped.skipped);
                 report.failures.extend(reaped.failures);
+                report.young = reaped.young;
             }
             Err(error) => report.failures.push(error),
         }

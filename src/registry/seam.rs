@@ -182,6 +182,11 @@ pub struct ReapReport {
     pub corrupt: Vec<CorruptRecord>,
     /// What could not be removed, and why.
     pub failures: Vec<Error>,
+    /// Server directories left alone only because they are younger than
+    /// the grace period and could not be judged yet (a spawn in flight,
+    /// perhaps one a crash cut short whose `tmux` is still starting): a
+    /// later reap may find them unclaimed.
+    pub young: usize,
 }
 
 /// One running (or dead but still present) terminal of a backend.

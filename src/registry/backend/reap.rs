@@ -205,11 +205,15 @@ pub(super) async fn reap(
         let what = match judge(&handle, &ours, &claimed).await {
             Ok((what, id)) => {
                 if young && !abandoned(config.state_dir.as_deref(), id.as_deref()) {
+                    report.young += 1;
                     continue;
                 }
                 what
             }
-            Err(_) if young => continue,
+            Err(_) if young => {
+                report.young += 1;
+                continue;
+            }
             Err(Some(why)) => {
                 report.skipped.push(format!("{}: {why}", path.display()));
                 continue;
