@@ -83,7 +83,14 @@ fn a_recorded_pane_with_another_start_time_is_never_signalled() {
         &cli.ok(&["--json", "spawn", "--name", "held", "--", "sleep", "1000"]),
     )
     .unwrap();
-    let pane = u32::try_from(shown["pid"].as_u64().unwrap()).unwrap();
+    // The pane's own process (the exit handshake's wrapper), as recorded:
+    // `pid` in the answer is the program's.
+    let recorded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(record_path(&cli, "held")).unwrap()).unwrap();
+    let pane = u32::try_from(recorded["locator"]["pane_pid"].as_u64().unwrap()).unwrap();
+    assert!(process::is_alive(
+        u32::try_from(shown["pid"].as_u64().unwrap()).unwrap()
+    ));
     record_pane(&cli, "held", pane);
     let refused = error_of(&cli, &["signal", "held", "KILL"]);
     assert!(refused.starts_with("error: TERMINAL_DEAD: "), "{refused}");

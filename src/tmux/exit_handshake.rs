@@ -65,6 +65,27 @@ pub(crate) fn wrap(words: Vec<OsString>) -> Vec<OsString> {
     argv
 }
 
+/// The wrapper's `$0`: how [`program_pid`] tells a wrapped pane.
+const WRAPPER_NAME: &[u8] = b"tmux-engine-exit";
+
+/// The program a pane runs: the wrapper's child when `pane_pid` is the
+/// handshake's wrapper (its `$0` is [`WRAPPER_NAME`]), else `pane_pid`
+/// itself. `None` while a wrapper has no child (not forked yet, or the
+/// program has ended and it waits for the acknowledgement). What a
+/// signal or a "who is in front" judgement must aim at: the wrapper traps
+/// `INT`, `QUIT` and `TERM` and keeps its own process group.
+pub(crate) fn program_pid(pane_pid: u32) -> Option<u32> {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pane_pid}/cmdline")) else {
+        return Some(pane_pid);
+    };
+    if cmdline.split(|&b| b == 0).nth(3) != Some(WRAPPER_NAME) {
+        return Some(pane_pid);
+    }
+    let children =
+        std::fs::read_to_string(format!("/proc/{pane_pid}/task/{pane_pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
 /// Makes the fifo in the server's private directory `dir` (0600).
 ///
 /// # Errors

@@ -90,8 +90,8 @@ pub struct ServerOptions {
     /// acknowledges through the server directory's fifo; a control client
     /// started by [`launch`](crate::terminal::launch) does. Without an
     /// acknowledgement the pane never dies. Default off; `Terminal` (so the
-    /// fixture) turns it on. Not for an empty `command` (tmux's login shell
-    /// is kept).
+    /// fixture) and the registry turn it on. Not for an empty `command`
+    /// (tmux's login shell is kept).
     pub exit_handshake: bool,
 }
 

@@ -449,6 +449,76 @@ async fn shutdown_lets_go_of_running_terminals_and_a_second_registry_adopts_them
     .await;
 }
 
+/// The exit handshake's wrapper waits for an engine to acknowledge a
+/// program's end: one that ends while no engine is attached is let go by
+/// the next look (list, or adoption), so its exit and its last output show.
+#[tokio::test]
+async fn a_program_that_ends_while_no_engine_is_attached_shows_its_exit() {
+    within(async {
+        let env = Env::new().await;
+        let pid = env
+            .spawn(sh("read go; echo done-$((6*7)); exit 3").name("r"))
+            .await
+            .pid
+            .unwrap();
+        let socket = server_dirs(&env.runtime())
+            .pop()
+            .expect("the terminal's server directory")
+            .join("tmux.sock");
+        let Env {
+            dir,
+            registry,
+            owner,
+            guard,
+        } = env;
+        registry.shutdown().await;
+        poll("the control client to leave", WAIT, || async {
+            list_clients(&socket).is_empty().then_some(())
+        })
+        .await;
+        // Typed with no engine attached: the program reads it, prints and
+        // ends; its wrapper then waits for an acknowledgement.
+        let typed = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(["send-keys", "-t", "%0", "go", "Enter"])
+            .status()
+            .unwrap();
+        assert!(typed.success());
+        poll("the program to end", WAIT, || async {
+            (!tmux_engine::tmux::process::is_alive(pid)).then_some(())
+        })
+        .await;
+        drop(registry);
+        let (second, _) = open(dir.path()).await;
+        // Polled: the wrapper opens its fifo a moment after the program
+        // ends, and only then can it be let go. Without the release it
+        // would be listed running until an engine attached.
+        let exited = TerminalStatus::Exited {
+            exit: ExitStatus::Code(3),
+        };
+        poll("the exit to be listed", WAIT, || async {
+            let listed = second.owner(&owner).list().await.unwrap();
+            (listed[0].status == exited).then_some(())
+        })
+        .await;
+        let page = second
+            .owner(&owner)
+            .read("r", ReadRequest::default())
+            .await
+            .unwrap();
+        assert!(page.lines.iter().any(|l| l == "done-42"), "{page:?}");
+        let env = Env {
+            dir,
+            registry: second,
+            owner,
+            guard,
+        };
+        env.finish().await;
+    })
+    .await;
+}
+
 /// The pids of the clients attached to the server on `socket`; panics when
 /// no server answers.
 fn list_clients(socket: &std::path::Path) -> Vec<String> {

@@ -147,7 +147,11 @@ fn newest_mark(shared: &ServerLink) -> Option<(MarkKind, bool)> {
 /// [`reading::input_state`]). `None` when the pane's process is not known.
 pub(super) fn foreground(shared: &ServerLink) -> Option<(bool, InputState)> {
     let pane = shared.lock().pane_process?;
-    let in_front = procfs::foreground_group(pane) == i32::try_from(pane.pid).ok();
+    // The shell is in front when the terminal's foreground group is its
+    // own: under the exit handshake's wrapper it is the wrapper's child.
+    let program = crate::tmux::exit_handshake::program_pid(pane.pid)?;
+    let group = procfs::foreground_group(pane)?;
+    let in_front = procfs::stat(program).is_some_and(|stat| stat.pgrp == group);
     Some((in_front, reading::input_state(pane.pid)))
 }
 

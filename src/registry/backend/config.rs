@@ -211,6 +211,10 @@ pub(super) fn server_options(
         extra_config: marks,
         server_env: config.environment.clone().unwrap_or_default(),
         clear_env: config.environment.is_some(),
+        // A program's last bytes reach the stream and the screen before
+        // its pane dies, on the `%output` path too (tmux::exit_handshake);
+        // each control client of the server acknowledges.
+        exit_handshake: true,
         ..ServerOptions::default()
     })
 }

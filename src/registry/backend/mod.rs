@@ -270,12 +270,15 @@ impl TmuxBackend {
         let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
         let mut pause = Duration::from_millis(10);
         let (client, mut streams) = loop {
-            let attempt = ControlClient::attach(
-                &handle,
-                ClientOptions::default(),
-                &[(pane, SubscribeOptions::default())],
-            )
-            .await;
+            // This client acknowledges the exit handshake's marker from
+            // now on (a server started without the handshake has no fifo:
+            // nothing waits).
+            let opts = ClientOptions {
+                exit_handshake: Some(dir.clone()),
+                ..ClientOptions::default()
+            };
+            let attempt =
+                ControlClient::attach(&handle, opts, &[(pane, SubscribeOptions::default())]).await;
             match attempt {
                 Ok(connected) => break connected,
                 // No server on the socket, or no session: dead. Except that
@@ -331,6 +334,13 @@ impl TmuxBackend {
             // the screen (this client's output rides `%output`).
             if let Err(error) = client.command(&rearm_drain(pane)).await {
                 debug!(terminal = %record.id, %error, "re-arming the drain pipe on adoption");
+            }
+            // A program that ended while no engine was attached printed its
+            // marker to nobody: its wrapper waits, every byte of it in tmux
+            // by now (the pane's side of the pty stayed open). Let it go,
+            // now that this client sees the pane's exit.
+            if crate::tmux::exit_handshake::acknowledge(dir) {
+                debug!(terminal = %record.id, "acknowledged an exit that happened while detached");
             }
         }
         let exit = match state.exit {

@@ -67,9 +67,12 @@ impl TmuxBackend {
         let pane = locator.pane_process;
         let running = RecordCheck {
             status: TerminalStatus::Running,
-            pid: pane.map(|pane| pane.pid),
+            // The program's, as a live terminal's `pid` (not the exit
+            // handshake's wrapper's).
+            pid: pane
+                .map(|pane| crate::tmux::exit_handshake::program_pid(pane.pid).unwrap_or(pane.pid)),
         };
-        if pane.is_some_and(process::is_alive) {
+        if pane.is_some_and(process::is_alive) && !self.release_detached_exit(&handle, pane).await {
             return running;
         }
         let query = TmuxCommand::new("list-panes")
@@ -98,6 +101,40 @@ impl TmuxBackend {
                 pid: state.and_then(|state| state.pid),
             },
         }
+    }
+
+    /// A program that ended while no engine was attached printed its exit
+    /// marker to nobody: its wrapper (`tmux::exit_handshake`) waits for an
+    /// acknowledgement that only an attaching engine would give, and the
+    /// terminal would look running. With no control client attached (one
+    /// that is would acknowledge once it has the last bytes), lets it go
+    /// and waits for the pane's process to end, so the exit shows now.
+    /// tmux has the program's output by then: the pane's side of the pty
+    /// stayed open while the wrapper waited. Whether the process ended.
+    async fn release_detached_exit(&self, handle: &ServerHandle, pane: Option<ProcessId>) -> bool {
+        use crate::tmux::exit_handshake;
+        let Some(pane) = pane else { return false };
+        if exit_handshake::program_pid(pane.pid).is_some() {
+            return false;
+        }
+        let clients = TmuxCommand::new("list-clients").opt("-F", "#{client_name}");
+        match tokio::time::timeout(self.config.probe_timeout, handle.run(&clients)).await {
+            Ok(Ok(text)) if text.trim().is_empty() => {}
+            _ => return false,
+        }
+        if !exit_handshake::acknowledge(handle.dir()) {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
+        let mut pause = std::time::Duration::from_millis(2);
+        while process::is_alive(pane) {
+            if tokio::time::Instant::now() + pause > deadline {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
+        }
+        true
     }
 
     /// The kill path on what a record names, without attaching: guarded by

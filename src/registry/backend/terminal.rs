@@ -178,7 +178,10 @@ async fn watch_pane(
 
 impl BackendTerminal for TmuxTerminal {
     fn pid(&self) -> Option<u32> {
-        self.shared.lock().pane_process.map(|pane| pane.pid)
+        // The program's, not the exit handshake's wrapper's: a signal sent
+        // to it must reach the program.
+        let pane = self.shared.lock().pane_process?;
+        crate::tmux::exit_handshake::program_pid(pane.pid).or(Some(pane.pid))
     }
 
     fn output_path(&self) -> Option<&'static str> {
