@@ -65,25 +65,74 @@ pub(crate) fn wrap(words: Vec<OsString>) -> Vec<OsString> {
     argv
 }
 
-/// The wrapper's `$0`: how [`program_pid`] tells a wrapped pane.
+/// The wrapper's `$0`: how [`wrapped`] tells a wrapped pane.
 const WRAPPER_NAME: &[u8] = b"tmux-engine-exit";
 
-/// The program a pane runs: the wrapper's child when `pane_pid` is the
-/// handshake's wrapper (its `$0` is [`WRAPPER_NAME`]), else `pane_pid`
-/// itself. `None` while a wrapper has no child (not forked yet, or the
-/// program has ended and it waits for the acknowledgement). What a
-/// signal or a "who is in front" judgement must aim at: the wrapper traps
-/// `INT`, `QUIT` and `TERM` and keeps its own process group.
-pub(crate) fn program_pid(pane_pid: u32) -> Option<u32> {
+/// What a pane's process is, as far as the exit handshake goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wrapped {
+    /// Not the wrapper (yet: a pane's process is tmux's until it execs), or
+    /// gone.
+    No,
+    /// The wrapper, its program not forked yet, or ended and not yet
+    /// reaped or waited for.
+    Between,
+    /// The wrapper, running this program.
+    Running(u32),
+}
+
+/// What `pane_pid` is: the wrapper running its program, the wrapper
+/// between programs (before the first, or once it ended: it then waits
+/// for the acknowledgement), or no wrapper.
+pub(crate) fn wrapped(pane_pid: u32) -> Wrapped {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pane_pid}/cmdline")) else {
-        return Some(pane_pid);
+        return Wrapped::No;
     };
     if cmdline.split(|&b| b == 0).nth(3) != Some(WRAPPER_NAME) {
-        return Some(pane_pid);
+        return Wrapped::No;
     }
-    let children =
-        std::fs::read_to_string(format!("/proc/{pane_pid}/task/{pane_pid}/children")).ok()?;
-    children.split_whitespace().next()?.parse().ok()
+    let child = std::fs::read_to_string(format!("/proc/{pane_pid}/task/{pane_pid}/children"))
+        .ok()
+        .and_then(|children| children.split_whitespace().next()?.parse::<u32>().ok());
+    match child {
+        // A zombie child has ended: only its reaping is left.
+        Some(child) if super::process::is_alive(child) => Wrapped::Running(child),
+        _ => Wrapped::Between,
+    }
+}
+
+/// The program a pane runs: the wrapper's child when `pane_pid` is the
+/// handshake's wrapper, else `pane_pid` itself. `None` while a wrapper has
+/// no program (not forked yet, or ended: it then waits for the
+/// acknowledgement). What a signal or a "who is in front" judgement must
+/// aim at: the wrapper traps `INT`, `QUIT` and `TERM` and keeps its own
+/// process group.
+pub(crate) fn program_pid(pane_pid: u32) -> Option<u32> {
+    match wrapped(pane_pid) {
+        Wrapped::No => Some(pane_pid),
+        Wrapped::Between => None,
+        Wrapped::Running(child) => Some(child),
+    }
+}
+
+/// How long [`started`] waits for a wrapper to start its program.
+const START_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits, up to [`START_WAIT`], until the pane `pane_pid`, started under
+/// the wrapper, runs its program, so the pid a spawn reports is the
+/// program's from the start (the pane's process is tmux's until it execs
+/// the wrapper, and the wrapper's alone until it forks). Returns early when
+/// the pane is gone.
+pub(crate) async fn started(pane_pid: u32) {
+    let deadline = tokio::time::Instant::now() + START_WAIT;
+    let mut pause = std::time::Duration::from_millis(1);
+    while !matches!(wrapped(pane_pid), Wrapped::Running(_))
+        && super::process::is_alive(pane_pid)
+        && tokio::time::Instant::now() + pause < deadline
+    {
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Makes the fifo in the server's private directory `dir` (0600).

@@ -233,6 +233,9 @@ async fn into_terminal(
             reason: format!("pooled server of terminal {id}: the program did not start"),
         });
     }
+    if let Some(pid) = state.pid {
+        crate::tmux::exit_handshake::started(pid).await;
+    }
     debug!(terminal = %id, session = SESSION, "spawned into a pooled server");
     Ok(state.pid.and_then(|pid| ProcessId::now(pid).known()))
 }

@@ -72,35 +72,64 @@ impl TmuxBackend {
             pid: pane
                 .map(|pane| crate::tmux::exit_handshake::program_pid(pane.pid).unwrap_or(pane.pid)),
         };
-        if pane.is_some_and(process::is_alive) && !self.release_detached_exit(&handle, pane).await {
+        // A released wrapper has just ended: tmux may not have taken its
+        // status in yet, so the query is repeated (briefly) until it has.
+        let released = pane.is_some_and(process::is_alive);
+        if released && !self.release_detached_exit(&handle, pane).await {
             return running;
         }
+        let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
+        let mut pause = std::time::Duration::from_millis(2);
+        loop {
+            match self.pane_state_of(&handle).await {
+                Some(PaneState {
+                    exit: Some(exit),
+                    pid,
+                    ..
+                }) => {
+                    return RecordCheck {
+                        status: TerminalStatus::Exited { exit },
+                        pid,
+                    };
+                }
+                state if released && tokio::time::Instant::now() + pause < deadline => {
+                    // Dead without a status: tmux has not reaped the wrapper
+                    // (3.3a can miss a SIGCHLD): nudge it, as
+                    // `control::pane_exit` does.
+                    if let Some(PaneState {
+                        dead: true,
+                        server_pid: Some(server),
+                        ..
+                    }) = state
+                        && process::looks_like_tmux(server)
+                    {
+                        let _ = process::signal(server, rustix::process::Signal::CHILD);
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_millis(50));
+                }
+                None => return running,
+                Some(state) => {
+                    return RecordCheck {
+                        status: TerminalStatus::Running,
+                        pid: state.pid,
+                    };
+                }
+            }
+        }
+    }
+
+    /// The pane's state by a one-shot `list-panes`; `None` when the server
+    /// does not answer in time or the answer does not parse.
+    async fn pane_state_of(&self, handle: &ServerHandle) -> Option<PaneState> {
         let query = TmuxCommand::new("list-panes")
             .opt("-t", format!("{}:", handle.session()))
             .opt("-F", STATE_FORMAT);
-        let Ok(Ok(text)) =
-            tokio::time::timeout(self.config.probe_timeout, handle.run(&query)).await
-        else {
-            return running;
-        };
-        match text
-            .lines()
-            .next()
-            .and_then(|line| PaneState::parse(line.as_bytes()))
-        {
-            Some(PaneState {
-                exit: Some(exit),
-                pid,
-                ..
-            }) => RecordCheck {
-                status: TerminalStatus::Exited { exit },
-                pid,
-            },
-            state => RecordCheck {
-                status: TerminalStatus::Running,
-                pid: state.and_then(|state| state.pid),
-            },
-        }
+        let text = tokio::time::timeout(self.config.probe_timeout, handle.run(&query))
+            .await
+            .ok()?
+            .ok()?;
+        PaneState::parse(text.lines().next()?.as_bytes())
     }
 
     /// A program that ended while no engine was attached printed its exit
@@ -114,7 +143,7 @@ impl TmuxBackend {
     async fn release_detached_exit(&self, handle: &ServerHandle, pane: Option<ProcessId>) -> bool {
         use crate::tmux::exit_handshake;
         let Some(pane) = pane else { return false };
-        if exit_handshake::program_pid(pane.pid).is_some() {
+        if exit_handshake::wrapped(pane.pid) != exit_handshake::Wrapped::Between {
             return false;
         }
         let clients = TmuxCommand::new("list-clients").opt("-F", "#{client_name}");
@@ -122,11 +151,19 @@ impl TmuxBackend {
             Ok(Ok(text)) if text.trim().is_empty() => {}
             _ => return false,
         }
-        if !exit_handshake::acknowledge(handle.dir()) {
-            return false;
-        }
+        // The wrapper opens its fifo a moment after its program ended:
+        // retried while it lives without a child, up to the deadline.
         let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
         let mut pause = std::time::Duration::from_millis(2);
+        while !exit_handshake::acknowledge(handle.dir()) {
+            if exit_handshake::wrapped(pane.pid) != exit_handshake::Wrapped::Between
+                || tokio::time::Instant::now() + pause > deadline
+            {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
+        }
         while process::is_alive(pane) {
             if tokio::time::Instant::now() + pause > deadline {
                 return false;
