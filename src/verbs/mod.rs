@@ -13,7 +13,11 @@
 //! | `run.rs`      | one function per verb: validate, then one registry call |
 //! | `search.rs`   | `search`: a regex over one or all terminals' scrollback |
 //! | `since.rs`    | `read since`: the output after a cursor, cut at a line  |
+//! | `table.rs`    | the verb table: each verb once, for every face          |
 //!
+//! The verb table ([`VERBS`]) declares each verb once (name, request and
+//! answer types, read-only or not, HTTP route, CLI word, MCP tool,
+//! description); the MCP tools and the HTTP routes are built from it.
 //! The CLI's `--json`, the HTTP API (`bridge/api.rs`) and the MCP tools
 //! (`mcp/`) parse into these requests and render these answers and
 //! nothing else, so the three faces share one set of rules: a relative
@@ -32,9 +36,11 @@ mod requests;
 mod run;
 mod search;
 mod since;
+mod table;
 
 pub use answers::{KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
 pub use bounds::{Bound, MAX_ANSWER_BYTES, MIN_ANSWER_BYTES};
+pub(crate) use bounds::{keep_tail_json, keep_tail_lines_json};
 pub use commands::{CommandsRequest, DEFAULT_COMMANDS, commands};
 pub use record::{DEFAULT_RECORD_LIMIT, RecordAnswer, record};
 pub use requests::RenameRequest;
@@ -48,6 +54,7 @@ pub use run::{
     show, signal, spawn, wait, write,
 };
 pub use search::{MAX_CONTEXT, MAX_MATCHES, SearchAnswer, SearchMatch, SearchRequest, search};
+pub use table::{Arguments, Route, RunFn, SchemaFn, VERBS, Verb, verb};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut

@@ -309,6 +309,21 @@ pub enum ReadFormat {
     Bytes,
 }
 
+impl std::str::FromStr for ReadFormat {
+    type Err = Error;
+
+    /// The format a word names, spelled as on the wire (the CLI's
+    /// `--format`).
+    fn from_str(word: &str) -> Result<ReadFormat> {
+        use serde::de::IntoDeserializer as _;
+        let word_in: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+            word.into_deserializer();
+        ReadFormat::deserialize(word_in).map_err(|_| {
+            Error::InvalidInput(format!("format {word:?} is not lines, text or bytes"))
+        })
+    }
+}
+
 /// What a checked [`ReadRequest`] asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadWhat {
