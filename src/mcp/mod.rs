@@ -236,3 +236,27 @@ fn failure(error: &Error) -> CallToolResult {
     keep_tail_json(&mut text, MAX_ANSWER_BYTES);
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Each verb of the table is one tool, described and annotated by its
+    /// entry, with an object schema for its arguments.
+    #[test]
+    fn every_verb_is_a_tool_as_its_entry_says() {
+        let tools = tools::router().list_all();
+        assert_eq!(tools.len(), VERBS.len());
+        for verb in VERBS {
+            let tool = tools.iter().find(|tool| tool.name == verb.tool).unwrap();
+            assert_eq!(tool.description.as_deref(), Some(verb.description));
+            let hints = tool.annotations.as_ref().unwrap();
+            assert_eq!(hints.read_only_hint, Some(verb.read_only), "{}", verb.tool);
+            assert_eq!(hints.destructive_hint, Some(verb.destructive));
+            assert_eq!(tool.input_schema["type"], "object", "{}", verb.tool);
+            assert!(tool.input_schema["properties"].is_object(), "{}", verb.tool);
+            assert!(tool.output_schema.is_some(), "{}", verb.tool);
+        }
+    }
+}

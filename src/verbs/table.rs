@@ -490,21 +490,21 @@ mod tests {
                 "{}: {error}",
                 verb.name
             );
-            for other in VERBS.iter().filter(|other| other.name != verb.name) {
-                assert_ne!(verb.tool, other.tool);
-                assert_ne!(verb.cli, other.cli);
-                assert_ne!(
-                    verb.route.map(|r| (r.method, r.path)),
-                    other
-                        .route
-                        .map(|r| (r.method, r.path))
-                        .filter(|_| verb.route.is_some()),
-                    "{} {}",
-                    verb.name,
-                    other.name
-                );
-            }
         }
+        let unique = |names: Vec<String>| {
+            let set: std::collections::BTreeSet<&String> = names.iter().collect();
+            assert_eq!(set.len(), names.len(), "{names:?}");
+        };
+        unique(VERBS.iter().map(|verb| verb.name.to_owned()).collect());
+        unique(VERBS.iter().map(|verb| verb.cli.to_owned()).collect());
+        unique(VERBS.iter().map(|verb| verb.tool.to_owned()).collect());
+        unique(
+            VERBS
+                .iter()
+                .filter_map(|verb| verb.route)
+                .map(|route| format!("{} {}", route.method, route.path))
+                .collect(),
+        );
         assert!((verb("list").unwrap().check)(&Map::new()).is_ok());
     }
 
