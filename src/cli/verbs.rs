@@ -10,8 +10,8 @@ use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
 use tmux_engine::verbs::RenameRequest;
 use tmux_engine::verbs::{
-    self, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest, SignalRequest,
-    TerminalRequest,
+    self, Arguments, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest,
+    SignalRequest, TerminalRequest,
 };
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
@@ -112,14 +112,8 @@ pub(super) async fn dispatch(
             format,
         } => {
             let format = format
-                .map(|word| {
-                    serde_json::from_value::<ReadFormat>(serde_json::Value::String(word.clone()))
-                        .map_err(|_| {
-                            Error::InvalidInput(format!(
-                                "format {word:?} is not lines, text or bytes"
-                            ))
-                        })
-                })
+                .as_deref()
+                .map(str::parse::<ReadFormat>)
                 .transpose()?;
             let request = ReadRequest {
                 terminal: target,
@@ -189,21 +183,6 @@ pub(super) async fn dispatch(
                 write_line(
                     out,
                     &format!("{} -> process group {}", delivery.signal, delivery.pgid),
-                )?;
-            }
-        }
-        TerminalCommand::Kill { target } => {
-            let killed = verbs::kill(registry.owner(owner), &named(target)).await?;
-            if json {
-                write_json(out, &killed)?;
-            } else {
-                write_line(
-                    out,
-                    if killed.killed {
-                        "killed"
-                    } else {
-                        "joined a kill in flight"
-                    },
                 )?;
             }
         }
@@ -321,8 +300,38 @@ pub(super) async fn dispatch(
                 return Err(failure.into());
             }
         }
+        other => table(registry, owner, json, &other, out).await?,
     }
     Ok(())
+}
+
+/// A command without flags of its own: its verb-table entry runs it, and
+/// its answer is printed as it is (`--json`), or for a person.
+async fn table(
+    registry: &Registry,
+    owner: &OwnerId,
+    json: bool,
+    command: &TerminalCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (word, arguments) = command.table_call();
+    let verb = verbs::VERBS
+        .iter()
+        .find(|verb| verb.cli == word)
+        .ok_or_else(|| Error::Unsupported(format!("{word} is not a verb of the table")))?;
+    let answer = (verb.run)(registry.owner(owner), Arguments::Json(arguments)).await?;
+    if json {
+        return write_json(out, &answer);
+    }
+    match verb.name {
+        "kill" if answer["killed"] == true => write_line(out, "killed"),
+        "kill" => write_line(out, "joined a kill in flight"),
+        _ => {
+            let text = serde_json::to_string_pretty(&answer)
+                .map_err(|e| Error::io("encoding the answer", std::io::Error::other(e)))?;
+            write_line(out, &text)
+        }
+    }
 }
 
 /// Reports records moved aside as corrupt on stderr (stdout keeps its
