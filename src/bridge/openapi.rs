@@ -385,6 +385,33 @@ mod tests {
         );
     }
 
+    /// A verb's route is described by its verb-table entry, the text its
+    /// MCP tool carries, and states the real default: a send waits for
+    /// `command` (the route said `idle`) and answers `exit_code`.
+    #[test]
+    fn routes_are_described_by_the_verb_table() {
+        let document = document("");
+        for verb in VERBS {
+            let Some(route) = verb.route else { continue };
+            let method = route.method.to_ascii_lowercase();
+            let operation = &document["paths"][route.path][&method];
+            assert_eq!(operation["summary"], verb.summary, "{}", verb.name);
+            assert_eq!(operation["description"], verb.description, "{}", verb.name);
+            assert!(
+                operation["responses"][route.status.to_string()].is_object(),
+                "{}",
+                verb.name
+            );
+        }
+        let send = &document["paths"]["/api/terminals/{t}/send"]["post"];
+        let summary = send["summary"].as_str().unwrap();
+        assert!(summary.contains("default `command`"), "{summary}");
+        assert!(!summary.contains("idle"), "{summary}");
+        for text in [summary, send["description"].as_str().unwrap()] {
+            assert!(text.contains("exit_code"), "{text}");
+        }
+    }
+
     /// Every JSON answer has a real schema (not `true`, "any value"), and
     /// the registry's types show their fields.
     #[test]
