@@ -154,17 +154,22 @@ fn json(answer: impl Serialize) -> Result<Value> {
 
 const TERMINAL: &str = "/api/terminals/{t}";
 
+/// The route `method path`, answering `status` on success.
+const fn at(method: &'static str, path: &'static str, status: u16) -> Option<Route> {
+    Some(Route {
+        method,
+        path,
+        status,
+    })
+}
+
 /// Every verb the faces share, in the order they are listed.
 pub static VERBS: &[Verb] = &[
     Verb {
         name: "spawn",
         cli: "spawn",
         tool: "terminal_spawn",
-        route: Some(Route {
-            method: "POST",
-            path: "/api/terminals",
-            status: 201,
-        }),
+        route: at("POST", "/api/terminals", 201),
         read_only: false,
         destructive: false,
         idempotent: false,
@@ -183,11 +188,7 @@ pub static VERBS: &[Verb] = &[
         name: "list",
         cli: "list",
         tool: "terminal_list",
-        route: Some(Route {
-            method: "GET",
-            path: "/api/terminals",
-            status: 200,
-        }),
+        route: at("GET", "/api/terminals", 200),
         read_only: true,
         destructive: false,
         idempotent: true,
@@ -204,11 +205,7 @@ pub static VERBS: &[Verb] = &[
         name: "show",
         cli: "show",
         tool: "terminal_show",
-        route: Some(Route {
-            method: "GET",
-            path: TERMINAL,
-            status: 200,
-        }),
+        route: at("GET", TERMINAL, 200),
         read_only: true,
         destructive: false,
         idempotent: true,
@@ -224,11 +221,7 @@ pub static VERBS: &[Verb] = &[
         name: "send",
         cli: "send",
         tool: "terminal_send",
-        route: Some(Route {
-            method: "POST",
-            path: "/api/terminals/{t}/send",
-            status: 200,
-        }),
+        route: at("POST", "/api/terminals/{t}/send", 200),
         read_only: false,
         destructive: true,
         idempotent: false,
@@ -268,11 +261,7 @@ pub static VERBS: &[Verb] = &[
         name: "read",
         cli: "read",
         tool: "terminal_read",
-        route: Some(Route {
-            method: "GET",
-            path: "/api/terminals/{t}/scrollback",
-            status: 200,
-        }),
+        route: at("GET", "/api/terminals/{t}/scrollback", 200),
         read_only: true,
         destructive: false,
         idempotent: true,
@@ -299,11 +288,7 @@ pub static VERBS: &[Verb] = &[
         name: "search",
         cli: "search",
         tool: "terminal_search",
-        route: Some(Route {
-            method: "GET",
-            path: "/api/search",
-            status: 200,
-        }),
+        route: at("GET", "/api/search", 200),
         read_only: true,
         destructive: false,
         idempotent: true,
@@ -327,11 +312,7 @@ pub static VERBS: &[Verb] = &[
         name: "commands",
         cli: "commands",
         tool: "terminal_commands",
-        route: Some(Route {
-            method: "GET",
-            path: "/api/terminals/{t}/commands",
-            status: 200,
-        }),
+        route: at("GET", "/api/terminals/{t}/commands", 200),
         read_only: true,
         destructive: false,
         idempotent: true,
@@ -359,11 +340,7 @@ pub static VERBS: &[Verb] = &[
         name: "screen",
         cli: "screen",
         tool: "terminal_screen",
-        route: Some(Route {
-            method: "GET",
-            path: "/api/terminals/{t}/screen",
-            status: 200,
-        }),
+        route: at("GET", "/api/terminals/{t}/screen", 200),
         read_only: true,
         destructive: false,
         idempotent: true,
@@ -406,11 +383,7 @@ pub static VERBS: &[Verb] = &[
         name: "signal",
         cli: "signal",
         tool: "terminal_signal",
-        route: Some(Route {
-            method: "POST",
-            path: "/api/terminals/{t}/signal",
-            status: 200,
-        }),
+        route: at("POST", "/api/terminals/{t}/signal", 200),
         read_only: false,
         destructive: true,
         idempotent: false,
@@ -428,11 +401,7 @@ pub static VERBS: &[Verb] = &[
         name: "kill",
         cli: "kill",
         tool: "terminal_kill",
-        route: Some(Route {
-            method: "DELETE",
-            path: TERMINAL,
-            status: 200,
-        }),
+        route: at("DELETE", TERMINAL, 200),
         read_only: false,
         destructive: true,
         idempotent: true,
@@ -449,11 +418,7 @@ pub static VERBS: &[Verb] = &[
         name: "rename",
         cli: "rename",
         tool: "terminal_rename",
-        route: Some(Route {
-            method: "POST",
-            path: "/api/terminals/{t}/rename",
-            status: 200,
-        }),
+        route: at("POST", "/api/terminals/{t}/rename", 200),
         read_only: false,
         destructive: false,
         idempotent: true,
