@@ -350,7 +350,11 @@ impl TerminalCommand {
     /// For a command with its own body in `cli/verbs.rs` (never asked).
     pub(crate) fn table_call(&self) -> (&'static str, Map<String, Value>) {
         let (word, arguments) = match self {
+            TerminalCommand::Show { target } => ("show", json!({ "terminal": target })),
             TerminalCommand::Kill { target } => ("kill", json!({ "terminal": target })),
+            TerminalCommand::Rename { target, name } => {
+                ("rename", json!({ "terminal": target, "name": name }))
+            }
             other => unreachable!("{other:?} has its own body"),
         };
         match arguments {

@@ -8,7 +8,6 @@ use std::io::{Read, Write};
 use serde_json::json;
 use tmux_engine::control::{Event, Notification};
 use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
-use tmux_engine::verbs::RenameRequest;
 use tmux_engine::verbs::{
     self, Arguments, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest,
     SignalRequest, TerminalRequest,
@@ -60,14 +59,6 @@ pub(super) async fn dispatch(
                 for snapshot in &list {
                     write_line(out, &summary(snapshot))?;
                 }
-            }
-        }
-        TerminalCommand::Show { target } => {
-            let snapshot = verbs::show(registry.owner(owner), &named(target)).await?;
-            if json {
-                write_json(out, &snapshot)?;
-            } else {
-                write_line(out, &summary(&snapshot))?;
             }
         }
         TerminalCommand::Send(args) => {
@@ -184,18 +175,6 @@ pub(super) async fn dispatch(
                     out,
                     &format!("{} -> process group {}", delivery.signal, delivery.pgid),
                 )?;
-            }
-        }
-        TerminalCommand::Rename { target, name } => {
-            let request = RenameRequest {
-                terminal: target,
-                name,
-            };
-            let snapshot = verbs::rename(registry.owner(owner), &request).await?;
-            if json {
-                write_json(out, &snapshot)?;
-            } else {
-                write_line(out, &summary(&snapshot))?;
             }
         }
         TerminalCommand::Probe { target } => {
@@ -326,6 +305,11 @@ async fn table(
     match verb.name {
         "kill" if answer["killed"] == true => write_line(out, "killed"),
         "kill" => write_line(out, "joined a kill in flight"),
+        "show" | "rename" => {
+            let snapshot = serde_json::from_value::<TerminalSnapshot>(answer)
+                .map_err(|e| Error::io("reading the snapshot", std::io::Error::other(e)))?;
+            write_line(out, &summary(&snapshot))
+        }
         _ => {
             let text = serde_json::to_string_pretty(&answer)
                 .map_err(|e| Error::io("encoding the answer", std::io::Error::other(e)))?;
