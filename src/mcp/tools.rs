@@ -88,7 +88,7 @@ async fn call(
     context: ToolCallContext<'_, McpServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     let server = context.service;
-    let mut arguments = context.arguments.unwrap_or_default();
+    let arguments = context.arguments.unwrap_or_default();
     (verb.check)(&arguments).map_err(|error| {
         ErrorData::invalid_params(
             format!("invalid arguments for {}: {error}", verb.tool),
@@ -97,8 +97,6 @@ async fn call(
     })?;
     let context = context.request_context;
     if verb.name == "send" {
-        // An agent's commands stay out of the shell's history unless asked.
-        arguments.entry("history").or_insert(Value::Bool(false));
         return Ok(server.send(arguments, &context).await.into());
     }
     let owned = server.registry.owner(&server.owner);
@@ -160,10 +158,12 @@ impl McpServer {
         arguments: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let request: SendRequest = match Arguments::Json(arguments).parse() {
+        let mut request: SendRequest = match Arguments::Json(arguments).parse() {
             Ok(request) => request,
             Err(error) => return failure(&error),
         };
+        // An agent's commands stay out of the shell's history unless asked.
+        request.history.get_or_insert(false);
         let sending = match verbs::send(self.registry.owner(&self.owner), request).await {
             Ok(sending) => sending,
             Err(error) => return failure(&error),
