@@ -1,7 +1,9 @@
 //! The bodies of the registry commands, one per [`TerminalCommand`] verb,
 //! each run through the verb layer (`tmux_engine::verbs`, the HTTP API's
 //! and MCP's too) and written as text or, with `--json`, as the verb's
-//! answer.
+//! answer. A command with no flags of its own (`show`, `kill`, `rename`,
+//! and any new verb) has no body here: its verb-table entry runs it
+//! ([`table`]), and its answer is printed as it is.
 
 use std::io::{Read, Write};
 

@@ -6,8 +6,9 @@
 //! it, so a verb is served, described and checked the same way everywhere;
 //! the CLI runs its verbs through the same entries (`cli/verbs.rs`).
 //!
-//! Adding a verb: its request type and function (a file of `verbs/`), one
-//! entry here, and its clap words (`cli/args.rs`).
+//! Adding a verb: its function (`run.rs`; its request type in
+//! `requests.rs` when none fits), one entry here, and its clap variant
+//! with its line in `TerminalCommand::table_call` (`cli/args.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
