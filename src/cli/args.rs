@@ -351,6 +351,10 @@ impl TerminalCommand {
     pub(crate) fn table_call(&self) -> (&'static str, Map<String, Value>) {
         let (word, arguments) = match self {
             TerminalCommand::Show { target } => ("show", json!({ "terminal": target })),
+            TerminalCommand::Screen { target } => ("screen", json!({ "terminal": target })),
+            TerminalCommand::Signal { target, signal } => {
+                ("signal", json!({ "terminal": target, "signal": signal }))
+            }
             TerminalCommand::Kill { target } => ("kill", json!({ "terminal": target })),
             TerminalCommand::Rename { target, name } => {
                 ("rename", json!({ "terminal": target, "name": name }))

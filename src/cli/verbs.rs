@@ -1,18 +1,18 @@
 //! The bodies of the registry commands, one per [`TerminalCommand`] verb,
 //! each run through the verb layer (`tmux_engine::verbs`, the HTTP API's
 //! and MCP's too) and written as text or, with `--json`, as the verb's
-//! answer. A command with no flags of its own (`show`, `kill`, `rename`,
-//! and any new verb) has no body here: its verb-table entry runs it
+//! answer. A command with no flags of its own (`show`, `screen`, `signal`,
+//! `kill`, `rename`, and any new verb) has no body here: its verb-table entry runs it
 //! ([`table`]), and its answer is printed as it is.
 
 use std::io::{Read, Write};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tmux_engine::control::{Event, Notification};
-use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
+use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, SignalDelivery, TerminalSnapshot};
 use tmux_engine::verbs::{
     self, Arguments, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest,
-    SignalRequest, TerminalRequest,
+    TerminalRequest,
 };
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
@@ -154,31 +154,6 @@ pub(super) async fn dispatch(
                 }
             }
         }
-        TerminalCommand::Screen { target } => {
-            let screen = verbs::screen(registry.owner(owner), &named(target)).await?;
-            if json {
-                write_json(out, &screen)?;
-            } else {
-                for text in screen.rows() {
-                    write_line(out, text)?;
-                }
-            }
-        }
-        TerminalCommand::Signal { target, signal } => {
-            let request = SignalRequest {
-                terminal: target,
-                signal,
-            };
-            let delivery = verbs::signal(registry.owner(owner), &request).await?;
-            if json {
-                write_json(out, &delivery)?;
-            } else {
-                write_line(
-                    out,
-                    &format!("{} -> process group {}", delivery.signal, delivery.pgid),
-                )?;
-            }
-        }
         TerminalCommand::Probe { target } => {
             let report = verbs::probe(registry.owner(owner), &named(target)).await?;
             if json {
@@ -307,10 +282,17 @@ async fn table(
     match verb.name {
         "kill" if answer["killed"] == true => write_line(out, "killed"),
         "kill" => write_line(out, "joined a kill in flight"),
-        "show" | "rename" => {
-            let snapshot = serde_json::from_value::<TerminalSnapshot>(answer)
-                .map_err(|e| Error::io("reading the snapshot", std::io::Error::other(e)))?;
-            write_line(out, &summary(&snapshot))
+        "show" | "rename" => write_line(out, &summary(&typed::<TerminalSnapshot>(answer)?)),
+        "signal" => {
+            let delivery = typed::<SignalDelivery>(answer)?;
+            let line = format!("{} -> process group {}", delivery.signal, delivery.pgid);
+            write_line(out, &line)
+        }
+        "screen" => {
+            for line in answer["lines"].as_array().into_iter().flatten() {
+                write_line(out, line.as_str().unwrap_or(""))?;
+            }
+            Ok(())
         }
         _ => {
             let text = serde_json::to_string_pretty(&answer)
@@ -318,6 +300,12 @@ async fn table(
             write_line(out, &text)
         }
     }
+}
+
+/// An answer back as its type, for its text form.
+fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> Result<T> {
+    serde_json::from_value(answer)
+        .map_err(|e| Error::io("reading the answer", std::io::Error::other(e)))
 }
 
 /// Reports records moved aside as corrupt on stderr (stdout keeps its
