@@ -1,31 +1,28 @@
-//! The JSON routes under `/api/terminals`: each handler parses its request
-//! into the verb layer's request type ([`crate::verbs`]), runs that verb and
-//! answers with its answer type, the same JSON as the CLI's `--json` verbs
-//! and the MCP tools. A route that names a terminal in its path takes it
-//! from there (the body has no `terminal`). Errors become
-//! `{"error":{"code","message"}}` with the status the protocol maps each
-//! code to. Authentication happened before (the [`Principal`] extension);
-//! this file only checks read-only. Which handler serves which path is
-//! `openapi.rs`'s table, the one list of routes.
+//! The JSON routes of the verbs: one handler for every entry of the verb
+//! table ([`crate::verbs::VERBS`]) that has a route. It reads the verb's
+//! arguments (a `POST`'s JSON body, a `GET`'s or `DELETE`'s query, the
+//! terminal from the path's `{t}`), parses them into the verb's request
+//! type (serde, as every face: no field is parsed by hand here), runs the
+//! verb and answers with its answer, the same JSON as the CLI's `--json`
+//! and the MCP tools. Errors become `{"error":{"code","message"}}` with the
+//! status the protocol maps each code to. Authentication happened before
+//! (the [`Principal`] extension); this file only checks read-only. Which
+//! handler serves which path is `openapi.rs`'s table.
 
 use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawPathParams, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::de::DeserializeOwned;
+use axum::routing::{self, MethodRouter};
 use serde_json::Value;
 
 use super::AppState;
 use super::auth::Principal;
 use super::frames::form_pairs;
-use crate::verbs::RenameRequest;
-use crate::verbs::{
-    self, ListRequest, ReadRequest, SearchRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest,
-};
+use crate::verbs::{self, Arguments, ListRequest, Route, Verb};
 use crate::{Error, ErrorCode};
 
 /// An error answer: `{"error":{"code","message"}}` with its status.
@@ -138,56 +135,85 @@ impl IntoResponse for ApiError {
 
 type Answer = Result<Response, ApiError>;
 
-/// A JSON body (its `Content-Type` was checked at the front door,
-/// `guard.rs`); too large is 413, anything unparsable 400, both as
-/// `INVALID_INPUT`.
-fn body<T: DeserializeOwned>(bytes: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+/// The arguments a JSON body carries (its `Content-Type` was checked at
+/// the front door, `guard.rs`); too large is 413, anything but an object
+/// 400, both as `INVALID_INPUT`.
+fn body(bytes: Result<Bytes, BytesRejection>) -> Result<Arguments, ApiError> {
     let bytes = bytes.map_err(|rejection| ApiError {
         status: rejection.status(),
         code: "INVALID_INPUT",
         message: rejection.body_text(),
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::invalid(format!("request body: {e}")))
-}
-
-/// A JSON body for the terminal the path names: the verb's request with
-/// `terminal` taken from the path (a body naming one too is refused, so
-/// the two cannot disagree).
-fn targeted<T: DeserializeOwned>(
-    bytes: Result<Bytes, BytesRejection>,
-    target: String,
-) -> Result<T, ApiError> {
-    let Value::Object(mut fields) = body::<Value>(bytes)? else {
-        return Err(ApiError::invalid(
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(fields)) => Ok(Arguments::Json(fields)),
+        Ok(_) => Err(ApiError::invalid(
             "request body: expected a JSON object".to_owned(),
-        ));
+        )),
+        Err(e) => Err(ApiError::invalid(format!("request body: {e}"))),
+    }
+}
+
+/// The handler of `verb` at `route`: the arguments from the body or the
+/// query (`token` in a query is authentication's business, never an
+/// argument) and the path's terminal, a read-only token refused before
+/// anything is looked up (so another owner's terminal is 404 either way).
+pub(super) fn handler(verb: &'static Verb, route: Route) -> MethodRouter<AppState> {
+    let handle = move |State(state): State<AppState>,
+                       Extension(who): Extension<Principal>,
+                       path: RawPathParams,
+                       RawQuery(query): RawQuery,
+                       bytes: Result<Bytes, BytesRejection>| async move {
+        if !verb.read_only && who.read_only {
+            return Err(ApiError::read_only());
+        }
+        let mut arguments = if route.method == "POST" {
+            body(bytes)?
+        } else {
+            let query = query.unwrap_or_default();
+            Arguments::Query(
+                form_pairs(&query)
+                    .filter(|(key, _)| key != "token")
+                    .collect(),
+            )
+        };
+        if let Some((_, terminal)) = path.iter().find(|(name, _)| *name == "t") {
+            arguments = arguments.with_terminal(terminal.to_owned())?;
+        }
+        let answer = if verb.name == "spawn" {
+            detached(verb, &state, &who, arguments).await?
+        } else {
+            (verb.run)(state.registry.owner(&who.owner), arguments).await?
+        };
+        let status = StatusCode::from_u16(route.status).unwrap_or(StatusCode::OK);
+        Answer::Ok((status, Json(answer)).into_response())
     };
-    if fields.contains_key("terminal") {
-        return Err(ApiError::invalid(
-            "request body: the terminal is named by the path, not by a terminal field".to_owned(),
-        ));
+    match route.method {
+        "POST" => routing::post(handle),
+        "DELETE" => routing::delete(handle),
+        _ => routing::get(handle),
     }
-    fields.insert("terminal".to_owned(), Value::String(target));
-    serde_json::from_value(Value::Object(fields))
-        .map_err(|e| ApiError::invalid(format!("request body: {e}")))
 }
 
-fn writable(principal: &Principal) -> Result<(), ApiError> {
-    if principal.read_only {
-        return Err(ApiError::read_only());
-    }
-    Ok(())
-}
-
-fn ok(value: impl serde::Serialize) -> Answer {
-    Ok(Json(value).into_response())
-}
-
-pub(super) async fn list(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-) -> Answer {
-    ok(verbs::list(state.registry.owner(&who.owner), &ListRequest {}).await?)
+/// Runs `verb` in a task of its own: a spawn whose client went away still
+/// completes (hyper drops the handler's future then, which would roll it
+/// back): the terminal is the user's either way, and `list` shows it.
+async fn detached(
+    verb: &'static Verb,
+    state: &AppState,
+    who: &Principal,
+    arguments: Arguments,
+) -> crate::Result<Value> {
+    let registry = state.registry.clone();
+    let owner = who.owner.clone();
+    tokio::spawn(async move { (verb.run)(registry.owner(&owner), arguments).await })
+        .await
+        .unwrap_or_else(|failed| match failed.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => Err(Error::Cancelled(format!(
+                "{}: the server is shutting down",
+                verb.name
+            ))),
+        })
 }
 
 /// How many viewers each of your terminals has in this `serve` (both
@@ -202,212 +228,5 @@ pub(super) async fn viewers(
         .iter()
         .map(|t| (t.id.to_string(), state.attacher.viewers(&t.id)))
         .collect();
-    ok(counts)
-}
-
-pub(super) async fn spawn(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    bytes: Result<Bytes, BytesRejection>,
-) -> Answer {
-    writable(&who)?;
-    let request = body::<SpawnRequest>(bytes)?;
-    // A spawn whose client went away still completes (hyper drops this
-    // handler's future then, which would roll it back): the terminal is the
-    // user's either way, and `list` shows it.
-    let registry = state.registry.clone();
-    let owner = who.owner.clone();
-    let snapshot = tokio::spawn(async move { verbs::spawn(registry.owner(&owner), request).await })
-        .await
-        .unwrap_or_else(|failed| match failed.try_into_panic() {
-            Ok(panic) => std::panic::resume_unwind(panic),
-            Err(_) => Err(Error::Cancelled(
-                "spawn: the server is shutting down".to_owned(),
-            )),
-        })?;
-    Ok((StatusCode::CREATED, Json(snapshot)).into_response())
-}
-
-pub(super) async fn show(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(terminal): Path<String>,
-) -> Answer {
-    ok(verbs::show(
-        state.registry.owner(&who.owner),
-        &TerminalRequest { terminal },
-    )
-    .await?)
-}
-
-pub(super) async fn kill(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(terminal): Path<String>,
-) -> Answer {
-    writable(&who)?;
-    // Looked up first, so a read-write token of another owner gets 404.
-    ok(verbs::kill(
-        state.registry.owner(&who.owner),
-        &TerminalRequest { terminal },
-    )
-    .await?)
-}
-
-pub(super) async fn signal(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(target): Path<String>,
-    bytes: Result<Bytes, BytesRejection>,
-) -> Answer {
-    writable(&who)?;
-    let request = targeted::<SignalRequest>(bytes, target)?;
-    ok(verbs::signal(state.registry.owner(&who.owner), &request).await?)
-}
-
-pub(super) async fn rename(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(target): Path<String>,
-    bytes: Result<Bytes, BytesRejection>,
-) -> Answer {
-    writable(&who)?;
-    let request = targeted::<RenameRequest>(bytes, target)?;
-    ok(verbs::rename(state.registry.owner(&who.owner), &request).await?)
-}
-
-pub(super) async fn screen(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(terminal): Path<String>,
-) -> Answer {
-    ok(verbs::screen(
-        state.registry.owner(&who.owner),
-        &TerminalRequest { terminal },
-    )
-    .await?)
-}
-
-/// `GET .../scrollback?offset=N&count=N`: the read request from the query
-/// (`token` is authentication's; anything else is refused).
-pub(super) async fn scrollback(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(terminal): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Answer {
-    let mut request = ReadRequest {
-        terminal,
-        ..ReadRequest::default()
-    };
-    for (key, value) in form_pairs(query.as_deref().unwrap_or("")) {
-        let number = || {
-            value
-                .parse::<usize>()
-                .map_err(|_| ApiError::invalid(format!("{key} {value:?} is not a count")))
-        };
-        match key.as_str() {
-            "offset" => request.offset = number()?,
-            "count" => request.count = Some(number()?),
-            "max_bytes" => request.max_bytes = Some(number()?),
-            "max_lines" => request.max_lines = Some(number()?),
-            "since" => request.since = Some(value.clone()),
-            "format" => {
-                request.format = Some(
-                    serde_json::from_value(serde_json::Value::String(value.clone())).map_err(
-                        |_| {
-                            ApiError::invalid(format!(
-                                "format {value:?} is not lines, text or bytes"
-                            ))
-                        },
-                    )?,
-                );
-            }
-            "token" => {}
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "unknown query parameter {key:?}"
-                )));
-            }
-        }
-    }
-    ok(verbs::read(state.registry.owner(&who.owner), request).await?)
-}
-
-/// `GET .../commands?limit=N`: the terminal's last commands (`token` is
-/// authentication's; anything else is refused).
-pub(super) async fn commands(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(terminal): Path<String>,
-    RawQuery(query): RawQuery,
-) -> Answer {
-    let mut request = verbs::CommandsRequest {
-        terminal,
-        limit: None,
-    };
-    for (key, value) in form_pairs(query.as_deref().unwrap_or("")) {
-        match key.as_str() {
-            "limit" => {
-                request.limit =
-                    Some(value.parse().map_err(|_| {
-                        ApiError::invalid(format!("limit {value:?} is not a count"))
-                    })?);
-            }
-            "token" => {}
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "unknown query parameter {key:?}"
-                )));
-            }
-        }
-    }
-    ok(verbs::commands(state.registry.owner(&who.owner), &request).await?)
-}
-
-/// `GET /api/search?regex=R&terminal=T&context=N&max_matches=N&max_bytes=N`:
-/// the search request from the query (`token` is authentication's).
-pub(super) async fn search(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    RawQuery(query): RawQuery,
-) -> Answer {
-    let mut request = SearchRequest::default();
-    let mut regex = None;
-    for (key, value) in form_pairs(query.as_deref().unwrap_or("")) {
-        let number = || {
-            value
-                .parse::<usize>()
-                .map_err(|_| ApiError::invalid(format!("{key} {value:?} is not a count")))
-        };
-        match key.as_str() {
-            "regex" => regex = Some(value.clone()),
-            "terminal" => request.terminal = Some(value.clone()),
-            "context" => request.context = Some(number()?),
-            "max_matches" => request.max_matches = Some(number()?),
-            "max_bytes" => request.max_bytes = Some(number()?),
-            "token" => {}
-            _ => {
-                return Err(ApiError::invalid(format!(
-                    "unknown query parameter {key:?}"
-                )));
-            }
-        }
-    }
-    request.regex = regex.ok_or_else(|| ApiError::invalid("regex is required".to_owned()))?;
-    ok(verbs::search(state.registry.owner(&who.owner), &request).await?)
-}
-
-/// `POST .../send`: waits `idle` unless the body says otherwise (the
-/// CLI's default too).
-pub(super) async fn send(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(target): Path<String>,
-    bytes: Result<Bytes, BytesRejection>,
-) -> Answer {
-    writable(&who)?;
-    let request = targeted::<SendRequest>(bytes, target)?;
-    let sending = verbs::send(state.registry.owner(&who.owner), request).await?;
-    ok(sending.answer().await?)
+    Ok(Json(counts).into_response())
 }

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{self, MethodRouter};
-use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
 
@@ -18,16 +18,7 @@ use super::AppState;
 use super::api::{self, ErrorBody};
 use super::signin::{self, LinkInfo, LinkRequest, Minted, SessionAnswer, SessionRequest};
 use super::ws;
-use crate::registry::{SignalDelivery, TerminalSnapshot};
-use crate::screen::Screen;
-use crate::verbs::RenameRequest;
-use crate::verbs::{
-    KillAnswer, ReadAnswer, ReadRequest, SearchAnswer, SearchRequest, SendAnswer, SendRequest,
-    SignalRequest, SpawnRequest,
-};
-
-/// Makes the schema of one type.
-type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+use crate::verbs::{SchemaFn, VERBS};
 
 /// One route of the HTTP API.
 pub(super) struct Route {
@@ -39,6 +30,8 @@ pub(super) struct Route {
     pub(super) operation: &'static str,
     /// One line for the document.
     pub(super) summary: &'static str,
+    /// The whole story, for the document (a verb's, as its MCP tool's).
+    description: Option<&'static str>,
     /// Its JSON body's type (without `terminal` on a `{t}` path).
     body: Option<SchemaFn>,
     /// Its query parameters, as the properties of a type.
@@ -48,247 +41,142 @@ pub(super) struct Route {
     /// It authenticates itself (the WebSocket: refusals are close codes).
     pub(super) own_auth: bool,
     /// Its handler.
-    handler: fn() -> MethodRouter<AppState>,
+    handler: MethodRouter<AppState>,
 }
 
-fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
-    generator.subschema_for::<T>()
+fn schema<T: JsonSchema>(settings: SchemaSettings) -> Schema {
+    settings.into_generator().into_root_schema_for::<T>()
 }
 
-/// Every route of the HTTP API, the page's excepted (`page.rs`).
+/// Every route of the HTTP API, the page's excepted (`page.rs`): the
+/// verbs' from the verb table, then the bridge's own.
 pub(super) fn routes() -> Vec<Route> {
-    let terminal = "/api/terminals/{t}";
-    vec![
-        Route {
-            method: Method::GET,
-            path: "/api/terminals",
-            operation: "list",
-            summary: "Your terminals in creation order, as snapshots.",
-            body: None,
-            query: None,
-            answer: (200, Some(schema::<Vec<TerminalSnapshot>>)),
+    let verbs = VERBS.iter().filter_map(|verb| {
+        let route = verb.route?;
+        let body = route.method == "POST";
+        Some(Route {
+            method: Method::from_bytes(route.method.as_bytes()).unwrap_or(Method::GET),
+            path: route.path,
+            operation: verb.name,
+            summary: verb.summary,
+            description: Some(verb.description),
+            body: body.then_some(verb.request),
+            query: (!body).then_some(verb.request),
+            answer: (route.status, Some(verb.answer)),
             own_auth: false,
-            handler: || routing::get(api::list),
-        },
-        Route {
-            method: Method::GET,
-            path: "/api/viewers",
-            operation: "viewers",
-            summary: "How many viewers each of your terminals has in this serve, by id.",
-            body: None,
-            query: None,
-            answer: (
+            handler: api::handler(verb, route),
+        })
+    });
+    let own = |method, path, operation, summary, answer, own_auth, handler| Route {
+        method,
+        path,
+        operation,
+        summary,
+        description: None,
+        body: None,
+        query: None,
+        answer,
+        own_auth,
+        handler,
+    };
+    let mut routes: Vec<Route> = verbs.collect();
+    routes.extend([
+        own(
+            Method::GET,
+            "/api/viewers",
+            "viewers",
+            "How many viewers each of your terminals has in this serve, by id.",
+            (
                 200,
                 Some(schema::<std::collections::BTreeMap<String, usize>>),
             ),
-            own_auth: false,
-            handler: || routing::get(api::viewers),
-        },
+            false,
+            routing::get(api::viewers),
+        ),
+        own(
+            Method::GET,
+            "/api/terminals/{t}/attach",
+            "attach",
+            "A WebSocket viewer (upgrade; authenticates itself, refusals are close codes \
+             4401/4403/4400/4404; the frames are in the README).",
+            (101, None),
+            true,
+            routing::get(ws::attach),
+        ),
         Route {
-            method: Method::GET,
-            path: "/api/search",
-            operation: "search",
-            summary: "Lines of your terminals' scrollback matching a regex, with context.",
-            body: None,
-            query: Some(schema::<SearchRequest>),
-            answer: (200, Some(schema::<SearchAnswer>)),
-            own_auth: false,
-            handler: || routing::get(api::search),
-        },
-        Route {
-            method: Method::POST,
-            path: "/api/terminals",
-            operation: "spawn",
-            summary: "Start a terminal; its snapshot.",
-            body: Some(schema::<SpawnRequest>),
-            query: None,
-            answer: (201, Some(schema::<TerminalSnapshot>)),
-            own_auth: false,
-            handler: || routing::post(api::spawn),
-        },
-        Route {
-            method: Method::GET,
-            path: terminal,
-            operation: "show",
-            summary: "One terminal's snapshot.",
-            body: None,
-            query: None,
-            answer: (200, Some(schema::<TerminalSnapshot>)),
-            own_auth: false,
-            handler: || routing::get(api::show),
-        },
-        Route {
-            method: Method::DELETE,
-            path: terminal,
-            operation: "kill",
-            summary: "Kill a terminal and its process tree.",
-            body: None,
-            query: None,
-            answer: (200, Some(schema::<KillAnswer>)),
-            own_auth: false,
-            handler: || routing::delete(api::kill),
-        },
-        Route {
-            method: Method::POST,
-            path: "/api/terminals/{t}/signal",
-            operation: "signal",
-            summary: "Signal the foreground process group; {signal, pgid}.",
-            body: Some(schema::<SignalRequest>),
-            query: None,
-            answer: (200, Some(schema::<SignalDelivery>)),
-            own_auth: false,
-            handler: || routing::post(api::signal),
-        },
-        Route {
-            method: Method::POST,
-            path: "/api/terminals/{t}/rename",
-            operation: "rename",
-            summary: "Give the terminal a new name `{name}`; its snapshot.",
-            body: Some(schema::<RenameRequest>),
-            query: None,
-            answer: (200, Some(schema::<TerminalSnapshot>)),
-            own_auth: false,
-            handler: || routing::post(api::rename),
-        },
-        Route {
-            method: Method::GET,
-            path: "/api/terminals/{t}/screen",
-            operation: "screen",
-            summary: "The visible screen: {lines, cols, rows, cursor}.",
-            body: None,
-            query: None,
-            answer: (200, Some(schema::<Screen>)),
-            own_auth: false,
-            handler: || routing::get(api::screen),
-        },
-        Route {
-            method: Method::GET,
-            path: "/api/terminals/{t}/scrollback",
-            operation: "read",
-            summary: "A page of scrollback: {lines, total_lines, range, truncated}.",
-            body: None,
-            query: Some(schema::<ReadRequest>),
-            answer: (200, Some(schema::<ReadAnswer>)),
-            own_auth: false,
-            handler: || routing::get(api::scrollback),
-        },
-        Route {
-            method: Method::GET,
-            path: "/api/terminals/{t}/commands",
-            operation: "commands",
-            summary: "The terminal's last commands from its output stream: {commands: [{id, text, \
-                      start_cursor, end_cursor, exit_code, duration_secs, running}], known_from, \
-                      unknown_ended, total}.",
-            body: None,
-            query: Some(schema::<crate::verbs::CommandsRequest>),
-            answer: (200, Some(schema::<crate::registry::CommandsAnswer>)),
-            own_auth: false,
-            handler: || routing::get(api::commands),
-        },
-        Route {
-            method: Method::POST,
-            path: "/api/terminals/{t}/send",
-            operation: "send",
-            summary: "Type text and wait (default `idle`) until the program is done with it.",
-            body: Some(schema::<SendRequest>),
-            query: None,
-            answer: (200, Some(schema::<SendAnswer>)),
-            own_auth: false,
-            handler: || routing::post(api::send),
-        },
-        Route {
-            method: Method::GET,
-            path: "/api/terminals/{t}/attach",
-            operation: "attach",
-            summary: "A WebSocket viewer (upgrade; authenticates itself, refusals are close codes \
-                      4401/4403/4400/4404; the frames are in the README).",
-            body: None,
-            query: None,
-            answer: (101, None),
-            own_auth: true,
-            handler: || routing::get(ws::attach),
-        },
-        Route {
-            method: Method::POST,
-            path: "/api/sign-in",
-            operation: "sign_in",
-            summary: "Exchange a one-time sign-in code (a link's `#code=`) for a session: send \
-                      it as `Authorization: Bearer` (the WebSocket: subprotocol \
-                      `bearer.SESSION` beside `tmux-engine`). A used or expired code is 401.",
             body: Some(schema::<SessionRequest>),
-            query: None,
-            answer: (200, Some(schema::<SessionAnswer>)),
-            own_auth: true,
-            handler: || routing::post(signin::sign_in),
+            ..own(
+                Method::POST,
+                "/api/sign-in",
+                "sign_in",
+                "Exchange a one-time sign-in code (a link's `#code=`) for a session: send \
+                 it as `Authorization: Bearer` (the WebSocket: subprotocol \
+                 `bearer.SESSION` beside `tmux-engine`). A used or expired code is 401.",
+                (200, Some(schema::<SessionAnswer>)),
+                true,
+                routing::post(signin::sign_in),
+            )
         },
+        own(
+            Method::GET,
+            "/api/session",
+            "whoami",
+            "Who the credential acts as: {owner, read_only}.",
+            (200, Some(schema::<SessionAnswer>)),
+            false,
+            routing::get(signin::whoami),
+        ),
+        own(
+            Method::DELETE,
+            "/api/session",
+            "sign_out",
+            "End the presented session (sign out).",
+            (200, None),
+            false,
+            routing::delete(signin::sign_out),
+        ),
         Route {
-            method: Method::GET,
-            path: "/api/session",
-            operation: "whoami",
-            summary: "Who the credential acts as: {owner, read_only}.",
-            body: None,
-            query: None,
-            answer: (200, Some(schema::<SessionAnswer>)),
-            own_auth: false,
-            handler: || routing::get(signin::whoami),
-        },
-        Route {
-            method: Method::DELETE,
-            path: "/api/session",
-            operation: "sign_out",
-            summary: "End the presented session (sign out).",
-            body: None,
-            query: None,
-            answer: (200, None),
-            own_auth: false,
-            handler: || routing::delete(signin::sign_out),
-        },
-        Route {
-            method: Method::POST,
-            path: "/api/links",
-            operation: "link",
-            summary: "Mint a one-time sign-in link for your owner {read_only?, expires? (secs, \
-                      default 600)}: open `BASE` + its `path` (`/#code=CODE`).",
             body: Some(schema::<LinkRequest>),
-            query: None,
-            answer: (201, Some(schema::<Minted>)),
-            own_auth: false,
-            handler: || routing::post(signin::mint),
+            ..own(
+                Method::POST,
+                "/api/links",
+                "link",
+                "Mint a one-time sign-in link for your owner {read_only?, expires? (secs, \
+                 default 600)}: open `BASE` + its `path` (`/#code=CODE`).",
+                (201, Some(schema::<Minted>)),
+                false,
+                routing::post(signin::mint),
+            )
         },
-        Route {
-            method: Method::GET,
-            path: "/api/links",
-            operation: "links",
-            summary: "Your links (never their codes), oldest first.",
-            body: None,
-            query: None,
-            answer: (200, Some(schema::<Vec<LinkInfo>>)),
-            own_auth: false,
-            handler: || routing::get(signin::links),
-        },
-        Route {
-            method: Method::DELETE,
-            path: "/api/links/{id}",
-            operation: "revoke",
-            summary: "Revoke a link: its code stops working and its sessions end.",
-            body: None,
-            query: None,
-            answer: (200, None),
-            own_auth: false,
-            handler: || routing::delete(signin::revoke),
-        },
-        Route {
-            method: Method::GET,
-            path: "/api/openapi.json",
-            operation: "openapi",
-            summary: "This document.",
-            body: None,
-            query: None,
-            answer: (200, None),
-            own_auth: false,
-            handler: || routing::get(openapi),
-        },
-    ]
+        own(
+            Method::GET,
+            "/api/links",
+            "links",
+            "Your links (never their codes), oldest first.",
+            (200, Some(schema::<Vec<LinkInfo>>)),
+            false,
+            routing::get(signin::links),
+        ),
+        own(
+            Method::DELETE,
+            "/api/links/{id}",
+            "revoke",
+            "Revoke a link: its code stops working and its sessions end.",
+            (200, None),
+            false,
+            routing::delete(signin::revoke),
+        ),
+        own(
+            Method::GET,
+            "/api/openapi.json",
+            "openapi",
+            "This document.",
+            (200, None),
+            false,
+            routing::get(openapi),
+        ),
+    ]);
+    routes
 }
 
 /// The routes of the table that `own_auth` selects, as a router.
@@ -297,7 +185,7 @@ pub(super) fn router(own_auth: bool) -> axum::Router<AppState> {
         .into_iter()
         .filter(|route| route.own_auth == own_auth)
         .fold(axum::Router::new(), |router, route| {
-            router.route(route.path, (route.handler)())
+            router.route(route.path, route.handler)
         })
 }
 
@@ -307,21 +195,29 @@ async fn openapi(State(state): State<AppState>) -> Response {
 
 /// The OpenAPI 3.1 document of [`routes`], served under `base_path`.
 pub(super) fn document(base_path: &str) -> Value {
-    let mut generator = SchemaSettings::draft2020_12()
-        .with(|settings| {
-            settings.inline_subschemas = true;
-            settings.meta_schema = None;
-        })
-        .into_generator();
+    let settings = SchemaSettings::draft2020_12().with(|settings| {
+        settings.inline_subschemas = true;
+        settings.meta_schema = None;
+    });
+    let generate = |schema: SchemaFn| {
+        let mut value = schema(settings.clone()).to_value();
+        if let Some(object) = value.as_object_mut() {
+            object.remove("title");
+        }
+        value
+    };
     let error = json!({
         "description": "An error: its stable code and a message.",
-        "content": {"application/json": {"schema": schema::<ErrorBody>(&mut generator)}}
+        "content": {"application/json": {"schema": generate(schema::<ErrorBody>)}}
     });
     let mut paths = Map::new();
     for route in routes() {
         let mut operation = Map::new();
         operation.insert("operationId".into(), json!(route.operation));
         operation.insert("summary".into(), json!(route.summary));
+        if let Some(description) = route.description {
+            operation.insert("description".into(), json!(description));
+        }
         let targeted = route.path.contains("{t}");
         let mut parameters = Vec::new();
         if targeted {
@@ -331,7 +227,7 @@ pub(super) fn document(base_path: &str) -> Value {
             }));
         }
         if let Some(query) = route.query {
-            for (name, property, required) in properties(query(&mut generator)) {
+            for (name, property, required) in properties(&generate(query)) {
                 if name != "terminal" {
                     parameters.push(json!({
                         "name": name, "in": "query", "required": required, "schema": property
@@ -343,7 +239,7 @@ pub(super) fn document(base_path: &str) -> Value {
             operation.insert("parameters".into(), Value::Array(parameters));
         }
         if let Some(body) = route.body {
-            let mut body = body(&mut generator).to_value();
+            let mut body = generate(body);
             if targeted {
                 without_terminal(&mut body);
             }
@@ -355,7 +251,7 @@ pub(super) fn document(base_path: &str) -> Value {
         let (status, answer) = route.answer;
         let mut success = json!({"description": route.summary});
         if let Some(answer) = answer {
-            success["content"] = json!({"application/json": {"schema": answer(&mut generator)}});
+            success["content"] = json!({"application/json": {"schema": generate(answer)}});
         }
         operation.insert(
             "responses".into(),
@@ -386,8 +282,7 @@ pub(super) fn document(base_path: &str) -> Value {
 }
 
 /// A schema's properties: name, schema, required.
-fn properties(schema: Schema) -> Vec<(String, Value, bool)> {
-    let value = schema.to_value();
+fn properties(value: &Value) -> Vec<(String, Value, bool)> {
     let required: Vec<&str> = value["required"]
         .as_array()
         .map(|names| names.iter().filter_map(Value::as_str).collect())
@@ -488,6 +383,33 @@ mod tests {
                 "since"
             ]
         );
+    }
+
+    /// A verb's route is described by its verb-table entry, the text its
+    /// MCP tool carries, and states the real default: a send waits for
+    /// `command` (the route said `idle`) and answers `exit_code`.
+    #[test]
+    fn routes_are_described_by_the_verb_table() {
+        let document = document("");
+        for verb in VERBS {
+            let Some(route) = verb.route else { continue };
+            let method = route.method.to_ascii_lowercase();
+            let operation = &document["paths"][route.path][&method];
+            assert_eq!(operation["summary"], verb.summary, "{}", verb.name);
+            assert_eq!(operation["description"], verb.description, "{}", verb.name);
+            assert!(
+                operation["responses"][route.status.to_string()].is_object(),
+                "{}",
+                verb.name
+            );
+        }
+        let send = &document["paths"]["/api/terminals/{t}/send"]["post"];
+        let summary = send["summary"].as_str().unwrap();
+        assert!(summary.contains("default `command`"), "{summary}");
+        assert!(!summary.contains("idle"), "{summary}");
+        for text in [summary, send["description"].as_str().unwrap()] {
+            assert!(text.contains("exit_code"), "{text}");
+        }
     }
 
     /// Every JSON answer has a real schema (not `true`, "any value"), and

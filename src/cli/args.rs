@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
 
 use tmux_engine::registry::{RestartPolicy, WaitFor};
 use tmux_engine::verbs::{SendRequest, SpawnRequest, WaitRequest};
@@ -340,6 +341,32 @@ impl WaitArgs {
 }
 
 impl TerminalCommand {
+    /// The verb-table word and JSON arguments of a command that has no
+    /// flags of its own beyond its request's fields: `cli/verbs.rs` runs
+    /// it through the table's entry (a new verb needs only its variant
+    /// and its line here).
+    ///
+    /// # Panics
+    /// For a command with its own body in `cli/verbs.rs` (never asked).
+    pub(crate) fn table_call(&self) -> (&'static str, Map<String, Value>) {
+        let (word, arguments) = match self {
+            TerminalCommand::Show { target } => ("show", json!({ "terminal": target })),
+            TerminalCommand::Screen { target } => ("screen", json!({ "terminal": target })),
+            TerminalCommand::Signal { target, signal } => {
+                ("signal", json!({ "terminal": target, "signal": signal }))
+            }
+            TerminalCommand::Kill { target } => ("kill", json!({ "terminal": target })),
+            TerminalCommand::Rename { target, name } => {
+                ("rename", json!({ "terminal": target, "name": name }))
+            }
+            other => unreachable!("{other:?} has its own body"),
+        };
+        match arguments {
+            Value::Object(arguments) => (word, arguments),
+            _ => (word, Map::new()),
+        }
+    }
+
     /// The reap grace period this command asks for, if it is `reap --grace`.
     pub(crate) fn reap_grace(&self) -> Result<Option<Duration>> {
         match self {

@@ -1,16 +1,17 @@
 //! The bodies of the registry commands, one per [`TerminalCommand`] verb,
 //! each run through the verb layer (`tmux_engine::verbs`, the HTTP API's
 //! and MCP's too) and written as text or, with `--json`, as the verb's
-//! answer.
+//! answer. A command with no flags of its own (`show`, `screen`, `signal`,
+//! `kill`, `rename`, and any new verb) has no body here: its verb-table entry runs it
+//! ([`table`]), and its answer is printed as it is.
 
 use std::io::{Read, Write};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tmux_engine::control::{Event, Notification};
-use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
-use tmux_engine::verbs::RenameRequest;
+use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, SignalDelivery, TerminalSnapshot};
 use tmux_engine::verbs::{
-    self, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest, SignalRequest,
+    self, Arguments, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest,
     TerminalRequest,
 };
 use tmux_engine::{Error, Result};
@@ -62,14 +63,6 @@ pub(super) async fn dispatch(
                 }
             }
         }
-        TerminalCommand::Show { target } => {
-            let snapshot = verbs::show(registry.owner(owner), &named(target)).await?;
-            if json {
-                write_json(out, &snapshot)?;
-            } else {
-                write_line(out, &summary(&snapshot))?;
-            }
-        }
         TerminalCommand::Send(args) => {
             let text = match (&args.text, args.stdin) {
                 (Some(_), true) => {
@@ -112,14 +105,8 @@ pub(super) async fn dispatch(
             format,
         } => {
             let format = format
-                .map(|word| {
-                    serde_json::from_value::<ReadFormat>(serde_json::Value::String(word.clone()))
-                        .map_err(|_| {
-                            Error::InvalidInput(format!(
-                                "format {word:?} is not lines, text or bytes"
-                            ))
-                        })
-                })
+                .as_deref()
+                .map(str::parse::<ReadFormat>)
                 .transpose()?;
             let request = ReadRequest {
                 terminal: target,
@@ -165,58 +152,6 @@ pub(super) async fn dispatch(
                         write_line(out, &format!("{who}-{text}"))?;
                     }
                 }
-            }
-        }
-        TerminalCommand::Screen { target } => {
-            let screen = verbs::screen(registry.owner(owner), &named(target)).await?;
-            if json {
-                write_json(out, &screen)?;
-            } else {
-                for text in screen.rows() {
-                    write_line(out, text)?;
-                }
-            }
-        }
-        TerminalCommand::Signal { target, signal } => {
-            let request = SignalRequest {
-                terminal: target,
-                signal,
-            };
-            let delivery = verbs::signal(registry.owner(owner), &request).await?;
-            if json {
-                write_json(out, &delivery)?;
-            } else {
-                write_line(
-                    out,
-                    &format!("{} -> process group {}", delivery.signal, delivery.pgid),
-                )?;
-            }
-        }
-        TerminalCommand::Kill { target } => {
-            let killed = verbs::kill(registry.owner(owner), &named(target)).await?;
-            if json {
-                write_json(out, &killed)?;
-            } else {
-                write_line(
-                    out,
-                    if killed.killed {
-                        "killed"
-                    } else {
-                        "joined a kill in flight"
-                    },
-                )?;
-            }
-        }
-        TerminalCommand::Rename { target, name } => {
-            let request = RenameRequest {
-                terminal: target,
-                name,
-            };
-            let snapshot = verbs::rename(registry.owner(owner), &request).await?;
-            if json {
-                write_json(out, &snapshot)?;
-            } else {
-                write_line(out, &summary(&snapshot))?;
             }
         }
         TerminalCommand::Probe { target } => {
@@ -321,8 +256,56 @@ pub(super) async fn dispatch(
                 return Err(failure.into());
             }
         }
+        other => table(registry, owner, json, &other, out).await?,
     }
     Ok(())
+}
+
+/// A command without flags of its own: its verb-table entry runs it, and
+/// its answer is printed as it is (`--json`), or for a person.
+async fn table(
+    registry: &Registry,
+    owner: &OwnerId,
+    json: bool,
+    command: &TerminalCommand,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (word, arguments) = command.table_call();
+    let verb = verbs::VERBS
+        .iter()
+        .find(|verb| verb.cli == word)
+        .ok_or_else(|| Error::Unsupported(format!("{word} is not a verb of the table")))?;
+    let answer = (verb.run)(registry.owner(owner), Arguments::Json(arguments)).await?;
+    if json {
+        return write_json(out, &answer);
+    }
+    match verb.name {
+        "kill" if answer["killed"] == true => write_line(out, "killed"),
+        "kill" => write_line(out, "joined a kill in flight"),
+        "show" | "rename" => write_line(out, &summary(&typed::<TerminalSnapshot>(answer)?)),
+        "signal" => {
+            let delivery = typed::<SignalDelivery>(answer)?;
+            let line = format!("{} -> process group {}", delivery.signal, delivery.pgid);
+            write_line(out, &line)
+        }
+        "screen" => {
+            for line in answer["lines"].as_array().into_iter().flatten() {
+                write_line(out, line.as_str().unwrap_or(""))?;
+            }
+            Ok(())
+        }
+        _ => {
+            let text = serde_json::to_string_pretty(&answer)
+                .map_err(|e| Error::io("encoding the answer", std::io::Error::other(e)))?;
+            write_line(out, &text)
+        }
+    }
+}
+
+/// An answer back as its type, for its text form.
+fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> Result<T> {
+    serde_json::from_value(answer)
+        .map_err(|e| Error::io("reading the answer", std::io::Error::other(e)))
 }
 
 /// Reports records moved aside as corrupt on stderr (stdout keeps its

@@ -5,9 +5,8 @@
 //!
 //! | file       | job                                                        |
 //! |------------|------------------------------------------------------------|
-//! | `mod.rs`   | [`McpServer`], [`serve`], the output bounds, results        |
-//! | `args.rs`  | the check that arguments fit a tool (the verbs' requests)  |
-//! | `tools.rs` | the tools themselves, one per registry verb               |
+//! | `mod.rs`   | [`McpServer`], [`ToolSelection`], [`serve`], results       |
+//! | `tools.rs` | the tools, one per entry of the verb table                 |
 //! | `transport.rs` | the stdio lines: -32700 for non-JSON, bounded in flight |
 //!
 //! One server holds one registry for one owner for its lifetime. It never
@@ -22,13 +21,13 @@
 //! answers ([`crate::verbs`]), the same JSON as the CLI's `--json` output
 //! and the HTTP API for the same verb, as structured content and as text,
 //! bounded as a whole by the verb layer (`max_bytes`, default 64 KiB).
-//! MCP's own parts are the tools' annotations (`readOnlyHint`, ...) and
-//! output schemas (the verb layer's answer types), the choice of tools
-//! ([`ToolSelection`]: `--read-only`, `--tools`, `--exclude-tools`), and
+//! Each tool's name, description, annotations (`readOnlyHint`, ...) and
+//! schemas are its verb's entry in the verb table ([`crate::verbs::VERBS`]).
+//! MCP's own parts are the choice of tools ([`ToolSelection`]:
+//! `--read-only`, `--tools`, `--exclude-tools`), a send's progress, and
 //! bounding the text of the answers the verb layer does not bound (screen,
-//! wait, errors) to [`MAX_TEXT_BYTES`].
+//! wait, errors) to [`crate::verbs::MAX_ANSWER_BYTES`].
 
-pub mod args;
 mod tools;
 pub mod transport;
 
@@ -40,12 +39,8 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 
 use crate::registry::{OwnerId, Registry};
+use crate::verbs::{MAX_ANSWER_BYTES, VERBS, keep_tail_json};
 use crate::{Error, Result};
-
-/// Bytes of terminal text one tool result carries at most (the newest are
-/// kept): enough for a few screens of output, small enough not to flood a
-/// model's context.
-pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 
 /// The MCP server: the tools over one registry, acting for one owner.
 #[derive(Clone)]
@@ -69,7 +64,7 @@ impl McpServer {
         McpServer {
             registry,
             owner,
-            tool_router: McpServer::tool_router(),
+            tool_router: tools::router(),
         }
     }
 
@@ -125,8 +120,7 @@ impl ToolSelection {
     /// read-only named in `tools` beside `read_only`, or a selection that
     /// leaves no tool.
     pub fn resolve(&self) -> Result<Vec<String>> {
-        let tools = McpServer::tool_router().list_all();
-        let mut names: Vec<String> = tools.iter().map(|tool| tool.name.to_string()).collect();
+        let mut names: Vec<String> = VERBS.iter().map(|verb| verb.tool.to_owned()).collect();
         names.sort();
         let full = |given: &[String]| -> Result<Vec<String>> {
             given
@@ -151,13 +145,8 @@ impl ToolSelection {
         let only = self.tools.as_deref().map(full).transpose()?;
         let exclude = full(&self.exclude_tools)?;
         let mut keep = Vec::new();
-        for tool in &tools {
-            let name = tool.name.to_string();
-            let read_only = tool
-                .annotations
-                .as_ref()
-                .and_then(|a| a.read_only_hint)
-                .unwrap_or(false);
+        for verb in VERBS {
+            let (name, read_only) = (verb.tool.to_owned(), verb.read_only);
             let named = only.as_ref().is_none_or(|only| only.contains(&name));
             if self.read_only && !read_only && only.is_some() && named {
                 return Err(Error::InvalidInput(format!(
@@ -244,50 +233,8 @@ fn success(value: &impl Serialize) -> CallToolResult {
 /// A tool error: `CODE: message`, bounded like any other text.
 fn failure(error: &Error) -> CallToolResult {
     let mut text = format!("{}: {error}", error.code());
-    keep_tail(&mut text, MAX_TEXT_BYTES);
+    keep_tail_json(&mut text, MAX_ANSWER_BYTES);
     CallToolResult::error(vec![ContentBlock::text(text)])
-}
-
-/// Cuts `text` to its last `max` bytes (at a character boundary); `true`
-/// when it cut anything.
-fn keep_tail(text: &mut String, max: usize) -> bool {
-    if text.len() <= max {
-        return false;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    text.drain(..start);
-    true
-}
-
-/// Drops the oldest lines until all of them (with their newlines) fit in
-/// `max` bytes, cutting a lone line that is too long on its own; returns
-/// how many lines were dropped, and whether anything was cut.
-fn keep_tail_lines(lines: &mut Vec<String>, max: usize) -> (usize, bool) {
-    let mut total = 0;
-    let mut keep = lines.len();
-    for line in lines.iter().rev() {
-        let next = total + line.len() + 1;
-        if next > max {
-            break;
-        }
-        total = next;
-        keep -= 1;
-    }
-    if keep == lines.len() {
-        // Not even the newest line fits: keep its tail.
-        let Some(mut last) = lines.pop() else {
-            return (0, false);
-        };
-        let dropped = lines.len();
-        keep_tail(&mut last, max);
-        *lines = vec![last];
-        return (dropped, true);
-    }
-    lines.drain(..keep);
-    (keep, keep > 0)
 }
 
 #[cfg(test)]
@@ -295,50 +242,21 @@ fn keep_tail_lines(lines: &mut Vec<String>, max: usize) -> (usize, bool) {
 mod tests {
     use super::*;
 
+    /// Each verb of the table is one tool, described and annotated by its
+    /// entry, with an object schema for its arguments.
     #[test]
-    fn every_tool_checks_its_arguments() {
-        let unknown = serde_json::json!({"no_such_argument": 1});
-        let unknown = unknown.as_object().unwrap();
-        let tools = McpServer::tool_router().list_all();
-        assert_eq!(tools.len(), 12);
-        for tool in tools {
-            let error = args::check_arguments(&tool.name, Some(unknown)).unwrap_err();
-            assert!(error.contains("no_such_argument"), "{}: {error}", tool.name);
-        }
-        assert!(args::check_arguments("terminal_list", None).is_ok());
-    }
-
-    #[test]
-    fn keep_tail_cuts_at_a_character_boundary() {
-        let cases = [
-            ("hello", 10, "hello", false),
-            ("hello", 3, "llo", true),
-            ("aé", 1, "", true),
-            ("aéb", 2, "b", true),
-            ("aéb", 3, "éb", true),
-        ];
-        for (input, max, want, cut) in cases {
-            let mut text = input.to_owned();
-            assert_eq!(keep_tail(&mut text, max), cut, "{input:?} {max}");
-            assert_eq!(text, want, "{input:?} {max}");
-        }
-    }
-
-    #[test]
-    fn keep_tail_lines_keeps_the_newest_lines() {
-        let lines = |all: &[&str]| all.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        /// Input lines, byte limit, lines kept, (dropped, cut).
-        type Case<'a> = (&'a [&'a str], usize, &'a [&'a str], (usize, bool));
-        let cases: [Case<'_>; 4] = [
-            (&["a", "b"], 10, &["a", "b"], (0, false)),
-            (&["aaa", "bb", "c"], 5, &["bb", "c"], (1, true)),
-            (&["aaa", "bbbbbb"], 4, &["bbbb"], (1, true)),
-            (&[], 4, &[], (0, false)),
-        ];
-        for (input, max, want, result) in cases {
-            let mut got = lines(input);
-            assert_eq!(keep_tail_lines(&mut got, max), result, "{input:?}");
-            assert_eq!(got, lines(want), "{input:?}");
+    fn every_verb_is_a_tool_as_its_entry_says() {
+        let tools = tools::router().list_all();
+        assert_eq!(tools.len(), VERBS.len());
+        for verb in VERBS {
+            let tool = tools.iter().find(|tool| tool.name == verb.tool).unwrap();
+            assert_eq!(tool.description.as_deref(), Some(verb.description));
+            let hints = tool.annotations.as_ref().unwrap();
+            assert_eq!(hints.read_only_hint, Some(verb.read_only), "{}", verb.tool);
+            assert_eq!(hints.destructive_hint, Some(verb.destructive));
+            assert_eq!(tool.input_schema["type"], "object", "{}", verb.tool);
+            assert!(tool.input_schema["properties"].is_object(), "{}", verb.tool);
+            assert!(tool.output_schema.is_some(), "{}", verb.tool);
         }
     }
 }

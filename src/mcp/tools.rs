@@ -1,35 +1,35 @@
-//! The MCP tools, one per registry verb, each returning what the CLI's
-//! `--json` prints for that verb. Every engine error becomes a tool error
-//! (`isError: true`, text `CODE: message`), never a protocol error or a
-//! crash; only arguments that do not fit the tool's type are a protocol
-//! error (invalid params, -32602, checked before the tool runs). Nothing here kills a terminal except `terminal_kill`.
+//! The MCP tools: one per verb of the verb table ([`VERBS`]), whose entry
+//! gives the tool its name, description, annotations and schemas, and runs
+//! it; each returns what the CLI's `--json` prints for that verb. Every
+//! engine error becomes a tool error (`isError: true`, text `CODE:
+//! message`), never a protocol error or a crash; only arguments that do not
+//! fit the tool's type are a protocol error (invalid params, -32602,
+//! checked before the tool runs). MCP's own parts are here: a send's
+//! progress and its default `history: false`, cancellation, and the bound
+//! on the text the verb layer does not bound (screen, wait, errors).
+//! Nothing here kills a terminal except `terminal_kill`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::handler::server::tool::{ToolCallContext, schema_for_output};
-use rmcp::handler::server::wrapper::Parameters;
+use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
+use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
-    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig,
+    CallToolResponse, CallToolResult, Implementation, JsonObject, ProgressNotificationParam,
+    ProgressToken, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
-use serde_json::json;
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool_handler};
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value};
 
-use super::args::check_arguments;
-use super::{MAX_TEXT_BYTES, McpServer, failure, keep_tail, keep_tail_lines, success};
+use super::{McpServer, failure, success};
 use crate::Error;
-use crate::registry::{SendOperation, SignalDelivery, TerminalSnapshot};
-use crate::screen::Screen;
-use crate::verbs::RenameRequest;
+use crate::registry::SendOperation;
 use crate::verbs::{
-    self, KillAnswer, ListRequest, ReadAnswer, ReadRequest, SearchAnswer, SearchRequest,
-    SendAnswer, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, WaitAnswer, WaitRequest,
+    self, Arguments, MAX_ANSWER_BYTES, SendRequest, VERBS, Verb, keep_tail_json,
+    keep_tail_lines_json,
 };
-
-/// Tool results as rmcp wants them; the error side is never used (engine
-/// errors are tool results), it is the SDK's signature.
-type ToolResult = std::result::Result<CallToolResult, ErrorData>;
 
 /// The least time between two progress notifications of one send: a
 /// chatty program must not flood the client.
@@ -38,102 +38,136 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 /// Characters of the newest output line a progress message carries.
 const PROGRESS_LINE_CHARS: usize = 200;
 
-/// The answer when the client cancelled: rmcp drops the response to a
-/// cancelled request, so this is for the log only.
-fn cancelled(what: &str, terminal: &str) -> ToolResult {
-    tracing::info!(tool = what, terminal, "cancelled by the client");
-    Ok(failure(&Error::Cancelled(format!("{what} on {terminal}"))))
+/// The tools of every verb in the table.
+pub(super) fn router() -> ToolRouter<McpServer> {
+    let mut router = ToolRouter::new();
+    for verb in VERBS {
+        router.add_route(ToolRoute::new_dyn(tool(verb), move |context| {
+            Box::pin(call(verb, context))
+        }));
+    }
+    router
 }
 
-/// `?` for a tool's body: an engine error ends the call as its tool error.
-macro_rules! attempt {
-    ($result:expr) => {
-        match $result {
-            Ok(value) => value,
-            Err(error) => return Ok(failure(&error)),
-        }
+/// The tool as the client sees it: all of it from the verb's entry.
+fn tool(verb: &Verb) -> Tool {
+    let input = object((verb.request)(SchemaSettings::draft2020_12()));
+    let output = object((verb.answer)(
+        SchemaSettings::draft2020_12().for_serialize(),
+    ));
+    let hints = ToolAnnotations::new()
+        .read_only(verb.read_only)
+        .destructive(verb.destructive)
+        .idempotent(verb.idempotent)
+        .open_world(verb.open_world);
+    Tool::new(verb.tool, verb.description, input)
+        .with_raw_output_schema(output)
+        .with_annotations(hints)
+}
+
+/// A schema as a tool's: without the type's own title and doc (noise to a
+/// model), an object always with its `properties`.
+fn object(schema: schemars::Schema) -> Arc<JsonObject> {
+    let Value::Object(mut object) = schema.to_value() else {
+        return Arc::new(JsonObject::new());
     };
+    object.remove("title");
+    object.remove("description");
+    if object.get("type") == Some(&Value::from("object")) {
+        object
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    Arc::new(object)
 }
 
-#[tool_router(vis = "pub(super)")]
+/// Runs one tool call: its arguments checked against the verb's request
+/// type (invalid params when they do not fit), then the verb.
+async fn call(
+    verb: &'static Verb,
+    context: ToolCallContext<'_, McpServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    let server = context.service;
+    let arguments = context.arguments.unwrap_or_default();
+    (verb.check)(&arguments).map_err(|error| {
+        ErrorData::invalid_params(
+            format!("invalid arguments for {}: {error}", verb.tool),
+            None,
+        )
+    })?;
+    let context = context.request_context;
+    if verb.name == "send" {
+        return Ok(server.send(arguments, &context).await.into());
+    }
+    let owned = server.registry.owner(&server.owner);
+    let run = (verb.run)(owned, Arguments::Json(arguments));
+    // A spawn or a wait the client cancelled stops (a dropped spawn rolls
+    // back what it made); the other verbs are short and run to their end.
+    let answer = if matches!(verb.name, "spawn" | "wait") {
+        tokio::select! {
+            answer = run => answer,
+            () = context.ct.cancelled() => Err(cancelled(verb.tool)),
+        }
+    } else {
+        run.await
+    };
+    let result = match answer {
+        Ok(mut value) => {
+            if matches!(verb.name, "screen" | "wait") {
+                bound_text(&mut value);
+            }
+            success(&value)
+        }
+        Err(error) => failure(&error),
+    };
+    Ok(result.into())
+}
+
+/// Bounds the text of the answers the verb layer leaves whole (a screen's
+/// `lines`, a wait's `matched` and `output`) to [`MAX_ANSWER_BYTES`], the
+/// newest kept.
+fn bound_text(value: &mut Value) {
+    let Some(fields) = value.as_object_mut() else {
+        return;
+    };
+    for key in ["matched", "output"] {
+        if let Some(Value::String(text)) = fields.get_mut(key) {
+            keep_tail_json(text, MAX_ANSWER_BYTES);
+        }
+    }
+    if let Some(lines) = fields.get_mut("lines")
+        && let Ok(mut rows) = serde_json::from_value::<Vec<String>>(lines.clone())
+    {
+        keep_tail_lines_json(&mut rows, MAX_ANSWER_BYTES, None);
+        *lines = Value::from(rows);
+    }
+}
+
+/// The error of a call the client cancelled: rmcp drops the response to a
+/// cancelled request, so this is for the log only.
+fn cancelled(tool: &str) -> Error {
+    tracing::info!(tool, "cancelled by the client");
+    Error::Cancelled(format!("{tool}: the request was cancelled"))
+}
+
 impl McpServer {
-    #[tool(
-        name = "terminal_spawn",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
-        output_schema = schema_for_output::<TerminalSnapshot>(),
-        description = "Start a persistent terminal (a shell unless `command` is given; its words \
-                       are executed exactly, not through a shell). It keeps running across restarts \
-                       of this server. Returns its snapshot: id, name, status, pid, restart policy."
-    )]
-    async fn terminal_spawn(
+    /// `terminal_send`: the verb, with progress while it waits and a
+    /// cancel that stops the wait.
+    async fn send(
         &self,
-        Parameters(request): Parameters<SpawnRequest>,
-        context: RequestContext<RoleServer>,
-    ) -> ToolResult {
-        // Dropping the spawn cancels it (and rolls back what it made).
-        Ok(answer(tokio::select! {
-            spawned = verbs::spawn(self.registry.owner(&self.owner), request) => spawned,
-            () = context.ct.cancelled() => Err(crate::Error::Cancelled(
-                "terminal_spawn: the request was cancelled".to_owned(),
-            )),
-        }))
-    }
-
-    #[tool(
-        name = "terminal_list",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<Vec<TerminalSnapshot>>(),
-        description = "List your terminals in creation order, as snapshots (id, name, status, pid)."
-    )]
-    async fn terminal_list(&self) -> ToolResult {
-        Ok(answer(
-            verbs::list(self.registry.owner(&self.owner), &ListRequest {}).await,
-        ))
-    }
-
-    #[tool(
-        name = "terminal_show",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<TerminalSnapshot>(),
-        description = "One terminal's snapshot (id, name, status, pid, restart policy)."
-    )]
-    async fn terminal_show(&self, Parameters(request): Parameters<TerminalRequest>) -> ToolResult {
-        Ok(answer(
-            verbs::show(self.registry.owner(&self.owner), &request).await,
-        ))
-    }
-
-    #[tool(
-        name = "terminal_send",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
-        output_schema = schema_for_output::<SendAnswer>(),
-        description = "Type text into a terminal (with `submit`, press Enter after it) and wait \
-                       until the program is done with it (`wait`: command, the default, types at \
-                       the shell's prompt or into a program reading the terminal, and waits until \
-                       every command of the text ended and the prompt is back). Returns {output, \
-                       exit_code, commands, wait_reason, typed, status, truncated}: the output it \
-                       produced, escape sequences stripped (all its commands'); `commands` lists \
-                       each command the shell ran (text, exit_code, duration_secs, cursors); \
-                       `wait_reason` is command, stdin_read (a program reads the terminal), busy \
-                       (it waits on other files, e.g. a server), idle, exited, timeout or \
-                       cancelled; `typed: false` (with `not_typed_reason`) when the text could \
-                       not be typed by the deadline: it is then never typed. The whole answer is at most \
-                       `max_bytes` (default and most 64 KiB) and `max_lines`, the newest output \
-                       kept (`truncated` says when older output was cut); `include_screen: true` \
-                       adds the screen as `viewport`; `cursor` is where a `terminal_read` with \
-                       `since` goes on, `start_cursor` where this output began. Reports \
-                       progress while it waits when the request carries a progress token; a \
-                       cancel stops the wait, not the program."
-    )]
-    async fn terminal_send(
-        &self,
-        Parameters(mut request): Parameters<SendRequest>,
-        context: RequestContext<RoleServer>,
-    ) -> ToolResult {
+        arguments: Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let mut request: SendRequest = match Arguments::Json(arguments).parse() {
+            Ok(request) => request,
+            Err(error) => return failure(&error),
+        };
         // An agent's commands stay out of the shell's history unless asked.
         request.history.get_or_insert(false);
-        let terminal = request.terminal.clone();
-        let sending = attempt!(verbs::send(self.registry.owner(&self.owner), request).await);
+        let sending = match verbs::send(self.registry.owner(&self.owner), request).await {
+            Ok(sending) => sending,
+            Err(error) => return failure(&error),
+        };
         let operation = sending.operation();
         let result = sending.answer();
         tokio::pin!(result);
@@ -151,197 +185,18 @@ impl McpServer {
                 // The send ends promptly once cancelled; waiting for it
                 // frees the terminal for the next send before we answer.
                 let _ = result.await;
-                return cancelled("terminal_send", &terminal);
+                return failure(&cancelled("terminal_send"));
             }
         };
-        Ok(success(&attempt!(result)))
-    }
-
-    #[tool(
-        name = "terminal_read",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<ReadAnswer>(),
-        description = "Read a page of a terminal's scrollback, escape sequences stripped, counted \
-                       back from the newest line: `offset` lines skipped, `count` lines returned \
-                       (default 100, at most 10000). Or, with `since: CURSOR` (a `next_cursor`, or \
-                       a send's `cursor`/`start_cursor`), the output written after it, oldest \
-                       first, as `lines`, `text` or `bytes` (`format`). The whole answer is at \
-                       most `max_bytes` (default and most 64 KiB) and `max_lines`. Returns {lines, \
-                       total_lines, range, truncated, next_cursor}; with since, {lines|text|bytes, \
-                       truncated, next_cursor, more, gap, resumed_at}: read on from next_cursor \
-                       while `more`; `gap` says why it starts at `resumed_at` instead of the \
-                       cursor (evicted: no longer held; stale: an earlier engine run's cursor)."
-    )]
-    async fn terminal_read(&self, Parameters(request): Parameters<ReadRequest>) -> ToolResult {
-        Ok(answer(
-            verbs::read(self.registry.owner(&self.owner), request).await,
-        ))
-    }
-
-    #[tool(
-        name = "terminal_search",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<SearchAnswer>(),
-        description = "Search scrollback with a regex (Rust syntax), escape sequences stripped as \
-                       in terminal_read: one terminal's (`terminal`) or all of yours. Returns \
-                       {matches: [{terminal, name, line, text, before, after}], searched, \
-                       truncated}: `line` counts as terminal_read's range does, `context` lines \
-                       (at most 10) around each, at most `max_matches` (default 50, at most 500; \
-                       the newest kept) and `max_bytes` (default and most 64 KiB)."
-    )]
-    async fn terminal_search(&self, Parameters(request): Parameters<SearchRequest>) -> ToolResult {
-        Ok(answer(
-            verbs::search(self.registry.owner(&self.owner), &request).await,
-        ))
-    }
-
-    #[tool(
-        name = "terminal_commands",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<crate::registry::CommandsAnswer>(),
-        description = "List the terminal's last commands as its integrated shell marked them in \
-                       the output stream: {commands: [{id, text, start_cursor, end_cursor, \
-                       exit_code, duration_secs, running}], known_from, unknown_ended, total}, \
-                       oldest first, the newest `limit` (default 20, at most 1000). An id is the \
-                       command's start_cursor; terminal_wait {command: ID or \"last\"} collects its \
-                       exit_code and output. Only what the stream holds is known: nothing before \
-                       `known_from` (e.g. before an engine restart); `unknown_ended` counts end \
-                       marks whose start is not held (no code is reported for them)."
-    )]
-    async fn terminal_commands(
-        &self,
-        Parameters(request): Parameters<verbs::CommandsRequest>,
-    ) -> ToolResult {
-        Ok(answer(
-            verbs::commands(self.registry.owner(&self.owner), &request).await,
-        ))
-    }
-
-    #[tool(
-        name = "terminal_screen",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<Screen>(),
-        description = "Capture a terminal's visible screen: {lines, cols, rows, cursor} (at most \
-                       64 KiB of text; rows beyond that are dropped from the top)."
-    )]
-    async fn terminal_screen(
-        &self,
-        Parameters(request): Parameters<TerminalRequest>,
-    ) -> ToolResult {
-        let screen = attempt!(verbs::screen(self.registry.owner(&self.owner), &request).await);
-        let mut value = match serde_json::to_value(&screen) {
-            Ok(value) => value,
-            Err(e) => {
-                return Ok(failure(&Error::io(
-                    "encoding the screen",
-                    std::io::Error::other(e),
-                )));
-            }
-        };
-        if let Some(lines) = value.get_mut("lines")
-            && let Ok(mut rows) = serde_json::from_value::<Vec<String>>(lines.take())
-        {
-            keep_tail_lines(&mut rows, MAX_TEXT_BYTES);
-            *lines = json!(rows);
+        match result {
+            Ok(answer) => success(&answer),
+            Err(error) => failure(&error),
         }
-        Ok(success(&value))
-    }
-
-    #[tool(
-        name = "terminal_wait",
-        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<WaitAnswer>(),
-        description = "Wait until a line of the terminal's screen or its last 200 lines of \
-                       scrollback contains `text` or matches `regex`, or until the program exits \
-                       (`exit: true`), or until a command ends (`command`: an id from \
-                       terminal_commands or a send's start_cursor, or \"last\"; it then returns \
-                       {matched, command, exit_code, duration_secs, output}, however long after \
-                       its send timed out); give exactly one. Returns {matched}: the matching line \
-                       (at most 64 KiB) or the exit status in words. Past `timeout_secs` (default 30) \
-                       it is a TIMEOUT error showing the last lines searched. A cancel stops the \
-                       wait, not the program."
-    )]
-    async fn terminal_wait(
-        &self,
-        Parameters(request): Parameters<WaitRequest>,
-        context: RequestContext<RoleServer>,
-    ) -> ToolResult {
-        let waited = tokio::select! {
-            waited = verbs::wait(self.registry.owner(&self.owner), &request) => waited,
-            () = context.ct.cancelled() => return cancelled("terminal_wait", &request.terminal),
-        };
-        let mut found = attempt!(waited);
-        keep_tail(&mut found.matched, MAX_TEXT_BYTES);
-        if let Some(output) = found.output.as_mut() {
-            keep_tail(output, MAX_TEXT_BYTES);
-        }
-        Ok(success(&found))
-    }
-
-    #[tool(
-        name = "terminal_signal",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<SignalDelivery>(),
-        description = "Send a signal (INT TERM KILL HUP QUIT TSTP CONT WINCH USR1 USR2) to the \
-                       terminal's foreground process group, e.g. INT for Ctrl-C. Returns \
-                       {signal, pgid}."
-    )]
-    async fn terminal_signal(&self, Parameters(request): Parameters<SignalRequest>) -> ToolResult {
-        Ok(answer(
-            verbs::signal(self.registry.owner(&self.owner), &request).await,
-        ))
-    }
-
-    #[tool(
-        name = "terminal_kill",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<KillAnswer>(),
-        description = "Kill a terminal and its whole process tree, and forget it. Returns \
-                       {killed}: false when another kill of it was already under way."
-    )]
-    async fn terminal_kill(&self, Parameters(request): Parameters<TerminalRequest>) -> ToolResult {
-        Ok(answer(
-            verbs::kill(self.registry.owner(&self.owner), &request).await,
-        ))
-    }
-
-    #[tool(
-        name = "terminal_rename",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<TerminalSnapshot>(),
-        description = "Give a terminal a new name (unique among yours, not shaped like an id); \
-                       its snapshot. The old name no longer finds it."
-    )]
-    async fn terminal_rename(&self, Parameters(request): Parameters<RenameRequest>) -> ToolResult {
-        Ok(answer(
-            verbs::rename(self.registry.owner(&self.owner), &request).await,
-        ))
-    }
-}
-
-/// A verb's result as a tool result: its answer, or its error.
-fn answer(result: crate::Result<impl serde::Serialize>) -> CallToolResult {
-    match result {
-        Ok(value) => success(&value),
-        Err(error) => failure(&error),
     }
 }
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for McpServer {
-    /// Routes a call once its arguments fit the tool's type; otherwise
-    /// answers invalid params (-32602) without running anything.
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> std::result::Result<CallToolResponse, ErrorData> {
-        check_arguments(&request.name, request.arguments.as_ref())
-            .map_err(|message| ErrorData::invalid_params(message, None))?;
-        let call = ToolCallContext::new(self, request, context);
-        self.tool_router.call(call).await
-    }
-
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(

@@ -139,7 +139,7 @@ impl SendAnswer {
     /// rows of the screen, when even that does not fit), `truncated` set
     /// when anything went.
     #[must_use]
-    pub fn bounded(mut self, bound: Bound) -> SendAnswer {
+    pub(crate) fn bounded(mut self, bound: Bound) -> SendAnswer {
         if let Some(max) = bound.max_lines {
             self.truncated |= keep_last_lines(&mut self.output, max);
         }
@@ -279,22 +279,6 @@ pub struct WaitAnswer {
     /// A wait for a command: its output, escape sequences stripped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
-}
-
-/// What `write` wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct WriteAnswer {
-    /// Bytes written.
-    pub written: usize,
-}
-
-/// The size after `resize`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct ResizeAnswer {
-    /// Width in columns.
-    pub cols: u16,
-    /// Height in rows.
-    pub rows: u16,
 }
 
 #[cfg(test)]

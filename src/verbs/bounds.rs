@@ -14,15 +14,15 @@ pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// The least `max_bytes` a request may give: room for an answer's own
 /// fields with a little text.
-pub const MIN_ANSWER_BYTES: usize = 512;
+pub(crate) const MIN_ANSWER_BYTES: usize = 512;
 
 /// How much of an answer a client takes, checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bound {
+pub(crate) struct Bound {
     /// Bytes of the answer's compact JSON.
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
     /// Lines of its text (`None`: as many as fit).
-    pub max_lines: Option<usize>,
+    pub(crate) max_lines: Option<usize>,
 }
 
 impl Default for Bound {
@@ -40,7 +40,7 @@ impl Bound {
     /// # Errors
     /// `INVALID_INPUT` for `max_bytes` outside
     /// [`MIN_ANSWER_BYTES`]`..=`[`MAX_ANSWER_BYTES`] or a zero `max_lines`.
-    pub fn new(max_bytes: Option<usize>, max_lines: Option<usize>) -> Result<Bound> {
+    pub(crate) fn new(max_bytes: Option<usize>, max_lines: Option<usize>) -> Result<Bound> {
         let max_bytes = max_bytes.unwrap_or(MAX_ANSWER_BYTES);
         if !(MIN_ANSWER_BYTES..=MAX_ANSWER_BYTES).contains(&max_bytes) {
             return Err(Error::InvalidInput(format!(

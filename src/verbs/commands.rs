@@ -8,7 +8,7 @@ use crate::registry::{CommandsAnswer, Owned};
 use crate::{Error, Result};
 
 /// Commands a `commands` answer lists unless told (the newest).
-pub const DEFAULT_COMMANDS: usize = 20;
+const DEFAULT_COMMANDS: usize = 20;
 
 /// The most commands one answer lists.
 const MAX_COMMANDS_LISTED: usize = 1000;

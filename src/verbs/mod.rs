@@ -1,5 +1,5 @@
 //! The one verb layer: every verb a client can ask for (spawn, list, show,
-//! send, write, read, screen, wait, signal, kill, probe, resize, rename) as one
+//! send, read, search, commands, screen, wait, signal, kill, probe, rename) as one
 //! request type and one answer type, each request checked by one
 //! validation, and one function per verb that runs it on a [`Registry`].
 //!
@@ -13,7 +13,11 @@
 //! | `run.rs`      | one function per verb: validate, then one registry call |
 //! | `search.rs`   | `search`: a regex over one or all terminals' scrollback |
 //! | `since.rs`    | `read since`: the output after a cursor, cut at a line  |
+//! | `table.rs`    | the verb table: each verb once, for every face          |
 //!
+//! The verb table ([`VERBS`]) declares each verb once (name, request and
+//! answer types, read-only or not, HTTP route, CLI word, MCP tool,
+//! description); the MCP tools and the HTTP routes are built from it.
 //! The CLI's `--json`, the HTTP API (`bridge/api.rs`) and the MCP tools
 //! (`mcp/`) parse into these requests and render these answers and
 //! nothing else, so the three faces share one set of rules: a relative
@@ -32,22 +36,26 @@ mod requests;
 mod run;
 mod search;
 mod since;
+mod table;
 
-pub use answers::{KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer};
-pub use bounds::{Bound, MAX_ANSWER_BYTES, MIN_ANSWER_BYTES};
-pub use commands::{CommandsRequest, DEFAULT_COMMANDS, commands};
+pub use answers::{KillAnswer, ReadAnswer, SendAnswer, WaitAnswer};
+pub use bounds::MAX_ANSWER_BYTES;
+pub(crate) use bounds::{keep_tail_json, keep_tail_lines_json};
+pub use commands::{CommandsRequest, commands};
 pub use record::{DEFAULT_RECORD_LIMIT, RecordAnswer, record};
 pub use requests::RenameRequest;
 pub use requests::{
-    ListRequest, ReadFormat, ReadRequest, ReadWhat, ResizeRequest, SendRequest, SignalRequest,
-    SpawnRequest, TerminalRequest, WaitRequest, WriteRequest,
+    ListRequest, ReadFormat, ReadRequest, SendRequest, SignalRequest, SpawnRequest,
+    TerminalRequest, WaitRequest,
 };
 pub use run::rename;
 pub use run::{
-    Sending, attach_command, attach_lock, events, kill, list, probe, read, resize, screen, send,
-    show, signal, spawn, wait, write,
+    Sending, attach_command, attach_lock, events, kill, list, probe, read, screen, send, show,
+    signal, spawn, wait,
 };
-pub use search::{MAX_CONTEXT, MAX_MATCHES, SearchAnswer, SearchMatch, SearchRequest, search};
+pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
+pub(crate) use table::SchemaFn;
+pub use table::{Arguments, Route, VERBS, Verb};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut
@@ -55,4 +63,4 @@ pub use search::{MAX_CONTEXT, MAX_MATCHES, SearchAnswer, SearchMatch, SearchRequ
 pub const MAX_READ_LINES: usize = 10_000;
 
 /// A wait gives up after this many seconds unless told otherwise.
-pub const DEFAULT_WAIT_SECS: f64 = 30.0;
+const DEFAULT_WAIT_SECS: f64 = 30.0;

@@ -19,7 +19,6 @@ use super::{DEFAULT_WAIT_SECS, MAX_READ_LINES};
 use crate::registry::{
     self, OutputCursor, RestartPolicy, Signal, SpawnSpec, WaitCondition, WaitFor,
 };
-use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// `spawn`: start a terminal.
@@ -212,7 +211,7 @@ impl SendRequest {
     ///
     /// # Errors
     /// `INVALID_INPUT` as [`Bound::new`] says.
-    pub fn bound(&self) -> Result<Bound> {
+    pub(crate) fn bound(&self) -> Result<Bound> {
         Bound::new(self.max_bytes, self.max_lines)
     }
 
@@ -243,23 +242,6 @@ impl SendRequest {
                 .transpose()?,
             history: self.history.unwrap_or(true),
         })
-    }
-}
-
-/// `write`: raw input, typed at once with no waiting.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WriteRequest {
-    /// Terminal id or name.
-    pub terminal: String,
-    /// The text to write, exactly.
-    pub text: String,
-}
-
-impl WriteRequest {
-    /// The bytes to write.
-    pub fn validate(self) -> Bytes {
-        self.text.into_bytes().into()
     }
 }
 
@@ -309,9 +291,24 @@ pub enum ReadFormat {
     Bytes,
 }
 
+impl std::str::FromStr for ReadFormat {
+    type Err = Error;
+
+    /// The format a word names, spelled as on the wire (the CLI's
+    /// `--format`).
+    fn from_str(word: &str) -> Result<ReadFormat> {
+        use serde::de::IntoDeserializer as _;
+        let word_in: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+            word.into_deserializer();
+        ReadFormat::deserialize(word_in).map_err(|_| {
+            Error::InvalidInput(format!("format {word:?} is not lines, text or bytes"))
+        })
+    }
+}
+
 /// What a checked [`ReadRequest`] asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadWhat {
+pub(crate) enum ReadWhat {
     /// A page counted back from the newest line.
     Page(registry::ReadRequest),
     /// The output after a cursor.
@@ -336,7 +333,7 @@ impl ReadRequest {
     /// `INVALID_INPUT` for a cursor that does not parse, `since` beside
     /// `offset` or `count`, `format` without `since`, and what
     /// [`validate`](Self::validate) refuses.
-    pub fn what(self) -> Result<ReadWhat> {
+    pub(crate) fn what(self) -> Result<ReadWhat> {
         self.bound()?;
         if let Some(since) = &self.since {
             if self.offset != 0 || self.count.is_some() {
@@ -365,7 +362,7 @@ impl ReadRequest {
     ///
     /// # Errors
     /// `INVALID_INPUT` as [`Bound::new`] says.
-    pub fn bound(&self) -> Result<Bound> {
+    pub(crate) fn bound(&self) -> Result<Bound> {
         Bound::new(self.max_bytes, self.max_lines)
     }
 }
@@ -488,33 +485,6 @@ impl RenameRequest {
     }
 }
 
-/// `resize`: a new size.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResizeRequest {
-    /// Terminal id or name.
-    pub terminal: String,
-    /// Width in columns.
-    pub cols: u16,
-    /// Height in rows.
-    pub rows: u16,
-}
-
-impl ResizeRequest {
-    /// The size, checked.
-    ///
-    /// # Errors
-    /// `INVALID_INPUT` for a zero or huge dimension.
-    pub fn validate(&self) -> Result<Size> {
-        let size = Size {
-            cols: self.cols,
-            rows: self.rows,
-        };
-        size.check()?;
-        Ok(size)
-    }
-}
-
 fn invalid(message: &str) -> Error {
     Error::InvalidInput(message.to_owned())
 }
@@ -566,7 +536,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             spec.size,
-            Some(Size {
+            Some(crate::vocab::Size {
                 cols: 100,
                 rows: 30
             })

@@ -7,14 +7,12 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::answers::{
-    KillAnswer, ReadAnswer, ResizeAnswer, SendAnswer, WaitAnswer, WriteAnswer, bounded_page,
-};
+use super::answers::{KillAnswer, ReadAnswer, SendAnswer, WaitAnswer, bounded_page};
 use super::bounds::Bound;
 use super::requests::RenameRequest;
 use super::requests::{
-    ListRequest, ReadRequest, ReadWhat, ResizeRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, WaitRequest, WriteRequest,
+    ListRequest, ReadRequest, ReadWhat, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
+    WaitRequest,
 };
 use super::since::since_answer;
 use crate::Result;
@@ -103,23 +101,12 @@ pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
     })
 }
 
-/// `write`: raw input, no waiting.
-///
-/// # Errors
-/// The registry's.
-pub async fn write(owned: Owned<'_>, request: WriteRequest) -> Result<WriteAnswer> {
-    let target = request.terminal.clone();
-    let bytes = request.validate();
-    let written = bytes.len();
-    owned.write(&target, bytes).await?;
-    Ok(WriteAnswer { written })
-}
-
 /// `read`: a page of scrollback, or the output after a cursor, bounded as
 /// the request says.
 ///
 /// # Errors
-/// `INVALID_INPUT` from [`ReadRequest::what`], or the registry's.
+/// `INVALID_INPUT` for a bad cursor, `since` beside `offset` or `count`, a `count`
+/// over [`MAX_READ_LINES`](super::MAX_READ_LINES) or a bad bound; or the registry's.
 pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadAnswer> {
     let target = request.terminal.clone();
     let bound = request.bound()?;
@@ -214,19 +201,6 @@ pub async fn kill(owned: Owned<'_>, request: &TerminalRequest) -> Result<KillAns
 /// The registry's.
 pub async fn probe(owned: Owned<'_>, request: &TerminalRequest) -> Result<ProbeReport> {
     owned.probe(&request.terminal).await
-}
-
-/// `resize`: the new size.
-///
-/// # Errors
-/// `INVALID_INPUT` for a size out of range, or the registry's.
-pub async fn resize(owned: Owned<'_>, request: &ResizeRequest) -> Result<ResizeAnswer> {
-    let size = request.validate()?;
-    owned.resize(&request.terminal, size).await?;
-    Ok(ResizeAnswer {
-        cols: size.cols,
-        rows: size.rows,
-    })
 }
 
 /// The terminal's control-mode notifications, live (the CLI's `events`).

@@ -12,10 +12,10 @@ use crate::registry::{self, Owned};
 use crate::{Error, Result};
 
 /// Lines of context a match carries at most on each side.
-pub const MAX_CONTEXT: usize = 10;
+const MAX_CONTEXT: usize = 10;
 
 /// Matches one search returns at most.
-pub const MAX_MATCHES: usize = 500;
+const MAX_MATCHES: usize = 500;
 
 /// Lines of each terminal searched: its retained scrollback, as far as
 /// one read reaches.
