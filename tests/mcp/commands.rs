@@ -14,6 +14,12 @@ async fn a_command_outliving_its_send_is_collected_and_listed() {
     within(async {
         let mcp = Mcp::start_in(&cli, &[], "/bin/bash").await;
         mcp.ok("terminal_spawn", json!({"name": "b"})).await;
+        // The shell at its first prompt first: the 1 s below is the
+        // command's, not a fresh bash's start on a loaded machine.
+        let ready = mcp
+            .ok("terminal_send", json!({"terminal": "b", "text": "true", "submit": true}))
+            .await;
+        assert_eq!(ready["exit_code"], 0, "{ready}");
         let send = json!({"terminal": "b", "text": "sleep 2; echo done", "submit": true,
                           "timeout_secs": 1});
         let sent = mcp.ok("terminal_send", send).await;
