@@ -6,7 +6,8 @@
 //! owner's handle, [`Registry::owner`] → [`Owned`]), allows one send at a
 //! time per terminal, awaits every cleanup and reports every failure. One
 //! backend, fixed when the registry is built, runs the terminals: tmux
-//! ([`Registry::open`], [`backend`]), or the stub in the registry-logic
+//! ([`Registry::open`], [`crate::backend`]: a peer module above this one),
+//! or the stub in the registry-logic
 //! tests (`tests/support/stub.rs`, written against these public traits).
 //! The core reaches it only through the [`Backend`] and
 //! [`BackendTerminal`] traits; viewers get a [`ViewedTerminal`].
@@ -32,7 +33,6 @@
 //! | `persist.rs`   | the state directory's records (blocking file I/O)    |
 //! | `locks.rs`     | `flock`s shared by every process on a state dir      |
 //! | `adopt.rs`     | open, refresh (rescan), reap                         |
-//! | `backend/`     | the tmux backend                                     |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
 //! `.await`; backend calls run outside it. Per-terminal liveness work is
@@ -42,19 +42,18 @@
 //! runs an `always` restart loop.
 
 mod adopt;
-pub mod backend;
 mod commands;
 pub mod cursor;
 mod io;
 mod lifecycle;
 mod liveness;
-mod locks;
+pub(crate) mod locks;
 mod names;
 mod ops;
-mod persist;
+pub(crate) mod persist;
 mod presence;
 mod rename;
-mod seam;
+pub(crate) mod seam;
 mod service;
 mod signal;
 mod spawn;

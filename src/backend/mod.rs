@@ -47,15 +47,15 @@ use records::adopted_pane;
 pub use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
-use super::persist::TerminalRecord;
-use super::seam::{
-    Backend, BackendTerminal, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
-};
-use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
+use crate::registry::persist::TerminalRecord;
+use crate::registry::seam::{
+    Backend, BackendTerminal, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
+};
+use crate::registry::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE, rearm_drain};
