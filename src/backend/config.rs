@@ -25,8 +25,6 @@ pub struct TmuxConfig {
     /// The pinned shell for terminals without a command and for shell lines
     /// ([`SpawnSpec::shell`]); `None` uses `$SHELL`.
     pub shell: Option<PathBuf>,
-    /// Scrollback lines kept per terminal.
-    pub history_limit: u32,
     /// Quiet period after which a send counts as idle.
     pub quiet: Duration,
     /// A send's timeout when the request names none.
@@ -64,7 +62,6 @@ impl TmuxConfig {
         TmuxConfig {
             runtime_dir: runtime_dir.into(),
             shell: None,
-            history_limit: 10_000,
             quiet: Duration::from_millis(300),
             send_timeout: Duration::from_secs(30),
             probe_timeout: Duration::from_secs(3),
@@ -196,6 +193,7 @@ pub(super) fn server_options(
         command = integration.words;
         env.extend(integration.env);
     }
+    let defaults = ServerOptions::default();
     Ok(ServerOptions {
         size: spec.size.map_or_else(Size::default, |size| Size {
             cols: size.cols,
@@ -205,13 +203,13 @@ pub(super) fn server_options(
         shell,
         cwd: spec.cwd.clone(),
         env,
-        history_limit: spec.history_limit.unwrap_or(config.history_limit),
+        history_limit: spec.history_limit.unwrap_or(defaults.history_limit),
         session: SESSION.to_owned(),
         runtime_dir: Some(config.runtime_dir.clone()),
         extra_config: marks,
         server_env: config.environment.clone().unwrap_or_default(),
         clear_env: config.environment.is_some(),
-        ..ServerOptions::default()
+        ..defaults
     })
 }
 

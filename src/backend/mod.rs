@@ -174,48 +174,43 @@ impl TmuxBackend {
 
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
-        if self.config.pool_size > 0 {
-            let taken = tokio::select! {
+        let cancelled = || Error::Cancelled(format!("spawn of terminal {}", request.id));
+        let taken = if self.config.pool_size > 0 {
+            tokio::select! {
                 taken = self.pool.take(&request.id, &request.spec) => taken?,
-                () = request.cancel.cancelled() => {
-                    return Err(Error::Cancelled(format!("spawn of terminal {}", request.id)));
-                }
-            };
-            if let Some(taken) = taken {
-                let TerminalParts {
-                    server,
-                    client,
-                    pane,
-                    output: stream,
-                    ..
-                } = taken.parts;
-                return Ok(TmuxTerminal::start(Parts {
-                    id: request.id,
-                    spec: request.spec,
-                    config: Arc::clone(&self.config),
-                    client,
-                    pane,
-                    server: server.into_detached(),
-                    pane_process: taken.pane_process,
-                    status: TerminalStatus::Running,
-                    stream,
-                }));
+                () = request.cancel.cancelled() => return Err(cancelled()),
             }
-        }
-        let opts = server_options(&self.config, &request.id, &request.spec)?
-            .for_terminal(&self.tmux, None)?;
-        let start = launch(
-            Arc::clone(&self.tmux),
-            opts,
-            ClientOptions::default(),
-            SubscribeOptions::default(),
-        );
-        // Dropping the start future rolls back: `Server`'s drop kills
-        // whatever started and removes its directory.
-        let parts = tokio::select! {
-            started = start => started?,
-            () = request.cancel.cancelled() => {
-                return Err(Error::Cancelled(format!("spawn of terminal {}", request.id)));
+        } else {
+            None
+        };
+        let (parts, pane_process) = match taken {
+            Some(taken) => (taken.parts, taken.pane_process),
+            None => {
+                let opts = server_options(&self.config, &request.id, &request.spec)?
+                    .for_terminal(&self.tmux, None)?;
+                let start = launch(
+                    Arc::clone(&self.tmux),
+                    opts,
+                    ClientOptions::default(),
+                    SubscribeOptions::default(),
+                );
+                // Dropping the start future rolls back: `Server`'s drop kills
+                // whatever started and removes its directory.
+                let parts = tokio::select! {
+                    started = start => started?,
+                    () = request.cancel.cancelled() => return Err(cancelled()),
+                };
+                if request.cancel.is_cancelled() {
+                    return match parts.server.kill().await {
+                        Ok(()) => Err(cancelled()),
+                        Err(cleanup) => Err(Error::BackendCleanup {
+                            cause: Box::new(cancelled()),
+                            cleanup: Arc::new(cleanup),
+                        }),
+                    };
+                }
+                let pane_process = parts.server.first_pane_process().known();
+                (parts, pane_process)
             }
         };
         let TerminalParts {
@@ -225,25 +220,13 @@ impl TmuxBackend {
             output: stream,
             ..
         } = parts;
-        if request.cancel.is_cancelled() {
-            let cause = Error::Cancelled(format!("spawn of terminal {}", request.id));
-            return match server.kill().await {
-                Ok(()) => Err(cause),
-                Err(cleanup) => Err(Error::BackendCleanup {
-                    cause: Box::new(cause),
-                    cleanup: Arc::new(cleanup),
-                }),
-            };
-        }
-        let pane_process = server.first_pane_process().known();
-        let handle = server.into_detached();
         Ok(TmuxTerminal::start(Parts {
             id: request.id,
             spec: request.spec,
             config: Arc::clone(&self.config),
             client,
             pane,
-            server: handle,
+            server: server.into_detached(),
             pane_process,
             status: TerminalStatus::Running,
             stream,
