@@ -14,9 +14,9 @@ use std::sync::Arc;
 use super::Registry;
 use super::locks::Purpose;
 use super::names::validate_name;
+use super::ops::TerminalSnapshot;
 use super::persist::{StateDir, TerminalRecord};
 use super::service::Owned;
-use super::spec::TerminalSnapshot;
 use crate::{Error, Result};
 
 impl Owned<'_> {

@@ -5,6 +5,7 @@
 //! `lifecycle.rs` (kill, disposal), `liveness.rs` (probe, recreation),
 //! `adopt.rs` (state directory scans).
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio_util::sync::CancellationToken;
@@ -13,9 +14,9 @@ use tokio_util::task::TaskTracker;
 use super::OwnerId;
 use super::persist::StateDir;
 use super::seam::Backend;
-use super::spec::RegistryConfig;
 use super::state::State;
 use super::store::Store;
+use super::supervise::RestartBackoff;
 use crate::Result;
 
 /// The owner-scoped registry of terminals.
@@ -60,6 +61,57 @@ impl Owned<'_> {
     /// The owner this handle acts for.
     pub fn id(&self) -> &OwnerId {
         self.owner
+    }
+}
+
+/// How a [`Registry`] is set up.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RegistryConfig {
+    /// Where terminal records live; `None` keeps everything in memory (no
+    /// restart survival).
+    pub state_dir: Option<PathBuf>,
+    /// Backoff of the `always` restart policy.
+    pub backoff: RestartBackoff,
+    /// Whether this registry runs `always` restart loops (default `true`).
+    /// Even then, of the processes sharing a state directory only one runs
+    /// a given terminal's loop at a time (a `flock`). A one-shot process
+    /// (each CLI command) turns it off: it would adopt every `always`
+    /// terminal only to exit a moment later.
+    pub supervise: bool,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            state_dir: None,
+            backoff: RestartBackoff::default(),
+            supervise: true,
+        }
+    }
+}
+
+impl RegistryConfig {
+    /// Sets the state directory.
+    #[must_use]
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the backoff of the `always` restart policy.
+    #[must_use]
+    pub fn backoff(mut self, backoff: RestartBackoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets whether this registry runs `always` restart loops (see
+    /// [`RegistryConfig::supervise`]).
+    #[must_use]
+    pub fn supervise(mut self, supervise: bool) -> Self {
+        self.supervise = supervise;
+        self
     }
 }
 
