@@ -22,7 +22,7 @@
 //! | `seam.rs`      | the backend traits                                   |
 //! | `values.rs`    | the values crossing them: statuses, sends, pages     |
 //! | `names.rs`     | [`OwnerId`], [`TerminalId`], name rules              |
-//! | `service.rs`   | [`Registry`], [`RegistryConfig`], [`Owned`], `Inner` |
+//! | `service.rs`   | [`Registry`], its config, [`Owned`], `Inner`         |
 //! | `state.rs`     | the maps behind the lock; a terminal's `Presence`    |
 //! | `spec.rs`      | what to spawn: [`SpawnSpec`] and its checks          |
 //! | `spawn.rs`     | `spawn`: reservation, publication, rollback          |
@@ -35,7 +35,7 @@
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
 //! | `adopt.rs`     | adoption: open, refresh (rescan), lazy attach, reap  |
 //! | `liveness.rs`  | probe, attach, recreation                            |
-//! | `supervise.rs` | restart policies, backoff, the `always` loop         |
+//! | `supervise.rs` | restart policies, the `always` loop                  |
 //! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
 //! | `store.rs`     | persistence as one async call (state dir or memory)  |
 //! | `persist.rs`   | the state directory's records (blocking file I/O)    |
@@ -86,10 +86,10 @@ pub use seam::{
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
-pub use service::{Owned, Registry, RegistryConfig};
+pub use service::{Owned, Registry, RegistryConfig, RestartBackoff};
 pub use signal::{Signal, SignalDelivery};
 pub use spec::{MAX_HISTORY_LIMIT, SpawnSpec};
-pub use supervise::{RestartBackoff, RestartPolicy};
+pub use supervise::RestartPolicy;
 pub use viewed::ViewedTerminal;
 
 #[cfg(test)]

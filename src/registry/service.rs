@@ -1,5 +1,5 @@
-//! The [`Registry`] handle, its owner-scoped [`Owned`] view and the shared
-//! state behind both.
+//! The [`Registry`] handle, its setup ([`RegistryConfig`], [`RestartBackoff`]),
+//! its owner-scoped [`Owned`] view and the shared state behind both.
 //!
 //! The other verbs live beside it: `ops.rs` (send, read, list, ...),
 //! `lifecycle.rs` (kill, disposal), `liveness.rs` (probe, recreation),
@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,7 +17,6 @@ use super::persist::StateDir;
 use super::seam::Backend;
 use super::state::State;
 use super::store::Store;
-use super::supervise::RestartBackoff;
 use crate::Result;
 
 /// The owner-scoped registry of terminals.
@@ -61,6 +61,56 @@ impl Owned<'_> {
     /// The owner this handle acts for.
     pub fn id(&self) -> &OwnerId {
         self.owner
+    }
+}
+
+/// Backoff of the `always` restart policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestartBackoff {
+    /// Delay before the first recreation after a death.
+    pub initial: Duration,
+    /// Longest delay; each consecutive recreation doubles the delay up to it.
+    pub max_delay: Duration,
+    /// Consecutive recreations after which the registry gives up and leaves
+    /// the terminal dead.
+    pub max_restarts: u32,
+    /// A terminal that ran this long before dying resets the count.
+    pub stable_after: Duration,
+}
+
+impl Default for RestartBackoff {
+    fn default() -> Self {
+        RestartBackoff {
+            initial: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            max_restarts: 10,
+            stable_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RestartBackoff {
+    /// A backoff with these bounds.
+    pub fn new(
+        initial: Duration,
+        max_delay: Duration,
+        max_restarts: u32,
+        stable_after: Duration,
+    ) -> Self {
+        RestartBackoff {
+            initial,
+            max_delay,
+            max_restarts,
+            stable_after,
+        }
+    }
+
+    /// The delay before recreation number `attempt` (zero-based):
+    /// `initial * 2^attempt`, at most `max_delay`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
+        self.initial.saturating_mul(factor).min(self.max_delay)
     }
 }
 
@@ -196,5 +246,23 @@ impl Registry {
     /// The state directory, if the registry persists terminals.
     pub fn state_dir(&self) -> Option<&StateDir> {
         self.inner.store.dir()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let backoff = RestartBackoff::new(
+            Duration::from_millis(100),
+            Duration::from_secs(1),
+            5,
+            Duration::from_secs(10),
+        );
+        let delays: Vec<u128> = (0..6).map(|n| backoff.delay(n).as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(backoff.delay(40), Duration::from_secs(1));
     }
 }

@@ -1,11 +1,10 @@
 //! Restarting: the policies ([`RestartPolicy`]), and the `always` one's
-//! backoff ([`RestartBackoff`]) and supervised loop per terminal that waits
-//! for a pushed death, backs off and recreates it ([`Registry::recreate`]
-//! in `liveness.rs`, which also serves `on-attach`); one process per state
-//! directory runs it.
+//! supervised loop per terminal that waits for a pushed death, backs off
+//! ([`RestartBackoff`](super::RestartBackoff), set in the registry's
+//! config) and recreates it ([`Registry::recreate`] in `liveness.rs`, which
+//! also serves `on-attach`); one process per state directory runs it.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -48,56 +47,6 @@ impl std::str::FromStr for RestartPolicy {
                 "restart policy {text:?} is not one of never, on-attach, always"
             ))),
         }
-    }
-}
-
-/// Backoff of the `always` restart policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RestartBackoff {
-    /// Delay before the first recreation after a death.
-    pub initial: Duration,
-    /// Longest delay; each consecutive recreation doubles the delay up to it.
-    pub max_delay: Duration,
-    /// Consecutive recreations after which the registry gives up and leaves
-    /// the terminal dead.
-    pub max_restarts: u32,
-    /// A terminal that ran this long before dying resets the count.
-    pub stable_after: Duration,
-}
-
-impl Default for RestartBackoff {
-    fn default() -> Self {
-        RestartBackoff {
-            initial: Duration::from_millis(500),
-            max_delay: Duration::from_secs(30),
-            max_restarts: 10,
-            stable_after: Duration::from_secs(60),
-        }
-    }
-}
-
-impl RestartBackoff {
-    /// A backoff with these bounds.
-    pub fn new(
-        initial: Duration,
-        max_delay: Duration,
-        max_restarts: u32,
-        stable_after: Duration,
-    ) -> Self {
-        RestartBackoff {
-            initial,
-            max_delay,
-            max_restarts,
-            stable_after,
-        }
-    }
-
-    /// The delay before recreation number `attempt` (zero-based):
-    /// `initial * 2^attempt`, at most `max_delay`.
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
-        self.initial.saturating_mul(factor).min(self.max_delay)
     }
 }
 
@@ -233,19 +182,6 @@ async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let backoff = RestartBackoff::new(
-            Duration::from_millis(100),
-            Duration::from_secs(1),
-            5,
-            Duration::from_secs(10),
-        );
-        let delays: Vec<u128> = (0..6).map(|n| backoff.delay(n).as_millis()).collect();
-        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
-        assert_eq!(backoff.delay(40), Duration::from_secs(1));
-    }
 
     #[test]
     fn restart_policy_parses() {
