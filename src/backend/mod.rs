@@ -44,7 +44,7 @@ use config::server_options;
 pub use config::{DEFAULT_POOL_SIZE, TmuxConfig};
 pub use locator::TmuxLocator;
 use records::adopted_pane;
-pub use terminal::TmuxTerminal;
+pub(crate) use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
 use crate::control::PaneId;
@@ -64,19 +64,19 @@ use crate::tmux::{dirs, process};
 use crate::{Error, Result};
 
 /// What snapshots and records call this backend's terminals.
-pub const KIND: &str = "tmux";
+pub(crate) const KIND: &str = "tmux";
 
 /// The one session of every terminal's server.
-pub const SESSION: &str = "main";
+pub(crate) const SESSION: &str = "main";
 
 /// The server option naming the terminal a server runs (its id), set in
 /// the config file so a server carries it from its first instant: what
 /// lets reap prove a server unclaimed.
-pub const ID_OPTION: &str = "@tmux-engine-id";
+pub(crate) const ID_OPTION: &str = "@tmux-engine-id";
 
 /// The server option naming the (canonical) state directory whose
 /// registry started the server; empty without one.
-pub const STATE_OPTION: &str = "@tmux-engine-state";
+pub(crate) const STATE_OPTION: &str = "@tmux-engine-state";
 
 /// The `tmux` backend.
 #[derive(Debug)]

@@ -50,7 +50,7 @@
 
 mod adopt;
 mod commands;
-pub mod cursor;
+pub(crate) mod cursor;
 mod io;
 mod lifecycle;
 mod liveness;
@@ -72,10 +72,11 @@ mod viewed;
 
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
-pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
+pub(crate) use cursor::strip_escapes;
+pub use cursor::{CursorGap, OutputCursor, OutputSince};
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
-pub use names::validate_name;
+pub(crate) use names::validate_name;
 pub use names::{OwnerId, TerminalId};
 pub use ops::SendHandle;
 pub use ops::TerminalSnapshot;
@@ -88,7 +89,7 @@ pub use seam::{
 };
 pub use service::{Owned, Registry, RegistryConfig, RestartBackoff};
 pub use signal::{Signal, SignalDelivery};
-pub use spec::{MAX_HISTORY_LIMIT, SpawnSpec};
+pub use spec::SpawnSpec;
 pub use supervise::RestartPolicy;
 pub use viewed::ViewedTerminal;
 

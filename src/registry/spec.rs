@@ -53,14 +53,14 @@ pub struct SpawnSpec {
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub shell_integration: bool,
     /// Lines of scrollback the terminal keeps (the backend's default,
-    /// 10000, when `None`; at most [`MAX_HISTORY_LIMIT`]).
+    /// 10000, when `None`; at most 1,000,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_limit: Option<u32>,
 }
 
 /// The most scrollback lines a terminal may keep: a million lines of a
 /// wide terminal is already hundreds of megabytes in tmux.
-pub const MAX_HISTORY_LIMIT: u32 = 1_000_000;
+pub(crate) const MAX_HISTORY_LIMIT: u32 = 1_000_000;
 
 fn yes() -> bool {
     true
