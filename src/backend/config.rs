@@ -37,7 +37,8 @@ pub struct TmuxConfig {
     /// may be spawning there and not have written its record yet.
     pub reap_grace: Duration,
     /// The state directory whose registry uses this backend, stamped on
-    /// every server ([`STATE_OPTION`](super::STATE_OPTION)) so reap only judges its own.
+    /// every server (the `@tmux-engine-state` server option) so reap only
+    /// judges its own.
     pub state_dir: Option<PathBuf>,
     /// When set, every server (and so every terminal's program) starts with
     /// exactly this environment plus the spawn's own `env`, instead of

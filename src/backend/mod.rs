@@ -8,7 +8,7 @@
 //! | `locator.rs`  | [`TmuxLocator`]: the record's locator, typed          |
 //! | `records.rs`  | what a record names: its processes, check, retire     |
 //! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
-//! | `terminal.rs` | [`TmuxTerminal`]: its watcher, I/O and signals        |
+//! | `terminal.rs` | `TmuxTerminal`: its watcher, I/O and signals          |
 //! | `lifetime.rs` | close, shutdown, probe and respawn of one terminal    |
 //! | `send.rs`     | sends and their wait conditions                       |
 //! | `pages.rs`    | scrollback pages and the screen (`capture-pane`)      |
@@ -18,7 +18,7 @@
 //! under the backend's runtime directory (one per state directory, see
 //! [`TmuxConfig::for_state_dir`]); the record's locator names that
 //! directory, so a later engine process adopts the server by it. The
-//! session is always named [`SESSION`] and the pane is `%0`: no user text
+//! session is always named `main` and the pane is `%0`: no user text
 //! reaches a tmux target.
 
 mod command;

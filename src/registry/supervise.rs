@@ -30,7 +30,7 @@ pub enum RestartPolicy {
     /// under concurrency, never while it is alive (REPL-like terminals).
     OnAttach,
     /// Recreate on death, with exponential backoff and a cap
-    /// ([`RestartBackoff`]).
+    /// ([`RestartBackoff`](super::RestartBackoff)).
     Always,
 }
 
