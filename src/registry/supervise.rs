@@ -143,13 +143,9 @@ async fn supervise(
     };
     loop {
         let registry = inner.upgrade().map(|inner| Registry { inner })?;
-        let liveness = Arc::clone(&registry.inner.lock().entries.get(id)?.liveness);
-        let adopted = {
-            let _serialized = liveness.lock().await;
-            registry.adopted(id).await
-        };
-        match adopted {
-            Ok(_) => return Some(lock),
+        match registry.adopt_if_needed(id).await {
+            Ok(()) => return Some(lock),
+            Err(Error::NoTerminal(_)) => return None,
             Err(error) => warn!(terminal = %id, %error, "attaching a supervised terminal"),
         }
         drop(registry);
