@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tmux_engine::attach::{AttachOptions, Attacher, Transport, Viewer, ViewerEvent};
-use tmux_engine::registry::backend::{TmuxConfig, open_registry};
+use tmux_engine::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, Registry, SpawnSpec};
 use tmux_engine::tmux::procfs;
 use tmux_engine::tmux::send_keys_hex;

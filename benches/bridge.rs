@@ -162,11 +162,10 @@ async fn latency(rounds: usize) {
         .prefix("tmuxeng")
         .tempdir_in("/tmp")
         .expect("temp dir");
-    let config = tmux_engine::registry::backend::TmuxConfig::new(dir.path().join("rt"));
-    let (registry, _) =
-        tmux_engine::registry::backend::open_registry(dir.path().join("state"), config)
-            .await
-            .expect("registry");
+    let config = tmux_engine::backend::TmuxConfig::new(dir.path().join("rt"));
+    let (registry, _) = tmux_engine::backend::open_registry(dir.path().join("state"), config)
+        .await
+        .expect("registry");
     let owner = tmux_engine::registry::OwnerId::new("bench").expect("owner");
     let spec = tmux_engine::registry::SpawnSpec::default().command(["cat"]);
     let snapshot = registry.owner(&owner).spawn(spec).await.expect("spawn");
@@ -227,12 +226,10 @@ async fn list_latency(terminals: usize) {
             "listed {text:.200}"
         );
     }
-    let config =
-        tmux_engine::registry::backend::TmuxConfig::for_state_dir(&serve.dir.path().join("state"));
-    let (registry, _) =
-        tmux_engine::registry::backend::open_registry(serve.dir.path().join("state"), config)
-            .await
-            .expect("registry");
+    let config = tmux_engine::backend::TmuxConfig::for_state_dir(&serve.dir.path().join("state"));
+    let (registry, _) = tmux_engine::backend::open_registry(serve.dir.path().join("state"), config)
+        .await
+        .expect("registry");
     let owner = tmux_engine::registry::OwnerId::new("bench").expect("owner");
     let mut lib = Vec::new();
     for _ in 0..30 {

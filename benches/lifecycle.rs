@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tmux_engine::attach::{AttachOptions, Attacher, ViewerEvent};
+use tmux_engine::backend::{TmuxConfig, open_registry};
 use tmux_engine::control::escape::unescape_output;
-use tmux_engine::registry::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, Registry, SpawnSpec};
 use tokio::io::AsyncWriteExt;
 

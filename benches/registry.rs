@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tmux_engine::registry::backend::{TmuxConfig, open_registry};
+use tmux_engine::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{OwnerId, ReadRequest, Registry, SendRequest, SpawnSpec, WaitFor};
 use tmux_engine::tmux::process;
 use tmux_engine::tmux::send_keys_hex;

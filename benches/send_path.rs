@@ -22,7 +22,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tmux_engine::registry::backend::{TmuxConfig, open_registry};
+use tmux_engine::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{
     CommandRef, OwnerId, Registry, SendRequest, SendResult, SpawnSpec, WaitFor,
 };

@@ -33,6 +33,7 @@
 //!  bridge, mcp           `serve`: HTTP routes, WebSocket viewers, the page; MCP tools
 //!  verbs                 one request/answer type per verb, one validation (every face's)
 //!  attach                viewers: control fan-out with resume, PTY attach
+//!  backend               the tmux backend: implements the registry's seam
 //!  registry, fixture     owners, terminals, policy, persistence, I/O; the test preset
 //!  terminal              Terminal::builder(), send, wait, screen, resize, output, kill
 //!  screen                Screen (text, cells, cursor), the vt100 model, the waits
@@ -63,6 +64,7 @@ macro_rules! setters {
 }
 
 pub mod attach;
+pub mod backend;
 pub mod bridge;
 pub mod control;
 mod error;

@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{PtyLink, open};
 use crate::attach::{AttachOptions, Transport, ViewerEvent};
-use crate::registry::backend::{TmuxBackend, TmuxConfig};
+use crate::backend::{TmuxBackend, TmuxConfig};
 use crate::registry::{Backend, OwnerId, Registry, RegistryConfig, SpawnSpec, WaitCondition};
 
 const WAIT: Duration = Duration::from_secs(15);

@@ -392,7 +392,7 @@ async fn not_found() -> Response {
 /// The environment of the terminals `serve` spawns: `PATH`, `HOME`,
 /// `USER`, `LANG`, `LC_*`, `SHELL` and `TERM` from this process, nothing
 /// else (the bridge's own secrets must not reach a browser's shell). Pass
-/// it to [`TmuxConfig::environment`](crate::registry::backend::TmuxConfig::environment).
+/// it to [`TmuxConfig::environment`](crate::backend::TmuxConfig::environment).
 pub fn clean_environment() -> Vec<(OsString, OsString)> {
     std::env::vars_os()
         .filter(|(key, _)| {

@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use clap::Args;
 use tmux_engine::Error;
+use tmux_engine::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
 use tmux_engine::bridge::{
     Auth, Bridge, BridgeConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_CODE_LIFETIME,
     DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, PageOptions, Principal, ServeOptions,
     Tls, Tokens, bind_unix, clean_environment, generate_token, validate_base_path,
 };
-use tmux_engine::registry::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
 
 use super::args::{Global, SHELL_ENV};
 use super::report::{CliError, write_line};

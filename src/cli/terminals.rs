@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use tmux_engine::registry::backend::{TmuxBackend, TmuxConfig};
+use tmux_engine::backend::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig};
 use tmux_engine::{Error, Result};
 

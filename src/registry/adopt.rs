@@ -1,5 +1,6 @@
-//! Restart survival and sharing: opening a registry on a state directory,
-//! rescanning it, and reaping orphans.
+//! Adoption, restart survival and sharing: opening a registry on a state
+//! directory, rescanning it, attaching a recorded terminal when a command
+//! first needs it, and reaping orphans.
 //!
 //! Decision: the state directory is the source of truth shared between
 //! processes. [`Registry::refresh`] rescans it: records this process does
@@ -24,10 +25,11 @@ use futures_util::{StreamExt, stream};
 use tracing::warn;
 
 use super::persist::{CorruptRecord, TerminalRecord};
-use super::presence::Presence;
 use super::seam::{Backend, BackendTerminal, ReapReport, RecordCheck};
-use super::spec::{RegistryConfig, RestartPolicy};
+use super::service::RegistryConfig;
 use super::state::Entry;
+use super::state::Presence;
+use super::supervise::RestartPolicy;
 use super::{Registry, TerminalId};
 use crate::{Error, Result};
 
@@ -254,6 +256,62 @@ impl Registry {
             self.start_restart_loop(id, cancel);
         }
         taken
+    }
+
+    /// Attaches a recorded terminal this process has not attached yet
+    /// (lazily, see `Backend::check`), under its liveness lock.
+    pub(crate) async fn adopt_if_needed(&self, id: &TerminalId) -> Result<()> {
+        let liveness = {
+            let state = self.inner.lock();
+            let entry = state.entry(id)?;
+            if !entry.presence.is_unadopted() {
+                return Ok(());
+            }
+            Arc::clone(&entry.liveness)
+        };
+        let _serialized = liveness.lock().await;
+        self.adopted(id).await.map(drop)
+    }
+
+    /// Attaches the terminal `id` if it is recorded but not attached here
+    /// yet (see `Backend::check`), and returns the live backend terminal,
+    /// or `None` when it is proven gone. The caller holds its liveness
+    /// lock.
+    ///
+    /// # Errors
+    ///
+    /// The adoption's failure, e.g. `UNRESPONSIVE`: the terminal then stays
+    /// unadopted (it may well live), never marked gone.
+    pub(crate) async fn adopted(
+        &self,
+        id: &TerminalId,
+    ) -> Result<Option<Arc<dyn BackendTerminal>>> {
+        let (record, backend) = {
+            let state = self.inner.lock();
+            let entry = state.entry(id)?;
+            if !entry.presence.is_unadopted() {
+                return Ok(entry.presence.terminal());
+            }
+            (entry.record.clone(), Arc::clone(&self.inner.backend))
+        };
+        let adopted = backend.adopt(&record).await?;
+        let kept = {
+            let mut state = self.inner.lock();
+            match state.entries.get_mut(id) {
+                Some(entry) => {
+                    entry.presence.adopted(adopted.clone());
+                    true
+                }
+                None => false,
+            }
+        };
+        if kept {
+            return Ok(adopted);
+        }
+        if let Some(terminal) = adopted {
+            terminal.shutdown().await;
+        }
+        Err(Error::NoTerminal(id.to_string()))
     }
 
     /// The record files the last scan of the state directory (an

@@ -21,11 +21,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::locks::Purpose;
+use super::ops::TerminalSnapshot;
 use super::persist::{StateDir, TerminalRecord};
-use super::presence::Presence;
 use super::seam::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
 use super::service::Owned;
-use super::spec::{RestartPolicy, TerminalSnapshot};
+use super::state::Presence;
+use super::supervise::RestartPolicy;
 use super::viewed::ViewedTerminal;
 use super::{Registry, TerminalId};
 use crate::{Error, Result};
@@ -55,47 +56,6 @@ pub struct AttachTarget {
 }
 
 impl Registry {
-    /// Attaches the terminal `id` if it is recorded but not attached here
-    /// yet (see `Backend::check`), and returns the live backend terminal,
-    /// or `None` when it is proven gone. The caller holds its liveness
-    /// lock.
-    ///
-    /// # Errors
-    ///
-    /// The adoption's failure, e.g. `UNRESPONSIVE`: the terminal then stays
-    /// unadopted (it may well live), never marked gone.
-    pub(crate) async fn adopted(
-        &self,
-        id: &TerminalId,
-    ) -> Result<Option<Arc<dyn BackendTerminal>>> {
-        let (record, backend) = {
-            let state = self.inner.lock();
-            let entry = state.entry(id)?;
-            if !entry.presence.is_unadopted() {
-                return Ok(entry.presence.terminal());
-            }
-            (entry.record.clone(), Arc::clone(&self.inner.backend))
-        };
-        let adopted = backend.adopt(&record).await?;
-        let kept = {
-            let mut state = self.inner.lock();
-            match state.entries.get_mut(id) {
-                Some(entry) => {
-                    entry.presence.adopted(adopted.clone());
-                    true
-                }
-                None => false,
-            }
-        };
-        if kept {
-            return Ok(adopted);
-        }
-        if let Some(terminal) = adopted {
-            terminal.shutdown().await;
-        }
-        Err(Error::NoTerminal(id.to_string()))
-    }
-
     /// Probes the terminal `id`, attaching it first if needed; an
     /// adoption that timed out is `Unresponsive`, never `ServerGone`. The
     /// caller holds its liveness lock.

@@ -6,33 +6,40 @@
 //! owner's handle, [`Registry::owner`] → [`Owned`]), allows one send at a
 //! time per terminal, awaits every cleanup and reports every failure. One
 //! backend, fixed when the registry is built, runs the terminals: tmux
-//! ([`Registry::open`], [`backend`]), or the stub in the registry-logic
+//! ([`Registry::open`], [`crate::backend`]: a peer module above this one),
+//! or the stub in the registry-logic
 //! tests (`tests/support/stub.rs`, written against these public traits).
 //! The core reaches it only through the [`Backend`] and
 //! [`BackendTerminal`] traits; viewers get a [`ViewedTerminal`].
 //!
-//! | file           | job                                                  |
+//! One rule splits the files: each is one concern, holding that
+//! concern's values and all of its code, `impl Registry` and
+//! `impl Owned` alike; the seam (`seam.rs`, `values.rs`) is the concern
+//! every other one uses.
+//!
+//! | file           | concern                                              |
 //! |----------------|------------------------------------------------------|
 //! | `seam.rs`      | the backend traits                                   |
 //! | `values.rs`    | the values crossing them: statuses, sends, pages     |
-//! | `signal.rs`    | the allowed [`Signal`]s                              |
 //! | `names.rs`     | [`OwnerId`], [`TerminalId`], name rules              |
-//! | `spec.rs`      | [`SpawnSpec`], policies, config, snapshots           |
-//! | `state.rs`     | the maps behind the lock (private)                   |
-//! | `presence.rs`  | a terminal's presence here: one enum, its changes    |
-//! | `service.rs`   | [`Registry`], [`Owned`], the shared `Inner`          |
+//! | `service.rs`   | [`Registry`], its config, [`Owned`], `Inner`         |
+//! | `state.rs`     | the maps behind the lock; a terminal's `Presence`    |
+//! | `spec.rs`      | what to spawn: [`SpawnSpec`] and its checks          |
 //! | `spawn.rs`     | `spawn`: reservation, publication, rollback          |
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
+//! | `signal.rs`    | the allowed [`Signal`]s                              |
 //! | `io.rs`        | output, input, resize, events, attach command, wait  |
+//! | `commands.rs`  | the commands the shell's marks show, and their wait  |
+//! | `cursor.rs`    | output cursors                                       |
+//! | `rename.rs`    | `rename`                                             |
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
+//! | `adopt.rs`     | adoption: open, refresh (rescan), lazy attach, reap  |
 //! | `liveness.rs`  | probe, attach, recreation                            |
-//! | `supervise.rs` | the `always` policy's restart loop                   |
+//! | `supervise.rs` | restart policies, the `always` loop                  |
 //! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
 //! | `store.rs`     | persistence as one async call (state dir or memory)  |
 //! | `persist.rs`   | the state directory's records (blocking file I/O)    |
 //! | `locks.rs`     | `flock`s shared by every process on a state dir      |
-//! | `adopt.rs`     | open, refresh (rescan), reap                         |
-//! | `backend/`     | the tmux backend                                     |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
 //! `.await`; backend calls run outside it. Per-terminal liveness work is
@@ -42,19 +49,17 @@
 //! runs an `always` restart loop.
 
 mod adopt;
-pub mod backend;
 mod commands;
-pub mod cursor;
+pub(crate) mod cursor;
 mod io;
 mod lifecycle;
 mod liveness;
-mod locks;
+pub(crate) mod locks;
 mod names;
 mod ops;
-mod persist;
-mod presence;
+pub(crate) mod persist;
 mod rename;
-mod seam;
+pub(crate) mod seam;
 mod service;
 mod signal;
 mod spawn;
@@ -67,12 +72,14 @@ mod viewed;
 
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
-pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
+pub(crate) use cursor::strip_escapes;
+pub use cursor::{CursorGap, OutputCursor, OutputSince};
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
-pub use names::validate_name;
+pub(crate) use names::validate_name;
 pub use names::{OwnerId, TerminalId};
 pub use ops::SendHandle;
+pub use ops::TerminalSnapshot;
 pub use persist::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use seam::{
     AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, CommandRun, ExitStatus,
@@ -80,11 +87,10 @@ pub use seam::{
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
-pub use service::{Owned, Registry};
+pub use service::{Owned, Registry, RegistryConfig, RestartBackoff};
 pub use signal::{Signal, SignalDelivery};
-pub use spec::{
-    MAX_HISTORY_LIMIT, RegistryConfig, RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot,
-};
+pub use spec::SpawnSpec;
+pub use supervise::RestartPolicy;
 pub use viewed::ViewedTerminal;
 
 #[cfg(test)]

@@ -7,8 +7,11 @@
 
 use std::sync::{Arc, Weak};
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use super::TerminalStatus;
 use super::cursor::{OutputCursor, OutputSince};
 use super::locks::Purpose;
 use super::persist::StateDir;
@@ -19,7 +22,7 @@ use super::seam::{
 use super::service::Inner;
 use super::service::Owned;
 use super::signal::{Signal, SignalDelivery};
-use super::spec::TerminalSnapshot;
+use super::supervise::RestartPolicy;
 use super::{OwnerId, Registry, TerminalId};
 use crate::{Error, Result};
 
@@ -52,21 +55,39 @@ impl Registry {
         self.adopt_if_needed(&id).await?;
         self.inner.lock().entry(&id)?.live_terminal()
     }
+}
 
-    /// Attaches a recorded terminal this process has not attached yet
-    /// (lazily, see `Backend::check`), under its liveness lock.
-    pub(crate) async fn adopt_if_needed(&self, id: &TerminalId) -> Result<()> {
-        let liveness = {
-            let state = self.inner.lock();
-            let entry = state.entry(id)?;
-            if !entry.presence.is_unadopted() {
-                return Ok(());
-            }
-            Arc::clone(&entry.liveness)
-        };
-        let _serialized = liveness.lock().await;
-        self.adopted(id).await.map(drop)
-    }
+/// What callers see of one terminal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TerminalSnapshot {
+    /// Its id.
+    pub id: TerminalId,
+    /// Its owner.
+    pub owner: OwnerId,
+    /// Its name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its role, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Its backend kind.
+    pub kind: String,
+    /// The pane's process id, when the backend has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its status, with exit code or signal once dead.
+    pub status: TerminalStatus,
+    /// Its restart policy.
+    pub restart: RestartPolicy,
+    /// How many times the registry recreated it.
+    pub restarts: u32,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// Which way its output reaches the engine, when the backend says:
+    /// `"raw"` (the pane's own bytes through its pipe) or `"control"`
+    /// (tmux's `%output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_path: Option<String>,
 }
 
 /// Frees the terminal for the next send, unless a newer send owns it.

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use super::Registry;
 use super::locks::Purpose;
 use super::names::validate_name;
+use super::ops::TerminalSnapshot;
 use super::persist::{StateDir, TerminalRecord};
 use super::service::Owned;
-use super::spec::TerminalSnapshot;
 use crate::{Error, Result};
 
 impl Owned<'_> {
@@ -25,7 +25,7 @@ impl Owned<'_> {
     ///
     /// # Errors
     ///
-    /// `INVALID_INPUT` for a name [`validate_name`] refuses (checked
+    /// `INVALID_INPUT` for a name the name rules refuse (checked
     /// before the lookup); `DUPLICATE_NAME` when another of the owner's
     /// terminals (or a spawn in flight) has it; `NO_TERMINAL`,
     /// `FOREIGN_TERMINAL`, `TERMINAL_CLOSING`, `REGISTRY_DISPOSING`; `IO`

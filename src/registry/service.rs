@@ -1,11 +1,13 @@
-//! The [`Registry`] handle, its owner-scoped [`Owned`] view and the shared
-//! state behind both.
+//! The [`Registry`] handle, its setup ([`RegistryConfig`], [`RestartBackoff`]),
+//! its owner-scoped [`Owned`] view and the shared state behind both.
 //!
 //! The other verbs live beside it: `ops.rs` (send, read, list, ...),
 //! `lifecycle.rs` (kill, disposal), `liveness.rs` (probe, recreation),
 //! `adopt.rs` (state directory scans).
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -13,7 +15,6 @@ use tokio_util::task::TaskTracker;
 use super::OwnerId;
 use super::persist::StateDir;
 use super::seam::Backend;
-use super::spec::RegistryConfig;
 use super::state::State;
 use super::store::Store;
 use crate::Result;
@@ -60,6 +61,107 @@ impl Owned<'_> {
     /// The owner this handle acts for.
     pub fn id(&self) -> &OwnerId {
         self.owner
+    }
+}
+
+/// Backoff of the `always` restart policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestartBackoff {
+    /// Delay before the first recreation after a death.
+    pub initial: Duration,
+    /// Longest delay; each consecutive recreation doubles the delay up to it.
+    pub max_delay: Duration,
+    /// Consecutive recreations after which the registry gives up and leaves
+    /// the terminal dead.
+    pub max_restarts: u32,
+    /// A terminal that ran this long before dying resets the count.
+    pub stable_after: Duration,
+}
+
+impl Default for RestartBackoff {
+    fn default() -> Self {
+        RestartBackoff {
+            initial: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            max_restarts: 10,
+            stable_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RestartBackoff {
+    /// A backoff with these bounds.
+    pub fn new(
+        initial: Duration,
+        max_delay: Duration,
+        max_restarts: u32,
+        stable_after: Duration,
+    ) -> Self {
+        RestartBackoff {
+            initial,
+            max_delay,
+            max_restarts,
+            stable_after,
+        }
+    }
+
+    /// The delay before recreation number `attempt` (zero-based):
+    /// `initial * 2^attempt`, at most `max_delay`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
+        self.initial.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// How a [`Registry`] is set up.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RegistryConfig {
+    /// Where terminal records live; `None` keeps everything in memory (no
+    /// restart survival).
+    pub state_dir: Option<PathBuf>,
+    /// Backoff of the `always` restart policy.
+    pub backoff: RestartBackoff,
+    /// Whether this registry runs `always` restart loops (default `true`).
+    /// Even then, of the processes sharing a state directory only one runs
+    /// a given terminal's loop at a time (a `flock`). A one-shot process
+    /// (each CLI command) turns it off: it would adopt every `always`
+    /// terminal only to exit a moment later.
+    pub supervise: bool,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            state_dir: None,
+            backoff: RestartBackoff::default(),
+            supervise: true,
+        }
+    }
+}
+
+impl RegistryConfig {
+    /// Sets the state directory.
+    #[must_use]
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets the backoff of the `always` restart policy.
+    #[must_use]
+    pub fn backoff(mut self, backoff: RestartBackoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets whether this registry runs `always` restart loops (see
+    /// [`RegistryConfig::supervise`]).
+    #[must_use]
+    pub fn supervise(mut self, supervise: bool) -> Self {
+        self.supervise = supervise;
+        self
     }
 }
 
@@ -144,5 +246,23 @@ impl Registry {
     /// The state directory, if the registry persists terminals.
     pub fn state_dir(&self) -> Option<&StateDir> {
         self.inner.store.dir()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let backoff = RestartBackoff::new(
+            Duration::from_millis(100),
+            Duration::from_secs(1),
+            5,
+            Duration::from_secs(10),
+        );
+        let delays: Vec<u128> = (0..6).map(|n| backoff.delay(n).as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(backoff.delay(40), Duration::from_secs(1));
     }
 }

@@ -8,12 +8,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::locks::{FileLock, Purpose};
+use super::ops::TerminalSnapshot;
 use super::persist::{StateDir, TerminalRecord};
-use super::presence::Presence;
 use super::seam::{BackendTerminal, CloseReason, SpawnRequest};
 use super::service::{Inner, Owned};
-use super::spec::{RestartPolicy, TerminalSnapshot};
+use super::state::Presence;
 use super::state::{Entry, Pending, State};
+use super::supervise::RestartPolicy;
 use super::{OwnerId, Registry, SpawnSpec, TerminalId};
 use crate::{Error, Result};
 

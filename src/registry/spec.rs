@@ -1,52 +1,16 @@
-//! Plain values of the registry API: what to spawn ([`SpawnSpec`]), how to
-//! restart ([`RestartPolicy`], [`RestartBackoff`]), how the registry is set
-//! up ([`RegistryConfig`]) and what callers see ([`TerminalSnapshot`]).
-//!
-//! These are data only; the checks on them live in [`SpawnSpec::validate`].
+//! What to spawn ([`SpawnSpec`]): a terminal's command, environment and
+//! registry metadata, and the checks on them ([`SpawnSpec::validate`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::RestartPolicy;
 use super::names::validate_name;
-use super::{OwnerId, TerminalId, TerminalStatus};
 pub use crate::vocab::Size;
 use crate::vocab::check_env_name;
 use crate::{Error, Result};
-
-/// What to do when a terminal's program dies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum RestartPolicy {
-    /// Keep the exit status; never rerun (a dead command is meaningful state).
-    #[default]
-    Never,
-    /// Recreate a dead terminal when it is probed or attached, exactly once
-    /// under concurrency, never while it is alive (REPL-like terminals).
-    OnAttach,
-    /// Recreate on death, with exponential backoff and a cap
-    /// ([`RestartBackoff`]).
-    Always,
-}
-
-impl std::str::FromStr for RestartPolicy {
-    type Err = Error;
-
-    /// Parses `never`, `on-attach` or `always`.
-    fn from_str(text: &str) -> Result<Self> {
-        match text {
-            "never" => Ok(RestartPolicy::Never),
-            "on-attach" => Ok(RestartPolicy::OnAttach),
-            "always" => Ok(RestartPolicy::Always),
-            _ => Err(Error::InvalidInput(format!(
-                "restart policy {text:?} is not one of never, on-attach, always"
-            ))),
-        }
-    }
-}
 
 /// What to spawn: a terminal's command, environment and registry metadata.
 ///
@@ -89,14 +53,14 @@ pub struct SpawnSpec {
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub shell_integration: bool,
     /// Lines of scrollback the terminal keeps (the backend's default,
-    /// 10000, when `None`; at most [`MAX_HISTORY_LIMIT`]).
+    /// 10000, when `None`; at most 1,000,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_limit: Option<u32>,
 }
 
 /// The most scrollback lines a terminal may keep: a million lines of a
 /// wide terminal is already hundreds of megabytes in tmux.
-pub const MAX_HISTORY_LIMIT: u32 = 1_000_000;
+pub(crate) const MAX_HISTORY_LIMIT: u32 = 1_000_000;
 
 fn yes() -> bool {
     true
@@ -280,167 +244,10 @@ impl SpawnSpec {
     }
 }
 
-/// Backoff of the `always` restart policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RestartBackoff {
-    /// Delay before the first recreation after a death.
-    pub initial: Duration,
-    /// Longest delay; each consecutive recreation doubles the delay up to it.
-    pub max_delay: Duration,
-    /// Consecutive recreations after which the registry gives up and leaves
-    /// the terminal dead.
-    pub max_restarts: u32,
-    /// A terminal that ran this long before dying resets the count.
-    pub stable_after: Duration,
-}
-
-impl Default for RestartBackoff {
-    fn default() -> Self {
-        RestartBackoff {
-            initial: Duration::from_millis(500),
-            max_delay: Duration::from_secs(30),
-            max_restarts: 10,
-            stable_after: Duration::from_secs(60),
-        }
-    }
-}
-
-impl RestartBackoff {
-    /// A backoff with these bounds.
-    pub fn new(
-        initial: Duration,
-        max_delay: Duration,
-        max_restarts: u32,
-        stable_after: Duration,
-    ) -> Self {
-        RestartBackoff {
-            initial,
-            max_delay,
-            max_restarts,
-            stable_after,
-        }
-    }
-
-    /// The delay before recreation number `attempt` (zero-based):
-    /// `initial * 2^attempt`, at most `max_delay`.
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
-        self.initial.saturating_mul(factor).min(self.max_delay)
-    }
-}
-
-/// How a [`Registry`](super::Registry) is set up.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct RegistryConfig {
-    /// Where terminal records live; `None` keeps everything in memory (no
-    /// restart survival).
-    pub state_dir: Option<PathBuf>,
-    /// Backoff of the `always` restart policy.
-    pub backoff: RestartBackoff,
-    /// Whether this registry runs `always` restart loops (default `true`).
-    /// Even then, of the processes sharing a state directory only one runs
-    /// a given terminal's loop at a time (a `flock`). A one-shot process
-    /// (each CLI command) turns it off: it would adopt every `always`
-    /// terminal only to exit a moment later.
-    pub supervise: bool,
-}
-
-impl Default for RegistryConfig {
-    fn default() -> Self {
-        RegistryConfig {
-            state_dir: None,
-            backoff: RestartBackoff::default(),
-            supervise: true,
-        }
-    }
-}
-
-impl RegistryConfig {
-    /// Sets the state directory.
-    #[must_use]
-    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.state_dir = Some(dir.into());
-        self
-    }
-
-    /// Sets the backoff of the `always` restart policy.
-    #[must_use]
-    pub fn backoff(mut self, backoff: RestartBackoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
-    /// Sets whether this registry runs `always` restart loops (see
-    /// [`RegistryConfig::supervise`]).
-    #[must_use]
-    pub fn supervise(mut self, supervise: bool) -> Self {
-        self.supervise = supervise;
-        self
-    }
-}
-
-/// What callers see of one terminal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct TerminalSnapshot {
-    /// Its id.
-    pub id: TerminalId,
-    /// Its owner.
-    pub owner: OwnerId,
-    /// Its name, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Its role, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<String>,
-    /// Its backend kind.
-    pub kind: String,
-    /// The pane's process id, when the backend has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// Its status, with exit code or signal once dead.
-    pub status: TerminalStatus,
-    /// Its restart policy.
-    pub restart: RestartPolicy,
-    /// How many times the registry recreated it.
-    pub restarts: u32,
-    /// When it was created, in milliseconds since the Unix epoch.
-    pub created_ms: u64,
-    /// Which way its output reaches the engine, when the backend says:
-    /// `"raw"` (the pane's own bytes through its pipe) or `"control"`
-    /// (tmux's `%output`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_path: Option<String>,
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let backoff = RestartBackoff::new(
-            Duration::from_millis(100),
-            Duration::from_secs(1),
-            5,
-            Duration::from_secs(10),
-        );
-        let delays: Vec<u128> = (0..6).map(|n| backoff.delay(n).as_millis()).collect();
-        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
-        assert_eq!(backoff.delay(40), Duration::from_secs(1));
-    }
-
-    #[test]
-    fn restart_policy_parses() {
-        assert_eq!(
-            "on-attach".parse::<RestartPolicy>().unwrap(),
-            RestartPolicy::OnAttach
-        );
-        let error = "sometimes".parse::<RestartPolicy>().unwrap_err();
-        assert!(error.to_string().contains("\"sometimes\""));
-    }
 
     #[test]
     fn spec_validation_names_the_value() {

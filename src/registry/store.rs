@@ -36,88 +36,77 @@ impl Store {
         matches!(self, Store::Dir(_))
     }
 
+    /// Runs `work` on the state directory off the async threads; without
+    /// one, `memory` is the answer.
+    async fn on_dir<T: Send + 'static>(
+        &self,
+        memory: T,
+        work: impl FnOnce(&StateDir) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        match self.clone() {
+            Store::Dir(dir) => blocking(move || work(&dir)).await,
+            Store::Memory => Ok(memory),
+        }
+    }
+
     /// Every record (see [`StateDir::load_all`]); none in memory.
     pub(crate) async fn load_all(&self) -> Result<LoadedRecords> {
-        match self.clone() {
-            Store::Dir(dir) => blocking(move || dir.load_all()).await,
-            Store::Memory => Ok(LoadedRecords::default()),
-        }
+        self.on_dir(LoadedRecords::default(), StateDir::load_all)
+            .await
     }
 
     /// The record of `id` as another process may have rewritten it; none
     /// in memory (only callers of a shared store ask).
     pub(crate) async fn read(&self, id: &TerminalId) -> Result<Option<TerminalRecord>> {
-        match self.clone() {
-            Store::Dir(dir) => {
-                let id = id.clone();
-                blocking(move || dir.read(&id)).await
-            }
-            Store::Memory => Ok(None),
-        }
+        let id = id.clone();
+        self.on_dir(None, move |dir| dir.read(&id)).await
     }
 
     /// Writes `record` atomically.
     pub(crate) async fn write(&self, record: &TerminalRecord) -> Result<()> {
-        match self.clone() {
-            Store::Dir(dir) => {
-                let record = record.clone();
-                blocking(move || dir.write(&record)).await
-            }
-            Store::Memory => Ok(()),
-        }
+        let record = record.clone();
+        self.on_dir((), move |dir| dir.write(&record)).await
     }
 
     /// Removes the record of `id` (idempotent).
     pub(crate) async fn remove(&self, id: &TerminalId) -> Result<()> {
-        match self.clone() {
-            Store::Dir(dir) => {
-                let id = id.clone();
-                blocking(move || dir.remove(&id)).await
-            }
-            Store::Memory => Ok(()),
-        }
+        let id = id.clone();
+        self.on_dir((), move |dir| dir.remove(&id)).await
     }
 
     /// Removes the lock files of `id`, best effort.
     pub(crate) async fn remove_locks(&self, id: &TerminalId) {
-        if let Store::Dir(dir) = self.clone() {
-            let id = id.clone();
-            let _ = blocking(move || {
+        let id = id.clone();
+        let _ = self
+            .on_dir((), move |dir| {
                 dir.remove_terminal_locks(&id);
                 Ok(())
             })
             .await;
-        }
     }
 
     /// Removes the spawn lock file of an unpublished `id`, best effort.
     pub(crate) async fn remove_spawn_lock(&self, id: &TerminalId) {
-        if let Store::Dir(dir) = self.clone() {
-            let id = id.clone();
-            let _ = blocking(move || {
-                dir.remove_lock(&StateDir::terminal_lock(&id, Purpose::Spawn));
+        let file = StateDir::terminal_lock(id, Purpose::Spawn);
+        let _ = self
+            .on_dir((), move |dir| {
+                dir.remove_lock(&file);
                 Ok(())
             })
             .await;
-        }
     }
 
     /// Waits for the lock `file` (see `locks.rs`); in memory, nothing to
     /// hold.
     pub(crate) async fn lock(&self, file: String) -> Result<Option<FileLock>> {
-        match self.clone() {
-            Store::Dir(dir) => blocking(move || dir.lock(&file)).await.map(Some),
-            Store::Memory => Ok(None),
-        }
+        self.on_dir(None, move |dir| dir.lock(&file).map(Some))
+            .await
     }
 
     /// Takes the lock `file` if nobody holds it: `Ok(None)` when another
     /// holds it. In memory: `Ok(None)` too, never called there.
     pub(crate) async fn try_lock(&self, file: String) -> Result<Option<FileLock>> {
-        match self.clone() {
-            Store::Dir(dir) => blocking(move || dir.try_lock(&file)).await,
-            Store::Memory => Ok(None),
-        }
+        self.on_dir(None, move |dir| dir.try_lock(&file)).await
     }
 }
 

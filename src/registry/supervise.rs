@@ -1,9 +1,13 @@
-//! The `always` restart policy: one supervised loop per terminal that
-//! waits for a pushed death, backs off and recreates it
-//! ([`Registry::recreate`] in `liveness.rs`); one process per state
-//! directory runs it.
+//! Restarting: the policies ([`RestartPolicy`]), and the `always` one's
+//! supervised loop per terminal that waits for a pushed death, backs off
+//! ([`RestartBackoff`](super::RestartBackoff), set in the registry's
+//! config) and recreates it ([`Registry::recreate`] in `liveness.rs`, which
+//! also serves `on-attach`); one process per state directory runs it.
 
 use std::sync::{Arc, Weak};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -13,7 +17,38 @@ use super::locks::Purpose;
 use super::persist::StateDir;
 use super::service::Inner;
 use super::{Registry, TerminalId};
-use crate::Result;
+use crate::{Error, Result};
+
+/// What to do when a terminal's program dies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Keep the exit status; never rerun (a dead command is meaningful state).
+    #[default]
+    Never,
+    /// Recreate a dead terminal when it is probed or attached, exactly once
+    /// under concurrency, never while it is alive (REPL-like terminals).
+    OnAttach,
+    /// Recreate on death, with exponential backoff and a cap
+    /// ([`RestartBackoff`](super::RestartBackoff)).
+    Always,
+}
+
+impl std::str::FromStr for RestartPolicy {
+    type Err = Error;
+
+    /// Parses `never`, `on-attach` or `always`.
+    fn from_str(text: &str) -> Result<Self> {
+        match text {
+            "never" => Ok(RestartPolicy::Never),
+            "on-attach" => Ok(RestartPolicy::OnAttach),
+            "always" => Ok(RestartPolicy::Always),
+            _ => Err(Error::InvalidInput(format!(
+                "restart policy {text:?} is not one of never, on-attach, always"
+            ))),
+        }
+    }
+}
 
 impl Registry {
     /// Starts the `always` policy's watcher of one terminal.
@@ -108,13 +143,9 @@ async fn supervise(
     };
     loop {
         let registry = inner.upgrade().map(|inner| Registry { inner })?;
-        let liveness = Arc::clone(&registry.inner.lock().entries.get(id)?.liveness);
-        let adopted = {
-            let _serialized = liveness.lock().await;
-            registry.adopted(id).await
-        };
-        match adopted {
-            Ok(_) => return Some(lock),
+        match registry.adopt_if_needed(id).await {
+            Ok(()) => return Some(lock),
+            Err(Error::NoTerminal(_)) => return None,
             Err(error) => warn!(terminal = %id, %error, "attaching a supervised terminal"),
         }
         drop(registry);
@@ -141,4 +172,20 @@ async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
         return Ok(());
     }
     registry.recreate(id).await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_policy_parses() {
+        assert_eq!(
+            "on-attach".parse::<RestartPolicy>().unwrap(),
+            RestartPolicy::OnAttach
+        );
+        let error = "sometimes".parse::<RestartPolicy>().unwrap_err();
+        assert!(error.to_string().contains("\"sometimes\""));
+    }
 }

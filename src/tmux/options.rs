@@ -23,7 +23,7 @@ pub use super::dirs::RUNTIME_DIR_ENV;
 /// What to start: the program, its environment, and the server's settings.
 /// Built from `Default` with the setters: `ServerOptions::default()
 /// .command(argv).size(Size { cols: 100, rows: 30 })`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ServerOptions {
     /// The window size, fixed whatever clients attach (default 80x24).

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tempfile::TempDir;
-use tmux_engine::registry::backend::{TmuxBackend, TmuxConfig};
+use tmux_engine::backend::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{
     Backend, ExitStatus, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult,
     SpawnSpec, TerminalSnapshot, TerminalStatus, WaitFor,

@@ -2,7 +2,7 @@
 //! written by `tmux-engine spawn` at commit 4230fea (before the registry
 //! core was reworked), its server long gone.
 
-use tmux_engine::registry::backend::TmuxLocator;
+use tmux_engine::backend::TmuxLocator;
 use tmux_engine::registry::{RestartPolicy, TerminalStatus};
 use tmux_engine::tmux::ProcessId;
 

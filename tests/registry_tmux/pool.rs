@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tmux_engine::registry::backend::{TmuxBackend, TmuxConfig};
+use tmux_engine::backend::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig};
 
 use super::{WAIT, assert_clean, runtime, server_dirs, sh};

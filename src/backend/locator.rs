@@ -26,7 +26,7 @@ pub struct TmuxLocator {
     pub dir: Option<PathBuf>,
     /// The server's socket (inside `dir`); empty when not known.
     pub socket: PathBuf,
-    /// The session (always [`SESSION`](super::SESSION)).
+    /// The session (always `main`).
     pub session: String,
     /// The pane (`%0`).
     pub pane: String,

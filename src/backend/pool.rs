@@ -38,6 +38,7 @@ use crate::terminal::{Parts, launch};
 use crate::tmux::command::{TmuxCommand, resize_window};
 use crate::tmux::options::respawn_commands;
 use crate::tmux::{ProcessId, ServerOptions, Tmux};
+use crate::vocab::Size;
 use crate::{Error, Result};
 
 use super::config::TmuxConfig;
@@ -155,25 +156,27 @@ impl Pool {
     /// Whether a pooled server started with the pool's options becomes one
     /// started with `wanted` by a respawn (program, cwd, env) and a resize.
     fn serves(&self, wanted: &ServerOptions) -> Result<bool> {
-        let pool = self.options()?;
-        // The id mark is set on take; everything else must match.
-        let config = |opts: &ServerOptions| -> Vec<String> {
-            opts.extra_config
-                .iter()
-                .filter(|line| !line.contains(ID_OPTION) && *line != DIES_WITH_ENGINE)
-                .cloned()
-                .collect()
-        };
-        Ok(pool.shell == wanted.shell
-            && pool.server_env == wanted.server_env
-            && pool.clear_env == wanted.clear_env
-            && pool.history_limit == wanted.history_limit
-            && pool.drain_on_exit == wanted.drain_on_exit
-            && pool.raw_relay == wanted.raw_relay
-            && pool.session == wanted.session
-            && pool.runtime_dir == wanted.runtime_dir
-            && config(&pool) == config(wanted))
+        Ok(respawnable(&self.options()?, wanted))
     }
+}
+
+/// Whether a server started with `pool` becomes one started with `wanted`
+/// by [`into_terminal`]: equal but for what a respawn and a resize set (the
+/// program, its cwd and env, the size) and the marks a take changes (the
+/// id, [`DIES_WITH_ENGINE`]). By the derived equality of everything else,
+/// so a field added to [`ServerOptions`] is compared without a word here.
+fn respawnable(pool: &ServerOptions, wanted: &ServerOptions) -> bool {
+    let fixed = |opts: &ServerOptions| {
+        let mut opts = opts.clone();
+        opts.command.clear();
+        opts.cwd = None;
+        opts.env.clear();
+        opts.size = Size::default();
+        opts.extra_config
+            .retain(|line| !line.contains(ID_OPTION) && line != DIES_WITH_ENGINE);
+        opts
+    };
+    fixed(pool) == fixed(wanted)
 }
 
 async fn start_one(pool: Weak<Pool>, tmux: Arc<Tmux>, opts: Result<ServerOptions>) {
@@ -238,4 +241,52 @@ async fn into_terminal(
     }
     debug!(terminal = %id, session = SESSION, "spawned into a pooled server");
     Ok(state.pid.and_then(|pid| ProcessId::now(pid).known()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a respawn sets may differ; anything else refuses the pool,
+    /// whichever field it is (`exit_handshake` escaped the hand-written
+    /// comparison this replaced).
+    #[test]
+    fn a_pooled_server_serves_only_options_a_respawn_can_reach() {
+        let pool = ServerOptions::default()
+            .command(vec!["cat".into()])
+            .extra_config(vec![
+                format!("set -s {ID_OPTION} {POOL_ID}"),
+                DIES_WITH_ENGINE.to_owned(),
+                "set -s @other 1".to_owned(),
+            ]);
+        let wanted = ServerOptions::default()
+            .command(vec!["bash".into()])
+            .cwd(Some("/tmp".into()))
+            .env(vec![("A".to_owned(), "1".to_owned())])
+            .size(Size {
+                cols: 120,
+                rows: 40,
+            })
+            .extra_config(vec![
+                format!("set -s {ID_OPTION} t-1-0123456789abcdef"),
+                "set -s @other 1".to_owned(),
+            ]);
+        assert!(respawnable(&pool, &wanted));
+        let refused = [
+            wanted.clone().history_limit(5),
+            wanted.clone().exit_handshake(true),
+            wanted.clone().drain_on_exit(false),
+            wanted.clone().clear_env(true),
+            wanted
+                .clone()
+                .raw_relay(wanted.raw_relay.is_none().then(|| "/relay".into())),
+            wanted.clone().shell(Some("/bin/sh".into())),
+            wanted
+                .clone()
+                .extra_config(vec!["set -s @other 2".to_owned()]),
+        ];
+        for other in refused {
+            assert!(!respawnable(&pool, &other), "{other:?}");
+        }
+    }
 }

@@ -8,7 +8,7 @@
 //! | `locator.rs`  | [`TmuxLocator`]: the record's locator, typed          |
 //! | `records.rs`  | what a record names: its processes, check, retire     |
 //! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
-//! | `terminal.rs` | [`TmuxTerminal`]: its watcher, I/O and signals        |
+//! | `terminal.rs` | `TmuxTerminal`: its watcher, I/O and signals          |
 //! | `lifetime.rs` | close, shutdown, probe and respawn of one terminal    |
 //! | `send.rs`     | sends and their wait conditions                       |
 //! | `pages.rs`    | scrollback pages and the screen (`capture-pane`)      |
@@ -18,7 +18,7 @@
 //! under the backend's runtime directory (one per state directory, see
 //! [`TmuxConfig::for_state_dir`]); the record's locator names that
 //! directory, so a later engine process adopts the server by it. The
-//! session is always named [`SESSION`] and the pane is `%0`: no user text
+//! session is always named `main` and the pane is `%0`: no user text
 //! reaches a tmux target.
 
 mod command;
@@ -44,18 +44,18 @@ use config::server_options;
 pub use config::{DEFAULT_POOL_SIZE, TmuxConfig};
 pub use locator::TmuxLocator;
 use records::adopted_pane;
-pub use terminal::TmuxTerminal;
+pub(crate) use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
-use super::persist::TerminalRecord;
-use super::seam::{
-    Backend, BackendTerminal, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
-};
-use super::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
+use crate::registry::persist::TerminalRecord;
+use crate::registry::seam::{
+    Backend, BackendTerminal, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
+};
+use crate::registry::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE, rearm_drain};
@@ -64,19 +64,19 @@ use crate::tmux::{dirs, process};
 use crate::{Error, Result};
 
 /// What snapshots and records call this backend's terminals.
-pub const KIND: &str = "tmux";
+pub(crate) const KIND: &str = "tmux";
 
 /// The one session of every terminal's server.
-pub const SESSION: &str = "main";
+pub(crate) const SESSION: &str = "main";
 
 /// The server option naming the terminal a server runs (its id), set in
 /// the config file so a server carries it from its first instant: what
 /// lets reap prove a server unclaimed.
-pub const ID_OPTION: &str = "@tmux-engine-id";
+pub(crate) const ID_OPTION: &str = "@tmux-engine-id";
 
 /// The server option naming the (canonical) state directory whose
 /// registry started the server; empty without one.
-pub const STATE_OPTION: &str = "@tmux-engine-state";
+pub(crate) const STATE_OPTION: &str = "@tmux-engine-state";
 
 /// The `tmux` backend.
 #[derive(Debug)]
@@ -174,48 +174,43 @@ impl TmuxBackend {
 
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
-        if self.config.pool_size > 0 {
-            let taken = tokio::select! {
+        let cancelled = || Error::Cancelled(format!("spawn of terminal {}", request.id));
+        let taken = if self.config.pool_size > 0 {
+            tokio::select! {
                 taken = self.pool.take(&request.id, &request.spec) => taken?,
-                () = request.cancel.cancelled() => {
-                    return Err(Error::Cancelled(format!("spawn of terminal {}", request.id)));
-                }
-            };
-            if let Some(taken) = taken {
-                let TerminalParts {
-                    server,
-                    client,
-                    pane,
-                    output: stream,
-                    ..
-                } = taken.parts;
-                return Ok(TmuxTerminal::start(Parts {
-                    id: request.id,
-                    spec: request.spec,
-                    config: Arc::clone(&self.config),
-                    client,
-                    pane,
-                    server: server.into_detached(),
-                    pane_process: taken.pane_process,
-                    status: TerminalStatus::Running,
-                    stream,
-                }));
+                () = request.cancel.cancelled() => return Err(cancelled()),
             }
-        }
-        let opts = server_options(&self.config, &request.id, &request.spec)?
-            .for_terminal(&self.tmux, None)?;
-        let start = launch(
-            Arc::clone(&self.tmux),
-            opts,
-            ClientOptions::default(),
-            SubscribeOptions::default(),
-        );
-        // Dropping the start future rolls back: `Server`'s drop kills
-        // whatever started and removes its directory.
-        let parts = tokio::select! {
-            started = start => started?,
-            () = request.cancel.cancelled() => {
-                return Err(Error::Cancelled(format!("spawn of terminal {}", request.id)));
+        } else {
+            None
+        };
+        let (parts, pane_process) = match taken {
+            Some(taken) => (taken.parts, taken.pane_process),
+            None => {
+                let opts = server_options(&self.config, &request.id, &request.spec)?
+                    .for_terminal(&self.tmux, None)?;
+                let start = launch(
+                    Arc::clone(&self.tmux),
+                    opts,
+                    ClientOptions::default(),
+                    SubscribeOptions::default(),
+                );
+                // Dropping the start future rolls back: `Server`'s drop kills
+                // whatever started and removes its directory.
+                let parts = tokio::select! {
+                    started = start => started?,
+                    () = request.cancel.cancelled() => return Err(cancelled()),
+                };
+                if request.cancel.is_cancelled() {
+                    return match parts.server.kill().await {
+                        Ok(()) => Err(cancelled()),
+                        Err(cleanup) => Err(Error::BackendCleanup {
+                            cause: Box::new(cancelled()),
+                            cleanup: Arc::new(cleanup),
+                        }),
+                    };
+                }
+                let pane_process = parts.server.first_pane_process().known();
+                (parts, pane_process)
             }
         };
         let TerminalParts {
@@ -225,25 +220,13 @@ impl TmuxBackend {
             output: stream,
             ..
         } = parts;
-        if request.cancel.is_cancelled() {
-            let cause = Error::Cancelled(format!("spawn of terminal {}", request.id));
-            return match server.kill().await {
-                Ok(()) => Err(cause),
-                Err(cleanup) => Err(Error::BackendCleanup {
-                    cause: Box::new(cause),
-                    cleanup: Arc::new(cleanup),
-                }),
-            };
-        }
-        let pane_process = server.first_pane_process().known();
-        let handle = server.into_detached();
         Ok(TmuxTerminal::start(Parts {
             id: request.id,
             spec: request.spec,
             config: Arc::clone(&self.config),
             client,
             pane,
-            server: handle,
+            server: server.into_detached(),
             pane_process,
             status: TerminalStatus::Running,
             stream,

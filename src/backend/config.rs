@@ -25,8 +25,6 @@ pub struct TmuxConfig {
     /// The pinned shell for terminals without a command and for shell lines
     /// ([`SpawnSpec::shell`]); `None` uses `$SHELL`.
     pub shell: Option<PathBuf>,
-    /// Scrollback lines kept per terminal.
-    pub history_limit: u32,
     /// Quiet period after which a send counts as idle.
     pub quiet: Duration,
     /// A send's timeout when the request names none.
@@ -39,7 +37,8 @@ pub struct TmuxConfig {
     /// may be spawning there and not have written its record yet.
     pub reap_grace: Duration,
     /// The state directory whose registry uses this backend, stamped on
-    /// every server ([`STATE_OPTION`](super::STATE_OPTION)) so reap only judges its own.
+    /// every server (the `@tmux-engine-state` server option) so reap only
+    /// judges its own.
     pub state_dir: Option<PathBuf>,
     /// When set, every server (and so every terminal's program) starts with
     /// exactly this environment plus the spawn's own `env`, instead of
@@ -64,7 +63,6 @@ impl TmuxConfig {
         TmuxConfig {
             runtime_dir: runtime_dir.into(),
             shell: None,
-            history_limit: 10_000,
             quiet: Duration::from_millis(300),
             send_timeout: Duration::from_secs(30),
             probe_timeout: Duration::from_secs(3),
@@ -196,6 +194,7 @@ pub(super) fn server_options(
         command = integration.words;
         env.extend(integration.env);
     }
+    let defaults = ServerOptions::default();
     Ok(ServerOptions {
         size: spec.size.map_or_else(Size::default, |size| Size {
             cols: size.cols,
@@ -205,7 +204,7 @@ pub(super) fn server_options(
         shell,
         cwd: spec.cwd.clone(),
         env,
-        history_limit: spec.history_limit.unwrap_or(config.history_limit),
+        history_limit: spec.history_limit.unwrap_or(defaults.history_limit),
         session: SESSION.to_owned(),
         runtime_dir: Some(config.runtime_dir.clone()),
         extra_config: marks,
@@ -215,7 +214,7 @@ pub(super) fn server_options(
         // its pane dies, on the `%output` path too (tmux::exit_handshake);
         // each control client of the server acknowledges.
         exit_handshake: true,
-        ..ServerOptions::default()
+        ..defaults
     })
 }
 
