@@ -72,7 +72,8 @@ pub struct TerminalSnapshot {
     pub role: Option<String>,
     /// Its backend kind.
     pub kind: String,
-    /// The pane's process id, when the backend has one.
+    /// The process id of the program the terminal runs (behind the exit
+    /// handshake's wrapper, for the tmux backend), when the backend has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     /// Its status, with exit code or signal once dead.
