@@ -72,7 +72,7 @@ pub mod fixture;
 pub mod mcp;
 pub mod registry;
 pub mod screen;
-pub mod shell;
+pub(crate) mod shell;
 pub mod terminal;
 pub mod tmux;
 pub mod verbs;

@@ -75,7 +75,7 @@ impl TmuxConfig {
     }
 
     /// The runtime directory for a registry on `state_dir`: the runtime
-    /// base every server uses ([`dirs::runtime_base_path`]:
+    /// base every server uses (`dirs::runtime_base_path`:
     /// `$TMUX_ENGINE_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR`, else `/tmp`) /
     /// `tmux-engine-registry-UID-HASH`,
     /// where HASH is a hash of the state directory's canonical path. Short

@@ -49,7 +49,7 @@ pub struct SpawnSpec {
     /// Start the shell (bash, zsh or POSIX sh, when no command is given)
     /// with the engine's rc, which marks prompts and commands (OSC 133)
     /// so a send returns a command's exact output and exit code (see
-    /// [`crate::shell`]); on unless turned off.
+    /// `crate::shell`); on unless turned off.
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub shell_integration: bool,
     /// Lines of scrollback the terminal keeps (the backend's default,

@@ -172,7 +172,7 @@ pub enum WaitFor {
     /// Immediately after the text was written.
     None,
     /// The command ended, by the marks of an integrated shell (see
-    /// [`crate::shell`]); where no marks come (another program runs, or
+    /// `crate::shell`); where no marks come (another program runs, or
     /// integration is off), the same as `stdin`.
     Command,
 }
@@ -303,7 +303,7 @@ pub struct CommandRun {
 }
 
 /// A command's end as an integrated shell marked it (see
-/// [`crate::shell`]).
+/// `crate::shell`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandResult {
     /// Exactly its output, escape sequences stripped: no echoed command

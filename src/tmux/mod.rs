@@ -28,14 +28,14 @@
 //!   has its program's last bytes (the marker, the fifo, the scan);
 //! - [`relay`]: the raw output path's relay (`pipe-pane` -> `SCM_RIGHTS`
 //!   -> the engine), its listener and its default executable;
-//! - [`dirs`]: private directories checked like tmux checks its socket
+//! - `dirs`: private directories checked like tmux checks its socket
 //!   directory (`UNSAFE_DIRECTORY` otherwise).
 //!
 //! Nothing here knows about the control client; `control::client` uses
 //! [`Server::control_command`] and [`TmuxCommand::line`].
 
 pub(crate) mod command;
-pub mod dirs;
+pub(crate) mod dirs;
 pub(crate) mod exit_handshake;
 pub(crate) mod handle;
 pub mod input;

@@ -18,8 +18,7 @@ use crate::{Error, Result};
 /// a later process can tell the engine's servers from anyone else's.
 pub const MARK_OPTION: &str = "@tmux-engine";
 /// The value of [`MARK_OPTION`]: the version of this marking scheme.
-pub const MARK_VALUE: &str = "1";
-pub use super::dirs::RUNTIME_DIR_ENV;
+pub(crate) const MARK_VALUE: &str = "1";
 /// What to start: the program, its environment, and the server's settings.
 /// Built from `Default` with the setters: `ServerOptions::default()
 /// .command(argv).size(Size { cols: 100, rows: 30 })`.
@@ -29,9 +28,9 @@ pub struct ServerOptions {
     /// The window size, fixed whatever clients attach (default 80x24).
     pub size: Size,
     /// The program and its arguments, executed exactly as given: no shell
-    /// parsing, one word included (see [`exec_words`]). Empty runs the
+    /// parsing, one word included (see `exec_words`). Empty runs the
     /// default shell (see `shell`). For a shell command line, pass
-    /// [`shell_words`]`(shell, line)`.
+    /// `shell_words(shell, line)`.
     pub command: Vec<OsString>,
     /// Pins the shell: sets tmux's `default-shell`, so it is the pane's
     /// program when `command` is empty.
@@ -61,7 +60,7 @@ pub struct ServerOptions {
     /// only checks `FIONREAD` when `pipe-pane` is active): `printf done;
     /// exit` then loses `done` from the screen itself (seen 3 times in 150
     /// under load; 0 in 300 with the pipe). So the start command chains a
-    /// [`DRAIN_PIPE`] onto `new-session`, which runs before tmux returns to
+    /// `DRAIN_PIPE` onto `new-session`, which runs before tmux returns to
     /// its event loop and so before it can see the exit. (Not as an
     /// `after-new-session` hook: from a control client's argv chain, 3.3a
     /// then puts the pane in view mode.) Costs one `cat` per pane and a copy
@@ -75,10 +74,10 @@ pub struct ServerOptions {
     pub extra_config: Vec<String>,
     /// The relay that carries the pane's output to the engine raw, without
     /// control mode's escaping (see [`super::relay`]); default
-    /// [`default_relay`](super::relay::default_relay). Used by servers
+    /// `default_relay`. Used by servers
     /// a control client starts ([`Server::prepare`](super::Server::prepare));
     /// the pipe then also keeps a fast exit's last output, in place of
-    /// [`DRAIN_PIPE`]. `None`, or a relay that cannot run: `%output`.
+    /// `DRAIN_PIPE`. `None`, or a relay that cannot run: `%output`.
     pub raw_relay: Option<PathBuf>,
     /// Where to create the server directory. `None`: `$TMUX_ENGINE_RUNTIME_DIR`,
     /// else `$XDG_RUNTIME_DIR` when it is a writable directory, else `/tmp`.
@@ -186,7 +185,7 @@ const EXEC_ARG0: &str = "exec \"$0\"";
 /// # Errors
 /// `INVALID_INPUT` for one word that both starts with `-` and contains `=`:
 /// neither runner executes it unchanged.
-pub fn exec_words(argv: &[OsString]) -> Result<Vec<OsString>> {
+pub(crate) fn exec_words(argv: &[OsString]) -> Result<Vec<OsString>> {
     let [word] = argv else {
         return Ok(argv.to_vec());
     };
@@ -203,7 +202,7 @@ pub fn exec_words(argv: &[OsString]) -> Result<Vec<OsString>> {
 /// The words that run `line` through a shell, parsed as a shell command
 /// line: `SHELL -c LINE`, with `/bin/sh` when no shell is pinned. The only
 /// way the engine asks for shell parsing (`spawn --shell`).
-pub fn shell_words(shell: Option<&std::path::Path>, line: &str) -> Vec<OsString> {
+pub(crate) fn shell_words(shell: Option<&std::path::Path>, line: &str) -> Vec<OsString> {
     let shell = shell.map_or_else(|| OsString::from(SH), |s| s.as_os_str().to_owned());
     vec![shell, "-c".into(), line.into()]
 }
@@ -300,12 +299,12 @@ pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
 
 /// The `pipe-pane` command that keeps a pane's last output (see
 /// [`ServerOptions::drain_on_exit`]); re-apply it after `respawn-pane`.
-pub const DRAIN_PIPE: &str = "exec cat >/dev/null";
+pub(crate) const DRAIN_PIPE: &str = "exec cat >/dev/null";
 
 /// `pipe-pane -t PANE -- DRAIN_PIPE`: the drain put back on a pane whose
 /// pipe may be a dead engine's raw relay (an adopted server), replacing
 /// whatever pipe it has.
-pub fn rearm_drain(pane: impl std::fmt::Display) -> TmuxCommand {
+pub(crate) fn rearm_drain(pane: impl std::fmt::Display) -> TmuxCommand {
     TmuxCommand::new("pipe-pane").target(pane).arg(DRAIN_PIPE)
 }
 
@@ -350,7 +349,7 @@ fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCo
 /// # Errors
 /// `INVALID_INPUT` as for `new-session` (see [`exec_words`]); an I/O error
 /// resolving `cwd`.
-pub fn respawn_commands(
+pub(crate) fn respawn_commands(
     opts: &ServerOptions,
     pane: impl std::fmt::Display + Copy,
 ) -> Result<(TmuxCommand, Option<TmuxCommand>)> {

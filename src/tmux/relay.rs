@@ -11,7 +11,7 @@
 //! taken the last byte (`window_pane_destroy_ready`), so a fast exit's last
 //! output is in the socket by the time tmux calls the pane dead.
 //!
-//! The relay is an executable ([`default_relay`]): this crate's own binary
+//! The relay is an executable (`default_relay`): this crate's own binary
 //! (`tmux-engine`), which answers [`RELAY_ARG`] before parsing anything
 //! else. Where none is known the engine falls back to `%output`.
 
@@ -33,15 +33,15 @@ pub const RELAY_ARG: &str = "__raw-relay";
 /// Names the relay executable (one that answers [`RELAY_ARG`], such as
 /// the `tmux-engine` binary); empty turns the raw path off (see
 /// [`default_relay`]).
-pub const RELAY_ENV: &str = "TMUX_ENGINE_RELAY";
+pub(crate) const RELAY_ENV: &str = "TMUX_ENGINE_RELAY";
 /// The listener's file name in the server directory.
-pub const RAW_SOCKET: &str = "raw.sock";
+pub(crate) const RAW_SOCKET: &str = "raw.sock";
 
 /// The relay the engine uses by default: `$TMUX_ENGINE_RELAY` when set
 /// (empty: none), else the running executable when it is `tmux-engine`
 /// (its command line and `serve`). `None`: output rides `%output`, as it
 /// does for a library whose program is not the engine's binary.
-pub fn default_relay() -> Option<PathBuf> {
+pub(crate) fn default_relay() -> Option<PathBuf> {
     match std::env::var_os(RELAY_ENV) {
         Some(path) if path.is_empty() => None,
         Some(path) => Some(PathBuf::from(path)),
@@ -98,7 +98,7 @@ pub fn relay(socket: &Path) -> io::Result<()> {
 /// command (else the relay finds nobody and the output is lost). The
 /// socket file is removed on drop.
 #[derive(Debug)]
-pub struct RelayListener {
+pub(crate) struct RelayListener {
     listener: tokio::net::UnixListener,
     path: PathBuf,
 }
