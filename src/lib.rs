@@ -71,6 +71,7 @@ pub mod mcp;
 pub mod registry;
 pub mod screen;
 pub mod shell;
+mod stream;
 pub mod terminal;
 pub mod tmux;
 pub mod verbs;

@@ -96,7 +96,7 @@ impl std::str::FromStr for WaitSince {
 /// Where output after the newest command's start begins, if the stream
 /// holds a marked command.
 fn last_command_start(terminal: &dyn BackendTerminal) -> Option<super::OutputCursor> {
-    let held = terminal.output_since(None).ok()?;
+    let held = terminal.stream()?.read(None);
     let (marks, _) = crate::shell::marks::scan(&held.bytes, held.from.offset);
     let start = marks
         .iter()
@@ -117,7 +117,7 @@ fn search_stream(
     from: &mut super::OutputCursor,
     last_lines: &mut String,
 ) -> Result<Option<String>> {
-    let read = terminal.output_since(Some(*from))?;
+    let read = super::seam::stream_of(terminal)?.read(Some(*from));
     let text = super::strip_escapes(&read.bytes);
     if let Some(line) = text.split('\n').find(|line| matches(condition, line)) {
         return Ok(Some(line.to_owned()));

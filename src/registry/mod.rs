@@ -44,7 +44,6 @@
 mod adopt;
 pub mod backend;
 mod commands;
-pub mod cursor;
 mod io;
 mod lifecycle;
 mod liveness;
@@ -65,9 +64,9 @@ mod supervise;
 mod values;
 mod viewed;
 
+pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream, strip_escapes};
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
-pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use names::validate_name;

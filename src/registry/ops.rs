@@ -9,7 +9,6 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::oneshot;
 
-use super::cursor::{OutputCursor, OutputSince};
 use super::locks::Purpose;
 use super::persist::StateDir;
 use super::seam::{
@@ -21,6 +20,7 @@ use super::service::Owned;
 use super::signal::{Signal, SignalDelivery};
 use super::spec::TerminalSnapshot;
 use super::{OwnerId, Registry, TerminalId};
+use crate::stream::{OutputCursor, OutputSince};
 use crate::{Error, Result};
 
 impl Registry {
@@ -232,7 +232,7 @@ impl Owned<'_> {
     }
 
     /// The output from `since` to now, as far as the terminal's output
-    /// ring holds it (see [`BackendTerminal::output_since`]).
+    /// stream holds it (see [`Stream::read`](crate::registry::Stream::read)).
     ///
     /// # Errors
     ///
@@ -244,7 +244,8 @@ impl Owned<'_> {
         since: Option<OutputCursor>,
     ) -> Result<OutputSince> {
         let (registry, owner) = (self.registry, self.owner);
-        registry.terminal(owner, target).await?.output_since(since)
+        let terminal = registry.terminal(owner, target).await?;
+        Ok(super::seam::stream_of(&*terminal)?.read(since))
     }
 
     /// The cursor at the end of the terminal's output now (`None`: its
@@ -255,7 +256,8 @@ impl Owned<'_> {
     /// As for [`read`](Owned::read).
     pub async fn output_end(self, target: &str) -> Result<Option<OutputCursor>> {
         let (registry, owner) = (self.registry, self.owner);
-        Ok(registry.terminal(owner, target).await?.output_end())
+        let terminal = registry.terminal(owner, target).await?;
+        Ok(terminal.stream().map(|stream| stream.end()))
     }
 
     /// Captures the visible screen.
