@@ -284,7 +284,7 @@ async fn wait_for(
     so_far: &mut String,
 ) -> Result<MarkedCommand> {
     // Subscribed before the first look, so no output slips between.
-    let mut output = terminal.output().ok();
+    let mut changes = terminal.stream().map(|stream| stream.changes());
     let mut status = terminal.watch_status();
     // "last" means the newest command when the wait began: a later one
     // is not it.
@@ -299,7 +299,7 @@ async fn wait_for(
             }
             None => {}
         }
-        next_change(terminal, &mut output, &mut status)
+        next_change(terminal, &mut changes, &mut status)
             .await
             .map_err(|reason| Error::WaitEnded {
                 what: what.to_owned(),

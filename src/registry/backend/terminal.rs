@@ -130,16 +130,9 @@ async fn watch_pane(
         let mut exit_seen = false;
         loop {
             tokio::select! {
-                // Output first: the exit status comes from a reply tmux
-                // wrote after the pane's last output, so every byte is in
-                // the stream before the status says exited.
-                biased;
                 () = shared.stop.cancelled() => return,
                 event = stream.recv() => match event {
-                    Some(PaneEvent::Output(bytes)) => shared.stream.push(bytes),
-                    // Output was skipped; sends that span it say so,
-                    // viewers are repainted.
-                    Some(PaneEvent::Resync(_)) => shared.stream.skipped(),
+                    Some(event) => take(&shared, event),
                     None => {
                         let reason = stream
                             .close_reason()
@@ -151,6 +144,13 @@ async fn watch_pane(
                 },
                 result = &mut exit, if !exit_seen => {
                     exit_seen = true;
+                    // The status comes from a reply tmux wrote after the
+                    // pane's last output: what is queued goes into the
+                    // stream first, so its readers (viewers) have every
+                    // byte before the status says exited.
+                    while let Some(event) = stream.try_recv() {
+                        take(&shared, event);
+                    }
                     match result {
                         Ok(exit) => shared.set_status(TerminalStatus::Exited { exit }),
                         Err(Error::ServerGone { reason }) => {
@@ -173,6 +173,16 @@ async fn watch_pane(
                 }
             }
         }
+    }
+}
+
+/// One event of the pane's subscription into the stream.
+fn take(shared: &ServerLink, event: PaneEvent) {
+    match event {
+        PaneEvent::Output(bytes) => shared.stream.push(bytes),
+        // Output was skipped (or the pane respawned): sends that span it
+        // say so, viewers are repainted.
+        PaneEvent::Resync(_) => shared.stream.skipped(),
     }
 }
 
