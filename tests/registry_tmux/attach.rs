@@ -165,10 +165,11 @@ async fn resume_replays_inside_the_ring_and_snapshots_outside() {
             .await
             .unwrap();
         until(&mut other, "got-two").await;
-        let since = Some(OutputCursor {
+        let resume = OutputCursor {
             epoch: joined.epoch,
             offset: resume_at,
-        });
+        };
+        let since = Some(resume);
         let mut back = attacher
             .attach(&env.owner, "echo", AttachOptions::default().since(since))
             .await
@@ -187,7 +188,7 @@ async fn resume_replays_inside_the_ring_and_snapshots_outside() {
             .output_since("echo", since)
             .await
             .unwrap();
-        assert_eq!((read.from, read.gap), (since.unwrap(), None));
+        assert_eq!((read.from, read.gap), (resume, None));
         assert!(read.bytes.starts_with(b"two\r\ngot-two\r\n"), "{read:?}");
         // Another stream's offset is never trusted.
         let foreign = Some(OutputCursor {
