@@ -144,13 +144,6 @@ async fn watch_pane(
                 },
                 result = &mut exit, if !exit_seen => {
                     exit_seen = true;
-                    // The status comes from a reply tmux wrote after the
-                    // pane's last output: what is queued goes into the
-                    // stream first, so its readers (viewers) have every
-                    // byte before the status says exited.
-                    while let Some(event) = stream.try_recv() {
-                        take(&shared, event);
-                    }
                     match result {
                         Ok(exit) => shared.set_status(TerminalStatus::Exited { exit }),
                         Err(Error::ServerGone { reason }) => {
