@@ -73,6 +73,7 @@ pub mod mcp;
 pub mod registry;
 pub mod screen;
 pub(crate) mod shell;
+mod stream;
 pub mod terminal;
 pub mod tmux;
 pub mod verbs;

@@ -28,6 +28,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("control::snapshot", 2),
     ("screen", 3),
     ("shell", 3),
+    ("stream", 3),
     ("terminal", 4),
     ("registry", 5),
     ("fixture", 5),

@@ -1,26 +1,24 @@
-//! The driver of one hub: the task that reads the terminal's output and
-//! status once, feeds the sans-IO [`Hub`] and runs its effects (captures,
-//! waits for a lagging viewer's room, exit deliveries) as tasks of their own,
-//! so the reader never waits for a viewer.
+//! The driver of one hub: the task that watches the terminal's output
+//! stream and status, feeds the sans-IO [`Hub`] and runs its effects
+//! (captures, waits for a lagging viewer's room, exit deliveries) as tasks
+//! of their own, so it never waits for a viewer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
 use super::hub::{Effect, Hub};
-use super::{AttacherConfig, Resume, StreamId, ViewerEvent};
-use crate::control::client::PaneEvent as OutputEvent;
+use super::{AttacherConfig, ViewerEvent};
 use crate::registry::{
-    AttachTarget, OutputStream, OwnerId, Registry, RestartPolicy, TerminalId, TerminalStatus,
-    ViewedTerminal,
+    AttachTarget, OwnerId, Registry, RestartPolicy, TerminalId, TerminalStatus, ViewedTerminal,
 };
+use crate::stream::{OutputCursor, Stream};
 use crate::vocab::Size;
 use crate::{Error, ErrorCode, Result};
 
@@ -40,8 +38,8 @@ pub(crate) type Hubs = Mutex<HashMap<TerminalId, Arc<HubHandle>>>;
 enum Command {
     Join {
         tx: mpsc::Sender<ViewerEvent>,
-        since: Option<Resume>,
-        reply: oneshot::Sender<(StreamId, u64, Size)>,
+        since: Option<OutputCursor>,
+        reply: oneshot::Sender<(OutputCursor, Size)>,
     },
     Room(u64),
     Captured(u64, Option<Bytes>),
@@ -82,12 +80,12 @@ impl HubHandle {
         self.stop.cancel();
     }
 
-    /// Adds a viewer; returns the stream, its offset and the size.
+    /// Adds a viewer; returns where the stream stands for it and the size.
     pub(crate) async fn join(
         &self,
         tx: mpsc::Sender<ViewerEvent>,
-        since: Option<Resume>,
-    ) -> Result<(StreamId, u64, Size)> {
+        since: Option<OutputCursor>,
+    ) -> Result<(OutputCursor, Size)> {
         let (reply, answer) = oneshot::channel();
         let gone = || Error::TerminalDead {
             terminal: self.id.to_string(),
@@ -112,7 +110,8 @@ impl HubHandle {
 /// Starts a hub for `found`'s terminal.
 ///
 /// # Errors
-/// When the terminal's output cannot be streamed (`SERVER_GONE`).
+/// When the terminal keeps no output stream (`UNSUPPORTED`), or cannot be
+/// read (`SERVER_GONE`).
 pub(crate) async fn start(
     registry: Registry,
     owner: OwnerId,
@@ -123,8 +122,7 @@ pub(crate) async fn start(
     tasks: &TaskTracker,
 ) -> Result<Arc<HubHandle>> {
     let terminal = found.terminal;
-    // Subscribed before the size is read, so no output slips between.
-    let output = terminal.output()?;
+    let stream = terminal.stream()?;
     let size = match terminal.snapshot(0).await {
         Ok(snapshot) => Size {
             cols: snapshot.width,
@@ -141,7 +139,7 @@ pub(crate) async fn start(
         stop: stop.clone(),
     });
     let driver = Driver {
-        hub: Hub::new(StreamId::random(), config.ring_bytes, size),
+        hub: Hub::new(&stream, size),
         handle: Arc::clone(&handle),
         registry,
         owner,
@@ -152,7 +150,7 @@ pub(crate) async fn start(
         stop,
         tasks: tasks.clone(),
     };
-    tasks.spawn(driver.run(terminal, output, receiver));
+    tasks.spawn(driver.run(terminal, stream, receiver));
     Ok(handle)
 }
 
@@ -173,9 +171,10 @@ impl Driver {
     async fn run(
         mut self,
         mut terminal: ViewedTerminal,
-        mut output: OutputStream,
+        mut stream: Arc<Stream>,
         mut receiver: mpsc::Receiver<Command>,
     ) {
+        let mut changes = stream.changes();
         let mut status = terminal.watch_status();
         let mut exited = !status.borrow_and_update().is_running();
         // Started on a dead `always` terminal: its restart repaints too.
@@ -186,27 +185,27 @@ impl Driver {
             tokio::select! {
                 biased;
                 () = self.stop.cancelled() => break,
-                event = output.next() => match event {
-                    Some(OutputEvent::Output(bytes)) => {
+                changed = changes.changed() => match changed {
+                    Ok(()) => {
                         // The restarted program printed before its status
                         // said running: repaint from the new program.
-                        if restarting {
+                        if restarting && self.hub.behind(&stream) {
                             restarting = false;
                             self.hub.discontinuity(&mut effects);
                         }
-                        self.hub.output(bytes, &mut effects);
+                        self.hub.catch_up(&stream, &mut effects);
                     }
-                    // The hub's own subscription lagged: its in-order
-                    // snapshot repaints everyone.
-                    Some(OutputEvent::Resync(snapshot)) => {
-                        self.hub.resync(Bytes::from(snapshot.to_ansi()), &mut effects);
-                    }
-                    None => replace = true,
+                    Err(_) => replace = true,
                 },
-                Some(command) = receiver.recv() => self.command(command, &mut effects),
+                Some(command) = receiver.recv() => self.command(command, &stream, &mut effects),
                 changed = status.changed() => match changed {
                     Err(_) => replace = true,
                     Ok(()) => {
+                        // The backend wrote every byte before the status:
+                        // they reach the viewers before an exit.
+                        if !restarting {
+                            self.hub.catch_up(&stream, &mut effects);
+                        }
                         let now = status.borrow_and_update().clone();
                         match now {
                             TerminalStatus::Exited { exit } if !exited => {
@@ -237,16 +236,18 @@ impl Driver {
                 let Some(fresh) = self.rebuilt(&terminal).await else {
                     break;
                 };
-                match fresh.output() {
-                    Ok(stream) => output = stream,
+                match fresh.stream() {
+                    Ok(fresh) => stream = fresh,
                     Err(_) => break,
                 }
+                changes = stream.changes();
                 status = fresh.watch_status();
                 exited = !status.borrow_and_update().is_running();
                 restarting = exited;
                 *self.handle.terminal.lock().expect("hub terminal poisoned") = fresh.clone();
                 terminal = fresh;
                 let mut effects = Vec::new();
+                self.hub.restream(&stream);
                 self.hub.discontinuity(&mut effects);
                 self.apply(effects, &terminal);
             }
@@ -271,15 +272,17 @@ impl Driver {
         }
     }
 
-    fn command(&mut self, command: Command, effects: &mut Vec<Effect>) {
+    fn command(&mut self, command: Command, stream: &Stream, effects: &mut Vec<Effect>) {
         match command {
             Command::Join { tx, since, reply } => {
-                let offset = self.hub.offset();
-                self.hub.join(tx, since.as_ref(), effects);
-                let _ = reply.send((self.hub.stream().clone(), offset, self.hub.size()));
+                let cursor = self.hub.cursor();
+                self.hub.join(tx, since, stream, effects);
+                let _ = reply.send((cursor, self.hub.size()));
             }
             Command::Room(id) => self.hub.room(id, effects),
-            Command::Captured(epoch, repaint) => self.hub.snapshot(epoch, repaint, effects),
+            Command::Captured(epoch, repaint) => {
+                self.hub.snapshot(epoch, repaint, stream, effects);
+            }
             Command::Resized(size) => self.hub.resized(size, effects),
         }
     }

@@ -1,19 +1,21 @@
-//! The control transport's fan-out as a state machine with no IO: one
-//! terminal's output stream, its replay ring, and its viewers' queues.
+//! The control transport's fan-out as a state machine with no IO: how far
+//! one terminal's [`Stream`] was fanned out, and its viewers' queues.
 //!
-//! The caller (`feed.rs`) reads the terminal once and feeds every event in;
-//! the machine pushes shared `Bytes` into each viewer's bounded queue with
-//! `try_send` and returns [`Effect`]s the caller runs outside any lock. It
-//! never waits for a viewer: a viewer whose queue is full is marked lagging
-//! and skipped; once it has room again it joins the set of viewers waiting
-//! for a snapshot, and one capture serves all of them (coalesced).
+//! The caller (`feed.rs`) wakes it on the stream's changes and feeds every
+//! other event in; the machine reads the new chunks from the stream (the
+//! registry's, the one that sends and cursor reads read: a viewer's offsets
+//! are cursors), pushes the shared `Bytes` into each viewer's bounded queue
+//! with `try_send` and returns [`Effect`]s the caller runs outside any lock.
+//! It never waits for a viewer: a viewer whose queue is full is marked
+//! lagging and skipped; once it has room again it joins the set of viewers
+//! waiting for a snapshot, and one capture serves all of them (coalesced).
+//! A returning viewer's missed bytes are replayed from the stream's ring.
 
-use std::collections::VecDeque;
-
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::{Resume, StreamId, ViewerEvent};
+use super::ViewerEvent;
+use crate::stream::{OutputCursor, Stream};
 use crate::vocab::{ExitStatus, Size};
 
 /// How a viewer stands with the live stream.
@@ -61,60 +63,17 @@ pub(crate) enum Effect {
     },
 }
 
-/// The bytes the terminal printed most recently, with their offsets.
-struct Ring {
-    chunks: VecDeque<Bytes>,
-    /// Offset of the first byte of `chunks[0]`.
-    start: u64,
-    /// Offset just past the newest byte.
-    end: u64,
-    capacity: usize,
-}
-
-impl Ring {
-    fn push(&mut self, bytes: &Bytes) {
-        self.end += bytes.len() as u64;
-        self.chunks.push_back(bytes.clone());
-        // Whole chunks go: a chunk is at most a few KiB, so the ring holds
-        // between `capacity - chunk` and `capacity` bytes.
-        while self.end - self.start > self.capacity as u64 {
-            let Some(old) = self.chunks.pop_front() else {
-                break;
-            };
-            self.start += old.len() as u64;
-        }
-    }
-
-    /// Everything from `offset` on, in one chunk (one copy per resume, so a
-    /// replay takes one queue place however many chunks it spans).
-    fn since(&self, offset: u64) -> Option<Bytes> {
-        if offset < self.start || offset > self.end {
-            return None;
-        }
-        let mut out = BytesMut::with_capacity((self.end - offset) as usize);
-        let mut at = self.start;
-        for chunk in &self.chunks {
-            let next = at + chunk.len() as u64;
-            if next > offset {
-                let skip = offset.saturating_sub(at) as usize;
-                out.extend_from_slice(&chunk[skip..]);
-            }
-            at = next;
-        }
-        Some(out.freeze())
-    }
-
-    /// Forgets everything: bytes before now can no longer be replayed.
-    fn clear(&mut self) {
-        self.chunks.clear();
-        self.start = self.end;
-    }
-}
-
 /// One terminal's fan-out state.
 pub(crate) struct Hub {
-    stream: StreamId,
-    ring: Ring,
+    /// The stream's epoch (a rebuilt terminal brings a new stream).
+    stream: u64,
+    /// The offset just past the newest byte fanned out.
+    end: u64,
+    /// The oldest offset a resume may be replayed from: the bytes before
+    /// it do not lead up to what the viewers see now (a restart or a skip).
+    floor: u64,
+    /// The stream's skips seen so far.
+    gaps: u64,
     slots: Vec<Slot>,
     capturing: bool,
     /// Bumped by every discontinuity: a capture asked for before it shows
@@ -135,16 +94,13 @@ pub(crate) struct Hub {
 const MAX_OVERTAKEN: u32 = 4;
 
 impl Hub {
-    /// A hub for a fresh stream, starting at offset 0.
-    pub(crate) fn new(stream: StreamId, ring_capacity: usize, size: Size) -> Hub {
-        Hub {
-            stream,
-            ring: Ring {
-                chunks: VecDeque::new(),
-                start: 0,
-                end: 0,
-                capacity: ring_capacity,
-            },
+    /// A hub fanning `stream` out from its end now.
+    pub(crate) fn new(stream: &Stream, size: Size) -> Hub {
+        let mut hub = Hub {
+            stream: 0,
+            end: 0,
+            floor: 0,
+            gaps: 0,
             slots: Vec::new(),
             capturing: false,
             epoch: 0,
@@ -152,17 +108,29 @@ impl Hub {
             overtaken: 0,
             size,
             next_id: 0,
+        };
+        hub.restream(stream);
+        hub
+    }
+
+    /// Follows `stream` from its end now (the hub's first, or a rebuilt
+    /// terminal's); a resume may replay what it holds since its latest
+    /// skip (a respawn is one). After a rebuild the caller repaints the
+    /// viewers ([`discontinuity`](Self::discontinuity)).
+    pub(crate) fn restream(&mut self, stream: &Stream) {
+        let held = stream.held();
+        self.stream = stream.epoch();
+        self.end = held.total;
+        self.floor = held.skipped_at;
+        self.gaps = held.gaps;
+    }
+
+    /// Where the stream stands for the viewers: the next byte fanned out.
+    pub(crate) fn cursor(&self) -> OutputCursor {
+        OutputCursor {
+            epoch: self.stream,
+            offset: self.end,
         }
-    }
-
-    /// The stream's id.
-    pub(crate) fn stream(&self) -> &StreamId {
-        &self.stream
-    }
-
-    /// The offset just past the newest byte.
-    pub(crate) fn offset(&self) -> u64 {
-        self.ring.end
     }
 
     /// The terminal's current size.
@@ -176,20 +144,24 @@ impl Hub {
         self.slots.len()
     }
 
-    /// Adds a viewer; returns its id. With `since` inside the ring it gets
-    /// exactly the bytes from there and is live; otherwise it waits for a
-    /// snapshot.
+    /// Adds a viewer; returns its id. With `since` in this stream, past the
+    /// floor and still held, it gets exactly the bytes from there and is
+    /// live; otherwise it waits for a snapshot.
     pub(crate) fn join(
         &mut self,
         tx: mpsc::Sender<ViewerEvent>,
-        since: Option<&Resume>,
+        since: Option<OutputCursor>,
+        stream: &Stream,
         effects: &mut Vec<Effect>,
     ) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let replay = since
-            .filter(|resume| resume.stream == self.stream)
-            .and_then(|resume| Some((resume.offset, self.ring.since(resume.offset)?)));
+            .filter(|since| since.epoch == self.stream && since.offset >= self.floor)
+            .and_then(|since| {
+                let bytes = stream.held().between(since.offset, self.end)?;
+                Some((since.offset, bytes))
+            });
         let state = match replay {
             Some((offset, bytes)) => {
                 let sent = bytes.is_empty()
@@ -210,10 +182,39 @@ impl Hub {
         id
     }
 
-    /// The terminal printed `bytes`.
-    pub(crate) fn output(&mut self, bytes: Bytes, effects: &mut Vec<Effect>) {
-        let offset = self.ring.end;
-        self.ring.push(&bytes);
+    /// Fans out what `stream` holds past the hub's end. When the stream
+    /// skipped output since, or its ring dropped bytes the hub had not yet
+    /// fanned out, the viewers cannot be brought up to date byte by byte:
+    /// the hub jumps to the end and repaints them.
+    pub(crate) fn catch_up(&mut self, stream: &Stream, effects: &mut Vec<Effect>) {
+        let chunks = {
+            let held = stream.held();
+            let skipped = held.gaps != self.gaps;
+            self.gaps = held.gaps;
+            let chunks = held.chunks(self.end, held.total).filter(|_| !skipped);
+            if chunks.is_none() {
+                self.end = held.total;
+            }
+            chunks
+        };
+        let Some(chunks) = chunks else {
+            self.discontinuity(effects);
+            return;
+        };
+        for chunk in chunks {
+            self.output(chunk, effects);
+        }
+    }
+
+    /// Whether `stream` holds bytes the hub has not fanned out.
+    pub(crate) fn behind(&self, stream: &Stream) -> bool {
+        stream.held().total > self.end
+    }
+
+    /// The terminal printed `bytes` (the stream's next chunk).
+    fn output(&mut self, bytes: Bytes, effects: &mut Vec<Effect>) {
+        let offset = self.end;
+        self.end += bytes.len() as u64;
         self.slots.retain_mut(|slot| {
             if slot.state != State::Live {
                 return true;
@@ -258,14 +259,14 @@ impl Hub {
         &mut self,
         epoch: u64,
         repaint: Option<Bytes>,
+        stream: &Stream,
         effects: &mut Vec<Effect>,
     ) {
         if epoch != self.epoch {
             return;
         }
         self.capturing = false;
-        if repaint.is_some() && self.ring.end != self.capture_from && self.overtaken < MAX_OVERTAKEN
-        {
+        if repaint.is_some() && self.end != self.capture_from && self.overtaken < MAX_OVERTAKEN {
             self.overtaken += 1;
             self.want_capture(effects);
             return;
@@ -280,18 +281,21 @@ impl Hub {
             }
             return;
         };
-        self.deliver(repaint, self.capture_from, effects);
+        self.deliver(repaint, self.capture_from, stream, effects);
     }
 
     /// Sends `repaint` to every waiting viewer, tagged with offset `from`
     /// (where the capture was asked for; the screen shows at least the
-    /// bytes before it) and followed by the bytes the ring holds since, so
-    /// nothing that overtook the capture is lost; they go live. When the
-    /// ring no longer holds `from`, it is tagged with the current offset.
-    fn deliver(&mut self, repaint: Bytes, from: u64, effects: &mut Vec<Effect>) {
-        let (offset, tail) = match self.ring.since(from) {
+    /// bytes before it) and followed by the bytes the stream holds since,
+    /// so nothing that overtook the capture is lost; they go live. When the
+    /// stream no longer holds `from`, it is tagged with the current offset.
+    fn deliver(&mut self, repaint: Bytes, from: u64, stream: &Stream, effects: &mut Vec<Effect>) {
+        let tail = (from >= self.floor)
+            .then(|| stream.held().between(from, self.end))
+            .flatten();
+        let (offset, tail) = match tail {
             Some(tail) => (from, tail),
-            None => (self.ring.end, Bytes::new()),
+            None => (self.end, Bytes::new()),
         };
         let size = self.size;
         self.slots.retain_mut(|slot| {
@@ -318,25 +322,11 @@ impl Hub {
         });
     }
 
-    /// The hub's own subscription skipped output and brought this in-order
-    /// repaint: the ring no longer leads up to now, so it is forgotten and
-    /// every viewer but a lagging one (it gets a capture once it has room)
-    /// is repainted with it.
-    pub(crate) fn resync(&mut self, repaint: Bytes, effects: &mut Vec<Effect>) {
-        self.ring.clear();
-        for slot in &mut self.slots {
-            if slot.state == State::Live {
-                slot.state = State::Waiting;
-            }
-        }
-        // In stream order: exact at the current offset, nothing follows.
-        self.deliver(repaint, self.ring.end, effects);
-    }
-
-    /// The program was restarted (or its server rebuilt): what the ring holds no longer leads up to now, so it is
-    /// forgotten and every viewer is repainted.
+    /// The program was restarted (or its server rebuilt, or the stream
+    /// skipped output): what came before no longer leads up to now, so no
+    /// resume replays it and every viewer is repainted.
     pub(crate) fn discontinuity(&mut self, effects: &mut Vec<Effect>) {
-        self.ring.clear();
+        self.floor = self.end;
         // A capture still in flight shows the past: ask for a new one.
         self.epoch += 1;
         self.capturing = false;
@@ -381,7 +371,7 @@ impl Hub {
         if !missed.is_empty() {
             effects.push(Effect::Farewell {
                 viewers: missed,
-                offset: self.ring.end,
+                offset: self.end,
                 size: self.size,
                 exit,
             });
@@ -394,7 +384,7 @@ impl Hub {
     fn want_capture(&mut self, effects: &mut Vec<Effect>) {
         if !self.capturing {
             self.capturing = true;
-            self.capture_from = self.ring.end;
+            self.capture_from = self.end;
             effects.push(Effect::Capture(self.epoch));
         }
     }

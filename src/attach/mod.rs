@@ -1,11 +1,13 @@
 //! Attach transports: many viewers of one registry terminal, behind one
 //! interface ([`Viewer`]).
 //!
-//! - **control** (the default, `hub.rs` + `feed.rs`): the engine's control
-//!   client reads the pane once per terminal; a hub fans the shared chunks
-//!   out to each viewer's bounded queue, numbers every byte with an offset
-//!   in a stream whose id is random per hub, keeps a bounded replay ring for
-//!   resumes, and repaints a lagging viewer with one coalesced snapshot.
+//! - **control** (the default, `hub.rs` + `feed.rs`): one hub per terminal
+//!   fans the shared chunks of the terminal's output stream (the one the
+//!   registry's sends and cursor reads read) out to each viewer's bounded
+//!   queue, numbers every byte with its offset in that stream (a viewer's
+//!   position is an [`OutputCursor`], `EPOCH:OFFSET`), replays a resume
+//!   from the stream's ring, and repaints a lagging viewer with one
+//!   coalesced snapshot.
 //! - **pty** (`pty.rs`): `tmux attach` under an engine-owned
 //!   pseudo-terminal, for programs that need tmux's own client rendering.
 //!
@@ -28,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::registry::{OwnerId, Registry, RestartPolicy, TerminalId};
+use crate::stream::OutputCursor;
 use crate::vocab::{ExitStatus, Size};
 use crate::{Error, ErrorCode, Result};
 
@@ -42,69 +45,6 @@ pub enum Transport {
     Pty,
 }
 
-/// The id of one hub's byte stream: random, so an offset from an earlier
-/// stream (before an engine restart) is never trusted.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct StreamId(u64);
-
-impl StreamId {
-    /// A fresh random id.
-    fn random() -> StreamId {
-        // A clock-derived fallback only matters if the OS has no entropy.
-        StreamId(getrandom::u64().unwrap_or_else(|_| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        }))
-    }
-
-    /// The id with this numeric value (for front ends that store it as a
-    /// number, and for tests).
-    pub fn from_raw(raw: u64) -> StreamId {
-        StreamId(raw)
-    }
-
-    /// The numeric value.
-    pub fn raw(&self) -> u64 {
-        self.0
-    }
-}
-
-impl fmt::Display for StreamId {
-    /// Sixteen lowercase hex digits.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}", self.0)
-    }
-}
-
-impl std::str::FromStr for StreamId {
-    type Err = Error;
-
-    /// Parses the [`Display`](fmt::Display) form.
-    fn from_str(text: &str) -> Result<StreamId> {
-        u64::from_str_radix(text, 16)
-            .map(StreamId)
-            .map_err(|_| Error::InvalidInput(format!("stream id {text:?} is not hex")))
-    }
-}
-
-/// Where a returning viewer left off: the stream and the offset of the
-/// first byte it has not seen.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Resume {
-    /// The stream the offset counts in.
-    pub stream: StreamId,
-    /// The first byte not yet seen.
-    pub offset: u64,
-}
-
-impl Resume {
-    /// A resume point.
-    pub fn new(stream: StreamId, offset: u64) -> Resume {
-        Resume { stream, offset }
-    }
-}
-
 /// How to attach: `AttachOptions::default().read_only(true)`.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
@@ -113,8 +53,9 @@ pub struct AttachOptions {
     pub transport: Transport,
     /// Input and resizes are refused (`READ_ONLY`).
     pub read_only: bool,
-    /// Resume from here (control transport); a snapshot when it cannot.
-    pub since: Option<Resume>,
+    /// Resume from here (control transport: a [`Hello::cursor`] moved past
+    /// the bytes received); a snapshot when it cannot.
+    pub since: Option<OutputCursor>,
     /// Resize the terminal to this on attach (writable viewers only; the
     /// PTY transport also sizes its pseudo-terminal with it).
     pub size: Option<Size>,
@@ -123,16 +64,16 @@ pub struct AttachOptions {
 setters!(AttachOptions {
     transport: Transport,
     read_only: bool,
-    since: Option<Resume>,
+    since: Option<OutputCursor>,
     size: Option<Size>,
 });
 
-/// Tunables of an [`Attacher`]: `AttacherConfig::default().ring_bytes(..)`.
+/// Tunables of an [`Attacher`]: `AttacherConfig::default().viewer_queue(..)`.
+/// What a resume can replay is what the terminal's output stream holds
+/// (`TmuxConfig::output_buffer`).
 #[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct AttacherConfig {
-    /// Bytes of recent output each hub keeps for resumes (default 1 MiB).
-    pub ring_bytes: usize,
     /// Events a viewer's queue holds before the viewer is skipped (default
     /// 1024).
     pub viewer_queue: usize,
@@ -143,7 +84,6 @@ pub struct AttacherConfig {
 impl Default for AttacherConfig {
     fn default() -> AttacherConfig {
         AttacherConfig {
-            ring_bytes: 1 << 20,
             viewer_queue: 1024,
             snapshot_history: 100,
         }
@@ -151,7 +91,6 @@ impl Default for AttacherConfig {
 }
 
 setters!(AttacherConfig {
-    ring_bytes: usize,
     viewer_queue: usize,
     snapshot_history: usize,
 });
@@ -194,10 +133,9 @@ pub struct Hello {
     pub read_only: bool,
     /// The terminal's size.
     pub size: Size,
-    /// The stream's id (control transport).
-    pub stream: Option<StreamId>,
-    /// The stream's offset when the viewer joined (control transport).
-    pub offset: Option<u64>,
+    /// Where the terminal's output stream stood when the viewer joined
+    /// (control transport): its epoch, and the offset of the next byte.
+    pub cursor: Option<OutputCursor>,
     /// The terminal.
     pub id: TerminalId,
     /// Its name, if it has one.
@@ -404,14 +342,13 @@ impl Attacher {
                 })
             }
             Transport::Control => {
-                let (hub, (stream, offset, size)) =
+                let (hub, (cursor, size)) =
                     self.join(owner, target, found, &opts, events_tx).await?;
                 let hello = Hello {
                     transport: Transport::Control,
                     read_only: opts.read_only,
                     size,
-                    stream: Some(stream),
-                    offset: Some(offset),
+                    cursor: Some(cursor),
                     id: hub.id().clone(),
                     name: hub.name().clone(),
                 };
@@ -437,7 +374,7 @@ impl Attacher {
         mut found: crate::registry::AttachTarget,
         opts: &AttachOptions,
         events: mpsc::Sender<ViewerEvent>,
-    ) -> Result<(Arc<feed::HubHandle>, (StreamId, u64, Size))> {
+    ) -> Result<(Arc<feed::HubHandle>, (OutputCursor, Size))> {
         let always = found.snapshot.restart == RestartPolicy::Always;
         let deadline = tokio::time::Instant::now() + feed::REBUILD_WAIT;
         loop {
@@ -446,7 +383,7 @@ impl Attacher {
                 if let (Some(size), false) = (opts.size, opts.read_only) {
                     hub.resize(size).await?;
                 }
-                let hello = hub.join(events.clone(), opts.since.clone()).await?;
+                let hello = hub.join(events.clone(), opts.since).await?;
                 Ok((hub, hello))
             }
             .await;

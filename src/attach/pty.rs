@@ -227,8 +227,7 @@ pub(crate) async fn open(
         transport: Transport::Pty,
         read_only: opts.read_only,
         size,
-        stream: None,
-        offset: None,
+        cursor: None,
         id: found.snapshot.id.clone(),
         name: found.snapshot.name.clone(),
     };

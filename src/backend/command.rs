@@ -16,10 +16,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::link::ServerLink;
-use crate::registry::cursor::{OutputCursor, strip_escapes};
 use crate::registry::{CommandResult, CommandRun};
 use crate::shell::ShellKind;
 use crate::shell::marks::{MarkKind, scan};
+use crate::stream::{OutputCursor, strip_escapes};
 use crate::tmux::probe::{InputProbe, Observed};
 use crate::tmux::procfs;
 use crate::tmux::reading::{self, InputState};
@@ -125,13 +125,9 @@ pub(super) fn integrated(shared: &ServerLink) -> Option<ShellKind> {
 /// or printed after it).
 fn newest_mark(shared: &ServerLink) -> Option<(MarkKind, bool)> {
     let (bytes, base) = {
-        let mutable = shared.lock();
-        let from = mutable
-            .ring
-            .total
-            .saturating_sub(LOOK_BACK)
-            .max(mutable.ring.start());
-        (mutable.ring.since(from).0, from)
+        let held = shared.stream.held();
+        let from = held.total.saturating_sub(LOOK_BACK).max(held.start());
+        (held.since(from).0, from)
     };
     let (marks, _) = scan(&bytes, base);
     let mark = marks.last()?;
@@ -177,7 +173,7 @@ pub(super) async fn ready(
     deadline: Instant,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Ready {
-    let mut output = shared.output.subscribe();
+    let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
     let mut judge = Judge::new(2);
     loop {
@@ -282,7 +278,7 @@ impl Follow {
         let trailing = usize::from(matches!(text.last(), Some(b'\r' | b'\n')));
         let mut follow = Follow {
             kind,
-            epoch: shared.epoch,
+            epoch: shared.stream.epoch(),
             scanned: from,
             typed_at: from,
             echo_from: from,
@@ -342,12 +338,12 @@ impl Follow {
     /// Whether anything came after the typed text (its echo at least): a
     /// reader seen before that may not have had the text yet.
     pub(super) fn echoed(&self, shared: &ServerLink) -> bool {
-        shared.lock().ring.total > self.typed_at
+        shared.stream.held().total > self.typed_at
     }
 
     /// Reads the stream scanned since the last call and takes its marks.
     pub(super) fn scan(&mut self, shared: &ServerLink) {
-        let bytes = shared.lock().ring.since(self.scanned).0;
+        let bytes = shared.stream.held().since(self.scanned).0;
         let base = self.scanned;
         let (marks, done) = scan(&bytes, base);
         if self.kind == ShellKind::Sh && self.echo_lines > 0 && self.running.is_none() {
@@ -429,7 +425,7 @@ impl Follow {
         // Output after the newest mark (the echo of a next line) means the
         // shell is not idle at that prompt.
         if self.at_prompt {
-            let tail = shared.lock().ring.since(self.echo_from).0;
+            let tail = shared.stream.held().since(self.echo_from).0;
             if !strip_escapes(&tail).trim().is_empty() {
                 self.at_prompt = false;
             }
@@ -445,8 +441,7 @@ impl Follow {
 
     /// The stream from `start` to `end`, escape sequences stripped.
     fn cut(&self, shared: &ServerLink, start: u64, end: u64) -> String {
-        let mutable = shared.lock();
-        let (bytes, _) = mutable.ring.since(start);
+        let (bytes, _) = shared.stream.held().since(start);
         let len = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
         strip_escapes(&bytes[..len.min(bytes.len())])
     }

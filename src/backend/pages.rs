@@ -9,7 +9,6 @@
 
 use super::link::ServerLink;
 use crate::control::snapshot::capture_snapshot;
-use crate::registry::cursor::{CursorGap, OutputCursor, OutputSince};
 use crate::registry::seam::{ReadPage, ReadRequest, Screen};
 use crate::tmux::command::TmuxCommand;
 use crate::{Error, Result};
@@ -120,40 +119,4 @@ pub(super) async fn read(shared: &ServerLink, request: ReadRequest) -> Result<Re
         range: start..end,
         truncated,
     })
-}
-
-/// The output from `since` to now as the ring holds it (see
-/// [`BackendTerminal::output_since`]): a cursor of another epoch, or past
-/// the end, is stale; one older than the ring resumes at its oldest byte.
-///
-/// [`BackendTerminal::output_since`]: crate::registry::BackendTerminal::output_since
-pub(super) fn output_since(shared: &ServerLink, since: Option<OutputCursor>) -> OutputSince {
-    let mutable = shared.lock();
-    let ring = &mutable.ring;
-    let oldest = ring.start();
-    let (start, gap) = match since {
-        None => (oldest, None),
-        Some(cursor) if cursor.epoch != shared.epoch || cursor.offset > ring.total => {
-            (oldest, Some(CursorGap::Stale))
-        }
-        Some(cursor) if cursor.offset < oldest => (oldest, Some(CursorGap::Evicted)),
-        Some(cursor) => (cursor.offset, None),
-    };
-    let (bytes, _) = ring.since(start);
-    OutputSince {
-        bytes,
-        from: OutputCursor {
-            epoch: shared.epoch,
-            offset: start,
-        },
-        gap,
-    }
-}
-
-/// The cursor at the end of the output now.
-pub(super) fn output_end(shared: &ServerLink) -> OutputCursor {
-    OutputCursor {
-        epoch: shared.epoch,
-        offset: shared.lock().ring.total,
-    }
 }

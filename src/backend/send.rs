@@ -28,14 +28,14 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::command::{self, Ready};
-use super::link::{ServerLink, output_since};
+use super::link::ServerLink;
 use super::pages::viewport;
-use crate::registry::cursor::{OutputCursor, strip_escapes};
 use crate::registry::seam::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
 use crate::shell::ShellKind;
+use crate::stream::{OutputCursor, strip_escapes};
 use crate::tmux::probe::Observed;
 use crate::tmux::reading::{self, InputState};
 use crate::{Error, Result};
@@ -67,16 +67,12 @@ impl TmuxSend {
 impl SendOperation for TmuxSend {
     fn read_output(&self) -> SendOutput {
         let (bytes, truncated, end) = {
-            let mutable = self.shared.lock();
-            let (bytes, dropped) = mutable.ring.since(self.start);
-            (
-                bytes,
-                dropped || mutable.gaps != self.gaps,
-                mutable.ring.total,
-            )
+            let held = self.shared.stream.held();
+            let (bytes, dropped) = held.since(self.start);
+            (bytes, dropped || held.gaps != self.gaps, held.total)
         };
         let cursor = |offset| OutputCursor {
-            epoch: self.shared.epoch,
+            epoch: self.shared.stream.epoch(),
             offset,
         };
         SendOutput {
@@ -99,7 +95,7 @@ impl SendOperation for TmuxSend {
 
     fn output_beyond(&self, len: usize) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let mut output = self.shared.output.subscribe();
+            let mut output = self.shared.stream.changes();
             let mut status = self.shared.status.subscribe();
             let start = self.start;
             // The byte count is pushed by the watcher on every chunk; the
@@ -122,12 +118,12 @@ pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<St
     }
     let cancel = CancellationToken::new();
     let operation = {
-        let mut mutable = shared.lock();
-        mutable.active_send = Some(cancel.clone());
+        shared.lock().active_send = Some(cancel.clone());
+        let held = shared.stream.held();
         Arc::new(TmuxSend {
             shared: Arc::clone(shared),
-            start: mutable.ring.total,
-            gaps: mutable.gaps,
+            start: held.total,
+            gaps: held.gaps,
             cancel,
             ended: Mutex::new(None),
             history: request.history,
@@ -184,7 +180,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     if request.submit {
         text.push(b'\r');
     }
-    let typed_at = shared.lock().ring.total;
+    let typed_at = shared.stream.held().total;
     // Typed only if the writes ahead of it are done in time; once begun,
     // it is typed whole.
     let stop = async {
@@ -234,7 +230,10 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         return Err(Error::ServerGone { reason });
     }
     let viewport = viewport(shared).await.unwrap_or_default();
-    let (_, truncated) = output_since(shared, op.start, op.gaps);
+    let truncated = {
+        let held = shared.stream.held();
+        held.start() > op.start || held.gaps != op.gaps
+    };
     let (command, commands) = followed.map_or((None, Vec::new()), |state| {
         let whole = state
             .result()
@@ -296,7 +295,7 @@ async fn follow(
     looks: u32,
 ) -> WaitReason {
     let shared = &op.shared;
-    let mut output = shared.output.subscribe();
+    let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
     let mut judge = command::Judge::new(looks).plain_prompt(state.kind() == ShellKind::Sh);
     loop {
@@ -341,7 +340,7 @@ async fn follow(
 /// Waits for `what` after the write; the send's end reason.
 async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
     let shared = &op.shared;
-    let mut output = shared.output.subscribe();
+    let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
     let quiet = shared.config.quiet;
     let mut judge = command::Judge::new(2);

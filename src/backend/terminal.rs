@@ -1,9 +1,9 @@
 //! One tmux terminal of the registry: [`TmuxTerminal`], its shared state,
 //! and the watcher task that follows the pane.
 //!
-//! The watcher is the only reader of the pane's output stream. It appends
-//! output to a bounded ring (what sends read back), counts bytes so waiters
-//! can tell "quiet", and detects death without polling: the pane's exit
+//! The watcher is the only reader of the pane's output. It appends output
+//! to the terminal's [`Stream`] (what sends, cursor reads and viewers
+//! read; its byte count tells waiters "quiet"), and detects death without polling: the pane's exit
 //! through [`wait_pane_exit`] (a pidfd on the pane's process, then one
 //! `list-panes`), the server's through the control client's EOF. Either is
 //! pushed through the status watch at once.
@@ -26,7 +26,7 @@ use tracing::warn;
 
 use super::TmuxConfig;
 use super::lifetime::{close, probe, respawn, shutdown};
-use super::link::{Mutable, OutputRing, ServerLink};
+use super::link::{Mutable, ServerLink};
 use super::locator::TmuxLocator;
 use crate::control::Notification;
 use crate::control::PaneId;
@@ -39,7 +39,8 @@ use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
     Screen, SendRequest, StartedSend, TerminalStatus,
 };
-use crate::registry::{OutputCursor, OutputSince, Signal, SignalDelivery, SpawnSpec, TerminalId};
+use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
+use crate::stream::Stream;
 use crate::tmux::command::resize_window;
 use crate::tmux::procfs;
 use crate::tmux::{ProcessId, ServerHandle};
@@ -90,7 +91,7 @@ impl TmuxTerminal {
         let (restream, restreams) = mpsc::channel(4);
         let shared = Arc::new(ServerLink {
             id: parts.id,
-            epoch: crate::registry::OutputCursor::new_epoch(),
+            stream: Arc::new(Stream::new(parts.config.output_buffer)),
             spec: parts.spec,
             config: parts.config,
             client: parts.client,
@@ -98,12 +99,9 @@ impl TmuxTerminal {
             address: parts.server.clone(),
             server: tokio::sync::Mutex::new(parts.server),
             mutable: Mutex::new(Mutable {
-                ring: OutputRing::default(),
-                gaps: 0,
                 pane_process: parts.pane_process,
                 active_send: None,
             }),
-            output: watch::Sender::new(0),
             status: watch::Sender::new(parts.status),
             restream,
             stop: CancellationToken::new(),
@@ -134,12 +132,7 @@ async fn watch_pane(
             tokio::select! {
                 () = shared.stop.cancelled() => return,
                 event = stream.recv() => match event {
-                    Some(PaneEvent::Output(bytes)) => shared.push_output(bytes),
-                    Some(PaneEvent::Resync(_)) => {
-                        // Output was skipped; sends that span it say so.
-                        shared.lock().gaps += 1;
-                        shared.output.send_modify(|_| {});
-                    }
+                    Some(event) => take(&shared, event),
                     None => {
                         let reason = stream
                             .close_reason()
@@ -173,6 +166,16 @@ async fn watch_pane(
                 }
             }
         }
+    }
+}
+
+/// One event of the pane's subscription into the stream.
+fn take(shared: &ServerLink, event: PaneEvent) {
+    match event {
+        PaneEvent::Output(bytes) => shared.stream.push(bytes),
+        // Output was skipped (or the pane respawned): sends that span it
+        // say so, viewers are repainted.
+        PaneEvent::Resync(_) => shared.stream.skipped(),
     }
 }
 
@@ -221,18 +224,8 @@ impl BackendTerminal for TmuxTerminal {
         Box::pin(super::pages::read(&self.shared, request))
     }
 
-    fn output_since(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
-        Ok(super::pages::output_since(&self.shared, since))
-    }
-
-    fn output_end(&self) -> Option<OutputCursor> {
-        Some(super::pages::output_end(&self.shared))
-    }
-
-    fn output_time(&self, at: OutputCursor) -> Option<std::time::SystemTime> {
-        (at.epoch == self.shared.epoch)
-            .then(|| self.shared.lock().ring.time_at(at.offset))
-            .flatten()
+    fn stream(&self) -> Option<Arc<Stream>> {
+        Some(Arc::clone(&self.shared.stream))
     }
 
     fn screen(&self) -> BoxFuture<'_, Result<Screen>> {

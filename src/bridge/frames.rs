@@ -6,8 +6,8 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::attach::{Hello, Resume, StreamId, Transport};
-use crate::registry::TerminalStatus;
+use crate::attach::{Hello, Transport};
+use crate::registry::{OutputCursor, TerminalStatus};
 use crate::vocab::{ExitStatus, Size};
 use crate::{Error, Result};
 
@@ -45,8 +45,9 @@ pub struct AttachQuery {
     pub transport: Transport,
     /// `read_only=true|false` (default false).
     pub read_only: bool,
-    /// `since=STREAM:OFFSET`: where the client left off.
-    pub since: Option<Resume>,
+    /// `since=STREAM:OFFSET`: where the client left off (an output cursor:
+    /// the hello's `stream`, the offset after the last byte received).
+    pub since: Option<OutputCursor>,
 }
 
 /// `transport=control&read_only=true&since=00ab..:1234&token=..`: the
@@ -95,13 +96,12 @@ fn boolean(key: &str, value: &str) -> Result<bool> {
     }
 }
 
-/// `STREAM:OFFSET`, the stream id in hex as the hello gave it.
-fn since(value: &str) -> Result<Resume> {
-    let bad = || Error::InvalidInput(format!("since {value:?} is not STREAM:OFFSET"));
-    let (stream, offset) = value.split_once(':').ok_or_else(bad)?;
-    let stream: StreamId = stream.parse().map_err(|_| bad())?;
-    let offset: u64 = offset.parse().map_err(|_| bad())?;
-    Ok(Resume::new(stream, offset))
+/// `STREAM:OFFSET`, the stream as the hello gave it (16 hex digits): an
+/// output cursor, as `read since` takes it.
+fn since(value: &str) -> Result<OutputCursor> {
+    value
+        .parse()
+        .map_err(|_| Error::InvalidInput(format!("since {value:?} is not STREAM:OFFSET")))
 }
 
 /// The `key=value` pairs of a query string, percent-decoded (`+` is a
@@ -187,8 +187,9 @@ pub fn hello(hello: &Hello) -> Value {
         "read_only": hello.read_only,
         "cols": hello.size.cols,
         "rows": hello.size.rows,
-        "stream": hello.stream.as_ref().map(ToString::to_string),
-        "offset": hello.offset,
+        // The cursor's two halves, as `since` takes them back.
+        "stream": hello.cursor.map(|at| format!("{:016x}", at.epoch)),
+        "offset": hello.cursor.map(|at| at.offset),
     })
 }
 
@@ -230,7 +231,10 @@ mod tests {
             (
                 "since=00000000000000ff%3A42",
                 AttachQuery {
-                    since: Some(Resume::new(StreamId::from_raw(255), 42)),
+                    since: Some(OutputCursor {
+                        epoch: 255,
+                        offset: 42,
+                    }),
                     ..AttachQuery::default()
                 },
             ),

@@ -54,7 +54,7 @@ pub use self::listen::{
 pub use self::page::PageOptions;
 pub use self::signin::{DEFAULT_CODE_LIFETIME, MAX_CODE_LIFETIME};
 pub use self::ws::MAX_CLIENT_MESSAGE;
-use crate::attach::{Attacher, AttacherConfig};
+use crate::attach::Attacher;
 use crate::registry::Registry;
 use crate::{Error, Result};
 
@@ -77,8 +77,6 @@ pub struct BridgeConfig {
     /// Origins (`scheme://host[:port]`) besides the page's own that may
     /// write and open WebSockets; their hosts are allowed `Host` names.
     pub allow_origins: Vec<String>,
-    /// Bytes of output each terminal keeps for resuming viewers.
-    pub replay_bytes: usize,
     /// Host names (`NAME` or `NAME:PORT`) a request's `Host` may name
     /// besides the listen address and, on loopback, the loopback names.
     /// `NAME` alone allows any port (a proxy may strip it); `NAME:PORT`
@@ -105,12 +103,11 @@ pub struct BridgeConfig {
 }
 
 impl BridgeConfig {
-    /// A config with `auth`, no extra origins and a 1 MiB replay ring.
+    /// A config with `auth` and no extra origins.
     pub fn new(auth: Auth) -> BridgeConfig {
         BridgeConfig {
             auth,
             allow_origins: Vec::new(),
-            replay_bytes: AttacherConfig::default().ring_bytes,
             allow_hosts: Vec::new(),
             listen: None,
             https: false,
@@ -168,13 +165,6 @@ impl BridgeConfig {
         self.allow_origins.push(origin.into());
         self
     }
-
-    /// Sets the replay ring's size.
-    #[must_use]
-    pub fn replay_bytes(mut self, bytes: usize) -> BridgeConfig {
-        self.replay_bytes = bytes;
-        self
-    }
 }
 
 /// What every handler shares.
@@ -227,10 +217,7 @@ impl Bridge {
     /// A bridge over `registry`; the registry stays the caller's (shut it
     /// down after [`serve`](Bridge::serve) returns).
     pub fn new(registry: Registry, config: BridgeConfig) -> Bridge {
-        let attacher = Attacher::with_config(
-            registry.clone(),
-            AttacherConfig::default().ring_bytes(config.replay_bytes),
-        );
+        let attacher = Attacher::new(registry.clone());
         Bridge {
             state: AppState {
                 registry,

@@ -25,7 +25,8 @@ use super::AppState;
 use super::api::ApiError;
 use super::auth::{self, Principal};
 use super::frames::{self, AttachQuery, close};
-use crate::attach::{AttachOptions, Hello, Resume, Viewer, ViewerEvent};
+use crate::attach::{AttachOptions, Hello, Viewer, ViewerEvent};
+use crate::registry::OutputCursor;
 use crate::vocab::Size;
 use crate::{Error, ErrorCode};
 
@@ -218,7 +219,7 @@ async fn session(
     let opts = AttachOptions::default()
         .transport(query.transport)
         .read_only(read_only)
-        .since(query.since.clone());
+        .since(query.since);
     let attached = tokio::select! {
         attached = state.attacher.attach(&principal.owner, &target, opts) => attached,
         () = state.shutdown.cancelled() => Err(Error::Cancelled("shutting down".to_owned())),
@@ -271,21 +272,21 @@ async fn session(
 }
 
 /// The hello to send, and the first event when it had to be read to
-/// decide it. A resume that the replay ring honoured says so by its offset:
+/// decide it. A resume that the stream's ring honoured says so by its offset:
 /// the hello's `offset` is then the `since` offset (the replayed bytes
 /// follow from there); otherwise it is the stream's end and a snapshot
 /// follows. The attacher queues the replay before it returns, so reading
 /// the first event never waits for new output.
 async fn resumed_hello(
     viewer: &mut Viewer,
-    since: Option<&Resume>,
+    since: Option<&OutputCursor>,
 ) -> (Hello, Option<ViewerEvent>) {
     let mut hello = viewer.hello().clone();
-    let (Some(since), Some(stream), Some(end)) = (since, hello.stream.as_ref(), hello.offset)
-    else {
+    let (Some(since), Some(now)) = (since, hello.cursor.as_mut()) else {
         return (hello, None);
     };
-    if since.stream != *stream || since.offset > end {
+    let end = now.offset;
+    if since.epoch != now.epoch || since.offset > end {
         return (hello, None);
     }
     let first = if since.offset < end {
@@ -298,7 +299,7 @@ async fn resumed_hello(
         Some(ViewerEvent::Output { offset: Some(offset), .. }) if offset == since.offset
     );
     if since.offset == end || replayed {
-        hello.offset = Some(since.offset);
+        now.offset = since.offset;
     }
     (hello, first)
 }

@@ -83,8 +83,9 @@ pub(crate) struct ServeArgs {
     /// No authentication at all (refused unless listening on loopback).
     #[arg(long)]
     no_auth: bool,
-    /// Bytes of output kept per terminal for resuming viewers.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Bytes of output kept per terminal: what a `read since` cursor and a
+    /// resuming viewer can be answered from.
+    #[arg(long, default_value_t = 4 << 20)]
     replay_bytes: usize,
     /// Seconds between WebSocket pings; a viewer that sends nothing for one
     /// more interval after a ping is closed (1001). 0 turns pings off.
@@ -219,6 +220,7 @@ pub(crate) async fn run(
     let mut config = TmuxConfig::for_state_dir(&dir)
         .environment(clean_environment())
         .pool_size(args.pool);
+    config.output_buffer = args.replay_bytes;
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }
@@ -230,7 +232,6 @@ pub(crate) async fn run(
     registry.limit_terminals_per_owner(Some(quota));
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mut bridge_config = BridgeConfig::new(auth)
-        .replay_bytes(args.replay_bytes)
         .ping_interval(Duration::from_secs(args.ping_interval))
         .https(tls.is_some())
         .base_path(base_path.clone())

@@ -16,11 +16,11 @@ use std::time::{Duration, SystemTime};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::cursor::{OutputCursor, OutputSince, strip_escapes};
 use super::io::next_change;
 use super::seam::BackendTerminal;
 use super::service::Owned;
 use crate::shell::marks::{MarkKind, scan};
+use crate::stream::{OutputCursor, OutputSince, strip_escapes};
 use crate::{Error, Result};
 
 /// Which command a wait collects.
@@ -186,8 +186,9 @@ pub fn scan_commands(
 fn held_commands(
     terminal: &dyn BackendTerminal,
 ) -> Result<(Vec<MarkedCommand>, usize, OutputSince)> {
-    let held = terminal.output_since(None)?;
-    let (commands, unknown) = scan_commands(&held, &|at| terminal.output_time(at));
+    let stream = super::seam::stream_of(terminal)?;
+    let held = stream.read(None);
+    let (commands, unknown) = scan_commands(&held, &|at| stream.time_at(at));
     Ok((commands, unknown, held))
 }
 
@@ -283,7 +284,7 @@ async fn wait_for(
     so_far: &mut String,
 ) -> Result<MarkedCommand> {
     // Subscribed before the first look, so no output slips between.
-    let mut output = terminal.output().ok();
+    let mut changes = terminal.stream().map(|stream| stream.changes());
     let mut status = terminal.watch_status();
     // "last" means the newest command when the wait began: a later one
     // is not it.
@@ -298,7 +299,7 @@ async fn wait_for(
             }
             None => {}
         }
-        next_change(terminal, &mut output, &mut status)
+        next_change(terminal, &mut changes, &mut status)
             .await
             .map_err(|reason| Error::WaitEnded {
                 what: what.to_owned(),

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, watch};
 
 use super::Registry;
@@ -96,7 +95,7 @@ impl std::str::FromStr for WaitSince {
 /// Where output after the newest command's start begins, if the stream
 /// holds a marked command.
 fn last_command_start(terminal: &dyn BackendTerminal) -> Option<super::OutputCursor> {
-    let held = terminal.output_since(None).ok()?;
+    let held = terminal.stream()?.read(None);
     let (marks, _) = crate::shell::marks::scan(&held.bytes, held.from.offset);
     let start = marks
         .iter()
@@ -117,7 +116,7 @@ fn search_stream(
     from: &mut super::OutputCursor,
     last_lines: &mut String,
 ) -> Result<Option<String>> {
-    let read = terminal.output_since(Some(*from))?;
+    let read = super::seam::stream_of(terminal)?.read(Some(*from));
     let text = super::strip_escapes(&read.bytes);
     if let Some(line) = text.split('\n').find(|line| matches(condition, line)) {
         return Ok(Some(line.to_owned()));
@@ -159,7 +158,7 @@ async fn wait_on(
         return Ok(ended.to_string());
     }
     // Subscribed before the first look, so no output slips between.
-    let mut output = terminal.output().ok();
+    let mut changes = terminal.stream().map(|stream| stream.changes());
     let mut from = match since {
         WaitSince::LastCommand => last_command_start(terminal),
         WaitSince::Screen => None,
@@ -191,7 +190,7 @@ async fn wait_on(
                 Err(error) => return Err(error),
             }
         }
-        next_change(terminal, &mut output, &mut status)
+        next_change(terminal, &mut changes, &mut status)
             .await
             .map_err(|reason| ended(what, &reason))?;
     }
@@ -203,26 +202,26 @@ async fn wait_on(
 /// and only then gets `Err` with why no change can come.
 pub(super) async fn next_change(
     terminal: &dyn BackendTerminal,
-    output: &mut Option<OutputStream>,
+    changes: &mut Option<watch::Receiver<u64>>,
     status: &mut watch::Receiver<TerminalStatus>,
 ) -> std::result::Result<(), String> {
     let current = terminal.status();
     if !current.is_running() {
         return Err(format!("the program {current}"));
     }
-    let Some(stream) = output.as_mut() else {
+    let Some(watch) = changes.as_mut() else {
         return Err("the terminal has no output stream".to_owned());
     };
+    // The stream's own watch, woken after the bytes are in it (a separate
+    // subscription could wake a look before they were, and none after),
+    // and one wake serves a burst.
     tokio::select! {
-        event = stream.next() => {
-            if event.is_none() {
-                // The server went: one last look, then the status says
-                // it ended.
-                *output = None;
-                return Ok(());
+        changed = watch.changed() => {
+            if changed.is_err() {
+                // The stream went: one last look, then the status says
+                // the terminal ended.
+                *changes = None;
             }
-            // One look serves a burst: take what else is queued.
-            while let Some(Some(_)) = stream.next().now_or_never() {}
         }
         // The program ended: one last look at what it left.
         _ = status.changed() => {}

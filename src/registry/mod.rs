@@ -50,7 +50,6 @@
 
 mod adopt;
 mod commands;
-pub(crate) mod cursor;
 mod io;
 mod lifecycle;
 mod liveness;
@@ -70,10 +69,9 @@ mod supervise;
 mod values;
 mod viewed;
 
+pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream, strip_escapes};
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
-pub(crate) use cursor::strip_escapes;
-pub use cursor::{CursorGap, OutputCursor, OutputSince};
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
 pub(crate) use names::validate_name;

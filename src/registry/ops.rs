@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use super::TerminalStatus;
-use super::cursor::{OutputCursor, OutputSince};
 use super::locks::Purpose;
 use super::persist::StateDir;
 use super::seam::{
@@ -24,6 +23,7 @@ use super::service::Owned;
 use super::signal::{Signal, SignalDelivery};
 use super::supervise::RestartPolicy;
 use super::{OwnerId, Registry, TerminalId};
+use crate::stream::{OutputCursor, OutputSince};
 use crate::{Error, Result};
 
 impl Registry {
@@ -254,7 +254,7 @@ impl Owned<'_> {
     }
 
     /// The output from `since` to now, as far as the terminal's output
-    /// ring holds it (see [`BackendTerminal::output_since`]).
+    /// stream holds it (see [`Stream::read`](crate::registry::Stream::read)).
     ///
     /// # Errors
     ///
@@ -266,7 +266,8 @@ impl Owned<'_> {
         since: Option<OutputCursor>,
     ) -> Result<OutputSince> {
         let (registry, owner) = (self.registry, self.owner);
-        registry.terminal(owner, target).await?.output_since(since)
+        let terminal = registry.terminal(owner, target).await?;
+        Ok(super::seam::stream_of(&*terminal)?.read(since))
     }
 
     /// The cursor at the end of the terminal's output now (`None`: its
@@ -277,7 +278,8 @@ impl Owned<'_> {
     /// As for [`read`](Owned::read).
     pub async fn output_end(self, target: &str) -> Result<Option<OutputCursor>> {
         let (registry, owner) = (self.registry, self.owner);
-        Ok(registry.terminal(owner, target).await?.output_end())
+        let terminal = registry.terminal(owner, target).await?;
+        Ok(terminal.stream().map(|stream| stream.end()))
     }
 
     /// Captures the visible screen.

@@ -18,7 +18,6 @@ use futures_util::stream::BoxStream;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::cursor::{OutputCursor, OutputSince};
 use super::persist::{CorruptRecord, TerminalRecord};
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
@@ -26,6 +25,7 @@ use crate::control::Notification;
 pub(crate) use crate::control::client::PaneEvent as OutputEvent;
 pub(crate) use crate::control::subscribe::Snapshot;
 pub(crate) use crate::screen::Screen;
+use crate::stream::Stream;
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -241,32 +241,10 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// When the terminal cannot be read (e.g. its server is gone).
     fn read(&self, request: ReadRequest) -> BoxFuture<'_, Result<ReadPage>>;
 
-    /// The output from `since` (`None`: the oldest byte held) to now, as
-    /// far as the terminal's bounded output ring holds it; a cursor of
-    /// another stream (see [`OutputCursor`]) or one past the end resumes
-    /// at the oldest byte, saying why. The default keeps no cursors.
-    ///
-    /// # Errors
-    ///
-    /// `UNSUPPORTED` from a backend that keeps no output stream.
-    fn output_since(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
-        let _ = since;
-        Err(Error::Unsupported(
-            "this terminal keeps no output cursors".to_owned(),
-        ))
-    }
-
-    /// The cursor at the end of the output now (`None`: the backend keeps
-    /// no cursors).
-    fn output_end(&self) -> Option<OutputCursor> {
-        None
-    }
-
-    /// When the byte at `at` arrived, while the stream holds it (`None`
-    /// for another stream, a byte no longer held, or a backend that keeps
-    /// no times): what a command's duration is measured by.
-    fn output_time(&self, at: OutputCursor) -> Option<std::time::SystemTime> {
-        let _ = at;
+    /// The terminal's output stream (see [`Stream`]): what cursor reads,
+    /// the command list and attach viewers read. The default: a backend
+    /// that keeps no stream (reads since a cursor are then `UNSUPPORTED`).
+    fn stream(&self) -> Option<Arc<Stream>> {
         None
     }
 
@@ -396,6 +374,17 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// [`Error::ServerGone`] when there is no place left to respawn in; the
     /// registry then rebuilds the terminal through [`Backend::spawn`].
     fn respawn(&self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// The terminal's output stream, or why it has none.
+///
+/// # Errors
+///
+/// `UNSUPPORTED` from a backend that keeps no stream.
+pub(crate) fn stream_of(terminal: &dyn BackendTerminal) -> Result<Arc<Stream>> {
+    terminal.stream().ok_or_else(|| {
+        Error::Unsupported("this terminal keeps no output stream (no cursors)".to_owned())
+    })
 }
 
 pub use super::values::{

@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cursor::OutputCursor;
+use crate::stream::OutputCursor;
 use crate::{Error, Result};
 
 /// Why a terminal is being closed; backends may log it.

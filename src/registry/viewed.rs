@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use super::seam::{AttachLock, BackendTerminal, OutputStream, Screen, Snapshot, TerminalStatus};
 use crate::Result;
+use crate::stream::Stream;
 use crate::vocab::Size;
 
 /// A live terminal as a viewer may use it, from
@@ -44,13 +45,23 @@ impl ViewedTerminal {
         self.0.locator()
     }
 
-    /// The live output from now on (see [`OutputStream`]).
+    /// The live output from now on (see [`OutputStream`]): what `wait`,
+    /// `record` and `events` follow.
     ///
     /// # Errors
     ///
     /// When the terminal is gone.
-    pub fn output(&self) -> Result<OutputStream> {
+    pub(crate) fn output(&self) -> Result<OutputStream> {
         self.0.output()
+    }
+
+    /// The terminal's output stream, which viewers are fed from.
+    ///
+    /// # Errors
+    ///
+    /// `UNSUPPORTED` when the backend keeps none.
+    pub(crate) fn stream(&self) -> Result<Arc<Stream>> {
+        super::seam::stream_of(&*self.0)
     }
 
     /// Types `bytes` into the program exactly.

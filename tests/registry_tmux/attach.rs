@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use tmux_engine::attach::{
-    AttachOptions, Attacher, AttacherConfig, Resume, StreamId, Transport, Viewer, ViewerEvent,
+    AttachOptions, Attacher, AttacherConfig, Transport, Viewer, ViewerEvent,
 };
 use tmux_engine::registry::RestartPolicy;
 use tmux_engine::vocab::{ExitStatus, Size};
@@ -131,6 +131,7 @@ async fn a_stalled_viewer_gets_one_snapshot_then_live_bytes() {
 
 #[tokio::test]
 async fn resume_replays_inside_the_ring_and_snapshots_outside() {
+    use tmux_engine::registry::OutputCursor;
     within(async {
         let env = Env::new().await;
         env.spawn(sh("while read line; do echo got-$line; done").name("echo"))
@@ -141,7 +142,7 @@ async fn resume_replays_inside_the_ring_and_snapshots_outside() {
             .await
             .unwrap();
         first_snapshot(&mut first).await;
-        let stream = first.hello().stream.clone().unwrap();
+        let joined = first.hello().cursor.unwrap();
         first.input(Bytes::from_static(b"one\r")).await.unwrap();
         let events = until(&mut first, "got-one").await;
         let Some(ViewerEvent::Output {
@@ -164,7 +165,11 @@ async fn resume_replays_inside_the_ring_and_snapshots_outside() {
             .await
             .unwrap();
         until(&mut other, "got-two").await;
-        let since = Some(Resume::new(stream.clone(), resume_at));
+        let resume = OutputCursor {
+            epoch: joined.epoch,
+            offset: resume_at,
+        };
+        let since = Some(resume);
         let mut back = attacher
             .attach(&env.owner, "echo", AttachOptions::default().since(since))
             .await
@@ -175,13 +180,73 @@ async fn resume_replays_inside_the_ring_and_snapshots_outside() {
         };
         assert_eq!(offset, Some(resume_at));
         assert_eq!(bytes, "two\r\ngot-two\r\n");
+        // One stream: the viewer's position is a cursor an agent reads
+        // the very same bytes from.
+        let read = env
+            .registry
+            .owner(&env.owner)
+            .output_since("echo", since)
+            .await
+            .unwrap();
+        assert_eq!((read.from, read.gap), (resume, None));
+        assert!(read.bytes.starts_with(b"two\r\ngot-two\r\n"), "{read:?}");
         // Another stream's offset is never trusted.
-        let foreign = Some(Resume::new(StreamId::from_raw(stream.raw() ^ 1), 0));
+        let foreign = Some(OutputCursor {
+            epoch: joined.epoch ^ 1,
+            offset: 0,
+        });
         let mut stranger = attacher
             .attach(&env.owner, "echo", AttachOptions::default().since(foreign))
             .await
             .unwrap();
         first_snapshot(&mut stranger).await;
+        attacher.shutdown().await;
+        env.finish().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_first_viewer_resumes_from_an_agents_cursor() {
+    use tmux_engine::registry::OutputCursor;
+    within(async {
+        let env = Env::new().await;
+        env.spawn(sh("while read line; do echo got-$line; done").name("echo"))
+            .await;
+        let owned = env.registry.owner(&env.owner);
+        // An agent's cursor, taken before any viewer (or hub) exists.
+        let cursor: OutputCursor = owned.output_end("echo").await.unwrap().unwrap();
+        owned
+            .write("echo", Bytes::from_static(b"one\r"))
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let read = loop {
+            let read = owned.output_since("echo", Some(cursor)).await.unwrap();
+            if String::from_utf8_lossy(&read.bytes).contains("got-one\r\n") {
+                break read;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{read:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        let attacher = Attacher::new(env.registry.clone());
+        let mut viewer = attacher
+            .attach(
+                &env.owner,
+                "echo",
+                AttachOptions::default().since(Some(cursor)),
+            )
+            .await
+            .unwrap();
+        assert_eq!(viewer.hello().cursor.map(|at| at.epoch), Some(cursor.epoch));
+        // The hub replays from the same stream the agent read: the same
+        // bytes at the same offsets, no snapshot.
+        let event = tokio::time::timeout(WAIT, viewer.recv()).await.unwrap();
+        let Some(ViewerEvent::Output { offset, bytes }) = event else {
+            panic!("{event:?}")
+        };
+        assert_eq!(offset, Some(cursor.offset));
+        assert!(bytes.starts_with(&read.bytes), "{bytes:?} vs {read:?}");
         attacher.shutdown().await;
         env.finish().await;
     })

@@ -1,6 +1,6 @@
 //! Output cursors: a place in a terminal's output stream that a later
-//! `read since` resumes from, and the escape stripping every text view of
-//! that stream shares.
+//! `read since` or a returning viewer resumes from, and the escape
+//! stripping every text view of that stream shares.
 //!
 //! A cursor is the stream offset of a byte with the **epoch** of the
 //! stream it counts in: a random token drawn each time the engine links

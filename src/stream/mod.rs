@@ -1,0 +1,211 @@
+//! One terminal's output stream: every byte its program printed, numbered
+//! by its offset in an epoch ([`OutputCursor`], `EPOCH:OFFSET`), the
+//! newest of them held in one bounded ring of shared chunks, and one watch
+//! that wakes every reader as bytes arrive.
+//!
+//! It is the one place the engine keeps output: a send reads its answer
+//! from it, `read since CURSOR` and the command list read it, and the
+//! attach hub fans it out to viewers and replays a returning viewer's
+//! missed bytes from it, so a viewer's offsets and an agent's cursors name
+//! the same bytes. The backend's reader is its only writer.
+//!
+//! The ring grows on demand: a terminal that printed nothing holds
+//! nothing, however large its limit.
+
+mod cursor;
+mod ring;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
+pub(crate) use ring::Ring;
+
+/// One terminal's output stream, its one store of output. Shared by
+/// `Arc` between its writer and its readers.
+#[derive(Debug)]
+pub struct Stream {
+    epoch: u64,
+    /// The most bytes held.
+    limit: usize,
+    ring: Mutex<Ring>,
+    /// The byte count, bumped on every chunk (and touched on a skip):
+    /// what waiters and the attach hub watch.
+    changes: watch::Sender<u64>,
+}
+
+impl Stream {
+    /// An empty stream in a fresh epoch, holding at most `limit` bytes.
+    pub(crate) fn new(limit: usize) -> Stream {
+        Stream {
+            epoch: OutputCursor::new_epoch(),
+            limit,
+            ring: Mutex::new(Ring::default()),
+            changes: watch::Sender::new(0),
+        }
+    }
+
+    /// The epoch its offsets count in.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The held window, for readers that take several looks at once (a
+    /// std mutex: never held across an await).
+    pub(crate) fn held(&self) -> MutexGuard<'_, Ring> {
+        self.ring.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends output and wakes the watchers.
+    pub(crate) fn push(&self, bytes: Bytes) {
+        let total = {
+            let mut ring = self.held();
+            ring.push(bytes, self.limit);
+            ring.total
+        };
+        self.changes.send_replace(total);
+    }
+
+    /// Output was skipped here (the reader's subscription lagged and
+    /// resynced): what was held before does not lead up to what follows.
+    pub(crate) fn skipped(&self) {
+        {
+            let mut ring = self.held();
+            ring.gaps += 1;
+            ring.skipped_at = ring.total;
+        }
+        self.changes.send_modify(|_| {});
+    }
+
+    /// A receiver of the byte count, woken on every chunk and skip.
+    pub(crate) fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// The cursor at the end of the output now.
+    pub fn end(&self) -> OutputCursor {
+        self.at(self.held().total)
+    }
+
+    fn at(&self, offset: u64) -> OutputCursor {
+        OutputCursor {
+            epoch: self.epoch,
+            offset,
+        }
+    }
+
+    /// The output from `since` (`None`: the oldest byte held) to now, as
+    /// far as the ring holds it: a cursor of another epoch, or past the
+    /// end, is stale; one older than the ring resumes at its oldest byte.
+    pub fn read(&self, since: Option<OutputCursor>) -> OutputSince {
+        let ring = self.held();
+        let oldest = ring.start();
+        let (start, gap) = match since {
+            None => (oldest, None),
+            Some(cursor) if cursor.epoch != self.epoch || cursor.offset > ring.total => {
+                (oldest, Some(CursorGap::Stale))
+            }
+            Some(cursor) if cursor.offset < oldest => (oldest, Some(CursorGap::Evicted)),
+            Some(cursor) => (cursor.offset, None),
+        };
+        OutputSince {
+            bytes: ring.since(start).0,
+            from: self.at(start),
+            gap,
+        }
+    }
+
+    /// When the byte at `at` arrived, while the ring holds it (`None` for
+    /// another epoch): what a command's duration is measured by.
+    pub fn time_at(&self, at: OutputCursor) -> Option<SystemTime> {
+        (at.epoch == self.epoch)
+            .then(|| self.held().time_at(at.offset))
+            .flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_of(chunks: &[&'static [u8]], limit: usize) -> Stream {
+        let stream = Stream::new(limit);
+        for chunk in chunks {
+            stream.push(Bytes::from_static(chunk));
+        }
+        stream
+    }
+
+    #[test]
+    fn reads_at_inside_behind_and_ahead_of_the_window() {
+        let stream = stream_of(&[b"hello ", b"world\r\n", b"$ "], 8);
+        let epoch = stream.epoch();
+        let at = |offset| OutputCursor { epoch, offset };
+        assert_eq!(stream.end(), at(15));
+        // Inside: exactly the bytes after it.
+        let read = stream.read(Some(at(10)));
+        assert_eq!(
+            (&read.bytes[..], read.from, read.gap),
+            (&b"d\r\n$ "[..], at(10), None)
+        );
+        assert_eq!(read.end(), stream.end());
+        // At the end: nothing, no gap.
+        let read = stream.read(Some(at(15)));
+        assert_eq!((read.bytes.len(), read.gap), (0, None));
+        // Behind the window: from the oldest byte held, evicted.
+        let read = stream.read(Some(at(2)));
+        assert_eq!((&read.bytes[..], read.from), (&b"orld\r\n$ "[..], at(7)));
+        assert_eq!(read.gap, Some(CursorGap::Evicted));
+        // Ahead of the end (a count from another stream): stale.
+        let read = stream.read(Some(at(16)));
+        assert_eq!((read.from, read.gap), (at(7), Some(CursorGap::Stale)));
+        // No cursor: everything held.
+        assert_eq!(stream.read(None).bytes.len(), 8);
+    }
+
+    #[test]
+    fn a_cursor_of_another_epoch_is_stale() {
+        let old = stream_of(&[b"before the restart"], 64);
+        let new = stream_of(&[b"after"], 64);
+        assert_ne!(old.epoch(), new.epoch());
+        let read = new.read(Some(old.end()));
+        assert_eq!(
+            (&read.bytes[..], read.gap),
+            (&b"after"[..], Some(CursorGap::Stale))
+        );
+        assert_eq!(read.from.epoch, new.epoch());
+        assert!(new.time_at(old.end()).is_none());
+        let first = OutputCursor {
+            epoch: new.epoch(),
+            offset: 0,
+        };
+        assert!(new.time_at(first).is_some());
+    }
+
+    #[test]
+    fn watchers_wake_on_bytes_and_skips() {
+        let stream = Stream::new(16);
+        let mut changes = stream.changes();
+        assert!(!changes.has_changed().unwrap_or(true));
+        stream.push(Bytes::from_static(b"abc"));
+        assert!(changes.has_changed().unwrap_or(false));
+        assert_eq!(*changes.borrow_and_update(), 3);
+        stream.skipped();
+        assert!(changes.has_changed().unwrap_or(false));
+        let ring = stream.held();
+        assert_eq!((ring.gaps, ring.skipped_at), (1, 3));
+    }
+
+    #[test]
+    fn an_idle_stream_holds_nothing() {
+        // Issue 27 counts memory per idle terminal: the limit is a bound,
+        // not an allocation.
+        let stream = Stream::new(4 << 20);
+        let ring = stream.held();
+        assert_eq!((ring.total, ring.start()), (0, 0));
+        assert_eq!(ring.chunks(0, 0).map(|c| c.len()), Some(0));
+    }
+}

@@ -1,0 +1,191 @@
+//! The bytes a stream still holds: the newest output as the chunks it
+//! arrived in (shared `Bytes`, never copied in), at most a limit in all.
+//!
+//! One contiguous buffer of the limit (4 MiB by default) would be
+//! allocated whole per terminal and, once freed, kept by the allocator;
+//! chunks cost only what was output, so an idle terminal holds nothing.
+
+use std::collections::VecDeque;
+use std::time::SystemTime;
+
+use bytes::{Bytes, BytesMut};
+
+/// The held window of one stream, by absolute offset.
+#[derive(Debug, Default)]
+pub(crate) struct Ring {
+    chunks: VecDeque<Bytes>,
+    /// Bytes held in `chunks`.
+    len: usize,
+    /// Bytes of output seen in all; the ring ends at this offset.
+    pub(crate) total: u64,
+    /// When each held chunk arrived, by the offset it starts at: what a
+    /// command's duration is measured from after its send has gone.
+    times: VecDeque<(u64, SystemTime)>,
+    /// Times output was skipped (the reader's subscription resynced, as
+    /// it does after every respawn): bytes across a skip do not lead one to
+    /// the other.
+    pub(crate) gaps: u64,
+    /// The stream's end at the latest skip: a replay starts no earlier.
+    pub(crate) skipped_at: u64,
+}
+
+impl Ring {
+    /// Appends `bytes`, then drops the oldest bytes beyond `limit`.
+    pub(crate) fn push(&mut self, mut bytes: Bytes, limit: usize) {
+        self.times.push_back((self.total, SystemTime::now()));
+        self.total += bytes.len() as u64;
+        if bytes.len() >= limit {
+            self.chunks.clear();
+            self.len = 0;
+            bytes = bytes.slice(bytes.len() - limit..);
+        }
+        self.len += bytes.len();
+        self.chunks.push_back(bytes);
+        while self.len > limit {
+            let excess = self.len - limit;
+            let front = self
+                .chunks
+                .front_mut()
+                .expect("a ring over its limit holds a chunk");
+            if front.len() <= excess {
+                self.len -= front.len();
+                self.chunks.pop_front();
+            } else {
+                *front = front.slice(excess..);
+                self.len -= excess;
+            }
+        }
+        let start = self.start();
+        while self
+            .times
+            .get(1)
+            .is_some_and(|&(offset, _)| offset <= start)
+        {
+            self.times.pop_front();
+        }
+    }
+
+    /// When the byte at `offset` arrived, while the ring holds it.
+    pub(crate) fn time_at(&self, offset: u64) -> Option<SystemTime> {
+        if offset < self.start() || offset >= self.total {
+            return None;
+        }
+        let after = self.times.partition_point(|&(start, _)| start <= offset);
+        self.times.get(after.checked_sub(1)?).map(|&(_, time)| time)
+    }
+
+    /// The offset of the oldest byte held.
+    pub(crate) fn start(&self) -> u64 {
+        self.total - self.len as u64
+    }
+
+    /// The held bytes `from..to` as shared slices of the chunks (no copy);
+    /// `None` when the ring no longer (or not yet) holds all of them.
+    pub(crate) fn chunks(&self, from: u64, to: u64) -> Option<Vec<Bytes>> {
+        if from < self.start() || from > to || to > self.total {
+            return None;
+        }
+        let mut out = Vec::new();
+        let mut at = self.start();
+        for chunk in &self.chunks {
+            let next = at + chunk.len() as u64;
+            if next > from && at < to {
+                let begin = usize::try_from(from.saturating_sub(at)).unwrap_or(usize::MAX);
+                let end = usize::try_from(to.min(next) - at).unwrap_or(usize::MAX);
+                out.push(chunk.slice(begin..end));
+            }
+            at = next;
+        }
+        Some(out)
+    }
+
+    /// The held bytes `from..to` in one buffer (one copy when they span
+    /// chunks; a replay then takes one queue place); `None` as for
+    /// [`chunks`](Self::chunks).
+    pub(crate) fn between(&self, from: u64, to: u64) -> Option<Bytes> {
+        let mut chunks = self.chunks(from, to)?;
+        if chunks.len() <= 1 {
+            return Some(chunks.pop().unwrap_or_default());
+        }
+        let mut out = BytesMut::with_capacity(usize::try_from(to - from).unwrap_or(0));
+        for chunk in &chunks {
+            out.extend_from_slice(chunk);
+        }
+        Some(out.freeze())
+    }
+
+    /// The bytes from absolute offset `start` to the end, and whether some
+    /// from `start` on are no longer held; an offset past the end (a
+    /// caller's stale count) yields nothing.
+    pub(crate) fn since(&self, start: u64) -> (Bytes, bool) {
+        let from = start.clamp(self.start(), self.total);
+        let bytes = self.between(from, self.total).unwrap_or_default();
+        (bytes, start < self.start())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring_of(chunks: &[&'static [u8]], limit: usize) -> Ring {
+        let mut ring = Ring::default();
+        for chunk in chunks {
+            ring.push(Bytes::from_static(chunk), limit);
+        }
+        ring
+    }
+
+    #[test]
+    fn keeps_the_newest_bytes_by_offset() {
+        let ring = ring_of(&[b"abc", b"defg", b"hi"], 5);
+        assert_eq!(ring.total, 9);
+        assert_eq!(ring.since(0), (Bytes::from_static(b"efghi"), true));
+        assert_eq!(ring.since(4), (Bytes::from_static(b"efghi"), false));
+        assert_eq!(ring.since(6), (Bytes::from_static(b"ghi"), false));
+        assert_eq!(ring.since(7), (Bytes::from_static(b"hi"), false));
+        assert_eq!(ring.since(9), (Bytes::new(), false));
+        assert_eq!(ring.since(12), (Bytes::new(), false));
+    }
+
+    #[test]
+    fn a_chunk_larger_than_the_limit_keeps_its_tail_and_counts_whole() {
+        let ring = ring_of(&[b"ab", b"0123456789"], 4);
+        assert_eq!(ring.total, 12);
+        assert_eq!(ring.len, 4);
+        assert_eq!(ring.since(8), (Bytes::from_static(b"6789"), false));
+        assert_eq!(ring.since(2), (Bytes::from_static(b"6789"), true));
+    }
+
+    #[test]
+    fn exact_fits_drop_nothing() {
+        let ring = ring_of(&[b"ab", b"cd"], 4);
+        assert_eq!(ring.since(0), (Bytes::from_static(b"abcd"), false));
+        assert_eq!(ring.chunks.len(), 2);
+    }
+
+    #[test]
+    fn ranges_are_shared_slices_inside_the_window_only() {
+        let ring = ring_of(&[b"abc", b"defg", b"hi"], 7);
+        // Held: "cdefghi" from offset 2.
+        let slices = ring.chunks(3, 8).unwrap_or_default();
+        assert_eq!(slices, [&b"defg"[..], b"h"]);
+        assert_eq!(ring.between(2, 4).as_deref(), Some(&b"cd"[..]));
+        assert_eq!(ring.between(9, 9).as_deref(), Some(&b""[..]));
+        assert_eq!(ring.between(1, 4), None, "evicted");
+        assert_eq!(ring.between(4, 10), None, "not yet output");
+        assert_eq!(ring.between(5, 4), None, "backwards");
+    }
+
+    #[test]
+    fn knows_when_each_held_byte_arrived() {
+        let ring = ring_of(&[b"abc", b"defg", b"hi"], 5);
+        assert!(ring.time_at(3).is_none(), "evicted");
+        assert!(ring.time_at(9).is_none(), "not yet output");
+        assert!(
+            ring.time_at(4)
+                .is_some_and(|four| ring.time_at(8) >= Some(four))
+        );
+        assert_eq!(ring.times.len(), 2, "the first chunk's time went with it");
+    }
+}
