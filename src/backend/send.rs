@@ -35,7 +35,9 @@ use crate::registry::seam::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
+use crate::screen::keys;
 use crate::shell::ShellKind;
+use crate::tmux::TmuxCommand;
 use crate::tmux::probe::Observed;
 use crate::tmux::reading::{self, InputState};
 use crate::{Error, Result};
@@ -181,6 +183,10 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         text.push(b' ');
     }
     text.extend_from_slice(&request.text);
+    if !request.keys.is_empty() {
+        let app_cursor = keys::needs_cursor_mode(&request.keys) && cursor_mode(shared).await?;
+        text.extend_from_slice(&keys::encode(&request.keys, app_cursor));
+    }
     if request.submit {
         text.push(b'\r');
     }
@@ -250,6 +256,17 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         commands,
         not_typed: None,
     })
+}
+
+/// Whether the pane is in application cursor key mode (DECCKM, which
+/// `less` and `vim` set): then tmux's `send-keys Up` writes `ESC O A`, and
+/// so must the engine.
+async fn cursor_mode(shared: &ServerLink) -> Result<bool> {
+    let command = TmuxCommand::new("display-message")
+        .flag("-p")
+        .target(shared.pane)
+        .arg("#{keypad_cursor_flag}");
+    Ok(shared.command(&command).await?.text().trim() == "1")
 }
 
 /// The result of a send whose text was not typed, `why`.

@@ -220,6 +220,11 @@ pub(crate) struct SendArgs {
     /// Press Enter after the text.
     #[arg(long)]
     pub(crate) submit: bool,
+    /// A key to press after the text, by tmux key name (Escape, Enter,
+    /// C-c, Up, F1, ...; other text is typed as it is). Repeatable, in
+    /// order.
+    #[arg(long = "key", value_name = "KEY")]
+    pub(crate) keys: Vec<String>,
     /// command (the default: until an integrated shell marks the
     /// command's end, else as stdin) | stdin (until the program waits for
     /// input again, e.g. the shell's prompt is back) | idle | exit | none.
@@ -309,6 +314,7 @@ impl SendArgs {
                 .with_bytes(bytes.into_bytes().into()),
         };
         request.submit = self.submit;
+        request.keys = (!self.keys.is_empty()).then(|| self.keys.clone());
         // Absent: the verb layer's default, the same on every face.
         request.wait = self
             .wait

@@ -211,6 +211,10 @@ pub struct SendRequest {
     /// it out where the backend can (an integrated shell at its prompt:
     /// typed with a leading space).
     pub history: bool,
+    /// Keys to press after the text (and before Enter): checked names and
+    /// text pieces, turned into bytes by the backend, which knows the
+    /// pane's cursor key mode.
+    pub keys: Vec<crate::screen::keys::KeyPiece>,
 }
 
 impl Default for SendRequest {
@@ -223,6 +227,7 @@ impl Default for SendRequest {
             wait: WaitFor::default(),
             timeout: None,
             history: true,
+            keys: Vec::new(),
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod asciicast;
 mod find;
+pub mod keys;
 pub(crate) mod model;
 pub(crate) mod record;
 pub(crate) mod wait;

@@ -150,7 +150,16 @@ pub struct SendRequest {
     /// Terminal id or name.
     pub terminal: String,
     /// The text to type, exactly (a newline in it is a newline typed).
+    /// May be omitted when `keys` is given.
+    #[serde(default)]
     pub text: String,
+    /// Keys to press after `text` (and before `submit`'s Enter), by tmux
+    /// key name: `Enter`, `Escape`, `Tab`, `BSpace`, `Space`, `Up`,
+    /// `PageUp`, `F1`..`F12`, `C-c`, `M-x`, ...; an element that is not
+    /// a key name is typed as text (`["Escape", ":wq", "Enter"]`), but a
+    /// capitalized word that is none (`Esc`) is refused.
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
     /// Press Enter after the text.
     #[serde(default)]
     pub submit: bool,
@@ -196,6 +205,7 @@ impl SendRequest {
         SendRequest {
             terminal: terminal.into(),
             text: text.into(),
+            keys: None,
             submit: false,
             wait: None,
             timeout_secs: None,
@@ -228,9 +238,11 @@ impl SendRequest {
     /// command's output at its first pause.
     ///
     /// # Errors
-    /// `INVALID_INPUT` for a `timeout_secs` that is not a number of seconds.
+    /// `INVALID_INPUT` for a `timeout_secs` that is not a number of
+    /// seconds, and for a `keys` element that names no key.
     pub fn validate(self) -> Result<registry::SendRequest> {
         self.bound()?;
+        let keys = crate::screen::keys::parse_keys(self.keys.as_deref().unwrap_or_default())?;
         let wait = self.wait.unwrap_or(WaitFor::Command);
         Ok(registry::SendRequest {
             text: self.bytes.unwrap_or_else(|| self.text.into_bytes().into()),
@@ -241,6 +253,7 @@ impl SendRequest {
                 .map(|t| seconds(t, "timeout_secs"))
                 .transpose()?,
             history: self.history.unwrap_or(true),
+            keys,
         })
     }
 }

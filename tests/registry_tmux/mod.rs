@@ -100,6 +100,7 @@ impl Env {
             wait,
             timeout: Some(WAIT),
             history: true,
+            keys: Vec::new(),
         };
         self.registry
             .owner(&self.owner)
