@@ -266,6 +266,10 @@ pub enum WaitReason {
     Timeout,
     /// The send was cancelled.
     Cancelled,
+    /// A full-screen program (the alternate screen, or a known pager or
+    /// editor) is in front: text for the shell is not typed into it; keys
+    /// still are (`q` quits `less`).
+    FullScreen,
 }
 
 /// How a send ended.
@@ -290,6 +294,8 @@ pub struct SendResult {
     /// `None` when the text was typed; else why it was not by the send's
     /// deadline or cancel. Such text is never typed later.
     pub not_typed: Option<String>,
+    /// The foreground command, when the send ended `full_screen`.
+    pub foreground: Option<String>,
 }
 
 /// One command of a send, as an integrated shell marked it.
