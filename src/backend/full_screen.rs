@@ -31,8 +31,35 @@ fn foreground_name(shared: &ServerLink) -> Option<String> {
     } else {
         group
     };
+    let live = procfs::stat(pid).is_some_and(|stat| !stat.has_exited());
+    match comm(pid) {
+        Some(name) if live => Some(name),
+        // The leader of a pipeline (`seq | less`) is often done: name a
+        // live member of the group instead, a known one first.
+        _ => group_member(group),
+    }
+}
+
+/// The name of process `pid`.
+fn comm(pid: u32) -> Option<String> {
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     Some(comm.trim_end().to_owned())
+}
+
+/// A live member of process group `group`, a known program first.
+fn group_member(group: u32) -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            procfs::stat(pid).is_some_and(|stat| {
+                !stat.has_exited() && u32::try_from(stat.pgrp).ok() == Some(group)
+            })
+        })
+        .filter_map(comm)
+        .collect();
+    names.sort_by_key(|name| !KNOWN.contains(&name.as_str()));
+    names.into_iter().next()
 }
 
 /// Whether tmux shows the pane's alternate screen.

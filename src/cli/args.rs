@@ -201,6 +201,10 @@ pub(crate) struct SpawnArgs {
     /// Lines of scrollback to keep (default 10000, at most 1000000).
     #[arg(long)]
     pub(crate) history_limit: Option<u32>,
+    /// A terminal for an agent: PAGER=cat, and an EDITOR that fails fast
+    /// (--env overrides them; see docs/agents.md).
+    #[arg(long)]
+    pub(crate) agent: bool,
     /// The program and its arguments, executed exactly (one word
     /// included; no shell parsing) [default: the shell].
     #[arg(last = true)]
@@ -300,6 +304,7 @@ impl SpawnArgs {
             role: self.role,
             shell_integration: self.no_shell_integration.then_some(false),
             history_limit: self.history_limit,
+            agent: self.agent.then_some(true),
         })
     }
 }

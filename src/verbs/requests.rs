@@ -65,7 +65,29 @@ pub struct SpawnRequest {
     /// Lines of scrollback to keep (default 10000, at most 1000000).
     #[serde(default)]
     pub history_limit: Option<u32>,
+    /// A terminal for an agent (the default from `mcp`): `PAGER`,
+    /// `GIT_PAGER` and `MANPAGER` are `cat`, and `EDITOR`/`GIT_EDITOR`
+    /// fail at once with a message, so no pager or editor waits for keys
+    /// an agent does not know to send. `env` overrides any of them.
+    #[serde(default)]
+    pub agent: Option<bool>,
 }
+
+/// What an agent's terminal gets (`agent: true`) unless its `env` says
+/// otherwise. The editor is a one-line `sh -c` script: git runs
+/// `$EDITOR "$@"` through the shell, so its file name lands in `$0`.
+pub const AGENT_ENV: &[(&str, &str)] = &[
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("EDITOR", AGENT_EDITOR),
+    ("GIT_EDITOR", AGENT_EDITOR),
+];
+
+/// An editor that fails fast and says why.
+const AGENT_EDITOR: &str = "sh -c 'echo \"tmux-engine: no interactive editor for agents; \
+    pass the text on the command line (git commit -m ...) or write the file with a command \
+    (spawn with env EDITOR=... to choose one)\" >&2; exit 1'";
 
 impl SpawnRequest {
     /// The spec this request describes, checked.
@@ -115,6 +137,12 @@ impl SpawnRequest {
                 )));
             }
             spec = spec.cwd(cwd);
+        }
+        // The spawn's own env wins: the agent's defaults go in first.
+        if self.agent == Some(true) {
+            for (key, value) in AGENT_ENV {
+                spec = spec.env(*key, *value);
+            }
         }
         for (key, value) in self.env.unwrap_or_default() {
             spec = spec.env(key, value);
