@@ -31,12 +31,13 @@ use super::command::{self, Ready};
 use super::full_screen;
 use super::link::{ServerLink, output_since};
 use super::pages::viewport;
-use crate::registry::cursor::{OutputCursor, strip_escapes};
+use crate::registry::cursor::OutputCursor;
 use crate::registry::seam::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
 use crate::screen::keys;
+use crate::screen::render::render;
 use crate::shell::ShellKind;
 use crate::tmux::TmuxCommand;
 use crate::tmux::probe::Observed;
@@ -95,7 +96,7 @@ impl SendOperation for TmuxSend {
             offset,
         };
         SendOutput {
-            text: strip_escapes(&bytes),
+            text: render(&bytes),
             bytes,
             truncated,
             cursors: Some((cursor(self.start), cursor(end))),

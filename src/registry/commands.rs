@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::cursor::{OutputCursor, OutputSince, strip_escapes};
+use super::cursor::{OutputCursor, OutputSince};
 use super::io::next_change;
 use super::seam::BackendTerminal;
 use super::service::Owned;
@@ -108,7 +108,7 @@ pub fn scan_commands(
     let slice = |start: u64, end: u64| {
         let start = usize::try_from(start - base).unwrap_or(usize::MAX);
         let end = usize::try_from(end - base).unwrap_or(usize::MAX);
-        strip_escapes(bytes.get(start..end.min(bytes.len())).unwrap_or_default())
+        crate::screen::render::render(bytes.get(start..end.min(bytes.len())).unwrap_or_default())
     };
     let (marks, _) = scan(bytes, base);
     let mut commands = Vec::new();

@@ -2,6 +2,7 @@
 //! terminal has no pager or editor that waits for keys (overridable), a
 //! pager opened anyway answers `full_screen`, and keys quit it.
 
+use base64::Engine as _;
 use serde_json::json;
 
 use super::Mcp;
@@ -72,6 +73,38 @@ async fn a_pager_answers_full_screen_and_keys_quit_it() {
                 .next(),
             Some("INVALID_INPUT")
         );
+        mcp.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn output_reads_as_the_terminal_shows_it() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start_in(&cli, &[], "/bin/bash").await;
+        mcp.ok("terminal_spawn", json!({"name": "r"})).await;
+        let progress = r"printf '5%%\r10%%\r100%%\n'; printf 'abc\b\bX\n'";
+        let send = json!({"terminal": "r", "text": progress, "submit": true});
+        let sent = mcp.ok("terminal_send", send).await;
+        assert_eq!(sent["exit_code"], 0, "{sent}");
+        assert_eq!(sent["output"], "100%\naXc\n", "{sent}");
+        // `read since` renders too; `bytes` keeps every byte.
+        let since = sent["start_cursor"].clone();
+        let read = json!({"terminal": "r", "since": since, "format": "text"});
+        let text = mcp.ok("terminal_read", read).await;
+        assert!(
+            text["text"].as_str().unwrap().contains("\n100%\n"),
+            "{text}"
+        );
+        let read = json!({"terminal": "r", "since": since, "format": "bytes"});
+        let raw = mcp.ok("terminal_read", read).await;
+        let encoded = raw["bytes"].as_str().unwrap_or_else(|| panic!("{raw}"));
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .unwrap();
+        let exact = b"5%\r10%\r100%\r\n";
+        assert!(bytes.windows(exact.len()).any(|w| w == exact), "{raw}");
         mcp.stop().await;
     })
     .await;
