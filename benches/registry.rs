@@ -163,6 +163,7 @@ async fn send_echo(dir: &Path, rounds: usize) {
                     wait: WaitFor::None,
                     timeout: None,
                     history: true,
+                    keys: Vec::new(),
                 },
             )
             .await

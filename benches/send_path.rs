@@ -64,6 +64,7 @@ async fn send(registry: &Registry, owner: &OwnerId, text: &str) -> SendResult {
         wait: WaitFor::Command,
         timeout: Some(Duration::from_secs(20)),
         history: true,
+        keys: Vec::new(),
     };
     registry
         .owner(owner)

@@ -91,6 +91,16 @@ async fn cli_call(cli: &Cli, verb: &str, args: &Value) -> Outcome {
             }
         }
         "kill" => argv.push(word(&args["terminal"])),
+        "send" => {
+            argv.push(word(&args["terminal"]));
+            for key in field(args, "keys")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                argv.extend(["--key".to_owned(), word(key)]);
+            }
+        }
         "search" => argv.push(word(&args["regex"])),
         "list" => {}
         other => panic!("no CLI spelling for {other}"),
@@ -123,6 +133,11 @@ async fn http_call(served: &Served, verb: &str, args: &Value) -> Outcome {
             (Method::GET, format!("/api/search?regex={regex}"), None)
         }
         "kill" => (Method::DELETE, format!("/api/terminals/{terminal}"), None),
+        "send" => (
+            Method::POST,
+            format!("/api/terminals/{terminal}/send"),
+            Some(body),
+        ),
         "signal" => (
             Method::POST,
             format!("/api/terminals/{terminal}/signal"),
@@ -180,6 +195,12 @@ fn refused() -> Vec<(&'static str, Value)> {
         ("read", json!({"terminal": "nope", "max_lines": 0})),
         ("search", json!({"regex": "("})),
         ("spawn", json!({"history_limit": 1_000_001})),
+        // Issue 25: a key name that is none is refused by name, on every
+        // face, before any lookup.
+        (
+            "send",
+            json!({"terminal": "nope", "keys": ["Escape", "Esc"]}),
+        ),
     ]
 }
 

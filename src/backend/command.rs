@@ -439,11 +439,11 @@ impl Follow {
         (!text.is_empty()).then(|| text.to_owned())
     }
 
-    /// The stream from `start` to `end`, escape sequences stripped.
+    /// The stream from `start` to `end` as the terminal shows it.
     fn cut(&self, shared: &ServerLink, start: u64, end: u64) -> String {
         let (bytes, _) = shared.stream.held().since(start);
         let len = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
-        strip_escapes(&bytes[..len.min(bytes.len())])
+        crate::screen::render::render(&bytes[..len.min(bytes.len())])
     }
 
     /// The commands ended so far.

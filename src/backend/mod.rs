@@ -23,6 +23,7 @@
 
 mod command;
 mod config;
+mod full_screen;
 mod lifetime;
 mod link;
 mod locator;

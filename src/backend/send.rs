@@ -28,14 +28,18 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::command::{self, Ready};
+use super::full_screen;
 use super::link::ServerLink;
 use super::pages::viewport;
 use crate::registry::seam::{
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
+use crate::screen::keys;
+use crate::screen::render::render;
 use crate::shell::ShellKind;
-use crate::stream::{OutputCursor, strip_escapes};
+use crate::stream::OutputCursor;
+use crate::tmux::TmuxCommand;
 use crate::tmux::probe::Observed;
 use crate::tmux::reading::{self, InputState};
 use crate::{Error, Result};
@@ -64,6 +68,18 @@ impl TmuxSend {
     }
 }
 
+impl TmuxSend {
+    /// Records `reason` over a timeout-like end that only said the text was
+    /// not typed; a cancel stands.
+    fn settle_over(&self, reason: WaitReason) -> WaitReason {
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        match *ended {
+            Some(WaitReason::Cancelled) => WaitReason::Cancelled,
+            _ => *ended.insert(reason),
+        }
+    }
+}
+
 impl SendOperation for TmuxSend {
     fn read_output(&self) -> SendOutput {
         let (bytes, truncated, end) = {
@@ -76,7 +92,7 @@ impl SendOperation for TmuxSend {
             offset,
         };
         SendOutput {
-            text: strip_escapes(&bytes),
+            text: render(&bytes),
             bytes,
             truncated,
             cursors: Some((cursor(self.start), cursor(end))),
@@ -154,8 +170,23 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     let deadline = Instant::now() + timeout;
     // `command` on an integrated shell types at its prompt (or into a
     // reader) and follows its marks; anywhere else it waits for stdin.
+    // A full-screen program in front takes keys (that is how `q` quits
+    // `less`), never text meant for the shell.
+    let front = full_screen::in_front(shared).await;
+    if let Some(front) = &front
+        && !request.text.is_empty()
+    {
+        let why = format!(
+            "{front} (a full-screen program) is in front: text is not typed into it; \
+             send keys to it (e.g. keys: [\"q\"] quits a pager)"
+        );
+        let mut result = not_typed(op, why).await;
+        result.wait_reason = op.settle_over(WaitReason::FullScreen);
+        result.foreground = Some(front.clone());
+        return Ok(result);
+    }
     let shell = match (request.wait, request.submit) {
-        (WaitFor::Command, true) => command::integrated(shared),
+        (WaitFor::Command, true) if front.is_none() => command::integrated(shared),
         _ => None,
     };
     let mode = match shell {
@@ -177,6 +208,10 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         text.push(b' ');
     }
     text.extend_from_slice(&request.text);
+    if !request.keys.is_empty() {
+        let app_cursor = keys::needs_cursor_mode(&request.keys) && cursor_mode(shared).await?;
+        text.extend_from_slice(&keys::encode(&request.keys, app_cursor));
+    }
     if request.submit {
         text.push(b'\r');
     }
@@ -219,7 +254,20 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         }
         Mode::Plain => wait(op, what, deadline).await,
     };
-    let wait_reason = op.settle(reason);
+    let mut wait_reason = op.settle(reason);
+    let mut foreground = None;
+    if matches!(
+        wait_reason,
+        WaitReason::StdinRead | WaitReason::Idle | WaitReason::Busy | WaitReason::FullScreen
+    ) && let Some(front) = full_screen::in_front(shared).await
+    {
+        wait_reason = op.settle_over(WaitReason::FullScreen);
+        foreground = Some(front);
+    } else if wait_reason == WaitReason::FullScreen {
+        // It left the alternate screen while the answer was made: what
+        // follows is a program waiting for input again.
+        wait_reason = WaitReason::StdinRead;
+    }
     // A server that died under the send is a lost terminal, not a program
     // that exited: the caller gets a typed failure, not a result that
     // looks like a finished command. (A kill by the engine cancels the
@@ -248,7 +296,19 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         command,
         commands,
         not_typed: None,
+        foreground,
     })
+}
+
+/// Whether the pane is in application cursor key mode (DECCKM, which
+/// `less` and `vim` set): then tmux's `send-keys Up` writes `ESC O A`, and
+/// so must the engine.
+async fn cursor_mode(shared: &ServerLink) -> Result<bool> {
+    let command = TmuxCommand::new("display-message")
+        .flag("-p")
+        .target(shared.pane)
+        .arg("#{keypad_cursor_flag}");
+    Ok(shared.command(&command).await?.text().trim() == "1")
 }
 
 /// The result of a send whose text was not typed, `why`.
@@ -270,6 +330,7 @@ async fn not_typed(op: &TmuxSend, why: String) -> SendResult {
         command: None,
         commands: Vec::new(),
         not_typed: Some(why),
+        foreground: None,
     }
 }
 
@@ -298,7 +359,11 @@ async fn follow(
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
     let mut judge = command::Judge::new(looks).plain_prompt(state.kind() == ShellKind::Sh);
+    let mut watch = full_screen::Watch::new(op.start);
     loop {
+        if let Some(reason) = full_screen_began(op, &mut watch, deadline).await {
+            return reason;
+        }
         state.scan(shared);
         if state.at_prompt() && state.one_line() {
             return WaitReason::Command;
@@ -347,7 +412,13 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
     if what == WaitFor::None {
         return WaitReason::Idle;
     }
+    let mut watch = full_screen::Watch::new(op.start);
     loop {
+        if what != WaitFor::Exit
+            && let Some(reason) = full_screen_began(op, &mut watch, deadline).await
+        {
+            return reason;
+        }
         let input = || {
             let pane = shared.lock().pane_process;
             pane.map_or(InputState::Other, |pane| reading::input_state(pane.pid))
@@ -383,4 +454,28 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
             }
         }
     }
+}
+
+/// `full_screen` once the output switched to the alternate screen and
+/// tmux confirms it, after the program drew (its output went quiet for the
+/// quiet period, or the deadline or a cancel came); `None` otherwise.
+async fn full_screen_began(
+    op: &TmuxSend,
+    watch: &mut full_screen::Watch,
+    deadline: Instant,
+) -> Option<WaitReason> {
+    let shared = &op.shared;
+    if !watch.entered(shared) || full_screen::in_front(shared).await.is_none() {
+        return None;
+    }
+    let mut output = shared.stream.changes();
+    loop {
+        tokio::select! {
+            () = op.cancel.cancelled() => return Some(WaitReason::Cancelled),
+            () = tokio::time::sleep_until(deadline) => break,
+            () = tokio::time::sleep(shared.config.quiet) => break,
+            changed = output.changed() => if changed.is_err() { break },
+        }
+    }
+    Some(WaitReason::FullScreen)
 }

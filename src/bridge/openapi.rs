@@ -358,7 +358,9 @@ mod tests {
         let send = &document["paths"]["/api/terminals/{t}/send"]["post"];
         let body = &send["requestBody"]["content"]["application/json"]["schema"];
         assert!(body["properties"].get("terminal").is_none(), "{body}");
-        assert_eq!(body["required"], json!(["text"]));
+        // Issue 25: `text` or `keys` (or neither: a send that only waits).
+        assert_eq!(body["required"], json!([]), "{body}");
+        assert!(body["properties"].get("keys").is_some(), "{body}");
         let answer = &send["responses"]["200"]["content"]["application/json"]["schema"];
         assert!(
             answer["properties"].get("wait_reason").is_some(),

@@ -201,6 +201,10 @@ pub(crate) struct SpawnArgs {
     /// Lines of scrollback to keep (default 10000, at most 1000000).
     #[arg(long)]
     pub(crate) history_limit: Option<u32>,
+    /// A terminal for an agent: PAGER=cat, and an EDITOR that fails fast
+    /// (--env overrides them; see docs/agents.md).
+    #[arg(long)]
+    pub(crate) agent: bool,
     /// The program and its arguments, executed exactly (one word
     /// included; no shell parsing) [default: the shell].
     #[arg(last = true)]
@@ -220,6 +224,11 @@ pub(crate) struct SendArgs {
     /// Press Enter after the text.
     #[arg(long)]
     pub(crate) submit: bool,
+    /// A key to press after the text, by tmux key name (Escape, Enter,
+    /// C-c, Up, F1, ...; other text is typed as it is). Repeatable, in
+    /// order.
+    #[arg(long = "key", value_name = "KEY")]
+    pub(crate) keys: Vec<String>,
     /// command (the default: until an integrated shell marks the
     /// command's end, else as stdin) | stdin (until the program waits for
     /// input again, e.g. the shell's prompt is back) | idle | exit | none.
@@ -295,6 +304,7 @@ impl SpawnArgs {
             role: self.role,
             shell_integration: self.no_shell_integration.then_some(false),
             history_limit: self.history_limit,
+            agent: self.agent.then_some(true),
         })
     }
 }
@@ -309,6 +319,7 @@ impl SendArgs {
                 .with_bytes(bytes.into_bytes().into()),
         };
         request.submit = self.submit;
+        request.keys = (!self.keys.is_empty()).then(|| self.keys.clone());
         // Absent: the verb layer's default, the same on every face.
         request.wait = self
             .wait

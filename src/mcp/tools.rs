@@ -88,7 +88,11 @@ async fn call(
     context: ToolCallContext<'_, McpServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     let server = context.service;
-    let arguments = context.arguments.unwrap_or_default();
+    let mut arguments = context.arguments.unwrap_or_default();
+    if verb.name == "spawn" {
+        // An agent's terminal: no pager or editor waiting for keys.
+        arguments.entry("agent").or_insert(Value::Bool(true));
+    }
     (verb.check)(&arguments).map_err(|error| {
         ErrorData::invalid_params(
             format!("invalid arguments for {}: {error}", verb.tool),

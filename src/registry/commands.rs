@@ -20,7 +20,7 @@ use super::io::next_change;
 use super::seam::BackendTerminal;
 use super::service::Owned;
 use crate::shell::marks::{MarkKind, scan};
-use crate::stream::{OutputCursor, OutputSince, strip_escapes};
+use crate::stream::{OutputCursor, OutputSince};
 use crate::{Error, Result};
 
 /// Which command a wait collects.
@@ -108,7 +108,7 @@ pub fn scan_commands(
     let slice = |start: u64, end: u64| {
         let start = usize::try_from(start - base).unwrap_or(usize::MAX);
         let end = usize::try_from(end - base).unwrap_or(usize::MAX);
-        strip_escapes(bytes.get(start..end.min(bytes.len())).unwrap_or_default())
+        crate::screen::render::render(bytes.get(start..end.min(bytes.len())).unwrap_or_default())
     };
     let (marks, _) = scan(bytes, base);
     let mut commands = Vec::new();

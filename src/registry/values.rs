@@ -211,6 +211,10 @@ pub struct SendRequest {
     /// it out where the backend can (an integrated shell at its prompt:
     /// typed with a leading space).
     pub history: bool,
+    /// Keys to press after the text (and before Enter): checked names and
+    /// text pieces, turned into bytes by the backend, which knows the
+    /// pane's cursor key mode.
+    pub keys: Vec<crate::screen::keys::KeyPiece>,
 }
 
 impl Default for SendRequest {
@@ -223,6 +227,7 @@ impl Default for SendRequest {
             wait: WaitFor::default(),
             timeout: None,
             history: true,
+            keys: Vec::new(),
         }
     }
 }
@@ -261,6 +266,10 @@ pub enum WaitReason {
     Timeout,
     /// The send was cancelled.
     Cancelled,
+    /// A full-screen program (the alternate screen, or a known pager or
+    /// editor) is in front: text for the shell is not typed into it; keys
+    /// still are (`q` quits `less`).
+    FullScreen,
 }
 
 /// How a send ended.
@@ -285,6 +294,8 @@ pub struct SendResult {
     /// `None` when the text was typed; else why it was not by the send's
     /// deadline or cancel. Such text is never typed later.
     pub not_typed: Option<String>,
+    /// The foreground command, when the send ended `full_screen`.
+    pub foreground: Option<String>,
 }
 
 /// One command of a send, as an integrated shell marked it.

@@ -10,8 +10,10 @@
 
 pub mod asciicast;
 mod find;
+pub mod keys;
 pub(crate) mod model;
 pub(crate) mod record;
+pub mod render;
 pub(crate) mod wait;
 
 pub use find::{Match, Matches};

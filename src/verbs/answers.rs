@@ -36,8 +36,17 @@ pub struct SendAnswer {
     pub duration_secs: Option<f64>,
     /// Why the send stopped waiting: `command`, `idle`, `stdin_read`,
     /// `busy` (the program waits on other files than its terminal),
-    /// `exited`, `timeout` or `cancelled`.
+    /// `exited`, `timeout`, `cancelled` or `full_screen` (a pager, editor
+    /// or other full-screen program is in front: `foreground_command` and
+    /// `screen` say which and what it shows; send it keys, not text).
     pub wait_reason: WaitReason,
+    /// The program in front, when `wait_reason` is `full_screen`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreground_command: Option<String>,
+    /// The screen as the full-screen program drew it, when `wait_reason`
+    /// is `full_screen` (its output alone is cursor moves and repaints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<String>,
     /// Whether the text was typed. `false` only when it could not be by
     /// the deadline (nothing read the terminal: a program runs) or the
     /// send was cancelled first; it is then never typed later.
@@ -126,6 +135,8 @@ impl SendAnswer {
             exit_code: command.as_ref().and_then(|command| command.exit_code),
             duration_secs: command.as_ref().map(|command| seconds(command.duration)),
             output: command.map_or(output.text, |command| command.output),
+            screen: (result.wait_reason == WaitReason::FullScreen).then(|| result.viewport.clone()),
+            foreground_command: result.foreground,
             wait_reason: result.wait_reason,
             status: result.status,
             viewport: include_screen.then_some(result.viewport),
@@ -154,9 +165,14 @@ impl SendAnswer {
             self.commands.drain(..half);
         }
         let viewport = self.viewport.as_mut().map(std::mem::take);
+        let screen = self.screen.as_mut().map(std::mem::take);
         let mut output = std::mem::take(&mut self.output);
         keep_tail_json(&mut output, bound.max_bytes.saturating_sub(json_len(&self)));
         self.output = output;
+        if let Some(mut screen) = screen {
+            keep_tail_json(&mut screen, bound.max_bytes.saturating_sub(json_len(&self)));
+            self.screen = Some(screen);
+        }
         if let Some(mut viewport) = viewport {
             keep_tail_json(
                 &mut viewport,
@@ -292,6 +308,8 @@ mod tests {
             exit_code: None,
             duration_secs: None,
             wait_reason: WaitReason::StdinRead,
+            foreground_command: None,
+            screen: None,
             typed: true,
             not_typed_reason: None,
             commands: Vec::new(),

@@ -65,7 +65,29 @@ pub struct SpawnRequest {
     /// Lines of scrollback to keep (default 10000, at most 1000000).
     #[serde(default)]
     pub history_limit: Option<u32>,
+    /// A terminal for an agent (the default from `mcp`): `PAGER`,
+    /// `GIT_PAGER` and `MANPAGER` are `cat`, and `EDITOR`/`GIT_EDITOR`
+    /// fail at once with a message, so no pager or editor waits for keys
+    /// an agent does not know to send. `env` overrides any of them.
+    #[serde(default)]
+    pub agent: Option<bool>,
 }
+
+/// What an agent's terminal gets (`agent: true`) unless its `env` says
+/// otherwise. The editor is a one-line `sh -c` script: git runs
+/// `$EDITOR "$@"` through the shell, so its file name lands in `$0`.
+pub const AGENT_ENV: &[(&str, &str)] = &[
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("MANPAGER", "cat"),
+    ("EDITOR", AGENT_EDITOR),
+    ("GIT_EDITOR", AGENT_EDITOR),
+];
+
+/// An editor that fails fast and says why.
+const AGENT_EDITOR: &str = "sh -c 'echo \"tmux-engine: no interactive editor for agents; \
+    pass the text on the command line (git commit -m ...) or write the file with a command \
+    (spawn with env EDITOR=... to choose one)\" >&2; exit 1'";
 
 impl SpawnRequest {
     /// The spec this request describes, checked.
@@ -116,6 +138,12 @@ impl SpawnRequest {
             }
             spec = spec.cwd(cwd);
         }
+        // The spawn's own env wins: the agent's defaults go in first.
+        if self.agent == Some(true) {
+            for (key, value) in AGENT_ENV {
+                spec = spec.env(*key, *value);
+            }
+        }
         for (key, value) in self.env.unwrap_or_default() {
             spec = spec.env(key, value);
         }
@@ -150,7 +178,16 @@ pub struct SendRequest {
     /// Terminal id or name.
     pub terminal: String,
     /// The text to type, exactly (a newline in it is a newline typed).
+    /// May be omitted when `keys` is given.
+    #[serde(default)]
     pub text: String,
+    /// Keys to press after `text` (and before `submit`'s Enter), by tmux
+    /// key name: `Enter`, `Escape`, `Tab`, `BSpace`, `Space`, `Up`,
+    /// `PageUp`, `F1`..`F12`, `C-c`, `M-x`, ...; an element that is not
+    /// a key name is typed as text (`["Escape", ":wq", "Enter"]`), but a
+    /// capitalized word that is none (`Esc`) is refused.
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
     /// Press Enter after the text.
     #[serde(default)]
     pub submit: bool,
@@ -196,6 +233,7 @@ impl SendRequest {
         SendRequest {
             terminal: terminal.into(),
             text: text.into(),
+            keys: None,
             submit: false,
             wait: None,
             timeout_secs: None,
@@ -228,9 +266,11 @@ impl SendRequest {
     /// command's output at its first pause.
     ///
     /// # Errors
-    /// `INVALID_INPUT` for a `timeout_secs` that is not a number of seconds.
+    /// `INVALID_INPUT` for a `timeout_secs` that is not a number of
+    /// seconds, and for a `keys` element that names no key.
     pub fn validate(self) -> Result<registry::SendRequest> {
         self.bound()?;
+        let keys = crate::screen::keys::parse_keys(self.keys.as_deref().unwrap_or_default())?;
         let wait = self.wait.unwrap_or(WaitFor::Command);
         Ok(registry::SendRequest {
             text: self.bytes.unwrap_or_else(|| self.text.into_bytes().into()),
@@ -241,6 +281,7 @@ impl SendRequest {
                 .map(|t| seconds(t, "timeout_secs"))
                 .transpose()?,
             history: self.history.unwrap_or(true),
+            keys,
         })
     }
 }

@@ -81,7 +81,8 @@ fn take_lines(
         if max_lines.is_some_and(|max| pieces.len() >= max) {
             break;
         }
-        let mut piece = strip_escapes(raw);
+        // As the terminal shows the line (`\r` progress, backspaces).
+        let mut piece = crate::screen::render::render(raw);
         if format == ReadFormat::Lines && piece.ends_with('\n') {
             piece.pop();
         }

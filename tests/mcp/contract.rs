@@ -39,6 +39,7 @@ async fn tools_are_listed_with_their_schemas() {
             (
                 "terminal_spawn",
                 &[
+                    "agent",
                     "cols",
                     "command",
                     "cwd",
@@ -59,6 +60,7 @@ async fn tools_are_listed_with_their_schemas() {
                 &[
                     "history",
                     "include_screen",
+                    "keys",
                     "max_bytes",
                     "max_lines",
                     "submit",
@@ -67,7 +69,7 @@ async fn tools_are_listed_with_their_schemas() {
                     "timeout_secs",
                     "wait",
                 ],
-                &["terminal", "text"],
+                &["terminal"],
             ),
             (
                 "terminal_read",
@@ -192,7 +194,7 @@ async fn invalid_arguments_are_json_rpc_invalid_params() {
             ("terminal_spawn", json!({"restart": "sometimes"})),
             ("terminal_spawn", json!({"bogus": true})),
             ("terminal_list", json!({"bogus": true})),
-            ("terminal_send", json!({"terminal": "x"})),
+            ("terminal_send", json!({"terminal": "x", "keys": "Enter"})),
             ("terminal_send", json!({"terminal": "x", "text": 1})),
             (
                 "terminal_send",

@@ -11,6 +11,7 @@
 //! end, cancels, progress, a restart of the server).
 #![allow(clippy::unwrap_used)]
 
+mod agent;
 mod commands;
 mod contract;
 mod cursors;

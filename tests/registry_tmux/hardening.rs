@@ -44,6 +44,7 @@ async fn registries_sharing_a_state_dir_keep_names_unique_and_one_send() {
             wait: WaitFor::StdinRead,
             timeout: Some(WAIT),
             history: true,
+            keys: Vec::new(),
         };
         let first = b.owner(&env.owner).send("x", long.clone()).await.unwrap();
         let second = c.owner(&env.owner).send("x", long).await.unwrap_err();

@@ -76,6 +76,7 @@ async fn one_send_at_a_time_and_kill_is_idempotent() {
                     wait: WaitFor::Exit,
                     timeout: None,
                     history: true,
+                    keys: Vec::new(),
                 },
             )
             .await

@@ -8,6 +8,7 @@
 mod attach;
 mod attach_lifecycle;
 mod commands;
+mod full_screen;
 mod hardening;
 mod lifecycle;
 mod liveness;
@@ -100,6 +101,7 @@ impl Env {
             wait,
             timeout: Some(WAIT),
             history: true,
+            keys: Vec::new(),
         };
         self.registry
             .owner(&self.owner)

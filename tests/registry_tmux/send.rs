@@ -108,6 +108,7 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
                     wait: WaitFor::Idle,
                     timeout: Some(Duration::from_millis(800)),
                     history: true,
+                    keys: Vec::new(),
                 },
             )
             .await
@@ -124,6 +125,7 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
                     wait: WaitFor::Exit,
                     timeout: Some(WAIT),
                     history: true,
+                    keys: Vec::new(),
                 },
             )
             .await
@@ -227,6 +229,46 @@ async fn read_pages_scrollback_and_clamps() {
             (json["cols"].as_u64(), json["rows"].as_u64()),
             (Some(80), Some(24))
         );
+    })
+    .await;
+}
+
+/// A send with `keys` and no text, through the registry.
+async fn send_keys(env: &super::Env, target: &str, keys: &[&str], wait: WaitFor) -> String {
+    let keys: Vec<String> = keys.iter().map(|&key| key.to_owned()).collect();
+    let request = SendRequest {
+        wait,
+        timeout: Some(WAIT),
+        keys: tmux_engine::screen::keys::parse_keys(&keys).unwrap(),
+        ..SendRequest::default()
+    };
+    let sending = env.registry.owner(&env.owner).send(target, request);
+    let result = sending.await.unwrap().result().await.unwrap();
+    result.viewport
+}
+
+#[tokio::test]
+async fn keys_arrive_as_tmux_would_write_them_in_either_cursor_mode() {
+    with_env(async |env| {
+        // `cat -v` shows what arrived; the line discipline echoes it.
+        env.spawn(sh("stty -icanon -echo; exec cat -v").name("plain"))
+            .await;
+        env.send("plain", b"", false, WaitFor::StdinRead).await;
+        let shown = send_keys(
+            env,
+            "plain",
+            &["Escape", ":wq", "C-a", "Up", "F5", "Enter"],
+            WaitFor::StdinRead,
+        )
+        .await;
+        assert!(shown.contains("^[:wq^A^[[A^[[15~"), "{shown}");
+        // Application cursor mode (DECCKM), as `less` and `vim` set it:
+        // tmux writes `ESC O A` for Up, and so does the send.
+        env.spawn(sh("printf '\\033[?1h'; stty -icanon -echo; exec cat -v").name("app"))
+            .await;
+        env.send("app", b"", false, WaitFor::StdinRead).await;
+        let shown = send_keys(env, "app", &["Up", "Down", "Enter"], WaitFor::StdinRead).await;
+        assert!(shown.contains("^[OA^[OB"), "{shown}");
     })
     .await;
 }

@@ -31,6 +31,7 @@ pub(super) async fn run(env: &Env, text: &str, timeout: Duration) -> SendResult 
         wait: WaitFor::Command,
         timeout: Some(timeout),
         history: true,
+        keys: Vec::new(),
     };
     env.registry
         .owner(&env.owner)
@@ -139,6 +140,7 @@ async fn text_not_typed_by_its_deadline_is_never_typed() {
             wait: WaitFor::Command,
             timeout: Some(WAIT),
             history: true,
+            keys: Vec::new(),
         };
         let handle = env.registry.owner(&env.owner).send("t", request).await;
         let handle = handle.unwrap();

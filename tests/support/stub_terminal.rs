@@ -240,6 +240,7 @@ impl BackendTerminal for StubTerminal {
                     command: None,
                     commands: Vec::new(),
                     not_typed: None,
+                    foreground: None,
                 })
             }),
         })

@@ -1,0 +1,120 @@
+//! Full-screen programs in front of a send (issue 25 item 4): a pager,
+//! editor or monitor owns the terminal, so text meant for the shell must
+//! not be typed into it, and a send that ends with one in front says so
+//! (`wait_reason: "full_screen"`) instead of looking like a prompt.
+//!
+//! Two signs, either enough: the pane is on the alternate screen (tmux's
+//! `#{alternate_on}`, the truth about the pane), or the foreground process
+//! is a known pager or editor (git's `less -FRX` never switches screens).
+//! While a send waits, the output is scanned for the switch to the
+//! alternate screen, so `top` (which never goes quiet) answers at once
+//! rather than at the timeout.
+
+use super::link::ServerLink;
+use crate::tmux::TmuxCommand;
+use crate::tmux::procfs;
+
+/// Programs that own the terminal even without the alternate screen.
+const KNOWN: &[&str] = &[
+    "less", "more", "most", "pg", "man", "vi", "vim", "nvim", "view", "vimdiff", "nano", "pico",
+    "emacs", "mg", "joe", "micro", "top", "htop", "btop", "watch", "tig", "mc", "ranger",
+];
+
+/// The name of the process in front of the pane: the terminal's foreground
+/// group's leader, or, when that is the exit handshake's wrapper, the
+/// program it runs.
+fn foreground_name(shared: &ServerLink) -> Option<String> {
+    let pane = shared.lock().pane_process?;
+    let group = u32::try_from(procfs::foreground_group(pane)?).ok()?;
+    let pid = if group == pane.pid {
+        crate::tmux::exit_handshake::program_pid(pane.pid)?
+    } else {
+        group
+    };
+    let live = procfs::stat(pid).is_some_and(|stat| !stat.has_exited());
+    match comm(pid) {
+        Some(name) if live => Some(name),
+        // The leader of a pipeline (`seq | less`) is often done: name a
+        // live member of the group instead, a known one first.
+        _ => group_member(group),
+    }
+}
+
+/// The name of process `pid`.
+fn comm(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end().to_owned())
+}
+
+/// A live member of process group `group`, a known program first.
+fn group_member(group: u32) -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            procfs::stat(pid).is_some_and(|stat| {
+                !stat.has_exited() && u32::try_from(stat.pgrp).ok() == Some(group)
+            })
+        })
+        .filter_map(comm)
+        .collect();
+    names.sort_by_key(|name| !KNOWN.contains(&name.as_str()));
+    names.into_iter().next()
+}
+
+/// Whether tmux shows the pane's alternate screen.
+async fn alternate_on(shared: &ServerLink) -> bool {
+    let command = TmuxCommand::new("display-message")
+        .flag("-p")
+        .target(shared.pane)
+        .arg("#{alternate_on}");
+    shared
+        .command(&command)
+        .await
+        .is_ok_and(|reply| reply.text().trim() == "1")
+}
+
+/// The foreground command when a full-screen program is in front, else
+/// `None`.
+pub(super) async fn in_front(shared: &ServerLink) -> Option<String> {
+    let name = foreground_name(shared);
+    let known = name.as_deref().is_some_and(|name| KNOWN.contains(&name));
+    if known || alternate_on(shared).await {
+        // The alternate screen with no process to name (a wrapper between
+        // programs): still full screen.
+        return Some(name.unwrap_or_default());
+    }
+    None
+}
+
+/// Follows a send's output for a switch to the alternate screen.
+pub(super) struct Watch {
+    /// How far the output was scanned.
+    scanned: u64,
+}
+
+/// The sequences that switch to the alternate screen (`smcup`).
+const ENTER: &[&[u8]] = &[b"\x1b[?1049h", b"\x1b[?1047h", b"\x1b[?47h"];
+/// The longest of them, less one: what a chunk boundary may split.
+const OVERLAP: u64 = 7;
+
+impl Watch {
+    /// A watch from offset `start` of the output ring.
+    pub(super) fn new(start: u64) -> Watch {
+        Watch { scanned: start }
+    }
+
+    /// Whether the output since the last look switched to the alternate
+    /// screen (cheap: no tmux round trip unless it did).
+    pub(super) fn entered(&mut self, shared: &ServerLink) -> bool {
+        let (bytes, total) = {
+            let held = shared.stream.held();
+            let from = self.scanned.saturating_sub(OVERLAP);
+            (held.since(from).0, held.total)
+        };
+        self.scanned = total;
+        ENTER
+            .iter()
+            .any(|enter| bytes.windows(enter.len()).any(|window| window == *enter))
+    }
+}
