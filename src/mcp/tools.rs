@@ -15,19 +15,20 @@ use std::time::Duration;
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, Implementation, JsonObject, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolResponse, CallToolResult, Implementation, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool_handler};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 
+use super::schema::{lean_input, lean_output};
 use super::{McpServer, failure, success};
 use crate::Error;
 use crate::registry::SendOperation;
 use crate::verbs::{
-    self, Arguments, MAX_ANSWER_BYTES, SendRequest, VERBS, Verb, keep_tail_json,
+    self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, SendRequest, VERBS, Verb, keep_tail_json,
     keep_tail_lines_json,
 };
 
@@ -49,36 +50,20 @@ pub(super) fn router() -> ToolRouter<McpServer> {
     router
 }
 
-/// The tool as the client sees it: all of it from the verb's entry.
+/// The tool as the client sees it: all of it from the verb's entry, its
+/// schemas lean ([`super::schema`]).
 fn tool(verb: &Verb) -> Tool {
-    let input = object((verb.request)(SchemaSettings::draft2020_12()));
-    let output = object((verb.answer)(
-        SchemaSettings::draft2020_12().for_serialize(),
-    ));
+    let input = lean_input((verb.request)(SchemaSettings::draft2020_12()).to_value());
+    let output =
+        lean_output((verb.answer)(SchemaSettings::draft2020_12().for_serialize()).to_value());
     let hints = ToolAnnotations::new()
         .read_only(verb.read_only)
         .destructive(verb.destructive)
         .idempotent(verb.idempotent)
         .open_world(verb.open_world);
-    Tool::new(verb.tool, verb.description, input)
-        .with_raw_output_schema(output)
+    Tool::new(verb.tool, verb.description, Arc::new(input))
+        .with_raw_output_schema(Arc::new(output))
         .with_annotations(hints)
-}
-
-/// A schema as a tool's: without the type's own title and doc (noise to a
-/// model), an object always with its `properties`.
-fn object(schema: schemars::Schema) -> Arc<JsonObject> {
-    let Value::Object(mut object) = schema.to_value() else {
-        return Arc::new(JsonObject::new());
-    };
-    object.remove("title");
-    object.remove("description");
-    if object.get("type") == Some(&Value::from("object")) {
-        object
-            .entry("properties")
-            .or_insert_with(|| Value::Object(Map::new()));
-    }
-    Arc::new(object)
 }
 
 /// Runs one tool call: its arguments checked against the verb's request
@@ -203,7 +188,7 @@ impl ServerHandler for McpServer {
                 "tmux-engine",
                 env!("CARGO_PKG_VERSION"),
             ))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(format!("{INSTRUCTIONS} {KEYS_LINE}"))
     }
 }
 

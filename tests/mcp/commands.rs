@@ -17,7 +17,10 @@ async fn a_command_outliving_its_send_is_collected_and_listed() {
         // The shell at its first prompt first: the 1 s below is the
         // command's, not a fresh bash's start on a loaded machine.
         let ready = mcp
-            .ok("terminal_send", json!({"terminal": "b", "text": "true", "submit": true}))
+            .ok(
+                "terminal_send",
+                json!({"terminal": "b", "text": "true", "submit": true}),
+            )
             .await;
         assert_eq!(ready["exit_code"], 0, "{ready}");
         let send = json!({"terminal": "b", "text": "sleep 2; echo done", "submit": true,
