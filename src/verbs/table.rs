@@ -248,11 +248,11 @@ pub static VERBS: &[Verb] = &[
             keys_line!(),
             " Returns {output, exit_code, duration_secs, commands: [{text, exit_code, \
              duration_secs, start_cursor, end_cursor}], wait_reason, typed, not_typed_reason, \
-             status, viewport, truncated, cursor, start_cursor}: output escape-stripped; \
-             exit_code the last command's; typed false: not typed by the deadline, nor ever \
-             after; truncated: cut to max_bytes/max_lines (terminal_read since start_cursor \
-             has all); terminal_read since cursor goes on. A cancel stops the wait, not the \
-             program."
+             status, viewport, truncated, elided_bytes, elided_from, elided_to, cursor, \
+             start_cursor}: output escape-stripped; exit_code the last command's; typed false: \
+             not typed by the deadline, nor ever after; past max_bytes/max_lines the head and \
+             tail kept, elided_bytes cut between (terminal_read since elided_from has them); \
+             terminal_read since cursor goes on."
         ),
         request: schema::<SendRequest>,
         answer: schema::<SendAnswer>,
