@@ -8,6 +8,7 @@
 //! | `mod.rs`   | [`McpServer`], [`ToolSelection`], [`serve`], results       |
 //! | `tools.rs` | the tools, one per entry of the verb table                 |
 //! | `schema.rs` | the tools' schemas, lean: `tools/list` within 12 KB       |
+//! | `guard.rs` | the guard rails on typed text (`--deny`, `--allow`, `bash -n`) |
 //! | `transport.rs` | the stdio lines: -32700 for non-JSON, bounded in flight |
 //!
 //! One server holds one registry for one owner for its lifetime. It never
@@ -29,10 +30,12 @@
 //! bounding the text of the answers the verb layer does not bound (screen,
 //! wait, errors) to [`crate::verbs::MAX_ANSWER_BYTES`].
 
+mod guard;
 mod schema;
 mod tools;
 pub mod transport;
 
+pub use guard::Guard;
 pub use schema::TOOL_LIST_BUDGET;
 
 use std::future::Future;
@@ -52,6 +55,7 @@ pub struct McpServer {
     registry: Registry,
     owner: OwnerId,
     tool_router: ToolRouter<McpServer>,
+    guard: std::sync::Arc<Guard>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -69,7 +73,16 @@ impl McpServer {
             registry,
             owner,
             tool_router: tools::router(),
+            guard: std::sync::Arc::new(Guard::default()),
         }
+    }
+
+    /// The same server checking every send's text against `guard` before
+    /// it is typed.
+    #[must_use]
+    pub fn with_guard(mut self, guard: Guard) -> McpServer {
+        self.guard = std::sync::Arc::new(guard);
+        self
     }
 
     /// The same server offering only the tools `selection` lets through:

@@ -23,13 +23,15 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool_handler};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 
+use super::guard::Target;
 use super::schema::{lean_input, lean_output};
 use super::{McpServer, failure, success};
 use crate::Error;
 use crate::registry::SendOperation;
+use crate::shell::ShellKind;
 use crate::verbs::{
-    self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, SendRequest, VERBS, Verb, keep_tail_json,
-    keep_tail_lines_json,
+    self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, SendRequest, TerminalRequest, VERBS, Verb,
+    keep_tail_json, keep_tail_lines_json,
 };
 
 /// The least time between two progress notifications of one send: a
@@ -136,6 +138,34 @@ fn cancelled(tool: &str) -> Error {
 }
 
 impl McpServer {
+    /// Where a send's text goes: a shell's prompt when the terminal's
+    /// program is a shell the engine knows (by its executable) and it is
+    /// the terminal's foreground process group (no command of it runs),
+    /// else a program's input. Read from `/proc`, so it needs no marks
+    /// (sh has none while a command runs) and no signal.
+    async fn target(&self, terminal: &str) -> Target {
+        let request = TerminalRequest {
+            terminal: terminal.to_owned(),
+        };
+        let owned = self.registry.owner(&self.owner);
+        let Some(pid) = verbs::show(owned, &request).await.ok().and_then(|s| s.pid) else {
+            return Target::Program;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // After the command name: state ppid pgrp session tty_nr tpgid.
+        let foreground = stat
+            .rsplit_once(')')
+            .and_then(|(_, fields)| fields.split_whitespace().nth(5))
+            .and_then(|tpgid| tpgid.parse::<u32>().ok());
+        if foreground != Some(pid) {
+            return Target::Program;
+        }
+        std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .and_then(|exe| ShellKind::of(&exe))
+            .map_or(Target::Program, Target::Prompt)
+    }
+
     /// `terminal_send`: the verb, with progress while it waits and a
     /// cancel that stops the wait.
     async fn send(
@@ -149,6 +179,16 @@ impl McpServer {
         };
         // An agent's commands stay out of the shell's history unless asked.
         request.history.get_or_insert(false);
+        if !self.guard.is_open() {
+            let target = self.target(&request.terminal).await;
+            if let Err(error) = self
+                .guard
+                .check(&request.text, request.submit, target)
+                .await
+            {
+                return failure(&error);
+            }
+        }
         let sending = match verbs::send(self.registry.owner(&self.owner), request).await {
             Ok(sending) => sending,
             Err(error) => return failure(&error),

@@ -14,6 +14,7 @@
 mod commands;
 mod contract;
 mod cursors;
+mod guard;
 mod scenario;
 mod search;
 mod sessions;
