@@ -128,6 +128,16 @@ pub enum Error {
     #[error("too many terminals: {0}")]
     TooManyTerminals(String),
 
+    /// The text would type a command the operator's policy forbids
+    /// (`mcp --deny`, `--allow`, `--policy`); nothing was typed.
+    #[error("forbidden command: {0}")]
+    ForbiddenCommand(String),
+
+    /// The shell's syntax check (`bash -n`, `sh -n`) refused the text,
+    /// with the shell's message; nothing was typed.
+    #[error("syntax error: {0}")]
+    SyntaxError(String),
+
     /// The terminal belongs to another owner.
     #[error("terminal {0} belongs to another owner")]
     ForeignTerminal(String),
@@ -274,6 +284,8 @@ impl Error {
             Error::Cancelled(_) => ErrorCode::Cancelled,
             Error::DuplicateName(_) => ErrorCode::DuplicateName,
             Error::TooManyTerminals(_) => ErrorCode::TooManyTerminals,
+            Error::ForbiddenCommand(_) => ErrorCode::ForbiddenCommand,
+            Error::SyntaxError(_) => ErrorCode::SyntaxError,
             Error::ForeignTerminal(_) => ErrorCode::ForeignTerminal,
             Error::NoTerminal(_) => ErrorCode::NoTerminal,
             Error::OwnerNotLive(_) => ErrorCode::OwnerNotLive,
@@ -354,6 +366,10 @@ pub enum ErrorCode {
     DuplicateName,
     /// The owner is at its terminal quota.
     TooManyTerminals,
+    /// The operator's policy forbids the command; nothing was typed.
+    ForbiddenCommand,
+    /// The shell's syntax check refused the text; nothing was typed.
+    SyntaxError,
     /// The terminal belongs to another owner.
     ForeignTerminal,
     /// No terminal has that id or name.
@@ -407,6 +423,8 @@ impl ErrorCode {
             ErrorCode::Cancelled => "CANCELLED",
             ErrorCode::DuplicateName => "DUPLICATE_NAME",
             ErrorCode::TooManyTerminals => "TOO_MANY_TERMINALS",
+            ErrorCode::ForbiddenCommand => "FORBIDDEN_COMMAND",
+            ErrorCode::SyntaxError => "SYNTAX_ERROR",
             ErrorCode::ForeignTerminal => "FOREIGN_TERMINAL",
             ErrorCode::NoTerminal => "NO_TERMINAL",
             ErrorCode::OwnerNotLive => "OWNER_NOT_LIVE",
@@ -500,6 +518,8 @@ mod tests {
             ErrorCode::Cancelled,
             ErrorCode::DuplicateName,
             ErrorCode::TooManyTerminals,
+            ErrorCode::ForbiddenCommand,
+            ErrorCode::SyntaxError,
             ErrorCode::ForeignTerminal,
             ErrorCode::NoTerminal,
             ErrorCode::OwnerNotLive,

@@ -4,7 +4,7 @@
 //! command does, and lets go of it (terminals running) at the end.
 
 use clap::Args;
-use tmux_engine::mcp::{McpServer, ToolSelection, serve};
+use tmux_engine::mcp::{Guard, McpServer, ToolSelection, serve};
 
 use super::args::Global;
 use super::report::CliError;
@@ -23,6 +23,23 @@ pub(crate) struct McpArgs {
     /// Never these tools (comma-separated names).
     #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
     pub(crate) exclude_tools: Vec<String>,
+    /// Refuse a send whose text matches REGEX (`FORBIDDEN_COMMAND`,
+    /// nothing typed); repeatable.
+    #[arg(long, value_name = "REGEX")]
+    pub(crate) deny: Vec<String>,
+    /// Type a command line at a shell's prompt only when each of its
+    /// lines matches one of these (`FORBIDDEN_COMMAND` else); repeatable.
+    #[arg(long, value_name = "REGEX")]
+    pub(crate) allow: Vec<String>,
+    /// More rules, one a line: `deny:REGEX` or `allow:REGEX` (`#`
+    /// comments).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) policy: Option<std::path::PathBuf>,
+    /// Do not check a bash or sh command line with `bash -n`/`sh -n`
+    /// before typing it (checked by default: `SYNTAX_ERROR`, nothing
+    /// typed).
+    #[arg(long)]
+    pub(crate) no_syntax_check: bool,
 }
 
 /// Serves until the client closes stdin, or SIGINT/SIGTERM.
@@ -38,6 +55,12 @@ pub async fn run(global: &Global, args: McpArgs) -> std::result::Result<(), CliE
         exclude_tools: args.exclude_tools,
     };
     let tools = selection.resolve()?;
+    let guard = Guard::new(
+        &args.deny,
+        &args.allow,
+        args.policy.as_deref(),
+        !args.no_syntax_check,
+    )?;
     tracing::info!(tools = tools.join(","), "mcp: offering these tools");
     let owner = owner(global)?;
     // Before anything attaches, as for the other registry commands: a
@@ -54,7 +77,9 @@ pub async fn run(global: &Global, args: McpArgs) -> std::result::Result<(), CliE
             "mcp: stopping on a signal; the terminals keep running"
         );
     };
-    let server = McpServer::new(registry.clone(), owner).select(&selection)?;
+    let server = McpServer::new(registry.clone(), owner)
+        .select(&selection)?
+        .with_guard(guard);
     let result = serve(server, stop).await;
     // The terminals keep running; wait until every control connection is
     // detached, so none is cut off by the runtime's end.

@@ -7,6 +7,8 @@
 //! |------------|------------------------------------------------------------|
 //! | `mod.rs`   | [`McpServer`], [`ToolSelection`], [`serve`], results       |
 //! | `tools.rs` | the tools, one per entry of the verb table                 |
+//! | `schema.rs` | the tools' schemas, lean: `tools/list` within 12 KB       |
+//! | `guard.rs` | the guard rails on typed text (`--deny`, `--allow`, `bash -n`) |
 //! | `transport.rs` | the stdio lines: -32700 for non-JSON, bounded in flight |
 //!
 //! One server holds one registry for one owner for its lifetime. It never
@@ -28,8 +30,13 @@
 //! bounding the text of the answers the verb layer does not bound (screen,
 //! wait, errors) to [`crate::verbs::MAX_ANSWER_BYTES`].
 
+mod guard;
+mod schema;
 mod tools;
 pub mod transport;
+
+pub use guard::Guard;
+pub use schema::TOOL_LIST_BUDGET;
 
 use std::future::Future;
 
@@ -48,6 +55,7 @@ pub struct McpServer {
     registry: Registry,
     owner: OwnerId,
     tool_router: ToolRouter<McpServer>,
+    guard: std::sync::Arc<Guard>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -65,7 +73,16 @@ impl McpServer {
             registry,
             owner,
             tool_router: tools::router(),
+            guard: std::sync::Arc::new(Guard::default()),
         }
+    }
+
+    /// The same server checking every send's text against `guard` before
+    /// it is typed.
+    #[must_use]
+    pub fn with_guard(mut self, guard: Guard) -> McpServer {
+        self.guard = std::sync::Arc::new(guard);
+        self
     }
 
     /// The same server offering only the tools `selection` lets through:
@@ -258,5 +275,16 @@ mod tests {
             assert!(tool.input_schema["properties"].is_object(), "{}", verb.tool);
             assert!(tool.output_schema.is_some(), "{}", verb.tool);
         }
+    }
+
+    /// Issue 25, item 1: every agent pays for the tool list in its context,
+    /// so all of it (names, descriptions, annotations, both schemas) stays
+    /// within the budget.
+    #[test]
+    fn the_tool_list_fits_its_budget() {
+        let tools = tools::router().list_all();
+        let list = rmcp::model::ListToolsResult::with_all_items(tools);
+        let bytes = serde_json::to_vec(&list).unwrap().len();
+        assert!(bytes <= TOOL_LIST_BUDGET, "tools/list is {bytes} bytes");
     }
 }

@@ -15,20 +15,23 @@ use std::time::Duration;
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, Implementation, JsonObject, ProgressNotificationParam,
-    ProgressToken, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolResponse, CallToolResult, Implementation, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool_handler};
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 
+use super::guard::Target;
+use super::schema::{lean_input, lean_output};
 use super::{McpServer, failure, success};
 use crate::Error;
 use crate::registry::SendOperation;
+use crate::shell::ShellKind;
 use crate::verbs::{
-    self, Arguments, MAX_ANSWER_BYTES, SendRequest, VERBS, Verb, keep_tail_json,
-    keep_tail_lines_json,
+    self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, SendRequest, TerminalRequest, VERBS, Verb,
+    keep_tail_json, keep_tail_lines_json,
 };
 
 /// The least time between two progress notifications of one send: a
@@ -49,36 +52,20 @@ pub(super) fn router() -> ToolRouter<McpServer> {
     router
 }
 
-/// The tool as the client sees it: all of it from the verb's entry.
+/// The tool as the client sees it: all of it from the verb's entry, its
+/// schemas lean ([`super::schema`]).
 fn tool(verb: &Verb) -> Tool {
-    let input = object((verb.request)(SchemaSettings::draft2020_12()));
-    let output = object((verb.answer)(
-        SchemaSettings::draft2020_12().for_serialize(),
-    ));
+    let input = lean_input((verb.request)(SchemaSettings::draft2020_12()).to_value());
+    let output =
+        lean_output((verb.answer)(SchemaSettings::draft2020_12().for_serialize()).to_value());
     let hints = ToolAnnotations::new()
         .read_only(verb.read_only)
         .destructive(verb.destructive)
         .idempotent(verb.idempotent)
         .open_world(verb.open_world);
-    Tool::new(verb.tool, verb.description, input)
-        .with_raw_output_schema(output)
+    Tool::new(verb.tool, verb.description, Arc::new(input))
+        .with_raw_output_schema(Arc::new(output))
         .with_annotations(hints)
-}
-
-/// A schema as a tool's: without the type's own title and doc (noise to a
-/// model), an object always with its `properties`.
-fn object(schema: schemars::Schema) -> Arc<JsonObject> {
-    let Value::Object(mut object) = schema.to_value() else {
-        return Arc::new(JsonObject::new());
-    };
-    object.remove("title");
-    object.remove("description");
-    if object.get("type") == Some(&Value::from("object")) {
-        object
-            .entry("properties")
-            .or_insert_with(|| Value::Object(Map::new()));
-    }
-    Arc::new(object)
 }
 
 /// Runs one tool call: its arguments checked against the verb's request
@@ -155,6 +142,34 @@ fn cancelled(tool: &str) -> Error {
 }
 
 impl McpServer {
+    /// Where a send's text goes: a shell's prompt when the terminal's
+    /// program is a shell the engine knows (by its executable) and it is
+    /// the terminal's foreground process group (no command of it runs),
+    /// else a program's input. Read from `/proc`, so it needs no marks
+    /// (sh has none while a command runs) and no signal.
+    async fn target(&self, terminal: &str) -> Target {
+        let request = TerminalRequest {
+            terminal: terminal.to_owned(),
+        };
+        let owned = self.registry.owner(&self.owner);
+        let Some(pid) = verbs::show(owned, &request).await.ok().and_then(|s| s.pid) else {
+            return Target::Program;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // After the command name: state ppid pgrp session tty_nr tpgid.
+        let foreground = stat
+            .rsplit_once(')')
+            .and_then(|(_, fields)| fields.split_whitespace().nth(5))
+            .and_then(|tpgid| tpgid.parse::<u32>().ok());
+        if foreground != Some(pid) {
+            return Target::Program;
+        }
+        std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .and_then(|exe| ShellKind::of(&exe))
+            .map_or(Target::Program, Target::Prompt)
+    }
+
     /// `terminal_send`: the verb, with progress while it waits and a
     /// cancel that stops the wait.
     async fn send(
@@ -168,6 +183,15 @@ impl McpServer {
         };
         // An agent's commands stay out of the shell's history unless asked.
         request.history.get_or_insert(false);
+        if !self.guard.is_open() {
+            let target = self.target(&request.terminal).await;
+            // What reaches the shell: the text, then the keys' text
+            // elements; an Enter among the keys runs the line as `submit`.
+            let (typed, submit) = typed_line(&request);
+            if let Err(error) = self.guard.check(&typed, submit, target).await {
+                return failure(&error);
+            }
+        }
         let sending = match verbs::send(self.registry.owner(&self.owner), request).await {
             Ok(sending) => sending,
             Err(error) => return failure(&error),
@@ -207,7 +231,7 @@ impl ServerHandler for McpServer {
                 "tmux-engine",
                 env!("CARGO_PKG_VERSION"),
             ))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(format!("{INSTRUCTIONS} {KEYS_LINE}"))
     }
 }
 
@@ -252,4 +276,30 @@ async fn report_progress(
         let _ = peer.notify_progress(progress.with_message(message)).await;
         tokio::time::sleep(PROGRESS_INTERVAL).await;
     }
+}
+
+/// The line a send types, as the guard rails judge it: `text` and the
+/// text elements of `keys` joined, and whether it runs (`submit`, or
+/// an `Enter` among the keys). Keys that are not valid are refused by the
+/// verb itself; here they are left out.
+fn typed_line(request: &SendRequest) -> (String, bool) {
+    use crate::screen::keys::{KeyPiece, encode, parse_keys};
+    let mut typed = request.text.clone();
+    let mut submit = request.submit;
+    if let Some(keys) = &request.keys
+        && let Ok(pieces) = parse_keys(keys)
+    {
+        for piece in pieces {
+            match piece {
+                KeyPiece::Text(text) => typed.push_str(&text),
+                key @ KeyPiece::Key(_) => {
+                    if encode(&[key], false) == b"\r" {
+                        submit = true;
+                        typed.push('\n');
+                    }
+                }
+            }
+        }
+    }
+    (typed, submit)
 }

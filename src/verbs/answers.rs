@@ -14,7 +14,10 @@ use serde::Serialize;
 
 #[cfg(test)]
 use super::bounds::MAX_ANSWER_BYTES;
-use super::bounds::{Bound, json_len, keep_last_lines, keep_tail_json, keep_tail_lines_json};
+use super::bounds::{
+    Bound, json_len, keep_head_tail_json, keep_head_tail_lines, keep_tail_json,
+    keep_tail_lines_json,
+};
 use crate::registry::{
     CommandRun, CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalStatus,
     WaitReason,
@@ -65,10 +68,23 @@ pub struct SendAnswer {
     /// alone, and the screen repeats it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub viewport: Option<String>,
-    /// Whether older output was cut to stay within a bound (the engine's
-    /// or the request's `max_bytes`/`max_lines`): `read` with `since:
+    /// Whether output was cut to stay within a bound (the engine's or the
+    /// request's `max_bytes`/`max_lines`): `read` with `since:
     /// start_cursor` gets all of it.
     pub truncated: bool,
+    /// Bytes of output cut from the middle to fit the request's bound: the
+    /// first and the last part are kept (a build's first error and its
+    /// summary), and the elided bytes lie between `elided_from` and
+    /// `elided_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elided_bytes: Option<usize>,
+    /// With `elided_bytes`: a cursor before the elided bytes (where this
+    /// output began): `read` with `since` it reaches every one of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elided_from: Option<String>,
+    /// With `elided_bytes`: a cursor after them (the end of this output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elided_to: Option<String>,
     /// The cursor after the send's output: `read` with `since` it gets
     /// what the program wrote next.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,18 +157,26 @@ impl SendAnswer {
             status: result.status,
             viewport: include_screen.then_some(result.viewport),
             truncated: result.truncated || output.truncated || skip > 0,
+            elided_bytes: None,
+            elided_from: None,
+            elided_to: None,
             cursor: output.cursors.map(|(_, end)| end.to_string()),
             start_cursor: output.cursors.map(|(start, _)| start.to_string()),
         }
     }
 
-    /// The answer cut to `bound`: the newest output kept (then the newest
-    /// rows of the screen, when even that does not fit), `truncated` set
-    /// when anything went.
+    /// The answer cut to `bound`: the first and the last part of the
+    /// output kept (`elided_bytes` and its cursors say what went between),
+    /// then the newest rows of the screen, `truncated` set when anything
+    /// went.
     #[must_use]
     pub(crate) fn bounded(mut self, bound: Bound) -> SendAnswer {
-        if let Some(max) = bound.max_lines {
-            self.truncated |= keep_last_lines(&mut self.output, max);
+        let mut elided = 0;
+        if let Some(max) = bound.max_lines
+            && let Some(cut) = keep_head_tail_lines(&mut self.output, max)
+        {
+            elided += cut;
+            self.elide(elided);
         }
         if json_len(&self) <= bound.max_bytes {
             return self;
@@ -167,7 +191,11 @@ impl SendAnswer {
         let viewport = self.viewport.as_mut().map(std::mem::take);
         let screen = self.screen.as_mut().map(std::mem::take);
         let mut output = std::mem::take(&mut self.output);
-        keep_tail_json(&mut output, bound.max_bytes.saturating_sub(json_len(&self)));
+        // Room for the elided fields at their widest (the count only shrinks).
+        self.elide(elided + output.len());
+        let room = bound.max_bytes.saturating_sub(json_len(&self));
+        let cut = keep_head_tail_json(&mut output, room).unwrap_or(0);
+        self.elide(elided + cut);
         self.output = output;
         if let Some(mut screen) = screen {
             keep_tail_json(&mut screen, bound.max_bytes.saturating_sub(json_len(&self)));
@@ -181,6 +209,16 @@ impl SendAnswer {
             self.viewport = Some(viewport);
         }
         self
+    }
+
+    /// Says `bytes` of output were cut from the middle (none: nothing
+    /// was), with the cursors around them.
+    fn elide(&mut self, bytes: usize) {
+        let some = bytes > 0;
+        self.truncated |= some;
+        self.elided_bytes = some.then_some(bytes);
+        self.elided_from = self.start_cursor.clone().filter(|_| some);
+        self.elided_to = self.cursor.clone().filter(|_| some);
     }
 }
 
@@ -316,6 +354,9 @@ mod tests {
             status: TerminalStatus::Running,
             viewport: viewport.map(str::to_owned),
             truncated: false,
+            elided_bytes: None,
+            elided_from: None,
+            elided_to: None,
             cursor: Some("0123456789abcdef:123456".to_owned()),
             start_cursor: Some("0123456789abcdef:0".to_owned()),
         }
@@ -330,12 +371,17 @@ mod tests {
             assert!(json_len(&cut) <= 4096, "{}", json_len(&cut));
             assert!(cut.truncated);
             assert!(cut.output.ends_with("19999\n"));
+            assert!(cut.output.starts_with("0\n1\n"), "the head stays too");
             assert!(cut.output.len() > 1000, "the output keeps most of the room");
+            assert_eq!(cut.output.len() + cut.elided_bytes.unwrap(), long.len());
+            assert_eq!(cut.elided_from, cut.start_cursor);
+            assert_eq!(cut.elided_to, cut.cursor);
         }
         let small = answer("a\nb\nc\n", None);
         assert_eq!(small.clone().bounded(Bound::default()), small);
         let lines = small.bounded(Bound::new(None, Some(2)).unwrap());
-        assert_eq!((lines.output.as_str(), lines.truncated), ("b\nc\n", true));
+        assert_eq!((lines.output.as_str(), lines.truncated), ("a\nc\n", true));
+        assert_eq!(lines.elided_bytes, Some(2));
     }
 
     #[test]

@@ -92,14 +92,61 @@ pub(crate) fn keep_tail_json(text: &mut String, budget: usize) -> bool {
     true
 }
 
-/// Keeps the last `max` lines of `text`; `true` when it cut anything.
-pub(crate) fn keep_last_lines(text: &mut String, max: usize) -> bool {
-    let body = text.strip_suffix('\n').unwrap_or(text);
-    let Some((index, _)) = body.match_indices('\n').rev().nth(max.saturating_sub(1)) else {
-        return false;
-    };
-    text.drain(..=index);
-    true
+/// Keeps the first and the last part of `text` (about half of `budget`
+/// each, cut at a line's end when the part holds one) so that it takes at
+/// most `budget` bytes inside a JSON string; the bytes cut from between
+/// them, or `None` when it fits whole. A long build's first error and its
+/// summary both stay.
+pub(crate) fn keep_head_tail_json(text: &mut String, budget: usize) -> Option<usize> {
+    if text.chars().map(escaped_len).sum::<usize>() <= budget {
+        return None;
+    }
+    let (mut used, mut head_end) = (0, 0);
+    for (index, c) in text.char_indices() {
+        used += escaped_len(c);
+        if used > budget / 2 {
+            break;
+        }
+        head_end = index + c.len_utf8();
+    }
+    if let Some(newline) = text[..head_end].rfind('\n') {
+        head_end = newline + 1;
+    }
+    let spent: usize = text[..head_end].chars().map(escaped_len).sum();
+    let (mut used, mut tail_start) = (0, text.len());
+    for (index, c) in text[head_end..].char_indices().rev() {
+        used += escaped_len(c);
+        if used > budget - spent {
+            break;
+        }
+        tail_start = head_end + index;
+    }
+    if let Some(newline) = text[tail_start..].find('\n')
+        && tail_start + newline + 1 < text.len()
+        && !text[..tail_start].ends_with('\n')
+    {
+        tail_start += newline + 1;
+    }
+    text.replace_range(head_end..tail_start, "");
+    Some(tail_start - head_end)
+}
+
+/// Keeps the first half and the last half of `max` lines of `text` (the
+/// last line when `max` is 1); the bytes cut from between them, or `None`
+/// when it has no more lines.
+pub(crate) fn keep_head_tail_lines(text: &mut String, max: usize) -> Option<usize> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    if lines.len() <= max {
+        return None;
+    }
+    let head: usize = lines[..max / 2].iter().map(|line| line.len()).sum();
+    let tail: usize = lines[lines.len() - (max - max / 2)..]
+        .iter()
+        .map(|line| line.len())
+        .sum();
+    let cut = text.len() - head - tail;
+    text.replace_range(head..head + cut, "");
+    Some(cut)
 }
 
 /// Drops the oldest of `lines` until they take at most `budget` bytes as
@@ -171,19 +218,36 @@ mod tests {
         }
     }
 
+    /// Issue 25, item 6: the first and the last part stay, within the
+    /// budget, and the count of what went between them is exact.
     #[test]
-    fn keep_last_lines_keeps_the_newest() {
-        let cases = [
-            ("a\nb\nc\n", 2, "b\nc\n", true),
-            ("a\nb\nc", 2, "b\nc", true),
-            ("a\nb\n", 2, "a\nb\n", false),
-            ("", 1, "", false),
-        ];
-        for (input, max, want, cut) in cases {
-            let mut text = input.to_owned();
-            assert_eq!(keep_last_lines(&mut text, max), cut, "{input:?}");
-            assert_eq!(text, want, "{input:?}");
+    fn head_and_tail_are_kept() {
+        let long: String = (0..10_000).map(|n| format!("{n}\n")).collect();
+        for budget in [100, 1000, 4096] {
+            let mut text = long.clone();
+            let elided = keep_head_tail_json(&mut text, budget).unwrap();
+            assert!(text.starts_with("0\n1\n"), "{budget}: {text}");
+            assert!(text.ends_with("9999\n"), "{budget}");
+            assert!(json_len(&text) - 2 <= budget, "{budget}");
+            assert!(
+                text.len() * 3 > budget,
+                "{budget}: most of the room is used"
+            );
+            assert_eq!(text.len() + elided, long.len(), "{budget}");
+            // Cut between lines: every kept line is whole.
+            for line in text.lines() {
+                assert!(line.parse::<u32>().is_ok(), "{budget}: {line:?}");
+            }
         }
+        let mut short = "fits".to_owned();
+        assert_eq!(keep_head_tail_json(&mut short, 10), None);
+        let mut text = "a\nb\nc\nd\ne\n".to_owned();
+        assert_eq!(keep_head_tail_lines(&mut text, 3), Some(4));
+        assert_eq!(text, "a\nd\ne\n");
+        let mut text = "a\nb\n".to_owned();
+        assert_eq!(keep_head_tail_lines(&mut text, 1), Some(2));
+        assert_eq!(text, "b\n");
+        assert_eq!(keep_head_tail_lines(&mut text, 1), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ const MAX_COMMANDS_LISTED: usize = 1000;
 pub struct CommandsRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// List this many of the newest commands (default 20, at most 1000).
+    /// The newest this many (default 20, at most 1000).
     #[serde(default)]
     pub limit: Option<usize>,
 }

@@ -55,7 +55,7 @@ pub use run::{
 };
 pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
 pub(crate) use table::SchemaFn;
-pub use table::{Arguments, Route, VERBS, Verb};
+pub use table::{Arguments, KEYS_LINE, Route, VERBS, Verb};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut

@@ -25,50 +25,41 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpawnRequest {
-    /// A name unique among your terminals, usable instead of the id (not
-    /// shaped like an id).
+    /// Unique among yours, usable as the id (not shaped like one).
     #[serde(default)]
     pub name: Option<String>,
-    /// The program and its arguments, executed exactly (no shell parses
-    /// them, one word included). Absent: an interactive shell; an empty
-    /// array, or an empty program, is invalid.
+    /// The program and its words, run exactly (no shell); absent: a shell.
     #[serde(default)]
     pub command: Option<Vec<String>>,
-    /// A command line for the shell to parse (`SHELL -c LINE`), instead of
-    /// `command`.
+    /// A line for `SHELL -c`, instead of `command`.
     #[serde(default)]
     pub shell: Option<String>,
-    /// Working directory: an absolute path (a relative one is invalid: it
-    /// would depend on where the engine runs).
+    /// The working directory, absolute.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// Extra environment variables.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
-    /// Width in columns (give `rows` too; default 80).
+    /// Columns (with `rows`; default 80).
     #[serde(default)]
     pub cols: Option<u16>,
-    /// Height in rows (give `cols` too; default 24).
+    /// Rows (with `cols`; default 24).
     #[serde(default)]
     pub rows: Option<u16>,
-    /// What to do when the program dies (default `never`).
+    /// When the program dies (default `never`).
     #[serde(default)]
     pub restart: Option<RestartPolicy>,
-    /// A free-form role, e.g. `repl` (1 to 64 bytes, stored only).
+    /// Free-form, e.g. `repl` (1 to 64 bytes).
     #[serde(default)]
     pub role: Option<String>,
-    /// Start the shell with the engine's prompt marks (default true; bash,
-    /// zsh and POSIX sh, when no `command` or `shell` line is given), so
-    /// `send` returns a command's exact output, `exit_code` and duration.
+    /// Prompt marks in bash, zsh or sh (default true): exact output and
+    /// `exit_code` per command.
     #[serde(default)]
     pub shell_integration: Option<bool>,
-    /// Lines of scrollback to keep (default 10000, at most 1000000).
+    /// Scrollback lines kept (default 10000, at most 1000000).
     #[serde(default)]
     pub history_limit: Option<u32>,
-    /// A terminal for an agent (the default from `mcp`): `PAGER`,
-    /// `GIT_PAGER` and `MANPAGER` are `cat`, and `EDITOR`/`GIT_EDITOR`
-    /// fail at once with a message, so no pager or editor waits for keys
-    /// an agent does not know to send. `env` overrides any of them.
+    /// Pagers `cat`, editors fail fast (mcp's default; `env` wins).
     #[serde(default)]
     pub agent: Option<bool>,
 }
@@ -177,47 +168,34 @@ pub struct TerminalRequest {
 pub struct SendRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// The text to type, exactly (a newline in it is a newline typed).
-    /// May be omitted when `keys` is given.
+    /// Typed exactly; optional with `keys`.
     #[serde(default)]
     pub text: String,
-    /// Keys to press after `text` (and before `submit`'s Enter), by tmux
-    /// key name: `Enter`, `Escape`, `Tab`, `BSpace`, `Space`, `Up`,
-    /// `PageUp`, `F1`..`F12`, `C-c`, `M-x`, ...; an element that is not
-    /// a key name is typed as text (`["Escape", ":wq", "Enter"]`), but a
-    /// capitalized word that is none (`Esc`) is refused.
+    /// tmux key names, pressed after `text` (else typed as text).
     #[serde(default)]
     pub keys: Option<Vec<String>>,
-    /// Press Enter after the text.
+    /// Press Enter after it.
     #[serde(default)]
     pub submit: bool,
-    /// When the send is done: `command` (the default) when an integrated
-    /// shell marks the command's end (then the answer has exactly its
-    /// output and its `exit_code`), else as `stdin`; `idle` when the
-    /// output went quiet (or the program waits for input); `stdin` when
-    /// the program waits for input again, e.g. the shell's prompt is back;
-    /// `exit` when the program ended; `none` at once.
+    /// Done when: `command` (the default: the shell marks its end, else as
+    /// `stdin`), `stdin` (the program reads input), `idle` (output quiet),
+    /// `exit` or `none` (at once).
     #[serde(default)]
     pub wait: Option<WaitFor>,
-    /// Give up waiting after this many seconds (default 30); the output so
-    /// far is returned with `wait_reason: "timeout"`. (`timeout` is
-    /// accepted as its old HTTP name.)
+    /// Give up waiting after this (default 30 s; `timeout`: its old name).
     #[serde(default, alias = "timeout")]
     pub timeout_secs: Option<f64>,
-    /// Whether the command may go into the shell's history (default true;
-    /// MCP's default is false). False types it with a leading space,
-    /// which the engine's shell rc keeps out of the history.
+    /// Whether it may go into the shell's history (default true; MCP's
+    /// false).
     #[serde(default)]
     pub history: Option<bool>,
-    /// Add the visible screen to the answer (`viewport`); off by default,
-    /// as the output is usually all a caller needs.
+    /// Add the visible screen as `viewport`.
     #[serde(default)]
     pub include_screen: bool,
-    /// Bytes of the whole answer (compact JSON) at most: 512 to 65536,
-    /// default 65536; the newest output is kept (`truncated` when cut).
+    /// Answer bytes at most: 512 to 65536 (64 KiB, the default).
     #[serde(default)]
     pub max_bytes: Option<usize>,
-    /// Lines of output at most (the newest are kept).
+    /// Output lines at most (the newest kept).
     #[serde(default)]
     pub max_lines: Option<usize>,
     /// Raw bytes standing in for `text` (the CLI's `--stdin`, which may
@@ -292,29 +270,23 @@ impl SendRequest {
 pub struct ReadRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// Lines to skip back from the newest (default 0: the latest page).
+    /// Lines to skip back from the newest (default 0).
     #[serde(default)]
     pub offset: usize,
     /// Lines to return (default 100, at most 10000).
     #[serde(default)]
     pub count: Option<usize>,
-    /// Bytes of the whole answer (compact JSON) at most: 512 to 65536,
-    /// default 65536; the oldest lines of the page go first (`truncated`
-    /// when cut).
+    /// Answer bytes at most: 512 to 65536 (64 KiB, the default).
     #[serde(default)]
     pub max_bytes: Option<usize>,
-    /// Lines of the page at most (the newest are kept).
+    /// Lines at most (the newest kept).
     #[serde(default)]
     pub max_lines: Option<usize>,
-    /// A cursor (`next_cursor` of an earlier read, or a send's `cursor` or
-    /// `start_cursor`): return the output written after it, oldest first,
-    /// instead of a page counted back from the newest line. Not with
-    /// `offset` or `count`.
+    /// A cursor (`next_cursor`, a send's cursors): the output after it.
     #[serde(default)]
     pub since: Option<String>,
-    /// With `since`: `lines` (the default: escape sequences stripped, one
-    /// string per line), `text` (stripped, one string) or `bytes` (exactly
-    /// as written, standard base64).
+    /// With `since`: `lines` (the default), `text` or `bytes` (exact,
+    /// base64).
     #[serde(default)]
     pub format: Option<ReadFormat>,
 }
@@ -414,32 +386,25 @@ impl ReadRequest {
 pub struct WaitRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// Wait until a line of output contains this (where: see `since`).
+    /// Until a line contains this (where: `since`).
     #[serde(default)]
     pub text: Option<String>,
-    /// Wait until a line of output matches this regular expression (Rust
-    /// `regex` syntax; where: see `since`).
+    /// Until a line matches this (Rust `regex` syntax; where: `since`).
     #[serde(default)]
     pub regex: Option<String>,
-    /// Where `text` and `regex` look: `command` (the default) the output
-    /// after the start of the newest command the shell marked (the last
-    /// one sent), so never the echo of its command line, or as `screen`
-    /// when no marked command is held; `screen` the screen and the last
-    /// 200 lines of scrollback; or a cursor (`EPOCH:OFFSET`, as a send or
-    /// read gives it): the output after it.
+    /// `command` (the default: the newest command's output, never its echo),
+    /// `screen` (with 200 lines of scrollback) or a cursor: the output after
+    /// it.
     #[serde(default)]
     pub since: Option<String>,
-    /// Wait until the program exits (give `true`).
+    /// Until the program exits (`true`).
     #[serde(default)]
     pub exit: Option<bool>,
-    /// Wait until this command ends: a command id (`commands` lists them;
-    /// a send's `start_cursor` and its `commands[].start_cursor` are ids)
-    /// or `last` (the newest command the stream holds). The answer has its
-    /// `exit_code`, `duration_secs` and `output`, however long after its
-    /// send gave up.
+    /// Until this command ends: an id (terminal_commands; a send's
+    /// `start_cursor`) or `last`.
     #[serde(default)]
     pub command: Option<String>,
-    /// Give up after this many seconds (default 30).
+    /// Give up after this (default 30 s).
     #[serde(default, alias = "timeout")]
     pub timeout_secs: Option<f64>,
 }
@@ -489,8 +454,8 @@ impl WaitRequest {
 pub struct SignalRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// One of INT TERM KILL HUP QUIT TSTP CONT WINCH USR1 USR2 (`SIG`
-    /// prefix allowed); goes to the foreground process group.
+    /// INT TERM KILL HUP QUIT TSTP CONT WINCH USR1 or USR2 (`SIG` prefix
+    /// allowed).
     pub signal: String,
 }
 
@@ -510,8 +475,8 @@ impl SignalRequest {
 pub struct RenameRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// The new name: unique among your terminals, not shaped like an id,
-    /// no `:` or `.`, no control characters, at most 64 bytes.
+    /// Unique among yours, not shaped like an id, no `:`, `.` or control
+    /// characters, at most 64 bytes.
     pub name: String,
 }
 

@@ -25,20 +25,18 @@ const SEARCHED_LINES: usize = super::MAX_READ_LINES;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
-    /// Terminal id or name; absent: every one of your terminals.
+    /// Id or name; absent: all of yours.
     #[serde(default)]
     pub terminal: Option<String>,
-    /// The regular expression (Rust `regex` syntax), matched against each
-    /// line.
+    /// Rust `regex` syntax, matched against each line.
     pub regex: String,
-    /// Lines of context before and after each match (default 0, at most
-    /// 10).
+    /// Lines around each match (default 0, at most 10).
     #[serde(default)]
     pub context: Option<usize>,
-    /// Matches at most (default 50, at most 500); the newest are kept.
+    /// Matches at most (default 50, at most 500; the newest kept).
     #[serde(default)]
     pub max_matches: Option<usize>,
-    /// Bytes of the whole answer at most (512 to 65536, default 65536).
+    /// Answer bytes at most: 512 to 65536 (64 KiB, the default).
     #[serde(default)]
     pub max_bytes: Option<usize>,
 }

@@ -73,8 +73,9 @@ pub struct Verb {
     pub open_world: bool,
     /// One line: the route's summary.
     pub summary: &'static str,
-    /// The whole story, with the real defaults: the tool's description
-    /// and the route's.
+    /// What it does and every field of its answer: the tool's
+    /// description and the route's. Each argument's default and bounds
+    /// are its own (the request type's field docs, in the schema).
     pub description: &'static str,
     /// The request's schema.
     pub request: SchemaFn,
@@ -155,6 +156,17 @@ fn json(answer: impl Serialize) -> Result<Value> {
 
 const TERMINAL: &str = "/api/terminals/{t}";
 
+/// How to type keys, in one line: every description that types says it
+/// with these words (a literal, for `concat!`).
+macro_rules! keys_line {
+    () => {
+        "Keys by tmux name in `keys`: [\"Escape\", \":wq\", \"Enter\"], \"C-c\", \"Up\"."
+    };
+}
+
+/// [`keys_line!`] as a value, for the faces' own words.
+pub const KEYS_LINE: &str = keys_line!();
+
 /// The route `method path`, answering `status` on success.
 const fn at(method: &'static str, path: &'static str, status: u16) -> Option<Route> {
     Some(Route {
@@ -176,10 +188,9 @@ pub static VERBS: &[Verb] = &[
         idempotent: false,
         open_world: true,
         summary: "Start a terminal; its snapshot.",
-        description: "Start a persistent terminal (a shell unless `command` is given; its words \
-                      are executed exactly, not through a shell). It keeps running across \
-                      restarts of this server. Returns its snapshot: id, name, status, pid, \
-                      restart policy.",
+        description: "Start a persistent terminal that outlives this server: a shell, or \
+                      `command`'s words run exactly (no shell), or a `shell` line. Returns its \
+                      snapshot (as terminal_show).",
         request: schema::<SpawnRequest>,
         answer: schema::<TerminalSnapshot>,
         check: check::<SpawnRequest>,
@@ -195,8 +206,7 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Your terminals in creation order, as snapshots.",
-        description: "List your terminals in creation order, as snapshots (id, name, status, \
-                      pid).",
+        description: "Your terminals in creation order, as snapshots (as terminal_show).",
         request: schema::<ListRequest>,
         answer: schema::<Vec<TerminalSnapshot>>,
         check: check::<ListRequest>,
@@ -212,7 +222,9 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "One terminal's snapshot.",
-        description: "One terminal's snapshot (id, name, status, pid, restart policy).",
+        description: "One terminal's snapshot: {id, name, owner, kind, status: {kind: \
+                      running|exited (exit)|gone (reason)}, pid, restart, restarts, role, \
+                      created_ms, output_path}.",
         request: schema::<TerminalRequest>,
         answer: schema::<TerminalSnapshot>,
         check: check::<TerminalRequest>,
@@ -230,27 +242,17 @@ pub static VERBS: &[Verb] = &[
         summary: "Type text and wait (default `command`: until every command of it ended and \
                   the prompt is back); {output, exit_code, commands, wait_reason, typed, \
                   status, truncated}.",
-        description: "Type text into a terminal (with `submit`, press Enter after it) and wait \
-                      until the program is done with it (`wait`: command, the default, types at \
-                      the shell's prompt or into a program reading the terminal, and waits \
-                      until every command of the text ended and the prompt is back; without \
-                      the engine's shell integration it waits as stdin: until the program \
-                      waits for input again). Returns {output, exit_code, commands, \
-                      wait_reason, typed, status, truncated}: the output it produced, escape \
-                      sequences stripped (all its commands'); `exit_code` is the last \
-                      command's; `commands` lists each command the shell ran (text, \
-                      exit_code, duration_secs, cursors); `wait_reason` is command, \
-                      stdin_read (a program reads the terminal), busy (it waits on other \
-                      files, e.g. a server), idle, exited, timeout or cancelled; `typed: \
-                      false` (with `not_typed_reason`) when the text could not be typed by \
-                      the deadline (`timeout_secs`, default 30): it is then never typed. The \
-                      whole answer is at most `max_bytes` (default and most 64 KiB) and \
-                      `max_lines`, the newest output kept (`truncated` says when older output \
-                      was cut); `include_screen: true` adds the screen as `viewport`; \
-                      `cursor` is where a `terminal_read` with `since` goes on, \
-                      `start_cursor` where this output began. Over MCP it reports progress \
-                      while it waits when the request carries a progress token, and a cancel \
-                      stops the wait, not the program.",
+        description: concat!(
+            "Type `text` (`submit`: then Enter), press `keys`, and wait (`wait`). ",
+            keys_line!(),
+            " Returns {output, exit_code, duration_secs, commands: [{text, exit_code, \
+             duration_secs, start_cursor, end_cursor}], wait_reason, typed, not_typed_reason, \
+             foreground_command, screen, status, viewport, truncated, elided_bytes, elided_from, \
+             elided_to, cursor, start_cursor}: output as the terminal shows it; typed false: \
+             never typed; wait_reason full_screen: a pager or editor is in front (text refused, \
+             keys typed); past max_bytes/max_lines head and tail kept (terminal_read since \
+             elided_from: the rest)."
+        ),
         request: schema::<SendRequest>,
         answer: schema::<SendAnswer>,
         check: check::<SendRequest>,
@@ -269,17 +271,11 @@ pub static VERBS: &[Verb] = &[
         open_world: false,
         summary: "A page of scrollback: {lines, total_lines, range, truncated, next_cursor}; \
                   or with since, the output after a cursor.",
-        description: "Read a page of a terminal's scrollback, escape sequences stripped, \
-                      counted back from the newest line: `offset` lines skipped, `count` \
-                      lines returned (default 100, at most 10000). Or, with `since: CURSOR` (a \
-                      `next_cursor`, or a send's `cursor`/`start_cursor`), the output written \
-                      after it, oldest first, as `lines` (the default), `text` or `bytes` \
-                      (`format`). The whole answer is at most `max_bytes` (default and most 64 \
-                      KiB) and `max_lines`. Returns {lines, total_lines, range, truncated, \
-                      next_cursor}; with since, {lines|text|bytes, truncated, next_cursor, \
-                      more, gap, resumed_at}: read on from next_cursor while `more`; `gap` \
-                      says why it starts at `resumed_at` instead of the cursor (evicted: no \
-                      longer held; stale: an earlier engine run's cursor).",
+        description: "Scrollback back from the newest line: {lines, \
+                      total_lines, range, truncated, next_cursor}; with `since`, the output \
+                      after a cursor: {lines|text|bytes, truncated, next_cursor, more, gap, \
+                      resumed_at}: read on from next_cursor while more; gap: it starts at \
+                      resumed_at instead.",
         request: schema::<ReadRequest>,
         answer: schema::<ReadAnswer>,
         check: check::<ReadRequest>,
@@ -295,13 +291,9 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Lines of your terminals' scrollback matching a regex, with context.",
-        description: "Search scrollback with a regex (Rust syntax), escape sequences stripped \
-                      as in terminal_read: one terminal's (`terminal`) or all of yours. \
-                      Returns {matches: [{terminal, name, line, text, before, after}], \
-                      searched, truncated}: `line` counts as terminal_read's range does, \
-                      `context` lines (default 0, at most 10) around each, at most \
-                      `max_matches` (default 50, at most 500; the newest kept) and \
-                      `max_bytes` (default and most 64 KiB).",
+        description: "Lines of scrollback matching `regex`, one terminal's or all yours: \
+                      {matches: [{terminal, name, line, text, before, after}], searched, \
+                      truncated}; line as terminal_read's range.",
         request: schema::<SearchRequest>,
         answer: schema::<SearchAnswer>,
         check: check::<SearchRequest>,
@@ -321,15 +313,11 @@ pub static VERBS: &[Verb] = &[
         summary: "The terminal's last commands from its output stream: {commands: [{id, text, \
                   start_cursor, end_cursor, exit_code, duration_secs, running}], known_from, \
                   unknown_ended, total}.",
-        description: "List the terminal's last commands as its integrated shell marked them \
-                      in the output stream: {commands: [{id, text, start_cursor, end_cursor, \
-                      exit_code, duration_secs, running}], known_from, unknown_ended, total}, \
-                      oldest first, the newest `limit` (default 20, at most 1000). An id is \
-                      the command's start_cursor; terminal_wait {command: ID or \"last\"} \
-                      collects its exit_code and output. Only what the stream holds is known: \
-                      nothing before `known_from` (e.g. before an engine restart); \
-                      `unknown_ended` counts end marks whose start is not held (no code is \
-                      reported for them).",
+        description: "The terminal's last commands, oldest first: \
+                      {commands: [{id, text, start_cursor, end_cursor, exit_code, duration_secs, \
+                      running}], known_from, unknown_ended, total}. terminal_wait command: id \
+                      collects one; nothing before known_from is known; unknown_ended: ends \
+                      without a start.",
         request: schema::<CommandsRequest>,
         answer: schema::<CommandsAnswer>,
         check: check::<CommandsRequest>,
@@ -347,8 +335,8 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "The visible screen: {lines, cols, rows, cursor}.",
-        description: "Capture a terminal's visible screen: {lines, cols, rows, cursor} (over \
-                      MCP at most 64 KiB of text; rows beyond that are dropped from the top).",
+        description: "The visible screen: {lines, cols, rows, cursor: [col, row]} (at most 64 \
+                      KiB).",
         request: schema::<TerminalRequest>,
         answer: schema::<Screen>,
         check: check::<TerminalRequest>,
@@ -364,17 +352,11 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Wait until a text, a regex, the program's exit or a command's end.",
-        description: "Wait until a line of the terminal's output contains `text` or matches \
-                      `regex` (`since`: command, the default, looks at the output after the \
-                      newest command's start, never its echoed command line; screen at the \
-                      screen and its last 200 lines of scrollback; or a cursor), or until the \
-                      program exits (`exit: true`), or until a command ends (`command`: an id \
-                      from terminal_commands or a send's start_cursor, or \"last\"; it then \
-                      returns {matched, command, exit_code, duration_secs, output}, however \
-                      long after its send timed out); give exactly one. Returns {matched}: \
-                      the matching line (at most 64 KiB) or the exit status in words. Past \
-                      `timeout_secs` (default 30) it is a TIMEOUT error showing the last lines \
-                      searched. A cancel stops the wait, not the program.",
+        description: "Wait until a line of output has `text` or matches `regex`, the program \
+                      exits (`exit`), or a command ends (`command`, even long after its \
+                      send); one of them. Returns {matched, command, exit_code, duration_secs, \
+                      output}: all but matched for a command. \
+                      Past timeout_secs: TIMEOUT, with the last lines searched.",
         request: schema::<WaitRequest>,
         answer: schema::<WaitAnswer>,
         check: check::<WaitRequest>,
@@ -390,8 +372,7 @@ pub static VERBS: &[Verb] = &[
         idempotent: false,
         open_world: false,
         summary: "Signal the foreground process group; {signal, pgid}.",
-        description: "Send a signal (INT TERM KILL HUP QUIT TSTP CONT WINCH USR1 USR2) to the \
-                      terminal's foreground process group, e.g. INT for Ctrl-C. Returns \
+        description: "Signal the terminal's foreground process group (INT is Ctrl-C). Returns \
                       {signal, pgid}.",
         request: schema::<SignalRequest>,
         answer: schema::<SignalDelivery>,
@@ -408,8 +389,8 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Kill a terminal and its process tree.",
-        description: "Kill a terminal and its whole process tree, and forget it. Returns \
-                      {killed}: false when another kill of it was already under way.",
+        description: "Kill a terminal and its process tree, and forget it. Returns {killed}: \
+                      false when another kill was under way.",
         request: schema::<TerminalRequest>,
         answer: schema::<KillAnswer>,
         check: check::<TerminalRequest>,
@@ -425,8 +406,8 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Give the terminal a new name `{name}`; its snapshot.",
-        description: "Give a terminal a new name (unique among yours, not shaped like an id); \
-                      its snapshot. The old name no longer finds it.",
+        description: "Rename a terminal (unique among yours); its snapshot (as \
+                      terminal_show).",
         request: schema::<RenameRequest>,
         answer: schema::<TerminalSnapshot>,
         check: check::<RenameRequest>,

@@ -278,11 +278,40 @@ async fn every_tool_is_annotated_with_an_output_schema() {
                 assert!(!schema["properties"].as_object().unwrap().is_empty());
             }
         }
+        // The schema has the fields always there; the description names
+        // every field (issue 25, item 2).
         let send = tools.iter().find(|t| t.name == "terminal_send").unwrap();
         let properties = &send.output_schema.as_ref().unwrap()["properties"];
-        for key in ["output", "wait_reason", "status", "truncated", "viewport"] {
+        for key in ["output", "wait_reason", "status", "truncated", "typed"] {
             assert!(properties.get(key).is_some(), "{key}: {properties}");
         }
+        let description = send.description.as_deref().unwrap();
+        for key in [
+            "exit_code",
+            "viewport",
+            "commands",
+            "cursor",
+            "not_typed_reason",
+        ] {
+            assert!(description.contains(key), "{key}: {description}");
+        }
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Issue 25, item 1: the whole `tools/list` result, as the client got it,
+/// fits the budget every agent pays in its context.
+#[tokio::test]
+async fn the_tool_list_is_small() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        let tools = mcp.client.list_all_tools().await.unwrap();
+        assert_eq!(tools.len(), TOOLS.len());
+        let list = rmcp::model::ListToolsResult::with_all_items(tools);
+        let bytes = serde_json::to_vec(&list).unwrap().len();
+        assert!(bytes <= tmux_engine::mcp::TOOL_LIST_BUDGET, "{bytes} bytes");
         mcp.stop().await;
     })
     .await;

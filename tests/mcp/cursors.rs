@@ -113,3 +113,46 @@ async fn a_cursor_of_an_earlier_engine_run_is_stale() {
     })
     .await;
 }
+
+/// Issue 25, item 6: a bounded answer keeps the head and the tail of the
+/// output (a build's first error and its summary), says how many bytes
+/// went between them, and `read since elided_from` reaches every one.
+#[tokio::test]
+async fn a_bounded_send_keeps_head_and_tail() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start(&cli).await;
+        shell(&mcp, "long").await;
+        let args = json!({"terminal": "long", "text": "seq 1 20000", "submit": true,
+                          "max_bytes": 4096});
+        let sent = mcp.ok("terminal_send", args).await;
+        assert!(sent.to_string().len() <= 4096, "{}", sent.to_string().len());
+        assert_eq!(sent["exit_code"], 0, "{sent}");
+        assert_eq!(sent["truncated"], true);
+        let output = sent["output"].as_str().unwrap();
+        assert!(output.starts_with("1\n2\n3\n"), "{output}");
+        assert!(output.ends_with("19999\n20000\n"), "{output}");
+        let whole: usize = (1..=20_000).map(|n: u32| n.to_string().len() + 1).sum();
+        let elided = usize::try_from(sent["elided_bytes"].as_u64().unwrap()).unwrap();
+        assert_eq!(output.len() + elided, whole, "{sent}");
+        // Every elided line, in order, from the cursor before them.
+        let kept: Vec<&str> = output.lines().collect();
+        let from = sent["elided_from"].as_str().unwrap().to_owned();
+        assert!(sent["elided_to"].is_string(), "{sent}");
+        let (seen, _) = read_all(&mcp, "long", from).await;
+        let numbers: Vec<String> = (1..=20_000).map(|n: u32| n.to_string()).collect();
+        let first = seen.iter().position(|line| line == "1").unwrap();
+        assert_eq!(seen[first..first + 20_000], numbers[..]);
+        // What was kept is a head and a tail of whole lines.
+        let head = kept
+            .iter()
+            .zip(&numbers)
+            .take_while(|(a, b)| **a == **b)
+            .count();
+        let tail = kept.len() - head;
+        assert!(head > 100 && tail > 100, "{head} {tail}");
+        assert_eq!(kept[head..], numbers[20_000 - tail..]);
+        mcp.stop().await;
+    })
+    .await;
+}

@@ -15,6 +15,7 @@ mod agent;
 mod commands;
 mod contract;
 mod cursors;
+mod guard;
 mod scenario;
 mod search;
 mod sessions;

@@ -255,7 +255,7 @@ async fn answers_are_bounded_as_a_whole() {
         assert_eq!(sent["truncated"], true);
         assert!(sent.get("viewport").is_none(), "{sent}");
         let output = sent["output"].as_str().unwrap();
-        // The newest output is what is kept.
+        // The newest output is kept (with the head: issue 25, item 6).
         assert!(
             output.contains("\n200000"),
             "{}",
