@@ -295,10 +295,10 @@ pub struct ReadRequest {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadFormat {
-    /// Escape sequences stripped, one string per line.
+    /// Rendered as the terminal shows it, one string per line.
     #[default]
     Lines,
-    /// Escape sequences stripped, one string.
+    /// Rendered as the terminal shows it, one string.
     Text,
     /// The bytes exactly as written, standard base64.
     Bytes,
