@@ -164,7 +164,7 @@ macro_rules! keys_line {
     };
 }
 
-/// [`keys_line!`] as a value, for the faces' own words.
+/// `keys_line!` as a value, for the faces' own words.
 pub const KEYS_LINE: &str = keys_line!();
 
 /// The route `method path`, answering `status` on success.
