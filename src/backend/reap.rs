@@ -225,5 +225,15 @@ pub(super) async fn reap(
             Err(error) => report.failures.push(error),
         }
     }
+    // The state directory's half-written records, by the same grace.
+    if let Some(state) = config
+        .state_dir
+        .as_deref()
+        .and_then(|dir| StateDir::open(dir).ok())
+    {
+        report
+            .removed
+            .extend(state.remove_stale_temps(config.reap_grace));
+    }
     Ok(report)
 }

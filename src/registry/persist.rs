@@ -220,6 +220,36 @@ impl StateDir {
         Ok(())
     }
 
+    /// Removes the temp files of record writes cut short (a process killed
+    /// between creating one and renaming it over its record) that are at
+    /// least `grace` old: younger ones may be a write in flight. The paths
+    /// removed; a file that cannot be looked at or removed is left.
+    pub(crate) fn remove_stale_temps(&self, grace: std::time::Duration) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(&self.terminals) else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for entry in entries.flatten() {
+            let is_temp = entry
+                .file_name()
+                .to_str()
+                .is_some_and(|name| name.starts_with(".tmp-"));
+            let old = entry
+                .metadata()
+                .and_then(|meta| meta.modified())
+                .ok()
+                .and_then(|modified| modified.elapsed().ok())
+                .is_some_and(|age| age >= grace);
+            if is_temp && old && fs::remove_file(entry.path()).is_ok() {
+                removed.push(format!(
+                    "record write cut short at {}",
+                    entry.path().display()
+                ));
+            }
+        }
+        removed
+    }
+
     /// Reads the record of `id`: `None` when there is none (killed by
     /// another process).
     ///

@@ -141,3 +141,22 @@ fn corrupt_files_are_reported_and_skipped() {
     assert_eq!(again.records.len(), 1);
     assert_eq!(again.claimed_ids().len(), 4);
 }
+
+/// A record write cut short leaves its temp file: a reap removes it once
+/// it is older than the grace, never a younger one (a write in flight).
+#[test]
+fn stale_temp_files_are_removed_by_age() {
+    let dir = private_tempdir();
+    let state = StateDir::open(dir.path()).unwrap();
+    let temp = dir.path().join("terminals").join(".tmp-cut");
+    fs::write(&temp, b"{").unwrap();
+    assert!(
+        state
+            .remove_stale_temps(std::time::Duration::from_secs(3600))
+            .is_empty()
+    );
+    assert!(temp.exists());
+    let removed = state.remove_stale_temps(std::time::Duration::ZERO);
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert!(!temp.exists());
+}
