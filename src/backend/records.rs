@@ -93,17 +93,9 @@ impl TmuxBackend {
                     };
                 }
                 state if released && tokio::time::Instant::now() + pause < deadline => {
-                    // Dead without a status: tmux has not reaped the wrapper
-                    // (3.3a can miss a SIGCHLD): nudge it, as
-                    // `control::pane_exit` does.
-                    if let Some(PaneState {
-                        dead: true,
-                        server_pid: Some(server),
-                        ..
-                    }) = state
-                        && process::looks_like_tmux(server)
-                    {
-                        let _ = process::signal(server, rustix::process::Signal::CHILD);
+                    // Dead without a status: tmux has not reaped the wrapper.
+                    if let Some(state) = &state {
+                        crate::control::pane_exit::nudge_unreaped(state);
                     }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(std::time::Duration::from_millis(50));

@@ -119,20 +119,25 @@ async fn wait_status(client: &ControlClient, pane: PaneId) -> Result<ExitStatus>
         if let Some(exit) = state.exit {
             return Ok(exit);
         }
-        if state.dead
-            && waited >= NUDGE_AFTER
-            && let Some(server) = state.server_pid
-        {
-            // tmux 3.3a can lose the SIGCHLD of a pane that exits right
-            // after the server started: the pane stays dead without a status
-            // until another SIGCHLD makes it call waitpid.
-            if process::looks_like_tmux(server) {
-                let _ = process::signal(server, rustix::process::Signal::CHILD);
-            }
+        if waited >= NUDGE_AFTER {
+            nudge_unreaped(&state);
         }
         tokio::time::sleep(delay).await;
         waited += delay;
         delay = (delay * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// tmux 3.3a can lose the SIGCHLD of a pane that exits right after the
+/// server started: the pane stays dead without a status until another
+/// SIGCHLD makes it call waitpid. Sends one when `state` is such a pane.
+pub(crate) fn nudge_unreaped(state: &PaneState) {
+    if state.dead
+        && state.exit.is_none()
+        && let Some(server) = state.server_pid
+        && process::looks_like_tmux(server)
+    {
+        let _ = process::signal(server, rustix::process::Signal::CHILD);
     }
 }
 
