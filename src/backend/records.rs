@@ -156,14 +156,10 @@ impl TmuxBackend {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(std::time::Duration::from_millis(50));
         }
-        while process::is_alive(pane) {
-            if tokio::time::Instant::now() + pause > deadline {
-                return false;
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(std::time::Duration::from_millis(50));
-        }
-        true
+        // Its end pushed (a pidfd), not polled.
+        tokio::time::timeout_at(deadline, process::exited(pane))
+            .await
+            .is_ok()
     }
 
     /// The kill path on what a record names, without attaching: guarded by
