@@ -24,13 +24,7 @@ const KNOWN: &[&str] = &[
 /// group's leader, or, when that is the exit handshake's wrapper, the
 /// program it runs.
 fn foreground_name(shared: &ServerLink) -> Option<String> {
-    let pane = shared.lock().pane_process?;
-    let group = u32::try_from(procfs::foreground_group(pane)?).ok()?;
-    let pid = if group == pane.pid {
-        crate::tmux::exit_handshake::program_pid(pane.pid)?
-    } else {
-        group
-    };
+    let (pid, group) = front(shared)?;
     let live = procfs::stat(pid).is_some_and(|stat| !stat.has_exited());
     match comm(pid) {
         Some(name) if live => Some(name),
@@ -38,6 +32,36 @@ fn foreground_name(shared: &ServerLink) -> Option<String> {
         // live member of the group instead, a known one first.
         _ => group_member(group),
     }
+}
+
+/// The process in front of the pane and its group: the foreground
+/// group's leader, or the program behind the exit handshake's wrapper
+/// when the wrapper's own group is in front.
+fn front(shared: &ServerLink) -> Option<(u32, u32)> {
+    let pane = shared.lock().pane_process?;
+    let group = u32::try_from(procfs::foreground_group(pane)?).ok()?;
+    let pid = if group == pane.pid {
+        crate::tmux::exit_handshake::program_pid(pane.pid)?
+    } else {
+        group
+    };
+    Some((pid, group))
+}
+
+/// The working directory of the terminal: the process in front's (read
+/// from `/proc`, so it is right however it got there), else the shell's,
+/// else the last one the shell reported (OSC 7), which outlives the
+/// process.
+pub(super) fn working_directory(shared: &ServerLink) -> Option<std::path::PathBuf> {
+    let cwd = |pid: u32| std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+    let from_proc = || {
+        let (front_pid, _) = front(shared)?;
+        cwd(front_pid).or_else(|| {
+            let pane = shared.lock().pane_process?;
+            cwd(crate::tmux::exit_handshake::program_pid(pane.pid)?)
+        })
+    };
+    from_proc().or_else(|| shared.stream.reported_directory())
 }
 
 /// The name of process `pid`.

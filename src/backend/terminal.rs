@@ -228,6 +228,10 @@ impl BackendTerminal for TmuxTerminal {
         Some(Arc::clone(&self.shared.stream))
     }
 
+    fn working_directory(&self) -> Option<std::path::PathBuf> {
+        super::full_screen::working_directory(&self.shared)
+    }
+
     fn screen(&self) -> BoxFuture<'_, Result<Screen>> {
         Box::pin(super::pages::screen(&self.shared))
     }

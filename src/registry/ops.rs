@@ -282,6 +282,18 @@ impl Owned<'_> {
         Ok(terminal.stream().map(|stream| stream.end()))
     }
 
+    /// The terminal's working directory (see
+    /// [`BackendTerminal::working_directory`]): where an upload lands and
+    /// where a restored terminal starts.
+    ///
+    /// # Errors
+    ///
+    /// As for [`read`](Owned::read).
+    pub async fn working_directory(self, target: &str) -> Result<Option<std::path::PathBuf>> {
+        let (registry, owner) = (self.registry, self.owner);
+        Ok(registry.terminal(owner, target).await?.working_directory())
+    }
+
     /// Captures the visible screen.
     ///
     /// # Errors

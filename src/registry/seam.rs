@@ -248,6 +248,12 @@ pub trait BackendTerminal: Send + Sync + 'static {
         None
     }
 
+    /// The terminal's working directory: its program's now, else the last
+    /// one it reported (OSC 7). `None` (the default) when not known.
+    fn working_directory(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
     /// Captures the visible screen.
     ///
     /// # Errors

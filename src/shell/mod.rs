@@ -145,13 +145,14 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
 }
 
 /// bash: the user's rc as bash would read it, then the marks. `D` and
-/// `A` come from `PROMPT_COMMAND` (first, so `$?` is the command's), `B`
+/// `A` (with the working directory as OSC 7 between them, its host left
+/// empty: this machine) come from `PROMPT_COMMAND` (first, so `$?` is the command's), `B`
 /// ends `PS1`, `C` is `PS0` (printed once a command line is read).
 const BASH_RC: &str = r#"# tmux-engine shell integration (bash); see docs/shell-integration.md
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 case ":$HISTCONTROL:" in *:ignorespace:*|*:ignoreboth:*) ;; *) HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}" ;; esac
-__tmux_engine_prompt() { local s=$?; printf '\033]133;D;%s\007\033]133;A\007' "$s"; return $s; }
+__tmux_engine_prompt() { local s=$?; printf '\033]133;D;%s\007\033]7;file://%s\007\033]133;A\007' "$s" "$PWD"; return $s; }
 PROMPT_COMMAND="__tmux_engine_prompt${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
 PS1="${PS1}\[\033]133;B\007\]"
 PS0="${PS0}\033]133;C\007"
@@ -171,7 +172,7 @@ const ZSH_RC: &str = r#"# tmux-engine shell integration (zsh); see docs/shell-in
 ZDOTDIR="$__tmux_engine_user_zdotdir"
 [ -r "$ZDOTDIR/.zshrc" ] && . "$ZDOTDIR/.zshrc"
 setopt HIST_IGNORE_SPACE
-__tmux_engine_precmd() { local s=$?; printf '\033]133;D;%s\007\033]133;A\007' "$s"; return $s; }
+__tmux_engine_precmd() { local s=$?; printf '\033]133;D;%s\007\033]7;file://%s\007\033]133;A\007' "$s" "$PWD"; return $s; }
 __tmux_engine_preexec() { printf '\033]133;C\007'; }
 typeset -ga precmd_functions preexec_functions
 precmd_functions=(__tmux_engine_precmd $precmd_functions)
@@ -186,7 +187,7 @@ PS1="${PS1}%{$(printf '\033]133;B\007')%}"
 const SH_RC: &str = r#"# tmux-engine shell integration (POSIX sh); see docs/shell-integration.md
 [ -r "$HOME/.shrc" ] && . "$HOME/.shrc"
 __te_esc=$(printf '\033'); __te_bel=$(printf '\007')
-PS1="${__te_esc}]133;D;\$?${__te_bel}${__te_esc}]133;A${__te_bel}${PS1:-\$ }${__te_esc}]133;B${__te_bel}"
+PS1="${__te_esc}]133;D;\$?${__te_bel}${__te_esc}]7;file://\${PWD}${__te_bel}${__te_esc}]133;A${__te_bel}${PS1:-\$ }${__te_esc}]133;B${__te_bel}"
 PS2="${PS2-> }${__te_esc}]133;B${__te_bel}"
 unset __te_esc __te_bel
 "#;

@@ -13,6 +13,7 @@
 //! nothing, however large its limit.
 
 mod cursor;
+mod osc7;
 mod ring;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -32,6 +33,8 @@ pub struct Stream {
     /// The most bytes held.
     limit: usize,
     ring: Mutex<Ring>,
+    /// The working directory the program last reported (OSC 7).
+    osc7: Mutex<osc7::Osc7>,
     /// The byte count, bumped on every chunk (and touched on a skip):
     /// what waiters and the attach hub watch.
     changes: watch::Sender<u64>,
@@ -44,6 +47,7 @@ impl Stream {
             epoch: OutputCursor::new_epoch(),
             limit,
             ring: Mutex::new(Ring::default()),
+            osc7: Mutex::new(osc7::Osc7::default()),
             changes: watch::Sender::new(0),
         }
     }
@@ -61,6 +65,10 @@ impl Stream {
 
     /// Appends output and wakes the watchers.
     pub(crate) fn push(&self, bytes: Bytes) {
+        self.osc7
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .scan(&bytes);
         let total = {
             let mut ring = self.held();
             ring.push(bytes, self.limit);
@@ -78,6 +86,17 @@ impl Stream {
             ring.skipped_at = ring.total;
         }
         self.changes.send_modify(|_| {});
+    }
+
+    /// The working directory the program reported last (OSC 7, which the
+    /// engine's shell integration prints at every prompt), when one was
+    /// reported by this machine.
+    pub fn reported_directory(&self) -> Option<std::path::PathBuf> {
+        self.osc7
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .latest
+            .clone()
     }
 
     /// A receiver of the byte count, woken on every chunk and skip.

@@ -8,6 +8,7 @@
 mod attach;
 mod attach_lifecycle;
 mod commands;
+mod cwd;
 mod full_screen;
 mod hardening;
 mod lifecycle;
