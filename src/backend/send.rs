@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -387,17 +388,10 @@ async fn follow(
                 Observed::Pause(next) => pause = Some(next),
             }
         }
-        tokio::select! {
-            () = op.cancel.cancelled() => return WaitReason::Cancelled,
-            () = tokio::time::sleep_until(deadline) => return WaitReason::Timeout,
-            _ = status.wait_for(|status| !status.is_running()) => return WaitReason::Exited,
-            changed = output.changed() => {
-                if changed.is_err() {
-                    return WaitReason::Exited;
-                }
-                judge.reset();
-            }
-            () = tokio::time::sleep(pause.unwrap_or_default()), if pause.is_some() => {}
+        match woken(op, &mut output, &mut status, deadline, pause).await {
+            Woke::Ended(reason) => return reason,
+            Woke::Output => judge.reset(),
+            Woke::Paused => {}
         }
     }
 }
@@ -424,35 +418,59 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
             pane.map_or(InputState::Other, |pane| reading::input_state(pane.pid))
         };
         let pause = match what {
-            WaitFor::Idle => quiet,
+            WaitFor::Idle => Some(quiet),
             WaitFor::StdinRead => {
                 let input = input();
                 match judge.observe(false, true, input, *output.borrow_and_update()) {
                     Observed::Ready => return waiting_reason(input),
-                    Observed::Pause(pause) => pause,
+                    Observed::Pause(pause) => Some(pause),
                 }
             }
-            _ => Duration::from_secs(3600),
+            _ => None,
         };
-        tokio::select! {
-            () = op.cancel.cancelled() => return WaitReason::Cancelled,
-            () = tokio::time::sleep_until(deadline) => return WaitReason::Timeout,
-            _ = status.wait_for(|status| !status.is_running()) => return WaitReason::Exited,
-            changed = output.changed() => {
-                if changed.is_err() {
-                    return WaitReason::Exited;
-                }
-                judge.reset();
+        match woken(op, &mut output, &mut status, deadline, pause).await {
+            Woke::Ended(reason) => return reason,
+            Woke::Output => judge.reset(),
+            Woke::Paused if what == WaitFor::Idle => {
+                return match input() {
+                    InputState::Other => WaitReason::Idle,
+                    input => waiting_reason(input),
+                };
             }
-            () = tokio::time::sleep(pause) => {
-                if what == WaitFor::Idle {
-                    return match input() {
-                        InputState::Other => WaitReason::Idle,
-                        input => waiting_reason(input),
-                    };
-                }
-            }
+            Woke::Paused => {}
         }
+    }
+}
+
+/// What woke a send's wait.
+enum Woke {
+    /// Output came.
+    Output,
+    /// The pause asked for passed with nothing else.
+    Paused,
+    /// The send ends: cancelled, timed out, or the program exited.
+    Ended(WaitReason),
+}
+
+/// The one wake-up of both send waits ([`follow`], [`wait`]): the end
+/// conditions every send shares, new output, or `pause` (when given)
+/// without either.
+async fn woken(
+    op: &TmuxSend,
+    output: &mut watch::Receiver<u64>,
+    status: &mut watch::Receiver<TerminalStatus>,
+    deadline: Instant,
+    pause: Option<Duration>,
+) -> Woke {
+    tokio::select! {
+        () = op.cancel.cancelled() => Woke::Ended(WaitReason::Cancelled),
+        () = tokio::time::sleep_until(deadline) => Woke::Ended(WaitReason::Timeout),
+        _ = status.wait_for(|status| !status.is_running()) => Woke::Ended(WaitReason::Exited),
+        changed = output.changed() => match changed {
+            Ok(()) => Woke::Output,
+            Err(_) => Woke::Ended(WaitReason::Exited),
+        },
+        () = tokio::time::sleep(pause.unwrap_or_default()), if pause.is_some() => Woke::Paused,
     }
 }
 
