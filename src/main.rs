@@ -97,10 +97,10 @@ fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
     if args
         .next()
-        .is_some_and(|a| a == tmux_engine::tmux::relay::RELAY_ARG)
+        .is_some_and(|a| a == tmux_engine::tmux::RELAY_ARG)
     {
         let socket = args.next().unwrap_or_default();
-        return match tmux_engine::tmux::relay::relay(std::path::Path::new(&socket)) {
+        return match tmux_engine::tmux::relay(std::path::Path::new(&socket)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::FAILURE,
         };

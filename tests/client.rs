@@ -9,7 +9,7 @@ use tmux_engine::ErrorCode;
 use tmux_engine::control::Notification;
 use tmux_engine::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
 use tmux_engine::control::client::{Snapshot, SubscribeOptions};
-use tmux_engine::control::pane_exit::wait_pane_exit;
+use tmux_engine::control::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::Server;
 use tmux_engine::tmux::TmuxCommand;

@@ -11,7 +11,7 @@ use futures_util::FutureExt;
 use tmux_engine::ErrorCode;
 use tmux_engine::control::client::SubscribeOptions;
 use tmux_engine::control::client::{ClientOptions, ControlClient, PaneEvent, PaneStream};
-use tmux_engine::control::pane_exit::wait_pane_exit;
+use tmux_engine::control::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::process;
 use tmux_engine::tmux::{Server, TmuxCommand};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tmux_engine::control::client::{
     ClientOptions, OutputPath, PaneEvent, PaneStream, SubscribeOptions,
 };
-use tmux_engine::control::pane_exit::wait_pane_exit;
+use tmux_engine::control::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
 use tmux_engine::tmux::ServerOptions;
 use tmux_engine::vocab::ExitStatus;

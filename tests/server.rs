@@ -417,7 +417,7 @@ async fn cancelled_start_leaves_nothing_behind() {
 /// pid that names another server's directory is left alone.
 #[tokio::test]
 async fn a_watch_ends_a_server_its_owner_left_behind() {
-    use tmux_engine::tmux::watch::Watch;
+    use tmux_engine::tmux::Watch;
     live(async |tmp| {
         let server = start_server(opts(tmp.path())).await;
         let other = start_server(opts(tmp.path())).await;

@@ -27,7 +27,7 @@ use crate::{Error, ErrorCode};
 
 /// An error answer: `{"error":{"code","message"}}` with its status.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,

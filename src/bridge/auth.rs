@@ -14,7 +14,7 @@ use crate::registry::OwnerId;
 use crate::{Error, Result};
 
 /// A token shorter than this is refused: it could be guessed.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub(crate) const MIN_TOKEN_LEN: usize = 16;
 
 /// What an authenticated request may do, and as whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,7 @@ impl Tokens {
     /// One read-write token for `owner`.
     ///
     /// # Errors
-    /// `INVALID_INPUT` for a token shorter than [`MIN_TOKEN_LEN`] or with
+    /// `INVALID_INPUT` for a token shorter than `MIN_TOKEN_LEN` (16 bytes) or with
     /// characters other than printable ASCII.
     pub fn single(token: &str, owner: OwnerId) -> Result<Tokens> {
         check_token(token)?;

@@ -44,29 +44,28 @@ use axum::response::{IntoResponse, Response};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use self::api::ApiError;
-pub use self::auth::{Auth, MIN_TOKEN_LEN, Principal, Tokens, generate_token};
+pub(crate) use self::api::ApiError;
+pub use self::auth::{Auth, Principal, Tokens, generate_token};
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::listen::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions,
     Tls, bind_unix, validate_base_path,
 };
 pub use self::page::PageOptions;
-pub use self::signin::{DEFAULT_CODE_LIFETIME, MAX_CODE_LIFETIME};
-pub use self::ws::MAX_CLIENT_MESSAGE;
+pub use self::signin::DEFAULT_CODE_LIFETIME;
 use crate::attach::Attacher;
 use crate::registry::Registry;
 use crate::{Error, Result};
 
 /// The largest JSON request body (a `send`'s text is the big one).
-pub const MAX_BODY: usize = 1 << 20;
+pub(crate) const MAX_BODY: usize = 1 << 20;
 
 /// How long shutdown waits for in-flight requests (a `send` may wait 30 s)
 /// and for viewers to take their close frame.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// How often WebSocket viewers are pinged unless configured otherwise.
-pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(20);
 
 /// How a [`Bridge`] authenticates and what it keeps for resumes.
 #[derive(Debug, Clone)]
@@ -236,7 +235,7 @@ impl Bridge {
     /// the path to open under the base path, `/#code=CODE`.
     ///
     /// # Errors
-    /// `INVALID_INPUT` for a lifetime past [`MAX_CODE_LIFETIME`] or too
+    /// `INVALID_INPUT` for a lifetime past `MAX_CODE_LIFETIME` (7 days) or too
     /// many live links; `IO` without randomness.
     pub fn sign_in_path(&self, principal: Principal, lifetime: Duration) -> Result<String> {
         Ok(self.state.signins.mint(principal, lifetime)?.path)
@@ -284,7 +283,7 @@ impl Bridge {
 
     /// Serves on `listener` under `options` (timeouts, connection cap,
     /// TLS) until `stop` resolves, then: stops accepting, closes every
-    /// WebSocket with 1001, gives in-flight requests [`SHUTDOWN_GRACE`],
+    /// WebSocket with 1001, gives in-flight requests `SHUTDOWN_GRACE`,
     /// and shuts the attacher down. Terminals keep running.
     ///
     /// # Errors
@@ -310,7 +309,7 @@ impl Bridge {
     }
 
     /// Closes every WebSocket with 1001 (waiting up to
-    /// [`SHUTDOWN_GRACE`]) and shuts the attacher down. Also what
+    /// `SHUTDOWN_GRACE`) and shuts the attacher down. Also what
     /// [`serve`](Bridge::serve) does on its way out.
     pub async fn shutdown(&self) {
         self.state.shutdown.cancel();

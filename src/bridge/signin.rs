@@ -32,7 +32,7 @@ use crate::Error;
 pub const DEFAULT_CODE_LIFETIME: Duration = Duration::from_secs(600);
 
 /// The longest a code may be asked to live.
-pub const MAX_CODE_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const MAX_CODE_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Links (used or not) one owner keeps at once; minting beyond them is
 /// refused until some expire or are revoked. Per owner, so that one owner

@@ -32,7 +32,7 @@ use crate::{Error, ErrorCode};
 
 /// The largest client message: input is typed or pasted text, and a
 /// larger frame is refused with 1009 before it is buffered whole.
-pub const MAX_CLIENT_MESSAGE: usize = 1 << 20;
+pub(crate) const MAX_CLIENT_MESSAGE: usize = 1 << 20;
 
 /// Bytes the socket gathers before it writes them out.
 const WRITE_BUFFER: usize = 128 << 10;

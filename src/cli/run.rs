@@ -23,9 +23,9 @@ use tokio::io::AsyncWriteExt;
 
 use tmux_engine::control::client::SubscribeOptions;
 use tmux_engine::control::client::{ClientOptions, ControlClient, Delivery, PaneEvent, PaneStream};
-use tmux_engine::control::pane_exit::wait_pane_exit;
+use tmux_engine::control::wait_pane_exit;
 use tmux_engine::terminal::{Parts, launch};
-use tmux_engine::tmux::watch::Watch;
+use tmux_engine::tmux::Watch;
 use tmux_engine::tmux::{ServerOptions, Tmux};
 use tmux_engine::vocab::PaneId;
 use tmux_engine::vocab::Size;

@@ -20,10 +20,10 @@ pub const DEFAULT_MAX_LINE_LENGTH: usize = 4 << 20;
 /// The default most body lines of one reply block: far above a whole
 /// default scrollback (`capture-pane -S -` of 10 000 lines), low enough that
 /// a block that never ends cannot exhaust memory.
-pub const DEFAULT_MAX_BLOCK_LINES: usize = 1 << 18;
+pub(crate) const DEFAULT_MAX_BLOCK_LINES: usize = 1 << 18;
 /// The default most bytes of one reply block, each line counted with its
 /// bookkeeping (see [`ControlCodec::with_block_limits`]).
-pub const DEFAULT_MAX_BLOCK_BYTES: usize = 32 << 20;
+pub(crate) const DEFAULT_MAX_BLOCK_BYTES: usize = 32 << 20;
 /// What one kept line costs beyond its bytes: its `Bytes` handle in the
 /// block's `Vec`. Counted so that many tiny lines are bounded too.
 const LINE_OVERHEAD: usize = std::mem::size_of::<Bytes>();
@@ -135,8 +135,8 @@ impl ControlCodec {
 
     /// Sets the largest reply block kept: at most `lines` body lines and
     /// `bytes` bytes, each line counted as its length plus the size of its
-    /// `Bytes` handle (defaults [`DEFAULT_MAX_BLOCK_LINES`],
-    /// [`DEFAULT_MAX_BLOCK_BYTES`]). A larger block is reported as
+    /// `Bytes` handle (defaults `DEFAULT_MAX_BLOCK_LINES`,
+    /// `DEFAULT_MAX_BLOCK_BYTES`). A larger block is reported as
     /// [`ParseErrorKind::BlockTooLarge`].
     #[must_use]
     pub fn with_block_limits(mut self, lines: usize, bytes: usize) -> Self {

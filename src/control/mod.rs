@@ -11,7 +11,7 @@ pub mod client;
 pub(crate) mod codec;
 pub mod escape;
 pub(crate) mod layout;
-pub mod pane_exit;
+pub(crate) mod pane_exit;
 pub(crate) mod parse;
 pub(crate) mod snapshot;
 pub(crate) mod subscribe;
@@ -19,10 +19,9 @@ pub(crate) mod subscribe;
 // The ids and the parse error are protocol vocabulary shared with `tmux/`:
 // their one public path is the leaf `crate::vocab`.
 pub(crate) use crate::vocab::{PaneId, ParseError, ParseErrorKind, SessionId, WindowId};
-pub use codec::{
-    ControlCodec, DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_BLOCK_LINES, DEFAULT_MAX_LINE_LENGTH,
-};
+pub use codec::{ControlCodec, DEFAULT_MAX_LINE_LENGTH};
 pub use layout::{Layout, LayoutCell, LayoutError, LayoutKind};
+pub use pane_exit::wait_pane_exit;
 pub use parse::parse_line;
 
 /// Which guard line a `%begin`/`%end`/`%error` line is.

@@ -28,12 +28,12 @@
 //! MCP's own parts are the choice of tools ([`ToolSelection`]:
 //! `--read-only`, `--tools`, `--exclude-tools`), a send's progress, and
 //! bounding the text of the answers the verb layer does not bound (screen,
-//! wait, errors) to [`crate::verbs::MAX_ANSWER_BYTES`].
+//! wait, errors) to `MAX_ANSWER_BYTES`.
 
 mod guard;
 mod schema;
 mod tools;
-pub mod transport;
+pub(crate) mod transport;
 
 pub use guard::Guard;
 pub use schema::TOOL_LIST_BUDGET;
@@ -204,7 +204,7 @@ pub async fn serve(server: McpServer, stop: impl Future<Output = ()>) -> Result<
 ///
 /// # Errors
 /// As for [`serve`].
-pub async fn serve_on<T, E, A>(
+pub(crate) async fn serve_on<T, E, A>(
     server: McpServer,
     transport: T,
     stop: impl Future<Output = ()>,

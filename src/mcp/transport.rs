@@ -2,7 +2,7 @@
 //! line, as rmcp's own, with two differences that bound a client that
 //! floods it and tell it what went wrong:
 //!
-//! - at most [`MAX_IN_FLIGHT`] requests are unanswered at once: until one
+//! - at most `MAX_IN_FLIGHT` requests are unanswered at once: until one
 //!   is answered (its answer written out), no further line is read, so a
 //!   client that pipelines 200,000 calls waits in its pipe, not in this
 //!   process's memory (rmcp spawns a task per request it reads);
@@ -11,7 +11,7 @@
 //!   request (`-32600`, with its id when it has one); rmcp drops the first
 //!   silently.
 //!
-//! A line longer than [`MAX_LINE`] is dropped unread (answered `-32600`).
+//! A line longer than `MAX_LINE` is dropped unread (answered `-32600`).
 //! No tool logic here.
 
 use std::collections::HashSet;
@@ -25,10 +25,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Requests read but not yet answered, at most.
-pub const MAX_IN_FLIGHT: usize = 32;
+pub(crate) const MAX_IN_FLIGHT: usize = 32;
 
 /// The longest line read (one message); a `send`'s text is the big one.
-pub const MAX_LINE: usize = 4 << 20;
+pub(crate) const MAX_LINE: usize = 4 << 20;
 
 /// The UTF-8 byte order mark some clients put before a line.
 const BOM: &[u8] = b"\xef\xbb\xbf";

@@ -69,7 +69,8 @@ mod supervise;
 mod values;
 mod viewed;
 
-pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream, strip_escapes};
+pub(crate) use crate::stream::strip_escapes;
+pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream};
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
 pub use io::{WaitCondition, WaitSince};

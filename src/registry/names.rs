@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::vocab::hidden_char;
 use crate::{Error, Result};
 
-pub use crate::vocab::MAX_NAME_LEN;
+pub(crate) use crate::vocab::MAX_NAME_LEN;
 
 /// The longest owner id, in bytes.
 pub const MAX_OWNER_LEN: usize = 256;

@@ -9,7 +9,7 @@
 //! at all become U+FFFD, which players render the same way a terminal
 //! would.
 //!
-//! [`Writer`] is bounded: once the next event would pass its byte limit it
+//! The writer is bounded: once the next event would pass its byte limit it
 //! writes one marker saying so and drops the rest, because a recording
 //! kept for a failing test or an agent's log must never fill the disk.
 //! [`Recording::parse`] reads one back and [`Recording::final_screen`]
@@ -112,7 +112,7 @@ impl EventKind {
 ///
 /// Times are given by the caller (time since recording began), so one
 /// clock can stamp both what was typed and what was printed.
-pub struct Writer<W: Write> {
+pub(crate) struct Writer<W: Write> {
     out: W,
     limit: u64,
     written: u64,

@@ -225,7 +225,7 @@ fn control(c: char) -> u8 {
 /// Whether any piece's bytes depend on the pane's cursor key mode (then
 /// the caller asks tmux for it before [`encode`]).
 #[must_use]
-pub fn needs_cursor_mode(pieces: &[KeyPiece]) -> bool {
+pub(crate) fn needs_cursor_mode(pieces: &[KeyPiece]) -> bool {
     pieces
         .iter()
         .any(|piece| matches!(piece, KeyPiece::Key(key) if key.is_cursor()))
@@ -234,7 +234,7 @@ pub fn needs_cursor_mode(pieces: &[KeyPiece]) -> bool {
 /// The bytes of `pieces`, in order, as tmux's `send-keys` would write them
 /// to a pane in cursor key mode `app_cursor`.
 #[must_use]
-pub fn encode(pieces: &[KeyPiece], app_cursor: bool) -> Vec<u8> {
+pub(crate) fn encode(pieces: &[KeyPiece], app_cursor: bool) -> Vec<u8> {
     let mut out = Vec::new();
     for piece in pieces {
         match piece {

@@ -13,7 +13,7 @@ mod find;
 pub mod keys;
 pub(crate) mod model;
 pub(crate) mod record;
-pub mod render;
+pub(crate) mod render;
 pub(crate) mod wait;
 
 pub use find::{Match, Matches};

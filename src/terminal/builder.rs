@@ -17,7 +17,7 @@ use crate::{Error, Result};
 /// The default deadline of every wait.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Lines of scrollback tmux and the screen model keep by default.
-pub const DEFAULT_SCROLLBACK: usize = 1000;
+pub(crate) const DEFAULT_SCROLLBACK: usize = 1000;
 
 /// Configures and starts a [`Terminal`]: `Terminal::builder()`.
 ///

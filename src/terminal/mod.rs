@@ -33,7 +33,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 pub(crate) use builder::discover;
-pub use builder::{DEFAULT_SCROLLBACK, DEFAULT_TIMEOUT, TerminalBuilder};
+pub use builder::{DEFAULT_TIMEOUT, TerminalBuilder};
 pub use launch::{Parts, launch};
 
 use crate::control::PaneId;

@@ -34,14 +34,14 @@ use crate::{Error, Result};
 /// passes 0. tmux has no line limit on the control connection, but the CLI
 /// form is bounded by tmux's 16 KiB message size; 1 KiB (about 3 KiB of
 /// command text) fits both with room to spare.
-pub const DEFAULT_HEX_CHUNK: usize = 1024;
+pub(crate) const DEFAULT_HEX_CHUNK: usize = 1024;
 
 /// Most bytes one `send-keys -H` command carries ([`send_keys_hex`] clamps
 /// its chunk to it): tmux 3.3a's command parser keeps one stack entry per
 /// argument and fails a command of 10 000 or more with "yacc stack
 /// overflow" (nothing is typed), and its cost per argument grows with the
 /// count, so bigger chunks are slower, never faster.
-pub const MAX_HEX_CHUNK: usize = 4096;
+pub(crate) const MAX_HEX_CHUNK: usize = 4096;
 
 /// Encodes `arg` as one double-quoted tmux argument that parses back to
 /// exactly `arg`, wherever it appears on a command line.
@@ -349,8 +349,8 @@ impl fmt::Display for TmuxCommand {
 /// `send-keys -t %P -H -- 68 69 ...` commands that type `bytes` into `pane`
 /// exactly: each byte is one hex argument, so NUL, invalid UTF-8 and bytes
 /// that name keys (`Enter`) all arrive as themselves. At most `chunk` bytes
-/// per command; `chunk` 0 means [`DEFAULT_HEX_CHUNK`], and a chunk over
-/// [`MAX_HEX_CHUNK`] is clamped to it. No bytes, no commands.
+/// per command; `chunk` 0 means `DEFAULT_HEX_CHUNK`, and a chunk over
+/// `MAX_HEX_CHUNK` is clamped to it. No bytes, no commands.
 ///
 /// This builds every command at once (one `OsString` per byte for the argv
 /// form): fine for keystrokes and tests, not for a paste. The control
@@ -372,7 +372,7 @@ pub fn send_keys_hex(pane: PaneId, bytes: &[u8], chunk: usize) -> Vec<TmuxComman
 ///
 /// # Panics
 ///
-/// When `bytes` is longer than [`MAX_HEX_CHUNK`]: tmux would refuse the
+/// When `bytes` is longer than `MAX_HEX_CHUNK`: tmux would refuse the
 /// command, so a caller passing more has a bug.
 pub fn send_keys_hex_chunk(pane: PaneId, bytes: &[u8]) -> TmuxCommand {
     assert!(

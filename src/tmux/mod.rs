@@ -6,7 +6,7 @@
 //! - [`input`]: a write to a pane as commands, piece by piece (keys for
 //!   a keystroke, `load-buffer` + an exact paste beyond);
 //! - [`options`]: [`ServerOptions`], validated (names by
-//!   [`check_name`](crate::vocab::check_name)) and turned into the config
+//!   `check_name`) and turned into the config
 //!   file and start command;
 //! - `server`: [`Server`], one tmux server on a private socket;
 //! - `handle`: [`ServerHandle`], a server that outlives the engine
@@ -49,17 +49,17 @@ pub mod process;
 #[doc(hidden)]
 pub mod procfs;
 pub(crate) mod reading;
-pub mod relay;
+pub(crate) mod relay;
 pub(crate) mod server;
 pub(crate) mod version;
-pub mod watch;
+pub(crate) mod watch;
 
-pub use command::{
-    DEFAULT_HEX_CHUNK, MAX_HEX_CHUNK, TmuxCommand, quote, send_keys_hex, send_keys_hex_chunk,
-};
+pub use command::{TmuxCommand, quote, send_keys_hex, send_keys_hex_chunk};
 pub use handle::ServerHandle;
 pub use kill::KillRequest;
 pub use options::ServerOptions;
 pub use procfs::ProcessId;
+pub use relay::{RELAY_ARG, relay};
 pub use server::{DIR_PREFIX, FirstPane, MAX_SOCKET_PATH, Server};
 pub use version::{MIN_VERSION, TMUX_ENV, Tmux, Version};
+pub use watch::Watch;

@@ -67,7 +67,7 @@ pub struct ServerOptions {
     /// of the output; `run` turns it off (its exit handshake covers it).
     pub drain_on_exit: bool,
     /// The session's name (default `main`), checked by
-    /// [`check_name`].
+    /// `check_name`.
     pub session: String,
     /// Config lines appended after the engine's own, for tests. Trusted:
     /// written to the config file as they are, one line each.

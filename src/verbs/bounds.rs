@@ -10,7 +10,7 @@ use crate::{Error, Result};
 
 /// Bytes of compact JSON one answer carries at most, and the default: a
 /// few screens of output, small enough not to flood a model's context.
-pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// The least `max_bytes` a request may give: room for an answer's own
 /// fields with a little text.

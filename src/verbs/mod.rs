@@ -22,7 +22,7 @@
 //! (`mcp/`) parse into these requests and render these answers and
 //! nothing else, so the three faces share one set of rules: a relative
 //! `cwd`, one of `cols`/`rows`, an empty `command`, a name shaped like an
-//! id, an unknown signal or a `count` over [`MAX_READ_LINES`] are the same
+//! id, an unknown signal or a `count` over `MAX_READ_LINES` are the same
 //! `INVALID_INPUT` from each. Every registry call of the faces' verbs is in
 //! `run.rs`, one per verb.
 //!
@@ -39,7 +39,7 @@ mod since;
 mod table;
 
 pub use answers::{KillAnswer, ReadAnswer, SendAnswer, WaitAnswer};
-pub use bounds::MAX_ANSWER_BYTES;
+pub(crate) use bounds::MAX_ANSWER_BYTES;
 pub(crate) use bounds::{keep_tail_json, keep_tail_lines_json};
 pub use commands::{CommandsRequest, commands};
 pub use record::{DEFAULT_RECORD_LIMIT, RecordAnswer, record};
@@ -54,13 +54,14 @@ pub use run::{
     signal, spawn, wait,
 };
 pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
+pub(crate) use table::KEYS_LINE;
 pub(crate) use table::SchemaFn;
-pub use table::{Arguments, KEYS_LINE, Route, VERBS, Verb};
+pub use table::{Arguments, Route, VERBS, Verb};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut
 /// silently).
-pub const MAX_READ_LINES: usize = 10_000;
+pub(crate) const MAX_READ_LINES: usize = 10_000;
 
 /// A wait gives up after this many seconds unless told otherwise.
 const DEFAULT_WAIT_SECS: f64 = 30.0;

@@ -332,7 +332,7 @@ impl ReadRequest {
     /// The registry's request.
     ///
     /// # Errors
-    /// `INVALID_INPUT` for a `count` over [`MAX_READ_LINES`].
+    /// `INVALID_INPUT` for a `count` over `MAX_READ_LINES`.
     pub fn validate(self) -> Result<registry::ReadRequest> {
         match self.what()? {
             ReadWhat::Page(request) => Ok(request),

@@ -106,7 +106,7 @@ pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
 ///
 /// # Errors
 /// `INVALID_INPUT` for a bad cursor, `since` beside `offset` or `count`, a `count`
-/// over [`MAX_READ_LINES`](super::MAX_READ_LINES) or a bad bound; or the registry's.
+/// over `MAX_READ_LINES` or a bad bound; or the registry's.
 pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadAnswer> {
     let target = request.terminal.clone();
     let bound = request.bound()?;

@@ -165,7 +165,7 @@ macro_rules! keys_line {
 }
 
 /// `keys_line!` as a value, for the faces' own words.
-pub const KEYS_LINE: &str = keys_line!();
+pub(crate) const KEYS_LINE: &str = keys_line!();
 
 /// The route `method path`, answering `status` on success.
 const fn at(method: &'static str, path: &'static str, status: u16) -> Option<Route> {

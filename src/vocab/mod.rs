@@ -11,7 +11,7 @@ mod parse_error;
 mod size;
 
 pub use exit_status::ExitStatus;
-pub use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
+pub(crate) use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
 pub use object_ids::{PaneId, SessionId, WindowId};
 pub(crate) use parse_error::is_notification_name;
 pub use parse_error::{ParseError, ParseErrorKind};

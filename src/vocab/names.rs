@@ -10,7 +10,7 @@ use crate::{Error, Result};
 /// The longest session or terminal name [`check_name`] accepts, in bytes.
 /// Names appear in every target and in listings; 64 bytes is plenty for a
 /// human-chosen name and keeps command lines and error texts short.
-pub const MAX_NAME_LEN: usize = 64;
+pub(crate) const MAX_NAME_LEN: usize = 64;
 
 /// Checks a session or terminal name before it reaches tmux.
 ///
@@ -31,7 +31,7 @@ pub const MAX_NAME_LEN: usize = 64;
 /// # Errors
 ///
 /// [`Error::InvalidInput`] naming the name and the rule it breaks.
-pub fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     let bad = |why: &str| Err(Error::InvalidInput(format!("name {name:?} {why}")));
     if name.is_empty() {
         return bad("is empty");
@@ -69,7 +69,7 @@ pub fn check_name(name: &str) -> Result<()> {
 /// Why: a bidi override shows `evil` as `live` in a listing, and a
 /// zero-width character makes two names that look identical; a name is
 /// what a person picks a terminal by, so what it shows must be what it is.
-pub fn hidden_char(text: &str) -> Option<char> {
+pub(crate) fn hidden_char(text: &str) -> Option<char> {
     text.chars().find(|&c| c.is_control() || is_format(c))
 }
 
@@ -110,7 +110,7 @@ fn is_format(c: char) -> bool {
 /// # Errors
 ///
 /// [`Error::InvalidInput`] for an empty name or one with `=` or NUL.
-pub fn check_env_name(key: &str) -> Result<()> {
+pub(crate) fn check_env_name(key: &str) -> Result<()> {
     if key.is_empty() || key.contains(['=', '\0']) {
         return Err(Error::InvalidInput(format!(
             "environment variable name {key:?} is empty or contains '=' or NUL"
