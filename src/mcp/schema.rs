@@ -11,13 +11,17 @@
 
 use serde_json::{Map, Value};
 
-/// The most bytes `tools/list`'s result may take as compact JSON, with
+/// The most bytes `tools/list`'s result may take as compact JSON (12 KB,
+/// in decimal, as issue 25 states it), with
 /// every tool offered.
-pub const TOOL_LIST_BUDGET: usize = 12 * 1024;
+pub const TOOL_LIST_BUDGET: usize = 12_000;
 
-/// The description of the `terminal` argument of every tool that has
-/// one, which the server's instructions say once instead.
-const SAID_ONCE: &str = "Terminal id or name.";
+/// The descriptions of arguments many tools share (`terminal`,
+/// `max_bytes`), which the server's instructions say once instead.
+const SAID_ONCE: &[&str] = &[
+    "Terminal id or name.",
+    "Answer bytes at most: 512 to 65536 (64 KiB, the default).",
+];
 
 /// A request's schema for a tool's `inputSchema`: shared definitions
 /// inlined, and the words a model does not need (`$schema`, titles, number
@@ -76,6 +80,17 @@ pub(super) fn lean_output(schema: Value) -> Map<String, Value> {
         lean.insert("required".to_owned(), required.clone());
     }
     with_properties(lean)
+}
+
+/// An output schema cut to its required fields' names, for an answer
+/// whose full shape another tool's schema gives.
+pub(super) fn required_only(schema: &Map<String, Value>) -> Map<String, Value> {
+    schema
+        .iter()
+        .filter(|(key, _)| matches!(key.as_str(), "type" | "required"))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .chain([("properties".to_owned(), Value::Object(Map::new()))])
+        .collect()
 }
 
 /// An object schema always with its `properties` (some clients want them).
@@ -165,7 +180,7 @@ fn lean_field(field: Value, defs: &Value) -> Value {
     }
     match field.get("description").and_then(Value::as_str) {
         // The server's instructions say it once for every tool.
-        Some(SAID_ONCE) => drop(field.remove("description")),
+        Some(text) if SAID_ONCE.contains(&text) => drop(field.remove("description")),
         // A doc comment's line breaks are spaces to a model.
         Some(text) if text.contains('\n') => {
             let text = text.replace('\n', " ");
@@ -173,7 +188,15 @@ fn lean_field(field: Value, defs: &Value) -> Value {
         }
         _ => {}
     }
-    if matches!(field.get("default"), Some(Value::Null | Value::Bool(false))) {
+    // A default that says nothing (`null`, `false`, `0`, `""`): the
+    // description states the real default where there is one.
+    let empty = |default: &Value| match default {
+        Value::Null | Value::Bool(false) => true,
+        Value::Number(n) => n.as_u64() == Some(0),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    };
+    if field.get("default").is_some_and(empty) {
         field.remove("default");
     }
     if let Some(Value::Object(properties)) = field.remove("properties") {

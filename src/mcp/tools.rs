@@ -24,7 +24,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 
 use super::guard::Target;
-use super::schema::{lean_input, lean_output};
+use super::schema::{lean_input, lean_output, required_only};
 use super::{McpServer, failure, success};
 use crate::Error;
 use crate::registry::SendOperation;
@@ -43,21 +43,38 @@ const PROGRESS_LINE_CHARS: usize = 200;
 
 /// The tools of every verb in the table.
 pub(super) fn router() -> ToolRouter<McpServer> {
+    let outputs: Vec<_> = VERBS.iter().map(output_of).collect();
     let mut router = ToolRouter::new();
-    for verb in VERBS {
-        router.add_route(ToolRoute::new_dyn(tool(verb), move |context| {
+    for (verb, output) in VERBS.iter().zip(&outputs) {
+        // An answer a read-only tool already describes (spawn's and
+        // rename's snapshot, as terminal_show's) is shaped there once;
+        // here only its fields' names, which still validate it.
+        let described = !verb.read_only
+            && VERBS
+                .iter()
+                .zip(&outputs)
+                .any(|(other, shape)| other.read_only && shape == output);
+        let output = if described {
+            required_only(output)
+        } else {
+            output.clone()
+        };
+        router.add_route(ToolRoute::new_dyn(tool(verb, output), move |context| {
             Box::pin(call(verb, context))
         }));
     }
     router
 }
 
+/// The lean output schema of a verb's answer.
+fn output_of(verb: &Verb) -> Map<String, Value> {
+    lean_output((verb.answer)(SchemaSettings::draft2020_12().for_serialize()).to_value())
+}
+
 /// The tool as the client sees it: all of it from the verb's entry, its
 /// schemas lean ([`super::schema`]).
-fn tool(verb: &Verb) -> Tool {
+fn tool(verb: &Verb, output: Map<String, Value>) -> Tool {
     let input = lean_input((verb.request)(SchemaSettings::draft2020_12()).to_value());
-    let output =
-        lean_output((verb.answer)(SchemaSettings::draft2020_12().for_serialize()).to_value());
     let hints = ToolAnnotations::new()
         .read_only(verb.read_only)
         .destructive(verb.destructive)
@@ -243,7 +260,8 @@ cursor a send or read returned), find text with terminal_search, list the last c
 that outlived its send with terminal_wait {command: \"last\"}), look with terminal_screen, \
 wait for text with terminal_wait, interrupt with terminal_signal INT, rename with \
 terminal_rename, and end with terminal_kill. Terminals outlive this server: terminal_list \
-shows those started earlier. Address a terminal by its id or its name.";
+shows those started earlier. Address a terminal by its id or its name. `max_bytes` bounds an \
+answer: 512 to 65536 (64 KiB, the default).";
 
 /// Reports a send's output as progress (bytes so far, with the newest
 /// line as the message) until the send ends; never returns on its own.
