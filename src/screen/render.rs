@@ -138,6 +138,16 @@ pub fn render(bytes: &[u8]) -> String {
             }
         }
     }
+    // A last row of blanks the cursor went back to the start of is what
+    // the next prompt overwrites: zsh's partial-line filler (PROMPT_SP,
+    // `%`, spaces to the width, `\r \r`), not output.
+    if canvas.rows.len() > 1
+        && canvas.row == canvas.rows.len() - 1
+        && canvas.col == 0
+        && canvas.rows[canvas.row].iter().all(|&c| c == ' ')
+    {
+        canvas.rows[canvas.row].clear();
+    }
     let mut out = String::with_capacity(bytes.len());
     let last = canvas.rows.len() - 1;
     for (n, row) in canvas.rows.iter().enumerate() {
@@ -153,6 +163,17 @@ pub fn render(bytes: &[u8]) -> String {
 mod tests {
     use super::render;
     use crate::registry::strip_escapes;
+
+    #[test]
+    fn zsh_partial_line_filler_is_not_output() {
+        let filler = format!(
+            "\x1b[1m\x1b[7m%\x1b[27m\x1b[1m\x1b[0m{}\r \r",
+            " ".repeat(79)
+        );
+        assert_eq!(render(format!("42\r\n{filler}").as_bytes()), "42\n");
+        // Spaces a program printed, the cursor after them, stay.
+        assert_eq!(render(b"a\n  "), "a\n  ");
+    }
 
     #[test]
     fn carriage_returns_backspaces_and_erases_apply() {

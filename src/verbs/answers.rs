@@ -34,6 +34,11 @@ pub struct SendAnswer {
     /// The command's exit status, from an integrated shell's end mark.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// Where `exit_code` came from: `shell_integration` (the shell's end
+    /// mark), or `none` when there is none (a shell without the
+    /// integration, marks that stopped, a command that did not end in the
+    /// send): never guessed.
+    pub exit_code_source: ExitCodeSource,
     /// Seconds from the command's start to its end, from the marks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_secs: Option<f64>,
@@ -94,6 +99,16 @@ pub struct SendAnswer {
     pub start_cursor: Option<String>,
 }
 
+/// Where a send answer's `exit_code` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitCodeSource {
+    /// An integrated shell's end mark (OSC 133 `D`) gave it.
+    ShellIntegration,
+    /// No exit code: nothing marked the command's end.
+    None,
+}
+
 /// The most commands a send answer lists (the newest).
 const MAX_COMMANDS: usize = 100;
 
@@ -149,6 +164,10 @@ impl SendAnswer {
                 .map(CommandAnswer::from)
                 .collect(),
             exit_code: command.as_ref().and_then(|command| command.exit_code),
+            exit_code_source: match command.as_ref().and_then(|command| command.exit_code) {
+                Some(_) => ExitCodeSource::ShellIntegration,
+                None => ExitCodeSource::None,
+            },
             duration_secs: command.as_ref().map(|command| seconds(command.duration)),
             output: command.map_or(output.text, |command| command.output),
             screen: (result.wait_reason == WaitReason::FullScreen).then(|| result.viewport.clone()),
@@ -344,6 +363,7 @@ mod tests {
         SendAnswer {
             output: output.to_owned(),
             exit_code: None,
+            exit_code_source: ExitCodeSource::None,
             duration_secs: None,
             wait_reason: WaitReason::StdinRead,
             foreground_command: None,

@@ -38,7 +38,7 @@ mod search;
 mod since;
 mod table;
 
-pub use answers::{KillAnswer, ReadAnswer, SendAnswer, WaitAnswer};
+pub use answers::{ExitCodeSource, KillAnswer, ReadAnswer, SendAnswer, WaitAnswer};
 pub(crate) use bounds::MAX_ANSWER_BYTES;
 pub(crate) use bounds::{keep_tail_json, keep_tail_lines_json};
 pub use commands::{CommandsRequest, commands};

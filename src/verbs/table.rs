@@ -245,7 +245,7 @@ pub static VERBS: &[Verb] = &[
         description: concat!(
             "Type `text` (`submit`: then Enter), press `keys`, and wait (`wait`). ",
             keys_line!(),
-            " Returns {output, exit_code, duration_secs, commands: [{text, exit_code, \
+            " Returns {output, exit_code, exit_code_source, duration_secs, commands: [{text, exit_code, \
              duration_secs, start_cursor, end_cursor}], wait_reason, typed, not_typed_reason, \
              foreground_command, screen, status, viewport, truncated, elided_bytes, elided_from, \
              elided_to, cursor, start_cursor}: output as the terminal shows it; typed false: \

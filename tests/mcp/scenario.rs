@@ -1,7 +1,11 @@
 //! Issue 17's scenario, as an agent harness runs it: a shell with the
 //! engine's integration, one call per command, exact output and exit
 //! codes, a REPL, a huge output, a SIGKILLed server, and a cancelled
-//! send whose program is then interrupted. Run for bash and POSIX sh.
+//! send whose program is then interrupted. Run for bash and POSIX sh;
+//! fish, which the engine does not integrate, gets the same calls with
+//! `exit_code_source: "none"` and no exit code invented. (zsh is left out
+//! for now: about 1 send in 8 there ends `stdin_read` before the shell's
+//! `C` mark; see the closing note of the stop that found it.)
 
 use serde_json::json;
 
@@ -30,6 +34,7 @@ async fn scenario(shell: &str) {
     let answer = mcp.ok("terminal_send", send("echo $((6*7))")).await;
     assert_eq!(answer["output"], "42\n", "{shell}: {answer}");
     assert_eq!(answer["exit_code"], 0, "{shell}: {answer}");
+    assert_eq!(answer["exit_code_source"], "shell_integration", "{answer}");
     assert_eq!(answer["wait_reason"], "command", "{shell}: {answer}");
     assert!(answer.get("viewport").is_none());
 
@@ -115,4 +120,58 @@ async fn the_agent_scenario_in_bash() {
 #[tokio::test]
 async fn the_agent_scenario_in_posix_sh() {
     within(scenario("/bin/sh")).await;
+}
+
+/// fish has no integration: output arrives, the wait ends when fish reads
+/// its terminal again, and no exit code is claimed.
+#[tokio::test]
+async fn the_agent_scenario_in_fish_claims_no_exit_code() {
+    let fish = crate::support::installed("fish").expect("fish (.ci/run installs it)");
+    within(async {
+        let cli = Cli::new();
+        let mut mcp = Mcp::start_in(&cli, &[], &fish).await;
+        let snapshot = mcp.ok("terminal_spawn", json!({"name": "sh"})).await;
+        let shell_pid = snapshot["pid"].as_i64().unwrap();
+        let send = |text: &str| json!({"terminal": "sh", "text": text, "submit": true});
+        let answer = mcp.ok("terminal_send", send("echo (math 6 \\* 7)")).await;
+        assert!(
+            answer["output"].as_str().unwrap().contains("42"),
+            "{answer}"
+        );
+        assert_eq!(answer["exit_code_source"], "none", "{answer}");
+        assert!(answer.get("exit_code").is_none(), "{answer}");
+        assert_eq!(answer["wait_reason"], "stdin_read", "{answer}");
+        let answer = mcp.ok("terminal_send", send("false")).await;
+        assert!(answer.get("exit_code").is_none(), "never guessed: {answer}");
+        // A REPL inside it, and out again.
+        let answer = mcp.ok("terminal_send", send("python3 -q")).await;
+        assert_eq!(answer["wait_reason"], "stdin_read", "{answer}");
+        let answer = mcp.ok("terminal_send", send("6*7")).await;
+        assert!(
+            answer["output"].as_str().unwrap().contains("42"),
+            "{answer}"
+        );
+        mcp.ok("terminal_send", send("exit()")).await;
+        // A cancelled send; the program is interrupted after it.
+        let long = mcp.start_call("terminal_send", send("sleep 300")).await;
+        let sleep = foreground(&mcp, "sh", shell_pid).await;
+        long.cancel(Some("test".to_owned())).await.unwrap();
+        mcp.logged(&["cancelled by the client", "terminal_send"])
+            .await;
+        let delivery = mcp
+            .ok(
+                "terminal_signal",
+                json!({"terminal": "sh", "signal": "INT"}),
+            )
+            .await;
+        assert_eq!(delivery["pgid"], sleep);
+        let answer = mcp.ok("terminal_send", send("echo back")).await;
+        assert!(
+            answer["output"].as_str().unwrap().contains("back"),
+            "{answer}"
+        );
+        mcp.ok("terminal_kill", json!({"terminal": "sh"})).await;
+        mcp.stop().await;
+    })
+    .await;
 }

@@ -34,6 +34,13 @@ pub fn tmux() -> Arc<Tmux> {
     .clone()
 }
 
+/// The path of program `name` on `PATH`, when it is installed.
+pub fn installed(name: &str) -> Option<String> {
+    which::which(name)
+        .ok()
+        .map(|path| path.to_string_lossy().into_owned())
+}
+
 /// Runs a test body under [`TEST_TIMEOUT`].
 pub async fn within<F: Future>(body: F) -> F::Output {
     tokio::time::timeout(TEST_TIMEOUT, body)
