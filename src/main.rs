@@ -56,6 +56,12 @@ enum Command {
     /// Print a new one-time sign-in link from a running serve (a second
     /// browser, a phone); --list and --revoke show and end links.
     Link(cli::link::LinkArgs),
+    /// Write a local file into a terminal's working directory, through a
+    /// running serve (PUT /api/terminals/{t}/files).
+    Upload(cli::files::UploadArgs),
+    /// Fetch a file from a terminal (PATH relative to its working
+    /// directory, or absolute), through a running serve.
+    Download(cli::files::DownloadArgs),
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -135,6 +141,14 @@ fn main() -> ExitCode {
         Command::Link(args) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
             cli::link::run(global, args, &mut stdout).await
+        }),
+        Command::Upload(args) => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::files::upload(global, args, &mut stdout).await
+        }),
+        Command::Download(args) => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::files::download(global, args, &mut stdout).await
         }),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {

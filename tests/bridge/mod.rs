@@ -6,6 +6,7 @@
 mod browser;
 mod crash;
 mod deploy;
+mod files;
 mod hygiene;
 mod memory;
 mod page;
