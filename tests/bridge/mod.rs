@@ -11,6 +11,7 @@ mod hygiene;
 mod memory;
 mod page;
 mod page_rename;
+mod phone;
 mod pool;
 mod quota;
 mod routes;
