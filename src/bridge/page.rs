@@ -29,6 +29,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("options.js", JS, include_str!("../../web/options.js")),
     ("keys.js", JS, include_str!("../../web/keys.js")),
     ("phone.js", JS, include_str!("../../web/phone.js")),
+    ("files.js", JS, include_str!("../../web/files.js")),
     ("app.css", CSS, include_str!("../../web/app.css")),
     ("xterm.js", JS, include_str!("../../web/vendor/xterm.js")),
     ("xterm.css", CSS, include_str!("../../web/vendor/xterm.css")),
