@@ -112,7 +112,13 @@ fn main() -> ExitCode {
         };
     }
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("TMUX_ENGINE_LOG"))
+        // Unset, errors only, and serve's file transfers (each is logged).
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            std::env::var("TMUX_ENGINE_LOG")
+                .ok()
+                .filter(|directives| !directives.is_empty())
+                .unwrap_or_else(|| format!("error,{}=info", tmux_engine::bridge::TRANSFER_LOG)),
+        ))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

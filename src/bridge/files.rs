@@ -48,6 +48,9 @@ pub const CHUNK: usize = 64 << 10;
 /// The default bound on one file, each way (`serve --max-file-size`).
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
 
+/// The `tracing` target of the transfer log (on by default in the CLI).
+pub const TRANSFER_LOG: &str = "tmux_engine::transfer";
+
 /// The longest file name Linux takes (`NAME_MAX`).
 const NAME_MAX: usize = 255;
 
@@ -268,7 +271,7 @@ pub(super) async fn upload(
         Err(Errno::EXIST) => return Err(exists(&shown)),
         Err(e) => return Err(io_error(format!("renaming into {shown}"), e)),
     }
-    info!(owner = %who.owner, terminal = %target, path = %shown, size, "upload");
+    info!(target: TRANSFER_LOG, owner = %who.owner, terminal = %target, path = %shown, size, "upload");
     let answer = Uploaded {
         path: shown,
         size,
@@ -342,7 +345,7 @@ pub(super) async fn download(
     if size > limit {
         return Err(too_large(&full.display().to_string(), size, limit));
     }
-    info!(owner = %who.owner, terminal = %target, path = %full.display(), size, "download");
+    info!(target: TRANSFER_LOG, owner = %who.owner, terminal = %target, path = %full.display(), size, "download");
     let file = tokio::fs::File::from_std(std::fs::File::from(fd));
     // Exactly the size fstat saw: a file that grows is cut there, one that
     // shrinks ends the body early (the client sees it short of its length).

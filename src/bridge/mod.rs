@@ -48,7 +48,7 @@ use tokio_util::task::TaskTracker;
 
 pub use self::api::ApiError;
 pub use self::auth::{Auth, MIN_TOKEN_LEN, Principal, Tokens, generate_token};
-pub use self::files::DEFAULT_MAX_FILE_SIZE;
+pub use self::files::{DEFAULT_MAX_FILE_SIZE, TRANSFER_LOG};
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::listen::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions,

@@ -521,3 +521,52 @@ async fn the_page_takes_a_dropped_file_and_downloads_it_back() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn serve_logs_every_transfer_by_default() {
+    within(async {
+        let cli = Cli::new();
+        let mut command =
+            tokio::process::Command::from(cli.command(&["serve", "--listen", "127.0.0.1:0"]));
+        command
+            .env_remove("TMUX_ENGINE_LOG")
+            .stderr(std::process::Stdio::piped());
+        let (mut child, line, token) = super::spawn_serve(command).await;
+        let stderr = child.stderr.take().unwrap();
+        let served = Served::from_url(child, cli, &line, &token);
+        let work = tempfile::tempdir().unwrap();
+        terminal_in(&served, "f", work.path()).await;
+        let (status, answer) = put(&served, &token, "name=logged.txt", b"12345".to_vec()).await;
+        assert_eq!(status, 201, "{answer}");
+        let (status, _) = get(&served, &token, "logged.txt").await;
+        assert_eq!(status, 200);
+        let path = work.path().join("logged.txt").display().to_string();
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr));
+        let mut seen = Vec::new();
+        let sgr = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
+        for what in ["upload", "download"] {
+            let logged = tokio::time::timeout(super::WAIT, async {
+                while let Some(line) = lines.next_line().await.unwrap() {
+                    // Without its colours (SGR sequences).
+                    let line = sgr.replace_all(&line, "").into_owned();
+                    seen.push(line.clone());
+                    if line.contains(what) {
+                        return line;
+                    }
+                }
+                panic!("serve's stderr ended: {seen:?}");
+            })
+            .await
+            .expect("no transfer logged");
+            for field in [
+                "owner=tester".to_owned(),
+                "terminal=f".to_owned(),
+                format!("path={path}"),
+                "size=5".to_owned(),
+            ] {
+                assert!(logged.contains(&field), "{what}: {field} missing: {logged}");
+            }
+        }
+    })
+    .await;
+}
