@@ -26,7 +26,9 @@
   const visual = window.visualViewport;
   function viewport() {
     if (!visual) return;
-    body.style.setProperty("--vvh", `${Math.round(visual.height)}px`);
+    // Pinch-zoomed, the visual viewport is a view into the page, not its size.
+    if (visual.scale > 1.01) body.style.removeProperty("--vvh");
+    else body.style.setProperty("--vvh", `${Math.round(visual.height)}px`);
     // The browser may have panned the page to show the focused text area.
     if (visual.offsetTop) window.scrollTo(0, 0);
   }
