@@ -570,3 +570,42 @@ async fn serve_logs_every_transfer_by_default() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_upload_cut_off_midway_leaves_nothing_behind() {
+    within(async {
+        let served = limited().await;
+        let work = tempfile::tempdir().unwrap();
+        terminal_in(&served, "f", work.path()).await;
+        let addr = served.base.trim_start_matches("http://").to_owned();
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "PUT /api/terminals/f/files?name=half HTTP/1.1\r\nHost: {addr}\r\n\
+             Authorization: Bearer {RW}\r\nContent-Type: application/octet-stream\r\n\
+             Content-Length: 600000\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(&vec![b'h'; 300_000]).await.unwrap();
+        // The temporary file exists while the body comes...
+        let listed = || {
+            std::fs::read_dir(work.path())
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        crate::support::poll("the temporary file", super::WAIT, || async {
+            listed()
+                .iter()
+                .any(|name| name.starts_with(".tmux-engine-upload-"))
+                .then_some(())
+        })
+        .await;
+        // ...and is gone once the client is, with nothing under the name.
+        drop(stream);
+        crate::support::poll("the temporary file removed", super::WAIT, || async {
+            listed().is_empty().then_some(())
+        })
+        .await;
+    })
+    .await;
+}
