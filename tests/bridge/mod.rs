@@ -10,6 +10,7 @@ mod files;
 mod hygiene;
 mod memory;
 mod page;
+mod page_files;
 mod page_rename;
 mod phone;
 mod pool;
