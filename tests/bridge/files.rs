@@ -471,3 +471,38 @@ async fn an_upload_cut_off_midway_leaves_nothing_behind() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_steady_upload_outlasts_the_body_timeout_by_its_length() {
+    within(async {
+        let served = Served::start(&["--body-timeout", "1"]).await;
+        let work = tempfile::tempdir().unwrap();
+        terminal_in(&served, "f", work.path()).await;
+        let addr = served.base.trim_start_matches("http://").to_owned();
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        // 256 KiB: 8 s at 32 KiB/s, sent over about 2 s (a slow phone's pace,
+        // never pausing near the header timeout).
+        let piece = vec![b'p'; 32 << 10];
+        let head = format!(
+            "PUT /api/terminals/f/files?name=slow HTTP/1.1\r\nHost: {addr}\r\n\
+             Authorization: Bearer {}\r\nContent-Type: application/octet-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            served.token,
+            8 * piece.len()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        for _ in 0..8 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            stream.write_all(&piece).await.unwrap();
+        }
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).await.unwrap();
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(reply.starts_with("HTTP/1.1 201"), "{reply}");
+        assert_eq!(
+            std::fs::metadata(work.path().join("slow")).unwrap().len(),
+            (8 * 32) << 10
+        );
+    })
+    .await;
+}
