@@ -56,6 +56,12 @@ enum Command {
     /// Print a new one-time sign-in link from a running serve (a second
     /// browser, a phone); --list and --revoke show and end links.
     Link(cli::link::LinkArgs),
+    /// Write a local file into a terminal's working directory, through a
+    /// running serve (PUT /api/terminals/{t}/files).
+    Upload(cli::files::UploadArgs),
+    /// Fetch a file from a terminal (PATH relative to its working
+    /// directory, or absolute), through a running serve.
+    Download(cli::files::DownloadArgs),
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -106,7 +112,13 @@ fn main() -> ExitCode {
         };
     }
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("TMUX_ENGINE_LOG"))
+        // Unset, errors only, and serve's file transfers (each is logged).
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            std::env::var("TMUX_ENGINE_LOG")
+                .ok()
+                .filter(|directives| !directives.is_empty())
+                .unwrap_or_else(|| format!("error,{}=info", tmux_engine::bridge::TRANSFER_LOG)),
+        ))
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -135,6 +147,14 @@ fn main() -> ExitCode {
         Command::Link(args) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
             cli::link::run(global, args, &mut stdout).await
+        }),
+        Command::Upload(args) => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::files::upload(global, args, &mut stdout).await
+        }),
+        Command::Download(args) => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::files::download(global, args, &mut stdout).await
         }),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {

@@ -319,7 +319,8 @@ impl Guard {
 
     /// The write rules for a request to `host`: anything but `GET` and
     /// `HEAD` that carries `Origin` or `Sec-Fetch-Site` must come from an
-    /// allowed origin, and a body must be `application/json`. `OPTIONS`
+    /// allowed origin, and a body must be `application/json` (an
+    /// `upload`'s may be `application/octet-stream`). `OPTIONS`
     /// is not exempt: no route answers it, and a CORS preflight refused
     /// here keeps the browser from sending the real request.
     pub(crate) fn check_write(
@@ -327,6 +328,7 @@ impl Guard {
         method: &Method,
         headers: &HeaderMap,
         host: &Authority,
+        upload: bool,
     ) -> Result<(), Refusal> {
         if method == Method::GET || method == Method::HEAD {
             return Ok(());
@@ -340,8 +342,15 @@ impl Guard {
         let has_body =
             length.is_some_and(|length| length > 0) || headers.contains_key(TRANSFER_ENCODING);
         if has_body && !is_json(headers.get(CONTENT_TYPE)) {
+            // An upload's body is bytes; that label needs a CORS preflight
+            // too, so no other page can send it either.
+            if upload && is_type(headers.get(CONTENT_TYPE), "application/octet-stream") {
+                return Ok(());
+            }
             return Err(Refusal::MediaType(
-                "a request body must be Content-Type: application/json".to_owned(),
+                "a request body must be Content-Type: application/json \
+                 (an upload's: application/octet-stream)"
+                    .to_owned(),
             ));
         }
         Ok(())
@@ -384,10 +393,15 @@ impl Guard {
 
 /// `application/json`, with parameters (`; charset=utf-8`) or without.
 fn is_json(value: Option<&HeaderValue>) -> bool {
+    is_type(value, "application/json")
+}
+
+/// The media type `kind`, with parameters or without.
+fn is_type(value: Option<&HeaderValue>, kind: &str) -> bool {
     value
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
-        .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"))
+        .is_some_and(|named| named.trim().eq_ignore_ascii_case(kind))
 }
 
 /// The middleware outside everything else, authentication included:
@@ -403,9 +417,11 @@ pub(crate) async fn front_door(
         Ok(host) => host,
         Err(refusal) => return refusal.into_response(),
     };
-    if let Err(refusal) = state
-        .guard
-        .check_write(request.method(), request.headers(), &host)
+    let upload = super::files::is_upload(request.method(), request.uri().path());
+    if let Err(refusal) =
+        state
+            .guard
+            .check_write(request.method(), request.headers(), &host, upload)
     {
         return refusal.into_response();
     }

@@ -127,6 +127,7 @@ fn write_rules() {
         &method,
         &headers(pairs),
         &host,
+        false,
     ) {
         Ok(()) => "ok",
         Err(Refusal::Host(_)) => "host",

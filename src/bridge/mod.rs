@@ -7,6 +7,7 @@
 //! | `mod.rs`    | [`Bridge`], its config, the router, serving, shutdown  |
 //! | `guard.rs`  | the front door: allowed hosts, origins, body types     |
 //! | `auth.rs`   | tokens, the Bearer carriers, constant-time compare     |
+//! | `files.rs`  | files in and out of a terminal's working directory     |
 //! | `signin.rs` | one-time sign-in codes, sessions, links               |
 //! | `scope.rs`  | a share link's holder: one terminal only              |
 //! | `api.rs`    | the JSON routes and the error-to-status mapping        |
@@ -22,6 +23,7 @@
 
 mod api;
 mod auth;
+mod files;
 mod frames;
 mod guard;
 mod listen;
@@ -46,6 +48,7 @@ use tokio_util::task::TaskTracker;
 
 pub(crate) use self::api::ApiError;
 pub use self::auth::{Auth, Principal, Tokens, generate_token};
+pub use self::files::{DEFAULT_MAX_FILE_SIZE, TRANSFER_LOG};
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::listen::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions,
@@ -99,6 +102,9 @@ pub struct BridgeConfig {
     pub ping_interval: Duration,
     /// The page's default client options (`serve --page-option`).
     pub page_options: PageOptions,
+    /// The largest file an upload may write or a download may read
+    /// (`serve --max-file-size`).
+    pub max_file_size: u64,
 }
 
 impl BridgeConfig {
@@ -113,7 +119,15 @@ impl BridgeConfig {
             base_path: String::new(),
             ping_interval: DEFAULT_PING_INTERVAL,
             page_options: PageOptions::default(),
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
         }
+    }
+
+    /// Bounds the files moved through `/api/terminals/{t}/files`.
+    #[must_use]
+    pub fn max_file_size(mut self, bytes: u64) -> BridgeConfig {
+        self.max_file_size = bytes;
+        self
     }
 
     /// Lets requests name `host` (`NAME` or `NAME:PORT`) in `Host`.
@@ -321,7 +335,8 @@ impl Bridge {
 
 /// The middleware of every API route but the WebSocket and the sign-in
 /// itself: a [`Principal`] for the handlers, or 401; a body announced
-/// larger than [`MAX_BODY`] is refused (413) before a byte of it is read.
+/// larger than [`MAX_BODY`] is refused (413) before a byte of it is read,
+/// except an upload's (bounded by its own limit, `files.rs`).
 /// The only carrier is `Authorization: Bearer`, which a browser never
 /// adds by itself: no other page can ride it (`auth.rs`).
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
@@ -329,7 +344,9 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if announced.is_some_and(|length| length > MAX_BODY as u64) {
+    if announced.is_some_and(|length| length > MAX_BODY as u64)
+        && !files::is_upload(request.method(), request.uri().path())
+    {
         return ApiError::from(Error::InvalidInput(format!(
             "request body of {} bytes is larger than {MAX_BODY}",
             announced.unwrap_or(0)

@@ -16,6 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::api::{self, ErrorBody};
+use super::files::{self, DownloadQuery, UploadQuery, Uploaded};
 use super::signin::{self, LinkInfo, LinkRequest, Minted, SessionAnswer, SessionRequest};
 use super::ws;
 use crate::verbs::{SchemaFn, VERBS};
@@ -40,6 +41,8 @@ pub(super) struct Route {
     answer: (u16, Option<SchemaFn>),
     /// It authenticates itself (the WebSocket: refusals are close codes).
     pub(super) own_auth: bool,
+    /// Its body (a `PUT`) or its answer (a `GET`) is a file's bytes.
+    bytes: bool,
     /// Its handler.
     handler: MethodRouter<AppState>,
 }
@@ -64,6 +67,7 @@ pub(super) fn routes() -> Vec<Route> {
             query: (!body).then_some(verb.request),
             answer: (route.status, Some(verb.answer)),
             own_auth: false,
+            bytes: false,
             handler: api::handler(verb, route),
         })
     });
@@ -77,6 +81,7 @@ pub(super) fn routes() -> Vec<Route> {
         query: None,
         answer,
         own_auth,
+        bytes: false,
         handler,
     };
     let mut routes: Vec<Route> = verbs.collect();
@@ -166,6 +171,37 @@ pub(super) fn routes() -> Vec<Route> {
             false,
             routing::delete(signin::revoke),
         ),
+        Route {
+            query: Some(schema::<UploadQuery>),
+            bytes: true,
+            ..own(
+                Method::PUT,
+                "/api/terminals/{t}/files",
+                "upload",
+                "Write the body's bytes (application/octet-stream) as NAME in the terminal's \
+                 working directory; an existing file only with overwrite=true (else 409), \
+                 never through a symlink; 413 past serve --max-file-size; 403 for a \
+                 read-only token.",
+                (201, Some(schema::<Uploaded>)),
+                false,
+                routing::put(files::upload),
+            )
+        },
+        Route {
+            query: Some(schema::<DownloadQuery>),
+            bytes: true,
+            ..own(
+                Method::GET,
+                "/api/terminals/{t}/files",
+                "download",
+                "A regular file's bytes: PATH relative to the terminal's working directory, \
+                 or absolute; 400 for a directory or a device, 413 past serve \
+                 --max-file-size; 403 for a read-only token.",
+                (200, None),
+                false,
+                routing::get(files::download),
+            )
+        },
         own(
             Method::GET,
             "/api/openapi.json",
@@ -248,10 +284,21 @@ pub(super) fn document(base_path: &str) -> Value {
                 json!({"required": true, "content": {"application/json": {"schema": body}}}),
             );
         }
+        let bytes = json!({"application/octet-stream": {
+            "schema": {"type": "string", "contentMediaType": "application/octet-stream"}
+        }});
+        if route.bytes && route.method == Method::PUT {
+            operation.insert(
+                "requestBody".into(),
+                json!({"required": true, "content": bytes}),
+            );
+        }
         let (status, answer) = route.answer;
         let mut success = json!({"description": route.summary});
         if let Some(answer) = answer {
             success["content"] = json!({"application/json": {"schema": generate(answer)}});
+        } else if route.bytes {
+            success["content"] = bytes;
         }
         operation.insert(
             "responses".into(),

@@ -28,6 +28,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("app.js", JS, include_str!("../../web/app.js")),
     ("options.js", JS, include_str!("../../web/options.js")),
     ("keys.js", JS, include_str!("../../web/keys.js")),
+    ("phone.js", JS, include_str!("../../web/phone.js")),
+    ("files.js", JS, include_str!("../../web/files.js")),
     ("app.css", CSS, include_str!("../../web/app.css")),
     ("xterm.js", JS, include_str!("../../web/vendor/xterm.js")),
     ("xterm.css", CSS, include_str!("../../web/vendor/xterm.css")),

@@ -1,7 +1,7 @@
 //! A share link's holder (`tmux-engine link --terminal T`): one terminal,
 //! nothing else. The middleware lets such a session reach only that
 //! terminal's routes (show, screen, scrollback, commands, send, signal,
-//! attach), its own session, the document, and the list and viewer counts
+//! attach, files), its own session, the document, and the list and viewer counts
 //! filtered to that terminal; everything else is `403 FORBIDDEN_SCOPE`, another
 //! terminal `404 NO_TERMINAL` as if it did not exist. No registry logic:
 //! a name is resolved through the owner's `show`, as every route does.
@@ -80,7 +80,11 @@ pub(super) async fn judge(
     let (target, tail) = rest.split_once('/').unwrap_or((rest, ""));
     let allowed = matches!(
         (method.as_str(), tail),
-        ("GET", "" | "screen" | "scrollback" | "commands" | "attach") | ("POST", "send" | "signal")
+        (
+            "GET",
+            "" | "screen" | "scrollback" | "commands" | "attach" | "files"
+        ) | ("POST", "send" | "signal")
+            | ("PUT", "files")
     );
     if !is_scope(state, who, scope, target).await {
         return Err(ApiError::from(Error::NoTerminal(target.to_owned())));

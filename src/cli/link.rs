@@ -19,10 +19,10 @@ use super::report::{CliError, write_line};
 use super::terminals::state_dir;
 
 /// The file `serve` writes in the state directory.
-const FOUND: &str = "serve.json";
+pub(super) const FOUND: &str = "serve.json";
 
 /// The environment variable of the owner's token (as for `serve`).
-const TOKEN_ENV: &str = "TMUX_ENGINE_TOKEN";
+pub(super) const TOKEN_ENV: &str = "TMUX_ENGINE_TOKEN";
 
 /// `link`'s flags.
 #[derive(Args, Debug, Clone)]
@@ -120,12 +120,12 @@ impl Drop for Found {
 }
 
 /// Where to send the request.
-enum Target {
+pub(super) enum Target {
     Tcp { authority: String, base: String },
     Unix { path: PathBuf, base: String },
 }
 
-fn target(url: &str) -> Result<Target, Error> {
+pub(super) fn target(url: &str) -> Result<Target, Error> {
     if let Some(rest) = url.strip_prefix("unix:") {
         let (path, base) = rest.split_once(' ').unwrap_or((rest, ""));
         return Ok(Target::Unix {

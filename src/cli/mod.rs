@@ -12,11 +12,13 @@
 //! - `mcp`: the MCP server over the registry (the library's `mcp`);
 //! - `serve`: the web bridge on one long-lived registry;
 //! - `link`: a new sign-in link from a running `serve`, through its API;
+//! - `files`: `upload` and `download`, through a running `serve`'s API;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
 pub(crate) mod args;
 pub(crate) mod decode;
+pub(crate) mod files;
 pub(crate) mod link;
 pub(crate) mod mcp;
 pub(crate) mod report;

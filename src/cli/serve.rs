@@ -16,8 +16,9 @@ use tmux_engine::Error;
 use tmux_engine::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
 use tmux_engine::bridge::{
     Auth, Bridge, BridgeConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_CODE_LIFETIME,
-    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, PageOptions, Principal, ServeOptions,
-    Tls, Tokens, bind_unix, clean_environment, generate_token, validate_base_path,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_FILE_SIZE, Listener, PageOptions,
+    Principal, ServeOptions, Tls, Tokens, bind_unix, clean_environment, generate_token,
+    validate_base_path,
 };
 
 use super::args::{Global, SHELL_ENV};
@@ -49,6 +50,26 @@ impl FromStr for ListenAt {
                 .map_err(|e| format!("{e} (expected ADDR:PORT or unix:/path)")),
         }
     }
+}
+
+/// `1048576`, `512K`, `50M`, `1G` as bytes.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, scale) = match text.strip_suffix(['K', 'k']) {
+        Some(digits) => (digits, 1 << 10),
+        None => match text.strip_suffix(['M', 'm']) {
+            Some(digits) => (digits, 1 << 20),
+            None => match text.strip_suffix(['G', 'g']) {
+                Some(digits) => (digits, 1 << 30),
+                None => (text, 1),
+            },
+        },
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{text:?}: expected a positive number of bytes, K, M or G"))
 }
 
 /// `serve`'s flags.
@@ -117,6 +138,11 @@ pub(crate) struct ServeArgs {
     /// the connections get half the limit].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_terminals_per_owner: Option<u64>,
+    /// The largest file an upload may write or a download may read
+    /// (`PUT`/`GET /api/terminals/{t}/files`, `upload`, `download`): bytes,
+    /// or with K, M or G (powers of 1024); larger is 413. [default: 1G]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    max_file_size: Option<u64>,
     /// PEM certificate chain: serve HTTPS (with --tls-key).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -235,7 +261,8 @@ pub(crate) async fn run(
         .ping_interval(Duration::from_secs(args.ping_interval))
         .https(tls.is_some())
         .base_path(base_path.clone())
-        .page_options(page_options);
+        .page_options(page_options)
+        .max_file_size(args.max_file_size.unwrap_or(DEFAULT_MAX_FILE_SIZE));
     let (listener, url, socket): (Listener, _, _) = match &args.listen {
         ListenAt::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)

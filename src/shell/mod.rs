@@ -144,11 +144,34 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
     std::fs::rename(&temporary, path).map_err(failed)
 }
 
+/// `te-download FILE`, in every rc (POSIX sh, so one text serves bash, zsh
+/// and dash; an alias, since dash takes no `-` in a function's name):
+/// prints an OSC 8 link to the file (`file://` and its absolute path, `%`,
+/// space, `#`, `?` and `\` escaped), which the page turns into a download
+/// of it (`web/files.js`); a name with control characters is refused, as
+/// it would end the escape sequence early.
+macro_rules! te_download {
+    () => {
+        r#"__te_download() {
+  if [ "$#" -ne 1 ]; then echo 'usage: te-download FILE' >&2; return 2; fi
+  case $1 in /*) __te_p=$1 ;; *) __te_p=$PWD/$1 ;; esac
+  if [ ! -f "$__te_p" ]; then printf 'te-download: %s: no such regular file\n' "$1" >&2; unset __te_p; return 1; fi
+  if [ "$(printf '%s' "$__te_p" | tr -d '\040-\176\200-\377'; echo x)" != x ]; then printf 'te-download: %s: control characters in the name\n' "$1" >&2; unset __te_p; return 1; fi
+  __te_u=$(printf '%s' "$__te_p" | sed 's/%/%25/g; s/ /%20/g; s/#/%23/g; s/?/%3F/g; s/\\/%5C/g')
+  printf '\033]8;;file://%s\033\\%s\033]8;;\033\\\n' "$__te_u" "${__te_p##*/}"
+  unset __te_p __te_u
+}
+alias te-download=__te_download
+"#
+    };
+}
+
 /// bash: the user's rc as bash would read it, then the marks. `D` and
 /// `A` (with the working directory as OSC 7 between them, its host left
 /// empty: this machine) come from `PROMPT_COMMAND` (first, so `$?` is the command's), `B`
 /// ends `PS1`, `C` is `PS0` (printed once a command line is read).
-const BASH_RC: &str = r#"# tmux-engine shell integration (bash); see docs/shell-integration.md
+const BASH_RC: &str = concat!(
+    r#"# tmux-engine shell integration (bash); see docs/shell-integration.md
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 case ":$HISTCONTROL:" in *:ignorespace:*|*:ignoreboth:*) ;; *) HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}" ;; esac
@@ -156,7 +179,9 @@ __tmux_engine_prompt() { local s=$?; printf '\033]133;D;%s\007\033]7;file://%s\0
 PROMPT_COMMAND="__tmux_engine_prompt${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
 PS1="${PS1}\[\033]133;B\007\]"
 PS0="${PS0}\033]133;C\007"
-"#;
+"#,
+    te_download!()
+);
 
 /// zsh: `ZDOTDIR` points here for the engine's files, and back at the
 /// user's for theirs.
@@ -168,7 +193,8 @@ __tmux_engine_user_zdotdir="$ZDOTDIR"
 ZDOTDIR="$__tmux_engine_dir"
 "#;
 
-const ZSH_RC: &str = r#"# tmux-engine shell integration (zsh); see docs/shell-integration.md
+const ZSH_RC: &str = concat!(
+    r#"# tmux-engine shell integration (zsh); see docs/shell-integration.md
 ZDOTDIR="$__tmux_engine_user_zdotdir"
 [ -r "$ZDOTDIR/.zshrc" ] && . "$ZDOTDIR/.zshrc"
 setopt HIST_IGNORE_SPACE
@@ -178,19 +204,24 @@ typeset -ga precmd_functions preexec_functions
 precmd_functions=(__tmux_engine_precmd $precmd_functions)
 preexec_functions+=(__tmux_engine_preexec)
 PS1="${PS1}%{$(printf '\033]133;B\007')%}"
-"#;
+"#,
+    te_download!()
+);
 
 /// POSIX sh: the user's `$HOME/.shrc` (what `ENV` would have named), then
 /// the marks in `PS1`, whose `$?` dash and others expand, and a `B` after
 /// `PS2`: with no `C` mark, that is how the engine knows a continuation
 /// prompt (printed as a heredoc or loop is read) is not a command's output.
-const SH_RC: &str = r#"# tmux-engine shell integration (POSIX sh); see docs/shell-integration.md
+const SH_RC: &str = concat!(
+    r#"# tmux-engine shell integration (POSIX sh); see docs/shell-integration.md
 [ -r "$HOME/.shrc" ] && . "$HOME/.shrc"
 __te_esc=$(printf '\033'); __te_bel=$(printf '\007')
 PS1="${__te_esc}]133;D;\$?${__te_bel}${__te_esc}]7;file://\${PWD}${__te_bel}${__te_esc}]133;A${__te_bel}${PS1:-\$ }${__te_esc}]133;B${__te_bel}"
 PS2="${PS2-> }${__te_esc}]133;B${__te_bel}"
 unset __te_esc __te_bel
-"#;
+"#,
+    te_download!()
+);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

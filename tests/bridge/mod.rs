@@ -6,10 +6,13 @@
 mod browser;
 mod crash;
 mod deploy;
+mod files;
 mod hygiene;
 mod memory;
 mod page;
+mod page_files;
 mod page_rename;
+mod phone;
 mod pool;
 mod quota;
 mod routes;

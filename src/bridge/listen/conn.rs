@@ -432,6 +432,7 @@ async fn route(
             *request.uri_mut() = uri;
         }
     }
+    let whole = body_deadline(&request, shared.options.body_timeout);
     match shared
         .app
         .clone()
@@ -440,8 +441,8 @@ async fn route(
                 inner,
                 gap: shared.options.header_timeout,
                 stall: None,
-                deadline: Box::pin(tokio::time::sleep(shared.options.body_timeout)),
-                whole: shared.options.body_timeout,
+                deadline: Box::pin(tokio::time::sleep(whole)),
+                whole,
             })
         }))
         .await
@@ -449,6 +450,23 @@ async fn route(
         Ok(response) => response,
         Err(never) => match never {},
     }
+}
+
+/// How long a request's whole body may take: the body timeout, or for an
+/// upload (`files.rs`, bounded by `--max-file-size`, not by the JSON body
+/// limit) as long as its announced length takes at 32 KiB/s, if longer: a
+/// phone's upload of a large file is not a trickle. It still may not pause
+/// longer than the header timeout.
+fn body_deadline(request: &Request<Incoming>, timeout: Duration) -> Duration {
+    if !super::super::files::is_upload(request.method(), request.uri().path()) {
+        return timeout;
+    }
+    let length = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    timeout.max(Duration::from_secs(length / (32 << 10)))
 }
 
 /// A request body whose client may pause at most `gap` (the header
