@@ -12,6 +12,7 @@
 //! - `mcp`: the MCP server over the registry (the library's `mcp`);
 //! - `serve`: the web bridge on one long-lived registry;
 //! - `link`: a new sign-in link from a running `serve`, through its API;
+//! - `tape`: `test` (tape files) and `render` (a recording to GIF/PNG);
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
@@ -22,5 +23,6 @@ pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
+pub(crate) mod tape;
 pub(crate) mod terminals;
 mod verbs;
