@@ -146,3 +146,34 @@ fn render_draws_a_cast_as_gif_and_png() {
         "{bad:?}"
     );
 }
+
+/// `asciinema cat` (Debian's asciinema; `.ci/run` installs it) reads the
+/// casts the engine writes: a tape's `Output` and a failure's artifact.
+/// It wants a terminal (it opens `/dev/tty`), so a tape runs it.
+#[tokio::test]
+async fn asciinema_reads_every_cast_the_engine_writes() {
+    live(async |dir| {
+        assert!(
+            which::which("asciinema").is_ok(),
+            "asciinema is not installed (.ci/run installs it)"
+        );
+        let body = "Set Shell sh\nType \"printf 'caf\\303\\251 \\033[31mred\\033[0m\\n'\"\nEnter\nWait+Screen /^café red$/\n";
+        assert_passed(&run(dir.path(), "out.tape", &format!("Output out.cast\n{body}")).await);
+        let failed = run(dir.path(), "bad.tape", &format!("{body}Expect@200ms /absent/\n")).await;
+        assert!(!failed.passed());
+        for (name, cast) in [("cat-out.tape", "out.cast"), ("cat-bad.tape", "artifacts/bad/bad.cast")] {
+            assert!(dir.path().join(cast).exists(), "{cast}");
+            let r = run(
+                dir.path(),
+                name,
+                &format!(
+                    "Set Shell \"asciinema cat {cast}\"\nExpect /^café red$/\n\
+                     Expect Style \"red\" fg=red\nExpect Exit 0\n"
+                ),
+            )
+            .await;
+            assert_passed(&r);
+        }
+    })
+    .await;
+}

@@ -236,6 +236,9 @@ fn unsupported_commands_fail_naming_the_command_and_line() {
     let path = write_tape(dir.path(), "outer.tape", "Source inner.tape\n");
     let e = Tape::read(&path).expect_err("inner");
     assert!(e.to_string().contains("inner.tape:3: Fly"), "{e}");
+    // The README's tape stays a tape.
+    let demo = Tape::read(std::path::Path::new("docs/tapes/demo.tape")).expect("the demo parses");
+    assert!(demo.steps.len() > 10);
 }
 
 #[tokio::test]
