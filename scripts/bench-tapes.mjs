@@ -90,8 +90,18 @@ function devtools(url) {
   };
 }
 
+/** A process in its own group, so stopping it stops its children too. */
 function start(cmd, args) {
-  return spawn(cmd, args, { stdio: "ignore", detached: false });
+  const child = spawn(cmd, args, { stdio: "ignore", detached: true });
+  child.exited = new Promise((ok) => child.on("exit", ok));
+  return child;
+}
+
+async function stop(child) {
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {}
+  await child.exited;
 }
 
 async function vhsOnce(dir, port) {
@@ -147,8 +157,8 @@ async function vhsOnce(dir, port) {
     if (statSync(join(dir, "bench.gif")).size === 0) throw new Error("ffmpeg wrote no GIF");
     return performance.now() - t0;
   } finally {
-    chrome.kill("SIGKILL");
-    ttyd.kill("SIGKILL");
+    await stop(chrome);
+    await stop(ttyd);
   }
 }
 
@@ -163,7 +173,7 @@ for (let round = 0; round < ROUNDS; round++) {
       if (which === "engine") engine.push(await engineOnce(dir));
       else vhs.push(await vhsOnce(dir, 17000 + round * 10));
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     }
   }
   console.error(`round ${round + 1}: engine ${engine.at(-1).toFixed(0)} ms, vhs-like ${vhs.at(-1).toFixed(0)} ms`);

@@ -7,7 +7,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::parse::{Check, FLAGS, StyleWant};
+use super::args::FLAGS;
+use super::parse::{Check, StyleWant};
 use crate::Error;
 use crate::fixture::Fixture;
 use crate::screen::{Attributes, Screen};

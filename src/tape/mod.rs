@@ -6,10 +6,11 @@
 //! then; its recording, final screen and a PNG are kept as artifacts.
 //!
 //! Layout: `lex` (the words of a line), `parse` (lines to commands with
-//! their file:line), `run` (one try of one tape), `check` (expectations and
+//! their file:line; `args`: settings, keys, colours), `run` (one try of one tape), `check` (expectations and
 //! snapshots), `report` (JUnit XML and the summary line); this module runs
 //! many tapes and retries flaky ones. The guide is `docs/tapes.md`.
 
+mod args;
 mod check;
 mod lex;
 mod parse;
