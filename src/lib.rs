@@ -33,9 +33,10 @@
 //!  bridge, mcp           `serve`: HTTP routes, WebSocket viewers, the page; MCP tools
 //!  verbs                 one request/answer type per verb, one validation (every face's)
 //!  attach                viewers: control fan-out with resume, PTY attach
-//!  backend               the tmux backend: implements the registry's seam
+//!  backend, tape         the tmux backend: implements the registry's seam; tape files
 //!  registry, fixture     owners, terminals, policy, persistence, I/O; the test preset
-//!  terminal              Terminal::builder(), send, wait, screen, resize, output, kill
+//!  terminal, picture     Terminal::builder(), send, wait, screen, resize, output, kill;
+//!                        screens to PNG, recordings to GIF
 //!  screen                Screen (text, cells, cursor), the vt100 model, the waits
 //!  control::client ...   one task set per tmux server: pipelined commands, routed
 //!                        output, lag/pause/resync, pushed exits (pane_exit)
@@ -70,10 +71,12 @@ pub mod control;
 mod error;
 pub mod fixture;
 pub mod mcp;
+pub mod picture;
 pub mod registry;
 pub mod screen;
 pub(crate) mod shell;
 mod stream;
+pub mod tape;
 pub mod terminal;
 pub mod tmux;
 pub mod verbs;

@@ -64,6 +64,11 @@ enum Command {
     Download(cli::files::DownloadArgs),
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
+    /// Run tape files (VHS's commands plus Expect, Snapshot, Wait Stable),
+    /// each in its own private terminal, in parallel; exits 1 on a failure.
+    Test(cli::tape::TestArgs),
+    /// Draw an asciicast recording as an animated GIF or a PNG.
+    Render(cli::tape::RenderArgs),
 }
 
 /// clap's adapter to [`Size`]'s one parser.
@@ -156,6 +161,36 @@ fn main() -> ExitCode {
             let mut stdout = std::io::stdout().lock();
             cli::files::download(global, args, &mut stdout).await
         }),
+        Command::Test(args) => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: IO: starting the runtime: {e}");
+                    return ExitCode::from(cli::report::EXIT_ERROR);
+                }
+            };
+            let mut stdout = std::io::stdout().lock();
+            let result = runtime.block_on(cli::tape::test(args, &mut stdout));
+            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            match result {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(cli::report::EXIT_ERROR),
+                Err(e) => {
+                    cli::report::CliError::from(e).print(cli.global.json, std::io::stderr());
+                    ExitCode::from(cli::report::EXIT_ERROR)
+                }
+            }
+        }
+        Command::Render(args) => {
+            let mut stdout = std::io::stdout().lock();
+            match cli::tape::render(&args, &mut stdout) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    cli::report::CliError::from(e).print(cli.global.json, std::io::stderr());
+                    ExitCode::from(cli::report::EXIT_ERROR)
+                }
+            }
+        }
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(rt) => rt,

@@ -30,11 +30,15 @@ const LAYERS: &[(&str, u8)] = &[
     ("shell", 3),
     ("stream", 3),
     ("terminal", 4),
+    // Pictures of a screen (PNG, GIF): the screen model only.
+    ("picture", 4),
     ("registry", 5),
     ("fixture", 5),
     // The tmux backend implements the registry's seam from above, as the
     // registry-logic tests' stub does from outside the crate.
     ("backend", 6),
+    // Tape files: each runs in a fixture and draws with picture.
+    ("tape", 6),
     ("attach", 7),
     ("verbs", 8),
     ("bridge", 9),

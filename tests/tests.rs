@@ -30,3 +30,4 @@ mod registry_tmux;
 mod run_cli;
 mod send_keys;
 mod server;
+mod tape;

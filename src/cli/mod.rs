@@ -13,6 +13,7 @@
 //! - `serve`: the web bridge on one long-lived registry;
 //! - `link`: a new sign-in link from a running `serve`, through its API;
 //! - `files`: `upload` and `download`, through a running `serve`'s API;
+//! - `tape`: `test` (tape files) and `render` (a recording to GIF/PNG);
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
@@ -24,5 +25,6 @@ pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
+pub(crate) mod tape;
 pub(crate) mod terminals;
 mod verbs;

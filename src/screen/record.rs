@@ -78,6 +78,11 @@ impl Recorder {
         let _ = self.writer.resize(at, size);
     }
 
+    /// The recording so far.
+    pub(crate) fn cast(&self) -> &[u8] {
+        self.writer.get_ref()
+    }
+
     /// What to write, taken under the model's lock so it is one moment's.
     pub(crate) fn take_artifacts(&self, screen: Screen) -> Pending {
         Pending {

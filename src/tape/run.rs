@@ -1,0 +1,397 @@
+//! One try of one tape: its settings, then its commands against a fresh
+//! [`Fixture`], stopping at the first failure with the file, the line and
+//! the screen at that moment. Waits are the fixture's (they sleep on the
+//! screen model's changes up to a deadline); the only sleeps are the
+//! tape's own `Sleep` and `TypingSpeed`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use regex::Regex;
+
+use super::check::{self, Failed};
+use super::parse::{Command, Location, Setting, Step, Tape, WaitFor};
+use super::{Failure, Options};
+use crate::fixture::{Fixture, FixtureBuilder};
+use crate::picture::{self, GifOptions, Renderer, Style};
+use crate::screen::Screen;
+use crate::screen::asciicast::Recording;
+
+/// VHS's default `WaitPattern` (`>$`), widened to the fixture's pinned
+/// `$ ` prompt and a root `#`.
+const WAIT_PATTERN: &str = r"[>$#]\s*$";
+/// The default of every wait's and expectation's deadline.
+pub(crate) const WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the settings so far say.
+struct Config {
+    shell: String,
+    size: Option<(u16, u16)>,
+    pixels: (Option<u32>, Option<u32>),
+    env: Vec<(String, String)>,
+    style: Style,
+    fps: u32,
+    typing: Duration,
+    timeout: Duration,
+    pattern: Regex,
+}
+
+impl Config {
+    fn new() -> Config {
+        Config {
+            shell: "bash".to_owned(),
+            size: None,
+            pixels: (None, None),
+            env: Vec::new(),
+            style: Style::default(),
+            fps: 20,
+            typing: Duration::ZERO,
+            timeout: WAIT_TIMEOUT,
+            pattern: Regex::new(WAIT_PATTERN).unwrap_or_else(|_| unreachable!("a valid pattern")),
+        }
+    }
+}
+
+/// A running try.
+struct Run<'a> {
+    tape: &'a Tape,
+    options: &'a Options,
+    config: Config,
+    fixture: Option<Fixture>,
+    outputs: Vec<PathBuf>,
+    clipboard: String,
+    /// Notes for the report (snapshots written).
+    notes: Vec<String>,
+}
+
+/// What a try came to.
+pub(crate) struct Tried {
+    pub(crate) failure: Option<Failure>,
+    pub(crate) notes: Vec<String>,
+}
+
+/// Runs one try of `tape`; `dir` is where its artifacts go on failure.
+pub(crate) async fn run_once(tape: &Tape, options: &Options, dir: &Path) -> Tried {
+    let mut run = Run {
+        tape,
+        options,
+        config: Config::new(),
+        fixture: None,
+        outputs: Vec::new(),
+        clipboard: String::new(),
+        notes: Vec::new(),
+    };
+    let mut failure = None;
+    for step in &tape.steps {
+        if let Err(failed) = run.step(step).await {
+            failure = Some(run.fail(step, failed, dir));
+            break;
+        }
+    }
+    if failure.is_none()
+        && let Err(message) = run.finish().await
+    {
+        failure = Some(Failure {
+            at: None,
+            message,
+            screen: None,
+            artifacts: Vec::new(),
+        });
+    }
+    if let Some(fixture) = run.fixture.take() {
+        let _ = fixture.close().await;
+    }
+    Tried {
+        failure,
+        notes: run.notes,
+    }
+}
+
+impl Run<'_> {
+    async fn step(&mut self, step: &Step) -> Result<(), Failed> {
+        match &step.command {
+            Command::Set(setting) => return self.set(setting),
+            Command::Env(key, value) => {
+                self.before_start("Env")?;
+                self.config.env.push((key.clone(), value.clone()));
+                return Ok(());
+            }
+            Command::Require(program) => {
+                return which::which(program)
+                    .map(drop)
+                    .map_err(|_| Failed::plain(format!("Require: {program} is not on PATH")));
+            }
+            Command::Output(path) => {
+                self.outputs.push(path.clone());
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.start().await?;
+        let Some(fx) = self.fixture.as_ref() else {
+            return Err(Failed::plain("the terminal did not start".to_owned()));
+        };
+        let (timeout, typing) = (self.config.timeout, self.config.typing);
+        match &step.command {
+            Command::Type { text, speed } => {
+                let speed = speed.unwrap_or(typing);
+                if speed.is_zero() {
+                    fx.send_text(text).await?;
+                } else {
+                    for c in text.chars() {
+                        fx.send_text(c.to_string()).await?;
+                        tokio::time::sleep(speed).await;
+                    }
+                }
+            }
+            Command::Key { key, count, speed } => {
+                for i in 0..*count {
+                    if i > 0
+                        && let Some(speed) = speed
+                    {
+                        tokio::time::sleep(*speed).await;
+                    }
+                    fx.send_keys(&[key.as_str()]).await?;
+                }
+            }
+            Command::Sleep(d) => tokio::time::sleep(*d).await,
+            Command::Wait { until, timeout: t } => {
+                let within = fx.within(t.unwrap_or(timeout));
+                match until {
+                    WaitFor::Stable(quiet) => drop(within.wait_for_stable(*quiet).await?),
+                    WaitFor::Screen(re) => {
+                        let re = re.clone().unwrap_or_else(|| self.config.pattern.clone());
+                        drop(within.wait_for_regex(&re).await?);
+                    }
+                    WaitFor::Line(re) => {
+                        let re = re.as_ref().unwrap_or(&self.config.pattern);
+                        if let Err(e) = within.wait_for(|s| re.is_match(&cursor_line(s))).await {
+                            let now = fx.screen_now();
+                            let why =
+                                format!("the cursor's line is {:?}, not /{re}/", cursor_line(&now));
+                            return Err(check::missed(e, why, t.unwrap_or(timeout)));
+                        }
+                    }
+                }
+            }
+            Command::Hide => fx.mark(picture::HIDE_MARKER),
+            Command::Show => fx.mark(picture::SHOW_MARKER),
+            Command::Screenshot(path) => {
+                let screen = fx.screen_now();
+                write_picture(&screen, &self.config.style, path).map_err(Failed::plain)?;
+            }
+            Command::Copy(text) => self.clipboard.clone_from(text),
+            Command::Paste => fx.send_text(&self.clipboard).await?,
+            Command::Expect { check, timeout: t } => {
+                check::expect(fx, check, t.unwrap_or(timeout)).await?;
+            }
+            Command::Snapshot(name) => {
+                let dir = self.tape.path.parent().unwrap_or(Path::new("."));
+                let note = check::snapshot(
+                    fx,
+                    &dir.join("__snapshots__"),
+                    name,
+                    self.options.update,
+                    timeout,
+                )
+                .await?;
+                if let Some(note) = note {
+                    self.notes.push(format!("{}: {note}", step.at));
+                }
+            }
+            Command::Set(_) | Command::Env(..) | Command::Require(_) | Command::Output(_) => {}
+        }
+        Ok(())
+    }
+
+    fn before_start(&self, what: &str) -> Result<(), Failed> {
+        if self.fixture.is_some() {
+            return Err(Failed::plain(format!(
+                "{what} must come before the first command that types, waits or checks"
+            )));
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, setting: &Setting) -> Result<(), Failed> {
+        if matches!(
+            setting,
+            Setting::Shell(_) | Setting::Width(_) | Setting::Height(_) | Setting::Size(..)
+        ) {
+            self.before_start("Set Shell, Width, Height and Size")?;
+        }
+        let c = &mut self.config;
+        match setting {
+            Setting::Shell(shell) => c.shell.clone_from(shell),
+            Setting::FontSize(px) => c.style.font_size = *px,
+            Setting::Width(px) => c.pixels.0 = Some(*px),
+            Setting::Height(px) => c.pixels.1 = Some(*px),
+            Setting::Size(cols, rows) => c.size = Some((*cols, *rows)),
+            Setting::Padding(px) => c.style.padding = *px,
+            Setting::LineHeight(h) => c.style.line_height = *h,
+            Setting::Framerate(fps) => c.fps = *fps,
+            Setting::Theme(theme) => c.style.theme = theme.clone(),
+            Setting::TypingSpeed(d) => c.typing = *d,
+            Setting::WaitTimeout(d) => c.timeout = *d,
+            Setting::WaitPattern(re) => c.pattern = re.clone(),
+            Setting::Flaky(_) | Setting::Cosmetic(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Starts the fixture on the first command that needs it.
+    async fn start(&mut self) -> Result<(), Failed> {
+        if self.fixture.is_none() {
+            let fixture = self.builder().start().await?;
+            self.fixture = Some(fixture);
+        }
+        Ok(())
+    }
+
+    fn builder(&self) -> FixtureBuilder {
+        let c = &self.config;
+        let shell = c.shell.trim();
+        let mut builder = match shell {
+            "bash" => Fixture::bash(),
+            "sh" => Fixture::sh(),
+            _ if shell.contains(char::is_whitespace) => Fixture::script(format!("exec {shell}")),
+            _ => Fixture::builder(shell),
+        };
+        let (cols, rows) = c.size.unwrap_or_else(|| match c.pixels {
+            (None, None) => (80, 24),
+            (w, h) => {
+                let grid = Renderer::new(c.style.clone()).grid_for(w.unwrap_or(0), h.unwrap_or(0));
+                (
+                    if w.is_some() { grid.0 } else { 80 },
+                    if h.is_some() { grid.1 } else { 24 },
+                )
+            }
+        });
+        builder = builder
+            .size(cols, rows)
+            .timeout(c.timeout)
+            .artifacts_in(self.options.artifacts_for(self.tape), self.tape.name());
+        if let Some(dir) = self
+            .tape
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            builder = builder.cwd(dir);
+        }
+        if let Some(dir) = &self.options.runtime_dir {
+            builder = builder.runtime_dir(dir);
+        }
+        for (key, value) in &c.env {
+            builder = builder.env(key, value);
+        }
+        builder
+    }
+
+    /// The tape's `Output` files, written once it passed.
+    async fn finish(&mut self) -> Result<(), String> {
+        if self.outputs.is_empty() {
+            return Ok(());
+        }
+        self.start().await.map_err(|f| f.message)?;
+        let Some(fx) = self.fixture.as_ref() else {
+            return Ok(());
+        };
+        // What the program prints last is part of the picture.
+        let _ = fx
+            .within(Duration::from_secs(2))
+            .wait_for_stable(Duration::from_millis(100))
+            .await;
+        let screen = fx.screen_now();
+        let cast = fx.recording().unwrap_or_default();
+        for path in &self.outputs {
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            let written = match ext {
+                "gif" => write_gif(&cast, &self.config, path),
+                "cast" => write_file(path, &cast),
+                _ => write_picture(&screen, &self.config.style, path),
+            };
+            written.map_err(|e| format!("Output {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The failure of `step`, with the screen now and the artifacts.
+    fn fail(&self, step: &Step, failed: Failed, dir: &Path) -> Failure {
+        let mut failure = Failure {
+            at: Some(step.at.clone()),
+            message: format!("{}: {}", step.source, failed.message),
+            screen: None,
+            artifacts: Vec::new(),
+        };
+        let Some(fx) = &self.fixture else {
+            return failure;
+        };
+        let screen = fx.screen_now();
+        if !failed.shows_screen {
+            failure.screen = Some(screen.snapshot());
+        }
+        if let Some(Ok(files)) = fx.write_artifacts() {
+            failure.artifacts = files;
+        }
+        let png = dir.join(format!("{}.png", self.tape.name()));
+        if picture::save_png(&screen, &self.config.style, &png).is_ok() {
+            failure.artifacts.push(png);
+        }
+        failure
+    }
+}
+
+/// The row the cursor is on, without trailing blanks but padded up to the
+/// cursor: a prompt `>>> ` waiting for input matches `/>>> $/`.
+fn cursor_line(screen: &Screen) -> String {
+    let cursor = screen.cursor();
+    let mut line = screen.row(usize::from(cursor.row)).unwrap_or("").to_owned();
+    let width = line.chars().count();
+    line.extend(std::iter::repeat_n(
+        ' ',
+        usize::from(cursor.col).saturating_sub(width),
+    ));
+    line
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut file = picture::create(path).map_err(|e| e.to_string())?;
+    file.write_all(bytes).map_err(|e| e.to_string())
+}
+
+/// A screenshot: PNG, or the screen's text for `.txt`/`.ascii` (as VHS's
+/// golden text files).
+fn write_picture(screen: &Screen, style: &Style, path: &Path) -> Result<(), String> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("png") => picture::save_png(screen, style, path).map_err(|e| e.to_string()),
+        _ => {
+            let mut text = screen.rows().collect::<Vec<_>>().join("\n");
+            text.push('\n');
+            write_file(path, text.as_bytes())
+        }
+    }
+}
+
+fn write_gif(cast: &[u8], config: &Config, path: &Path) -> Result<(), String> {
+    let text = String::from_utf8_lossy(cast);
+    let recording = Recording::parse(&text).map_err(|e| e.to_string())?;
+    let options = GifOptions {
+        style: config.style.clone(),
+        fps: config.fps,
+        ..GifOptions::default()
+    };
+    let file = picture::create(path).map_err(|e| e.to_string())?;
+    picture::write_gif(&recording, &options, std::io::BufWriter::new(file))
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+impl Location {
+    /// The location as `file:line` relative to `base` when under it.
+    pub fn relative_to(&self, base: &Path) -> String {
+        let file = self.file.strip_prefix(base).unwrap_or(&self.file);
+        format!("{}:{}", file.display(), self.line)
+    }
+}
