@@ -30,6 +30,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("shell", 3),
     ("stream", 3),
     ("terminal", 4),
+    ("history", 4),
     ("registry", 5),
     ("fixture", 5),
     // The tmux backend implements the registry's seam from above, as the
