@@ -334,16 +334,6 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     file.write_all(bytes).map_err(context)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn utc_text_is_the_civil_date() {
-        assert_eq!(super::utc_text(0), "1970-01-01 00:00 UTC");
-        // 2024-02-29 12:34:56 UTC.
-        assert_eq!(super::utc_text(1_709_210_096_000), "2024-02-29 12:34 UTC");
-    }
-}
-
 impl Owned<'_> {
     /// The terminal's kept history from `since` (`None`: the oldest byte
     /// kept), read from its files, whether it runs or not: what
@@ -367,5 +357,15 @@ impl Owned<'_> {
                 "terminal {id} keeps no history (spawn it with keep_history)"
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_text_is_the_civil_date() {
+        assert_eq!(super::utc_text(0), "1970-01-01 00:00 UTC");
+        // 2024-02-29 12:34:56 UTC.
+        assert_eq!(super::utc_text(1_709_210_096_000), "2024-02-29 12:34 UTC");
     }
 }
