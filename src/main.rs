@@ -56,6 +56,9 @@ enum Command {
     /// Print a new one-time sign-in link from a running serve (a second
     /// browser, a phone); --list and --revoke show and end links.
     Link(cli::link::LinkArgs),
+    /// Print a terminal's kept history (spawned with --keep-history),
+    /// running or gone; --follow keeps printing.
+    Logs(cli::logs::LogsArgs),
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -135,6 +138,10 @@ fn main() -> ExitCode {
         Command::Link(args) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
             cli::link::run(global, args, &mut stdout).await
+        }),
+        Command::Logs(args) => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::logs::run(global, args, &mut stdout).await
         }),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {

@@ -12,12 +12,14 @@
 //! - `mcp`: the MCP server over the registry (the library's `mcp`);
 //! - `serve`: the web bridge on one long-lived registry;
 //! - `link`: a new sign-in link from a running `serve`, through its API;
+//! - `logs`: a terminal's kept history (issue 26), from its files;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
 pub(crate) mod args;
 pub(crate) mod decode;
 pub(crate) mod link;
+pub(crate) mod logs;
 pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
