@@ -9,7 +9,7 @@
 //! the ring holds loses the evicted bytes, counted in `Meta::gaps`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -18,6 +18,7 @@ use tracing::warn;
 
 use super::Kept;
 use super::title::Titles;
+use crate::screen::asciicast::{Header, Writer};
 use crate::stream::{OutputCursor, Stream};
 
 /// The longest a byte waits before it is written.
@@ -26,17 +27,52 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 /// Waiting bytes that are written at once.
 pub const FLUSH_BYTES: u64 = 64 * 1024;
 
+/// A recording beside the history (`record: true`).
+type Recorder = Arc<Mutex<Writer<std::fs::File>>>;
+
+/// Starts the asciicast v2 recording of the stream of `epoch` beside the
+/// history: `<epoch>.cast` (`0600`), bounded by the history's limit, each
+/// batch one output event (so timed to the batch, at most a second off).
+fn recorder(kept: &Kept, epoch: u64) -> Option<Recorder> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = kept.dir().join(format!("{epoch:016x}.cast"));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path);
+    let size = kept.meta().size.unwrap_or_default();
+    match file.and_then(|file| Writer::new(file, &Header::now(size), kept.limit)) {
+        Ok(writer) => Some(Arc::new(Mutex::new(writer))),
+        Err(error) => {
+            warn!(path = %path.display(), %error, "recording beside the kept history");
+            None
+        }
+    }
+}
+
 /// Writes `stream` from its offset `from` to `kept` until `cancel`, then
-/// writes what is left. `cwd` tells the program's working directory, read
-/// at most once per flush interval.
+/// writes what is left (and, with `record`, an asciicast recording beside
+/// it). `cwd` tells the program's working directory, read at most once
+/// per flush interval.
 pub(crate) async fn follow(
     kept: Arc<Kept>,
     stream: Arc<Stream>,
     from: u64,
+    record: bool,
     cwd: Arc<dyn Fn() -> Option<PathBuf> + Send + Sync>,
     cancel: CancellationToken,
 ) {
+    let recording = if record {
+        recorder(&kept, stream.epoch())
+    } else {
+        None
+    };
+    let started = Instant::now();
     let mut changes = stream.changes();
+    // What arrived before this writer subscribed is waiting already.
+    changes.mark_changed();
     let mut at = OutputCursor {
         epoch: stream.epoch(),
         offset: from,
@@ -70,7 +106,18 @@ pub(crate) async fn follow(
             }
             let writer = Arc::clone(&kept);
             let bytes = read.bytes;
-            let written = tokio::task::spawn_blocking(move || writer.append(&bytes)).await;
+            let recording = recording.clone();
+            let at = started.elapsed();
+            let written = tokio::task::spawn_blocking(move || {
+                if let Some(recording) = recording {
+                    let mut recording = recording.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Err(error) = recording.output(at, &bytes) {
+                        warn!(%error, "recording beside the kept history");
+                    }
+                }
+                writer.append(&bytes)
+            })
+            .await;
             match written {
                 Ok(Err(error)) => {
                     warn!(dir = %kept.dir().display(), %error, "kept history write failed")

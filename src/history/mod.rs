@@ -10,7 +10,8 @@
 //! once the newest passed a quarter of the limit, the oldest removed
 //! while the rest pass the limit) and a crash between its steps leave a
 //! readable history. `meta.json` is written atomically (temp file, then
-//! rename); a segment write that fails half-way (a full disk) is cut back
+//! rename); with `record: true`, `<stream epoch>.cast` (asciicast v2, one
+//! per stream, bounded by the same limit) beside them; a segment write that fails half-way (a full disk) is cut back
 //! to its length before, so neither is ever torn.
 //!
 //! Offsets: every byte kept has one history offset, counted from the
@@ -100,7 +101,8 @@ pub(crate) fn now_ms() -> u64 {
 #[derive(Debug)]
 pub struct Kept {
     dir: PathBuf,
-    limit: u64,
+    /// The byte limit (also a recording's beside it).
+    pub(crate) limit: u64,
     inner: Mutex<Inner>,
 }
 

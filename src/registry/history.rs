@@ -175,6 +175,7 @@ impl Registry {
             meta.boot_id = boot;
             meta.size = meta.size.or(entry.record.spec.size);
         });
+        let record = entry.record.spec.record;
         let cancel: CancellationToken = entry.cancel.child_token();
         let weak = Arc::downgrade(&terminal);
         let cwd = Arc::new(move || weak.upgrade()?.working_directory());
@@ -182,6 +183,7 @@ impl Registry {
             Arc::clone(&kept),
             Arc::clone(&stream),
             from,
+            record,
             cwd,
             cancel.clone(),
         ));

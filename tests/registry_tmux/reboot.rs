@@ -327,3 +327,44 @@ async fn a_full_disk_is_a_clear_error_and_no_torn_record() {
     })
     .await;
 }
+
+/// `record: true` writes an asciicast v2 recording beside the kept
+/// history, which reads back as the program's output.
+#[tokio::test]
+async fn record_writes_an_asciicast_beside_the_history() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let _guard = Cleanup(runtime(dir.path()));
+        let boot = dir.path().join("boot_id");
+        std::fs::write(&boot, "a-boot\n").unwrap();
+        let owner = OwnerId::new("alice").unwrap();
+        let registry = engine(dir.path(), &boot).await;
+        let spawned = registry
+            .owner(&owner)
+            .spawn(sh("echo recorded-$((6*7)); exec sleep 1000").record(true))
+            .await
+            .unwrap();
+        let kept = history_of(dir.path(), spawned.id.as_str());
+        let output = poll("the recording", WAIT, || async {
+            let cast = std::fs::read_dir(&kept)
+                .ok()?
+                .flatten()
+                .find(|entry| entry.file_name().to_string_lossy().ends_with(".cast"))?;
+            let text = std::fs::read_to_string(cast.path()).ok()?;
+            let recording = tmux_engine::screen::asciicast::Recording::parse(&text).ok()?;
+            let output = recording.output();
+            output.contains("recorded-42").then_some(output)
+        })
+        .await;
+        assert!(!output.contains("$((6*7))"), "{output}");
+        registry
+            .owner(&owner)
+            .kill(spawned.id.as_str())
+            .await
+            .unwrap();
+        assert!(!kept.exists());
+        registry.dispose().await.unwrap();
+        assert_clean(&runtime(dir.path())).await;
+    })
+    .await;
+}
