@@ -59,6 +59,12 @@ enum Command {
     /// Print a terminal's kept history (spawned with --keep-history),
     /// running or gone; --follow keeps printing.
     Logs(cli::logs::LogsArgs),
+    /// Install or remove a systemd unit running `serve --keep-history` at
+    /// boot (or login, with --user), so terminals come back after a reboot.
+    Service {
+        #[command(subcommand)]
+        command: cli::service::ServiceCommand,
+    },
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
 }
@@ -142,6 +148,10 @@ fn main() -> ExitCode {
         Command::Logs(args) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
             cli::logs::run(global, args, &mut stdout).await
+        }),
+        Command::Service { command } => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::service::run(global, command, &mut stdout)
         }),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {

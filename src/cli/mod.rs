@@ -13,6 +13,7 @@
 //! - `serve`: the web bridge on one long-lived registry;
 //! - `link`: a new sign-in link from a running `serve`, through its API;
 //! - `logs`: a terminal's kept history (issue 26), from its files;
+//! - `service`: the systemd unit that runs `serve` at boot;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
@@ -24,5 +25,6 @@ pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
+pub(crate) mod service;
 pub(crate) mod terminals;
 mod verbs;

@@ -368,3 +368,46 @@ async fn record_writes_an_asciicast_beside_the_history() {
     })
     .await;
 }
+
+/// `service install` writes a unit running `serve --keep-history` with the
+/// flags given, which `systemd-analyze verify` accepts where it exists;
+/// `service uninstall` removes it.
+#[test]
+fn service_install_writes_a_unit_systemd_accepts() {
+    let cli = crate::cli::Cli::new();
+    let units = crate::support::test_dir();
+    let dir = units.path().to_string_lossy().into_owned();
+    let printed = cli.ok(&[
+        "service",
+        "install",
+        "--user",
+        "--unit-dir",
+        &dir,
+        "--",
+        "--listen",
+        "127.0.0.1:7681",
+    ]);
+    let unit = units.path().join("tmux-engine.service");
+    assert_eq!(printed.trim(), unit.to_string_lossy());
+    let text = std::fs::read_to_string(&unit).unwrap();
+    let exec = format!(
+        "ExecStart={} serve --listen 127.0.0.1:7681 --keep-history\n",
+        env!("CARGO_BIN_EXE_tmux-engine")
+    );
+    assert!(text.contains(&exec), "{text}");
+    assert!(text.contains("WantedBy=default.target\n"), "{text}");
+    assert!(text.contains("KillMode=process\n"), "{text}");
+    let verify = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output();
+    if let Ok(verify) = verify {
+        assert!(
+            verify.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&verify.stderr)
+        );
+    }
+    cli.ok(&["service", "uninstall", "--user", "--unit-dir", &dir]);
+    assert!(!unit.exists());
+}
