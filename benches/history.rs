@@ -25,20 +25,36 @@ async fn until(mut done: impl AsyncFnMut() -> bool) {
 
 /// One round: seconds until the stream holds `bytes`, and (kept) until
 /// the files do.
-async fn round(registry: &Registry, payload: &std::path::Path, bytes: u64, keep: bool) -> (Duration, Option<Duration>) {
+async fn round(
+    registry: &Registry,
+    payload: &std::path::Path,
+    bytes: u64,
+    keep: bool,
+) -> (Duration, Option<Duration>) {
     let owner = OwnerId::new("bench").unwrap();
     let owned = || registry.owner(&owner);
     let script = format!("stty -opost; cat {}; exec sleep 1000", payload.display());
     let start = Instant::now();
     let spawned = owned()
-        .spawn(SpawnSpec::new().command(["/bin/sh", "-c", &script]).keep_history(keep))
+        .spawn(
+            SpawnSpec::new()
+                .command(["/bin/sh", "-c", &script])
+                .keep_history(keep),
+        )
         .await
         .unwrap();
     let id = spawned.id.to_string();
     until(async || owned().output_end(&id).await.unwrap().unwrap().offset >= bytes).await;
     let streamed = start.elapsed();
     let on_disk = if keep {
-        until(async || owned().kept_history(&id, None).await.map(|k| k.end().offset >= bytes).unwrap_or(false)).await;
+        until(async || {
+            owned()
+                .kept_history(&id, None)
+                .await
+                .map(|k| k.end().offset >= bytes)
+                .unwrap_or(false)
+        })
+        .await;
         Some(start.elapsed())
     } else {
         None
@@ -73,9 +89,21 @@ fn main() {
         let (plain, kept, disk) = (median(plain), median(kept), median(disk));
         let rate = |d: Duration| bytes as f64 / d.as_secs_f64() / (1 << 20) as f64;
         println!("{mb} MiB cat through a registry terminal, median of {rounds}:");
-        println!("  without keep_history: {} ({:.0} MiB/s)", ms(plain), rate(plain));
-        println!("  with keep_history:    {} ({:.0} MiB/s)", ms(kept), rate(kept));
-        println!("  ... all on disk:      {} ({:.0} MiB/s)", ms(disk), rate(disk));
+        println!(
+            "  without keep_history: {} ({:.0} MiB/s)",
+            ms(plain),
+            rate(plain)
+        );
+        println!(
+            "  with keep_history:    {} ({:.0} MiB/s)",
+            ms(kept),
+            rate(kept)
+        );
+        println!(
+            "  ... all on disk:      {} ({:.0} MiB/s)",
+            ms(disk),
+            rate(disk)
+        );
         println!(
             "  cost: {:+.1} %",
             (kept.as_secs_f64() / plain.as_secs_f64() - 1.0) * 100.0

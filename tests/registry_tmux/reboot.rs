@@ -7,8 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use tmux_engine::registry::{
-    HOST_RESTARTED, OwnerId, ReadRequest, Registry, RegistryConfig, RestartPolicy, SpawnSpec,
-    TerminalStatus,
+    HOST_RESTARTED, OwnerId, ReadRequest, Registry, RegistryConfig, RestartPolicy, TerminalStatus,
 };
 
 use super::{Cleanup, WAIT, assert_clean, backend_with, runtime, sh};
@@ -62,91 +61,102 @@ fn kept_cwd(dir: &Path, id: &str) -> Option<PathBuf> {
     meta["cwd"].as_str().map(PathBuf::from)
 }
 
+/// The kept bytes of `id`, read from its segments as another process
+/// sees them.
+fn kept_bytes(dir: &Path, id: &str) -> Vec<u8> {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(history_of(dir, id))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    segments.sort();
+    segments
+        .iter()
+        .flat_map(|path| std::fs::read(path).unwrap_or_default())
+        .collect()
+}
+
 #[tokio::test]
 async fn a_reboot_brings_kept_terminals_back_with_their_history() {
     crate::support::within(async {
-        let dir = crate::support::test_dir();
-        let _guard = Cleanup(runtime(dir.path()));
-        let boot = dir.path().join("boot_id");
-        std::fs::write(&boot, "first-boot\n").unwrap();
-        let owner = OwnerId::new("alice").unwrap();
-        let one = engine(dir.path(), &boot).await;
+        // The first engine: `mcp --keep-history`, a process of its own,
+        // SIGKILLed below; it reads the kernel's boot id.
+        let cli = crate::cli::Cli::new();
+        let dir_path = cli.state().parent().unwrap().to_owned();
+        let dir = dir_path.as_path();
+        let boot = dir.join("boot_id");
+        std::fs::write(&boot, "a-boot-after-the-reboot\n").unwrap();
+        let owner = OwnerId::new("tester").unwrap();
+        let one = crate::mcp::Mcp::start_in(&cli, &["--keep-history"], "/bin/sh").await;
         let script = "i=1; while [ $i -le 10000 ]; do echo \"line $i\"; i=$((i+1)); done; \
                       echo MARKER-END; exec sleep 1000";
         let printer = one
-            .owner(&owner)
-            .spawn(sh(script).name("printer").keep_history(true))
-            .await
-            .unwrap();
-        let work = dir.path().canonicalize().unwrap().join("work");
+            .ok(
+                "terminal_spawn",
+                serde_json::json!({"name": "printer", "command": ["/bin/sh", "-c", script]}),
+            )
+            .await;
+        let printer_id = printer["id"].as_str().unwrap().to_owned();
+        let work = dir.canonicalize().unwrap().join("work");
         std::fs::create_dir(&work).unwrap();
         let shell = one
-            .owner(&owner)
-            .spawn(
-                SpawnSpec::new()
-                    .name("shell")
-                    .cwd(dir.path())
-                    .keep_history(true)
-                    .restart(RestartPolicy::OnAttach)
-                    .resume_command("echo resumed-$((6*7))"),
+            .ok(
+                "terminal_spawn",
+                serde_json::json!({
+                    "name": "shell",
+                    "cwd": dir,
+                    "restart": "on-attach",
+                    "resume_command": "echo resumed-$((6*7))",
+                }),
             )
-            .await
-            .unwrap();
-        let request = tmux_engine::registry::SendRequest {
-            text: bytes::Bytes::from_static(b"cd work && echo moved-on"),
-            submit: true,
-            wait: tmux_engine::registry::WaitFor::Command,
-            timeout: Some(WAIT),
-            ..tmux_engine::registry::SendRequest::default()
-        };
-        one.owner(&owner)
-            .send("shell", request)
-            .await
-            .unwrap()
-            .result()
-            .await
-            .unwrap();
+            .await;
+        let shell_id = shell["id"].as_str().unwrap().to_owned();
+        one.ok(
+            "terminal_send",
+            serde_json::json!({"terminal": "shell", "text": "cd work && echo moved-on",
+                               "submit": true, "wait": "command"}),
+        )
+        .await;
         let mut expected: Vec<u8> = (1..=10_000)
             .flat_map(|n| format!("line {n}\r\n").into_bytes())
             .collect();
         expected.extend_from_slice(b"MARKER-END\r\n");
-        // On disk within the loss window, with nothing to flush it early.
+        // On disk within the loss window (nothing flushes it early), as
+        // another process reads the files.
         poll("the printer's output on disk", WAIT, || async {
-            let kept = one
-                .owner(&owner)
-                .kept_history("printer", None)
-                .await
-                .unwrap();
-            kept.bytes
+            kept_bytes(dir, &printer_id)
                 .windows(expected.len())
                 .any(|w| w == expected)
                 .then_some(())
         })
         .await;
         poll("the shell's directory in its meta", WAIT, || async {
-            (kept_cwd(dir.path(), shell.id.as_str()) == Some(work.clone())).then_some(())
+            (kept_cwd(dir, &shell_id) == Some(work.clone())).then_some(())
         })
         .await;
-        let before = one
-            .owner(&owner)
-            .output_end("printer")
-            .await
-            .unwrap()
-            .unwrap();
-        // The reboot: the engine goes, every server dies without a word,
-        // the runtime directory is new, the boot id another.
-        one.shutdown().await;
-        drop(one);
-        sigkill_servers(&runtime(dir.path()));
+        let page = one
+            .ok(
+                "terminal_read",
+                serde_json::json!({"terminal": "printer", "count": 1}),
+            )
+            .await;
+        let before: tmux_engine::registry::OutputCursor =
+            page["next_cursor"].as_str().unwrap().parse().unwrap();
+        // The reboot: the engine and every server die without a word, the
+        // runtime directory is new, the boot id another.
+        one.kill();
+        sigkill_servers(&cli.runtime());
         poll("the servers to die", WAIT, || async {
-            (!super::tmux_processes_mentioning(&runtime(dir.path()).to_string_lossy()))
-                .then_some(())
+            (!super::tmux_processes_mentioning(&cli.runtime().to_string_lossy())).then_some(())
         })
         .await;
-        std::fs::remove_dir_all(runtime(dir.path())).unwrap();
-        std::fs::write(&boot, "second-boot\n").unwrap();
+        std::fs::remove_dir_all(cli.runtime()).unwrap();
 
-        let two = engine(dir.path(), &boot).await;
+        let two = engine(dir, &boot).await;
         let owned = || two.owner(&owner);
         for name in ["printer", "shell"] {
             let status = owned().show(name).await.unwrap().status;
@@ -214,11 +224,10 @@ async fn a_reboot_brings_kept_terminals_back_with_their_history() {
         for name in ["printer", "shell"] {
             let id = owned().show(name).await.unwrap().id;
             owned().kill(name).await.unwrap();
-            assert!(!history_of(dir.path(), id.as_str()).exists(), "{name}");
+            assert!(!history_of(dir, id.as_str()).exists(), "{name}");
         }
         two.dispose().await.unwrap();
-        assert_clean(&runtime(dir.path())).await;
-        let _ = printer;
+        assert_clean(&cli.runtime()).await;
     })
     .await;
 }
