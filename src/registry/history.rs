@@ -27,6 +27,8 @@ use bytes::Bytes;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{info, warn};
 
+use super::locks::{FileLock, Purpose};
+use super::persist::StateDir;
 use super::seam::{BackendTerminal, ReadPage, ReadRequest, Restore, SendRequest, WaitFor};
 use super::service::Owned;
 use super::{Registry, TerminalId};
@@ -47,6 +49,8 @@ pub(crate) struct Keeping {
     stream: Option<Arc<Stream>>,
     /// Stops the writer (which then writes what it has) when dropped.
     _stop: Option<DropGuard>,
+    /// This process's claim to write the history (`Purpose::History`).
+    writing: Option<FileLock>,
 }
 
 /// The marked line, dim, on a line of its own.
@@ -124,6 +128,7 @@ impl Registry {
             kept: Arc::clone(&kept),
             stream: None,
             _stop: None,
+            writing: None,
         });
         Some(kept)
     }
@@ -169,6 +174,25 @@ impl Registry {
         if same {
             return;
         }
+        // One writer across the processes sharing the state directory.
+        let writing = match entry
+            .history
+            .as_mut()
+            .and_then(|keeping| keeping.writing.take())
+        {
+            Some(lock) => Some(lock),
+            None => match self.inner.store.dir() {
+                Some(dir) => match dir.try_lock(&StateDir::terminal_lock(id, Purpose::History)) {
+                    Ok(Some(lock)) => Some(lock),
+                    Ok(None) => return,
+                    Err(error) => {
+                        warn!(terminal = %id, %error, "kept history's writer lock");
+                        return;
+                    }
+                },
+                None => None,
+            },
+        };
         kept.map_stream(stream.epoch(), kept.end().saturating_sub(from));
         let boot = self.boot_id();
         kept.update(|meta| {
@@ -191,6 +215,7 @@ impl Registry {
             kept,
             stream: Some(stream),
             _stop: Some(cancel.drop_guard()),
+            writing,
         });
     }
 

@@ -420,3 +420,45 @@ fn service_install_writes_a_unit_systemd_accepts() {
     cli.ok(&["service", "uninstall", "--user", "--unit-dir", &dir]);
     assert!(!unit.exists());
 }
+
+/// Two engines holding one kept terminal: one writes its history (a
+/// lock), so its bytes are kept once, not once per engine.
+#[tokio::test]
+async fn two_engines_write_a_history_once() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let _guard = Cleanup(runtime(dir.path()));
+        let boot = dir.path().join("boot_id");
+        std::fs::write(&boot, "a-boot\n").unwrap();
+        let owner = OwnerId::new("alice").unwrap();
+        let one = engine(dir.path(), &boot).await;
+        let spawned = one
+            .owner(&owner)
+            .spawn(sh("read x; echo once-$x; exec sleep 1000").keep_history(true))
+            .await
+            .unwrap();
+        let id = spawned.id.to_string();
+        let two = engine(dir.path(), &boot).await;
+        // Attached by the second engine too (its stream sees every byte).
+        two.owner(&owner).output_end(&id).await.unwrap();
+        one.owner(&owner)
+            .write(&id, bytes::Bytes::from_static(b"2\r"))
+            .await
+            .unwrap();
+        poll("the output on disk", WAIT, || async {
+            let kept = kept_bytes(dir.path(), &id);
+            kept.windows(6).any(|w| w == b"once-2").then_some(())
+        })
+        .await;
+        // Every writer writes what it has when it stops.
+        one.shutdown().await;
+        two.shutdown().await;
+        let kept = kept_bytes(dir.path(), &id);
+        assert_eq!(kept.windows(6).filter(|w| *w == b"once-2").count(), 1);
+        let three = engine(dir.path(), &boot).await;
+        three.owner(&owner).kill(&id).await.unwrap();
+        three.dispose().await.unwrap();
+        assert_clean(&runtime(dir.path())).await;
+    })
+    .await;
+}
