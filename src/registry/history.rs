@@ -7,7 +7,9 @@
 //! default, [`RegistryConfig::keep_history`], when it does not). One
 //! writer task follows each live terminal's stream (`crate::history`);
 //! a rebuilt terminal's new stream gets a new one, mapped to the same
-//! files. Its files go when the terminal is killed; to keep them, copy
+//! files. Of the processes sharing the state directory, one writes a
+//! given history (its `history` flock); another holding the same terminal
+//! does not, so no byte is kept twice. Its files go when the terminal is killed; to keep them, copy
 //! them first (`tmux-engine logs T > file`).
 //!
 //! A restore (a dead `on-attach` or `always` terminal whose record names
