@@ -70,6 +70,7 @@ pub mod bridge;
 pub mod control;
 mod error;
 pub mod fixture;
+pub mod history;
 pub mod mcp;
 pub mod picture;
 pub mod registry;

@@ -62,6 +62,15 @@ enum Command {
     /// Fetch a file from a terminal (PATH relative to its working
     /// directory, or absolute), through a running serve.
     Download(cli::files::DownloadArgs),
+    /// Print a terminal's kept history (spawned with --keep-history),
+    /// running or gone; --follow keeps printing.
+    Logs(cli::logs::LogsArgs),
+    /// Install or remove a systemd unit running `serve --keep-history` at
+    /// boot (or login, with --user), so terminals come back after a reboot.
+    Service {
+        #[command(subcommand)]
+        command: cli::service::ServiceCommand,
+    },
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
     /// Run tape files (VHS's commands plus Expect, Snapshot, Wait Stable),
@@ -191,6 +200,14 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Logs(args) => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::logs::run(global, args, &mut stdout).await
+        }),
+        Command::Service { command } => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::service::run(global, command, &mut stdout)
+        }),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {
                 Ok(rt) => rt,

@@ -32,6 +32,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("terminal", 4),
     // Pictures of a screen (PNG, GIF): the screen model only.
     ("picture", 4),
+    ("history", 4),
     ("registry", 5),
     ("fixture", 5),
     // The tmux backend implements the registry's seam from above, as the

@@ -186,6 +186,15 @@ function describe(status) {
 const label = (t) => t.name || t.id;
 const dead = (t) => t.status.kind !== "running";
 
+// "2 h ago" for a time in milliseconds since the epoch.
+function ago(ms) {
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 90) return "just now";
+  if (s < 5400) return `${Math.round(s / 60)} min ago`;
+  if (s < 129600) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} d ago`;
+}
+
 function badge(text, kind) {
   const span = document.createElement("span");
   span.className = `badge ${kind}`;
@@ -230,6 +239,9 @@ function entry(t) {
   badges.className = "badges";
   badges.append(badge(describe(t.status), `status ${t.status.kind}`));
   if (t.restart !== "never") badges.append(badge(t.restart, "policy"));
+  // Issue 26: brought back after the machine restarted, its old history
+  // above a marked line in its scrollback.
+  if (t.restored_ms) badges.append(badge(`restored after reboot, ${ago(t.restored_ms)}`, "restored"));
   if (view.readOnly) badges.append(badge("read-only", "ro"));
   const watching = view.viewers[t.id] || 0;
   if (watching > 0) badges.append(badge(watching === 1 ? "1 viewer" : `${watching} viewers`, "viewers"));

@@ -176,7 +176,8 @@ impl TmuxBackend {
     async fn spawn_terminal(&self, request: SpawnRequest) -> Result<Arc<dyn BackendTerminal>> {
         self.ensure_runtime_dir()?;
         let cancelled = || Error::Cancelled(format!("spawn of terminal {}", request.id));
-        let taken = if self.config.pool_size > 0 {
+        // A restore prints first: its command is not a pooled server's.
+        let taken = if self.config.pool_size > 0 && request.restore.is_none() {
             tokio::select! {
                 taken = self.pool.take(&request.id, &request.spec) => taken?,
                 () = request.cancel.cancelled() => return Err(cancelled()),
@@ -187,8 +188,12 @@ impl TmuxBackend {
         let (parts, pane_process) = match taken {
             Some(taken) => (taken.parts, taken.pane_process),
             None => {
-                let opts = server_options(&self.config, &request.id, &request.spec)?
-                    .for_terminal(&self.tmux, None)?;
+                let mut opts = server_options(&self.config, &request.id, &request.spec)?;
+                if let Some(restore) = &request.restore {
+                    opts.command =
+                        restore_words(&restore.replay, &opts.command, opts.shell.as_deref());
+                }
+                let opts = opts.for_terminal(&self.tmux, None)?;
                 let start = launch(
                     Arc::clone(&self.tmux),
                     opts,
@@ -357,6 +362,32 @@ impl TmuxBackend {
             stream,
         })))
     }
+}
+
+/// The command of a restored terminal (issue 26): prints the replay file
+/// byte for byte (`stty -opost`: no `\n` to `\r\n`, the bytes are the
+/// terminal's own output already), removes it, then runs `command` (the
+/// shell when it is empty).
+fn restore_words(
+    replay: &Path,
+    command: &[std::ffi::OsString],
+    shell: Option<&Path>,
+) -> Vec<std::ffi::OsString> {
+    const SCRIPT: &str = "stty -opost 2>/dev/null; cat -- \"$1\"; rm -f -- \"$1\"; \
+        stty opost 2>/dev/null; shift; exec \"$@\"";
+    let mut words: Vec<std::ffi::OsString> = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        SCRIPT.into(),
+        "tmux-engine-restore".into(),
+        replay.into(),
+    ];
+    if command.is_empty() {
+        words.push(shell.unwrap_or(Path::new("/bin/sh")).into());
+    } else {
+        words.extend(command.iter().cloned());
+    }
+    words
 }
 
 impl Backend for TmuxBackend {

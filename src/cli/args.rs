@@ -205,6 +205,17 @@ pub(crate) struct SpawnArgs {
     /// (--env overrides them; see docs/agents.md).
     #[arg(long)]
     pub(crate) agent: bool,
+    /// Keep its output on disk under the state directory, so it comes
+    /// back after a reboot (docs: README, "Survive a reboot").
+    #[arg(long)]
+    pub(crate) keep_history: bool,
+    /// A command line typed at the new prompt once it is restored after
+    /// a reboot (e.g. `claude --resume`).
+    #[arg(long, value_name = "LINE")]
+    pub(crate) resume_command: Option<String>,
+    /// Also write an asciicast v2 recording beside its kept history.
+    #[arg(long)]
+    pub(crate) record: bool,
     /// The program and its arguments, executed exactly (one word
     /// included; no shell parsing) [default: the shell].
     #[arg(last = true)]
@@ -305,6 +316,9 @@ impl SpawnArgs {
             shell_integration: self.no_shell_integration.then_some(false),
             history_limit: self.history_limit,
             agent: self.agent.then_some(true),
+            keep_history: self.keep_history.then_some(true),
+            resume_command: self.resume_command,
+            record: self.record.then_some(true),
         })
     }
 }

@@ -8,7 +8,7 @@ use tmux_engine::mcp::{Guard, McpServer, ToolSelection, serve};
 
 use super::args::Global;
 use super::report::CliError;
-use super::terminals::{DETACH_WAIT, open_registry, owner};
+use super::terminals::{DETACH_WAIT, owner};
 
 /// `mcp`'s arguments: which tools the agent gets.
 #[derive(Args, Debug, Clone, Default)]
@@ -40,6 +40,10 @@ pub(crate) struct McpArgs {
     /// typed).
     #[arg(long)]
     pub(crate) no_syntax_check: bool,
+    /// Spawns keep their history on disk unless they say otherwise
+    /// (`keep_history`): terminals come back after a reboot.
+    #[arg(long)]
+    pub(crate) keep_history: bool,
 }
 
 /// Serves until the client closes stdin, or SIGINT/SIGTERM.
@@ -68,7 +72,8 @@ pub async fn run(global: &Global, args: McpArgs) -> std::result::Result<(), CliE
     // `ClientOptions::handshake_lock`).
     let mut interrupts = super::run::Interrupts::register()?;
     // Long-lived: this process runs the `always` restart loops.
-    let registry = open_registry(global, true, None).await?;
+    let registry =
+        super::terminals::open_registry_keeping(global, true, None, args.keep_history).await?;
     super::terminals::reap_at_start(&registry).await;
     let stop = async move {
         let signal = interrupts.recv().await;

@@ -14,6 +14,8 @@
 //! - `link`: a new sign-in link from a running `serve`, through its API;
 //! - `files`: `upload` and `download`, through a running `serve`'s API;
 //! - `tape`: `test` (tape files) and `render` (a recording to GIF/PNG);
+//! - `logs`: a terminal's kept history (issue 26), from its files;
+//! - `service`: the systemd unit that runs `serve` at boot;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
@@ -21,10 +23,12 @@ pub(crate) mod args;
 pub(crate) mod decode;
 pub(crate) mod files;
 pub(crate) mod link;
+pub(crate) mod logs;
 pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod tape;
+pub(crate) mod service;
 pub(crate) mod terminals;
 mod verbs;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 use tmux_engine::Error;
-use tmux_engine::backend::{DEFAULT_POOL_SIZE, TmuxConfig, open_registry};
+use tmux_engine::backend::{DEFAULT_POOL_SIZE, TmuxConfig};
 use tmux_engine::bridge::{
     Auth, Bridge, BridgeConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_CODE_LIFETIME,
     DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_FILE_SIZE, Listener, PageOptions,
@@ -168,6 +168,10 @@ pub(crate) struct ServeArgs {
     /// with `serve`). 0 turns the pool off.
     #[arg(long, value_name = "N", env = "TMUX_ENGINE_POOL", default_value_t = DEFAULT_POOL_SIZE)]
     pool: usize,
+    /// Spawns keep their history on disk unless they say otherwise
+    /// (`keep_history`): terminals come back after a reboot.
+    #[arg(long)]
+    keep_history: bool,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -250,7 +254,13 @@ pub(crate) async fn run(
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }
-    let (registry, _report) = open_registry(dir, config).await?;
+    let backend: std::sync::Arc<dyn tmux_engine::registry::Backend> =
+        std::sync::Arc::new(tmux_engine::backend::TmuxBackend::new(config)?);
+    let (registry, _report) = tmux_engine::registry::Registry::open_with(
+        super::terminals::registry_config(dir, true, args.keep_history),
+        backend,
+    )
+    .await?;
     super::terminals::reap_at_start(&registry).await;
     let quota = args
         .max_terminals_per_owner

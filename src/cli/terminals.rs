@@ -73,6 +73,38 @@ pub async fn open_registry(
     supervise: bool,
     reap_grace: Option<std::time::Duration>,
 ) -> Result<Registry> {
+    open_registry_keeping(global, supervise, reap_grace, false).await
+}
+
+/// Environment variable naming the file the boot id is read from instead
+/// of the kernel's (a test seam: a test "reboots" by changing it).
+pub(crate) const BOOT_ID_FILE_ENV: &str = "TMUX_ENGINE_BOOT_ID_FILE";
+
+/// The registry settings every face shares: the state directory, the
+/// `always` loops, whether spawns keep their history unless they say
+/// (`--keep-history`), and the boot id's file when the seam names one.
+pub(crate) fn registry_config(dir: PathBuf, supervise: bool, keep_history: bool) -> RegistryConfig {
+    let mut config = RegistryConfig::default()
+        .state_dir(dir)
+        .supervise(supervise)
+        .keep_history(keep_history);
+    if let Some(file) = std::env::var_os(BOOT_ID_FILE_ENV).filter(|v| !v.is_empty()) {
+        config = config.boot_id_file(file);
+    }
+    config
+}
+
+/// [`open_registry`], with `keep_history` the spawns' default.
+///
+/// # Errors
+///
+/// As for [`open_registry`].
+pub async fn open_registry_keeping(
+    global: &Global,
+    supervise: bool,
+    reap_grace: Option<std::time::Duration>,
+    keep_history: bool,
+) -> Result<Registry> {
     let dir = state_dir(global)?;
     let mut config = TmuxConfig::for_state_dir(&dir);
     if let Some(grace) = reap_grace {
@@ -83,9 +115,7 @@ pub async fn open_registry(
     }
     // Terminals are attached only when a verb needs one.
     let backend: std::sync::Arc<dyn Backend> = std::sync::Arc::new(TmuxBackend::new(config)?);
-    let registry_config = RegistryConfig::default()
-        .state_dir(dir)
-        .supervise(supervise);
+    let registry_config = registry_config(dir, supervise, keep_history);
     let (registry, _report) = Registry::open_with(registry_config, backend).await?;
     Ok(registry)
 }

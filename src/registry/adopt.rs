@@ -216,7 +216,18 @@ impl Registry {
             report.failures.push(error);
             reason
         });
-        let presence = Presence::scanned(checked, adopted);
+        let mut presence = Presence::scanned(checked, adopted);
+        // Gone because the machine restarted, not a crash: its record
+        // names another boot (told apart by the boot id).
+        if !presence.status().is_running()
+            && matches!(presence.status(), super::TerminalStatus::Gone { .. })
+            && self.booted_since(record.boot_id.as_deref())
+        {
+            presence = Presence::Gone {
+                reason: super::HOST_RESTARTED.to_owned(),
+            };
+        }
+        let keeps = record.spec.keeps_history();
         let terminal = presence.terminal();
         let gone = match &presence {
             Presence::Gone { reason } => Some(reason.clone()),
@@ -247,6 +258,21 @@ impl Registry {
             }
             return taken;
         };
+        if keeps && self.inner.config.supervise {
+            // Its history is written only while an engine holds it: a
+            // long-lived one adopts it now, not at its first use.
+            if terminal.is_some() {
+                self.follow_history(&id, 0);
+            } else if gone.is_none() {
+                let registry = self.clone();
+                let id = id.clone();
+                self.inner.tasks.spawn(async move {
+                    if registry.adopt_if_needed(&id).await.is_ok() {
+                        registry.follow_history(&id, 0);
+                    }
+                });
+            }
+        }
         if terminal.is_some() {
             report.adopted.push(id.clone());
         } else if let Some(reason) = gone {
@@ -306,6 +332,9 @@ impl Registry {
             }
         };
         if kept {
+            if adopted.is_some() {
+                self.follow_history(id, 0);
+            }
             return Ok(adopted);
         }
         if let Some(terminal) = adopted {

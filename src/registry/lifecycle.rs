@@ -306,7 +306,11 @@ impl Close {
         if let Err(error) = store.remove(&self.id).await {
             warn!(terminal = %self.id, error = %error, "record of a closed terminal left behind");
         }
+        // Its writer stops with the entry, then its kept history goes.
         inner.lock().remove_entry(&self.id);
+        if self.record.spec.keeps_history() {
+            Registry { inner }.remove_history(&self.id).await;
+        }
     }
 
     /// After a failed close: the terminal stays, and may be closed again.

@@ -102,7 +102,7 @@ impl Registry {
             // Respawned by another process since the caller looked.
             return Ok(());
         }
-        let (terminal, record, cancel) = {
+        let (terminal, record, cancel, rebooted) = {
             let state = self.inner.lock();
             let entry = state.entry(id)?;
             if entry.closing.is_some() {
@@ -112,6 +112,7 @@ impl Registry {
                 entry.presence.terminal(),
                 entry.record.clone(),
                 entry.cancel.child_token(),
+                entry.presence.gone_reason() == super::HOST_RESTARTED,
             )
         };
         if let (Liveness::Exited { .. }, Some(terminal)) = (&now, &terminal)
@@ -119,7 +120,7 @@ impl Registry {
         {
             return Ok(());
         }
-        self.rebuild(id, terminal, record, cancel).await
+        self.rebuild(id, terminal, record, cancel, rebooted).await
     }
 
     /// Whether another process rebuilt `id` and that one is not dead: the
@@ -177,8 +178,26 @@ impl Registry {
         terminal: Option<Arc<dyn BackendTerminal>>,
         mut record: TerminalRecord,
         cancel: CancellationToken,
+        rebooted: bool,
     ) -> Result<()> {
         let backend = Arc::clone(&self.inner.backend);
+        // After a reboot a kept terminal comes back with its history
+        // first, in its last working directory (history.rs).
+        let restore = if rebooted && record.spec.keeps_history() {
+            self.prepare_restore(id).await?
+        } else {
+            None
+        };
+        let mut spec = record.spec.clone();
+        let mut from = 0;
+        let restore = restore.map(|(restore, cwd)| {
+            if let Some(cwd) = cwd {
+                spec.cwd = Some(cwd);
+            }
+            from = restore.kept_bytes;
+            restore
+        });
+        let restoring = restore.is_some();
         // The old server must be gone before the same id returns: close
         // what this process holds (its server too, if it came back), or
         // retire what the record names. A failure starts nothing.
@@ -190,8 +209,9 @@ impl Registry {
             .spawn(SpawnRequest {
                 id: id.clone(),
                 owner: record.owner.clone(),
-                spec: record.spec.clone(),
+                spec,
                 cancel,
+                restore,
             })
             .await
             .map_err(|error| match error {
@@ -199,6 +219,7 @@ impl Registry {
                 other => other,
             })?;
         record.locator = fresh.locator();
+        record.boot_id = self.boot_id();
         if let Err(error) = self.inner.store.write(&record).await {
             let _ = fresh.close(CloseReason::RolledBack).await;
             return Err(error);
@@ -221,6 +242,12 @@ impl Registry {
             && let Err(error) = fresh.close(CloseReason::RolledBack).await
         {
             warn!(terminal = %id, error = %error, "closing a rebuilt terminal nobody owns failed");
+        }
+        if swapped.is_ok() {
+            self.follow_history(id, from);
+            if restoring {
+                self.resume(id, fresh);
+            }
         }
         swapped
     }

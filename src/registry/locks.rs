@@ -45,14 +45,18 @@ pub(crate) enum Purpose {
     /// record alone while its spawner holds this, and takes it as
     /// abandoned once the spawner died (the kernel released it).
     Spawn,
+    /// Writing the kept history: one process at a time, or two engines
+    /// holding the terminal would each write its bytes.
+    History,
 }
 
 impl Purpose {
-    const ALL: [Purpose; 4] = [
+    const ALL: [Purpose; 5] = [
         Purpose::Send,
         Purpose::Live,
         Purpose::Restart,
         Purpose::Spawn,
+        Purpose::History,
     ];
 
     fn suffix(self) -> &'static str {
@@ -61,6 +65,7 @@ impl Purpose {
             Purpose::Live => "live",
             Purpose::Restart => "restart",
             Purpose::Spawn => "spawn",
+            Purpose::History => "history",
         }
     }
 }

@@ -34,6 +34,7 @@
 //! | `rename.rs`    | `rename`                                             |
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
 //! | `adopt.rs`     | adoption: open, refresh (rescan), lazy attach, reap  |
+//! | `history.rs`   | kept histories, boot ids, the restore after a reboot |
 //! | `liveness.rs`  | probe, attach, recreation                            |
 //! | `supervise.rs` | restart policies, the `always` loop                  |
 //! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
@@ -50,6 +51,7 @@
 
 mod adopt;
 mod commands;
+mod history;
 mod io;
 mod lifecycle;
 mod liveness;
@@ -69,10 +71,11 @@ mod supervise;
 mod values;
 mod viewed;
 
-pub(crate) use crate::stream::strip_escapes;
+pub use crate::stream::strip_escapes;
 pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream};
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
+pub use history::HOST_RESTARTED;
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
 pub(crate) use names::validate_name;
@@ -82,7 +85,7 @@ pub use ops::TerminalSnapshot;
 pub use persist::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use seam::{
     AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, CommandRun, ExitStatus,
-    Liveness, OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, SendOperation,
+    Liveness, OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };

@@ -89,6 +89,17 @@ pub struct TerminalSnapshot {
     /// (tmux's `%output`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_path: Option<String>,
+    /// Whether its output is kept on disk (`keep_history`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_history: bool,
+    /// When it was restored after the machine restarted (milliseconds
+    /// since the Unix epoch): its old history is above a marked line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_ms: Option<u64>,
+    /// Why its kept history cannot be written now (a full disk), while
+    /// writes fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_error: Option<String>,
 }
 
 /// Frees the terminal for the next send, unless a newer send owns it.
@@ -250,7 +261,18 @@ impl Owned<'_> {
     /// gone, or the backend's error.
     pub async fn read(self, target: &str, request: ReadRequest) -> Result<ReadPage> {
         let (registry, owner) = (self.registry, self.owner);
-        registry.terminal(owner, target).await?.read(request).await
+        match registry.terminal(owner, target).await {
+            Ok(terminal) => terminal.read(request).await,
+            // Gone: its kept history, rendered, is its scrollback.
+            Err(error @ Error::TerminalDead { .. }) => {
+                let id = registry.locate(owner, target).await?;
+                match registry.read_kept(&id, None)? {
+                    Some(kept) => Ok(super::history::page_of(&kept.bytes, &request)),
+                    None => Err(error),
+                }
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// The output from `since` to now, as far as the terminal's output
@@ -266,8 +288,28 @@ impl Owned<'_> {
         since: Option<OutputCursor>,
     ) -> Result<OutputSince> {
         let (registry, owner) = (self.registry, self.owner);
-        let terminal = registry.terminal(owner, target).await?;
-        Ok(super::seam::stream_of(&*terminal)?.read(since))
+        let terminal = match registry.terminal(owner, target).await {
+            Ok(terminal) => terminal,
+            // Gone: its kept history answers, cursors and all.
+            Err(error @ Error::TerminalDead { .. }) => {
+                let id = registry.locate(owner, target).await?;
+                return registry.read_kept(&id, since)?.ok_or(error);
+            }
+            Err(error) => return Err(error),
+        };
+        let read = super::seam::stream_of(&*terminal)?.read(since);
+        // A cursor from before a reboot (or a rebuild) names kept bytes.
+        if read.gap == Some(crate::stream::CursorGap::Stale)
+            && let Some(cursor) = since
+        {
+            let id = registry.locate(owner, target).await?;
+            if let Some(kept) = registry.kept(&id)
+                && kept.offset_of(cursor).is_some()
+            {
+                return kept.read(since);
+            }
+        }
+        Ok(read)
     }
 
     /// The cursor at the end of the terminal's output now (`None`: its
@@ -278,7 +320,20 @@ impl Owned<'_> {
     /// As for [`read`](Owned::read).
     pub async fn output_end(self, target: &str) -> Result<Option<OutputCursor>> {
         let (registry, owner) = (self.registry, self.owner);
-        let terminal = registry.terminal(owner, target).await?;
+        let terminal = match registry.terminal(owner, target).await {
+            Ok(terminal) => terminal,
+            Err(error @ Error::TerminalDead { .. }) => {
+                let id = registry.locate(owner, target).await?;
+                return match registry.kept(&id) {
+                    Some(kept) => Ok(Some(OutputCursor {
+                        epoch: kept.meta().epoch,
+                        offset: kept.end(),
+                    })),
+                    None => Err(error),
+                };
+            }
+            Err(error) => return Err(error),
+        };
         Ok(terminal.stream().map(|stream| stream.end()))
     }
 

@@ -70,6 +70,12 @@ pub struct TerminalRecord {
     /// path); opaque to the registry.
     #[serde(default)]
     pub locator: serde_json::Value,
+    /// The boot id (`/proc/sys/kernel/random/boot_id`) of the machine its
+    /// server was started on: a later engine that reads another one knows
+    /// the server is gone because the machine restarted
+    /// (`host_restarted`), not because it crashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 fn tmux_kind() -> String {
@@ -97,6 +103,7 @@ impl TerminalRecord {
             kind: kind.to_owned(),
             spec,
             locator,
+            boot_id: None,
         }
     }
 }

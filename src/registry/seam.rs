@@ -154,6 +154,9 @@ pub struct SpawnRequest {
     pub spec: SpawnSpec,
     /// Cancelled when the caller gives up or the registry is disposing; the backend must stop and clean up.
     pub cancel: CancellationToken,
+    /// Print this first, before the program starts: a restore after a
+    /// reboot. A backend that cannot may ignore it.
+    pub restore: Option<Restore>,
 }
 
 /// What [`Backend::check`] found, without attaching.
@@ -395,6 +398,6 @@ pub(crate) fn stream_of(terminal: &dyn BackendTerminal) -> Result<Arc<Stream>> {
 
 pub use super::values::{
     AttachLock, CloseReason, CommandResult, CommandRun, ExitStatus, Liveness, ReadPage,
-    ReadRequest, SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus,
-    WaitFor, WaitReason,
+    ReadRequest, Restore, SendOperation, SendOutput, SendRequest, SendResult, StartedSend,
+    TerminalStatus, WaitFor, WaitReason,
 };

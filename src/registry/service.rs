@@ -129,6 +129,15 @@ pub struct RegistryConfig {
     /// (each CLI command) turns it off: it would adopt every `always`
     /// terminal only to exit a moment later.
     pub supervise: bool,
+    /// Whether a spawn that does not say keeps its history on disk
+    /// (`serve --keep-history`, `mcp --keep-history`).
+    pub keep_history: bool,
+    /// The byte limit of one terminal's kept history.
+    pub history_bytes: u64,
+    /// Where the machine's boot id is read (default
+    /// `/proc/sys/kernel/random/boot_id`): a test seam, so a test can
+    /// "reboot" by changing what it says.
+    pub boot_id_file: Option<PathBuf>,
 }
 
 impl Default for RegistryConfig {
@@ -137,6 +146,9 @@ impl Default for RegistryConfig {
             state_dir: None,
             backoff: RestartBackoff::default(),
             supervise: true,
+            keep_history: false,
+            history_bytes: crate::history::DEFAULT_HISTORY_BYTES,
+            boot_id_file: None,
         }
     }
 }
@@ -161,6 +173,28 @@ impl RegistryConfig {
     #[must_use]
     pub fn supervise(mut self, supervise: bool) -> Self {
         self.supervise = supervise;
+        self
+    }
+
+    /// Sets whether spawns keep their history by default (see
+    /// [`RegistryConfig::keep_history`]).
+    #[must_use]
+    pub fn keep_history(mut self, keep: bool) -> Self {
+        self.keep_history = keep;
+        self
+    }
+
+    /// Sets the byte limit of one terminal's kept history.
+    #[must_use]
+    pub fn history_bytes(mut self, bytes: u64) -> Self {
+        self.history_bytes = bytes;
+        self
+    }
+
+    /// Reads the boot id from `path` instead of the kernel's (a test seam).
+    #[must_use]
+    pub fn boot_id_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.boot_id_file = Some(path.into());
         self
     }
 }

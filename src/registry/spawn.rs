@@ -94,6 +94,7 @@ impl Registry {
             owner: reservation.owner.clone(),
             spec: spec.clone(),
             cancel: backend_cancel.clone(),
+            restore: None,
         };
         let spawned = {
             let spawning = self.inner.backend.spawn(request);
@@ -158,14 +159,27 @@ impl Registry {
         caller: &CancellationToken,
     ) -> Result<TerminalSnapshot> {
         reservation.check_publishable(&self.inner.lock(), caller)?;
-        let record = TerminalRecord::new(
+        let mut record = TerminalRecord::new(
             reservation.id.clone(),
             reservation.owner.clone(),
             self.inner.backend.kind(),
             spec.clone(),
             terminal.locator(),
         );
-        self.inner.store.write(&record).await?;
+        record.boot_id = self.boot_id();
+        // Its files before its record: a full disk fails the spawn here,
+        // with the record never written (so never torn).
+        let keeps = spec.keeps_history();
+        if keeps && let Err(error) = self.create_history(&reservation.id).await {
+            self.remove_history(&reservation.id).await;
+            return Err(error);
+        }
+        if let Err(error) = self.inner.store.write(&record).await {
+            if keeps {
+                self.remove_history(&reservation.id).await;
+            }
+            return Err(error);
+        }
         let published = {
             let mut state = self.inner.lock();
             reservation.check_publishable(&state, caller).map(|()| {
@@ -188,6 +202,7 @@ impl Registry {
         match published {
             Ok((snapshot, cancel)) => {
                 reservation.settled = true;
+                self.follow_history(&reservation.id, 0);
                 if snapshot.restart == RestartPolicy::Always && self.inner.config.supervise {
                     self.start_restart_loop(snapshot.id.clone(), cancel);
                 }
@@ -196,6 +211,9 @@ impl Registry {
             Err(error) => {
                 if let Err(remove) = self.inner.store.remove(&reservation.id).await {
                     warn!(terminal = %reservation.id, error = %remove, "unpublished record left behind");
+                }
+                if keeps {
+                    self.remove_history(&reservation.id).await;
                 }
                 Err(error)
             }
@@ -306,6 +324,10 @@ impl Owned<'_> {
     pub async fn spawn(self, spec: SpawnSpec) -> Result<TerminalSnapshot> {
         let (registry, owner) = (self.registry, self.owner);
         registry.inner.lock().check_active()?;
+        let mut spec = spec;
+        if spec.keep_history.is_none() && registry.inner.config.keep_history {
+            spec.keep_history = Some(true);
+        }
         // Names are unique per owner across processes sharing the state
         // directory: the name's lock is held from the rescan that checks it
         // until the record is written (or the spawn failed), so a spawner in

@@ -56,6 +56,20 @@ pub struct SpawnSpec {
     /// 10000, when `None`; at most 1,000,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_limit: Option<u32>,
+    /// Write its output to files under the state directory, so its
+    /// history outlives a reboot (`crate::history`); `None`: the
+    /// registry's default ([`RegistryConfig::keep_history`]).
+    ///
+    /// [`RegistryConfig::keep_history`]: super::RegistryConfig::keep_history
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_history: Option<bool>,
+    /// A command line typed at the new prompt of a terminal restored after
+    /// a reboot (`claude --resume`, `vim -S Session.vim`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_command: Option<String>,
+    /// Also write an asciicast v2 recording beside the kept history.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub record: bool,
 }
 
 /// The most scrollback lines a terminal may keep: a million lines of a
@@ -91,7 +105,37 @@ impl SpawnSpec {
             restart: RestartPolicy::Never,
             shell_integration: true,
             history_limit: None,
+            keep_history: None,
+            resume_command: None,
+            record: false,
         }
+    }
+
+    /// Keeps (or not) its history on disk.
+    #[must_use]
+    pub fn keep_history(mut self, keep: bool) -> Self {
+        self.keep_history = Some(keep);
+        self
+    }
+
+    /// Sets the command typed after a restore.
+    #[must_use]
+    pub fn resume_command(mut self, line: impl Into<String>) -> Self {
+        self.resume_command = Some(line.into());
+        self
+    }
+
+    /// Records it as asciicast v2 beside its kept history.
+    #[must_use]
+    pub fn record(mut self, on: bool) -> Self {
+        self.record = on;
+        self
+    }
+
+    /// Whether its history is kept on disk (once the registry resolved
+    /// the default).
+    pub fn keeps_history(&self) -> bool {
+        self.keep_history == Some(true) || self.record
     }
 
     /// Sets the lines of scrollback kept.
@@ -238,6 +282,13 @@ impl SpawnSpec {
         {
             return Err(Error::InvalidInput(format!(
                 "role {role:?} must be 1 to 64 bytes without control characters"
+            )));
+        }
+        if let Some(line) = &self.resume_command
+            && (line.trim().is_empty() || line.chars().any(char::is_control))
+        {
+            return Err(Error::InvalidInput(format!(
+                "resume_command {line:?} must be one non-empty line without control characters"
             )));
         }
         Ok(())

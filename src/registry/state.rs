@@ -47,6 +47,8 @@ pub(crate) struct Entry {
     pub(crate) cancel: CancellationToken,
     /// How many times the registry recreated it.
     pub(crate) restarts: u32,
+    /// Its kept history and the task writing it, when it keeps one.
+    pub(crate) history: Option<super::history::Keeping>,
 }
 
 impl Entry {
@@ -66,6 +68,7 @@ impl Entry {
             liveness: Arc::new(tokio::sync::Mutex::new(())),
             cancel,
             restarts: 0,
+            history: None,
         }
     }
 
@@ -92,6 +95,12 @@ impl Entry {
                 .presence
                 .terminal()
                 .and_then(|t| t.output_path().map(str::to_owned)),
+            keep_history: record.spec.keeps_history(),
+            restored_ms: self
+                .history
+                .as_ref()
+                .and_then(|h| h.kept.meta().restored_ms),
+            history_error: self.history.as_ref().and_then(|h| h.kept.error()),
         }
     }
 

@@ -409,3 +409,14 @@ mod tests {
         );
     }
 }
+
+/// What a restore prints before a terminal's program (issue 26): its kept
+/// history and the marked line, in a private file the new terminal prints
+/// byte for byte (no output processing) and then removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// The file to print.
+    pub replay: std::path::PathBuf,
+    /// How many of its bytes are kept history (the rest is the marker).
+    pub kept_bytes: u64,
+}

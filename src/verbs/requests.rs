@@ -25,19 +25,19 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpawnRequest {
-    /// Unique among yours, usable as the id (not shaped like one).
+    /// Unique per owner; usable as id.
     #[serde(default)]
     pub name: Option<String>,
-    /// The program and its words, run exactly (no shell); absent: a shell.
+    /// The program and its words (no shell); absent: a shell.
     #[serde(default)]
     pub command: Option<Vec<String>>,
     /// A line for `SHELL -c`, instead of `command`.
     #[serde(default)]
     pub shell: Option<String>,
-    /// The working directory, absolute.
+    /// Absolute working directory.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
-    /// Extra environment variables.
+    /// Extra environment.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
     /// Columns (with `rows`; default 80).
@@ -49,19 +49,27 @@ pub struct SpawnRequest {
     /// When the program dies (default `never`).
     #[serde(default)]
     pub restart: Option<RestartPolicy>,
-    /// Free-form, e.g. `repl` (1 to 64 bytes).
+    /// Free-form, e.g. `repl` (1-64 bytes).
     #[serde(default)]
     pub role: Option<String>,
-    /// Prompt marks in bash, zsh or sh (default true): exact output and
-    /// `exit_code` per command.
+    /// Prompt marks (default true): exact output, `exit_code`.
     #[serde(default)]
     pub shell_integration: Option<bool>,
-    /// Scrollback lines kept (default 10000, at most 1000000).
+    /// Scrollback lines (default 10000, max 1000000).
     #[serde(default)]
     pub history_limit: Option<u32>,
-    /// Pagers `cat`, editors fail fast (mcp's default; `env` wins).
+    /// Pagers `cat`, editors fail fast (mcp default; `env` wins).
     #[serde(default)]
     pub agent: Option<bool>,
+    /// Survives reboots.
+    #[serde(default)]
+    pub keep_history: Option<bool>,
+    /// Typed after restore.
+    #[serde(default)]
+    pub resume_command: Option<String>,
+    /// Asciicast too.
+    #[serde(default)]
+    pub record: Option<bool>,
 }
 
 /// What an agent's terminal gets (`agent: true`) unless its `env` says
@@ -101,6 +109,13 @@ impl SpawnRequest {
         if let Some(lines) = self.history_limit {
             spec = spec.history_limit(lines);
         }
+        if let Some(keep) = self.keep_history {
+            spec = spec.keep_history(keep);
+        }
+        if let Some(line) = self.resume_command {
+            spec = spec.resume_command(line);
+        }
+        spec = spec.record(self.record == Some(true));
         if let Some(command) = self.command {
             // Absent means the shell; present but empty would silently
             // mean the same, so it is a mistake to report.

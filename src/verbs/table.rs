@@ -188,9 +188,8 @@ pub static VERBS: &[Verb] = &[
         idempotent: false,
         open_world: true,
         summary: "Start a terminal; its snapshot.",
-        description: "Start a persistent terminal that outlives this server: a shell, or \
-                      `command`'s words run exactly (no shell), or a `shell` line. Returns its \
-                      snapshot (as terminal_show).",
+        description: "Start a persistent terminal: a shell, `command` run exactly, or a \
+                      `shell` line; its snapshot.",
         request: schema::<SpawnRequest>,
         answer: schema::<TerminalSnapshot>,
         check: check::<SpawnRequest>,

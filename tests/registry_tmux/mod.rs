@@ -15,6 +15,7 @@ mod lifecycle;
 mod liveness;
 mod old_records;
 mod pool;
+mod reboot;
 mod send;
 mod shell_sends;
 

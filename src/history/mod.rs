@@ -1,0 +1,529 @@
+//! A terminal's kept history: its output stream written to files under
+//! the state directory, so it outlives the machine's restart (issue 26).
+//!
+//! Layout: `<state dir>/history/<terminal id>/` (`0700`), holding
+//! segments named by the history offset of their first byte
+//! (`00000000000000000000.log`, `0600`) and `meta.json` (the last working
+//! directory, title, size, boot id, and which stream epochs map where).
+//! A segment's name says where it starts and its length where it ends,
+//! so no index can disagree with the bytes: a rotation (a new segment
+//! once the newest passed a quarter of the limit, the oldest removed
+//! while the rest pass the limit) and a crash between its steps leave a
+//! readable history. `meta.json` is written atomically (temp file, then
+//! rename); with `record: true`, `<stream epoch>.cast` (asciicast v2, one
+//! per stream, bounded by the same limit) beside them; a segment write that fails half-way (a full disk) is cut back
+//! to its length before, so neither is ever torn.
+//!
+//! Offsets: every byte kept has one history offset, counted from the
+//! history's creation in its own epoch ([`Meta::epoch`]). Each stream that
+//! fed it (a spawn, an adoption, a rebuild) is mapped by its epoch to the
+//! history offset of its byte 0 ([`Meta::streams`]), so a cursor a live
+//! terminal handed out reads the same bytes from the files after a
+//! reboot.
+//!
+//! No fsync: what is written reaches the page cache within the loss
+//! window ([`follow`]), which survives the engine's death; a clean reboot
+//! writes the page cache out. Blocking file I/O: callers run it from
+//! `spawn_blocking`.
+
+mod follow;
+mod title;
+
+use std::fs;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+pub(crate) use follow::follow;
+pub use follow::{FLUSH_BYTES, FLUSH_INTERVAL};
+
+use crate::stream::{CursorGap, OutputCursor, OutputSince};
+use crate::vocab::Size;
+use crate::{Error, Result};
+
+/// The directory of kept histories inside the state directory.
+pub const HISTORY_DIR: &str = "history";
+
+/// The byte limit of one terminal's kept history unless configured.
+pub const DEFAULT_HISTORY_BYTES: u64 = 16 << 20;
+
+/// The most stream epochs a history maps (the newest kept): older
+/// cursors read as stale.
+const MAX_STREAMS: usize = 16;
+
+/// What `meta.json` holds beside the bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The history's own epoch, which its offsets count in.
+    pub epoch: u64,
+    /// The streams that fed it, oldest first: (stream epoch, the history
+    /// offset of that stream's byte 0).
+    #[serde(default)]
+    pub streams: Vec<(u64, u64)>,
+    /// The boot id of the machine the history was last written on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// The last known working directory of its program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// The last title its program set (OSC 0 or 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Its size, as last known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Size>,
+    /// When it was last written, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub updated_ms: u64,
+    /// When its terminal was last restored after a reboot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_ms: Option<u64>,
+    /// How many times bytes were lost between the stream and the files
+    /// (the stream's ring evicted them first, or a write failed).
+    #[serde(default)]
+    pub gaps: u64,
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub(crate) fn now_ms() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One terminal's kept history on disk.
+#[derive(Debug)]
+pub struct Kept {
+    dir: PathBuf,
+    /// The byte limit (also a recording's beside it).
+    pub(crate) limit: u64,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    meta: Meta,
+    /// The history offset past the last byte written.
+    end: u64,
+    /// The newest segment's first offset.
+    newest: u64,
+    /// The last write error, until a write succeeds again.
+    error: Option<String>,
+}
+
+/// The path of one terminal's history directory.
+pub fn history_dir(state_root: &Path, id: &str) -> PathBuf {
+    state_root.join(HISTORY_DIR).join(id)
+}
+
+fn segment_name(start: u64) -> String {
+    format!("{start:020}.log")
+}
+
+/// The segments of `dir`, oldest first: (first offset, path, length).
+fn segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf, u64)>> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(start) = name
+            .to_str()
+            .and_then(|name| name.strip_suffix(".log"))
+            .and_then(|stem| stem.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let len = entry.metadata()?.len();
+        found.push((start, entry.path(), len));
+    }
+    found.sort_by_key(|(start, ..)| *start);
+    Ok(found)
+}
+
+impl Kept {
+    /// Opens the history in `dir`, creating it (`0700`, with its first
+    /// segment and `meta.json`) when it does not exist, keeping at most
+    /// about `limit` bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] naming the directory or file (a full disk included).
+    pub fn open(dir: PathBuf, limit: u64) -> Result<Kept> {
+        let context = |what: &str| format!("{what} kept history {}", dir.display());
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|error| Error::io(context("creating"), error))?;
+        let meta = match fs::read(dir.join("meta.json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|error| {
+                tracing::warn!(dir = %dir.display(), %error, "kept history's meta.json does not parse; starting a new one");
+                Meta::default()
+            }),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Meta::default(),
+            Err(error) => return Err(Error::io(context("reading"), error)),
+        };
+        let found = segments(&dir).map_err(|error| Error::io(context("listing"), error))?;
+        let (newest, end) = found
+            .last()
+            .map_or((0, 0), |(start, _, len)| (*start, start + len));
+        let empty = found.is_empty();
+        let created = format!("creating kept history {}", dir.display());
+        let kept = Kept {
+            limit: limit.max(4096),
+            inner: Mutex::new(Inner {
+                meta,
+                end,
+                newest,
+                error: None,
+            }),
+            dir,
+        };
+        if empty {
+            kept.create_segment(0)
+                .map_err(|error| Error::io(created, error))?;
+        }
+        {
+            let mut inner = kept.lock();
+            if inner.meta.epoch == 0 {
+                inner.meta.epoch = OutputCursor::new_epoch();
+            }
+        }
+        kept.save_meta()?;
+        Ok(kept)
+    }
+
+    /// Opens the history in `dir` only if one is there.
+    ///
+    /// # Errors
+    ///
+    /// As for [`open`](Kept::open).
+    pub fn existing(dir: PathBuf, limit: u64) -> Result<Option<Kept>> {
+        if dir.join("meta.json").exists() {
+            Kept::open(dir, limit).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A copy of what `meta.json` says now.
+    pub fn meta(&self) -> Meta {
+        self.lock().meta.clone()
+    }
+
+    /// The history offset past its last byte.
+    pub fn end(&self) -> u64 {
+        self.lock().end
+    }
+
+    /// The last write's error, while writes fail.
+    pub fn error(&self) -> Option<String> {
+        self.lock().error.clone()
+    }
+
+    /// Changes the meta (saved by the next [`save_meta`](Kept::save_meta)).
+    pub fn update(&self, change: impl FnOnce(&mut Meta)) {
+        change(&mut self.lock().meta);
+    }
+
+    /// Maps a new stream (its epoch) to history offset `base` (its byte
+    /// 0's).
+    pub fn map_stream(&self, epoch: u64, base: u64) {
+        let mut inner = self.lock();
+        let streams = &mut inner.meta.streams;
+        streams.retain(|&(known, _)| known != epoch);
+        streams.push((epoch, base));
+        let excess = streams.len().saturating_sub(MAX_STREAMS);
+        streams.drain(..excess);
+    }
+
+    fn create_segment(&self, start: u64) -> io::Result<()> {
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(self.dir.join(segment_name(start)))
+            .map(drop)
+    }
+
+    /// Writes `meta.json` atomically.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] naming the file; the one before stays whole.
+    pub fn save_meta(&self) -> Result<()> {
+        let path = self.dir.join("meta.json");
+        let context = || format!("writing kept history {}", path.display());
+        let json = {
+            let mut inner = self.lock();
+            inner.meta.updated_ms = now_ms();
+            serde_json::to_vec_pretty(&inner.meta)
+                .map_err(|error| Error::io(context(), io::Error::other(error)))?
+        };
+        let mut temp = tempfile::Builder::new()
+            .prefix(".tmp-meta-")
+            .tempfile_in(&self.dir)
+            .map_err(|error| Error::io(context(), error))?;
+        temp.write_all(&json)
+            .map_err(|error| Error::io(context(), error))?;
+        temp.persist(&path)
+            .map_err(|error| Error::io(context(), error.error))?;
+        Ok(())
+    }
+
+    /// Appends `bytes`, rotating first when the newest segment is full. A
+    /// write that fails is cut back, so the segment holds whole appends
+    /// only.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] naming the segment (`ENOSPC` on a full disk); also
+    /// kept for [`error`](Kept::error).
+    pub fn append(&self, bytes: &[u8]) -> Result<()> {
+        let result = self.append_inner(bytes);
+        let mut inner = self.lock();
+        match &result {
+            Ok(()) => inner.error = None,
+            Err(error) => {
+                inner.error = Some(error.to_string());
+                inner.meta.gaps += 1;
+            }
+        }
+        result
+    }
+
+    fn append_inner(&self, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let (mut newest, end) = {
+            let inner = self.lock();
+            (inner.newest, inner.end)
+        };
+        let segment_limit = (self.limit / 4).max(1024);
+        if end - newest >= segment_limit {
+            self.create_segment(end)
+                .map_err(|error| self.io_error(end, error))?;
+            newest = end;
+            self.lock().newest = end;
+            self.trim();
+        }
+        let path = self.dir.join(segment_name(newest));
+        let mut file = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|error| self.io_error(newest, error))?;
+        let before = file
+            .metadata()
+            .map_err(|error| self.io_error(newest, error))?
+            .len();
+        if let Err(error) = file.write_all(bytes) {
+            // Whole appends only: what a failed write left goes.
+            let _ = file.set_len(before);
+            return Err(self.io_error(newest, error));
+        }
+        self.lock().end = newest + before + bytes.len() as u64;
+        Ok(())
+    }
+
+    fn io_error(&self, start: u64, error: io::Error) -> Error {
+        Error::io(
+            format!(
+                "writing kept history {}",
+                self.dir.join(segment_name(start)).display()
+            ),
+            error,
+        )
+    }
+
+    /// Removes the oldest segments while the rest hold more than the limit.
+    fn trim(&self) {
+        let Ok(found) = segments(&self.dir) else {
+            return;
+        };
+        let end = self.end();
+        for (start, path, _) in &found[..found.len().saturating_sub(1)] {
+            let next = found
+                .iter()
+                .find(|(other, ..)| other > start)
+                .map_or(end, |(other, ..)| *other);
+            if end - next >= self.limit / 4 * 3 {
+                let _ = fs::remove_file(path);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The history offset a cursor names: its own epoch's offset, or a
+    /// mapped stream's offset moved by that stream's base; `None` for an
+    /// unknown epoch.
+    pub fn offset_of(&self, cursor: OutputCursor) -> Option<u64> {
+        let inner = self.lock();
+        if cursor.epoch == inner.meta.epoch {
+            return Some(cursor.offset);
+        }
+        inner
+            .meta
+            .streams
+            .iter()
+            .rev()
+            .find(|(epoch, _)| *epoch == cursor.epoch)
+            .map(|(_, base)| base + cursor.offset)
+    }
+
+    /// The kept bytes from `since` (`None`: the oldest kept) to the end,
+    /// in the history's own epoch: a cursor of an unknown epoch, or past
+    /// the end, is stale; one older than the oldest kept byte resumes
+    /// there.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a segment cannot be read.
+    pub fn read(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
+        let context = |error| {
+            Error::io(
+                format!("reading kept history {}", self.dir.display()),
+                error,
+            )
+        };
+        let found = segments(&self.dir).map_err(context)?;
+        let oldest = found.first().map_or(0, |(start, ..)| *start);
+        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        let epoch = self.lock().meta.epoch;
+        let (start, gap) = match since.map(|cursor| self.offset_of(cursor)) {
+            None => (oldest, None),
+            Some(None) => (oldest, Some(CursorGap::Stale)),
+            Some(Some(at)) if at > end => (oldest, Some(CursorGap::Stale)),
+            Some(Some(at)) if at < oldest => (oldest, Some(CursorGap::Evicted)),
+            Some(Some(at)) => (at, None),
+        };
+        let mut bytes = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
+        for (first, path, len) in &found {
+            if first + len <= start {
+                continue;
+            }
+            let mut file = fs::File::open(path).map_err(context)?;
+            let skip = start.saturating_sub(*first);
+            file.seek(SeekFrom::Start(skip)).map_err(context)?;
+            file.take(len - skip)
+                .read_to_end(&mut bytes)
+                .map_err(context)?;
+        }
+        Ok(OutputSince {
+            bytes: Bytes::from(bytes),
+            from: OutputCursor {
+                epoch,
+                offset: start,
+            },
+            gap,
+        })
+    }
+
+    /// Removes the whole history.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] naming the directory; a missing one is not an error.
+    pub fn remove(dir: &Path) -> Result<()> {
+        match fs::remove_dir_all(dir) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(Error::io(
+                format!("removing kept history {}", dir.display()),
+                error,
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn appends_read_back_through_rotation_and_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let kept = Kept::open(path.clone(), 8192).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o700);
+        let mut all = Vec::new();
+        for n in 0..400 {
+            let line = format!("line {n:05}\r\n");
+            kept.append(line.as_bytes()).unwrap();
+            all.extend_from_slice(line.as_bytes());
+        }
+        let found = segments(&path).unwrap();
+        assert!(found.len() > 1, "rotated: {found:?}");
+        for (_, segment, _) in &found {
+            assert_eq!(mode(segment), 0o600);
+        }
+        let total: u64 = found.iter().map(|(_, _, len)| len).sum();
+        assert!(total <= 8192 + 2048, "bounded: {total}");
+        let read = kept.read(None).unwrap();
+        assert!(all.ends_with(&read.bytes), "the newest bytes are kept");
+        assert_eq!(read.end().offset, all.len() as u64);
+        // A stream mapped at 100: its cursor 10 is history offset 110.
+        kept.map_stream(7, all.len() as u64 - 100);
+        let cursor = OutputCursor {
+            epoch: 7,
+            offset: 90,
+        };
+        let read = kept.read(Some(cursor)).unwrap();
+        assert_eq!(&read.bytes[..], &all[all.len() - 10..]);
+        assert_eq!(read.gap, None);
+        kept.save_meta().unwrap();
+        drop(kept);
+        let again = Kept::open(path.clone(), 8192).unwrap();
+        assert_eq!(again.end(), all.len() as u64);
+        assert_eq!(
+            &again.read(Some(cursor)).unwrap().bytes[..],
+            &all[all.len() - 10..]
+        );
+        let stale = OutputCursor {
+            epoch: 8,
+            offset: 0,
+        };
+        assert_eq!(again.read(Some(stale)).unwrap().gap, Some(CursorGap::Stale));
+        Kept::remove(&path).unwrap();
+        assert!(!path.exists());
+    }
+
+    /// A write the disk refuses (`/dev/full` behind the segment: ENOSPC
+    /// on every write) is a clear error, and the segment keeps only whole
+    /// appends.
+    #[test]
+    fn a_refused_write_is_an_error_and_leaves_nothing_torn() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let kept = Kept::open(path.clone(), 1 << 20).unwrap();
+        kept.append(b"kept\r\n").unwrap();
+        let segment = path.join(segment_name(0));
+        fs::remove_file(&segment).unwrap();
+        std::os::unix::fs::symlink("/dev/full", &segment).unwrap();
+        let error = kept.append(b"lost").unwrap_err();
+        assert_eq!(error.code(), "IO");
+        assert!(error.to_string().contains("No space left"), "{error}");
+        assert!(kept.error().is_some());
+        assert_eq!(kept.meta().gaps, 1);
+    }
+}

@@ -1,0 +1,464 @@
+//! Issue 26: terminals that come back after a reboot, with their history.
+//! A reboot is simulated on real tmux: every tmux server SIGKILLed, the
+//! runtime directory emptied, the boot id the engine reads changed (its
+//! test seam, `RegistryConfig::boot_id_file`), a new engine opened on the
+//! same state directory.
+
+use std::path::{Path, PathBuf};
+
+use tmux_engine::registry::{
+    HOST_RESTARTED, OwnerId, ReadRequest, Registry, RegistryConfig, RestartPolicy, TerminalStatus,
+};
+
+use super::{Cleanup, WAIT, assert_clean, backend_with, runtime, sh};
+use crate::support::poll;
+
+/// SIGKILLs every tmux server of `runtime` and, as a reboot would, every
+/// process that ran in one of its panes (their environment names it).
+fn sigkill_servers(runtime: &Path) {
+    let needle = runtime.to_string_lossy().into_owned();
+    let me = std::process::id().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if pid == me || pid.parse::<u32>().is_err() {
+            continue;
+        }
+        let read = |file: &str| {
+            std::fs::read(entry.path().join(file))
+                .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+                .unwrap_or_default()
+        };
+        let cmdline = read("cmdline");
+        let server = cmdline.contains("tmux") && cmdline.contains(&needle);
+        let pane = read("environ").contains(&format!("TMUX={needle}"));
+        if server || pane {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid])
+                .status();
+        }
+    }
+}
+
+/// A registry on `dir`'s state directory reading its boot id from `boot`.
+async fn engine(dir: &Path, boot: &Path) -> Registry {
+    let config = RegistryConfig::default()
+        .state_dir(dir.join("state"))
+        .boot_id_file(boot);
+    Registry::open_with(config, backend_with(dir, "/bin/sh"))
+        .await
+        .unwrap()
+        .0
+}
+
+fn history_of(dir: &Path, id: &str) -> PathBuf {
+    dir.join("state").join("history").join(id)
+}
+
+/// The kept meta's working directory, once written.
+fn kept_cwd(dir: &Path, id: &str) -> Option<PathBuf> {
+    let text = std::fs::read(history_of(dir, id).join("meta.json")).ok()?;
+    let meta: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    meta["cwd"].as_str().map(PathBuf::from)
+}
+
+/// The kept bytes of `id`, read from its segments as another process
+/// sees them.
+fn kept_bytes(dir: &Path, id: &str) -> Vec<u8> {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(history_of(dir, id))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    segments.sort();
+    segments
+        .iter()
+        .flat_map(|path| std::fs::read(path).unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reboot_brings_kept_terminals_back_with_their_history() {
+    crate::support::within(async {
+        // The first engine: `mcp --keep-history`, a process of its own,
+        // SIGKILLed below; it reads the kernel's boot id.
+        let cli = crate::cli::Cli::new();
+        let dir_path = cli.state().parent().unwrap().to_owned();
+        let dir = dir_path.as_path();
+        let boot = dir.join("boot_id");
+        std::fs::write(&boot, "a-boot-after-the-reboot\n").unwrap();
+        let owner = OwnerId::new("tester").unwrap();
+        let one = crate::mcp::Mcp::start_in(&cli, &["--keep-history"], "/bin/sh").await;
+        let script = "i=1; while [ $i -le 10000 ]; do echo \"line $i\"; i=$((i+1)); done; \
+                      echo MARKER-END; exec sleep 1000";
+        let printer = one
+            .ok(
+                "terminal_spawn",
+                serde_json::json!({"name": "printer", "command": ["/bin/sh", "-c", script]}),
+            )
+            .await;
+        let printer_id = printer["id"].as_str().unwrap().to_owned();
+        let work = dir.canonicalize().unwrap().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let shell = one
+            .ok(
+                "terminal_spawn",
+                serde_json::json!({
+                    "name": "shell",
+                    "cwd": dir,
+                    "restart": "on-attach",
+                    "resume_command": "echo resumed-$((6*7))",
+                }),
+            )
+            .await;
+        let shell_id = shell["id"].as_str().unwrap().to_owned();
+        one.ok(
+            "terminal_send",
+            serde_json::json!({"terminal": "shell", "text": "cd work && echo moved-on",
+                               "submit": true, "wait": "command"}),
+        )
+        .await;
+        let mut expected: Vec<u8> = (1..=10_000)
+            .flat_map(|n| format!("line {n}\r\n").into_bytes())
+            .collect();
+        expected.extend_from_slice(b"MARKER-END\r\n");
+        // On disk within the loss window (nothing flushes it early), as
+        // another process reads the files.
+        poll("the printer's output on disk", WAIT, || async {
+            kept_bytes(dir, &printer_id)
+                .windows(expected.len())
+                .any(|w| w == expected)
+                .then_some(())
+        })
+        .await;
+        poll("the shell's directory in its meta", WAIT, || async {
+            (kept_cwd(dir, &shell_id) == Some(work.clone())).then_some(())
+        })
+        .await;
+        let page = one
+            .ok(
+                "terminal_read",
+                serde_json::json!({"terminal": "printer", "count": 1}),
+            )
+            .await;
+        let before: tmux_engine::registry::OutputCursor =
+            page["next_cursor"].as_str().unwrap().parse().unwrap();
+        // The reboot: the engine and every server die without a word, the
+        // runtime directory is new, the boot id another.
+        one.kill();
+        sigkill_servers(&cli.runtime());
+        poll("the servers to die", WAIT, || async {
+            (!super::tmux_processes_mentioning(&cli.runtime().to_string_lossy())).then_some(())
+        })
+        .await;
+        std::fs::remove_dir_all(cli.runtime()).unwrap();
+
+        let two = engine(dir, &boot).await;
+        let owned = || two.owner(&owner);
+        for name in ["printer", "shell"] {
+            let status = owned().show(name).await.unwrap().status;
+            assert_eq!(
+                status,
+                TerminalStatus::Gone {
+                    reason: HOST_RESTARTED.to_owned()
+                },
+                "{name}"
+            );
+        }
+        // Every line and the marker, byte for byte, from the kept history;
+        // a cursor from before the reboot reads the same bytes.
+        let kept = owned().output_since("printer", None).await.unwrap();
+        assert!(
+            kept.bytes.windows(expected.len()).any(|w| w == expected),
+            "kept history lacks the printed lines"
+        );
+        let tail = owned().output_since("printer", Some(before)).await.unwrap();
+        assert_eq!(tail.gap, None);
+        assert!(tail.bytes.is_empty(), "{:?}", tail.bytes);
+        let page = owned()
+            .read(
+                "printer",
+                ReadRequest {
+                    offset: 0,
+                    count: Some(2),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(page.lines, ["line 10000", "MARKER-END"]);
+
+        // The on-attach shell comes back at its attach: old lines above
+        // the marked line, a prompt in its last directory, then the resume
+        // command.
+        let probed = owned().probe("shell").await.unwrap();
+        assert!(probed.recreated, "{probed:?}");
+        let text = poll("the resume command's output", WAIT, || async {
+            let page = owned()
+                .read(
+                    "shell",
+                    ReadRequest {
+                        offset: 0,
+                        count: Some(100),
+                    },
+                )
+                .await
+                .ok()?;
+            let text = page.lines.join("\n");
+            text.contains("resumed-42").then_some(text)
+        })
+        .await;
+        let marked = text.find("── restored from ").expect("the marked line");
+        let moved = text.find("moved-on").expect("the old output");
+        let resumed = text.rfind("resumed-42").unwrap();
+        assert!(moved < marked && marked < resumed, "{text}");
+        assert_eq!(
+            owned().working_directory("shell").await.unwrap(),
+            Some(work.clone())
+        );
+        let snapshot = owned().show("shell").await.unwrap();
+        assert!(snapshot.restored_ms.is_some(), "{snapshot:?}");
+        // Kill removes the files.
+        for name in ["printer", "shell"] {
+            let id = owned().show(name).await.unwrap().id;
+            owned().kill(name).await.unwrap();
+            assert!(!history_of(dir, id.as_str()).exists(), "{name}");
+        }
+        two.dispose().await.unwrap();
+        assert_clean(&cli.runtime()).await;
+    })
+    .await;
+}
+
+/// A crash (the server SIGKILLed, the machine up) is not a reboot: the
+/// terminal is recreated as before, with another reason.
+#[tokio::test]
+async fn a_crash_is_told_apart_from_a_reboot() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let _guard = Cleanup(runtime(dir.path()));
+        let boot = dir.path().join("boot_id");
+        std::fs::write(&boot, "same-boot\n").unwrap();
+        let owner = OwnerId::new("alice").unwrap();
+        let one = engine(dir.path(), &boot).await;
+        one.owner(&owner)
+            .spawn(
+                sh("echo crash-me; exec sleep 1000")
+                    .name("t")
+                    .keep_history(true)
+                    .restart(RestartPolicy::OnAttach),
+            )
+            .await
+            .unwrap();
+        one.shutdown().await;
+        drop(one);
+        sigkill_servers(&runtime(dir.path()));
+        let two = engine(dir.path(), &boot).await;
+        let status = poll("the crash to show", WAIT, || async {
+            let status = two.owner(&owner).show("t").await.unwrap().status;
+            (!status.is_running()).then_some(status)
+        })
+        .await;
+        let TerminalStatus::Gone { reason } = &status else {
+            panic!("{status:?}");
+        };
+        assert_ne!(reason, HOST_RESTARTED);
+        assert!(two.owner(&owner).probe("t").await.unwrap().recreated);
+        two.dispose().await.unwrap();
+        assert_clean(&runtime(dir.path())).await;
+    })
+    .await;
+}
+
+/// A full disk (a small tmpfs as the state directory) fails a spawn that
+/// keeps its history with a clear error, and leaves no record behind,
+/// torn or whole.
+#[tokio::test]
+async fn a_full_disk_is_a_clear_error_and_no_torn_record() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let _guard = Cleanup(runtime(dir.path()));
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs"])
+            .arg(&state)
+            .status()
+            .is_ok_and(|status| status.success());
+        assert!(
+            mounted,
+            "mounting a tmpfs needs root (this test's honest full disk)"
+        );
+        struct Unmount(PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(&self.0)
+                    .status();
+            }
+        }
+        let _unmount = Unmount(state.clone());
+        let (registry, _) = Registry::open_with(
+            RegistryConfig::default().state_dir(&state),
+            backend_with(dir.path(), "/bin/sh"),
+        )
+        .await
+        .unwrap();
+        // Fill it.
+        let filler = state.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 4096];
+        while std::io::Write::write_all(&mut file, &block).is_ok() {}
+        drop(file);
+        let owner = OwnerId::new("alice").unwrap();
+        let error = registry
+            .owner(&owner)
+            .spawn(sh("exec sleep 1000").keep_history(true))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "IO", "{error}");
+        assert!(error.to_string().contains("No space left"), "{error}");
+        let records: Vec<_> = std::fs::read_dir(state.join("terminals"))
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name())
+            .collect();
+        assert!(records.is_empty(), "{records:?}");
+        let histories = std::fs::read_dir(state.join("history"))
+            .map(|entries| entries.count())
+            .unwrap_or(0);
+        assert_eq!(histories, 0);
+        registry.dispose().await.unwrap();
+        assert_clean(&runtime(dir.path())).await;
+    })
+    .await;
+}
+
+/// `record: true` writes an asciicast v2 recording beside the kept
+/// history, which reads back as the program's output.
+#[tokio::test]
+async fn record_writes_an_asciicast_beside_the_history() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let _guard = Cleanup(runtime(dir.path()));
+        let boot = dir.path().join("boot_id");
+        std::fs::write(&boot, "a-boot\n").unwrap();
+        let owner = OwnerId::new("alice").unwrap();
+        let registry = engine(dir.path(), &boot).await;
+        let spawned = registry
+            .owner(&owner)
+            .spawn(sh("echo recorded-$((6*7)); exec sleep 1000").record(true))
+            .await
+            .unwrap();
+        let kept = history_of(dir.path(), spawned.id.as_str());
+        let output = poll("the recording", WAIT, || async {
+            let cast = std::fs::read_dir(&kept)
+                .ok()?
+                .flatten()
+                .find(|entry| entry.file_name().to_string_lossy().ends_with(".cast"))?;
+            let text = std::fs::read_to_string(cast.path()).ok()?;
+            let recording = tmux_engine::screen::asciicast::Recording::parse(&text).ok()?;
+            let output = recording.output();
+            output.contains("recorded-42").then_some(output)
+        })
+        .await;
+        assert!(!output.contains("$((6*7))"), "{output}");
+        registry
+            .owner(&owner)
+            .kill(spawned.id.as_str())
+            .await
+            .unwrap();
+        assert!(!kept.exists());
+        registry.dispose().await.unwrap();
+        assert_clean(&runtime(dir.path())).await;
+    })
+    .await;
+}
+
+/// `service install` writes a unit running `serve --keep-history` with the
+/// flags given, which `systemd-analyze verify` accepts where it exists;
+/// `service uninstall` removes it.
+#[test]
+fn service_install_writes_a_unit_systemd_accepts() {
+    let cli = crate::cli::Cli::new();
+    let units = crate::support::test_dir();
+    let dir = units.path().to_string_lossy().into_owned();
+    let printed = cli.ok(&[
+        "service",
+        "install",
+        "--user",
+        "--unit-dir",
+        &dir,
+        "--",
+        "--listen",
+        "127.0.0.1:7681",
+    ]);
+    let unit = units.path().join("tmux-engine.service");
+    assert_eq!(printed.trim(), unit.to_string_lossy());
+    let text = std::fs::read_to_string(&unit).unwrap();
+    let exec = format!(
+        "ExecStart={} serve --listen 127.0.0.1:7681 --keep-history\n",
+        env!("CARGO_BIN_EXE_tmux-engine")
+    );
+    assert!(text.contains(&exec), "{text}");
+    assert!(text.contains("WantedBy=default.target\n"), "{text}");
+    assert!(text.contains("KillMode=process\n"), "{text}");
+    let verify = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output();
+    if let Ok(verify) = verify {
+        assert!(
+            verify.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&verify.stderr)
+        );
+    }
+    cli.ok(&["service", "uninstall", "--user", "--unit-dir", &dir]);
+    assert!(!unit.exists());
+}
+
+/// Two engines holding one kept terminal: one writes its history (a
+/// lock), so its bytes are kept once, not once per engine.
+#[tokio::test]
+async fn two_engines_write_a_history_once() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let _guard = Cleanup(runtime(dir.path()));
+        let boot = dir.path().join("boot_id");
+        std::fs::write(&boot, "a-boot\n").unwrap();
+        let owner = OwnerId::new("alice").unwrap();
+        let one = engine(dir.path(), &boot).await;
+        let spawned = one
+            .owner(&owner)
+            .spawn(sh("read x; echo once-$x; exec sleep 1000").keep_history(true))
+            .await
+            .unwrap();
+        let id = spawned.id.to_string();
+        let two = engine(dir.path(), &boot).await;
+        // Attached by the second engine too (its stream sees every byte).
+        two.owner(&owner).output_end(&id).await.unwrap();
+        one.owner(&owner)
+            .write(&id, bytes::Bytes::from_static(b"2\r"))
+            .await
+            .unwrap();
+        poll("the output on disk", WAIT, || async {
+            let kept = kept_bytes(dir.path(), &id);
+            kept.windows(6).any(|w| w == b"once-2").then_some(())
+        })
+        .await;
+        // Every writer writes what it has when it stops.
+        one.shutdown().await;
+        two.shutdown().await;
+        let kept = kept_bytes(dir.path(), &id);
+        assert_eq!(kept.windows(6).filter(|w| *w == b"once-2").count(), 1);
+        let three = engine(dir.path(), &boot).await;
+        three.owner(&owner).kill(&id).await.unwrap();
+        three.dispose().await.unwrap();
+        assert_clean(&runtime(dir.path())).await;
+    })
+    .await;
+}
