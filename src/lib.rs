@@ -69,6 +69,7 @@ pub mod bridge;
 pub mod control;
 mod error;
 pub mod fixture;
+pub(crate) mod hops;
 pub mod mcp;
 pub mod registry;
 pub mod screen;

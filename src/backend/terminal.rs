@@ -172,7 +172,10 @@ async fn watch_pane(
 /// One event of the pane's subscription into the stream.
 fn take(shared: &ServerLink, event: PaneEvent) {
     match event {
-        PaneEvent::Output(bytes) => shared.stream.push(bytes),
+        PaneEvent::Output(bytes) => {
+            crate::hops::mark(crate::hops::Hop::Stream);
+            shared.stream.push(bytes);
+        }
         // Output was skipped (or the pane respawned): sends that span it
         // say so, viewers are repainted.
         PaneEvent::Resync(_) => shared.stream.skipped(),

@@ -37,6 +37,13 @@ pub const MAX_CLIENT_MESSAGE: usize = 1 << 20;
 /// Bytes the socket gathers before it writes them out.
 const WRITE_BUFFER: usize = 128 << 10;
 
+/// Bytes read from the socket per call at most. tungstenite zero-fills
+/// this much of its read buffer on every read (128 KiB by default: a
+/// viewer's largest cost); a client sends keystrokes and resizes, and a
+/// large paste only takes more reads (a frame's whole length is reserved
+/// as its header arrives).
+const READ_BUFFER: usize = 4 << 10;
+
 /// The write budget of one connection: bytes queued for a client that is
 /// not reading (its output, or the pongs of a ping flood). Past it a
 /// send fails, the pongs wait in tungstenite's one slot (each replaces
@@ -140,6 +147,7 @@ pub async fn attach(
         .protocols([auth::WS_PROTOCOL])
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
+        .read_buffer_size(READ_BUFFER)
         .write_buffer_size(WRITE_BUFFER)
         .max_write_buffer_size(MAX_WRITE_BUFFER)
         .on_upgrade(move |mut socket| async move {
@@ -366,6 +374,7 @@ impl Pump<'_> {
                     }
                 }
                 event = viewer.recv() => {
+                    crate::hops::mark(crate::hops::Hop::WsEvent);
                     let Some(event) = event else {
                         let reason = if exited { "the program ended" } else { "the terminal is gone" };
                         return End::Close(close::GONE, reason.to_owned());
@@ -381,6 +390,7 @@ impl Pump<'_> {
                     if let Err(end) = self.send_all(batch).await {
                         return end;
                     }
+                    crate::hops::finish();
                 }
                 message = self.socket.recv() => {
                     if let Some(end) = self.take_client_frames(viewer, message).await {
@@ -476,9 +486,11 @@ async fn apply(
             {
                 return Some(end);
             }
+            crate::hops::mark(crate::hops::Hop::WsIn);
             if let Err(error) = viewer.input(bytes).await {
                 warn!(terminal = %viewer.hello().id, %error, "input not delivered");
             }
+            crate::hops::mark(crate::hops::Hop::Replied);
         }
         Message::Text(text) => {
             let size = frames::client_frame(&text).and_then(|frame| {

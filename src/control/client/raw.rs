@@ -90,6 +90,7 @@ async fn read_raw(
                 match read {
                     Ok(0) => break,
                     Ok(n) => {
+                        crate::hops::mark(crate::hops::Hop::RawRead);
                         if n >= room {
                             room = (room * 2).min(CHUNK);
                         }
