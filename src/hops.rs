@@ -22,6 +22,8 @@ use std::time::Instant;
 pub(crate) enum Hop {
     /// The viewer's binary frame was read by its WebSocket pump.
     WsIn,
+    /// The input's command line was queued for the control client's writer.
+    Queued,
     /// The input's command line was written to `tmux -C`'s stdin.
     Written,
     /// The raw reader read the echo from tmux's pipe socket.
@@ -38,8 +40,9 @@ pub(crate) enum Hop {
     WsOut,
 }
 
-const HOPS: [(Hop, &str); 8] = [
+const HOPS: [(Hop, &str); 9] = [
     (Hop::WsIn, "ws_in"),
+    (Hop::Queued, "queued"),
     (Hop::Written, "written"),
     (Hop::RawRead, "raw_read"),
     (Hop::Stream, "stream"),

@@ -656,6 +656,7 @@ impl ClientShared {
     /// Queues a line and its pending entry together, under the lock, so the
     /// FIFO matches the order tmux reads the lines in.
     fn write_locked(&self, state: &mut State, line: &str, pending: Pending) {
+        crate::hops::mark(crate::hops::Hop::Queued);
         let mut bytes = BytesMut::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.extend_from_slice(b"\n");
