@@ -71,6 +71,7 @@ pub mod control;
 mod error;
 pub mod fixture;
 pub mod history;
+pub(crate) mod hops;
 pub mod mcp;
 pub mod picture;
 pub mod registry;

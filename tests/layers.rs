@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u8)] = &[
     ("vocab", 0),
     ("error", 0),
+    ("hops", 0),
     ("", 0), // lib.rs itself: re-exports only
     ("control::parse", 1),
     ("control::codec", 1),

@@ -194,6 +194,7 @@ impl Driver {
                             self.hub.discontinuity(&mut effects);
                         }
                         self.hub.catch_up(&stream, &mut effects);
+                        crate::hops::mark(crate::hops::Hop::Hub);
                     }
                     Err(_) => replace = true,
                 },

@@ -31,6 +31,10 @@ pub(super) struct Mutable {
     pub pane_process: Option<ProcessId>,
     /// The send in flight, so `close` can end it.
     pub active_send: Option<CancellationToken>,
+    /// The program behind the exit handshake's wrapper, as last found
+    /// for `pane_process` (see `TmuxTerminal::pid`): `list` asks every
+    /// terminal's pid, and finding it is three reads of `/proc`.
+    pub program: Option<(ProcessId, ProcessId)>,
 }
 
 /// Everything the terminal's tasks share.

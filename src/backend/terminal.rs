@@ -101,6 +101,7 @@ impl TmuxTerminal {
             mutable: Mutex::new(Mutable {
                 pane_process: parts.pane_process,
                 active_send: None,
+                program: None,
             }),
             status: watch::Sender::new(parts.status),
             restream,
@@ -169,10 +170,28 @@ async fn watch_pane(
     }
 }
 
+/// Whether process `pid` exists (a signal 0 reaches it; EPERM: it exists,
+/// someone else's).
+fn still_there(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(error) => error == rustix::io::Errno::PERM,
+    }
+}
+
 /// One event of the pane's subscription into the stream.
 fn take(shared: &ServerLink, event: PaneEvent) {
     match event {
-        PaneEvent::Output(bytes) => shared.stream.push(bytes),
+        PaneEvent::Output(bytes) => {
+            crate::hops::mark(crate::hops::Hop::Stream);
+            shared.stream.push(bytes);
+        }
         // Output was skipped (or the pane respawned): sends that span it
         // say so, viewers are repainted.
         PaneEvent::Resync(_) => shared.stream.skipped(),
@@ -183,8 +202,30 @@ impl BackendTerminal for TmuxTerminal {
     fn pid(&self) -> Option<u32> {
         // The program's, not the exit handshake's wrapper's: a signal sent
         // to it must reach the program.
-        let pane = self.shared.lock().pane_process?;
-        crate::tmux::exit_handshake::program_pid(pane.pid).or(Some(pane.pid))
+        let (pane, program) = {
+            let mutable = self.shared.lock();
+            (mutable.pane_process?, mutable.program)
+        };
+        // The wrapper's child stays its program until it ends, so the one
+        // found before holds while it is there (`kill(pid, 0)`: no read of
+        // /proc at all, which `list` would pay per terminal; the wrapper
+        // reaps its child at once, and a pid recycled before the pane's
+        // status even changed is not a case worth a read per look); a new
+        // pane process (a respawn) or an ended program looks again.
+        if let Some((for_pane, program)) = program
+            && for_pane == pane
+            && self.shared.status.borrow().is_running()
+            && still_there(program.pid)
+        {
+            return Some(program.pid);
+        }
+        let found = crate::tmux::exit_handshake::program_pid(pane.pid);
+        if let Some(pid) = found.filter(|&pid| pid != pane.pid)
+            && let Some(program) = ProcessId::now(pid).known()
+        {
+            self.shared.lock().program = Some((pane, program));
+        }
+        found.or(Some(pane.pid))
     }
 
     fn output_path(&self) -> Option<&'static str> {

@@ -5,12 +5,13 @@
 //! nothing is read from disk. `serve --page-option` defaults reach the
 //! page in a `<meta name="tmux-engine-options">` (see [`PageOptions`]).
 
+mod encoded;
 mod options;
 
 pub use self::options::PageOptions;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Router, routing};
 
@@ -41,7 +42,10 @@ const ASSETS: &[(&str, &str, &str)] = &[
     vendored!("addon-image.js"),
 ];
 
-const INDEX: &str = include_str!("../../web/index.html");
+/// web/index.html as build.rs wrote it: each asset named by its hash.
+fn index_html() -> &'static str {
+    encoded::index()
+}
 const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 
@@ -68,16 +72,19 @@ pub fn routes() -> Router<AppState> {
 /// The page. The `serve --page-option` defaults come in a
 /// `<meta name="tmux-engine-options">` holding their JSON; who the
 /// visitor is, the page asks the API with its session.
-async fn index(State(state): State<AppState>) -> Response {
+async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let mut response = if state.config.page_options.is_empty() {
-        with_headers(INDEX, "text/html; charset=utf-8")
+        let (encoding, body) = encoded::page(&headers);
+        let mut response = with_headers(body, "text/html; charset=utf-8");
+        response.headers_mut().extend(encoding);
+        response
     } else {
         let meta = format!(
             "<head>\n  <meta name=\"tmux-engine-options\" content=\"{}\">",
             escape(&state.config.page_options.to_json())
         );
         with_headers(
-            INDEX.replacen("<head>", &meta, 1),
+            index_html().replacen("<head>", &meta, 1),
             "text/html; charset=utf-8",
         )
     };
@@ -104,9 +111,14 @@ fn escape(text: &str) -> String {
     out
 }
 
-async fn asset(Path(name): Path<String>) -> Response {
+/// An asset by its name or its hashed name, precompressed when build.rs
+/// made it (see [`encoded`]).
+async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
+    let (name, hashed) = encoded::resolve(&name).unwrap_or((name, false));
     match ASSETS.iter().find(|(asset, ..)| *asset == name) {
-        Some((_, kind, body)) => with_headers(*body, kind),
+        Some((_, kind, body)) => encoded::serve(&name, hashed, body, &headers, |bytes| {
+            with_headers(bytes, kind)
+        }),
         None => (StatusCode::NOT_FOUND, "no such asset").into_response(),
     }
 }

@@ -8,6 +8,7 @@
 //! ([`keepalive`]); a protocol violation closes 1002, a text frame that is
 //! not UTF-8 1007, both with a close frame.
 
+mod errors;
 mod keepalive;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -20,6 +21,7 @@ use futures_util::{FutureExt, SinkExt};
 use tokio::time::{Duration, Instant};
 use tracing::{debug, warn};
 
+use self::errors::{client_error, send_error};
 use self::keepalive::{Keepalive, Tick};
 use super::AppState;
 use super::api::ApiError;
@@ -36,6 +38,13 @@ pub(crate) const MAX_CLIENT_MESSAGE: usize = 1 << 20;
 
 /// Bytes the socket gathers before it writes them out.
 const WRITE_BUFFER: usize = 128 << 10;
+
+/// Bytes read from the socket per call at most. tungstenite zero-fills
+/// this much of its read buffer on every read (128 KiB by default: a
+/// viewer's largest cost); a client sends keystrokes and resizes, and a
+/// large paste only takes more reads (a frame's whole length is reserved
+/// as its header arrives).
+const READ_BUFFER: usize = 4 << 10;
 
 /// The write budget of one connection: bytes queued for a client that is
 /// not reading (its output, or the pongs of a ping flood). Past it a
@@ -140,6 +149,7 @@ pub async fn attach(
         .protocols([auth::WS_PROTOCOL])
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
+        .read_buffer_size(READ_BUFFER)
         .write_buffer_size(WRITE_BUFFER)
         .max_write_buffer_size(MAX_WRITE_BUFFER)
         .on_upgrade(move |mut socket| async move {
@@ -366,6 +376,7 @@ impl Pump<'_> {
                     }
                 }
                 event = viewer.recv() => {
+                    crate::hops::mark(crate::hops::Hop::WsEvent);
                     let Some(event) = event else {
                         let reason = if exited { "the program ended" } else { "the terminal is gone" };
                         return End::Close(close::GONE, reason.to_owned());
@@ -381,6 +392,7 @@ impl Pump<'_> {
                     if let Err(end) = self.send_all(batch).await {
                         return end;
                     }
+                    crate::hops::finish();
                 }
                 message = self.socket.recv() => {
                     if let Some(end) = self.take_client_frames(viewer, message).await {
@@ -476,9 +488,11 @@ async fn apply(
             {
                 return Some(end);
             }
+            crate::hops::mark(crate::hops::Hop::WsIn);
             if let Err(error) = viewer.input(bytes).await {
                 warn!(terminal = %viewer.hello().id, %error, "input not delivered");
             }
+            crate::hops::mark(crate::hops::Hop::Replied);
         }
         Message::Text(text) => {
             let size = frames::client_frame(&text).and_then(|frame| {
@@ -524,106 +538,6 @@ fn messages(event: ViewerEvent, exited: &mut bool) -> Vec<Message> {
         ViewerEvent::Exit(status) => {
             *exited = true;
             vec![Message::Text(frames::exit(status).to_string().into())]
-        }
-    }
-}
-
-/// A failed send: a full write buffer is the budget spent (1008); any
-/// other failure is a connection gone.
-fn send_error(error: axum::Error) -> End {
-    match error.into_inner().downcast::<tungstenite::Error>() {
-        Ok(error) if matches!(*error, tungstenite::Error::WriteBufferFull(_)) => {
-            End::Close(close::POLICY, BUDGET_SPENT.to_owned())
-        }
-        _ => End::ClientGone,
-    }
-}
-
-/// A broken read, by tungstenite's typed error (axum boxes it): a
-/// too-large message closes 1009, a text frame that is not UTF-8 1007,
-/// any other protocol violation 1002; a broken connection has no one to
-/// tell.
-fn client_error(error: axum::Error) -> End {
-    use tungstenite::error::ProtocolError;
-    let error = match error.into_inner().downcast::<tungstenite::Error>() {
-        Ok(error) => *error,
-        Err(other) => {
-            debug!(error = %other, "websocket read failed");
-            return End::ClientGone;
-        }
-    };
-    match error {
-        tungstenite::Error::Capacity(_) => End::Close(
-            close::TOO_BIG,
-            format!("message larger than {MAX_CLIENT_MESSAGE} bytes"),
-        ),
-        tungstenite::Error::Utf8(_) => {
-            End::Close(close::INVALID_DATA, "text frame is not UTF-8".to_owned())
-        }
-        // The peer closed TCP without a close frame: it is gone.
-        tungstenite::Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => {
-            End::ClientGone
-        }
-        tungstenite::Error::Protocol(violation) => {
-            End::Close(close::PROTOCOL_ERROR, violation.to_string())
-        }
-        tungstenite::Error::AttackAttempt => {
-            End::Close(close::PROTOCOL_ERROR, "attack attempt".to_owned())
-        }
-        other => {
-            debug!(error = %other, "websocket read failed");
-            End::ClientGone
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn code(error: tungstenite::Error) -> Option<u16> {
-        match client_error(axum::Error::new(error)) {
-            End::Close(code, _) => Some(code),
-            End::ClientGone | End::ClientClosed => None,
-        }
-    }
-
-    #[test]
-    fn read_errors_map_to_close_codes_by_type() {
-        use tungstenite::error::{CapacityError, ProtocolError};
-        let cases = [
-            (
-                tungstenite::Error::Utf8("bad".into()),
-                Some(close::INVALID_DATA),
-            ),
-            (
-                tungstenite::Error::Capacity(CapacityError::MessageTooLong {
-                    size: 2,
-                    max_size: 1,
-                }),
-                Some(close::TOO_BIG),
-            ),
-            (
-                tungstenite::Error::Protocol(ProtocolError::NonZeroReservedBits),
-                Some(close::PROTOCOL_ERROR),
-            ),
-            (
-                tungstenite::Error::Protocol(ProtocolError::UnmaskedFrameFromClient),
-                Some(close::PROTOCOL_ERROR),
-            ),
-            (
-                tungstenite::Error::Protocol(ProtocolError::ResetWithoutClosingHandshake),
-                None,
-            ),
-            (tungstenite::Error::ConnectionClosed, None),
-            (
-                tungstenite::Error::Io(std::io::ErrorKind::BrokenPipe.into()),
-                None,
-            ),
-        ];
-        for (error, want) in cases {
-            let shown = error.to_string();
-            assert_eq!(code(error), want, "{shown}");
         }
     }
 }

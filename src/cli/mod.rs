@@ -28,7 +28,7 @@ pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
-pub(crate) mod tape;
 pub(crate) mod service;
+pub(crate) mod tape;
 pub(crate) mod terminals;
 mod verbs;

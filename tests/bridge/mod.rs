@@ -3,6 +3,7 @@
 //! WebSockets (and a real browser in `browser.rs`).
 #![allow(clippy::unwrap_used)]
 
+mod assets;
 mod browser;
 mod crash;
 mod deploy;

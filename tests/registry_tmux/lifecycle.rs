@@ -299,3 +299,41 @@ async fn attach_lock_holds_the_handshake_lock_until_dropped() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_pid_is_the_running_programs_and_never_an_ended_ones() {
+    // `pid` is remembered between looks (issue 27: `list` asked /proc three
+    // times per terminal); what it remembers must end with the program.
+    with_env(async |env| {
+        env.spawn(sh("read line; exit 3").name("reader")).await;
+        let show = async || {
+            env.registry
+                .owner(&env.owner)
+                .show("reader")
+                .await
+                .unwrap()
+                .pid
+        };
+        let pid = show().await.expect("a running program has a pid");
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        assert!(
+            String::from_utf8_lossy(&cmdline).contains("read line"),
+            "{pid} is not the program: {cmdline:?}"
+        );
+        assert_eq!(show().await, Some(pid), "the same program, the same pid");
+        env.registry
+            .owner(&env.owner)
+            .write("reader", "\n".into())
+            .await
+            .unwrap();
+        wait_exited(env, "reader", 3).await;
+        assert_ne!(show().await, Some(pid), "the ended program's pid is kept");
+        assert_clean_after_kill(env).await;
+    })
+    .await;
+}
+
+async fn assert_clean_after_kill(env: &Env) {
+    env.registry.owner(&env.owner).kill("reader").await.unwrap();
+    assert_clean(&env.runtime()).await;
+}

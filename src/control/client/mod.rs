@@ -205,7 +205,11 @@ pub(crate) struct ClientShared {
     /// Cancelled by the reader once the connection is closed: stops the
     /// stderr drain and the lag watchers.
     ended: CancellationToken,
-    /// Taken on close, so every receiver sees `Closed` once drained.
+    /// Made on the first subscription (a broadcast allocates its whole
+    /// ring up front: `event_capacity` slots were most of an idle
+    /// terminal's memory, and most terminals never have an observer; a
+    /// send with no receiver reaches nobody either way). Taken on close,
+    /// so every receiver sees `Closed` once drained.
     events: Mutex<Option<broadcast::Sender<Notification>>>,
     closed: watch::Sender<Option<String>>,
     opts: ClientOptions,
@@ -358,7 +362,7 @@ impl ControlClient {
             in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
             tasks: TaskTracker::new(),
             ended: CancellationToken::new(),
-            events: Mutex::new(Some(broadcast::channel(opts.event_capacity.max(1)).0)),
+            events: Mutex::new(None),
             closed: watch::channel(None).0,
             pid: child.id(),
             input: tokio::sync::Mutex::new(write::Typist::new(opts.input_dir.clone())),
@@ -541,12 +545,17 @@ impl ControlClient {
     /// falls behind skips ahead with `RecvError::Lagged`, and every receiver
     /// ends with `RecvError::Closed` once the connection has closed.
     pub fn subscribe_events(&self) -> broadcast::Receiver<Notification> {
-        let events = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
-        match events.as_ref() {
-            Some(sender) => sender.subscribe(),
+        let mut events = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
+        // The reader marks the state closed before it takes the sender,
+        // so a sender made here while it is open is taken by that close.
+        if self.shared.lock().closed.is_some() {
             // Closed already: a receiver that reports `Closed` at once.
-            None => broadcast::channel(1).1,
+            return broadcast::channel(1).1;
         }
+        let capacity = self.shared.opts.event_capacity.max(1);
+        events
+            .get_or_insert_with(|| broadcast::channel(capacity).0)
+            .subscribe()
     }
 
     /// The close reason, once the connection is closed.
@@ -647,6 +656,7 @@ impl ClientShared {
     /// Queues a line and its pending entry together, under the lock, so the
     /// FIFO matches the order tmux reads the lines in.
     fn write_locked(&self, state: &mut State, line: &str, pending: Pending) {
+        crate::hops::mark(crate::hops::Hop::Queued);
         let mut bytes = BytesMut::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.extend_from_slice(b"\n");
@@ -762,6 +772,7 @@ async fn write_lines(
             debug!(error = %e, "writing to tmux -C failed");
             break;
         }
+        crate::hops::mark(crate::hops::Hop::Written);
     }
     // Dropping stdin is EOF: tmux detaches the client and prints `%exit`.
 }

@@ -90,9 +90,8 @@ async fn read_raw(
                 match read {
                     Ok(0) => break,
                     Ok(n) => {
-                        if n >= room {
-                            room = (room * 2).min(CHUNK);
-                        }
+                        crate::hops::mark(crate::hops::Hop::RawRead);
+                        room = next_room(room, n);
                         route(&shared, &cancel, pane, buf.split().freeze()).await;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -110,6 +109,20 @@ async fn read_raw(
     flushes.close();
     while let Ok(ack) = flushes.try_recv() {
         let _ = ack.send(());
+    }
+}
+
+/// The room for the next read after one of `n` bytes: doubled while reads
+/// fill it, halved back towards [`FIRST_CHUNK`] while they leave most of
+/// it empty, so a terminal that printed a flood once does not keep a
+/// flood's buffer while it idles.
+fn next_room(room: usize, n: usize) -> usize {
+    if n >= room {
+        (room * 2).min(CHUNK)
+    } else if n < room / 8 {
+        (room / 2).max(FIRST_CHUNK)
+    } else {
+        room
     }
 }
 
@@ -160,5 +173,26 @@ async fn route(shared: &Arc<ClientShared>, cancel: &CancellationToken, pane: Pan
         && events.receiver_count() > 0
     {
         let _ = events.send(Notification::Output { pane, data });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_room_grows_with_full_reads_and_shrinks_back_when_idle() {
+        let mut room = FIRST_CHUNK;
+        while room < CHUNK {
+            room = next_room(room, room);
+        }
+        assert_eq!(next_room(room, room), CHUNK);
+        // Echoes of keystrokes: back to the idle size, never below it.
+        for _ in 0..16 {
+            room = next_room(room, 3);
+        }
+        assert_eq!(room, FIRST_CHUNK);
+        // A read that fills more than an eighth keeps the size.
+        assert_eq!(next_room(CHUNK, CHUNK / 4), CHUNK);
     }
 }
