@@ -25,7 +25,7 @@ use crate::stream::{OutputCursor, Stream};
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Waiting bytes that are written at once.
-pub const FLUSH_BYTES: u64 = 64 * 1024;
+pub(crate) const FLUSH_BYTES: u64 = 64 * 1024;
 
 /// A recording beside the history (`record: true`).
 type Recorder = Arc<Mutex<Writer<std::fs::File>>>;

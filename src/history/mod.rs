@@ -40,17 +40,18 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use follow::follow;
-pub use follow::{FLUSH_BYTES, FLUSH_INTERVAL};
+pub(crate) use follow::FLUSH_BYTES;
+pub use follow::FLUSH_INTERVAL;
 
 use crate::stream::{CursorGap, OutputCursor, OutputSince};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// The directory of kept histories inside the state directory.
-pub const HISTORY_DIR: &str = "history";
+pub(crate) const HISTORY_DIR: &str = "history";
 
 /// The byte limit of one terminal's kept history unless configured.
-pub const DEFAULT_HISTORY_BYTES: u64 = 16 << 20;
+pub(crate) const DEFAULT_HISTORY_BYTES: u64 = 16 << 20;
 
 /// The most stream epochs a history maps (the newest kept): older
 /// cursors read as stale.
@@ -118,7 +119,7 @@ struct Inner {
 }
 
 /// The path of one terminal's history directory.
-pub fn history_dir(state_root: &Path, id: &str) -> PathBuf {
+pub(crate) fn history_dir(state_root: &Path, id: &str) -> PathBuf {
     state_root.join(HISTORY_DIR).join(id)
 }
 

@@ -16,9 +16,9 @@ use crate::vocab::Size;
 use crate::{Error, Result};
 
 /// The marker that starts a hidden span (a tape's `Hide`).
-pub const HIDE_MARKER: &str = "hide";
+pub(crate) const HIDE_MARKER: &str = "hide";
 /// The marker that ends it (`Show`).
-pub const SHOW_MARKER: &str = "show";
+pub(crate) const SHOW_MARKER: &str = "show";
 
 /// How a recording becomes a GIF.
 #[derive(Clone, Debug)]

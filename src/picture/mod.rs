@@ -11,7 +11,8 @@ mod animate;
 mod draw;
 mod theme;
 
-pub use animate::{GifOptions, GifSummary, HIDE_MARKER, SHOW_MARKER, screen_at, write_gif};
+pub(crate) use animate::{HIDE_MARKER, SHOW_MARKER};
+pub use animate::{GifOptions, GifSummary, screen_at, write_gif};
 pub use draw::{Image, Renderer, Style};
 pub use theme::{Rgb, Theme};
 
@@ -25,7 +26,7 @@ use crate::{Error, Result};
 ///
 /// # Errors
 /// `IO` when writing fails.
-pub fn write_png(image: &Image, out: impl Write) -> Result<()> {
+pub(crate) fn write_png(image: &Image, out: impl Write) -> Result<()> {
     let fail = |e: png::EncodingError| Error::io("encoding PNG", std::io::Error::other(e));
     let mut encoder = png::Encoder::new(out, image.width, image.height);
     encoder.set_color(png::ColorType::Rgb);

@@ -61,7 +61,7 @@ impl Options {
 }
 
 /// `$CARGO_TARGET_DIR/tmux-engine-tapes`, else `target/tmux-engine-tapes`.
-pub fn default_artifacts() -> PathBuf {
+pub(crate) fn default_artifacts() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| PathBuf::from("target"), PathBuf::from)
         .join("tmux-engine-tapes")
@@ -124,7 +124,7 @@ impl TapeResult {
 
 /// Runs one tape file: parsed, then tried (again, up to `retries` times,
 /// when it says `Set Flaky true`).
-pub async fn run_file(path: &Path, options: &Options) -> TapeResult {
+pub(crate) async fn run_file(path: &Path, options: &Options) -> TapeResult {
     let started = Instant::now();
     let name = path
         .file_stem()
