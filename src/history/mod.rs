@@ -22,7 +22,7 @@
 //! reboot.
 //!
 //! No fsync: what is written reaches the page cache within the loss
-//! window ([`follow`]), which survives the engine's death; a clean reboot
+//! window (`follow.rs`), which survives the engine's death; a clean reboot
 //! writes the page cache out. Blocking file I/O: callers run it from
 //! `spawn_blocking`.
 
