@@ -39,9 +39,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use follow::follow;
-pub(crate) use follow::FLUSH_BYTES;
 pub use follow::FLUSH_INTERVAL;
+pub(crate) use follow::follow;
 
 use crate::stream::{CursorGap, OutputCursor, OutputSince};
 use crate::vocab::Size;

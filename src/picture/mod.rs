@@ -11,8 +11,8 @@ mod animate;
 mod draw;
 mod theme;
 
-pub(crate) use animate::{HIDE_MARKER, SHOW_MARKER};
 pub use animate::{GifOptions, GifSummary, screen_at, write_gif};
+pub(crate) use animate::{HIDE_MARKER, SHOW_MARKER};
 pub use draw::{Image, Renderer, Style};
 pub use theme::{Rgb, Theme};
 
