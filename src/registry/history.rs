@@ -51,6 +51,10 @@ pub(crate) struct Keeping {
     stream: Option<Arc<Stream>>,
     /// Stops the writer (which then writes what it has) when dropped.
     _stop: Option<DropGuard>,
+    /// Cancelled once the writer has ended: its last write is on disk, so
+    /// a kill removes the files only after it (or the write would bring
+    /// them back).
+    pub(crate) finished: Option<CancellationToken>,
     /// This process's claim to write the history (`Purpose::History`).
     writing: Option<FileLock>,
 }
@@ -130,6 +134,7 @@ impl Registry {
             kept: Arc::clone(&kept),
             stream: None,
             _stop: None,
+            finished: None,
             writing: None,
         });
         Some(kept)
@@ -205,27 +210,40 @@ impl Registry {
         let cancel: CancellationToken = entry.cancel.child_token();
         let weak = Arc::downgrade(&terminal);
         let cwd = Arc::new(move || weak.upgrade()?.working_directory());
-        self.inner.tasks.spawn(crate::history::follow(
+        let finished = CancellationToken::new();
+        let writer = crate::history::follow(
             Arc::clone(&kept),
             Arc::clone(&stream),
             from,
             record,
             cwd,
             cancel.clone(),
-        ));
+        );
+        let ended = finished.clone();
+        self.inner.tasks.spawn(async move {
+            writer.await;
+            ended.cancel();
+        });
         entry.history = Some(Keeping {
             kept,
             stream: Some(stream),
             _stop: Some(cancel.drop_guard()),
+            finished: Some(finished),
             writing,
         });
     }
 
     /// Removes `id`'s kept history (after its kill).
-    pub(crate) async fn remove_history(&self, id: &TerminalId) {
+    pub(crate) async fn remove_history(&self, id: &TerminalId, writer: Option<CancellationToken>) {
         let Some(dir) = self.history_path(id) else {
             return;
         };
+        if let Some(writer) = writer {
+            // The stopped writer's last write first (bounded: a writer
+            // stuck on a dead disk must not keep the kill from ending).
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_secs(5), writer.cancelled()).await;
+        }
         let removed = tokio::task::spawn_blocking(move || {
             // Once more if the writer's last flush raced the first.
             Kept::remove(&dir).or_else(|_| Kept::remove(&dir))

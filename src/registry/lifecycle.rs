@@ -306,10 +306,14 @@ impl Close {
         if let Err(error) = store.remove(&self.id).await {
             warn!(terminal = %self.id, error = %error, "record of a closed terminal left behind");
         }
-        // Its writer stops with the entry, then its kept history goes.
-        inner.lock().remove_entry(&self.id);
+        // Its writer stops with the entry, then (once its last write is
+        // done) its kept history goes.
+        let writer = inner
+            .lock()
+            .remove_entry(&self.id)
+            .and_then(|entry| entry.history?.finished);
         if self.record.spec.keeps_history() {
-            Registry { inner }.remove_history(&self.id).await;
+            Registry { inner }.remove_history(&self.id, writer).await;
         }
     }
 

@@ -171,12 +171,12 @@ impl Registry {
         // with the record never written (so never torn).
         let keeps = spec.keeps_history();
         if keeps && let Err(error) = self.create_history(&reservation.id).await {
-            self.remove_history(&reservation.id).await;
+            self.remove_history(&reservation.id, None).await;
             return Err(error);
         }
         if let Err(error) = self.inner.store.write(&record).await {
             if keeps {
-                self.remove_history(&reservation.id).await;
+                self.remove_history(&reservation.id, None).await;
             }
             return Err(error);
         }
@@ -213,7 +213,7 @@ impl Registry {
                     warn!(terminal = %reservation.id, error = %remove, "unpublished record left behind");
                 }
                 if keeps {
-                    self.remove_history(&reservation.id).await;
+                    self.remove_history(&reservation.id, None).await;
                 }
                 Err(error)
             }
