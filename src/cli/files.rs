@@ -17,9 +17,8 @@ use tmux_engine::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::args::Global;
-use super::link::{FOUND, TOKEN_ENV, Target, target};
+use super::link::{Serve, Target, find_serve};
 use super::report::{CliError, EXIT_ERROR, write_line};
-use super::terminals::state_dir;
 
 /// How much of a file is read at once.
 const CHUNK: usize = 64 << 10;
@@ -72,42 +71,8 @@ pub(crate) struct DownloadArgs {
 }
 
 /// One serve, found.
-struct Serve {
-    target: Target,
-    token: String,
-    host: Option<String>,
-}
-
 fn find(global: &Global, at: &ServeAt) -> Result<Serve, CliError> {
-    let found: Value = std::fs::read_to_string(state_dir(global)?.join(FOUND))
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(Value::Null);
-    let url = at
-        .url
-        .clone()
-        .or_else(|| found["url"].as_str().map(str::to_owned))
-        .ok_or_else(|| {
-            Error::InvalidInput(
-                "no running serve found on this state directory: give --url".to_owned(),
-            )
-        })?;
-    let token = std::env::var(TOKEN_ENV)
-        .ok()
-        .filter(|token| !token.is_empty())
-        .or_else(|| found["token"].as_str().map(str::to_owned))
-        .ok_or_else(|| {
-            Error::InvalidInput(format!("no token: set {TOKEN_ENV} to the owner's token"))
-        })?;
-    let host = at
-        .host
-        .clone()
-        .or_else(|| found["host"].as_str().map(str::to_owned));
-    Ok(Serve {
-        target: target(&url)?,
-        token,
-        host,
-    })
+    find_serve(global, at.url.clone(), at.host.clone())
 }
 
 /// `application/x-www-form-urlencoded`'s escaping of one query value.

@@ -120,6 +120,52 @@ impl Drop for Found {
 }
 
 /// Where to send the request.
+/// A running serve to ask: where it listens, the owner's token for it,
+/// and the `Host` to name.
+pub(super) struct Serve {
+    pub(super) target: Target,
+    pub(super) token: String,
+    pub(super) host: Option<String>,
+}
+
+/// The serve to ask: `url` and `host` when given, else what the running
+/// serve wrote in the state directory; the token from `TOKEN_ENV`, else
+/// that file.
+///
+/// # Errors
+/// `INVALID_INPUT` without a serve to ask or a token; `UNSUPPORTED` for
+/// `https`.
+pub(super) fn find_serve(
+    global: &Global,
+    url: Option<String>,
+    host: Option<String>,
+) -> Result<Serve, CliError> {
+    let found: Value = std::fs::read_to_string(state_dir(global)?.join(FOUND))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
+    let url = url
+        .or_else(|| found["url"].as_str().map(str::to_owned))
+        .ok_or_else(|| {
+            Error::InvalidInput(
+                "no running serve found on this state directory: give --url".to_owned(),
+            )
+        })?;
+    let token = std::env::var(TOKEN_ENV)
+        .ok()
+        .filter(|token| !token.is_empty())
+        .or_else(|| found["token"].as_str().map(str::to_owned))
+        .ok_or_else(|| {
+            Error::InvalidInput(format!("no token: set {TOKEN_ENV} to the owner's token"))
+        })?;
+    let host = host.or_else(|| found["host"].as_str().map(str::to_owned));
+    Ok(Serve {
+        target: target(&url)?,
+        token,
+        host,
+    })
+}
+
 pub(super) enum Target {
     Tcp { authority: String, base: String },
     Unix { path: PathBuf, base: String },
@@ -222,31 +268,11 @@ pub(crate) async fn run(
     args: LinkArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let found: Value = std::fs::read_to_string(state_dir(global)?.join(FOUND))
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(Value::Null);
-    let url = args
-        .url
-        .clone()
-        .or_else(|| found["url"].as_str().map(str::to_owned))
-        .ok_or_else(|| {
-            Error::InvalidInput(
-                "no running serve found on this state directory: give --url".to_owned(),
-            )
-        })?;
-    let token = std::env::var(TOKEN_ENV)
-        .ok()
-        .filter(|token| !token.is_empty())
-        .or_else(|| found["token"].as_str().map(str::to_owned))
-        .ok_or_else(|| {
-            Error::InvalidInput(format!("no token: set {TOKEN_ENV} to the owner's token"))
-        })?;
-    let host = args
-        .host
-        .clone()
-        .or_else(|| found["host"].as_str().map(str::to_owned));
-    let target = target(&url)?;
+    let Serve {
+        target,
+        token,
+        host,
+    } = find_serve(global, args.url.clone(), args.host.clone())?;
     let (method, path, body) = match (&args.revoke, args.list) {
         (Some(id), _) => ("DELETE", format!("/api/links/{id}"), None),
         (None, true) => ("GET", "/api/links".to_owned(), None),
