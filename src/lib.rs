@@ -77,6 +77,7 @@ pub mod picture;
 pub mod registry;
 pub mod screen;
 pub(crate) mod shell;
+mod statedir;
 mod stream;
 pub mod tape;
 pub mod terminal;

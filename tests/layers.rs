@@ -27,6 +27,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("control::subscribe", 2),
     ("control::pane_exit", 2),
     ("control::snapshot", 2),
+    // The state directory's records and flocks: files, never policy.
+    ("statedir", 2),
     ("screen", 3),
     ("shell", 3),
     ("stream", 3),

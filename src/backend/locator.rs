@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
-use crate::registry::persist::TerminalRecord;
+use crate::statedir::TerminalRecord;
 use crate::tmux::ProcessId;
 
 /// Where a tmux terminal's server is, as its record names it.

@@ -52,11 +52,11 @@ use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
-use crate::registry::persist::TerminalRecord;
 use crate::registry::seam::{
     Backend, BackendTerminal, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
 };
 use crate::registry::{Registry, RegistryConfig, ScanReport, TerminalId};
+use crate::statedir::TerminalRecord;
 use crate::terminal::{Parts as TerminalParts, launch};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::options::{MARK_OPTION, MARK_VALUE, rearm_drain};

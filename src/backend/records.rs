@@ -9,8 +9,8 @@ use super::locator::TmuxLocator;
 use super::{SESSION, TmuxBackend, reap};
 use crate::Result;
 use crate::control::pane_exit::{PaneState, STATE_FORMAT};
-use crate::registry::persist::TerminalRecord;
 use crate::registry::seam::{RecordCheck, TerminalStatus};
+use crate::statedir::TerminalRecord;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::{ProcessId, ServerHandle, process};
 

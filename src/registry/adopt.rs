@@ -24,13 +24,13 @@ use futures_util::future::join_all;
 use futures_util::{StreamExt, stream};
 use tracing::warn;
 
-use super::persist::{CorruptRecord, TerminalRecord};
 use super::seam::{Backend, BackendTerminal, ReapReport, RecordCheck};
 use super::service::RegistryConfig;
 use super::state::Entry;
 use super::state::Presence;
-use super::supervise::RestartPolicy;
 use super::{Registry, TerminalId};
+use crate::statedir::{CorruptRecord, TerminalRecord};
+use crate::vocab::RestartPolicy;
 use crate::{Error, Result};
 
 /// How many record checks a scan runs at once.

@@ -29,12 +29,12 @@ use bytes::Bytes;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{info, warn};
 
-use super::locks::{FileLock, Purpose};
-use super::persist::StateDir;
 use super::seam::{BackendTerminal, ReadPage, ReadRequest, Restore, SendRequest, WaitFor};
 use super::service::Owned;
 use super::{Registry, TerminalId};
 use crate::history::{Kept, history_dir, now_ms};
+use crate::statedir::StateDir;
+use crate::statedir::{FileLock, Purpose};
 use crate::stream::{OutputCursor, OutputSince, Stream};
 use crate::{Error, Result};
 

@@ -13,15 +13,15 @@ use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tracing::warn;
 
-use super::locks::Purpose;
-use super::persist::StateDir;
-use super::persist::TerminalRecord;
 use super::seam::{Backend, BackendTerminal, CloseReason};
 use super::service::Inner;
 use super::service::Owned;
 use super::state::Closing;
-use super::store::Store;
 use super::{Registry, TerminalId};
+use crate::statedir::Purpose;
+use crate::statedir::StateDir;
+use crate::statedir::Store;
+use crate::statedir::TerminalRecord;
 use crate::{Error, Result};
 
 impl Registry {

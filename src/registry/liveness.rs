@@ -20,15 +20,15 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::locks::Purpose;
 use super::ops::TerminalSnapshot;
-use super::persist::{StateDir, TerminalRecord};
 use super::seam::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
 use super::service::Owned;
 use super::state::Presence;
-use super::supervise::RestartPolicy;
 use super::viewed::ViewedTerminal;
 use super::{Registry, TerminalId};
+use crate::statedir::Purpose;
+use crate::statedir::{StateDir, TerminalRecord};
+use crate::vocab::RestartPolicy;
 use crate::{Error, Result};
 
 /// What [`Owned::probe`] found and did.

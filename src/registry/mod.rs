@@ -15,22 +15,21 @@
 //! One rule splits the files: each is one concern, holding that
 //! concern's values and all of its code, `impl Registry` and
 //! `impl Owned` alike; the seam (`seam.rs`, `values.rs`) is the concern
-//! every other one uses.
+//! every other one uses. The values every layer shares (ids, [`SpawnSpec`],
+//! [`RestartPolicy`]) live in [`crate::vocab`]; the state directory's
+//! records and locks in `crate::statedir`, below this module.
 //!
 //! | file           | concern                                              |
 //! |----------------|------------------------------------------------------|
 //! | `seam.rs`      | the backend traits                                   |
 //! | `values.rs`    | the values crossing them: statuses, sends, pages     |
-//! | `names.rs`     | [`OwnerId`], [`TerminalId`], name rules              |
 //! | `service.rs`   | [`Registry`], its config, [`Owned`], `Inner`         |
 //! | `state.rs`     | the maps behind the lock; a terminal's `Presence`    |
-//! | `spec.rs`      | what to spawn: [`SpawnSpec`] and its checks          |
 //! | `spawn.rs`     | `spawn`: reservation, publication, rollback          |
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
 //! | `signal.rs`    | the allowed [`Signal`]s                              |
 //! | `io.rs`        | output, input, resize, events, attach command, wait  |
 //! | `commands.rs`  | the commands the shell's marks show, and their wait  |
-//! | `cursor.rs`    | output cursors                                       |
 //! | `rename.rs`    | `rename`                                             |
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
 //! | `adopt.rs`     | adoption: open, refresh (rescan), lazy attach, reap  |
@@ -38,14 +37,11 @@
 //! | `liveness.rs`  | probe, attach, recreation                            |
 //! | `supervise.rs` | restart policies, the `always` loop                  |
 //! | `viewed.rs`    | [`ViewedTerminal`]: what viewers may do              |
-//! | `store.rs`     | persistence as one async call (state dir or memory)  |
-//! | `persist.rs`   | the state directory's records (blocking file I/O)    |
-//! | `locks.rs`     | `flock`s shared by every process on a state dir      |
 //!
 //! Locking: one `std::sync::Mutex` guards the maps and is never held across
 //! `.await`; backend calls run outside it. Per-terminal liveness work is
 //! serialized by a `tokio::sync::Mutex` within a process, and across the
-//! processes sharing a state directory by `flock`s (`locks.rs`): name
+//! processes sharing a state directory by `flock`s (`statedir/locks.rs`): name
 //! reservation, one send at a time, recreation and kill, and which process
 //! runs an `always` restart loop.
 
@@ -55,34 +51,28 @@ mod history;
 mod io;
 mod lifecycle;
 mod liveness;
-pub(crate) mod locks;
-mod names;
 mod ops;
-pub(crate) mod persist;
 mod rename;
 pub(crate) mod seam;
 mod service;
 mod signal;
 mod spawn;
-mod spec;
 mod state;
-mod store;
 mod supervise;
 mod values;
 mod viewed;
 
+pub use crate::statedir::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use crate::stream::strip_escapes;
 pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream};
+pub use crate::vocab::{OwnerId, RestartPolicy, SpawnSpec, TerminalId};
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
 pub use history::HOST_RESTARTED;
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
-pub(crate) use names::validate_name;
-pub use names::{OwnerId, TerminalId};
 pub use ops::SendHandle;
 pub use ops::TerminalSnapshot;
-pub use persist::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use seam::{
     AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, CommandRun, ExitStatus,
     Liveness, OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
@@ -91,8 +81,6 @@ pub use seam::{
 };
 pub use service::{Owned, Registry, RegistryConfig, RestartBackoff};
 pub use signal::{Signal, SignalDelivery};
-pub use spec::SpawnSpec;
-pub use supervise::RestartPolicy;
 pub use viewed::ViewedTerminal;
 
 #[cfg(test)]

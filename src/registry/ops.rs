@@ -12,8 +12,6 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 use super::TerminalStatus;
-use super::locks::Purpose;
-use super::persist::StateDir;
 use super::seam::{
     BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
     SendResult,
@@ -21,9 +19,11 @@ use super::seam::{
 use super::service::Inner;
 use super::service::Owned;
 use super::signal::{Signal, SignalDelivery};
-use super::supervise::RestartPolicy;
 use super::{OwnerId, Registry, TerminalId};
+use crate::statedir::Purpose;
+use crate::statedir::StateDir;
 use crate::stream::{OutputCursor, OutputSince};
+use crate::vocab::RestartPolicy;
 use crate::{Error, Result};
 
 impl Registry {

@@ -12,11 +12,11 @@
 use std::sync::Arc;
 
 use super::Registry;
-use super::locks::Purpose;
-use super::names::validate_name;
 use super::ops::TerminalSnapshot;
-use super::persist::{StateDir, TerminalRecord};
 use super::service::Owned;
+use crate::statedir::Purpose;
+use crate::statedir::{StateDir, TerminalRecord};
+use crate::vocab::validate_name;
 use crate::{Error, Result};
 
 impl Owned<'_> {

@@ -18,13 +18,13 @@ use futures_util::stream::BoxStream;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::persist::{CorruptRecord, TerminalRecord};
 use super::signal::{Signal, SignalDelivery};
 use super::{OwnerId, SpawnSpec, TerminalId};
 use crate::control::Notification;
 pub(crate) use crate::control::client::PaneEvent as OutputEvent;
 pub(crate) use crate::control::subscribe::Snapshot;
 pub(crate) use crate::screen::Screen;
+use crate::statedir::{CorruptRecord, TerminalRecord};
 use crate::stream::Stream;
 use crate::vocab::Size;
 use crate::{Error, Result};

@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::OwnerId;
-use super::persist::StateDir;
 use super::seam::Backend;
 use super::state::State;
-use super::store::Store;
 use crate::Result;
+use crate::statedir::StateDir;
+use crate::statedir::Store;
 
 /// The owner-scoped registry of terminals.
 ///

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::locks::{FileLock, Purpose};
 use super::ops::TerminalSnapshot;
-use super::persist::{StateDir, TerminalRecord};
 use super::seam::{BackendTerminal, CloseReason, SpawnRequest};
 use super::service::{Inner, Owned};
 use super::state::Presence;
 use super::state::{Entry, Pending, State};
-use super::supervise::RestartPolicy;
 use super::{OwnerId, Registry, SpawnSpec, TerminalId};
+use crate::statedir::{FileLock, Purpose};
+use crate::statedir::{StateDir, TerminalRecord};
+use crate::vocab::RestartPolicy;
 use crate::{Error, Result};
 
 impl Registry {

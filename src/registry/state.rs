@@ -15,9 +15,9 @@ use futures_util::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
 use super::ops::TerminalSnapshot;
-use super::persist::{CorruptRecord, TerminalRecord};
 use super::seam::{BackendTerminal, RecordCheck, TerminalStatus};
 use super::{OwnerId, TerminalId};
+use crate::statedir::{CorruptRecord, TerminalRecord};
 use crate::{Error, Result};
 
 /// A close in flight, shared by every caller that joins it.

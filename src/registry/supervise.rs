@@ -6,49 +6,15 @@
 
 use std::sync::{Arc, Weak};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::locks::Purpose;
-use super::persist::StateDir;
 use super::service::Inner;
 use super::{Registry, TerminalId};
+use crate::statedir::Purpose;
+use crate::statedir::StateDir;
 use crate::{Error, Result};
-
-/// What to do when a terminal's program dies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum RestartPolicy {
-    /// Keep the exit status; never rerun (a dead command is meaningful state).
-    #[default]
-    Never,
-    /// Recreate a dead terminal when it is probed or attached, exactly once
-    /// under concurrency, never while it is alive (REPL-like terminals).
-    OnAttach,
-    /// Recreate on death, with exponential backoff and a cap
-    /// ([`RestartBackoff`](super::RestartBackoff)).
-    Always,
-}
-
-impl std::str::FromStr for RestartPolicy {
-    type Err = Error;
-
-    /// Parses `never`, `on-attach` or `always`.
-    fn from_str(text: &str) -> Result<Self> {
-        match text {
-            "never" => Ok(RestartPolicy::Never),
-            "on-attach" => Ok(RestartPolicy::OnAttach),
-            "always" => Ok(RestartPolicy::Always),
-            _ => Err(Error::InvalidInput(format!(
-                "restart policy {text:?} is not one of never, on-attach, always"
-            ))),
-        }
-    }
-}
 
 impl Registry {
     /// Starts the `always` policy's watcher of one terminal.
@@ -120,7 +86,7 @@ async fn supervise(
     inner: &Weak<Inner>,
     id: &TerminalId,
     cancel: &CancellationToken,
-) -> Option<Option<super::locks::FileLock>> {
+) -> Option<Option<crate::statedir::FileLock>> {
     let lock = loop {
         let registry = inner.upgrade().map(|inner| Registry { inner })?;
         let store = registry.inner.store.clone();
@@ -172,20 +138,4 @@ async fn restart_once(inner: &Weak<Inner>, id: &TerminalId) -> Result<()> {
         return Ok(());
     }
     registry.recreate(id).await
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn restart_policy_parses() {
-        assert_eq!(
-            "on-attach".parse::<RestartPolicy>().unwrap(),
-            RestartPolicy::OnAttach
-        );
-        let error = "sometimes".parse::<RestartPolicy>().unwrap_err();
-        assert!(error.to_string().contains("\"sometimes\""));
-    }
 }

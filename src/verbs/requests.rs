@@ -501,7 +501,7 @@ impl RenameRequest {
     /// # Errors
     /// `INVALID_INPUT` for a name a spawn would refuse.
     pub fn validate(&self) -> Result<&str> {
-        registry::validate_name(&self.name)?;
+        crate::vocab::validate_name(&self.name)?;
         Ok(&self.name)
     }
 }

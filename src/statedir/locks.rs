@@ -28,8 +28,8 @@ use std::path::PathBuf;
 
 use rustix::fs::{FlockOperation, flock};
 
-use super::persist::{LOCKS_DIR, StateDir};
-use super::{OwnerId, TerminalId};
+use super::records::{LOCKS_DIR, StateDir};
+use crate::vocab::{OwnerId, TerminalId};
 use crate::{Error, Result};
 
 /// What a per-terminal lock guards.

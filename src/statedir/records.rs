@@ -33,7 +33,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::{OwnerId, SpawnSpec, TerminalId};
+use crate::vocab::{OwnerId, SpawnSpec, TerminalId};
 use crate::{Error, Result};
 
 /// The directory of lock files inside the state directory.
@@ -442,5 +442,5 @@ fn read_record(path: &Path, stem: &str) -> Result<TerminalRecord, Unusable> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-#[path = "persist_tests.rs"]
+#[path = "records_tests.rs"]
 mod tests;

@@ -4,9 +4,9 @@
 //! terminals in memory only (its maps), so it persists nothing and has
 //! nobody to lock against.
 
-use super::TerminalId;
-use super::locks::{FileLock, Purpose};
-use super::persist::{LoadedRecords, StateDir, TerminalRecord};
+use super::records::{LoadedRecords, StateDir, TerminalRecord};
+use crate::statedir::{FileLock, Purpose};
+use crate::vocab::TerminalId;
 use crate::{Error, Result};
 
 /// Where the registry's records live.

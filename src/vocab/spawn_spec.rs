@@ -6,11 +6,42 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::RestartPolicy;
-use super::names::validate_name;
-pub use crate::vocab::Size;
-use crate::vocab::check_env_name;
+use schemars::JsonSchema;
+
+use super::ids::validate_name;
+use super::{Size, check_env_name};
 use crate::{Error, Result};
+
+/// What to do when a terminal's program dies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Keep the exit status; never rerun (a dead command is meaningful state).
+    #[default]
+    Never,
+    /// Recreate a dead terminal when it is probed or attached, exactly once
+    /// under concurrency, never while it is alive (REPL-like terminals).
+    OnAttach,
+    /// Recreate on death, with exponential backoff and a cap
+    /// ([`RestartBackoff`](crate::registry::RestartBackoff)).
+    Always,
+}
+
+impl std::str::FromStr for RestartPolicy {
+    type Err = Error;
+
+    /// Parses `never`, `on-attach` or `always`.
+    fn from_str(text: &str) -> Result<Self> {
+        match text {
+            "never" => Ok(RestartPolicy::Never),
+            "on-attach" => Ok(RestartPolicy::OnAttach),
+            "always" => Ok(RestartPolicy::Always),
+            _ => Err(Error::InvalidInput(format!(
+                "restart policy {text:?} is not one of never, on-attach, always"
+            ))),
+        }
+    }
+}
 
 /// What to spawn: a terminal's command, environment and registry metadata.
 ///
@@ -60,7 +91,7 @@ pub struct SpawnSpec {
     /// history outlives a reboot (`crate::history`); `None`: the
     /// registry's default ([`RegistryConfig::keep_history`]).
     ///
-    /// [`RegistryConfig::keep_history`]: super::RegistryConfig::keep_history
+    /// [`RegistryConfig::keep_history`]: crate::registry::RegistryConfig::keep_history
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_history: Option<bool>,
     /// A command line typed at the new prompt of a terminal restored after
@@ -344,5 +375,15 @@ mod tests {
         assert_eq!(serde_json::from_value::<SpawnSpec>(json).unwrap(), spec);
         let minimal: SpawnSpec = serde_json::from_str(r#"{"kind":"stub"}"#).unwrap();
         assert_eq!(minimal, SpawnSpec::new());
+    }
+
+    #[test]
+    fn restart_policy_parses() {
+        assert_eq!(
+            "on-attach".parse::<RestartPolicy>().unwrap(),
+            RestartPolicy::OnAttach
+        );
+        let error = "sometimes".parse::<RestartPolicy>().unwrap_err();
+        assert!(error.to_string().contains("\"sometimes\""));
     }
 }

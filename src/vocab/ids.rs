@@ -10,10 +10,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::hidden_char;
+use super::hidden_char;
 use crate::{Error, Result};
 
-pub(crate) use crate::vocab::MAX_NAME_LEN;
+pub(crate) use super::MAX_NAME_LEN;
 
 /// The longest owner id, in bytes.
 pub const MAX_OWNER_LEN: usize = 256;
@@ -22,7 +22,7 @@ pub const MAX_OWNER_LEN: usize = 256;
 ///
 /// Any non-empty string without control characters (at most
 /// 256 bytes). An owner needs no registration: its
-/// handle is [`Registry::owner`](super::Registry::owner).
+/// handle is [`Registry::owner`](crate::registry::Registry::owner).
 #[derive(
     Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]

@@ -12,7 +12,7 @@ fn private_tempdir() -> tempfile::TempDir {
 }
 
 use super::*;
-use crate::registry::RestartPolicy;
+use crate::vocab::RestartPolicy;
 
 fn record(name: &str) -> TerminalRecord {
     TerminalRecord::new(
