@@ -5,7 +5,7 @@
 //! a screen model that follows its output.
 //!
 //! ```no_run
-//! use tmux_engine::prelude::*;
+//! use tmux_engine::Terminal;
 //!
 //! # async fn demo() -> tmux_engine::Result<()> {
 //! let t = Terminal::builder().command(["bash", "--norc"]).start().await?;
@@ -70,7 +70,7 @@ pub mod bridge;
 pub mod control;
 mod error;
 pub mod fixture;
-pub mod history;
+pub(crate) mod history;
 pub(crate) mod hops;
 pub mod mcp;
 pub mod picture;
@@ -87,15 +87,6 @@ pub mod vocab;
 
 pub use error::{Error, ErrorCode, Result};
 pub use terminal::Terminal;
-
-/// What most programs need, in one import: `use tmux_engine::prelude::*;`.
-pub mod prelude {
-    pub use crate::error::{Error, ErrorCode, Result};
-    pub use crate::registry::{Owned, OwnerId, Registry, SpawnSpec, WaitCondition};
-    pub use crate::screen::Screen;
-    pub use crate::terminal::{Output, Terminal};
-    pub use crate::vocab::{ExitStatus, Size};
-}
 
 /// The README's Rust examples, compiled (and run) by `cargo test`.
 #[cfg(doctest)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tmux_engine::ErrorCode;
-use tmux_engine::tmux::options::MARK_OPTION;
+use tmux_engine::tmux::MARK_OPTION;
 use tmux_engine::tmux::process::is_alive;
 use tmux_engine::tmux::{DIR_PREFIX, MAX_SOCKET_PATH};
 use tmux_engine::tmux::{Server, Tmux, TmuxCommand};

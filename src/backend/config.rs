@@ -49,14 +49,17 @@ pub struct TmuxConfig {
     /// respawns its program into one instead of starting tmux. Default 0:
     /// every command-line call opens a backend, and a pool is worth its
     /// servers only in a long-lived process (`serve --pool`, default
-    /// [`DEFAULT_POOL_SIZE`]). The pool fills after the first spawn.
+    /// [`TmuxConfig::DEFAULT_POOL_SIZE`]). The pool fills after the first spawn.
     pub pool_size: usize,
 }
 
 /// The warm pool size of a long-lived process such as `serve`.
-pub const DEFAULT_POOL_SIZE: usize = 2;
+pub(crate) const DEFAULT_POOL_SIZE: usize = 2;
 
 impl TmuxConfig {
+    /// The warm pool size of a long-lived process such as `serve`.
+    pub const DEFAULT_POOL_SIZE: usize = DEFAULT_POOL_SIZE;
+
     /// A config with default values and server directories in
     /// `runtime_dir`.
     pub fn new(runtime_dir: impl Into<PathBuf>) -> Self {

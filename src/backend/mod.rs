@@ -41,8 +41,8 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tracing::{debug, warn};
 
+pub use config::TmuxConfig;
 use config::server_options;
-pub use config::{DEFAULT_POOL_SIZE, TmuxConfig};
 pub use locator::TmuxLocator;
 use records::adopted_pane;
 pub(crate) use terminal::TmuxTerminal;

@@ -46,7 +46,7 @@ use crate::Error;
 pub const CHUNK: usize = 64 << 10;
 
 /// The default bound on one file, each way (`serve --max-file-size`).
-pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
+pub(crate) const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
 
 /// The `tracing` target of the transfer log (on by default in the CLI).
 pub const TRANSFER_LOG: &str = "tmux_engine::transfer";

@@ -48,14 +48,12 @@ use tokio_util::task::TaskTracker;
 
 pub(crate) use self::api::ApiError;
 pub use self::auth::{Auth, Principal, Tokens, generate_token};
-pub use self::files::{DEFAULT_MAX_FILE_SIZE, TRANSFER_LOG};
+use self::files::DEFAULT_MAX_FILE_SIZE;
+pub use self::files::TRANSFER_LOG;
 pub use self::guard::{check_allow_host, check_allow_origin};
-pub use self::listen::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions,
-    Tls, bind_unix, validate_base_path,
-};
+pub use self::listen::{Listener, ServeOptions, Tls, bind_unix, validate_base_path};
 pub use self::page::PageOptions;
-pub use self::signin::DEFAULT_CODE_LIFETIME;
+use self::signin::DEFAULT_CODE_LIFETIME;
 use crate::attach::Attacher;
 use crate::registry::Registry;
 use crate::{Error, Result};
@@ -108,6 +106,12 @@ pub struct BridgeConfig {
 }
 
 impl BridgeConfig {
+    /// The default bound on one file moved in or out, each way
+    /// (`serve --max-file-size`).
+    pub const DEFAULT_MAX_FILE_SIZE: u64 = DEFAULT_MAX_FILE_SIZE;
+    /// How long a sign-in code works unless told otherwise.
+    pub const DEFAULT_CODE_LIFETIME: std::time::Duration = DEFAULT_CODE_LIFETIME;
+
     /// A config with `auth` and no extra origins.
     pub fn new(auth: Auth) -> BridgeConfig {
         BridgeConfig {

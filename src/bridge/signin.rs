@@ -29,7 +29,7 @@ use super::auth::{Principal, generate_token};
 use crate::Error;
 
 /// How long a sign-in code works unless told otherwise.
-pub const DEFAULT_CODE_LIFETIME: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_CODE_LIFETIME: Duration = Duration::from_secs(600);
 
 /// The longest a code may be asked to live.
 pub(crate) const MAX_CODE_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);

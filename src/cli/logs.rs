@@ -73,7 +73,7 @@ pub(crate) async fn run(
             // once per flush interval of the writer.
             tokio::select! {
                 _ = interrupts.recv() => return Ok(()),
-                () = tokio::time::sleep(tmux_engine::history::FLUSH_INTERVAL) => {}
+                () = tokio::time::sleep(tmux_engine::registry::HISTORY_FLUSH_INTERVAL) => {}
             }
         }
     }

@@ -13,12 +13,10 @@ use std::time::Duration;
 
 use clap::Args;
 use tmux_engine::Error;
-use tmux_engine::backend::{DEFAULT_POOL_SIZE, TmuxConfig};
+use tmux_engine::backend::TmuxConfig;
 use tmux_engine::bridge::{
-    Auth, Bridge, BridgeConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_CODE_LIFETIME,
-    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_FILE_SIZE, Listener, PageOptions,
-    Principal, ServeOptions, Tls, Tokens, bind_unix, clean_environment, generate_token,
-    validate_base_path,
+    Auth, Bridge, BridgeConfig, Listener, PageOptions, Principal, ServeOptions, Tls, Tokens,
+    bind_unix, clean_environment, generate_token, validate_base_path,
 };
 
 use super::args::{Global, SHELL_ENV};
@@ -115,15 +113,15 @@ pub(crate) struct ServeArgs {
     /// Seconds a client may take to send a request's head (or finish the
     /// TLS handshake), and the longest pause in a request body; a
     /// connection that sends nothing is closed after it.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
+    #[arg(long, value_name = "SECS", default_value_t = ServeOptions::DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     header_timeout: u64,
     /// Seconds a request's whole body may take, however steadily it comes.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_BODY_TIMEOUT.as_secs(),
+    #[arg(long, value_name = "SECS", default_value_t = ServeOptions::DEFAULT_BODY_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     body_timeout: u64,
     /// Seconds a kept-alive connection may wait for its next request.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_IDLE_TIMEOUT.as_secs(),
+    #[arg(long, value_name = "SECS", default_value_t = ServeOptions::DEFAULT_IDLE_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout: u64,
     /// Connections served at once (WebSockets included); a new one beyond
@@ -166,7 +164,7 @@ pub(crate) struct ServeArgs {
     /// Servers kept started ahead of spawns, so a new terminal reaches its
     /// prompt sooner (each is used by one terminal only; waiting ones exit
     /// with `serve`). 0 turns the pool off.
-    #[arg(long, value_name = "N", env = "TMUX_ENGINE_POOL", default_value_t = DEFAULT_POOL_SIZE)]
+    #[arg(long, value_name = "N", env = "TMUX_ENGINE_POOL", default_value_t = TmuxConfig::DEFAULT_POOL_SIZE)]
     pool: usize,
     /// Spawns keep their history on disk unless they say otherwise
     /// (`keep_history`): terminals come back after a reboot.
@@ -272,7 +270,10 @@ pub(crate) async fn run(
         .https(tls.is_some())
         .base_path(base_path.clone())
         .page_options(page_options)
-        .max_file_size(args.max_file_size.unwrap_or(DEFAULT_MAX_FILE_SIZE));
+        .max_file_size(
+            args.max_file_size
+                .unwrap_or(BridgeConfig::DEFAULT_MAX_FILE_SIZE),
+        );
     let (listener, url, socket): (Listener, _, _) = match &args.listen {
         ListenAt::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
@@ -319,7 +320,7 @@ pub(crate) async fn run(
                 owner: owner.clone(),
                 read_only: false,
             },
-            DEFAULT_CODE_LIFETIME,
+            BridgeConfig::DEFAULT_CODE_LIFETIME,
         )?,
         None => "/".to_owned(),
     };
@@ -329,7 +330,7 @@ pub(crate) async fn run(
         eprintln!(
             "token for scripts (Authorization: Bearer): {token}\n\
              the link above works once, for {} minutes; `tmux-engine link` makes another",
-            DEFAULT_CODE_LIFETIME.as_secs() / 60
+            BridgeConfig::DEFAULT_CODE_LIFETIME.as_secs() / 60
         );
     }
     let found = super::link::Found::write(

@@ -13,8 +13,9 @@ mod theme;
 
 pub use animate::{GifOptions, GifSummary, screen_at, write_gif};
 pub(crate) use animate::{HIDE_MARKER, SHOW_MARKER};
-pub use draw::{Image, Renderer, Style};
-pub use theme::{Rgb, Theme};
+pub(crate) use draw::Image;
+pub use draw::{Renderer, Style};
+pub use theme::Theme;
 
 use std::io::Write;
 use std::path::Path;

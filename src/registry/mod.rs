@@ -62,10 +62,12 @@ mod supervise;
 mod values;
 mod viewed;
 
+pub use crate::history::FLUSH_INTERVAL as HISTORY_FLUSH_INTERVAL;
 pub use crate::statedir::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use crate::stream::strip_escapes;
 pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream};
-pub use crate::vocab::{OwnerId, RestartPolicy, SpawnSpec, TerminalId};
+pub use crate::vocab::ids::{OwnerId, TerminalId};
+pub use crate::vocab::spawn_spec::{RestartPolicy, SpawnSpec};
 pub use adopt::ScanReport;
 pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
 pub use history::HOST_RESTARTED;
@@ -74,8 +76,8 @@ pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
 pub use ops::TerminalSnapshot;
 pub use seam::{
-    AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, CommandRun, ExitStatus,
-    Liveness, OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
+    AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, CommandRun, Liveness,
+    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };

@@ -13,7 +13,7 @@ use crate::screen::Color;
 /// The attributes `Expect Style` asks for; what is not named is not
 /// checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StyleWant {
+pub(crate) struct StyleWant {
     /// `fg=NAME`.
     pub fg: Option<Color>,
     /// `bg=NAME`.
@@ -29,7 +29,7 @@ pub(crate) const FLAGS: [&str; 5] = ["bold", "dim", "italic", "underline", "inve
 /// A `Set` command.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub enum Setting {
+pub(crate) enum Setting {
     /// `Set Shell bash|sh|"python3 -q"`: the program (default `bash`).
     Shell(String),
     /// `Set FontSize 22` (pixels): the pictures' font.
@@ -57,7 +57,7 @@ pub enum Setting {
     /// `Set Flaky true`: `--retries` applies to this tape.
     Flaky(bool),
     /// A VHS setting without effect here (`Set WindowBar Colorful`).
-    Cosmetic(String),
+    Cosmetic,
 }
 
 /// Why a line was refused.
@@ -183,7 +183,7 @@ pub(super) fn setting(w: &Words) -> std::result::Result<Setting, Problem> {
             "false" => false,
             _ => return Err(format!("Set Flaky: {text:?} is not true or false").into()),
         }),
-        _ if COSMETIC.contains(&name) => Setting::Cosmetic(name.to_owned()),
+        _ if COSMETIC.contains(&name) => Setting::Cosmetic,
         _ => {
             return Err(Problem::Unsupported(format!(
                 "Set {name}: not a setting tmux-engine knows (see docs/tapes.md)"

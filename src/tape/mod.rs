@@ -17,7 +17,7 @@ mod parse;
 mod report;
 mod run;
 
-pub use parse::{Check, Command, Location, Setting, Step, StyleWant, Tape, WaitFor};
+pub use parse::{Location, Tape};
 pub use report::{junit, summary};
 
 use std::path::{Path, PathBuf};

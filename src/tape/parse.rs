@@ -10,7 +10,7 @@ use std::time::Duration;
 use regex::Regex;
 
 use super::args::{Problem, compile, key, setting, style_want};
-pub use super::args::{Setting, StyleWant};
+pub(crate) use super::args::{Setting, StyleWant};
 use super::lex::{Arg, Words, duration, words};
 use crate::picture::Theme;
 use crate::{Error, Result};
@@ -35,7 +35,7 @@ impl std::fmt::Display for Location {
 
 /// One command of a tape and where it is.
 #[derive(Clone, Debug)]
-pub struct Step {
+pub(crate) struct Step {
     /// The file and line.
     pub at: Location,
     /// The line as written, for messages.
@@ -47,7 +47,7 @@ pub struct Step {
 /// A tape command.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub enum Command {
+pub(crate) enum Command {
     /// `Output demo.gif|demo.png|demo.txt|demo.ascii|demo.cast`: written
     /// when the tape ends.
     Output(PathBuf),
@@ -106,7 +106,7 @@ pub enum Command {
 
 /// What a `Wait` waits for.
 #[derive(Clone, Debug)]
-pub enum WaitFor {
+pub(crate) enum WaitFor {
     /// A match anywhere on the screen (`Wait+Screen`).
     Screen(Option<Regex>),
     /// A match on the cursor's line (`Wait`, `Wait+Line`); `None`: the
@@ -118,7 +118,7 @@ pub enum WaitFor {
 
 /// What an `Expect` checks.
 #[derive(Clone, Debug)]
-pub enum Check {
+pub(crate) enum Check {
     /// `Expect /regex/`: on the screen.
     Screen(Regex),
     /// `Expect Line N /regex/`: on row N (1 is the top, -1 the bottom).
@@ -135,7 +135,7 @@ pub struct Tape {
     /// The file it was read from.
     pub path: PathBuf,
     /// Its commands, `Source`d files expanded in place.
-    pub steps: Vec<Step>,
+    pub(crate) steps: Vec<Step>,
 }
 
 impl Tape {
@@ -168,7 +168,12 @@ impl Tape {
         })
     }
 
-    /// True when the tape says `Set Flaky true`.
+    /// How many commands it runs, `Source`d files expanded.
+    pub fn step_count(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// Whether it is marked `Set Flaky true` (`--retries` applies to it).
     pub fn flaky(&self) -> bool {
         self.steps
             .iter()

@@ -234,7 +234,7 @@ impl Run<'_> {
             Setting::TypingSpeed(d) => c.typing = *d,
             Setting::WaitTimeout(d) => c.timeout = *d,
             Setting::WaitPattern(re) => c.pattern = re.clone(),
-            Setting::Flaky(_) | Setting::Cosmetic(_) => {}
+            Setting::Flaky(_) | Setting::Cosmetic => {}
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! - `command`: [`quote`], [`TmuxCommand`], [`send_keys_hex`];
 //! - [`input`]: a write to a pane as commands, piece by piece (keys for
 //!   a keystroke, `load-buffer` + an exact paste beyond);
-//! - [`options`]: [`ServerOptions`], validated (names by
+//! - `options`: [`ServerOptions`], validated (names by
 //!   `check_name`) and turned into the config
 //!   file and start command;
 //! - `server`: [`Server`], one tmux server on a private socket;
@@ -40,7 +40,7 @@ pub(crate) mod exit_handshake;
 pub(crate) mod handle;
 pub mod input;
 pub(crate) mod kill;
-pub mod options;
+pub(crate) mod options;
 // Process and /proc plumbing: public only so the crate's own tests can
 // check what is left running; not part of the API.
 pub(crate) mod probe;
@@ -57,7 +57,7 @@ pub(crate) mod watch;
 pub use command::{TmuxCommand, quote, send_keys_hex, send_keys_hex_chunk};
 pub use handle::ServerHandle;
 pub use kill::KillRequest;
-pub use options::ServerOptions;
+pub use options::{MARK_OPTION, ServerOptions};
 pub use procfs::ProcessId;
 pub use relay::{RELAY_ARG, relay};
 pub use server::{DIR_PREFIX, FirstPane, MAX_SOCKET_PATH, Server};

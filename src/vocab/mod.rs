@@ -5,19 +5,18 @@
 //! [`crate::Error`]. Values only, no IO.
 
 mod exit_status;
-mod ids;
+pub(crate) mod ids;
 mod names;
 mod object_ids;
 mod parse_error;
 mod size;
-mod spawn_spec;
+pub(crate) mod spawn_spec;
 
 pub use exit_status::ExitStatus;
-pub(crate) use ids::validate_name;
-pub use ids::{MAX_OWNER_LEN, OwnerId, TerminalId};
+pub(crate) use ids::{OwnerId, TerminalId, validate_name};
 pub(crate) use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
 pub use object_ids::{PaneId, SessionId, WindowId};
 pub(crate) use parse_error::is_notification_name;
 pub use parse_error::{ParseError, ParseErrorKind};
 pub use size::{MAX_CELLS, MAX_SIZE, Size};
-pub use spawn_spec::{RestartPolicy, SpawnSpec};
+pub(crate) use spawn_spec::{RestartPolicy, SpawnSpec};

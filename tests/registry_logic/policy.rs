@@ -9,9 +9,10 @@ use std::time::Duration;
 use crate::support::stub::{Gate, StubBackend, StubTerminal};
 use futures_util::future::join_all;
 use tmux_engine::registry::{
-    BackendTerminal, CloseReason, ExitStatus, Liveness, OwnerId, Registry, RegistryConfig,
-    RestartBackoff, RestartPolicy, SpawnSpec, TerminalSnapshot, TerminalStatus,
+    BackendTerminal, CloseReason, Liveness, OwnerId, Registry, RegistryConfig, RestartBackoff,
+    RestartPolicy, SpawnSpec, TerminalSnapshot, TerminalStatus,
 };
+use tmux_engine::vocab::ExitStatus;
 use tokio::time::Instant;
 
 use super::{DEADLINE, failure, owner, within};

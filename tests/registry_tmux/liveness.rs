@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use tmux_engine::registry::{
-    ExitStatus, Liveness, ReadRequest, RegistryConfig, RestartBackoff, RestartPolicy, Signal,
-    SpawnSpec, TerminalStatus, WaitFor, WaitReason,
+    Liveness, ReadRequest, RegistryConfig, RestartBackoff, RestartPolicy, Signal, SpawnSpec,
+    TerminalStatus, WaitFor, WaitReason,
 };
+use tmux_engine::vocab::ExitStatus;
 
 use super::{Env, WAIT, assert_clean, open, server_dirs, sh, wait_exited, wait_status, with_env};
 use crate::support::{poll, within};

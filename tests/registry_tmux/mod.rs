@@ -26,9 +26,10 @@ use std::time::Duration;
 use tempfile::TempDir;
 use tmux_engine::backend::{TmuxBackend, TmuxConfig};
 use tmux_engine::registry::{
-    Backend, ExitStatus, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult,
-    SpawnSpec, TerminalSnapshot, TerminalStatus, WaitFor,
+    Backend, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult, SpawnSpec,
+    TerminalSnapshot, TerminalStatus, WaitFor,
 };
+use tmux_engine::vocab::ExitStatus;
 
 use crate::support::{poll, tmux};
 

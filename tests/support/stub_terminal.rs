@@ -12,11 +12,12 @@ use tokio_util::sync::CancellationToken;
 use super::{Gate, STUB_PID, lock, stub_error};
 use tmux_engine::control::client::PaneEvent as OutputEvent;
 use tmux_engine::registry::{
-    BackendTerminal, CloseReason, ExitStatus, Liveness, OutputStream, ReadPage, ReadRequest,
-    SendOperation, SendOutput, SendRequest, SendResult, Signal, SignalDelivery, StartedSend,
-    TerminalStatus, WaitReason,
+    BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, SendOperation,
+    SendOutput, SendRequest, SendResult, Signal, SignalDelivery, StartedSend, TerminalStatus,
+    WaitReason,
 };
 use tmux_engine::screen::Screen;
+use tmux_engine::vocab::ExitStatus;
 use tmux_engine::vocab::Size;
 use tmux_engine::{Error, Result};
 

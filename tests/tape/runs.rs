@@ -238,7 +238,7 @@ fn unsupported_commands_fail_naming_the_command_and_line() {
     assert!(e.to_string().contains("inner.tape:3: Fly"), "{e}");
     // The README's tape stays a tape.
     let demo = Tape::read(std::path::Path::new("docs/tapes/demo.tape")).expect("the demo parses");
-    assert!(demo.steps.len() > 10);
+    assert!(demo.step_count() > 10);
 }
 
 #[tokio::test]

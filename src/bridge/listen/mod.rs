@@ -34,10 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use self::conn::{ListenShared, REFUSAL_SLOTS, Stream, connection, refuse};
-pub use self::serve_options::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Listener, ServeOptions,
-    Tls, bind_unix, validate_base_path,
-};
+pub use self::serve_options::{Listener, ServeOptions, Tls, bind_unix, validate_base_path};
 
 /// The pause after an accept error that is not the peer's (EMFILE,
 /// ENFILE, ENOBUFS): retrying at once would spin.

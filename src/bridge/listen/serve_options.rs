@@ -13,11 +13,11 @@ use crate::{Error, Result};
 
 /// How long a client may take to send a request's head (and to finish a
 /// TLS handshake) unless configured otherwise.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a kept-alive connection may sit with no request in flight
 /// unless configured otherwise.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default connection cap: half the soft `RLIMIT_NOFILE`, so the
 /// other half stays for the terminals' control clients (pipes), PTY
@@ -184,7 +184,7 @@ impl Tls {
 
 /// How long a request's whole body may take unless configured otherwise:
 /// the largest body (1 MiB) at 35 KB/s.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The connection limits and TLS of [`Bridge::serve_with`](crate::bridge::Bridge::serve_with).
 #[derive(Debug, Clone)]
@@ -218,6 +218,16 @@ impl Default for ServeOptions {
 }
 
 impl ServeOptions {
+    /// How long a client may take to send a request's head (and to finish
+    /// a TLS handshake) unless configured otherwise.
+    pub const DEFAULT_HEADER_TIMEOUT: Duration = DEFAULT_HEADER_TIMEOUT;
+    /// How long a kept-alive connection may sit with no request in flight
+    /// unless configured otherwise.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = DEFAULT_IDLE_TIMEOUT;
+    /// How long a request's whole body may take unless configured
+    /// otherwise: the largest body (1 MiB) at 35 KB/s.
+    pub const DEFAULT_BODY_TIMEOUT: Duration = DEFAULT_BODY_TIMEOUT;
+
     /// Sets the header-read (and TLS handshake) timeout.
     #[must_use]
     pub fn header_timeout(mut self, timeout: Duration) -> ServeOptions {
