@@ -17,7 +17,7 @@ use tmux_engine::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::args::Global;
-use super::link::{Serve, Target, find_serve};
+use super::link::{Serve, find_serve};
 use super::report::{CliError, EXIT_ERROR, write_line};
 
 /// How much of a file is read at once.
@@ -96,52 +96,9 @@ async fn send(
     body: Body,
     length: Option<u64>,
 ) -> Result<axum::http::Response<hyper::body::Incoming>, Error> {
-    use hyper_util::rt::TokioIo;
-    let io_error = |e: std::io::Error| Error::io("connecting to serve", e);
-    let (host, base) = match &serve.target {
-        Target::Tcp { authority, base } => (authority.clone(), base),
-        Target::Unix { base, .. } => (serve.host.clone().unwrap_or("localhost".into()), base),
-    };
-    let mut builder = axum::http::Request::builder()
-        .method(method)
-        .uri(format!("{base}{path}"))
-        .header("host", host)
-        .header("authorization", format!("Bearer {}", serve.token));
-    if let Some(length) = length {
-        builder = builder
-            .header("content-type", "application/octet-stream")
-            .header("content-length", length);
-    }
-    let request = builder
-        .body(body)
-        .map_err(|e| Error::InvalidInput(format!("building the request: {e}")))?;
-    let http = |e: hyper::Error| Error::io("talking to serve", std::io::Error::other(e));
-    macro_rules! send {
-        ($stream:expr) => {{
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(TokioIo::new($stream))
-                    .await
-                    .map_err(http)?;
-            tokio::spawn(connection);
-            sender.send_request(request).await.map_err(http)?
-        }};
-    }
-    Ok(match &serve.target {
-        Target::Tcp { authority, .. } => {
-            send!(
-                tokio::net::TcpStream::connect(authority)
-                    .await
-                    .map_err(io_error)?
-            )
-        }
-        Target::Unix { path, .. } => {
-            send!(
-                tokio::net::UnixStream::connect(path)
-                    .await
-                    .map_err(io_error)?
-            )
-        }
-    })
+    let content = length.map(|length| ("application/octet-stream", Some(length)));
+    let (host, token) = (serve.host.as_deref(), serve.token.as_str());
+    super::link::send(&serve.target, host, token, (method, path), body, content).await
 }
 
 /// A refusal's answer as the CLI's error: serve's code and message.

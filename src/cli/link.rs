@@ -196,16 +196,19 @@ pub(super) fn target(url: &str) -> Result<Target, Error> {
     })
 }
 
-/// One request; the status and JSON answer.
-async fn request(
+/// Sends one request to serve over its TCP or unix socket and returns the
+/// response (any status). `content` is the body's type and, when known,
+/// its length.
+pub(super) async fn send(
     target: &Target,
     host: Option<&str>,
     token: &str,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> Result<(u16, Value), Error> {
+    head: (&str, &str),
+    body: Body,
+    content: Option<(&str, Option<u64>)>,
+) -> Result<axum::http::Response<hyper::body::Incoming>, Error> {
     use hyper_util::rt::TokioIo;
+    let (method, path) = head;
     let io_error = |e: std::io::Error| Error::io("connecting to serve", e);
     let (host, base) = match target {
         Target::Tcp { authority, base } => (authority.clone(), base),
@@ -216,11 +219,14 @@ async fn request(
         .uri(format!("{base}{path}"))
         .header("host", host)
         .header("authorization", format!("Bearer {token}"));
-    if body.is_some() {
-        builder = builder.header("content-type", "application/json");
+    if let Some((kind, length)) = content {
+        builder = builder.header("content-type", kind);
+        if let Some(length) = length {
+            builder = builder.header("content-length", length);
+        }
     }
     let request = builder
-        .body(Body::from(body.map(|b| b.to_string()).unwrap_or_default()))
+        .body(body)
         .map_err(|e| Error::InvalidInput(format!("building the request: {e}")))?;
     let http = |e: hyper::Error| Error::io("talking to serve", std::io::Error::other(e));
     macro_rules! send {
@@ -233,7 +239,7 @@ async fn request(
             sender.send_request(request).await.map_err(http)?
         }};
     }
-    let response = match target {
+    Ok(match target {
         Target::Tcp { authority, .. } => {
             send!(
                 tokio::net::TcpStream::connect(authority)
@@ -248,7 +254,21 @@ async fn request(
                     .map_err(io_error)?
             )
         }
-    };
+    })
+}
+
+/// One request; the status and JSON answer.
+async fn request(
+    target: &Target,
+    host: Option<&str>,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Result<(u16, Value), Error> {
+    let content = body.as_ref().map(|_| ("application/json", None));
+    let body = Body::from(body.map(|b| b.to_string()).unwrap_or_default());
+    let response = send(target, host, token, (method, path), body, content).await?;
     let status = response.status().as_u16();
     let bytes = axum::body::to_bytes(Body::new(response.into_body()), 1 << 20)
         .await

@@ -275,15 +275,8 @@ impl Kept {
             serde_json::to_vec_pretty(&inner.meta)
                 .map_err(|error| Error::io(context(), io::Error::other(error)))?
         };
-        let mut temp = tempfile::Builder::new()
-            .prefix(".tmp-meta-")
-            .tempfile_in(&self.dir)
-            .map_err(|error| Error::io(context(), error))?;
-        temp.write_all(&json)
-            .map_err(|error| Error::io(context(), error))?;
-        temp.persist(&path)
-            .map_err(|error| Error::io(context(), error.error))?;
-        Ok(())
+        crate::statedir::write_atomically(&path, ".tmp-meta-", &json)
+            .map_err(|error| Error::io(context(), error))
     }
 
     /// Appends `bytes`, rotating first when the newest segment is full. A

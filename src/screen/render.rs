@@ -8,6 +8,8 @@
 //! [`strip_escapes`](crate::registry::strip_escapes): escape sequences and
 //! other control characters dropped, `\r\n` a newline, tabs kept.
 
+use crate::vocab::{EscapeSequence, escape_sequence};
+
 /// The rows being drawn and where the cursor is.
 struct Canvas {
     rows: Vec<Vec<char>>,
@@ -75,37 +77,15 @@ pub fn render(bytes: &[u8]) -> String {
     while i < bytes.len() {
         match bytes[i] {
             0x1b => {
-                i += 1;
-                match bytes.get(i) {
-                    Some(b'[') => {
-                        let start = i + 1;
-                        let mut end = start;
-                        while end < bytes.len() && !(0x40..=0x7e).contains(&bytes[end]) {
-                            end += 1;
-                        }
-                        if let Some(&last) = bytes.get(end) {
-                            canvas.csi(&bytes[start..end], last);
-                        }
-                        i = end + 1;
-                    }
-                    Some(b']' | b'P' | b'_' | b'^' | b'X') => {
-                        i += 1;
-                        while i < bytes.len() {
-                            if bytes[i] == 0x07 {
-                                i += 1;
-                                break;
-                            }
-                            if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'\\') {
-                                i += 2;
-                                break;
-                            }
-                            i += 1;
-                        }
-                    }
-                    Some(b'(' | b')' | b'*' | b'+' | b'#' | b'%') => i += 2,
-                    Some(_) => i += 1,
-                    None => {}
+                let (sequence, next) = escape_sequence(bytes, i);
+                if let EscapeSequence::Csi {
+                    params,
+                    final_byte: Some(last),
+                } = sequence
+                {
+                    canvas.csi(&bytes[params], last);
                 }
+                i = next;
             }
             b'\n' => {
                 canvas.down(1);

@@ -11,5 +11,6 @@ mod records;
 mod store;
 
 pub(crate) use locks::{FileLock, Purpose};
+pub(crate) use records::write_atomically;
 pub use records::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub(crate) use store::Store;

@@ -216,15 +216,7 @@ impl StateDir {
         let context = || format!("writing terminal record {}", path.display());
         let json = serde_json::to_vec_pretty(record)
             .map_err(|error| Error::io(context(), io::Error::other(error)))?;
-        let mut temp = tempfile::Builder::new()
-            .prefix(".tmp-")
-            .tempfile_in(&self.terminals)
-            .map_err(|error| Error::io(context(), error))?;
-        temp.write_all(&json)
-            .map_err(|error| Error::io(context(), error))?;
-        temp.persist(&path)
-            .map_err(|error| Error::io(context(), error.error))?;
-        Ok(())
+        write_atomically(&path, ".tmp-", &json).map_err(|error| Error::io(context(), error))
     }
 
     /// Removes the temp files of record writes cut short (a process killed
@@ -438,6 +430,18 @@ fn read_record(path: &Path, stem: &str) -> Result<TerminalRecord, Unusable> {
         )));
     }
     Ok(record)
+}
+
+/// Writes `bytes` to `path` so that a reader sees the old file or the new
+/// one, never a torn one: a temp file (named `prefix`...) in the same
+/// directory, renamed over `path`. The state directory's records and a kept
+/// history's `meta.json` are written this way.
+pub(crate) fn write_atomically(path: &Path, prefix: &str, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::Builder::new().prefix(prefix).tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.persist(path).map_err(|error| error.error)?;
+    Ok(())
 }
 
 #[cfg(test)]

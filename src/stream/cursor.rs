@@ -17,6 +17,7 @@ use bytes::Bytes;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::vocab::escape_sequence;
 use crate::{Error, Result};
 
 /// A place in one terminal's output stream, written `EPOCH:OFFSET`
@@ -113,36 +114,7 @@ pub fn strip_escapes(bytes: &[u8]) -> String {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            0x1b => {
-                i += 1;
-                match bytes.get(i) {
-                    Some(b'[') => {
-                        i += 1;
-                        while i < bytes.len() && !(0x40..=0x7e).contains(&bytes[i]) {
-                            i += 1;
-                        }
-                        i += 1;
-                    }
-                    Some(b']' | b'P' | b'_' | b'^' | b'X') => {
-                        // String sequences end with BEL or ST (ESC \).
-                        i += 1;
-                        while i < bytes.len() {
-                            if bytes[i] == 0x07 {
-                                i += 1;
-                                break;
-                            }
-                            if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'\\') {
-                                i += 2;
-                                break;
-                            }
-                            i += 1;
-                        }
-                    }
-                    Some(b'(' | b')' | b'*' | b'+' | b'#' | b'%') => i += 2,
-                    Some(_) => i += 1,
-                    None => {}
-                }
-            }
+            0x1b => i = escape_sequence(bytes, i).1,
             b'\n' | b'\t' => {
                 out.push(bytes[i]);
                 i += 1;

@@ -1,9 +1,11 @@
-//! The engine's shared vocabulary: tmux object ids, names, sizes, exit
-//! statuses and what a malformed control-mode line is.
+//! The engine's shared vocabulary: tmux object ids, owner and terminal
+//! ids, names, sizes, exit statuses, what to spawn ([`SpawnSpec`](crate::registry::SpawnSpec)), where
+//! an escape sequence ends, and what a malformed control-mode line is.
 //!
 //! A leaf: everything may use it, and it uses nothing of the engine but
 //! [`crate::Error`]. Values only, no IO.
 
+mod escape_sequence;
 mod exit_status;
 pub(crate) mod ids;
 mod names;
@@ -12,6 +14,7 @@ mod parse_error;
 mod size;
 pub(crate) mod spawn_spec;
 
+pub(crate) use escape_sequence::{EscapeSequence, escape_sequence};
 pub use exit_status::ExitStatus;
 pub(crate) use ids::{OwnerId, TerminalId, validate_name};
 pub(crate) use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
