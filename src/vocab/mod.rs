@@ -1,6 +1,6 @@
 //! The engine's shared vocabulary: tmux object ids, owner and terminal
-//! ids, names, sizes, exit statuses, what to spawn ([`SpawnSpec`](crate::registry::SpawnSpec)), where
-//! an escape sequence ends, and what a malformed control-mode line is.
+//! ids, names, sizes, exit statuses, what to spawn (`SpawnSpec`), where an
+//! escape sequence ends, and what a malformed control-mode line is.
 //!
 //! A leaf: everything may use it, and it uses nothing of the engine but
 //! [`crate::Error`]. Values only, no IO.
