@@ -122,7 +122,10 @@ async fn serve_prints_its_url_before_it_reaps_what_a_crash_left() {
         let mut command = tokio::process::Command::from(super::wrapped(joined, &serve));
         command
             .env("TMUX_ENGINE_LOG", "info")
-            .env("TMUX_ENGINE_TOKEN", format!("test{:028x}", super::rand_u128()))
+            .env(
+                "TMUX_ENGINE_TOKEN",
+                format!("test{:028x}", super::rand_u128()),
+            )
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true);
         let mut child = command.spawn().unwrap();
