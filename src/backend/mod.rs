@@ -419,6 +419,9 @@ impl Backend for TmuxBackend {
         records: &'a [TerminalRecord],
         claimed: &'a [TerminalId],
     ) -> BoxFuture<'a, Result<ReapReport>> {
-        Box::pin(reap::reap(&self.tmux, &self.config, records, claimed))
+        Box::pin(async move {
+            let own = self.pool.dirs();
+            reap::reap(&self.tmux, &self.config, records, claimed, &own).await
+        })
     }
 }

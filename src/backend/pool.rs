@@ -47,6 +47,14 @@ use super::config::TmuxConfig;
 /// reads it), with a time no minted id has, so no record ever names it.
 const POOL_ID: &str = "t-0-0000000000000000";
 
+/// Whether `id` is a pooled server's placeholder. A young one is never
+/// taken for a spawn its spawner abandoned: a pool holds no spawn lock, so
+/// without this a reap beside the pool (serve reaps in the background
+/// while it serves) killed servers the pool was still starting.
+pub(super) fn is_pooled(id: &str) -> bool {
+    id == POOL_ID
+}
+
 /// A waiting pooled server exits with its control client (see the module
 /// doc); a take sets it back to the terminal default (off).
 const DIES_WITH_ENGINE: &str = "set -s exit-unattached on";
@@ -91,6 +99,18 @@ impl Pool {
     /// How many servers are ready to be taken.
     pub(super) fn ready(&self) -> usize {
         self.lock().ready.len()
+    }
+
+    /// The directories of the servers ready to be taken: this engine's,
+    /// which its own reap leaves alone however old (one still starting is
+    /// young, see [`is_pooled`]).
+    pub(super) fn dirs(&self) -> Vec<std::path::PathBuf> {
+        let state = self.lock();
+        state
+            .ready
+            .iter()
+            .map(|parts| parts.server.dir().to_owned())
+            .collect()
     }
 
     /// The options every pooled server is started with.

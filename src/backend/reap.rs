@@ -11,7 +11,8 @@
 //!   not.
 //!
 //! Everything else is left alone and reported as skipped: a directory a
-//! record names (paths compared canonical), one younger than the grace
+//! record names (paths compared canonical) or this engine's pool holds,
+//! one younger than the grace
 //! period (a spawn in another process may not have written its record
 //! yet) unless its terminal's spawn lock is free and it still has no
 //! record (its spawner died: a crash 40 ms into a spawn is reaped at the
@@ -19,6 +20,9 @@
 //! "no server": a busy server or fd exhaustion must not cost a live
 //! terminal), a server of another state directory, and one without the
 //! identifying marks (started before they existed, or not by a registry).
+//!
+//! Directories are judged and killed several at once ([`AT_ONCE`]): a
+//! crash's leftovers cost about the slowest one, not their sum.
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
@@ -26,6 +30,8 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::{StreamExt, stream};
 
 use super::locator::TmuxLocator;
 use super::{ID_OPTION, SESSION, STATE_OPTION, TmuxConfig};
@@ -134,11 +140,16 @@ async fn judge(
 
 /// Whether the young server of terminal `id` was abandoned: nobody holds
 /// its spawn lock (its spawner died, or finished) and, with the lock held
-/// so that no spawn can finish meanwhile, it still has no record.
+/// so that no spawn can finish meanwhile, it still has no record. A
+/// pooled server is never abandoned: it has no spawn lock (it is reaped
+/// once old, unless it waits in this engine's own pool).
 fn abandoned(state_dir: Option<&Path>, id: Option<&str>) -> bool {
     let (Some(dir), Some(id)) = (state_dir, id) else {
         return false;
     };
+    if super::pool::is_pooled(id) {
+        return false;
+    }
     let Ok(id) = TerminalId::parse(id) else {
         return false;
     };
@@ -151,16 +162,40 @@ fn abandoned(state_dir: Option<&Path>, id: Option<&str>) -> bool {
     }
 }
 
+/// How many server directories one reap judges and kills at once. Each
+/// may take seconds (a query's [`QUERY_TIMEOUT`], a kill's grace: tmux
+/// 3.3a keeps a server whose dead engine's control client had output
+/// queued until SIGKILL, docs/tmux-quirks.md), so one after another a
+/// crash's leftovers took their sum; at once, about the slowest one. Each
+/// costs a few short-lived tmux clients and fds.
+const AT_ONCE: usize = 16;
+
+/// What one server directory came to.
+enum Outcome {
+    /// Killed: what it was, and where.
+    Removed(String),
+    /// Left alone, and why.
+    Skipped(String),
+    /// Too young to judge.
+    Young,
+    /// Not ours to judge or report (another state directory's).
+    Foreign,
+    /// Proven unclaimed, but the kill failed.
+    Failed(Error),
+}
+
 pub(super) async fn reap(
     tmux: &Arc<Tmux>,
     config: &TmuxConfig,
     records: &[TerminalRecord],
     claimed: &[TerminalId],
+    own: &[PathBuf],
 ) -> Result<ReapReport> {
     let mut report = ReapReport::default();
     let known: HashSet<PathBuf> = records
         .iter()
         .filter_map(|record| TmuxLocator::of(record).dir)
+        .chain(own.iter().cloned())
         .map(|dir| canonical(&dir))
         .collect();
     let claimed: HashSet<&str> = claimed.iter().map(TerminalId::as_str).collect();
@@ -176,6 +211,7 @@ pub(super) async fn reap(
             ));
         }
     };
+    let mut dirs = Vec::new();
     for entry in entries {
         let entry = match entry {
             Ok(entry) => entry,
@@ -201,28 +237,19 @@ pub(super) async fn reap(
             .ok()
             .and_then(|modified| modified.elapsed().ok())
             .is_none_or(|age| age < config.reap_grace);
-        let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
-        let what = match judge(&handle, &ours, &claimed).await {
-            Ok((what, id)) => {
-                if young && !abandoned(config.state_dir.as_deref(), id.as_deref()) {
-                    report.young += 1;
-                    continue;
-                }
-                what
-            }
-            Err(_) if young => {
-                report.young += 1;
-                continue;
-            }
-            Err(Some(why)) => {
-                report.skipped.push(format!("{}: {why}", path.display()));
-                continue;
-            }
-            Err(None) => continue,
-        };
-        match handle.kill().await {
-            Ok(()) => report.removed.push(format!("{what} at {}", path.display())),
-            Err(error) => report.failures.push(error),
+        dirs.push((path, young));
+    }
+    let (ours, claimed) = (&ours, &claimed);
+    let mut outcomes = stream::iter(dirs)
+        .map(|(path, young)| one(tmux, config, path, young, ours, claimed))
+        .buffer_unordered(AT_ONCE);
+    while let Some(outcome) = outcomes.next().await {
+        match outcome {
+            Outcome::Removed(what) => report.removed.push(what),
+            Outcome::Skipped(why) => report.skipped.push(why),
+            Outcome::Young => report.young += 1,
+            Outcome::Foreign => {}
+            Outcome::Failed(error) => report.failures.push(error),
         }
     }
     // The state directory's half-written records, by the same grace.
@@ -236,4 +263,32 @@ pub(super) async fn reap(
             .extend(state.remove_stale_temps(config.reap_grace));
     }
     Ok(report)
+}
+
+/// Judges one unnamed server directory and kills what is proven
+/// unclaimed (see the module docs).
+async fn one(
+    tmux: &Arc<Tmux>,
+    config: &TmuxConfig,
+    path: PathBuf,
+    young: bool,
+    ours: &str,
+    claimed: &HashSet<&str>,
+) -> Outcome {
+    let mut handle = ServerHandle::open(Arc::clone(tmux), &path, SESSION);
+    let what = match judge(&handle, ours, claimed).await {
+        Ok((what, id)) => {
+            if young && !abandoned(config.state_dir.as_deref(), id.as_deref()) {
+                return Outcome::Young;
+            }
+            what
+        }
+        Err(_) if young => return Outcome::Young,
+        Err(Some(why)) => return Outcome::Skipped(format!("{}: {why}", path.display())),
+        Err(None) => return Outcome::Foreign,
+    };
+    match handle.kill().await {
+        Ok(()) => Outcome::Removed(format!("{what} at {}", path.display())),
+        Err(error) => Outcome::Failed(error),
+    }
 }

@@ -74,7 +74,7 @@ pub async fn run(global: &Global, args: McpArgs) -> std::result::Result<(), CliE
     // Long-lived: this process runs the `always` restart loops.
     let registry =
         super::terminals::open_registry_keeping(global, true, None, args.keep_history).await?;
-    super::terminals::reap_at_start(&registry).await;
+    super::terminals::reap_at_start(&registry);
     let stop = async move {
         let signal = interrupts.recv().await;
         tracing::info!(

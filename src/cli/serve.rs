@@ -259,7 +259,6 @@ pub(crate) async fn run(
         backend,
     )
     .await?;
-    super::terminals::reap_at_start(&registry).await;
     let quota = args
         .max_terminals_per_owner
         .map_or_else(default_quota, |n| usize::try_from(n).unwrap_or(usize::MAX));
@@ -326,6 +325,9 @@ pub(crate) async fn run(
     };
     write_line(out, &format!("{url}{path}"))?;
     out.flush().map_err(|e| Error::io("writing stdout", e))?;
+    // Only now: the URL must not wait for a crash's leftovers (see
+    // `reap_at_start`).
+    super::terminals::reap_at_start(&registry);
     if let Some(token) = &generated {
         eprintln!(
             "token for scripts (Authorization: Bearer): {token}\n\

@@ -155,21 +155,24 @@ pub async fn run(
     result
 }
 
-/// What a long-lived `serve` or `mcp` does first: `reap` (only what is
+/// What a long-lived `serve` or `mcp` starts once it answers (serve: right
+/// after it printed its URL): a `reap` in the background (only what is
 /// proven unclaimed, a spawn a crash cut short included), so a crash
-/// leaves no orphaned programs behind the next start. A young server
-/// directory cannot be judged at once (the `tmux` a crashed spawner
-/// started may still be creating its server), so while any is left the
-/// reap runs again in the background, every [`REAP_AGAIN`], until none is
-/// left or [`REAP_AGAIN_FOR`] has passed. Failures are logged, never
-/// fatal: the terminals that exist still need serving.
-pub(crate) async fn reap_at_start(registry: &tmux_engine::registry::Registry) {
-    let young = reap_logged(registry).await;
-    if young == 0 {
-        return;
-    }
+/// leaves no orphaned programs behind the next start. In the background
+/// because a reap may take seconds (a server that does not answer, one
+/// tmux 3.3a keeps until SIGKILL) and nothing that is served needs it:
+/// it removes only what no record names, and adoption is lazy. A young
+/// server directory cannot be judged at once (the `tmux` a crashed
+/// spawner started may still be creating its server), so while any is
+/// left the reap runs again, every [`REAP_AGAIN`], until none is left or
+/// [`REAP_AGAIN_FOR`] has passed. Failures are logged, never fatal: the
+/// terminals that exist still need serving.
+pub(crate) fn reap_at_start(registry: &tmux_engine::registry::Registry) {
     let registry = registry.clone();
     tokio::spawn(async move {
+        if reap_logged(&registry).await == 0 {
+            return;
+        }
         let until = tokio::time::Instant::now() + REAP_AGAIN_FOR;
         while tokio::time::Instant::now() < until {
             tokio::time::sleep(REAP_AGAIN).await;

@@ -126,3 +126,64 @@ fn server_option(dir: &std::path::Path, name: &str) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// A reap beside a pool (serve reaps in the background while it serves;
+/// another engine may reap the same state directory) leaves the servers
+/// waiting in it alone: they carry the pool's placeholder id and no
+/// record, and have no spawn lock, so before they were taken for spawns
+/// their spawner abandoned (young) or for unclaimed servers (old).
+#[tokio::test]
+async fn reaps_beside_a_pool_leave_its_waiting_servers_alone() {
+    within(async {
+        let dir = crate::support::test_dir();
+        let rt = runtime(dir.path());
+        let state = dir.path().join("state");
+        let open = |config: TmuxConfig| {
+            let backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+            let dyn_backend: Arc<dyn Backend> = backend.clone();
+            let state = state.clone();
+            async move {
+                let config = RegistryConfig::default().state_dir(state);
+                let (registry, _) = Registry::open_with(config, dyn_backend).await.unwrap();
+                (registry, backend)
+            }
+        };
+        let config = || TmuxConfig::new(&rt).shell("/bin/sh").with_state_dir(&state);
+        // No grace: the pool's own reap judges its servers at once.
+        let (pooling, pool) = open(config().reap_grace(Duration::ZERO).pool_size(2)).await;
+        let alice = OwnerId::new("alice").unwrap();
+        pooling
+            .owner(&alice)
+            .spawn(sh("exec cat").name("first"))
+            .await
+            .unwrap();
+        poll("the pool to fill", WAIT, || async {
+            (pool.pooled() == 2).then_some(())
+        })
+        .await;
+        let before = server_dirs(&rt);
+        assert_eq!(before.len(), 3);
+        // Another engine's reap, by the default grace: the waiting servers
+        // are young, of no record and no spawn lock.
+        let (other, _) = open(config()).await;
+        let report = other.reap().await.unwrap();
+        assert!(report.removed.is_empty(), "{report:?}");
+        // The pool's own reap: its waiting servers are old by now.
+        let report = pooling.reap().await.unwrap();
+        assert!(report.removed.is_empty(), "{report:?}");
+        assert_eq!(server_dirs(&rt), before);
+        assert_eq!(pool.pooled(), 2);
+        // And a spawn still runs in one of them.
+        pooling
+            .owner(&alice)
+            .spawn(sh("exec cat").name("second"))
+            .await
+            .unwrap();
+        assert!(before.iter().all(|dir| server_dirs(&rt).contains(dir)));
+        other.dispose().await.unwrap();
+        pooling.dispose().await.unwrap();
+        drop((other, pooling, pool));
+        assert_clean(&rt).await;
+    })
+    .await;
+}
