@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::TmuxConfig;
 use super::link::ServerLink;
-use crate::registry::{CommandResult, CommandRun};
+use crate::registry::{CommandResult, CommandRun, SpawnSpec};
 use crate::shell::ShellKind;
 use crate::shell::marks::{MarkKind, scan};
 use crate::stream::{OutputCursor, strip_escapes};
@@ -114,10 +115,15 @@ impl Judge {
 
 /// The kind of the shell `shared` runs with integration, if any.
 pub(super) fn integrated(shared: &ServerLink) -> Option<ShellKind> {
-    if !shared.spec.integrates_shell() {
+    integrated_shell(&shared.spec, &shared.config)
+}
+
+/// The kind of the shell `spec` runs with integration under `config`, if any.
+pub(super) fn integrated_shell(spec: &SpawnSpec, config: &TmuxConfig) -> Option<ShellKind> {
+    if !spec.integrates_shell() {
         return None;
     }
-    super::config::pinned_shell(&shared.config).and_then(|shell| ShellKind::of(&shell))
+    super::config::pinned_shell(config).and_then(|shell| ShellKind::of(&shell))
 }
 
 /// The newest mark in the last [`LOOK_BACK`] bytes, and whether only

@@ -49,9 +49,10 @@ pub use requests::{
     TerminalRequest, WaitRequest,
 };
 pub use run::rename;
+pub(crate) use run::snapshot;
 pub use run::{
-    Sending, attach_command, attach_lock, events, kill, list, probe, read, screen, send, show,
-    signal, spawn, wait,
+    Sending, attach_command, attach_lock, events, kill, list, probe, read, screen, send, signal,
+    spawn, wait,
 };
 pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
 pub(crate) use table::KEYS_LINE;

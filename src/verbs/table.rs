@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::answers::{KillAnswer, ReadAnswer, SendAnswer, WaitAnswer};
+use super::answers::{KillAnswer, ReadAnswer, SendAnswer, ShowAnswer, WaitAnswer};
 use super::commands::CommandsRequest;
 use super::requests::{
     ListRequest, ReadRequest, RenameRequest, SendRequest, SignalRequest, SpawnRequest,
@@ -223,9 +223,10 @@ pub static VERBS: &[Verb] = &[
         summary: "One terminal's snapshot.",
         description: "One terminal's snapshot: {id, name, owner, kind, status: {kind: \
                       running|exited (exit)|gone (reason)}, pid, restart, restarts, role, \
-                      created_ms, output_path}.",
+                      created_ms, output_path, shell_integration (lost: marks stopped, no \
+                      exit codes)}.",
         request: schema::<TerminalRequest>,
-        answer: schema::<TerminalSnapshot>,
+        answer: schema::<ShowAnswer>,
         check: check::<TerminalRequest>,
         run: |owned, args| Box::pin(async move { json(run::show(owned, &args.parse()?).await?) }),
     },
