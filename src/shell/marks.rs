@@ -131,11 +131,10 @@ pub(crate) fn integration(
     let (mut before, mut previous): (Option<MarkKind>, Option<MarkKind>) = (None, None);
     for kind in kinds {
         use MarkKind::{CommandEnd as D, CommandStart as C, PromptEnd as B, PromptStart as A};
-        let in_order = match (previous, kind) {
-            (None, _) | (Some(D(_)), A) | (Some(A), B) | (Some(B), B | C | D(_)) => true,
-            (Some(C), D(_)) => true,
-            _ => false,
-        };
+        let in_order = matches!(
+            (previous, kind),
+            (None, _) | (Some(D(_)), A) | (Some(A), B) | (Some(B), B | C | D(_)) | (Some(C), D(_))
+        );
         lost |= !in_order;
         if kind == B && previous == Some(A) && matches!(before, Some(D(_))) {
             lost = false;
