@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::TmuxConfig;
 use super::link::ServerLink;
-use crate::registry::{CommandResult, CommandRun};
+use crate::registry::{CommandResult, CommandRun, SpawnSpec};
 use crate::shell::ShellKind;
 use crate::shell::marks::{MarkKind, scan};
 use crate::stream::{OutputCursor, strip_escapes};
@@ -46,9 +47,9 @@ pub(super) struct Judge {
     reader: InputProbe,
     editor: InputProbe,
     busy: InputProbe,
-    /// The shell waits at its prompt in a plain `read` (POSIX sh, no line
-    /// editor): so does its own `read`, so a reading shell while a command
-    /// seems to run is judged as slowly as a line editor.
+    /// The shell waits at its prompt in a plain `read` (see
+    /// [`plain_prompt`]): so does its own `read`, so a reading shell while
+    /// a command seems to run is judged as slowly as a line editor.
     plain_prompt: bool,
 }
 
@@ -112,12 +113,30 @@ impl Judge {
     }
 }
 
+/// Whether a `kind` shell waits for its next command in a blocking `read`
+/// of its terminal, as its own `read` builtin does: POSIX sh (no line
+/// editor), and zsh, whose line editor reads a key at a time with a plain
+/// `read(2)` where bash's readline polls. Seen reading while the marks say
+/// a command runs, such a shell may be at its next prompt whose end mark
+/// is still on its way behind the command's output (a `seq 1 200000`
+/// under load: tmux relays the backlog in bursts, and a 10 ms lull between
+/// two looks ended the send `stdin_read` before zsh's `D`, 1 send in 2
+/// beside two busy loops), so it is judged as slowly as a line editor.
+pub(super) fn plain_prompt(kind: ShellKind) -> bool {
+    matches!(kind, ShellKind::Sh | ShellKind::Zsh)
+}
+
 /// The kind of the shell `shared` runs with integration, if any.
 pub(super) fn integrated(shared: &ServerLink) -> Option<ShellKind> {
-    if !shared.spec.integrates_shell() {
+    integrated_shell(&shared.spec, &shared.config)
+}
+
+/// The kind of the shell `spec` runs with integration under `config`, if any.
+pub(super) fn integrated_shell(spec: &SpawnSpec, config: &TmuxConfig) -> Option<ShellKind> {
+    if !spec.integrates_shell() {
         return None;
     }
-    super::config::pinned_shell(&shared.config).and_then(|shell| ShellKind::of(&shell))
+    super::config::pinned_shell(config).and_then(|shell| ShellKind::of(&shell))
 }
 
 /// The newest mark in the last [`LOOK_BACK`] bytes, and whether only
@@ -170,12 +189,13 @@ pub(super) enum Ready {
 /// never typed ahead of it and echoed twice), or a reader in front.
 pub(super) async fn ready(
     shared: &ServerLink,
+    kind: ShellKind,
     deadline: Instant,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Ready {
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
-    let mut judge = Judge::new(2);
+    let mut judge = Judge::new(2).plain_prompt(plain_prompt(kind));
     loop {
         let seen = *output.borrow_and_update();
         if !status.borrow_and_update().is_running() {

@@ -236,6 +236,7 @@ impl TmuxBackend {
             pane_process,
             status: TerminalStatus::Running,
             stream,
+            joined: false,
         }))
     }
 
@@ -360,6 +361,7 @@ impl TmuxBackend {
             pane_process,
             status,
             stream,
+            joined: true,
         })))
     }
 }

@@ -191,7 +191,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         _ => None,
     };
     let mode = match shell {
-        Some(kind) => match command::ready(shared, deadline, &op.cancel).await {
+        Some(kind) => match command::ready(shared, kind, deadline, &op.cancel).await {
             Ready::Prompt => Mode::Prompt(kind),
             Ready::Reader => Mode::Reply(kind),
             Ready::Not(why) => return Ok(not_typed(op, why).await),
@@ -359,7 +359,7 @@ async fn follow(
     let shared = &op.shared;
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
-    let mut judge = command::Judge::new(looks).plain_prompt(state.kind() == ShellKind::Sh);
+    let mut judge = command::Judge::new(looks).plain_prompt(command::plain_prompt(state.kind()));
     let mut watch = full_screen::Watch::new(op.start);
     loop {
         if let Some(reason) = full_screen_began(op, &mut watch, deadline).await {

@@ -83,6 +83,9 @@ pub(super) struct Parts {
     pub pane_process: Option<ProcessId>,
     pub status: TerminalStatus,
     pub stream: PaneStream,
+    /// The server ran before this link (adopted), so the stream starts
+    /// after its program did.
+    pub joined: bool,
 }
 
 impl TmuxTerminal {
@@ -91,7 +94,10 @@ impl TmuxTerminal {
         let (restream, restreams) = mpsc::channel(4);
         let shared = Arc::new(ServerLink {
             id: parts.id,
-            stream: Arc::new(Stream::new(parts.config.output_buffer)),
+            stream: Arc::new(Stream::new(parts.config.output_buffer).shell(
+                super::command::integrated_shell(&parts.spec, &parts.config).is_some(),
+                parts.joined,
+            )),
             spec: parts.spec,
             config: parts.config,
             client: parts.client,

@@ -59,6 +59,7 @@ const NAME_MAX: usize = 255;
 pub(super) struct UploadQuery {
     /// The file's name in the terminal's working directory: one plain
     /// name (no `/`, no NUL, not `.` or `..`).
+    #[schemars(length(min = 1, max = 255), regex(pattern = r"^[^/\x00]+$"))]
     name: String,
     /// Replace a regular file of that name (otherwise an existing one is
     /// `409 DUPLICATE_NAME`).
@@ -70,6 +71,7 @@ pub(super) struct UploadQuery {
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 pub(super) struct DownloadQuery {
     /// The file: relative to the terminal's working directory, or absolute.
+    #[schemars(length(min = 1), regex(pattern = r"^[^\x00]+$"))]
     path: String,
 }
 

@@ -262,6 +262,13 @@ pub(super) fn document(base_path: &str) -> Value {
                 "description": "Terminal id or name.", "schema": {"type": "string"}
             }));
         }
+        if route.path.contains("{id}") {
+            parameters.push(json!({
+                "name": "id", "in": "path", "required": true,
+                "description": "The link's id, as `GET /api/links` lists it.",
+                "schema": {"type": "string"}
+            }));
+        }
         if let Some(query) = route.query {
             for (name, property, required) in properties(&generate(query)) {
                 if name != "terminal" {
@@ -300,10 +307,16 @@ pub(super) fn document(base_path: &str) -> Value {
         } else if route.bytes {
             success["content"] = bytes;
         }
-        operation.insert(
-            "responses".into(),
-            json!({ status.to_string(): success, "default": error.clone() }),
-        );
+        let mut responses = json!({ status.to_string(): success, "default": error.clone() });
+        if status == 101 {
+            // A request that is no WebSocket upgrade is refused before the
+            // route runs, by axum's extractor, in plain text.
+            responses["400"] = json!({
+                "description": "Not a WebSocket upgrade.",
+                "content": {"text/plain": {"schema": {"type": "string"}}}
+            });
+        }
+        operation.insert("responses".into(), responses);
         let methods = paths
             .entry(route.path)
             .or_insert_with(|| Value::Object(Map::new()));
@@ -484,7 +497,13 @@ mod tests {
         let status = &snapshot["properties"]["status"];
         assert!(status.to_string().contains("exited"), "{status}");
         assert_eq!(answer("/api/terminals", "post", "201"), *snapshot);
-        assert_eq!(answer("/api/terminals/{t}", "get", "200"), *snapshot);
+        // `show` is the snapshot and whether its shell integration works.
+        let shown = answer("/api/terminals/{t}", "get", "200");
+        for (field, schema) in snapshot["properties"].as_object().unwrap() {
+            assert_eq!(&shown["properties"][field], schema, "{field}");
+        }
+        assert_eq!(shown["required"], snapshot["required"]);
+        assert!(shown["properties"]["shell_integration"].is_object());
         for (path, fields) in [
             ("/api/terminals/{t}/signal", &["signal", "pgid"][..]),
             (

@@ -347,6 +347,7 @@ pub(crate) struct LinkRequest {
     /// Seconds the code works (default 600); for a share link also how
     /// long its holder's session lasts.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 604_800))]
     pub expires: Option<u64>,
     /// A share link for this one terminal (id or name): its holder sees
     /// and touches only it.
@@ -360,8 +361,11 @@ fn json_body<T: serde::de::DeserializeOwned>(
     let bytes = bytes.map_err(|rejection| {
         ApiError::from(Error::InvalidInput(rejection.body_text())).with_status(rejection.status())
     })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::from(Error::InvalidInput(format!("request body: {e}"))))
+    let invalid =
+        |e: serde_json::Error| ApiError::from(Error::InvalidInput(format!("request body: {e}")));
+    let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(invalid)?;
+    crate::verbs::whole_numbers(&mut value);
+    serde_json::from_value(value).map_err(invalid)
 }
 
 /// A used, expired or unknown code: the page shows its sign-in notice.

@@ -282,7 +282,16 @@ async fn table(
     match verb.name {
         "kill" if answer["killed"] == true => write_line(out, "killed"),
         "kill" => write_line(out, "joined a kill in flight"),
-        "show" | "rename" => write_line(out, &summary(&typed::<TerminalSnapshot>(answer)?)),
+        "show" => {
+            // The snapshot's line, then whether sends get exit codes.
+            let integration = answer["shell_integration"]
+                .as_str()
+                .unwrap_or("-")
+                .to_owned();
+            let line = summary(&typed::<TerminalSnapshot>(answer)?);
+            write_line(out, &format!("{line}\tshell_integration={integration}"))
+        }
+        "rename" => write_line(out, &summary(&typed::<TerminalSnapshot>(answer)?)),
         "signal" => {
             let delivery = typed::<SignalDelivery>(answer)?;
             let line = format!("{} -> process group {}", delivery.signal, delivery.pgid);

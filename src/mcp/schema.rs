@@ -35,6 +35,9 @@ pub(super) fn lean_input(schema: Value) -> Map<String, Value> {
     root.remove("$schema");
     root.remove("title");
     root.remove("description");
+    // Rules across fields (spawn's `cols` with `rows`) are said in the
+    // fields' words; the OpenAPI document keeps them.
+    root.remove("allOf");
     let Value::Object(root) = lean_field(Value::Object(root), &defs) else {
         return Map::new();
     };
@@ -174,13 +177,22 @@ fn lean_field(field: Value, defs: &Value) -> Value {
     }
     field.remove("format");
     field.remove("title");
+    // A name's or a signal's pattern spells out what its description
+    // says in words (the OpenAPI document keeps it, for generated
+    // clients and schemathesis); a model reads the words.
+    field.remove("pattern");
     if field.get("minimum") == Some(&Value::from(0)) {
         // Unsigned: a negative number does not fit the type anyway.
         field.remove("minimum");
     }
     match field.get("description").and_then(Value::as_str) {
         // The server's instructions say it once for every tool.
-        Some(text) if SAID_ONCE.contains(&text) => drop(field.remove("description")),
+        // With the bounds it names (`max_bytes`' 512..=65536).
+        Some(text) if SAID_ONCE.contains(&text) => {
+            for said in ["description", "minimum", "maximum"] {
+                field.remove(said);
+            }
+        }
         // A doc comment's line breaks are spaces to a model.
         Some(text) if text.contains('\n') => {
             let text = text.replace('\n', " ");

@@ -47,13 +47,13 @@ pub(super) fn router() -> ToolRouter<McpServer> {
     let mut router = ToolRouter::new();
     for (verb, output) in VERBS.iter().zip(&outputs) {
         // An answer a read-only tool already describes (spawn's and
-        // rename's snapshot, as terminal_show's) is shaped there once;
+        // rename's snapshot, within terminal_show's) is shaped there once;
         // here only its fields' names, which still validate it.
         let described = !verb.read_only
             && VERBS
                 .iter()
                 .zip(&outputs)
-                .any(|(other, shape)| other.read_only && shape == output);
+                .any(|(other, shape)| other.read_only && covers(shape, output));
         let output = if described {
             required_only(output)
         } else {
@@ -64,6 +64,20 @@ pub(super) fn router() -> ToolRouter<McpServer> {
         }));
     }
     router
+}
+
+/// Whether the output schema `wider` says all `narrower` does: the same
+/// required fields, and each of its fields with the same shape (`show`'s
+/// answer is the snapshot and one optional field more).
+fn covers(wider: &Map<String, Value>, narrower: &Map<String, Value>) -> bool {
+    let properties = |schema: &Map<String, Value>| schema.get("properties").cloned();
+    wider.get("required") == narrower.get("required")
+        && match (properties(wider), properties(narrower)) {
+            (Some(Value::Object(wide)), Some(Value::Object(narrow))) => narrow
+                .iter()
+                .all(|(name, shape)| wide.get(name) == Some(shape)),
+            (wide, narrow) => wide == narrow,
+        }
 }
 
 /// The lean output schema of a verb's answer.
@@ -169,7 +183,11 @@ impl McpServer {
             terminal: terminal.to_owned(),
         };
         let owned = self.registry.owner(&self.owner);
-        let Some(pid) = verbs::show(owned, &request).await.ok().and_then(|s| s.pid) else {
+        let Some(pid) = verbs::snapshot(owned, &request)
+            .await
+            .ok()
+            .and_then(|s| s.pid)
+        else {
             return Target::Program;
         };
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::io::next_change;
 use super::seam::BackendTerminal;
 use super::service::Owned;
-use crate::shell::marks::{MarkKind, scan};
+use crate::shell::marks::{MarkKind, ShellIntegration, integration, scan};
 use crate::stream::{OutputCursor, OutputSince};
 use crate::{Error, Result};
 
@@ -220,6 +220,33 @@ fn find(
 }
 
 impl Owned<'_> {
+    /// Whether the terminal's shell integration works, as the marks its
+    /// stream holds show it (see [`integration`]); `None` when it has no
+    /// live stream (its program ended, its server is gone).
+    ///
+    /// # Errors
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`.
+    pub(crate) async fn shell_integration(self, target: &str) -> Result<Option<ShellIntegration>> {
+        let (registry, owner) = (self.registry, self.owner);
+        let terminal = match registry.terminal(owner, target).await {
+            Ok(terminal) => terminal,
+            Err(error @ (Error::NoTerminal(_) | Error::ForeignTerminal(_))) => return Err(error),
+            Err(_) => return Ok(None),
+        };
+        let Some(stream) = terminal.stream() else {
+            return Ok(None);
+        };
+        let held = stream.read(None);
+        let (marks, _) = scan(&held.bytes, held.from.offset);
+        let whole = stream.whole();
+        Ok(Some(integration(
+            marks.iter().map(|mark| mark.kind),
+            stream.integrated(),
+            whole,
+            !held.bytes.is_empty(),
+        )))
+    }
+
     /// The newest `limit` commands the terminal's shell marked, as its
     /// stream holds them (see the module's notes).
     ///

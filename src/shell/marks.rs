@@ -1,7 +1,10 @@
 //! OSC 133 marks in a pane's byte stream: `ESC ] 133 ; KIND [; ARGS]`
-//! ended by BEL or ST (`ESC \`).
+//! ended by BEL or ST (`ESC \`), and what their order says of the shell
+//! integration ([`integration`]).
 
 use memchr::memmem;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 /// One mark's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,9 +86,98 @@ pub fn scan(bytes: &[u8], base: u64) -> (Vec<Mark>, u64) {
     (marks, base + done as u64)
 }
 
+/// Whether a terminal's shell integration works, as the marks the
+/// engine holds show it (`show`'s `shell_integration`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ShellIntegration {
+    /// The shell marks its prompts and commands: sends get exit codes.
+    Active,
+    /// It marked them, then stopped marking some (its rc or a command
+    /// replaced `PROMPT_COMMAND`, `PS1` or `PS0` later): exit codes are
+    /// no longer given; a new terminal gets the integration again.
+    Lost,
+    /// It never marked anything: the program is no shell the engine
+    /// integrates (a command, a `shell` line, fish, integration turned
+    /// off), or the shell's own rc replaced the engine's.
+    NeverStarted,
+    /// Not known yet: the engine holds no mark, and either the shell has
+    /// printed nothing yet or the engine linked to the terminal after its
+    /// start (an engine restart, a one-shot CLI call); the next prompt
+    /// tells.
+    Unknown,
+}
+
+/// What the marks `kinds` (in stream order) say of a terminal's shell
+/// integration. `integrated`: its shell was started with the engine's rc;
+/// `whole`: the marks were scanned from the program's first byte;
+/// `printed`: the program printed something.
+///
+/// The marks go round `D A B C D A B ...` (POSIX sh: no `C`, and its
+/// continuation prompt ends with `B` too). A mark out of that order (a
+/// `B` or `C` after a `C` with no `D`: the end mark stopped; a `C` or `D`
+/// after an `A` with no `B`: the prompt's mark stopped) means the
+/// integration was lost, unless a whole `D A B` prompt came after it.
+pub(crate) fn integration(
+    kinds: impl IntoIterator<Item = MarkKind>,
+    integrated: bool,
+    whole: bool,
+    printed: bool,
+) -> ShellIntegration {
+    if !integrated {
+        return ShellIntegration::NeverStarted;
+    }
+    let (mut seen, mut lost) = (false, false);
+    let (mut before, mut previous): (Option<MarkKind>, Option<MarkKind>) = (None, None);
+    for kind in kinds {
+        use MarkKind::{CommandEnd as D, CommandStart as C, PromptEnd as B, PromptStart as A};
+        let in_order = matches!(
+            (previous, kind),
+            (None, _) | (Some(D(_)), A) | (Some(A), B) | (Some(B), B | C | D(_)) | (Some(C), D(_))
+        );
+        lost |= !in_order;
+        if kind == B && previous == Some(A) && matches!(before, Some(D(_))) {
+            lost = false;
+        }
+        seen = true;
+        (before, previous) = (previous, Some(kind));
+    }
+    match (seen, lost) {
+        (true, true) => ShellIntegration::Lost,
+        (true, false) => ShellIntegration::Active,
+        (false, _) if whole && printed => ShellIntegration::NeverStarted,
+        (false, _) => ShellIntegration::Unknown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_marks_order_says_whether_integration_works() {
+        use MarkKind::{CommandEnd as D, CommandStart as C, PromptEnd as B, PromptStart as A};
+        use ShellIntegration::{Active, Lost, NeverStarted, Unknown};
+        let judge = |kinds: &[MarkKind]| integration(kinds.iter().copied(), true, true, true);
+        let ok = D(Some(0));
+        // bash and zsh; an empty line; POSIX sh with a continuation prompt.
+        assert_eq!(judge(&[ok, A, B, C, ok, A, B]), Active);
+        assert_eq!(judge(&[ok, A, B, ok, A, B, C]), Active);
+        assert_eq!(judge(&[ok, A, B, B, ok, A, B]), Active);
+        // The window may start anywhere.
+        assert_eq!(judge(&[C, ok, A, B]), Active);
+        // PROMPT_COMMAND replaced after start: no D, A from then on.
+        assert_eq!(judge(&[ok, A, B, C, B, C, B]), Lost);
+        // PS1 replaced: no B.
+        assert_eq!(judge(&[ok, A, B, C, ok, A, C, ok, A]), Lost);
+        // Put back: a whole prompt after the break.
+        assert_eq!(judge(&[ok, A, B, C, B, C, ok, A, B]), Active);
+        // No marks at all.
+        assert_eq!(judge(&[]), NeverStarted);
+        assert_eq!(integration([], true, false, true), Unknown);
+        assert_eq!(integration([], true, true, false), Unknown);
+        assert_eq!(integration([ok, A, B], false, true, true), NeverStarted);
+    }
 
     #[test]
     fn finds_marks_with_either_terminator() {

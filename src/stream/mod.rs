@@ -38,6 +38,11 @@ pub struct Stream {
     /// The byte count, bumped on every chunk (and touched on a skip):
     /// what waiters and the attach hub watch.
     changes: watch::Sender<u64>,
+    /// Its program is a shell started with the engine's integration.
+    integrated: bool,
+    /// It began after its program did (an engine linked to a running
+    /// terminal): its first byte is not the program's.
+    joined: bool,
 }
 
 impl Stream {
@@ -49,7 +54,30 @@ impl Stream {
             ring: Mutex::new(Ring::default()),
             osc7: Mutex::new(osc7::Osc7::default()),
             changes: watch::Sender::new(0),
+            integrated: false,
+            joined: false,
         }
+    }
+
+    /// This stream, saying whether its program is a shell started with the
+    /// engine's integration and whether the stream `joined` it running
+    /// (what `show`'s `shell_integration` is judged with).
+    #[must_use]
+    pub(crate) fn shell(mut self, integrated: bool, joined: bool) -> Stream {
+        self.integrated = integrated;
+        self.joined = joined;
+        self
+    }
+
+    /// Whether its program is a shell started with the engine's integration.
+    pub(crate) fn integrated(&self) -> bool {
+        self.integrated
+    }
+
+    /// Whether it holds its program's output from the first byte on (not
+    /// joined later, nothing evicted yet).
+    pub(crate) fn whole(&self) -> bool {
+        !self.joined && self.held().start() == 0
     }
 
     /// The epoch its offsets count in.

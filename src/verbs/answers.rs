@@ -19,9 +19,10 @@ use super::bounds::{
     keep_tail_lines_json,
 };
 use crate::registry::{
-    CommandRun, CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalStatus,
-    WaitReason,
+    CommandRun, CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalSnapshot,
+    TerminalStatus, WaitReason,
 };
+use crate::shell::marks::ShellIntegration;
 
 /// How a send ended, with the output it produced: built here once for
 /// every face.
@@ -323,6 +324,22 @@ impl ReadAnswer {
         without.next_cursor = None;
         json_len(self) - json_len(&without)
     }
+}
+
+/// What `show` answers: the terminal's snapshot and whether its shell
+/// integration works.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub(crate) struct ShowAnswer {
+    /// The snapshot, as `list` gives it.
+    #[serde(flatten)]
+    pub(crate) snapshot: TerminalSnapshot,
+    /// Whether sends get exit codes from the shell's marks: `active`,
+    /// `lost` (the marks stopped: its rc or a command replaced
+    /// `PROMPT_COMMAND`/`PS1` later), `never_started` (no integrated
+    /// shell, or its rc replaced the engine's) or `unknown` (no mark seen
+    /// yet since the engine linked to it); absent once its program ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) shell_integration: Option<ShellIntegration>,
 }
 
 /// What `kill` did.

@@ -19,8 +19,9 @@ const MAX_COMMANDS_LISTED: usize = 1000;
 pub struct CommandsRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// The newest this many (default 20, at most 1000).
+    /// The newest this many (default 20).
     #[serde(default)]
+    #[schemars(range(max = 1000))]
     pub limit: Option<usize>,
 }
 

@@ -49,13 +49,15 @@ pub use requests::{
     TerminalRequest, WaitRequest,
 };
 pub use run::rename;
+pub(crate) use run::snapshot;
 pub use run::{
-    Sending, attach_command, attach_lock, events, kill, list, probe, read, screen, send, show,
-    signal, spawn, wait,
+    Sending, attach_command, attach_lock, events, kill, list, probe, read, screen, send, signal,
+    spawn, wait,
 };
 pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
 pub(crate) use table::KEYS_LINE;
 pub(crate) use table::SchemaFn;
+pub(crate) use table::whole_numbers;
 pub use table::{Arguments, Route, VERBS, Verb};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`

@@ -21,42 +21,61 @@ use crate::registry::{
 };
 use crate::{Error, Result};
 
-/// `spawn`: start a terminal.
+/// What of a name's rules (`vocab::check_name`) a pattern says: no control
+/// character, `:`, `.` or `\`, and no `-`, `=`, `$` or blank first.
+/// (Invisible characters, a blank last and an id's shape are refused too.)
+const NAME_PATTERN: &str = r"^[^\x00-\x20\x7f-\x9f:.\\=$-][^\x00-\x1f\x7f-\x9f:.\\]*$";
+
+/// `spawn`: start a terminal. Its schema says that `cols` and `rows` come
+/// together (a number for one, a number for the other).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("allOf" = [
+    {"if": {"required": ["cols"], "properties": {"cols": {"type": "integer"}}},
+     "then": {"required": ["rows"], "properties": {"rows": {"type": "integer"}}}},
+    {"if": {"required": ["rows"], "properties": {"rows": {"type": "integer"}}},
+     "then": {"required": ["cols"], "properties": {"cols": {"type": "integer"}}}}
+]))]
 pub struct SpawnRequest {
     /// Unique per owner; usable as id.
     #[serde(default)]
+    #[schemars(length(min = 1, max = 64), regex(pattern = NAME_PATTERN))]
     pub name: Option<String>,
     /// The program and its words (no shell); absent: a shell.
     #[serde(default)]
     pub command: Option<Vec<String>>,
     /// A line for `SHELL -c`, instead of `command`.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub shell: Option<String>,
     /// Absolute working directory.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// Extra environment.
     #[serde(default)]
+    #[schemars(extend("propertyNames" = {"pattern": r"^[^=\x00]+$"}))]
     pub env: Option<BTreeMap<String, String>>,
     /// Columns (with `rows`; default 80).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub cols: Option<u16>,
     /// Rows (with `cols`; default 24).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub rows: Option<u16>,
     /// When the program dies (default `never`).
     #[serde(default)]
     pub restart: Option<RestartPolicy>,
     /// Free-form, e.g. `repl` (1-64 bytes).
     #[serde(default)]
+    #[schemars(length(min = 1, max = 64))]
     pub role: Option<String>,
     /// Prompt marks (default true): exact output, `exit_code`.
     #[serde(default)]
     pub shell_integration: Option<bool>,
-    /// Scrollback lines (default 10000, max 1000000).
+    /// Scrollback lines (default 10000).
     #[serde(default)]
+    #[schemars(range(max = 1_000_000))]
     pub history_limit: Option<u32>,
     /// Pagers `cat`, editors fail fast (mcp default; `env` wins).
     #[serde(default)]
@@ -188,6 +207,7 @@ pub struct SendRequest {
     pub text: String,
     /// tmux key names, pressed after `text` (else typed as text).
     #[serde(default)]
+    #[schemars(inner(length(min = 1)))]
     pub keys: Option<Vec<String>>,
     /// Press Enter after it.
     #[serde(default)]
@@ -199,6 +219,7 @@ pub struct SendRequest {
     pub wait: Option<WaitFor>,
     /// Give up waiting after this (default 30 s; `timeout`: its old name).
     #[serde(default, alias = "timeout")]
+    #[schemars(range(min = 0))]
     pub timeout_secs: Option<f64>,
     /// Whether it may go into the shell's history (default true; MCP's
     /// false).
@@ -209,9 +230,11 @@ pub struct SendRequest {
     pub include_screen: bool,
     /// Answer bytes at most: 512 to 65536 (64 KiB, the default).
     #[serde(default)]
+    #[schemars(range(min = 512, max = 65536))]
     pub max_bytes: Option<usize>,
     /// Output lines at most (the newest kept).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_lines: Option<usize>,
     /// Raw bytes standing in for `text` (the CLI's `--stdin`, which may
     /// not be UTF-8); never on the wire.
@@ -288,14 +311,17 @@ pub struct ReadRequest {
     /// Lines to skip back from the newest (default 0).
     #[serde(default)]
     pub offset: usize,
-    /// Lines to return (default 100, at most 10000).
+    /// Lines to return (default 100).
     #[serde(default)]
+    #[schemars(range(max = 10_000))]
     pub count: Option<usize>,
     /// Answer bytes at most: 512 to 65536 (64 KiB, the default).
     #[serde(default)]
+    #[schemars(range(min = 512, max = 65536))]
     pub max_bytes: Option<usize>,
     /// Lines at most (the newest kept).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_lines: Option<usize>,
     /// A cursor (`next_cursor`, a send's cursors): the output after it.
     #[serde(default)]
@@ -421,6 +447,7 @@ pub struct WaitRequest {
     pub command: Option<String>,
     /// Give up after this (default 30 s).
     #[serde(default, alias = "timeout")]
+    #[schemars(range(min = 0))]
     pub timeout_secs: Option<f64>,
 }
 
@@ -463,6 +490,12 @@ impl WaitRequest {
     }
 }
 
+/// The signal names `Signal`'s parse takes, as a pattern (any case, an
+/// optional `SIG`): the schema says what the parse says.
+const SIGNAL_PATTERN: &str = "^(?:[Ss][Ii][Gg])?(?:[Ii][Nn][Tt]|[Tt][Ee][Rr][Mm]|[Kk][Ii][Ll][Ll]|\
+    [Hh][Uu][Pp]|[Qq][Uu][Ii][Tt]|[Tt][Ss][Tt][Pp]|[Cc][Oo][Nn][Tt]|[Ww][Ii][Nn][Cc][Hh]|\
+    [Uu][Ss][Rr][12])$";
+
 /// `signal`: deliver a signal to the foreground process group.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -471,6 +504,7 @@ pub struct SignalRequest {
     pub terminal: String,
     /// INT TERM KILL HUP QUIT TSTP CONT WINCH USR1 or USR2 (`SIG` prefix
     /// allowed).
+    #[schemars(regex(pattern = SIGNAL_PATTERN))]
     pub signal: String,
 }
 
@@ -492,6 +526,7 @@ pub struct RenameRequest {
     pub terminal: String,
     /// Unique among yours, not shaped like an id, no `:`, `.` or control
     /// characters, at most 64 bytes.
+    #[schemars(length(min = 1, max = 64), regex(pattern = NAME_PATTERN))]
     pub name: String,
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::answers::{KillAnswer, ReadAnswer, SendAnswer, WaitAnswer, bounded_page};
+use super::answers::{KillAnswer, ReadAnswer, SendAnswer, ShowAnswer, WaitAnswer, bounded_page};
 use super::bounds::Bound;
 use super::requests::RenameRequest;
 use super::requests::{
@@ -43,11 +43,29 @@ pub async fn list(owned: Owned<'_>, _request: &ListRequest) -> Result<Vec<Termin
     owned.list().await
 }
 
-/// `show`: one terminal's snapshot.
+/// `show`: one terminal's snapshot, and whether its shell integration
+/// works.
 ///
 /// # Errors
 /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, ...
-pub async fn show(owned: Owned<'_>, request: &TerminalRequest) -> Result<TerminalSnapshot> {
+pub(crate) async fn show(owned: Owned<'_>, request: &TerminalRequest) -> Result<ShowAnswer> {
+    let snapshot = snapshot(owned, request).await?;
+    let shell_integration = owned.shell_integration(&request.terminal).await?;
+    Ok(ShowAnswer {
+        snapshot,
+        shell_integration,
+    })
+}
+
+/// One terminal's snapshot alone (what a face needs of it for its own
+/// checks, e.g. MCP's guard: its pid), without `show`'s look at the marks.
+///
+/// # Errors
+/// `NO_TERMINAL`, `FOREIGN_TERMINAL`, ...
+pub(crate) async fn snapshot(
+    owned: Owned<'_>,
+    request: &TerminalRequest,
+) -> Result<TerminalSnapshot> {
     owned.show(&request.terminal).await
 }
 

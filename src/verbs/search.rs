@@ -30,14 +30,17 @@ pub struct SearchRequest {
     pub terminal: Option<String>,
     /// Rust `regex` syntax, matched against each line.
     pub regex: String,
-    /// Lines around each match (default 0, at most 10).
+    /// Lines around each match.
     #[serde(default)]
+    #[schemars(range(max = 10))]
     pub context: Option<usize>,
-    /// Matches at most (default 50, at most 500; the newest kept).
+    /// Matches at most (default 50; the newest kept).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 500))]
     pub max_matches: Option<usize>,
     /// Answer bytes at most: 512 to 65536 (64 KiB, the default).
     #[serde(default)]
+    #[schemars(range(min = 512, max = 65536))]
     pub max_bytes: Option<usize>,
 }
 

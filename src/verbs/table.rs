@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::answers::{KillAnswer, ReadAnswer, SendAnswer, WaitAnswer};
+use super::answers::{KillAnswer, ReadAnswer, SendAnswer, ShowAnswer, WaitAnswer};
 use super::commands::CommandsRequest;
 use super::requests::{
     ListRequest, ReadRequest, RenameRequest, SendRequest, SignalRequest, SpawnRequest,
@@ -104,8 +104,11 @@ impl Arguments {
     /// `INVALID_INPUT` naming what does not fit.
     pub fn parse<T: DeserializeOwned>(self) -> Result<T> {
         match self {
-            Arguments::Json(fields) => serde_json::from_value(Value::Object(fields))
-                .map_err(|e| Error::InvalidInput(format!("request body: {e}"))),
+            Arguments::Json(mut fields) => {
+                fields.values_mut().for_each(whole_numbers);
+                serde_json::from_value(Value::Object(fields))
+                    .map_err(|e| Error::InvalidInput(format!("request body: {e}")))
+            }
             Arguments::Query(pairs) => {
                 let query = serde_urlencoded::to_string(pairs)
                     .map_err(|e| Error::InvalidInput(format!("query: {e}")))?;
@@ -136,6 +139,29 @@ impl Arguments {
             Arguments::Query(pairs) => pairs.push(("terminal".to_owned(), terminal)),
         }
         Ok(self)
+    }
+}
+
+/// Numbers with no fraction (`12402.0`) made integers, in place: JSON
+/// Schema's `integer` takes them (a number is an integer by its value),
+/// and so must the fields the schemas call integers; a float field reads
+/// an integer as well.
+pub(crate) fn whole_numbers(value: &mut Value) {
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            if let Some(float) = number.as_f64()
+                && float.fract() == 0.0
+                && float.abs() < 9.0e15
+            {
+                // Below 2^53, where every integer is exact.
+                #[allow(clippy::cast_possible_truncation)]
+                let whole = float as i64;
+                *value = Value::from(whole);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_numbers),
+        _ => {}
     }
 }
 
@@ -223,9 +249,9 @@ pub static VERBS: &[Verb] = &[
         summary: "One terminal's snapshot.",
         description: "One terminal's snapshot: {id, name, owner, kind, status: {kind: \
                       running|exited (exit)|gone (reason)}, pid, restart, restarts, role, \
-                      created_ms, output_path}.",
+                      created_ms, output_path, shell_integration}.",
         request: schema::<TerminalRequest>,
-        answer: schema::<TerminalSnapshot>,
+        answer: schema::<ShowAnswer>,
         check: check::<TerminalRequest>,
         run: |owned, args| Box::pin(async move { json(run::show(owned, &args.parse()?).await?) }),
     },
@@ -355,7 +381,7 @@ pub static VERBS: &[Verb] = &[
                       exits (`exit`), or a command ends (`command`, even long after its \
                       send); one of them. Returns {matched, command, exit_code, duration_secs, \
                       output}: all but matched for a command. \
-                      Past timeout_secs: TIMEOUT, with the last lines searched.",
+                      Past timeout_secs: TIMEOUT.",
         request: schema::<WaitRequest>,
         answer: schema::<WaitAnswer>,
         check: check::<WaitRequest>,

@@ -16,6 +16,7 @@ mod commands;
 mod contract;
 mod cursors;
 mod guard;
+mod integration;
 mod scenario;
 mod search;
 mod sessions;

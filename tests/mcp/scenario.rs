@@ -1,11 +1,12 @@
 //! Issue 17's scenario, as an agent harness runs it: a shell with the
 //! engine's integration, one call per command, exact output and exit
 //! codes, a REPL, a huge output, a SIGKILLed server, and a cancelled
-//! send whose program is then interrupted. Run for bash and POSIX sh;
-//! fish, which the engine does not integrate, gets the same calls with
-//! `exit_code_source: "none"` and no exit code invented. (zsh is left out
-//! for now: about 1 send in 8 there ends `stdin_read` before the shell's
-//! `C` mark; see the closing note of the stop that found it.)
+//! send whose program is then interrupted. Run for bash, zsh and POSIX
+//! sh; fish, which the engine does not integrate, gets the same calls
+//! with `exit_code_source: "none"` and no exit code invented. (zsh's line
+//! editor waits in a plain `read`: the huge output's send ended
+//! `stdin_read` before its end mark until such a shell was judged as
+//! slowly as a line editor, `backend/command.rs`'s `plain_prompt`.)
 
 use serde_json::json;
 
@@ -115,6 +116,12 @@ async fn scenario(shell: &str) {
 #[tokio::test]
 async fn the_agent_scenario_in_bash() {
     within(scenario("/bin/bash")).await;
+}
+
+#[tokio::test]
+async fn the_agent_scenario_in_zsh() {
+    let zsh = crate::support::installed("zsh").expect("zsh (.ci/run installs it)");
+    within(scenario(&zsh)).await;
 }
 
 #[tokio::test]
