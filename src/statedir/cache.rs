@@ -11,6 +11,16 @@
 //! bytes; two distinct files would need the same inode and the same
 //! nanosecond times to be mistaken for each other.
 //!
+//! The directory itself is one more such key: every change of a record
+//! by the engine (a write's temporary file and rename, a removal, a
+//! record set aside) changes the directory, so a scan that finds its key
+//! as the last scan left it returns that scan's records without looking
+//! at a file. Only a scan that began a second or more after the
+//! directory's last change counts ([`SETTLED`]): a change within the
+//! timestamp's granularity of the one before could leave the key as it
+//! was. A record edited in place by hand (no rename) shows at the next
+//! change of the directory.
+//!
 //! Issue 27: `GET /api/terminals` at 1,000 terminals spent most of its
 //! 41 ms reading and parsing 1,000 unchanged records.
 
@@ -20,11 +30,18 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::records::TerminalRecord;
+use std::time::{Duration, SystemTime};
+
+use super::records::{LoadedRecords, TerminalRecord};
+
+/// How long before a scan the directory must have last changed for the
+/// scan to stand for its key: far more than any file system's timestamp
+/// granularity.
+const SETTLED: Duration = Duration::from_secs(1);
 
 /// What identifies one version of a record file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FileKey {
+pub(super) struct FileKey {
     dev: u64,
     ino: u64,
     size: u64,
@@ -33,6 +50,26 @@ struct FileKey {
 }
 
 impl FileKey {
+    /// The key of `path`, when it can be looked at.
+    pub(super) fn at(path: &Path) -> Option<FileKey> {
+        std::fs::metadata(path).ok().map(|meta| FileKey::of(&meta))
+    }
+
+    /// Whether the file last changed at least [`SETTLED`] before `scan`.
+    fn settled_before(&self, scan: SystemTime) -> bool {
+        let changed = |(secs, nanos): (i64, i64)| {
+            let (Ok(secs), Ok(nanos)) = (u64::try_from(secs), u32::try_from(nanos)) else {
+                return None;
+            };
+            SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+        };
+        [self.mtime, self.ctime].into_iter().all(|at| {
+            changed(at)
+                .and_then(|at| at.checked_add(SETTLED))
+                .is_some_and(|settled| settled <= scan)
+        })
+    }
+
     fn of(meta: &Metadata) -> FileKey {
         FileKey {
             dev: meta.dev(),
@@ -49,9 +86,32 @@ impl FileKey {
 #[derive(Debug, Default, Clone)]
 pub(super) struct RecordCache {
     known: Arc<Mutex<HashMap<PathBuf, (FileKey, TerminalRecord)>>>,
+    /// The last whole scan that stands for the directory's key.
+    scan: Arc<Mutex<Option<(FileKey, LoadedRecords)>>>,
 }
 
 impl RecordCache {
+    /// The last scan's records when the directory (its key `dir`) has not
+    /// changed since.
+    pub(super) fn unchanged(&self, dir: Option<FileKey>) -> Option<LoadedRecords> {
+        let scan = self.scan.lock().unwrap_or_else(PoisonError::into_inner);
+        match (&*scan, dir) {
+            (Some((key, loaded)), Some(dir)) if *key == dir => Some(loaded.clone()),
+            _ => None,
+        }
+    }
+
+    /// Keeps `loaded`, a scan begun at `began` with the directory at
+    /// `dir`, for the scans that find the directory as it was; only when
+    /// the directory had settled by then and nothing in it was unreadable
+    /// (worth another try).
+    pub(super) fn scanned(&self, dir: Option<FileKey>, began: SystemTime, loaded: &LoadedRecords) {
+        let keep = dir
+            .filter(|dir| dir.settled_before(began) && loaded.unreadable.is_empty())
+            .map(|dir| (dir, loaded.clone()));
+        *self.scan.lock().unwrap_or_else(PoisonError::into_inner) = keep;
+    }
+
     /// The record at `path`: the one parsed before when the file is the
     /// same, else `read`'s, kept when it parsed. A file that cannot be
     /// looked at is read all the same (`read` reports why it fails).

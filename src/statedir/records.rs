@@ -34,7 +34,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::cache::RecordCache;
+use super::cache::{FileKey, RecordCache};
 use crate::vocab::{OwnerId, SpawnSpec, TerminalId};
 use crate::{Error, Result};
 
@@ -126,7 +126,7 @@ pub struct CorruptRecord {
 }
 
 /// Everything [`StateDir::load_all`] found.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct LoadedRecords {
     /// The readable records, oldest first.
     pub records: Vec<TerminalRecord>,
@@ -317,6 +317,16 @@ impl StateDir {
     ///
     /// [`Error::Io`] only when the directory itself cannot be listed.
     pub fn load_all(&self) -> Result<LoadedRecords> {
+        self.load_all_at(SystemTime::now())
+    }
+
+    /// [`load_all`](Self::load_all) as a scan begun at `began` (the tests'
+    /// seam: a scan long after the directory's last change).
+    fn load_all_at(&self, began: SystemTime) -> Result<LoadedRecords> {
+        let dir = FileKey::at(&self.terminals);
+        if let Some(loaded) = self.cache.unchanged(dir) {
+            return Ok(loaded);
+        }
         let entries = fs::read_dir(&self.terminals).map_err(|error| {
             Error::io(
                 format!("listing state directory {}", self.terminals.display()),
@@ -374,6 +384,7 @@ impl StateDir {
             (a.created_ms, a.created_ns, &a.id).cmp(&(b.created_ms, b.created_ns, &b.id))
         });
         loaded.corrupt.sort_by(|a, b| a.path.cmp(&b.path));
+        self.cache.scanned(dir, began, &loaded);
         Ok(loaded)
     }
 }
