@@ -32,8 +32,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use std::time::{Duration, SystemTime};
 
-use super::records::{LoadedRecords, TerminalRecord};
-
 /// How long before a scan the directory must have last changed for the
 /// scan to stand for its key: far more than any file system's timestamp
 /// granularity.
@@ -81,19 +79,39 @@ impl FileKey {
     }
 }
 
-/// Parsed records by path, each with the key of the file it came from.
-/// Shared by the clones of a `StateDir` (one process's handles on it).
-#[derive(Debug, Default, Clone)]
-pub(super) struct RecordCache {
-    known: Arc<Mutex<HashMap<PathBuf, (FileKey, TerminalRecord)>>>,
+/// Parsed records (`R`) by path, each with the key of the file it came
+/// from, and the last whole scan (`S`). Shared by the clones of a
+/// `StateDir` (one process's handles on it). Generic so that it needs
+/// nothing of `records.rs`, which uses it.
+#[derive(Debug)]
+pub(super) struct RecordCache<R, S> {
+    known: Arc<Mutex<HashMap<PathBuf, (FileKey, R)>>>,
     /// The last whole scan that stands for the directory's key.
-    scan: Arc<Mutex<Option<(FileKey, LoadedRecords)>>>,
+    scan: Arc<Mutex<Option<(FileKey, S)>>>,
 }
 
-impl RecordCache {
+impl<R, S> Default for RecordCache<R, S> {
+    fn default() -> Self {
+        RecordCache {
+            known: Arc::default(),
+            scan: Arc::default(),
+        }
+    }
+}
+
+impl<R, S> Clone for RecordCache<R, S> {
+    fn clone(&self) -> Self {
+        RecordCache {
+            known: Arc::clone(&self.known),
+            scan: Arc::clone(&self.scan),
+        }
+    }
+}
+
+impl<R: Clone, S: Clone> RecordCache<R, S> {
     /// The last scan's records when the directory (its key `dir`) has not
     /// changed since.
-    pub(super) fn unchanged(&self, dir: Option<FileKey>) -> Option<LoadedRecords> {
+    pub(super) fn unchanged(&self, dir: Option<FileKey>) -> Option<S> {
         let scan = self.scan.lock().unwrap_or_else(PoisonError::into_inner);
         match (&*scan, dir) {
             (Some((key, loaded)), Some(dir)) if *key == dir => Some(loaded.clone()),
@@ -103,11 +121,11 @@ impl RecordCache {
 
     /// Keeps `loaded`, a scan begun at `began` with the directory at
     /// `dir`, for the scans that find the directory as it was; only when
-    /// the directory had settled by then and nothing in it was unreadable
-    /// (worth another try).
-    pub(super) fn scanned(&self, dir: Option<FileKey>, began: SystemTime, loaded: &LoadedRecords) {
+    /// the directory had settled by then and the scan is `last` (nothing
+    /// in it was unreadable, worth another try).
+    pub(super) fn scanned(&self, dir: Option<FileKey>, began: SystemTime, loaded: &S, last: bool) {
         let keep = dir
-            .filter(|dir| dir.settled_before(began) && loaded.unreadable.is_empty())
+            .filter(|dir| last && dir.settled_before(began))
             .map(|dir| (dir, loaded.clone()));
         *self.scan.lock().unwrap_or_else(PoisonError::into_inner) = keep;
     }
@@ -115,11 +133,7 @@ impl RecordCache {
     /// The record at `path`: the one parsed before when the file is the
     /// same, else `read`'s, kept when it parsed. A file that cannot be
     /// looked at is read all the same (`read` reports why it fails).
-    pub(super) fn get<E>(
-        &self,
-        path: &Path,
-        read: impl FnOnce() -> Result<TerminalRecord, E>,
-    ) -> Result<TerminalRecord, E> {
+    pub(super) fn get<E>(&self, path: &Path, read: impl FnOnce() -> Result<R, E>) -> Result<R, E> {
         let Ok(key) = std::fs::metadata(path).map(|meta| FileKey::of(&meta)) else {
             self.forget(path);
             return read();
@@ -151,7 +165,7 @@ impl RecordCache {
         self.lock().remove(path);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (FileKey, TerminalRecord)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (FileKey, R)>> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

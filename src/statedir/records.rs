@@ -161,7 +161,7 @@ pub struct StateDir {
     root: PathBuf,
     terminals: PathBuf,
     /// What the last scan parsed (`cache.rs`).
-    cache: RecordCache,
+    cache: RecordCache<TerminalRecord, LoadedRecords>,
 }
 
 impl StateDir {
@@ -384,7 +384,8 @@ impl StateDir {
             (a.created_ms, a.created_ns, &a.id).cmp(&(b.created_ms, b.created_ns, &b.id))
         });
         loaded.corrupt.sort_by(|a, b| a.path.cmp(&b.path));
-        self.cache.scanned(dir, began, &loaded);
+        let last = loaded.unreadable.is_empty();
+        self.cache.scanned(dir, began, &loaded, last);
         Ok(loaded)
     }
 }

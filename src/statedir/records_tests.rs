@@ -173,7 +173,11 @@ fn a_scan_sees_what_another_process_changed_and_reads_only_that() {
     // Scans begun long after the directory's last change may stand for it.
     let later = || SystemTime::now() + std::time::Duration::from_secs(5);
     let ids = |loaded: &LoadedRecords| {
-        let mut ids: Vec<String> = loaded.records.iter().filter_map(|r| r.spec.name.clone()).collect();
+        let mut ids: Vec<String> = loaded
+            .records
+            .iter()
+            .filter_map(|r| r.spec.name.clone())
+            .collect();
         ids.sort();
         ids
     };
@@ -189,7 +193,10 @@ fn a_scan_sees_what_another_process_changed_and_reads_only_that() {
     // file), so it is read and set aside.
     fs::write(mine.record_path(&one.id), b"{not json").unwrap();
     let loaded = mine.load_all_at(later()).unwrap();
-    assert_eq!((ids(&loaded), loaded.corrupt.len()), (vec!["deux".to_owned(), "three".to_owned()], 1));
+    assert_eq!(
+        (ids(&loaded), loaded.corrupt.len()),
+        (vec!["deux".to_owned(), "three".to_owned()], 1)
+    );
     // A scan right after a change reads again (nothing kept for it), and
     // still answers the same.
     theirs.write(&record("four")).unwrap();
