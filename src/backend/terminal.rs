@@ -1,9 +1,11 @@
 //! One tmux terminal of the registry: [`TmuxTerminal`], its shared state,
 //! and the watcher task that follows the pane.
 //!
-//! The watcher is the only reader of the pane's output. It appends output
-//! to the terminal's [`Stream`] (what sends, cursor reads and viewers
-//! read; its byte count tells waiters "quiet"), and detects death without polling: the pane's exit
+//! The pane's one subscription appends its output to the terminal's
+//! [`Stream`] (what sends, cursor reads and viewers read; its byte count
+//! tells waiters "quiet") where the control client routes it, as a sink
+//! (no task between the raw read and the stream). The watcher task holds
+//! that subscription and detects death without polling: the pane's exit
 //! through [`wait_pane_exit`] (a pidfd on the pane's process, then one
 //! `list-panes`), the server's through the control client's EOF. Either is
 //! pushed through the status watch at once.
@@ -34,7 +36,7 @@ use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshak
 use crate::control::pane_exit::wait_pane_exit;
 use crate::control::snapshot::capture_snapshot;
 use crate::control::subscribe::Snapshot;
-use crate::control::subscribe::SubscribeOptions;
+use crate::control::subscribe::{Sink, SubscribeOptions};
 use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
     Screen, SendRequest, StartedSend, TerminalStatus,
@@ -115,15 +117,17 @@ impl TmuxTerminal {
             tasks: TaskTracker::new(),
             closed: AtomicBool::new(false),
         });
+        let stream = parts.stream.into_sink(sink_into(&shared.stream));
         shared
             .tasks
-            .spawn(watch_pane(Arc::clone(&shared), parts.stream, restreams));
+            .spawn(watch_pane(Arc::clone(&shared), stream, restreams));
         shared.tasks.close();
         Arc::new(TmuxTerminal { shared })
     }
 }
 
-/// The watcher: pumps output, pushes death. One per terminal, no ticks.
+/// The watcher: holds the pane's subscription (a sink into the stream),
+/// pushes death. One per terminal, no ticks.
 async fn watch_pane(
     shared: Arc<ServerLink>,
     mut stream: PaneStream,
@@ -139,7 +143,8 @@ async fn watch_pane(
             tokio::select! {
                 () = shared.stop.cancelled() => return,
                 event = stream.recv() => match event {
-                    Some(event) => take(&shared, event),
+                    // The sink takes every event; nothing is queued here.
+                    Some(event) => take(&shared.stream, event),
                     None => {
                         let reason = stream
                             .close_reason()
@@ -168,7 +173,9 @@ async fn watch_pane(
                 }
                 fresh = restreams.recv() => {
                     let Some(fresh) = fresh else { return };
-                    stream = fresh;
+                    // The old subscription stops feeding the stream first.
+                    drop(stream);
+                    stream = fresh.into_sink(sink_into(&shared.stream));
                     break;
                 }
             }
@@ -192,16 +199,25 @@ fn still_there(pid: u32) -> bool {
 }
 
 /// One event of the pane's subscription into the stream.
-fn take(shared: &ServerLink, event: PaneEvent) {
+fn take(stream: &Stream, event: PaneEvent) {
     match event {
         PaneEvent::Output(bytes) => {
             crate::hops::mark(crate::hops::Hop::Stream);
-            shared.stream.push(bytes);
+            stream.push(bytes);
         }
         // Output was skipped (or the pane respawned): sends that span it
         // say so, viewers are repainted.
-        PaneEvent::Resync(_) => shared.stream.skipped(),
+        PaneEvent::Resync(_) => stream.skipped(),
     }
+}
+
+/// The pane's subscription as it feeds the stream: where the client routes
+/// it (the raw reader or the control reader), with no task between (issue
+/// 27: the watcher's wake-up cost the echo ~15 µs, more under load). It
+/// holds the stream only, never the terminal: the client keeps it.
+fn sink_into(stream: &Arc<Stream>) -> Sink {
+    let stream = Arc::clone(stream);
+    Arc::new(move |event| take(&stream, event))
 }
 
 impl BackendTerminal for TmuxTerminal {

@@ -14,6 +14,7 @@
 //! the process. Commands it needs are queued through the client.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -121,6 +122,14 @@ setters!(SubscribeOptions {
     snapshot_first: bool,
 });
 
+/// A subscriber that takes each event where it is routed, under the
+/// client's routing lock, instead of from a queue: the registry's stream
+/// (issue 27: the watcher task's wake-up was one of the echo's hops). It
+/// never lags, so it follows the pane in the same order a queue would,
+/// and is resynced only when tmux paused the pane (`pause-after`). It
+/// must be quick and must not call the client (its lock is held).
+pub(crate) type Sink = Arc<dyn Fn(PaneEvent) + Send + Sync>;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SubState {
     Live,
@@ -139,6 +148,30 @@ pub(crate) struct Sub {
     /// older one is stale: tmux paused the pane while it was under way, so
     /// output between that capture and the `continue` never reached us.
     pub(crate) resync: u64,
+    /// Takes the events instead of `tx`, which then only tells that the
+    /// subscriber is still there (see [`Sink`]).
+    pub(crate) sink: Option<Sink>,
+}
+
+impl Sub {
+    /// Hands `event` over: to the sink, else into the queue unless it is
+    /// full (the subscriber then lags, see [`Routes::output`]). Lossless
+    /// events are the caller's to block on.
+    fn offer(&mut self, pane: PaneId, event: PaneEvent, fx: &mut Effects) {
+        if let Some(sink) = &self.sink {
+            sink(event);
+            return;
+        }
+        match self.delivery {
+            Delivery::Lossless => fx.blocking.push((self.tx.clone(), event)),
+            Delivery::Resync => {
+                if self.tx.try_send(event).is_err() {
+                    self.state = SubState::Lagging;
+                    fx.lagging.push((pane, self.id, self.tx.clone()));
+                }
+            }
+        }
+    }
 }
 
 /// Cursor and geometry of a pane, read before a capture.
@@ -206,6 +239,17 @@ impl Routes {
         tx: mpsc::Sender<PaneEvent>,
         opts: SubscribeOptions,
     ) -> u64 {
+        self.add_sink(pane, tx, opts, None)
+    }
+
+    /// [`add`](Self::add), with the events going to `sink` when given.
+    pub(crate) fn add_sink(
+        &mut self,
+        pane: PaneId,
+        tx: mpsc::Sender<PaneEvent>,
+        opts: SubscribeOptions,
+        sink: Option<Sink>,
+    ) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
         let state = if opts.snapshot_first {
@@ -220,6 +264,7 @@ impl Routes {
             delivery: opts.delivery,
             info: None,
             resync: 0,
+            sink,
         });
         id
     }
@@ -267,16 +312,7 @@ impl Routes {
             if sub.state != SubState::Live {
                 continue;
             }
-            let event = PaneEvent::Output(data.clone());
-            match sub.delivery {
-                Delivery::Lossless => fx.blocking.push((sub.tx.clone(), event)),
-                Delivery::Resync => {
-                    if sub.tx.try_send(event).is_err() {
-                        sub.state = SubState::Lagging;
-                        fx.lagging.push((pane, sub.id, sub.tx.clone()));
-                    }
-                }
-            }
+            sub.offer(pane, PaneEvent::Output(data.clone()), fx);
         }
         if !route.paused
             && !route.subs.is_empty()
@@ -305,16 +341,7 @@ impl Routes {
             return;
         }
         sub.state = SubState::Live;
-        let event = PaneEvent::Resync(snap);
-        match sub.delivery {
-            Delivery::Lossless => fx.blocking.push((sub.tx.clone(), event)),
-            Delivery::Resync => {
-                if sub.tx.try_send(event).is_err() {
-                    sub.state = SubState::Lagging;
-                    fx.lagging.push((pane, id, sub.tx.clone()));
-                }
-            }
-        }
+        sub.offer(pane, PaneEvent::Resync(snap), fx);
     }
 }
 

@@ -25,6 +25,7 @@
 //! This module does blocking file I/O and knows nothing of backends; the
 //! registry calls it from `spawn_blocking`.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
@@ -33,6 +34,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::cache::{FileKey, RecordCache};
 use crate::vocab::{OwnerId, SpawnSpec, TerminalId};
 use crate::{Error, Result};
 
@@ -124,7 +126,7 @@ pub struct CorruptRecord {
 }
 
 /// Everything [`StateDir::load_all`] found.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct LoadedRecords {
     /// The readable records, oldest first.
     pub records: Vec<TerminalRecord>,
@@ -158,6 +160,8 @@ impl LoadedRecords {
 pub struct StateDir {
     root: PathBuf,
     terminals: PathBuf,
+    /// What the last scan parsed (`cache.rs`).
+    cache: RecordCache<TerminalRecord, LoadedRecords>,
 }
 
 impl StateDir {
@@ -191,7 +195,11 @@ impl StateDir {
         // reruns: a state directory others can write is refused (checked
         // where symlinks lead: a user may link ~/.local/state elsewhere).
         crate::tmux::dirs::check_private(&root)?;
-        Ok(StateDir { root, terminals })
+        Ok(StateDir {
+            root,
+            terminals,
+            cache: RecordCache::default(),
+        })
     }
 
     /// The state directory itself.
@@ -301,6 +309,16 @@ impl StateDir {
     ///
     /// [`Error::Io`] only when the directory itself cannot be listed.
     pub fn load_all(&self) -> Result<LoadedRecords> {
+        self.load_all_at(SystemTime::now())
+    }
+
+    /// [`load_all`](Self::load_all) as a scan begun at `began` (the tests'
+    /// seam: a scan long after the directory's last change).
+    fn load_all_at(&self, began: SystemTime) -> Result<LoadedRecords> {
+        let dir = FileKey::at(&self.terminals);
+        if let Some(loaded) = self.cache.unchanged(dir) {
+            return Ok(loaded);
+        }
         let entries = fs::read_dir(&self.terminals).map_err(|error| {
             Error::io(
                 format!("listing state directory {}", self.terminals.display()),
@@ -308,6 +326,7 @@ impl StateDir {
             )
         })?;
         let mut loaded = LoadedRecords::default();
+        let mut seen = HashSet::new();
         for entry in entries {
             let path = match entry {
                 Ok(entry) => entry.path(),
@@ -321,18 +340,23 @@ impl StateDir {
                 }
             };
             match classify(&path) {
-                FileKind::Record(stem) => match read_record(&path, stem) {
-                    Ok(record) => loaded.records.push(record),
-                    Err(Unusable::Unreadable(error)) => loaded.unreadable.push(CorruptRecord {
-                        id: TerminalId::parse(stem).ok(),
-                        path,
-                        error,
-                    }),
-                    Err(Unusable::Corrupt(error)) => {
-                        let id = TerminalId::parse(stem).ok();
-                        loaded.corrupt.push(set_aside(path, id, error));
+                FileKind::Record(stem) => {
+                    match self.cache.get(&path, || read_record(&path, stem)) {
+                        Ok(record) => {
+                            seen.insert(path);
+                            loaded.records.push(record);
+                        }
+                        Err(Unusable::Unreadable(error)) => loaded.unreadable.push(CorruptRecord {
+                            id: TerminalId::parse(stem).ok(),
+                            path,
+                            error,
+                        }),
+                        Err(Unusable::Corrupt(error)) => {
+                            let id = TerminalId::parse(stem).ok();
+                            loaded.corrupt.push(set_aside(path, id, error));
+                        }
                     }
-                },
+                }
                 FileKind::SetAside(stem) => {
                     let error = match read_record(&path, stem) {
                         Ok(_) => "moved aside earlier".to_owned(),
@@ -347,10 +371,13 @@ impl StateDir {
                 FileKind::Other => {}
             }
         }
+        self.cache.keep_only(&seen);
         loaded.records.sort_by(|a, b| {
             (a.created_ms, a.created_ns, &a.id).cmp(&(b.created_ms, b.created_ns, &b.id))
         });
         loaded.corrupt.sort_by(|a, b| a.path.cmp(&b.path));
+        let last = loaded.unreadable.is_empty();
+        self.cache.scanned(dir, began, &loaded, last);
         Ok(loaded)
     }
 }

@@ -160,3 +160,46 @@ fn stale_temp_files_are_removed_by_age() {
     assert_eq!(removed.len(), 1, "{removed:?}");
     assert!(!temp.exists());
 }
+
+#[test]
+fn a_scan_sees_what_another_process_changed_and_reads_only_that() {
+    let dir = private_tempdir();
+    let mine = StateDir::open(dir.path().join("state")).unwrap();
+    // Another process: its own handle, so its own cache.
+    let theirs = StateDir::open(dir.path().join("state")).unwrap();
+    let (one, two) = (record("one"), record("two"));
+    theirs.write(&one).unwrap();
+    theirs.write(&two).unwrap();
+    // Scans begun long after the directory's last change may stand for it.
+    let later = || SystemTime::now() + std::time::Duration::from_secs(5);
+    let ids = |loaded: &LoadedRecords| {
+        let mut ids: Vec<String> = loaded
+            .records
+            .iter()
+            .filter_map(|r| r.spec.name.clone())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(&mine.load_all_at(later()).unwrap()), ["one", "two"]);
+    // Their rename (a rewrite), a new spawn and a kill all show.
+    let mut renamed = two.clone();
+    renamed.spec.name = Some("deux".to_owned());
+    theirs.write(&renamed).unwrap();
+    theirs.write(&record("three")).unwrap();
+    theirs.remove(&one.id).unwrap();
+    assert_eq!(ids(&mine.load_all_at(later()).unwrap()), ["deux", "three"]);
+    // A corrupt file written in place: the directory changed (a new
+    // file), so it is read and set aside.
+    fs::write(mine.record_path(&one.id), b"{not json").unwrap();
+    let loaded = mine.load_all_at(later()).unwrap();
+    assert_eq!(
+        (ids(&loaded), loaded.corrupt.len()),
+        (vec!["deux".to_owned(), "three".to_owned()], 1)
+    );
+    // A scan right after a change reads again (nothing kept for it), and
+    // still answers the same.
+    theirs.write(&record("four")).unwrap();
+    assert_eq!(ids(&mine.load_all().unwrap()), ["deux", "four", "three"]);
+    assert_eq!(ids(&mine.load_all().unwrap()), ["deux", "four", "three"]);
+}

@@ -10,7 +10,8 @@
 //! - the reader (`reader.rs`) owns the child and its stdout and never waits on anyone
 //!   (except [`Delivery::Lossless`] subscribers, who asked for it): it routes
 //!   output, completes replies and runs the flow control of `subscribe`;
-//! - the writer owns stdin and writes queued lines in order, batching them;
+//! - the writer writes queued lines to stdin in order, batching them (a
+//!   line queued while it is idle is written by its caller: `stdin.rs`);
 //! - a stderr drain keeps tmux's last words for the close reason;
 //! - a lag watcher waits for room in a lagging subscriber's queue, then
 //!   starts its resync.
@@ -26,6 +27,7 @@
 pub(crate) mod handshake;
 mod raw;
 mod reader;
+mod stdin;
 mod stream;
 mod write;
 
@@ -37,9 +39,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
+use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -187,16 +187,6 @@ impl Drop for DropGuard {
 
 pub(crate) struct ClientShared {
     state: Mutex<State>,
-    /// Lines for tmux's stdin. Unbounded on purpose: lines are queued under
-    /// the state lock (FIFO order = write order, see `write_locked`), where
-    /// a bounded `send().await` cannot wait. It is bounded in practice:
-    /// caller lines hold an in-flight permit until tmux answers them (at
-    /// most `max_in_flight`, whether or not the caller still waits), and the
-    /// engine's own lines are at most three per `subscribe_pane` or dropped
-    /// stream, and one plus two per subscriber per tmux `%pause` or lag
-    /// episode (a pane is paused once until continued, a subscriber lags
-    /// once until resynced).
-    writer: mpsc::UnboundedSender<Bytes>,
     in_flight: Arc<Semaphore>,
     /// Every task of this client (reader, writer, stderr drain, lag
     /// watchers); closed once the client is built, so `wait` means "all
@@ -223,6 +213,8 @@ struct State {
     /// Commands written and not yet answered, oldest first. The writer
     /// channel is fed under this lock, so FIFO order is write order.
     pending: VecDeque<Pending>,
+    /// tmux's stdin: written here, or queued for the writer task.
+    stdin: stdin::Stdin,
     routes: Routes,
     /// Panes whose output comes from a raw pipe (`raw.rs`), not `%output`.
     raw: std::collections::HashMap<PaneId, raw::RawLink>,
@@ -353,12 +345,12 @@ impl ControlClient {
         let shared = Arc::new(ClientShared {
             state: Mutex::new(State {
                 pending: VecDeque::new(),
+                stdin: stdin::Stdin::new(writer),
                 routes: Routes::default(),
                 raw: std::collections::HashMap::new(),
                 exits: opts.exit_handshake.clone().map(ExitWatch::new),
                 closed: None,
             }),
-            writer,
             in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
             tasks: TaskTracker::new(),
             ended: CancellationToken::new(),
@@ -410,10 +402,11 @@ impl ControlClient {
             Ok(Ok(Ok(()))) => {
                 // tmux 3.3a and older read stdin before the attach command
                 // has run, so nothing is written until its block closed.
-                if let Some(stdin) = stdin.take() {
-                    client.shared.tasks.spawn(write_lines(stdin, lines, hangup));
+                match stdin.take() {
+                    Some(stdin) => self::stdin::start(&client.shared, stdin, lines, hangup)
+                        .map_err(|e| Error::io("writing to tmux -C", e)),
+                    None => Ok(()),
                 }
-                Ok(())
             }
             Ok(Ok(Err(message))) => Err(Error::Command {
                 command: program,
@@ -656,11 +649,7 @@ impl ClientShared {
     /// Queues a line and its pending entry together, under the lock, so the
     /// FIFO matches the order tmux reads the lines in.
     fn write_locked(&self, state: &mut State, line: &str, pending: Pending) {
-        crate::hops::mark(crate::hops::Hop::Queued);
-        let mut bytes = BytesMut::with_capacity(line.len() + 1);
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.extend_from_slice(b"\n");
-        if self.writer.send(bytes.freeze()).is_ok() {
+        if state.stdin.write(line) {
             state.pending.push_back(pending);
         }
     }
@@ -745,36 +734,6 @@ impl ClientShared {
             });
         }
     }
-}
-
-/// Writes queued lines to tmux's stdin, batching whatever is ready.
-async fn write_lines(
-    mut stdin: ChildStdin,
-    mut lines: mpsc::UnboundedReceiver<Bytes>,
-    hangup: CancellationToken,
-) {
-    let mut batch = Vec::with_capacity(64 * 1024);
-    loop {
-        let line = tokio::select! {
-            line = lines.recv() => line,
-            () = hangup.cancelled() => None,
-        };
-        let Some(line) = line else { break };
-        batch.clear();
-        batch.extend_from_slice(&line);
-        while batch.len() < 256 * 1024 {
-            match lines.try_recv() {
-                Ok(line) => batch.extend_from_slice(&line),
-                Err(_) => break,
-            }
-        }
-        if let Err(e) = stdin.write_all(&batch).await {
-            debug!(error = %e, "writing to tmux -C failed");
-            break;
-        }
-        crate::hops::mark(crate::hops::Hop::Written);
-    }
-    // Dropping stdin is EOF: tmux detaches the client and prints `%exit`.
 }
 
 impl std::fmt::Debug for ControlClient {

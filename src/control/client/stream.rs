@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::ClientShared;
 use crate::control::PaneId;
-use crate::control::subscribe::{PaneEvent, SubscribeOptions};
+use crate::control::subscribe::{PaneEvent, Sink, SubscribeOptions};
 
 /// One pane's output stream. Dropping it unsubscribes.
 pub struct PaneStream {
@@ -37,6 +37,23 @@ impl PaneStream {
             rx,
             shared: shared.clone(),
         }
+    }
+
+    /// Hands this subscription's events to `sink` from now on, where they
+    /// are routed (see [`Sink`]); what was queued already goes first, all
+    /// under the routing lock, so the sink sees the pane in order. The
+    /// stream then queues nothing: [`recv`](Self::recv) only tells the
+    /// end of the connection.
+    pub(crate) fn into_sink(mut self, sink: Sink) -> PaneStream {
+        let mut state = self.shared.lock();
+        while let Ok(event) = self.rx.try_recv() {
+            sink(event);
+        }
+        if let Some(sub) = state.routes.sub_mut(self.pane, self.id) {
+            sub.sink = Some(sink);
+        }
+        drop(state);
+        self
     }
 
     /// The next event if one is queued, without waiting.

@@ -1,0 +1,198 @@
+// The page's first paint (issue 27, item 4): the time from a navigation to
+// the first prompt painted in Chromium, serve's page beside ttyd's page, in
+// one run, alternating round by round.
+//
+//   cargo build --release
+//   node --experimental-websocket scripts/bench-page.mjs [ROUNDS]
+//
+// Needs: ttyd (TTYD, default /tmp/peers/ttyd-src/build/ttyd: built from
+// tsl0922/ttyd 1.7.7, nothing of it is in this repository) and Debian's
+// chromium (CHROMIUM). One headless Chromium loads both pages, each from
+// its own origin. serve's page opens an idle terminal that already runs
+// (`#t=NAME`, the session signed in once before the rounds: a person's
+// next visit); ttyd's page starts its program on connect (how ttyd
+// serves a page). A script injected before each document's own watches
+// the terminal's buffer at every animation frame and notes the time
+// (since the navigation began) the prompt is first in it: the frame that
+// paints it. Two passes: warm (the browser's cache as a visit leaves it)
+// and cold (cache disabled: every byte fetched). Medians and ratios are
+// printed; every process started is stopped by its process group.
+
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+
+const ROUNDS = Number(process.argv[2] ?? 10);
+const ENGINE = resolve(process.env.ENGINE ?? "target/release/tmux-engine");
+const TTYD = process.env.TTYD ?? process.env.TTYD_BIN ?? "/tmp/peers/ttyd-src/build/ttyd";
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const PS1 = "READY$ ";
+const SHELL = ["env", `PS1=${PS1}`, "bash", "--norc", "--noprofile"];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` every `every` ms until it returns a truthy value. */
+async function until(what, check, timeout = 20000, every = 10) {
+  const end = performance.now() + timeout;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (performance.now() > end) throw new Error(`timed out: ${what}`);
+    await sleep(every);
+  }
+}
+
+async function fetchJson(url, init) {
+  try {
+    const r = await fetch(url, init);
+    return r.ok ? await r.json() : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A DevTools connection: send(method, params) -> result. */
+function devtools(url) {
+  const ws = new WebSocket(url);
+  let id = 0;
+  const waiting = new Map();
+  ws.onmessage = (m) => {
+    const msg = JSON.parse(m.data);
+    if (msg.id && waiting.has(msg.id)) {
+      const { ok, fail } = waiting.get(msg.id);
+      waiting.delete(msg.id);
+      msg.error ? fail(new Error(JSON.stringify(msg.error))) : ok(msg.result);
+    }
+  };
+  const open = new Promise((ok, fail) => {
+    ws.onopen = ok;
+    ws.onerror = fail;
+  });
+  return {
+    open,
+    send(method, params = {}) {
+      const n = ++id;
+      ws.send(JSON.stringify({ id: n, method, params }));
+      return new Promise((ok, fail) => waiting.set(n, { ok, fail }));
+    },
+    close: () => ws.close(),
+  };
+}
+
+/** A process in its own group, so stopping it stops its children too. */
+function start(cmd, args, env) {
+  const child = spawn(cmd, args, { stdio: "ignore", detached: true, env: env ?? process.env });
+  child.exited = new Promise((ok) => child.on("exit", ok));
+  return child;
+}
+
+async function stop(child) {
+  try {
+    process.kill(-child.pid, "SIGTERM");
+  } catch {}
+  const done = await Promise.race([child.exited.then(() => true), sleep(5000)]);
+  if (!done) {
+    try {
+      process.kill(-child.pid, "SIGKILL");
+    } catch {}
+    await child.exited;
+  }
+}
+
+// Injected before each page's own scripts: at every frame, is the prompt in
+// the terminal's buffer yet (serve's page exposes it as tmuxEngine.term,
+// ttyd's as term)? The first frame it is, is the one that paints it.
+const WATCH = `(() => {
+  const prompt = ${JSON.stringify(PS1.trim())};
+  const look = () => {
+    const t = (window.tmuxEngine && window.tmuxEngine.term) || window.term;
+    if (t && t.buffer) {
+      const b = t.buffer.active;
+      for (let i = 0; i < t.rows; i++) {
+        const l = b.getLine(b.viewportY + i);
+        if (l && l.translateToString(true).includes(prompt)) {
+          window.__painted = performance.now();
+          return;
+        }
+      }
+    }
+    requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+})()`;
+
+async function firstPaint(cdp, url) {
+  await cdp.send("Page.navigate", { url });
+  const evaluate = async (expression) =>
+    (await cdp.send("Runtime.evaluate", { expression, returnByValue: true })).result.value;
+  return until(`the prompt painted at ${url}`, () => evaluate("window.__painted"));
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), "bench-page-"));
+  const port = 18000 + Math.floor(Math.random() * 1000) * 3;
+  const token = `bench-${randomBytes(16).toString("hex")}`;
+  const base = `http://127.0.0.1:${port}`;
+  const env = { ...process.env, TMUX_ENGINE_RUNTIME_DIR: join(dir, "run"), XDG_RUNTIME_DIR: join(dir, "run") };
+  execFileSync("mkdir", ["-m", "700", "-p", join(dir, "run"), join(dir, "state")]);
+  const serve = start(ENGINE, ["--state-dir", join(dir, "state"), "serve", "--listen",
+    `127.0.0.1:${port}`, "--token", token], env);
+  const ttyd = start(TTYD, ["-p", String(port + 1), "-i", "127.0.0.1", "-W", ...SHELL]);
+  const chrome = start(CHROMIUM, ["--headless", "--no-sandbox", "--disable-gpu",
+    `--remote-debugging-port=${port + 2}`, `--user-data-dir=${join(dir, "chrome")}`,
+    "--window-size=1200,700", "about:blank"]);
+  const api = (method, path, body) => fetchJson(`${base}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  try {
+    await until("serve", () => fetchJson(`${base}/api/terminals`, { headers: { Authorization: `Bearer ${token}` } }));
+    await until("ttyd", () => fetchJson(`http://127.0.0.1:${port + 1}/token`));
+    if (!(await api("POST", "/api/terminals", { name: "page", command: SHELL }))) throw new Error("spawn failed");
+    const targets = await until("chromium's DevTools", () => fetchJson(`http://127.0.0.1:${port + 2}/json`));
+    const cdp = devtools(targets.find((t) => t.type === "page").webSocketDebuggerUrl);
+    await cdp.open;
+    await cdp.send("Page.enable");
+    await cdp.send("Network.enable");
+    await cdp.send("Page.addScriptToEvaluateOnNewDocument", { source: WATCH });
+    // Sign in once (the link's code), as a person's first visit does.
+    const link = await api("POST", "/api/links", {});
+    const pages = {
+      "serve": `${base}/#t=page`,
+      "ttyd": `http://127.0.0.1:${port + 1}/`,
+    };
+    await firstPaint(cdp, `${base}${link.path}&t=page`);
+    for (const url of Object.values(pages)) await firstPaint(cdp, url);
+    const out = {};
+    for (const pass of ["warm", "cold"]) {
+      await cdp.send("Network.setCacheDisabled", { cacheDisabled: pass === "cold" });
+      const res = { serve: [], ttyd: [] };
+      for (let r = 0; r < ROUNDS; r++) {
+        for (const which of r % 2 ? ["ttyd", "serve"] : ["serve", "ttyd"]) {
+          await cdp.send("Page.navigate", { url: "about:blank" });
+          await sleep(100);
+          res[which].push(await firstPaint(cdp, pages[which]));
+        }
+      }
+      out[pass] = { serve: median(res.serve), ttyd: median(res.ttyd) };
+      console.error(`${pass}: serve ${res.serve.map((x) => x.toFixed(0)).join(" ")}; ttyd ${res.ttyd.map((x) => x.toFixed(0)).join(" ")}`);
+    }
+    cdp.close();
+    console.log(`navigation -> first prompt painted (Chromium headless), median of ${ROUNDS}:`);
+    for (const [pass, m] of Object.entries(out)) {
+      console.log(`  ${pass.padEnd(5)} serve ${m.serve.toFixed(1)} ms, ttyd ${m.ttyd.toFixed(1)} ms: ${(m.serve / m.ttyd).toFixed(2)}x`);
+    }
+  } finally {
+    await stop(chrome);
+    await stop(ttyd);
+    await api("DELETE", "/api/terminals/page");
+    await stop(serve);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+  }
+}
+
+await main();
