@@ -31,8 +31,9 @@ const SCRIPT: &str = r#"read -r _
 pid=$1 named=$2
 shift 2
 if [ -n "$pid" ]; then
-  i=0
-  while [ "$i" -lt 20 ] && [ -d "/proc/$pid" ]; do sleep 0.05; i=$((i + 1)); done
+  # Bounded by time, not by a count of forks (20 forks of `sleep` took
+  # well over the second under load).
+  timeout 1 tail -s 0.05 --pid="$pid" -f /dev/null 2>/dev/null
   if grep -qaF -- "$named" "/proc/$pid/cmdline" 2>/dev/null; then kill -9 "$pid"; fi
 fi
 rm -rf -- "$@""#;
