@@ -27,14 +27,17 @@ use crate::{Error, Result};
 const NAME_PATTERN: &str = r"^[^\x00-\x20\x7f-\x9f:.\\=$-][^\x00-\x1f\x7f-\x9f:.\\]*$";
 
 /// `spawn`: start a terminal. Its schema says that `cols` and `rows` come
-/// together (a number for one, a number for the other).
+/// together (a number for one, a number for the other), and that `command`
+/// and `shell` do not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(extend("allOf" = [
     {"if": {"required": ["cols"], "properties": {"cols": {"type": "integer"}}},
      "then": {"required": ["rows"], "properties": {"rows": {"type": "integer"}}}},
     {"if": {"required": ["rows"], "properties": {"rows": {"type": "integer"}}},
-     "then": {"required": ["cols"], "properties": {"cols": {"type": "integer"}}}}
+     "then": {"required": ["cols"], "properties": {"cols": {"type": "integer"}}}},
+    {"not": {"required": ["command", "shell"],
+             "properties": {"command": {"type": "array"}, "shell": {"type": "string"}}}}
 ]))]
 pub struct SpawnRequest {
     /// Unique per owner; usable as id.
@@ -43,25 +46,34 @@ pub struct SpawnRequest {
     pub name: Option<String>,
     /// The program and its words (no shell); absent: a shell.
     #[serde(default)]
+    #[schemars(extend(
+        "items" = {"type": "string", "pattern": r"^[^\x00]*$"},
+        "prefixItems" = [{"type": "string", "minLength": 1, "pattern": r"^[^\x00]*$"}],
+        "minItems" = 1
+    ))]
     pub command: Option<Vec<String>>,
     /// A line for `SHELL -c`, instead of `command`.
     #[serde(default)]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), regex(pattern = r"^[^\x00]*$"))]
     pub shell: Option<String>,
     /// Absolute working directory.
     #[serde(default)]
+    #[schemars(extend("pattern" = r"^/[^\x00]*$"))]
     pub cwd: Option<PathBuf>,
     /// Extra environment.
     #[serde(default)]
-    #[schemars(extend("propertyNames" = {"pattern": r"^[^=\x00]+$"}))]
+    #[schemars(extend(
+        "propertyNames" = {"pattern": r"^[^=\x00]+$"},
+        "additionalProperties" = {"type": "string", "pattern": r"^[^\x00]*$"}
+    ))]
     pub env: Option<BTreeMap<String, String>>,
     /// Columns (with `rows`; default 80).
     #[serde(default)]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1000))]
     pub cols: Option<u16>,
     /// Rows (with `cols`; default 24).
     #[serde(default)]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1000))]
     pub rows: Option<u16>,
     /// When the program dies (default `never`).
     #[serde(default)]
@@ -219,7 +231,7 @@ pub struct SendRequest {
     pub wait: Option<WaitFor>,
     /// Give up waiting after this (default 30 s; `timeout`: its old name).
     #[serde(default, alias = "timeout")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = MAX_SECONDS))]
     pub timeout_secs: Option<f64>,
     /// Whether it may go into the shell's history (default true; MCP's
     /// false).
@@ -447,7 +459,7 @@ pub struct WaitRequest {
     pub command: Option<String>,
     /// Give up after this (default 30 s).
     #[serde(default, alias = "timeout")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = MAX_SECONDS))]
     pub timeout_secs: Option<f64>,
 }
 
@@ -545,7 +557,16 @@ fn invalid(message: &str) -> Error {
     Error::InvalidInput(message.to_owned())
 }
 
+/// The longest wait a request may ask for (about 31 years): stated in the
+/// schemas, so a schema-valid wait is never refused.
+const MAX_SECONDS: f64 = 1e9;
+
 fn seconds(value: f64, field: &str) -> Result<Duration> {
+    if value > MAX_SECONDS {
+        return Err(Error::InvalidInput(format!(
+            "{field} {value} is over the maximum of {MAX_SECONDS} seconds"
+        )));
+    }
     Duration::try_from_secs_f64(value)
         .map_err(|_| Error::InvalidInput(format!("{field} {value} is not a number of seconds")))
 }
