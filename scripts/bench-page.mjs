@@ -18,11 +18,13 @@
 // and cold (cache disabled: every byte fetched). Medians and ratios are
 // printed; every process started is stopped by its process group.
 
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
+
+import { devtools, fetchJson, median, sleep, start, stop, until } from "./lib/bench.mjs";
 
 const ROUNDS = Number(process.argv[2] ?? 10);
 const ENGINE = resolve(process.env.ENGINE ?? "target/release/tmux-engine");
@@ -30,75 +32,6 @@ const TTYD = process.env.TTYD ?? process.env.TTYD_BIN ?? "/tmp/peers/ttyd-src/bu
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const PS1 = "READY$ ";
 const SHELL = ["env", `PS1=${PS1}`, "bash", "--norc", "--noprofile"];
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `check` every `every` ms until it returns a truthy value. */
-async function until(what, check, timeout = 20000, every = 10) {
-  const end = performance.now() + timeout;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (performance.now() > end) throw new Error(`timed out: ${what}`);
-    await sleep(every);
-  }
-}
-
-async function fetchJson(url, init) {
-  try {
-    const r = await fetch(url, init);
-    return r.ok ? await r.json() : null;
-  } catch {
-    return null;
-  }
-}
-
-/** A DevTools connection: send(method, params) -> result. */
-function devtools(url) {
-  const ws = new WebSocket(url);
-  let id = 0;
-  const waiting = new Map();
-  ws.onmessage = (m) => {
-    const msg = JSON.parse(m.data);
-    if (msg.id && waiting.has(msg.id)) {
-      const { ok, fail } = waiting.get(msg.id);
-      waiting.delete(msg.id);
-      msg.error ? fail(new Error(JSON.stringify(msg.error))) : ok(msg.result);
-    }
-  };
-  const open = new Promise((ok, fail) => {
-    ws.onopen = ok;
-    ws.onerror = fail;
-  });
-  return {
-    open,
-    send(method, params = {}) {
-      const n = ++id;
-      ws.send(JSON.stringify({ id: n, method, params }));
-      return new Promise((ok, fail) => waiting.set(n, { ok, fail }));
-    },
-    close: () => ws.close(),
-  };
-}
-
-/** A process in its own group, so stopping it stops its children too. */
-function start(cmd, args, env) {
-  const child = spawn(cmd, args, { stdio: "ignore", detached: true, env: env ?? process.env });
-  child.exited = new Promise((ok) => child.on("exit", ok));
-  return child;
-}
-
-async function stop(child) {
-  try {
-    process.kill(-child.pid, "SIGTERM");
-  } catch {}
-  const done = await Promise.race([child.exited.then(() => true), sleep(5000)]);
-  if (!done) {
-    try {
-      process.kill(-child.pid, "SIGKILL");
-    } catch {}
-    await child.exited;
-  }
-}
 
 // Injected before each page's own scripts: at every frame, is the prompt in
 // the terminal's buffer yet (serve's page exposes it as tmuxEngine.term,
@@ -129,7 +62,6 @@ async function firstPaint(cdp, url) {
   return until(`the prompt painted at ${url}`, () => evaluate("window.__painted"));
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), "bench-page-"));

@@ -10,17 +10,18 @@
 // ../shared/bench/peers-web/README.md says), chromium and ffmpeg (Debian).
 // Rounds alternate the pipelines; medians and the ratio are printed.
 
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, existsSync, statSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+
+import { devtools, fetchJson, median, sleep, start, stop, until } from "./lib/bench.mjs";
 
 const ROUNDS = Number(process.argv[2] ?? 5);
 const ENGINE = resolve(process.env.ENGINE ?? "target/release/tmux-engine");
 const TTYD = process.env.TTYD ?? "/tmp/peers/ttyd-src/build/ttyd";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const FPS = 20;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const TAPE = `Output bench.gif
 Set Shell bash
@@ -40,68 +41,6 @@ async function engineOnce(dir) {
     if (!existsSync(join(dir, f))) throw new Error(`engine wrote no ${f}`);
   }
   return ms;
-}
-
-/** Polls `check` every `every` ms until it returns a truthy value. */
-async function until(what, check, timeout = 20000, every = 20) {
-  const end = performance.now() + timeout;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (performance.now() > end) throw new Error(`timed out: ${what}`);
-    await sleep(every);
-  }
-}
-
-async function fetchJson(url) {
-  try {
-    const r = await fetch(url);
-    return r.ok ? await r.json() : null;
-  } catch {
-    return null;
-  }
-}
-
-/** A DevTools connection: send(method, params) -> result. */
-function devtools(url) {
-  const ws = new WebSocket(url);
-  let id = 0;
-  const waiting = new Map();
-  ws.onmessage = (m) => {
-    const msg = JSON.parse(m.data);
-    if (msg.id && waiting.has(msg.id)) {
-      const { ok, fail } = waiting.get(msg.id);
-      waiting.delete(msg.id);
-      msg.error ? fail(new Error(JSON.stringify(msg.error))) : ok(msg.result);
-    }
-  };
-  const open = new Promise((ok, fail) => {
-    ws.onopen = ok;
-    ws.onerror = fail;
-  });
-  return {
-    open,
-    send(method, params = {}) {
-      const n = ++id;
-      ws.send(JSON.stringify({ id: n, method, params }));
-      return new Promise((ok, fail) => waiting.set(n, { ok, fail }));
-    },
-    close: () => ws.close(),
-  };
-}
-
-/** A process in its own group, so stopping it stops its children too. */
-function start(cmd, args) {
-  const child = spawn(cmd, args, { stdio: "ignore", detached: true });
-  child.exited = new Promise((ok) => child.on("exit", ok));
-  return child;
-}
-
-async function stop(child) {
-  try {
-    process.kill(-child.pid, "SIGKILL");
-  } catch {}
-  await child.exited;
 }
 
 async function vhsOnce(dir, port) {
@@ -157,12 +96,11 @@ async function vhsOnce(dir, port) {
     if (statSync(join(dir, "bench.gif")).size === 0) throw new Error("ffmpeg wrote no GIF");
     return performance.now() - t0;
   } finally {
-    await stop(chrome);
-    await stop(ttyd);
+    await stop(chrome, 0);
+    await stop(ttyd, 0);
   }
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const engine = [];
 const vhs = [];
