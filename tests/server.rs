@@ -341,16 +341,19 @@ async fn accepted_names_address_exactly_their_session() {
 }
 
 /// A tmux that starts a real server for `new-session`, writes the server's
-/// pid to `pid_file`, then prints `garbage` (or hangs when `hang`).
+/// pid to `pid_file`, then says `garbage` in place of its report (or stays
+/// silent when `hang`).
 fn half_broken_tmux(dir: &Path, pid_file: &Path, hang: bool) -> Tmux {
     let fake = dir.join(if hang { "tmux-hang" } else { "tmux-garbage" });
+    // In place of the start's report line (it begins with the server pid):
+    // garbage, or nothing more at all while the real client goes on.
     let then = if hang {
-        "exec sleep 60"
+        "exec cat >/dev/null"
     } else {
         "echo garbage"
     };
     let script = format!(
-        "#!/bin/sh\ncase \" $* \" in\n*\" new-session \"*)\n  \"{real}\" \"$@\" | cut -d' ' -f1 > \"{pid}.tmp\"\n  mv \"{pid}.tmp\" \"{pid}\"\n  {then} ;;\n*) exec \"{real}\" \"$@\" ;;\nesac\n",
+        "#!/bin/sh\ncase \" $* \" in\n*\" new-session \"*)\n  \"{real}\" \"$@\" | while IFS= read -r line; do\n    case \"$line\" in\n    [0-9]*) echo \"${{line%% *}}\" > \"{pid}.tmp\"; mv \"{pid}.tmp\" \"{pid}\"; {then} ;;\n    *) printf '%s\\n' \"$line\" ;;\n    esac\n  done ;;\n*) exec \"{real}\" \"$@\" ;;\nesac\n",
         real = tmux().path().display(),
         pid = pid_file.display(),
     );

@@ -361,17 +361,17 @@ pub(crate) fn respawn_commands(
 /// The format `new-session -P` prints: server pid, pane id, pane pid.
 pub(super) const START_FORMAT: &str = "#{pid} #{pane_id} #{pane_pid}";
 
-/// How the first session is created.
+/// Whether `new-session` reports the first pane in its reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum StartMode {
-    /// `new-session -d -P -F FMT` from a one-shot `tmux` process.
-    Detached,
-    /// `new-session` as a control client's argv command: the client is
-    /// attached before the program's first byte, so it sees all output.
-    Control,
+    /// `-P -F` [`START_FORMAT`]: the reply block says the server pid and
+    /// the first pane, for a caller that only waits for that block.
+    Report,
+    /// No report: the control client that starts the server asks itself.
+    Quiet,
 }
 
-/// `new-session [-d -P -F FMT] ... -- CMD ; set-option -w -t =NAME: window-size manual`.
+/// `new-session [-P -F FMT] ... -- CMD ; set-option -w -t =NAME: window-size manual`.
 ///
 /// With `raw` (a relay's pipe command, see [`super::relay`]) the pipe is
 /// the relay instead of the drain, and the control client's `%output` for
@@ -385,16 +385,12 @@ pub(super) fn start_argv(
     mode: StartMode,
     raw: Option<&str>,
 ) -> Result<Vec<OsString>> {
-    let mut new = TmuxCommand::new("new-session");
-    if mode == StartMode::Detached {
-        new = new.flag("-d");
-    }
-    new = new
+    let mut new = TmuxCommand::new("new-session")
         // -s and -c are format-expanded: format_opt doubles `#`.
         .format_opt("-s", &opts.session)
         .opt("-x", opts.size.cols.to_string())
         .opt("-y", opts.size.rows.to_string());
-    if mode == StartMode::Detached {
+    if mode == StartMode::Report {
         new = new.flag("-P").opt("-F", START_FORMAT);
     }
     let mut argv = program_args(new, opts)?.argv().to_vec();
@@ -507,13 +503,12 @@ mod tests {
             env: vec![("K".into(), "v;".into())],
             ..Default::default()
         };
-        let argv = start_argv(&opts, "=s#1", StartMode::Detached, None).expect("valid");
+        let argv = start_argv(&opts, "=s#1", StartMode::Report, None).expect("valid");
         let text: Vec<_> = argv.iter().map(|a| a.to_str().expect("utf8")).collect();
         assert_eq!(
             text,
             [
                 "new-session",
-                "-d",
                 "-s",
                 "s##1",
                 "-x",
@@ -556,7 +551,7 @@ mod tests {
             cwd: Some("/tmp".into()),
             ..Default::default()
         };
-        let start = start_argv(&opts, "=main", StartMode::Control, None).expect("valid");
+        let start = start_argv(&opts, "=main", StartMode::Quiet, None).expect("valid");
         // After `new-session -s main -x 80 -y 24`, up to the first `;`.
         let end = start.iter().position(|a| a == ";").expect("chained");
         let (respawn, drain) = respawn_commands(&opts, "%0").expect("valid");

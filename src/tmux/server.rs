@@ -17,7 +17,7 @@ use std::sync::Arc;
 use rustix::process::Signal;
 
 use super::command::TmuxCommand;
-use super::handle::{RUN_TIMEOUT, ServerHandle, output};
+use super::handle::{RUN_TIMEOUT, ServerHandle};
 use super::kill::KillRequest;
 use super::options::{ServerOptions, StartMode, config_text, runtime_base, start_argv, validate};
 use super::process;
@@ -72,33 +72,36 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts a server: creates its directory and config, runs
-    /// `tmux -S SOCK -f CONF new-session -d ...`, pins the window size and
-    /// reads back the server pid and the first pane.
+    /// Starts a server and lets go of the client that started it: the
+    /// same `tmux -C new-session ...` as [`Server::prepare`]'s command
+    /// (one way to start a server), which also reports the server pid and
+    /// first pane in its reply. The client detaches once that reply is in;
+    /// the session stays. For a caller with its own client on the server
+    /// later (tests, tools); a program's output before that client attaches
+    /// is on its screen, not in any stream. A raw relay in `opts` is not
+    /// set up: nobody listens for it.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a bad name, size, shell, cwd or
     /// variable; [`Error::SocketPathTooLong`] when the runtime directory is
     /// too deep; [`Error::Io`] when the directory or config cannot be
-    /// written; [`Error::Command`] when tmux fails to start;
-    /// [`Error::Unresponsive`] when it does not answer within
-    /// 10 s.
+    /// written; [`Error::Command`] when tmux fails to start or its reply is
+    /// not the report; [`Error::Unresponsive`] when it does not answer
+    /// within 10 s. Nothing is left running on error.
     pub async fn start(tmux: Arc<Tmux>, opts: ServerOptions) -> Result<Server> {
-        let (mut server, argv, (server_env, clear_env)) =
-            Self::create(tmux, opts, StartMode::Detached)?;
-        let mut cli = server.handle.cli();
-        cli.args(&argv);
-        if clear_env {
-            cli.env_clear();
-        }
-        for (k, v) in &server_env {
-            cli.env(k, v);
-        }
-        let line = argv_text(&argv);
-        let started = match output(cli, &line, RUN_TIMEOUT).await {
-            Ok(out) => parse_start(&out, &line),
-            Err(e) => Err(e),
+        let opts = ServerOptions {
+            raw_relay: None,
+            ..opts
+        };
+        let (mut server, command, line) = Self::prepare_as(tmux, opts, StartMode::Report)?;
+        let started = match tokio::time::timeout(RUN_TIMEOUT, first_reply(command, &line)).await {
+            Ok(Ok(reply)) => parse_start(&reply, &line),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Unresponsive {
+                command: line,
+                timeout: RUN_TIMEOUT,
+            }),
         };
         match started {
             Ok((pid, first_pane)) => {
@@ -132,7 +135,19 @@ impl Server {
         tmux: Arc<Tmux>,
         opts: ServerOptions,
     ) -> Result<(Server, tokio::process::Command)> {
-        let (server, argv, (server_env, clear_env)) = Self::create(tmux, opts, StartMode::Control)?;
+        let (server, command, _) = Self::prepare_as(tmux, opts, StartMode::Quiet)?;
+        Ok((server, command))
+    }
+
+    /// [`Server::prepare`] with the report `mode`; also the start command's
+    /// text, for errors.
+    fn prepare_as(
+        tmux: Arc<Tmux>,
+        opts: ServerOptions,
+        mode: StartMode,
+    ) -> Result<(Server, tokio::process::Command, String)> {
+        let (server, argv, (server_env, clear_env)) = Self::create(tmux, opts, mode)?;
+        let line = argv_text(&argv);
         let mut args = vec![
             OsString::from("-S"),
             server.socket().as_os_str().to_owned(),
@@ -155,7 +170,7 @@ impl Server {
             // reach the engine only, which then shuts tmux down in order.
             .process_group(0)
             .kill_on_drop(true);
-        Ok((server, cmd))
+        Ok((server, cmd, line))
     }
 
     /// Records the server pid and first pane of a server started through
@@ -206,13 +221,12 @@ impl Server {
             super::exit_handshake::make_fifo(dir.path())?;
         }
 
-        // A relay only where a control client starts the server: it is the
-        // engine process that must be listening when tmux runs the pipe.
+        // The engine process must be listening there when tmux runs the pipe.
         let raw_socket = dir.path().join(super::relay::RAW_SOCKET);
-        let raw = match (&opts.raw_relay, mode) {
-            (Some(relay), StartMode::Control) => super::relay::pipe_command(relay, &raw_socket),
-            _ => None,
-        };
+        let raw = opts
+            .raw_relay
+            .as_ref()
+            .and_then(|relay| super::relay::pipe_command(relay, &raw_socket));
         let argv = start_argv(&opts, handle.session(), mode, raw.as_deref())?;
         // Owned from here on, before tmux runs: if starting fails or the
         // caller's future is dropped, `kill` or `Drop` stops whatever did
@@ -467,6 +481,80 @@ fn argv_text(argv: &[OsString]) -> String {
         .join(" ")
 }
 
+/// Runs a start command and returns the body of its first reply block
+/// (`new-session`'s), then closes the client's stdin, which detaches it,
+/// and reaps it. `%begin`/`%end` guard lines are matched by their number,
+/// so a program's output cannot end the block early; notifications before
+/// it are skipped.
+async fn first_reply(mut command: tokio::process::Command, line: &str) -> Result<String> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
+
+    let mut child = command
+        .spawn()
+        .map_err(|e| Error::io(format!("spawning tmux for `{line}`"), e))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut guard: Option<String> = None;
+    let mut body: Vec<String> = Vec::new();
+    let mut failed = false;
+    let mut complete = false;
+    while let Some(text) = lines
+        .next_line()
+        .await
+        .map_err(|e| Error::io(format!("reading tmux's reply to `{line}`"), e))?
+    {
+        match &guard {
+            None => {
+                if let Some(rest) = text.strip_prefix("%begin ") {
+                    guard = Some(guard_key(rest).to_owned());
+                }
+            }
+            Some(key) => {
+                let end = text.strip_prefix("%end ").map(|rest| (rest, false));
+                let error = text.strip_prefix("%error ").map(|rest| (rest, true));
+                match end.or(error) {
+                    Some((rest, is_error)) if guard_key(rest) == key => {
+                        failed = is_error;
+                        complete = true;
+                        break;
+                    }
+                    _ => body.push(text),
+                }
+            }
+        }
+    }
+    // Detaches the client (tmux sees its stdin close); the session stays.
+    drop(child.stdin.take());
+    let status = child.wait().await;
+    if failed || !complete {
+        let mut stderr = String::new();
+        if let Some(mut err) = child.stderr.take() {
+            let _ = err.read_to_string(&mut stderr).await;
+        }
+        let message = if failed {
+            body.join("\n")
+        } else if !stderr.trim().is_empty() {
+            stderr.trim().to_owned()
+        } else {
+            match status {
+                Ok(status) => format!("tmux exited with {status} before its reply"),
+                Err(e) => format!("tmux ended before its reply ({e})"),
+            }
+        };
+        return Err(Error::Command {
+            command: line.to_owned(),
+            message,
+        });
+    }
+    Ok(body.join("\n"))
+}
+
+/// The `TIME NUMBER` of a guard line's `TIME NUMBER FLAGS`: what pairs a
+/// `%begin` with its `%end`.
+fn guard_key(rest: &str) -> &str {
+    rest.rsplit_once(' ').map_or(rest, |(key, _flags)| key)
+}
+
 /// Parses `PID %N PANE_PID` from the start command's output.
 fn parse_start(out: &str, command: &str) -> Result<(u32, FirstPane)> {
     let bad = || Error::Command {
@@ -491,6 +579,13 @@ mod tests {
 
     use super::*;
     use crate::ErrorCode;
+
+    #[test]
+    fn a_guard_pairs_by_time_and_number_not_flags() {
+        assert_eq!(guard_key("1796211056 260 0"), "1796211056 260");
+        assert_eq!(guard_key("1796211056 260 1"), guard_key("1796211056 260 0"));
+        assert_ne!(guard_key("1796211056 261 0"), guard_key("1796211056 260 0"));
+    }
 
     #[test]
     fn socket_path_limit() {
