@@ -23,10 +23,15 @@
 //! `tmux -C` has exited, the handshake lock is released and no task of the
 //! client is left; no program has to wait for anything global. This module
 //! must not know how the server was started: it takes a ready `Command`.
+//!
+//! `shared.rs` holds what the handle and the tasks share (the state under
+//! one lock and the locked writes); `options.rs` the tunables.
 
 pub(crate) mod handshake;
+mod options;
 mod raw;
 mod reader;
+mod shared;
 mod stdin;
 mod stream;
 mod write;
@@ -34,19 +39,15 @@ mod write;
 pub(crate) use handshake::hold_handshake_lock;
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::debug;
 
-use super::subscribe::{Effects, PaneInfo, Routes, SubState};
+use super::subscribe::Routes;
 use super::{ControlCodec, Notification, PaneId, Reply};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::exit_handshake::ExitWatch;
@@ -55,119 +56,10 @@ use crate::{Error, Result};
 use reader::{Reader, drain_stderr};
 
 pub use super::subscribe::{Delivery, PaneEvent, Snapshot, SubscribeOptions};
+pub use options::{ClientOptions, OutputPath};
+pub(crate) use shared::ClientShared;
+use shared::{Internal, Pending, State, wait_closed};
 pub use stream::PaneStream;
-
-/// Tunables of a control client. `Default` gives sane values; change one
-/// with its setter: `ClientOptions::default().pause_after(None)`.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct ClientOptions {
-    /// A command unanswered for this long fails with `UNRESPONSIVE`.
-    pub command_timeout: Duration,
-    /// How long to wait for tmux's first block (the attach) to close.
-    pub ready_timeout: Duration,
-    /// Turn on tmux's `pause-after=N` (seconds, tmux 3.2+): if the engine
-    /// itself falls N seconds behind, tmux pauses the pane instead of
-    /// buffering without bound, and the engine resyncs it. `None` leaves it
-    /// off (needed for [`Delivery::Lossless`]).
-    pub pause_after: Option<u32>,
-    /// Whether `refresh-client -A '%N:pause'` may be used to quiet a pane
-    /// nobody keeps up with (tmux 3.2+).
-    pub pane_pause: bool,
-    /// At most this many caller commands in flight; more wait their turn.
-    pub max_in_flight: usize,
-    /// Queue length of each pane subscriber, in events.
-    pub subscriber_capacity: usize,
-    /// Queue length of the notification broadcast (slow receivers skip).
-    pub event_capacity: usize,
-    /// Lines of history a resync captures above the screen.
-    pub resync_history: u32,
-    /// The codec's line limit in bytes.
-    pub max_line_length: usize,
-    /// A lock file shared by every engine client of the same server (the
-    /// server directory's `control.lock`, see
-    /// [`ServerHandle::control_lock`](crate::tmux::ServerHandle::control_lock)):
-    /// held while this client connects (until tmux answered its attach)
-    /// and while it detaches (until `tmux -C` exited), so that one client
-    /// never leaves while another is still identifying, which crashes tmux
-    /// 3.3a. `None` takes no lock.
-    pub handshake_lock: Option<PathBuf>,
-    /// Where [`ControlClient::send_bytes`] writes a paste's pieces for
-    /// tmux to `load-buffer` (each file lives until tmux has read it):
-    /// a directory only this user can enter, such as the server's own
-    /// (which [`ControlClient::attach`] uses). `None`: a private temporary
-    /// directory of the client's, made on its first paste.
-    pub input_dir: Option<PathBuf>,
-    /// The server directory of a pane whose program runs under the exit
-    /// handshake ([`ServerOptions::exit_handshake`]): the reader scans every
-    /// pane's output for the wrapper's marker and acknowledges it once the
-    /// bytes before it are routed, so the pane dies only after its last
-    /// bytes reached every subscriber. [`launch`] sets it.
-    ///
-    /// [`ServerOptions::exit_handshake`]: crate::tmux::ServerOptions::exit_handshake
-    /// [`launch`]: crate::terminal::launch
-    pub exit_handshake: Option<PathBuf>,
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            command_timeout: Duration::from_secs(10),
-            ready_timeout: Duration::from_secs(10),
-            pause_after: Some(5),
-            pane_pause: true,
-            max_in_flight: 1024,
-            subscriber_capacity: 1024,
-            event_capacity: 4096,
-            resync_history: 1000,
-            max_line_length: crate::control::codec::DEFAULT_MAX_LINE_LENGTH,
-            handshake_lock: None,
-            input_dir: None,
-            exit_handshake: None,
-        }
-    }
-}
-
-setters!(ClientOptions {
-    command_timeout: Duration,
-    ready_timeout: Duration,
-    pause_after: Option<u32>,
-    pane_pause: bool,
-    max_in_flight: usize,
-    subscriber_capacity: usize,
-    event_capacity: usize,
-    resync_history: u32,
-    max_line_length: usize,
-    handshake_lock: Option<PathBuf>,
-    input_dir: Option<PathBuf>,
-    exit_handshake: Option<PathBuf>,
-});
-
-/// Which way a pane's output reaches the engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OutputPath {
-    /// `%output` lines of control mode, `\ooo`-escaped by tmux.
-    Control,
-    /// The pane's raw bytes from its `pipe-pane` socket.
-    Raw,
-}
-
-impl OutputPath {
-    /// `"control"` or `"raw"`: the name snapshots and JSON use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutputPath::Control => "control",
-            OutputPath::Raw => "raw",
-        }
-    }
-}
-
-impl std::fmt::Display for OutputPath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A handle on a live control connection. Cheap to clone; the connection
 /// detaches when the last handle is dropped.
@@ -183,89 +75,6 @@ impl Drop for DropGuard {
     fn drop(&mut self) {
         self.0.cancel();
     }
-}
-
-pub(crate) struct ClientShared {
-    state: Mutex<State>,
-    in_flight: Arc<Semaphore>,
-    /// Every task of this client (reader, writer, stderr drain, lag
-    /// watchers); closed once the client is built, so `wait` means "all
-    /// done".
-    tasks: TaskTracker,
-    /// Cancelled by the reader once the connection is closed: stops the
-    /// stderr drain and the lag watchers.
-    ended: CancellationToken,
-    /// Made on the first subscription (a broadcast allocates its whole
-    /// ring up front: `event_capacity` slots were most of an idle
-    /// terminal's memory, and most terminals never have an observer; a
-    /// send with no receiver reaches nobody either way). Taken on close,
-    /// so every receiver sees `Closed` once drained.
-    events: Mutex<Option<broadcast::Sender<Notification>>>,
-    closed: watch::Sender<Option<String>>,
-    opts: ClientOptions,
-    pid: Option<u32>,
-    /// One write at a time, in arrival order (tokio's mutex is FIFO-fair),
-    /// so two pastes never interleave; see `write.rs`.
-    input: tokio::sync::Mutex<write::Typist>,
-}
-
-struct State {
-    /// Commands written and not yet answered, oldest first. The writer
-    /// channel is fed under this lock, so FIFO order is write order.
-    pending: VecDeque<Pending>,
-    /// tmux's stdin: written here, or queued for the writer task.
-    stdin: stdin::Stdin,
-    routes: Routes,
-    /// Panes whose output comes from a raw pipe (`raw.rs`), not `%output`.
-    raw: std::collections::HashMap<PaneId, raw::RawLink>,
-    /// The exit handshake's marker scan ([`ClientOptions::exit_handshake`]).
-    exits: Option<ExitWatch>,
-    closed: Option<String>,
-}
-
-impl State {
-    /// Routes one chunk of `pane`'s output (either path) to its
-    /// subscribers, then acknowledges an exit marker it completes: every
-    /// byte before the marker has been routed by then.
-    fn output(&mut self, pane: PaneId, data: &Bytes, fx: &mut Effects) {
-        self.routes.output(pane, data, fx);
-        if let Some(exits) = &mut self.exits {
-            exits.seen(pane, data);
-        }
-    }
-}
-
-enum Pending {
-    /// A caller waits for the reply (or gave up: the send then fails).
-    Caller {
-        command: String,
-        tx: oneshot::Sender<Reply>,
-        /// The caller's in-flight slot, held until tmux answered (or the
-        /// connection closed), so that callers who give up cannot queue
-        /// more than `max_in_flight` lines.
-        _permit: Option<OwnedSemaphorePermit>,
-    },
-    /// The engine's own bookkeeping commands.
-    Internal(Internal),
-    /// An `if-shell -F` whose branches are one command each: when it
-    /// succeeds, its branch's block follows and answers `then`; when it
-    /// fails, no branch ran and its own block answers `then`.
-    Guard(Box<Pending>),
-}
-
-enum Internal {
-    /// Reply only logged when it fails.
-    Ignore(&'static str),
-    ResyncInfo {
-        pane: PaneId,
-        sub: u64,
-    },
-    ResyncCapture {
-        pane: PaneId,
-        sub: u64,
-        /// Which of the subscriber's resyncs this capture answers.
-        resync: u64,
-    },
 }
 
 impl ControlClient {
@@ -624,114 +433,6 @@ impl ControlClient {
             reason: self
                 .closed_reason()
                 .unwrap_or_else(|| "the control connection closed".to_owned()),
-        }
-    }
-}
-
-async fn wait_closed(shared: &ClientShared) -> String {
-    let mut rx = shared.closed.subscribe();
-    loop {
-        if let Some(reason) = rx.borrow_and_update().clone() {
-            return reason;
-        }
-        if rx.changed().await.is_err() {
-            return "the control connection closed".to_owned();
-        }
-    }
-}
-
-impl ClientShared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves plain data behind; keep going.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues a line and its pending entry together, under the lock, so the
-    /// FIFO matches the order tmux reads the lines in.
-    fn write_locked(&self, state: &mut State, line: &str, pending: Pending) {
-        if state.stdin.write(line) {
-            state.pending.push_back(pending);
-        }
-    }
-
-    fn internal_locked(&self, state: &mut State, command: &TmuxCommand, what: Internal) {
-        self.write_locked(state, command.line(), Pending::Internal(what));
-    }
-
-    fn pane_switch_locked(&self, state: &mut State, pane: PaneId, switch: &'static str) {
-        let command = TmuxCommand::new("refresh-client").opt("-A", format!("{pane}:{switch}"));
-        self.internal_locked(state, &command, Internal::Ignore(switch));
-    }
-
-    /// Starts the capture that brings subscriber `sub` of `pane` back in
-    /// sync: continue the pane if paused, read cursor and size, capture.
-    /// The subscriber skips output until the newest of its captures is in.
-    fn resync_locked(&self, state: &mut State, pane: PaneId, sub: u64) {
-        let Some(resync) = state.routes.start_resync(pane, sub) else {
-            return;
-        };
-        let paused = match state.routes.panes.get_mut(&pane) {
-            Some(route) => std::mem::replace(&mut route.paused, false),
-            None => return,
-        };
-        if paused {
-            self.pane_switch_locked(state, pane, "continue");
-        }
-        let info = TmuxCommand::new("list-panes")
-            .target(pane)
-            .opt("-F", PaneInfo::FORMAT);
-        self.internal_locked(state, &info, Internal::ResyncInfo { pane, sub });
-        let capture = TmuxCommand::new("capture-pane")
-            .flag("-p")
-            .flag("-e")
-            .target(pane)
-            .opt("-S", format!("-{}", self.opts.resync_history));
-        self.internal_locked(
-            state,
-            &capture,
-            Internal::ResyncCapture { pane, sub, resync },
-        );
-    }
-
-    /// Applies routing effects that need no await: pauses, lag watchers.
-    fn apply_locked(self: &Arc<Self>, state: &mut State, fx: &mut Effects) {
-        // Pausing only stops `%output`: a raw pane's pipe keeps flowing
-        // and its reader keeps draining it.
-        fx.pause.retain(|pane| !state.raw.contains_key(pane));
-        if self.opts.pane_pause {
-            for pane in fx.pause.drain(..) {
-                debug!(%pane, "every subscriber lags: pausing the pane");
-                self.pane_switch_locked(state, pane, "pause");
-            }
-        } else {
-            fx.pause.clear();
-        }
-        for (pane, sub, tx) in fx.lagging.drain(..) {
-            debug!(%pane, sub, "subscriber lags: skipping its output until it drains");
-            let shared = Arc::downgrade(self);
-            let ended = self.ended.clone();
-            self.tasks.spawn(async move {
-                // Wait until half the queue is free, so resyncs don't thrash.
-                // A stream nobody reads (nor drops) must not keep the client
-                // from finishing: stop when the connection ends.
-                let room = (tx.max_capacity() / 2).max(1);
-                let reserved = tokio::select! {
-                    reserved = tx.reserve_many(room) => reserved.is_ok(),
-                    () = ended.cancelled() => false,
-                };
-                if !reserved {
-                    return;
-                }
-                if let Some(shared) = shared.upgrade() {
-                    let mut state = shared.lock();
-                    if state.closed.is_none()
-                        && let Some(s) = state.routes.sub_mut(pane, sub)
-                        && s.state == SubState::Lagging
-                    {
-                        shared.resync_locked(&mut state, pane, sub);
-                    }
-                }
-            });
         }
     }
 }

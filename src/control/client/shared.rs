@@ -1,0 +1,211 @@
+//! What the client's handles and tasks share: the state under one lock
+//! (pending replies in write order, stdin, the pane routes, raw links, the
+//! exit watch), the in-flight limit, the task tracker and the close
+//! reason; and the locked writes every caller and task go through, so a
+//! line and its pending entry are queued together.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::debug;
+
+use super::{ClientOptions, raw, stdin, write};
+use crate::control::subscribe::{Effects, PaneInfo, Routes, SubState};
+use crate::control::{Notification, PaneId, Reply};
+use crate::tmux::command::TmuxCommand;
+use crate::tmux::exit_handshake::ExitWatch;
+
+pub(crate) struct ClientShared {
+    pub(super) state: Mutex<State>,
+    pub(super) in_flight: Arc<Semaphore>,
+    /// Every task of this client (reader, writer, stderr drain, lag
+    /// watchers); closed once the client is built, so `wait` means "all
+    /// done".
+    pub(super) tasks: TaskTracker,
+    /// Cancelled by the reader once the connection is closed: stops the
+    /// stderr drain and the lag watchers.
+    pub(super) ended: CancellationToken,
+    /// Made on the first subscription (a broadcast allocates its whole
+    /// ring up front: `event_capacity` slots were most of an idle
+    /// terminal's memory, and most terminals never have an observer; a
+    /// send with no receiver reaches nobody either way). Taken on close,
+    /// so every receiver sees `Closed` once drained.
+    pub(super) events: Mutex<Option<broadcast::Sender<Notification>>>,
+    pub(super) closed: watch::Sender<Option<String>>,
+    pub(super) opts: ClientOptions,
+    pub(super) pid: Option<u32>,
+    /// One write at a time, in arrival order (tokio's mutex is FIFO-fair),
+    /// so two pastes never interleave; see `write.rs`.
+    pub(super) input: tokio::sync::Mutex<write::Typist>,
+}
+
+pub(super) struct State {
+    /// Commands written and not yet answered, oldest first. The writer
+    /// channel is fed under this lock, so FIFO order is write order.
+    pub(super) pending: VecDeque<Pending>,
+    /// tmux's stdin: written here, or queued for the writer task.
+    pub(super) stdin: stdin::Stdin,
+    pub(super) routes: Routes,
+    /// Panes whose output comes from a raw pipe (`raw.rs`), not `%output`.
+    pub(super) raw: std::collections::HashMap<PaneId, raw::RawLink>,
+    /// The exit handshake's marker scan ([`ClientOptions::exit_handshake`]).
+    pub(super) exits: Option<ExitWatch>,
+    pub(super) closed: Option<String>,
+}
+
+impl State {
+    /// Routes one chunk of `pane`'s output (either path) to its
+    /// subscribers, then acknowledges an exit marker it completes: every
+    /// byte before the marker has been routed by then.
+    pub(super) fn output(&mut self, pane: PaneId, data: &Bytes, fx: &mut Effects) {
+        self.routes.output(pane, data, fx);
+        if let Some(exits) = &mut self.exits {
+            exits.seen(pane, data);
+        }
+    }
+}
+
+pub(super) enum Pending {
+    /// A caller waits for the reply (or gave up: the send then fails).
+    Caller {
+        command: String,
+        tx: oneshot::Sender<Reply>,
+        /// The caller's in-flight slot, held until tmux answered (or the
+        /// connection closed), so that callers who give up cannot queue
+        /// more than `max_in_flight` lines.
+        _permit: Option<OwnedSemaphorePermit>,
+    },
+    /// The engine's own bookkeeping commands.
+    Internal(Internal),
+    /// An `if-shell -F` whose branches are one command each: when it
+    /// succeeds, its branch's block follows and answers `then`; when it
+    /// fails, no branch ran and its own block answers `then`.
+    Guard(Box<Pending>),
+}
+
+pub(super) enum Internal {
+    /// Reply only logged when it fails.
+    Ignore(&'static str),
+    ResyncInfo {
+        pane: PaneId,
+        sub: u64,
+    },
+    ResyncCapture {
+        pane: PaneId,
+        sub: u64,
+        /// Which of the subscriber's resyncs this capture answers.
+        resync: u64,
+    },
+}
+
+pub(super) async fn wait_closed(shared: &ClientShared) -> String {
+    let mut rx = shared.closed.subscribe();
+    loop {
+        if let Some(reason) = rx.borrow_and_update().clone() {
+            return reason;
+        }
+        if rx.changed().await.is_err() {
+            return "the control connection closed".to_owned();
+        }
+    }
+}
+
+impl ClientShared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind; keep going.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a line and its pending entry together, under the lock, so the
+    /// FIFO matches the order tmux reads the lines in.
+    pub(super) fn write_locked(&self, state: &mut State, line: &str, pending: Pending) {
+        if state.stdin.write(line) {
+            state.pending.push_back(pending);
+        }
+    }
+
+    pub(super) fn internal_locked(&self, state: &mut State, command: &TmuxCommand, what: Internal) {
+        self.write_locked(state, command.line(), Pending::Internal(what));
+    }
+
+    pub(super) fn pane_switch_locked(&self, state: &mut State, pane: PaneId, switch: &'static str) {
+        let command = TmuxCommand::new("refresh-client").opt("-A", format!("{pane}:{switch}"));
+        self.internal_locked(state, &command, Internal::Ignore(switch));
+    }
+
+    /// Starts the capture that brings subscriber `sub` of `pane` back in
+    /// sync: continue the pane if paused, read cursor and size, capture.
+    /// The subscriber skips output until the newest of its captures is in.
+    pub(super) fn resync_locked(&self, state: &mut State, pane: PaneId, sub: u64) {
+        let Some(resync) = state.routes.start_resync(pane, sub) else {
+            return;
+        };
+        let paused = match state.routes.panes.get_mut(&pane) {
+            Some(route) => std::mem::replace(&mut route.paused, false),
+            None => return,
+        };
+        if paused {
+            self.pane_switch_locked(state, pane, "continue");
+        }
+        let info = TmuxCommand::new("list-panes")
+            .target(pane)
+            .opt("-F", PaneInfo::FORMAT);
+        self.internal_locked(state, &info, Internal::ResyncInfo { pane, sub });
+        let capture = TmuxCommand::new("capture-pane")
+            .flag("-p")
+            .flag("-e")
+            .target(pane)
+            .opt("-S", format!("-{}", self.opts.resync_history));
+        self.internal_locked(
+            state,
+            &capture,
+            Internal::ResyncCapture { pane, sub, resync },
+        );
+    }
+
+    /// Applies routing effects that need no await: pauses, lag watchers.
+    pub(super) fn apply_locked(self: &Arc<Self>, state: &mut State, fx: &mut Effects) {
+        // Pausing only stops `%output`: a raw pane's pipe keeps flowing
+        // and its reader keeps draining it.
+        fx.pause.retain(|pane| !state.raw.contains_key(pane));
+        if self.opts.pane_pause {
+            for pane in fx.pause.drain(..) {
+                debug!(%pane, "every subscriber lags: pausing the pane");
+                self.pane_switch_locked(state, pane, "pause");
+            }
+        } else {
+            fx.pause.clear();
+        }
+        for (pane, sub, tx) in fx.lagging.drain(..) {
+            debug!(%pane, sub, "subscriber lags: skipping its output until it drains");
+            let shared = Arc::downgrade(self);
+            let ended = self.ended.clone();
+            self.tasks.spawn(async move {
+                // Wait until half the queue is free, so resyncs don't thrash.
+                // A stream nobody reads (nor drops) must not keep the client
+                // from finishing: stop when the connection ends.
+                let room = (tx.max_capacity() / 2).max(1);
+                let reserved = tokio::select! {
+                    reserved = tx.reserve_many(room) => reserved.is_ok(),
+                    () = ended.cancelled() => false,
+                };
+                if !reserved {
+                    return;
+                }
+                if let Some(shared) = shared.upgrade() {
+                    let mut state = shared.lock();
+                    if state.closed.is_none()
+                        && let Some(s) = state.routes.sub_mut(pane, sub)
+                        && s.state == SubState::Lagging
+                    {
+                        shared.resync_locked(&mut state, pane, sub);
+                    }
+                }
+            });
+        }
+    }
+}
