@@ -8,8 +8,11 @@
 //! another process's rewrite is a new inode, and a removal a file gone
 //! from the listing: whatever another process sharing the directory did
 //! shows at the next scan. A file seen with the same key is the same
-//! bytes; two distinct files would need the same inode and the same
-//! nanosecond times to be mistaken for each other.
+//! bytes only once its times have settled: the kernel stamps them from a
+//! coarse clock (one tick, 1-10 ms), and a freed inode is handed out
+//! again, so two writes of the same size within one tick can leave the
+//! same key. A record is kept only when its file had settled ([`SETTLED`])
+//! at the `stat`; any later write then stamps a newer time.
 //!
 //! The directory itself is one more such key: every change of a record
 //! by the engine (a write's temporary file and rename, a removal, a
@@ -132,8 +135,10 @@ impl<R: Clone, S: Clone> RecordCache<R, S> {
 
     /// The record at `path`: the one parsed before when the file is the
     /// same, else `read`'s, kept when it parsed. A file that cannot be
-    /// looked at is read all the same (`read` reports why it fails).
+    /// looked at is read all the same (`read` reports why it fails). A
+    /// file changed within the last [`SETTLED`] is read every time.
     pub(super) fn get<E>(&self, path: &Path, read: impl FnOnce() -> Result<R, E>) -> Result<R, E> {
+        let looked = SystemTime::now();
         let Ok(key) = std::fs::metadata(path).map(|meta| FileKey::of(&meta)) else {
             self.forget(path);
             return read();
@@ -144,8 +149,12 @@ impl<R: Clone, S: Clone> RecordCache<R, S> {
             return Ok(record.clone());
         }
         match read() {
-            Ok(record) => {
+            Ok(record) if key.settled_before(looked) => {
                 self.lock().insert(path.to_owned(), (key, record.clone()));
+                Ok(record)
+            }
+            Ok(record) => {
+                self.forget(path);
                 Ok(record)
             }
             Err(error) => {
@@ -167,5 +176,44 @@ impl<R: Clone, S: Clone> RecordCache<R, S> {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (FileKey, R)>> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn read(path: &Path) -> std::io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+
+    /// Two same-size writes within one clock tick can keep inode, size
+    /// and times (kernels before multigrain timestamps, 6.13): a file
+    /// changed just now is read, never kept, so its next write is read too.
+    #[test]
+    fn a_file_changed_within_a_second_is_read_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let cache: RecordCache<String, ()> = RecordCache::default();
+        for text in ["aaaa", "bbbb"] {
+            std::fs::write(&path, text).unwrap();
+            assert_eq!(cache.get(&path, || read(&path)).unwrap(), text);
+            assert!(
+                cache.lock().get(&path).is_none(),
+                "kept a record changed just now"
+            );
+        }
+    }
+
+    #[test]
+    fn a_key_settles_a_second_after_its_last_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        std::fs::write(&path, "x").unwrap();
+        let key = FileKey::at(&path).unwrap();
+        let now = SystemTime::now();
+        assert!(!key.settled_before(now));
+        assert!(key.settled_before(now + SETTLED));
     }
 }
