@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Router, routing};
 
 use super::AppState;
+use crate::vocab::escape_markup;
 
 /// A vendored script, served under its own name.
 macro_rules! vendored {
@@ -81,7 +82,7 @@ async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
     } else {
         let meta = format!(
             "<head>\n  <meta name=\"tmux-engine-options\" content=\"{}\">",
-            escape(&state.config.page_options.to_json())
+            escape_markup(&state.config.page_options.to_json())
         );
         with_headers(
             index_html().replacen("<head>", &meta, 1),
@@ -92,23 +93,6 @@ async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
-}
-
-/// Text safe inside an HTML attribute (owner ids may hold anything but
-/// control characters).
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// An asset by its name or its hashed name, precompressed when build.rs
@@ -141,14 +125,4 @@ fn with_headers(body: impl IntoResponse, kind: &'static str) -> Response {
         HeaderValue::from_static("no-referrer"),
     );
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn attributes_are_escaped() {
-        assert_eq!(escape(r#"a"<b>&'"#), "a&quot;&lt;b&gt;&amp;&#39;");
-    }
 }

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::TapeResult;
+use crate::vocab::escape_markup;
 
 /// The summary line: `3 passed, 1 failed`.
 pub fn summary(results: &[TapeResult]) -> String {
@@ -31,9 +32,9 @@ pub fn junit(results: &[TapeResult], seconds: f64) -> String {
         let _ = write!(
             xml,
             "    <testcase name=\"{}\" classname=\"{}\" file=\"{}\" time=\"{:.3}\"",
-            escape(&r.name),
-            escape(&r.path.display().to_string()),
-            escape(&r.path.display().to_string()),
+            escape_markup(&r.name),
+            escape_markup(&r.path.display().to_string()),
+            escape_markup(&r.path.display().to_string()),
             r.seconds
         );
         if r.passed() && r.notes.is_empty() {
@@ -47,39 +48,21 @@ pub fn junit(results: &[TapeResult], seconds: f64) -> String {
             let _ = writeln!(
                 xml,
                 "      <failure message=\"{}\" type=\"tape\">{}</failure>",
-                escape(message),
-                escape(&first)
+                escape_markup(message),
+                escape_markup(&first)
             );
         }
         if !r.notes.is_empty() {
             let _ = writeln!(
                 xml,
                 "      <system-out>{}</system-out>",
-                escape(&r.notes.join("\n"))
+                escape_markup(&r.notes.join("\n"))
             );
         }
         xml.push_str("    </testcase>\n");
     }
     xml.push_str("  </testsuite>\n</testsuites>\n");
     xml
-}
-
-/// Text for XML attributes and content; control characters XML 1.0
-/// forbids become U+FFFD.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\n' | '\t' | '\r' => out.push(c),
-            c if u32::from(c) < 0x20 => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

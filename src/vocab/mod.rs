@@ -8,6 +8,7 @@
 mod escape_sequence;
 mod exit_status;
 pub(crate) mod ids;
+mod markup;
 mod names;
 mod object_ids;
 mod parse_error;
@@ -17,6 +18,7 @@ pub(crate) mod spawn_spec;
 pub(crate) use escape_sequence::{EscapeSequence, escape_sequence};
 pub use exit_status::ExitStatus;
 pub(crate) use ids::{OwnerId, TerminalId, validate_name};
+pub(crate) use markup::escape_markup;
 pub(crate) use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
 pub use object_ids::{PaneId, SessionId, WindowId};
 pub(crate) use parse_error::is_notification_name;
