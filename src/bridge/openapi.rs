@@ -20,6 +20,7 @@ use super::files::{self, DownloadQuery, UploadQuery, Uploaded};
 use super::signin::{self, LinkInfo, LinkRequest, Minted, SessionAnswer, SessionRequest};
 use super::ws;
 use crate::verbs::{SchemaFn, VERBS};
+use crate::vocab::MAX_CELLS;
 
 /// One route of the HTTP API.
 pub(super) struct Route {
@@ -269,8 +270,15 @@ pub(super) fn document(base_path: &str) -> Value {
                 "schema": {"type": "string"}
             }));
         }
+        // Rules a 400 (INVALID_INPUT) enforces that JSON Schema cannot
+        // state; each is named in that operation's documented 400.
+        let mut unstated = Vec::new();
         if let Some(query) = route.query {
             for (name, property, required) in properties(&generate(query)) {
+                if name == "regex" {
+                    unstated
+                        .push("a regex that does not compile in Rust `regex` syntax".to_string());
+                }
                 if name != "terminal" {
                     parameters.push(json!({
                         "name": name, "in": "query", "required": required, "schema": property
@@ -283,6 +291,12 @@ pub(super) fn document(base_path: &str) -> Value {
         }
         if let Some(body) = route.body {
             let mut body = generate(body);
+            if body["properties"]["cols"].is_object() {
+                unstated.push(format!(
+                    "a size whose cols x rows exceeds {MAX_CELLS} cells (each side is \
+                     at most 1000 in the schema, which cannot state their product)"
+                ));
+            }
             if targeted {
                 without_terminal(&mut body);
             }
@@ -314,6 +328,15 @@ pub(super) fn document(base_path: &str) -> Value {
             responses["400"] = json!({
                 "description": "Not a WebSocket upgrade.",
                 "content": {"text/plain": {"schema": {"type": "string"}}}
+            });
+        }
+        if !unstated.is_empty() {
+            responses["400"] = json!({
+                "description": format!(
+                    "INVALID_INPUT, among others for what JSON Schema cannot state: {}.",
+                    unstated.join("; ")
+                ),
+                "content": error["content"].clone()
             });
         }
         operation.insert("responses".into(), responses);
@@ -402,6 +425,21 @@ mod tests {
             .map(|methods| methods.as_object().unwrap().len())
             .sum();
         assert_eq!(documented, operations);
+    }
+
+    #[test]
+    fn the_rules_a_schema_cannot_state_have_a_documented_400() {
+        let document = document("");
+        let spawn = &document["paths"]["/api/terminals"]["post"]["responses"]["400"];
+        let text = spawn["description"].as_str().unwrap_or_default();
+        assert!(text.contains(&MAX_CELLS.to_string()), "{spawn}");
+        assert!(spawn["content"]["application/json"]["schema"].is_object());
+        let search = &document["paths"]["/api/search"]["get"]["responses"]["400"];
+        let text = search["description"].as_str().unwrap_or_default();
+        assert!(text.contains("regex"), "{search}");
+        // A body without a size gets no such 400.
+        let send = &document["paths"]["/api/terminals/{t}/send"]["post"]["responses"];
+        assert!(send["400"].is_null(), "{send}");
     }
 
     #[test]
