@@ -118,18 +118,52 @@ pub(crate) fn program_pid(pane_pid: u32) -> Option<u32> {
 /// How long [`started`] waits for a wrapper to start its program.
 const START_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long [`started`] looks finely: a wrapper that is not running its
+/// program by then is slow (a loaded machine), and a coarser look costs it
+/// little.
+const FINE_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The step of the fine look: a wrapper usually runs its program within a
+/// millisecond or two of its fork, and tokio's timer cannot sleep less
+/// than one, so the look runs on a blocking thread. Each look is two small
+/// `/proc` reads (about 10 µs), so 100 µs steps cost a few percent of a
+/// core for a few milliseconds.
+const FINE_STEP: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// Waits, up to [`START_WAIT`], until the pane `pane_pid`, started under
 /// the wrapper, runs its program, so the pid a spawn reports is the
 /// program's from the start (the pane's process is tmux's until it execs
 /// the wrapper, and the wrapper's alone until it forks). Returns early when
 /// the pane is gone.
+///
+/// Linux gives no event for another process's exec or fork short of
+/// ptrace or the proc connector (root only), so this polls: finely for
+/// [`FINE_WAIT`] (a new terminal's connect waits on it: the millisecond
+/// steps this replaced cost 1 to 3 ms of it), then backing off to 20 ms.
 pub(crate) async fn started(pane_pid: u32) {
-    let deadline = tokio::time::Instant::now() + START_WAIT;
+    let begun = std::time::Instant::now();
+    let ready = move || {
+        matches!(wrapped(pane_pid), Wrapped::Running(_)) || !super::process::is_alive(pane_pid)
+    };
+    if ready() {
+        return;
+    }
+    let fine = tokio::task::spawn_blocking(move || {
+        while begun.elapsed() < FINE_WAIT {
+            std::thread::sleep(FINE_STEP);
+            if ready() {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    if matches!(fine, Ok(true)) {
+        return;
+    }
+    let deadline = tokio::time::Instant::from_std(begun) + START_WAIT;
     let mut pause = std::time::Duration::from_millis(1);
-    while !matches!(wrapped(pane_pid), Wrapped::Running(_))
-        && super::process::is_alive(pane_pid)
-        && tokio::time::Instant::now() + pause < deadline
-    {
+    while !ready() && tokio::time::Instant::now() + pause < deadline {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(std::time::Duration::from_millis(20));
     }
