@@ -51,7 +51,11 @@ async fn commands(env: &Env) -> tmux_engine::registry::CommandsAnswer {
 #[tokio::test]
 async fn a_command_that_outlives_its_send_is_collected_by_its_wait() {
     with_bash(async |env| {
+        // At the prompt first: a 1 s send into a bash still starting (a
+        // loaded machine) would give up before typing, and nothing would run.
+        run(env, "true", WAIT).await;
         let sent = run(env, "sleep 2; echo done", Duration::from_secs(1)).await;
+        assert!(sent.not_typed.is_none(), "{sent:?}");
         assert!(sent.command.is_none(), "the send gave up first: {sent:?}");
         let request = WaitRequest {
             command: Some("last".to_owned()),
