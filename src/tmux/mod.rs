@@ -9,6 +9,7 @@
 //!   `check_name`) and turned into the config
 //!   file and start command;
 //! - `server`: [`Server`], one tmux server on a private socket;
+//!   `first_reply` reads its start command's one reply block;
 //! - `handle`: [`ServerHandle`], a server that outlives the engine
 //!   (never killed on drop); owns a server directory's layout and the
 //!   one-shot `tmux` runner;
@@ -37,6 +38,7 @@
 pub(crate) mod command;
 pub(crate) mod dirs;
 pub(crate) mod exit_handshake;
+mod first_reply;
 pub(crate) mod handle;
 pub mod input;
 pub(crate) mod kill;
