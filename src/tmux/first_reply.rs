@@ -1,11 +1,22 @@
 //! A start command's reply: tmux's `new-session -P -F ...` run as a
 //! control client answers in one `%begin`/`%end` block, read here before
-//! the client detaches. Kept apart from [`super::server`] because it is
-//! the one place that reads control-mode guard lines without
-//! `control::parse` (this layer may not use it: tests/layers.rs).
+//! the client detaches, and the pane it reports ([`FirstPane`]). Kept
+//! apart from [`super::server`] because it is the one place that reads
+//! control-mode guard lines without `control::parse` (this layer may not
+//! use it: tests/layers.rs).
 
-use super::server::FirstPane;
+use crate::vocab::PaneId;
 use crate::{Error, Result};
+
+/// The pane `new-session` created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstPane {
+    /// Its id (`%0` on a fresh server).
+    pub id: PaneId,
+    /// The pid of its program. Right after the start this can still be
+    /// tmux's fork, before it execs the program.
+    pub pid: u32,
+}
 
 /// Runs a start command and returns the body of its first reply block
 /// (`new-session`'s), then closes the client's stdin, which detaches it,
@@ -106,7 +117,6 @@ pub(super) fn parse_start(out: &str, command: &str) -> Result<(u32, FirstPane)> 
 mod tests {
     use super::*;
     use crate::ErrorCode;
-    use crate::vocab::PaneId;
 
     #[test]
     fn a_guard_pairs_by_time_and_number_not_flags() {

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use rustix::process::Signal;
 
 use super::command::TmuxCommand;
+pub use super::first_reply::FirstPane;
 use super::first_reply::{first_reply, parse_start};
 use super::handle::{RUN_TIMEOUT, ServerHandle};
 use super::kill::KillRequest;
@@ -38,16 +39,6 @@ pub const MAX_SOCKET_PATH: usize = 107;
 /// without its terminating NUL.
 #[cfg(not(target_os = "linux"))]
 pub const MAX_SOCKET_PATH: usize = 103;
-
-/// The pane `new-session` created.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FirstPane {
-    /// Its id (`%0` on a fresh server).
-    pub id: PaneId,
-    /// The pid of its program. Right after the start this can still be
-    /// tmux's fork, before it execs the program.
-    pub pid: u32,
-}
 
 /// A running tmux server on a private socket, with one session.
 ///
