@@ -219,7 +219,7 @@ pub struct SendRequest {
     pub text: String,
     /// tmux key names, pressed after `text` (else typed as text).
     #[serde(default)]
-    #[schemars(inner(length(min = 1)))]
+    #[schemars(inner(length(min = 1), regex(pattern = crate::screen::keys::element_pattern())))]
     pub keys: Option<Vec<String>>,
     /// Press Enter after it.
     #[serde(default)]
