@@ -309,9 +309,11 @@ pub(super) fn document(base_path: &str) -> Value {
             "schema": {"type": "string", "contentMediaType": "application/octet-stream"}
         }});
         if route.bytes && route.method == Method::PUT {
+            // No body is a body of no bytes: an empty file.
             operation.insert(
                 "requestBody".into(),
-                json!({"required": true, "content": bytes}),
+                json!({"required": false, "description": "The file's bytes (none: an empty file).",
+                       "content": bytes}),
             );
         }
         let (status, answer) = route.answer;

@@ -181,6 +181,8 @@ fn lean_field(field: Value, defs: &Value) -> Value {
     // says in words (the OpenAPI document keeps it, for generated
     // clients and schemathesis); a model reads the words.
     field.remove("pattern");
+    // Likewise an env name's (no `=`): `propertyNames` is only a pattern.
+    field.remove("propertyNames");
     // A command's first word is not empty, the same as every word in
     // words: the description says it (the OpenAPI document keeps both).
     field.remove("prefixItems");

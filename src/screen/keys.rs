@@ -81,6 +81,47 @@ const NAMES: &[(&str, Base)] = &[
     ("F12", Base::Tilde(24)),
 ];
 
+/// The JSON Schema pattern of one `keys` element: exactly the elements
+/// [`parse_keys`] takes (a non-empty one), so the schema says what the
+/// validation says. Built from [`NAMES`], without lookaround (which JSON
+/// Schema's ECMA 262 subset and Rust's `regex` would spell differently):
+/// a modified character, a name after any modifiers (any case), or text,
+/// which is what neither starts with a modifier (`[CcMmSs]-`) nor is a
+/// capitalised word of ASCII letters and digits.
+pub(crate) fn element_pattern() -> String {
+    let names: Vec<String> = NAMES
+        .iter()
+        .map(|(name, _)| {
+            name.chars()
+                .map(|c| {
+                    if c.is_ascii_alphabetic() {
+                        format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let any = r"[\s\S]";
+    let modifier = "[CcMmSs]-";
+    let branches = [
+        format!("(?:{modifier})+{any}"),
+        format!("(?:{modifier})*(?:{})", names.join("|")),
+        // Text: one character; or two or more that are no modifier and
+        // no capitalised word. By the first character: none of those
+        // letters; a small modifier letter without its `-`; another
+        // capital with a character that is no letter or digit; or a
+        // capital modifier letter without its `-`, likewise.
+        any.to_owned(),
+        format!("[^CcMmSsA-Z]{any}+"),
+        format!(r"[cms][^\-]{any}*"),
+        format!("[ABD-LN-RT-Z][A-Za-z0-9]*[^A-Za-z0-9]{any}*"),
+        format!(r"[CMS](?:[A-Za-z0-9]+[^A-Za-z0-9]|[^\-A-Za-z0-9]){any}*"),
+    ];
+    format!("^(?:{})$", branches.join("|"))
+}
+
 /// Checks every element of a send's `keys`.
 ///
 /// # Errors
@@ -274,6 +315,77 @@ mod tests {
         let up = parse_keys(&["Up".to_owned()]).unwrap();
         assert!(needs_cursor_mode(&up));
         assert_eq!(encode(&up, true), b"\x1bOA");
+    }
+
+    fn takes(element: &str) -> bool {
+        parse_keys(&[element.to_owned()]).is_ok()
+    }
+
+    /// The schema's pattern and the parse agree, element by element.
+    #[test]
+    fn the_schema_pattern_takes_what_the_parse_takes() {
+        let pattern = regex::Regex::new(&element_pattern()).unwrap();
+        for element in [
+            "Enter",
+            "enter",
+            "ENTER",
+            "C-c",
+            "c-a",
+            "M-x",
+            "S-F5",
+            "C-M-Up",
+            "C--",
+            "C-é",
+            "F1",
+            "F10",
+            "F12",
+            "F13",
+            "Esc",
+            "C-",
+            "C-Foo",
+            "C-C-",
+            "C-foo",
+            "Return",
+            "A",
+            "C",
+            "-",
+            "é",
+            "Ab",
+            "Cx",
+            "Cx-",
+            "Ab c",
+            "M9",
+            "M-",
+            "ls -la",
+            ":wq",
+            "hello world",
+            "c-",
+            "cx",
+            "s-x",
+            "S-",
+            "Space",
+            "s-space",
+            "IC",
+            "Ic",
+            "ic",
+            "PgDn",
+            "x\n",
+            "Ab\n",
+            "C-a\n",
+        ] {
+            assert_eq!(pattern.is_match(element), takes(element), "{element:?}");
+        }
+        assert!(!pattern.is_match(""));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_pattern_agrees_on_any_element(
+            element in "[CcMmSsFf]-?[CcMmSs]?-?[A-Za-z0-9]{0,3}|\\PC{1,4}|[A-Z][a-zA-Z0-9 ]{1,5}"
+        ) {
+            let pattern = regex::Regex::new(&element_pattern()).unwrap();
+            proptest::prop_assert_eq!(pattern.is_match(&element), takes(&element), "{:?}", element);
+        }
     }
 
     #[test]

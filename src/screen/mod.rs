@@ -382,8 +382,11 @@ struct ScreenJson {
     cols: u16,
     /// Rows.
     rows: u16,
-    /// The cursor as `[col, row]`, zero-based.
-    cursor: (u16, u16),
+    /// The cursor as `[col, row]`, zero-based. (An array, not a tuple:
+    /// both are the same type, and a tuple's `prefixItems` trips
+    /// schemathesis 4.32.5's check of answers, which reads it as the
+    /// draft-7 `items` array that draft 2020-12 refuses.)
+    cursor: [u16; 2],
 }
 
 impl schemars::JsonSchema for Screen {

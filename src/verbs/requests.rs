@@ -60,7 +60,7 @@ pub struct SpawnRequest {
     #[serde(default)]
     #[schemars(extend("pattern" = r"^/[^\x00]*$"))]
     pub cwd: Option<PathBuf>,
-    /// Extra environment.
+    /// Extra environment, no `=` in names.
     #[serde(default)]
     #[schemars(extend(
         "propertyNames" = {"pattern": r"^[^=\x00]+$"},
@@ -78,7 +78,7 @@ pub struct SpawnRequest {
     /// When the program dies (default `never`).
     #[serde(default)]
     pub restart: Option<RestartPolicy>,
-    /// Free-form, e.g. `repl` (1-64 bytes).
+    /// Free-form, e.g. `repl`.
     #[serde(default)]
     #[schemars(length(min = 1, max = 64))]
     pub role: Option<String>,
@@ -219,7 +219,7 @@ pub struct SendRequest {
     pub text: String,
     /// tmux key names, pressed after `text` (else typed as text).
     #[serde(default)]
-    #[schemars(inner(length(min = 1)))]
+    #[schemars(inner(length(min = 1), regex(pattern = crate::screen::keys::element_pattern())))]
     pub keys: Option<Vec<String>>,
     /// Press Enter after it.
     #[serde(default)]
@@ -229,12 +229,11 @@ pub struct SendRequest {
     /// `exit` or `none` (at once).
     #[serde(default)]
     pub wait: Option<WaitFor>,
-    /// Give up waiting after this (default 30 s; `timeout`: its old name).
+    /// Give up after this (default 30 s; alias `timeout`).
     #[serde(default, alias = "timeout")]
     #[schemars(range(min = 0, max = MAX_SECONDS))]
     pub timeout_secs: Option<f64>,
-    /// Whether it may go into the shell's history (default true; MCP's
-    /// false).
+    /// May the shell's history keep it (default true; MCP's false).
     #[serde(default)]
     pub history: Option<bool>,
     /// Add the visible screen as `viewport`.

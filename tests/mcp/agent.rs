@@ -1,6 +1,8 @@
-//! Issue 25 items 3 and 4 through the built binary's MCP face: an agent's
-//! terminal has no pager or editor that waits for keys (overridable), a
-//! pager opened anyway answers `full_screen`, and keys quit it.
+//! Issue 25 items 3, 4 and 5 through the built binary's MCP face: an
+//! agent's terminal has no pager or editor that waits for keys
+//! (overridable), a pager opened anyway or any program on the alternate
+//! screen answers `full_screen`, keys reach it, and output reads as the
+//! terminal shows it.
 
 use base64::Engine as _;
 use serde_json::json;
@@ -66,13 +68,45 @@ async fn a_pager_answers_full_screen_and_keys_quit_it() {
         assert_eq!(quit["wait_reason"], "stdin_read", "{quit}");
         let back = mcp.ok("terminal_send", send("echo back")).await;
         assert_eq!(back["output"], "back\n", "{back}");
-        assert_eq!(
-            mcp.error("terminal_send", json!({"terminal": "p", "keys": ["Esc"]}))
-                .await
-                .split(':')
-                .next(),
-            Some("INVALID_INPUT")
-        );
+        // Refused naming the bad key, nothing typed.
+        let error = mcp
+            .error(
+                "terminal_send",
+                json!({"terminal": "p", "keys": ["q", "Esc"]}),
+            )
+            .await;
+        assert!(error.starts_with("INVALID_INPUT"), "{error}");
+        assert!(error.contains("\"Esc\""), "{error}");
+        let after = mcp.ok("terminal_send", send("echo still")).await;
+        assert_eq!(after["output"], "still\n", "{after}");
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Not a known pager or editor: the alternate screen alone makes it
+/// full screen (vim's and top's way), and keys reach it.
+#[tokio::test]
+async fn an_unknown_program_on_the_alternate_screen_is_full_screen() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start_in(&cli, &[], "/bin/bash").await;
+        mcp.ok("terminal_spawn", json!({"name": "alt"})).await;
+        let send = |text: &str| json!({"terminal": "alt", "text": text, "submit": true});
+        let program = r#"python3 -c 'print("\x1b[?1049hALT", flush=True); input(); print("\x1b[?1049l", end="")'"#;
+        let full = mcp.ok("terminal_send", send(program)).await;
+        assert_eq!(full["wait_reason"], "full_screen", "{full}");
+        assert_eq!(full["foreground_command"], "python3", "{full}");
+        // The alternate screen: the program's text, not the shell's line.
+        let screen = full["screen"].as_str().unwrap();
+        assert!(screen.contains("ALT") && !screen.contains("python3"), "{full}");
+        let refused = mcp.ok("terminal_send", send("echo next")).await;
+        assert_eq!(refused["typed"], false, "{refused}");
+        let keys = json!({"terminal": "alt", "keys": ["Enter"]});
+        mcp.ok("terminal_send", keys).await;
+        let back = mcp.ok("terminal_send", send("echo back")).await;
+        assert_eq!(back["output"], "back\n", "{back}");
+        assert_eq!(back["exit_code"], 0, "{back}");
         mcp.stop().await;
     })
     .await;

@@ -18,6 +18,7 @@ mod cursors;
 mod guard;
 mod integration;
 mod scenario;
+mod schemas;
 mod search;
 mod sessions;
 mod transport;
