@@ -35,9 +35,28 @@ const SHELL = ["env", `PS1=${PS1}`, "bash", "--norc", "--noprofile"];
 
 // Injected before each page's own scripts: at every frame, is the prompt in
 // the terminal's buffer yet (serve's page exposes it as tmuxEngine.term,
-// ttyd's as term)? The first frame it is, is the one that paints it.
+// ttyd's as term)? The first frame it is, is the one that paints it. On the
+// way it notes when each phase began (ms since the navigation), for the
+// breakdown: the document's last byte, its scripts' and styles' last byte
+// (ttyd inlines them: none), the page's scripts run
+// (DOMContentLoaded), its first fetch, the WebSocket made, opened, and its
+// first message. Wrapping the constructor costs microseconds, both pages alike.
 const WATCH = `(() => {
   const prompt = ${JSON.stringify(PS1.trim())};
+  const marks = window.__marks = {};
+  const mark = (k) => { if (!(k in marks)) marks[k] = performance.now(); };
+  document.addEventListener("DOMContentLoaded", () => mark("scripts"));
+  const fetch0 = window.fetch;
+  window.fetch = function (...args) { mark("fetch"); return fetch0.apply(this, args); };
+  const Socket = window.WebSocket;
+  window.WebSocket = class extends Socket {
+    constructor(...args) {
+      super(...args);
+      mark("ws");
+      this.addEventListener("open", () => mark("open"));
+      this.addEventListener("message", () => mark("message"));
+    }
+  };
   const look = () => {
     const t = (window.tmuxEngine && window.tmuxEngine.term) || window.term;
     if (t && t.buffer) {
@@ -45,6 +64,11 @@ const WATCH = `(() => {
       for (let i = 0; i < t.rows; i++) {
         const l = b.getLine(b.viewportY + i);
         if (l && l.translateToString(true).includes(prompt)) {
+          marks.html = performance.getEntriesByType("navigation")[0].responseEnd;
+          const loaded = performance.getEntriesByType("resource")
+            .filter((r) => r.initiatorType === "script" || r.initiatorType === "link")
+            .map((r) => r.responseEnd);
+          if (loaded.length) marks.assets = Math.max(...loaded);
           window.__painted = performance.now();
           return;
         }
@@ -55,11 +79,15 @@ const WATCH = `(() => {
   requestAnimationFrame(look);
 })()`;
 
+// The phases of the breakdown, in the order a page passes them.
+const PHASES = ["html", "assets", "scripts", "fetch", "ws", "open", "message"];
+
 async function firstPaint(cdp, url) {
   await cdp.send("Page.navigate", { url });
   const evaluate = async (expression) =>
     (await cdp.send("Runtime.evaluate", { expression, returnByValue: true })).result.value;
-  return until(`the prompt painted at ${url}`, () => evaluate("window.__painted"));
+  const painted = await until(`the prompt painted at ${url}`, () => evaluate("window.__painted"));
+  return { painted, ...(await evaluate("window.__marks")) };
 }
 
 
@@ -100,6 +128,7 @@ async function main() {
     await firstPaint(cdp, `${base}${link.path}&t=page`);
     for (const url of Object.values(pages)) await firstPaint(cdp, url);
     const out = {};
+    const phases = {};
     for (const pass of ["warm", "cold"]) {
       await cdp.send("Network.setCacheDisabled", { cacheDisabled: pass === "cold" });
       const res = { serve: [], ttyd: [] };
@@ -110,13 +139,28 @@ async function main() {
           res[which].push(await firstPaint(cdp, pages[which]));
         }
       }
-      out[pass] = { serve: median(res.serve), ttyd: median(res.ttyd) };
-      console.error(`${pass}: serve ${res.serve.map((x) => x.toFixed(0)).join(" ")}; ttyd ${res.ttyd.map((x) => x.toFixed(0)).join(" ")}`);
+      const paint = (which) => median(res[which].map((m) => m.painted));
+      out[pass] = { serve: paint("serve"), ttyd: paint("ttyd") };
+      // Each phase's median start ("-": a phase the page never passes).
+      phases[pass] = Object.fromEntries(["serve", "ttyd"].map((which) => [which,
+        PHASES.map((k) => {
+          const xs = res[which].map((m) => m[k]).filter((x) => x !== undefined);
+          return xs.length ? median(xs) : undefined;
+        })]));
+      const list = (which) => res[which].map((m) => m.painted.toFixed(0)).join(" ");
+      console.error(`${pass}: serve ${list("serve")}; ttyd ${list("ttyd")}`);
     }
     cdp.close();
     console.log(`navigation -> first prompt painted (Chromium headless), median of ${ROUNDS}:`);
     for (const [pass, m] of Object.entries(out)) {
       console.log(`  ${pass.padEnd(5)} serve ${m.serve.toFixed(1)} ms, ttyd ${m.ttyd.toFixed(1)} ms: ${(m.serve / m.ttyd).toFixed(2)}x`);
+    }
+    console.log(`when each phase began, ms since the navigation (medians): ${PHASES.join(", ")}, painted`);
+    for (const [pass, m] of Object.entries(phases)) {
+      for (const which of ["serve", "ttyd"]) {
+        const cells = [...m[which], out[pass][which]].map((x) => (x === undefined ? "-" : x.toFixed(0)).padStart(5));
+        console.log(`  ${pass.padEnd(5)} ${which.padEnd(5)} ${cells.join(" ")}`);
+      }
     }
   } finally {
     await stop(chrome);

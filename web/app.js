@@ -42,6 +42,7 @@ const view = {
   options,
   id: null,
   name: null,
+  early: false, // opened by `#t` before the sign-in settled, no hello yet
   socket: null,
   stream: null, // the hub's stream id, from hello
   offset: null, // stream offset of the next byte we expect
@@ -432,33 +433,42 @@ function applyOptions() {
 }
 document.body.dataset.theme = options.theme;
 
-// Opens terminal `id`, leaving whatever was open; the fragment names it,
-// so a reload (or a link) reopens it.
-function openTerminal(id, name) {
+// Opens terminal `id` (or a name: the hello then says which id it is),
+// leaving whatever was open; the fragment names it, so a reload (or a link)
+// reopens it. `early`: opened before the sign-in settled (below), so the
+// list is not fetched here, and a refusal waits for the list to judge it.
+function openTerminal(id, name, { early = false } = {}) {
   if (view.socket) {
     view.socket.onclose = null;
     view.socket.close();
   }
-  Object.assign(view, { id, name, stream: null, offset: null, ended: false, retry: 250 });
+  Object.assign(view, { id, name, early, stream: null, offset: null, ended: false, retry: 250 });
   view.title = view.titles[id] || "";
   showTitle();
   document.body.classList.add("opened");
   history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(name)}`);
   term.reset();
   connect();
-  refresh();
+  if (!early) refresh();
   term.focus();
 }
 
-// Back to the welcome: nothing open.
-function closeTerminal() {
+// Whether `t` (a listed terminal) is the open one: by id, or by the name
+// an early socket was opened with before its hello named the id.
+function showing(t) {
+  return view.id !== null && (view.id === t.id || (view.id === t.name && view.name === t.name));
+}
+
+// Back to the welcome: nothing open. `keepHash`: the fragment still says
+// what was asked for (a `#t` that named no terminal of ours).
+function closeTerminal({ keepHash = false } = {}) {
   if (view.socket) {
     view.socket.onclose = null;
     view.socket.close();
   }
   Object.assign(view, { id: null, name: null, socket: null, stream: null, offset: null, ended: true, title: "" });
   document.body.classList.remove("opened");
-  history.replaceState(null, "", location.pathname + location.search);
+  if (!keepHash) history.replaceState(null, "", location.pathname + location.search);
   term.reset();
   setStatus("");
   showTitle();
@@ -498,6 +508,15 @@ function connect() {
 function onText(frame) {
   switch (frame.type) {
     case "hello":
+      // An early socket named its terminal by `#t`'s name: the hello says
+      // which terminal it is, so the list marks it and a reconnect uses the id.
+      view.early = false;
+      if (frame.id && frame.id !== view.id) {
+        view.id = frame.id;
+        view.name = frame.name || frame.id;
+        showTitle();
+        for (const li of document.querySelectorAll("#terminals li")) li.classList.toggle("open", li.dataset.id === view.id);
+      }
       // A hello whose offset is not where we left off means a snapshot
       // follows; either way the stream (and its offsets) are the hub's now.
       view.stream = frame.stream;
@@ -540,7 +559,8 @@ function onClose(code) {
     view.ended = true;
     // An exit frame already said how it ended; keep that, else say gone.
     if (!$("status").textContent.startsWith("exited")) setStatus("terminal gone");
-    refresh();
+    // An early socket refused: the sign-in's list says what to show.
+    if (!view.early) refresh();
     return;
   }
   if (code === 4401 || code === 4403) {
@@ -700,13 +720,21 @@ function wanted() {
   return hashParams().get("t");
 }
 
-async function openWanted() {
+// `listed`: a list just fetched, so opening costs no second one.
+async function openWanted(listed) {
   const target = wanted();
-  if (target === null || target === view.name || target === view.id) return;
-  const terminals = await refresh();
-  const t = terminals && terminals.find((t) => t.name === target || t.id === target);
-  if (t) openTerminal(t.id, label(t));
-  else if (terminals) showError(`no terminal ${target}`);
+  if (target === null) return;
+  const terminals = listed || (await refresh());
+  if (!terminals) return;
+  const t = terminals.find((t) => t.name === target || t.id === target);
+  if (t) {
+    if (!showing(t)) openTerminal(t.id, label(t));
+    return;
+  }
+  // An early socket's target that is not ours: the welcome again, as if
+  // it had never opened (its socket is refused anyway: 4404).
+  if (view.id === target) closeTerminal({ keepHash: true });
+  showError(`no terminal ${target}`);
 }
 // A link opened in this page (`#code=`): sign in with it, or ask.
 window.addEventListener("hashchange", () => {
@@ -716,20 +744,37 @@ window.addEventListener("hashchange", () => {
 
 window.addEventListener("resize", () => fit.fit());
 fit.fit();
+
+// `#t=NAME` with a kept session (a person's next visit): the terminal's
+// socket opens at once, beside the session check and the list, rather than
+// after them (issue 27: three round trips stood before it). The socket is
+// authenticated on its own, so a session that ended still fails closed
+// (4401: the sign-in panel, not a byte of the terminal); a `#t` the list
+// does not have, or a share link's other terminal, is closed once the list
+// says so. A link's `#code=` signs in first: no early socket then.
+const early = session !== null && !hashParams().has("code") ? wanted() : null;
+if (early !== null) openTerminal(early, early, { early: true });
+
 signIn().then((who) => {
-  if (!who) return;
+  if (!who) {
+    // The session check failed: nothing of the early socket stays.
+    if (early !== null && view.id !== null) closeTerminal({ keepHash: true });
+    return;
+  }
   view.signedIn = true;
   view.owner = who.owner;
   // A share link's holder: that one terminal, nothing to spawn or kill.
   view.shared = who.terminal || null;
   if (view.shared) document.body.classList.add("shared");
   readOnlyAccess = who.read_only;
-  view.readOnly = readOnlyAccess;
+  // An early socket's hello may have said read-only already: keep it.
+  view.readOnly = (view.socket !== null && view.readOnly) || readOnlyAccess;
   if (readOnlyAccess) document.body.classList.add("read-only");
   refresh().then((terminals) => {
     const shared = view.shared && terminals && terminals.find((t) => t.id === view.shared);
-    if (shared && view.id === null) openTerminal(shared.id, label(shared));
-    else openWanted();
+    if (shared) {
+      if (!showing(shared)) openTerminal(shared.id, label(shared));
+    } else openWanted(terminals);
   });
   setInterval(refresh, 5000);
 });

@@ -185,6 +185,7 @@ impl TmuxBackend {
         } else {
             None
         };
+        let pooled = taken.is_some();
         let (parts, pane_process) = match taken {
             Some(taken) => (taken.parts, taken.pane_process),
             None => {
@@ -226,7 +227,7 @@ impl TmuxBackend {
             output: stream,
             ..
         } = parts;
-        Ok(TmuxTerminal::start(Parts {
+        let terminal = TmuxTerminal::start(Parts {
             id: request.id,
             spec: request.spec,
             config: Arc::clone(&self.config),
@@ -237,7 +238,13 @@ impl TmuxBackend {
             status: TerminalStatus::Running,
             stream,
             joined: false,
-        }))
+        });
+        if pooled && let Some(stream) = terminal.stream() {
+            // The replacement starts once this terminal printed (its
+            // connect's prompt), not beside its respawn.
+            self.pool.refill_after_output(stream.changes());
+        }
+        Ok(terminal)
     }
 
     async fn adopt_record(

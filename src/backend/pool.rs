@@ -26,6 +26,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
+use tokio::sync::watch;
 use tracing::debug;
 
 use super::config::server_options;
@@ -54,6 +55,10 @@ const POOL_ID: &str = "t-0-0000000000000000";
 pub(super) fn is_pooled(id: &str) -> bool {
     id == POOL_ID
 }
+
+/// How long a refill waits for a taken terminal's first output at most
+/// (see [`Pool::refill_after_output`]): a program may print nothing.
+const REFILL_DEFER: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A waiting pooled server exits with its control client (see the module
 /// doc); a take sets it back to the terminal default (off).
@@ -144,7 +149,11 @@ impl Pool {
 
     /// A ready server with `spec`'s program respawned into it, or `None`
     /// when none is ready or the spec needs what a respawn cannot give
-    /// (the caller then starts fresh). Refills in the background either way.
+    /// (the caller then starts fresh). Refills in the background at once
+    /// unless it returns a server: then the caller refills with
+    /// [`refill_after_output`](Pool::refill_after_output), so the new
+    /// server's start is not on the new terminal's path (issue 27: the
+    /// refill forked a tmux server while the respawn and the shell ran).
     ///
     /// # Errors
     /// The respawn's failure (the taken server is killed by then).
@@ -158,19 +167,43 @@ impl Pool {
             return Ok(None);
         }
         let parts = self.lock().ready.pop_front();
-        self.refill();
-        let Some(parts) = parts else { return Ok(None) };
+        let Some(parts) = parts else {
+            self.refill();
+            return Ok(None);
+        };
         match into_terminal(&parts, id, &wanted).await {
             Ok(pane_process) => Ok(Some(Taken {
                 parts,
                 pane_process,
             })),
             Err(error) => {
+                self.refill();
                 let _ = parts.server.kill().await;
                 parts.client.detach().await;
                 Err(error)
             }
         }
+    }
+
+    /// Refills once a taken terminal's output (`changes`, its stream's byte
+    /// count) grows past the hand-over's, its first output being what a connect waits
+    /// for, or after [`REFILL_DEFER`] for a program that prints nothing, or
+    /// at once when the terminal is gone. Needs a tokio runtime; refills at
+    /// once without one (none then, see [`refill`](Pool::refill)).
+    pub(super) fn refill_after_output(self: &Arc<Self>, mut changes: watch::Receiver<u64>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return self.refill();
+        };
+        let pool = Arc::downgrade(self);
+        runtime.spawn(async move {
+            // Past the count at the hand-over: the placeholder printed
+            // nothing, but a server that did must not refill at once.
+            let at = *changes.borrow_and_update();
+            let _ = tokio::time::timeout(REFILL_DEFER, changes.wait_for(|n| *n > at)).await;
+            if let Some(pool) = pool.upgrade() {
+                pool.refill();
+            }
+        });
     }
 
     /// Whether a pooled server started with the pool's options becomes one

@@ -11,6 +11,7 @@ mod files;
 mod hygiene;
 mod memory;
 mod page;
+mod page_early;
 mod page_files;
 mod page_rename;
 mod phone;
