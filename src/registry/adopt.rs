@@ -111,17 +111,19 @@ impl Registry {
             return Ok(ScanReport::default());
         }
         let _scan = self.inner.scan.lock().await;
+        // Shared with the state directory's cache: an unchanged directory
+        // (every `list` between changes) costs no copy of its records.
         let loaded = self.inner.store.load_all().await?;
         self.adopt_names(&loaded.records);
         // An unreadable record's terminal has not vanished: keep it.
-        let on_disk: HashSet<TerminalId> = loaded.claimed_ids().into_iter().collect();
+        let on_disk: HashSet<&TerminalId> = loaded.claimed().collect();
         self.inner.lock().corrupt.clone_from(&loaded.corrupt);
         let mut report = ScanReport {
-            corrupt: loaded.corrupt,
-            unreadable: loaded.unreadable,
+            corrupt: loaded.corrupt.clone(),
+            unreadable: loaded.unreadable.clone(),
             ..ScanReport::default()
         };
-        let (released, unknown) = self.drop_vanished(&on_disk, loaded.records, &mut report)?;
+        let (released, unknown) = self.drop_vanished(&on_disk, &loaded.records, &mut report)?;
         // Dropped, not closed: another process killed them (or will).
         join_all(released.iter().map(|terminal| terminal.shutdown())).await;
         let checks = self.check_all(&unknown).await;
@@ -135,11 +137,12 @@ impl Registry {
 
     /// Forgets the entries whose record vanished from disk (in
     /// `report.dropped`), returning their terminals to let go of, and the
-    /// `records` this process neither holds nor reserves.
+    /// `records` this process neither holds nor reserves (copied: only
+    /// those).
     fn drop_vanished(
         &self,
-        on_disk: &HashSet<TerminalId>,
-        records: Vec<TerminalRecord>,
+        on_disk: &HashSet<&TerminalId>,
+        records: &[TerminalRecord],
         report: &mut ScanReport,
     ) -> Result<(Released, Vec<TerminalRecord>)> {
         let mut state = self.inner.lock();
@@ -161,10 +164,11 @@ impl Registry {
             report.dropped.push(id);
         }
         let unknown = records
-            .into_iter()
+            .iter()
             .filter(|record| {
                 !state.entries.contains_key(&record.id) && !state.is_pending(&record.id)
             })
+            .cloned()
             .collect();
         Ok((released, unknown))
     }
