@@ -181,6 +181,8 @@ pub(super) fn handler(verb: &'static Verb, route: Route) -> MethodRouter<AppStat
         }
         let answer = if verb.name == "spawn" {
             detached(verb, &state, &who, arguments).await?
+        } else if verb.name == "list" {
+            return Ok(encoded_list(&state, &who, arguments).await?);
         } else {
             (verb.run)(state.registry.owner(&who.owner), arguments).await?
         };
@@ -192,6 +194,23 @@ pub(super) fn handler(verb: &'static Verb, route: Route) -> MethodRouter<AppStat
         "DELETE" => routing::delete(handle),
         _ => routing::get(handle),
     }
+}
+
+/// `list`'s answer written straight from its snapshots, the JSON text
+/// once: the verb table's `Value` of it (a map per terminal, then
+/// written, then freed) was a third of the CPU of a list at 1,000
+/// terminals (issue 27). The same JSON, fields in the snapshot's order.
+async fn encoded_list(
+    state: &AppState,
+    who: &Principal,
+    arguments: Arguments,
+) -> crate::Result<Response> {
+    let request: ListRequest = arguments.parse()?;
+    let terminals = verbs::list(state.registry.owner(&who.owner), &request).await?;
+    let body = serde_json::to_vec(&terminals)
+        .map_err(|e| Error::io("encoding an answer", std::io::Error::other(e)))?;
+    let json = axum::http::HeaderValue::from_static("application/json");
+    Ok(([(axum::http::header::CONTENT_TYPE, json)], body).into_response())
 }
 
 /// Runs `verb` in a task of its own: a spawn whose client went away still

@@ -29,7 +29,7 @@ use super::service::RegistryConfig;
 use super::state::Entry;
 use super::state::Presence;
 use super::{Registry, TerminalId};
-use crate::statedir::{CorruptRecord, TerminalRecord};
+use crate::statedir::{CorruptRecord, LoadedRecords, TerminalRecord};
 use crate::vocab::RestartPolicy;
 use crate::{Error, Result};
 
@@ -111,17 +111,15 @@ impl Registry {
             return Ok(ScanReport::default());
         }
         let _scan = self.inner.scan.lock().await;
+        // Shared with the state directory's cache: an unchanged directory
+        // (every `list` between changes) costs no copy of its records.
         let loaded = self.inner.store.load_all().await?;
-        self.adopt_names(&loaded.records);
-        // An unreadable record's terminal has not vanished: keep it.
-        let on_disk: HashSet<TerminalId> = loaded.claimed_ids().into_iter().collect();
-        self.inner.lock().corrupt.clone_from(&loaded.corrupt);
         let mut report = ScanReport {
-            corrupt: loaded.corrupt,
-            unreadable: loaded.unreadable,
+            corrupt: loaded.corrupt.clone(),
+            unreadable: loaded.unreadable.clone(),
             ..ScanReport::default()
         };
-        let (released, unknown) = self.drop_vanished(&on_disk, loaded.records, &mut report)?;
+        let (released, unknown) = self.reconcile(&loaded, &mut report)?;
         // Dropped, not closed: another process killed them (or will).
         join_all(released.iter().map(|terminal| terminal.shutdown())).await;
         let checks = self.check_all(&unknown).await;
@@ -133,17 +131,21 @@ impl Registry {
         Ok(report)
     }
 
-    /// Forgets the entries whose record vanished from disk (in
-    /// `report.dropped`), returning their terminals to let go of, and the
-    /// `records` this process neither holds nor reserves.
-    fn drop_vanished(
+    /// Brings the entries in line with `loaded` in one pass under the
+    /// lock: forgets those whose record vanished from disk (in
+    /// `report.dropped`), returning their terminals to let go of, takes
+    /// other processes' renames, and returns the records this process
+    /// neither holds nor reserves (copied: only those).
+    fn reconcile(
         &self,
-        on_disk: &HashSet<TerminalId>,
-        records: Vec<TerminalRecord>,
+        loaded: &LoadedRecords,
         report: &mut ScanReport,
     ) -> Result<(Released, Vec<TerminalRecord>)> {
+        // An unreadable record's terminal has not vanished: keep it.
+        let on_disk: HashSet<&TerminalId> = loaded.claimed().collect();
         let mut state = self.inner.lock();
         state.check_active()?;
+        state.corrupt.clone_from(&loaded.corrupt);
         let vanished: Vec<TerminalId> = state
             .entries
             .values()
@@ -160,12 +162,19 @@ impl Registry {
             }
             report.dropped.push(id);
         }
-        let unknown = records
-            .into_iter()
-            .filter(|record| {
-                !state.entries.contains_key(&record.id) && !state.is_pending(&record.id)
-            })
-            .collect();
+        // One look-up per record; the fields apart, so the entry found
+        // and the reservations can be borrowed at once.
+        let state = &mut *state;
+        let mut unknown = Vec::new();
+        for record in &loaded.records {
+            match state.entries.get_mut(&record.id) {
+                Some(entry) => super::rename::adopt_name(entry, record),
+                None if !state.pending.values().any(|p| p.id == record.id) => {
+                    unknown.push(record.clone());
+                }
+                None => {}
+            }
+        }
         Ok((released, unknown))
     }
 

@@ -7,13 +7,13 @@
 //! one a spawn of that name takes) and the terminal's `live` lock are held
 //! while the directory is rescanned, the name checked and the record
 //! written; other processes pick the name up on their next scan
-//! ([`Registry::adopt_names`]), and a recreate elsewhere re-reads it.
+//! ([`adopt_name`], in each rescan), and a recreate elsewhere re-reads it.
 
 use std::sync::Arc;
 
-use super::Registry;
 use super::ops::TerminalSnapshot;
 use super::service::Owned;
+use super::state::Entry;
 use crate::statedir::Purpose;
 use crate::statedir::{StateDir, TerminalRecord};
 use crate::vocab::validate_name;
@@ -74,19 +74,11 @@ impl Owned<'_> {
     }
 }
 
-impl Registry {
-    /// Takes the names of `records` (read from the state directory) for
-    /// the terminals this process already holds: another process renamed
-    /// them. Entries being closed keep theirs.
-    pub(super) fn adopt_names(&self, records: &[TerminalRecord]) {
-        let mut state = self.inner.lock();
-        for record in records {
-            if let Ok(entry) = state.entry_mut(&record.id)
-                && entry.closing.is_none()
-                && entry.record.spec.name != record.spec.name
-            {
-                entry.record.spec.name.clone_from(&record.spec.name);
-            }
-        }
+/// Takes the name of `record` (read from the state directory) for
+/// `entry`, the terminal this process already holds of it: another
+/// process renamed it. An entry being closed keeps its own.
+pub(super) fn adopt_name(entry: &mut Entry, record: &TerminalRecord) {
+    if entry.closing.is_none() && entry.record.spec.name != record.spec.name {
+        entry.record.spec.name.clone_from(&record.spec.name);
     }
 }

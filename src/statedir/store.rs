@@ -4,6 +4,8 @@
 //! terminals in memory only (its maps), so it persists nothing and has
 //! nobody to lock against.
 
+use std::sync::Arc;
+
 use super::records::{LoadedRecords, StateDir, TerminalRecord};
 use crate::statedir::{FileLock, Purpose};
 use crate::vocab::TerminalId;
@@ -49,10 +51,10 @@ impl Store {
         }
     }
 
-    /// Every record (see [`StateDir::load_all`]); none in memory.
-    pub(crate) async fn load_all(&self) -> Result<LoadedRecords> {
-        self.on_dir(LoadedRecords::default(), StateDir::load_all)
-            .await
+    /// Every record (see [`StateDir::load_all`]), shared with the state
+    /// directory's cache; none in memory.
+    pub(crate) async fn load_all(&self) -> Result<Arc<LoadedRecords>> {
+        self.on_dir(Arc::default(), StateDir::load_shared).await
     }
 
     /// The record of `id` as another process may have rewritten it; none
