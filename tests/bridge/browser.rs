@@ -202,6 +202,16 @@ impl Browser {
         }
     }
 
+    /// Waits until the terminal has the keyboard (xterm.js's textarea is
+    /// focused), so what is typed next reaches it.
+    pub(crate) async fn until_focused(&mut self) {
+        self.until(
+            "focus in xterm",
+            "document.activeElement.classList.contains('xterm-helper-textarea')",
+        )
+        .await;
+    }
+
     /// Types text into the focused element, then Enter.
     pub(crate) async fn type_line(&mut self, text: &str) {
         self.call("Input.insertText", json!({"text": text})).await;
@@ -347,12 +357,7 @@ async fn the_page_runs_a_terminal_and_resumes_after_a_drop() {
                 "tmuxEngine.stream !== null && tmuxEngine.socket !== null",
             )
             .await;
-        browser
-            .until(
-                "focus in xterm",
-                "document.activeElement.classList.contains('xterm-helper-textarea')",
-            )
-            .await;
+        browser.until_focused().await;
         // Typed only once the shell drew its prompt: text typed ahead is
         // echoed before the prompt, which then shares a row with the output.
         browser

@@ -90,12 +90,7 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
                  && tmuxEngine.socket?.readyState === 1",
             )
             .await;
-        browser
-            .until(
-                "focus in xterm",
-                "document.activeElement.classList.contains('xterm-helper-textarea')",
-            )
-            .await;
+        browser.until_focused().await;
         browser.prompt().await;
 
         browser.type_line(r"printf '\033]0;hello\007'").await;
@@ -319,12 +314,7 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
                 &format!("{}?.querySelector('.badge.viewers')?.textContent === '1 viewer'", item("kitty")),
             )
             .await;
-        browser
-            .until(
-                "focus in xterm",
-                "document.activeElement.classList.contains('xterm-helper-textarea')",
-            )
-            .await;
+        browser.until_focused().await;
         browser.type_line("first").await;
         browser.line("first").await;
 

@@ -104,12 +104,7 @@ async fn a_kept_session_opens_its_terminal_at_once_and_still_fails_closed() {
                 ),
             )
             .await;
-        browser
-            .until(
-                "focus in xterm",
-                "document.activeElement.classList.contains('xterm-helper-textarea')",
-            )
-            .await;
+        browser.until_focused().await;
         browser.type_line("typed").await;
         browser.line("typed").await;
         assert_eq!(browser.eval("location.hash").await, "#t=kept");
