@@ -103,34 +103,59 @@ pub(crate) fn sockets(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Kills every server under a runtime directory, so a failing test leaves
-/// nothing running (a passing one has killed its own already). A server
-/// still there 2 s after `kill-server` is SIGKILLed: tmux keeps running
-/// while a client it cannot flush to stays connected (a control client
-/// whose reader was SIGKILLed), and a leftover holding the test's output
-/// pipe would keep `cargo test` from ever finishing.
+/// nothing running (a passing one has killed its own already). Every tmux
+/// process started on a socket under `dir` (a server or a control client:
+/// each names its socket in its argv) still there 2 s after `kill-server`
+/// is SIGKILLed: tmux keeps running while a client it cannot flush to
+/// stays connected (a control client whose reader was SIGKILLed), and a
+/// leftover holding the test's output pipe would keep `cargo test` from
+/// ever finishing. They are found by argv, not by asking the server its
+/// pid: a pool server already exiting (its session gone, its client stuck)
+/// answers no `display-message`, and such servers outlived every run.
 fn kill_servers(dir: &Path) {
+    let processes = tmux_processes_under(dir);
     for socket in sockets(dir) {
-        let pid = server_pid(&socket);
         let _ = Command::new("tmux")
             .arg("-S")
             .arg(&socket)
             .arg("kill-server")
             .stderr(Stdio::null())
             .status();
-        if let Some(pid) = pid {
-            let proc_dir = format!("/proc/{pid}");
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-            while Path::new(&proc_dir).exists() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            if Path::new(&proc_dir).exists() {
-                eprintln!("tmux server {pid} outlived kill-server; SIGKILL");
-                let _ = Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .status();
-            }
-        }
     }
+    let alive = |pid: &u32| Path::new(&format!("/proc/{pid}")).exists();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while processes.iter().any(alive) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for pid in processes.iter().filter(|pid| alive(pid)) {
+        eprintln!("tmux process {pid} outlived kill-server; SIGKILL");
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+}
+
+/// The tmux processes (servers and clients) whose `-S` socket lies under
+/// `dir`, by their command lines.
+fn tmux_processes_under(dir: &Path) -> Vec<u32> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let prefix = dir.as_os_str().as_bytes();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let tmux = argv.first()?.rsplit(|&b| b == b'/').next()? == b"tmux";
+            let on_dir = argv
+                .windows(2)
+                .any(|pair| pair[0] == b"-S" && pair[1].starts_with(prefix));
+            (tmux && on_dir).then_some(pid)
+        })
+        .collect()
 }
 
 /// The pid of the server answering on `socket`, `None` when none does.
