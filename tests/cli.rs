@@ -140,6 +140,21 @@ fn kill_servers(dir: &Path) {
 fn tmux_processes_under(dir: &Path) -> Vec<u32> {
     use std::os::unix::ffi::OsStrExt as _;
     let prefix = dir.as_os_str().as_bytes();
+    processes_where(|cmdline| {
+        let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let tmux = argv
+            .first()
+            .and_then(|program| program.rsplit(|&b| b == b'/').next())
+            == Some(b"tmux".as_slice());
+        tmux && argv
+            .windows(2)
+            .any(|pair| pair[0] == b"-S" && pair[1].starts_with(prefix))
+    })
+}
+
+/// The pids of the processes whose `/proc/PID/cmdline` (NUL-separated)
+/// `keep` accepts.
+pub(crate) fn processes_where(mut keep: impl FnMut(&[u8]) -> bool) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -148,12 +163,7 @@ fn tmux_processes_under(dir: &Path) -> Vec<u32> {
         .filter_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            let tmux = argv.first()?.rsplit(|&b| b == b'/').next()? == b"tmux";
-            let on_dir = argv
-                .windows(2)
-                .any(|pair| pair[0] == b"-S" && pair[1].starts_with(prefix));
-            (tmux && on_dir).then_some(pid)
+            keep(&cmdline).then_some(pid)
         })
         .collect()
 }

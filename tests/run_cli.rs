@@ -165,17 +165,7 @@ fn a_closed_stdout_ends_run_quietly_and_cleans_up() {
 /// Processes whose command line contains `token` (the engine's, tmux's
 /// server and client, the wrapper shell, the program), found in `/proc`.
 fn processes_with(token: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            memchr::memmem::find(&cmdline, token.as_bytes()).map(|_| pid)
-        })
-        .collect()
+    crate::cli::processes_where(|cmdline| memchr::memmem::find(cmdline, token.as_bytes()).is_some())
 }
 
 /// Each process's command line and open pipes, for a failure message.
