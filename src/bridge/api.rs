@@ -138,7 +138,7 @@ type Answer = Result<Response, ApiError>;
 /// The arguments a JSON body carries (its `Content-Type` was checked at
 /// the front door, `guard.rs`); too large is 413, anything but an object
 /// 400, both as `INVALID_INPUT`.
-fn body(bytes: Result<Bytes, BytesRejection>) -> Result<Arguments, ApiError> {
+pub(super) fn body(bytes: Result<Bytes, BytesRejection>) -> Result<Arguments, ApiError> {
     let bytes = bytes.map_err(|rejection| ApiError {
         status: rejection.status(),
         code: "INVALID_INPUT",

@@ -361,18 +361,10 @@ fn json_body<T: serde::de::DeserializeOwned>(
     let bytes = bytes.map_err(|rejection| {
         ApiError::from(Error::InvalidInput(rejection.body_text())).with_status(rejection.status())
     })?;
-    let invalid =
-        |e: serde_json::Error| ApiError::from(Error::InvalidInput(format!("request body: {e}")));
-    let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(invalid)?;
-    // serde reads a struct from an array too (`[]` is a link request with
-    // every default); the schema says an object, as every verb's body.
-    if !value.is_object() {
-        return Err(ApiError::from(Error::InvalidInput(
-            "request body: expected a JSON object".to_owned(),
-        )));
-    }
-    crate::verbs::whole_numbers(&mut value);
-    serde_json::from_value(value).map_err(invalid)
+    // The verbs' own body reading: a JSON object (serde reads a struct
+    // from an array too: `[]` would be a link request with every
+    // default), whole numbers as integers.
+    super::api::body(Ok(bytes))?.parse().map_err(ApiError::from)
 }
 
 /// A used, expired or unknown code: the page shows its sign-in notice.

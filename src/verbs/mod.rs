@@ -57,7 +57,6 @@ pub use run::{
 pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
 pub(crate) use table::KEYS_LINE;
 pub(crate) use table::SchemaFn;
-pub(crate) use table::whole_numbers;
 pub use table::{Arguments, Route, VERBS, Verb};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`

@@ -146,7 +146,7 @@ impl Arguments {
 /// Schema's `integer` takes them (a number is an integer by its value),
 /// and so must the fields the schemas call integers; a float field reads
 /// an integer as well.
-pub(crate) fn whole_numbers(value: &mut Value) {
+fn whole_numbers(value: &mut Value) {
     match value {
         Value::Number(number) if number.is_f64() => {
             if let Some(float) = number.as_f64()
