@@ -162,17 +162,13 @@ impl Registry {
             }
             report.dropped.push(id);
         }
-        // One look-up per record; the fields apart, so the entry found
-        // and the reservations can be borrowed at once.
-        let state = &mut *state;
+        // One look-up per record.
         let mut unknown = Vec::new();
         for record in &loaded.records {
-            match state.entries.get_mut(&record.id) {
-                Some(entry) => super::rename::adopt_name(entry, record),
-                None if !state.pending.values().any(|p| p.id == record.id) => {
-                    unknown.push(record.clone());
-                }
-                None => {}
+            if let Some(entry) = state.entries.get_mut(&record.id) {
+                super::rename::adopt_name(entry, record);
+            } else if !state.is_pending(&record.id) {
+                unknown.push(record.clone());
             }
         }
         Ok((released, unknown))
