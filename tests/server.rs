@@ -463,3 +463,42 @@ async fn a_watch_ends_a_server_its_owner_left_behind() {
     })
     .await;
 }
+
+/// The engine's control attach to a server that was SIGKILLed fails
+/// without starting a server on the stale socket: `attach-session` would
+/// start one (tmux's `CMD_STARTSERVER`), and while that empty server
+/// lived, another process's status check took the dead terminal for a
+/// running one (the fault suite's `plain` listed `running`).
+#[tokio::test]
+async fn a_control_attach_to_a_killed_server_starts_no_server() {
+    live(async |tmp| {
+        let server = start_server(opts(tmp.path())).await;
+        let pid = server.pid();
+        tmux_engine::tmux::process::signal(pid, rustix::process::Signal::KILL)
+            .expect("SIGKILL the server");
+        poll("the server to die", WAIT, || async {
+            (!is_alive(pid)).then_some(())
+        })
+        .await;
+        assert!(server.socket().exists(), "SIGKILL leaves the socket file");
+        let output = server
+            .handle()
+            .control_command()
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .expect("run the control attach");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(!output.status.success(), "attached to nothing: {output:?}");
+        // A `%begin` would be a server's answer: one was started for it.
+        assert!(
+            !stdout.contains("%begin"),
+            "the attach started a server on the stale socket: {stdout}"
+        );
+        let refused = std::os::unix::net::UnixStream::connect(server.socket())
+            .expect_err("nothing listens on the stale socket");
+        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+        server.kill().await.expect("clean up after the killed server");
+    })
+    .await;
+}

@@ -378,7 +378,10 @@ impl BackendTerminal for TmuxTerminal {
 
     fn attach_command(&self, read_only: bool) -> Result<std::process::Command> {
         let server = &self.shared.address;
+        // `-N`: an attach to a server that died must fail, not start an
+        // empty one on its socket (see `ServerHandle::control_command`).
         let mut args: Vec<std::ffi::OsString> = vec![
+            "-N".into(),
             "-S".into(),
             server.socket().as_os_str().to_owned(),
             "attach-session".into(),

@@ -122,10 +122,17 @@ impl ServerHandle {
         &self.tmux
     }
 
-    /// `tmux -u -S SOCK -C attach-session -t =NAME` with piped stdio, killed
-    /// on drop (the client, not the server).
+    /// `tmux -u -N -S SOCK -C attach-session -t =NAME` with piped stdio,
+    /// killed on drop (the client, not the server).
+    ///
+    /// `-N`: `attach-session` starts a server when none answers the socket
+    /// (tmux's `CMD_STARTSERVER`). On a dead server's stale socket that
+    /// server has no session and exits again, but while it lives the
+    /// socket listens, and a status check in between (another process's
+    /// `list`) took the dead terminal for a running one.
     pub fn control_command(&self) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::from(self.tmux.command([
+            OsString::from("-N"),
             OsString::from("-S"),
             self.socket.clone().into_os_string(),
             OsString::from("-C"),
