@@ -498,7 +498,10 @@ async fn a_control_attach_to_a_killed_server_starts_no_server() {
         let refused = std::os::unix::net::UnixStream::connect(server.socket())
             .expect_err("nothing listens on the stale socket");
         assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
-        server.kill().await.expect("clean up after the killed server");
+        server
+            .kill()
+            .await
+            .expect("clean up after the killed server");
     })
     .await;
 }
