@@ -45,10 +45,6 @@ use crate::tmux::probe::Observed;
 use crate::tmux::reading::{self, InputState};
 use crate::{Error, Result};
 
-/// How long a send whose output ended waits for the terminal's status to
-/// say why (a program's exit or its server's death).
-const STATUS_SETTLE: Duration = Duration::from_secs(2);
-
 /// A send in flight.
 struct TmuxSend {
     shared: Arc<ServerLink>,
@@ -277,14 +273,6 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     // that exited: the caller gets a typed failure, not a result that
     // looks like a finished command. (A kill by the engine cancels the
     // send first, so it still ends `cancelled`.)
-    // The output's end can be seen before the status that says why (the
-    // control client's reader ends first): a loaded machine then answered
-    // a dead server's send as a finished one. Wait for the status briefly.
-    if wait_reason == WaitReason::Exited {
-        let mut status = shared.status.subscribe();
-        let settled = status.wait_for(|status| !status.is_running());
-        let _ = tokio::time::timeout(STATUS_SETTLE, settled).await;
-    }
     if wait_reason == WaitReason::Exited
         && let TerminalStatus::Gone { reason } = shared.status.borrow().clone()
     {
