@@ -1,15 +1,18 @@
-//! A warm pool of pre-started servers: a spawn takes one and
-//! `respawn-pane -k`s its program into it instead of starting tmux.
+//! A warm pool of pre-started servers: a spawn takes one and starts its
+//! program in it instead of starting tmux.
 //!
 //! Each pooled server is a whole private server (its own directory,
 //! socket, control client, raw output pipe) started with the backend's
-//! options and a placeholder program that prints nothing (`cat`, reading
-//! a pty nobody types into). A spawn takes one out for good: it is
-//! stamped with the terminal's id, sized, and respawned with the spec's
-//! program, cwd and environment through the same
-//! [`respawn_commands`] as a restart. So a pooled server is never shared
-//! (one terminal each, whoever its owner) and never reused after a
-//! terminal ran in it. Taken servers are replaced in the background.
+//! options, its pane running a launcher that waits for its program
+//! ([`crate::tmux::launcher`]) and prints nothing. A spawn takes one out
+//! for good: it is stamped with the terminal's id, sized, and the spec's
+//! program, cwd and environment are handed to the launcher, so the program
+//! starts in the pane tmux already made (no `respawn-pane`: issue 27's
+//! connect). A spec the launcher cannot carry exactly is respawned into
+//! the pane with the same [`respawn_commands`] as a restart. So a pooled
+//! server is never shared (one terminal each, whoever its owner) and never
+//! reused after a terminal ran in it. Taken servers are replaced in the
+//! background.
 //!
 //! A pooled server carries the backend's marks with a placeholder id that
 //! no record names, so a later engine's reap removes it like any other
@@ -39,6 +42,7 @@ use crate::terminal::{Parts, launch};
 use crate::tmux::command::{TmuxCommand, resize_window};
 use crate::tmux::options::respawn_commands;
 use crate::tmux::{ProcessId, ServerOptions, Tmux};
+use crate::tmux::{exit_handshake, launcher};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -82,7 +86,7 @@ struct PoolState {
 
 /// A pooled server turned into a terminal's.
 pub(super) struct Taken {
-    /// The server, client and subscribed pane, the program respawned in it.
+    /// The server, client and subscribed pane, the program started in it.
     pub parts: Parts,
     /// The spec's program (the placeholder's pid is gone).
     pub pane_process: Option<ProcessId>,
@@ -121,9 +125,12 @@ impl Pool {
     /// The options every pooled server is started with.
     fn options(&self) -> Result<ServerOptions> {
         let id = TerminalId::parse(POOL_ID)?;
+        // The command only makes the options a program's (no shell
+        // integration); the launcher runs in its place.
         let spec = SpawnSpec::new().command(["cat"]);
         let mut opts = server_options(&self.config, &id, &spec)?.for_terminal(&self.tmux, None)?;
         opts.extra_config.push(DIES_WITH_ENGINE.to_owned());
+        opts.launcher = opts.exit_handshake;
         Ok(opts)
     }
 
@@ -147,7 +154,7 @@ impl Pool {
         }
     }
 
-    /// A ready server with `spec`'s program respawned into it, or `None`
+    /// A ready server with `spec`'s program started in it, or `None`
     /// when none is ready or the spec needs what a respawn cannot give
     /// (the caller then starts fresh). Refills in the background at once
     /// unless it returns a server: then the caller refills with
@@ -225,6 +232,7 @@ fn respawnable(pool: &ServerOptions, wanted: &ServerOptions) -> bool {
         opts.cwd = None;
         opts.env.clear();
         opts.size = Size::default();
+        opts.launcher = false;
         opts.extra_config
             .retain(|line| !line.contains(ID_OPTION) && line != DIES_WITH_ENGINE);
         opts
@@ -258,8 +266,10 @@ async fn start_one(pool: Weak<Pool>, tmux: Arc<Tmux>, opts: Result<ServerOptions
     }
 }
 
-/// Stamps the server with `id`, sizes its window and respawns `wanted`'s
-/// program into the pane; the new program's process.
+/// Stamps the server with `id`, sizes its window and starts `wanted`'s
+/// program in the pane: through the pane's launcher when it has one and
+/// the spec allows ([`launcher::launchable`]), else by `respawn-pane`; the
+/// new program's process.
 async fn into_terminal(
     parts: &Parts,
     id: &TerminalId,
@@ -280,6 +290,26 @@ async fn into_terminal(
     // The pipe (raw or drain) survives a respawn: the new program's first
     // byte takes the same way as the placeholder's would have.
     let (respawn, _) = respawn_commands(wanted, pane)?;
+    let launcher = parts.server.first_pane_process().pid;
+    let launch = launcher != 0
+        && launcher::launchable(wanted)
+        && exit_handshake::wrapped(launcher) == exit_handshake::Wrapped::Between;
+    if launch {
+        // The program starts once the window has its size, so it reads
+        // the right one from the start; no tmux command is left after it.
+        let (persisted, marked, resized) = futures_util::join!(
+            client.command(&persist),
+            client.command(&mark),
+            client.command(&resize),
+        );
+        persisted?;
+        marked?;
+        resized?;
+        launcher::launch(parts.server.dir(), launcher, wanted).await?;
+        exit_handshake::started(launcher).await;
+        debug!(terminal = %id, session = SESSION, "launched in a pooled server");
+        return Ok(ProcessId::now(launcher).known());
+    }
     // Pipelined: the client queues each in the order its future is first
     // polled (`futures_util::join!` polls in order on every poll, unlike
     // tokio's, which rotates; the in-flight permits are FIFO), and
@@ -304,7 +334,7 @@ async fn into_terminal(
         });
     }
     if let Some(pid) = state.pid {
-        crate::tmux::exit_handshake::started(pid).await;
+        exit_handshake::started(pid).await;
     }
     debug!(terminal = %id, session = SESSION, "spawned into a pooled server");
     Ok(state.pid.and_then(|pid| ProcessId::now(pid).known()))

@@ -99,7 +99,9 @@ pub async fn launch(
             message: format!("unexpected answer {text:?}"),
         });
     };
-    if server.exit_handshake() {
+    if server.launcher() {
+        crate::tmux::exit_handshake::exec_seen(pane_pid).await;
+    } else if server.exit_handshake() {
         crate::tmux::exit_handshake::started(pane_pid).await;
     }
     server.set_started(

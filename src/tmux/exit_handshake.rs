@@ -38,19 +38,36 @@ pub(crate) const FIFO: &str = "exit.fifo";
 /// terminals ignore.
 pub const MARKER: &[u8] = b"\x1b]8765;tmux-engine-exit\x07";
 
+/// What the wrapper runs once its program has ended: the handshake, then
+/// the program's status. A macro, so [`SCRIPT`] and a pooled pane's
+/// launch ([`WRAPPER_TAIL`]) share one text.
+macro_rules! wrapper_tail {
+    () => {
+        "; s=$?; trap - INT QUIT TERM; \
+    d=${TMUX%,*,*}; \
+    command exec 2>/dev/null 3<>\"${d%/*}/exit.fifo\" \
+    && printf '\\033]8765;tmux-engine-exit\\007' && IFS= read -r _ <&3; \
+    exec 3<&-; \
+    [ \"$s\" -gt 128 ] && kill -s \"$(kill -l \"$s\")\" \"$$\"; \
+    exit \"$s\""
+    };
+}
+
 /// The wrapper: runs `"$@"` (no shell parsing of the words), then the
 /// handshake. `INT`, `QUIT` and `TERM` aimed at the program's process group
 /// (the wrapper shares it: `sh -c` has no job control) are trapped so the
 /// wrapper outlives a program that handles them; traps reset on exec, so
 /// the program gets the default actions. `HUP` is not trapped: a pane that
 /// is killed takes the wrapper along.
-const SCRIPT: &str = "trap : INT QUIT TERM; \"$@\"; s=$?; trap - INT QUIT TERM; \
-    d=${TMUX%,*,*}; \
-    command exec 2>/dev/null 3<>\"${d%/*}/exit.fifo\" \
-    && printf '\\033]8765;tmux-engine-exit\\007' && IFS= read -r _ <&3; \
-    exec 3<&-; \
-    [ \"$s\" -gt 128 ] && kill -s \"$(kill -l \"$s\")\" \"$$\"; \
-    exit \"$s\"";
+const SCRIPT: &str = concat!("trap : INT QUIT TERM; \"$@\"", wrapper_tail!());
+
+/// The wrapper's script around its program, for a shell whose positional
+/// parameters are already the program's words: what a pooled pane's
+/// launcher runs ([`super::launcher`]), with the spec's environment
+/// between the two as assignments on the program.
+pub(super) const WRAPPER_HEAD: &str = "trap : INT QUIT TERM; ";
+/// See [`WRAPPER_HEAD`].
+pub(super) const WRAPPER_TAIL: &str = concat!("\"$@\"", wrapper_tail!());
 
 /// `sh -c SCRIPT tmux-engine-exit WORDS...`: `words` (as `new-session` or
 /// `respawn-pane` would run them) under the wrapper.
@@ -66,7 +83,7 @@ pub(crate) fn wrap(words: Vec<OsString>) -> Vec<OsString> {
 }
 
 /// The wrapper's `$0`: how [`wrapped`] tells a wrapped pane.
-const WRAPPER_NAME: &[u8] = b"tmux-engine-exit";
+pub(super) const WRAPPER_NAME: &[u8] = b"tmux-engine-exit";
 
 /// What a pane's process is, as far as the exit handshake goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,10 +158,21 @@ const FINE_STEP: std::time::Duration = std::time::Duration::from_micros(100);
 /// [`FINE_WAIT`] (a new terminal's connect waits on it: the millisecond
 /// steps this replaced cost 1 to 3 ms of it), then backing off to 20 ms.
 pub(crate) async fn started(pane_pid: u32) {
+    poll_until(pane_pid, |wrapped| matches!(wrapped, Wrapped::Running(_))).await;
+}
+
+/// Waits as [`started`] does until the pane `pane_pid` runs the wrapper
+/// at all, its program or none: a pooled pane's launcher
+/// ([`super::launcher`]) waits for its program from then on.
+pub(crate) async fn exec_seen(pane_pid: u32) {
+    poll_until(pane_pid, |wrapped| wrapped != Wrapped::No).await;
+}
+
+/// Polls (see [`started`]) until `done` says yes of the pane's state, or
+/// the pane is gone, or [`START_WAIT`] passed.
+async fn poll_until(pane_pid: u32, done: fn(Wrapped) -> bool) {
     let begun = std::time::Instant::now();
-    let ready = move || {
-        matches!(wrapped(pane_pid), Wrapped::Running(_)) || !super::process::is_alive(pane_pid)
-    };
+    let ready = move || done(wrapped(pane_pid)) || !super::process::is_alive(pane_pid);
     if ready() {
         return;
     }
@@ -174,20 +202,22 @@ pub(crate) async fn started(pane_pid: u32) {
 /// # Errors
 /// `IO` when it cannot be made.
 pub(crate) fn make_fifo(dir: &Path) -> Result<()> {
-    let path = dir.join(FIFO);
+    make_fifo_at(&dir.join(FIFO))
+}
+
+/// Makes a fifo at `path` (0600).
+///
+/// # Errors
+/// `IO` when it cannot be made.
+pub(crate) fn make_fifo_at(path: &Path) -> Result<()> {
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &path,
+        path,
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o600),
         0,
     )
-    .map_err(|errno| {
-        Error::io(
-            format!("making the exit fifo {}", path.display()),
-            errno.into(),
-        )
-    })
+    .map_err(|errno| Error::io(format!("making the fifo {}", path.display()), errno.into()))
 }
 
 /// Lets the wrapper of the server in `dir` exit: one line into its fifo.
@@ -257,6 +287,12 @@ impl MarkerScan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pooled pane's launch runs the very wrapper a respawn runs.
+    #[test]
+    fn the_launch_runs_the_wrapper_script() {
+        assert_eq!(format!("{WRAPPER_HEAD}{WRAPPER_TAIL}"), SCRIPT);
+    }
 
     #[test]
     fn the_marker_is_found_across_any_split() {

@@ -42,6 +42,7 @@ mod first_reply;
 pub(crate) mod handle;
 pub mod input;
 pub(crate) mod kill;
+pub(crate) mod launcher;
 pub(crate) mod options;
 // Process and /proc plumbing: public only so the crate's own tests can
 // check what is left running; not part of the API.

@@ -92,6 +92,12 @@ pub struct ServerOptions {
     /// fixture) and the registry turn it on. Not for an empty `command`
     /// (tmux's login shell is kept).
     pub exit_handshake: bool,
+    /// Start the pane with a launcher that waits for its program
+    /// ([`super::launcher`]) in place of `command`: the warm pool's
+    /// servers, whose program a spawn starts later without a
+    /// `respawn-pane`. Needs `exit_handshake` (the launch runs its
+    /// wrapper). Default off.
+    pub launcher: bool,
 }
 
 impl Default for ServerOptions {
@@ -111,6 +117,7 @@ impl Default for ServerOptions {
             raw_relay: super::relay::default_relay(),
             runtime_dir: None,
             exit_handshake: false,
+            launcher: false,
         }
     }
 }
@@ -162,6 +169,7 @@ setters!(ServerOptions {
     raw_relay: Option<PathBuf>,
     runtime_dir: Option<PathBuf>,
     exit_handshake: bool,
+    launcher: bool,
 });
 
 /// Runs a lone word: tmux hands a one-word command to `sh -c` (its own
@@ -220,6 +228,11 @@ pub(super) fn validate(opts: &ServerOptions) -> Result<()> {
             opts.history_limit,
             i32::MAX
         )));
+    }
+    if opts.launcher && !opts.exit_handshake {
+        return Err(Error::InvalidInput(
+            "a launcher needs the exit handshake (it runs the wrapper)".to_owned(),
+        ));
     }
     if let Some(shell) = &opts.shell
         && (!shell.is_absolute() || !shell.is_file())
@@ -330,7 +343,9 @@ fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCo
         command = command.opt("-e", format!("{key}={value}"));
     }
     let mut words = exec_words(&opts.command)?;
-    if opts.exit_handshake && !words.is_empty() {
+    if opts.launcher {
+        words = super::launcher::words();
+    } else if opts.exit_handshake && !words.is_empty() {
         words = super::exit_handshake::wrap(words);
     }
     for word in words {

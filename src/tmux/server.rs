@@ -61,6 +61,8 @@ pub struct Server {
     raw_socket: Option<std::path::PathBuf>,
     /// See [`Server::exit_handshake`].
     exit_handshake: bool,
+    /// See [`Server::launcher`].
+    launcher: bool,
 }
 
 impl Server {
@@ -208,9 +210,13 @@ impl Server {
         check_socket_path(handle.socket())?;
         write_config(handle.config(), &config_text(&opts)?)?;
         // Before tmux runs: the wrapper opens it once the program ended.
-        let handshake = opts.exit_handshake && !opts.command.is_empty();
+        let handshake = opts.exit_handshake && (!opts.command.is_empty() || opts.launcher);
         if handshake {
             super::exit_handshake::make_fifo(dir.path())?;
+        }
+        // Before tmux runs too: the launcher opens it at once.
+        if opts.launcher {
+            super::launcher::make_fifo(dir.path())?;
         }
 
         // The engine process must be listening there when tmux runs the pipe.
@@ -236,6 +242,7 @@ impl Server {
             size: opts.size,
             raw_socket: raw.map(|_| raw_socket),
             exit_handshake: handshake,
+            launcher: opts.launcher,
         };
         Ok((server, argv, (opts.server_env, opts.clear_env)))
     }
@@ -254,6 +261,12 @@ impl Server {
     /// server's directory once it has printed the marker.
     pub(crate) fn exit_handshake(&self) -> bool {
         self.exit_handshake
+    }
+
+    /// Whether the pane runs a launcher waiting for its program (see
+    /// [`launcher`](super::launcher)): the warm pool's servers.
+    pub(crate) fn launcher(&self) -> bool {
+        self.launcher
     }
 
     /// The socket path (`tmux -S`).

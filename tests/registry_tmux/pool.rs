@@ -1,11 +1,14 @@
-//! The warm pool: spawns respawned into pre-started servers, each used by
+//! The warm pool: spawns started in pre-started servers, each used by
 //! one terminal only, refilled, and nothing left once the backend goes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tmux_engine::backend::{TmuxBackend, TmuxConfig};
-use tmux_engine::registry::{Backend, OwnerId, Registry, RegistryConfig};
+use tmux_engine::registry::{
+    Backend, OwnerId, Registry, RegistryConfig, SendRequest, TerminalStatus, WaitFor,
+};
+use tmux_engine::vocab::ExitStatus;
 
 use super::{WAIT, assert_clean, runtime, server_dirs, sh};
 use crate::support::{poll, tmux, within};
@@ -183,6 +186,136 @@ async fn reaps_beside_a_pool_leave_its_waiting_servers_alone() {
         other.dispose().await.unwrap();
         pooling.dispose().await.unwrap();
         drop((other, pooling, pool));
+        assert_clean(&rt).await;
+    })
+    .await;
+}
+
+/// The pane pid of the pooled server in `dir` (its first pane).
+fn pane_pid(dir: &std::path::Path) -> String {
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(dir.join("tmux.sock"))
+        .args(["list-panes", "-t", "%0", "-F", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A pooled server waits with a launcher in its pane: a spawn starts its
+/// program there, in the same process tmux started (no `respawn-pane`),
+/// with the environment exactly (quotes, `$`, a line break), the cwd, the
+/// exit tail and the exit status a fresh server gives. An environment
+/// name `sh` cannot assign still spawns, respawned as before (whether it
+/// reaches the program is the wrapper's shell's business: dash drops it).
+#[tokio::test]
+async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
+    within(async {
+        let dir = crate::support::test_dir();
+        let rt = runtime(dir.path());
+        let config = TmuxConfig::new(&rt)
+            .shell("/bin/sh")
+            .reap_grace(Duration::ZERO)
+            .pool_size(2)
+            .with_state_dir(dir.path().join("state"));
+        let tmux_backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+        let backend: Arc<dyn Backend> = tmux_backend.clone();
+        let (registry, _) = Registry::open_with(
+            RegistryConfig::default().state_dir(dir.path().join("state")),
+            backend,
+        )
+        .await
+        .unwrap();
+        let alice = OwnerId::new("alice").unwrap();
+        let owned = || registry.owner(&alice);
+        owned().spawn(sh("exec cat").name("first")).await.unwrap();
+        poll("the pool to fill", WAIT, || async {
+            (tmux_backend.pooled() == 2).then_some(())
+        })
+        .await;
+        let waiting: Vec<(std::path::PathBuf, String)> = server_dirs(&rt)
+            .into_iter()
+            .filter(|dir| id_mark(dir) == "t-0-0000000000000000")
+            .map(|dir| {
+                let pid = pane_pid(&dir);
+                (dir, pid)
+            })
+            .collect();
+        assert_eq!(waiting.len(), 2, "{waiting:?}");
+        let value = "it's \"$HOME\" `x`\nline two";
+        let spec = sh("printf '[%s]' \"$V\"; pwd; read -r _; printf 'last words'; exit 7")
+            .name("launched")
+            .env("V", value)
+            .cwd("/tmp");
+        let snapshot = owned().spawn(spec).await.unwrap();
+        let (taken, launcher) = waiting
+            .iter()
+            .find(|(dir, _)| id_mark(dir) == snapshot.id.as_str())
+            .expect("the spawn took a waiting server");
+        // The program runs under the pane's own first process.
+        assert_eq!(&pane_pid(taken), launcher, "the pane was respawned");
+        let program = snapshot.pid.expect("a pid");
+        // `pid (comm) state ppid ...`
+        let parent = std::fs::read_to_string(format!("/proc/{program}/stat"))
+            .ok()
+            .and_then(|stat| Some(stat.rsplit(')').next()?.split_whitespace().nth(1)?.to_owned()))
+            .unwrap_or_default();
+        assert!(
+            parent == *launcher,
+            "the program {program} is not the launcher's child (parent {parent}, launcher {launcher})"
+        );
+        // Running until it reads a line: ended by one now.
+        owned()
+            .send(
+                "launched",
+                SendRequest {
+                    submit: true,
+                    wait: WaitFor::None,
+                    ..SendRequest::default()
+                },
+            )
+            .await
+            .unwrap()
+            .result()
+            .await
+            .unwrap();
+        let dead = poll("the launched program to exit", WAIT, || async {
+            let shown = owned().show("launched").await.unwrap();
+            (!shown.status.is_running()).then_some(shown)
+        })
+        .await;
+        assert_eq!(
+            dead.status,
+            TerminalStatus::Exited {
+                exit: ExitStatus::Code(7)
+            }
+        );
+        let output = owned().output_since("launched", None).await.unwrap();
+        let text = String::from_utf8_lossy(&output.bytes).replace("\r\n", "\n");
+        // The value and cwd, then (after the echoed line) the exit tail.
+        assert!(text.contains(&format!("[{value}]/tmp\n")), "{text:?}");
+        assert!(text.contains("\nlast words"), "{text:?}");
+        // A name sh cannot assign: respawned, as before the launcher.
+        let odd = sh("echo odd-ran; exec cat")
+            .name("odd")
+            .env("A-B", "dash");
+        let odd = owned().spawn(odd).await.unwrap();
+        let (taken, launcher) = waiting
+            .iter()
+            .find(|(dir, _)| id_mark(dir) == odd.id.as_str())
+            .expect("the spawn took a waiting server");
+        assert_ne!(&pane_pid(taken), launcher, "not respawned");
+        poll("the respawned program's output", WAIT, || async {
+            owned()
+                .screen("odd")
+                .await
+                .unwrap()
+                .contains("odd-ran")
+                .then_some(())
+        })
+        .await;
+        registry.dispose().await.unwrap();
+        drop((registry, tmux_backend));
         assert_clean(&rt).await;
     })
     .await;

@@ -1,0 +1,232 @@
+//! A pane that waits for its program: the warm pool's servers run a
+//! launcher in place of a placeholder program, so a spawn starts the
+//! terminal's program without `respawn-pane` (issue 27's connect).
+//!
+//! A `respawn-pane -k` made tmux close the pane's pty, open a new one,
+//! fork, and run `utempter`'s helper and wait for it, all before it
+//! answered: about 1.2 ms alone and 2.8 ms of a spawn's 4 ms (a probe
+//! timing each step of serve's spawn, idle machine), with the exit
+//! handshake's `/bin/sh` wrapper still to start after it. The launcher is
+//! that wrapper's shell, started with the pooled server: it blocks reading
+//! a line from [`LAUNCH_FIFO`] in the server's private directory, then
+//! sources [`LAUNCH_SCRIPT`], which the engine wrote there first: change
+//! to the spec's directory, set the positional parameters to the
+//! program's words, and run the wrapper's own script with the spec's
+//! environment in front of the program (assignments on the command, so
+//! they reach the program and not the wrapper). Its `$0` is the wrapper's
+//! name, so [`wrapped`](super::exit_handshake::wrapped) sees a wrapper
+//! between programs until the program runs, and its program from then on.
+//!
+//! What tmux does for a respawn's `-c` and `-e` is kept: the directory is
+//! tried, then `$HOME`, then `/` (`spawn.c`); the environment adds to the
+//! pane's. A spec the script cannot carry exactly (an environment name
+//! that is not a shell name) is respawned as before
+//! ([`launchable`]).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use super::ServerOptions;
+use super::exit_handshake::{WRAPPER_HEAD, WRAPPER_NAME, WRAPPER_TAIL};
+use crate::{Error, Result};
+
+/// The fifo the launcher waits on, in the server directory.
+pub(crate) const LAUNCH_FIFO: &str = "launch.fifo";
+/// The script the launcher sources, in the server directory; it removes
+/// itself first (the spec's environment does not stay on disk).
+pub(crate) const LAUNCH_SCRIPT: &str = "launch.sh";
+
+/// How long a launch waits for a launcher that has not opened its fifo
+/// yet (a pooled server taken right after it started).
+const OPEN_WAIT: Duration = Duration::from_secs(2);
+
+/// The launcher's script: the server directory from `$TMUX` (as the
+/// wrapper finds its fifo), one line from the fifo, then the launch.
+const LAUNCHER: &str = "d=${TMUX%,*,*}; d=${d%/*}; \
+    IFS= read -r _ < \"$d/launch.fifo\" && . \"$d/launch.sh\"";
+
+/// The launcher's words, as a pane's command (`$0` the wrapper's name).
+pub(crate) fn words() -> Vec<OsString> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        LAUNCHER.into(),
+        std::ffi::OsStr::from_bytes(WRAPPER_NAME).to_owned(),
+    ]
+}
+
+/// Makes the launcher's fifo in the server's private directory `dir`.
+///
+/// # Errors
+/// `IO` when it cannot be made.
+pub(crate) fn make_fifo(dir: &Path) -> Result<()> {
+    super::exit_handshake::make_fifo_at(&dir.join(LAUNCH_FIFO))
+}
+
+/// Whether a launcher can start `opts`'s program exactly as a respawn
+/// would: under the exit handshake, with words to run, and every
+/// environment name one `sh` can assign.
+pub(crate) fn launchable(opts: &ServerOptions) -> bool {
+    let name = |key: &str| {
+        let mut bytes = key.bytes();
+        bytes
+            .next()
+            .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+            && bytes.all(|b| b == b'_' || b.is_ascii_alphanumeric())
+    };
+    opts.exit_handshake && !opts.command.is_empty() && opts.env.iter().all(|(key, _)| name(key))
+}
+
+/// `bytes` single-quoted for `sh` (every byte but NUL stands for itself).
+fn sh_quote(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
+    if bytes.contains(&0) {
+        return Err(Error::InvalidInput(format!(
+            "{:?} contains a NUL byte",
+            String::from_utf8_lossy(bytes)
+        )));
+    }
+    out.push(b'\'');
+    for &b in bytes {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
+    Ok(())
+}
+
+/// The launch script for `opts` (see the module doc).
+///
+/// # Errors
+/// `INVALID_INPUT` for a NUL in a word, a value or the directory, or for
+/// words [`exec_words`](super::options::exec_words) refuses; `IO` when the
+/// directory cannot be made absolute.
+pub(crate) fn script(opts: &ServerOptions) -> Result<Vec<u8>> {
+    let mut out = b"rm -f -- \"$d/launch.sh\"\n".to_vec();
+    if let Some(cwd) = &opts.cwd {
+        let cwd = std::path::absolute(cwd)
+            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
+        out.extend_from_slice(b"cd -- ");
+        sh_quote(&mut out, cwd.as_os_str().as_bytes())?;
+        out.extend_from_slice(b" 2>/dev/null || cd 2>/dev/null || cd /\n");
+    }
+    out.extend_from_slice(b"set --");
+    for word in super::options::exec_words(&opts.command)? {
+        out.push(b' ');
+        sh_quote(&mut out, word.as_bytes())?;
+    }
+    out.push(b'\n');
+    let mut assignments = Vec::new();
+    for (key, value) in &opts.env {
+        assignments.extend_from_slice(key.as_bytes());
+        assignments.push(b'=');
+        sh_quote(&mut assignments, value.as_bytes())?;
+        assignments.push(b' ');
+    }
+    out.extend_from_slice(WRAPPER_HEAD.as_bytes());
+    out.extend_from_slice(&assignments);
+    out.extend_from_slice(WRAPPER_TAIL.as_bytes());
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// Starts `opts`'s program in the pooled pane whose server directory is
+/// `dir`, its launcher's pid `launcher`: writes the script, then the line
+/// the launcher waits for.
+///
+/// # Errors
+/// `IO` writing the script; `SERVER_GONE` when no launcher takes the line
+/// (it died, or never opened its fifo within [`OPEN_WAIT`]); the errors of
+/// [`script`].
+pub(crate) async fn launch(dir: &Path, launcher: u32, opts: &ServerOptions) -> Result<()> {
+    let text = script(opts)?;
+    let path = dir.join(LAUNCH_SCRIPT);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| file.write_all(&text));
+    written.map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+    let fifo = dir.join(LAUNCH_FIFO);
+    let begun = tokio::time::Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        // Non-blocking: no reader (ENXIO) is a launcher not there yet, or
+        // gone, never a launch that hangs.
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(&fifo);
+        match opened {
+            Ok(mut fifo) => {
+                return fifo.write_all(b"\n").map_err(|e| {
+                    Error::io(format!("writing {}", dir.join(LAUNCH_FIFO).display()), e)
+                });
+            }
+            Err(error) if error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+                if !super::process::is_alive(launcher) || begun.elapsed() >= OPEN_WAIT {
+                    let _ = std::fs::remove_file(&path);
+                    return Err(Error::ServerGone {
+                        reason: format!(
+                            "the pooled pane's launcher (pid {launcher}) is not waiting"
+                        ),
+                    });
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(error) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(Error::io(format!("opening {}", fifo.display()), error));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_every_byte_for_sh() {
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"plain", b"'plain'"),
+            (b"it's", b"'it'\\''s'"),
+            (b"$HOME `x` \"y\"\n", b"'$HOME `x` \"y\"\n'"),
+            (b"", b"''"),
+        ];
+        for (raw, quoted) in cases {
+            let mut out = Vec::new();
+            sh_quote(&mut out, raw).expect("no NUL");
+            assert_eq!(&out, quoted, "{:?}", String::from_utf8_lossy(raw));
+        }
+        assert!(sh_quote(&mut Vec::new(), b"a\0b").is_err());
+    }
+
+    #[test]
+    fn launches_only_what_sh_assigns_exactly() {
+        let opts = ServerOptions::default()
+            .exit_handshake(true)
+            .command(vec!["bash".into(), "-l".into()]);
+        assert!(launchable(&opts));
+        assert!(launchable(
+            &opts.clone().env(vec![("_A1".into(), "x y".into())])
+        ));
+        for key in ["1A", "A-B", "", "A B"] {
+            assert!(
+                !launchable(&opts.clone().env(vec![(key.into(), "v".into())])),
+                "{key:?}"
+            );
+        }
+        assert!(!launchable(&opts.clone().exit_handshake(false)));
+        assert!(!launchable(&opts.clone().command(Vec::new())));
+    }
+}
