@@ -307,6 +307,11 @@ async fn into_terminal(
         resized?;
         launcher::launch(parts.server.dir(), launcher, wanted).await?;
         exit_handshake::started(launcher).await;
+        // Running: the launcher has the script open (or its program ended
+        // already); not yet running, it may still be opening it.
+        if exit_handshake::wrapped(launcher) != exit_handshake::Wrapped::Between {
+            launcher::forget(parts.server.dir());
+        }
         debug!(terminal = %id, session = SESSION, "launched in a pooled server");
         return Ok(ProcessId::now(launcher).known());
     }

@@ -36,8 +36,9 @@ use crate::{Error, Result};
 
 /// The fifo the launcher waits on, in the server directory.
 pub(crate) const LAUNCH_FIFO: &str = "launch.fifo";
-/// The script the launcher sources, in the server directory; it removes
-/// itself first (the spec's environment does not stay on disk).
+/// The script the launcher sources, in the server directory; removed once
+/// its program runs ([`forget`]), so the spec's environment does not stay
+/// on disk.
 pub(crate) const LAUNCH_SCRIPT: &str = "launch.sh";
 
 /// How long a launch waits for a launcher that has not opened its fifo
@@ -108,7 +109,7 @@ fn sh_quote(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
 /// words [`exec_words`](super::options::exec_words) refuses; `IO` when the
 /// directory cannot be made absolute.
 pub(crate) fn script(opts: &ServerOptions) -> Result<Vec<u8>> {
-    let mut out = b"rm -f -- \"$d/launch.sh\"\n".to_vec();
+    let mut out = Vec::new();
     if let Some(cwd) = &opts.cwd {
         let cwd = std::path::absolute(cwd)
             .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
@@ -189,6 +190,14 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, opts: &ServerOptions) -> R
             }
         }
     }
+}
+
+/// Removes the launch script of the server in `dir` once its program runs
+/// (the launcher holds it open, so the rest of the wrapper still reads).
+/// Not from the script itself: `rm` is no `sh` builtin, and its fork and
+/// exec were a millisecond of a new terminal's connect.
+pub(crate) fn forget(dir: &Path) {
+    let _ = std::fs::remove_file(dir.join(LAUNCH_SCRIPT));
 }
 
 #[cfg(test)]

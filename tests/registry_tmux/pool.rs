@@ -254,6 +254,8 @@ async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
             .expect("the spawn took a waiting server");
         // The program runs under the pane's own first process.
         assert_eq!(&pane_pid(taken), launcher, "the pane was respawned");
+        // Its environment does not stay on disk.
+        assert!(!taken.join("launch.sh").exists());
         let program = snapshot.pid.expect("a pid");
         // `pid (comm) state ppid ...`
         let parent = std::fs::read_to_string(format!("/proc/{program}/stat"))
