@@ -40,7 +40,7 @@ use crate::control::subscribe::SubscribeOptions;
 use crate::registry::{SpawnSpec, TerminalId};
 use crate::terminal::{Parts, launch};
 use crate::tmux::command::{TmuxCommand, resize_window};
-use crate::tmux::options::respawn_commands;
+use crate::tmux::options::{launch_script, respawn_commands};
 use crate::tmux::{ProcessId, ServerOptions, Tmux};
 use crate::tmux::{exit_handshake, launcher};
 use crate::vocab::Size;
@@ -268,7 +268,7 @@ async fn start_one(pool: Weak<Pool>, tmux: Arc<Tmux>, opts: Result<ServerOptions
 
 /// Stamps the server with `id`, sizes its window and starts `wanted`'s
 /// program in the pane: through the pane's launcher when it has one and
-/// the spec allows ([`launcher::launchable`]), else by `respawn-pane`; the
+/// the spec allows ([`launch_script`]), else by `respawn-pane`; the
 /// new program's process.
 async fn into_terminal(
     parts: &Parts,
@@ -291,10 +291,10 @@ async fn into_terminal(
     // byte takes the same way as the placeholder's would have.
     let (respawn, _) = respawn_commands(wanted, pane)?;
     let launcher = parts.server.first_pane_process().pid;
-    let launch = launcher != 0
-        && launcher::launchable(wanted)
-        && exit_handshake::wrapped(launcher) == exit_handshake::Wrapped::Between;
-    if launch {
+    let script = launch_script(wanted)?.filter(|_| {
+        launcher != 0 && exit_handshake::wrapped(launcher) == exit_handshake::Wrapped::Between
+    });
+    if let Some(script) = script {
         // The program starts once the window has its size, so it reads
         // the right one from the start; no tmux command is left after it.
         let (persisted, marked, resized) = futures_util::join!(
@@ -305,7 +305,7 @@ async fn into_terminal(
         persisted?;
         marked?;
         resized?;
-        launcher::launch(parts.server.dir(), launcher, wanted).await?;
+        launcher::launch(parts.server.dir(), launcher, &script).await?;
         exit_handshake::started(launcher).await;
         // Running: the launcher has the script open (or its program ended
         // already); not yet running, it may still be opening it.

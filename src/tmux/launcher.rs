@@ -20,8 +20,7 @@
 //! What tmux does for a respawn's `-c` and `-e` is kept: the directory is
 //! tried, then `$HOME`, then `/` (`spawn.c`); the environment adds to the
 //! pane's. A spec the script cannot carry exactly (an environment name
-//! that is not a shell name) is respawned as before
-//! ([`launchable`]).
+//! that is not a shell name: [`assignable`]) is respawned as before.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -30,7 +29,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use super::ServerOptions;
 use super::exit_handshake::{WRAPPER_HEAD, WRAPPER_NAME, WRAPPER_TAIL};
 use crate::{Error, Result};
 
@@ -68,18 +66,17 @@ pub(crate) fn make_fifo(dir: &Path) -> Result<()> {
     super::exit_handshake::make_fifo_at(&dir.join(LAUNCH_FIFO))
 }
 
-/// Whether a launcher can start `opts`'s program exactly as a respawn
-/// would: under the exit handshake, with words to run, and every
-/// environment name one `sh` can assign.
-pub(crate) fn launchable(opts: &ServerOptions) -> bool {
-    let name = |key: &str| {
+/// Whether `sh` can assign every name of `env` exactly (a name that is
+/// not a shell name cannot be carried by the script: such a spec is
+/// respawned, see [`options::launch_script`](super::options::launch_script)).
+pub(crate) fn assignable(env: &[(String, String)]) -> bool {
+    env.iter().all(|(key, _)| {
         let mut bytes = key.bytes();
         bytes
             .next()
             .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
             && bytes.all(|b| b == b'_' || b.is_ascii_alphanumeric())
-    };
-    opts.exit_handshake && !opts.command.is_empty() && opts.env.iter().all(|(key, _)| name(key))
+    })
 }
 
 /// `bytes` single-quoted for `sh` (every byte but NUL stands for itself).
@@ -102,29 +99,30 @@ fn sh_quote(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The launch script for `opts` (see the module doc).
+/// The launch script (see the module doc): change to `cwd` (absolute),
+/// run `words` (as tmux would exec them) with `env` in front.
 ///
 /// # Errors
-/// `INVALID_INPUT` for a NUL in a word, a value or the directory, or for
-/// words [`exec_words`](super::options::exec_words) refuses; `IO` when the
-/// directory cannot be made absolute.
-pub(crate) fn script(opts: &ServerOptions) -> Result<Vec<u8>> {
+/// `INVALID_INPUT` for a NUL in a word, a value or the directory.
+pub(crate) fn script(
+    cwd: Option<&Path>,
+    env: &[(String, String)],
+    words: &[OsString],
+) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    if let Some(cwd) = &opts.cwd {
-        let cwd = std::path::absolute(cwd)
-            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
+    if let Some(cwd) = cwd {
         out.extend_from_slice(b"cd -- ");
         sh_quote(&mut out, cwd.as_os_str().as_bytes())?;
         out.extend_from_slice(b" 2>/dev/null || cd 2>/dev/null || cd /\n");
     }
     out.extend_from_slice(b"set --");
-    for word in super::options::exec_words(&opts.command)? {
+    for word in words {
         out.push(b' ');
         sh_quote(&mut out, word.as_bytes())?;
     }
     out.push(b'\n');
     let mut assignments = Vec::new();
-    for (key, value) in &opts.env {
+    for (key, value) in env {
         assignments.extend_from_slice(key.as_bytes());
         assignments.push(b'=');
         sh_quote(&mut assignments, value.as_bytes())?;
@@ -137,16 +135,14 @@ pub(crate) fn script(opts: &ServerOptions) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Starts `opts`'s program in the pooled pane whose server directory is
-/// `dir`, its launcher's pid `launcher`: writes the script, then the line
-/// the launcher waits for.
+/// Starts a program in the pooled pane whose server directory is `dir`,
+/// its launcher's pid `launcher`: writes the launch script `text` (see
+/// [`script`]), then the line the launcher waits for.
 ///
 /// # Errors
 /// `IO` writing the script; `SERVER_GONE` when no launcher takes the line
-/// (it died, or never opened its fifo within [`OPEN_WAIT`]); the errors of
-/// [`script`].
-pub(crate) async fn launch(dir: &Path, launcher: u32, opts: &ServerOptions) -> Result<()> {
-    let text = script(opts)?;
+/// (it died, or never opened its fifo within [`OPEN_WAIT`]).
+pub(crate) async fn launch(dir: &Path, launcher: u32, text: &[u8]) -> Result<()> {
     let path = dir.join(LAUNCH_SCRIPT);
     let written = std::fs::OpenOptions::new()
         .write(true)
@@ -154,7 +150,7 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, opts: &ServerOptions) -> R
         .truncate(true)
         .mode(0o600)
         .open(&path)
-        .and_then(|mut file| file.write_all(&text));
+        .and_then(|mut file| file.write_all(text));
     written.map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
     let fifo = dir.join(LAUNCH_FIFO);
     let begun = tokio::time::Instant::now();
@@ -221,21 +217,12 @@ mod tests {
     }
 
     #[test]
-    fn launches_only_what_sh_assigns_exactly() {
-        let opts = ServerOptions::default()
-            .exit_handshake(true)
-            .command(vec!["bash".into(), "-l".into()]);
-        assert!(launchable(&opts));
-        assert!(launchable(
-            &opts.clone().env(vec![("_A1".into(), "x y".into())])
-        ));
+    fn assigns_only_shell_names() {
+        let env = |key: &str| vec![(key.to_owned(), "v".to_owned())];
+        assert!(assignable(&[]));
+        assert!(assignable(&env("_A1")));
         for key in ["1A", "A-B", "", "A B"] {
-            assert!(
-                !launchable(&opts.clone().env(vec![(key.into(), "v".into())])),
-                "{key:?}"
-            );
+            assert!(!assignable(&env(key)), "{key:?}");
         }
-        assert!(!launchable(&opts.clone().exit_handshake(false)));
-        assert!(!launchable(&opts.clone().command(Vec::new())));
     }
 }

@@ -373,6 +373,28 @@ pub(crate) fn respawn_commands(
     Ok((respawn, opts.drain_on_exit.then(|| drain(pane))))
 }
 
+/// The launch script that starts `opts`'s program in a pooled pane's
+/// launcher exactly as [`respawn_commands`] would (see
+/// [`super::launcher`]), or `None` when it cannot: no exit handshake, no
+/// words (tmux's own shell), or an environment name `sh` cannot assign.
+///
+/// # Errors
+/// As for [`respawn_commands`].
+pub(crate) fn launch_script(opts: &ServerOptions) -> Result<Option<Vec<u8>>> {
+    let words = exec_words(&opts.command)?;
+    if !opts.exit_handshake || words.is_empty() || !super::launcher::assignable(&opts.env) {
+        return Ok(None);
+    }
+    let cwd = match &opts.cwd {
+        Some(cwd) => Some(
+            std::path::absolute(cwd)
+                .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?,
+        ),
+        None => None,
+    };
+    super::launcher::script(cwd.as_deref(), &opts.env, &words).map(Some)
+}
+
 /// The format `new-session -P` prints: server pid, pane id, pane pid.
 pub(super) const START_FORMAT: &str = "#{pid} #{pane_id} #{pane_pid}";
 
