@@ -353,7 +353,10 @@ fn fault_sigkilled_servers_fail_sends_with_a_typed_error() {
         let started = flags.join(name);
         let text = format!("touch {}; sleep 120", started.display());
         let send = cli
+            // `--json`: a send that wrongly succeeds prints its answer,
+            // whose `wait_reason` names the way it ended.
             .command(&[
+                "--json",
                 "send",
                 name,
                 &text,
@@ -374,8 +377,9 @@ fn fault_sigkilled_servers_fail_sends_with_a_typed_error() {
         guard.0.pop();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{name}: {output:?}");
-        assert!(
-            stderr.starts_with("error: SERVER_GONE: "),
+        let error: serde_json::Value = serde_json::from_str(&stderr).unwrap_or_default();
+        assert_eq!(
+            error["error"]["code"], "SERVER_GONE",
             "{name}: a typed error expected: {stderr}"
         );
         let listed = list(&cli);

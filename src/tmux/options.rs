@@ -93,7 +93,7 @@ pub struct ServerOptions {
     /// (tmux's login shell is kept).
     pub exit_handshake: bool,
     /// Start the pane with a launcher that waits for its program
-    /// ([`super::launcher`]) in place of `command`: the warm pool's
+    /// (`tmux/launcher.rs`) in place of `command`: the warm pool's
     /// servers, whose program a spawn starts later without a
     /// `respawn-pane`. Needs `exit_handshake` (the launch runs its
     /// wrapper). Default off.

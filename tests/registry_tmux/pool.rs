@@ -18,19 +18,7 @@ async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend()
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
-        let config = TmuxConfig::new(&rt)
-            .shell("/bin/sh")
-            .reap_grace(Duration::ZERO)
-            .pool_size(2)
-            .with_state_dir(dir.path().join("state"));
-        let tmux_backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
-        let backend: Arc<dyn Backend> = tmux_backend.clone();
-        let (registry, _) = Registry::open_with(
-            RegistryConfig::default().state_dir(dir.path().join("state")),
-            backend,
-        )
-        .await
-        .unwrap();
+        let (registry, tmux_backend) = open_pooled(&rt, &dir.path().join("state")).await;
         let alice = OwnerId::new("alice").unwrap();
         let bob = OwnerId::new("bob").unwrap();
         // The first spawn starts fresh and fills the pool behind it.
@@ -112,6 +100,26 @@ async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend()
         assert_clean(&rt).await;
     })
     .await;
+}
+
+/// A registry on a tmux backend with a pool of two (`/bin/sh`, no reap
+/// grace), runtime `rt`, state directory `state`; the backend to count
+/// its pool.
+async fn open_pooled(
+    rt: &std::path::Path,
+    state: &std::path::Path,
+) -> (Registry, Arc<TmuxBackend>) {
+    let config = TmuxConfig::new(rt)
+        .shell("/bin/sh")
+        .reap_grace(Duration::ZERO)
+        .pool_size(2)
+        .with_state_dir(state);
+    let tmux_backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+    let backend: Arc<dyn Backend> = tmux_backend.clone();
+    let (registry, _) = Registry::open_with(RegistryConfig::default().state_dir(state), backend)
+        .await
+        .unwrap();
+    (registry, tmux_backend)
 }
 
 /// The `@tmux-engine-id` a server carries.
@@ -213,19 +221,7 @@ async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
-        let config = TmuxConfig::new(&rt)
-            .shell("/bin/sh")
-            .reap_grace(Duration::ZERO)
-            .pool_size(2)
-            .with_state_dir(dir.path().join("state"));
-        let tmux_backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
-        let backend: Arc<dyn Backend> = tmux_backend.clone();
-        let (registry, _) = Registry::open_with(
-            RegistryConfig::default().state_dir(dir.path().join("state")),
-            backend,
-        )
-        .await
-        .unwrap();
+        let (registry, tmux_backend) = open_pooled(&rt, &dir.path().join("state")).await;
         let alice = OwnerId::new("alice").unwrap();
         let owned = || registry.owner(&alice);
         owned().spawn(sh("exec cat").name("first")).await.unwrap();
