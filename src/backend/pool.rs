@@ -287,9 +287,6 @@ async fn into_terminal(
         .arg(ID_OPTION)
         .arg(id.as_str());
     let resize = resize_window(pane, wanted.size);
-    // The pipe (raw or drain) survives a respawn: the new program's first
-    // byte takes the same way as the placeholder's would have.
-    let (respawn, _) = respawn_commands(wanted, pane)?;
     let launcher = parts.server.first_pane_process().pid;
     let script = launch_script(wanted)?.filter(|_| {
         launcher != 0 && exit_handshake::wrapped(launcher) == exit_handshake::Wrapped::Between
@@ -315,6 +312,9 @@ async fn into_terminal(
         debug!(terminal = %id, session = SESSION, "launched in a pooled server");
         return Ok(ProcessId::now(launcher).known());
     }
+    // The pipe (raw or drain) survives a respawn: the new program's first
+    // byte takes the same way as the placeholder's would have.
+    let (respawn, _) = respawn_commands(wanted, pane)?;
     // Pipelined: the client queues each in the order its future is first
     // polled (`futures_util::join!` polls in order on every poll, unlike
     // tokio's, which rotates; the in-flight permits are FIFO), and

@@ -224,14 +224,18 @@ pub(crate) fn make_fifo_at(path: &Path) -> Result<()> {
 /// Returns whether a wrapper was waiting (one that is not reading yet, or
 /// a fifo that does not exist, is not an error: nothing waits then).
 pub(crate) fn acknowledge(dir: &Path) -> bool {
-    let opened = std::fs::OpenOptions::new()
+    write_line(&dir.join(FIFO)).is_ok()
+}
+
+/// Writes one line into the fifo at `path` without blocking: `ENXIO` when
+/// nobody has it open for reading (the acknowledgement's and a pooled
+/// pane's launch's one way to wake a shell, see [`super::launcher`]).
+pub(crate) fn write_line(path: &Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(dir.join(FIFO));
-    match opened {
-        Ok(mut fifo) => fifo.write_all(b"\n").is_ok(),
-        Err(_) => false,
-    }
+        .open(path)?
+        .write_all(b"\n")
 }
 
 /// Where the exit handshake of a server's panes is acknowledged, and each

@@ -29,7 +29,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use super::exit_handshake::{WRAPPER_HEAD, WRAPPER_NAME, WRAPPER_TAIL};
+use super::exit_handshake::{WRAPPER_HEAD, WRAPPER_NAME, WRAPPER_TAIL, write_line};
 use crate::{Error, Result};
 
 /// The fifo the launcher waits on, in the server directory.
@@ -158,16 +158,8 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, text: &[u8]) -> Result<()>
     loop {
         // Non-blocking: no reader (ENXIO) is a launcher not there yet, or
         // gone, never a launch that hangs.
-        let opened = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(&fifo);
-        match opened {
-            Ok(mut fifo) => {
-                return fifo.write_all(b"\n").map_err(|e| {
-                    Error::io(format!("writing {}", dir.join(LAUNCH_FIFO).display()), e)
-                });
-            }
+        match write_line(&fifo) {
+            Ok(()) => return Ok(()),
             Err(error) if error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
                 if !super::process::is_alive(launcher) || begun.elapsed() >= OPEN_WAIT {
                     let _ = std::fs::remove_file(&path);
@@ -182,7 +174,7 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, text: &[u8]) -> Result<()>
             }
             Err(error) => {
                 let _ = std::fs::remove_file(&path);
-                return Err(Error::io(format!("opening {}", fifo.display()), error));
+                return Err(Error::io(format!("writing {}", fifo.display()), error));
             }
         }
     }

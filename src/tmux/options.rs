@@ -333,9 +333,7 @@ fn drain(target: impl std::fmt::Display) -> TmuxCommand {
 /// and `respawn-pane` alike, so a respawned program gets exactly what the
 /// first one got (cwd, environment, [`exec_words`]).
 fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCommand> {
-    if let Some(cwd) = &opts.cwd {
-        let cwd = std::path::absolute(cwd)
-            .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?;
+    if let Some(cwd) = absolute_cwd(opts)? {
         // -c is format-expanded: format_opt doubles `#`.
         command = command.format_opt("-c", cwd.as_os_str().as_bytes());
     }
@@ -385,14 +383,19 @@ pub(crate) fn launch_script(opts: &ServerOptions) -> Result<Option<Vec<u8>>> {
     if !opts.exit_handshake || words.is_empty() || !super::launcher::assignable(&opts.env) {
         return Ok(None);
     }
-    let cwd = match &opts.cwd {
-        Some(cwd) => Some(
+    super::launcher::script(absolute_cwd(opts)?.as_deref(), &opts.env, &words).map(Some)
+}
+
+/// `opts.cwd` made absolute, as `new-session`, `respawn-pane` and a launch
+/// all get it.
+fn absolute_cwd(opts: &ServerOptions) -> Result<Option<PathBuf>> {
+    opts.cwd
+        .as_ref()
+        .map(|cwd| {
             std::path::absolute(cwd)
-                .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))?,
-        ),
-        None => None,
-    };
-    super::launcher::script(cwd.as_deref(), &opts.env, &words).map(Some)
+                .map_err(|e| Error::io(format!("resolving cwd {}", cwd.display()), e))
+        })
+        .transpose()
 }
 
 /// The format `new-session -P` prints: server pid, pane id, pane pid.

@@ -129,10 +129,15 @@ fn id_mark(dir: &std::path::Path) -> String {
 
 /// The value of server option `name` of the server in `dir`.
 fn server_option(dir: &std::path::Path, name: &str) -> String {
+    tmux_at(dir, &["show-options", "-sv", name])
+}
+
+/// What tmux command `args` prints for the server in `dir`, trimmed.
+fn tmux_at(dir: &std::path::Path, args: &[&str]) -> String {
     let out = std::process::Command::new("tmux")
         .arg("-S")
         .arg(dir.join("tmux.sock"))
-        .args(["show-options", "-sv", name])
+        .args(args)
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
@@ -201,13 +206,7 @@ async fn reaps_beside_a_pool_leave_its_waiting_servers_alone() {
 
 /// The pane pid of the pooled server in `dir` (its first pane).
 fn pane_pid(dir: &std::path::Path) -> String {
-    let out = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(dir.join("tmux.sock"))
-        .args(["list-panes", "-t", "%0", "-F", "#{pane_pid}"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    tmux_at(dir, &["list-panes", "-t", "%0", "-F", "#{pane_pid}"])
 }
 
 /// A pooled server waits with a launcher in its pane: a spawn starts its
