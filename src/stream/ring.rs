@@ -4,11 +4,29 @@
 //! One contiguous buffer of the limit (4 MiB by default) would be
 //! allocated whole per terminal and, once freed, kept by the allocator;
 //! chunks cost only what was output, so an idle terminal holds nothing.
+//!
+//! Short output is the exception: it is copied, appended to the newest
+//! chunk the ring made itself. A chunk as it came is a slice of its
+//! reader's buffer, and holding a keystroke's echo that way held the
+//! reader's whole block: serve grew by 3.9 KB per one-byte write (20,000
+//! of them, measured), so a window of echoes could pin thousands of times
+//! its size. Copied, short output costs its bytes, in chunks of
+//! [`OWN_CHUNK`].
 
 use std::collections::VecDeque;
 use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
+
+/// Output shorter than this is copied into the ring's own chunks; longer
+/// output is held as it came (its reader's block is mostly its own).
+const COPY_BELOW: usize = 1024;
+/// The size the ring's own chunks grow to by appending short output.
+const OWN_CHUNK: usize = 4096;
+/// Arrival times kept at most (24 bytes each): one is kept per push, and a
+/// window of keystroke echoes is millions of pushes. The oldest go first;
+/// a byte older than them has no known time.
+const MAX_TIMES: usize = 16 * 1024;
 
 /// The held window of one stream, by absolute offset.
 #[derive(Debug, Default)]
@@ -27,12 +45,18 @@ pub(crate) struct Ring {
     pub(crate) gaps: u64,
     /// The stream's end at the latest skip: a replay starts no earlier.
     pub(crate) skipped_at: u64,
+    /// Whether the newest chunk is one the ring made (short output copied),
+    /// so more short output may be appended to it.
+    own_tail: bool,
 }
 
 impl Ring {
     /// Appends `bytes`, then drops the oldest bytes beyond `limit`.
     pub(crate) fn push(&mut self, mut bytes: Bytes, limit: usize) {
         self.times.push_back((self.total, SystemTime::now()));
+        if self.times.len() > MAX_TIMES {
+            self.times.pop_front();
+        }
         self.total += bytes.len() as u64;
         if bytes.len() >= limit {
             self.chunks.clear();
@@ -40,7 +64,12 @@ impl Ring {
             bytes = bytes.slice(bytes.len() - limit..);
         }
         self.len += bytes.len();
-        self.chunks.push_back(bytes);
+        if bytes.len() < COPY_BELOW {
+            self.append_copy(&bytes);
+        } else {
+            self.chunks.push_back(bytes);
+            self.own_tail = false;
+        }
         while self.len > limit {
             let excess = self.len - limit;
             let front = self
@@ -65,7 +94,30 @@ impl Ring {
         }
     }
 
-    /// When the byte at `offset` arrived, while the ring holds it.
+    /// Copies short output onto the newest chunk when the ring made it and
+    /// it has room, else into a new chunk of its own (exactly its size: the
+    /// next append replaces it, so room reserved ahead would be copied for
+    /// nothing).
+    fn append_copy(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        match self.chunks.back_mut() {
+            Some(last) if self.own_tail && last.len() + bytes.len() <= OWN_CHUNK => {
+                let mut joined = BytesMut::with_capacity(last.len() + bytes.len());
+                joined.extend_from_slice(last);
+                joined.extend_from_slice(bytes);
+                *last = joined.freeze();
+            }
+            _ => {
+                self.chunks.push_back(Bytes::copy_from_slice(bytes));
+                self.own_tail = true;
+            }
+        }
+    }
+
+    /// When the byte at `offset` arrived, while the ring holds it and its
+    /// time is among the newest [`MAX_TIMES`].
     pub(crate) fn time_at(&self, offset: u64) -> Option<SystemTime> {
         if offset < self.start() || offset >= self.total {
             return None;
@@ -161,7 +213,43 @@ mod tests {
     fn exact_fits_drop_nothing() {
         let ring = ring_of(&[b"ab", b"cd"], 4);
         assert_eq!(ring.since(0), (Bytes::from_static(b"abcd"), false));
-        assert_eq!(ring.chunks.len(), 2);
+        assert_eq!(ring.len, 4);
+    }
+
+    #[test]
+    fn short_output_is_copied_into_chunks_of_the_rings_own() {
+        // A one-byte echo as a reader hands it over: a slice of a block.
+        let block = Bytes::from(vec![b'x'; 64 * 1024]);
+        let inside = |chunk: &Bytes| {
+            let start = block.as_ptr() as usize;
+            (start..start + block.len()).contains(&(chunk.as_ptr() as usize))
+        };
+        let mut ring = Ring::default();
+        for _ in 0..OWN_CHUNK + 1 {
+            ring.push(block.slice(..1), 1 << 20);
+        }
+        assert_eq!(ring.len, OWN_CHUNK + 1);
+        assert_eq!(ring.chunks.len(), 2, "appended up to a full chunk, then a new one");
+        assert_eq!(ring.chunks[0].len(), OWN_CHUNK);
+        assert!(!ring.chunks.iter().any(inside), "no chunk holds the reader's block");
+        // Long output is held as it came, and short output after it starts
+        // a chunk of its own rather than growing the reader's.
+        ring.push(block.slice(..COPY_BELOW), 1 << 20);
+        ring.push(block.slice(..1), 1 << 20);
+        assert!(inside(&ring.chunks[2]));
+        assert!(!inside(&ring.chunks[3]));
+        assert_eq!(ring.since(0).0.len(), OWN_CHUNK + 1 + COPY_BELOW + 1);
+    }
+
+    #[test]
+    fn arrival_times_are_bounded() {
+        let mut ring = Ring::default();
+        for _ in 0..MAX_TIMES + 10 {
+            ring.push(Bytes::from_static(b"x"), 1 << 20);
+        }
+        assert_eq!(ring.times.len(), MAX_TIMES);
+        assert!(ring.time_at(0).is_none(), "older than the times kept");
+        assert!(ring.time_at(ring.total - 1).is_some());
     }
 
     #[test]
@@ -169,12 +257,26 @@ mod tests {
         let ring = ring_of(&[b"abc", b"defg", b"hi"], 7);
         // Held: "cdefghi" from offset 2.
         let slices = ring.chunks(3, 8).unwrap_or_default();
-        assert_eq!(slices, [&b"defg"[..], b"h"]);
+        assert_eq!(slices.concat(), b"defgh");
         assert_eq!(ring.between(2, 4).as_deref(), Some(&b"cd"[..]));
         assert_eq!(ring.between(9, 9).as_deref(), Some(&b""[..]));
         assert_eq!(ring.between(1, 4), None, "evicted");
         assert_eq!(ring.between(4, 10), None, "not yet output");
         assert_eq!(ring.between(5, 4), None, "backwards");
+    }
+
+    #[test]
+    fn ranges_across_long_chunks_are_slices_of_each() {
+        let long = |byte: u8| Bytes::from(vec![byte; COPY_BELOW]);
+        let mut ring = Ring::default();
+        for byte in [b'a', b'b', b'c'] {
+            ring.push(long(byte), 2 * COPY_BELOW + 1);
+        }
+        let start = ring.start();
+        assert_eq!(start, COPY_BELOW as u64 - 1);
+        let slices = ring.chunks(start, start + 2).unwrap_or_default();
+        assert_eq!(slices, [&b"a"[..], b"b"]);
+        assert_eq!(ring.chunks.len(), 3, "held as they came");
     }
 
     #[test]

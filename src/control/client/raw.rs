@@ -74,7 +74,7 @@ async fn read_raw(
     let mut buf = BytesMut::new();
     let mut room = FIRST_CHUNK;
     loop {
-        make_room(&mut buf, room);
+        let offered = make_room(&mut buf, room);
         tokio::select! {
             biased;
             () = shared.ended.cancelled() => break,
@@ -91,7 +91,7 @@ async fn read_raw(
                     Ok(0) => break,
                     Ok(n) => {
                         crate::hops::mark(crate::hops::Hop::RawRead);
-                        room = next_room(room, n);
+                        room = next_room(room, n, offered);
                         route(&shared, &cancel, pane, buf.split().freeze()).await;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -112,12 +112,12 @@ async fn read_raw(
     }
 }
 
-/// The room for the next read after one of `n` bytes: doubled while reads
-/// fill it, halved back towards [`FIRST_CHUNK`] while they leave most of
-/// it empty, so a terminal that printed a flood once does not keep a
-/// flood's buffer while it idles.
-fn next_room(room: usize, n: usize) -> usize {
-    if n >= room {
+/// The room for the next read after one of `n` bytes into `offered`:
+/// doubled while reads fill what they were offered, halved back towards
+/// [`FIRST_CHUNK`] while they leave most of it empty, so a terminal that
+/// printed a flood once does not keep a flood's buffer while it idles.
+fn next_room(room: usize, n: usize, offered: usize) -> usize {
+    if n >= offered.min(room) {
         (room * 2).min(CHUNK)
     } else if n < room / 8 {
         (room / 2).max(FIRST_CHUNK)
@@ -126,10 +126,16 @@ fn next_room(room: usize, n: usize) -> usize {
     }
 }
 
-fn make_room(buf: &mut BytesMut, room: usize) {
-    if buf.capacity() - buf.len() < room {
+/// Makes room for a read of about `room` bytes and returns the space
+/// offered. What earlier reads left of the block is used while it holds
+/// half of `room`: a new block per read would leave each chunk the stream
+/// holds pinning a mostly empty block (short chunks the stream copies, so
+/// their block is freed at once; see [`crate::stream`]'s ring).
+fn make_room(buf: &mut BytesMut, room: usize) -> usize {
+    if buf.capacity() - buf.len() < room / 2 {
         buf.reserve(room);
     }
+    buf.capacity() - buf.len()
 }
 
 /// Routes everything the socket holds, without waiting for more; false
@@ -184,15 +190,18 @@ mod tests {
     fn the_room_grows_with_full_reads_and_shrinks_back_when_idle() {
         let mut room = FIRST_CHUNK;
         while room < CHUNK {
-            room = next_room(room, room);
+            room = next_room(room, room, room);
         }
-        assert_eq!(next_room(room, room), CHUNK);
+        assert_eq!(next_room(room, room, room), CHUNK);
         // Echoes of keystrokes: back to the idle size, never below it.
         for _ in 0..16 {
-            room = next_room(room, 3);
+            room = next_room(room, 3, room);
         }
         assert_eq!(room, FIRST_CHUNK);
         // A read that fills more than an eighth keeps the size.
-        assert_eq!(next_room(CHUNK, CHUNK / 4), CHUNK);
+        assert_eq!(next_room(CHUNK, CHUNK / 4, CHUNK), CHUNK);
+        // A read that fills the rest of a block it was offered counts as
+        // full: the room still grows while reads reuse blocks.
+        assert_eq!(next_room(FIRST_CHUNK, 3000, 3000), 2 * FIRST_CHUNK);
     }
 }
