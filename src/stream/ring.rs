@@ -229,9 +229,16 @@ mod tests {
             ring.push(block.slice(..1), 1 << 20);
         }
         assert_eq!(ring.len, OWN_CHUNK + 1);
-        assert_eq!(ring.chunks.len(), 2, "appended up to a full chunk, then a new one");
+        assert_eq!(
+            ring.chunks.len(),
+            2,
+            "appended up to a full chunk, then a new one"
+        );
         assert_eq!(ring.chunks[0].len(), OWN_CHUNK);
-        assert!(!ring.chunks.iter().any(inside), "no chunk holds the reader's block");
+        assert!(
+            !ring.chunks.iter().any(inside),
+            "no chunk holds the reader's block"
+        );
         // Long output is held as it came, and short output after it starts
         // a chunk of its own rather than growing the reader's.
         ring.push(block.slice(..COPY_BELOW), 1 << 20);
