@@ -6,8 +6,11 @@
 //! Off unless `TMUX_ENGINE_HOPS` names a file when the first hop is
 //! marked: then every echo appends one line to it, each hop's time in
 //! nanoseconds after the frame came in (`ws_in=0 written=... ws_out=...`,
-//! 0 for a hop not passed). Off, a mark is one atomic load and a branch,
-//! so the probes stay in the hot path. One keystroke at a time is what it
+//! 0 for a hop not passed), and the frame in's own time on `CLOCK_MONOTONIC`
+//! (`clock=`), so a client timing the echo on this machine can say how
+//! long its frame took to reach serve and the echo to reach it. Off, a
+//! mark is one atomic load and a branch, so the probes stay in the hot
+//! path. One keystroke at a time is what it
 //! measures (the bench waits for each echo): a hop keeps the first time it
 //! was passed after the last frame in, so output between two keystrokes
 //! overwrites nothing.
@@ -54,6 +57,10 @@ const HOPS: [(Hop, &str); 9] = [
 
 struct Probe {
     base: Instant,
+    /// `base` on `CLOCK_MONOTONIC`, in nanoseconds: each line gives its
+    /// frame in on the clock a client on this machine reads too, so the
+    /// bench can tell its own send and receive from serve's hops.
+    base_clock: u64,
     /// Nanoseconds since `base` (+1, so 0 means not passed), per hop.
     at: [AtomicU64; HOPS.len()],
     log: Mutex<std::fs::File>,
@@ -70,8 +77,13 @@ fn probe() -> Option<&'static Probe> {
                 .append(true)
                 .open(path)
                 .ok()?;
+            let clock = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+            let base = Instant::now();
+            let base_clock = u64::try_from(clock.tv_sec).unwrap_or(0) * 1_000_000_000
+                + u64::try_from(clock.tv_nsec).unwrap_or(0);
             Some(Probe {
-                base: Instant::now(),
+                base,
+                base_clock,
                 at: Default::default(),
                 log: Mutex::new(log),
             })
@@ -113,7 +125,7 @@ pub(crate) fn finish() {
         let since = if at == 0 && i != 0 { 0 } else { since };
         line.push_str(&format!("{name}={since} "));
     }
-    line.push('\n');
+    line.push_str(&format!("clock={}\n", probe.base_clock + start - 1));
     let mut log = probe.log.lock().unwrap_or_else(|e| e.into_inner());
     let _ = log.write_all(line.as_bytes());
 }

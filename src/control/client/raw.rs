@@ -21,6 +21,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncReadExt;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -71,6 +72,7 @@ async fn read_raw(
     stream: UnixStream,
     mut flushes: mpsc::Receiver<Flush>,
 ) {
+    let mut stream = stream;
     let mut buf = BytesMut::new();
     let mut room = FIRST_CHUNK;
     loop {
@@ -85,8 +87,11 @@ async fn read_raw(
                     break;
                 }
             }
-            ready = stream.readable() => {
-                let read = ready.and_then(|()| stream.try_read_buf(&mut buf));
+            // `read_buf`, not `readable` and `try_read_buf`: a read that
+            // leaves room clears the socket's readiness (tokio knows the
+            // buffer is drained), so an echo costs one read, not a second
+            // that fails `EAGAIN` on the way to its viewer (issue 27).
+            read = stream.read_buf(&mut buf) => {
                 match read {
                     Ok(0) => break,
                     Ok(n) => {
@@ -94,7 +99,6 @@ async fn read_raw(
                         room = next_room(room, n, offered);
                         route(&shared, &cancel, pane, buf.split().freeze()).await;
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(e) => {
                         debug!(%pane, error = %e, "reading the raw output pipe");
                         break;
