@@ -155,15 +155,17 @@ impl Pool {
     }
 
     /// A ready server with `spec`'s program started in it, or `None`
-    /// when none is ready or the spec needs what a respawn cannot give
-    /// (the caller then starts fresh). Refills in the background at once
+    /// when none is ready, the spec needs what a respawn cannot give, or
+    /// the server died as it was taken (the caller then starts fresh). A
+    /// server that died while it waited is removed and the next one tried. Refills in the background at once
     /// unless it returns a server: then the caller refills with
     /// [`refill_after_output`](Pool::refill_after_output), so the new
     /// server's start is not on the new terminal's path (issue 27: the
     /// refill forked a tmux server while the respawn and the shell ran).
     ///
     /// # Errors
-    /// The respawn's failure (the taken server is killed by then).
+    /// The respawn's or launch's failure while the server lives (the taken
+    /// server is killed by then).
     pub(super) async fn take(
         self: &Arc<Self>,
         id: &TerminalId,
@@ -173,22 +175,40 @@ impl Pool {
         if !self.serves(&wanted)? {
             return Ok(None);
         }
-        let parts = self.lock().ready.pop_front();
-        let Some(parts) = parts else {
-            self.refill();
-            return Ok(None);
-        };
-        match into_terminal(&parts, id, &wanted).await {
-            Ok(pane_process) => Ok(Some(Taken {
-                parts,
-                pane_process,
-            })),
-            Err(error) => {
+        loop {
+            let parts = self.lock().ready.pop_front();
+            let Some(parts) = parts else {
+                self.refill();
+                return Ok(None);
+            };
+            if parts.client.closed_reason().is_some() {
+                // It died while it waited (killed from outside): it was
+                // no terminal's yet, so it goes and the next one is tried.
+                debug!(terminal = %id, "a pooled server died while it waited");
                 self.refill();
                 let _ = parts.server.kill().await;
-                parts.client.detach().await;
-                Err(error)
+                continue;
             }
+            return match into_terminal(&parts, id, &wanted).await {
+                Ok(pane_process) => Ok(Some(Taken {
+                    parts,
+                    pane_process,
+                })),
+                Err(error) => {
+                    self.refill();
+                    // Its connection closed under the hand-over: the server
+                    // died, not the spawn, which a fresh server then serves.
+                    let died = parts.client.closed_reason().is_some();
+                    let _ = parts.server.kill().await;
+                    parts.client.detach().await;
+                    if died {
+                        debug!(terminal = %id, %error, "a pooled server died as it was taken");
+                        Ok(None)
+                    } else {
+                        Err(error)
+                    }
+                }
+            };
         }
     }
 

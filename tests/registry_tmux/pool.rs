@@ -204,6 +204,70 @@ async fn reaps_beside_a_pool_leave_its_waiting_servers_alone() {
     .await;
 }
 
+/// Pooled servers killed from outside (SIGKILL, the OOM killer) are no
+/// spawn's failure: a spawn drops the dead ones, starts fresh, and the
+/// pool refills; nothing of the dead ones is left.
+#[tokio::test]
+async fn spawns_pass_over_pooled_servers_that_died() {
+    within(async {
+        let dir = crate::support::test_dir();
+        let rt = runtime(dir.path());
+        let (registry, tmux_backend) = open_pooled(&rt, &dir.path().join("state")).await;
+        let alice = OwnerId::new("alice").unwrap();
+        let owned = || registry.owner(&alice);
+        owned().spawn(sh("exec cat").name("first")).await.unwrap();
+        poll("the pool to fill", WAIT, || async {
+            (tmux_backend.pooled() == 2).then_some(())
+        })
+        .await;
+        let first = server_dirs(&rt);
+        let pooled: Vec<_> = first
+            .iter()
+            .filter(|dir| server_option(dir, "exit-unattached") == "on")
+            .cloned()
+            .collect();
+        assert_eq!(pooled.len(), 2, "{first:?}");
+        for dir in &pooled {
+            let pid: i32 = tmux_at(dir, &["display-message", "-p", "#{pid}"])
+                .parse()
+                .unwrap();
+            let pid = rustix::process::Pid::from_raw(pid).unwrap();
+            rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+        }
+        poll("the pooled servers to die", WAIT, || async {
+            pooled
+                .iter()
+                .all(|dir| tmux_at(dir, &["display-message", "-p", "up"]).is_empty())
+                .then_some(())
+        })
+        .await;
+        // Both spawns start: in fresh servers or refilled pooled ones,
+        // never in the dead.
+        for name in ["second", "third"] {
+            owned()
+                .spawn(sh(&format!("echo {name}-ran; exec cat")).name(name))
+                .await
+                .unwrap();
+            poll("the program's output", WAIT, || async {
+                let screen = owned().screen(name).await.unwrap();
+                screen.contains(&format!("{name}-ran")).then_some(())
+            })
+            .await;
+        }
+        poll("the dead servers' directories to go", WAIT, || async {
+            pooled.iter().all(|dir| !dir.exists()).then_some(())
+        })
+        .await;
+        for name in ["first", "second", "third"] {
+            assert!(owned().kill(name).await.unwrap());
+        }
+        registry.dispose().await.unwrap();
+        drop((registry, tmux_backend));
+        assert_clean(&rt).await;
+    })
+    .await;
+}
+
 /// The pane pid of the pooled server in `dir` (its first pane).
 fn pane_pid(dir: &std::path::Path) -> String {
     tmux_at(dir, &["list-panes", "-t", "%0", "-F", "#{pane_pid}"])
