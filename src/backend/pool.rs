@@ -308,9 +308,14 @@ async fn into_terminal(
         .arg(id.as_str());
     let resize = resize_window(pane, wanted.size);
     let launcher = parts.server.first_pane_process().pid;
-    let script = launch_script(wanted)?.filter(|_| {
-        launcher != 0 && exit_handshake::wrapped(launcher) == exit_handshake::Wrapped::Between
-    });
+    // The script only for a launcher still waiting for it.
+    let waiting =
+        launcher != 0 && exit_handshake::wrapped(launcher) == exit_handshake::Wrapped::Between;
+    let script = if waiting {
+        launch_script(wanted)?
+    } else {
+        None
+    };
     if let Some(script) = script {
         // The program starts once the window has its size, so it reads
         // the right one from the start; no tmux command is left after it.
