@@ -18,19 +18,9 @@ async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend()
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
-        let (registry, tmux_backend) = open_pooled(&rt, &dir.path().join("state")).await;
-        let alice = OwnerId::new("alice").unwrap();
-        let bob = OwnerId::new("bob").unwrap();
         // The first spawn starts fresh and fills the pool behind it.
-        registry
-            .owner(&alice)
-            .spawn(sh("echo first; exec cat").name("first"))
-            .await
-            .unwrap();
-        poll("the pool to fill", WAIT, || async {
-            (tmux_backend.pooled() == 2).then_some(())
-        })
-        .await;
+        let (registry, tmux_backend, alice) = open_filled(&rt, &dir.path().join("state")).await;
+        let bob = OwnerId::new("bob").unwrap();
         assert_eq!(server_dirs(&rt).len(), 3);
         let pooled = server_dirs(&rt);
         // Waiting servers die with the engine's control client; the
@@ -120,6 +110,26 @@ async fn open_pooled(
         .await
         .unwrap();
     (registry, tmux_backend)
+}
+
+/// [`open_pooled`], with alice's terminal `first` (`exec cat`) spawned
+/// and the pool filled behind it.
+async fn open_filled(
+    rt: &std::path::Path,
+    state: &std::path::Path,
+) -> (Registry, Arc<TmuxBackend>, OwnerId) {
+    let (registry, tmux_backend) = open_pooled(rt, state).await;
+    let alice = OwnerId::new("alice").unwrap();
+    registry
+        .owner(&alice)
+        .spawn(sh("exec cat").name("first"))
+        .await
+        .unwrap();
+    poll("the pool to fill", WAIT, || async {
+        (tmux_backend.pooled() == 2).then_some(())
+    })
+    .await;
+    (registry, tmux_backend, alice)
 }
 
 /// The `@tmux-engine-id` a server carries.
@@ -212,14 +222,8 @@ async fn spawns_pass_over_pooled_servers_that_died() {
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
-        let (registry, tmux_backend) = open_pooled(&rt, &dir.path().join("state")).await;
-        let alice = OwnerId::new("alice").unwrap();
+        let (registry, tmux_backend, alice) = open_filled(&rt, &dir.path().join("state")).await;
         let owned = || registry.owner(&alice);
-        owned().spawn(sh("exec cat").name("first")).await.unwrap();
-        poll("the pool to fill", WAIT, || async {
-            (tmux_backend.pooled() == 2).then_some(())
-        })
-        .await;
         let first = server_dirs(&rt);
         let pooled: Vec<_> = first
             .iter()
@@ -284,14 +288,8 @@ async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
-        let (registry, tmux_backend) = open_pooled(&rt, &dir.path().join("state")).await;
-        let alice = OwnerId::new("alice").unwrap();
+        let (registry, tmux_backend, alice) = open_filled(&rt, &dir.path().join("state")).await;
         let owned = || registry.owner(&alice);
-        owned().spawn(sh("exec cat").name("first")).await.unwrap();
-        poll("the pool to fill", WAIT, || async {
-            (tmux_backend.pooled() == 2).then_some(())
-        })
-        .await;
         let waiting: Vec<(std::path::PathBuf, String)> = server_dirs(&rt)
             .into_iter()
             .filter(|dir| id_mark(dir) == "t-0-0000000000000000")
