@@ -10,10 +10,9 @@
 //! (`clock=`), so a client timing the echo on this machine can say how
 //! long its frame took to reach serve and the echo to reach it. Off, a
 //! mark is one atomic load and a branch, so the probes stay in the hot
-//! path. One keystroke at a time is what it
-//! measures (the bench waits for each echo): a hop keeps the first time it
-//! was passed after the last frame in, so output between two keystrokes
-//! overwrites nothing.
+//! path. One keystroke at a time is what it measures (the bench waits for
+//! each echo): a hop keeps the first time it was passed after the last
+//! frame in, so output between two keystrokes overwrites nothing.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -157,8 +157,9 @@ impl Pool {
     /// A ready server with `spec`'s program started in it, or `None`
     /// when none is ready, the spec needs what a respawn cannot give, or
     /// the server died as it was taken (the caller then starts fresh). A
-    /// server that died while it waited is removed and the next one tried. Refills in the background at once
-    /// unless it returns a server: then the caller refills with
+    /// server that died while it waited is removed and the next one
+    /// tried. Refills in the background at once unless it returns a
+    /// server: then the caller refills with
     /// [`refill_after_output`](Pool::refill_after_output), so the new
     /// server's start is not on the new terminal's path (issue 27: the
     /// refill forked a tmux server while the respawn and the shell ran).
@@ -185,8 +186,7 @@ impl Pool {
                 // It died while it waited (killed from outside): it was
                 // no terminal's yet, so it goes and the next one is tried.
                 debug!(terminal = %id, "a pooled server died while it waited");
-                self.refill();
-                let _ = parts.server.kill().await;
+                self.discard(parts).await;
                 continue;
             }
             return match into_terminal(&parts, id, &wanted).await {
@@ -195,12 +195,10 @@ impl Pool {
                     pane_process,
                 })),
                 Err(error) => {
-                    self.refill();
                     // Its connection closed under the hand-over: the server
                     // died, not the spawn, which a fresh server then serves.
                     let died = parts.client.closed_reason().is_some();
-                    let _ = parts.server.kill().await;
-                    parts.client.detach().await;
+                    self.discard(parts).await;
                     if died {
                         debug!(terminal = %id, %error, "a pooled server died as it was taken");
                         Ok(None)
@@ -210,6 +208,15 @@ impl Pool {
                 }
             };
         }
+    }
+
+    /// Gives up a server taken from the pool (dead, or failed as it was
+    /// taken): one is started in its place, it is killed and its
+    /// connection ends.
+    async fn discard(self: &Arc<Self>, parts: Parts) {
+        self.refill();
+        let _ = parts.server.kill().await;
+        parts.client.detach().await;
     }
 
     /// Refills once a taken terminal's output (`changes`, its stream's byte

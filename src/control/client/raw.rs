@@ -69,10 +69,9 @@ async fn read_raw(
     shared: Arc<ClientShared>,
     cancel: CancellationToken,
     pane: PaneId,
-    stream: UnixStream,
+    mut stream: UnixStream,
     mut flushes: mpsc::Receiver<Flush>,
 ) {
-    let mut stream = stream;
     let mut buf = BytesMut::new();
     let mut room = FIRST_CHUNK;
     loop {
