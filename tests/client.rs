@@ -175,6 +175,61 @@ async fn a_stopped_server_is_unresponsive_and_replies_stay_matched_after() {
     .await;
 }
 
+/// Awaits `run`, which must fail `UNRESPONSIVE`; how long it took (at
+/// least as long as the command's own wait).
+async fn overdue(what: &str, run: impl Future<Output = tmux_engine::Result<()>>) -> Duration {
+    let began = tokio::time::Instant::now();
+    let err = run.await.expect_err(what);
+    assert_eq!(err.code(), ErrorCode::Unresponsive, "{what}: {err}");
+    began.elapsed()
+}
+
+/// The reply watchdog keeps one timer per client (`watchdog.rs`): every
+/// caller is still told it is overdue, none before its own deadline, for a
+/// write, for commands sent together or once it had gone idle, and for one
+/// still waiting for an in-flight slot; once the server runs again every
+/// late reply is dropped and writes and replies meet their own callers.
+#[tokio::test]
+async fn every_overdue_write_and_command_is_unresponsive_after_its_own_timeout() {
+    live(async |dir| {
+        let timeout = Duration::from_millis(300);
+        let client_opts = ClientOptions::default()
+            .command_timeout(timeout)
+            .max_in_flight(3);
+        let (term, mut stream) = start(dir.path(), &["cat"], client_opts).await;
+        let client = term.client().clone();
+        let server_pid = term.server().pid();
+        process::signal(server_pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+        let say = |text: &'static str| {
+            let client = client.clone();
+            async move {
+                let command = cmd("display-message").flag("-p").arg(text);
+                client.command(&command).await.map(drop)
+            }
+        };
+        let write = overdue("a write", client.send_bytes(PaneId(0), b"lost")).await;
+        assert!(write >= timeout, "{write:?}");
+        // Two at once (the watchdog had nothing to wait for before them).
+        let (one, two) = tokio::join!(overdue("one", say("one")), overdue("two", say("two")));
+        assert!(one >= timeout && two >= timeout, "{one:?} {two:?}");
+        // All three slots are held by unanswered commands: this one waits
+        // for a slot, and is overdue all the same.
+        let queued = overdue("one waiting for a slot", say("queued")).await;
+        assert!(queued >= timeout, "{queued:?}");
+        process::signal(server_pid, rustix::process::Signal::CONT).expect("SIGCONT");
+        let next = cmd("display-message").flag("-p").arg("next");
+        assert_eq!(client.command(&next).await.expect("reply").text(), "next");
+        client
+            .send_bytes(PaneId(0), b"\rback\r")
+            .await
+            .expect("write");
+        let seen = read_until(&mut stream, b"back").await;
+        assert!(seen.windows(4).any(|w| w == b"back"), "{seen:?}");
+        term.kill().await.expect("kill");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_crashed_server_fails_pending_commands_and_ends_streams_with_the_reason() {
     live(async |dir| {

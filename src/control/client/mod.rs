@@ -5,7 +5,7 @@
 //! `%begin` flags `1` (commands this client wrote) consume the FIFO; tmux's
 //! own blocks (the attach command, hooks) come with flags `0` and are skipped.
 //!
-//! Three tasks per client, plus one short-lived lag watcher per subscriber
+//! Four tasks per client, plus one short-lived lag watcher per subscriber
 //! that falls behind, all on the client's own [`TaskTracker`]:
 //! - the reader (`reader.rs`) owns the child and its stdout and never waits on anyone
 //!   (except [`Delivery::Lossless`] subscribers, who asked for it): it routes
@@ -13,6 +13,8 @@
 //! - the writer writes queued lines to stdin in order, batching them (a
 //!   line queued while it is idle is written by its caller: `stdin.rs`);
 //! - a stderr drain keeps tmux's last words for the close reason;
+//! - the reply watchdog (`watchdog.rs`) tells callers whose command is
+//!   unanswered past the command timeout, with one timer for the client;
 //! - a lag watcher waits for room in a lagging subscriber's queue, then
 //!   starts its resync.
 //!
@@ -34,6 +36,7 @@ mod reader;
 mod shared;
 mod stdin;
 mod stream;
+mod watchdog;
 mod write;
 
 pub(crate) use handshake::hold_handshake_lock;
@@ -42,7 +45,7 @@ use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
+use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -58,7 +61,7 @@ use reader::{Reader, drain_stderr};
 pub use super::subscribe::{Delivery, PaneEvent, Snapshot, SubscribeOptions};
 pub use options::{ClientOptions, OutputPath};
 pub(crate) use shared::ClientShared;
-use shared::{Internal, Pending, State, wait_closed};
+use shared::{Internal, Overdue, Pending, State, wait_closed};
 pub use stream::PaneStream;
 
 /// A handle on a live control connection. Cheap to clone; the connection
@@ -159,6 +162,7 @@ impl ControlClient {
                 raw: std::collections::HashMap::new(),
                 exits: opts.exit_handshake.clone().map(ExitWatch::new),
                 closed: None,
+                watchdog_at: None,
             }),
             in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
             tasks: TaskTracker::new(),
@@ -167,6 +171,7 @@ impl ControlClient {
             closed: watch::channel(None).0,
             pid: child.id(),
             input: tokio::sync::Mutex::new(write::Typist::new(opts.input_dir.clone())),
+            watchdog: tokio::sync::Notify::new(),
             opts,
         });
 
@@ -177,6 +182,7 @@ impl ControlClient {
 
         let (ready_tx, ready_rx) = oneshot::channel();
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        shared.tasks.spawn(watchdog::watch_replies(shared.clone()));
         shared.tasks.spawn(drain_stderr(
             stderr,
             stderr_tail.clone(),
@@ -275,18 +281,38 @@ impl ControlClient {
     pub async fn command_reply(&self, command: &TmuxCommand) -> Result<Reply> {
         let timeout = self.shared.opts.command_timeout;
         let line = command.checked()?.line();
-        let wait = async {
-            let permit = self.shared.in_flight.clone().acquire_owned().await;
-            let rx = self.enqueue(line, permit.ok())?;
-            rx.await.map_err(|_| ())
+        let unresponsive = || Error::Unresponsive {
+            command: line.to_owned(),
+            timeout,
         };
-        match tokio::time::timeout(timeout, wait).await {
+        // The reply's deadline is kept by the client's watchdog, not by a
+        // timer of this call's own (see `watchdog.rs`); only a wait for an
+        // in-flight slot, the slow path, arms one.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let permit = match self.shared.in_flight.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(tokio::sync::TryAcquireError::Closed) => None,
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                let slot = self.shared.in_flight.clone().acquire_owned();
+                match tokio::time::timeout_at(deadline, slot).await {
+                    Ok(permit) => permit.ok(),
+                    Err(_) => return Err(unresponsive()),
+                }
+            }
+        };
+        let answer = {
+            let mut state = self.shared.lock();
+            if state.closed.is_some() {
+                drop(state);
+                return Err(self.gone_error());
+            }
+            self.shared
+                .call_locked(&mut state, line, deadline, permit, false)
+        };
+        match answer.await {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(())) => Err(self.gone_error()),
-            Err(_) => Err(Error::Unresponsive {
-                command: line.to_owned(),
-                timeout,
-            }),
+            Ok(Err(Overdue)) => Err(unresponsive()),
+            Err(_) => Err(self.gone_error()),
         }
     }
 
@@ -407,25 +433,6 @@ impl ControlClient {
     /// The pid of the `tmux -C` client process.
     pub fn pid(&self) -> Option<u32> {
         self.shared.pid
-    }
-
-    fn enqueue(
-        &self,
-        line: &str,
-        permit: Option<OwnedSemaphorePermit>,
-    ) -> std::result::Result<oneshot::Receiver<Reply>, ()> {
-        let (tx, rx) = oneshot::channel();
-        let mut state = self.shared.lock();
-        if state.closed.is_some() {
-            return Err(());
-        }
-        let pending = Pending::Caller {
-            command: line.to_owned(),
-            tx,
-            _permit: permit,
-        };
-        self.shared.write_locked(&mut state, line, pending);
-        Ok(rx)
     }
 
     fn gone_error(&self) -> Error {

@@ -199,7 +199,7 @@ impl Reader {
                     }
                     None => warn!(number = reply.number, "reply with no command pending"),
                     Some(Pending::Caller { command, tx, .. }) => {
-                        if tx.send(reply).is_err() {
+                        if tx.is_none_or(|tx| tx.send(Ok(reply)).is_err()) {
                             debug!(command = %command, "reply after its caller gave up");
                         }
                     }

@@ -8,7 +8,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, oneshot, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast, oneshot, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
@@ -22,9 +23,9 @@ use crate::tmux::exit_handshake::ExitWatch;
 pub(crate) struct ClientShared {
     pub(super) state: Mutex<State>,
     pub(super) in_flight: Arc<Semaphore>,
-    /// Every task of this client (reader, writer, stderr drain, lag
-    /// watchers); closed once the client is built, so `wait` means "all
-    /// done".
+    /// Every task of this client (reader, writer, stderr drain, reply
+    /// watchdog, lag watchers); closed once the client is built, so `wait`
+    /// means "all done".
     pub(super) tasks: TaskTracker,
     /// Cancelled by the reader once the connection is closed: stops the
     /// stderr drain and the lag watchers.
@@ -41,6 +42,8 @@ pub(crate) struct ClientShared {
     /// One write at a time, in arrival order (tokio's mutex is FIFO-fair),
     /// so two pastes never interleave; see `write.rs`.
     pub(super) input: tokio::sync::Mutex<write::Typist>,
+    /// Wakes the reply watchdog (`watchdog.rs`).
+    pub(super) watchdog: Notify,
 }
 
 pub(super) struct State {
@@ -55,6 +58,8 @@ pub(super) struct State {
     /// The exit handshake's marker scan ([`ClientOptions::exit_handshake`]).
     pub(super) exits: Option<ExitWatch>,
     pub(super) closed: Option<String>,
+    /// What the reply watchdog sleeps until; `None`: it waits to be woken.
+    pub(super) watchdog_at: Option<Instant>,
 }
 
 impl State {
@@ -69,11 +74,23 @@ impl State {
     }
 }
 
+/// What a caller's command gets: tmux's reply, or word from the reply
+/// watchdog that it was unanswered past its deadline.
+pub(super) type Answer = std::result::Result<Reply, Overdue>;
+
+/// A command unanswered past the command timeout (see `watchdog.rs`).
+#[derive(Debug)]
+pub(super) struct Overdue;
+
 pub(super) enum Pending {
     /// A caller waits for the reply (or gave up: the send then fails).
     Caller {
         command: String,
-        tx: oneshot::Sender<Reply>,
+        /// Taken when the watchdog tells the caller it is overdue; the
+        /// entry stays until tmux answers, so later replies still match.
+        tx: Option<oneshot::Sender<Answer>>,
+        /// When the caller stops waiting.
+        deadline: Instant,
         /// The caller's in-flight slot, held until tmux answered (or the
         /// connection closed), so that callers who give up cannot queue
         /// more than `max_in_flight` lines.
@@ -126,6 +143,35 @@ impl ClientShared {
         if state.stdin.write(line) {
             state.pending.push_back(pending);
         }
+    }
+
+    /// Queues a caller's command, due by `deadline`, holding `permit`
+    /// until tmux answers; `guarded` for an `if-shell -F` guard whose
+    /// branch answers (see [`Pending::Guard`]). The answer comes on the
+    /// receiver; it fails when the connection closes first.
+    pub(super) fn call_locked(
+        &self,
+        state: &mut State,
+        line: &str,
+        deadline: Instant,
+        permit: Option<OwnedSemaphorePermit>,
+        guarded: bool,
+    ) -> oneshot::Receiver<Answer> {
+        let (tx, rx) = oneshot::channel();
+        let caller = Pending::Caller {
+            command: line.to_owned(),
+            tx: Some(tx),
+            deadline,
+            _permit: permit,
+        };
+        let pending = if guarded {
+            Pending::Guard(Box::new(caller))
+        } else {
+            caller
+        };
+        self.write_locked(state, line, pending);
+        self.watch_locked(state, deadline);
+        rx
     }
 
     pub(super) fn internal_locked(&self, state: &mut State, command: &TmuxCommand, what: Internal) {

@@ -35,8 +35,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::oneshot;
 
-use super::{ControlClient, Pending};
-use crate::control::{PaneId, Reply};
+use super::ControlClient;
+use super::shared::{Answer, Overdue};
+use crate::control::PaneId;
 use crate::tmux::input::{Piece, keys_command, load_buffer, paste_buffer_exact, pieces};
 use crate::{Error, Result};
 
@@ -132,7 +133,7 @@ impl Drop for PieceFile {
 
 /// A piece sent to tmux: the replies it waits for, in order.
 struct Sent {
-    replies: Vec<(String, oneshot::Receiver<Reply>)>,
+    replies: Vec<(String, oneshot::Receiver<Answer>)>,
     _file: Option<PieceFile>,
 }
 
@@ -223,21 +224,13 @@ impl ControlClient {
             drop(state);
             return Err(self.gone_error());
         }
-        for ((command, guard), permit) in commands.iter().zip(permits) {
-            let (tx, rx) = oneshot::channel();
+        let deadline = tokio::time::Instant::now() + self.shared.opts.command_timeout;
+        for ((command, guarded), permit) in commands.iter().zip(permits) {
             let line = command.line();
-            let caller = Pending::Caller {
-                command: line.to_owned(),
-                tx,
-                _permit: permit,
-            };
-            let pending = if *guard {
-                Pending::Guard(Box::new(caller))
-            } else {
-                caller
-            };
-            self.shared.write_locked(&mut state, line, pending);
-            replies.push((line.to_owned(), rx));
+            let answer = self
+                .shared
+                .call_locked(&mut state, line, deadline, permit, *guarded);
+            replies.push((line.to_owned(), answer));
         }
         Ok(Sent {
             replies,
@@ -247,9 +240,8 @@ impl ControlClient {
 
     /// Waits for a piece's replies; its file goes once they are in.
     async fn settle(&self, sent: Sent) -> Result<()> {
-        let timeout = self.shared.opts.command_timeout;
-        for (command, reply) in sent.replies {
-            match tokio::time::timeout(timeout, reply).await {
+        for (command, answer) in sent.replies {
+            match answer.await {
                 Ok(Ok(reply)) if reply.ok => {}
                 Ok(Ok(reply)) => {
                     return Err(Error::Command {
@@ -257,8 +249,11 @@ impl ControlClient {
                         message: reply.text(),
                     });
                 }
-                Ok(Err(_)) => return Err(self.gone_error()),
-                Err(_) => return Err(Error::Unresponsive { command, timeout }),
+                Ok(Err(Overdue)) => {
+                    let timeout = self.shared.opts.command_timeout;
+                    return Err(Error::Unresponsive { command, timeout });
+                }
+                Err(_) => return Err(self.gone_error()),
             }
         }
         Ok(())

@@ -1,0 +1,111 @@
+//! The reply watchdog: tells a caller whose command tmux has not answered
+//! within [`ClientOptions::command_timeout`] that it is overdue, with one
+//! timer per client instead of one per command.
+//!
+//! Why not `tokio::time::timeout` around each reply: every keystroke is a
+//! command, and each one armed a timer due earlier than anything else the
+//! runtime waited for, so the runtime's timer driver was woken (an eventfd
+//! write and one more `epoll_wait`) for every keystroke: two of about ten
+//! system calls per echo (issue 27). Here a caller's command carries its
+//! deadline in its pending entry; the watchdog sleeps until the earliest
+//! one, and is woken by a new command only when that command is due
+//! earlier than what it sleeps for (never, in the usual order of things:
+//! deadlines grow with the FIFO) or when it sleeps for nothing at all.
+//! A steady typist costs one wake per timeout period, an idle client none
+//! (once a period passed with nothing pending, it waits with no timer).
+//!
+//! An overdue caller is told so and stops waiting; its entry stays in the
+//! FIFO, holding its in-flight slot, until tmux answers it (the answer is
+//! then dropped), so the replies after it still meet their own commands.
+//!
+//! [`ClientOptions::command_timeout`]: super::ClientOptions::command_timeout
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::ClientShared;
+use super::shared::{Answer, Overdue, Pending, State};
+
+/// Runs until the client's connection has ended.
+pub(super) async fn watch_replies(shared: Arc<ClientShared>) {
+    // Woken by a command rather than by a deadline: it stays armed for a
+    // whole timeout period even if that command is answered before it
+    // runs, so the commands after it (all due later) never wake it again;
+    // a deadline that finds nothing pending lets it go idle.
+    let mut woken = false;
+    loop {
+        let next = {
+            let mut state = shared.lock();
+            if state.closed.is_some() {
+                return;
+            }
+            let now = Instant::now();
+            let next = expire(&mut state, now)
+                .or_else(|| woken.then(|| now + shared.opts.command_timeout));
+            state.watchdog_at = next;
+            next
+        };
+        let wake = shared.watchdog.notified();
+        woken = tokio::select! {
+            () = shared.ended.cancelled() => return,
+            () = wake => true,
+            () = sleep_until(next) => false,
+        };
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Tells every caller due by `now` that it is overdue; the earliest
+/// deadline of those still waiting.
+fn expire(state: &mut State, now: Instant) -> Option<Instant> {
+    let mut next: Option<Instant> = None;
+    for pending in &mut state.pending {
+        let Some((tx, deadline)) = pending.caller_mut() else {
+            continue;
+        };
+        if tx.is_none() {
+            continue;
+        }
+        if *deadline <= now {
+            if let Some(tx) = tx.take() {
+                let _ = tx.send(Err(Overdue));
+            }
+        } else {
+            next = Some(next.map_or(*deadline, |n| n.min(*deadline)));
+        }
+    }
+    next
+}
+
+impl ClientShared {
+    /// Wakes the watchdog when a command just queued is due before what it
+    /// sleeps for (or it sleeps for nothing); called under the state lock.
+    pub(super) fn watch_locked(&self, state: &mut State, deadline: Instant) {
+        if state.watchdog_at.is_none_or(|at| deadline < at) {
+            // Set here so that a burst wakes it once; it corrects the
+            // value itself when it runs.
+            state.watchdog_at = Some(deadline);
+            self.watchdog.notify_one();
+        }
+    }
+}
+
+impl Pending {
+    /// A caller's reply sender (`None` once told it is overdue) and its
+    /// deadline, looking through a guard to the command it guards.
+    fn caller_mut(&mut self) -> Option<(&mut Option<oneshot::Sender<Answer>>, &mut Instant)> {
+        match self {
+            Pending::Caller { tx, deadline, .. } => Some((tx, deadline)),
+            Pending::Guard(then) => then.caller_mut(),
+            Pending::Internal(_) => None,
+        }
+    }
+}
