@@ -275,6 +275,11 @@ impl TmuxCommand {
         &self.line
     }
 
+    /// The line form, owned (see [`TmuxCommand::line`]).
+    pub(crate) fn into_line(self) -> String {
+        self.line
+    }
+
     /// The argv form, the command name first, for `tmux -S SOCK ARGV...`;
     /// as with [`TmuxCommand::line`], check first.
     pub fn argv(&self) -> &[OsString] {
@@ -388,6 +393,55 @@ pub fn send_keys_hex_chunk(pane: PaneId, bytes: &[u8]) -> TmuxCommand {
         cmd.push_bare(&hex);
     }
     cmd
+}
+
+/// The line form of [`send_keys_hex_chunk`], exactly, written straight
+/// into one string: no argv form, no formatting machinery. Every keystroke
+/// of every viewer is one of these (issue 27: building it through
+/// [`TmuxCommand`] was about 20 µs of a cold cache per keystroke, as long
+/// as the pipe write that sends it).
+///
+/// # Panics
+///
+/// As [`send_keys_hex_chunk`].
+pub(crate) fn send_keys_hex_line(pane: PaneId, bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    assert!(
+        bytes.len() <= MAX_HEX_CHUNK,
+        "{} bytes is over tmux's send-keys argument limit",
+        bytes.len()
+    );
+    let mut line = String::with_capacity(32 + 3 * bytes.len());
+    line.push_str("send-keys -t \"%");
+    push_decimal(&mut line, pane.0);
+    line.push_str("\" -H");
+    if !bytes.is_empty() {
+        line.push_str(" --");
+    }
+    for &b in bytes {
+        line.push(' ');
+        line.push(char::from(HEX[usize::from(b >> 4)]));
+        line.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    line
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut String, mut n: u32) {
+    let mut digits = [0u8; 10];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        // A digit: `n % 10` is below 10.
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[start..] {
+        out.push(char::from(d));
+    }
 }
 
 /// `resize-window -t PANE -x COLS -y ROWS`: the window follows, and with

@@ -231,3 +231,20 @@ fn hex_chunks() {
     let cmds = send_keys_hex(PaneId(1), b"abc", 1);
     assert_eq!(cmds.len(), 3);
 }
+
+#[test]
+fn the_direct_keys_line_is_the_commands_line_exactly() {
+    let all: Vec<u8> = (0..=255).collect();
+    let long: Vec<u8> = (0..=255).cycle().take(MAX_HEX_CHUNK).collect();
+    let inputs: [&[u8]; 6] = [b"", b"a", b"\0", b"hi\r\n\x1b[A", &all, &long];
+    for pane in [0, 7, 10, 42, 1_000_000, u32::MAX] {
+        for bytes in inputs {
+            assert_eq!(
+                send_keys_hex_line(PaneId(pane), bytes),
+                send_keys_hex_chunk(PaneId(pane), bytes).line(),
+                "pane {pane}, {} bytes",
+                bytes.len()
+            );
+        }
+    }
+}

@@ -34,7 +34,9 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::command::{MAX_HEX_CHUNK, TmuxCommand, send_keys_hex_chunk};
+#[cfg(doc)]
+use super::command::send_keys_hex_chunk;
+use super::command::{MAX_HEX_CHUNK, TmuxCommand, send_keys_hex_line};
 use crate::vocab::PaneId;
 
 /// Writes of at most this many bytes are typed as one `send-keys -H`
@@ -73,9 +75,10 @@ pub(crate) fn pieces(bytes: &[u8], chunk: usize) -> impl Iterator<Item = Piece<'
     })
 }
 
-/// The command typing a [`Piece::Keys`] into `pane`.
-pub(crate) fn keys_command(pane: PaneId, bytes: &[u8]) -> TmuxCommand {
-    send_keys_hex_chunk(pane, bytes)
+/// The command line typing a [`Piece::Keys`] into `pane` (a
+/// [`send_keys_hex_chunk`], built straight as its line).
+pub(crate) fn keys_line(pane: PaneId, bytes: &[u8]) -> String {
+    send_keys_hex_line(pane, bytes)
 }
 
 /// `load-buffer -b BUFFER -- PATH`: the file's bytes, exactly, into the
@@ -157,13 +160,10 @@ mod tests {
 
     #[test]
     fn keys_are_exact_hex() {
-        let cmd = keys_command(PaneId(2), b"\0\r\n\x1b[Aq\xff");
-        assert_eq!(
-            cmd.line(),
-            r#"send-keys -t "%2" -H -- 00 0d 0a 1b 5b 41 71 ff"#
-        );
+        let line = keys_line(PaneId(2), b"\0\r\n\x1b[Aq\xff");
+        assert_eq!(line, r#"send-keys -t "%2" -H -- 00 0d 0a 1b 5b 41 71 ff"#);
         let all: Vec<u8> = (0..=255u8).collect();
-        let line = keys_command(PaneId(0), &all).line().to_owned();
+        let line = keys_line(PaneId(0), &all);
         let hex: Vec<&str> = line
             .strip_prefix(r#"send-keys -t "%0" -H -- "#)
             .expect("prefix")

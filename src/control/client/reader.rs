@@ -198,9 +198,11 @@ impl Reader {
                         continue;
                     }
                     None => warn!(number = reply.number, "reply with no command pending"),
-                    Some(Pending::Caller { command, tx, .. }) => {
+                    Some(Pending::Caller { tx, .. }) => {
+                        let number = reply.number;
                         if tx.is_none_or(|tx| tx.send(Ok(reply)).is_err()) {
-                            debug!(command = %command, "reply after its caller gave up");
+                            // The caller has the command in its error.
+                            debug!(number, "reply after its caller gave up");
                         }
                     }
                     Some(Pending::Internal(what)) => {

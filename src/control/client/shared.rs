@@ -85,7 +85,6 @@ pub(super) struct Overdue;
 pub(super) enum Pending {
     /// A caller waits for the reply (or gave up: the send then fails).
     Caller {
-        command: String,
         /// Taken when the watchdog tells the caller it is overdue; the
         /// entry stays until tmux answers, so later replies still match.
         tx: Option<oneshot::Sender<Answer>>,
@@ -159,7 +158,6 @@ impl ClientShared {
     ) -> oneshot::Receiver<Answer> {
         let (tx, rx) = oneshot::channel();
         let caller = Pending::Caller {
-            command: line.to_owned(),
             tx: Some(tx),
             deadline,
             _permit: permit,

@@ -38,7 +38,7 @@ use tokio::sync::oneshot;
 use super::ControlClient;
 use super::shared::{Answer, Overdue};
 use crate::control::PaneId;
-use crate::tmux::input::{Piece, keys_command, load_buffer, paste_buffer_exact, pieces};
+use crate::tmux::input::{Piece, keys_line, load_buffer, paste_buffer_exact, pieces};
 use crate::{Error, Result};
 
 #[cfg(doc)]
@@ -201,22 +201,26 @@ impl ControlClient {
         pane: PaneId,
         piece: Piece<'_>,
     ) -> Result<Sent> {
-        // Each command, and whether it is a guard answering in two blocks
-        // (see `paste_buffer_exact`).
+        // Each command line, and whether it is a guard answering in two
+        // blocks (see `paste_buffer_exact`).
         let (commands, file) = match piece {
-            Piece::Keys(bytes) => (vec![(keys_command(pane, bytes), false)], None),
+            Piece::Keys(bytes) => (vec![(keys_line(pane, bytes), false)], None),
             Piece::Paste(bytes) => {
                 let file = typist.write_file(bytes).map_err(|e| self.unless_gone(e))?;
                 let commands = vec![
-                    (load_buffer(&typist.buffer, &file.0), false),
-                    (paste_buffer_exact(pane, &typist.buffer), true),
+                    (load_buffer(&typist.buffer, &file.0).into_line(), false),
+                    (paste_buffer_exact(pane, &typist.buffer).into_line(), true),
                 ];
                 (commands, Some(file))
             }
         };
         let mut permits = Vec::with_capacity(commands.len());
         for _ in &commands {
-            permits.push(self.shared.in_flight.clone().acquire_owned().await.ok());
+            let permit = match self.shared.in_flight.clone().try_acquire_owned() {
+                Ok(permit) => Some(permit),
+                Err(_) => self.shared.in_flight.clone().acquire_owned().await.ok(),
+            };
+            permits.push(permit);
         }
         let mut replies = Vec::with_capacity(commands.len());
         let mut state = self.shared.lock();
@@ -225,12 +229,11 @@ impl ControlClient {
             return Err(self.gone_error());
         }
         let deadline = tokio::time::Instant::now() + self.shared.opts.command_timeout;
-        for ((command, guarded), permit) in commands.iter().zip(permits) {
-            let line = command.line();
+        for ((line, guarded), permit) in commands.into_iter().zip(permits) {
             let answer = self
                 .shared
-                .call_locked(&mut state, line, deadline, permit, *guarded);
-            replies.push((line.to_owned(), answer));
+                .call_locked(&mut state, &line, deadline, permit, guarded);
+            replies.push((line, answer));
         }
         Ok(Sent {
             replies,
