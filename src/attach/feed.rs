@@ -179,12 +179,17 @@ impl Driver {
         let mut exited = !status.borrow_and_update().is_running();
         // Started on a dead `always` terminal: its restart repaints too.
         let mut restarting = exited && self.always;
+        // Made once: one made each turn registered and dropped a waiter on
+        // the token for every wake-up (issue 27).
+        let stop = self.stop.clone();
+        let stopped = stop.cancelled();
+        tokio::pin!(stopped);
         loop {
             let mut effects = Vec::new();
             let mut replace = false;
             tokio::select! {
                 biased;
-                () = self.stop.cancelled() => break,
+                () = &mut stopped => break,
                 changed = changes.changed() => match changed {
                     Ok(()) => {
                         // The restarted program printed before its status

@@ -324,6 +324,7 @@ async fn send(
     message: Message,
 ) -> Result<(), End> {
     tokio::select! {
+        biased;
         sent = socket.send(message) => sent.map_err(send_error),
         () = state.shutdown.cancelled() => Err(End::Close(close::GOING_AWAY, "server shutting down".to_owned())),
         () = sleep_until(keepalive.give_up_at()) => Err(End::Close(close::GOING_AWAY, NO_ANSWER.to_owned())),
@@ -352,6 +353,15 @@ impl Pump<'_> {
     /// Moves events out and input in until the session ends.
     async fn run(&mut self, viewer: &mut Viewer, mut first: Option<ViewerEvent>) -> End {
         let mut exited = false;
+        // Both made once for the session: made anew each turn of the loop
+        // (three turns per echo: the frame in, its reply, the output),
+        // they registered and dropped a timer and a cancellation waiter
+        // every turn (issue 27). With pings off the sleep is never polled.
+        let state = self.state;
+        let shutdown = state.shutdown.cancelled();
+        tokio::pin!(shutdown);
+        let wake = tokio::time::sleep_until(self.keepalive.wake_at().unwrap_or_else(Instant::now));
+        tokio::pin!(wake);
         loop {
             if let Some(event) = first.take() {
                 for message in messages(event, &mut exited) {
@@ -362,13 +372,16 @@ impl Pump<'_> {
             }
             tokio::select! {
                 biased;
-                () = self.state.shutdown.cancelled() => {
+                () = &mut shutdown => {
                     return End::Close(close::GOING_AWAY, "server shutting down".to_owned());
                 }
-                () = sleep_until(self.keepalive.wake_at()) => {
+                () = &mut wake, if self.keepalive.wake_at().is_some() => {
                     match self.keepalive.tick(Instant::now()) {
                         Tick::Dead => return End::Close(close::GOING_AWAY, NO_ANSWER.to_owned()),
                         Tick::Ping => {
+                            if let Some(at) = self.keepalive.wake_at() {
+                                wake.as_mut().reset(at);
+                            }
                             if let Err(end) = self.send(Message::Ping(Bytes::new())).await {
                                 return end;
                             }
@@ -415,7 +428,10 @@ impl Pump<'_> {
             }
             self.socket.flush().await
         };
+        // The sink first: a socket with room takes the batch at once, and
+        // then the other two are never polled (registered).
         tokio::select! {
+            biased;
             sent = sink => sent.map_err(send_error),
             () = self.state.shutdown.cancelled() => Err(End::Close(close::GOING_AWAY, "server shutting down".to_owned())),
             () = sleep_until(self.keepalive.give_up_at()) => Err(End::Close(close::GOING_AWAY, NO_ANSWER.to_owned())),

@@ -74,11 +74,16 @@ async fn read_raw(
 ) {
     let mut buf = BytesMut::new();
     let mut room = FIRST_CHUNK;
+    // Made once: one made each turn registered and dropped a waiter on
+    // the token for every read (issue 27).
+    let ended = shared.ended.clone();
+    let ended = ended.cancelled();
+    tokio::pin!(ended);
     loop {
         let offered = make_room(&mut buf, room);
         tokio::select! {
             biased;
-            () = shared.ended.cancelled() => break,
+            () = &mut ended => break,
             Some(ack) = flushes.recv() => {
                 let open = drain_now(&shared, &cancel, pane, &stream, &mut buf).await;
                 let _ = ack.send(());

@@ -49,6 +49,10 @@ impl Reader {
         hangup: CancellationToken,
     ) {
         let cancel = self.cancel.clone();
+        // Made once: one made each turn registered and dropped a waiter on
+        // the token for every event read (issue 27).
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
         let mut io_error = None;
         let mut detaching = false;
         // Held from the hangup until `tmux -C` has exited (see `handshake`).
@@ -63,7 +67,7 @@ impl Reader {
             } else {
                 tokio::select! {
                     next = framed.next() => next,
-                    () = cancel.cancelled() => {
+                    () = &mut cancelled => {
                         if let Some(path) = &self.shared.opts.handshake_lock {
                             handshake = super::handshake::acquire(
                                 path,
