@@ -275,15 +275,42 @@ pub(crate) struct MarkerScan {
 }
 
 impl MarkerScan {
+    /// Bytes kept between chunks: a marker not yet ended has at most this
+    /// many of its bytes in them.
+    const KEEP: usize = MARKER.len() - 1;
+
     /// Whether the marker ends in `chunk` (or began in earlier ones).
+    /// Every chunk of every pane's output passes here, keystroke echoes
+    /// included, so it allocates nothing once its tail is there.
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> bool {
-        let mut joined = std::mem::take(&mut self.tail);
-        joined.extend_from_slice(chunk);
-        if joined.windows(MARKER.len()).any(|w| w == MARKER) {
+        const KEEP: usize = MarkerScan::KEEP;
+        if !self.tail.is_empty() {
+            // A marker begun in the kept bytes ends in the chunk's first
+            // `KEEP` bytes.
+            let head = chunk.get(..KEEP).unwrap_or(chunk);
+            let mut edge = [0u8; 2 * KEEP];
+            let (kept, rest) = edge.split_at_mut(self.tail.len());
+            kept.copy_from_slice(&self.tail);
+            rest[..head.len()].copy_from_slice(head);
+            let edge = &edge[..self.tail.len() + head.len()];
+            if edge.windows(MARKER.len()).any(|w| w == MARKER) {
+                return true;
+            }
+        }
+        if memchr::memmem::find(chunk, MARKER).is_some() {
             return true;
         }
-        let keep = joined.len().min(MARKER.len() - 1);
-        self.tail = joined.split_off(joined.len() - keep);
+        match chunk.len().checked_sub(KEEP) {
+            Some(start) => {
+                self.tail.clear();
+                self.tail.extend_from_slice(&chunk[start..]);
+            }
+            None => {
+                self.tail.extend_from_slice(chunk);
+                let excess = self.tail.len().saturating_sub(KEEP);
+                self.tail.drain(..excess);
+            }
+        }
         false
     }
 }
@@ -314,6 +341,24 @@ mod tests {
         let mut scan = MarkerScan::default();
         assert!(!scan.feed(&MARKER[..MARKER.len() - 1]));
         assert!(!scan.feed(b"x"));
+    }
+
+    #[test]
+    fn the_scan_keeps_only_what_could_begin_the_marker() {
+        let mut scan = MarkerScan::default();
+        for chunk in [&b"a"[..], &[b'b'; 100], b"cd", &MARKER[..3]] {
+            assert!(!scan.feed(chunk));
+            assert!(scan.tail.len() <= MarkerScan::KEEP, "{}", scan.tail.len());
+        }
+        // The marker's first three bytes were kept: the rest completes it.
+        assert!(scan.feed(&MARKER[3..]));
+        // Near misses in one chunk and across two are not the marker.
+        let mut near = MARKER.to_vec();
+        near[MARKER.len() - 1] = b'x';
+        let mut scan = MarkerScan::default();
+        assert!(!scan.feed(&near));
+        assert!(!scan.feed(&near[..5]));
+        assert!(!scan.feed(&near[5..]));
     }
 
     #[test]
