@@ -263,9 +263,14 @@ impl Session {
         let mut status = self.terminal.watch_status();
         let mut exited = !status.borrow_and_update().is_running();
         let mut buf = vec![0; READ_CHUNK];
+        // Made once: one made each turn registered and dropped a waiter on
+        // the token for every read (issue 27).
+        let detach = self.detach.clone();
+        let detached = detach.cancelled();
+        tokio::pin!(detached);
         loop {
             let read = tokio::select! {
-                () = self.detach.cancelled() => break,
+                () = &mut detached => break,
                 // Attached once it drew something: the attach is over.
                 () = tokio::time::sleep_until(attached_by), if lock.is_some() => {
                     lock = None;
@@ -300,9 +305,11 @@ impl Session {
             };
             // A slow viewer slows only its own client; tmux keeps the
             // program and every other client going.
+            // The queue first: one with room takes the event at once.
             tokio::select! {
-                () = self.detach.cancelled() => break,
+                biased;
                 sent = self.events.send(event) => if sent.is_err() { break },
+                () = &mut detached => break,
             }
         }
         drop(lock);
@@ -321,12 +328,23 @@ impl Session {
 }
 
 /// One read from the pty; `None` at its end (the client exited: EIO).
+///
+/// A read that leaves room in `buf` drained the pty, so its readiness is
+/// cleared then: else the next call read once more only to fail `EAGAIN`
+/// before this task let the viewer's run, on every echo's way (issue 27;
+/// tokio does the same for its sockets). Data that comes later is a new
+/// edge, so nothing is missed.
 async fn read_some(master: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<Bytes> {
     loop {
         let mut guard = master.readable().await.ok()?;
         match guard.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(Into::into)) {
             Ok(Ok(0)) | Ok(Err(_)) => return None,
-            Ok(Ok(n)) => return Some(Bytes::copy_from_slice(&buf[..n])),
+            Ok(Ok(n)) => {
+                if n < buf.len() {
+                    guard.clear_ready();
+                }
+                return Some(Bytes::copy_from_slice(&buf[..n]));
+            }
             Err(_would_block) => {}
         }
     }
