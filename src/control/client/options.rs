@@ -8,7 +8,9 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ClientOptions {
-    /// A command unanswered for this long fails with `UNRESPONSIVE`.
+    /// A command unanswered for this long fails with `UNRESPONSIVE` (told
+    /// up to 1/16 of it later: the client's reply watchdog wakes on a
+    /// grid that every client shares, so many wake together).
     pub command_timeout: Duration,
     /// How long to wait for tmux's first block (the attach) to close.
     pub ready_timeout: Duration,

@@ -13,6 +13,9 @@
 //! deadlines grow with the FIFO) or when it sleeps for nothing at all.
 //! A steady typist costs one wake per timeout period, an idle client none
 //! (once a period passed with nothing pending, it waits with no timer).
+//! Wakes fall on a grid of 1/16 of the timeout shared by every client, so
+//! the last wakes of many clients after a burst (a thousand spawns) come
+//! in a few turns of the runtime's timer, not one each.
 //!
 //! An overdue caller is told so and stops waiting; its entry stays in the
 //! FIFO, holding its in-flight slot, until tmux answers it (the answer is
@@ -20,7 +23,8 @@
 //!
 //! [`ClientOptions::command_timeout`]: super::ClientOptions::command_timeout
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -42,8 +46,10 @@ pub(super) async fn watch_replies(shared: Arc<ClientShared>) {
                 return;
             }
             let now = Instant::now();
+            let timeout = shared.opts.command_timeout;
             let next = expire(&mut state, now)
-                .or_else(|| woken.then(|| now + shared.opts.command_timeout));
+                .or_else(|| woken.then(|| now + timeout))
+                .map(|at| on_grid(at, timeout));
             state.watchdog_at = next;
             next
         };
@@ -54,6 +60,29 @@ pub(super) async fn watch_replies(shared: Arc<ClientShared>) {
             () = sleep_until(next) => false,
         };
     }
+}
+
+/// Watchdogs wake on a grid of this fraction of their command timeout.
+const GRID_DIVISOR: u32 = 16;
+
+/// `at`, or the first instant after it on the grid every client with this
+/// timeout shares: watchdogs whose deadlines fall in one slot wake in one
+/// turn of the runtime's timer (one wake-up for a thousand terminals
+/// spawned together, not a thousand), and an overdue caller is told at
+/// most 1/16 of its timeout late.
+fn on_grid(at: Instant, timeout: Duration) -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    let grid = (timeout / GRID_DIVISOR)
+        .max(Duration::from_millis(1))
+        .as_nanos();
+    let slots = at
+        .saturating_duration_since(origin)
+        .as_nanos()
+        .div_ceil(grid);
+    u64::try_from(slots * grid)
+        .map(|since| origin + Duration::from_nanos(since))
+        .map_or(at, |on| on.max(at))
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -89,10 +118,11 @@ impl ClientShared {
     /// Wakes the watchdog when a command just queued is due before what it
     /// sleeps for (or it sleeps for nothing); called under the state lock.
     pub(super) fn watch_locked(&self, state: &mut State, deadline: Instant) {
-        if state.watchdog_at.is_none_or(|at| deadline < at) {
+        let wake = on_grid(deadline, self.opts.command_timeout);
+        if state.watchdog_at.is_none_or(|at| wake < at) {
             // Set here so that a burst wakes it once; it corrects the
             // value itself when it runs.
-            state.watchdog_at = Some(deadline);
+            state.watchdog_at = Some(wake);
             self.watchdog.notify_one();
         }
     }
@@ -107,5 +137,30 @@ impl Pending {
             Pending::Guard(then) => then.caller_mut(),
             Pending::Internal(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wakes_fall_on_a_shared_grid_never_before_the_deadline() {
+        let timeout = Duration::from_secs(10);
+        let grid = timeout / GRID_DIVISOR;
+        let now = Instant::now();
+        let mut slots = std::collections::BTreeSet::new();
+        for ms in (0..2_000).step_by(7) {
+            let at = now + timeout + Duration::from_millis(ms);
+            let wake = on_grid(at, timeout);
+            assert!(wake >= at && wake - at <= grid, "{ms} ms: {:?}", wake - at);
+            slots.insert(wake);
+        }
+        // 2 s of deadlines share 2 s / 625 ms + 1 slots at most.
+        assert!(slots.len() <= 5, "{} slots", slots.len());
+        // A tiny timeout still gets a grid of its own size, not a zero one.
+        let tiny = Duration::from_micros(10);
+        let at = now + tiny;
+        assert!(on_grid(at, tiny) >= at);
     }
 }
