@@ -181,8 +181,7 @@ impl Driver {
         let mut restarting = exited && self.always;
         // Made once: one made each turn registered and dropped a waiter on
         // the token for every wake-up (issue 27).
-        let stop = self.stop.clone();
-        let stopped = stop.cancelled();
+        let stopped = self.stop.clone().cancelled_owned();
         tokio::pin!(stopped);
         loop {
             let mut effects = Vec::new();

@@ -265,8 +265,7 @@ impl Session {
         let mut buf = vec![0; READ_CHUNK];
         // Made once: one made each turn registered and dropped a waiter on
         // the token for every read (issue 27).
-        let detach = self.detach.clone();
-        let detached = detach.cancelled();
+        let detached = self.detach.clone().cancelled_owned();
         tokio::pin!(detached);
         loop {
             let read = tokio::select! {

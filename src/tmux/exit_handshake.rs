@@ -283,12 +283,11 @@ impl MarkerScan {
     /// Every chunk of every pane's output passes here, keystroke echoes
     /// included, so it allocates nothing once its tail is there.
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> bool {
-        const KEEP: usize = MarkerScan::KEEP;
         if !self.tail.is_empty() {
             // A marker begun in the kept bytes ends in the chunk's first
             // `KEEP` bytes.
-            let head = chunk.get(..KEEP).unwrap_or(chunk);
-            let mut edge = [0u8; 2 * KEEP];
+            let head = chunk.get(..Self::KEEP).unwrap_or(chunk);
+            let mut edge = [0u8; 2 * Self::KEEP];
             let (kept, rest) = edge.split_at_mut(self.tail.len());
             kept.copy_from_slice(&self.tail);
             rest[..head.len()].copy_from_slice(head);
@@ -300,14 +299,14 @@ impl MarkerScan {
         if memchr::memmem::find(chunk, MARKER).is_some() {
             return true;
         }
-        match chunk.len().checked_sub(KEEP) {
+        match chunk.len().checked_sub(Self::KEEP) {
             Some(start) => {
                 self.tail.clear();
                 self.tail.extend_from_slice(&chunk[start..]);
             }
             None => {
                 self.tail.extend_from_slice(chunk);
-                let excess = self.tail.len().saturating_sub(KEEP);
+                let excess = self.tail.len().saturating_sub(Self::KEEP);
                 self.tail.drain(..excess);
             }
         }

@@ -76,8 +76,7 @@ async fn read_raw(
     let mut room = FIRST_CHUNK;
     // Made once: one made each turn registered and dropped a waiter on
     // the token for every read (issue 27).
-    let ended = shared.ended.clone();
-    let ended = ended.cancelled();
+    let ended = shared.ended.clone().cancelled_owned();
     tokio::pin!(ended);
     loop {
         let offered = make_room(&mut buf, room);

@@ -48,10 +48,9 @@ impl Reader {
         mut child: Child,
         hangup: CancellationToken,
     ) {
-        let cancel = self.cancel.clone();
         // Made once: one made each turn registered and dropped a waiter on
         // the token for every event read (issue 27).
-        let cancelled = cancel.cancelled();
+        let cancelled = self.cancel.clone().cancelled_owned();
         tokio::pin!(cancelled);
         let mut io_error = None;
         let mut detaching = false;

@@ -97,18 +97,16 @@ async fn sleep_until(at: Option<Instant>) {
 fn expire(state: &mut State, now: Instant) -> Option<Instant> {
     let mut next: Option<Instant> = None;
     for pending in &mut state.pending {
-        let Some((tx, deadline)) = pending.caller_mut() else {
+        // Callers still waiting: not yet told, not internal.
+        let Some((tx @ Some(_), deadline)) = pending.caller_mut() else {
             continue;
         };
-        if tx.is_none() {
-            continue;
-        }
-        if *deadline <= now {
+        if deadline <= now {
             if let Some(tx) = tx.take() {
                 let _ = tx.send(Err(Overdue));
             }
         } else {
-            next = Some(next.map_or(*deadline, |n| n.min(*deadline)));
+            next = Some(next.map_or(deadline, |n| n.min(deadline)));
         }
     }
     next
@@ -131,9 +129,9 @@ impl ClientShared {
 impl Pending {
     /// A caller's reply sender (`None` once told it is overdue) and its
     /// deadline, looking through a guard to the command it guards.
-    fn caller_mut(&mut self) -> Option<(&mut Option<oneshot::Sender<Answer>>, &mut Instant)> {
+    fn caller_mut(&mut self) -> Option<(&mut Option<oneshot::Sender<Answer>>, Instant)> {
         match self {
-            Pending::Caller { tx, deadline, .. } => Some((tx, deadline)),
+            Pending::Caller { tx, deadline, .. } => Some((tx, *deadline)),
             Pending::Guard(then) => then.caller_mut(),
             Pending::Internal(_) => None,
         }
