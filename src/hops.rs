@@ -1,6 +1,7 @@
 //! Per-hop timestamps of a keystroke's way to its echo (issue 27's latency
 //! bench): the WebSocket frame in, the input line written to tmux, tmux's
-//! reply, the raw reader's read, the stream's push, the hub's fan-out, the
+//! reply, the raw reader's read (the PTY transport: the attach pty's
+//! write and read), the stream's push, the hub's fan-out, the
 //! viewer's queue and the frame out.
 //!
 //! Off unless `TMUX_ENGINE_HOPS` names a file when the first hop is
@@ -26,10 +27,13 @@ pub(crate) enum Hop {
     WsIn,
     /// The input's command line was queued for the control client's writer.
     Queued,
-    /// The input's command line was written to `tmux -C`'s stdin.
+    /// The input's command line was written to `tmux -C`'s stdin (the
+    /// PTY transport: the bytes were written to the attach pty).
     Written,
     /// The raw reader read the echo from tmux's pipe socket.
     RawRead,
+    /// The PTY transport read the echo from the attach pty.
+    PtyRead,
     /// The backend pushed it into the terminal's stream.
     Stream,
     /// The hub queued it for the viewer.
@@ -42,11 +46,12 @@ pub(crate) enum Hop {
     WsOut,
 }
 
-const HOPS: [(Hop, &str); 9] = [
+const HOPS: [(Hop, &str); 10] = [
     (Hop::WsIn, "ws_in"),
     (Hop::Queued, "queued"),
     (Hop::Written, "written"),
     (Hop::RawRead, "raw_read"),
+    (Hop::PtyRead, "pty_read"),
     (Hop::Stream, "stream"),
     (Hop::Hub, "hub"),
     (Hop::WsEvent, "ws_event"),

@@ -73,6 +73,7 @@ impl PtyLink {
                 Err(_would_block) => {}
             }
         }
+        crate::hops::mark(crate::hops::Hop::Written);
         Ok(())
     }
 
@@ -339,6 +340,7 @@ async fn read_some(master: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<Bytes> {
         match guard.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(Into::into)) {
             Ok(Ok(0)) | Ok(Err(_)) => return None,
             Ok(Ok(n)) => {
+                crate::hops::mark(crate::hops::Hop::PtyRead);
                 if n < buf.len() {
                     guard.clear_ready();
                 }
