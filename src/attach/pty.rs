@@ -31,6 +31,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use rustix::fs::{Mode, OFlags};
 use rustix::pty::OpenptFlags;
+use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -60,19 +61,8 @@ pub(crate) struct PtyLink {
 
 impl PtyLink {
     /// Writes `bytes` to the client's terminal, all of them.
-    pub(crate) async fn write(&self, mut bytes: &[u8]) -> Result<()> {
-        while !bytes.is_empty() {
-            let mut guard = self
-                .master
-                .writable()
-                .await
-                .map_err(|e| Error::io("waiting to write to the attach pty", e))?;
-            match guard.try_io(|fd| rustix::io::write(fd.get_ref(), bytes).map_err(Into::into)) {
-                Ok(Ok(n)) => bytes = &bytes[n..],
-                Ok(Err(e)) => return Err(Error::io("writing to the attach pty", e)),
-                Err(_would_block) => {}
-            }
-        }
+    pub(crate) async fn write(&self, bytes: &[u8]) -> Result<()> {
+        write_all(&self.master, bytes).await?;
         crate::hops::mark(crate::hops::Hop::Written);
         Ok(())
     }
@@ -183,8 +173,12 @@ pub(crate) async fn open(
     // `AsyncFd::new` is deprecated because a borrowed raw fd could close
     // under it; an `OwnedFd` moved in stays open as long as the `AsyncFd`,
     // which is exactly the contract `register` makes callers promise.
+    // Reads only: see `PtyLink::write`.
     #[allow(deprecated)]
-    let master = Arc::new(AsyncFd::new(master).map_err(|e| Error::io("registering the pty", e))?);
+    let master = Arc::new(
+        AsyncFd::with_interest(master, Interest::READABLE)
+            .map_err(|e| Error::io("registering the pty", e))?,
+    );
 
     let mut command = tokio::process::Command::new("setsid");
     command.arg("--ctty").arg(base.get_program()).args(&argv);
@@ -325,6 +319,43 @@ impl Session {
         }
         let _ = self.child.wait().await;
     }
+}
+
+/// Writes all of `bytes` to the pty `master` (non-blocking, registered for
+/// reads only).
+///
+/// Written straight away; only a pty that is full (a paste the client has
+/// not read yet) is waited on, through a registration made for that wait
+/// alone. The master is registered for reads only because a pty tells its
+/// writer it has room again after every read of its other side: a write
+/// interest woke the runtime once more for each keystroke, while tmux was
+/// still handling it (issue 27: 5 -> 4 context switches per echo).
+async fn write_all(master: &AsyncFd<OwnedFd>, mut bytes: &[u8]) -> Result<()> {
+    while !bytes.is_empty() {
+        match rustix::io::write(master.get_ref(), bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::AGAIN) => room(master).await?,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::io("writing to the attach pty", e.into())),
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `master` takes writes again, on a copy of its descriptor
+/// registered for writes until it is dropped here (epoll keys on the
+/// descriptor, so the copy's interest is its own; its registration sees a
+/// pty that has room already).
+async fn room(master: &AsyncFd<OwnedFd>) -> Result<()> {
+    let waiting = |e| Error::io("waiting to write to the attach pty", e);
+    let copy =
+        rustix::io::fcntl_dupfd_cloexec(master.get_ref(), 0).map_err(|e| waiting(e.into()))?;
+    // Deprecated for a borrowed raw fd that could close under it; this one
+    // is owned and moved in.
+    #[allow(deprecated)]
+    let copy = AsyncFd::with_interest(copy, Interest::WRITABLE).map_err(waiting)?;
+    let _ready = copy.writable().await.map_err(waiting)?;
+    Ok(())
 }
 
 /// One read from the pty; `None` at its end (the client exited: EIO).

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{PtyLink, open};
+use super::{PtyLink, open, write_all};
 use crate::attach::{AttachOptions, Transport, ViewerEvent};
 use crate::backend::{TmuxBackend, TmuxConfig};
 use crate::registry::{Backend, OwnerId, Registry, RegistryConfig, SpawnSpec, WaitCondition};
@@ -107,4 +107,60 @@ async fn a_read_only_client_drops_keys_at_tmux_level() {
     tasks.close();
     tasks.wait().await;
     registry.dispose().await.unwrap();
+}
+
+/// A write larger than the pty holds waits for room (the master is
+/// registered for reads only, room has a registration of its own) and
+/// loses nothing: the other side gets every byte, in order, as it reads.
+/// No tmux: a bare pty pair, so nothing else drains it.
+#[tokio::test]
+async fn a_write_to_a_full_pty_waits_for_room_and_loses_nothing() {
+    use futures_util::FutureExt;
+    use rustix::pty::OpenptFlags;
+    use std::io::Read;
+
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
+            .unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+    let slave = rustix::fs::open(
+        name.as_c_str(),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    // Raw: every byte value passes as itself, none is echoed back.
+    let mut termios = rustix::termios::tcgetattr(&slave).unwrap();
+    termios.make_raw();
+    rustix::termios::tcsetattr(&slave, rustix::termios::OptionalActions::Now, &termios).unwrap();
+    rustix::io::ioctl_fionbio(&master, true).unwrap();
+    #[allow(deprecated)]
+    let master =
+        tokio::io::unix::AsyncFd::with_interest(master, tokio::io::Interest::READABLE).unwrap();
+
+    let payload: Vec<u8> = (0..1usize << 20).map(|i| (i % 251) as u8).collect();
+    let write = write_all(&master, &payload);
+    tokio::pin!(write);
+    // Nobody reads yet: the pty fills and the write waits for room.
+    assert!(
+        (&mut write).now_or_never().is_none(),
+        "a MiB fit in the pty"
+    );
+    let expected = payload.len();
+    let reader = std::thread::spawn(move || {
+        let mut slave = std::fs::File::from(slave);
+        let mut got = vec![0; expected];
+        slave.read_exact(&mut got).map(|()| got)
+    });
+    tokio::time::timeout(WAIT, write)
+        .await
+        .expect("the write never found room")
+        .unwrap();
+    let got = reader.join().unwrap().unwrap();
+    assert!(
+        got == payload,
+        "the bytes read differ from the bytes written"
+    );
 }
