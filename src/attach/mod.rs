@@ -208,7 +208,32 @@ impl Viewer {
     /// The next event; `None` once the stream ended (exit, terminal gone,
     /// attacher shut down).
     pub async fn recv(&mut self) -> Option<ViewerEvent> {
-        self.events.recv().await
+        let Viewer { events, link, .. } = self;
+        let Link::Pty(pty) = link else {
+            return events.recv().await;
+        };
+        let output = |bytes| ViewerEvent::Output {
+            offset: None,
+            bytes,
+        };
+        if events.is_closed() && events.is_empty() {
+            // The session ended: what the pty still holds, then the end.
+            return pty.read_now().map(output);
+        }
+        // The client's output first: a program's last bytes go out before
+        // its exit. Once the pty ended (the session kills the client after
+        // it queued the exit), whatever the session queued still follows.
+        tokio::select! {
+            biased;
+            read = pty.read() => match read {
+                Some(bytes) => Some(output(bytes)),
+                None => events.try_recv().ok(),
+            },
+            event = events.recv() => match event {
+                Some(event) => Some(event),
+                None => pty.read_now().map(output),
+            },
+        }
     }
 
     /// The next event if one is queued, without waiting: a face sends

@@ -51,15 +51,36 @@ const LOCK_PATIENCE: Duration = Duration::from_secs(5);
 /// One read from the pty.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// The viewer's side of a PTY attach: input and resizes; dropping it
-/// detaches the client.
+/// The viewer's side of a PTY attach: the client's output, input and
+/// resizes; dropping it detaches the client.
+///
+/// The viewer's own task reads the pty (issue 27: a task between them cost
+/// each echo a hand-over, ~10 µs); the session's task only watches the
+/// terminal's status and the client's life.
 pub(crate) struct PtyLink {
     master: Arc<AsyncFd<OwnedFd>>,
+    buf: Vec<u8>,
     terminal: ViewedTerminal,
     _detach: DropGuard,
 }
 
 impl PtyLink {
+    /// The client's next output; `None` once it ended (the client exited).
+    /// Cancel-safe: nothing is read unless it is returned.
+    pub(crate) async fn read(&mut self) -> Option<Bytes> {
+        read_some(&self.master, &mut self.buf).await
+    }
+
+    /// What the pty holds now, without waiting; `None` when it holds
+    /// nothing or ended (the session's end: its last bytes are drained
+    /// before the viewer is told).
+    pub(crate) fn read_now(&mut self) -> Option<Bytes> {
+        match rustix::io::read(self.master.get_ref(), &mut self.buf) {
+            Ok(n) if n > 0 => Some(Bytes::copy_from_slice(&self.buf[..n])),
+            _ => None,
+        }
+    }
+
     /// Writes `bytes` to the client's terminal, all of them.
     pub(crate) async fn write(&self, bytes: &[u8]) -> Result<()> {
         write_all(&self.master, bytes).await?;
@@ -230,6 +251,7 @@ pub(crate) async fn open(
         hello,
         PtyLink {
             master,
+            buf: vec![0; READ_CHUNK],
             terminal,
             _detach: detach.drop_guard(),
         },
@@ -257,19 +279,22 @@ impl Session {
         let attached_by = tokio::time::Instant::now() + LOCK_PATIENCE;
         let mut status = self.terminal.watch_status();
         let mut exited = !status.borrow_and_update().is_running();
-        let mut buf = vec![0; READ_CHUNK];
         // Made once: one made each turn registered and dropped a waiter on
-        // the token for every read (issue 27).
+        // the token every turn (issue 27).
         let detached = self.detach.clone().cancelled_owned();
         tokio::pin!(detached);
         loop {
-            let read = tokio::select! {
+            tokio::select! {
                 () = &mut detached => break,
-                // Attached once it drew something: the attach is over.
-                () = tokio::time::sleep_until(attached_by), if lock.is_some() => {
+                // Attached once it drew something (the viewer reads it):
+                // the attach is over.
+                ready = self.master.readable(), if lock.is_some() => {
+                    drop(ready);
                     lock = None;
-                    continue;
                 }
+                () = tokio::time::sleep_until(attached_by), if lock.is_some() => lock = None,
+                // The client exited (its pty then ends for the viewer).
+                _ = self.child.wait() => break,
                 changed = status.changed() => {
                     let now = match changed {
                         Ok(()) => status.borrow_and_update().clone(),
@@ -287,23 +312,7 @@ impl Session {
                         TerminalStatus::Gone { .. } => break,
                         TerminalStatus::Exited { .. } => {}
                     }
-                    continue;
                 }
-                read = read_some(&self.master, &mut buf) => read,
-            };
-            lock = None;
-            let Some(bytes) = read else { break };
-            let event = ViewerEvent::Output {
-                offset: None,
-                bytes,
-            };
-            // A slow viewer slows only its own client; tmux keeps the
-            // program and every other client going.
-            // The queue first: one with room takes the event at once.
-            tokio::select! {
-                biased;
-                sent = self.events.send(event) => if sent.is_err() { break },
-                () = &mut detached => break,
             }
         }
         drop(lock);
