@@ -406,6 +406,46 @@ async fn pty_keys_output_resize_read_only_and_no_prompt() {
     .await;
 }
 
+/// A PTY viewer reads its client's pty in its own task; the session's
+/// task says the exit. Both reach the viewer: the program's last line, its
+/// exit status, then the end.
+#[tokio::test]
+async fn a_pty_viewer_gets_the_last_output_and_the_exit_then_the_end() {
+    within(async {
+        let env = Env::new().await;
+        env.spawn(sh("read x; echo last-$((6*7)); exit 5").name("ends"))
+            .await;
+        let attacher = Attacher::new(env.registry.clone());
+        let opts = AttachOptions::default().transport(Transport::Pty);
+        let mut viewer = attacher.attach(&env.owner, "ends", opts).await.unwrap();
+        // Attached once the client drew: the keys now reach the program.
+        let first = tokio::time::timeout(WAIT, viewer.recv()).await.unwrap();
+        assert!(
+            matches!(first, Some(ViewerEvent::Output { .. })),
+            "{first:?}"
+        );
+        viewer.input(Bytes::from_static(b"go\r")).await.unwrap();
+        let mut events = Vec::new();
+        while let Some(event) = tokio::time::timeout(WAIT, viewer.recv()).await.unwrap() {
+            events.push(event);
+        }
+        let text = String::from_utf8_lossy(&output(&events)).into_owned();
+        assert!(text.contains("last-42"), "{text:?}");
+        let exits: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                ViewerEvent::Exit(status) => Some(*status),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(exits, [ExitStatus::Code(5)], "{events:?}");
+        drop(viewer);
+        attacher.shutdown().await;
+        env.finish().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn pty_attach_detach_cycles_beside_a_control_client_leave_the_server_alive() {
     within(async {
