@@ -56,7 +56,9 @@ const READ_CHUNK: usize = 64 * 1024;
 ///
 /// The viewer's own task reads the pty (issue 27: a task between them cost
 /// each echo a hand-over, ~10 µs); the session's task only watches the
-/// terminal's status and the client's life.
+/// terminal's status and the client's life. A slow viewer reads late, so
+/// only its own client waits: tmux keeps the program and every other
+/// client going.
 pub(crate) struct PtyLink {
     master: Arc<AsyncFd<OwnedFd>>,
     buf: Vec<u8>,
@@ -263,7 +265,9 @@ fn clone(file: &std::fs::File) -> Result<std::fs::File> {
         .map_err(|e| Error::io("sharing the pty's terminal side", e))
 }
 
-/// One running `tmux attach` client and the task that streams it.
+/// One running `tmux attach` client and the task that watches it: the
+/// terminal's exits for the viewer, the attach lock, the client's end (the
+/// viewer reads the client's output itself).
 struct Session {
     master: Arc<AsyncFd<OwnedFd>>,
     terminal: ViewedTerminal,
