@@ -216,13 +216,10 @@ impl Viewer {
             offset: None,
             bytes,
         };
-        if events.is_closed() && events.is_empty() {
-            // The session ended: what the pty still holds, then the end.
-            return pty.read_now().map(output);
-        }
         // The client's output first: a program's last bytes go out before
         // its exit. Once the pty ended (the session kills the client after
-        // it queued the exit), whatever the session queued still follows.
+        // it queued the exit), whatever the session queued still follows;
+        // once the session ended, what the pty still holds, then the end.
         tokio::select! {
             biased;
             read = pty.read() => match read {

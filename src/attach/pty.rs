@@ -172,27 +172,8 @@ pub(crate) async fn open(
         (None, _) => terminal.screen().await?.size(),
     };
 
-    let master =
-        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
-            .map_err(|e| Error::io("opening a pty", e.into()))?;
-    rustix::pty::grantpt(&master).map_err(|e| Error::io("granting the pty", e.into()))?;
-    rustix::pty::unlockpt(&master).map_err(|e| Error::io("unlocking the pty", e.into()))?;
-    let name = rustix::pty::ptsname(&master, Vec::new())
-        .map_err(|e| Error::io("naming the pty", e.into()))?;
+    let (master, pts) = pair()?;
     set_size(&master, size)?;
-    // O_NOCTTY: a serve that leads its session (systemd, a container
-    // init, `setsid`) would otherwise take the pty as its own controlling
-    // terminal; the client's `setsid --ctty` could then not claim it
-    // (without CAP_SYS_ADMIN), and the pty's hang-up would SIGHUP serve.
-    let pts = rustix::fs::open(
-        std::path::PathBuf::from(OsString::from_vec(name.into_bytes())),
-        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map(std::fs::File::from)
-    .map_err(|e| Error::io("opening the pty's terminal side", e.into()))?;
-    rustix::io::ioctl_fionbio(&master, true)
-        .map_err(|e| Error::io("making the pty non-blocking", e.into()))?;
     // `AsyncFd::new` is deprecated because a borrowed raw fd could close
     // under it; an `OwnedFd` moved in stays open as long as the `AsyncFd`,
     // which is exactly the contract `register` makes callers promise.
@@ -258,6 +239,31 @@ pub(crate) async fn open(
             _detach: detach.drop_guard(),
         },
     ))
+}
+
+/// A new pty: its master, non-blocking, and its terminal side.
+fn pair() -> Result<(OwnedFd, std::fs::File)> {
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
+            .map_err(|e| Error::io("opening a pty", e.into()))?;
+    rustix::pty::grantpt(&master).map_err(|e| Error::io("granting the pty", e.into()))?;
+    rustix::pty::unlockpt(&master).map_err(|e| Error::io("unlocking the pty", e.into()))?;
+    let name = rustix::pty::ptsname(&master, Vec::new())
+        .map_err(|e| Error::io("naming the pty", e.into()))?;
+    // O_NOCTTY: a serve that leads its session (systemd, a container
+    // init, `setsid`) would otherwise take the pty as its own controlling
+    // terminal; the client's `setsid --ctty` could then not claim it
+    // (without CAP_SYS_ADMIN), and the pty's hang-up would SIGHUP serve.
+    let pts = rustix::fs::open(
+        std::path::PathBuf::from(OsString::from_vec(name.into_bytes())),
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map(std::fs::File::from)
+    .map_err(|e| Error::io("opening the pty's terminal side", e.into()))?;
+    rustix::io::ioctl_fionbio(&master, true)
+        .map_err(|e| Error::io("making the pty non-blocking", e.into()))?;
+    Ok((master, pts))
 }
 
 fn clone(file: &std::fs::File) -> Result<std::fs::File> {

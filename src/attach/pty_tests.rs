@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{PtyLink, open, write_all};
+use super::{PtyLink, open, pair, write_all};
 use crate::attach::{AttachOptions, Transport, ViewerEvent};
 use crate::backend::{TmuxBackend, TmuxConfig};
 use crate::registry::{Backend, OwnerId, Registry, RegistryConfig, SpawnSpec, WaitCondition};
@@ -116,26 +116,13 @@ async fn a_read_only_client_drops_keys_at_tmux_level() {
 #[tokio::test]
 async fn a_write_to_a_full_pty_waits_for_room_and_loses_nothing() {
     use futures_util::FutureExt;
-    use rustix::pty::OpenptFlags;
     use std::io::Read;
 
-    let master =
-        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
-            .unwrap();
-    rustix::pty::grantpt(&master).unwrap();
-    rustix::pty::unlockpt(&master).unwrap();
-    let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
-    let slave = rustix::fs::open(
-        name.as_c_str(),
-        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .unwrap();
+    let (master, slave) = pair().unwrap();
     // Raw: every byte value passes as itself, none is echoed back.
     let mut termios = rustix::termios::tcgetattr(&slave).unwrap();
     termios.make_raw();
     rustix::termios::tcsetattr(&slave, rustix::termios::OptionalActions::Now, &termios).unwrap();
-    rustix::io::ioctl_fionbio(&master, true).unwrap();
     #[allow(deprecated)]
     let master =
         tokio::io::unix::AsyncFd::with_interest(master, tokio::io::Interest::READABLE).unwrap();
@@ -150,9 +137,8 @@ async fn a_write_to_a_full_pty_waits_for_room_and_loses_nothing() {
     );
     let expected = payload.len();
     let reader = std::thread::spawn(move || {
-        let mut slave = std::fs::File::from(slave);
         let mut got = vec![0; expected];
-        slave.read_exact(&mut got).map(|()| got)
+        (&slave).read_exact(&mut got).map(|()| got)
     });
     tokio::time::timeout(WAIT, write)
         .await
