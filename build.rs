@@ -10,10 +10,21 @@
 //! brotli)` per file by its served name (the file name: `web/vendor/x.js`
 //! is served as `/assets/x.js`, as `bridge/page.rs` names them).
 
+#[cfg(feature = "serve")]
 use std::io::Write;
+#[cfg(feature = "serve")]
 use std::path::{Path, PathBuf};
 
 fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    // Only serve's page is made of these files: a library built without
+    // the `serve` feature compresses nothing (and has no flate2/brotli).
+    #[cfg(feature = "serve")]
+    compress_page();
+}
+
+#[cfg(feature = "serve")]
+fn compress_page() {
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
     let web = root.join("web");
@@ -83,6 +94,7 @@ fn main() {
 
 /// `name.js` as `name.HASH.js`: how the page names a file (and
 /// `bridge/page.rs` reads it back).
+#[cfg(feature = "serve")]
 fn hashed(name: &str, hash: u64) -> String {
     match name.rsplit_once('.') {
         Some((stem, ext)) => format!("{stem}.{hash:016x}.{ext}"),
@@ -90,24 +102,28 @@ fn hashed(name: &str, hash: u64) -> String {
     }
 }
 
+#[cfg(feature = "serve")]
 fn path_str(path: &Path) -> String {
     path.to_str().expect("OUT_DIR is UTF-8").to_owned()
 }
 
 /// FNV-1a, 64 bits: stable across builds and toolchains (std's hasher is
 /// not), enough to tell two versions of one file apart.
+#[cfg(feature = "serve")]
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
 
+#[cfg(feature = "serve")]
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     encoder.write_all(bytes).expect("in memory");
     encoder.finish().expect("in memory")
 }
 
+#[cfg(feature = "serve")]
 fn brotli(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let params = brotli::enc::BrotliEncoderParams {

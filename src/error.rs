@@ -322,17 +322,8 @@ impl Error {
 /// code's string (`NO_TERMINAL`); those strings are part of the public
 /// contract and never change. Compare codes as values
 /// (`error.code() == ErrorCode::NoTerminal`).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    serde::Serialize,
-    serde::Deserialize,
-    schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum ErrorCode {
@@ -500,6 +491,7 @@ mod tests {
         assert_eq!(timeout.code().as_str(), "TIMEOUT");
     }
 
+    #[cfg(feature = "schema")]
     #[test]
     fn json_form_and_schema_are_the_stable_strings() {
         let all = [

@@ -44,7 +44,22 @@
 //!  tmux                  version, the one quoting path, server/handle, kill, /proc
 //!  vocab, error          ids, names, Size, ExitStatus, ParseError; Error, ErrorCode
 //! ```
+//!
+//! # Features
+//!
+//! The default feature `cli` is the binary and turns every face on. A
+//! library user who wants only the core (control protocol, registry,
+//! [`Terminal`], the fixture) sets `default-features = false` and adds
+//! what they use: `serve` (the `bridge` module), `mcp`, `tape`, `picture`, `verbs`
+//! (the faces' request/answer types), `schema` (JSON Schemas of the value
+//! types).
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// A few crate-private helpers of the core serve only the faces (the
+// verbs' schemas, tape's cast writer, the shell marks the answers carry):
+// dead code is checked on the full build (`cli`, which scripts/check
+// lints), not on a partial one.
+#![cfg_attr(not(feature = "cli"), allow(dead_code, unused_imports))]
 
 /// Builder-style setters for an options struct whose fields are public to
 /// read but which is `#[non_exhaustive]` (so it can grow without breaking
@@ -66,22 +81,27 @@ macro_rules! setters {
 
 pub mod attach;
 pub mod backend;
+#[cfg(feature = "serve")]
 pub mod bridge;
 pub mod control;
 mod error;
 pub mod fixture;
 pub(crate) mod history;
 pub(crate) mod hops;
+#[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "picture")]
 pub mod picture;
 pub mod registry;
 pub mod screen;
 pub(crate) mod shell;
 mod statedir;
 mod stream;
+#[cfg(feature = "tape")]
 pub mod tape;
 pub mod terminal;
 pub mod tmux;
+#[cfg(feature = "verbs")]
 pub mod verbs;
 pub mod vocab;
 

@@ -13,7 +13,6 @@
 
 use std::time::{Duration, SystemTime};
 
-use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::io::next_change;
@@ -49,7 +48,8 @@ impl std::str::FromStr for CommandRef {
 }
 
 /// One command the shell marked, as the stream holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MarkedCommand {
     /// Its id: the cursor where its output starts (`EPOCH:OFFSET`, the
     /// `start_cursor` of its send's answer). `wait {command: ID}` collects it.
@@ -76,7 +76,8 @@ pub struct MarkedCommand {
 }
 
 /// What the stream says of a terminal's commands.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommandsAnswer {
     /// The newest commands, oldest first (at most the request's `limit`).
     pub commands: Vec<MarkedCommand>,

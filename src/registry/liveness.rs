@@ -15,7 +15,6 @@
 
 use std::sync::Arc;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -32,7 +31,8 @@ use crate::vocab::RestartPolicy;
 use crate::{Error, Result};
 
 /// What [`Owned::probe`] found and did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProbeReport {
     /// What the probe observed, before any recreation.
     pub observed: Liveness,

@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, Weak};
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
@@ -58,7 +57,8 @@ impl Registry {
 }
 
 /// What callers see of one terminal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TerminalSnapshot {
     /// Its id.
     pub id: TerminalId,

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::stream::OutputCursor;
@@ -69,7 +68,8 @@ impl fmt::Debug for AttachLock {
 }
 
 /// A terminal's status as the registry reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TerminalStatus {
     /// The program is running.
@@ -104,7 +104,8 @@ impl fmt::Display for TerminalStatus {
 }
 
 /// What a liveness probe found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Liveness {
     /// The program is running.
@@ -158,7 +159,8 @@ impl Liveness {
 ///
 /// Its wire names are the CLI's and the bridges' words: `idle`, `stdin`,
 /// `exit`, `none`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum WaitFor {
     /// Output went quiet, or the program blocked reading its terminal.
@@ -248,7 +250,8 @@ pub struct SendOutput {
 }
 
 /// Why a send stopped waiting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WaitReason {
     /// Output went quiet.
@@ -371,7 +374,8 @@ pub struct ReadRequest {
 }
 
 /// One bounded page of scrollback.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReadPage {
     /// The page's lines, oldest first.
     pub lines: Vec<String>,

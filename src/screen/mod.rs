@@ -372,6 +372,7 @@ impl Serialize for Screen {
 }
 
 /// The object [`Screen`]'s `Serialize` writes, for its JSON Schema.
+#[cfg(feature = "schema")]
 #[derive(schemars::JsonSchema)]
 #[schemars(rename = "Screen")]
 #[allow(dead_code)] // Only its schema is used.
@@ -389,6 +390,7 @@ struct ScreenJson {
     cursor: [u16; 2],
 }
 
+#[cfg(feature = "schema")]
 impl schemars::JsonSchema for Screen {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         ScreenJson::schema_name()

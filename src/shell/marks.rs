@@ -3,7 +3,6 @@
 //! integration ([`integration`]).
 
 use memchr::memmem;
-use schemars::JsonSchema;
 use serde::Serialize;
 
 /// One mark's kind.
@@ -88,7 +87,8 @@ pub fn scan(bytes: &[u8], base: u64) -> (Vec<Mark>, u64) {
 
 /// Whether a terminal's shell integration works, as the marks the
 /// engine holds show it (`show`'s `shell_integration`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum ShellIntegration {
     /// The shell marks its prompts and commands: sends get exit codes.

@@ -14,7 +14,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use bytes::Bytes;
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::escape_sequence;
@@ -72,7 +71,8 @@ impl FromStr for OutputCursor {
 }
 
 /// Why a read from a cursor does not start at it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CursorGap {
     /// The bytes after the cursor are no longer held (the terminal's

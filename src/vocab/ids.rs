@@ -7,7 +7,6 @@
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::hidden_char;
@@ -23,9 +22,8 @@ pub const MAX_OWNER_LEN: usize = 256;
 /// Any non-empty string without control characters (at most
 /// 256 bytes). An owner needs no registration: its
 /// handle is [`Registry::owner`](crate::registry::Registry::owner).
-#[derive(
-    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct OwnerId(String);
 
@@ -86,9 +84,8 @@ impl fmt::Display for OwnerId {
 /// The form is `t-<unix millis, hex>-<64 random bits, hex>`: unique across
 /// engine restarts and processes sharing a state directory, and safe as a
 /// file name and a tmux session name. Callers should treat it as opaque.
-#[derive(
-    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct TerminalId(String);
 

@@ -6,14 +6,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use schemars::JsonSchema;
-
 use super::ids::validate_name;
 use super::{Size, check_env_name};
 use crate::{Error, Result};
 
 /// What to do when a terminal's program dies.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RestartPolicy {
     /// Keep the exit status; never rerun (a dead command is meaningful state).

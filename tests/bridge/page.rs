@@ -10,7 +10,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::Served;
-use super::browser::{Browser, chromium_or_skip};
+use super::browser::{Browser, chromium_required};
 use crate::support::within;
 
 /// A 1x1 PNG, base64.
@@ -30,9 +30,7 @@ async fn cell(browser: &mut Browser, col: usize, line: usize) -> (f64, f64) {
 
 #[tokio::test]
 async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths() {
-    let Some(binary) = chromium_or_skip() else {
-        return;
-    };
+    let binary = chromium_required();
     within(async {
         let served = Served::start(&[
             "--page-option",
@@ -229,9 +227,7 @@ async fn the_page_loads_its_addons_and_follows_titles_links_clipboard_and_widths
 
 #[tokio::test]
 async fn with_a_software_gpu_the_webgl_renderer_draws_the_terminal() {
-    let Some(binary) = chromium_or_skip() else {
-        return;
-    };
+    let binary = chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"gl","shell":"echo gl-$((3*4)); exec cat"}"#).await;
@@ -266,9 +262,7 @@ async fn with_a_software_gpu_the_webgl_renderer_draws_the_terminal() {
 
 #[tokio::test]
 async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
-    let Some(binary) = chromium_or_skip() else {
-        return;
-    };
+    let binary = chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         served
@@ -446,9 +440,7 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
 
 #[tokio::test]
 async fn a_read_only_token_sees_badges_and_no_actions() {
-    let Some(binary) = chromium_or_skip() else {
-        return;
-    };
+    let binary = chromium_required();
     within(async {
         let cli = crate::cli::Cli::new();
         let file = super::token_file(

@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 
 use super::Served;
-use super::browser::{Browser, chromium_or_skip};
+use super::browser::{Browser, chromium_required};
 use crate::support::within;
 
 /// Injected before each document's own scripts: `window.__order`, what the
@@ -57,9 +57,7 @@ async fn order(browser: &mut Browser) -> Vec<String> {
 
 #[tokio::test]
 async fn a_kept_session_opens_its_terminal_at_once_and_still_fails_closed() {
-    let Some(binary) = chromium_or_skip() else {
-        return;
-    };
+    let binary = chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         let kept = served

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::Served;
-use super::browser::{Browser, chromium_or_skip};
+use super::browser::{Browser, chromium_required};
 use crate::support::within;
 
 /// Where the geometry stands: the terminal's rows, the drawn screen, its
@@ -72,7 +72,7 @@ async fn check_keys(browser: &mut Browser, what: &str) {
 /// A browser at `width`x`height` with touch, on `served`'s page with
 /// terminal `p` open and `seq 1 100` run in it.
 async fn device(served: &Served, width: u32, height: u32) -> Browser {
-    let binary = chromium_or_skip().unwrap();
+    let binary = chromium_required();
     let mut browser = Browser::open(&binary, "about:blank").await;
     // Scale 1: under a larger emulated scale headless chromium's WebGL
     // canvas keeps a 1x backing store while drawing at the scale, which
@@ -121,9 +121,7 @@ async fn device(served: &Served, width: u32, height: u32) -> Browser {
 
 #[tokio::test]
 async fn a_phone_gets_a_drawer_and_every_row_and_key_in_view() {
-    if chromium_or_skip().is_none() {
-        return;
-    }
+    chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"p","command":["sh"]}"#).await;
@@ -213,9 +211,7 @@ async fn a_phone_gets_a_drawer_and_every_row_and_key_in_view() {
 
 #[tokio::test]
 async fn a_tablet_keeps_the_side_list_and_every_row_and_key_in_view() {
-    if chromium_or_skip().is_none() {
-        return;
-    }
+    chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"p","command":["sh"]}"#).await;

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::browser::{Browser, chromium_or_skip};
+use super::browser::{Browser, chromium_required};
 use super::{Served, WAIT};
 use crate::support::within;
 
@@ -20,9 +20,7 @@ const SIGN_IN_PAGE: &str =
 
 #[tokio::test]
 async fn the_printed_link_works_once_and_a_replay_gets_the_sign_in_page() {
-    let Some(binary) = chromium_or_skip() else {
-        return;
-    };
+    let binary = chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"mine","command":["sh"]}"#).await;
@@ -118,9 +116,7 @@ async fn evil_server(page: String) -> (String, tokio::sync::mpsc::UnboundedRecei
 
 #[tokio::test]
 async fn a_page_on_another_port_gets_no_credential_and_cannot_act() {
-    let Some(binary) = chromium_or_skip() else {
-        return;
-    };
+    let binary = chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         let serve = served.base.clone();
@@ -464,9 +460,7 @@ impl Holder {
 
 #[tokio::test]
 async fn the_page_shares_one_terminal_and_the_holder_sees_only_it() {
-    let Some(binary) = chromium_or_skip() else {
-        return;
-    };
+    let binary = chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"shared","shell":"echo shared-$((2*21)); exec cat"}"#).await;
