@@ -22,7 +22,7 @@ fn drop_script(name: &str, text: &str) -> String {
 
 #[tokio::test]
 async fn the_page_takes_a_dropped_file_and_downloads_it_back() {
-    let binary = chromium_required();
+    let binary = super::browser::chromium_required();
     within(async {
         let served = Served::start(&[]).await;
         let work = tempfile::tempdir().unwrap();
