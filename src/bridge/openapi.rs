@@ -241,6 +241,7 @@ pub(super) fn document(base_path: &str) -> Value {
         if let Some(object) = value.as_object_mut() {
             object.remove("title");
         }
+        string_enums(&mut value);
         value
     };
     let error = json!({
@@ -364,6 +365,73 @@ pub(super) fn document(base_path: &str) -> Value {
         }}},
         "paths": paths,
     })
+}
+
+/// Every `oneOf` of single strings made a string `enum`, in place: the
+/// form code generators read. schemars writes an enum whose variants have
+/// docs as a `oneOf` of `{"const": "idle", "description": ...}` (valid
+/// JSON Schema), which openapi-python-client 0.29 turned into a literal
+/// type that refused every value but the first. The variants' docs are
+/// kept: one line each in the schema's description, and in order in
+/// `x-enum-descriptions` (openapi-generator's extension).
+fn string_enums(schema: &mut Value) {
+    match schema {
+        Value::Array(items) => items.iter_mut().for_each(string_enums),
+        Value::Object(object) => {
+            object.values_mut().for_each(string_enums);
+            let Some(Value::Array(members)) = object.get("oneOf") else {
+                return;
+            };
+            let Some(variants) = members.iter().map(one_string).collect::<Option<Vec<_>>>() else {
+                return;
+            };
+            let mut lines: Vec<String> = object
+                .get("description")
+                .and_then(Value::as_str)
+                .map(|text| vec![text.to_owned(), String::new()])
+                .unwrap_or_default();
+            lines.extend(
+                variants
+                    .iter()
+                    .filter(|(_, doc)| !doc.is_empty())
+                    .map(|(value, doc)| format!("- `{value}`: {doc}")),
+            );
+            let docs: Vec<&str> = variants.iter().map(|(_, doc)| doc.as_str()).collect();
+            let values: Vec<&str> = variants.iter().map(|(value, _)| value.as_str()).collect();
+            let (values, docs) = (json!(values), json!(docs));
+            object.remove("oneOf");
+            object.insert("type".into(), json!("string"));
+            object.insert("enum".into(), values);
+            if docs.as_array().is_some_and(|d| d.iter().any(|d| d != "")) {
+                object.insert("description".into(), json!(lines.join("\n")));
+                object.insert("x-enum-descriptions".into(), docs);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `(value, its description)` of a `oneOf` member that allows one string
+/// and says nothing else (`{"const": "x"}` or `{"enum": ["x"]}`, with
+/// `"type": "string"` and a description at most).
+fn one_string(member: &Value) -> Option<(String, String)> {
+    let object = member.as_object()?;
+    let plain = object
+        .keys()
+        .all(|key| matches!(key.as_str(), "const" | "enum" | "type" | "description"));
+    if !plain || object.get("type").is_some_and(|t| t != "string") {
+        return None;
+    }
+    let value = match (object.get("const"), object.get("enum")) {
+        (Some(Value::String(value)), None) => value.clone(),
+        (None, Some(Value::Array(values))) if values.len() == 1 => values[0].as_str()?.to_owned(),
+        _ => return None,
+    };
+    let doc = object
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Some((value, doc.to_owned()))
 }
 
 /// A schema's properties: name, schema, required.
@@ -572,5 +640,65 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Enums are in the form generators read (issue 47 item 8): a string
+    /// `enum` with the variants' descriptions kept, never a `oneOf` of
+    /// single strings anywhere in the document.
+    #[test]
+    fn enums_are_string_enums_with_their_descriptions() {
+        fn walk(value: &Value, path: &str) {
+            match value {
+                Value::Object(object) => {
+                    if let Some(Value::Array(members)) = object.get("oneOf") {
+                        assert!(
+                            !members.iter().all(|m| one_string(m).is_some()),
+                            "{path}: a oneOf of single strings: {value}"
+                        );
+                    }
+                    for (key, inner) in object {
+                        walk(inner, &format!("{path}/{key}"));
+                    }
+                }
+                Value::Array(items) => {
+                    for (i, inner) in items.iter().enumerate() {
+                        walk(inner, &format!("{path}/{i}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let document = document("");
+        walk(&document, "");
+        let send = &document["paths"]["/api/terminals/{t}/send"]["post"]["responses"]["200"]["content"]
+            ["application/json"]["schema"]["properties"];
+        let reason = &send["wait_reason"];
+        assert_eq!(reason["type"], "string", "{reason}");
+        let values = reason["enum"].as_array().expect("an enum");
+        assert!(values.contains(&json!("command")), "{reason}");
+        assert!(values.contains(&json!("stdin_read")), "{reason}");
+        let docs = reason["x-enum-descriptions"].as_array().expect("its docs");
+        assert_eq!(docs.len(), values.len(), "{reason}");
+        let description = reason["description"].as_str().expect("a description");
+        assert!(description.contains("- `stdin_read`: "), "{description}");
+        // An optional enum: the enum, or null.
+        let wait = &document["paths"]["/api/terminals/{t}/send"]["post"]["requestBody"]["content"]
+            ["application/json"]["schema"]["properties"]["wait"];
+        assert_eq!(wait["anyOf"][0]["type"], "string", "{wait}");
+        assert_eq!(wait["anyOf"][0]["enum"][1], "stdin", "{wait}");
+        assert_eq!(wait["anyOf"][1]["type"], "null", "{wait}");
+    }
+
+    /// A `oneOf` whose members are not all single strings (a tagged
+    /// object, a number) stays as it is.
+    #[test]
+    fn only_single_string_unions_become_enums() {
+        let mut mixed = json!({"oneOf": [{"const": "a"}, {"type": "object", "properties": {}}]});
+        let before = mixed.clone();
+        string_enums(&mut mixed);
+        assert_eq!(mixed, before);
+        let mut plain = json!({"oneOf": [{"const": "a", "type": "string"}, {"enum": ["b"]}]});
+        string_enums(&mut plain);
+        assert_eq!(plain, json!({"type": "string", "enum": ["a", "b"]}));
     }
 }

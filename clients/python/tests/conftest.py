@@ -1,0 +1,2 @@
+# pytester runs the plugin's own failure path in an inner pytest.
+pytest_plugins = ["pytester"]
