@@ -53,7 +53,7 @@ use crate::control::client::{ClientOptions, ControlClient};
 use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::seam::{
-    Backend, BackendTerminal, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
+    Backend, BackendHealth, BackendTerminal, ReapReport, RecordCheck, SpawnRequest, TerminalStatus,
 };
 use crate::registry::{Registry, RegistryConfig, ScanReport, TerminalId};
 use crate::statedir::TerminalRecord;
@@ -432,5 +432,34 @@ impl Backend for TmuxBackend {
             let own = self.pool.dirs();
             reap::reap(&self.tmux, &self.config, records, claimed, &own).await
         })
+    }
+
+    /// Usable when the tmux binary still runs for us, the runtime
+    /// directory (where every server's socket goes) takes new entries, and
+    /// a pool that has none ready can still start servers. Two `access(2)`
+    /// calls and a lock: no process is started on a probe.
+    fn health(&self) -> BackendHealth {
+        use rustix::fs::{Access, access};
+        let (pool_hits, pool_misses, failing) = self.pool.counts();
+        let pool_ready = self.pool.ready();
+        let tmux = self.tmux.path();
+        let runtime = &self.config.runtime_dir;
+        let problem = if let Err(e) = access(tmux, Access::EXEC_OK) {
+            Some(format!("tmux cannot be run: {e}"))
+        } else if runtime.exists()
+            && let Err(e) = access(runtime, Access::WRITE_OK | Access::EXEC_OK)
+        {
+            Some(format!("the runtime directory is not writable: {e}"))
+        } else if self.config.pool_size > 0 && pool_ready == 0 {
+            failing.map(|why| format!("the pool cannot start tmux servers: {why}"))
+        } else {
+            None
+        };
+        BackendHealth {
+            problem,
+            pool_hits,
+            pool_misses,
+            pool_ready,
+        }
     }
 }

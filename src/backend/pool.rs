@@ -82,6 +82,12 @@ struct PoolState {
     ready: std::collections::VecDeque<Parts>,
     /// Starts under way.
     starting: usize,
+    /// Spawns a ready server served, and spawns that found none (or one
+    /// that died as it was taken): `serve`'s metrics.
+    hits: u64,
+    misses: u64,
+    /// Why the last start failed, until one succeeds: `serve`'s readiness.
+    failing: Option<String>,
 }
 
 /// A pooled server turned into a terminal's.
@@ -108,6 +114,21 @@ impl Pool {
     /// How many servers are ready to be taken.
     pub(super) fn ready(&self) -> usize {
         self.lock().ready.len()
+    }
+
+    /// Hits, misses, and why starting servers fails, if it does.
+    pub(super) fn counts(&self) -> (u64, u64, Option<String>) {
+        let state = self.lock();
+        (state.hits, state.misses, state.failing.clone())
+    }
+
+    fn count(&self, hit: bool) {
+        let mut state = self.lock();
+        if hit {
+            state.hits += 1;
+        } else {
+            state.misses += 1;
+        }
     }
 
     /// The directories of the servers ready to be taken: this engine's,
@@ -176,6 +197,17 @@ impl Pool {
         if !self.serves(&wanted)? {
             return Ok(None);
         }
+        let taken = self.take_ready(id, &wanted).await;
+        self.count(matches!(taken, Ok(Some(_))));
+        taken
+    }
+
+    /// [`take`](Pool::take) once the spec is one the pool serves.
+    async fn take_ready(
+        self: &Arc<Self>,
+        id: &TerminalId,
+        wanted: &ServerOptions,
+    ) -> Result<Option<Taken>> {
         loop {
             let parts = self.lock().ready.pop_front();
             let Some(parts) = parts else {
@@ -189,7 +221,7 @@ impl Pool {
                 self.discard(parts).await;
                 continue;
             }
-            return match into_terminal(&parts, id, &wanted).await {
+            return match into_terminal(&parts, id, wanted).await {
                 Ok(pane_process) => Ok(Some(Taken {
                     parts,
                     pane_process,
@@ -287,9 +319,16 @@ async fn start_one(pool: Weak<Pool>, tmux: Arc<Tmux>, opts: Result<ServerOptions
     let mut state = pool.lock();
     state.starting = state.starting.saturating_sub(1);
     match started {
-        Ok(parts) => state.ready.push_back(parts),
+        Ok(parts) => {
+            state.failing = None;
+            state.ready.push_back(parts);
+        }
         // No retry loop: the next take refills again.
-        Err(error) => debug!(%error, "starting a pooled server"),
+        Err(error) => {
+            debug!(%error, "starting a pooled server");
+            // Its code only: the message names paths, and a probe shows it.
+            state.failing = Some(error.code().as_str().to_owned());
+        }
     }
 }
 

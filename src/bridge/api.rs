@@ -163,6 +163,31 @@ pub(super) fn handler(verb: &'static Verb, route: Route) -> MethodRouter<AppStat
                        path: RawPathParams,
                        RawQuery(query): RawQuery,
                        bytes: Result<Bytes, BytesRejection>| async move {
+        let began = std::time::Instant::now();
+        let answer = run(verb, route, &state, &who, path, query, bytes).await;
+        state
+            .metrics
+            .verb(verb.name, answer.is_ok(), began.elapsed());
+        answer
+    };
+    match route.method {
+        "POST" => routing::post(handle),
+        "DELETE" => routing::delete(handle),
+        _ => routing::get(handle),
+    }
+}
+
+/// One call of `verb` (see [`handler`]).
+async fn run(
+    verb: &'static Verb,
+    route: Route,
+    state: &AppState,
+    who: &Principal,
+    path: RawPathParams,
+    query: Option<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Answer {
+    {
         if !verb.read_only && who.read_only {
             return Err(ApiError::read_only());
         }
@@ -180,19 +205,14 @@ pub(super) fn handler(verb: &'static Verb, route: Route) -> MethodRouter<AppStat
             arguments = arguments.with_terminal(terminal.to_owned())?;
         }
         let answer = if verb.name == "spawn" {
-            detached(verb, &state, &who, arguments).await?
+            detached(verb, state, who, arguments).await?
         } else if verb.name == "list" {
-            return Ok(encoded_list(&state, &who, arguments).await?);
+            return Ok(encoded_list(state, who, arguments).await?);
         } else {
             (verb.run)(state.registry.owner(&who.owner), arguments).await?
         };
         let status = StatusCode::from_u16(route.status).unwrap_or(StatusCode::OK);
         Answer::Ok((status, Json(answer)).into_response())
-    };
-    match route.method {
-        "POST" => routing::post(handle),
-        "DELETE" => routing::delete(handle),
-        _ => routing::get(handle),
     }
 }
 

@@ -15,6 +15,8 @@
 //! | `ws.rs`     | the WebSocket: refusals as close codes, the pump       |
 //! | `frames.rs` | the WebSocket grammar (query, frames), sans IO         |
 //! | `page.rs`   | the embedded page and assets                           |
+//! | `probes.rs` | `/healthz`, `/readyz`, `/metrics` for schedulers       |
+//! | `metrics.rs`| the counters and their Prometheus text                 |
 //! | `listen.rs` | the accept loop: timeouts, connection cap, TLS, unix   |
 //!
 //! The protocol (routes, frames, close codes) is in the README. The bridge
@@ -27,8 +29,10 @@ mod files;
 mod frames;
 mod guard;
 mod listen;
+mod metrics;
 mod openapi;
 mod page;
+mod probes;
 mod scope;
 mod signin;
 mod ws;
@@ -200,6 +204,8 @@ pub(crate) struct AppState {
     sessions: TaskTracker,
     /// Sign-in codes and the sessions they became.
     signins: Arc<signin::SignIns>,
+    /// What `/metrics` reports.
+    metrics: Arc<metrics::Metrics>,
 }
 
 impl AppState {
@@ -245,6 +251,7 @@ impl Bridge {
                 shutdown: CancellationToken::new(),
                 sessions: TaskTracker::new(),
                 signins: Arc::new(signin::SignIns::default()),
+                metrics: Arc::default(),
             },
         }
     }
@@ -268,6 +275,7 @@ impl Bridge {
     pub fn router(&self) -> Router {
         let authenticated =
             openapi::router(false)
+                .route("/metrics", axum::routing::get(probes::metrics))
                 .fallback(not_found)
                 .layer(middleware::from_fn_with_state(
                     self.state.clone(),
@@ -281,6 +289,7 @@ impl Bridge {
                 self.state.clone(),
                 guard::front_door,
             ))
+            .merge(probes::routes())
             .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(self.state.clone())
     }

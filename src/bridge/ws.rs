@@ -155,7 +155,9 @@ pub async fn attach(
         .on_upgrade(move |mut socket| async move {
             match verdict {
                 Ok((principal, parsed)) => session(socket, state, principal, target, parsed).await,
-                Err(refusal) => close_with(&mut socket, refusal.code, &refusal.reason).await,
+                Err(refusal) => {
+                    close_with(&state, &mut socket, refusal.code, &refusal.reason).await;
+                }
             }
             drop(tracked);
         })
@@ -163,7 +165,8 @@ pub async fn attach(
 
 /// Sends a close frame (the reason cut to the protocol's 123 bytes) and
 /// waits for the client's answer, all within [`CLOSE_GRACE`].
-async fn close_with(socket: &mut WebSocket, code: u16, reason: &str) {
+async fn close_with(state: &AppState, socket: &mut WebSocket, code: u16, reason: &str) {
+    state.metrics.closed(code);
     let mut cut = reason.len().min(123);
     while !reason.is_char_boundary(cut) {
         cut -= 1;
@@ -244,15 +247,16 @@ async fn session(
             } else {
                 error.to_string()
             };
-            return close_with(&mut socket, code, &reason).await;
+            return close_with(&state, &mut socket, code, &reason).await;
         }
     };
     let (hello, first) = tokio::select! {
         resumed = resumed_hello(&mut viewer, query.since.as_ref()) => resumed,
         () = state.shutdown.cancelled() => {
-            return close_with(&mut socket, close::GOING_AWAY, "server shutting down").await;
+            return close_with(&state, &mut socket, close::GOING_AWAY, "server shutting down").await;
         }
     };
+    let _viewing = state.metrics.viewing();
     let hello = frames::hello(&hello);
     let mut keepalive = Keepalive::new(state.config.ping_interval, Instant::now());
     let hello = Message::Text(hello.to_string().into());
@@ -271,7 +275,7 @@ async fn session(
     };
     debug!(terminal = %viewer.hello().id, "websocket session ended");
     match end {
-        End::Close(code, reason) => close_with(&mut socket, code, &reason).await,
+        End::Close(code, reason) => close_with(&state, &mut socket, code, &reason).await,
         // tungstenite answered the client's close frame; flushing sends it.
         End::ClientClosed => {
             let flush = futures_util::SinkExt::flush(&mut socket);

@@ -76,12 +76,13 @@ pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
 pub use ops::TerminalSnapshot;
 pub use seam::{
+    BackendHealth,
     AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, CommandRun, Liveness,
     OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };
-pub use service::{Owned, Registry, RegistryConfig, RestartBackoff};
+pub use service::{Census, Owned, Registry, RegistryConfig, RestartBackoff};
 pub use signal::{Signal, SignalDelivery};
 pub use viewed::ViewedTerminal;
 

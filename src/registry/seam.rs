@@ -141,6 +141,30 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (records, claimed);
         Box::pin(async { Ok(ReapReport::default()) })
     }
+
+    /// Whether the backend can start terminals now, and its pool's
+    /// counts: what `serve`'s `/readyz` and `/metrics` report. Cheap (no
+    /// process is started): it is asked on every probe. The default is
+    /// healthy with no pool.
+    fn health(&self) -> BackendHealth {
+        BackendHealth::default()
+    }
+}
+
+/// What a backend says of itself to probes and metrics
+/// ([`Backend::health`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BackendHealth {
+    /// Why it cannot start terminals now (`None`: it can); no paths or
+    /// names in it: an unauthenticated probe shows it.
+    pub problem: Option<String>,
+    /// Spawns a pre-started server served.
+    pub pool_hits: u64,
+    /// Spawns that found no pre-started server ready (with a pool).
+    pub pool_misses: u64,
+    /// Pre-started servers waiting now.
+    pub pool_ready: usize,
 }
 
 /// Everything a backend needs to start one terminal.

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::OwnerId;
-use super::seam::Backend;
+use super::seam::{Backend, TerminalStatus};
 use super::state::State;
 use crate::Result;
 use crate::statedir::StateDir;
@@ -281,6 +281,45 @@ impl Registry {
     pub fn state_dir(&self) -> Option<&StateDir> {
         self.inner.store.dir()
     }
+
+    /// How many terminals of every owner this process knows, by status,
+    /// without a rescan of the state directory: `serve`'s metrics, read on
+    /// every scrape, so one lock and no I/O.
+    pub fn census(&self) -> Census {
+        let state = self.inner.lock();
+        let mut census = Census::default();
+        for entry in state.entries.values() {
+            match entry.status() {
+                TerminalStatus::Running => census.running += 1,
+                TerminalStatus::Exited { .. } => census.exited += 1,
+                TerminalStatus::Gone { .. } => census.gone += 1,
+            }
+        }
+        census
+    }
+
+    /// What the backend says of its health and pool ([`Backend::health`]).
+    pub fn backend_health(&self) -> super::BackendHealth {
+        self.inner.backend.health()
+    }
+
+    /// Whether the registry is disposing (or disposed): it takes no more
+    /// calls.
+    pub fn is_disposing(&self) -> bool {
+        self.inner.lock().check_active().is_err()
+    }
+}
+
+/// Terminals by status ([`Registry::census`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Census {
+    /// Their program runs.
+    pub running: usize,
+    /// Their program ended; the pane is kept.
+    pub exited: usize,
+    /// Their server or session is gone.
+    pub gone: usize,
 }
 
 #[cfg(test)]

@@ -424,6 +424,8 @@ async fn route(
             // The page builds URLs relative to itself: it must end in `/`.
             Some("") => return redirect(&format!("{prefix}/{query}")),
             Some(rest) if rest.starts_with('/') => rest.to_owned(),
+            // A scheduler probes the same paths whatever the mount.
+            _ if super::super::probes::PROBE_PATHS.contains(&path) => path.to_owned(),
             _ => OUTSIDE.to_owned(),
         };
         let mut parts = request.uri().clone().into_parts();

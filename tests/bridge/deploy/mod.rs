@@ -7,6 +7,7 @@
 mod connections;
 mod flags;
 mod nginx;
+mod probes;
 mod tls;
 
 use std::process::Stdio;
