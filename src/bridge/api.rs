@@ -187,33 +187,31 @@ async fn run(
     query: Option<String>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Answer {
-    {
-        if !verb.read_only && who.read_only {
-            return Err(ApiError::read_only());
-        }
-        let mut arguments = if route.method == "POST" {
-            body(bytes)?
-        } else {
-            let query = query.unwrap_or_default();
-            Arguments::Query(
-                form_pairs(&query)
-                    .filter(|(key, _)| key != "token")
-                    .collect(),
-            )
-        };
-        if let Some((_, terminal)) = path.iter().find(|(name, _)| *name == "t") {
-            arguments = arguments.with_terminal(terminal.to_owned())?;
-        }
-        let answer = if verb.name == "spawn" {
-            detached(verb, state, who, arguments).await?
-        } else if verb.name == "list" {
-            return Ok(encoded_list(state, who, arguments).await?);
-        } else {
-            (verb.run)(state.registry.owner(&who.owner), arguments).await?
-        };
-        let status = StatusCode::from_u16(route.status).unwrap_or(StatusCode::OK);
-        Answer::Ok((status, Json(answer)).into_response())
+    if !verb.read_only && who.read_only {
+        return Err(ApiError::read_only());
     }
+    let mut arguments = if route.method == "POST" {
+        body(bytes)?
+    } else {
+        let query = query.unwrap_or_default();
+        Arguments::Query(
+            form_pairs(&query)
+                .filter(|(key, _)| key != "token")
+                .collect(),
+        )
+    };
+    if let Some((_, terminal)) = path.iter().find(|(name, _)| *name == "t") {
+        arguments = arguments.with_terminal(terminal.to_owned())?;
+    }
+    let answer = if verb.name == "spawn" {
+        detached(verb, state, who, arguments).await?
+    } else if verb.name == "list" {
+        return Ok(encoded_list(state, who, arguments).await?);
+    } else {
+        (verb.run)(state.registry.owner(&who.owner), arguments).await?
+    };
+    let status = StatusCode::from_u16(route.status).unwrap_or(StatusCode::OK);
+    Answer::Ok((status, Json(answer)).into_response())
 }
 
 /// `list`'s answer written straight from its snapshots, the JSON text

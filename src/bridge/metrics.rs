@@ -292,7 +292,11 @@ mod tests {
         let one = metrics.viewing();
         let two = metrics.viewing();
         drop(one);
-        assert!(metrics.render(&sampled()).contains("\ntmux_engine_viewers 1\n"));
+        assert!(
+            metrics
+                .render(&sampled())
+                .contains("\ntmux_engine_viewers 1\n")
+        );
         drop(two);
         let text = metrics.render(&sampled());
         assert!(text.contains("\ntmux_engine_viewers 0\n"));

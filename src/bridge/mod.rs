@@ -273,14 +273,13 @@ impl Bridge {
     /// (`guard.rs`: allowed hosts, origins and body types), which comes
     /// first, with `--no-auth` too.
     pub fn router(&self) -> Router {
-        let authenticated =
-            openapi::router(false)
-                .route("/metrics", axum::routing::get(probes::metrics))
-                .fallback(not_found)
-                .layer(middleware::from_fn_with_state(
-                    self.state.clone(),
-                    authenticate,
-                ));
+        let authenticated = openapi::router(false)
+            .route("/metrics", axum::routing::get(probes::metrics))
+            .fallback(not_found)
+            .layer(middleware::from_fn_with_state(
+                self.state.clone(),
+                authenticate,
+            ));
         authenticated
             .merge(openapi::router(true))
             .layer(middleware::map_response(no_store))

@@ -63,7 +63,10 @@ pub(crate) fn unready(state: &AppState) -> Option<String> {
 async fn readyz(State(state): State<AppState>) -> Response {
     match unready(&state) {
         None => text(StatusCode::OK, "ready\n".to_owned()),
-        Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+        Some(why) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
     }
 }
 

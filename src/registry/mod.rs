@@ -76,9 +76,8 @@ pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
 pub use ops::TerminalSnapshot;
 pub use seam::{
-    BackendHealth,
-    AttachLock, Backend, BackendTerminal, CloseReason, CommandResult, CommandRun, Liveness,
-    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
+    AttachLock, Backend, BackendHealth, BackendTerminal, CloseReason, CommandResult, CommandRun,
+    Liveness, OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };

@@ -21,7 +21,14 @@ async fn probes_answer_anyone_and_metrics_need_the_token() {
         let cli = Cli::new();
         let serve = Serve::start(
             cli,
-            &["--listen", "127.0.0.1:0", "--base-path", "/t", "--pool", "1"],
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--base-path",
+                "/t",
+                "--pool",
+                "1",
+            ],
             &[],
         )
         .await;
@@ -59,7 +66,9 @@ async fn probes_answer_anyone_and_metrics_need_the_token() {
         let metrics = get(&serve, &host, "/t/metrics", &token).await;
         assert_eq!(metrics.status, 200, "{metrics:?}");
         assert!(
-            metrics.head.contains("content-type: text/plain; version=0.0.4"),
+            metrics
+                .head
+                .contains("content-type: text/plain; version=0.0.4"),
             "{metrics:?}"
         );
         let text = metrics.body;
@@ -88,7 +97,10 @@ async fn probes_answer_anyone_and_metrics_need_the_token() {
             "{text}"
         );
         // No per-terminal or per-owner label anywhere.
-        assert!(!text.contains("terminal=") && !text.contains("owner="), "{text}");
+        assert!(
+            !text.contains("terminal=") && !text.contains("owner="),
+            "{text}"
+        );
         promtool(&text);
     })
     .await;
