@@ -49,6 +49,7 @@ const view = {
   readOnly: readOnlyAccess,
   repaintNext: false, // the next binary frame is a snapshot's repaint
   ended: false, // exit or 4404: never reconnect
+  restarting: null, // the reason of a 1012 close, until the next hello
   retry: 250, // reconnect backoff, ms
   connects: 0,
   snapshots: 0,
@@ -497,12 +498,13 @@ function connect() {
   view.socket = socket;
   view.repaintNext = false;
   view.connects += 1;
-  setStatus(view.connects > 1 ? "reconnecting…" : "connecting…");
+  // While the host restarts, its reason stays up until the next serve answers.
+  if (!view.restarting) setStatus(view.connects > 1 ? "reconnecting…" : "connecting…");
   socket.onmessage = (event) => {
     if (typeof event.data === "string") onText(JSON.parse(event.data));
     else onBinary(new Uint8Array(event.data));
   };
-  socket.onclose = (event) => onClose(event.code);
+  socket.onclose = (event) => onClose(event.code, event.reason);
 }
 
 function onText(frame) {
@@ -523,6 +525,7 @@ function onText(frame) {
       view.offset = frame.offset;
       view.readOnly = frame.read_only || readOnlyAccess;
       view.retry = 250;
+      view.restarting = null;
       $("badge").hidden = !view.readOnly;
       if (term.cols !== frame.cols || term.rows !== frame.rows) sendSize();
       setStatus("connected");
@@ -553,8 +556,18 @@ function onBinary(bytes) {
   if (view.offset !== null) view.offset += bytes.length;
 }
 
-function onClose(code) {
+function onClose(code, reason) {
   view.socket = null;
+  // 1012: serve drains to restart (SIGTERM); the terminal keeps running and
+  // the next serve on this address takes the page back, signed in (it takes
+  // over the sessions). Say why and retry at most every 2 s until it answers.
+  if (code === 1012 || (view.restarting && code === 1006)) {
+    view.restarting = view.restarting || reason || "this host is restarting; reconnecting…";
+    setStatus(view.restarting);
+    setTimeout(() => { if (!view.socket && !view.ended) connect(); }, view.retry);
+    view.retry = Math.min(view.retry * 2, 2000);
+    return;
+  }
   if (code === 4404) {
     view.ended = true;
     // An exit frame already said how it ended; keep that, else say gone.

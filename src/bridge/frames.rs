@@ -28,6 +28,11 @@ pub mod close {
     pub const TOO_BIG: u16 = 1009;
     /// The bridge failed for a reason of its own (retry may help).
     pub const INTERNAL: u16 = 1011;
+    /// The server is draining to restart (SIGTERM): the terminal keeps
+    /// running; reconnect, to this address, once the next serve answers.
+    pub const SERVICE_RESTART: u16 = 1012;
+    /// The reason sent with [`SERVICE_RESTART`], which the page shows.
+    pub const RESTARTING: &str = "this host is restarting; reconnecting\u{2026}";
     /// Malformed query or client frame.
     pub const BAD_REQUEST: u16 = 4400;
     /// No token, or a wrong one.

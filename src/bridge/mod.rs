@@ -15,6 +15,7 @@
 //! | `ws.rs`     | the WebSocket: refusals as close codes, the pump       |
 //! | `frames.rs` | the WebSocket grammar (query, frames), sans IO         |
 //! | `page.rs`   | the embedded page and assets                           |
+//! | `handoff.rs`| sessions carried from a draining serve to the next     |
 //! | `probes.rs` | `/healthz`, `/readyz`, `/metrics` for schedulers       |
 //! | `metrics.rs`| the counters and their Prometheus text                 |
 //! | `listen.rs` | the accept loop: timeouts, connection cap, TLS, unix   |
@@ -28,6 +29,7 @@ mod auth;
 mod files;
 mod frames;
 mod guard;
+mod handoff;
 mod listen;
 mod metrics;
 mod openapi;
@@ -55,6 +57,7 @@ pub use self::auth::{Auth, Principal, Tokens, generate_token};
 use self::files::DEFAULT_MAX_FILE_SIZE;
 pub use self::files::TRANSFER_LOG;
 pub use self::guard::{check_allow_host, check_allow_origin};
+pub use self::handoff::HANDOFF;
 pub use self::listen::{Listener, ServeOptions, Tls, bind_unix, validate_base_path};
 pub use self::page::PageOptions;
 use self::signin::DEFAULT_CODE_LIFETIME;
@@ -66,8 +69,15 @@ use crate::{Error, Result};
 pub(crate) const MAX_BODY: usize = 1 << 20;
 
 /// How long shutdown waits for in-flight requests (a `send` may wait 30 s)
-/// and for viewers to take their close frame.
+/// and for viewers to take their close frame, together.
 pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a drain may take, from `stop` to [`Bridge::serve_with`]
+/// returning: [`SHUTDOWN_GRACE`] for requests and viewers, one more second
+/// for WebSocket sessions still saying goodbye, and the attacher's own
+/// bounded shutdown. `serve` adds at most 5 s to detach from the
+/// terminals' servers.
+pub const DRAIN_BOUND: Duration = Duration::from_secs(10);
 
 /// How often WebSocket viewers are pinged unless configured otherwise.
 pub(crate) const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -308,9 +318,11 @@ impl Bridge {
     }
 
     /// Serves on `listener` under `options` (timeouts, connection cap,
-    /// TLS) until `stop` resolves, then: stops accepting, closes every
-    /// WebSocket with 1001, gives in-flight requests `SHUTDOWN_GRACE`,
-    /// and shuts the attacher down. Terminals keep running.
+    /// TLS) until `stop` resolves, then drains: stops accepting, answers
+    /// `/readyz` 503 on connections still open, closes every WebSocket
+    /// with 1012 (service restart) and the reason the page shows, gives
+    /// in-flight requests `SHUTDOWN_GRACE`, and shuts the attacher down,
+    /// all within [`DRAIN_BOUND`]. Terminals keep running.
     ///
     /// # Errors
     /// None today: accept errors back off and are logged, never fatal.
@@ -334,14 +346,41 @@ impl Bridge {
         Ok(())
     }
 
-    /// Closes every WebSocket with 1001 (waiting up to
-    /// `SHUTDOWN_GRACE`) and shuts the attacher down. Also what
+    /// Closes every WebSocket with 1012 (waiting up to
+    /// `SHUTDOWN_GRACE`, less what [`serve`](Bridge::serve) already waited
+    /// for them) and shuts the attacher down. Also what
     /// [`serve`](Bridge::serve) does on its way out.
     pub async fn shutdown(&self) {
+        let waited = self.state.shutdown.is_cancelled();
         self.state.shutdown.cancel();
         self.state.sessions.close();
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.state.sessions.wait()).await;
-        self.state.attacher.shutdown().await;
+        // After serve's grace the sessions were connections it waited
+        // for: one more second, not a second grace.
+        let grace = if waited {
+            Duration::from_secs(1)
+        } else {
+            SHUTDOWN_GRACE
+        };
+        let _ = tokio::time::timeout(grace, self.state.sessions.wait()).await;
+        let left = DRAIN_BOUND.saturating_sub(SHUTDOWN_GRACE + grace);
+        let _ = tokio::time::timeout(left, self.state.attacher.shutdown()).await;
+    }
+
+    /// Writes this bridge's sign-in links and sessions for the next serve
+    /// on the state directory `dir` (see [`take_over`](Bridge::take_over)):
+    /// a page open across a restart stays signed in.
+    ///
+    /// # Errors
+    /// `IO` when the file cannot be written.
+    pub fn hand_off(&self, dir: &std::path::Path) -> Result<()> {
+        handoff::hand_off(&self.state.signins, dir)
+    }
+
+    /// Takes over the links and sessions a previous serve on `dir` handed
+    /// off within the last 10 minutes, and removes its file: how many
+    /// sessions came over.
+    pub fn take_over(&self, dir: &std::path::Path) -> usize {
+        handoff::take_over(&self.state.signins, dir)
     }
 }
 

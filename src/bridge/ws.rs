@@ -204,7 +204,8 @@ fn refusal_code(error: &Error) -> u16 {
         | ErrorCode::TerminalDead
         | ErrorCode::TerminalClosing => close::GONE,
         ErrorCode::InvalidInput => close::BAD_REQUEST,
-        ErrorCode::Cancelled | ErrorCode::RegistryDisposing => close::GOING_AWAY,
+        // Refused because serve drains: the next serve takes the viewer.
+        ErrorCode::Cancelled | ErrorCode::RegistryDisposing => close::SERVICE_RESTART,
         _ => close::INTERNAL,
     }
 }
@@ -244,6 +245,8 @@ async fn session(
             // Another owner's terminal is refused exactly like a missing one.
             let reason = if code == close::GONE {
                 "no such terminal".to_owned()
+            } else if code == close::SERVICE_RESTART {
+                close::RESTARTING.to_owned()
             } else {
                 error.to_string()
             };
@@ -253,7 +256,7 @@ async fn session(
     let (hello, first) = tokio::select! {
         resumed = resumed_hello(&mut viewer, query.since.as_ref()) => resumed,
         () = state.shutdown.cancelled() => {
-            return close_with(&state, &mut socket, close::GOING_AWAY, "server shutting down").await;
+            return close_with(&state, &mut socket, close::SERVICE_RESTART, close::RESTARTING).await;
         }
     };
     let _viewing = state.metrics.viewing();
@@ -330,7 +333,7 @@ async fn send(
     tokio::select! {
         biased;
         sent = socket.send(message) => sent.map_err(send_error),
-        () = state.shutdown.cancelled() => Err(End::Close(close::GOING_AWAY, "server shutting down".to_owned())),
+        () = state.shutdown.cancelled() => Err(End::Close(close::SERVICE_RESTART, close::RESTARTING.to_owned())),
         () = sleep_until(keepalive.give_up_at()) => Err(End::Close(close::GOING_AWAY, NO_ANSWER.to_owned())),
     }
 }
@@ -377,7 +380,7 @@ impl Pump<'_> {
             tokio::select! {
                 biased;
                 () = &mut shutdown => {
-                    return End::Close(close::GOING_AWAY, "server shutting down".to_owned());
+                    return End::Close(close::SERVICE_RESTART, close::RESTARTING.to_owned());
                 }
                 () = &mut wake, if self.keepalive.wake_at().is_some() => {
                     match self.keepalive.tick(Instant::now()) {
@@ -437,7 +440,7 @@ impl Pump<'_> {
         tokio::select! {
             biased;
             sent = sink => sent.map_err(send_error),
-            () = self.state.shutdown.cancelled() => Err(End::Close(close::GOING_AWAY, "server shutting down".to_owned())),
+            () = self.state.shutdown.cancelled() => Err(End::Close(close::SERVICE_RESTART, close::RESTARTING.to_owned())),
             () = sleep_until(self.keepalive.give_up_at()) => Err(End::Close(close::GOING_AWAY, NO_ANSWER.to_owned())),
         }
     }

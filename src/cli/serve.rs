@@ -2,8 +2,10 @@
 //! into a [`BridgeConfig`] and [`ServeOptions`], opens the registry with a
 //! clean environment for the terminals it spawns, binds (TCP, maybe TLS,
 //! or a Unix socket), prints the URL to open, and serves until Ctrl-C or
-//! SIGTERM; then closes the viewers (1001) and shuts the registry down,
-//! leaving the terminals running.
+//! SIGTERM; then drains (the viewers close with 1012, in-flight requests
+//! finish, all within `DRAIN_BOUND`), hands its sign-in sessions to the
+//! next serve on the same state directory, and detaches from the
+//! terminals, leaving them running.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -255,7 +257,7 @@ pub(crate) async fn run(
     let backend: std::sync::Arc<dyn tmux_engine::registry::Backend> =
         std::sync::Arc::new(tmux_engine::backend::TmuxBackend::new(config)?);
     let (registry, _report) = tmux_engine::registry::Registry::open_with(
-        super::terminals::registry_config(dir, true, args.keep_history),
+        super::terminals::registry_config(dir.clone(), true, args.keep_history),
         backend,
     )
     .await?;
@@ -311,6 +313,13 @@ pub(crate) async fn run(
         options = options.tls(tls);
     }
     let bridge = Bridge::new(registry.clone(), bridge_config);
+    let carried = bridge.take_over(&dir);
+    if carried > 0 {
+        tracing::info!(
+            sessions = carried,
+            "took over the previous serve's sessions"
+        );
+    }
     // The printed URL holds a one-time code, never the token: URLs stay
     // in browser histories and proxy logs.
     let path = match &signs_in {
@@ -346,6 +355,9 @@ pub(crate) async fn run(
             interrupts.recv().await;
         })
         .await;
+    if let Err(error) = bridge.hand_off(&dir) {
+        tracing::warn!(%error, "the next serve will not know this one's sessions");
+    }
     drop(socket);
     drop(found);
     // The terminals keep running; only our control clients detach.

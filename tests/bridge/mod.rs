@@ -7,6 +7,7 @@ mod assets;
 mod browser;
 mod crash;
 mod deploy;
+mod drain;
 mod files;
 mod hygiene;
 mod memory;
@@ -341,6 +342,35 @@ impl Ws {
             Frame::Text(value) => value,
             other => panic!("expected a text frame, got {other:?}"),
         }
+    }
+
+    /// The close code and reason, skipping whatever comes before them.
+    pub(crate) async fn close_frame(&mut self) -> (u16, String) {
+        loop {
+            let message = tokio::time::timeout(WAIT, self.socket.next())
+                .await
+                .expect("no frame in time");
+            match message {
+                Some(Ok(Message::Close(frame))) => {
+                    return frame.map_or((1005, String::new()), |f| {
+                        (u16::from(f.code), f.reason.to_string())
+                    });
+                }
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => return (1006, String::new()),
+            }
+        }
+    }
+
+    /// A client WebSocket on `request`.
+    pub(crate) async fn connect(
+        request: tokio_tungstenite::tungstenite::handshake::client::Request,
+    ) -> Ws {
+        let (socket, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
+            .await
+            .unwrap()
+            .unwrap();
+        Ws { socket }
     }
 
     /// The close code, skipping whatever comes before it.

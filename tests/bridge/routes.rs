@@ -369,7 +369,7 @@ async fn no_auth_is_refused_off_loopback() {
 }
 
 #[tokio::test]
-async fn sigterm_closes_viewers_with_1001_and_leaves_terminals_running() {
+async fn sigterm_closes_viewers_with_1012_and_leaves_terminals_running() {
     within(async {
         let mut served = Served::start(&[]).await;
         served.spawn(r#"{"name":"keep","command":["sh"]}"#).await;
@@ -377,7 +377,7 @@ async fn sigterm_closes_viewers_with_1001_and_leaves_terminals_running() {
         assert_eq!(ws.text().await["type"], "hello");
         let status = served.terminate().await;
         assert!(status.success(), "{status}");
-        assert_eq!(ws.close_code().await, 1001);
+        assert_eq!(ws.close_code().await, 1012);
         let listed = served.cli.ok(&["--json", "show", "keep"]);
         assert!(listed.contains("\"running\""), "{listed}");
         served.cli.ok(&["kill", "keep"]);
