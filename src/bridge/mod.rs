@@ -58,7 +58,9 @@ use self::files::DEFAULT_MAX_FILE_SIZE;
 pub use self::files::TRANSFER_LOG;
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::handoff::HANDOFF;
-pub use self::listen::{Listener, ServeOptions, Tls, bind_unix, validate_base_path};
+pub use self::listen::{
+    Listener, Notifier, ServeOptions, Tls, bind_unix, inherited, validate_base_path,
+};
 pub use self::page::PageOptions;
 use self::signin::DEFAULT_CODE_LIFETIME;
 use crate::attach::Attacher;

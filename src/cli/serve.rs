@@ -17,8 +17,8 @@ use clap::Args;
 use tmux_engine::Error;
 use tmux_engine::backend::TmuxConfig;
 use tmux_engine::bridge::{
-    Auth, Bridge, BridgeConfig, Listener, PageOptions, Principal, ServeOptions, Tls, Tokens,
-    bind_unix, clean_environment, generate_token, validate_base_path,
+    Auth, Bridge, BridgeConfig, Listener, Notifier, PageOptions, Principal, ServeOptions, Tls,
+    Tokens, bind_unix, clean_environment, generate_token, inherited, validate_base_path,
 };
 
 use super::args::{Global, SHELL_ENV};
@@ -186,6 +186,24 @@ pub(crate) async fn run(
     args: ServeArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    // First, before any thread reads the environment: the socket systemd
+    // (or systemd-socket-activate) passed replaces --listen.
+    let inherited = inherited()?;
+    let listen = match &inherited {
+        Some(Listener::Tcp(listener)) => ListenAt::Tcp(
+            listener
+                .local_addr()
+                .map_err(|e| Error::io("reading the passed socket's address", e))?,
+        ),
+        Some(Listener::Unix(listener)) => ListenAt::Unix(
+            listener
+                .local_addr()
+                .ok()
+                .and_then(|addr| addr.as_pathname().map(Path::to_owned))
+                .unwrap_or_default(),
+        ),
+        None => args.listen.clone(),
+    };
     let owner = owner(global)?;
     for host in &args.allow_host {
         tmux_engine::bridge::check_allow_host(host)?;
@@ -202,7 +220,7 @@ pub(crate) async fn run(
         (Some(cert), Some(key)) => Some(Tls::from_pem_files(cert, key)?),
         _ => None,
     };
-    if let ListenAt::Tcp(addr) = &args.listen
+    if let ListenAt::Tcp(addr) = &listen
         && !addr.ip().is_loopback()
     {
         if args.no_auth {
@@ -275,8 +293,17 @@ pub(crate) async fn run(
             args.max_file_size
                 .unwrap_or(BridgeConfig::DEFAULT_MAX_FILE_SIZE),
         );
-    let (listener, url, socket): (Listener, _, _) = match &args.listen {
-        ListenAt::Tcp(addr) => {
+    let (listener, url, socket): (Listener, _, _) = match (inherited, &listen) {
+        (Some(listener), ListenAt::Tcp(local)) => {
+            bridge_config = bridge_config.listening_on(*local);
+            (listener, format!("{scheme}://{local}{base_path}"), None)
+        }
+        // The manager made the socket and removes it: not ours to remove.
+        (Some(listener), ListenAt::Unix(path)) => {
+            let url = format!("unix:{} {base_path}", path.display());
+            (listener, url, None)
+        }
+        (None, ListenAt::Tcp(addr)) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|e| Error::io(format!("listening on {addr}"), e))?;
@@ -287,7 +314,7 @@ pub(crate) async fn run(
             let url = format!("{scheme}://{local}{base_path}");
             (listener.into(), url, None)
         }
-        ListenAt::Unix(path) => {
+        (None, ListenAt::Unix(path)) => {
             let listener = bind_unix(path)?;
             // The proxy's URL is not ours to know: the socket, then the
             // path (and code) to open under the proxy.
@@ -350,11 +377,29 @@ pub(crate) async fn run(
         signs_in.as_ref().map(|(_, token)| token.as_str()),
         socket_host.as_deref(),
     )?;
+    // The manager (Type=notify) learns that serve answers, and keeps a
+    // watchdog on it when it set one.
+    let notifier = Notifier::from_env();
+    let watchdog = tokio_util::sync::CancellationToken::new();
+    if let Some(notifier) = &notifier {
+        let ready = format!(
+            "READY=1\nSTATUS=serving {url}\nMAINPID={}",
+            std::process::id()
+        );
+        if let Err(error) = notifier.notify(&ready) {
+            tracing::warn!(%error, "telling the service manager serve is ready");
+        }
+        notifier.keep_watchdog(watchdog.clone());
+    }
     let served = bridge
         .serve_with(listener, options, async move {
             interrupts.recv().await;
+            if let Some(notifier) = notifier {
+                let _ = notifier.notify("STOPPING=1\nSTATUS=draining");
+            }
         })
         .await;
+    watchdog.cancel();
     if let Err(error) = bridge.hand_off(&dir) {
         tracing::warn!(%error, "the next serve will not know this one's sessions");
     }

@@ -17,6 +17,63 @@ use super::report::CliError;
 /// The unit's file name.
 pub(crate) const UNIT: &str = "tmux-engine.service";
 
+/// The socket unit's file name: systemd holds the listening socket and
+/// passes it to `serve` (`LISTEN_FDS`), so a restart refuses no connection
+/// (they wait in the backlog for the next serve).
+pub(crate) const SOCKET_UNIT: &str = "tmux-engine.socket";
+
+/// `serve`'s default `--listen`, which the socket unit listens on when
+/// the flags name none.
+const DEFAULT_LISTEN: &str = "127.0.0.1:7681";
+
+/// Splits `--listen ADDR` (or `--listen=ADDR`) out of `serve`'s flags:
+/// the socket unit listens there, and `serve` takes that socket instead.
+pub(crate) fn split_listen(flags: &[String]) -> (String, Vec<String>) {
+    let mut listen = DEFAULT_LISTEN.to_owned();
+    let mut rest = Vec::new();
+    let mut words = flags.iter();
+    while let Some(word) = words.next() {
+        if word == "--listen" {
+            if let Some(value) = words.next() {
+                listen.clone_from(value);
+            }
+        } else if let Some(value) = word.strip_prefix("--listen=") {
+            value.clone_into(&mut listen);
+        } else {
+            rest.push(word.clone());
+        }
+    }
+    (listen, rest)
+}
+
+/// The socket unit's text for `serve --listen LISTEN`: `ADDR:PORT`, or
+/// `unix:PATH` (created 0600, owned by `user` for a system unit).
+pub(crate) fn socket_text(listen: &str, user: Option<&str>) -> String {
+    let mut text = String::from(
+        "[Unit]\n\
+         Description=tmux-engine serve's listening socket (passed to serve: restarts refuse no connection)\n\n\
+         [Socket]\n",
+    );
+    match listen.strip_prefix("unix:") {
+        Some(path) => {
+            text.push_str(&format!(
+                "ListenStream={}\nSocketMode=0600\n",
+                exec_word(path)
+            ));
+            if let Some(user) = user {
+                text.push_str(&format!("SocketUser={user}\n"));
+            }
+        }
+        None => text.push_str(&format!("ListenStream={listen}\nNoDelay=true\n")),
+    }
+    text.push_str(&format!(
+        "Service={UNIT}\n\n\
+         [Install]\n\
+         WantedBy=sockets.target\n"
+    ));
+    text
+}
+
 /// `service`'s subcommands.
 #[derive(Subcommand, Debug, Clone)]
 pub(crate) enum ServiceCommand {
@@ -72,16 +129,26 @@ pub(crate) fn unit_text(
     state_dir: Option<&Path>,
 ) -> String {
     let mut exec = vec![exec_word(&binary.to_string_lossy()), "serve".to_owned()];
+    // The socket unit listens; serve takes its socket (LISTEN_FDS).
+    let (_, flags) = split_listen(flags);
+    let flags = flags.as_slice();
     exec.extend(flags.iter().map(|flag| exec_word(flag)));
     if !flags.iter().any(|flag| flag == "--keep-history") {
         exec.push("--keep-history".to_owned());
     }
-    let mut text = String::from(
+    let mut text = format!(
         "[Unit]\n\
          Description=tmux-engine serve: persistent terminals, back after a reboot\n\
-         After=network.target\n\n\
+         After=network.target\n\
+         Requires={SOCKET_UNIT}\n\
+         After={SOCKET_UNIT}\n\n\
          [Service]\n\
-         Type=simple\n",
+         # serve says READY=1 once it serves, and pings the watchdog.\n\
+         Type=notify\n\
+         NotifyAccess=main\n\
+         WatchdogSec=30\n\
+         # SIGTERM drains: viewers get 1012, requests finish, within 10 s (+5 s).\n\
+         TimeoutStopSec=20\n",
     );
     if let Some(user) = user {
         text.push_str(&format!("User={user}\n"));
@@ -176,27 +243,34 @@ pub(crate) fn run(
             );
             std::fs::create_dir_all(&dir)
                 .map_err(|error| Error::io(format!("creating {}", dir.display()), error))?;
+            let (listen, _) = split_listen(&args.serve);
+            let socket = dir.join(SOCKET_UNIT);
+            std::fs::write(&socket, socket_text(&listen, user.as_deref()))
+                .map_err(|error| Error::io(format!("writing {}", socket.display()), error))?;
             let path = dir.join(UNIT);
             std::fs::write(&path, text)
                 .map_err(|error| Error::io(format!("writing {}", path.display()), error))?;
             if !args.no_enable && args.unit_dir.is_none() {
                 systemctl(args.user, &["daemon-reload"])?;
-                systemctl(args.user, &["enable", "--now", UNIT])?;
+                systemctl(args.user, &["enable", "--now", SOCKET_UNIT, UNIT])?;
             }
             writeln!(out, "{}", path.display()).map_err(failed)?;
+            writeln!(out, "{}", socket.display()).map_err(failed)?;
         }
         ServiceCommand::Uninstall(args) => {
             let dir = unit_dir(&args)?;
             if !args.no_enable && args.unit_dir.is_none() {
                 // Already disabled or never enabled is fine: the file goes.
-                let _ = systemctl(args.user, &["disable", "--now", UNIT]);
+                let _ = systemctl(args.user, &["disable", "--now", UNIT, SOCKET_UNIT]);
             }
             let path = dir.join(UNIT);
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => {
-                    return Err(Error::io(format!("removing {}", path.display()), error).into());
+            for unit in [&path, &dir.join(SOCKET_UNIT)] {
+                match std::fs::remove_file(unit) {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => {
+                        return Err(Error::io(format!("removing {}", unit.display()), error).into());
+                    }
                 }
             }
             if !args.no_enable && args.unit_dir.is_none() {
@@ -229,9 +303,10 @@ mod tests {
             None,
             Some(Path::new("/home/a/state")),
         );
-        assert!(text.contains(
-            "ExecStart=/opt/te/tmux-engine serve --listen 127.0.0.1:7681 --keep-history\n"
-        ));
+        // The socket unit listens; serve takes its socket.
+        assert!(text.contains("ExecStart=/opt/te/tmux-engine serve --keep-history\n"));
+        assert!(text.contains("Type=notify\n") && text.contains("WatchdogSec="));
+        assert!(text.contains("Requires=tmux-engine.socket\n"));
         assert!(text.contains("WantedBy=default.target\n"));
         assert!(text.contains("Environment=TMUX_ENGINE_STATE_DIR=/home/a/state\n"));
         assert!(!text.contains("User="));
@@ -244,5 +319,25 @@ mod tests {
         assert!(system.contains("User=a\n"));
         assert!(system.contains("WantedBy=multi-user.target\n"));
         assert_eq!(system.matches("--keep-history").count(), 1);
+    }
+
+    #[test]
+    fn the_socket_unit_listens_where_serve_was_told_to() {
+        let flags = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        let (listen, rest) = split_listen(&flags(&["--listen=[::1]:9", "--pool", "2"]));
+        assert_eq!(
+            (listen.as_str(), rest),
+            ("[::1]:9", flags(&["--pool", "2"]))
+        );
+        let (listen, rest) = split_listen(&flags(&["--base-path", "/t"]));
+        assert_eq!(
+            (listen.as_str(), rest),
+            ("127.0.0.1:7681", flags(&["--base-path", "/t"]))
+        );
+        let tcp = socket_text("127.0.0.1:7681", None);
+        assert!(tcp.contains("ListenStream=127.0.0.1:7681\n"), "{tcp}");
+        assert!(tcp.contains("Service=tmux-engine.service\n"), "{tcp}");
+        let unix = socket_text("unix:/run/te/serve.sock", Some("a"));
+        assert!(unix.contains("ListenStream=/run/te/serve.sock\nSocketMode=0600\nSocketUser=a\n"));
     }
 }

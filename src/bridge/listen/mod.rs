@@ -16,7 +16,9 @@
 //! | `conn.rs`    | one connection: TLS, HTTP, its watchdog, refusals    |
 //! | `heads.rs`   | what unfinished request heads may cost, together     |
 //! | `options.rs` | limits, TLS files, the Unix socket, the base path    |
+//! | `activation.rs` | systemd: LISTEN_FDS, NOTIFY_SOCKET, the watchdog  |
 
+mod activation;
 mod conn;
 mod heads;
 mod serve_options;
@@ -33,6 +35,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use self::activation::{Notifier, inherited};
 use self::conn::{ListenShared, REFUSAL_SLOTS, Stream, connection, refuse};
 pub use self::serve_options::{Listener, ServeOptions, Tls, bind_unix, validate_base_path};
 

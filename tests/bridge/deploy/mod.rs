@@ -4,6 +4,7 @@
 //! test runs the real binary with its own directories, driven by raw
 //! HTTP/1.1 over TCP, TLS or a Unix socket.
 
+mod activation;
 mod connections;
 mod flags;
 mod nginx;
