@@ -7,6 +7,7 @@
 mod activation;
 mod connections;
 mod flags;
+mod manifests;
 mod nginx;
 mod probes;
 mod tls;
