@@ -397,12 +397,19 @@ fn service_install_writes_a_unit_systemd_accepts() {
         "127.0.0.1:7681",
     ]);
     let unit = units.path().join("tmux-engine.service");
-    assert_eq!(printed.trim(), unit.to_string_lossy());
+    let socket = units.path().join("tmux-engine.socket");
+    assert_eq!(
+        printed.trim(),
+        format!("{}\n{}", unit.display(), socket.display())
+    );
     let text = std::fs::read_to_string(&unit).unwrap();
+    // The socket unit listens (--listen goes there); serve takes its socket.
     let exec = format!(
-        "ExecStart={} serve --listen 127.0.0.1:7681 --keep-history\n",
+        "ExecStart={} serve --keep-history\n",
         env!("CARGO_BIN_EXE_tmux-engine")
     );
+    let listens = std::fs::read_to_string(&socket).unwrap();
+    assert!(listens.contains("ListenStream=127.0.0.1:7681\n"), "{listens}");
     assert!(text.contains(&exec), "{text}");
     assert!(text.contains("WantedBy=default.target\n"), "{text}");
     assert!(text.contains("KillMode=process\n"), "{text}");
@@ -418,7 +425,7 @@ fn service_install_writes_a_unit_systemd_accepts() {
         );
     }
     cli.ok(&["service", "uninstall", "--user", "--unit-dir", &dir]);
-    assert!(!unit.exists());
+    assert!(!unit.exists() && !socket.exists());
 }
 
 /// Two engines holding one kept terminal: one writes its history (a
