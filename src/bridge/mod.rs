@@ -75,7 +75,7 @@ pub(crate) const MAX_BODY: usize = 1 << 20;
 pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// How long a drain may take, from `stop` to [`Bridge::serve_with`]
-/// returning: [`SHUTDOWN_GRACE`] for requests and viewers, one more second
+/// returning: `SHUTDOWN_GRACE` (5 s) for requests and viewers, one more second
 /// for WebSocket sessions still saying goodbye, and the attacher's own
 /// bounded shutdown. `serve` adds at most 5 s to detach from the
 /// terminals' servers.

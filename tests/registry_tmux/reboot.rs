@@ -409,7 +409,10 @@ fn service_install_writes_a_unit_systemd_accepts() {
         env!("CARGO_BIN_EXE_tmux-engine")
     );
     let listens = std::fs::read_to_string(&socket).unwrap();
-    assert!(listens.contains("ListenStream=127.0.0.1:7681\n"), "{listens}");
+    assert!(
+        listens.contains("ListenStream=127.0.0.1:7681\n"),
+        "{listens}"
+    );
     assert!(text.contains(&exec), "{text}");
     assert!(text.contains("WantedBy=default.target\n"), "{text}");
     assert!(text.contains("KillMode=process\n"), "{text}");
