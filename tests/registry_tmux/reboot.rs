@@ -405,7 +405,7 @@ fn service_install_writes_a_unit_systemd_accepts() {
     let text = std::fs::read_to_string(&unit).unwrap();
     // The socket unit listens (--listen goes there); serve takes its socket.
     let exec = format!(
-        "ExecStart={} serve --keep-history\n",
+        "ExecStart=\"{}\" \"serve\" \"--keep-history\"\n",
         env!("CARGO_BIN_EXE_tmux-engine")
     );
     let listens = std::fs::read_to_string(&socket).unwrap();
@@ -414,6 +414,7 @@ fn service_install_writes_a_unit_systemd_accepts() {
         "{listens}"
     );
     assert!(text.contains(&exec), "{text}");
+    assert!(text.contains("UMask=0077\n"), "{text}");
     assert!(text.contains("WantedBy=default.target\n"), "{text}");
     assert!(text.contains("KillMode=process\n"), "{text}");
     let verify = std::process::Command::new("systemd-analyze")
@@ -429,6 +430,91 @@ fn service_install_writes_a_unit_systemd_accepts() {
     }
     cli.ok(&["service", "uninstall", "--user", "--unit-dir", &dir]);
     assert!(!unit.exists() && !socket.exists());
+}
+
+/// Issue 46, item 6: `service install -- --token T` once wrote T into a
+/// 0644 unit (and `ExecStart`, which `systemctl show` prints to every
+/// user); a newline in a flag wrote its own line. Now the token is
+/// refused, an environment file must be private, every word stays on its
+/// line (systemd-analyze accepts the unit), and the unit is 0600.
+#[test]
+fn service_install_keeps_secrets_and_lines_out_of_the_unit() {
+    use std::os::unix::fs::PermissionsExt;
+    let cli = crate::cli::Cli::new();
+    let units = crate::support::test_dir();
+    let dir = units.path().to_string_lossy().into_owned();
+    let unit = units.path().join("tmux-engine.service");
+    for token in [&["--token", "s3cret-token"][..], &["--token=s3cret-token"]] {
+        let mut args = vec!["service", "install", "--user", "--unit-dir", &dir, "--"];
+        args.extend_from_slice(token);
+        let output = cli.run(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{stderr}");
+        assert!(stderr.contains("--token-file"), "{stderr}");
+        assert!(!stderr.contains("s3cret-token"), "{stderr}");
+        assert!(!unit.exists());
+    }
+    let env = units.path().join("serve.env");
+    std::fs::write(&env, "TMUX_ENGINE_TOKEN=s3cret-token-0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let env_arg = env.to_string_lossy().into_owned();
+    let output = cli.run(&[
+        "service",
+        "install",
+        "--user",
+        "--unit-dir",
+        &dir,
+        "--environment-file",
+        &env_arg,
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("UNSAFE_FILE") || stderr.contains("group or others"),
+        "{stderr}"
+    );
+    assert!(!unit.exists());
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    cli.ok(&[
+        "service",
+        "install",
+        "--user",
+        "--unit-dir",
+        &dir,
+        "--environment-file",
+        &env_arg,
+        "--",
+        "--page-option",
+        "fontFamily=x\nExecStartPre=/bin/false",
+    ]);
+    let text = std::fs::read_to_string(&unit).unwrap();
+    assert!(!text.contains("s3cret"), "{text}");
+    assert!(!text.contains("\nExecStartPre"), "{text}");
+    assert!(
+        text.contains(&format!("EnvironmentFile={env_arg}\n")),
+        "{text}"
+    );
+    assert!(text.contains("UMask=0077\n"), "{text}");
+    let mode = std::fs::metadata(&unit).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "unit mode {mode:o}");
+    if let Ok(verify) = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit)
+        .output()
+    {
+        assert!(
+            verify.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&verify.stderr)
+        );
+    }
+    // Nothing of the staging is left beside the unit.
+    let left: Vec<_> = std::fs::read_dir(units.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    // The service, the socket and the environment file.
+    assert_eq!(left.len(), 3, "{left:?}");
 }
 
 /// Two engines holding one kept terminal: one writes its history (a
