@@ -5,77 +5,126 @@
 //!
 //! It is scanned as the stream is written, so the newest report is known
 //! without a round trip and survives the terminal's process (a restart
-//! after a reboot starts in it). A sequence cut between two chunks is
-//! carried over; one longer than [`MAX_REPORT`] is not a report.
+//! after a reboot starts in it). The scanner is a state machine that
+//! looks at each byte once, whatever the chunks: it sits on the reader's
+//! path, so a program printing a flood of intros (`ESC ] 7 ;` without
+//! end, issue 46) must cost what plain text of the same size costs, not
+//! a look-ahead per intro. A sequence cut between two chunks is
+//! continued; one longer than [`MAX_REPORT`] is not a report, and an ESC
+//! inside a report that does not start ST abandons it (as a terminal's
+//! parser does) and may start the next.
 
 use std::path::PathBuf;
-
-use memchr::memmem;
 
 const INTRO: &[u8] = b"\x1b]7;";
 
 /// The longest report read: `PATH_MAX` and a host name.
 pub const MAX_REPORT: usize = 4096 + 256;
 
-/// The newest directory reported, and what is carried between chunks.
+/// The newest directory reported, and where the scan is.
 #[derive(Debug, Default)]
 pub(crate) struct Osc7 {
     /// The newest directory reported by a local host.
     pub(crate) latest: Option<PathBuf>,
-    /// A report whose end has not arrived yet (from its intro on), or
-    /// the last bytes of a chunk that may start one.
-    carry: Vec<u8>,
+    state: State,
+    /// The report's body so far (in [`State::Body`]), at most
+    /// [`MAX_REPORT`] bytes.
+    body: Vec<u8>,
+}
+
+/// Where the scanner is in the grammar.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Outside a report, looking for an ESC.
+    #[default]
+    Ground,
+    /// This many bytes (1..=3) of [`INTRO`] seen.
+    Intro(usize),
+    /// Inside a report's body.
+    Body,
+    /// Inside a body, just after an ESC (ST's first byte?).
+    BodyEsc,
 }
 
 impl Osc7 {
-    /// Scans the next chunk of the stream.
+    /// Scans the next chunk of the stream: every byte once, the runs
+    /// between the bytes that matter skipped with `memchr`.
     pub(crate) fn scan(&mut self, chunk: &[u8]) {
-        if self.carry.is_empty() && memchr::memchr(0x1b, chunk).is_none() {
-            return;
-        }
-        let joined;
-        let bytes = if self.carry.is_empty() {
-            chunk
-        } else {
-            self.carry.extend_from_slice(chunk);
-            joined = std::mem::take(&mut self.carry);
-            &joined[..]
-        };
         let mut at = 0;
-        while let Some(found) = memmem::find(&bytes[at..], INTRO) {
-            let body_start = at + found + INTRO.len();
-            let window = &bytes[body_start..bytes.len().min(body_start + MAX_REPORT)];
-            match terminator(window) {
-                Some((length, terminator_len)) => {
-                    if let Some(path) = parse(&window[..length]) {
-                        self.latest = Some(path);
+        while at < chunk.len() {
+            match self.state {
+                State::Ground => match memchr::memchr(0x1b, &chunk[at..]) {
+                    Some(found) => {
+                        self.state = State::Intro(1);
+                        at += found + 1;
                     }
-                    at = body_start + length + terminator_len;
+                    None => return,
+                },
+                State::Intro(seen) => {
+                    let byte = chunk[at];
+                    at += 1;
+                    self.state = if byte == INTRO[seen] {
+                        if seen + 1 == INTRO.len() {
+                            self.body.clear();
+                            State::Body
+                        } else {
+                            State::Intro(seen + 1)
+                        }
+                    } else if byte == 0x1b {
+                        State::Intro(1)
+                    } else {
+                        State::Ground
+                    };
                 }
-                None if window.len() < MAX_REPORT => {
-                    self.carry = bytes[at + found..].to_vec();
-                    return;
+                State::Body => {
+                    let rest = &chunk[at..];
+                    let run = memchr::memchr2(0x07, 0x1b, rest).unwrap_or(rest.len());
+                    if self.body.len() + run > MAX_REPORT {
+                        // Too long to be a report: drop it, and look for
+                        // the next intro from here on.
+                        // The run holds no ESC, so no intro is skipped.
+                        self.body.clear();
+                        self.state = State::Ground;
+                        at += run;
+                        continue;
+                    }
+                    self.body.extend_from_slice(&rest[..run]);
+                    at += run;
+                    match rest.get(run) {
+                        Some(0x07) => {
+                            at += 1;
+                            self.end();
+                        }
+                        Some(_) => {
+                            at += 1;
+                            self.state = State::BodyEsc;
+                        }
+                        None => {}
+                    }
                 }
-                None => at = body_start,
+                State::BodyEsc => {
+                    if chunk[at] == b'\\' {
+                        at += 1;
+                        self.end();
+                    } else {
+                        // Not ST: the report is abandoned and the ESC
+                        // starts whatever follows (maybe the next intro).
+                        self.body.clear();
+                        self.state = State::Intro(1);
+                    }
+                }
             }
         }
-        // A chunk that ends inside the intro: keep that prefix.
-        let tail = &bytes[at..];
-        let keep = (1..INTRO.len())
-            .rev()
-            .find(|&n| tail.len() >= n && INTRO.starts_with(&tail[tail.len() - n..]))
-            .unwrap_or(0);
-        self.carry = tail[tail.len() - keep..].to_vec();
     }
-}
 
-/// Where a report's body ends: its length and its terminator's.
-fn terminator(window: &[u8]) -> Option<(usize, usize)> {
-    window.iter().enumerate().find_map(|(i, &b)| match b {
-        0x07 => Some((i, 1)),
-        0x1b if window.get(i + 1) == Some(&b'\\') => Some((i, 2)),
-        _ => None,
-    })
+    /// A report's terminator arrived: read its body.
+    fn end(&mut self) {
+        if let Some(path) = parse(&self.body) {
+            self.latest = Some(path);
+        }
+        self.body.clear();
+        self.state = State::Ground;
+    }
 }
 
 /// The directory of a `file://HOST/PATH` body, percent-decoded, when its
@@ -173,13 +222,65 @@ mod tests {
     }
 
     #[test]
-    fn the_carry_is_bounded_by_the_longest_report() {
+    fn the_body_kept_is_bounded_by_the_longest_report() {
         let mut osc7 = Osc7::default();
         osc7.scan(b"\x1b]7;file:///");
         for _ in 0..100 {
             osc7.scan(&[b'a'; 1000]);
-            assert!(osc7.carry.len() <= MAX_REPORT + 1000 + INTRO.len());
+            assert!(osc7.body.len() <= MAX_REPORT);
+            assert!(osc7.body.capacity() <= 2 * MAX_REPORT);
         }
         assert_eq!(osc7.latest, None);
+        // After the overlong one, the next report is read.
+        osc7.scan(b"\x07\x1b]7;file:///ok\x07");
+        assert_eq!(osc7.latest, Some(PathBuf::from("/ok")));
+    }
+
+    /// Issue 46: a flood of intros without an end, and an ESC that is not
+    /// ST inside a report, neither hide the next report nor cost a
+    /// look-ahead per intro.
+    #[test]
+    fn a_flood_of_intros_ends_at_the_next_report() {
+        let mut flood = b"\x1b]7;".repeat(50_000);
+        flood.extend_from_slice(b"\x1b]7;file:///after\x1b\\");
+        assert_eq!(scanned(&[&flood]), Some(PathBuf::from("/after")));
+        let mut osc7 = Osc7::default();
+        for byte in &flood {
+            osc7.scan(std::slice::from_ref(byte));
+        }
+        assert_eq!(osc7.latest, Some(PathBuf::from("/after")));
+        assert_eq!(
+            scanned(&[b"\x1b]7;file:///a\x1b[0m\x1b]7;file:///b\x07"]),
+            Some(PathBuf::from("/b"))
+        );
+        // A body exactly at the limit is a report; one byte more is not.
+        let at_limit = [
+            b"\x1b]7;file:///".as_slice(),
+            &[b'a'; MAX_REPORT - 8],
+            b"\x07",
+        ]
+        .concat();
+        assert!(scanned(&[&at_limit]).is_some());
+        let over = [
+            b"\x1b]7;file:///".as_slice(),
+            &[b'a'; MAX_REPORT - 7],
+            b"\x07",
+        ]
+        .concat();
+        assert_eq!(scanned(&[&over]), None);
+    }
+
+    /// Every way of cutting a stream of reports, intros and noise into
+    /// chunks reads the same directory.
+    #[test]
+    fn chunking_never_changes_the_answer() {
+        let stream: &[u8] =
+            b"\x1b\x1b]7\x1b]7;file:///x\x1b\x1b]7;junk\x1b]7;file:///y%2Fz\x1b\\tail\x1b]";
+        let whole = scanned(&[stream]);
+        assert_eq!(whole, Some(PathBuf::from("/y/z")));
+        for size in 1..stream.len() {
+            let chunks: Vec<&[u8]> = stream.chunks(size).collect();
+            assert_eq!(scanned(&chunks), whole, "{size}");
+        }
     }
 }
