@@ -147,6 +147,21 @@ pub(crate) const WS_PROTOCOL: &str = "tmux-engine";
 const WS_BEARER: &str = "bearer.";
 
 impl Auth {
+    /// Every owner a credential here acts as (each once).
+    pub(crate) fn owners(&self) -> Vec<OwnerId> {
+        let mut owners: Vec<OwnerId> = match self {
+            Auth::Open(principal) => vec![principal.owner.clone()],
+            Auth::Tokens(tokens) => tokens
+                .entries
+                .iter()
+                .map(|(_, principal)| principal.owner.clone())
+                .collect(),
+        };
+        owners.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        owners.dedup();
+        owners
+    }
+
     /// The principal of a token (never a session: those are
     /// `signin.rs`'s), or `None`. Under [`Auth::Open`] every request is
     /// the open principal.

@@ -19,7 +19,16 @@
 //!   read; symlinked directories on the way are followed, as the user's
 //!   own `cat` would;
 //! - both ways are bounded by [`BridgeConfig::max_file_size`] and streamed
-//!   in chunks of [`CHUNK`]: memory never holds a file.
+//!   in chunks of [`CHUNK`]: memory never holds a file;
+//! - an overwrite keeps the replaced file's permission bits (and its owner
+//!   and group where the user may set them); a new file is created `0600`
+//!   (the directory's default ACL and setgid group apply as the kernel
+//!   applies them): an upload never widens who may read a file (issue 46);
+//! - a partial upload (`.tmux-engine-upload-HEX`) is removed when its
+//!   request ends however it ends, and one a killed `serve` left is swept
+//!   by that name pattern: before every upload into its directory, and at
+//!   start in the working directories of the terminals serve finds
+//!   ([`sweep`]).
 //!
 //! Every transfer is logged (owner, terminal, path, size).
 
@@ -164,6 +173,64 @@ fn query<T: serde::de::DeserializeOwned>(query: Option<&str>) -> Result<T, ApiEr
         .map_err(|e| invalid(format!("query: {e}")))
 }
 
+/// The name prefix of an upload's temporary file.
+pub(crate) const PARTIAL_PREFIX: &str = ".tmux-engine-upload-";
+
+/// A partial upload untouched this long is no live upload's: a live one
+/// writes at least every `--header-timeout` (the longest pause a body may
+/// take, 10 s by default) or is cut.
+const PARTIAL_STALE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Removes the partial uploads a killed `serve` left in `dir`: this
+/// user's regular files named [`PARTIAL_PREFIX`]`HEX`, untouched for
+/// [`PARTIAL_STALE`]. Returns how many went. Errors only skip files:
+/// sweeping is housekeeping, never a reason to refuse an upload.
+pub(crate) fn sweep(dir: &OwnedFd) -> usize {
+    let Ok(mut entries) = rustix::fs::Dir::read_from(dir) else {
+        return 0;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut removed = 0;
+    while let Some(Ok(entry)) = entries.next() {
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        let Some(hex) = name.strip_prefix(PARTIAL_PREFIX) else {
+            continue;
+        };
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let Ok(stat) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let modified = u64::try_from(stat.st_mtime).unwrap_or(0);
+        if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+            && stat.st_uid == me
+            && now.saturating_sub(modified) >= PARTIAL_STALE.as_secs()
+            && rustix::fs::unlinkat(dir, name, AtFlags::empty()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Sweeps `path` (a terminal's working directory) as [`sweep`] does.
+pub(crate) fn sweep_path(path: &Path) -> usize {
+    match rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(dir) => sweep(&dir),
+        Err(_) => 0,
+    }
+}
+
 /// The temporary file of an upload, removed unless it was renamed.
 struct Temporary<'a> {
     dir: &'a OwnedFd,
@@ -212,8 +279,13 @@ pub(super) async fn upload(
         Mode::empty(),
     )
     .map_err(|e| io_error(format!("opening {}", cwd.display()), e))?;
-    let replaced = match rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
-        Err(Errno::NOENT) => false,
+    // A killed serve's leftovers go before another partial file joins them.
+    let swept = sweep(&dir);
+    if swept > 0 {
+        info!(target: TRANSFER_LOG, dir = %cwd.display(), swept, "removed partial uploads");
+    }
+    let existing = match rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(Errno::NOENT) => None,
         Err(e) => return Err(io_error(format!("looking at {shown}"), e)),
         Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
             FileType::Symlink => {
@@ -221,7 +293,7 @@ pub(super) async fn upload(
                     "{shown} is a symbolic link: an upload never writes through one"
                 )));
             }
-            FileType::RegularFile if overwrite => true,
+            FileType::RegularFile if overwrite => Some(stat),
             FileType::RegularFile => return Err(exists(&shown)),
             _ => return Err(invalid(format!("{shown} exists and is not a regular file"))),
         },
@@ -232,16 +304,28 @@ pub(super) async fn upload(
     let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
     let mut temporary = Temporary {
         dir: &dir,
-        name: format!(".tmux-engine-upload-{hex}"),
+        name: format!("{PARTIAL_PREFIX}{hex}"),
         kept: false,
     };
+    let replaced = existing.is_some();
     let fd = rustix::fs::openat(
         &dir,
         &temporary.name,
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o666),
+        Mode::from_raw_mode(0o600),
     )
     .map_err(|e| io_error(format!("creating a file in {}", cwd.display()), e))?;
+    if let Some(stat) = &existing {
+        // The replaced file's owner and group first (a chown clears the
+        // set-id bits), where the user may; then its permission bits.
+        let _ = rustix::fs::fchown(
+            &fd,
+            Some(rustix::fs::Uid::from_raw(stat.st_uid)),
+            Some(rustix::fs::Gid::from_raw(stat.st_gid)),
+        );
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(stat.st_mode & 0o7777))
+            .map_err(|e| io_error(format!("keeping the mode of {shown}"), e))?;
+    }
     let mut file = tokio::fs::File::from_std(std::fs::File::from(fd));
     let mut size = 0u64;
     let mut body = request.into_body().into_data_stream();

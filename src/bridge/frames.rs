@@ -35,7 +35,8 @@ pub mod close {
     pub const RESTARTING: &str = "this host is restarting; reconnecting\u{2026}";
     /// Malformed query or client frame.
     pub const BAD_REQUEST: u16 = 4400;
-    /// No token, or a wrong one.
+    /// No token, or a wrong one; or, on a live session, its credential
+    /// ended (its link revoked or expired, its session signed out).
     pub const UNAUTHORIZED: u16 = 4401;
     /// The `Origin` is neither the page's own nor an allowed one.
     pub const FORBIDDEN_ORIGIN: u16 = 4403;

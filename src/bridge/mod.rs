@@ -236,6 +236,33 @@ impl AppState {
     }
 }
 
+/// Removes the partial uploads a killed `serve` left in the working
+/// directories of its owners' terminals ([`files::sweep`]).
+async fn sweep_partial_uploads(state: AppState) {
+    let mut dirs = Vec::new();
+    for owner in state.auth.owners() {
+        let owned = || state.registry.owner(&owner);
+        let Ok(terminals) = owned().list().await else {
+            continue;
+        };
+        for terminal in terminals {
+            if let Ok(Some(dir)) = owned().working_directory(terminal.id.as_str()).await {
+                dirs.push(dir);
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    let swept = tokio::task::spawn_blocking(move || {
+        dirs.iter().map(|dir| files::sweep_path(dir)).sum::<usize>()
+    })
+    .await
+    .unwrap_or(0);
+    if swept > 0 {
+        tracing::info!(target: files::TRANSFER_LOG, swept, "removed partial uploads at start");
+    }
+}
+
 /// The web bridge over one registry.
 #[derive(Clone)]
 pub struct Bridge {
@@ -334,6 +361,9 @@ impl Bridge {
         options: ServeOptions,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
+        // Partial uploads a killed serve left behind, swept off the
+        // serving path (issue 46).
+        tokio::spawn(sweep_partial_uploads(self.state.clone()));
         listen::serve(
             listener.into(),
             self.router(),

@@ -36,7 +36,9 @@ pub(crate) const MAX_CODE_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600
 
 /// Links (used or not) one owner keeps at once; minting beyond them is
 /// refused until some expire or are revoked. Per owner, so that one owner
-/// cannot keep another from minting.
+/// cannot keep another from minting; and the links read-only callers
+/// minted count apart from the ones its read-write callers did, so a
+/// read-only holder cannot keep the owner from minting (issue 46).
 pub const MAX_LINKS: usize = 256;
 
 /// Sessions one owner keeps at once; a new one beyond them signs that
@@ -53,6 +55,9 @@ struct Link {
     /// `None` once exchanged: a code works once.
     code: Option<Vec<u8>>,
     principal: Principal,
+    /// A read-only caller minted it: it counts against read-only callers'
+    /// [`MAX_LINKS`], not the owner's.
+    by_read_only: bool,
     /// When the code stops working.
     expires: Instant,
     expires_at: u64,
@@ -78,9 +83,21 @@ struct Inner {
 }
 
 /// The codes and sessions of one bridge.
-#[derive(Default)]
 pub(crate) struct SignIns {
     inner: Mutex<Inner>,
+    /// Bumped whenever a session may have ended (a revoke, a sign-out, an
+    /// eviction): every live WebSocket watches it and re-checks its
+    /// credential (issue 46), so ending access ends open viewers too.
+    ended: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for SignIns {
+    fn default() -> Self {
+        SignIns {
+            inner: Mutex::default(),
+            ended: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 /// A freshly minted link.
@@ -141,6 +158,25 @@ fn find<T>(entries: &[T], secret: impl Fn(&T) -> Option<&[u8]>, presented: &[u8]
 }
 
 impl SignIns {
+    /// What a live viewer watches: it changes whenever a session may have
+    /// ended (expiry is each session's own deadline, [`Self::session_ends`]).
+    pub(crate) fn watch_ended(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ended.subscribe()
+    }
+
+    /// Tells the watchers that sessions may have ended.
+    fn ended(&self) {
+        self.ended.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// When the session `presented` ends by itself (a share link's
+    /// expiry), if it does.
+    pub(crate) fn session_ends(&self, presented: &[u8]) -> Option<Instant> {
+        let inner = self.lock();
+        let index = find(&inner.sessions, |s| Some(s.secret.as_slice()), presented)?;
+        inner.sessions[index].ends
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner
             .lock()
@@ -154,15 +190,18 @@ impl SignIns {
     /// [`MAX_CODE_LIFETIME`], or with [`MAX_LINKS`] live links already;
     /// `IO` without randomness.
     pub(crate) fn mint(&self, principal: Principal, lifetime: Duration) -> crate::Result<Minted> {
-        self.mint_for(principal, None, lifetime)
+        let by_read_only = principal.read_only;
+        self.mint_for(principal, by_read_only, None, lifetime)
     }
 
     /// As [`mint`](Self::mint), for one terminal (its id) when given: a
     /// share link, whose sessions see only that terminal and end when
-    /// the link expires.
+    /// the link expires. `by_read_only`: a read-only caller mints it (it
+    /// counts against those callers' links, not the owner's).
     pub(crate) fn mint_for(
         &self,
         principal: Principal,
+        by_read_only: bool,
         terminal: Option<String>,
         lifetime: Duration,
     ) -> crate::Result<Minted> {
@@ -177,14 +216,21 @@ impl SignIns {
         let now = Instant::now();
         let mut inner = self.lock();
         inner.prune(now);
-        let owners = inner
+        let counted = inner
             .links
             .iter()
-            .filter(|link| link.principal.owner == principal.owner)
+            .filter(|link| {
+                link.principal.owner == principal.owner && link.by_read_only == by_read_only
+            })
             .count();
-        if owners >= MAX_LINKS {
+        if counted >= MAX_LINKS {
+            let whose = if by_read_only {
+                " minted by read-only callers"
+            } else {
+                ""
+            };
             return Err(Error::InvalidInput(format!(
-                "{MAX_LINKS} links are live already: revoke some or wait for them to expire"
+                "{MAX_LINKS} links{whose} are live already: revoke some or wait for them to expire"
             )));
         }
         let created_at = unix_now();
@@ -197,6 +243,7 @@ impl SignIns {
             ends,
             code: Some(code.as_bytes().to_vec()),
             principal,
+            by_read_only,
             expires: now + lifetime,
             expires_at,
             created_at,
@@ -230,7 +277,8 @@ impl SignIns {
         let mine: Vec<usize> = (0..inner.sessions.len())
             .filter(|&i| inner.sessions[i].principal.owner == principal.owner)
             .collect();
-        if mine.len() >= MAX_SESSIONS {
+        let evicted = mine.len() >= MAX_SESSIONS;
+        if evicted {
             inner.sessions.remove(mine[0]);
         }
         inner.sessions.push(Session {
@@ -240,6 +288,10 @@ impl SignIns {
             ends,
             link: id,
         });
+        drop(inner);
+        if evicted {
+            self.ended();
+        }
         Some((secret, principal, terminal))
     }
 
@@ -259,7 +311,12 @@ impl SignIns {
     pub(crate) fn end_session(&self, presented: &[u8]) -> bool {
         let mut inner = self.lock();
         let found = find(&inner.sessions, |s| Some(s.secret.as_slice()), presented);
-        found.map(|index| inner.sessions.remove(index)).is_some()
+        let ended = found.map(|index| inner.sessions.remove(index)).is_some();
+        drop(inner);
+        if ended {
+            self.ended();
+        }
+        ended
     }
 
     /// `owner`'s links, oldest first.
@@ -294,6 +351,8 @@ impl SignIns {
             return false;
         }
         inner.sessions.retain(|session| session.link != id);
+        drop(inner);
+        self.ended();
         true
     }
 }
@@ -581,7 +640,9 @@ pub(super) async fn mint(
         owner: who.owner,
         read_only: who.read_only || request.read_only,
     };
-    let minted = state.signins.mint_for(principal, terminal, lifetime)?;
+    let minted = state
+        .signins
+        .mint_for(principal, who.read_only, terminal, lifetime)?;
     Ok((StatusCode::CREATED, Json(minted)).into_response())
 }
 
@@ -658,6 +719,49 @@ mod tests {
         signins.lock().links[0].expires = Instant::now();
         assert!(signins.redeem(&minted.code).is_none());
         assert!(signins.list(&alice(false).owner).is_empty(), "pruned");
+    }
+
+    /// Issue 46, item 9: 256 links minted by a read-only caller once made
+    /// the owner's `link` fail for as long as they lived.
+    #[test]
+    fn read_only_callers_cannot_spend_the_owners_links() {
+        let signins = SignIns::default();
+        for _ in 0..MAX_LINKS {
+            signins
+                .mint_for(alice(true), true, None, MAX_CODE_LIFETIME)
+                .unwrap();
+        }
+        let refused = signins
+            .mint_for(alice(true), true, None, MAX_CODE_LIFETIME)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("read-only callers"), "{refused}");
+        // The owner still mints, read-only links too.
+        signins.mint(alice(false), DEFAULT_CODE_LIFETIME).unwrap();
+        signins
+            .mint_for(alice(true), false, None, DEFAULT_CODE_LIFETIME)
+            .unwrap();
+    }
+
+    /// Revoking and signing out tell the live viewers (issue 46, item 1).
+    #[test]
+    fn ending_a_session_wakes_its_watchers() {
+        let signins = SignIns::default();
+        let mut watch = signins.watch_ended();
+        let minted = signins.mint(alice(false), DEFAULT_CODE_LIFETIME).unwrap();
+        let (secret, ..) = signins.redeem(&minted.code).unwrap();
+        assert!(!watch.has_changed().unwrap());
+        assert!(signins.revoke(&alice(false).owner, &minted.id));
+        assert!(watch.has_changed().unwrap());
+        watch.mark_unchanged();
+        assert_eq!(signins.session(secret.as_bytes()), None);
+        let code = signins
+            .mint(alice(false), DEFAULT_CODE_LIFETIME)
+            .unwrap()
+            .code;
+        let (secret, ..) = signins.redeem(&code).unwrap();
+        assert!(signins.end_session(secret.as_bytes()));
+        assert!(watch.has_changed().unwrap());
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! its last size, one tmux command at a time). The client is pinged every
 //! `ping_interval` and dropped (1001) when it stops answering
 //! ([`keepalive`]); a protocol violation closes 1002, a text frame that is
-//! not UTF-8 1007, both with a close frame.
+//! not UTF-8 1007, both with a close frame. The credential is judged
+//! again for as long as the session lives: revoking or expiring its link,
+//! or signing its session out, closes it 4401 at once (issue 46).
 
 mod errors;
 mod keepalive;
@@ -100,7 +102,8 @@ pub async fn attach(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let query = query.unwrap_or_default();
-    let principal = match state.principal(auth::ws_bearer(&headers).as_deref()) {
+    let presented = auth::ws_bearer(&headers);
+    let principal = match state.principal(presented.as_deref()) {
         // A share link's holder attaches only its terminal; another one is
         // refused like a missing one, after the upgrade (4404).
         Some((principal, Some(scope))) => {
@@ -154,7 +157,10 @@ pub async fn attach(
         .max_write_buffer_size(MAX_WRITE_BUFFER)
         .on_upgrade(move |mut socket| async move {
             match verdict {
-                Ok((principal, parsed)) => session(socket, state, principal, target, parsed).await,
+                Ok((principal, parsed)) => {
+                    let credential = Credential { presented };
+                    session(socket, state, principal, credential, target, parsed).await;
+                }
                 Err(refusal) => {
                     close_with(&state, &mut socket, refusal.code, &refusal.reason).await;
                 }
@@ -210,6 +216,45 @@ fn refusal_code(error: &Error) -> u16 {
     }
 }
 
+/// The credential a session was opened with, judged again while it
+/// lives.
+struct Credential {
+    presented: Option<String>,
+}
+
+/// The close reason of a session whose credential ended.
+const ACCESS_ENDED: &str =
+    "access ended: the link was revoked or expired, or the session signed out";
+
+impl Credential {
+    /// Returns once the credential no longer signs anyone in: woken by
+    /// every revoke and sign-out, and at its session's own end (a share
+    /// link's expiry). A token lasts as long as `serve`.
+    async fn ended(&self, state: &AppState) {
+        let mut changes = state.signins.watch_ended();
+        let presented = self.presented.as_deref();
+        loop {
+            changes.mark_unchanged();
+            if state.principal(presented).is_none() {
+                return;
+            }
+            let ends = presented
+                .and_then(|presented| state.signins.session_ends(presented.as_bytes()))
+                .map(Instant::from_std);
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        // The sign-ins are gone with the bridge: shutdown
+                        // ends the session, not this.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                () = sleep_until(ends) => {}
+            }
+        }
+    }
+}
+
 /// How a session ended, and so its close code.
 enum End {
     /// The client closed: let tungstenite's queued reply out.
@@ -226,6 +271,7 @@ async fn session(
     mut socket: WebSocket,
     state: AppState,
     principal: Principal,
+    credential: Credential,
     target: String,
     query: AttachQuery,
 ) {
@@ -272,6 +318,7 @@ async fn session(
                 keepalive: &mut keepalive,
                 read_only,
                 owed: 0,
+                credential: &credential,
             };
             pump.run(&mut viewer, first).await
         }
@@ -354,6 +401,8 @@ struct Pump<'a> {
     read_only: bool,
     /// Bytes of pongs owed to a client that has not read since.
     owed: usize,
+    /// What it signed in with, watched until it ends.
+    credential: &'a Credential,
 }
 
 impl Pump<'_> {
@@ -367,6 +416,9 @@ impl Pump<'_> {
         let state = self.state;
         let shutdown = state.shutdown.cancelled();
         tokio::pin!(shutdown);
+        let credential = self.credential;
+        let ended = credential.ended(state);
+        tokio::pin!(ended);
         let wake = tokio::time::sleep_until(self.keepalive.wake_at().unwrap_or_else(Instant::now));
         tokio::pin!(wake);
         loop {
@@ -381,6 +433,9 @@ impl Pump<'_> {
                 biased;
                 () = &mut shutdown => {
                     return End::Close(close::SERVICE_RESTART, close::RESTARTING.to_owned());
+                }
+                () = &mut ended => {
+                    return End::Close(close::UNAUTHORIZED, ACCESS_ENDED.to_owned());
                 }
                 () = &mut wake, if self.keepalive.wake_at().is_some() => {
                     match self.keepalive.tick(Instant::now()) {

@@ -506,3 +506,104 @@ async fn a_steady_upload_outlasts_the_body_timeout_by_its_length() {
     })
     .await;
 }
+
+/// Issue 46, item 8: a 0600 `secret.env` replaced by an upload became
+/// 0644. An overwrite keeps the replaced file's mode now; a new file is
+/// 0600.
+#[tokio::test]
+async fn an_overwrite_keeps_the_mode_and_a_new_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    within(async {
+        let served = limited().await;
+        let work = tempfile::tempdir().unwrap();
+        terminal_in(&served, "f", work.path()).await;
+        let mode = |name: &str| {
+            std::fs::metadata(work.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        for (name, before) in [
+            ("secret.env", 0o600),
+            ("shared.txt", 0o640),
+            ("tool", 0o750),
+        ] {
+            let path = work.path().join(name);
+            std::fs::write(&path, b"old").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(before)).unwrap();
+            let (status, answer) = put(
+                &served,
+                RW,
+                &format!("name={name}&overwrite=true"),
+                b"new".to_vec(),
+            )
+            .await;
+            assert_eq!(
+                (status, &answer["replaced"]),
+                (201, &json!(true)),
+                "{answer}"
+            );
+            assert_eq!(std::fs::read(&path).unwrap(), b"new");
+            assert_eq!(
+                mode(name),
+                before,
+                "{name}: {:o} after, {before:o} before",
+                mode(name)
+            );
+        }
+        let (status, answer) = put(&served, RW, "name=fresh", b"x".to_vec()).await;
+        assert_eq!(status, 201, "{answer}");
+        assert_eq!(mode("fresh"), 0o600, "a new file: {:o}", mode("fresh"));
+    })
+    .await;
+}
+
+/// Issue 46, item 10: the partial file of an upload a killed serve was
+/// writing stayed for ever, even after a restart. It is swept by its name
+/// at start (the working directories of the terminals serve finds) and
+/// before every upload into its directory; a fresh one (a live upload of
+/// another serve) and other names stay.
+#[tokio::test]
+async fn partial_uploads_a_killed_serve_left_are_swept() {
+    within(async {
+        let work = tempfile::tempdir().unwrap();
+        let served = Served::start(&[]).await;
+        terminal_in(&served, "f", work.path()).await;
+        let cli = served.crash().await;
+        let plant = |name: &str, age: Duration| {
+            let path = work.path().join(name);
+            std::fs::write(&path, vec![b'p'; 4096]).unwrap();
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(std::time::SystemTime::now() - age)
+                .unwrap();
+        };
+        let exists = |name: &str| work.path().join(name).exists();
+        let hour = Duration::from_secs(3600);
+        plant(".tmux-engine-upload-00ff00ff00ff00ff", hour);
+        plant(".tmux-engine-upload-1234", Duration::ZERO);
+        plant(".tmux-engine-upload-notes", hour);
+        let served = Served::start_with(cli, &[], &[]).await;
+        crate::support::poll(
+            "the stale partial upload swept at start",
+            super::WAIT,
+            || async { (!exists(".tmux-engine-upload-00ff00ff00ff00ff")).then_some(()) },
+        )
+        .await;
+        assert!(
+            exists(".tmux-engine-upload-1234"),
+            "a fresh partial file stays"
+        );
+        assert!(exists(".tmux-engine-upload-notes"), "another name stays");
+        plant(".tmux-engine-upload-abcdef", hour);
+        let token = served.token.clone();
+        let (status, answer) = put(&served, &token, "name=after", b"x".to_vec()).await;
+        assert_eq!(status, 201, "{answer}");
+        assert!(
+            !exists(".tmux-engine-upload-abcdef"),
+            "swept before an upload"
+        );
+        assert!(exists(".tmux-engine-upload-1234"));
+    })
+    .await;
+}

@@ -18,6 +18,7 @@ mod page_rename;
 mod phone;
 mod pool;
 mod quota;
+mod revoked;
 mod routes;
 mod security;
 mod signin;
@@ -313,6 +314,22 @@ pub(crate) struct Ws {
     socket: tokio_tungstenite::WebSocketStream<
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
     >,
+}
+
+impl
+    From<
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    > for Ws
+{
+    fn from(
+        socket: tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ) -> Ws {
+        Ws { socket }
+    }
 }
 
 impl Ws {
