@@ -514,6 +514,7 @@ pub(crate) fn run(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
