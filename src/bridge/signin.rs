@@ -444,6 +444,9 @@ impl SignIns {
                     owner: link.owner,
                     read_only: link.read_only,
                 },
+                // Who minted it is not carried: a read-only link counts
+                // against read-only callers, where it may have come from.
+                by_read_only: link.read_only,
                 expires: at(link.expires_in),
                 expires_at: link.expires_at,
                 created_at: link.created_at,
