@@ -128,6 +128,16 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
     if shared.client.output_path(shared.pane) == OutputPath::Control {
         realign_offsets(shared).await?;
     }
+    // tmux keeps a pane's pipe across `respawn-pane` (spawn.c closes only
+    // the pty), and the drain's `pipe-pane -o` toggles an open pipe off:
+    // on the raw path that closed the relay, so the restarted program's
+    // output never reached the stream (issue 43: a viewer of an `always`
+    // terminal got its repaint and then nothing). The drain is only put
+    // back where no pipe is left.
+    let drain = match drain {
+        Some(drain) if !piped(shared).await => Some(drain),
+        _ => None,
+    };
     let drained = async {
         match &drain {
             Some(drain) => shared.command(drain).await.map(drop),
@@ -168,6 +178,20 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
         .map_err(|_| Error::ServerGone {
             reason: "terminal watcher stopped".to_owned(),
         })
+}
+
+/// Whether tmux has a pipe open on the pane (`#{pane_pipe}`): the raw
+/// relay's or the drain's. An unanswered query counts as piped: a second
+/// `pipe-pane -o` would close the one that is there.
+async fn piped(shared: &ServerLink) -> bool {
+    let command = TmuxCommand::new("display-message")
+        .flag("-p")
+        .target(shared.pane)
+        .arg("#{pane_pipe}");
+    !shared
+        .command(&command)
+        .await
+        .is_ok_and(|reply| reply.text().trim() == "0")
 }
 
 /// Brings our control client's offset into the dead pane's output back to

@@ -355,9 +355,12 @@ fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCo
 
 /// `respawn-pane -k -t PANE ...`: the program of `opts` again in `pane`,
 /// as the server's `new-session` ran it; with the drain pipe to write
-/// right behind it when `opts.drain_on_exit` (the old pipe ends with the
-/// old program), so tmux runs both before its event loop can see the new
-/// program exit.
+/// right behind it when `opts.drain_on_exit`, so tmux runs both before
+/// its event loop can see the new program exit. The drain is for a pane
+/// with no pipe left: tmux keeps a pane's pipe across `respawn-pane`
+/// (spawn.c closes only the pty), and `pipe-pane -o` closes an open one
+/// (cmd-pipe-pane.c: `-o` opens a new pipe only where there was none), so
+/// the caller sends it only when `#{pane_pipe}` is 0.
 ///
 /// # Errors
 /// `INVALID_INPUT` as for `new-session` (see [`exec_words`]); an I/O error

@@ -1,6 +1,8 @@
 //! Viewers of an `always` terminal through real `serve` and WebSockets:
 //! its tmux server SIGKILLed right after a viewer's hello, on a terminal
-//! `serve` spawned and on one it adopted after a restart of `serve`.
+//! `serve` spawned and on one it adopted after a restart of `serve`; and
+//! one viewer typing into each of four restarts (respawned in place or
+//! rebuilt, both transports), once, right after the new program showed.
 
 use std::time::Duration;
 
@@ -105,5 +107,152 @@ async fn an_adopted_always_terminal_restarts_for_its_viewer_after_a_serve_restar
         sees_the_restart(&mut ws, 0).await;
         ws.close().await;
     })
+    .await;
+}
+
+/// How a round ends the running program of an `always` terminal.
+#[derive(Clone, Copy, Debug)]
+enum Kill {
+    /// SIGKILL to its tmux server: the terminal is rebuilt.
+    Server,
+    /// `tmux kill-server` on its socket: rebuilt too.
+    Shutdown,
+    /// SIGKILL to the program alone: the server lives, and the pane is
+    /// respawned in place (the viewer gets `exit` first).
+    Program,
+}
+
+/// Ends `id`'s program `how`; `run` is what it printed (`run-PID`).
+fn end_program(served: &Served, id: &str, how: Kill, run: &str) {
+    match how {
+        Kill::Server => kill(server_pid(served, id)),
+        Kill::Shutdown => {
+            let path = served
+                .cli
+                .state()
+                .join("terminals")
+                .join(format!("{id}.json"));
+            let record: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+            let socket = record["locator"]["socket"].as_str().unwrap();
+            let status = std::process::Command::new("tmux")
+                .args(["-S", socket, "kill-server"])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        Kill::Program => kill(run.trim_start_matches("run-").parse().unwrap()),
+    }
+}
+
+/// The last `run-PID` `bytes` show.
+fn run_line(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let at = text.rfind("run-")?;
+    let digits: String = text[at + 4..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    (!digits.is_empty()).then(|| format!("run-{digits}"))
+}
+
+/// One round after the kill: waits until a program other than `old` shows
+/// on the viewer's screen (control: in a snapshot's repaint or the live
+/// bytes after it; PTY: in tmux's redraw), types once, and waits for that
+/// program's answer. Returns the program's `run-PID`.
+async fn types_into_the_restart(ws: &mut Ws, old: &str, round: u32, pty: bool) -> String {
+    let mut repaint_next = false;
+    // The PTY transport has no snapshots: tmux's client redraws.
+    let mut repainted = pty;
+    let mut fresh: Option<String> = None;
+    // What the viewer shows since its last snapshot.
+    let mut shown = Vec::new();
+    let mut frames = Vec::new();
+    let needle = format!("got-typed-{round}");
+    let seen = tokio::time::timeout(super::WAIT, async {
+        loop {
+            let frame = ws.next().await;
+            frames.push(format!("{frame:?}").chars().take(100).collect::<String>());
+            match frame {
+                Frame::Text(frame) if frame["type"] == "snapshot" => {
+                    repaint_next = true;
+                    repainted = true;
+                    shown.clear();
+                }
+                Frame::Text(_) => {}
+                Frame::Binary(bytes) => {
+                    let live = !std::mem::take(&mut repaint_next);
+                    shown.extend_from_slice(&bytes);
+                    if fresh.is_some() {
+                        if live && String::from_utf8_lossy(&shown).contains(&needle) {
+                            return;
+                        }
+                    } else if repainted && let Some(run) = run_line(&shown).filter(|run| run != old)
+                    {
+                        // Typed once, as soon as the restarted program shows.
+                        fresh = Some(run);
+                        ws.input(format!("typed-{round}\r").as_bytes()).await;
+                    }
+                }
+                Frame::Close(code) => panic!("round {round}: closed with {code}: {frames:#?}"),
+            }
+        }
+    })
+    .await;
+    assert!(
+        seen.is_ok(),
+        "round {round}: no {needle:?} after {fresh:?} showed: {frames:#?}"
+    );
+    fresh.unwrap()
+}
+
+/// Four rounds on one viewer (`query`: its transport): the program is
+/// ended `how`, and the viewer types into each restarted one.
+async fn a_viewer_types_into_each_restart(how: Kill, query: &str) {
+    let served = Served::start(&[]).await;
+    let id = served.spawn(ECHO_LOOP).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pty = query == "transport=pty";
+    let mut ws = served.ws("loop", query, None).await;
+    assert_eq!(ws.text().await["type"], "hello");
+    let mut shown = Vec::new();
+    while run_line(&shown).is_none() {
+        match ws.next().await {
+            Frame::Text(frame) if frame["type"] == "snapshot" => shown.clear(),
+            Frame::Binary(bytes) => shown.extend_from_slice(&bytes),
+            other => panic!("before the first program showed: {other:?}"),
+        }
+    }
+    let mut old = run_line(&shown).unwrap();
+    for round in 0..4 {
+        end_program(&served, &id, how, &old);
+        old = types_into_the_restart(&mut ws, &old, round, pty).await;
+    }
+    ws.close().await;
+}
+
+#[tokio::test]
+async fn a_viewer_types_into_the_program_respawned_in_place() {
+    within(a_viewer_types_into_each_restart(Kill::Program, "")).await;
+}
+
+#[tokio::test]
+async fn a_viewer_types_into_the_program_rebuilt_after_a_sigkill_of_its_server() {
+    within(a_viewer_types_into_each_restart(Kill::Server, "")).await;
+}
+
+#[tokio::test]
+async fn a_viewer_types_into_the_program_rebuilt_after_kill_server() {
+    within(a_viewer_types_into_each_restart(Kill::Shutdown, "")).await;
+}
+
+#[tokio::test]
+async fn a_pty_viewer_types_into_the_program_respawned_in_place() {
+    within(a_viewer_types_into_each_restart(
+        Kill::Program,
+        "transport=pty",
+    ))
     .await;
 }
