@@ -322,8 +322,8 @@ impl Hub {
         });
     }
 
-    /// The program was restarted (or its server rebuilt, or the stream
-    /// skipped output): what came before no longer leads up to now, so no
+    /// The program was restarted (or its server rebuilt, the stream
+    /// skipped output, or the terminal was resized): what came before no longer leads up to now, so no
     /// resume replays it and every viewer is repainted.
     pub(crate) fn discontinuity(&mut self, effects: &mut Vec<Effect>) {
         self.floor = self.end;
@@ -340,7 +340,21 @@ impl Hub {
         }
     }
 
-    /// The terminal's size changed: every viewer is told.
+    /// The terminal's size changed: every viewer is told, then repainted
+    /// from a capture taken after it.
+    ///
+    /// tmux reflowed its screen and history to the new size, a viewer
+    /// reflows its own copy by rules of its own (xterm.js wraps, keeps the
+    /// cursor and fills rows from its scrollback differently), so from here
+    /// on the bytes alone no longer lead to what tmux shows: a viewer
+    /// opened at 390 px on a terminal printed at 80 columns showed its
+    /// prompt a row above tmux's (issue 43). Nor does a capture asked for
+    /// before the resize: it shows the old width, which the viewer then
+    /// wrapped at the new one. So a resize is a discontinuity: no resume
+    /// replays across it, a capture in flight is asked for again, and
+    /// every viewer gets the new one. The caller resized the terminal
+    /// before it called this, so the capture asked for now shows the new
+    /// size.
     pub(crate) fn resized(&mut self, size: Size, effects: &mut Vec<Effect>) {
         if size == self.size {
             return;
@@ -353,6 +367,7 @@ impl Hub {
             }
             lag_on_full(slot, slot.tx.try_send(ViewerEvent::Resize(size)), effects)
         });
+        self.discontinuity(effects);
     }
 
     /// The program exited: every viewer is told, even a lagging one. With

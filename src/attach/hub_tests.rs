@@ -224,31 +224,79 @@ fn a_viewer_not_live_at_the_final_exit_gets_the_final_screen_first() {
 }
 
 #[test]
-fn resize_is_told_once_per_change() {
+fn a_resize_is_told_once_per_change_then_repainted() {
     let (stream, mut hub) = hub(16);
     let mut effects = Vec::new();
     let (tx, mut rx) = mpsc::channel(8);
     hub.join(tx, at(&hub, 0), &stream, &mut effects);
-    hub.resized(
-        Size {
-            cols: 100,
-            rows: 30,
-        },
+    print(&stream, &mut hub, b"ab", &mut effects);
+    assert!(effects.is_empty(), "{effects:?}");
+    let wide = Size {
+        cols: 100,
+        rows: 30,
+    };
+    hub.resized(wide, &mut effects);
+    hub.resized(wide, &mut effects);
+    assert_eq!(drain(&mut rx), [out(0, b"ab"), ViewerEvent::Resize(wide)]);
+    // One capture, after the resize, repaints the viewer at the new size.
+    let [Effect::Capture(epoch)] = effects[..] else {
+        panic!("{effects:?}");
+    };
+    effects.clear();
+    hub.snapshot(epoch, Some(Bytes::from_static(b"R")), &stream, &mut effects);
+    assert_eq!(
+        drain(&mut rx),
+        [ViewerEvent::Snapshot {
+            offset: 2,
+            size: wide,
+            repaint: Bytes::from_static(b"R"),
+        }]
+    );
+    // No resume replays bytes from before it.
+    let (late, mut late_rx) = mpsc::channel(8);
+    hub.join(late, at(&hub, 0), &stream, &mut effects);
+    assert!(drain(&mut late_rx).is_empty());
+    assert!(matches!(effects[..], [Effect::Capture(_)]), "{effects:?}");
+}
+
+#[test]
+fn a_capture_asked_for_before_a_resize_repaints_nobody() {
+    let (stream, mut hub) = hub(1024);
+    let mut effects = Vec::new();
+    let (tx, mut rx) = mpsc::channel(8);
+    hub.join(tx, None, &stream, &mut effects);
+    let [Effect::Capture(before)] = effects[..] else {
+        panic!("{effects:?}");
+    };
+    effects.clear();
+    let narrow = Size { cols: 46, rows: 47 };
+    hub.resized(narrow, &mut effects);
+    let [Effect::Capture(after)] = effects[..] else {
+        panic!("{effects:?}");
+    };
+    assert_ne!(before, after);
+    effects.clear();
+    // The old width's screen, answered late: ignored.
+    hub.snapshot(
+        before,
+        Some(Bytes::from_static(b"80")),
+        &stream,
         &mut effects,
     );
-    hub.resized(
-        Size {
-            cols: 100,
-            rows: 30,
-        },
+    assert!(drain(&mut rx).is_empty());
+    hub.snapshot(
+        after,
+        Some(Bytes::from_static(b"46")),
+        &stream,
         &mut effects,
     );
     assert_eq!(
         drain(&mut rx),
-        [ViewerEvent::Resize(Size {
-            cols: 100,
-            rows: 30
-        })]
+        [ViewerEvent::Snapshot {
+            offset: 0,
+            size: narrow,
+            repaint: Bytes::from_static(b"46"),
+        }]
     );
 }
 

@@ -18,6 +18,7 @@ mod page_rename;
 mod phone;
 mod pool;
 mod quota;
+mod reflow;
 mod revoked;
 mod routes;
 mod security;
