@@ -112,15 +112,17 @@ where
 }
 
 fn main() -> ExitCode {
-    // The raw output relay (tmux's `pipe-pane` runs it): before anything
-    // else, so it exits within microseconds and no `cat` stays resident.
+    // A terminal's output relay (tmux's `pipe-pane` runs it): before
+    // anything else, so it sets up no logging and no runtime: it stays
+    // resident for as long as its pane, one per terminal.
     let mut args = std::env::args_os().skip(1);
     if args
         .next()
         .is_some_and(|a| a == tmux_engine::tmux::RELAY_ARG)
     {
-        let socket = args.next().unwrap_or_default();
-        return match tmux_engine::tmux::relay(std::path::Path::new(&socket)) {
+        let dir = args.next().unwrap_or_default();
+        let joined = args.next().is_some_and(|a| a == "joined");
+        return match tmux_engine::tmux::relay(std::path::Path::new(&dir), joined) {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::FAILURE,
         };

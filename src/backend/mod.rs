@@ -32,6 +32,7 @@ mod pool;
 mod reap;
 mod records;
 mod send;
+mod stream_link;
 mod terminal;
 
 use std::path::{Path, PathBuf};
@@ -225,6 +226,7 @@ impl TmuxBackend {
             client,
             pane,
             output: stream,
+            stream_epoch,
             ..
         } = parts;
         let terminal = TmuxTerminal::start(Parts {
@@ -238,6 +240,7 @@ impl TmuxBackend {
             status: TerminalStatus::Running,
             stream,
             joined: false,
+            origin: stream_epoch.map(|epoch| (epoch, 0)),
         });
         if pooled && let Some(stream) = terminal.stream() {
             // The replacement starts once this terminal printed (its
@@ -266,16 +269,23 @@ impl TmuxBackend {
         let recorded_server = locator.server;
         let deadline = tokio::time::Instant::now() + self.config.probe_timeout;
         let mut pause = Duration::from_millis(10);
+        // The pane's relay, when one runs, serves this process too: the
+        // same bytes, counted in the same epoch, as every other process.
+        let mut linked = stream_link::existing(dir, self.config.probe_timeout).await;
         let (client, mut streams) = loop {
             // This client acknowledges the exit handshake's marker from
-            // now on (a server started without the handshake has no fifo:
-            // nothing waits).
+            // now on where no relay does (a server started without the
+            // handshake has no fifo: nothing waits).
             let opts = ClientOptions {
                 exit_handshake: Some(dir.clone()),
                 ..ClientOptions::default()
             };
-            let attempt =
-                ControlClient::attach(&handle, opts, &[(pane, SubscribeOptions::default())]).await;
+            let subscribe = [(pane, SubscribeOptions::default())];
+            let attempt = if linked.is_some() {
+                ControlClient::attach_quiet(&handle, opts, &subscribe, pane).await
+            } else {
+                ControlClient::attach(&handle, opts, &subscribe).await
+            };
             match attempt {
                 Ok(connected) => break connected,
                 // No server on the socket, or no session: dead. Except that
@@ -325,20 +335,34 @@ impl TmuxBackend {
         if let Some(pid) = state.server_pid {
             handle.set_pid(pid);
         }
-        if !state.dead {
-            // The pipe may be the previous engine's raw relay, whose reader
-            // died with it: a drain of our own keeps a fast exit's tail on
-            // the screen (this client's output rides `%output`).
-            if let Err(error) = client.command(&rearm_drain(pane)).await {
-                debug!(terminal = %record.id, %error, "re-arming the drain pipe on adoption");
+        if linked.is_none() && !state.dead {
+            // No relay (it was killed, or the server is older than relays):
+            // a new one, for this process and every later one. Its stream is
+            // a new one (what the pane printed meanwhile reached nobody).
+            linked = stream_link::install(&client, pane, dir, self.config.probe_timeout).await;
+            if linked.is_none() {
+                // None could start: a drain of our own keeps a fast exit's
+                // tail on the screen (this client's output rides `%output`).
+                if let Err(error) = client.command(&rearm_drain(pane)).await {
+                    debug!(terminal = %record.id, %error, "re-arming the drain pipe on adoption");
+                }
             }
+        }
+        if !state.dead && linked.is_none() {
             // A program that ended while no engine was attached printed its
             // marker to nobody: its wrapper waits, every byte of it in tmux
             // by now (the pane's side of the pty stayed open). Let it go,
-            // now that this client sees the pane's exit.
+            // now that this client sees the pane's exit. (A relay
+            // acknowledges the marker itself.)
             if crate::tmux::exit_handshake::acknowledge(dir) {
                 debug!(terminal = %record.id, "acknowledged an exit that happened while detached");
             }
+        }
+        let origin = linked.as_ref().map(|linked| (linked.epoch, linked.start));
+        // From the program's first byte when the relay holds it all.
+        let joined = !linked.as_ref().is_some_and(|l| l.first && l.start == 0);
+        if let Some(linked) = linked {
+            client.attach_raw(pane, linked)?;
         }
         let exit = match state.exit {
             // Dead without a status: tmux 3.3a lost the pane's SIGCHLD (its
@@ -368,7 +392,8 @@ impl TmuxBackend {
             pane_process,
             status,
             stream,
-            joined: true,
+            joined,
+            origin,
         })))
     }
 }

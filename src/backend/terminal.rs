@@ -36,7 +36,7 @@ use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshak
 use crate::control::pane_exit::wait_pane_exit;
 use crate::control::snapshot::capture_snapshot;
 use crate::control::subscribe::Snapshot;
-use crate::control::subscribe::{Sink, SubscribeOptions};
+use crate::control::subscribe::{Sink, SinkEvent, SubscribeOptions};
 use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
     Screen, SendRequest, StartedSend, TerminalStatus,
@@ -88,6 +88,10 @@ pub(super) struct Parts {
     /// The server ran before this link (adopted), so the stream starts
     /// after its program did.
     pub joined: bool,
+    /// The relay's stream this process reads (raw path): its epoch and the
+    /// offset of the first byte `stream` carries. `None`: `%output`, a
+    /// stream of this process's own.
+    pub origin: Option<(u64, u64)>,
 }
 
 impl TmuxTerminal {
@@ -96,10 +100,14 @@ impl TmuxTerminal {
         let (restream, restreams) = mpsc::channel(4);
         let shared = Arc::new(ServerLink {
             id: parts.id,
-            stream: Arc::new(Stream::new(parts.config.output_buffer).shell(
-                super::command::integrated_shell(&parts.spec, &parts.config).is_some(),
-                parts.joined,
-            )),
+            stream: Arc::new(
+                Stream::new(parts.config.output_buffer)
+                    .shared(parts.origin)
+                    .shell(
+                        super::command::integrated_shell(&parts.spec, &parts.config).is_some(),
+                        parts.joined,
+                    ),
+            ),
             spec: parts.spec,
             config: parts.config,
             client: parts.client,
@@ -144,7 +152,7 @@ async fn watch_pane(
                 () = shared.stop.cancelled() => return,
                 event = stream.recv() => match event {
                     // The sink takes every event; nothing is queued here.
-                    Some(event) => take(&shared.stream, event),
+                    Some(event) => take(&shared.stream, SinkEvent::Pane(event)),
                     None => {
                         let reason = stream
                             .close_reason()
@@ -199,15 +207,19 @@ fn still_there(pid: u32) -> bool {
 }
 
 /// One event of the pane's subscription into the stream.
-fn take(stream: &Stream, event: PaneEvent) {
+fn take(stream: &Stream, event: SinkEvent) {
     match event {
-        PaneEvent::Output(bytes) => {
+        SinkEvent::Pane(PaneEvent::Output(bytes)) => {
             crate::hops::mark(crate::hops::Hop::Stream);
             stream.push(bytes);
         }
         // Output was skipped (or the pane respawned): sends that span it
         // say so, viewers are repainted.
-        PaneEvent::Resync(_) => stream.skipped(),
+        SinkEvent::Pane(PaneEvent::Resync(_)) => stream.skipped(),
+        // This process fell behind the relay's window: the relay's offsets
+        // go on at `to`.
+        SinkEvent::Skip { to } => stream.skip_to(to),
+        SinkEvent::Lost(why) => stream.lose(why),
     }
 }
 

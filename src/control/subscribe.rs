@@ -128,7 +128,26 @@ setters!(SubscribeOptions {
 /// never lags, so it follows the pane in the same order a queue would,
 /// and is resynced only when tmux paused the pane (`pause-after`). It
 /// must be quick and must not call the client (its lock is held).
-pub(crate) type Sink = Arc<dyn Fn(PaneEvent) + Send + Sync>;
+pub(crate) type Sink = Arc<dyn Fn(SinkEvent) + Send + Sync>;
+
+/// What a [`Sink`] takes: every [`PaneEvent`], and on the raw path what
+/// only the registry's stream is told (a queued subscriber is resynced
+/// instead, or simply hears nothing more).
+#[derive(Debug)]
+pub(crate) enum SinkEvent {
+    /// What a queue would get.
+    Pane(PaneEvent),
+    /// This process fell further behind the pane's relay than it holds:
+    /// the bytes before offset `to` of the relay's stream never reach it;
+    /// output continues at `to`.
+    Skip {
+        /// The relay's offset where output continues.
+        to: u64,
+    },
+    /// The pane's output stopped reaching this process while the pane
+    /// lives on (its relay was killed or its pipe replaced), with why.
+    Lost(String),
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SubState {
@@ -159,7 +178,7 @@ impl Sub {
     /// events are the caller's to block on.
     fn offer(&mut self, pane: PaneId, event: PaneEvent, fx: &mut Effects) {
         if let Some(sink) = &self.sink {
-            sink(event);
+            sink(SinkEvent::Pane(event));
             return;
         }
         match self.delivery {
@@ -320,6 +339,36 @@ impl Routes {
         {
             route.paused = true;
             fx.pause.push(pane);
+        }
+    }
+
+    /// The raw path skipped to offset `to` (see [`SinkEvent::Skip`]): the
+    /// stream's sink is told, every queued subscriber lags (and is resynced
+    /// as after a full queue).
+    pub(crate) fn skip(&mut self, pane: PaneId, to: u64, fx: &mut Effects) {
+        let Some(route) = self.panes.get_mut(&pane) else {
+            return;
+        };
+        for sub in &mut route.subs {
+            if let Some(sink) = &sub.sink {
+                sink(SinkEvent::Skip { to });
+            } else if sub.state == SubState::Live {
+                sub.state = SubState::Lagging;
+                fx.lagging.push((pane, sub.id, sub.tx.clone()));
+            }
+        }
+    }
+
+    /// The raw path stopped reaching this process (see [`SinkEvent::Lost`]):
+    /// the stream's sink is told; queued subscribers hear nothing more.
+    pub(crate) fn lost(&mut self, pane: PaneId, why: &str) {
+        let Some(route) = self.panes.get_mut(&pane) else {
+            return;
+        };
+        for sub in &route.subs {
+            if let Some(sink) = &sub.sink {
+                sink(SinkEvent::Lost(why.to_owned()));
+            }
         }
     }
 

@@ -3,12 +3,16 @@
 //! stripping every text view of that stream shares.
 //!
 //! A cursor is the stream offset of a byte with the **epoch** of the
-//! stream it counts in: a random token drawn each time the engine links
-//! to a terminal's server (a spawn, or an adoption after a restart of the
-//! engine). Offsets restart at 0 in a new link, so an offset alone would
-//! silently mean other bytes after a restart or a recreated pane; with
-//! the epoch, such a cursor is *stale*, and a read answers it from the
-//! oldest byte still held, saying so ([`CursorGap::Stale`]).
+//! stream it counts in: a random token drawn once per stream where the
+//! pane's bytes are first read. On the raw path that is the terminal's
+//! resident relay (`tmux::relay`), shared by every engine process on the
+//! host, so a cursor from one process reads the same bytes in another; a
+//! new epoch means the stream itself restarted (a new server, a new
+//! relay). Where a process reads `%output` itself, its stream is its own
+//! and so is the epoch. Offsets restart at 0 in a new stream, so an
+//! offset alone would silently mean other bytes after a restart; with the
+//! epoch, such a cursor is *stale*, and a read answers it from the oldest
+//! byte still held, saying so ([`CursorGap::Stale`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -33,14 +37,7 @@ impl OutputCursor {
     /// A fresh epoch for a new output stream: random, so two streams (of
     /// one process or two) do not share one.
     pub fn new_epoch() -> u64 {
-        // A clock-derived fallback keeps cursors working (less unique)
-        // should the OS refuse randomness.
-        getrandom::u64().unwrap_or_else(|_| {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            u64::try_from(nanos % u128::from(u64::MAX)).unwrap_or(1)
-        })
+        crate::vocab::stream_epoch()
     }
 }
 

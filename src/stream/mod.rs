@@ -43,6 +43,9 @@ pub struct Stream {
     /// It began after its program did (an engine linked to a running
     /// terminal): its first byte is not the program's.
     joined: bool,
+    /// Why the pane's output stopped reaching this process while the pane
+    /// lived on (see [`Stream::lost`]).
+    lost: Mutex<Option<String>>,
 }
 
 impl Stream {
@@ -56,7 +59,25 @@ impl Stream {
             changes: watch::Sender::new(0),
             integrated: false,
             joined: false,
+            lost: Mutex::new(None),
         }
+    }
+
+    /// This stream as a reader of a terminal's relay (the raw path, see
+    /// `tmux::relay`): it counts in the relay's epoch, which every engine
+    /// process linked to the terminal shares, and its first byte is the
+    /// relay's offset `start`. `None` keeps it a stream of its own.
+    #[must_use]
+    pub(crate) fn shared(mut self, origin: Option<(u64, u64)>) -> Stream {
+        if let Some((epoch, start)) = origin {
+            self.epoch = epoch;
+            self.ring
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .total = start;
+            self.changes.send_replace(start);
+        }
+        self
     }
 
     /// This stream, saying whether its program is a shell started with the
@@ -114,6 +135,33 @@ impl Stream {
             ring.skipped_at = ring.total;
         }
         self.changes.send_modify(|_| {});
+    }
+
+    /// This process fell behind the terminal's relay further than it holds:
+    /// the bytes before `to` never arrive, and output goes on at `to`
+    /// (offsets stay the relay's, so cursors keep their meaning in every
+    /// process).
+    pub(crate) fn skip_to(&self, to: u64) {
+        self.held().jump(to);
+        self.changes.send_modify(|_| {});
+    }
+
+    /// The pane's output stopped reaching this process while the pane may
+    /// live on (its relay was killed, its pipe replaced), with why: waits
+    /// and sends answer `STREAM_LOST` instead of waiting for bytes that
+    /// cannot come.
+    pub(crate) fn lose(&self, why: String) {
+        *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
+        self.changes.send_modify(|_| {});
+    }
+
+    /// Why the output stopped reaching this process, once it has (see
+    /// [`Stream::lose`]).
+    pub fn lost(&self) -> Option<String> {
+        self.lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The working directory the program reported last (OSC 7, which the

@@ -94,6 +94,18 @@ impl Ring {
         }
     }
 
+    /// Output up to `to` was skipped here (see `Stream::skip_to`): nothing
+    /// held leads up to what follows, which starts at `to`.
+    pub(crate) fn jump(&mut self, to: u64) {
+        self.chunks.clear();
+        self.times.clear();
+        self.len = 0;
+        self.own_tail = false;
+        self.total = self.total.max(to);
+        self.gaps += 1;
+        self.skipped_at = self.total;
+    }
+
     /// Copies short output onto the newest chunk when the ring made it and
     /// it has room, else into a new chunk of its own (exactly its size: the
     /// next append replaces it, so room reserved ahead would be copied for

@@ -33,6 +33,10 @@ pub struct Parts {
     pub pane: PaneId,
     /// The pane's output, subscribed before tmux wrote anything.
     pub output: PaneStream,
+    /// On the raw path, the epoch the pane's relay numbers its bytes in
+    /// (`output` starts at its offset 0): every engine process linked to
+    /// the terminal counts in it. `None`: `%output`, this process's own.
+    pub stream_epoch: Option<u64>,
 }
 
 /// Starts a server running `server_opts.command` (or the shell) and
@@ -76,16 +80,18 @@ pub async fn launch(
     let (client, mut streams) =
         ControlClient::spawn_subscribed(command, client_opts, &[(pane, subscribe)]).await?;
     let output = streams.pop().expect("one subscription was asked for");
+    let mut stream_epoch = None;
     if let Some(relay) = relay {
-        // `%output` of the pane is off already: the pipe is its only way.
-        let pipe = match relay.accept(ready_timeout).await {
-            Ok(pipe) => pipe,
+        // `%output` of the pane is off already: the relay is its only way.
+        let linked = match relay.accept(ready_timeout).await {
+            Ok(linked) => linked,
             Err(error) => {
                 client.detach().await;
                 return Err(error);
             }
         };
-        client.attach_raw(pane, pipe)?;
+        stream_epoch = Some(linked.epoch);
+        client.attach_raw(pane, linked)?;
     }
     let info = TmuxCommand::new("list-panes")
         .target(pane)
@@ -116,5 +122,6 @@ pub async fn launch(
         client,
         pane,
         output,
+        stream_epoch,
     })
 }

@@ -84,6 +84,7 @@ impl Terminal {
             client,
             pane,
             output,
+            ..
         } = parts;
         let model = SharedModel::new(size, scrollback);
         let feeder = tokio::spawn(model::feed(model.clone(), client.clone(), pane, output));

@@ -27,8 +27,9 @@
 //!
 //! - `exit_handshake`: the wrapper that keeps a pane until the engine
 //!   has its program's last bytes (the marker, the fifo, the scan);
-//! - [`relay`]: the raw output path's relay (`pipe-pane` -> `SCM_RIGHTS`
-//!   -> the engine), its listener and its default executable;
+//! - [`relay`]: the raw output path: one resident relay per pane (`pipe-pane`
+//!   -> the relay -> every engine process), its wire, its listener and its
+//!   default executable;
 //! - `dirs`: private directories checked like tmux checks its socket
 //!   directory (`UNSAFE_DIRECTORY` otherwise).
 //!

@@ -219,12 +219,13 @@ impl Server {
             super::launcher::make_fifo(dir.path())?;
         }
 
-        // The engine process must be listening there when tmux runs the pipe.
+        // The engine process must be listening there when tmux runs the
+        // pipe: the relay links it first.
         let raw_socket = dir.path().join(super::relay::RAW_SOCKET);
         let raw = opts
             .raw_relay
             .as_ref()
-            .and_then(|relay| super::relay::pipe_command(relay, &raw_socket));
+            .and_then(|relay| super::relay::pipe_command(relay, dir.path(), false));
         let argv = start_argv(&opts, handle.session(), mode, raw.as_deref())?;
         // Owned from here on, before tmux runs: if starting fails or the
         // caller's future is dropped, `kill` or `Drop` stops whatever did

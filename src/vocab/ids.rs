@@ -215,6 +215,21 @@ pub fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A fresh output-stream epoch: random and never 0 (0 means "none known"
+/// where a relay is asked for an offset), so two streams, of one process or
+/// two, of one server or its successor, do not share one. A clock-derived
+/// fallback keeps cursors working (less unique) should the OS refuse
+/// randomness.
+pub(crate) fn stream_epoch() -> u64 {
+    let drawn = getrandom::u64().unwrap_or_else(|_| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        u64::try_from(nanos % u128::from(u64::MAX)).unwrap_or(1) ^ u64::from(std::process::id())
+    });
+    drawn.max(1)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -17,7 +17,7 @@ pub(crate) mod spawn_spec;
 
 pub(crate) use escape_sequence::{EscapeSequence, escape_sequence};
 pub use exit_status::ExitStatus;
-pub(crate) use ids::{OwnerId, TerminalId, validate_name};
+pub(crate) use ids::{OwnerId, TerminalId, stream_epoch, validate_name};
 pub(crate) use markup::escape_markup;
 pub(crate) use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
 pub use object_ids::{PaneId, SessionId, WindowId};

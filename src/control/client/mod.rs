@@ -118,6 +118,34 @@ impl ControlClient {
         Self::spawn_subscribed(server.control_command(), opts, panes).await
     }
 
+    /// [`attach`](Self::attach), with `%output` of `quiet` off from the
+    /// start: its bytes come from its relay (see [`Self::attach_raw`]).
+    /// Turned off in the attach's own command list, before tmux reads the
+    /// pane again: turning it off with output queued makes tmux 3.3a skip
+    /// the queue's offset and abort in `control_append_data`.
+    ///
+    /// # Errors
+    /// As [`ControlClient::attach`].
+    pub(crate) async fn attach_quiet(
+        server: &ServerHandle,
+        opts: ClientOptions,
+        panes: &[(PaneId, SubscribeOptions)],
+        quiet: PaneId,
+    ) -> Result<(ControlClient, Vec<PaneStream>)> {
+        let opts = ClientOptions {
+            handshake_lock: Some(server.control_lock()),
+            input_dir: opts.input_dir.or_else(|| Some(server.dir().to_owned())),
+            ..opts
+        };
+        let mut command = server.control_command();
+        command
+            .arg(";")
+            .arg("refresh-client")
+            .arg("-A")
+            .arg(format!("{quiet}:off"));
+        Self::spawn_subscribed(command, opts, panes).await
+    }
+
     /// Like [`ControlClient::spawn`], with pane subscriptions in place
     /// before tmux writes anything, so no output of a pane the command
     /// creates (the first pane of a fresh server is `%0`) is missed.
@@ -322,24 +350,27 @@ impl ControlClient {
         PaneStream::new(&self.shared, pane, opts)
     }
 
-    /// Takes `pane`'s output from `source` from now on: a stream socket
-    /// carrying the pane's bytes exactly, as tmux's `pipe-pane` writes them
-    /// (handed over by the relay, see [`crate::tmux::relay`]). The caller
-    /// has turned `%output` off for the pane in the same tmux command list
-    /// that started the pipe, so each byte comes one way only. Subscribers
-    /// see no difference; [`output_path`](Self::output_path) tells.
+    /// Takes `pane`'s output from its relay from now on (`linked`, see
+    /// [`crate::tmux::relay`]): the pane's bytes exactly, as tmux's
+    /// `pipe-pane` writes them, numbered by the relay. The caller has
+    /// turned `%output` off for the pane in the same tmux command list that
+    /// started this client (or the pipe), so each byte comes one way only.
+    /// Subscribers see no difference; [`output_path`](Self::output_path)
+    /// tells.
     ///
     /// # Errors
-    /// `SERVER_GONE` once the connection is closed; `IO` when the socket
-    /// cannot be registered with the runtime.
-    pub fn attach_raw(&self, pane: PaneId, source: std::os::fd::OwnedFd) -> Result<()> {
+    /// `SERVER_GONE` once the connection is closed.
+    pub(crate) fn attach_raw(
+        &self,
+        pane: PaneId,
+        linked: crate::tmux::relay::Linked,
+    ) -> Result<()> {
         let mut state = self.shared.lock();
         if state.closed.is_some() {
             drop(state);
             return Err(self.gone_error());
         }
-        let link = raw::start(&self.shared, self._guard.0.clone(), pane, source)
-            .map_err(|e| Error::io("reading the raw output pipe", e))?;
+        let link = raw::start(&self.shared, self._guard.0.clone(), pane, linked);
         state.raw.insert(pane, link);
         Ok(())
     }

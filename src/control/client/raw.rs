@@ -1,27 +1,29 @@
-//! A pane's raw output: the task that reads tmux's `pipe-pane` socket
-//! (handed over by the relay, see [`crate::tmux::relay`]) and routes its
-//! bytes exactly as the reader routes `%output`.
+//! A pane's raw output: the task that reads the pane's stream from its
+//! resident relay (see [`crate::tmux::relay`]) and routes its bytes
+//! exactly as the reader routes `%output`.
 //!
 //! It always drains: a subscriber that falls behind is skipped and
 //! resynced by `subscribe`'s flow control, never waited for (except a
-//! [`Delivery::Lossless`] one, who asked for it), so a stalled viewer never
-//! leaves bytes in tmux, whose pipe buffer has no bound. Pausing the pane in
-//! tmux would quiet nothing here (it only stops `%output`), so raw panes are
-//! never paused.
+//! [`Delivery::Lossless`] one, who asked for it), so the relay never holds
+//! bytes for this process longer than it must. Pausing the pane in tmux
+//! would quiet nothing here (it only stops `%output`), so raw panes are
+//! never paused. A process that falls behind the relay's window anyway
+//! (stopped, swapped out) gets a gap, routed as [`SinkEvent::Skip`].
 //!
 //! Ordering with the control stream: the pane's exit is known through
-//! control mode, and tmux calls a piped pane dead only once its pipe buffer
-//! is written to the socket. So whoever learns the pane died asks
-//! [`drain`](super::ControlClient::drain_raw) for everything the socket
-//! holds and gets it routed before the exit is reported.
+//! control mode, and tmux calls a piped pane dead only once its pipe is
+//! written to the relay. So whoever learns the pane died asks
+//! [`drain`](super::ControlClient::drain_raw) for everything the relay
+//! read, which this task asks the relay for ([`Request::Sync`]) and routes
+//! before it answers.
 //!
 //! [`Delivery::Lossless`]: super::Delivery::Lossless
+//! [`SinkEvent::Skip`]: crate::control::subscribe::SinkEvent::Skip
 
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -31,14 +33,16 @@ use super::ClientShared;
 use super::reader::deliver_blocking;
 use crate::control::subscribe::Effects;
 use crate::control::{Notification, PaneId};
+use crate::tmux::relay::Linked;
+use crate::tmux::relay::wire::{self, Frame, Request};
 
-/// Bytes read per call at most: as much as a `%output` line carries.
-const CHUNK: usize = 64 * 1024;
+/// Bytes read per call at most: a data frame and its head.
+const CHUNK: usize = wire::MAX_DATA + wire::HEAD_LEN;
 /// Room an idle pane's reader keeps: a terminal that prints little costs
 /// little; the room doubles up to [`CHUNK`] while reads fill it.
 const FIRST_CHUNK: usize = 4 * 1024;
 
-/// A request to route everything the socket holds now; answered once done.
+/// A request to route everything the relay has read now; answered once done.
 pub(super) type Flush = oneshot::Sender<()>;
 
 /// The routing state's link to a raw pane's reader task.
@@ -47,75 +51,148 @@ pub(super) struct RawLink {
     pub(super) flush: mpsc::Sender<Flush>,
 }
 
-/// Starts the reader of `source`, a stream socket carrying `pane`'s bytes.
+/// Starts the reader of `linked`, a link to `pane`'s relay.
 pub(super) fn start(
     shared: &Arc<ClientShared>,
     cancel: CancellationToken,
     pane: PaneId,
-    source: OwnedFd,
-) -> std::io::Result<RawLink> {
-    let std = std::os::unix::net::UnixStream::from(source);
-    std.set_nonblocking(true)?;
-    let stream = UnixStream::from_std(std)?;
+    linked: Linked,
+) -> RawLink {
     // One flush at a time is enough: each drains everything there is.
     let (flush, flushes) = mpsc::channel(16);
-    shared
-        .tasks
-        .spawn(read_raw(shared.clone(), cancel, pane, stream, flushes));
-    Ok(RawLink { flush })
+    shared.tasks.spawn(read_raw(
+        shared.clone(),
+        cancel,
+        pane,
+        linked.socket,
+        linked.buf,
+        flushes,
+    ));
+    RawLink { flush }
+}
+
+/// How a link to the relay ended.
+enum Ended {
+    /// The relay said the pane's pipe closed, or this process let go.
+    Done,
+    /// The link broke while the pane may live on, with why.
+    Lost(String),
 }
 
 async fn read_raw(
     shared: Arc<ClientShared>,
     cancel: CancellationToken,
     pane: PaneId,
-    mut stream: UnixStream,
+    mut socket: UnixStream,
+    mut buf: BytesMut,
     mut flushes: mpsc::Receiver<Flush>,
 ) {
-    let mut buf = BytesMut::new();
     let mut room = FIRST_CHUNK;
     // Made once: one made each turn registered and dropped a waiter on
     // the token for every read (issue 27).
     let ended = shared.ended.clone().cancelled_owned();
     tokio::pin!(ended);
-    loop {
+    // Frames read with the hello.
+    let mut end = route_frames(&shared, &cancel, pane, &mut buf, None).await;
+    while end.is_none() {
         let offered = make_room(&mut buf, room);
-        tokio::select! {
+        end = tokio::select! {
             biased;
-            () = &mut ended => break,
+            () = &mut ended => Some(Ended::Done),
             Some(ack) = flushes.recv() => {
-                let open = drain_now(&shared, &cancel, pane, &stream, &mut buf).await;
+                let end = sync(&shared, &cancel, pane, &mut socket, &mut buf).await;
                 let _ = ack.send(());
-                if !open {
-                    break;
-                }
+                end
             }
             // `read_buf`, not `readable` and `try_read_buf`: a read that
             // leaves room clears the socket's readiness (tokio knows the
             // buffer is drained), so an echo costs one read, not a second
             // that fails `EAGAIN` on the way to its viewer (issue 27).
-            read = stream.read_buf(&mut buf) => {
-                match read {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        crate::hops::mark(crate::hops::Hop::RawRead);
-                        room = next_room(room, n, offered);
-                        route(&shared, &cancel, pane, buf.split().freeze()).await;
-                    }
-                    Err(e) => {
-                        debug!(%pane, error = %e, "reading the raw output pipe");
-                        break;
-                    }
+            read = socket.read_buf(&mut buf) => match read {
+                Ok(0) => Some(Ended::Lost("the output relay closed the link".to_owned())),
+                Ok(n) => {
+                    crate::hops::mark(crate::hops::Hop::RawRead);
+                    room = next_room(room, n, offered);
+                    route_frames(&shared, &cancel, pane, &mut buf, None).await
                 }
-            }
-        }
+                Err(e) => Some(Ended::Lost(format!("reading from the output relay: {e}"))),
+            },
+        };
     }
-    // The pipe is closed (the pane is gone, or the connection is): nothing
-    // more can come, so later flushes have nothing to wait for.
+    if let Some(Ended::Lost(why)) = end {
+        debug!(%pane, why, "the pane's raw stream is lost");
+        shared.lock().routes.lost(pane, &why);
+    }
+    // Nothing more can come, so later flushes have nothing to wait for.
     shared.lock().raw.remove(&pane);
     flushes.close();
     while let Ok(ack) = flushes.try_recv() {
         let _ = ack.send(());
+    }
+}
+
+/// Routes the whole frames `buf` holds; with `synced`, notes whether a
+/// [`Frame::Synced`] was among them. `Some` once the link ended.
+async fn route_frames(
+    shared: &Arc<ClientShared>,
+    cancel: &CancellationToken,
+    pane: PaneId,
+    buf: &mut BytesMut,
+    mut synced: Option<&mut bool>,
+) -> Option<Ended> {
+    loop {
+        match wire::decode(buf) {
+            Ok(None) => return None,
+            Ok(Some(Frame::Data(data))) => route(shared, cancel, pane, data).await,
+            Ok(Some(Frame::Gap { to })) => {
+                let mut fx = Effects::default();
+                {
+                    let mut state = shared.lock();
+                    state.routes.skip(pane, to, &mut fx);
+                    shared.apply_locked(&mut state, &mut fx);
+                }
+                deliver_blocking(fx, cancel).await;
+            }
+            Ok(Some(Frame::Synced { .. })) => {
+                if let Some(synced) = synced.as_deref_mut() {
+                    *synced = true;
+                }
+            }
+            Ok(Some(Frame::End { .. })) => return Some(Ended::Done),
+            Ok(Some(Frame::Hello { .. })) => {
+                return Some(Ended::Lost("the output relay said hello twice".to_owned()));
+            }
+            Err(bad) => return Some(Ended::Lost(format!("the output relay sent {}", bad.0))),
+        }
+    }
+}
+
+/// Asks the relay for everything it has read and routes it; `Some` once
+/// the link ended on the way.
+async fn sync(
+    shared: &Arc<ClientShared>,
+    cancel: &CancellationToken,
+    pane: PaneId,
+    socket: &mut UnixStream,
+    buf: &mut BytesMut,
+) -> Option<Ended> {
+    if let Err(e) = socket.write_all(&wire::encode_request(Request::Sync)).await {
+        return Some(Ended::Lost(format!("asking the output relay: {e}")));
+    }
+    let mut synced = false;
+    loop {
+        if let Some(end) = route_frames(shared, cancel, pane, buf, Some(&mut synced)).await {
+            return Some(end);
+        }
+        if synced {
+            return None;
+        }
+        make_room(buf, CHUNK);
+        match socket.read_buf(buf).await {
+            Ok(0) => return Some(Ended::Lost("the output relay closed the link".to_owned())),
+            Ok(_) => {}
+            Err(e) => return Some(Ended::Lost(format!("reading from the output relay: {e}"))),
+        }
     }
 }
 
@@ -143,26 +220,6 @@ fn make_room(buf: &mut BytesMut, room: usize) -> usize {
         buf.reserve(room);
     }
     buf.capacity() - buf.len()
-}
-
-/// Routes everything the socket holds, without waiting for more; false
-/// once the pipe is closed.
-async fn drain_now(
-    shared: &Arc<ClientShared>,
-    cancel: &CancellationToken,
-    pane: PaneId,
-    stream: &UnixStream,
-    buf: &mut BytesMut,
-) -> bool {
-    loop {
-        make_room(buf, CHUNK);
-        match stream.try_read_buf(buf) {
-            Ok(0) => return false,
-            Ok(_) => route(shared, cancel, pane, buf.split().freeze()).await,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
-            Err(_) => return false,
-        }
-    }
 }
 
 /// Routes one chunk as the reader routes a `%output` line, and shows it to

@@ -266,11 +266,19 @@ impl Reader {
                 let mut fx = Effects::default();
                 {
                     let mut state = self.shared.lock();
+                    if state.raw.contains_key(pane) {
+                        // Its relay carries it (this client's `%output` of
+                        // it was on when the relay was put in): once.
+                        return;
+                    }
                     state.output(*pane, data, &mut fx);
                     self.shared.apply_locked(&mut state, &mut fx);
                 }
                 self.deliver_blocking(fx).await;
             }
+            // A raw pane's bytes never wait on this client: a pause of its
+            // `%output` loses nothing.
+            Notification::Pause { pane } if self.shared.lock().raw.contains_key(pane) => return,
             Notification::Pause { pane } => self.paused_by_tmux(*pane),
             Notification::Exit { reason } => {
                 self.exit_reason = Some(

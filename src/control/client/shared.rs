@@ -68,7 +68,11 @@ impl State {
     /// byte before the marker has been routed by then.
     pub(super) fn output(&mut self, pane: PaneId, data: &Bytes, fx: &mut Effects) {
         self.routes.output(pane, data, fx);
-        if let Some(exits) = &mut self.exits {
+        // A raw pane's relay acknowledges the marker itself, as soon as it
+        // has read it (every linked process gets the bytes from it).
+        if let Some(exits) = &mut self.exits
+            && !self.raw.contains_key(&pane)
+        {
             exits.seen(pane, data);
         }
     }

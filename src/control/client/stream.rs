@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::ClientShared;
 use crate::control::PaneId;
-use crate::control::subscribe::{PaneEvent, Sink, SubscribeOptions};
+use crate::control::subscribe::{PaneEvent, Sink, SinkEvent, SubscribeOptions};
 
 /// One pane's output stream. Dropping it unsubscribes.
 pub struct PaneStream {
@@ -47,7 +47,7 @@ impl PaneStream {
     pub(crate) fn into_sink(mut self, sink: Sink) -> PaneStream {
         let mut state = self.shared.lock();
         while let Ok(event) = self.rx.try_recv() {
-            sink(event);
+            sink(SinkEvent::Pane(event));
         }
         if let Some(sub) = state.routes.sub_mut(self.pane, self.id) {
             sub.sink = Some(sink);

@@ -1,0 +1,285 @@
+//! The raw output path's plumbing: how a pane's bytes reach every engine
+//! process on the host exactly, without control mode's `\ooo` escaping,
+//! counted once.
+//!
+//! tmux's `pipe-pane` writes every byte it reads from the pane to a
+//! socketpair whose other end is the pipe command's stdin
+//! (`cmd-pipe-pane.c`), and a pane has one pipe: a second `pipe-pane`
+//! closes the first. The command is a resident relay ([`resident`]):
+//! `tmux-engine __stream-relay DIR` reads the pipe for as long as the pane
+//! lives, numbers its bytes in an epoch of its own, holds the newest of
+//! them, and serves them to any number of engine processes on
+//! [`STREAM_SOCKET`] in the server's private directory ([`wire`] is what
+//! they say). The process that starts the server listens on
+//! [`RAW_SOCKET`] first, and the relay links it from byte 0 before the
+//! program prints; any other process (a second `mcp`, `serve`, the CLI)
+//! links with [`link`] from the offset it wants. tmux keeps a piped pane
+//! alive until its pipe has taken the last byte
+//! (`window_pane_destroy_ready`), and the relay answers the exit handshake
+//! once it has read the wrapper's marker, so a fast exit's last output is
+//! held by the relay when tmux calls the pane dead; a process that learnt
+//! of the death asks for a [`wire::Frame::Synced`] before it reports it.
+//!
+//! The relay is an executable (`default_relay`): this crate's own binary
+//! (`tmux-engine`), which answers [`RELAY_ARG`] before parsing anything
+//! else. Where none is known the engine falls back to `%output`, and its
+//! stream is its own.
+
+mod resident;
+pub(crate) mod wire;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+use crate::{Error, Result};
+use wire::{Frame, Request};
+
+/// The first argument that makes the `tmux-engine` binary a relay.
+pub const RELAY_ARG: &str = "__stream-relay";
+/// Names the relay executable (one that answers [`RELAY_ARG`], such as
+/// the `tmux-engine` binary); empty turns the raw path off (see
+/// [`default_relay`]).
+pub(crate) const RELAY_ENV: &str = "TMUX_ENGINE_RELAY";
+/// Where the process starting a server listens for its relay's first
+/// link (in the server directory).
+pub(crate) const RAW_SOCKET: &str = "raw.sock";
+/// Where a running relay serves every other process (in the server
+/// directory).
+pub(crate) const STREAM_SOCKET: &str = "stream.sock";
+
+/// The relay the engine uses by default: `$TMUX_ENGINE_RELAY` when set
+/// (empty: none), else the running executable when it is `tmux-engine`
+/// (its command line and `serve`). `None`: output rides `%output`, as it
+/// does for a library whose program is not the engine's binary.
+pub(crate) fn default_relay() -> Option<PathBuf> {
+    match std::env::var_os(RELAY_ENV) {
+        Some(path) if path.is_empty() => None,
+        Some(path) => Some(PathBuf::from(path)),
+        None => {
+            let exe = std::env::current_exe().ok()?;
+            (exe.file_name()? == "tmux-engine").then_some(exe)
+        }
+    }
+}
+
+/// The `pipe-pane` shell command that runs `relay` for the server
+/// directory `dir` (`joined`: on a pane whose program already runs), or
+/// `None` when either path cannot be carried: tmux format-expands the
+/// command (`#`) and runs it through `strftime` (`%`), and the words are
+/// single-quoted for `sh`.
+pub(crate) fn pipe_command(relay: &Path, dir: &Path, joined: bool) -> Option<String> {
+    let usable = |path: &Path| {
+        let text = path.to_str()?;
+        let plain = path.is_absolute() && !text.contains(['#', '%', '\'', '\n', '\0']);
+        plain.then_some(text.to_owned())
+    };
+    let (relay, dir) = (usable(relay)?, usable(dir)?);
+    // Only an executable file: a relay that cannot run would leave the
+    // pane's output going nowhere.
+    rustix::fs::access(relay.as_str(), rustix::fs::Access::EXEC_OK).ok()?;
+    Path::new(&relay).is_file().then_some(())?;
+    let joined = if joined { " joined" } else { "" };
+    Some(format!("exec '{relay}' {RELAY_ARG} '{dir}'{joined}"))
+}
+
+/// The relay itself, run by tmux's `pipe-pane` with the pane's pipe as
+/// stdin: serves the pane's stream to every linked process until the
+/// pipe closes (see [`resident`]). `joined`: it starts on a pane whose
+/// program already runs, so its byte 0 is not the program's first.
+///
+/// # Errors
+/// The I/O error that kept it from binding its socket or reading the pipe.
+pub fn relay(dir: &Path, joined: bool) -> io::Result<()> {
+    resident::run(dir, joined)
+}
+
+/// A link to a terminal's relay, its hello read: the stream's epoch and
+/// where this link's bytes start. What follows on `socket` are frames
+/// ([`wire::decode`]), the first of them possibly in `buf` already.
+#[derive(Debug)]
+pub struct Linked {
+    pub(crate) socket: UnixStream,
+    pub(crate) buf: BytesMut,
+    /// The stream's epoch: every process linked to this relay counts in it.
+    pub epoch: u64,
+    /// The offset of the first byte this link gets.
+    pub start: u64,
+    /// Whether the stream's byte 0 is its program's first.
+    pub first: bool,
+}
+
+impl Linked {
+    /// Reads the hello off `socket`; `None` when it closed first (the
+    /// relay was ending).
+    async fn hello(mut socket: UnixStream, what: &str) -> io::Result<Option<Linked>> {
+        let mut buf = BytesMut::with_capacity(64);
+        loop {
+            match wire::decode(&mut buf) {
+                Ok(Some(Frame::Hello {
+                    version,
+                    epoch,
+                    start,
+                    first,
+                })) => {
+                    if version != wire::VERSION {
+                        return Err(io::Error::other(format!(
+                            "{what} speaks version {version}, this engine {}",
+                            wire::VERSION
+                        )));
+                    }
+                    return Ok(Some(Linked {
+                        socket,
+                        buf,
+                        epoch,
+                        start,
+                        first,
+                    }));
+                }
+                Ok(Some(other)) => {
+                    return Err(io::Error::other(format!(
+                        "{what} began with {other:?}, not its hello"
+                    )));
+                }
+                Ok(None) => {}
+                Err(bad) => return Err(io::Error::other(format!("{what} sent {}", bad.0))),
+            }
+            if socket.read_buf(&mut buf).await? == 0 {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+/// Links to the relay of the server in `dir` from `offset` of stream
+/// `epoch` (0 and [`wire::OLDEST`]: from the oldest byte it holds; an
+/// offset it no longer holds, or of another epoch, starts there too, as
+/// the hello says). `Ok(None)`: no relay runs there (none was started, or
+/// it ended: its pane or server is gone, or its pipe was replaced).
+///
+/// # Errors
+/// `IO` when a relay answers but breaks the protocol; `UNRESPONSIVE` when
+/// it does not say hello within `timeout`.
+pub(crate) async fn link(
+    dir: &Path,
+    epoch: u64,
+    offset: u64,
+    timeout: Duration,
+) -> Result<Option<Linked>> {
+    let path = dir.join(STREAM_SOCKET);
+    let mut socket = match UnixStream::connect(&path).await {
+        Ok(socket) => socket,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(Error::io(format!("linking to {}", path.display()), e)),
+    };
+    let linked = tokio::time::timeout(timeout, async {
+        socket
+            .write_all(&wire::encode_request(Request::From { epoch, offset }))
+            .await?;
+        Linked::hello(socket, "the relay").await
+    })
+    .await;
+    match linked {
+        // `None`: it closed at once, ending (its pipe closed).
+        Ok(Ok(linked)) => Ok(linked),
+        Ok(Err(e)) => Err(Error::io(format!("linking to {}", path.display()), e)),
+        Err(_) => Err(Error::Unresponsive {
+            command: format!("the output relay on {}", path.display()),
+            timeout,
+        }),
+    }
+}
+
+/// The listener a new server's relay links to first, bound before tmux
+/// runs the pipe command (else the relay finds nobody and this process
+/// would link later, from whatever it still holds). The socket file is
+/// removed on drop.
+#[derive(Debug)]
+pub(crate) struct RelayListener {
+    listener: tokio::net::UnixListener,
+    path: PathBuf,
+}
+
+impl RelayListener {
+    /// Binds at `path` (in a private server directory).
+    ///
+    /// # Errors
+    /// `IO` when the socket cannot be bound.
+    pub fn bind(path: &Path) -> Result<RelayListener> {
+        let _ = std::fs::remove_file(path);
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(|e| Error::io(format!("binding {}", path.display()), e))?;
+        Ok(RelayListener {
+            listener,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The relay's link from byte 0, once it has said hello.
+    ///
+    /// # Errors
+    /// `UNRESPONSIVE` when no relay links within `timeout`; `IO` when the
+    /// link breaks the protocol.
+    pub async fn accept(&self, timeout: Duration) -> Result<Linked> {
+        let linked = tokio::time::timeout(timeout, async {
+            let (socket, _) = self.listener.accept().await?;
+            Linked::hello(socket, "the new relay").await
+        })
+        .await;
+        match linked {
+            Ok(Ok(Some(linked))) => Ok(linked),
+            Ok(Ok(None)) => Err(Error::io(
+                "linking to the output relay",
+                io::Error::other("the new relay closed before its hello"),
+            )),
+            Ok(Err(e)) => Err(Error::io("linking to the output relay", e)),
+            Err(_) => Err(Error::Unresponsive {
+                command: format!("the output relay on {}", self.path.display()),
+                timeout,
+            }),
+        }
+    }
+}
+
+impl Drop for RelayListener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pipe_command_refuses_what_tmux_or_sh_would_rewrite() {
+        let sh = Path::new("/bin/sh");
+        let dir = Path::new("/tmp/d");
+        assert_eq!(
+            pipe_command(sh, dir, false).as_deref(),
+            Some("exec '/bin/sh' __stream-relay '/tmp/d'")
+        );
+        assert_eq!(
+            pipe_command(sh, dir, true).as_deref(),
+            Some("exec '/bin/sh' __stream-relay '/tmp/d' joined")
+        );
+        for bad in ["/tmp/a#b", "/tmp/a%Y", "/tmp/a'b", "rel"] {
+            assert_eq!(pipe_command(sh, Path::new(bad), false), None, "{bad}");
+        }
+        assert_eq!(
+            pipe_command(Path::new("/nonexistent/relay"), dir, false),
+            None
+        );
+    }
+}
