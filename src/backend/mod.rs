@@ -382,7 +382,8 @@ impl TmuxBackend {
             None => TerminalStatus::Running,
         };
         let pane_process = adopted_pane(locator.pane_process, state.pid, state.dead);
-        Ok(Some(TmuxTerminal::start(Parts {
+        let replaying = origin.is_some().then(|| client.clone());
+        let terminal = TmuxTerminal::start(Parts {
             id: record.id.clone(),
             spec: record.spec.clone(),
             config: Arc::clone(&self.config),
@@ -394,7 +395,14 @@ impl TmuxBackend {
             stream,
             joined,
             origin,
-        })))
+        });
+        if let Some(client) = replaying {
+            // Everything the relay held when this process linked is in the
+            // stream before the terminal is used: a cursor another process
+            // handed out reads its bytes at once.
+            client.drain_raw(pane).await;
+        }
+        Ok(Some(terminal))
     }
 }
 

@@ -21,6 +21,7 @@ mod scenario;
 mod schemas;
 mod search;
 mod sessions;
+mod shared;
 mod transport;
 
 use std::process::Stdio;

@@ -1,0 +1,80 @@
+//! One terminal, several engine processes: two agents' `mcp` and a
+//! person's CLI use it at once, and each hears every byte (the pane's
+//! relay serves them all; no process can take the stream from another).
+
+use serde_json::{Value, json};
+
+use super::{Mcp, shell};
+use crate::cli::Cli;
+use crate::support::within;
+
+/// The send's output, its exit code and its cursors.
+async fn echo(mcp: &Mcp, terminal: &str, word: &str) -> Value {
+    let args = json!({"terminal": terminal, "text": format!("echo {word}"), "submit": true});
+    let sent = mcp.ok("terminal_send", args).await;
+    assert_eq!(sent["output"], format!("{word}\n"), "{word}: {sent}");
+    assert_eq!(sent["exit_code"], 0, "{word}: {sent}");
+    sent
+}
+
+#[tokio::test]
+async fn two_agents_and_a_cli_read_each_hear_every_send() {
+    let cli = Cli::new();
+    within(async {
+        let a = Mcp::start(&cli).await;
+        shell(&a, "t").await;
+        let b = Mcp::start(&cli).await;
+        for round in 0..20 {
+            let from_a = echo(&a, "t", &format!("a-{round}")).await;
+            let from_b = echo(&b, "t", &format!("b-{round}")).await;
+            // One stream, one epoch: both count in it.
+            let epoch = |sent: &Value| {
+                sent["cursor"]
+                    .as_str()
+                    .unwrap()
+                    .split(':')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            };
+            assert_eq!(epoch(&from_a), epoch(&from_b), "round {round}");
+            if round % 4 == 0 {
+                // A one-shot CLI links too, and leaves both agents hearing.
+                let page = cli.ok(&["read", "t", "--count", "5"]);
+                assert!(
+                    page.contains(&format!("b-{round}")),
+                    "round {round}: {page}"
+                );
+            }
+            // A cursor one process handed out reads the same bytes in the
+            // other, and in the CLI (from the command's echo on: `sh` has
+            // no mark between its echo and its output).
+            let start = from_a["start_cursor"].as_str().unwrap();
+            let read = b
+                .ok(
+                    "terminal_read",
+                    json!({"terminal": "t", "since": start, "format": "text"}),
+                )
+                .await;
+            assert_eq!(read["gap"], Value::Null, "round {round}: {read}");
+            let text = read["text"].as_str().unwrap();
+            assert!(
+                text.contains(&format!("a-{round}\n")),
+                "round {round}: {read}"
+            );
+            assert!(
+                text.contains(&format!("b-{round}")),
+                "round {round}: {read}"
+            );
+            let read = cli.ok(&["read", "t", "--since", start, "--format", "text"]);
+            assert!(
+                read.contains(&format!("a-{round}\n")),
+                "round {round}: {read}"
+            );
+        }
+        b.stop().await;
+        a.ok("terminal_kill", json!({"terminal": "t"})).await;
+        a.stop().await;
+    })
+    .await;
+}
