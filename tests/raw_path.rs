@@ -16,9 +16,9 @@ use tmux_engine::vocab::ExitStatus;
 
 use crate::support::{live, opts, sh_c, tmux};
 
-/// The crate's binary, which answers the relay's argument.
+/// The small relay binary (`tmux-engine` answers the relay's argument too).
 fn relay() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tmux-engine"))
+    PathBuf::from(env!("CARGO_BIN_EXE_tmux-engine-relay"))
 }
 
 /// What the exit handshake's wrapper prints after the program's last byte

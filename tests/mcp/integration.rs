@@ -81,12 +81,13 @@ async fn show_says_it_over_http_and_the_cli() {
         let (_, shown) = served.get("/api/terminals/prog").await;
         assert_eq!(shown["shell_integration"], "never_started", "{shown}");
 
-        // The CLI is a new engine per call: it holds no prompt of the
-        // shell, and says so; a program with no shell it knows at once.
+        // The CLI is a new engine per call, but it reads the terminal's
+        // one stream from the relay: the shell's marks serve's link saw
+        // are there for it too; a program with no shell it knows at once.
         let cli = &served.cli;
         let shown: serde_json::Value =
             serde_json::from_str(&cli.ok(&["--json", "show", "plain"])).unwrap();
-        assert_eq!(shown["shell_integration"], "unknown", "{shown}");
+        assert_eq!(shown["shell_integration"], "active", "{shown}");
         let line = cli.ok(&["show", "prog"]);
         assert!(line.contains("shell_integration=never_started"), "{line}");
     })

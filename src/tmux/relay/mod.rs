@@ -52,17 +52,27 @@ pub(crate) const RAW_SOCKET: &str = "raw.sock";
 /// directory).
 pub(crate) const STREAM_SOCKET: &str = "stream.sock";
 
+/// The small relay executable installed beside `tmux-engine`.
+pub const RELAY_BINARY: &str = "tmux-engine-relay";
+
 /// The relay the engine uses by default: `$TMUX_ENGINE_RELAY` when set
-/// (empty: none), else the running executable when it is `tmux-engine`
-/// (its command line and `serve`). `None`: output rides `%output`, as it
-/// does for a library whose program is not the engine's binary.
+/// (empty: none), else, when the running executable is `tmux-engine` (its
+/// command line and `serve`), [`RELAY_BINARY`] beside it, or the engine
+/// itself where that is missing (it answers [`RELAY_ARG`] too, at the
+/// cost of its whole relocated image per terminal). `None`: output rides
+/// `%output`, as it does for a library whose program is not the engine's
+/// binary.
 pub(crate) fn default_relay() -> Option<PathBuf> {
     match std::env::var_os(RELAY_ENV) {
         Some(path) if path.is_empty() => None,
         Some(path) => Some(PathBuf::from(path)),
         None => {
             let exe = std::env::current_exe().ok()?;
-            (exe.file_name()? == "tmux-engine").then_some(exe)
+            if exe.file_name()? != "tmux-engine" {
+                return None;
+            }
+            let small = exe.with_file_name(RELAY_BINARY);
+            Some(if small.is_file() { small } else { exe })
         }
     }
 }

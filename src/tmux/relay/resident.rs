@@ -251,7 +251,9 @@ pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
     }
     let mut marker = MarkerScan::default();
     let mut ended: Option<Instant> = None;
-    let mut buf = vec![0u8; wire::MAX_DATA];
+    // Read into its spare capacity: the kernel touches only the pages it
+    // fills, so a relay that only ever carries echoes keeps one page of it.
+    let mut buf: Vec<u8> = Vec::with_capacity(wire::MAX_DATA);
     loop {
         for link in &mut links {
             link.flush(&held, ended.is_some());
@@ -351,13 +353,14 @@ pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
 /// marker is acknowledged once read: every earlier byte is held by then.
 fn read_pipe(
     pipe: BorrowedFd<'_>,
-    buf: &mut [u8],
+    buf: &mut Vec<u8>,
     held: &mut Held,
     marker: &mut MarkerScan,
     dir: &Path,
 ) -> io::Result<bool> {
     loop {
-        match rustix::io::read(pipe, &mut *buf) {
+        buf.clear();
+        match rustix::io::read(pipe, rustix::buffer::spare_capacity(&mut *buf)) {
             Ok(0) => return Ok(false),
             Ok(n) => {
                 held.push(&buf[..n]);
@@ -365,7 +368,7 @@ fn read_pipe(
                     *marker = MarkerScan::default();
                     acknowledge(dir);
                 }
-                if n < buf.len() {
+                if n < buf.capacity() {
                     // Most likely all there is: the links get it now, not
                     // after one more read that finds nothing.
                     return Ok(true);
