@@ -241,6 +241,19 @@ impl Kept {
         change(&mut self.lock().meta);
     }
 
+    /// The history offset of stream `epoch`'s byte 0, when that stream
+    /// fed this history (this process's, or another's sharing it).
+    pub fn stream_base(&self, epoch: u64) -> Option<u64> {
+        let inner = self.lock();
+        inner
+            .meta
+            .streams
+            .iter()
+            .rev()
+            .find(|(known, _)| *known == epoch)
+            .map(|&(_, base)| base)
+    }
+
     /// Maps a new stream (its epoch) to history offset `base` (its byte
     /// 0's).
     pub fn map_stream(&self, epoch: u64, base: u64) {

@@ -78,3 +78,26 @@ async fn two_agents_and_a_cli_read_each_hear_every_send() {
     })
     .await;
 }
+
+/// A kept history is written by one process at a time, and the next one
+/// (each CLI call is one) goes on where the last stopped: the stream's
+/// epoch is the relay's, so its bytes are kept once, at the offsets every
+/// cursor names.
+#[tokio::test]
+async fn a_kept_history_is_written_once_across_processes() {
+    let cli = Cli::new();
+    within(async {
+        cli.ok(&["spawn", "--name", "kept", "--keep-history"]);
+        for word in ["first-call", "second-call", "third-call"] {
+            let out = cli.ok(&["send", "kept", &format!("echo {word}"), "--submit"]);
+            assert!(out.contains(word), "{out}");
+        }
+        let logs = cli.ok(&["logs", "kept", "--strip"]);
+        for word in ["first-call", "second-call", "third-call"] {
+            // The echoed command line and its output: twice, never more.
+            assert_eq!(logs.matches(word).count(), 2, "{word} in {logs:?}");
+        }
+        cli.ok(&["kill", "kept"]);
+    })
+    .await;
+}
