@@ -179,6 +179,7 @@ async fn watch_pane(
                         }
                     }
                 }
+                () = shared.stream.lost_notified() => relink(&shared).await,
                 fresh = restreams.recv() => {
                     let Some(fresh) = fresh else { return };
                     // The old subscription stops feeding the stream first.
@@ -188,6 +189,43 @@ async fn watch_pane(
                 }
             }
         }
+    }
+}
+
+/// The pane's output stopped reaching this process while its server
+/// lives (its relay was killed, or its pipe replaced): links again, to the
+/// same relay from where the stream is when it still runs, else to a new
+/// one (a new epoch: the stream restarts, and sends and viewers spanning it
+/// see a gap). Where neither works the stream stays lost, and says why.
+async fn relink(shared: &ServerLink) {
+    let Some(why) = shared.stream.lost() else {
+        return;
+    };
+    if shared.client.closed_reason().is_some() {
+        return;
+    }
+    let dir = shared.address.dir();
+    let timeout = shared.config.probe_timeout;
+    let end = shared.stream.end();
+    let linked = match crate::tmux::relay::link(dir, end.epoch, end.offset, timeout).await {
+        Ok(Some(linked)) => Some(linked),
+        _ => super::stream_link::install(&shared.client, shared.pane, dir, timeout).await,
+    };
+    let Some(linked) = linked else {
+        warn!(terminal = %shared.id, why, "the pane's output is lost to this process");
+        return;
+    };
+    if linked.epoch == end.epoch {
+        if linked.start != end.offset {
+            shared.stream.skip_to(linked.start);
+        }
+        shared.stream.found();
+    } else {
+        shared.stream.restart(linked.epoch, linked.start);
+    }
+    warn!(terminal = %shared.id, why, epoch = linked.epoch, "linked to the pane's relay again");
+    if let Err(error) = shared.client.attach_raw(shared.pane, linked) {
+        shared.stream.lose(format!("{why}; linking again: {error}"));
     }
 }
 

@@ -16,11 +16,12 @@ mod cursor;
 mod osc7;
 mod ring;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
 pub(crate) use ring::Ring;
@@ -29,7 +30,8 @@ pub(crate) use ring::Ring;
 /// `Arc` between its writer and its readers.
 #[derive(Debug)]
 pub struct Stream {
-    epoch: u64,
+    /// Changed only by a [`restart`](Stream::restart), under the ring's lock.
+    epoch: AtomicU64,
     /// The most bytes held.
     limit: usize,
     ring: Mutex<Ring>,
@@ -46,13 +48,15 @@ pub struct Stream {
     /// Why the pane's output stopped reaching this process while the pane
     /// lived on (see [`Stream::lost`]).
     lost: Mutex<Option<String>>,
+    /// Wakes the terminal's watcher on a loss, which tries to link again.
+    lost_wake: Notify,
 }
 
 impl Stream {
     /// An empty stream in a fresh epoch, holding at most `limit` bytes.
     pub(crate) fn new(limit: usize) -> Stream {
         Stream {
-            epoch: OutputCursor::new_epoch(),
+            epoch: AtomicU64::new(OutputCursor::new_epoch()),
             limit,
             ring: Mutex::new(Ring::default()),
             osc7: Mutex::new(osc7::Osc7::default()),
@@ -60,6 +64,7 @@ impl Stream {
             integrated: false,
             joined: false,
             lost: Mutex::new(None),
+            lost_wake: Notify::new(),
         }
     }
 
@@ -70,7 +75,7 @@ impl Stream {
     #[must_use]
     pub(crate) fn shared(mut self, origin: Option<(u64, u64)>) -> Stream {
         if let Some((epoch, start)) = origin {
-            self.epoch = epoch;
+            *self.epoch.get_mut() = epoch;
             self.ring
                 .get_mut()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -103,7 +108,7 @@ impl Stream {
 
     /// The epoch its offsets count in.
     pub fn epoch(&self) -> u64 {
-        self.epoch
+        self.epoch.load(Ordering::Acquire)
     }
 
     /// The held window, for readers that take several looks at once (a
@@ -152,7 +157,32 @@ impl Stream {
     /// cannot come.
     pub(crate) fn lose(&self, why: String) {
         *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
+        self.lost_wake.notify_one();
         self.changes.send_modify(|_| {});
+    }
+
+    /// Resolves once the output is lost (see [`Stream::lose`]): what the
+    /// terminal's watcher waits on to link again.
+    pub(crate) async fn lost_notified(&self) {
+        self.lost_wake.notified().await;
+    }
+
+    /// The output reaches this process again, from a new relay's stream
+    /// (its `epoch`, from its offset `start`): what was held belongs to the
+    /// old stream, whose cursors are stale from now on.
+    pub(crate) fn restart(&self, epoch: u64, start: u64) {
+        {
+            let mut ring = self.held();
+            ring.restart(start);
+            self.epoch.store(epoch, Ordering::Release);
+        }
+        *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.changes.send_modify(|_| {});
+    }
+
+    /// The output reaches this process again from the same stream.
+    pub(crate) fn found(&self) {
+        *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     /// Why the output stopped reaching this process, once it has (see
@@ -187,7 +217,7 @@ impl Stream {
 
     fn at(&self, offset: u64) -> OutputCursor {
         OutputCursor {
-            epoch: self.epoch,
+            epoch: self.epoch(),
             offset,
         }
     }
@@ -200,7 +230,7 @@ impl Stream {
         let oldest = ring.start();
         let (start, gap) = match since {
             None => (oldest, None),
-            Some(cursor) if cursor.epoch != self.epoch || cursor.offset > ring.total => {
+            Some(cursor) if cursor.epoch != self.epoch() || cursor.offset > ring.total => {
                 (oldest, Some(CursorGap::Stale))
             }
             Some(cursor) if cursor.offset < oldest => (oldest, Some(CursorGap::Evicted)),
@@ -216,7 +246,7 @@ impl Stream {
     /// When the byte at `at` arrived, while the ring holds it (`None` for
     /// another epoch): what a command's duration is measured by.
     pub fn time_at(&self, at: OutputCursor) -> Option<SystemTime> {
-        (at.epoch == self.epoch)
+        (at.epoch == self.epoch())
             .then(|| self.held().time_at(at.offset))
             .flatten()
     }

@@ -106,6 +106,18 @@ impl Ring {
         self.skipped_at = self.total;
     }
 
+    /// A new stream begins at its offset `start`: nothing held belongs to
+    /// it (see `Stream::restart`).
+    pub(crate) fn restart(&mut self, start: u64) {
+        self.chunks.clear();
+        self.times.clear();
+        self.len = 0;
+        self.own_tail = false;
+        self.total = start;
+        self.gaps += 1;
+        self.skipped_at = start;
+    }
+
     /// Copies short output onto the newest chunk when the ring made it and
     /// it has room, else into a new chunk of its own (exactly its size: the
     /// next append replaces it, so room reserved ahead would be copied for

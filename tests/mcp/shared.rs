@@ -101,3 +101,51 @@ async fn a_kept_history_is_written_once_across_processes() {
     })
     .await;
 }
+
+/// A relay killed under a live terminal leaves no process deaf: the next
+/// send finds the output gone from its link, a new relay is started (a new
+/// stream: the epoch changes, an old cursor is stale), and the answer is
+/// exact, not a timeout.
+#[tokio::test]
+async fn a_killed_relay_is_replaced_and_sends_stay_exact() {
+    let cli = Cli::new();
+    within(async {
+        let a = Mcp::start(&cli).await;
+        shell(&a, "r").await;
+        let before = echo(&a, "r", "before").await;
+        let runtime = cli.runtime();
+        let runtime = runtime.to_str().unwrap().as_bytes().to_vec();
+        // The relay itself (tmux's own command line names it too).
+        let relays = crate::cli::processes_where(|cmdline| {
+            cmdline
+                .split(|&b| b == 0)
+                .next()
+                .is_some_and(|arg0| arg0.ends_with(b"tmux-engine-relay"))
+                && cmdline
+                    .windows(runtime.len())
+                    .any(|w| w == runtime.as_slice())
+        });
+        assert_eq!(relays.len(), 1, "one relay per terminal: {relays:?}");
+        let pid = rustix::process::Pid::from_raw(relays[0] as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+        let after = echo(&a, "r", "after").await;
+        let epoch = |sent: &Value| {
+            sent["cursor"]
+                .as_str()
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        assert_ne!(epoch(&before), epoch(&after), "a new relay, a new stream");
+        // A second process links to the new relay and hears the same.
+        let b = Mcp::start(&cli).await;
+        let from_b = echo(&b, "r", "second").await;
+        assert_eq!(epoch(&after), epoch(&from_b));
+        b.stop().await;
+        a.ok("terminal_kill", json!({"terminal": "r"})).await;
+        a.stop().await;
+    })
+    .await;
+}
