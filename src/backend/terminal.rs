@@ -43,7 +43,7 @@ use crate::registry::seam::{
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::stream::Stream;
-use crate::tmux::command::resize_window;
+use crate::tmux::command::{TmuxCommand, resize_window};
 use crate::tmux::procfs;
 use crate::tmux::{ProcessId, ServerHandle};
 use crate::vocab::Size;
@@ -201,8 +201,14 @@ async fn relink(shared: &ServerLink) {
     let Some(why) = shared.stream.lost() else {
         return;
     };
-    if shared.client.closed_reason().is_some() {
-        return;
+    // A pipe also closes when its pane or server goes: nothing to link to
+    // then, and control mode tells the status.
+    let alive = TmuxCommand::new("list-panes")
+        .target(shared.pane)
+        .opt("-F", "#{pane_dead}");
+    match shared.command(&alive).await {
+        Ok(reply) if reply.text().trim() == "0" => {}
+        _ => return,
     }
     let dir = shared.address.dir();
     let timeout = shared.config.probe_timeout;

@@ -73,7 +73,7 @@ pub(super) fn start(
 
 /// How a link to the relay ended.
 enum Ended {
-    /// The relay said the pane's pipe closed, or this process let go.
+    /// This process let go.
     Done,
     /// The link broke while the pane may live on, with why.
     Lost(String),
@@ -158,7 +158,12 @@ async fn route_frames(
                     *synced = true;
                 }
             }
-            Ok(Some(Frame::End { .. })) => return Some(Ended::Done),
+            // The pipe closed: the pane or its server is gone (the
+            // watcher learns that from control mode and lets it be), or the
+            // pipe was replaced under a live pane (the watcher links again).
+            Ok(Some(Frame::End { .. })) => {
+                return Some(Ended::Lost("the pane's pipe closed".to_owned()));
+            }
             Ok(Some(Frame::Hello { .. })) => {
                 return Some(Ended::Lost("the output relay said hello twice".to_owned()));
             }
