@@ -13,7 +13,7 @@
 //! writes one marker saying so and drops the rest, because a recording
 //! kept for a failing test or an agent's log must never fill the disk.
 //! [`Recording::parse`] reads one back and [`Recording::final_screen`]
-//! replays it into the vt100 model, which is how tests check a recording
+//! replays it into the screen model, which is how tests check a recording
 //! against the terminal it came from.
 
 use std::fmt;
@@ -23,7 +23,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Screen, new_parser, resize_parser};
+use super::Screen;
+use super::emulator::Emulator;
 use crate::vocab::Size;
 
 /// What the header line of a recording says.
@@ -369,21 +370,21 @@ impl Recording {
     }
 
     /// The screen a player shows at the end: the output events replayed
-    /// into the vt100 model, following resizes.
+    /// into the screen model, following resizes.
     pub fn final_screen(&self) -> Screen {
-        let mut parser = new_parser(self.header.size, 0);
+        let mut emulator = Emulator::new(self.header.size, 0);
         for event in &self.events {
             match event.kind {
-                EventKind::Output => parser.process(event.data.as_bytes()),
+                EventKind::Output => emulator.process(event.data.as_bytes()),
                 EventKind::Resize => {
                     if let Some(size) = parse_size(&event.data) {
-                        resize_parser(&mut parser, size);
+                        emulator.set_size(size);
                     }
                 }
                 EventKind::Input | EventKind::Marker => {}
             }
         }
-        Screen::from_vt100(parser.screen())
+        emulator.screen()
     }
 }
 

@@ -15,7 +15,7 @@
 //!
 //! The server lives in its own `0700` directory with the engine's hermetic
 //! tmux config. A task feeds the pane's control-mode output events into a
-//! `vt100` emulator; waits sleep on that model and wake on each output
+//! terminal emulator (`screen`'s model); waits sleep on that model and wake on each output
 //! event, so they resolve within microseconds of the output arriving and
 //! never poll `capture-pane`.
 //!
@@ -40,7 +40,7 @@ use crate::control::PaneId;
 use crate::control::client::{ControlClient, OutputPath, PaneEvent, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
 use crate::screen::model::{self, SharedModel};
-use crate::screen::{IntoRegex, Screen, Within, scrollback_lines};
+use crate::screen::{IntoRegex, Screen, Within};
 use crate::tmux::ServerHandle;
 use crate::tmux::command::{TmuxCommand, resize_window};
 use crate::tmux::server::Server;
@@ -245,16 +245,15 @@ impl Terminal {
         self.model.screen()
     }
 
-    /// The screen in the emulator's own escape form (`vt100`'s
-    /// `contents_formatted`: text with SGR and cursor escapes), without
-    /// awaiting.
+    /// The screen in escape form (text with SGR and cursor escapes that
+    /// redraw it on a blank terminal), without awaiting.
     pub(crate) fn formatted_now(&self) -> String {
-        self.model.lock().parser.screen().contents_formatted()
+        self.model.lock().emulator.formatted()
     }
 
     /// The scrollback now, without awaiting.
     pub(crate) fn scrollback_now(&self) -> Vec<String> {
-        scrollback_lines(self.model.lock().parser.screen_mut())
+        self.model.lock().emulator.scrollback_lines()
     }
 
     /// The size of the screen model.
