@@ -29,5 +29,6 @@ mod registry_logic;
 mod registry_tmux;
 mod run_cli;
 mod send_keys;
+mod screen_model;
 mod server;
 mod tape;

@@ -12,7 +12,7 @@ use std::io::Write;
 use super::draw::{Image, Renderer, Style};
 use crate::screen::asciicast::{EventKind, Recording};
 use crate::screen::Screen;
-use crate::screen::emulator::Emulator;
+use crate::screen::Emulator;
 use crate::vocab::Size;
 use crate::{Error, Result};
 

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Screen;
-use super::emulator::Emulator;
+use super::Emulator;
 use crate::vocab::Size;
 
 /// What the header line of a recording says.

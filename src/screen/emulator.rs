@@ -18,10 +18,15 @@ use alacritty_terminal::vte::ansi::{Color as AnsiColor, Processor, StdSyncHandle
 use std::fmt::Write as _;
 
 use super::{Attributes, Cell, Color, Cursor, Screen};
-use crate::vocab::Size;
+use crate::vocab::{MAX_SIZE, Size};
 
-/// The grid size in the form the emulator takes.
+/// The grid size in the form the emulator takes: each side from 1 to
+/// [`MAX_SIZE`] (a bigger one is clamped, so no size asks for gigabytes).
 struct Dims(Size);
+
+fn side(n: u16) -> usize {
+    usize::from(n.clamp(1, MAX_SIZE))
+}
 
 impl Dimensions for Dims {
     fn total_lines(&self) -> usize {
@@ -29,24 +34,35 @@ impl Dimensions for Dims {
     }
 
     fn screen_lines(&self) -> usize {
-        usize::from(self.0.rows.max(1))
+        side(self.0.rows)
     }
 
     fn columns(&self) -> usize {
-        usize::from(self.0.cols.max(1))
+        side(self.0.cols)
     }
 }
 
 /// A terminal emulator of a fixed size (until resized) keeping a bounded
-/// scrollback.
-pub(crate) struct Emulator {
+/// scrollback: the model every [`Screen`] of a terminal, a recording or a
+/// picture comes from. Feed it a program's output, read its [`Screen`].
+///
+/// ```
+/// use tmux_engine::screen::Emulator;
+/// use tmux_engine::vocab::Size;
+///
+/// let mut emulator = Emulator::new(Size { cols: 20, rows: 2 }, 0);
+/// emulator.process(b"\x1b(0lqk\x1b(B ok");
+/// assert_eq!(emulator.screen().row(0), Some("\u{250c}\u{2500}\u{2510} ok"));
+/// ```
+pub struct Emulator {
     term: Term<VoidListener>,
     parser: Processor<StdSyncHandler>,
 }
 
 impl Emulator {
-    /// A blank emulator of `size` keeping `scrollback` lines.
-    pub(crate) fn new(size: Size, scrollback: usize) -> Emulator {
+    /// A blank emulator of `size` (each side clamped to 1..=[`MAX_SIZE`])
+    /// keeping `scrollback` lines.
+    pub fn new(size: Size, scrollback: usize) -> Emulator {
         let config = Config {
             scrolling_history: scrollback,
             ..Config::default()
@@ -58,7 +74,7 @@ impl Emulator {
     }
 
     /// Applies a program's output.
-    pub(crate) fn process(&mut self, bytes: &[u8]) {
+    pub fn process(&mut self, bytes: &[u8]) {
         self.parser.advance(&mut self.term, bytes);
         // A synchronized update (`CSI ? 2026 h`) makes the parser hold
         // output back until its end or a timeout; tmux applies it at once,
@@ -69,7 +85,7 @@ impl Emulator {
     }
 
     /// The size now.
-    pub(crate) fn size(&self) -> Size {
+    pub fn size(&self) -> Size {
         let grid = self.term.grid();
         Size {
             cols: u16::try_from(grid.columns()).unwrap_or(u16::MAX),
@@ -78,14 +94,14 @@ impl Emulator {
     }
 
     /// Resizes (after tmux resized the window); lines reflow as in tmux.
-    pub(crate) fn set_size(&mut self, size: Size) {
+    pub fn set_size(&mut self, size: Size) {
         if size != self.size() {
             self.term.resize(Dims(size));
         }
     }
 
     /// The whole visible state: text, cells, cursor, modes.
-    pub(crate) fn screen(&self) -> Screen {
+    pub fn screen(&self) -> Screen {
         self.copy(true)
     }
 
@@ -131,7 +147,7 @@ impl Emulator {
 
     /// Every scrollback line above the screen, oldest first, trailing
     /// blanks trimmed.
-    pub(crate) fn scrollback_lines(&self) -> Vec<String> {
+    pub fn scrollback_lines(&self) -> Vec<String> {
         let grid = self.term.grid();
         let total = grid.history_size();
         (1..=total)
@@ -145,7 +161,7 @@ impl Emulator {
 
     /// The screen as escapes that redraw it on a blank terminal of the same
     /// size: text with SGR, the cursor's place and visibility.
-    pub(crate) fn formatted(&self) -> String {
+    pub fn formatted(&self) -> String {
         formatted(&self.screen())
     }
 }

@@ -9,7 +9,7 @@
 //! control client.
 
 pub mod asciicast;
-pub(crate) mod emulator;
+mod emulator;
 mod find;
 pub mod keys;
 pub(crate) mod model;
@@ -17,6 +17,7 @@ pub(crate) mod record;
 pub(crate) mod render;
 pub(crate) mod wait;
 
+pub use emulator::Emulator;
 pub use find::{Match, Matches};
 pub use wait::{IntoRegex, Within};
 
@@ -25,7 +26,6 @@ use std::fmt::{self, Write as _};
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use crate::control::subscribe::Snapshot;
-use emulator::Emulator;
 use crate::vocab::Size;
 
 /// A cursor position, 0-based.

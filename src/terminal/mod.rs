@@ -38,6 +38,7 @@ pub use launch::{Parts, launch};
 
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, OutputPath, PaneEvent, PaneStream};
+use crate::control::snapshot::capture_snapshot;
 use crate::control::subscribe::SubscribeOptions;
 use crate::screen::model::{self, SharedModel};
 use crate::screen::{IntoRegex, Screen, Within};
@@ -215,6 +216,17 @@ impl Terminal {
     /// from tmux can report failure without an API change.
     pub async fn screen(&self) -> Result<Screen> {
         Ok(self.model.screen())
+    }
+
+    /// What tmux itself shows in the pane now (`capture-pane -e` with the
+    /// pane's size, cursor and mode), not the model: the reference the
+    /// model is checked against.
+    ///
+    /// # Errors
+    /// `SERVER_GONE`, `COMMAND_FAILED` when the pane is gone.
+    pub async fn tmux_screen(&self) -> Result<Screen> {
+        let snapshot = capture_snapshot(&self.client, self.pane, 0).await?;
+        Ok(Screen::from_snapshot(&snapshot))
     }
 
     /// The lines that scrolled off the top, oldest first (at most the
