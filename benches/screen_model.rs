@@ -84,7 +84,18 @@ fn tmux_parse(dir: &std::path::Path, file: &std::path::Path) -> Duration {
     let script = format!("cat {}; tmux wait-for -S parsed", file.display());
     let start = Instant::now();
     let status = std::process::Command::new("tmux")
-        .args(["-S", socket, "-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "24"])
+        .args([
+            "-S",
+            socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "80",
+            "-y",
+            "24",
+        ])
         .args(["sh", "-c", &script])
         .status()
         .unwrap();
@@ -118,11 +129,16 @@ fn main() {
     let empty = dir.path().join("empty");
     std::fs::write(&empty, b"").unwrap();
 
-    for (name, bytes, file) in [("log text", &log, &log_file), ("full-screen", &tui, &tui_file)] {
+    for (name, bytes, file) in [
+        ("log text", &log, &log_file),
+        ("full-screen", &tui, &tui_file),
+    ] {
         let model = median((0..rounds).map(|_| feed(bytes, 1000)).collect());
         let tmux = median(
             (0..rounds)
-                .map(|_| tmux_parse(dir.path(), file).saturating_sub(tmux_parse(dir.path(), &empty)))
+                .map(|_| {
+                    tmux_parse(dir.path(), file).saturating_sub(tmux_parse(dir.path(), &empty))
+                })
                 .collect(),
         );
         println!(

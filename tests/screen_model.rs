@@ -21,7 +21,11 @@ const CASES: &[(&str, &[u8], &[&str])] = &[
         b"\x1b[?7labcdefghijklmnopqrstuvwxyz",
         &["abcdefghijklmnopqrsz"],
     ),
-    ("tab stop set (ESC H)", b"\x1b[3g\x1b[1;6H\x1bH\r\tX", &["     X"]),
+    (
+        "tab stop set (ESC H)",
+        b"\x1b[3g\x1b[1;6H\x1bH\r\tX",
+        &["     X"],
+    ),
     (
         "tab stop cleared (CSI g)",
         b"\x1b[1;9H\x1b[g\r\tX\tY",
@@ -104,7 +108,10 @@ async fn the_model_renders_each_sequence_as_tmux_does() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             };
             if rows(&real) != *want {
-                wrong.push(format!("{name}: tmux shows {:?}, expected {want:?}", rows(&real)));
+                wrong.push(format!(
+                    "{name}: tmux shows {:?}, expected {want:?}",
+                    rows(&real)
+                ));
             }
             if seen(&model) != seen(&real) {
                 wrong.push(format!(

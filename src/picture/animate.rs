@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use super::draw::{Image, Renderer, Style};
-use crate::screen::asciicast::{EventKind, Recording};
-use crate::screen::Screen;
 use crate::screen::Emulator;
+use crate::screen::Screen;
+use crate::screen::asciicast::{EventKind, Recording};
 use crate::vocab::Size;
 use crate::{Error, Result};
 

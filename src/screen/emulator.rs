@@ -258,7 +258,11 @@ pub(crate) fn formatted(screen: &Screen) -> String {
                 out.push_str(&sgr(&cell.attributes));
                 current = cell.attributes;
             }
-            out.push_str(if cell.text.is_empty() { " " } else { &cell.text });
+            out.push_str(if cell.text.is_empty() {
+                " "
+            } else {
+                &cell.text
+            });
         }
         if !current.is_plain() {
             out.push_str("\x1b[0m");
