@@ -37,7 +37,7 @@
 //!  registry, fixture     owners, terminals, policy, persistence, I/O; the test preset
 //!  terminal, picture     Terminal::builder(), send, wait, screen, resize, output, kill;
 //!                        screens to PNG, recordings to GIF
-//!  screen                Screen (text, cells, cursor), the vt100 model, the waits
+//!  screen                Screen (text, cells, cursor), the emulator model, the waits
 //!  control::client ...   one task set per tmux server: pipelined commands, routed
 //!                        output, lag/pause/resync, pushed exits (pane_exit)
 //!  control (protocol)    parse_line, ControlCodec, escape, Layout: sans-IO decoding

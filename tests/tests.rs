@@ -28,6 +28,7 @@ mod raw_path;
 mod registry_logic;
 mod registry_tmux;
 mod run_cli;
+mod screen_model;
 mod send_keys;
 mod server;
 mod tape;

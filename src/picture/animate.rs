@@ -1,5 +1,5 @@
 //! An asciicast recording to an animated GIF: the output replayed into the
-//! vt100 model, a frame whenever the screen changed (at most `fps` a
+//! screen model, a frame whenever the screen changed (at most `fps` a
 //! second, each shown until the next one), the spans between a `hide` and
 //! a `show` marker left out, and long pauses shortened to `max_idle`.
 //! Frames are the changed rectangle only, each with its own exact palette
@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use super::draw::{Image, Renderer, Style};
+use crate::screen::Emulator;
+use crate::screen::Screen;
 use crate::screen::asciicast::{EventKind, Recording};
-use crate::screen::{Screen, new_parser, resize_parser};
 use crate::vocab::Size;
 use crate::{Error, Result};
 
@@ -59,22 +60,22 @@ pub struct GifSummary {
 
 /// The screen a player shows `seconds` into the recording.
 pub fn screen_at(recording: &Recording, seconds: f64) -> Screen {
-    let mut parser = new_parser(recording.header.size, 0);
+    let mut emulator = Emulator::new(recording.header.size, 0);
     for event in recording.events.iter().take_while(|e| e.time <= seconds) {
-        apply(&mut parser, event.kind, &event.data);
+        apply(&mut emulator, event.kind, &event.data);
     }
-    Screen::from_vt100(parser.screen())
+    emulator.screen()
 }
 
-fn apply(parser: &mut vt100::Parser, kind: EventKind, data: &str) {
+fn apply(emulator: &mut Emulator, kind: EventKind, data: &str) {
     match kind {
-        EventKind::Output => parser.process(data.as_bytes()),
+        EventKind::Output => emulator.process(data.as_bytes()),
         EventKind::Resize => {
             if let Some((c, r)) = data.split_once('x')
                 && let (Ok(cols), Ok(rows)) = (c.parse(), r.parse())
                 && let Ok(size) = Size::new(cols, rows)
             {
-                resize_parser(parser, size);
+                emulator.set_size(size);
             }
         }
         EventKind::Input | EventKind::Marker => {}
@@ -94,7 +95,7 @@ pub fn write_gif(
     let fps = f64::from(options.fps.clamp(1, 50));
     let interval = 1.0 / fps;
     let mut renderer = Renderer::new(options.style.clone()).with_levels(4);
-    let mut parser = new_parser(recording.header.size, 0);
+    let mut emulator = Emulator::new(recording.header.size, 0);
     let mut gif = GifWriter::new(out);
     // Shown time = recorded time - shift (hidden spans, shortened pauses).
     let mut shift = 0.0;
@@ -115,7 +116,7 @@ pub fn write_gif(
         {
             let due = since.max(last_frame + interval);
             if now > due {
-                gif.frame(&renderer.draw(&Screen::from_vt100(parser.screen())), due)?;
+                gif.frame(&renderer.draw(&emulator.screen()), due)?;
                 last_frame = due;
                 dirty = None;
             }
@@ -124,7 +125,7 @@ pub fn write_gif(
             EventKind::Marker if event.data == HIDE_MARKER && hidden_since.is_none() => {
                 if let Some(since) = dirty.take() {
                     let at = since.max(last_frame + interval).min(now.max(last_frame));
-                    gif.frame(&renderer.draw(&Screen::from_vt100(parser.screen())), at)?;
+                    gif.frame(&renderer.draw(&emulator.screen()), at)?;
                     last_frame = at;
                 }
                 hidden_since = Some(event.time);
@@ -136,7 +137,7 @@ pub fn write_gif(
                 }
             }
             EventKind::Output | EventKind::Resize => {
-                apply(&mut parser, event.kind, &event.data);
+                apply(&mut emulator, event.kind, &event.data);
                 if hidden_since.is_none() && dirty.is_none() {
                     dirty = Some(now);
                 }
@@ -149,7 +150,7 @@ pub fn write_gif(
         && hidden_since.is_none()
     {
         let due = since.max(last_frame + interval);
-        gif.frame(&renderer.draw(&Screen::from_vt100(parser.screen())), due)?;
+        gif.frame(&renderer.draw(&emulator.screen()), due)?;
         last_frame = due;
     }
     let stop = end.max(last_frame) + options.hold.max(0.01);

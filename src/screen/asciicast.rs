@@ -13,7 +13,7 @@
 //! writes one marker saying so and drops the rest, because a recording
 //! kept for a failing test or an agent's log must never fill the disk.
 //! [`Recording::parse`] reads one back and [`Recording::final_screen`]
-//! replays it into the vt100 model, which is how tests check a recording
+//! replays it into the screen model, which is how tests check a recording
 //! against the terminal it came from.
 
 use std::fmt;
@@ -23,7 +23,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Screen, new_parser, resize_parser};
+use super::Emulator;
+use super::Screen;
 use crate::vocab::Size;
 
 /// What the header line of a recording says.
@@ -301,7 +302,6 @@ impl std::error::Error for ParseRecordingError {}
 
 #[derive(Deserialize)]
 struct HeaderLine {
-    version: u64,
     width: u16,
     height: u16,
     timestamp: Option<u64>,
@@ -309,10 +309,35 @@ struct HeaderLine {
     env: Option<serde_json::Map<String, Value>>,
 }
 
+/// The header of asciicast v3 (what asciinema 3 writes): the size and
+/// terminal type under `term`.
+#[derive(Deserialize)]
+struct HeaderV3 {
+    term: TermV3,
+    timestamp: Option<u64>,
+    title: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TermV3 {
+    cols: u16,
+    rows: u16,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: Value,
+}
+
 impl Recording {
-    /// Reads a recording, checking every line as asciicast v2 does: a
-    /// version-2 header, then events with non-decreasing times, a known
-    /// kind and string data.
+    /// Reads a recording, checking every line: an asciicast v2 header
+    /// (`width`, `height`) or a v3 one (`term.cols`, `term.rows`), then
+    /// events with a known kind and string data, their times never going
+    /// back (v2: since the start; v3: since the event before, `#` lines
+    /// are comments and exit events are skipped). Version 1 (one JSON
+    /// document) is refused by name.
     pub fn parse(text: &str) -> Result<Recording, ParseRecordingError> {
         let mut lines = text.lines().enumerate();
         let bad = |line: usize, reason: String| ParseRecordingError {
@@ -322,38 +347,79 @@ impl Recording {
         let (_, first) = lines
             .next()
             .ok_or_else(|| bad(0, "empty recording".to_owned()))?;
-        let head: HeaderLine = serde_json::from_str(first)
-            .map_err(|error| bad(0, format!("not a header: {error}")))?;
-        if head.version != 2 {
-            return Err(bad(0, format!("version {} is not 2", head.version)));
-        }
-        let size = Size::new(head.width, head.height).map_err(|error| bad(0, error.to_string()))?;
-        let term = head
-            .env
-            .as_ref()
-            .and_then(|env| env.get("TERM"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let header = Header {
-            size,
-            timestamp: head.timestamp,
-            title: head.title,
-            term,
+        let version = serde_json::from_str::<VersionOnly>(first)
+            .map(|v| v.version)
+            .map_err(|error| bad(0, format!("not an asciicast header: {error}")))?;
+        let v3 = match version.as_u64() {
+            Some(2) => false,
+            Some(3) => true,
+            Some(1) => {
+                return Err(bad(
+                    0,
+                    "asciicast version 1 is not read (versions 2 and 3 are; \
+                     `asciinema convert` makes a v2 file)"
+                        .to_owned(),
+                ));
+            }
+            _ => {
+                return Err(bad(
+                    0,
+                    format!("asciicast version {version} is not read (versions 2 and 3 are)"),
+                ));
+            }
+        };
+        let header = if v3 {
+            let head: HeaderV3 = serde_json::from_str(first)
+                .map_err(|error| bad(0, format!("not an asciicast v3 header: {error}")))?;
+            Header {
+                size: Size::new(head.term.cols, head.term.rows)
+                    .map_err(|error| bad(0, error.to_string()))?,
+                timestamp: head.timestamp,
+                title: head.title,
+                term: head.term.kind,
+            }
+        } else {
+            let head: HeaderLine = serde_json::from_str(first)
+                .map_err(|error| bad(0, format!("not an asciicast v2 header: {error}")))?;
+            Header {
+                size: Size::new(head.width, head.height)
+                    .map_err(|error| bad(0, error.to_string()))?,
+                timestamp: head.timestamp,
+                title: head.title,
+                term: head
+                    .env
+                    .as_ref()
+                    .and_then(|env| env.get("TERM"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            }
         };
         let mut events = Vec::new();
         let mut last = 0.0;
         for (index, line) in lines {
-            if line.is_empty() {
+            if line.is_empty() || (v3 && line.starts_with('#')) {
                 continue;
             }
             let (time, code, data): (f64, String, String) = serde_json::from_str(line)
                 .map_err(|error| bad(index, format!("not an event: {error}")))?;
+            let time = if v3 {
+                if time.is_nan() || time < 0.0 {
+                    return Err(bad(index, format!("interval {time} is negative")));
+                }
+                last + time
+            } else {
+                if time.is_nan() || time < last {
+                    return Err(bad(index, format!("time {time} goes back from {last}")));
+                }
+                time
+            };
+            last = time;
+            if v3 && code == "x" {
+                // The exit status: nothing a player shows.
+                continue;
+            }
             let kind =
                 EventKind::of(&code).ok_or_else(|| bad(index, format!("unknown kind {code:?}")))?;
-            if time.is_nan() || time < last {
-                return Err(bad(index, format!("time {time} goes back from {last}")));
-            }
-            last = time;
             events.push(Event { time, kind, data });
         }
         Ok(Recording { header, events })
@@ -369,21 +435,21 @@ impl Recording {
     }
 
     /// The screen a player shows at the end: the output events replayed
-    /// into the vt100 model, following resizes.
+    /// into the screen model, following resizes.
     pub fn final_screen(&self) -> Screen {
-        let mut parser = new_parser(self.header.size, 0);
+        let mut emulator = Emulator::new(self.header.size, 0);
         for event in &self.events {
             match event.kind {
-                EventKind::Output => parser.process(event.data.as_bytes()),
+                EventKind::Output => emulator.process(event.data.as_bytes()),
                 EventKind::Resize => {
                     if let Some(size) = parse_size(&event.data) {
-                        resize_parser(&mut parser, size);
+                        emulator.set_size(size);
                     }
                 }
                 EventKind::Input | EventKind::Marker => {}
             }
         }
-        Screen::from_vt100(parser.screen())
+        emulator.screen()
     }
 }
 
@@ -489,11 +555,45 @@ mod tests {
     }
 
     #[test]
+    fn a_v3_recording_reads_with_relative_times() {
+        let text = "{\"version\":3,\"term\":{\"cols\":10,\"rows\":2,\"type\":\"xterm-256color\"},\"timestamp\":1700000000}\n\
+                    # a comment\n\
+                    [0.5,\"o\",\"hi\"]\n\
+                    [0.25,\"r\",\"12x3\"]\n\
+                    [0.25,\"o\",\"\\r\\nyo\"]\n\
+                    [0.1,\"x\",\"0\"]\n";
+        let rec = Recording::parse(text).expect("v3");
+        assert_eq!(rec.header.size, size(10, 2));
+        assert_eq!(rec.header.term.as_deref(), Some("xterm-256color"));
+        let times: Vec<f64> = rec.events.iter().map(|e| e.time).collect();
+        assert_eq!(times, [0.5, 0.75, 1.0]);
+        let screen = rec.final_screen();
+        assert_eq!(screen.size(), size(12, 3));
+        assert_eq!(screen.text(), "hi\nyo");
+        let bad = "{\"version\":3,\"term\":{\"cols\":10,\"rows\":2}}\n[-1,\"o\",\"a\"]";
+        assert!(
+            Recording::parse(bad)
+                .unwrap_err()
+                .reason
+                .contains("negative")
+        );
+    }
+
+    #[test]
     fn bad_recordings_name_the_line() {
         let header = r#"{"version":2,"width":10,"height":2}"#;
         for (text, line, needle) in [
             ("", 1, "empty"),
-            (r#"{"version":1,"width":10,"height":2}"#, 1, "version 1"),
+            (
+                r#"{"version":1,"width":10,"height":2}"#,
+                1,
+                "version 1 is not read",
+            ),
+            (
+                r#"{"version":2,"term":{"cols":10,"rows":2}}"#,
+                1,
+                "v2 header",
+            ),
             (
                 &format!("{header}\n[1.0,\"x\",\"a\"]") as &str,
                 2,

@@ -1,4 +1,4 @@
-//! What a terminal shows: [`Screen`], a plain copy of a `vt100` emulator's
+//! What a terminal shows: [`Screen`], a plain copy of a terminal emulator's
 //! visible state (text, cells with attributes, cursor), its renderings
 //! (snapshot text, attribute tags, scrollback), and the screen model that
 //! follows a pane's output events (`model`) with the waits on it ([`Within`]).
@@ -9,6 +9,7 @@
 //! control client.
 
 pub mod asciicast;
+mod emulator;
 mod find;
 pub mod keys;
 pub(crate) mod model;
@@ -16,11 +17,11 @@ pub(crate) mod record;
 pub(crate) mod render;
 pub(crate) mod wait;
 
+pub use emulator::Emulator;
 pub use find::{Match, Matches};
 pub use wait::{IntoRegex, Within};
 
 use std::fmt::{self, Write as _};
-use std::num::NonZeroU16;
 
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
@@ -49,14 +50,6 @@ pub enum Color {
 }
 
 impl Color {
-    fn of(color: vt100::Color) -> Color {
-        match color {
-            vt100::Color::Default => Color::Default,
-            vt100::Color::Idx(i) => Color::Indexed(i),
-            vt100::Color::Rgb(r, g, b) => Color::Rgb(r, g, b),
-        }
-    }
-
     /// A readable name: `red`, `bright-blue`, `208`, `#ff8800`.
     pub fn name(self) -> String {
         const NAMES: [&str; 8] = [
@@ -93,18 +86,6 @@ pub struct Attributes {
 }
 
 impl Attributes {
-    fn of(cell: &vt100::Cell) -> Attributes {
-        Attributes {
-            fg: Color::of(cell.fgcolor()),
-            bg: Color::of(cell.bgcolor()),
-            bold: cell.bold(),
-            dim: cell.dim(),
-            italic: cell.italic(),
-            underline: cell.underline(),
-            inverse: cell.inverse(),
-        }
-    }
-
     /// True for the default look (no color, no style).
     pub fn is_plain(&self) -> bool {
         *self == Attributes::default()
@@ -167,46 +148,11 @@ pub struct Screen {
 }
 
 impl Screen {
-    /// Copies the whole visible state of an emulator screen.
-    pub(crate) fn from_vt100(screen: &vt100::Screen) -> Screen {
-        let mut copy = Screen::text_of(screen);
-        let Size { cols, rows } = copy.size;
-        copy.cells.reserve(usize::from(cols) * usize::from(rows));
-        for row in 0..rows {
-            for col in 0..cols {
-                let cell = screen.cell(row, col).map_or_else(Cell::default, |c| Cell {
-                    text: c.contents().to_owned(),
-                    attributes: Attributes::of(c),
-                    wide_continuation: c.is_wide_continuation(),
-                });
-                copy.cells.push(cell);
-            }
-        }
-        copy
-    }
-
-    /// The text, cursor and mode of an emulator screen without its cells:
-    /// what a wait tests on every output event, so it stays cheap.
-    pub(crate) fn text_of(screen: &vt100::Screen) -> Screen {
-        let (rows, cols) = screen.size();
-        let (rows, cols) = (rows.get(), cols.get());
-        let (row, col) = screen.cursor_position();
-        Screen {
-            rows: screen.rows(0, cols).collect(),
-            wrapped: (0..rows).map(|r| screen.row_wrapped(r)).collect(),
-            cells: Vec::new(),
-            cursor: Cursor { row, col },
-            cursor_visible: !screen.hide_cursor(),
-            size: Size { cols, rows },
-            alternate: screen.alternate_screen(),
-        }
-    }
-
     /// The screen a terminal of `size` shows after receiving `bytes`.
     pub fn from_ansi(size: Size, bytes: &[u8]) -> Screen {
-        let mut parser = new_parser(size, 0);
-        parser.process(bytes);
-        Screen::from_vt100(parser.screen())
+        let mut emulator = Emulator::new(size, 0);
+        emulator.process(bytes);
+        emulator.screen()
     }
 
     /// The screen tmux captured (`capture-pane -e` with the pane's size,
@@ -216,9 +162,9 @@ impl Screen {
             cols: snapshot.width.max(1),
             rows: snapshot.height.max(1),
         };
-        let mut parser = new_parser(size, 0);
-        draw_snapshot(&mut parser, snapshot);
-        Screen::from_vt100(parser.screen())
+        let mut emulator = Emulator::new(size, 0);
+        draw_snapshot(&mut emulator, snapshot);
+        emulator.screen()
     }
 
     /// The rows, top first, each without trailing blanks.
@@ -445,24 +391,13 @@ fn attributed_row(cells: &[Cell]) -> String {
     out
 }
 
-fn nonzero(n: u16) -> NonZeroU16 {
-    NonZeroU16::new(n).unwrap_or(NonZeroU16::MIN)
-}
-
-/// A fresh emulator of `size` keeping `scrollback` lines.
-pub(crate) fn new_parser(size: Size, scrollback: usize) -> vt100::Parser {
-    vt100::Parser::new(nonzero(size.rows), nonzero(size.cols), scrollback)
-}
-
-/// Resizes an emulator (after tmux resized the window).
-pub(crate) fn resize_parser(parser: &mut vt100::Parser, size: Size) {
-    parser.set_size(nonzero(size.rows), nonzero(size.cols));
-}
-
 /// Draws tmux's capture into a fresh emulator of the capture's size: the
 /// history on the main screen, and the screen on the alternate one when
 /// the program is there.
-pub(crate) fn draw_snapshot(parser: &mut vt100::Parser, snap: &Snapshot) {
+pub(crate) fn draw_snapshot(emulator: &mut Emulator, snap: &Snapshot) {
+    // `capture-pane -e` writes line-drawing cells between SO and SI, as
+    // tmux's own client does with G1 set to the DEC special graphics.
+    emulator.process(b"\x1b)0");
     if snap.alternate_screen {
         // History belongs to the main screen; the capture is the
         // alternate one, so draw it there.
@@ -470,34 +405,16 @@ pub(crate) fn draw_snapshot(parser: &mut vt100::Parser, snap: &Snapshot) {
             screen: Vec::new(),
             ..snap.clone()
         };
-        parser.process(&main.to_ansi());
-        parser.process(b"\x1b[?1049h");
+        emulator.process(&main.to_ansi());
+        emulator.process(b"\x1b[?1049h");
         let alt = Snapshot {
             history: Vec::new(),
             ..snap.clone()
         };
-        parser.process(&alt.to_ansi());
+        emulator.process(&alt.to_ansi());
     } else {
-        parser.process(&snap.to_ansi());
+        emulator.process(&snap.to_ansi());
     }
-}
-
-/// Every scrollback line above the screen, oldest first, trailing blanks
-/// trimmed. Moves the emulator's view and puts it back.
-pub(crate) fn scrollback_lines(screen: &mut vt100::Screen) -> Vec<String> {
-    let cols = screen.size().1.get();
-    screen.set_scrollback(usize::MAX);
-    let total = screen.scrollback();
-    let mut lines = Vec::with_capacity(total);
-    // At offset N the view's top row is the Nth line above the screen.
-    for offset in (1..=total).rev() {
-        screen.set_scrollback(offset);
-        if let Some(line) = screen.rows(0, cols).next() {
-            lines.push(line.trim_end_matches(' ').to_owned());
-        }
-    }
-    screen.set_scrollback(0);
-    lines
 }
 
 /// `bytes` as printable text: ASCII as is, `\n`, `\r`, `\t`, `\e` and
@@ -535,12 +452,8 @@ pub(crate) fn escape_tail(bytes: &[u8], max: usize) -> String {
 mod tests {
     use super::*;
 
-    fn parser(cols: u16, rows: u16, bytes: &[u8]) -> vt100::Parser {
-        let mut p = vt100::Parser::new(
-            std::num::NonZeroU16::new(rows).expect("rows"),
-            std::num::NonZeroU16::new(cols).expect("cols"),
-            100,
-        );
+    fn parser(cols: u16, rows: u16, bytes: &[u8]) -> Emulator {
+        let mut p = Emulator::new(Size { cols, rows }, 100);
         p.process(bytes);
         p
     }
@@ -548,7 +461,7 @@ mod tests {
     #[test]
     fn snapshot_marks_the_cursor_and_trims() {
         let p = parser(12, 3, b"$ echo hi  \r\nhi\r\n$ ");
-        let screen = Screen::from_vt100(p.screen());
+        let screen = p.screen();
         assert_eq!(
             screen.snapshot(),
             "12x3 cursor 2:2 main\n |$ echo hi\n |hi\n>|$\n"
@@ -559,11 +472,11 @@ mod tests {
     #[test]
     fn overwritten_text_is_gone_and_wrapped_text_is_found() {
         let p = parser(10, 2, b"MARKER\r\x1b[Kok");
-        let screen = Screen::from_vt100(p.screen());
+        let screen = p.screen();
         assert!(!screen.contains("MARKER"));
         assert!(screen.contains("ok"));
         let p = parser(5, 3, b"abcdefgh");
-        let screen = Screen::from_vt100(p.screen());
+        let screen = p.screen();
         assert!(screen.contains("cdefg"), "{:?}", screen.text());
     }
 
@@ -571,16 +484,15 @@ mod tests {
     fn attributes_render_as_tags() {
         let p = parser(20, 1, b"a\x1b[1;31mred\x1b[0m {b}\x1b[7m \x1b[0m");
         assert_eq!(
-            Screen::from_vt100(p.screen()).attributed_rows(),
+            p.screen().attributed_rows(),
             ["a{bold fg=red}red{/} {{b}{inverse} {/}"]
         );
     }
 
     #[test]
     fn scrollback_lists_lines_above_the_screen() {
-        let mut p = parser(10, 2, b"one\r\ntwo\r\nthree\r\nfour");
-        assert_eq!(scrollback_lines(p.screen_mut()), ["one", "two"]);
-        assert_eq!(p.screen().scrollback(), 0);
+        let p = parser(10, 2, b"one\r\ntwo\r\nthree\r\nfour");
+        assert_eq!(p.scrollback_lines(), ["one", "two"]);
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub(crate) enum Setting {
     WaitPattern(Regex),
     /// `Set Flaky true`: `--retries` applies to this tape.
     Flaky(bool),
+    /// `Set TypeAhead true`: type at once, without waiting until the
+    /// program reads its terminal (a nested tmux, an `epoll` reader).
+    TypeAhead(bool),
     /// A VHS setting without effect here (`Set WindowBar Colorful`).
     Cosmetic,
 }
@@ -178,11 +181,8 @@ pub(super) fn setting(w: &Words) -> std::result::Result<Setting, Problem> {
         "TypingSpeed" => Setting::TypingSpeed(duration(text)?),
         "WaitTimeout" => Setting::WaitTimeout(duration(text)?),
         "WaitPattern" => Setting::WaitPattern(compile(text)?),
-        "Flaky" => Setting::Flaky(match text {
-            "true" => true,
-            "false" => false,
-            _ => return Err(format!("Set Flaky: {text:?} is not true or false").into()),
-        }),
+        "Flaky" => Setting::Flaky(boolean(name, text)?),
+        "TypeAhead" => Setting::TypeAhead(boolean(name, text)?),
         _ if COSMETIC.contains(&name) => Setting::Cosmetic,
         _ => {
             return Err(Problem::Unsupported(format!(
@@ -190,6 +190,14 @@ pub(super) fn setting(w: &Words) -> std::result::Result<Setting, Problem> {
             )));
         }
     })
+}
+
+fn boolean(name: &str, text: &str) -> Result<bool, String> {
+    match text {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("Set {name}: {text:?} is not true or false")),
+    }
 }
 
 /// A key command's tmux key name: `Enter`, `Ctrl+C` -> `C-c`,

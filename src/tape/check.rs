@@ -89,6 +89,7 @@ pub(crate) async fn expect(fx: &Fixture, check: &Check, timeout: Duration) -> Re
                 return Err(missed(e, why, timeout));
             }
         }
+        Check::Tmux => tmux_agrees(fx, timeout).await?,
         Check::Exit(code) => match within.wait_for_exit().await {
             Ok(status) if status.shell_status() == *code => {}
             Ok(status) => {
@@ -100,6 +101,54 @@ pub(crate) async fn expect(fx: &Fixture, check: &Check, timeout: Duration) -> Re
         },
     }
     Ok(())
+}
+
+/// What `Expect Tmux` compares: text, attributes, cursor, screen mode.
+/// (Not the cursor's visibility: a capture does not carry it.)
+fn compared(screen: &Screen) -> (Vec<String>, Vec<String>, (u16, u16), bool) {
+    let cursor = screen.cursor();
+    (
+        screen.rows().map(str::to_owned).collect(),
+        screen.attributed_rows(),
+        (cursor.row, cursor.col),
+        screen.alternate_screen(),
+    )
+}
+
+/// Polls until the model and tmux's capture agree. Both follow the same
+/// output, so a difference that outlives the deadline is the model's.
+async fn tmux_agrees(fx: &Fixture, timeout: Duration) -> Result<(), Failed> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let model = fx.screen_now();
+        let real = fx.terminal()?.tmux_screen().await?;
+        let (ours, theirs) = (compared(&model), compared(&real));
+        if ours == theirs {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let mut diff = Vec::new();
+            for (i, (a, b)) in ours.1.iter().zip(&theirs.1).enumerate() {
+                if a != b {
+                    diff.push(format!("row {}: model {a:?}\n        tmux  {b:?}", i + 1));
+                }
+            }
+            if ours.2 != theirs.2 {
+                diff.push(format!("cursor: model {:?}, tmux {:?}", ours.2, theirs.2));
+            }
+            if ours.3 != theirs.3 {
+                diff.push(format!(
+                    "alternate screen: model {}, tmux {}",
+                    ours.3, theirs.3
+                ));
+            }
+            return Err(Failed::plain(format!(
+                "the screen model differs from tmux's capture (waited {timeout:?}):\n{}",
+                diff.join("\n")
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// True when some place `text` is on the screen is drawn as `want` says.

@@ -1,7 +1,8 @@
-//! The words of one tape line: a command word with its `+Scope` and
-//! `@duration` suffixes, then arguments (quoted strings, `/regex/`, bare
-//! words). Strings are literal as in VHS: no escapes, so a string holding
-//! `"` is written in `'...'` or `` `...` ``.
+//! The commands of one tape line, split as VHS's lexer and parser split
+//! them: each a command word with its `+Scope` and `@duration` suffixes,
+//! then arguments (quoted strings, `/regex/`, bare words), several to a
+//! line, a trailing `# comment` dropped. Strings are literal as in VHS: no
+//! escapes, so a string holding `"` is written in `'...'` or `` `...` ``.
 
 use std::time::Duration;
 
@@ -38,15 +39,155 @@ pub(crate) struct Words {
     pub(crate) args: Vec<Arg>,
 }
 
-/// Splits one line (not a comment, not blank).
+/// Commands VHS (and this runner) know, besides keys.
+const COMMANDS: &[&str] = &[
+    "Output",
+    "Set",
+    "Env",
+    "Require",
+    "Type",
+    "Sleep",
+    "Wait",
+    "Hide",
+    "Show",
+    "Screenshot",
+    "Copy",
+    "Paste",
+    "Source",
+    "Expect",
+    "Snapshot",
+];
+
+/// Key words that start a key press (VHS's, plus `Home` and `End`).
+const KEYS: &[&str] = &[
+    "Enter",
+    "Backspace",
+    "Tab",
+    "Space",
+    "Escape",
+    "Up",
+    "Down",
+    "Left",
+    "Right",
+    "Home",
+    "End",
+    "PageUp",
+    "PageDown",
+    "Delete",
+    "Insert",
+    "ScrollUp",
+    "ScrollDown",
+];
+
+/// True for a bare word that begins a command: VHS's lexer makes these
+/// keywords, so its parser ends the previous command's arguments there.
+fn starts_command(word: &str) -> bool {
+    let head = word.split('@').next().unwrap_or(word);
+    let name = head.split('+').next().unwrap_or(head);
+    COMMANDS.contains(&name)
+        || KEYS.contains(&name)
+        || matches!(name, "Ctrl" | "Alt" | "Shift") && head.contains('+')
+}
+
+/// One token of a line with where it starts and ends.
+struct Token {
+    arg: Arg,
+    span: std::ops::Range<usize>,
+}
+
+/// The tokens of a line as VHS's lexer reads them: quoted strings (no
+/// escapes), `/regex/`, bare words (ended by blanks or a quote, so
+/// `Type@.2'x'` is two), and a `#` where a token would start comments out
+/// the rest of the line.
+fn tokens(line: &str) -> Result<Vec<Token>, String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    loop {
+        let rest = &line[at..];
+        let skipped = rest.len() - rest.trim_start().len();
+        at += skipped;
+        let rest = &line[at..];
+        let Some(first) = rest.chars().next() else {
+            break;
+        };
+        let (arg, len) = match first {
+            '#' => break,
+            '"' | '\'' | '`' => {
+                let body = &rest[1..];
+                let end = body
+                    .find(first)
+                    .ok_or_else(|| format!("unterminated string {rest}"))?;
+                (Arg::Str(body[..end].to_owned()), end + 2)
+            }
+            '/' => {
+                let (regex, tail) = regex(&rest[1..]).ok_or_else(|| {
+                    format!("unterminated regex {rest} (end it with an unescaped /)")
+                })?;
+                (Arg::Regex(regex), rest.len() - tail.len())
+            }
+            _ => {
+                let end = rest
+                    .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`'))
+                    .unwrap_or(rest.len());
+                (Arg::Word(rest[..end].to_owned()), end)
+            }
+        };
+        out.push(Token {
+            arg,
+            span: at..at + len,
+        });
+        at += len;
+    }
+    Ok(out)
+}
+
+/// Splits one line into its commands, as VHS's parser does: several may
+/// share a line (`Type "ls" Enter`, `Ctrl+C Sleep 1s`), each ending where
+/// a word that starts a command comes; `Set` and `Env` take their next
+/// two tokens whatever they are; a trailing `# comment` is dropped. Each
+/// command comes with its own text, for messages.
 ///
 /// # Errors
-/// A message for an unterminated string or regex, or a bad `@duration`.
-pub(crate) fn words(line: &str) -> Result<Words, String> {
-    let line = line.trim();
-    let (head, mut rest) = line
-        .split_once(char::is_whitespace)
-        .map_or((line, ""), |(h, r)| (h, r.trim_start()));
+/// A message for an unterminated string or regex, an argument before any
+/// command, or a bad `@duration`.
+pub(crate) fn commands(line: &str) -> Result<Vec<(String, Words)>, String> {
+    let tokens = tokens(line)?;
+    let mut groups: Vec<Vec<Token>> = Vec::new();
+    let mut fixed: usize = 0;
+    for token in tokens {
+        let starts = fixed == 0 && matches!(&token.arg, Arg::Word(w) if starts_command(w))
+            || groups.is_empty();
+        if starts {
+            fixed = match &token.arg {
+                Arg::Word(w) if w == "Set" || w == "Env" => 2,
+                _ => 0,
+            };
+            groups.push(vec![token]);
+        } else {
+            fixed = fixed.saturating_sub(1);
+            if let Some(group) = groups.last_mut() {
+                group.push(token);
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|group| {
+            let span = group[0].span.start..group[group.len() - 1].span.end;
+            let mut group = group.into_iter().map(|t| t.arg);
+            let head = match group.next() {
+                Some(Arg::Word(w)) => w,
+                Some(other) => return Err(format!("{} is not a command", other.text())),
+                None => return Err("empty command".to_owned()),
+            };
+            Ok((line[span].to_owned(), words_of(&head, group.collect())?))
+        })
+        .collect()
+}
+
+/// The parts of one command: its head word (`Wait+Screen@5s`) and its
+/// arguments.
+fn words_of(head: &str, args: Vec<Arg>) -> Result<Words, String> {
     let (head, at) = match head.split_once('@') {
         Some((head, at)) => (head, Some(duration(at)?)),
         None => (head, None),
@@ -56,37 +197,25 @@ pub(crate) fn words(line: &str) -> Result<Words, String> {
         Some((word, scope)) if word == "Wait" => (word.to_owned(), Some(scope.to_owned())),
         _ => (head.to_owned(), None),
     };
-    let mut args = Vec::new();
-    while !rest.is_empty() {
-        let first = rest.chars().next().unwrap_or(' ');
-        let (arg, tail) = match first {
-            '"' | '\'' | '`' => {
-                let body = &rest[1..];
-                let end = body
-                    .find(first)
-                    .ok_or_else(|| format!("unterminated string {rest}"))?;
-                (Arg::Str(body[..end].to_owned()), &body[end + 1..])
-            }
-            '/' => {
-                let (regex, tail) = regex(&rest[1..]).ok_or_else(|| {
-                    format!("unterminated regex {rest} (end it with an unescaped /)")
-                })?;
-                (Arg::Regex(regex), tail)
-            }
-            _ => {
-                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-                (Arg::Word(rest[..end].to_owned()), &rest[end..])
-            }
-        };
-        args.push(arg);
-        rest = tail.trim_start();
-    }
     Ok(Words {
         command,
         scope,
         at,
         args,
     })
+}
+
+/// Splits a line holding one command.
+///
+/// # Errors
+/// As [`commands`]; also when the line holds more than one command.
+#[cfg(test)]
+pub(crate) fn words(line: &str) -> Result<Words, String> {
+    let mut all = commands(line)?;
+    match all.len() {
+        1 => Ok(all.remove(0).1),
+        n => Err(format!("{n} commands")),
+    }
 }
 
 /// The body of a `/regex/` up to its closing slash, and what follows.
@@ -161,6 +290,28 @@ mod tests {
         assert_eq!(w.args, vec![Arg::Str(r#"say "hi""#.into())]);
         assert!(words(r#"Type "open"#).is_err());
         assert!(words("Wait /open").is_err());
+    }
+
+    #[test]
+    fn several_commands_share_a_line_as_in_vhs() {
+        let all = commands(r#"Type "echo hi" Enter Sleep 1s # then wait"#).expect("line");
+        let names: Vec<&str> = all.iter().map(|(_, w)| w.command.as_str()).collect();
+        assert_eq!(names, ["Type", "Enter", "Sleep"]);
+        assert_eq!(all[0].0, r#"Type "echo hi""#);
+        assert_eq!(all[2].1.args, vec![Arg::Word("1s".into())]);
+        let all = commands("Ctrl+C Sleep 1s").expect("line");
+        assert_eq!(all.len(), 2);
+        let w = words("Type@.2'fast'").expect("no space after the speed");
+        assert_eq!(w.at, Some(Duration::from_millis(200)));
+        assert_eq!(w.args, vec![Arg::Str("fast".into())]);
+        // Set and Env take their two tokens even when one reads as a key.
+        let all = commands(r#"Set Shell bash Env KEY Enter Type "x""#).expect("line");
+        let names: Vec<&str> = all.iter().map(|(_, w)| w.command.as_str()).collect();
+        assert_eq!(names, ["Set", "Env", "Type"]);
+        // A comment starts only where a token would.
+        let w = words(r#"Expect Style "x" bg=#102030 # red"#).expect("line");
+        assert_eq!(w.args.len(), 3);
+        assert!(commands("# only a comment").expect("comment").is_empty());
     }
 
     #[test]

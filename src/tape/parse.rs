@@ -11,7 +11,7 @@ use regex::Regex;
 
 use super::args::{Problem, compile, key, setting, style_want};
 pub(crate) use super::args::{Setting, StyleWant};
-use super::lex::{Arg, Words, duration, words};
+use super::lex::{Arg, Words, commands, duration};
 use crate::picture::Theme;
 use crate::{Error, Result};
 
@@ -127,6 +127,9 @@ pub(crate) enum Check {
     Style(String, StyleWant),
     /// `Expect Exit 0`: the program exited with this status.
     Exit(i32),
+    /// `Expect Tmux`: the screen model shows what tmux's own capture of
+    /// the pane shows (text, attributes, cursor, mode).
+    Tmux,
 }
 
 /// A parsed tape.
@@ -220,27 +223,30 @@ fn parse_into(path: &Path, text: &str, depth: usize, steps: &mut Vec<Step>) -> R
             });
             continue;
         }
-        let words = words(line).map_err(|m| Error::SyntaxError(format!("{at}: {m}")))?;
-        if words.command == "Source" {
-            let file = one_text(&words).map_err(|m| Error::SyntaxError(format!("{at}: {m}")))?;
-            if depth >= MAX_SOURCE_DEPTH {
-                return Err(Error::SyntaxError(format!(
-                    "{at}: Source nested deeper than {MAX_SOURCE_DEPTH} (a tape sourcing itself?)"
-                )));
+        let commands = commands(line).map_err(|m| Error::SyntaxError(format!("{at}: {m}")))?;
+        for (source, words) in commands {
+            if words.command == "Source" {
+                let file =
+                    one_text(&words).map_err(|m| Error::SyntaxError(format!("{at}: {m}")))?;
+                if depth >= MAX_SOURCE_DEPTH {
+                    return Err(Error::SyntaxError(format!(
+                        "{at}: Source nested deeper than {MAX_SOURCE_DEPTH} (a tape sourcing itself?)"
+                    )));
+                }
+                read_into(&dir.join(file), depth + 1, steps)
+                    .map_err(|e| Error::SyntaxError(format!("{at}: in Source {file}: {e}")))?;
+                continue;
             }
-            read_into(&dir.join(file), depth + 1, steps)
-                .map_err(|e| Error::SyntaxError(format!("{at}: in Source {file}: {e}")))?;
-            continue;
+            let command = command(&words, dir).map_err(|e| match e {
+                Problem::Syntax(m) => Error::SyntaxError(format!("{at}: {}: {m}", words.command)),
+                Problem::Unsupported(m) => Error::Unsupported(format!("{at}: {m}")),
+            })?;
+            steps.push(Step {
+                at: at.clone(),
+                source,
+                command,
+            });
         }
-        let command = command(&words, dir).map_err(|e| match e {
-            Problem::Syntax(m) => Error::SyntaxError(format!("{at}: {}: {m}", words.command)),
-            Problem::Unsupported(m) => Error::Unsupported(format!("{at}: {m}")),
-        })?;
-        steps.push(Step {
-            at,
-            source: line.to_owned(),
-            command,
-        });
     }
     Ok(())
 }
@@ -266,7 +272,7 @@ fn command(w: &Words, dir: &Path) -> std::result::Result<Command, Problem> {
         },
         "Require" => Command::Require(one_text(w)?.to_owned()),
         "Type" => Command::Type {
-            text: one_text(w)?.to_owned(),
+            text: strings(w)?,
             speed: w.at,
         },
         "Sleep" => match w.args.as_slice() {
@@ -283,7 +289,7 @@ fn command(w: &Words, dir: &Path) -> std::result::Result<Command, Problem> {
             }
             Command::Screenshot(file)
         }
-        "Copy" => Command::Copy(one_text(w)?.to_owned()),
+        "Copy" => Command::Copy(strings(w)?),
         "Paste" => Command::Paste,
         "Expect" => Command::Expect {
             check: check(w)?,
@@ -328,6 +334,14 @@ fn extension(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// `Type`'s and `Copy`'s text: VHS joins several strings with a space.
+fn strings(w: &Words) -> std::result::Result<String, String> {
+    if w.args.is_empty() || w.args.iter().any(|a| matches!(a, Arg::Regex(_))) {
+        return Err(format!("{} expects string", w.command));
+    }
+    Ok(w.args.iter().map(Arg::text).collect::<Vec<_>>().join(" "))
+}
+
 pub(super) fn one_text(w: &Words) -> std::result::Result<&str, String> {
     match w.args.as_slice() {
         [arg] => Ok(arg.text()),
@@ -370,6 +384,7 @@ fn check(w: &Words) -> std::result::Result<Check, String> {
                 .ok_or_else(|| format!("bad line {n:?} (1 is the top, -1 the bottom)"))?;
             Check::Line(n, compile(r)?)
         }
+        [Arg::Word(kw)] if kw == "Tmux" => Check::Tmux,
         [Arg::Word(kw), Arg::Word(n)] if kw == "Exit" => {
             Check::Exit(n.parse().map_err(|_| format!("bad exit status {n:?}"))?)
         }
@@ -378,7 +393,7 @@ fn check(w: &Words) -> std::result::Result<Check, String> {
         }
         _ => {
             return Err("write Expect /regex/, Expect Line N /regex/, \
-                 Expect Style \"text\" fg=red bold or Expect Exit 0"
+                 Expect Style \"text\" fg=red bold, Expect Exit 0 or Expect Tmux"
                 .to_owned());
         }
     })

@@ -34,6 +34,7 @@ struct Config {
     typing: Duration,
     timeout: Duration,
     pattern: Regex,
+    type_ahead: bool,
 }
 
 impl Config {
@@ -48,6 +49,7 @@ impl Config {
             typing: Duration::ZERO,
             timeout: WAIT_TIMEOUT,
             pattern: Regex::new(WAIT_PATTERN).unwrap_or_else(|_| unreachable!("a valid pattern")),
+            type_ahead: false,
         }
     }
 }
@@ -62,6 +64,9 @@ struct Run<'a> {
     clipboard: String,
     /// Notes for the report (snapshots written).
     notes: Vec<String>,
+    /// The tape's own `TMUX_TMPDIR`: a tmux the tape starts puts its
+    /// server there, and it is killed and removed after the tape.
+    tmux_tmpdir: Option<tempfile::TempDir>,
 }
 
 /// What a try came to.
@@ -80,6 +85,7 @@ pub(crate) async fn run_once(tape: &Tape, options: &Options, dir: &Path) -> Trie
         outputs: Vec::new(),
         clipboard: String::new(),
         notes: Vec::new(),
+        tmux_tmpdir: None,
     };
     let mut failure = None;
     for step in &tape.steps {
@@ -100,6 +106,9 @@ pub(crate) async fn run_once(tape: &Tape, options: &Options, dir: &Path) -> Trie
     }
     if let Some(fixture) = run.fixture.take() {
         let _ = fixture.close().await;
+    }
+    if let Some(dir) = run.tmux_tmpdir.take() {
+        kill_nested_servers(dir.path()).await;
     }
     Tried {
         failure,
@@ -132,6 +141,16 @@ impl Run<'_> {
             return Err(Failed::plain("the terminal did not start".to_owned()));
         };
         let (timeout, typing) = (self.config.timeout, self.config.typing);
+        if matches!(
+            step.command,
+            Command::Type { .. } | Command::Key { .. } | Command::Paste
+        ) && let Some(status) = fx.terminal()?.exit_status()
+        {
+            // tmux keeps the dead pane and takes the keys without a word.
+            return Err(Failed::plain(format!(
+                "nothing reads what this types: the program {status}"
+            )));
+        }
         match &step.command {
             Command::Type { text, speed } => {
                 let speed = speed.unwrap_or(typing);
@@ -216,9 +235,23 @@ impl Run<'_> {
     fn set(&mut self, setting: &Setting) -> Result<(), Failed> {
         if matches!(
             setting,
-            Setting::Shell(_) | Setting::Width(_) | Setting::Height(_) | Setting::Size(..)
+            Setting::Shell(_)
+                | Setting::Width(_)
+                | Setting::Height(_)
+                | Setting::Size(..)
+                | Setting::TypeAhead(_)
         ) {
-            self.before_start("Set Shell, Width, Height and Size")?;
+            self.before_start("Set Shell, Width, Height, Size and TypeAhead")?;
+        }
+        if let Setting::Shell(shell) = setting {
+            // A shell that is not there would start, print "No such file"
+            // and let the tape go on against that screen.
+            let program = shell.split_whitespace().next().unwrap_or("");
+            if which::which(program).is_err() {
+                return Err(Failed::plain(format!(
+                    "{program:?} is not installed (not on PATH)"
+                )));
+            }
         }
         let c = &mut self.config;
         match setting {
@@ -234,6 +267,7 @@ impl Run<'_> {
             Setting::TypingSpeed(d) => c.typing = *d,
             Setting::WaitTimeout(d) => c.timeout = *d,
             Setting::WaitPattern(re) => c.pattern = re.clone(),
+            Setting::TypeAhead(on) => c.type_ahead = *on,
             Setting::Flaky(_) | Setting::Cosmetic => {}
         }
         Ok(())
@@ -242,7 +276,21 @@ impl Run<'_> {
     /// Starts the fixture on the first command that needs it.
     async fn start(&mut self) -> Result<(), Failed> {
         if self.fixture.is_none() {
-            let fixture = self.builder().start().await?;
+            let base = self
+                .options
+                .runtime_dir
+                .clone()
+                .unwrap_or_else(std::env::temp_dir);
+            let _ = std::fs::create_dir_all(&base);
+            let private = tempfile::Builder::new()
+                .prefix("tape-tmux")
+                .tempdir_in(&base)
+                .map_err(|e| Failed::plain(format!("making the tape's TMUX_TMPDIR: {e}")))?;
+            let builder = self
+                .builder()
+                .env("TMUX_TMPDIR", private.path().to_string_lossy());
+            self.tmux_tmpdir = Some(private);
+            let fixture = builder.start().await?;
             self.fixture = Some(fixture);
         }
         Ok(())
@@ -270,6 +318,7 @@ impl Run<'_> {
         builder = builder
             .size(cols, rows)
             .timeout(c.timeout)
+            .type_ahead(c.type_ahead)
             .artifacts_in(self.options.artifacts_for(self.tape), self.tape.name());
         if let Some(dir) = self
             .tape
@@ -344,6 +393,31 @@ impl Run<'_> {
 
 /// The row the cursor is on, without trailing blanks but padded up to the
 /// cursor: a prompt `>>> ` waiting for input matches `/>>> $/`.
+/// Kills every tmux server whose socket is under `dir` (a tmux started
+/// inside the tape daemonizes, out of the pane's process group), so
+/// nothing the tape started outlives it.
+async fn kill_nested_servers(dir: &Path) {
+    let Ok(users) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for user in users.flatten() {
+        let Ok(sockets) = std::fs::read_dir(user.path()) else {
+            continue;
+        };
+        for socket in sockets.flatten() {
+            let _ = tokio::process::Command::new("tmux")
+                .arg("-S")
+                .arg(socket.path())
+                .arg("kill-server")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .await;
+        }
+    }
+}
+
 fn cursor_line(screen: &Screen) -> String {
     let cursor = screen.cursor();
     let mut line = screen.row(usize::from(cursor.row)).unwrap_or("").to_owned();

@@ -15,7 +15,7 @@
 //!
 //! The server lives in its own `0700` directory with the engine's hermetic
 //! tmux config. A task feeds the pane's control-mode output events into a
-//! `vt100` emulator; waits sleep on that model and wake on each output
+//! terminal emulator (`screen`'s model); waits sleep on that model and wake on each output
 //! event, so they resolve within microseconds of the output arriving and
 //! never poll `capture-pane`.
 //!
@@ -38,9 +38,10 @@ pub use launch::{Parts, launch};
 
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, OutputPath, PaneEvent, PaneStream};
+use crate::control::snapshot::capture_snapshot;
 use crate::control::subscribe::SubscribeOptions;
 use crate::screen::model::{self, SharedModel};
-use crate::screen::{IntoRegex, Screen, Within, scrollback_lines};
+use crate::screen::{IntoRegex, Screen, Within};
 use crate::tmux::ServerHandle;
 use crate::tmux::command::{TmuxCommand, resize_window};
 use crate::tmux::server::Server;
@@ -218,6 +219,17 @@ impl Terminal {
         Ok(self.model.screen())
     }
 
+    /// What tmux itself shows in the pane now (`capture-pane -e` with the
+    /// pane's size, cursor and mode), not the model: the reference the
+    /// model is checked against.
+    ///
+    /// # Errors
+    /// `SERVER_GONE`, `COMMAND_FAILED` when the pane is gone.
+    pub async fn tmux_screen(&self) -> Result<Screen> {
+        let snapshot = capture_snapshot(&self.client, self.pane, 0).await?;
+        Ok(Screen::from_snapshot(&snapshot))
+    }
+
     /// The lines that scrolled off the top, oldest first (at most the
     /// builder's `scrollback`), trailing blanks trimmed.
     ///
@@ -246,16 +258,15 @@ impl Terminal {
         self.model.screen()
     }
 
-    /// The screen in the emulator's own escape form (`vt100`'s
-    /// `contents_formatted`: text with SGR and cursor escapes), without
-    /// awaiting.
+    /// The screen in escape form (text with SGR and cursor escapes that
+    /// redraw it on a blank terminal), without awaiting.
     pub(crate) fn formatted_now(&self) -> String {
-        self.model.lock().parser.screen().contents_formatted()
+        self.model.lock().emulator.formatted()
     }
 
     /// The scrollback now, without awaiting.
     pub(crate) fn scrollback_now(&self) -> Vec<String> {
-        scrollback_lines(self.model.lock().parser.screen_mut())
+        self.model.lock().emulator.scrollback_lines()
     }
 
     /// The size of the screen model.

@@ -6,6 +6,8 @@
 mod pictures;
 mod reports;
 mod runs;
+mod vhs_grammar;
+mod vttest;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,166 @@
+//! What the screen model costs (issue 45): bytes per second fed to the
+//! emulator in 4 KiB reads (what a pane's output events are) and the heap
+//! one screen holds, beside tmux's own parse of the same bytes (a detached
+//! pane `cat`s the file, timed to its `wait-for` signal, minus an empty
+//! file's run).
+//!
+//! Two payloads of `BENCH_MB` MiB (default 64): log text (the throughput
+//! benches' line: tabs, SGR, UTF-8) and a full-screen redraw (cursor moves,
+//! 256 and 24-bit colour, wide characters, erases).
+//!
+//! `cargo bench --bench screen_model` (env `BENCH_MB`, `BENCH_ROUNDS`
+//! default 3).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{env_or, make_payload, median};
+use tmux_engine::screen::Emulator;
+use tmux_engine::vocab::Size;
+
+/// The system allocator, counting bytes live.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn tui_payload(mb: usize) -> Vec<u8> {
+    let mut frame = Vec::new();
+    for row in 1..=24u32 {
+        frame.extend_from_slice(
+            format!(
+                "\x1b[{row};1H\x1b[38;5;{}m{row:>3} \x1b[48;2;{};40;60m\u{4e2d}\u{6587} status \x1b[1mbold\x1b[m text \x1b[K",
+                row * 7 % 256,
+                row * 10 % 256
+            )
+            .as_bytes(),
+        );
+    }
+    frame.extend_from_slice(b"\x1b[H\x1b[2J");
+    let mut out = Vec::with_capacity(mb << 20);
+    while out.len() < mb << 20 {
+        out.extend_from_slice(&frame);
+    }
+    out
+}
+
+fn feed(bytes: &[u8], scrollback: usize) -> Duration {
+    let mut emulator = Emulator::new(Size { cols: 80, rows: 24 }, scrollback);
+    let start = Instant::now();
+    for chunk in bytes.chunks(4096) {
+        emulator.process(chunk);
+    }
+    let took = start.elapsed();
+    std::hint::black_box(emulator.screen());
+    took
+}
+
+/// Seconds tmux takes to read `file` into a detached pane.
+fn tmux_parse(dir: &std::path::Path, file: &std::path::Path) -> Duration {
+    let socket = dir.join("sock");
+    let socket = socket.to_str().unwrap();
+    let script = format!("cat {}; tmux wait-for -S parsed", file.display());
+    let start = Instant::now();
+    let status = std::process::Command::new("tmux")
+        .args([
+            "-S",
+            socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "80",
+            "-y",
+            "24",
+        ])
+        .args(["sh", "-c", &script])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = std::process::Command::new("tmux")
+        .args(["-S", socket, "wait-for", "parsed"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let took = start.elapsed();
+    let _ = std::process::Command::new("tmux")
+        .args(["-S", socket, "kill-server"])
+        .status();
+    took
+}
+
+fn mbps(bytes: usize, took: Duration) -> f64 {
+    bytes as f64 / took.as_secs_f64() / 1e6
+}
+
+fn main() {
+    let mb: usize = env_or("BENCH_MB", 64);
+    let rounds: usize = env_or("BENCH_ROUNDS", 3);
+    let dir = tempfile::tempdir().unwrap();
+    let log_file = dir.path().join("log");
+    make_payload(&log_file, mb);
+    let log = std::fs::read(&log_file).unwrap();
+    let tui = tui_payload(mb);
+    let tui_file = dir.path().join("tui");
+    std::fs::write(&tui_file, &tui).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+
+    for (name, bytes, file) in [
+        ("log text", &log, &log_file),
+        ("full-screen", &tui, &tui_file),
+    ] {
+        let model = median((0..rounds).map(|_| feed(bytes, 1000)).collect());
+        let tmux = median(
+            (0..rounds)
+                .map(|_| {
+                    tmux_parse(dir.path(), file).saturating_sub(tmux_parse(dir.path(), &empty))
+                })
+                .collect(),
+        );
+        println!(
+            "{name:12} {} MiB: model {:.1} MB/s, tmux {:.1} MB/s, ratio {:.2}",
+            bytes.len() >> 20,
+            mbps(bytes.len(), model),
+            mbps(bytes.len(), tmux),
+            tmux.as_secs_f64() / model.as_secs_f64()
+        );
+    }
+
+    for (cols, rows, fill) in [(80u16, 24u16, 0usize), (80, 24, 1000), (200, 50, 0)] {
+        let before = LIVE.load(Ordering::Relaxed);
+        let mut emulator = Emulator::new(Size { cols, rows }, 1000);
+        for i in 0..fill + usize::from(rows) {
+            emulator.process(format!("line {i} of the scrollback\r\n").as_bytes());
+        }
+        let held = LIVE.load(Ordering::Relaxed) - before;
+        println!(
+            "memory: {cols}x{rows} screen, {fill} scrollback lines: {} KiB",
+            held / 1024
+        );
+        drop(emulator);
+    }
+}
