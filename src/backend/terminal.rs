@@ -97,7 +97,7 @@ impl TmuxTerminal {
         let shared = Arc::new(ServerLink {
             id: parts.id,
             stream: Arc::new(Stream::new(parts.config.output_buffer).shell(
-                super::command::integrated_shell(&parts.spec, &parts.config).is_some(),
+                super::command::integrated_shell(&parts.spec, &parts.config),
                 parts.joined,
             )),
             spec: parts.spec,

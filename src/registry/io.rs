@@ -92,21 +92,6 @@ impl std::str::FromStr for WaitSince {
     }
 }
 
-/// Where output after the newest command's start begins, if the stream
-/// holds a marked command.
-fn last_command_start(terminal: &dyn BackendTerminal) -> Option<super::OutputCursor> {
-    let held = terminal.stream()?.read(None);
-    let (marks, _) = crate::shell::marks::scan(&held.bytes, held.from.offset);
-    let start = marks
-        .iter()
-        .rev()
-        .find(|mark| mark.kind == crate::shell::marks::MarkKind::CommandStart)?;
-    Some(super::OutputCursor {
-        epoch: held.from.epoch,
-        offset: start.end,
-    })
-}
-
 /// The first line of the output after `*from` that meets `condition`;
 /// `*from` moves past the complete lines searched, so each look reads
 /// only the newest.
@@ -160,7 +145,9 @@ async fn wait_on(
     // Subscribed before the first look, so no output slips between.
     let mut changes = terminal.stream().map(|stream| stream.changes());
     let mut from = match since {
-        WaitSince::LastCommand => last_command_start(terminal),
+        WaitSince::LastCommand => terminal
+            .stream()
+            .and_then(|stream| super::commands::last_command_start(&stream)),
         WaitSince::Screen => None,
         WaitSince::Cursor(cursor) => Some(cursor),
     };

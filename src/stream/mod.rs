@@ -22,6 +22,10 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use tokio::sync::watch;
 
+use crate::shell::ShellKind;
+use crate::shell::marks::ShellIntegration;
+use crate::shell::tracker::Tracker;
+
 pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
 pub(crate) use ring::Ring;
 
@@ -38,8 +42,10 @@ pub struct Stream {
     /// The byte count, bumped on every chunk (and touched on a skip):
     /// what waiters and the attach hub watch.
     changes: watch::Sender<u64>,
-    /// Its program is a shell started with the engine's integration.
-    integrated: bool,
+    /// The command tracker of its integrated shell (`None`: its program
+    /// is no shell started with the engine's integration), fed every byte
+    /// in order by `push`: the one reader of the shell's marks.
+    tracker: Option<Mutex<Tracker>>,
     /// It began after its program did (an engine linked to a running
     /// terminal): its first byte is not the program's.
     joined: bool,
@@ -54,24 +60,45 @@ impl Stream {
             ring: Mutex::new(Ring::default()),
             osc7: Mutex::new(osc7::Osc7::default()),
             changes: watch::Sender::new(0),
-            integrated: false,
+            tracker: None,
             joined: false,
         }
     }
 
-    /// This stream, saying whether its program is a shell started with the
-    /// engine's integration and whether the stream `joined` it running
-    /// (what `show`'s `shell_integration` is judged with).
+    /// This stream, saying which shell its program is when it was started
+    /// with the engine's integration (its commands are tracked then) and
+    /// whether the stream `joined` it running.
     #[must_use]
-    pub(crate) fn shell(mut self, integrated: bool, joined: bool) -> Stream {
-        self.integrated = integrated;
+    pub(crate) fn shell(mut self, integrated: Option<ShellKind>, joined: bool) -> Stream {
+        self.tracker = integrated.map(|kind| Mutex::new(Tracker::new(kind == ShellKind::Sh)));
         self.joined = joined;
         self
     }
 
-    /// Whether its program is a shell started with the engine's integration.
-    pub(crate) fn integrated(&self) -> bool {
-        self.integrated
+    /// The command tracker, when its program is an integrated shell (a std
+    /// mutex: never held across an await).
+    pub(crate) fn tracker(&self) -> Option<MutexGuard<'_, Tracker>> {
+        self.tracker
+            .as_ref()
+            .map(|tracker| tracker.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Someone saw the shell's marks stop (see
+    /// [`Tracker::stopped`]).
+    pub(crate) fn marks_stopped(&self) {
+        if let Some(mut tracker) = self.tracker() {
+            tracker.stopped();
+        }
+    }
+
+    /// Whether the shell integration works (`show`'s `shell_integration`).
+    pub(crate) fn shell_integration(&self) -> ShellIntegration {
+        let whole = self.whole();
+        let printed = self.held().total > 0;
+        self.tracker()
+            .map_or(ShellIntegration::NeverStarted, |tracker| {
+                tracker.integration(whole, printed)
+            })
     }
 
     /// Whether it holds its program's output from the first byte on (not
@@ -97,6 +124,12 @@ impl Stream {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .scan(&bytes);
+        // Fed before the bytes are held and watchers woken, so whoever
+        // wakes finds the commands up to date.
+        if let Some(mut tracker) = self.tracker() {
+            let offset = self.held().total;
+            tracker.feed(&bytes, offset, SystemTime::now());
+        }
         let total = {
             let mut ring = self.held();
             ring.push(bytes, self.limit);
@@ -108,6 +141,9 @@ impl Stream {
     /// Output was skipped here (the reader's subscription lagged and
     /// resynced): what was held before does not lead up to what follows.
     pub(crate) fn skipped(&self) {
+        if let Some(mut tracker) = self.tracker() {
+            tracker.skipped();
+        }
         {
             let mut ring = self.held();
             ring.gaps += 1;
