@@ -233,9 +233,19 @@ impl Tracker {
         self.ahead.clear();
     }
 
-    /// The sender typed `text` at the shell's prompt in one write. Only a
-    /// POSIX sh needs it (see the module's notes); others ignore it.
+    /// The sender typed `text` at the shell's prompt in one write. A POSIX
+    /// sh needs it for text of several lines (see the module's notes); any
+    /// shell whose prompt the marks did not show (a stream that joined it
+    /// running) is taken to be at its prompt.
     pub fn typed(&mut self, text: &[u8]) {
+        if self.state == Prompt::Unknown {
+            // The sender judged a prompt the marks did not show (a stream
+            // that joined a running shell, after its prompt): the line
+            // starts here.
+            self.state = Prompt::Reading { quiet: true };
+            self.echo.clear();
+            self.echo_lines = 1;
+        }
         if !self.sh || !matches!(self.state, Prompt::Reading { .. }) {
             return;
         }

@@ -531,3 +531,26 @@ fn the_spans_kept_are_bounded() {
         past_c.map(|at| 5 * one.len() as u64 + at as u64)
     );
 }
+
+#[test]
+fn a_line_typed_where_no_mark_was_seen_starts_at_the_prompt() {
+    // A stream that joined a running sh after its prompt was drawn: the
+    // sender typed at the prompt it judged by the cursor.
+    for (sh, echo) in [
+        (true, &b" echo $((6*7))\r\n42\r\n"[..]),
+        (false, &b" echo $((6*7))\r\n\x1b]133;C\x0742\r\n"[..]),
+    ] {
+        let mut tracker = Tracker::new(sh);
+        tracker.typed(b" echo $((6*7))\r");
+        let mut bytes = echo.to_vec();
+        bytes.extend_from_slice(b"\x1b]133;D;0\x07\x1b]133;A\x07$ \x1b]133;B\x07");
+        tracker.feed(&bytes, 0, SystemTime::UNIX_EPOCH);
+        let got = summary(&tracker, &bytes);
+        assert_eq!(
+            got,
+            [("echo $((6*7))".to_owned(), Some(0), false, "42".to_owned())],
+            "sh: {sh}"
+        );
+        assert_eq!(tracker.unknown_ended(), 0);
+    }
+}
