@@ -20,6 +20,7 @@ mod integration;
 mod scenario;
 mod schemas;
 mod search;
+mod tracker;
 mod sessions;
 mod transport;
 
