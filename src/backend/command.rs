@@ -343,7 +343,12 @@ impl Follow {
     /// reply's from where it was typed), the last one's exit code, from
     /// the first one's start to the last one's end.
     pub(super) fn result(&self, shared: &ServerLink) -> Option<CommandResult> {
-        let ended: Vec<_> = self.progress.spans.iter().filter(|s| !s.running()).collect();
+        let ended: Vec<_> = self
+            .progress
+            .spans
+            .iter()
+            .filter(|s| !s.running())
+            .collect();
         let (first, last) = (ended.first()?, ended.last()?);
         let output = ended
             .iter()

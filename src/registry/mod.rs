@@ -70,7 +70,7 @@ pub use crate::vocab::ids::{OwnerId, TerminalId};
 pub use crate::vocab::spawn_spec::{RestartPolicy, SpawnSpec};
 pub use adopt::ScanReport;
 pub use commands::{Command, CommandRef, CommandsAnswer};
-pub use history::HOST_RESTARTED;
+pub use history::{HOST_RESTARTED, Searchable};
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;

@@ -101,7 +101,10 @@ mod tests {
         use MarkKind::{CommandEnd as D, CommandStart as C, PromptEnd as B, PromptStart as A};
         let table: &[(&[u8], Parsed)] = &[
             (b"\x1b]133;D;0\x07rest", Parsed::Mark(Some(D(Some(0))), 10)),
-            (b"\x1b]133;D;130;aid=1\x1b\\", Parsed::Mark(Some(D(Some(130))), 19)),
+            (
+                b"\x1b]133;D;130;aid=1\x1b\\",
+                Parsed::Mark(Some(D(Some(130))), 19),
+            ),
             (b"\x1b]133;D\x07", Parsed::Mark(Some(D(None)), 8)),
             (b"\x1b]133;A\x07", Parsed::Mark(Some(A), 8)),
             (b"\x1b]133;B\x1b\\", Parsed::Mark(Some(B), 9)),

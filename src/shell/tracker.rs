@@ -287,7 +287,11 @@ impl Tracker {
                     return;
                 }
                 Parsed::Not => {
-                    self.content(&bytes[start..start + INTRO.len()], base + start as u64, time);
+                    self.content(
+                        &bytes[start..start + INTRO.len()],
+                        base + start as u64,
+                        time,
+                    );
                     at = start + INTRO.len();
                 }
                 Parsed::Mark(kind, length) => {
@@ -562,5 +566,6 @@ fn printable(bytes: &[u8]) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 #[path = "tracker_tests.rs"]
 mod tests;

@@ -162,7 +162,12 @@ const ROWS: &[Row] = &[
         fixture: "bash-heredoc",
         typed: &[],
         commands: &[
-            ("cat <<EOF\n> hello\n> world\n> EOF", Some(0), false, "hello\nworld"),
+            (
+                "cat <<EOF\n> hello\n> world\n> EOF",
+                Some(0),
+                false,
+                "hello\nworld",
+            ),
             ("echo after", Some(0), false, "after"),
         ],
         integration: ShellIntegration::Active,
@@ -171,7 +176,12 @@ const ROWS: &[Row] = &[
         fixture: "zsh-heredoc",
         typed: &[],
         commands: &[
-            ("cat <<EOF\nheredoc> hello\nheredoc> world\nheredoc> EOF", Some(0), false, "hello\nworld"),
+            (
+                "cat <<EOF\nheredoc> hello\nheredoc> world\nheredoc> EOF",
+                Some(0),
+                false,
+                "hello\nworld",
+            ),
             ("echo after", Some(0), false, "after"),
         ],
         integration: ShellIntegration::Active,
@@ -180,7 +190,12 @@ const ROWS: &[Row] = &[
         fixture: "sh-heredoc",
         typed: &[(0, " cat <<EOF\rhello\rworld\rEOF\r")],
         commands: &[
-            ("cat <<EOF\nhello\nworld\nEOF", Some(0), false, "hello\nworld"),
+            (
+                "cat <<EOF\nhello\nworld\nEOF",
+                Some(0),
+                false,
+                "hello\nworld",
+            ),
             ("echo after", Some(0), false, "after"),
         ],
         integration: ShellIntegration::Active,
@@ -190,8 +205,18 @@ const ROWS: &[Row] = &[
         fixture: "bash-loop",
         typed: &[],
         commands: &[
-            ("for i in 1 2 3; do echo n$i; done", Some(0), false, "n1\nn2\nn3"),
-            ("for i in x y\n> do\n> echo $i\n> done", Some(0), false, "x\ny"),
+            (
+                "for i in 1 2 3; do echo n$i; done",
+                Some(0),
+                false,
+                "n1\nn2\nn3",
+            ),
+            (
+                "for i in x y\n> do\n> echo $i\n> done",
+                Some(0),
+                false,
+                "x\ny",
+            ),
         ],
         integration: ShellIntegration::Active,
     },
@@ -199,8 +224,18 @@ const ROWS: &[Row] = &[
         fixture: "zsh-loop",
         typed: &[],
         commands: &[
-            ("for i in 1 2 3; do echo n$i; done", Some(0), false, "n1\nn2\nn3"),
-            ("for i in x y\nfor> do\nfor> echo $i\nfor> done", Some(0), false, "x\ny"),
+            (
+                "for i in 1 2 3; do echo n$i; done",
+                Some(0),
+                false,
+                "n1\nn2\nn3",
+            ),
+            (
+                "for i in x y\nfor> do\nfor> echo $i\nfor> done",
+                Some(0),
+                false,
+                "x\ny",
+            ),
         ],
         integration: ShellIntegration::Active,
     },
@@ -208,7 +243,12 @@ const ROWS: &[Row] = &[
         fixture: "sh-loop",
         typed: &[(1, " for i in x y\rdo\recho $i\rdone\r")],
         commands: &[
-            ("for i in 1 2 3; do echo n$i; done", Some(0), false, "n1\nn2\nn3"),
+            (
+                "for i in 1 2 3; do echo n$i; done",
+                Some(0),
+                false,
+                "n1\nn2\nn3",
+            ),
             ("for i in x y\ndo\necho $i\ndone", Some(0), false, "x\ny"),
         ],
         integration: ShellIntegration::Active,
@@ -297,7 +337,12 @@ const ROWS: &[Row] = &[
         fixture: "sh-read-s",
         typed: &[],
         commands: &[
-            ("stty -echo; read y; stty echo; echo len=${#y}", Some(0), false, "len=6"),
+            (
+                "stty -echo; read y; stty echo; echo len=${#y}",
+                Some(0),
+                false,
+                "len=6",
+            ),
             ("echo next", Some(0), false, "next"),
         ],
         integration: ShellIntegration::Active,
@@ -365,7 +410,12 @@ const ROWS: &[Row] = &[
         typed: &[],
         commands: &[
             ("echo before", Some(0), false, "before"),
-            ("PS1='$ '", None, true, "$  echo one\none\n$  echo two\ntwo\n$"),
+            (
+                "PS1='$ '",
+                None,
+                true,
+                "$  echo one\none\n$  echo two\ntwo\n$",
+            ),
         ],
         integration: ShellIntegration::Active,
     },
@@ -377,7 +427,12 @@ const ROWS: &[Row] = &[
         typed: &[],
         commands: &[
             ("echo before", Some(0), false, "before"),
-            ("exec bash", None, true, "root@vm:/# echo after\nafter\nroot@vm:/#"),
+            (
+                "exec bash",
+                None,
+                true,
+                "root@vm:/# echo after\nafter\nroot@vm:/#",
+            ),
         ],
         integration: ShellIntegration::Active,
     },
@@ -410,9 +465,7 @@ fn check(row: &Row, size: usize) {
     let want: Vec<_> = row
         .commands
         .iter()
-        .map(|&(text, code, running, output)| {
-            (text.to_owned(), code, running, output.to_owned())
-        })
+        .map(|&(text, code, running, output)| (text.to_owned(), code, running, output.to_owned()))
         .collect();
     assert_eq!(got, want, "{} in chunks of {size}", row.fixture);
     assert_eq!(
@@ -488,7 +541,10 @@ fn a_tracker_that_joins_mid_stream_knows_commands_from_its_first_byte() {
     // Nothing marked yet, joined: unknown; from the first byte: never.
     let fresh = Tracker::new(false);
     assert_eq!(fresh.integration(false, true), ShellIntegration::Unknown);
-    assert_eq!(fresh.integration(true, true), ShellIntegration::NeverStarted);
+    assert_eq!(
+        fresh.integration(true, true),
+        ShellIntegration::NeverStarted
+    );
     assert_eq!(fresh.integration(true, false), ShellIntegration::Unknown);
 }
 
@@ -508,7 +564,10 @@ fn durations_come_from_arrival_times_and_skips_drop_half_read_marks() {
         at += chunk.len() as u64;
     }
     let span = &tracker.spans()[0];
-    assert_eq!(span.ended.unwrap().duration_since(span.started).unwrap(), Duration::from_secs(4));
+    assert_eq!(
+        span.ended.unwrap().duration_since(span.started).unwrap(),
+        Duration::from_secs(4)
+    );
     assert_eq!(tracker.prompt(), Prompt::Reading { quiet: true });
     // A skip, then output mid-mark: what was cut is dropped, not misread.
     tracker.feed(b"\x1b]133;", at, t(9));
@@ -525,7 +584,10 @@ fn the_spans_kept_are_bounded() {
         tracker.feed(one, n * one.len() as u64, SystemTime::UNIX_EPOCH);
     }
     assert_eq!(tracker.spans().len(), MAX_SPANS);
-    let past_c = one.windows(8).position(|w| w == b"\x1b]133;C\x07").map(|at| at + 8);
+    let past_c = one
+        .windows(8)
+        .position(|w| w == b"\x1b]133;C\x07")
+        .map(|at| at + 8);
     assert_eq!(
         Some(tracker.spans()[0].start),
         past_c.map(|at| 5 * one.len() as u64 + at as u64)

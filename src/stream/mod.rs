@@ -107,6 +107,12 @@ impl Stream {
         !self.joined && self.held().start() == 0
     }
 
+    /// Whether it began after its program did (an engine linked to a
+    /// running terminal).
+    pub(crate) fn joined(&self) -> bool {
+        self.joined
+    }
+
     /// The epoch its offsets count in.
     pub fn epoch(&self) -> u64 {
         self.epoch

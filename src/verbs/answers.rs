@@ -127,11 +127,7 @@ impl SendAnswer {
         SendAnswer {
             typed: result.not_typed.is_none(),
             not_typed_reason: result.not_typed,
-            commands: result
-                .commands
-                .into_iter()
-                .skip(skip)
-                .collect(),
+            commands: result.commands.into_iter().skip(skip).collect(),
             exit_code: command.as_ref().and_then(|command| command.exit_code),
             exit_code_source: match command.as_ref().and_then(|command| command.exit_code) {
                 Some(_) => ExitCodeSource::ShellIntegration,

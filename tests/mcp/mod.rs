@@ -20,8 +20,8 @@ mod integration;
 mod scenario;
 mod schemas;
 mod search;
-mod tracker;
 mod sessions;
+mod tracker;
 mod transport;
 
 use std::process::Stdio;

@@ -34,7 +34,10 @@ async fn agrees(mcp: &Mcp, shell: &str, sent: &Value) {
             )
             .await;
         assert_eq!(waited["command"], command["id"], "{shell}: {waited}");
-        assert_eq!(waited["exit_code"], command["exit_code"], "{shell}: {waited}");
+        assert_eq!(
+            waited["exit_code"], command["exit_code"],
+            "{shell}: {waited}"
+        );
     }
 }
 
@@ -46,8 +49,15 @@ async fn one_shell(shell: &str) {
     let sent = mcp.ok("terminal_send", send("echo a; echo b")).await;
     assert_eq!(sent["output"], "a\nb\n", "{shell}: {sent}");
     assert_eq!(sent["exit_code"], 0, "{shell}: {sent}");
-    assert_eq!(sent["commands"].as_array().unwrap().len(), 1, "{shell}: {sent}");
-    assert!(sent["commands"][0]["start_cursor"].is_string(), "{shell}: {sent}");
+    assert_eq!(
+        sent["commands"].as_array().unwrap().len(),
+        1,
+        "{shell}: {sent}"
+    );
+    assert!(
+        sent["commands"][0]["start_cursor"].is_string(),
+        "{shell}: {sent}"
+    );
     agrees(&mcp, shell, &sent).await;
     // Three lines in one send: three commands, the last one's code.
     let sent = mcp
