@@ -307,13 +307,3 @@ async fn wait_for(
             })?;
     }
 }
-
-/// Where output after the newest command's start begins, when the
-/// stream's tracker holds a command.
-pub(super) fn last_command_start(stream: &Stream) -> Option<OutputCursor> {
-    let start = stream.tracker()?.spans().back()?.start;
-    Some(OutputCursor {
-        epoch: stream.epoch(),
-        offset: start,
-    })
-}

@@ -148,12 +148,40 @@ async fn wait_on(
     let mut changes = terminal.stream().map(|stream| stream.changes());
     let stream = super::seam::stream_of(terminal)?;
     let mut from = match since {
-        WaitSince::LastCommand => super::commands::last_command_start(&stream)
-            .unwrap_or_else(|| last_lines_start(&stream, WAIT_LINES)),
+        WaitSince::LastCommand => {
+            last_command_start(&stream).unwrap_or_else(|| last_lines_start(&stream, WAIT_LINES))
+        }
         WaitSince::Screen => last_lines_start(&stream, WAIT_LINES),
         WaitSince::Cursor(cursor) => cursor,
     };
+    // A stream that joined the running terminal (a one-shot CLI call, a
+    // restarted engine) holds nothing printed before it: one look at the
+    // screen and its scrollback as tmux keeps them, when the wait began,
+    // covers that; every later look reads the stream only.
+    let before_link = !matches!(since, WaitSince::Cursor(_))
+        && from.offset == stream.held().start()
+        && stream.joined();
     drop(stream);
+    if before_link {
+        let page = terminal
+            .read(super::seam::ReadRequest {
+                offset: 0,
+                count: Some(WAIT_LINES),
+            })
+            .await;
+        match page {
+            Ok(page) => {
+                if let Some(line) = page.lines.iter().find(|line| matches(condition, line)) {
+                    return Ok(line.clone());
+                }
+                *last_lines = page.lines.join("\n");
+            }
+            Err(error) if !terminal.status().is_running() => {
+                return Err(ended(what, &error.to_string()));
+            }
+            Err(error) => return Err(error),
+        }
+    }
     loop {
         if let Some(line) = search_stream(terminal, condition, &mut from, last_lines)? {
             return Ok(line);
@@ -162,6 +190,16 @@ async fn wait_on(
             .await
             .map_err(|reason| ended(what, &reason))?;
     }
+}
+
+/// Where output after the newest command's start begins, when the
+/// stream's tracker holds a command.
+fn last_command_start(stream: &Stream) -> Option<super::OutputCursor> {
+    let start = stream.tracker()?.spans().back()?.start;
+    Some(super::OutputCursor {
+        epoch: stream.epoch(),
+        offset: start,
+    })
 }
 
 /// The cursor where the last `lines` lines `stream` holds start (the

@@ -77,14 +77,6 @@ pub struct SearchAnswer {
     pub searched: usize,
     /// Whether matches were left out (`max_matches`, `max_bytes`).
     pub truncated: bool,
-    /// Searching one terminal: the cursor of the oldest byte searched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub searched_from: Option<String>,
-    /// Searching one terminal: whether it printed output older than
-    /// `searched_from` that no longer is held (evicted, or printed before
-    /// the engine's stream of it began), so was not searched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub older_output: Option<bool>,
     /// What was searched of each terminal, in the order searched.
     pub ranges: Vec<SearchedRange>,
 }
@@ -96,7 +88,9 @@ pub struct SearchedRange {
     pub terminal: String,
     /// The cursor of the oldest byte searched.
     pub searched_from: String,
-    /// Whether older output existed that was not searched.
+    /// Whether it printed output older than `searched_from` that is no
+    /// longer held (evicted, or printed before the engine's stream of it
+    /// began), so was not searched.
     pub older_output: bool,
 }
 
@@ -201,15 +195,10 @@ pub async fn search(owned: Owned<'_>, request: &SearchRequest) -> Result<SearchA
         matches.drain(..matches.len() - search.max_matches);
         truncated = true;
     }
-    let one = (request.terminal.is_some())
-        .then(|| ranges.first())
-        .flatten();
     let mut answer = SearchAnswer {
         matches,
         searched,
         truncated,
-        searched_from: one.map(|range| range.searched_from.clone()),
-        older_output: one.map(|range| range.older_output),
         ranges,
     };
     while json_len(&answer) > search.bound.max_bytes && !answer.matches.is_empty() {
@@ -249,7 +238,7 @@ mod tests {
     fn lines_keep_their_offsets_and_a_redrawn_line_its_last_state() {
         let bytes = b"one\r\n\x1b[1mtwo\x1b[0m\r\n10%\r20%\r\npart";
         let lines = lines_of(bytes);
-        let want = [(0, "one"), (5, "two"), (20, "20%"), (28, "part")];
+        let want = [(0, "one"), (5, "two"), (18, "20%"), (27, "part")];
         let got: Vec<(usize, &str)> = lines.iter().map(|(at, t)| (*at, t.as_str())).collect();
         assert_eq!(got, want);
     }
