@@ -111,7 +111,7 @@ async fn engine(dir: &Path, rounds: usize) -> Vec<Duration> {
     let mut samples = Vec::new();
     for round in 0..rounds {
         let answer = send(&registry, &owner, &format!("echo w{round}")).await;
-        let (start, _) = answer.commands[0].cursors.unwrap();
+        let start = answer.commands[0].start_cursor.parse().unwrap();
         let begun = Instant::now();
         let ended = registry
             .owner(&owner)

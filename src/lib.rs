@@ -94,7 +94,9 @@ pub mod mcp;
 pub mod picture;
 pub mod registry;
 pub mod screen;
-pub(crate) mod shell;
+// Public for the command tracker's benchmark (`benches/tracker.rs`) only.
+#[doc(hidden)]
+pub mod shell;
 mod statedir;
 mod stream;
 #[cfg(feature = "tape")]

@@ -30,7 +30,7 @@ const LAYERS: &[(&str, u8)] = &[
     // The state directory's records and flocks: files, never policy.
     ("statedir", 2),
     ("screen", 3),
-    ("shell", 3),
+    ("shell", 2),
     ("stream", 3),
     ("terminal", 4),
     // Pictures of a screen (PNG, GIF): the screen model only.

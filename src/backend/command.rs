@@ -1,32 +1,23 @@
 //! A send to an integrated shell (see [`crate::shell`]): wait until the
 //! shell shows its prompt (or something reads the terminal) before
-//! typing, then follow the marks of every command the text makes until
-//! the shell is back at its prompt, and cut exactly each command's output
-//! out of the stream.
-//!
-//! The marks' order in the stream is `D;status A prompt B typed-echo C
-//! output D;status A ...`; bash and zsh mark each command the shell reads
-//! (a line, or the lines of a heredoc or loop), so one send of several
-//! commands is several `C`..`D` spans. A POSIX sh has no `C` mark: its
-//! output starts after the echo of the typed lines (the tty echoes them
-//! all as they are typed), and each later one after the prompt before it.
+//! typing, then follow the commands the text makes until the shell is
+//! back at its prompt. What the marks say (the prompt state, each
+//! command's span) is the stream's command tracker's
+//! ([`crate::shell::tracker`]): this file only asks it, and judges the
+//! foreground process.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use super::TmuxConfig;
 use super::link::ServerLink;
-use crate::registry::{CommandResult, CommandRun, SpawnSpec};
+use crate::registry::{Command, CommandResult, SpawnSpec};
 use crate::shell::ShellKind;
-use crate::shell::marks::{MarkKind, scan};
-use crate::stream::{OutputCursor, strip_escapes};
+use crate::shell::tracker::{Progress, Prompt};
 use crate::tmux::probe::{InputProbe, Observed};
 use crate::tmux::procfs;
 use crate::tmux::reading::{self, InputState};
-
-/// How far back from the end a send looks for the newest mark.
-const LOOK_BACK: u64 = 64 * 1024;
 
 /// Looks (backing off: about a quarter second in all) before the shell's
 /// line editor, polling while the newest mark says a command runs, counts
@@ -139,22 +130,14 @@ pub(super) fn integrated_shell(spec: &SpawnSpec, config: &TmuxConfig) -> Option<
     super::config::pinned_shell(config).and_then(|shell| ShellKind::of(&shell))
 }
 
-/// The newest mark in the last [`LOOK_BACK`] bytes, and whether only
-/// escape sequences and blanks follow it (a prompt drawn, nothing typed
-/// or printed after it).
-fn newest_mark(shared: &ServerLink) -> Option<(MarkKind, bool)> {
-    let (bytes, base) = {
-        let held = shared.stream.held();
-        let from = held.total.saturating_sub(LOOK_BACK).max(held.start());
-        (held.since(from).0, from)
-    };
-    let (marks, _) = scan(&bytes, base);
-    let mark = marks.last()?;
-    let after = usize::try_from(mark.end - base).unwrap_or(usize::MAX);
-    let quiet = strip_escapes(bytes.get(after..).unwrap_or_default())
-        .trim()
-        .is_empty();
-    Some((mark.kind, quiet))
+/// Where the tracker says the shell is, and whether it saw any mark.
+fn prompt(shared: &ServerLink) -> (Prompt, bool) {
+    shared
+        .stream
+        .tracker()
+        .map_or((Prompt::Unknown, false), |tracker| {
+            (tracker.prompt(), tracker.last_mark().is_some())
+        })
 }
 
 /// What the pane's foreground does now: whether the shell itself is in
@@ -205,14 +188,14 @@ pub(super) async fn ready(
             // No process known (a link being made): nothing to look at.
             return Ready::Prompt;
         };
-        let mark = newest_mark(shared);
+        let (prompt, marked) = prompt(shared);
         // The prompt drawn and readline (or ZLE) waiting for a key: once
         // is enough, the prompt ends with `B` only once the line editor
         // owns the terminal.
-        if in_front && state.reads() && mark == Some((MarkKind::PromptEnd, true)) {
+        if in_front && state.reads() && prompt == (Prompt::Reading { quiet: true }) {
             return Ready::Prompt;
         }
-        let in_command = matches!(mark, Some((MarkKind::CommandStart, _)));
+        let in_command = prompt == Prompt::Running;
         // Text is never typed into a busy program.
         let input = match state {
             InputState::Busy => InputState::Other,
@@ -221,7 +204,7 @@ pub(super) async fn ready(
         let judged = judge.observe(in_front, in_command, input, seen);
         let pause = match judged {
             Observed::Ready if in_command || !in_front => return Ready::Reader,
-            Observed::Ready if mark.is_some() => return Ready::Prompt,
+            Observed::Ready if marked => return Ready::Prompt,
             Observed::Ready => {
                 // No mark held (a link made after the engine restarted):
                 // the shell's prompt drawn means the cursor is past
@@ -261,67 +244,46 @@ pub(super) async fn ready(
     }
 }
 
-/// The scan of a send's commands in progress, from the stream offset
-/// where its text was typed.
+/// A send's commands as the stream's tracker follows them, from the
+/// stream offset where its text was typed.
 #[derive(Debug)]
 pub(super) struct Follow {
     kind: ShellKind,
     epoch: u64,
-    scanned: u64,
     typed_at: u64,
-    /// Where the echo of the next command line starts (the newest `B`).
-    echo_from: u64,
-    /// The command running: where its output starts, when it started,
-    /// and its text.
-    running: Option<(u64, Instant, Option<String>)>,
-    /// POSIX sh: line breaks of the typed echo still to skip.
-    echo_lines: usize,
-    /// POSIX sh: a prompt after an end mark (a next command may follow).
-    after_prompt: Option<u64>,
-    /// The commands ended, with their outputs and when they ended.
-    ended: Vec<(CommandRun, String, Instant)>,
-    /// When the first command started.
-    first_start: Option<Instant>,
-    /// An end mark came, then the prompt after it, and nothing newer.
-    at_prompt: bool,
-    /// An end mark came and its prompt's `B` not yet.
-    awaiting_prompt: bool,
+    /// Typed into a reader inside a command: that command is the send's.
+    reply: bool,
     /// Whether the typed text is one line (no pending input can follow
     /// the first prompt).
     one_line: bool,
+    /// What the tracker said at the last look.
+    progress: Progress,
 }
 
 impl Follow {
-    /// A scan of text typed at the prompt at stream offset `from`.
+    /// A follow of text typed at the prompt at stream offset `from`.
     pub(super) fn new(shared: &ServerLink, kind: ShellKind, from: u64, text: &[u8]) -> Follow {
         let breaks = text.iter().filter(|&&b| b == b'\n' || b == b'\r').count();
         let trailing = usize::from(matches!(text.last(), Some(b'\r' | b'\n')));
-        let mut follow = Follow {
+        Follow {
             kind,
             epoch: shared.stream.epoch(),
-            scanned: from,
             typed_at: from,
-            echo_from: from,
-            running: None,
-            echo_lines: breaks,
-            after_prompt: None,
-            ended: Vec::new(),
-            first_start: None,
-            at_prompt: false,
-            awaiting_prompt: false,
+            reply: false,
             one_line: breaks <= trailing,
-        };
-        if kind == ShellKind::Sh && breaks == 0 {
-            follow.running = Some((from, Instant::now(), None));
+            progress: Progress {
+                spans: Vec::new(),
+                at_prompt: false,
+                awaiting_prompt: false,
+                running: false,
+            },
         }
-        follow
     }
 
-    /// A scan of a reply typed at offset `from` to a command that runs.
+    /// A follow of a reply typed at offset `from` to a command that runs.
     pub(super) fn reply(shared: &ServerLink, kind: ShellKind, from: u64) -> Follow {
         let mut follow = Follow::new(shared, kind, from, b"");
-        follow.running = Some((from, Instant::now(), None));
-        follow.echo_lines = 0;
+        follow.reply = true;
         follow.one_line = true;
         follow
     }
@@ -329,7 +291,7 @@ impl Follow {
     /// Whether the shell is back at its prompt after a command of this
     /// send ended.
     pub(super) fn at_prompt(&self) -> bool {
-        self.at_prompt
+        self.progress.at_prompt
     }
 
     /// Whether the send is done once the prompt is back: with one line
@@ -339,20 +301,19 @@ impl Follow {
         self.one_line
     }
 
-    /// The shell this scan follows.
+    /// The shell this follow is of.
     pub(super) fn kind(&self) -> ShellKind {
         self.kind
     }
 
-    /// Whether an end mark came and the prompt after it is on its way
-    /// (its `B` not seen yet).
+    /// Whether an end mark came and the prompt after it is on its way.
     pub(super) fn awaiting_prompt(&self) -> bool {
-        self.awaiting_prompt
+        self.progress.awaiting_prompt
     }
 
     /// Whether a command of this send runs now.
     pub(super) fn running(&self) -> bool {
-        self.running.is_some()
+        self.progress.running
     }
 
     /// Whether anything came after the typed text (its echo at least): a
@@ -361,129 +322,42 @@ impl Follow {
         shared.stream.held().total > self.typed_at
     }
 
-    /// Reads the stream scanned since the last call and takes its marks.
+    /// Takes what the tracker says now.
     pub(super) fn scan(&mut self, shared: &ServerLink) {
-        let bytes = shared.stream.held().since(self.scanned).0;
-        let base = self.scanned;
-        let (marks, done) = scan(&bytes, base);
-        if self.kind == ShellKind::Sh && self.echo_lines > 0 && self.running.is_none() {
-            // Skip the echo of the typed lines (bounded by the first mark).
-            let limit = marks.first().map_or(bytes.len(), |mark| {
-                usize::try_from(mark.start - base).unwrap_or(usize::MAX)
-            });
-            let mut at = 0;
-            while self.echo_lines > 0 {
-                let Some(newline) = bytes[at..limit.min(bytes.len())]
-                    .iter()
-                    .position(|&b| b == b'\n')
-                else {
-                    break;
-                };
-                at += newline + 1;
-                self.echo_lines -= 1;
-            }
-            if self.echo_lines == 0 || !marks.is_empty() {
-                self.echo_lines = 0;
-                self.running = Some((base + at as u64, Instant::now(), None));
-            }
-        }
-        self.scanned = done;
-        for mark in marks {
-            match mark.kind {
-                MarkKind::PromptStart => {}
-                MarkKind::PromptEnd => {
-                    self.echo_from = mark.end;
-                    if self.kind == ShellKind::Sh {
-                        // sh: a command's output follows the last prompt
-                        // (`PS2` ends with `B` too) before it.
-                        match self.running.as_mut() {
-                            Some(running) => running.0 = mark.end,
-                            None => self.after_prompt = Some(mark.end),
-                        }
-                    }
-                    self.at_prompt = self.running.is_none() && !self.ended.is_empty();
-                    self.awaiting_prompt = false;
-                }
-                MarkKind::CommandStart => {
-                    let text = self.text(shared, mark.start);
-                    self.running = Some((mark.end, Instant::now(), text));
-                    self.at_prompt = false;
-                }
-                MarkKind::CommandEnd(status) => {
-                    let running = self.running.take().or_else(|| {
-                        // sh: a command after a prompt of this send.
-                        self.after_prompt
-                            .take()
-                            .map(|start| (start, Instant::now(), None))
-                    });
-                    self.at_prompt = false;
-                    self.awaiting_prompt = true;
-                    // A `D` with no command (an empty line) ends nothing.
-                    let Some((start, when, text)) = running else {
-                        continue;
-                    };
-                    self.first_start.get_or_insert(when);
-                    let start = start.min(mark.start);
-                    let output = self.cut(shared, start, mark.start);
-                    let cursor = |offset| OutputCursor {
-                        epoch: self.epoch,
-                        offset,
-                    };
-                    self.ended.push((
-                        CommandRun {
-                            text,
-                            exit_code: status,
-                            duration: when.elapsed(),
-                            cursors: Some((cursor(start), cursor(mark.start))),
-                        },
-                        output,
-                        Instant::now(),
-                    ));
-                }
-            }
-        }
-        // Output after the newest mark (the echo of a next line) means the
-        // shell is not idle at that prompt.
-        if self.at_prompt {
-            let tail = shared.stream.held().since(self.echo_from).0;
-            if !strip_escapes(&tail).trim().is_empty() {
-                self.at_prompt = false;
-            }
+        if let Some(tracker) = shared.stream.tracker() {
+            self.progress = tracker.progress(self.typed_at, self.reply);
         }
     }
 
-    /// The echoed command line from the newest prompt up to `end`.
-    fn text(&self, shared: &ServerLink, end: u64) -> Option<String> {
-        let text = self.cut(shared, self.echo_from.max(self.typed_at), end);
-        let text = text.trim();
-        (!text.is_empty()).then(|| text.to_owned())
-    }
-
-    /// The stream from `start` to `end` as the terminal shows it.
-    fn cut(&self, shared: &ServerLink, start: u64, end: u64) -> String {
-        let (bytes, _) = shared.stream.held().since(start);
-        let len = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
-        crate::screen::render::render(&bytes[..len.min(bytes.len())])
-    }
-
-    /// The commands ended so far.
-    pub(super) fn commands(&self) -> Vec<CommandRun> {
-        self.ended.iter().map(|(run, ..)| run.clone()).collect()
-    }
-
-    /// The send's result once every command ended: all their output, the
-    /// last one's exit code, from the first one's start to the last one's
-    /// end.
-    pub(super) fn result(&self) -> Option<CommandResult> {
-        let (last, _, ended) = self.ended.last()?;
-        let output = self
-            .ended
+    /// The send's commands so far (the same entries `commands` lists).
+    pub(super) fn commands(&self) -> Vec<Command> {
+        let now = SystemTime::now();
+        self.progress
+            .spans
             .iter()
-            .map(|(_, output, _)| output.as_str())
+            .map(|span| Command::of(span, self.epoch, now))
+            .collect()
+    }
+
+    /// The send's result once its commands ended: all their output (a
+    /// reply's from where it was typed), the last one's exit code, from
+    /// the first one's start to the last one's end.
+    pub(super) fn result(&self, shared: &ServerLink) -> Option<CommandResult> {
+        let ended: Vec<_> = self
+            .progress
+            .spans
+            .iter()
+            .filter(|s| !s.running())
             .collect();
-        let duration = self
-            .first_start
-            .map_or(last.duration, |start| ended.duration_since(start));
+        let (first, last) = (ended.first()?, ended.last()?);
+        let output = ended
+            .iter()
+            .map(|span| Command::output_of(&shared.stream, span, self.typed_at))
+            .collect();
+        let duration = last
+            .ended
+            .and_then(|end| end.duration_since(first.started).ok())
+            .unwrap_or_default();
         Some(CommandResult {
             output,
             exit_code: last.exit_code,

@@ -217,6 +217,13 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         text.push(b'\r');
     }
     let typed_at = shared.stream.held().total;
+    // A POSIX sh's tracker needs to know text typed at its prompt in one
+    // write (its echo comes at once: see `crate::shell::tracker`); said
+    // before the write, so the echo never comes first.
+    let at_prompt = matches!(mode, Mode::Prompt(_));
+    if at_prompt && let Some(mut tracker) = shared.stream.tracker() {
+        tracker.typed(&text);
+    }
     // Typed only if the writes ahead of it are done in time; once begun,
     // it is typed whole.
     let stop = async {
@@ -230,6 +237,9 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         .send_bytes_unless(shared.pane, &text, stop)
         .await?
     {
+        if at_prompt && let Some(mut tracker) = shared.stream.tracker() {
+            tracker.untyped();
+        }
         let why = if op.cancel.is_cancelled() {
             "the send was cancelled before its text was typed"
         } else {
@@ -285,7 +295,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     };
     let (command, commands) = followed.map_or((None, Vec::new()), |state| {
         let whole = state
-            .result()
+            .result(shared)
             .filter(|_| wait_reason == WaitReason::Command);
         (whole, state.commands())
     });
@@ -384,7 +394,16 @@ async fn follow(
                 Observed::Ready if state.at_prompt() || state.awaiting_prompt() => {
                     return WaitReason::Command;
                 }
-                Observed::Ready => return waiting_reason(input),
+                Observed::Ready => {
+                    // The shell's own line editor (readline polls) waits
+                    // while its marks say a command runs: the marks
+                    // stopped (`exec bash`). Said to the tracker, which
+                    // the next whole prompt would put right.
+                    if in_front && input == InputState::Polling && state.running() {
+                        shared.stream.marks_stopped();
+                    }
+                    return waiting_reason(input);
+                }
                 Observed::Pause(next) => pause = Some(next),
             }
         }

@@ -104,7 +104,7 @@ impl TmuxTerminal {
                 Stream::new(parts.config.output_buffer)
                     .shared(parts.origin)
                     .shell(
-                        super::command::integrated_shell(&parts.spec, &parts.config).is_some(),
+                        super::command::integrated_shell(&parts.spec, &parts.config),
                         parts.joined,
                     ),
             ),

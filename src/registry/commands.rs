@@ -1,15 +1,16 @@
-//! The commands an integrated shell marked in a terminal's stream, found
-//! again from the stream itself: what `commands` lists and what a wait
-//! for a command collects, however long after its send gave up.
+//! The commands an integrated shell marked in a terminal's stream, as
+//! the stream's one command tracker ([`crate::shell::tracker`]) holds
+//! them: what `commands` lists, what a wait for a command collects
+//! however long after its send gave up, and (through [`Command::of`])
+//! the `commands` of a send's answer: one type, built in one place.
 //!
-//! A command is the span from its `C` mark to its `D` mark (see
-//! [`crate::shell::marks`]); its id is the cursor just past its `C` (where
-//! its output starts, the `start_cursor` its send answered), so it never
-//! repeats: a restart of the engine or a respawn opens a stream of another
-//! epoch. Only what the stream still holds is known: an end mark whose
-//! start is older than the oldest byte held (evicted, or before the
-//! engine linked to the terminal again) is counted, never listed with a
-//! guessed code.
+//! A command's id is the cursor where its output starts (just past its
+//! `C` mark; POSIX sh: past the echo of its line), the `start_cursor` its
+//! send answered, so it never repeats: a new stream (a restart of the
+//! server, a respawn) counts in another epoch. Only what the tracker saw
+//! is known: from `known_from` (the first byte the stream held) on. An
+//! end mark of a command that started before is counted, never listed
+//! with a guessed code.
 
 use std::time::{Duration, SystemTime};
 
@@ -18,8 +19,9 @@ use serde::Serialize;
 use super::io::next_change;
 use super::seam::BackendTerminal;
 use super::service::Owned;
-use crate::shell::marks::{MarkKind, ShellIntegration, integration, scan};
-use crate::stream::{OutputCursor, OutputSince};
+use crate::shell::marks::ShellIntegration;
+use crate::shell::tracker::Span;
+use crate::stream::{OutputCursor, Stream};
 use crate::{Error, Result};
 
 /// Which command a wait collects.
@@ -47,14 +49,17 @@ impl std::str::FromStr for CommandRef {
     }
 }
 
-/// One command the shell marked, as the stream holds it.
+/// One command the shell marked: the one command type of every answer
+/// (a send's `commands[i]` and a `commands` entry are the same, field for
+/// field).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct MarkedCommand {
+pub struct Command {
     /// Its id: the cursor where its output starts (`EPOCH:OFFSET`, the
     /// `start_cursor` of its send's answer). `wait {command: ID}` collects it.
     pub id: String,
-    /// The command line as the shell echoed it, when the stream holds it.
+    /// The command line as the shell echoed it (escape sequences
+    /// stripped, continuation prompts kept), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     /// The cursor where its output starts (its id).
@@ -64,8 +69,8 @@ pub struct MarkedCommand {
     /// Its exit status from the shell's end mark; `null` while it runs or
     /// when the shell gave none. Never guessed.
     pub exit_code: Option<i32>,
-    /// Seconds from its start mark to its end mark (to now while it
-    /// runs), as they reached the engine; `null` when not known.
+    /// Seconds from its start to its end (to now while it runs), as its
+    /// marks reached the engine, to the millisecond.
     pub duration_secs: Option<f64>,
     /// Whether no end mark came yet.
     pub running: bool,
@@ -75,147 +80,108 @@ pub struct MarkedCommand {
     pub output: String,
 }
 
+impl Command {
+    /// The command `span` of a stream in `epoch`, its duration to `now`
+    /// while it runs (no output: see [`Command::with_output`]).
+    pub(crate) fn of(span: &Span, epoch: u64, now: SystemTime) -> Command {
+        let at = |offset| OutputCursor { epoch, offset }.to_string();
+        let text = crate::screen::render::render(&span.echo);
+        let text = text.trim();
+        let duration = span
+            .ended
+            .unwrap_or(now)
+            .duration_since(span.started)
+            .unwrap_or_default();
+        Command {
+            id: at(span.start),
+            text: (!text.is_empty()).then(|| text.to_owned()),
+            start_cursor: at(span.start),
+            end_cursor: span.end.map(at),
+            exit_code: span.exit_code,
+            duration_secs: Some(seconds(duration)),
+            running: span.running(),
+            output: String::new(),
+        }
+    }
+
+    /// This command with its output as `stream` holds it (from its start
+    /// to its end, or to now while it runs).
+    #[must_use]
+    pub(crate) fn with_output(mut self, stream: &Stream, span: &Span) -> Command {
+        self.output = Command::output_of(stream, span, 0);
+        self
+    }
+
+    /// The output of `span` after offset `from` as `stream` holds it, as
+    /// the terminal shows it.
+    pub(crate) fn output_of(stream: &Stream, span: &Span, from: u64) -> String {
+        let held = stream.held();
+        let end = span.end.unwrap_or(held.total).min(held.total);
+        let start = span.start.max(from).max(held.start()).min(end);
+        let bytes = held.between(start, end).unwrap_or_default();
+        crate::screen::render::render(&bytes)
+    }
+}
+
+/// Seconds to the millisecond: plenty, and shorter in every answer.
+pub(crate) fn seconds(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
 /// What the stream says of a terminal's commands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CommandsAnswer {
     /// The newest commands, oldest first (at most the request's `limit`).
-    pub commands: Vec<MarkedCommand>,
-    /// The cursor of the oldest byte the stream holds: of anything before
-    /// it (an evicted span, or what ran before the engine linked to the
-    /// terminal again, e.g. after its restart) nothing is known.
+    pub commands: Vec<Command>,
+    /// The cursor of the first byte the stream's tracker read: of anything
+    /// before it (what ran before the engine linked to the terminal, e.g.
+    /// after its restart) nothing is known.
     pub known_from: String,
-    /// End marks in the stream whose command started before
-    /// `known_from` (output held before them, no start mark): commands
-    /// that ended, with no code reported for them. One that printed
-    /// nothing is not counted: this is a floor.
+    /// End marks whose command started before `known_from` (output
+    /// before them, no start mark): commands that ended, with no code
+    /// reported for them. One that printed nothing is not counted: this is
+    /// a floor.
     pub unknown_ended: usize,
-    /// Commands found in the stream in all (before `limit`).
+    /// Commands the tracker holds in all (before `limit`).
     pub total: usize,
 }
 
-/// The commands marked in `held` (a read of the whole stream held); `time`
-/// says when a byte arrived.
-pub fn scan_commands(
-    held: &OutputSince,
-    time: &dyn Fn(OutputCursor) -> Option<SystemTime>,
-) -> (Vec<MarkedCommand>, usize) {
-    let base = held.from.offset;
-    let bytes = &held.bytes;
-    let at = |offset: u64| OutputCursor {
-        epoch: held.from.epoch,
-        offset,
-    };
-    let slice = |start: u64, end: u64| {
-        let start = usize::try_from(start - base).unwrap_or(usize::MAX);
-        let end = usize::try_from(end - base).unwrap_or(usize::MAX);
-        crate::screen::render::render(bytes.get(start..end.min(bytes.len())).unwrap_or_default())
-    };
-    let (marks, _) = scan(bytes, base);
-    let mut commands = Vec::new();
-    let mut unknown = 0;
-    // The newest prompt's end (the echo of the line starts there) and the
-    // command running: its `C` mark's start and end.
-    let mut echo_from = None;
-    let mut running: Option<(u64, u64)> = None;
-    // The end of the mark before this one.
-    let mut previous = base;
-    for mark in marks {
-        let before = previous;
-        previous = mark.end;
-        match mark.kind {
-            MarkKind::PromptStart => {}
-            MarkKind::PromptEnd => echo_from = Some(mark.end),
-            MarkKind::CommandStart => {
-                running = Some((mark.start, mark.end));
-            }
-            MarkKind::CommandEnd(status) => {
-                let Some((c_start, start)) = running.take() else {
-                    // An empty line's `D` (after a prompt), the first
-                    // prompt's (nothing before it), or the end of a
-                    // command whose `C` is not held: output before it.
-                    if echo_from.is_none() && !slice(before, mark.start).trim().is_empty() {
-                        unknown += 1;
-                    }
-                    continue;
-                };
-                let text = echo_from
-                    .filter(|&from| from <= c_start)
-                    .map(|from| slice(from, c_start).trim().to_owned())
-                    .filter(|text| !text.is_empty());
-                let end = mark.start.max(start);
-                let duration = match (time(at(start.saturating_sub(1))), time(at(mark.start))) {
-                    (Some(from), Some(to)) => to.duration_since(from).ok(),
-                    _ => None,
-                };
-                commands.push(MarkedCommand {
-                    id: at(start).to_string(),
-                    text,
-                    start_cursor: at(start).to_string(),
-                    end_cursor: Some(at(end).to_string()),
-                    exit_code: status,
-                    duration_secs: duration.map(|d| d.as_secs_f64()),
-                    running: false,
-                    output: slice(start, end),
-                });
-                echo_from = None;
-            }
-        }
+/// The spans `stream`'s tracker holds (none for a program that is no
+/// integrated shell), with its `known_from` and `unknown_ended`.
+fn held_spans(stream: &Stream) -> (Vec<Span>, u64, usize) {
+    match stream.tracker() {
+        Some(tracker) => (
+            tracker.spans().iter().cloned().collect(),
+            tracker.known_from(),
+            tracker.unknown_ended(),
+        ),
+        None => (Vec::new(), stream.held().start(), 0),
     }
-    if let Some((c_start, start)) = running {
-        let text = echo_from
-            .filter(|&from| from <= c_start)
-            .map(|from| slice(from, c_start).trim().to_owned())
-            .filter(|text| !text.is_empty());
-        let duration = time(at(start.saturating_sub(1)))
-            .and_then(|from| SystemTime::now().duration_since(from).ok());
-        commands.push(MarkedCommand {
-            id: at(start).to_string(),
-            text,
-            start_cursor: at(start).to_string(),
-            end_cursor: None,
-            exit_code: None,
-            duration_secs: duration.map(|d| d.as_secs_f64()),
-            running: true,
-            output: slice(start, base + bytes.len() as u64),
-        });
-    }
-    (commands, unknown)
 }
 
-/// The commands the terminal's stream holds now.
-fn held_commands(
-    terminal: &dyn BackendTerminal,
-) -> Result<(Vec<MarkedCommand>, usize, OutputSince)> {
-    let stream = super::seam::stream_of(terminal)?;
-    let held = stream.read(None);
-    let (commands, unknown) = scan_commands(&held, &|at| stream.time_at(at));
-    Ok((commands, unknown, held))
-}
-
-/// The command `which` names among `commands`, if the stream holds it;
-/// an error when it can never be (another stream's id, evicted, or no
-/// command starts there).
-fn find(
-    which: CommandRef,
-    commands: Vec<MarkedCommand>,
-    held: &OutputSince,
-) -> Result<Option<MarkedCommand>> {
+/// The command `which` names among `spans`, if the stream's tracker holds
+/// it; an error when it can never be (another stream's id, before what
+/// the tracker knows, or no command starts there).
+fn find(which: CommandRef, spans: &[Span], epoch: u64, known_from: u64) -> Result<Option<Span>> {
     match which {
-        CommandRef::Last => Ok(commands.into_iter().last()),
+        CommandRef::Last => Ok(spans.last().cloned()),
         CommandRef::Id(id) => {
-            let key = id.to_string();
-            if let Some(found) = commands.into_iter().find(|c| c.id == key) {
-                return Ok(Some(found));
+            if id.epoch == epoch
+                && let Some(found) = spans.iter().find(|span| span.start == id.offset)
+            {
+                return Ok(Some(found.clone()));
             }
-            let why = if id.epoch != held.from.epoch {
+            let why = if id.epoch != epoch {
                 "it is of another stream (the engine restarted or the terminal was recreated since): nothing is known of it"
-            } else if id.offset < held.from.offset {
-                "its start is no longer held: nothing is known of it"
+            } else if id.offset < known_from {
+                "it started before the engine's stream of the terminal did: nothing is known of it"
+            } else if spans.first().is_some_and(|first| id.offset < first.start) {
+                "it is older than the commands kept: nothing is known of it"
             } else {
                 "no command the shell marked starts there"
             };
-            Err(Error::InvalidInput(format!("command {key}: {why}")))
+            Err(Error::InvalidInput(format!("command {id}: {why}")))
         }
     }
 }
@@ -234,18 +200,7 @@ impl Owned<'_> {
             Err(error @ (Error::NoTerminal(_) | Error::ForeignTerminal(_))) => return Err(error),
             Err(_) => return Ok(None),
         };
-        let Some(stream) = terminal.stream() else {
-            return Ok(None);
-        };
-        let held = stream.read(None);
-        let (marks, _) = scan(&held.bytes, held.from.offset);
-        let whole = stream.whole();
-        Ok(Some(integration(
-            marks.iter().map(|mark| mark.kind),
-            stream.integrated(),
-            whole,
-            !held.bytes.is_empty(),
-        )))
+        Ok(terminal.stream().map(|stream| stream.shell_integration()))
     }
 
     /// The newest `limit` commands the terminal's shell marked, as its
@@ -257,12 +212,21 @@ impl Owned<'_> {
     pub async fn commands(self, target: &str, limit: usize) -> Result<CommandsAnswer> {
         let (registry, owner) = (self.registry, self.owner);
         let terminal = registry.terminal(owner, target).await?;
-        let (mut commands, unknown_ended, held) = held_commands(terminal.as_ref())?;
-        let total = commands.len();
-        commands.drain(..total.saturating_sub(limit));
+        let stream = super::seam::stream_of(terminal.as_ref())?;
+        let (spans, known_from, unknown_ended) = held_spans(&stream);
+        let total = spans.len();
+        let now = SystemTime::now();
+        let commands = spans[total.saturating_sub(limit)..]
+            .iter()
+            .map(|span| Command::of(span, stream.epoch(), now))
+            .collect();
         Ok(CommandsAnswer {
             commands,
-            known_from: held.from.to_string(),
+            known_from: OutputCursor {
+                epoch: stream.epoch(),
+                offset: known_from,
+            }
+            .to_string(),
             unknown_ended,
             total,
         })
@@ -280,7 +244,7 @@ impl Owned<'_> {
         target: &str,
         which: CommandRef,
         timeout: Duration,
-    ) -> Result<MarkedCommand> {
+    ) -> Result<Command> {
         let (registry, owner) = (self.registry, self.owner);
         let terminal = registry.terminal(owner, target).await?;
         let what = match which {
@@ -310,7 +274,7 @@ async fn wait_for(
     which: CommandRef,
     what: &str,
     so_far: &mut String,
-) -> Result<MarkedCommand> {
+) -> Result<Command> {
     // Subscribed before the first look, so no output slips between.
     let mut changes = terminal.stream().map(|stream| stream.changes());
     let mut status = terminal.watch_status();
@@ -318,15 +282,21 @@ async fn wait_for(
     // is not it.
     let mut which = which;
     loop {
-        let (commands, _, held) = held_commands(terminal)?;
-        match find(which, commands, &held)? {
-            Some(command) if !command.running => return Ok(command),
-            Some(command) => {
-                which = CommandRef::Id(command.start_cursor.parse()?);
-                so_far.clone_from(&command.output);
+        let stream = super::seam::stream_of(terminal)?;
+        let (spans, known_from, _) = held_spans(&stream);
+        let epoch = stream.epoch();
+        if let Some(span) = find(which, &spans, epoch, known_from)? {
+            let command = Command::of(&span, epoch, SystemTime::now()).with_output(&stream, &span);
+            if !command.running {
+                return Ok(command);
             }
-            None => {}
+            which = CommandRef::Id(OutputCursor {
+                epoch,
+                offset: span.start,
+            });
+            so_far.clone_from(&command.output);
         }
+        drop(stream);
         next_change(terminal, &mut changes, &mut status)
             .await
             .map_err(|reason| Error::WaitEnded {
@@ -335,50 +305,5 @@ async fn wait_for(
                 screen: String::new(),
                 last_output: so_far.clone(),
             })?;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use bytes::Bytes;
-
-    use super::*;
-
-    fn held(bytes: &'static [u8]) -> OutputSince {
-        OutputSince {
-            bytes: Bytes::from_static(bytes),
-            from: OutputCursor {
-                epoch: 7,
-                offset: 100,
-            },
-            gap: None,
-        }
-    }
-
-    #[test]
-    fn pairs_start_and_end_marks_and_never_guesses_a_code() {
-        // An end whose start is not held, two commands, one running.
-        let stream = held(
-            b"\x1b]133;D;0\x07old\r\n\x1b]133;D;4\x07\x1b]133;A\x07$ \x1b]133;B\x07echo a\r\n\x1b]133;C\x07a\r\n\x1b]133;D;0\x07\
-\x1b]133;A\x07$ \x1b]133;B\x07false\r\n\x1b]133;C\x07\x1b]133;D;1\x07\
-\x1b]133;A\x07$ \x1b]133;B\x07sleep 9\r\n\x1b]133;C\x07zz",
-        );
-        let (commands, unknown) = scan_commands(&stream, &|_| None);
-        assert_eq!(unknown, 1);
-        let summary: Vec<_> = commands
-            .iter()
-            .map(|c| (c.text.as_deref(), c.exit_code, c.running, c.output.as_str()))
-            .collect();
-        assert_eq!(
-            summary,
-            [
-                (Some("echo a"), Some(0), false, "a\n"),
-                (Some("false"), Some(1), false, ""),
-                (Some("sleep 9"), None, true, "zz"),
-            ]
-        );
-        assert!(commands[0].id.starts_with("0000000000000007:"));
-        assert_eq!(commands[0].id, commands[0].start_cursor);
-        assert!(commands.iter().all(|c| c.duration_secs.is_none()));
     }
 }

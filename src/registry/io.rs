@@ -1,6 +1,7 @@
 //! Terminal I/O through the registry: output streams, raw input, resize,
 //! control-mode events, a person's attach, and the event-driven wait for
-//! text, a regex or the program's exit. Every call is fenced to the
+//! text, a regex or the program's exit. Text and regex waits read the
+//! terminal's output stream (never tmux's scrollback: no `capture-pane`). Every call is fenced to the
 //! terminal's exact owner, like every other verb; nothing here knows which
 //! backend runs the terminal.
 
@@ -10,26 +11,26 @@ use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 
 use super::Registry;
-use super::seam::{
-    AttachLock, BackendTerminal, OutputStream, ReadRequest, Snapshot, TerminalStatus,
-};
+use super::seam::{AttachLock, BackendTerminal, OutputStream, Snapshot, TerminalStatus};
 use super::service::Owned;
 use crate::control::Notification;
 use crate::screen::IntoRegex;
+use crate::stream::Stream;
 use crate::vocab::Size;
 use crate::{Error, Result};
 
-/// Lines of scrollback a text or regex wait searches, counted back from
-/// the newest line.
+/// Lines of output held before a text or regex wait began that it
+/// searches (`since: screen`), counted back from the newest line.
 pub const WAIT_LINES: usize = 200;
 
 /// What [`Owned::wait`] waits for.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum WaitCondition {
-    /// A line among the last 200 contains this text.
+    /// A line of the output contains this text (where it looks:
+    /// [`WaitSince`]).
     Text(String),
-    /// A line among the last 200 matches this expression.
+    /// A line of the output matches this expression.
     Regex(regex::Regex),
     /// The program ended.
     Exit,
@@ -69,8 +70,9 @@ pub enum WaitSince {
     /// [`Screen`]: WaitSince::Screen
     #[default]
     LastCommand,
-    /// The screen and the last 200 lines of scrollback, as
-    /// they are now and after each output (what every wait did before).
+    /// The last 200 lines of output the stream holds when the wait
+    /// begins, and all output after (the screen and its scrollback, as
+    /// far as this engine's stream saw them).
     Screen,
     /// Output after this cursor.
     Cursor(super::OutputCursor),
@@ -90,21 +92,6 @@ impl std::str::FromStr for WaitSince {
             }),
         }
     }
-}
-
-/// Where output after the newest command's start begins, if the stream
-/// holds a marked command.
-fn last_command_start(terminal: &dyn BackendTerminal) -> Option<super::OutputCursor> {
-    let held = terminal.stream()?.read(None);
-    let (marks, _) = crate::shell::marks::scan(&held.bytes, held.from.offset);
-    let start = marks
-        .iter()
-        .rev()
-        .find(|mark| mark.kind == crate::shell::marks::MarkKind::CommandStart)?;
-    Some(super::OutputCursor {
-        epoch: held.from.epoch,
-        offset: start.end,
-    })
 }
 
 /// The first line of the output after `*from` that meets `condition`;
@@ -159,40 +146,76 @@ async fn wait_on(
     }
     // Subscribed before the first look, so no output slips between.
     let mut changes = terminal.stream().map(|stream| stream.changes());
+    let stream = super::seam::stream_of(terminal)?;
     let mut from = match since {
-        WaitSince::LastCommand => last_command_start(terminal),
-        WaitSince::Screen => None,
-        WaitSince::Cursor(cursor) => Some(cursor),
+        WaitSince::LastCommand => {
+            last_command_start(&stream).unwrap_or_else(|| last_lines_start(&stream, WAIT_LINES))
+        }
+        WaitSince::Screen => last_lines_start(&stream, WAIT_LINES),
+        WaitSince::Cursor(cursor) => cursor,
     };
+    // A stream that joined the running terminal (a one-shot CLI call, a
+    // restarted engine) holds nothing printed before it: one look at the
+    // screen and its scrollback as tmux keeps them, when the wait began,
+    // covers that; every later look reads the stream only.
+    let before_link = !matches!(since, WaitSince::Cursor(_))
+        && from.offset == stream.held().start()
+        && stream.joined();
+    drop(stream);
+    if before_link {
+        let page = terminal
+            .read(super::seam::ReadRequest {
+                offset: 0,
+                count: Some(WAIT_LINES),
+            })
+            .await;
+        match page {
+            Ok(page) => {
+                if let Some(line) = page.lines.iter().find(|line| matches(condition, line)) {
+                    return Ok(line.clone());
+                }
+                *last_lines = page.lines.join("\n");
+            }
+            Err(error) if !terminal.status().is_running() => {
+                return Err(ended(what, &error.to_string()));
+            }
+            Err(error) => return Err(error),
+        }
+    }
     loop {
-        if let Some(from) = from.as_mut() {
-            if let Some(line) = search_stream(terminal, condition, from, last_lines)? {
-                return Ok(line);
-            }
-        } else {
-            let page = terminal
-                .read(ReadRequest {
-                    offset: 0,
-                    count: Some(WAIT_LINES),
-                })
-                .await;
-            match page {
-                Ok(page) => {
-                    if let Some(line) = page.lines.iter().find(|line| matches(condition, line)) {
-                        return Ok(line.clone());
-                    }
-                    *last_lines = page.lines.join("\n");
-                }
-                // A dead server cannot be read; what it printed is lost to us.
-                Err(error) if !terminal.status().is_running() => {
-                    return Err(ended(what, &error.to_string()));
-                }
-                Err(error) => return Err(error),
-            }
+        if let Some(line) = search_stream(terminal, condition, &mut from, last_lines)? {
+            return Ok(line);
         }
         next_change(terminal, &mut changes, &mut status)
             .await
             .map_err(|reason| ended(what, &reason))?;
+    }
+}
+
+/// Where output after the newest command's start begins, when the
+/// stream's tracker holds a command.
+fn last_command_start(stream: &Stream) -> Option<super::OutputCursor> {
+    let start = stream.tracker()?.spans().back()?.start;
+    Some(super::OutputCursor {
+        epoch: stream.epoch(),
+        offset: start,
+    })
+}
+
+/// The cursor where the last `lines` lines `stream` holds start (the
+/// line the newest byte is on counts; its oldest byte when it holds
+/// fewer).
+fn last_lines_start(stream: &Stream, lines: usize) -> super::OutputCursor {
+    let read = stream.read(None);
+    let bytes = &read.bytes;
+    let last = bytes.len().saturating_sub(1);
+    let start = memchr::memrchr_iter(b'\n', bytes)
+        .filter(|&at| at != last)
+        .nth(lines.saturating_sub(1))
+        .map_or(0, |at| at + 1);
+    super::OutputCursor {
+        epoch: read.from.epoch,
+        offset: read.from.offset + start as u64,
     }
 }
 
@@ -335,8 +358,8 @@ impl Owned<'_> {
     /// Waits until `condition` holds: returns the matching line, or the
     /// exit status in words (`exited with code 3`).
     ///
-    /// Event-driven: the scrollback is searched again only after the
-    /// program printed something, and an exit is pushed by the backend, so
+    /// Event-driven: the output stream is searched again only after the
+    /// program printed something (only its new lines), and an exit is pushed by the backend, so
     /// an idle terminal costs nothing while waiting.
     ///
     /// # Errors

@@ -69,15 +69,15 @@ pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream};
 pub use crate::vocab::ids::{OwnerId, TerminalId};
 pub use crate::vocab::spawn_spec::{RestartPolicy, SpawnSpec};
 pub use adopt::ScanReport;
-pub use commands::{CommandRef, CommandsAnswer, MarkedCommand};
-pub use history::HOST_RESTARTED;
+pub use commands::{Command, CommandRef, CommandsAnswer};
+pub use history::{HOST_RESTARTED, Searchable};
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
 pub use ops::TerminalSnapshot;
 pub use seam::{
-    AttachLock, Backend, BackendHealth, BackendTerminal, CloseReason, CommandResult, CommandRun,
-    Liveness, OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
+    AttachLock, Backend, BackendHealth, BackendTerminal, CloseReason, CommandResult, Liveness,
+    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
     SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };

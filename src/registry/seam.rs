@@ -421,7 +421,7 @@ pub(crate) fn stream_of(terminal: &dyn BackendTerminal) -> Result<Arc<Stream>> {
 }
 
 pub use super::values::{
-    AttachLock, CloseReason, CommandResult, CommandRun, Liveness, ReadPage, ReadRequest, Restore,
+    AttachLock, CloseReason, CommandResult, Liveness, ReadPage, ReadRequest, Restore,
     SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
     WaitReason,
 };

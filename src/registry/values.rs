@@ -276,7 +276,7 @@ pub enum WaitReason {
 }
 
 /// How a send ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SendResult {
     /// The visible screen when the send ended.
     pub viewport: String,
@@ -293,27 +293,12 @@ pub struct SendResult {
     pub command: Option<CommandResult>,
     /// Every command the shell marked for this send, in order (ended ones;
     /// a send that ended on a reader lists those before it).
-    pub commands: Vec<CommandRun>,
+    pub commands: Vec<super::Command>,
     /// `None` when the text was typed; else why it was not by the send's
     /// deadline or cancel. Such text is never typed later.
     pub not_typed: Option<String>,
     /// The foreground command, when the send ended `full_screen`.
     pub foreground: Option<String>,
-}
-
-/// One command of a send, as an integrated shell marked it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandRun {
-    /// The command line as the shell echoed it (escape sequences stripped,
-    /// continuation prompts kept); `None` where the shell marks no start
-    /// (POSIX sh) or it began before the send (a reply to `read`).
-    pub text: Option<String>,
-    /// Its exit status, when the shell gave one.
-    pub exit_code: Option<i32>,
-    /// From its start mark to its end mark, as they reached the engine.
-    pub duration: Duration,
-    /// Where its output starts and ends in the terminal's stream.
-    pub cursors: Option<(OutputCursor, OutputCursor)>,
 }
 
 /// A command's end as an integrated shell marked it (see

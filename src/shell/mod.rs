@@ -15,6 +15,7 @@
 //! | `marks.rs` | finding OSC 133 marks in a byte stream                 |
 
 pub mod marks;
+pub mod tracker;
 
 use std::ffi::OsString;
 use std::io::Write as _;

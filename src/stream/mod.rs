@@ -23,6 +23,10 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use tokio::sync::{Notify, watch};
 
+use crate::shell::ShellKind;
+use crate::shell::marks::ShellIntegration;
+use crate::shell::tracker::Tracker;
+
 pub use cursor::{CursorGap, OutputCursor, OutputSince, strip_escapes};
 pub(crate) use ring::Ring;
 
@@ -40,8 +44,13 @@ pub struct Stream {
     /// The byte count, bumped on every chunk (and touched on a skip):
     /// what waiters and the attach hub watch.
     changes: watch::Sender<u64>,
-    /// Its program is a shell started with the engine's integration.
-    integrated: bool,
+    /// The command tracker of its integrated shell (`None`: its program
+    /// is no shell started with the engine's integration), fed every byte
+    /// in order by `push`: the one reader of the shell's marks.
+    tracker: Option<Mutex<Tracker>>,
+    /// Whether that shell is a POSIX `sh` (no `C` mark): what a tracker
+    /// made anew after a restart needs.
+    sh: bool,
     /// It began after its program did (an engine linked to a running
     /// terminal): its first byte is not the program's.
     joined: bool,
@@ -61,7 +70,8 @@ impl Stream {
             ring: Mutex::new(Ring::default()),
             osc7: Mutex::new(osc7::Osc7::default()),
             changes: watch::Sender::new(0),
-            integrated: false,
+            tracker: None,
+            sh: false,
             joined: false,
             lost: Mutex::new(None),
             lost_wake: Notify::new(),
@@ -85,25 +95,53 @@ impl Stream {
         self
     }
 
-    /// This stream, saying whether its program is a shell started with the
-    /// engine's integration and whether the stream `joined` it running
-    /// (what `show`'s `shell_integration` is judged with).
+    /// This stream, saying which shell its program is when it was started
+    /// with the engine's integration (its commands are tracked then) and
+    /// whether the stream `joined` it running.
     #[must_use]
-    pub(crate) fn shell(mut self, integrated: bool, joined: bool) -> Stream {
-        self.integrated = integrated;
+    pub(crate) fn shell(mut self, integrated: Option<ShellKind>, joined: bool) -> Stream {
+        self.sh = integrated == Some(ShellKind::Sh);
+        self.tracker = integrated.map(|_| Mutex::new(Tracker::new(self.sh)));
         self.joined = joined;
         self
     }
 
-    /// Whether its program is a shell started with the engine's integration.
-    pub(crate) fn integrated(&self) -> bool {
-        self.integrated
+    /// The command tracker, when its program is an integrated shell (a std
+    /// mutex: never held across an await).
+    pub(crate) fn tracker(&self) -> Option<MutexGuard<'_, Tracker>> {
+        self.tracker
+            .as_ref()
+            .map(|tracker| tracker.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Someone saw the shell's marks stop (see
+    /// [`Tracker::stopped`]).
+    pub(crate) fn marks_stopped(&self) {
+        if let Some(mut tracker) = self.tracker() {
+            tracker.stopped();
+        }
+    }
+
+    /// Whether the shell integration works (`show`'s `shell_integration`).
+    pub(crate) fn shell_integration(&self) -> ShellIntegration {
+        let whole = self.whole();
+        let printed = self.held().total > 0;
+        self.tracker()
+            .map_or(ShellIntegration::NeverStarted, |tracker| {
+                tracker.integration(whole, printed)
+            })
     }
 
     /// Whether it holds its program's output from the first byte on (not
     /// joined later, nothing evicted yet).
     pub(crate) fn whole(&self) -> bool {
         !self.joined && self.held().start() == 0
+    }
+
+    /// Whether it began after its program did (an engine linked to a
+    /// running terminal).
+    pub(crate) fn joined(&self) -> bool {
+        self.joined
     }
 
     /// The epoch its offsets count in.
@@ -123,6 +161,12 @@ impl Stream {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .scan(&bytes);
+        // Fed before the bytes are held and watchers woken, so whoever
+        // wakes finds the commands up to date.
+        if let Some(mut tracker) = self.tracker() {
+            let offset = self.held().total;
+            tracker.feed(&bytes, offset, SystemTime::now());
+        }
         let total = {
             let mut ring = self.held();
             ring.push(bytes, self.limit);
@@ -134,6 +178,9 @@ impl Stream {
     /// Output was skipped here (the reader's subscription lagged and
     /// resynced): what was held before does not lead up to what follows.
     pub(crate) fn skipped(&self) {
+        if let Some(mut tracker) = self.tracker() {
+            tracker.skipped();
+        }
         {
             let mut ring = self.held();
             ring.gaps += 1;
@@ -147,14 +194,16 @@ impl Stream {
     /// (offsets stay the relay's, so cursors keep their meaning in every
     /// process).
     pub(crate) fn skip_to(&self, to: u64) {
+        if let Some(mut tracker) = self.tracker() {
+            tracker.skipped();
+        }
         self.held().jump(to);
         self.changes.send_modify(|_| {});
     }
 
     /// The pane's output stopped reaching this process while the pane may
-    /// live on (its relay was killed, its pipe replaced), with why: waits
-    /// and sends answer `STREAM_LOST` instead of waiting for bytes that
-    /// cannot come.
+    /// live on (its relay was killed, its pipe replaced), with why: the
+    /// terminal's watcher links again ([`Stream::lost_notified`]).
     pub(crate) fn lose(&self, why: String) {
         *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
         self.lost_wake.notify_one();
@@ -171,6 +220,10 @@ impl Stream {
     /// (its `epoch`, from its offset `start`): what was held belongs to the
     /// old stream, whose cursors are stale from now on.
     pub(crate) fn restart(&self, epoch: u64, start: u64) {
+        if let Some(mut tracker) = self.tracker() {
+            // Its commands' offsets counted in the old stream.
+            *tracker = Tracker::new(self.sh);
+        }
         {
             let mut ring = self.held();
             ring.restart(start);

@@ -19,7 +19,7 @@ use super::bounds::{
     keep_tail_lines_json,
 };
 use crate::registry::{
-    CommandRun, CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalSnapshot,
+    Command, CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalSnapshot,
     TerminalStatus, WaitReason,
 };
 use crate::shell::marks::ShellIntegration;
@@ -66,7 +66,7 @@ pub struct SendAnswer {
     /// Each command the shell ran for this send, in order, as its marks
     /// told (an integrated shell; the newest 100 of them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<CommandAnswer>,
+    pub commands: Vec<Command>,
     /// The terminal's status when the send ended.
     pub status: TerminalStatus,
     /// The visible screen when the send ended, only when the request
@@ -113,37 +113,6 @@ pub enum ExitCodeSource {
 /// The most commands a send answer lists (the newest).
 const MAX_COMMANDS: usize = 100;
 
-/// One command of a send (see [`CommandRun`]).
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct CommandAnswer {
-    /// The command line as the shell echoed it, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    /// Its exit status, when the shell gave one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    /// Seconds from its start to its end.
-    pub duration_secs: f64,
-    /// The cursor where its output starts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_cursor: Option<String>,
-    /// The cursor where its output ends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end_cursor: Option<String>,
-}
-
-impl From<CommandRun> for CommandAnswer {
-    fn from(run: CommandRun) -> CommandAnswer {
-        CommandAnswer {
-            text: run.text,
-            exit_code: run.exit_code,
-            duration_secs: seconds(run.duration),
-            start_cursor: run.cursors.map(|(start, _)| start.to_string()),
-            end_cursor: run.cursors.map(|(_, end)| end.to_string()),
-        }
-    }
-}
-
 /// Seconds to the millisecond: plenty, and shorter in every answer.
 fn seconds(duration: std::time::Duration) -> f64 {
     (duration.as_secs_f64() * 1000.0).round() / 1000.0
@@ -158,12 +127,7 @@ impl SendAnswer {
         SendAnswer {
             typed: result.not_typed.is_none(),
             not_typed_reason: result.not_typed,
-            commands: result
-                .commands
-                .into_iter()
-                .skip(skip)
-                .map(CommandAnswer::from)
-                .collect(),
+            commands: result.commands.into_iter().skip(skip).collect(),
             exit_code: command.as_ref().and_then(|command| command.exit_code),
             exit_code_source: match command.as_ref().and_then(|command| command.exit_code) {
                 Some(_) => ExitCodeSource::ShellIntegration,

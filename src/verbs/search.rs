@@ -1,7 +1,12 @@
-//! `search`: a regex over the scrollback of one terminal, or of all the
-//! owner's terminals, with the same stripping as `read` (the lines
-//! `capture-pane` gives, no escapes), answered as bounded matches with
-//! their line numbers and context.
+//! `search`: a regex over the output of one terminal, or of all the
+//! owner's terminals, as the engine's stream holds it (and the kept
+//! history, as far back as the stream's ring no longer reaches; never
+//! tmux's scrollback), answered as bounded matches with the cursor of
+//! each line, and per terminal the range searched.
+//!
+//! A line is the output between two line feeds, escape sequences
+//! stripped and only what follows its last carriage return kept (a
+//! progress bar redrawn with `\r` is its last state).
 
 use regex::Regex;
 use schemars::JsonSchema;
@@ -16,10 +21,6 @@ const MAX_CONTEXT: usize = 10;
 
 /// Matches one search returns at most.
 const MAX_MATCHES: usize = 500;
-
-/// Lines of each terminal searched: its retained scrollback, as far as
-/// one read reaches.
-const SEARCHED_LINES: usize = super::MAX_READ_LINES;
 
 /// `search`: lines matching a regex.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -52,9 +53,11 @@ pub struct SearchMatch {
     /// Its name, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// The line's index from the oldest retained line (as `read`'s
-    /// `range` counts).
+    /// The line's index from the first line searched (`searched_from`).
     pub line: usize,
+    /// The cursor where the line starts: `read {since: cursor}` reads on
+    /// from it.
+    pub cursor: String,
     /// The line.
     pub text: String,
     /// The lines before it (oldest first), as `context` asked.
@@ -74,6 +77,21 @@ pub struct SearchAnswer {
     pub searched: usize,
     /// Whether matches were left out (`max_matches`, `max_bytes`).
     pub truncated: bool,
+    /// What was searched of each terminal, in the order searched.
+    pub ranges: Vec<SearchedRange>,
+}
+
+/// What was searched of one terminal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct SearchedRange {
+    /// The terminal's id.
+    pub terminal: String,
+    /// The cursor of the oldest byte searched.
+    pub searched_from: String,
+    /// Whether it printed output older than `searched_from` that is no
+    /// longer held (evicted, or printed before the engine's stream of it
+    /// began), so was not searched.
+    pub older_output: bool,
 }
 
 /// The checked request.
@@ -131,43 +149,47 @@ pub async fn search(owned: Owned<'_>, request: &SearchRequest) -> Result<SearchA
             .collect(),
     };
     let mut matches = Vec::new();
-    let mut searched = 0;
+    let mut ranges = Vec::new();
     for (id, name) in targets {
-        let page = owned
-            .read(
-                &id,
-                registry::ReadRequest {
-                    offset: 0,
-                    count: Some(SEARCHED_LINES),
-                },
-            )
-            .await;
-        let page = match page {
-            Ok(page) => page,
+        let held = match owned.searchable(&id).await {
+            Ok(held) => held,
             Err(error) if request.terminal.is_none() => {
                 tracing::debug!(terminal = id, %error, "search: skipped");
                 continue;
             }
             Err(error) => return Err(error),
         };
-        searched += 1;
-        let lines = &page.lines;
-        for (index, text) in lines.iter().enumerate() {
+        let lines = lines_of(&held.bytes);
+        for (index, (offset, text)) in lines.iter().enumerate() {
             if !search.regex.is_match(text) {
                 continue;
             }
-            let before = lines[index.saturating_sub(search.context)..index].to_vec();
-            let after = lines[index + 1..(index + 1 + search.context).min(lines.len())].to_vec();
+            let text_of = |range: &[(usize, String)]| -> Vec<String> {
+                range.iter().map(|(_, text)| text.clone()).collect()
+            };
+            let before = text_of(&lines[index.saturating_sub(search.context)..index]);
+            let after = text_of(&lines[index + 1..(index + 1 + search.context).min(lines.len())]);
+            let cursor = registry::OutputCursor {
+                epoch: held.from.epoch,
+                offset: held.from.offset + *offset as u64,
+            };
             matches.push(SearchMatch {
                 terminal: id.clone(),
                 name: name.clone(),
-                line: page.range.start + index,
+                line: index,
+                cursor: cursor.to_string(),
                 text: text.clone(),
                 before,
                 after,
             });
         }
+        ranges.push(SearchedRange {
+            terminal: id,
+            searched_from: held.from.to_string(),
+            older_output: held.older,
+        });
     }
+    let searched = ranges.len();
     let mut truncated = false;
     if matches.len() > search.max_matches {
         matches.drain(..matches.len() - search.max_matches);
@@ -177,6 +199,7 @@ pub async fn search(owned: Owned<'_>, request: &SearchRequest) -> Result<SearchA
         matches,
         searched,
         truncated,
+        ranges,
     };
     while json_len(&answer) > search.bound.max_bytes && !answer.matches.is_empty() {
         // The oldest go first, an eighth at a time: a few serializations.
@@ -187,10 +210,38 @@ pub async fn search(owned: Owned<'_>, request: &SearchRequest) -> Result<SearchA
     Ok(answer)
 }
 
+/// The lines of `bytes` (see the module's notes), each with the offset
+/// of its first byte. A last line with no line feed counts.
+fn lines_of(bytes: &[u8]) -> Vec<(usize, String)> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |at| start + at);
+        let line = &bytes[start..end];
+        // What follows the last carriage return with something after it.
+        let shown = line
+            .split(|&b| b == b'\r')
+            .rfind(|part| !crate::registry::strip_escapes(part).is_empty())
+            .unwrap_or_default();
+        lines.push((start, crate::registry::strip_escapes(shown)));
+        start = end + 1;
+    }
+    lines
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_keep_their_offsets_and_a_redrawn_line_its_last_state() {
+        let bytes = b"one\r\n\x1b[1mtwo\x1b[0m\r\n10%\r20%\r\npart";
+        let lines = lines_of(bytes);
+        let want = [(0, "one"), (5, "two"), (18, "20%"), (27, "part")];
+        let got: Vec<(usize, &str)> = lines.iter().map(|(at, t)| (*at, t.as_str())).collect();
+        assert_eq!(got, want);
+    }
 
     #[test]
     fn bad_searches_are_invalid_input() {

@@ -271,12 +271,11 @@ pub static VERBS: &[Verb] = &[
         description: concat!(
             "Type `text` (`submit`: then Enter), press `keys`, and wait (`wait`). ",
             keys_line!(),
-            " Returns {output, exit_code, exit_code_source, duration_secs, commands: [{text, exit_code, \
-             duration_secs, start_cursor, end_cursor}], wait_reason, typed, not_typed_reason, \
+            " Returns {output, exit_code, exit_code_source, duration_secs, commands: [{id, text, \
+             exit_code, duration_secs, start_/end_cursor, running}], wait_reason, typed, not_typed_reason, \
              foreground_command, screen, status, viewport, truncated, elided_bytes, elided_from, \
              elided_to, cursor, start_cursor}: output as the terminal shows it; typed false: \
-             never typed; wait_reason full_screen: a pager or editor is in front (text refused, \
-             keys typed); past max_bytes/max_lines head and tail kept (terminal_read since \
+             never typed; wait_reason full_screen: a pager or editor is in front (keys only); past max_bytes/max_lines head and tail kept (terminal_read since \
              elided_from: the rest)."
         ),
         request: schema::<SendRequest>,
@@ -317,9 +316,9 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Lines of your terminals' scrollback matching a regex, with context.",
-        description: "Lines of scrollback matching `regex`, one terminal's or all yours: \
-                      {matches: [{terminal, name, line, text, before, after}], searched, \
-                      truncated}; line as terminal_read's range.",
+        description: "Output lines matching `regex`: {matches: \
+                      [{terminal, name, line, cursor, text, before, after}], searched, \
+                      truncated, ranges: [{terminal, searched_from, older_output}]}.",
         request: schema::<SearchRequest>,
         answer: schema::<SearchAnswer>,
         check: check::<SearchRequest>,
@@ -342,8 +341,7 @@ pub static VERBS: &[Verb] = &[
         description: "The terminal's last commands, oldest first: \
                       {commands: [{id, text, start_cursor, end_cursor, exit_code, duration_secs, \
                       running}], known_from, unknown_ended, total}. terminal_wait command: id \
-                      collects one; nothing before known_from is known; unknown_ended: ends \
-                      without a start.",
+                      collects one; unknown_ended: ends without a start.",
         request: schema::<CommandsRequest>,
         answer: schema::<CommandsAnswer>,
         check: check::<CommandsRequest>,

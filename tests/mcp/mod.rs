@@ -22,6 +22,7 @@ mod schemas;
 mod search;
 mod sessions;
 mod shared;
+mod tracker;
 mod transport;
 
 use std::process::Stdio;

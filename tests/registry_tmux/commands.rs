@@ -137,9 +137,11 @@ async fn commands_lists_each_command_of_a_send_with_its_code() {
         let starts: Vec<_> = sent
             .commands
             .iter()
-            .map(|c| c.cursors.map(|(start, _)| start.to_string()))
+            .map(|c| Some(c.start_cursor.clone()))
             .collect();
         assert_eq!(ids, starts);
+        // One command type: a send's entries are the list's, field for field.
+        assert_eq!(sent.commands, listed.commands[..sent.commands.len()]);
         assert_eq!(listed.unknown_ended, 0);
     })
     .await;

@@ -87,8 +87,13 @@ async fn several_commands_in_one_send_answer_whole() {
                 let text = loop_.commands[1].text.as_deref().unwrap_or_default();
                 assert!(text.starts_with("for w in"), "{text:?}");
             }
-            let ends = loop_.commands.iter().map(|c| c.cursors.unwrap());
-            assert!(ends.clone().all(|(start, end)| start.offset <= end.offset));
+            let offset =
+                |cursor: &str| -> u64 { cursor.split(':').nth(1).unwrap().parse().unwrap() };
+            assert!(
+                loop_.commands.iter().all(|c| {
+                    offset(&c.start_cursor) <= offset(c.end_cursor.as_deref().unwrap())
+                })
+            );
             // Nothing leaked: the next send is its own.
             let next = run(env, "echo next", WAIT).await;
             assert_eq!(output(&next), "next\n", "{shell}: {next:?}");
