@@ -161,7 +161,6 @@ fn run_line(bytes: &[u8]) -> Option<String> {
 /// bytes after it; PTY: in tmux's redraw), types once, and waits for that
 /// program's answer. Returns the program's `run-PID`.
 async fn types_into_the_restart(ws: &mut Ws, old: &str, round: u32, pty: bool) -> String {
-    let mut repaint_next = false;
     // The PTY transport has no snapshots: tmux's client redraws.
     let mut repainted = pty;
     let mut fresh: Option<String> = None;
@@ -175,16 +174,16 @@ async fn types_into_the_restart(ws: &mut Ws, old: &str, round: u32, pty: bool) -
             frames.push(format!("{frame:?}").chars().take(100).collect::<String>());
             match frame {
                 Frame::Text(frame) if frame["type"] == "snapshot" => {
-                    repaint_next = true;
                     repainted = true;
                     shown.clear();
                 }
                 Frame::Text(_) => {}
                 Frame::Binary(bytes) => {
-                    let live = !std::mem::take(&mut repaint_next);
                     shown.extend_from_slice(&bytes);
                     if fresh.is_some() {
-                        if live && String::from_utf8_lossy(&shown).contains(&needle) {
+                        // Live, or in a repaint that came after the typing
+                        // (the respawn's resync may capture the answer).
+                        if String::from_utf8_lossy(&shown).contains(&needle) {
                             return;
                         }
                     } else if repainted && let Some(run) = run_line(&shown).filter(|run| run != old)
