@@ -301,11 +301,20 @@ fn fault_sigkilled_spawning_engines_leave_no_orphan() {
         "orphan server directories"
     );
     let runtime = cli.runtime().to_string_lossy().into_owned();
+    // A reaped server's relay exits once it reads the end of its pipe,
+    // just after the server: polled to a deadline.
+    let stray = |process: &String| {
+        !named
+            .iter()
+            .any(|dir| process.contains(&format!("{}/", dir.display())))
+    };
+    let deadline = Instant::now() + HUNG;
+    while processes(&cli.runtime(), "\0no mark\0").iter().any(stray) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     for process in processes(&cli.runtime(), "\0no mark\0") {
         assert!(
-            named
-                .iter()
-                .any(|dir| process.contains(&format!("{}/", dir.display()))),
+            !stray(&process),
             "a tmux process of no record: {process} (runtime {runtime})"
         );
     }

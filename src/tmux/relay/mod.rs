@@ -94,7 +94,11 @@ pub(crate) fn pipe_command(relay: &Path, dir: &Path, joined: bool) -> Option<Str
     rustix::fs::access(relay.as_str(), rustix::fs::Access::EXEC_OK).ok()?;
     Path::new(&relay).is_file().then_some(())?;
     let joined = if joined { " joined" } else { "" };
-    Some(format!("exec '{relay}' {RELAY_ARG} '{dir}'{joined}"))
+    // With its slash, the directory shows in the relay's command line as
+    // every path in it does in tmux's (`ps`, and reapers that judge a
+    // process by the directory it names).
+    let dir = dir.trim_end_matches('/');
+    Some(format!("exec '{relay}' {RELAY_ARG} '{dir}/'{joined}"))
 }
 
 /// The relay itself, run by tmux's `pipe-pane` with the pane's pipe as
@@ -278,11 +282,11 @@ mod tests {
         let dir = Path::new("/tmp/d");
         assert_eq!(
             pipe_command(sh, dir, false).as_deref(),
-            Some("exec '/bin/sh' __stream-relay '/tmp/d'")
+            Some("exec '/bin/sh' __stream-relay '/tmp/d/'")
         );
         assert_eq!(
             pipe_command(sh, dir, true).as_deref(),
-            Some("exec '/bin/sh' __stream-relay '/tmp/d' joined")
+            Some("exec '/bin/sh' __stream-relay '/tmp/d/' joined")
         );
         for bad in ["/tmp/a#b", "/tmp/a%Y", "/tmp/a'b", "rel"] {
             assert_eq!(pipe_command(sh, Path::new(bad), false), None, "{bad}");
