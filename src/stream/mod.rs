@@ -238,8 +238,9 @@ impl Stream {
         *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
-    /// Why the output stopped reaching this process, once it has (see
-    /// [`Stream::lose`]).
+    /// Why the output stopped reaching this process, once it has (its
+    /// relay was killed or its pipe replaced; the terminal's watcher links
+    /// again).
     pub fn lost(&self) -> Option<String> {
         self.lost
             .lock()

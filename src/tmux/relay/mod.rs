@@ -103,7 +103,7 @@ pub(crate) fn pipe_command(relay: &Path, dir: &Path, joined: bool) -> Option<Str
 
 /// The relay itself, run by tmux's `pipe-pane` with the pane's pipe as
 /// stdin: serves the pane's stream to every linked process until the
-/// pipe closes (see [`resident`]). `joined`: it starts on a pane whose
+/// pipe closes (see the `resident` module). `joined`: it starts on a pane whose
 /// program already runs, so its byte 0 is not the program's first.
 ///
 /// # Errors
