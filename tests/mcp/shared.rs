@@ -128,6 +128,43 @@ async fn a_killed_relay_is_replaced_and_sends_stay_exact() {
         assert_eq!(relays.len(), 1, "one relay per terminal: {relays:?}");
         let pid = rustix::process::Pid::from_raw(relays[0] as i32).unwrap();
         rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+        // The agent's process links to a new relay on its own; a send that
+        // raced that would span the stream's restart, so this waits (to a
+        // deadline) until the process reads the new stream.
+        let old = before["cursor"]
+            .as_str()
+            .unwrap()
+            .split(':')
+            .next()
+            .unwrap()
+            .to_owned();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let read = a
+                .ok(
+                    "terminal_read",
+                    json!({"terminal": "r", "since": before["cursor"]}),
+                )
+                .await;
+            let now = read["next_cursor"]
+                .as_str()
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap()
+                .to_owned();
+            if now != old {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no new relay: {read}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // The new stream's first prompt, before the next send looks for it.
+        a.ok(
+            "terminal_send",
+            json!({"terminal": "r", "text": "", "submit": true}),
+        )
+        .await;
         let after = echo(&a, "r", "after").await;
         let epoch = |sent: &Value| {
             sent["cursor"]
