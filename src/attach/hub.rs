@@ -348,7 +348,7 @@ impl Hub {
     /// cursor and fills rows from its scrollback differently), so from here
     /// on the bytes alone no longer lead to what tmux shows: a viewer
     /// opened at 390 px on a terminal printed at 80 columns showed its
-    /// prompt a row above tmux's (issue 43). Nor does a capture asked for
+    /// prompt a row above tmux's. Nor does a capture asked for
     /// before the resize: it shows the old width, which the viewer then
     /// wrapped at the new one. So a resize is a discontinuity: no resume
     /// replays across it, a capture in flight is asked for again, and

@@ -131,7 +131,7 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
     // tmux keeps a pane's pipe across `respawn-pane` (spawn.c closes only
     // the pty), and the drain's `pipe-pane -o` toggles an open pipe off:
     // on the raw path that closed the relay, so the restarted program's
-    // output never reached the stream (issue 43: a viewer of an `always`
+    // output never reached the stream (a viewer of an `always`
     // terminal got its repaint and then nothing). The drain is only put
     // back where no pipe is left.
     let drain = match drain {

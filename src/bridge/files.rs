@@ -23,7 +23,7 @@
 //! - an overwrite keeps the replaced file's permission bits (and its owner
 //!   and group where the user may set them); a new file is created `0600`
 //!   (the directory's default ACL and setgid group apply as the kernel
-//!   applies them): an upload never widens who may read a file (issue 46);
+//!   applies them): an upload never widens who may read a file;
 //! - a partial upload (`.tmux-engine-upload-HEX`) is removed when its
 //!   request ends however it ends, and one a killed `serve` left is swept
 //!   by that name pattern: before every upload into its directory, and at

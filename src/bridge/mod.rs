@@ -362,7 +362,7 @@ impl Bridge {
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
         // Partial uploads a killed serve left behind, swept off the
-        // serving path (issue 46).
+        // serving path.
         tokio::spawn(sweep_partial_uploads(self.state.clone()));
         listen::serve(
             listener.into(),

@@ -38,7 +38,7 @@ pub(crate) const MAX_CODE_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600
 /// refused until some expire or are revoked. Per owner, so that one owner
 /// cannot keep another from minting; and the links read-only callers
 /// minted count apart from the ones its read-write callers did, so a
-/// read-only holder cannot keep the owner from minting (issue 46).
+/// read-only holder cannot keep the owner from minting.
 pub const MAX_LINKS: usize = 256;
 
 /// Sessions one owner keeps at once; a new one beyond them signs that
@@ -87,7 +87,7 @@ pub(crate) struct SignIns {
     inner: Mutex<Inner>,
     /// Bumped whenever a session may have ended (a revoke, a sign-out, an
     /// eviction): every live WebSocket watches it and re-checks its
-    /// credential (issue 46), so ending access ends open viewers too.
+    /// credential, so ending access ends open viewers too.
     ended: tokio::sync::watch::Sender<u64>,
 }
 
@@ -746,7 +746,7 @@ mod tests {
             .unwrap();
     }
 
-    /// Revoking and signing out tell the live viewers (issue 46, item 1).
+    /// Revoking and signing out tell the live viewers.
     #[test]
     fn ending_a_session_wakes_its_watchers() {
         let signins = SignIns::default();

@@ -8,7 +8,7 @@
 //! ([`keepalive`]); a protocol violation closes 1002, a text frame that is
 //! not UTF-8 1007, both with a close frame. The credential is judged
 //! again for as long as the session lives: revoking or expiring its link,
-//! or signing its session out, closes it 4401 at once (issue 46).
+//! or signing its session out, closes it 4401 at once.
 
 mod errors;
 mod keepalive;

@@ -5,7 +5,7 @@
 //! builds (`unit_text`, sans-IO) and writes; enabling it is `systemctl`'s
 //! job, run unless `--no-enable`.
 //!
-//! The unit holds no secret (issue 46): a `--token` among the flags is
+//! The unit holds no secret: a `--token` among the flags is
 //! refused, since the unit file, `systemctl show` (to every user) and
 //! serve's `/proc/PID/cmdline` would all carry it; `--token-file` or an
 //! `--environment-file` (0600, setting `TMUX_ENGINE_TOKEN`) take its place.

@@ -8,7 +8,7 @@
 //! after a reboot starts in it). The scanner is a state machine that
 //! looks at each byte once, whatever the chunks: it sits on the reader's
 //! path, so a program printing a flood of intros (`ESC ] 7 ;` without
-//! end, issue 46) must cost what plain text of the same size costs, not
+//! end) must cost what plain text of the same size costs, not
 //! a look-ahead per intro. A sequence cut between two chunks is
 //! continued; one longer than [`MAX_REPORT`] is not a report, and an ESC
 //! inside a report that does not start ST abandons it (as a terminal's

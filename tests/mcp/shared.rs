@@ -8,6 +8,17 @@ use super::{Mcp, shell};
 use crate::cli::Cli;
 use crate::support::within;
 
+/// The epoch (the stream) of a cursor (`EPOCH:OFFSET`).
+fn epoch_of(cursor: &Value) -> String {
+    cursor
+        .as_str()
+        .unwrap()
+        .split(':')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
 /// The send's output, its exit code and its cursors.
 async fn echo(mcp: &Mcp, terminal: &str, word: &str) -> Value {
     let args = json!({"terminal": terminal, "text": format!("echo {word}"), "submit": true});
@@ -28,16 +39,11 @@ async fn two_agents_and_a_cli_read_each_hear_every_send() {
             let from_a = echo(&a, "t", &format!("a-{round}")).await;
             let from_b = echo(&b, "t", &format!("b-{round}")).await;
             // One stream, one epoch: both count in it.
-            let epoch = |sent: &Value| {
-                sent["cursor"]
-                    .as_str()
-                    .unwrap()
-                    .split(':')
-                    .next()
-                    .unwrap()
-                    .to_owned()
-            };
-            assert_eq!(epoch(&from_a), epoch(&from_b), "round {round}");
+            assert_eq!(
+                epoch_of(&from_a["cursor"]),
+                epoch_of(&from_b["cursor"]),
+                "round {round}"
+            );
             if round % 4 == 0 {
                 // A one-shot CLI links too, and leaves both agents hearing.
                 let page = cli.ok(&["read", "t", "--count", "5"]);
@@ -131,13 +137,7 @@ async fn a_killed_relay_is_replaced_and_sends_stay_exact() {
         // The agent's process links to a new relay on its own; a send that
         // raced that would span the stream's restart, so this waits (to a
         // deadline) until the process reads the new stream.
-        let old = before["cursor"]
-            .as_str()
-            .unwrap()
-            .split(':')
-            .next()
-            .unwrap()
-            .to_owned();
+        let old = epoch_of(&before["cursor"]);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {
             let read = a
@@ -146,13 +146,7 @@ async fn a_killed_relay_is_replaced_and_sends_stay_exact() {
                     json!({"terminal": "r", "since": before["cursor"]}),
                 )
                 .await;
-            let now = read["next_cursor"]
-                .as_str()
-                .unwrap()
-                .split(':')
-                .next()
-                .unwrap()
-                .to_owned();
+            let now = epoch_of(&read["next_cursor"]);
             if now != old {
                 break;
             }
@@ -166,20 +160,15 @@ async fn a_killed_relay_is_replaced_and_sends_stay_exact() {
         )
         .await;
         let after = echo(&a, "r", "after").await;
-        let epoch = |sent: &Value| {
-            sent["cursor"]
-                .as_str()
-                .unwrap()
-                .split(':')
-                .next()
-                .unwrap()
-                .to_owned()
-        };
-        assert_ne!(epoch(&before), epoch(&after), "a new relay, a new stream");
+        assert_ne!(
+            epoch_of(&before["cursor"]),
+            epoch_of(&after["cursor"]),
+            "a new relay, a new stream"
+        );
         // A second process links to the new relay and hears the same.
         let b = Mcp::start(&cli).await;
         let from_b = echo(&b, "r", "second").await;
-        assert_eq!(epoch(&after), epoch(&from_b));
+        assert_eq!(epoch_of(&after["cursor"]), epoch_of(&from_b["cursor"]));
         b.stop().await;
         a.ok("terminal_kill", json!({"terminal": "r"})).await;
         a.stop().await;
