@@ -242,6 +242,62 @@ fn spawn_send_read_kill_round_trip() {
     assert_eq!(servers_left(&cli.runtime()), 0);
 }
 
+/// With no `$SHELL` (a CI runner, a systemd unit, `env -i`) a terminal
+/// still runs the user's login shell with the engine's integration: the
+/// send answers the command's exact output and exit code. Left to tmux,
+/// the login shell ran without it, and every send answered `stdin_read`
+/// with the echo and the prompt as output.
+#[test]
+fn without_shell_set_the_login_shell_is_integrated() {
+    let cli = Cli::new();
+    let bare = |args: &[&str]| {
+        let output = cli
+            .command(args)
+            .env_remove("SHELL")
+            .env_remove("TMUX_ENGINE_SHELL")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    bare(&["spawn", "--name", "login"]);
+    let answer: serde_json::Value = serde_json::from_str(&bare(&[
+        "--json",
+        "send",
+        "login",
+        "echo \"shell:$0\"; (exit 7)",
+        "--submit",
+    ]))
+    .unwrap();
+    let login = login_shell();
+    let name = Path::new(&login).file_name().unwrap().to_str().unwrap();
+    if matches!(name, "bash" | "zsh" | "sh" | "dash" | "ash") {
+        assert_eq!(answer["exit_code"], 7, "{answer}");
+        assert_eq!(answer["output"], format!("shell:{login}\n"), "{answer}");
+    } else {
+        // A shell the engine does not integrate with (fish, ...): still
+        // the login shell, not tmux's guess.
+        let output = answer["output"].as_str().unwrap();
+        assert!(output.contains(&format!("shell:{login}")), "{answer}");
+    }
+    cli.ok(&["kill", "login"]);
+}
+
+/// This user's login shell, as `/etc/passwd` names it.
+fn login_shell() -> String {
+    let uid = rustix::process::getuid().as_raw().to_string();
+    std::fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+        .find(|fields| fields.len() == 7 && fields[2] == uid)
+        .map_or_else(|| "/bin/sh".to_owned(), |fields| fields[6].to_owned())
+}
+
 #[test]
 fn json_output_and_exit_statuses() {
     let cli = Cli::new();

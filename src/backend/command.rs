@@ -127,7 +127,7 @@ pub(super) fn integrated_shell(spec: &SpawnSpec, config: &TmuxConfig) -> Option<
     if !spec.integrates_shell() {
         return None;
     }
-    super::config::pinned_shell(config).and_then(|shell| ShellKind::of(&shell))
+    ShellKind::of(&super::config::pinned_shell(config))
 }
 
 /// Where the tracker says the shell is, and whether it saw any mark.

@@ -180,19 +180,18 @@ pub(super) fn server_options(
         ),
     ];
     let shell = pinned_shell(config);
-    // Issue 17's shell integration: the pinned shell with the engine's rc.
-    let integration = match (&shell, spec.integrates_shell()) {
-        (Some(shell), true) => {
-            crate::shell::prepare(shell, &crate::shell::rc_dir(&config.runtime_dir))?
-        }
-        _ => None,
+    // Shell integration: the pinned shell with the engine's rc.
+    let integration = if spec.integrates_shell() {
+        crate::shell::prepare(&shell, &crate::shell::rc_dir(&config.runtime_dir))?
+    } else {
+        None
     };
     let mut env: Vec<(String, String)> = spec
         .env
         .iter()
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    let mut command = command_words(spec, shell.as_deref());
+    let mut command = command_words(spec, Some(&shell));
     if let Some(integration) = integration {
         command = integration.words;
         env.extend(integration.env);
@@ -204,7 +203,7 @@ pub(super) fn server_options(
             rows: size.rows,
         }),
         command,
-        shell,
+        shell: Some(shell),
         cwd: spec.cwd.clone(),
         env,
         history_limit: spec.history_limit.unwrap_or(defaults.history_limit),
@@ -222,13 +221,12 @@ pub(super) fn server_options(
 }
 
 /// The shell of terminals without a command and of shell lines: the
-/// config's, else `$SHELL` when it is an absolute path to a file.
-pub(super) fn pinned_shell(config: &TmuxConfig) -> Option<PathBuf> {
-    config.shell.clone().or_else(|| {
-        std::env::var_os("SHELL")
-            .map(PathBuf::from)
-            .filter(|shell| shell.is_absolute() && shell.is_file())
-    })
+/// config's, else the user's ([`crate::shell::user_shell`]).
+pub(super) fn pinned_shell(config: &TmuxConfig) -> PathBuf {
+    config
+        .shell
+        .clone()
+        .unwrap_or_else(crate::shell::user_shell)
 }
 
 /// The argv a spec runs: its words, or its shell line under `shell`. tmux

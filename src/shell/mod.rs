@@ -49,6 +49,44 @@ impl ShellKind {
     }
 }
 
+/// The user's shell, as tmux itself picks it (`getshell`): `$SHELL` when
+/// it names an absolute executable file, else the login shell the user's
+/// `/etc/passwd` entry names, else `/bin/sh`. Without the fallbacks a
+/// process started with no `$SHELL` (a CI runner, a systemd unit, `env -i`)
+/// would leave the choice to tmux, which takes the same login shell but
+/// without the engine's integration, so no send would see a mark.
+/// (`/etc/passwd` is read as a file: accounts only NSS knows, LDAP say,
+/// get `/bin/sh` rather than their shell.)
+pub fn user_shell() -> PathBuf {
+    let usable = |path: PathBuf| {
+        let executable = rustix::fs::access(&path, rustix::fs::Access::EXEC_OK).is_ok();
+        (path.is_absolute() && path.is_file() && executable).then_some(path)
+    };
+    if let Some(shell) = std::env::var_os("SHELL")
+        .map(PathBuf::from)
+        .and_then(usable)
+    {
+        return shell;
+    }
+    let uid = rustix::process::getuid().as_raw();
+    std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|passwd| login_shell(&passwd, uid))
+        .and_then(usable)
+        .unwrap_or_else(|| PathBuf::from("/bin/sh"))
+}
+
+/// The shell field of `uid`'s line in a `passwd(5)` text.
+fn login_shell(passwd: &str, uid: u32) -> Option<PathBuf> {
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let [_, _, id, _, _, _, shell] = fields[..] else {
+            return None;
+        };
+        (id.parse() == Ok(uid) && !shell.is_empty()).then(|| PathBuf::from(shell))
+    })
+}
+
 /// How to start an integrated shell: its argv and the environment it adds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Integration {
@@ -228,6 +266,22 @@ unset __te_esc __te_bel
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_login_shell_is_read_from_the_users_passwd_line() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      # a comment\n\
+                      svc:x:998:998::/nonexistent:\n\
+                      ada:x:1000:1000:Ada,,,:/home/ada:/usr/bin/zsh\n";
+        assert_eq!(login_shell(passwd, 0), Some(PathBuf::from("/bin/bash")));
+        assert_eq!(
+            login_shell(passwd, 1000),
+            Some(PathBuf::from("/usr/bin/zsh"))
+        );
+        // No shell field: the caller's fallback, not an empty path.
+        assert_eq!(login_shell(passwd, 998), None);
+        assert_eq!(login_shell(passwd, 4242), None);
+    }
 
     #[test]
     fn known_shells_get_files_others_nothing() {
