@@ -40,9 +40,9 @@ pub(super) struct Mutable {
 /// Everything the terminal's tasks share.
 pub(super) struct ServerLink {
     pub id: TerminalId,
-    /// The pane's output, at most `config.output_buffer` bytes held; a
-    /// new epoch per link, so an offset of an earlier one is never taken
-    /// for ours.
+    /// The pane's output, at most `config.output_buffer` bytes held,
+    /// counted in the epoch of the pane's relay (every process's cursors
+    /// agree); a new epoch when a relay is replaced.
     pub stream: Arc<Stream>,
     pub spec: SpawnSpec,
     pub config: Arc<TmuxConfig>,

@@ -371,6 +371,9 @@ async fn follow(
     let mut status = shared.status.subscribe();
     let mut judge = command::Judge::new(looks).plain_prompt(command::plain_prompt(state.kind()));
     let mut watch = full_screen::Watch::new(op.start);
+    // Whether the relay was asked to hand over what it holds since output
+    // last came (see the `Ready` arm below).
+    let mut drained = false;
     loop {
         if let Some(reason) = full_screen_began(op, &mut watch, deadline).await {
             return reason;
@@ -394,6 +397,19 @@ async fn follow(
                 Observed::Ready if state.at_prompt() || state.awaiting_prompt() => {
                     return WaitReason::Command;
                 }
+                Observed::Ready if in_front && pending && !drained => {
+                    // The shell itself waits while its marks say a command
+                    // runs: its end mark may still be between the pane and
+                    // this process (a backlog of a huge output under load).
+                    // The relay hands over all it has read first; what it
+                    // brings is judged afresh, once.
+                    drained = true;
+                    shared.client.drain_raw(shared.pane).await;
+                    if *output.borrow() != seen {
+                        judge.reset();
+                    }
+                    continue;
+                }
                 Observed::Ready => {
                     // The shell's own line editor (readline polls) waits
                     // while its marks say a command runs: the marks
@@ -409,7 +425,10 @@ async fn follow(
         }
         match woken(op, &mut output, &mut status, deadline, pause).await {
             Woke::Ended(reason) => return reason,
-            Woke::Output => judge.reset(),
+            Woke::Output => {
+                judge.reset();
+                drained = false;
+            }
             Woke::Paused => {}
         }
     }

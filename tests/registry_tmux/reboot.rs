@@ -13,30 +13,58 @@ use tmux_engine::registry::{
 use super::{Cleanup, WAIT, assert_clean, backend_with, runtime, sh};
 use crate::support::poll;
 
-/// SIGKILLs every tmux server of `runtime` and, as a reboot would, every
-/// process that ran in one of its panes (their environment names it).
-fn sigkill_servers(runtime: &Path) {
-    let needle = runtime.to_string_lossy().into_owned();
-    let me = std::process::id().to_string();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let pid = entry.file_name().to_string_lossy().into_owned();
-        if pid == me || pid.parse::<u32>().is_err() {
-            continue;
-        }
-        let read = |file: &str| {
-            std::fs::read(entry.path().join(file))
-                .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
-                .unwrap_or_default()
-        };
-        let cmdline = read("cmdline");
-        let server = cmdline.contains("tmux") && cmdline.contains(&needle);
-        let pane = read("environ").contains(&format!("TMUX={needle}"));
-        if server || pane {
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", &pid])
-                .status();
-        }
+/// SIGKILLs every tmux server under `runtime` and every process of its
+/// panes (relays included: they name the directory), as a power cut
+/// would, and returns once each of them is dead. A process SIGKILLed is
+/// not gone yet when `kill` returns: on a loaded machine a pane's wrapper
+/// still ran when the next engine looked, and that engine rightly called
+/// its terminal running.
+async fn sigkill_servers(runtime: &Path) {
+    let victims = processes_under(runtime);
+    for pid in &victims {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
     }
+    poll("the killed processes to die", WAIT, || async {
+        victims
+            .iter()
+            .all(|&pid| {
+                // Gone, or a zombie: it runs nothing any more.
+                std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                        Some(!matches!(state, 'Z' | 'X' | 'x'))
+                    })
+                    .is_none_or(|alive| !alive)
+            })
+            .then_some(())
+    })
+    .await;
+}
+
+/// The tmux servers under `runtime` (their command line names it) and the
+/// processes of their panes (`TMUX` in their environment names it).
+fn processes_under(runtime: &Path) -> Vec<u32> {
+    let needle = runtime.to_string_lossy().into_owned();
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let read = |file: &str| {
+                std::fs::read(entry.path().join(file))
+                    .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+                    .unwrap_or_default()
+            };
+            let cmdline = read("cmdline");
+            let server = cmdline.contains("tmux") && cmdline.contains(&needle);
+            let pane = read("environ").contains(&format!("TMUX={needle}"));
+            (pid != me && (server || pane)).then_some(pid)
+        })
+        .collect()
 }
 
 /// A registry on `dir`'s state directory reading its boot id from `boot`.
@@ -149,11 +177,7 @@ async fn a_reboot_brings_kept_terminals_back_with_their_history() {
         // The reboot: the engine and every server die without a word, the
         // runtime directory is new, the boot id another.
         one.kill();
-        sigkill_servers(&cli.runtime());
-        poll("the servers to die", WAIT, || async {
-            (!super::tmux_processes_mentioning(&cli.runtime().to_string_lossy())).then_some(())
-        })
-        .await;
+        sigkill_servers(&cli.runtime()).await;
         std::fs::remove_dir_all(cli.runtime()).unwrap();
 
         let two = engine(dir, &boot).await;
@@ -254,7 +278,7 @@ async fn a_crash_is_told_apart_from_a_reboot() {
             .unwrap();
         one.shutdown().await;
         drop(one);
-        sigkill_servers(&runtime(dir.path()));
+        sigkill_servers(&runtime(dir.path())).await;
         let two = engine(dir.path(), &boot).await;
         let status = poll("the crash to show", WAIT, || async {
             let status = two.owner(&owner).show("t").await.unwrap().status;
