@@ -6,9 +6,9 @@
 // close, for real.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, chmodSync } from 'node:fs'
+import { mkdtempSync, rmSync, chmodSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { Engine, EngineError, findBinary, ptyBackend } from 'tmux-engine'
 
@@ -20,7 +20,7 @@ async function withEngine(body) {
   delete env.TMUX
   const engine = new Engine({ stateDir: state, owner: 'node', env })
   try {
-    await body(engine)
+    await body(engine, runtime)
   } finally {
     for (const t of await engine.list()) await engine.kill(t.id).catch(() => {})
     await engine.close()
@@ -38,9 +38,19 @@ test('the package carries the binary', () => {
 })
 
 test('the client runs a command: exact output, exit code, read since its cursor', async () => {
-  await withEngine(async (engine) => {
+  await withEngine(async (engine, runtime) => {
     const t = await engine.spawn({ name: 'sh' })
     const first = await engine.run(t.id, "printf 'a  b\\n\\tc\\n'; (exit 3)")
+    // The terminal's relay is the package's small one, found beside the
+    // binary (not the whole engine again per terminal).
+    const relay = join(dirname(findBinary()), 'tmux-engine-relay')
+    const relays = readdirSync('/proc').filter((pid) => /^\d+$/.test(pid)).flatMap((pid) => {
+      try {
+        const words = readFileSync(`/proc/${pid}/cmdline`).toString().split('\0')
+        return words[1] === '__stream-relay' && words[2].startsWith(runtime) ? [words[0]] : []
+      } catch { return [] }
+    })
+    assert.deepEqual(relays, [relay])
     assert.equal(first.wait_reason, 'command')
     assert.equal(first.exit_code, 3)
     assert.equal(first.output, 'a  b\n\tc\n')

@@ -4,6 +4,7 @@ and real tmux, each test on the plugin's private registry."""
 import asyncio
 import os
 import shutil
+import time
 
 import pytest
 
@@ -61,7 +62,13 @@ def test_signal_interrupts_the_foreground_command(terminal):
     assert terminal.run("true").exit_code == 0
     started = terminal.send("sleep 1000", submit=True, wait="none")
     assert started.typed
+    # The send returned once the text was typed: the shell marks the
+    # command's start when it reads the line, a moment later.
+    deadline = time.monotonic() + 20
     running = terminal.commands()
+    while not (running and running[-1].command == "sleep 1000") and time.monotonic() < deadline:
+        time.sleep(0.02)
+        running = terminal.commands()
     assert running and running[-1].command == "sleep 1000", running
     sent = terminal.signal("INT")
     assert sent["signal"] in ("SIGINT", "INT"), sent
@@ -116,3 +123,21 @@ def test_another_owner_sees_nothing(tmux_engine, terminal):
         with pytest.raises(EngineError) as foreign:
             other.screen(terminal.id)
         assert foreign.value.code == "FOREIGN_TERMINAL"
+
+
+def test_the_wheel_carries_the_relay_every_terminal_uses(tmux_engine, terminal):
+    # The small relay beside the binary, not the whole engine per terminal.
+    relay = os.path.join(os.path.dirname(tmux_engine.binary), "tmux-engine-relay")
+    assert os.access(relay, os.X_OK), relay
+    runtime = tmux_engine.env["TMUX_ENGINE_RUNTIME_DIR"]
+    assert terminal.run("echo relayed").output == "relayed\n"
+    relays = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(words) > 2 and words[1] == b"__stream-relay" and words[2].decode(errors="replace").startswith(runtime):
+            relays.append(words[0].decode())
+    assert relays == [relay], relays
