@@ -20,7 +20,7 @@ use super::io::next_change;
 use super::seam::BackendTerminal;
 use super::service::Owned;
 use crate::shell::marks::ShellIntegration;
-use crate::shell::tracker::Span;
+use crate::shell::tracker::{Echo, Span};
 use crate::stream::{OutputCursor, Stream};
 use crate::{Error, Result};
 
@@ -59,7 +59,9 @@ pub struct Command {
     /// `start_cursor` of its send's answer). `wait {command: ID}` collects it.
     pub id: String,
     /// The command line as the shell echoed it (escape sequences
-    /// stripped, continuation prompts kept), when known.
+    /// stripped, continuation prompts kept), when known; one of more than
+    /// 3 lines or 1 KiB is its first and last line with
+    /// `[... N bytes in all ...]` between.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     /// The cursor where its output starts (its id).
@@ -85,7 +87,7 @@ impl Command {
     /// while it runs (no output: see [`Command::with_output`]).
     pub(crate) fn of(span: &Span, epoch: u64, now: SystemTime) -> Command {
         let at = |offset| OutputCursor { epoch, offset }.to_string();
-        let text = crate::screen::render::render(&span.echo);
+        let text = bounded_text(&span.echo);
         let text = text.trim();
         let duration = span
             .ended
@@ -121,6 +123,37 @@ impl Command {
         let bytes = held.between(start, end).unwrap_or_default();
         crate::screen::render::render(&bytes)
     }
+}
+
+/// A command's `text` is whole up to this many lines...
+const TEXT_LINES: usize = 3;
+
+/// ... and this many bytes; a longer one is its first and its last line,
+/// each at most [`LINE_CHARS`] characters, with its size between: a pasted
+/// heredoc's answer costs its output, not the paste again.
+const TEXT_BYTES: usize = 1024;
+
+/// The most characters of each line a cut `text` keeps.
+const LINE_CHARS: usize = 200;
+
+/// The command line as the terminal shows it, bounded (see [`TEXT_BYTES`]).
+fn bounded_text(echo: &Echo) -> String {
+    let head = crate::screen::render::render(&echo.head);
+    let head = head.trim();
+    if echo.whole() && head.len() <= TEXT_BYTES && head.lines().count() <= TEXT_LINES {
+        return head.to_owned();
+    }
+    let tail = if echo.whole() {
+        head.to_owned()
+    } else {
+        crate::screen::render::render(echo.tail())
+    };
+    let first = head.lines().next().unwrap_or_default();
+    let first: String = first.chars().take(LINE_CHARS).collect();
+    let last = tail.trim_end().lines().next_back().unwrap_or_default();
+    let skip = last.chars().count().saturating_sub(LINE_CHARS);
+    let last: String = last.chars().skip(skip).collect();
+    format!("{first}\n[... {} bytes in all ...]\n{last}", echo.len)
 }
 
 /// Seconds to the millisecond: plenty, and shorter in every answer.

@@ -38,7 +38,8 @@
 //! In a command's output the tracker only looks for the next mark's
 //! intro (`memmem`); the bytes between marks are looked at only between a
 //! mark and the first printable byte after it, and while a line is being
-//! echoed. Bounded: [`MAX_SPANS`] spans, [`MAX_ECHO`] bytes of each line.
+//! echoed. Bounded: [`MAX_SPANS`] spans, [`MAX_ECHO`] + [`ECHO_TAIL`] bytes
+//! of each line.
 
 use std::collections::VecDeque;
 use std::sync::LazyLock;
@@ -51,9 +52,67 @@ use super::marks::{INTRO, MAX_MARK, MarkKind, Parsed, ShellIntegration, parse};
 /// The most spans kept (the newest): as many as `commands` lists at most.
 pub const MAX_SPANS: usize = 1000;
 
-/// The most bytes of a command line's echo kept: a heredoc pasted whole
-/// is cut there (its output is not).
+/// The most bytes of the start of a command line's echo kept: a heredoc
+/// pasted whole is cut there (its output is not).
 pub const MAX_ECHO: usize = 4096;
+
+/// The most bytes of the end of a command line's echo kept past
+/// [`MAX_ECHO`]: enough for its last line.
+pub const ECHO_TAIL: usize = 1024;
+
+/// A command line's echo, bounded: its first [`MAX_ECHO`] bytes, its last
+/// [`ECHO_TAIL`] bytes past those, and how many bytes it had in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Echo {
+    /// The first bytes (raw, escape sequences kept).
+    pub head: Vec<u8>,
+    /// Bytes past `head`, at most the last [`ECHO_TAIL`] (more while it
+    /// grows: see [`Echo::tail`]).
+    tail: Vec<u8>,
+    /// Bytes echoed in all.
+    pub len: u64,
+}
+
+impl Echo {
+    /// An echo of `bytes`.
+    pub fn of(bytes: &[u8]) -> Echo {
+        let mut echo = Echo::default();
+        echo.push(bytes);
+        echo
+    }
+
+    /// Appends `bytes`.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.len += bytes.len() as u64;
+        let room = MAX_ECHO.saturating_sub(self.head.len()).min(bytes.len());
+        self.head.extend_from_slice(&bytes[..room]);
+        let rest = &bytes[room..];
+        if rest.is_empty() {
+            return;
+        }
+        self.tail.extend_from_slice(rest);
+        // Trimmed in batches, so a long echo costs a copy per
+        // [`ECHO_TAIL`] bytes, not per chunk.
+        if self.tail.len() > 2 * ECHO_TAIL {
+            self.tail.drain(..self.tail.len() - ECHO_TAIL);
+        }
+    }
+
+    /// The last bytes past the head (at most [`ECHO_TAIL`]); empty when
+    /// the head holds the whole echo.
+    pub fn tail(&self) -> &[u8] {
+        &self.tail[self.tail.len().saturating_sub(ECHO_TAIL)..]
+    }
+
+    /// Whether the head holds every byte echoed.
+    pub fn whole(&self) -> bool {
+        self.len == self.head.len() as u64
+    }
+
+    fn clear(&mut self) {
+        *self = Echo::default();
+    }
+}
 
 static FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(INTRO));
 
@@ -61,8 +120,9 @@ static FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Find
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Span {
     /// The command line as the terminal echoed it (raw bytes, escape
-    /// sequences kept; at most [`MAX_ECHO`]); empty where it is not known.
-    pub echo: Vec<u8>,
+    /// sequences kept; its start and end, see [`Echo`]); empty where it
+    /// is not known.
+    pub echo: Echo,
     /// The offset where its output starts (just past `C`): its id.
     pub start: u64,
     /// The offset where its output ends (its `D`'s first byte); `None`
@@ -167,7 +227,7 @@ pub struct Tracker {
     stopped: bool,
     /// The echo since the newest `B` (bash, zsh: up to `C`; sh: up to the
     /// line break that ends it).
-    echo: Vec<u8>,
+    echo: Echo,
     /// Nothing but escape sequences and blanks since the newest mark.
     quiet: bool,
     /// sh: line breaks of echo still to pass before output starts.
@@ -191,7 +251,7 @@ impl Tracker {
             unknown_ended: 0,
             order: Order::default(),
             stopped: false,
-            echo: Vec::new(),
+            echo: Echo::default(),
             quiet: true,
             echo_lines: 0,
             ahead: VecDeque::new(),
@@ -331,7 +391,7 @@ impl Tracker {
             return;
         }
         if !self.sh {
-            keep_echo(&mut self.echo, bytes);
+            self.echo.push(bytes);
             return;
         }
         // sh: the echo runs to the line break that ends the line(s)
@@ -345,25 +405,25 @@ impl Tracker {
             }
         }
         if self.echo_lines > 0 || from == 0 {
-            keep_echo(&mut self.echo, bytes);
+            self.echo.push(bytes);
             return;
         }
-        keep_echo(&mut self.echo, &bytes[..from]);
-        let line = first_line(&std::mem::take(&mut self.echo));
+        self.echo.push(&bytes[..from]);
+        let line = first_line(&std::mem::take(&mut self.echo).head);
         let start = base + from as u64;
         match self.spans.back_mut() {
             // A continuation line of the command that runs.
             Some(span) if span.running() && self.order.previous == Some(MarkKind::PromptEnd) => {
-                span.echo.push(b'\n');
-                keep_echo(&mut span.echo, &line);
+                span.echo.push(b"\n");
+                span.echo.push(&line);
                 span.start = start;
             }
-            _ => self.open(line, start, time),
+            _ => self.open(Echo::of(&line), start, time),
         }
         self.state = Prompt::Running;
     }
 
-    fn open(&mut self, echo: Vec<u8>, start: u64, time: SystemTime) {
+    fn open(&mut self, echo: Echo, start: u64, time: SystemTime) {
         if self.spans.len() == MAX_SPANS {
             self.spans.pop_front();
         }
@@ -409,11 +469,11 @@ impl Tracker {
                         self.echo_lines = 0;
                         match self.spans.back_mut() {
                             Some(span) if running => {
-                                span.echo.push(b'\n');
-                                keep_echo(&mut span.echo, &line);
+                                span.echo.push(b"\n");
+                                span.echo.push(&line);
                                 span.start = end;
                             }
-                            _ => self.open(line, end, time),
+                            _ => self.open(Echo::of(&line), end, time),
                         }
                         self.state = Prompt::Running;
                     }
@@ -437,7 +497,7 @@ impl Tracker {
                         span.ended = Some(time);
                         // sh: a line of blanks or `^C` that printed
                         // nothing is no command.
-                        if self.sh && span.start >= start && no_command(&span.echo) {
+                        if self.sh && span.start >= start && no_command(&span.echo.head) {
                             self.spans.pop_back();
                         }
                     }
@@ -512,12 +572,6 @@ impl Tracker {
             (false, _) => ShellIntegration::Unknown,
         }
     }
-}
-
-/// Appends `bytes` to `echo`, up to [`MAX_ECHO`].
-fn keep_echo(echo: &mut Vec<u8>, bytes: &[u8]) {
-    let room = MAX_ECHO.saturating_sub(echo.len());
-    echo.extend_from_slice(&bytes[..bytes.len().min(room)]);
 }
 
 /// The echo up to its first line break (sh: the line typed; what

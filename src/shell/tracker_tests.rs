@@ -112,7 +112,7 @@ fn summary(tracker: &Tracker, bytes: &[u8]) -> Vec<(String, Option<i32>, bool, S
         .map(|span| {
             let end = span.end.unwrap_or(bytes.len() as u64);
             (
-                plain(&span.echo),
+                plain(&span.echo.head),
                 span.exit_code,
                 span.running(),
                 plain(&bytes[span.start as usize..end as usize]),
@@ -535,7 +535,7 @@ fn a_tracker_that_joins_mid_stream_knows_commands_from_its_first_byte() {
     tracker.feed(&bytes[from..], from as u64, SystemTime::UNIX_EPOCH);
     assert_eq!(tracker.known_from(), from as u64);
     assert_eq!(tracker.unknown_ended(), 1);
-    let texts: Vec<String> = tracker.spans().iter().map(|s| plain(&s.echo)).collect();
+    let texts: Vec<String> = tracker.spans().iter().map(|s| plain(&s.echo.head)).collect();
     assert_eq!(texts, ["echo one", "echo two", "false"]);
     assert_eq!(tracker.integration(false, true), ShellIntegration::Active);
     // Nothing marked yet, joined: unknown; from the first byte: never.
@@ -615,4 +615,23 @@ fn a_line_typed_where_no_mark_was_seen_starts_at_the_prompt() {
         );
         assert_eq!(tracker.unknown_ended(), 0);
     }
+}
+
+#[test]
+fn a_long_echo_keeps_its_start_its_end_and_its_size() {
+    let mut echo = Echo::default();
+    let line = b"> a line of a long heredoc\r\n";
+    echo.push(b"cat <<'EOF'\r\n");
+    for _ in 0..1000 {
+        echo.push(line);
+    }
+    echo.push(b"> EOF");
+    assert_eq!(echo.len, 13 + 1000 * line.len() as u64 + 5);
+    assert_eq!(echo.head.len(), MAX_ECHO);
+    assert!(echo.head.starts_with(b"cat <<'EOF'\r\n"));
+    assert_eq!(echo.tail().len(), ECHO_TAIL);
+    assert!(echo.tail().ends_with(b"\r\n> EOF"));
+    assert!(!echo.whole());
+    let short = Echo::of(b"echo hi");
+    assert!(short.whole() && short.tail().is_empty() && short.head == b"echo hi");
 }

@@ -20,6 +20,7 @@ mod integration;
 mod scenario;
 mod schemas;
 mod search;
+mod send_path;
 mod sessions;
 mod shared;
 mod tracker;
