@@ -140,6 +140,11 @@ fn prompt(shared: &ServerLink) -> (Prompt, bool) {
         })
 }
 
+/// Whether the tracker says a command of the shell runs now.
+pub(super) fn running(shared: &ServerLink) -> bool {
+    prompt(shared).0 == Prompt::Running
+}
+
 /// What the pane's foreground does now: whether the shell itself is in
 /// front, and how its foreground group waits (see
 /// [`reading::input_state`]). `None` when the pane's process is not known.

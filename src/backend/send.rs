@@ -179,24 +179,37 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     {
         let why = format!(
             "{front} (a full-screen program) is in front: text is not typed into it; \
-             send keys to it (e.g. keys: [\"q\"] quits a pager)"
+             send keys to it, where any word that names no key is typed as text \
+             (e.g. keys: [\"q\"] quits a pager, [\"o\", \"README\", \"Escape\"] types in vim)"
         );
         let mut result = not_typed(op, why).await;
         result.wait_reason = op.settle_over(WaitReason::FullScreen);
         result.foreground = Some(front.clone());
         return Ok(result);
     }
-    let shell = match (request.wait, request.submit) {
-        (WaitFor::Command, true) if front.is_none() => command::integrated(shared),
+    // A word in keys that names no key is the program's text only where
+    // a full-screen program takes keys; at a shell it is a misspelt key.
+    if front.is_none() {
+        keys::refuse_words(&request.keys)?;
+    }
+    let shell = match request.wait {
+        WaitFor::Command if front.is_none() => command::integrated(shared),
         _ => None,
     };
     let mode = match shell {
-        Some(kind) => match command::ready(shared, kind, deadline, &op.cancel).await {
-            Ready::Prompt => Mode::Prompt(kind),
-            Ready::Reader => Mode::Reply(kind),
-            Ready::Not(why) => return Ok(not_typed(op, why).await),
-        },
-        None => Mode::Plain,
+        // Keys alone while a command runs (`C-c` to `tail -f`, `C-d` to a
+        // REPL) go in at once, whatever the program waits on, and are
+        // followed as a reply: a key that ends the command answers its
+        // exit code as a typed line would.
+        Some(kind) if request.text.is_empty() && command::running(shared) => Mode::Reply(kind),
+        Some(kind) if request.submit => {
+            match command::ready(shared, kind, deadline, &op.cancel).await {
+                Ready::Prompt => Mode::Prompt(kind),
+                Ready::Reader => Mode::Reply(kind),
+                Ready::Not(why) => return Ok(not_typed(op, why).await),
+            }
+        }
+        _ => Mode::Plain,
     };
     let what = match request.wait {
         WaitFor::Command => WaitFor::StdinRead,

@@ -327,7 +327,7 @@ fn typed_line(request: &SendRequest) -> (String, bool) {
     {
         for piece in pieces {
             match piece {
-                KeyPiece::Text(text) => typed.push_str(&text),
+                KeyPiece::Text(text) | KeyPiece::Word(text) => typed.push_str(&text),
                 key @ KeyPiece::Key(_) => {
                     if encode(&[key], false) == b"\r" {
                         submit = true;

@@ -4,9 +4,11 @@
 //! a send's keys travel the same ordered, exact byte path as its text.
 //!
 //! A `keys` element is either a key name or literal text (`":wq"`). An
-//! element that looks like a key name but is none (`Esc`, `F13`, `C-Up2`)
-//! is refused rather than typed as letters: an agent that misspells a key
-//! learns it at once instead of typing the word into a program.
+//! element that looks like a key name but is none (`Esc`, `F13`, `C-Up2`,
+//! `README`, `ZZ`) is a [`KeyPiece::Word`]: typed as text while a
+//! full-screen program is in front (an editor's `README`, vim's `ZZ`),
+//! refused anywhere else ([`refuse_words`]), so an agent that misspells a
+//! key at a shell learns it at once instead of typing the word.
 
 use crate::{Error, Result};
 
@@ -15,6 +17,10 @@ use crate::{Error, Result};
 pub enum KeyPiece {
     /// Text typed as it is.
     Text(String),
+    /// A word shaped like a key name that names none (`Esc`, `README`,
+    /// `C-Foo`): typed as text where a full-screen program is in front,
+    /// refused elsewhere ([`refuse_words`]).
+    Word(String),
     /// A named key.
     Key(Key),
 }
@@ -81,53 +87,10 @@ const NAMES: &[(&str, Base)] = &[
     ("F12", Base::Tilde(24)),
 ];
 
-/// The JSON Schema pattern of one `keys` element: exactly the elements
-/// [`parse_keys`] takes (a non-empty one), so the schema says what the
-/// validation says. Built from [`NAMES`], without lookaround (which JSON
-/// Schema's ECMA 262 subset and Rust's `regex` would spell differently):
-/// a modified character, a name after any modifiers (any case), or text,
-/// which is what neither starts with a modifier (`[CcMmSs]-`) nor is a
-/// capitalised word of ASCII letters and digits.
-pub(crate) fn element_pattern() -> String {
-    let names: Vec<String> = NAMES
-        .iter()
-        .map(|(name, _)| {
-            name.chars()
-                .map(|c| {
-                    if c.is_ascii_alphabetic() {
-                        format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    let any = r"[\s\S]";
-    let modifier = "[CcMmSs]-";
-    let branches = [
-        format!("(?:{modifier})+{any}"),
-        format!("(?:{modifier})*(?:{})", names.join("|")),
-        // Text: one character; or two or more that are no modifier and
-        // no capitalised word. By the first character: none of those
-        // letters; a small modifier letter without its `-`; another
-        // capital with a character that is no letter or digit; or a
-        // capital modifier letter without its `-`, likewise.
-        any.to_owned(),
-        format!("[^CcMmSsA-Z]{any}+"),
-        format!(r"[cms][^\-]{any}*"),
-        format!("[ABD-LN-RT-Z][A-Za-z0-9]*[^A-Za-z0-9]{any}*"),
-        format!(r"[CMS](?:[A-Za-z0-9]+[^A-Za-z0-9]|[^\-A-Za-z0-9]){any}*"),
-    ];
-    format!("^(?:{})$", branches.join("|"))
-}
-
 /// Checks every element of a send's `keys`.
 ///
 /// # Errors
-/// `INVALID_INPUT` naming the first element that is an empty string, a
-/// modifier on no key (`C-`), or a word shaped like a key name that is
-/// none (`Esc`, `F13`, `C-Foo`).
+/// `INVALID_INPUT` naming the first element that is an empty string.
 pub fn parse_keys(keys: &[String]) -> Result<Vec<KeyPiece>> {
     keys.iter().map(|key| parse_piece(key)).collect()
 }
@@ -142,12 +105,28 @@ fn parse_piece(element: &str) -> Result<KeyPiece> {
         return Ok(KeyPiece::Key(key));
     }
     if has_modifier(element) || looks_like_name(element) {
-        return Err(Error::InvalidInput(format!(
-            "keys: {element:?} is not a tmux key name (e.g. Enter, Escape, Tab, BSpace, \
-             Up, PageUp, F1..F12, C-c, M-x); to type it as text, put it in text"
-        )));
+        return Ok(KeyPiece::Word(element.to_owned()));
     }
     Ok(KeyPiece::Text(element.to_owned()))
+}
+
+/// Refuses the first [`KeyPiece::Word`] of `pieces`: keys sent where no
+/// full-screen program is in front.
+///
+/// # Errors
+/// `INVALID_INPUT` naming the word and saying where it would be typed.
+pub fn refuse_words(pieces: &[KeyPiece]) -> Result<()> {
+    match pieces.iter().find_map(|piece| match piece {
+        KeyPiece::Word(word) => Some(word),
+        _ => None,
+    }) {
+        Some(word) => Err(Error::InvalidInput(format!(
+            "keys: {word:?} is not a tmux key name (e.g. Enter, Escape, Tab, BSpace, Up, \
+             PageUp, F1..F12, C-c, M-x); a word that names no key is typed as text only \
+             while a full-screen program is in front; here, put it in text"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `C-`, `M-` or `S-` (any case) ahead of something.
@@ -279,7 +258,7 @@ pub(crate) fn encode(pieces: &[KeyPiece], app_cursor: bool) -> Vec<u8> {
     let mut out = Vec::new();
     for piece in pieces {
         match piece {
-            KeyPiece::Text(text) => out.extend_from_slice(text.as_bytes()),
+            KeyPiece::Text(text) | KeyPiece::Word(text) => out.extend_from_slice(text.as_bytes()),
             KeyPiece::Key(key) => key.encode(app_cursor, &mut out),
         }
     }
@@ -317,86 +296,27 @@ mod tests {
         assert_eq!(encode(&up, true), b"\x1bOA");
     }
 
-    fn takes(element: &str) -> bool {
-        parse_keys(&[element.to_owned()]).is_ok()
-    }
-
-    /// The schema's pattern and the parse agree, element by element.
     #[test]
-    fn the_schema_pattern_takes_what_the_parse_takes() {
-        let pattern = regex::Regex::new(&element_pattern()).unwrap();
-        for element in [
-            "Enter",
-            "enter",
-            "ENTER",
-            "C-c",
-            "c-a",
-            "M-x",
-            "S-F5",
-            "C-M-Up",
-            "C--",
-            "C-é",
-            "F1",
-            "F10",
-            "F12",
-            "F13",
-            "Esc",
-            "C-",
-            "C-Foo",
-            "C-C-",
-            "C-foo",
-            "Return",
-            "A",
-            "C",
-            "-",
-            "é",
-            "Ab",
-            "Cx",
-            "Cx-",
-            "Ab c",
-            "M9",
-            "M-",
-            "ls -la",
-            ":wq",
-            "hello world",
-            "c-",
-            "cx",
-            "s-x",
-            "S-",
-            "Space",
-            "s-space",
-            "IC",
-            "Ic",
-            "ic",
-            "PgDn",
-            "x\n",
-            "Ab\n",
-            "C-a\n",
+    fn a_misspelt_name_is_a_word_refused_by_name_where_no_program_takes_it() {
+        let empty = parse_keys(&[String::new()]).unwrap_err();
+        assert_eq!(empty.code(), "INVALID_INPUT");
+        for word in [
+            "Esc", "F13", "C-", "C-Foo", "Return", "README", "ZZ", "TODO",
         ] {
-            assert_eq!(pattern.is_match(element), takes(element), "{element:?}");
+            let pieces = parse_keys(&[word.to_owned()]).unwrap();
+            assert_eq!(pieces, [KeyPiece::Word(word.to_owned())], "{word}");
+            let error = refuse_words(&pieces).unwrap_err();
+            assert_eq!(error.code(), "INVALID_INPUT", "{word}");
+            assert!(error.to_string().contains(word), "{error}");
+            // Where a full-screen program takes it, it is its letters.
+            assert_eq!(encode(&pieces, false), word.as_bytes());
         }
-        assert!(!pattern.is_match(""));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn the_pattern_agrees_on_any_element(
-            element in "[CcMmSsFf]-?[CcMmSs]?-?[A-Za-z0-9]{0,3}|\\PC{1,4}|[A-Z][a-zA-Z0-9 ]{1,5}"
-        ) {
-            let pattern = regex::Regex::new(&element_pattern()).unwrap();
-            proptest::prop_assert_eq!(pattern.is_match(&element), takes(&element), "{:?}", element);
-        }
-    }
-
-    #[test]
-    fn a_misspelt_name_is_refused_by_name() {
-        for bad in ["Esc", "F13", "C-", "C-Foo", "Return", ""] {
-            let error = parse_keys(&[bad.to_owned()]).unwrap_err();
-            assert_eq!(error.code(), "INVALID_INPUT", "{bad}");
-            if !bad.is_empty() {
-                assert!(error.to_string().contains(bad), "{error}");
-            }
-        }
+        let keys = ["o", "README", "Escape", ":wq", "Enter"].map(str::to_owned);
+        assert_eq!(
+            encode(&parse_keys(&keys).unwrap(), false),
+            b"oREADME\x1b:wq\r"
+        );
+        assert!(refuse_words(&parse_keys(&["q".to_owned(), "C-c".to_owned()]).unwrap()).is_ok());
         assert_eq!(
             bytes(&["hello world", "ls -la", ":q!"]),
             b"hello worldls -la:q!"

@@ -535,7 +535,11 @@ fn a_tracker_that_joins_mid_stream_knows_commands_from_its_first_byte() {
     tracker.feed(&bytes[from..], from as u64, SystemTime::UNIX_EPOCH);
     assert_eq!(tracker.known_from(), from as u64);
     assert_eq!(tracker.unknown_ended(), 1);
-    let texts: Vec<String> = tracker.spans().iter().map(|s| plain(&s.echo.head)).collect();
+    let texts: Vec<String> = tracker
+        .spans()
+        .iter()
+        .map(|s| plain(&s.echo.head))
+        .collect();
     assert_eq!(texts, ["echo one", "echo two", "false"]);
     assert_eq!(tracker.integration(false, true), ShellIntegration::Active);
     // Nothing marked yet, joined: unknown; from the first byte: never.

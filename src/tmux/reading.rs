@@ -79,6 +79,7 @@ pub(crate) fn blocked_on_input(pane_pid: u32) -> bool {
 ///   readline wait for a key): the files it waits on, read from its
 ///   memory (`/proc/PID/mem`), include a terminal or not; where its
 ///   memory is not readable (ptrace restrictions) it counts as reading;
+///   with no file at all it sleeps on a timer: other, like `sleep`;
 /// - `epoll_wait` and its kin (event loops: Node, TUIs on mio/crossterm,
 ///   whose main thread is the one `/proc/PID/syscall` shows): the files
 ///   its epoll set watches (`/proc/PID/fdinfo/EPFD`) include a terminal
@@ -162,6 +163,10 @@ fn process_input_state(pid: i32) -> InputState {
         if nr::POLLS.contains(&number) {
             // struct pollfd { int fd; short events; short revents; }
             let count = usize::try_from(arg(1)).unwrap_or(0).min(256);
+            if count == 0 {
+                // No file at all: a sleep on a timer, which ends by itself.
+                return InputState::Other;
+            }
             return match read_memory(&proc_dir, arg(0), count * 8) {
                 Some(fds) => polling(fds.chunks_exact(8).any(|pollfd| {
                     let fd = i32::from_ne_bytes([pollfd[0], pollfd[1], pollfd[2], pollfd[3]]);
@@ -175,6 +180,12 @@ fn process_input_state(pid: i32) -> InputState {
         if nr::SELECTS.contains(&number) {
             // The read set: a bit per fd below nfds, in longs.
             let count = usize::try_from(arg(0)).unwrap_or(0).min(1024);
+            if count == 0 || (arg(1) == 0 && arg(2) == 0 && arg(3) == 0) {
+                // No file at all: a sleep on a timer (PAM's delay after a
+                // wrong password is `select(0, NULL, NULL, NULL, &tv)`),
+                // which ends by itself: not a program that waits on others.
+                return InputState::Other;
+            }
             if arg(1) == 0 {
                 return InputState::Busy;
             }

@@ -219,7 +219,7 @@ pub struct SendRequest {
     pub text: String,
     /// tmux key names, pressed after `text` (else typed as text).
     #[serde(default)]
-    #[schemars(inner(length(min = 1), regex(pattern = crate::screen::keys::element_pattern())))]
+    #[schemars(inner(length(min = 1)))]
     pub keys: Option<Vec<String>>,
     /// Press Enter after it.
     #[serde(default)]
@@ -294,7 +294,7 @@ impl SendRequest {
     ///
     /// # Errors
     /// `INVALID_INPUT` for a `timeout_secs` that is not a number of
-    /// seconds, and for a `keys` element that names no key.
+    /// seconds, and for an empty `keys` element.
     pub fn validate(self) -> Result<registry::SendRequest> {
         self.bound()?;
         let keys = crate::screen::keys::parse_keys(self.keys.as_deref().unwrap_or_default())?;

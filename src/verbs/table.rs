@@ -275,7 +275,7 @@ pub static VERBS: &[Verb] = &[
              exit_code, duration_secs, start_/end_cursor, running}], wait_reason, typed, not_typed_reason, \
              foreground_command, screen, status, viewport, truncated, elided_bytes, elided_from, \
              elided_to, cursor, start_cursor}: output as the terminal shows it; typed false: \
-             never typed; wait_reason full_screen: a pager or editor is in front (keys only); past max_bytes/max_lines head and tail kept (terminal_read since \
+             never typed; wait_reason full_screen: a pager or editor is in front (keys only; a word naming no key is typed as text there); past max_bytes/max_lines head and tail kept (terminal_read since \
              elided_from: the rest)."
         ),
         request: schema::<SendRequest>,

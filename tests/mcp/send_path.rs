@@ -10,6 +10,12 @@ use super::Mcp;
 use crate::cli::Cli;
 use crate::support::within;
 
+/// Spawns a shell named `name` working in `dir`.
+async fn spawn(mcp: &Mcp, name: &str, dir: &tempfile::TempDir) {
+    let spawn = json!({"name": name, "cwd": dir.path()});
+    mcp.ok("terminal_spawn", spawn).await;
+}
+
 fn send(terminal: &str, text: &str) -> Value {
     json!({"terminal": terminal, "text": text, "submit": true, "timeout_secs": 30})
 }
@@ -22,10 +28,13 @@ async fn a_pasted_heredocs_answer_costs_its_output_only() {
     let cli = Cli::new();
     within(async {
         let mcp = Mcp::start_in(&cli, &[], "/bin/bash").await;
-        mcp.ok("terminal_spawn", json!({"name": "h"})).await;
+        let dir = tempfile::tempdir().unwrap();
+        spawn(&mcp, "h", &dir).await;
         let mut text = String::from("cat > big.txt <<'EOF'\n");
         for line in 0..400 {
-            text.push_str(&format!("line {line:04} of a pasted heredoc, padded to its size .........\n"));
+            text.push_str(&format!(
+                "line {line:04} of a pasted heredoc, padded to its size .........\n"
+            ));
         }
         text.push_str("EOF");
         assert!(text.len() > 23_000, "{}", text.len());
@@ -43,6 +52,143 @@ async fn a_pasted_heredocs_answer_costs_its_output_only() {
         assert_eq!(counted["output"], "400\n", "{counted}");
         let listed = mcp.ok("terminal_commands", json!({"terminal": "h"})).await;
         assert_eq!(listed["commands"][0]["text"], command, "{listed}");
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Item 6: while a full-screen program is in front, a `keys` element that
+/// names no key is typed as text (vim's `README`, `TODO`, `ZZ`); at a
+/// shell a misspelt key is still refused by name, and nothing is typed.
+/// Before, every such word was refused, in vim too.
+#[tokio::test]
+async fn keys_in_a_full_screen_program_take_any_word() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start_in(&cli, &[], "/bin/bash").await;
+        let dir = tempfile::tempdir().unwrap();
+        spawn(&mcp, "v", &dir).await;
+        let vim = "vim -u NONE -N -i NONE notes.txt";
+        let keys = |keys: Value| json!({"terminal": "v", "keys": keys, "timeout_secs": 30});
+        let opened = mcp.ok("terminal_send", send("v", vim)).await;
+        assert_eq!(opened["wait_reason"], "full_screen", "{opened}");
+        // Text is refused there, and its advice names keys that work.
+        let refused = mcp.ok("terminal_send", send("v", "hello")).await;
+        assert_eq!(refused["typed"], false, "{refused}");
+        let why = refused["not_typed_reason"].as_str().unwrap();
+        assert!(why.contains("\"README\""), "{refused}");
+        let saved = json!(["o", "README", "Escape", ":wq", "Enter"]);
+        let saved = mcp.ok("terminal_send", keys(saved)).await;
+        assert_ne!(saved["wait_reason"], "full_screen", "{saved}");
+        let shown = mcp.ok("terminal_send", send("v", "cat notes.txt")).await;
+        assert_eq!(shown["output"], "\nREADME\n", "{shown}");
+        let opened = mcp.ok("terminal_send", send("v", vim)).await;
+        assert_eq!(opened["wait_reason"], "full_screen", "{opened}");
+        let quit = json!(["G", "o", "TODO", "Escape", "ZZ"]);
+        mcp.ok("terminal_send", keys(quit)).await;
+        let shown = mcp.ok("terminal_send", send("v", "cat notes.txt")).await;
+        assert_eq!(shown["output"], "\nREADME\nTODO\n", "{shown}");
+        // At the shell: refused by name, its advice (text) works.
+        let error = mcp
+            .error("terminal_send", keys(json!(["x", "README"])))
+            .await;
+        assert!(error.starts_with("INVALID_INPUT"), "{error}");
+        assert!(
+            error.contains("\"README\"") && error.contains("put it in text"),
+            "{error}"
+        );
+        let typed = mcp.ok("terminal_send", send("v", "echo README")).await;
+        assert_eq!(typed["output"], "README\n", "{typed}");
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Item 2: a key that ends the command that runs answers that command's
+/// exit code from the tracker, as a typed line would. Before, `C-c` to
+/// `tail -f` answered `stdin_read` with `^C` and no `exit_code`.
+#[tokio::test]
+async fn a_key_that_ends_a_command_answers_its_exit_code() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start_in(&cli, &[], "/bin/bash").await;
+        let dir = tempfile::tempdir().unwrap();
+        spawn(&mcp, "k", &dir).await;
+        let keys = |keys: Value| json!({"terminal": "k", "keys": keys, "timeout_secs": 30});
+        let short =
+            |text: &str| json!({"terminal": "k", "text": text, "submit": true, "timeout_secs": 1});
+        for (program, key, code) in [
+            ("tail -f /dev/null", "C-c", 130),
+            ("sleep 100", "C-\\", 131),
+        ] {
+            let started = mcp.ok("terminal_send", short(program)).await;
+            assert_eq!(started["typed"], true, "{started}");
+            assert!(started["exit_code"].is_null(), "{started}");
+            let ended = mcp.ok("terminal_send", keys(json!([key]))).await;
+            assert_eq!(ended["wait_reason"], "command", "{program}: {ended}");
+            assert_eq!(ended["exit_code"], code, "{program}: {ended}");
+            assert_eq!(ended["exit_code_source"], "shell_integration", "{ended}");
+            let id = &started["commands"][0]["id"];
+            assert_eq!(&ended["commands"][0]["id"], id, "{started} {ended}");
+            let ran = started["commands"][0]["duration_secs"].as_f64().unwrap();
+            assert!(
+                ended["duration_secs"].as_f64().unwrap() >= ran,
+                "{started} {ended}"
+            );
+        }
+        // A REPL ended by C-d, and `cat` by C-d after a text reply.
+        let repl = mcp.ok("terminal_send", send("k", "python3 -q")).await;
+        assert_eq!(repl["wait_reason"], "stdin_read", "{repl}");
+        let ended = mcp.ok("terminal_send", keys(json!(["C-d"]))).await;
+        assert_eq!(ended["wait_reason"], "command", "{ended}");
+        assert_eq!(ended["exit_code"], 0, "{ended}");
+        let cat = mcp.ok("terminal_send", send("k", "cat; (exit 3)")).await;
+        assert_eq!(cat["wait_reason"], "stdin_read", "{cat}");
+        let line = mcp.ok("terminal_send", send("k", "a line")).await;
+        assert_eq!(line["wait_reason"], "stdin_read", "{line}");
+        let ended = mcp.ok("terminal_send", keys(json!(["C-d"]))).await;
+        assert_eq!(ended["exit_code"], 3, "{ended}");
+        // At the prompt a key is still just typed: no command, no code.
+        let idle = mcp.ok("terminal_send", keys(json!(["C-c"]))).await;
+        assert!(idle["exit_code"].is_null(), "{idle}");
+        let after = mcp.ok("terminal_send", send("k", "echo after")).await;
+        assert_eq!(after["output"], "after\n", "{after}");
+        mcp.stop().await;
+    })
+    .await;
+}
+
+/// Item 5: a program asleep on a timer with no file (`su`'s PAM delay
+/// after a wrong password: `select(0, NULL, NULL, NULL, &tv)`; here the
+/// same calls, hermetic) is not `busy`: the reply's send waits through
+/// the sleep and answers the command's end, the failure in its output.
+/// Before, it answered `busy` after half a second and the message fell
+/// between two answers.
+#[tokio::test]
+async fn a_program_sleeping_on_a_timer_is_not_busy() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start_in(&cli, &[], "/bin/bash").await;
+        let dir = tempfile::tempdir().unwrap();
+        spawn(&mcp, "s", &dir).await;
+        for sleep in ["select.select([], [], [], 2)", "select.poll().poll(2000)"] {
+            let program = format!(
+                "python3 -c 'import getpass, select, sys; getpass.getpass(\"Password: \"); \
+                 {sleep}; sys.exit(\"su: Authentication failure\")'"
+            );
+            let asked = mcp.ok("terminal_send", send("s", &program)).await;
+            assert_eq!(asked["wait_reason"], "stdin_read", "{asked}");
+            assert!(
+                asked["output"].as_str().unwrap().contains("Password: "),
+                "{asked}"
+            );
+            let failed = mcp.ok("terminal_send", send("s", "wrong")).await;
+            assert_eq!(failed["wait_reason"], "command", "{sleep}: {failed}");
+            assert_eq!(failed["exit_code"], 1, "{failed}");
+            let output = failed["output"].as_str().unwrap();
+            assert!(output.contains("su: Authentication failure"), "{failed}");
+            assert!(!output.contains("wrong"), "{failed}");
+        }
         mcp.stop().await;
     })
     .await;
