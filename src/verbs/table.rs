@@ -269,13 +269,13 @@ pub static VERBS: &[Verb] = &[
                   the prompt is back); {output, exit_code, commands, wait_reason, typed, \
                   status, truncated}.",
         description: concat!(
-            "Type `text` (`submit`: then Enter), press `keys`, and wait (`wait`). ",
+            "Type `text`, press `keys`, and wait (`wait`). ",
             keys_line!(),
-            " Returns {output, exit_code, exit_code_source, duration_secs, commands: [{id, text, \
-             exit_code, duration_secs, start_/end_cursor, running}], wait_reason, typed, not_typed_reason, \
+            " Returns {output, exit_code, exit_code_source, duration_secs, commands (as \
+             terminal_commands), wait_reason, typed, not_typed_reason, \
              foreground_command, screen, status, viewport, truncated, elided_bytes, elided_from, \
              elided_to, cursor, start_cursor}: output as the terminal shows it; typed false: \
-             never typed; wait_reason full_screen: a pager or editor is in front (keys only; a word naming no key is typed as text there); past max_bytes/max_lines head and tail kept (terminal_read since \
+             never typed; wait_reason full_screen: a pager or editor is in front (keys only, any word); past max_bytes/max_lines head and tail kept (terminal_read since \
              elided_from: the rest)."
         ),
         request: schema::<SendRequest>,
