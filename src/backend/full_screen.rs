@@ -4,8 +4,10 @@
 //! (`wait_reason: "full_screen"`) instead of looking like a prompt.
 //!
 //! Two signs, either enough: the pane is on the alternate screen (tmux's
-//! `#{alternate_on}`, the truth about the pane), or the foreground process
-//! is a known pager or editor (git's `less -FRX` never switches screens).
+//! `#{alternate_on}`, the truth about the pane), or a process of the
+//! pane's foreground group is a known pager or editor (git's `less -FRX`
+//! never switches screens, and `git` itself leads the group while it
+//! waits for its pager).
 //! While a send waits, the output is scanned for the switch to the
 //! alternate screen, so `top` (which never goes quiet) answers at once
 //! rather than at the timeout.
@@ -15,22 +17,33 @@ use crate::tmux::TmuxCommand;
 use crate::tmux::procfs;
 
 /// Programs that own the terminal even without the alternate screen.
+/// `delta` and `bat` page through `less` too, which is then named; they
+/// stand here for a pager they run in themselves.
 const KNOWN: &[&str] = &[
     "less", "more", "most", "pg", "man", "vi", "vim", "nvim", "view", "vimdiff", "nano", "pico",
-    "emacs", "mg", "joe", "micro", "top", "htop", "btop", "watch", "tig", "mc", "ranger",
+    "emacs", "mg", "joe", "micro", "top", "htop", "btop", "watch", "tig", "mc", "ranger", "delta",
+    "bat", "batcat",
 ];
 
-/// The name of the process in front of the pane: the terminal's foreground
-/// group's leader, or, when that is the exit handshake's wrapper, the
-/// program it runs.
+/// The name of the process in front of the pane: a known pager, editor
+/// or monitor anywhere in the terminal's foreground group, else the
+/// group's leader (or, when that is the exit handshake's wrapper, the
+/// program it runs), else any live member.
+///
+/// The whole group, not its leader: a program that runs a pager waits
+/// for it alive (`git log` with `GIT_PAGER=less`, `gh`, `delta`, `man`'s
+/// parent `sh`), so its name is the leader's while the pager owns the
+/// terminal; and the leader of a pipeline (`seq | less`) is often done.
 fn foreground_name(shared: &ServerLink) -> Option<String> {
     let (pid, group) = front(shared)?;
+    let members = group_members(group);
+    if let Some(known) = members.iter().find(|name| KNOWN.contains(&name.as_str())) {
+        return Some(known.clone());
+    }
     let live = procfs::stat(pid).is_some_and(|stat| !stat.has_exited());
     match comm(pid) {
         Some(name) if live => Some(name),
-        // The leader of a pipeline (`seq | less`) is often done: name a
-        // live member of the group instead, a known one first.
-        _ => group_member(group),
+        _ => members.into_iter().next(),
     }
 }
 
@@ -70,20 +83,21 @@ fn comm(pid: u32) -> Option<String> {
     Some(comm.trim_end().to_owned())
 }
 
-/// A live member of process group `group`, a known program first.
-fn group_member(group: u32) -> Option<String> {
-    let mut names: Vec<String> = std::fs::read_dir("/proc")
-        .ok()?
+/// The names of the live members of process group `group`, by pid.
+fn group_members(group: u32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| {
             procfs::stat(pid).is_some_and(|stat| {
                 !stat.has_exited() && u32::try_from(stat.pgrp).ok() == Some(group)
             })
         })
-        .filter_map(comm)
         .collect();
-    names.sort_by_key(|name| !KNOWN.contains(&name.as_str()));
-    names.into_iter().next()
+    pids.sort_unstable();
+    pids.into_iter().filter_map(comm).collect()
 }
 
 /// Whether tmux shows the pane's alternate screen.

@@ -77,3 +77,58 @@ async fn a_program_that_never_goes_quiet_answers_full_screen_before_the_timeout(
     })
     .await;
 }
+
+/// Issue 44 item 3: a pager behind a live parent. `git log` with
+/// `GIT_PAGER=less` (git's `LESS=FRX`: no alternate screen) leaves `git`
+/// as the foreground group's leader, alive while it waits for its pager;
+/// the pager is a member of the group. The send names `less`, the next
+/// text is not typed into it, and keys reach it (before, only the leader
+/// was looked at: `stdin_read`, and the text opened less's help).
+#[tokio::test]
+async fn a_pager_behind_a_live_parent_is_full_screen() {
+    crate::support::within(async {
+        let env = Env::with_shell(RegistryConfig::default(), "/bin/bash").await;
+        let repo = env.dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .stdout(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        // A message longer than the screen, so `less -F` stays.
+        let message: Vec<String> = (1..=100).map(|n| format!("body line {n}")).collect();
+        git(&["commit", "-q", "--allow-empty", "-m", &message.join("\n")]);
+        let spec = SpawnSpec::new()
+            .name("t")
+            .cwd(&repo)
+            .env("GIT_PAGER", "less")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .size(80, 24);
+        env.spawn(spec).await;
+        let paged = send(&env, "git log", &[], true).await;
+        assert_eq!(paged.wait_reason, WaitReason::FullScreen, "{paged:?}");
+        assert_eq!(paged.foreground.as_deref(), Some("less"), "{paged:?}");
+        let refused = send(&env, "echo after-pager", &[], true).await;
+        assert_eq!(refused.wait_reason, WaitReason::FullScreen, "{refused:?}");
+        assert!(
+            refused.not_typed.as_deref().unwrap().contains("less"),
+            "{refused:?}"
+        );
+        let quit = send(&env, "", &["q"], false).await;
+        assert_ne!(quit.wait_reason, WaitReason::FullScreen, "{quit:?}");
+        let back = send(&env, "echo back-$((6*7))", &[], true).await;
+        assert_eq!(back.wait_reason, WaitReason::Command, "{back:?}");
+        assert_eq!(back.command.unwrap().output.trim(), "back-42");
+        env.finish().await;
+    })
+    .await;
+}
