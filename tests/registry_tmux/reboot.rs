@@ -10,8 +10,19 @@ use tmux_engine::registry::{
     HOST_RESTARTED, OwnerId, ReadRequest, Registry, RegistryConfig, RestartPolicy, TerminalStatus,
 };
 
+use tmux_engine::verbs::{SearchRequest, search};
+
 use super::{Cleanup, WAIT, assert_clean, backend_with, runtime, sh};
 use crate::support::poll;
+
+/// A search of terminal `name` for `regex`.
+fn find(name: &str, regex: &str) -> SearchRequest {
+    SearchRequest {
+        terminal: Some(name.to_owned()),
+        regex: regex.to_owned(),
+        ..SearchRequest::default()
+    }
+}
 
 /// SIGKILLs every tmux server under `runtime` and every process of its
 /// panes (relays included: they name the directory), as a power cut
@@ -213,6 +224,12 @@ async fn a_reboot_brings_kept_terminals_back_with_their_history() {
             .await
             .unwrap();
         assert_eq!(page.lines, ["line 10000", "MARKER-END"]);
+        // Issue 44 item 4: search reads the kept history of a gone
+        // terminal, from its first line.
+        let first = search(owned(), &find("printer", "^line 1$")).await.unwrap();
+        assert_eq!(first.matches.len(), 1, "{first:?}");
+        assert_eq!(first.matches[0].line, 0, "{first:?}");
+        assert!(!first.ranges[0].older_output, "{first:?}");
 
         // The on-attach shell comes back at its attach: old lines above
         // the marked line, a prompt in its last directory, then the resume
@@ -244,6 +261,10 @@ async fn a_reboot_brings_kept_terminals_back_with_their_history() {
         );
         let snapshot = owned().show("shell").await.unwrap();
         assert!(snapshot.restored_ms.is_some(), "{snapshot:?}");
+        // And the restored terminal's: its first line is the kept
+        // history's, searched in the new stream.
+        let moved = search(owned(), &find("shell", "^moved-on$")).await.unwrap();
+        assert_eq!(moved.matches.len(), 1, "{moved:?}");
         // Kill removes the files.
         for name in ["printer", "shell"] {
             let id = owned().show(name).await.unwrap().id;
