@@ -208,7 +208,15 @@ async fn run(
     } else if verb.name == "list" {
         return Ok(encoded_list(state, who, arguments).await?);
     } else {
-        (verb.run)(state.registry.owner(&who.owner), arguments).await?
+        // A read-only principal's read or wait never recreates a dead
+        // `on-attach` terminal: that would start its program.
+        let owned = state.registry.owner(&who.owner);
+        let owned = if who.read_only {
+            owned.read_only()
+        } else {
+            owned
+        };
+        (verb.run)(owned, arguments).await?
     };
     let status = StatusCode::from_u16(route.status).unwrap_or(StatusCode::OK);
     Answer::Ok((status, Json(answer)).into_response())

@@ -45,7 +45,7 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 
-use crate::registry::{OwnerId, Registry};
+use crate::registry::{Owned, OwnerId, Registry};
 use crate::verbs::{MAX_ANSWER_BYTES, VERBS, keep_tail_json};
 use crate::{Error, Result};
 
@@ -56,6 +56,9 @@ pub struct McpServer {
     owner: OwnerId,
     tool_router: ToolRouter<McpServer>,
     guard: std::sync::Arc<Guard>,
+    /// `--read-only`: its reads and waits never recreate a dead
+    /// `on-attach` terminal (that starts a program).
+    read_only: bool,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -74,6 +77,18 @@ impl McpServer {
             owner,
             tool_router: tools::router(),
             guard: std::sync::Arc::new(Guard::default()),
+            read_only: false,
+        }
+    }
+
+    /// The registry as this server's owner uses it (read-only under
+    /// `--read-only`).
+    fn owned(&self) -> Owned<'_> {
+        let owned = self.registry.owner(&self.owner);
+        if self.read_only {
+            owned.read_only()
+        } else {
+            owned
         }
     }
 
@@ -92,6 +107,7 @@ impl McpServer {
     /// As [`ToolSelection::resolve`].
     pub fn select(mut self, selection: &ToolSelection) -> Result<McpServer> {
         let keep = selection.resolve()?;
+        self.read_only = selection.read_only;
         for tool in self.tool_router.list_all() {
             if !keep.iter().any(|name| *name == tool.name) {
                 self.tool_router.remove_route(&tool.name);

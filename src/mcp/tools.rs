@@ -121,7 +121,7 @@ async fn call(
     if verb.name == "send" {
         return Ok(server.send(arguments, &context).await.into());
     }
-    let owned = server.registry.owner(&server.owner);
+    let owned = server.owned();
     let run = (verb.run)(owned, Arguments::Json(arguments));
     // A spawn or a wait the client cancelled stops (a dropped spawn rolls
     // back what it made); the other verbs are short and run to their end.
@@ -182,7 +182,7 @@ impl McpServer {
         let request = TerminalRequest {
             terminal: terminal.to_owned(),
         };
-        let owned = self.registry.owner(&self.owner);
+        let owned = self.owned();
         let Some(pid) = verbs::snapshot(owned, &request)
             .await
             .ok()
@@ -227,7 +227,7 @@ impl McpServer {
                 return failure(&error);
             }
         }
-        let sending = match verbs::send(self.registry.owner(&self.owner), request).await {
+        let sending = match verbs::send(self.owned(), request).await {
             Ok(sending) => sending,
             Err(error) => return failure(&error),
         };

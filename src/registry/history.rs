@@ -318,7 +318,12 @@ impl Registry {
         };
         let Some(line) = line else { return };
         let id = id.clone();
+        let resumed = CancellationToken::new();
+        if let Some(entry) = self.inner.lock().entries.get_mut(&id) {
+            entry.resuming = Some(resumed.clone());
+        }
         self.inner.tasks.spawn(async move {
+            let _resumed = resumed.drop_guard();
             let request = SendRequest {
                 text: Bytes::from(line),
                 submit: true,

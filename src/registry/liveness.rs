@@ -1,4 +1,6 @@
-//! Liveness and recreation: `probe`, `attach`, and the restart policies.
+//! Liveness and recreation: `probe`, `attach`, `revive` (a send, read or
+//! wait bringing a dead `on-attach` terminal back as attach does), and
+//! the restart policies.
 //!
 //! Probes and recreations of one terminal are serialized by its liveness
 //! lock (a `tokio::sync::Mutex`), which makes "exactly once under concurrent
@@ -253,7 +255,41 @@ impl Registry {
     }
 }
 
+/// The longest a use of a just restored terminal waits for its
+/// `resume_command` to end (the resume send's own timeout).
+const RESUME_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Owned<'_> {
+    /// Brings a dead `on-attach` terminal back before a send, read or wait
+    /// uses it, as [`attach`](Owned::attach) does (a gone one rebuilt, its
+    /// kept history restored and its `resume_command` typed; an exited one
+    /// respawned in place), and answers whether this call recreated it.
+    /// A handle that may not start programs ([`Owned::read_only`]) never
+    /// recreates. Either way a restore's `resume_command` still being
+    /// typed is waited for (at most 30 s), so the use comes after it.
+    ///
+    /// # Errors
+    ///
+    /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, and the errors of
+    /// [`probe`](Owned::probe).
+    pub async fn revive(self, target: &str) -> Result<bool> {
+        let registry = self.registry;
+        let id = registry.locate(self.owner, target).await?;
+        let dead_on_attach = {
+            let state = registry.inner.lock();
+            let entry = state.entry(&id)?;
+            entry.record.spec.restart == RestartPolicy::OnAttach
+                && !entry.status().is_running()
+                && entry.closing.is_none()
+        };
+        let recreated = self.starts && dead_on_attach && self.probe(target).await?.recreated;
+        let resuming = registry.inner.lock().entry(&id)?.resuming.clone();
+        if let Some(resuming) = resuming {
+            let _ = tokio::time::timeout(RESUME_WAIT, resuming.cancelled()).await;
+        }
+        Ok(recreated)
+    }
+
     /// Asks whether the terminal is alive, with the backend's right probe
     /// for its state, and records a death it finds. A dead `on-attach`
     /// terminal is recreated (once, however many probes run concurrently);

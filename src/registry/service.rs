@@ -55,12 +55,33 @@ impl std::fmt::Debug for Registry {
 pub struct Owned<'a> {
     pub(crate) registry: &'a Registry,
     pub(crate) owner: &'a OwnerId,
+    /// Whether a use through this handle may start a program: bring a
+    /// dead `on-attach` terminal back ([`Owned::revive`]). A read-only
+    /// principal's handle may not ([`Owned::read_only`]).
+    pub(crate) starts: bool,
 }
 
-impl Owned<'_> {
+impl<'a> Owned<'a> {
     /// The owner this handle acts for.
     pub fn id(&self) -> &OwnerId {
         self.owner
+    }
+
+    /// The same handle for a principal that only watches (a read-only
+    /// token or share link, `mcp --read-only`): its reads and waits never
+    /// recreate a dead `on-attach` terminal, since that starts its
+    /// program again (docs/threat-model.md).
+    #[must_use]
+    pub fn read_only(self) -> Owned<'a> {
+        Owned {
+            starts: false,
+            ..self
+        }
+    }
+
+    /// Whether this handle may start a program (see [`Owned::read_only`]).
+    pub fn starts_programs(&self) -> bool {
+        self.starts
     }
 }
 
@@ -274,6 +295,7 @@ impl Registry {
         Owned {
             registry: self,
             owner,
+            starts: true,
         }
     }
 

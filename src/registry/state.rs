@@ -49,6 +49,10 @@ pub(crate) struct Entry {
     pub(crate) restarts: u32,
     /// Its kept history and the task writing it, when it keeps one.
     pub(crate) history: Option<super::history::Keeping>,
+    /// Cancelled once a restore's `resume_command` was typed and ended: a
+    /// use that brought the terminal back waits for it first, so its own
+    /// text never meets the resume command's at one prompt.
+    pub(crate) resuming: Option<CancellationToken>,
 }
 
 impl Entry {
@@ -69,6 +73,7 @@ impl Entry {
             cancel,
             restarts: 0,
             history: None,
+            resuming: None,
         }
     }
 

@@ -98,6 +98,11 @@ pub struct SendAnswer {
     /// The cursor where the send's output began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_cursor: Option<String>,
+    /// Whether this call brought a dead `on-attach` terminal back first
+    /// (its kept history restored, its `resume_command` typed), as an
+    /// attach does; absent when it did not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recreated: bool,
 }
 
 /// Where a send answer's `exit_code` came from.
@@ -146,6 +151,7 @@ impl SendAnswer {
             elided_to: None,
             cursor: output.cursors.map(|(_, end)| end.to_string()),
             start_cursor: output.cursors.map(|(start, _)| start.to_string()),
+            recreated: false,
         }
     }
 
@@ -263,6 +269,11 @@ pub struct ReadAnswer {
     /// With `since`: whether more output follows `next_cursor` already.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub more: Option<bool>,
+    /// Whether this call brought a dead `on-attach` terminal back first
+    /// (its kept history restored, its `resume_command` typed), as an
+    /// attach does; absent when it did not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recreated: bool,
 }
 
 impl ReadAnswer {
@@ -279,6 +290,7 @@ impl ReadAnswer {
             resumed_at: None,
             gap: None,
             more: None,
+            recreated: false,
         }
     }
 
@@ -333,6 +345,11 @@ pub struct WaitAnswer {
     /// A wait for a command: its output, escape sequences stripped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// Whether this call brought a dead `on-attach` terminal back first
+    /// (its kept history restored, its `resume_command` typed), as an
+    /// attach does; absent when it did not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recreated: bool,
 }
 
 #[cfg(test)]
@@ -360,6 +377,7 @@ mod tests {
             elided_to: None,
             cursor: Some("0123456789abcdef:123456".to_owned()),
             start_cursor: Some("0123456789abcdef:0".to_owned()),
+            recreated: false,
         }
     }
 

@@ -69,11 +69,48 @@ pub(crate) async fn snapshot(
     owned.show(&request.terminal).await
 }
 
+/// What `"recreated":true` adds to an answer's JSON: room a bound keeps
+/// for it.
+const RECREATED_LEN: usize = r#","recreated":true"#.len();
+
+/// Runs `use_it` on terminal `target` after [`Owned::revive`] brought it
+/// back if it was a dead `on-attach` terminal, and says whether it was
+/// recreated: how a send, read or wait from any face brings such a
+/// terminal back, as an attach does. A terminal whose death this process
+/// had not seen yet fails the use (`TERMINAL_DEAD`, `SERVER_GONE`): it is
+/// revived then and the use made once more. `use_it` is told whether the
+/// terminal was recreated (an answer's bound keeps room for saying so).
+async fn revived<T, F, Fut>(owned: Owned<'_>, target: &str, use_it: F) -> Result<(T, bool)>
+where
+    F: Fn(bool) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let recreated = owned.revive(target).await?;
+    match use_it(recreated).await {
+        Err(error)
+            if !recreated
+                && owned.starts_programs()
+                && matches!(
+                    error.code(),
+                    crate::ErrorCode::TerminalDead | crate::ErrorCode::ServerGone
+                ) =>
+        {
+            if owned.revive(target).await? {
+                Ok((use_it(true).await?, true))
+            } else {
+                Err(error)
+            }
+        }
+        used => used.map(|value| (value, recreated)),
+    }
+}
+
 /// A send under way: follow its output, cancel it, or await its answer.
 pub struct Sending {
     handle: SendHandle,
     bound: Bound,
     include_screen: bool,
+    recreated: bool,
 }
 
 impl std::fmt::Debug for Sending {
@@ -95,7 +132,8 @@ impl Sending {
     pub async fn answer(self) -> Result<SendAnswer> {
         let operation = self.handle.operation();
         let result = self.handle.result().await?;
-        let answer = SendAnswer::new(result, operation.read_output(), self.include_screen);
+        let mut answer = SendAnswer::new(result, operation.read_output(), self.include_screen);
+        answer.recreated = self.recreated;
         Ok(answer.bounded(self.bound))
     }
 }
@@ -111,11 +149,13 @@ pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
     let include_screen = request.include_screen;
     let bound = request.bound()?;
     let request = request.validate()?;
-    let handle = owned.send(&target, request).await?;
+    let (handle, recreated) =
+        revived(owned, &target, |_| owned.send(&target, request.clone())).await?;
     Ok(Sending {
         handle,
         bound,
         include_screen,
+        recreated,
     })
 }
 
@@ -128,21 +168,36 @@ pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
 pub async fn read(owned: Owned<'_>, request: ReadRequest) -> Result<ReadAnswer> {
     let target = request.terminal.clone();
     let bound = request.bound()?;
-    match request.what()? {
-        ReadWhat::Page(request) => {
-            // The end first: output arriving between the two calls is then
-            // read again from the cursor, never skipped.
-            let next = owned.output_end(&target).await?;
-            let page = owned.read(&target, request).await?;
-            // The page is cut to leave room for the cursor beside it.
-            let room = ReadAnswer::page(ReadPage::default(), next).cursor_len();
-            Ok(ReadAnswer::page(bounded_page(page, bound, room), next))
+    let what = request.what()?;
+    let target = target.as_str();
+    let (mut answer, recreated) = revived(owned, target, |recreated| {
+        let what = what.clone();
+        async move {
+            let mut bound = bound;
+            if recreated {
+                // Room for saying so beside the rest.
+                bound.max_bytes = bound.max_bytes.saturating_sub(RECREATED_LEN);
+            }
+            Ok(match what {
+                ReadWhat::Page(request) => {
+                    // The end first: output arriving between the two calls
+                    // is then read again from the cursor, never skipped.
+                    let next = owned.output_end(target).await?;
+                    let page = owned.read(target, request).await?;
+                    // The page is cut to leave room for the cursor beside it.
+                    let room = ReadAnswer::page(ReadPage::default(), next).cursor_len();
+                    ReadAnswer::page(bounded_page(page, bound, room), next)
+                }
+                ReadWhat::Since(cursor, format) => {
+                    let output = owned.output_since(target, Some(cursor)).await?;
+                    since_answer(&output, format, bound)
+                }
+            })
         }
-        ReadWhat::Since(cursor, format) => {
-            let output = owned.output_since(&target, Some(cursor)).await?;
-            Ok(since_answer(&output, format, bound))
-        }
-    }
+    })
+    .await?;
+    answer.recreated = recreated;
+    Ok(answer)
 }
 
 /// `screen`: the visible screen.
@@ -160,28 +215,33 @@ pub async fn screen(owned: Owned<'_>, request: &TerminalRequest) -> Result<Scree
 /// `WAIT_ENDED`, or the registry's.
 pub async fn wait(owned: Owned<'_>, request: &WaitRequest) -> Result<WaitAnswer> {
     let (condition, timeout) = request.validate()?;
+    let target = &request.terminal;
     if let WaitCondition::Command(which) = condition {
-        let ended = owned
-            .wait_command(&request.terminal, which, timeout)
-            .await?;
+        let (ended, recreated) = revived(owned, target, |_| {
+            owned.wait_command(target, which, timeout)
+        })
+        .await?;
         return Ok(WaitAnswer {
             matched: ended.text.clone().unwrap_or_default(),
             command: Some(ended.id),
             exit_code: ended.exit_code,
             duration_secs: ended.duration_secs,
             output: Some(ended.output),
+            recreated,
         });
     }
     let since = request.since()?;
-    let matched = owned
-        .wait_since(&request.terminal, &condition, since, timeout)
-        .await?;
+    let (matched, recreated) = revived(owned, target, |_| {
+        owned.wait_since(target, &condition, since, timeout)
+    })
+    .await?;
     Ok(WaitAnswer {
         matched,
         command: None,
         exit_code: None,
         duration_secs: None,
         output: None,
+        recreated,
     })
 }
 

@@ -25,6 +25,7 @@ pub(crate) fn since_answer(output: &OutputSince, format: ReadFormat, bound: Boun
         resumed_at: output.gap.map(|_| output.from.to_string()),
         gap: output.gap,
         more: Some(true),
+        recreated: false,
     };
     match format {
         ReadFormat::Lines => answer.lines = Some(Vec::new()),

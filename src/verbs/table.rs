@@ -214,8 +214,8 @@ pub static VERBS: &[Verb] = &[
         idempotent: false,
         open_world: true,
         summary: "Start a terminal; its snapshot.",
-        description: "Start a persistent terminal: a shell, `command` run exactly, or a \
-                      `shell` line; its snapshot.",
+        description: "A persistent terminal: a shell, `command` run exactly or a `shell` \
+                      line; its snapshot.",
         request: schema::<SpawnRequest>,
         answer: schema::<TerminalSnapshot>,
         check: check::<SpawnRequest>,
@@ -231,7 +231,7 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Your terminals in creation order, as snapshots.",
-        description: "Your terminals in creation order, as snapshots (as terminal_show).",
+        description: "Your terminals, oldest first (as terminal_show).",
         request: schema::<ListRequest>,
         answer: schema::<Vec<TerminalSnapshot>>,
         check: check::<ListRequest>,
@@ -296,11 +296,10 @@ pub static VERBS: &[Verb] = &[
         open_world: false,
         summary: "A page of scrollback: {lines, total_lines, range, truncated, next_cursor}; \
                   or with since, the output after a cursor.",
-        description: "Scrollback back from the newest line: {lines, \
-                      total_lines, range, truncated, next_cursor}; with `since`, the output \
-                      after a cursor: {lines|text|bytes, truncated, next_cursor, more, gap, \
-                      resumed_at}: read on from next_cursor while more; gap: it starts at \
-                      resumed_at instead.",
+        description: "Lines back from the newest: {lines, total_lines, range, \
+                      truncated, next_cursor}; with `since`, the output after a cursor: \
+                      {lines|text|bytes, truncated, next_cursor, more, gap, resumed_at}: read \
+                      on from next_cursor while more; gap: from resumed_at.",
         request: schema::<ReadRequest>,
         answer: schema::<ReadAnswer>,
         check: check::<ReadRequest>,
@@ -338,7 +337,7 @@ pub static VERBS: &[Verb] = &[
         summary: "The terminal's last commands from its output stream: {commands: [{id, text, \
                   start_cursor, end_cursor, exit_code, duration_secs, running}], known_from, \
                   unknown_ended, total}.",
-        description: "The terminal's last commands, oldest first: \
+        description: "Last commands, oldest first: \
                       {commands: [{id, text, start_cursor, end_cursor, exit_code, duration_secs, \
                       running}], known_from, unknown_ended, total}. terminal_wait command: id \
                       collects one; unknown_ended: ends without a start.",

@@ -101,10 +101,21 @@ impl Mcp {
 
     /// [`Mcp::start_with`] with `shell` as the engine's shell.
     pub(crate) async fn start_in(cli: &Cli, flags: &[&str], shell: &str) -> Mcp {
+        Mcp::start_env(cli, flags, shell, &[]).await
+    }
+
+    /// [`Mcp::start_in`] with more of the server's environment.
+    pub(crate) async fn start_env(
+        cli: &Cli,
+        flags: &[&str],
+        shell: &str,
+        env: &[(&str, &std::path::Path)],
+    ) -> Mcp {
         let argv: Vec<&str> = std::iter::once("mcp")
             .chain(flags.iter().copied())
             .collect();
         let mut command = tokio::process::Command::from(cli.command(&argv));
+        command.envs(env.iter().copied());
         command
             .env("TMUX_ENGINE_SHELL", shell)
             .env("TMUX_ENGINE_LOG", "tmux_engine::mcp=info")

@@ -16,6 +16,7 @@ mod liveness;
 mod old_records;
 mod pool;
 mod reboot;
+mod revive;
 mod search;
 mod send;
 mod shell_sends;

@@ -30,7 +30,7 @@ fn find(name: &str, regex: &str) -> SearchRequest {
 /// not gone yet when `kill` returns: on a loaded machine a pane's wrapper
 /// still ran when the next engine looked, and that engine rightly called
 /// its terminal running.
-async fn sigkill_servers(runtime: &Path) {
+pub(super) async fn sigkill_servers(runtime: &Path) {
     let victims = processes_under(runtime);
     for pid in &victims {
         let _ = std::process::Command::new("kill")
