@@ -397,6 +397,10 @@ fn fault_sigkilled_servers_fail_sends_with_a_typed_error() {
             .find(|(_, listed, _)| listed.as_deref() == Some(name))
             .unwrap();
         assert_eq!(status, "gone", "{name}: {listed:?}");
+        if policy == "on-attach" {
+            // A send would bring it back (below).
+            continue;
+        }
         // Another send fails typed too, at once.
         let again = cli.run(&["send", name, "x", "--wait", "none"]);
         let again = String::from_utf8_lossy(&again.stderr);
@@ -420,6 +424,27 @@ fn fault_sigkilled_servers_fail_sends_with_a_typed_error() {
     };
     assert_eq!(status("phoenix"), "running", "{listed:?}");
     assert_eq!(status("plain"), "gone", "{listed:?}");
+    // And on a use (issue 44 item 9): once its server died again, a send
+    // brings it back and says so.
+    process::signal(server_pid(&cli, "phoenix"), Signal::KILL).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while list(&cli)
+        .iter()
+        .any(|(_, name, status)| name.as_deref() == Some("phoenix") && status != "gone")
+    {
+        assert!(Instant::now() < deadline, "phoenix never went");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sent = cli.ok(&[
+        "--json",
+        "send",
+        "phoenix",
+        "echo back-$((6*7))",
+        "--submit",
+    ]);
+    let sent: serde_json::Value = serde_json::from_str(&sent).unwrap();
+    assert_eq!(sent["recreated"], true, "{sent}");
+    assert_eq!(sent["output"], "back-42\n", "{sent}");
     kill_all(&cli);
     assert_nothing_running(&cli, &mark);
 }

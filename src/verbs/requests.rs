@@ -75,7 +75,7 @@ pub struct SpawnRequest {
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000))]
     pub rows: Option<u16>,
-    /// Default never; on-attach: at attach, send, read, wait (`recreated`).
+    /// Default never; on-attach: at attach, send, read, wait.
     #[serde(default)]
     pub restart: Option<RestartPolicy>,
     /// Free-form, e.g. `repl`.

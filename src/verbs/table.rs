@@ -231,7 +231,7 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Your terminals in creation order, as snapshots.",
-        description: "Your terminals, oldest first (as terminal_show).",
+        description: "Your terminals, oldest first, as snapshots.",
         request: schema::<ListRequest>,
         answer: schema::<Vec<TerminalSnapshot>>,
         check: check::<ListRequest>,
@@ -274,7 +274,7 @@ pub static VERBS: &[Verb] = &[
             " Returns {output, exit_code, exit_code_source, duration_secs, commands (as \
              terminal_commands), wait_reason, typed, not_typed_reason, \
              foreground_command, screen, status, viewport, truncated, elided_bytes, elided_from, \
-             elided_to, cursor, start_cursor}: output as the terminal shows it; typed false: \
+             elided_to, cursor, start_cursor, recreated}: output as the terminal shows it; typed false: \
              never typed; wait_reason full_screen: a pager or editor is in front (keys only, any word); past max_bytes/max_lines head and tail kept (terminal_read since \
              elided_from: the rest)."
         ),
@@ -298,7 +298,7 @@ pub static VERBS: &[Verb] = &[
                   or with since, the output after a cursor.",
         description: "Lines back from the newest: {lines, total_lines, range, \
                       truncated, next_cursor}; with `since`, the output after a cursor: \
-                      {lines|text|bytes, truncated, next_cursor, more, gap, resumed_at}: read \
+                      {lines|text|bytes, truncated, next_cursor, more, gap, resumed_at, recreated}: read \
                       on from next_cursor while more; gap: from resumed_at.",
         request: schema::<ReadRequest>,
         answer: schema::<ReadAnswer>,
@@ -375,10 +375,10 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Wait until a text, a regex, the program's exit or a command's end.",
-        description: "Wait until a line of output has `text` or matches `regex`, the program \
+        description: "Until a line of output has `text` or matches `regex`, the program \
                       exits (`exit`), or a command ends (`command`, even long after its \
                       send); one of them. Returns {matched, command, exit_code, duration_secs, \
-                      output}: all but matched for a command. \
+                      output, recreated}: all but matched for a command. \
                       Past timeout_secs: TIMEOUT.",
         request: schema::<WaitRequest>,
         answer: schema::<WaitAnswer>,
@@ -429,8 +429,7 @@ pub static VERBS: &[Verb] = &[
         idempotent: true,
         open_world: false,
         summary: "Give the terminal a new name `{name}`; its snapshot.",
-        description: "Rename a terminal (unique among yours); its snapshot (as \
-                      terminal_show).",
+        description: "Rename a terminal (unique among yours); its snapshot.",
         request: schema::<RenameRequest>,
         answer: schema::<TerminalSnapshot>,
         check: check::<RenameRequest>,
