@@ -5,7 +5,9 @@
 Per class: steps whose output came back exactly (the step's expected text
 verbatim in the ``get_incremental_output`` that follows it), steps whose
 exit code the class gives and gets right, wall time, and processes per step
-(``exec`` calls, each one process in the environment).
+(``exec`` calls, each one process in the environment). A step that runs
+into its timeout unexpectedly is followed by C-c, as an agent would send
+it, so one stuck step does not sink the rest.
 
 Run by scripts/bench-terminal-bench (it makes the venv with Harbor from
 PyPI); prints a Markdown table and writes JSON to $BENCH_JSON if set.
@@ -148,6 +150,9 @@ async def drive(name: str, session: Any, environment: LocalEnvironment) -> Outco
         except TimeoutError:
             if not step.times_out:
                 outcome.misses.append(f"{number}: timed out")
+                # As an agent would: C-c, so one stuck step does not sink
+                # every step after it (the same for both classes).
+                await session.send_keys(["C-c"], block=False, min_timeout_sec=0.5)
         text = normalized(await session.get_incremental_output())
         outcome.calls.append(environment.calls - before)
         if step.expected is not None:
