@@ -17,16 +17,30 @@
 // paints it. Two passes: warm (the browser's cache as a visit leaves it)
 // and cold (cache disabled: every byte fetched). Medians and ratios are
 // printed; every process started is stopped by its process group.
+//
+//   node --experimental-websocket scripts/bench-page.mjs --history 10000,100000,1000000 [ROUNDS]
+//
+// A long history in one frame (issue 49, item 3): for each N, a terminal
+// whose program printed N lines (`history_limit` N) and then a marker; the
+// page is opened on it and the injected script notes, at every animation
+// frame, when the marker is painted and how many lines the page can
+// scroll through (xterm.js's buffer: its scrollback and the screen), from
+// the WebSocket's open. Beside it, in the same run, tmux's own
+// `capture-pane` of the same pane's whole history (`-S -`, plain and with
+// `-e` attributes as a repaint needs), timed from a process started for it
+// (what a peer's reattach runs).
 
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 
 import { devtools, fetchJson, median, sleep, start, stop, until } from "./lib/bench.mjs";
 
-const ROUNDS = Number(process.argv[2] ?? 10);
+const HISTORY = process.argv[2] === "--history"
+  ? process.argv[3].split(",").map(Number) : null;
+const ROUNDS = Number(process.argv[HISTORY ? 4 : 2] ?? (HISTORY ? 5 : 10));
 const ENGINE = resolve(process.env.ENGINE ?? "target/release/tmux-engine");
 const TTYD = process.env.TTYD ?? process.env.TTYD_BIN ?? "/tmp/peers/ttyd-src/build/ttyd";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
@@ -91,6 +105,121 @@ async function firstPaint(cdp, url) {
 }
 
 
+// The history pass's watcher: the terminal's name is histN, its marker
+// END-N. At every frame until the marker is painted and for 1 s after:
+// when it was first in the viewport, and the buffer's length (lines one can
+// scroll through) at that frame, at 300 ms after the WebSocket opened and
+// at the end.
+const WATCH_HISTORY = `(() => {
+  const m = /#t=hist(\\d+)/.exec(location.hash);
+  if (!m) return;
+  const marker = "END-" + m[1];
+  const h = window.__hist = {};
+  const look = () => {
+    const t = window.tmuxEngine && window.tmuxEngine.term;
+    const open = window.__marks && window.__marks.open;
+    if (t && t.buffer && open !== undefined) {
+      const b = t.buffer.active;
+      const now = performance.now();
+      if (h.painted === undefined) {
+        for (let i = 0; i < t.rows; i++) {
+          const l = b.getLine(b.viewportY + i);
+          if (l && l.translateToString(true).includes(marker)) {
+            h.open = open;
+            h.painted = now - open;
+            h.linesAtPaint = b.length;
+            break;
+          }
+        }
+      }
+      if (h.at300 === undefined && now - open >= 300) h.at300 = b.length;
+      if (h.painted !== undefined && now - open >= 1000) {
+        h.final = b.length;
+        h.done = true;
+        return;
+      }
+    }
+    requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+})()`;
+
+/** The tmux socket of the server whose pane shows `marker`. */
+function socketWith(dir, marker) {
+  const found = [];
+  const walk = (d) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (statSync(p).isSocket() && e.name !== "stream.sock" && e.name !== "raw.sock") found.push(p);
+    }
+  };
+  walk(dir);
+  for (const sock of found) {
+    const r = spawnSync("tmux", ["-S", sock, "capture-pane", "-p"], { encoding: "utf8" });
+    if (r.status === 0 && r.stdout.includes(marker)) return sock;
+  }
+  return null;
+}
+
+/** One `capture-pane` of the whole history, in ms, and the lines it gave. */
+function capture(sock, escapes) {
+  const t0 = performance.now();
+  const r = spawnSync("tmux", ["-S", sock, "capture-pane", "-p", ...(escapes ? ["-e"] : []), "-S", "-"],
+    { maxBuffer: 1 << 30 });
+  const ms = performance.now() - t0;
+  if (r.status !== 0) throw new Error(`capture-pane: ${r.stderr}`);
+  let lines = 0;
+  for (const byte of r.stdout) if (byte === 10) lines++;
+  return { ms, lines };
+}
+
+async function historyBench(cdp, api, base, dir) {
+  await cdp.send("Page.addScriptToEvaluateOnNewDocument", { source: WATCH_HISTORY });
+  const evaluate = async (expression) =>
+    (await cdp.send("Runtime.evaluate", { expression, returnByValue: true })).result.value;
+  const rows = [];
+  for (const n of HISTORY) {
+    const name = `hist${n}`;
+    const command = ["sh", "-c", `seq -f 'line %g of the history' 1 ${n}; echo END-${n}; exec cat`];
+    if (!(await api("POST", "/api/terminals", { name, command, history_limit: Math.min(n, 1000000) }))) {
+      throw new Error(`spawn ${name} failed`);
+    }
+    const screen = await until(`${name}'s marker on tmux's screen`, async () => {
+      const s = await api("GET", `/api/terminals/${name}/screen`);
+      return s && JSON.stringify(s).includes(`END-${n}`) ? s : null;
+    }, 600000, 100);
+    const sock = await until(`${name}'s socket`, () => socketWith(join(dir, "run"), `END-${n}`));
+    const res = { page: [], linesAtPaint: [], at300: [], final: [], plain: [], escaped: [], captured: 0 };
+    for (let r = 0; r < ROUNDS; r++) {
+      await cdp.send("Page.navigate", { url: "about:blank" });
+      await sleep(100);
+      await cdp.send("Page.navigate", { url: `${base}/#t=${name}` });
+      const h = await until(`${name} painted`, () => evaluate("window.__hist && window.__hist.done && window.__hist"), 120000);
+      res.page.push(h.painted);
+      res.linesAtPaint.push(h.linesAtPaint);
+      res.at300.push(h.at300);
+      res.final.push(h.final);
+      const plain = capture(sock, false);
+      const escaped = capture(sock, true);
+      res.plain.push(plain.ms);
+      res.escaped.push(escaped.ms);
+      res.captured = plain.lines;
+    }
+    await cdp.send("Page.navigate", { url: "about:blank" });
+    await api("DELETE", `/api/terminals/${name}`);
+    rows.push({ n, ...res, rowsOnScreen: screen.rows });
+    console.error(`history ${n}: painted ${res.page.map((x) => x.toFixed(0)).join(" ")} ms after open; ` +
+      `lines ${res.final.join(" ")}; capture-pane -S - ${res.plain.map((x) => x.toFixed(0)).join(" ")} ms`);
+  }
+  console.log(`a long history in one frame (Chromium headless), median of ${ROUNDS}, from the WebSocket's open:`);
+  for (const r of rows) {
+    console.log(`  ${String(r.n).padStart(8)} lines: screen painted ${median(r.page).toFixed(1)} ms; ` +
+      `lines scrollable at paint ${median(r.linesAtPaint)}, at 300 ms ${median(r.at300)}, at 1 s ${median(r.final)} ` +
+      `(of ${r.captured} tmux holds); capture-pane -S - ${median(r.plain).toFixed(1)} ms, with -e ${median(r.escaped).toFixed(1)} ms`);
+  }
+}
+
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), "bench-page-"));
   const port = 18000 + Math.floor(Math.random() * 1000) * 3;
@@ -126,6 +255,11 @@ async function main() {
       "ttyd": `http://127.0.0.1:${port + 1}/`,
     };
     await firstPaint(cdp, `${base}${link.path}&t=page`);
+    if (HISTORY) {
+      await historyBench(cdp, api, base, dir);
+      cdp.close();
+      return;
+    }
     for (const url of Object.values(pages)) await firstPaint(cdp, url);
     const out = {};
     const phases = {};
