@@ -340,8 +340,17 @@ impl Attacher {
         if let Some(size) = opts.size {
             size.check()?;
         }
+        // A read-only viewer never starts a program (issue 46): a dead
+        // `on-attach` terminal stays dead for it.
         let found = match opts.transport {
-            Transport::Control => self.resolve(owner, target).await?,
+            Transport::Control => self.resolve(owner, target, opts.read_only).await?,
+            Transport::Pty if opts.read_only => {
+                self.inner
+                    .registry
+                    .owner(owner)
+                    .attach_looking(target)
+                    .await?
+            }
             Transport::Pty => self.inner.registry.owner(owner).attach(target).await?,
         };
         let (events_tx, events) = mpsc::channel(self.inner.config.viewer_queue);
@@ -432,8 +441,15 @@ impl Attacher {
         &self,
         owner: &OwnerId,
         target: &str,
+        looking: bool,
     ) -> Result<crate::registry::AttachTarget> {
-        match self.inner.registry.owner(owner).attach(target).await {
+        let registry = self.inner.registry.owner(owner);
+        let attached = if looking {
+            registry.attach_looking(target).await
+        } else {
+            registry.attach(target).await
+        };
+        match attached {
             Err(error)
                 if error.code() == ErrorCode::ServerGone
                     && self

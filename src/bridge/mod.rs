@@ -17,6 +17,7 @@
 //! | `page.rs`   | the embedded page and assets                           |
 //! | `handoff.rs`| sessions carried from a draining serve to the next     |
 //! | `probes.rs` | `/healthz`, `/readyz`, `/metrics` for schedulers       |
+//! | `prove.rs`  | proof that a serve is the one `serve.json` records     |
 //! | `metrics.rs`| the counters and their Prometheus text                 |
 //! | `listen.rs` | the accept loop: timeouts, connection cap, TLS, unix   |
 //!
@@ -35,6 +36,7 @@ mod metrics;
 mod openapi;
 mod page;
 mod probes;
+mod prove;
 mod scope;
 mod signin;
 mod ws;
@@ -62,6 +64,7 @@ pub use self::listen::{
     Listener, Notifier, ServeOptions, Tls, bind_unix, inherited, validate_base_path,
 };
 pub use self::page::PageOptions;
+pub use self::prove::{ProofKey, nonce as proof_nonce};
 use self::signin::DEFAULT_CODE_LIFETIME;
 use crate::attach::Attacher;
 use crate::registry::Registry;
@@ -119,6 +122,9 @@ pub struct BridgeConfig {
     /// The largest file an upload may write or a download may read
     /// (`serve --max-file-size`).
     pub max_file_size: u64,
+    /// The key this run proves itself with (`POST /api/serve-proof`),
+    /// recorded in `serve.json` for the CLI; none answers 404.
+    pub proof_key: Option<ProofKey>,
 }
 
 impl BridgeConfig {
@@ -140,7 +146,15 @@ impl BridgeConfig {
             ping_interval: DEFAULT_PING_INTERVAL,
             page_options: PageOptions::default(),
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            proof_key: None,
         }
+    }
+
+    /// Proves this serve with `key` (`POST /api/serve-proof`).
+    #[must_use]
+    pub fn proof_key(mut self, key: ProofKey) -> BridgeConfig {
+        self.proof_key = Some(key);
+        self
     }
 
     /// Bounds the files moved through `/api/terminals/{t}/files`.
@@ -232,7 +246,8 @@ impl AppState {
             return Some((principal, None));
         }
         let (principal, terminal) = self.signins.session(presented?.as_bytes())?;
-        Some((principal, terminal.map(scope::Scope)))
+        let scope = terminal.map(|(terminal, files)| scope::Scope { terminal, files });
+        Some((principal, scope))
     }
 }
 

@@ -123,6 +123,20 @@ pub(super) fn routes() -> Vec<Route> {
                 routing::post(signin::sign_in),
             )
         },
+        Route {
+            body: Some(schema::<super::prove::ProofRequest>),
+            ..own(
+                Method::POST,
+                "/api/serve-proof",
+                "serve_proof",
+                "Prove this serve is the one serve.json records (no credential): \
+                 {nonce: 32-128 hex digits} answers {proof: hex HMAC-SHA256 of the nonce \
+                 under the key recorded beside the URL}; 404 when none is recorded.",
+                (200, Some(schema::<super::prove::ProofAnswer>)),
+                true,
+                routing::post(super::prove::serve_proof),
+            )
+        },
         own(
             Method::GET,
             "/api/session",

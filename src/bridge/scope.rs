@@ -1,7 +1,9 @@
 //! A share link's holder (`tmux-engine link --terminal T`): one terminal,
 //! nothing else. The middleware lets such a session reach only that
 //! terminal's routes (show, screen, scrollback, commands, send, signal,
-//! attach, files), its own session, the document, and the list and viewer counts
+//! attach; files only when the link grants them, `--files`: a holder who
+//! may type into a `less` or a TUI has no shell, so moving any file the
+//! server's user can read would be more than typing gives), its own session, the document, and the list and viewer counts
 //! filtered to that terminal; everything else is `403 FORBIDDEN_SCOPE`, another
 //! terminal `404 NO_TERMINAL` as if it did not exist. No registry logic:
 //! a name is resolved through the owner's `show`, as every route does.
@@ -16,9 +18,14 @@ use super::api::ApiError;
 use super::auth::Principal;
 use crate::Error;
 
-/// The one terminal (its id) a share link's session may use.
+/// The one terminal a share link's session may use, and its grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Scope(pub(crate) String);
+pub(crate) struct Scope {
+    /// The terminal's id.
+    pub(crate) terminal: String,
+    /// The link grants moving files (`--files`).
+    pub(crate) files: bool,
+}
 
 /// What to do with the answer of an allowed request.
 pub(super) enum Filter {
@@ -34,7 +41,7 @@ fn forbidden(scope: &Scope) -> ApiError {
     ApiError::new(
         StatusCode::FORBIDDEN,
         "FORBIDDEN_SCOPE",
-        format!("this link is for terminal {} only", scope.0),
+        format!("this link is for terminal {} only", scope.terminal),
     )
 }
 
@@ -45,7 +52,7 @@ pub(super) async fn is_scope(
     scope: &Scope,
     target: &str,
 ) -> bool {
-    if target == scope.0 {
+    if target == scope.terminal {
         return true;
     }
     state
@@ -53,7 +60,7 @@ pub(super) async fn is_scope(
         .owner(&who.owner)
         .show(target)
         .await
-        .is_ok_and(|snapshot| snapshot.id.as_str() == scope.0)
+        .is_ok_and(|snapshot| snapshot.id.as_str() == scope.terminal)
 }
 
 /// Judges one request of a scoped session.
@@ -78,19 +85,29 @@ pub(super) async fn judge(
         return Err(forbidden(scope));
     };
     let (target, tail) = rest.split_once('/').unwrap_or((rest, ""));
-    let allowed = matches!(
-        (method.as_str(), tail),
-        (
-            "GET",
-            "" | "screen" | "scrollback" | "commands" | "attach" | "files"
-        ) | ("POST", "send" | "signal")
-            | ("PUT", "files")
-    );
+    let files = matches!((method.as_str(), tail), ("GET" | "PUT", "files"));
+    let allowed = files
+        || matches!(
+            (method.as_str(), tail),
+            ("GET", "" | "screen" | "scrollback" | "commands" | "attach")
+                | ("POST", "send" | "signal")
+        );
     if !is_scope(state, who, scope, target).await {
         return Err(ApiError::from(Error::NoTerminal(target.to_owned())));
     }
     if !allowed {
         return Err(forbidden(scope));
+    }
+    if files && !scope.files {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN_SCOPE",
+            format!(
+                "this link for terminal {} moves no files: the owner grants that with \
+                 `link --terminal T --files`",
+                scope.terminal
+            ),
+        ));
     }
     Ok(Filter::Pass)
 }
@@ -108,8 +125,8 @@ pub(super) async fn filter(filter: Filter, scope: &Scope, response: Response) ->
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     match (&filter, &mut value) {
-        (Filter::List, Value::Array(list)) => list.retain(|t| t["id"] == scope.0.as_str()),
-        (Filter::Viewers, Value::Object(counts)) => counts.retain(|id, _| *id == scope.0),
+        (Filter::List, Value::Array(list)) => list.retain(|t| t["id"] == scope.terminal.as_str()),
+        (Filter::Viewers, Value::Object(counts)) => counts.retain(|id, _| *id == scope.terminal),
         _ => {}
     }
     let mut response = Response::from_parts(parts, Body::from(value.to_string()));

@@ -50,6 +50,8 @@ struct Link {
     id: String,
     /// A share link: the one terminal (its id) its holder may use.
     terminal: Option<String>,
+    /// A share link's holder may move files (`--files`, issue 46).
+    files: bool,
     /// A share link's sessions end then too.
     ends: Option<Instant>,
     /// `None` once exchanged: a code works once.
@@ -70,6 +72,8 @@ struct Session {
     principal: Principal,
     /// Its one terminal, for a share link's holder.
     terminal: Option<String>,
+    /// A share link's holder may move files.
+    files: bool,
     /// When a share link's session ends.
     ends: Option<Instant>,
     /// The link it came from: revoking that link ends it.
@@ -116,6 +120,8 @@ pub(crate) struct Minted {
     /// A share link's terminal (its id).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terminal: Option<String>,
+    /// A share link's holder may move files in and out.
+    pub files: bool,
 }
 
 /// What `GET /api/links` shows of one link (never its code).
@@ -136,6 +142,8 @@ pub(crate) struct LinkInfo {
     /// A share link's terminal (its id).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub terminal: Option<String>,
+    /// A share link's holder may move files in and out.
+    pub files: bool,
 }
 
 fn unix_now() -> u64 {
@@ -191,7 +199,7 @@ impl SignIns {
     /// `IO` without randomness.
     pub(crate) fn mint(&self, principal: Principal, lifetime: Duration) -> crate::Result<Minted> {
         let by_read_only = principal.read_only;
-        self.mint_for(principal, by_read_only, None, lifetime)
+        self.mint_for(principal, by_read_only, None, false, lifetime)
     }
 
     /// As [`mint`](Self::mint), for one terminal (its id) when given: a
@@ -203,8 +211,14 @@ impl SignIns {
         principal: Principal,
         by_read_only: bool,
         terminal: Option<String>,
+        files: bool,
         lifetime: Duration,
     ) -> crate::Result<Minted> {
+        if files && terminal.is_none() {
+            return Err(Error::InvalidInput(
+                "files is a share link's grant: name its terminal too".to_owned(),
+            ));
+        }
         if lifetime.is_zero() || lifetime > MAX_CODE_LIFETIME {
             return Err(Error::InvalidInput(format!(
                 "a link's lifetime must be from 1 s to {} days",
@@ -240,6 +254,7 @@ impl SignIns {
         inner.links.push(Link {
             id: id.clone(),
             terminal: terminal.clone(),
+            files,
             ends,
             code: Some(code.as_bytes().to_vec()),
             principal,
@@ -255,6 +270,7 @@ impl SignIns {
             expires_at,
             read_only,
             terminal,
+            files,
         })
     }
 
@@ -262,6 +278,7 @@ impl SignIns {
     /// `None` for a code that is unknown, used or expired (all three look
     /// the same to the caller).
     pub(crate) fn redeem(&self, code: &str) -> Option<(String, Principal, Option<String>)> {
+        // A share link's grant of files rides with its session.
         let secret = generate_token().ok()?;
         let now = Instant::now();
         let mut inner = self.lock();
@@ -273,7 +290,7 @@ impl SignIns {
         }
         link.code = None;
         let (principal, id) = (link.principal.clone(), link.id.clone());
-        let (terminal, ends) = (link.terminal.clone(), link.ends);
+        let (terminal, ends, files) = (link.terminal.clone(), link.ends, link.files);
         let mine: Vec<usize> = (0..inner.sessions.len())
             .filter(|&i| inner.sessions[i].principal.owner == principal.owner)
             .collect();
@@ -285,6 +302,7 @@ impl SignIns {
             secret: secret.as_bytes().to_vec(),
             principal: principal.clone(),
             terminal: terminal.clone(),
+            files,
             ends,
             link: id,
         });
@@ -296,15 +314,20 @@ impl SignIns {
     }
 
     /// The principal of a session secret, and its one terminal for a
-    /// share link's holder (an ended share session is none).
-    pub(crate) fn session(&self, presented: &[u8]) -> Option<(Principal, Option<String>)> {
+    /// share link's holder with whether it may move files (an ended
+    /// share session is none).
+    pub(crate) fn session(&self, presented: &[u8]) -> Option<(Principal, Option<(String, bool)>)> {
         let inner = self.lock();
         let index = find(&inner.sessions, |s| Some(s.secret.as_slice()), presented)?;
         let session = &inner.sessions[index];
         if session.ends.is_some_and(|ends| ends <= Instant::now()) {
             return None;
         }
-        Some((session.principal.clone(), session.terminal.clone()))
+        let scope = session
+            .terminal
+            .clone()
+            .map(|terminal| (terminal, session.files));
+        Some((session.principal.clone(), scope))
     }
 
     /// Ends the session `presented` (sign out); whether there was one.
@@ -335,6 +358,7 @@ impl SignIns {
                 expires_at: link.expires_at,
                 sessions: inner.sessions.iter().filter(|s| s.link == link.id).count(),
                 terminal: link.terminal.clone(),
+                files: link.files,
             })
             .collect()
     }
@@ -447,6 +471,9 @@ impl SignIns {
                 // Who minted it is not carried: a read-only link counts
                 // against read-only callers, where it may have come from.
                 by_read_only: link.read_only,
+                // The files grant is not carried: a handed-over link moves
+                // no files (the safe side) until minted again.
+                files: false,
                 expires: at(link.expires_in),
                 expires_at: link.expires_at,
                 created_at: link.created_at,
@@ -460,6 +487,7 @@ impl SignIns {
                     read_only: session.read_only,
                 },
                 terminal: session.terminal,
+                files: false,
                 ends: session.ends_in.map(at),
                 link: session.link,
             });
@@ -551,9 +579,14 @@ pub(crate) struct LinkRequest {
     /// and touches only it.
     #[serde(default)]
     pub terminal: Option<String>,
+    /// A share link's holder may also move files in and out of the
+    /// terminal's working directory (`PUT`/`GET .../files`); without it
+    /// those are `403 FORBIDDEN_SCOPE`.
+    #[serde(default)]
+    pub files: bool,
 }
 
-fn json_body<T: serde::de::DeserializeOwned>(
+pub(super) fn json_body<T: serde::de::DeserializeOwned>(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiError> {
     let bytes = bytes.map_err(|rejection| {
@@ -602,7 +635,7 @@ pub(super) async fn whoami(
         session: None,
         owner: who.owner.as_str().to_owned(),
         read_only: who.read_only,
-        terminal: scope.map(|Extension(scope)| scope.0),
+        terminal: scope.map(|Extension(scope)| scope.terminal),
     })
     .into_response()
 }
@@ -643,9 +676,10 @@ pub(super) async fn mint(
         owner: who.owner,
         read_only: who.read_only || request.read_only,
     };
-    let minted = state
-        .signins
-        .mint_for(principal, who.read_only, terminal, lifetime)?;
+    let minted =
+        state
+            .signins
+            .mint_for(principal, who.read_only, terminal, request.files, lifetime)?;
     Ok((StatusCode::CREATED, Json(minted)).into_response())
 }
 
@@ -731,18 +765,18 @@ mod tests {
         let signins = SignIns::default();
         for _ in 0..MAX_LINKS {
             signins
-                .mint_for(alice(true), true, None, MAX_CODE_LIFETIME)
+                .mint_for(alice(true), true, None, false, MAX_CODE_LIFETIME)
                 .unwrap();
         }
         let refused = signins
-            .mint_for(alice(true), true, None, MAX_CODE_LIFETIME)
+            .mint_for(alice(true), true, None, false, MAX_CODE_LIFETIME)
             .unwrap_err()
             .to_string();
         assert!(refused.contains("read-only callers"), "{refused}");
         // The owner still mints, read-only links too.
         signins.mint(alice(false), DEFAULT_CODE_LIFETIME).unwrap();
         signins
-            .mint_for(alice(true), false, None, DEFAULT_CODE_LIFETIME)
+            .mint_for(alice(true), false, None, false, DEFAULT_CODE_LIFETIME)
             .unwrap();
     }
 

@@ -288,13 +288,17 @@ async fn session(
         Ok(viewer) => viewer,
         Err(error) => {
             let code = refusal_code(&error);
-            // Another owner's terminal is refused exactly like a missing one.
-            let reason = if code == close::GONE {
-                "no such terminal".to_owned()
-            } else if code == close::SERVICE_RESTART {
-                close::RESTARTING.to_owned()
-            } else {
-                error.to_string()
+            // Another owner's terminal is refused exactly like a missing one;
+            // the caller's own dead one says so, and a read-only viewer
+            // learns why it was not started again.
+            let reason = match error.code() {
+                ErrorCode::TerminalDead if read_only => {
+                    format!("{error}; a read-only viewer never starts it again")
+                }
+                ErrorCode::TerminalDead => error.to_string(),
+                _ if code == close::GONE => "no such terminal".to_owned(),
+                _ if code == close::SERVICE_RESTART => close::RESTARTING.to_owned(),
+                _ => error.to_string(),
             };
             return close_with(&state, &mut socket, code, &reason).await;
         }

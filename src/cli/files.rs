@@ -71,8 +71,8 @@ pub(crate) struct DownloadArgs {
 }
 
 /// One serve, found.
-fn find(global: &Global, at: &ServeAt) -> Result<Serve, CliError> {
-    find_serve(global, at.url.clone(), at.host.clone())
+async fn find(global: &Global, at: &ServeAt) -> Result<Serve, CliError> {
+    find_serve(global, at.url.clone(), at.host.clone()).await
 }
 
 /// `application/x-www-form-urlencoded`'s escaping of one query value.
@@ -146,7 +146,7 @@ pub(crate) async fn upload(
     args: UploadArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let serve = find(global, &args.serve)?;
+    let serve = find(global, &args.serve).await?;
     let context = || format!("reading {}", args.file.display());
     let file = tokio::fs::File::open(&args.file)
         .await
@@ -224,7 +224,7 @@ pub(crate) async fn download(
     args: DownloadArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let serve = find(global, &args.serve)?;
+    let serve = find(global, &args.serve).await?;
     let output = match &args.output {
         Some(path) if path.as_os_str() == "-" => None,
         Some(path) => Some(path.clone()),

@@ -284,7 +284,10 @@ pub(crate) async fn run(
         .map_or_else(default_quota, |n| usize::try_from(n).unwrap_or(usize::MAX));
     registry.limit_terminals_per_owner(Some(quota));
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // The CLI proves the serve serve.json names before it sends a token.
+    let proof_key = tmux_engine::bridge::ProofKey::generate()?;
     let mut bridge_config = BridgeConfig::new(auth)
+        .proof_key(proof_key.clone())
         .ping_interval(Duration::from_secs(args.ping_interval))
         .https(tls.is_some())
         .base_path(base_path.clone())
@@ -376,6 +379,7 @@ pub(crate) async fn run(
         &url,
         signs_in.as_ref().map(|(_, token)| token.as_str()),
         socket_host.as_deref(),
+        &proof_key,
     )?;
     // The manager (Type=notify) learns that serve answers, and keeps a
     // watchdog on it when it set one.

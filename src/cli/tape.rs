@@ -3,7 +3,7 @@
 //! (pictures of a recording): thin over the library's `tape` and
 //! `picture`.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -110,7 +110,13 @@ pub(crate) async fn test(args: TestArgs, out: &mut dyn Write) -> Result<bool> {
 
 /// Renders a recording to a GIF and/or a PNG.
 pub(crate) fn render(args: &RenderArgs, out: &mut dyn Write) -> Result<()> {
-    let text = std::fs::read_to_string(&args.cast)
+    // Read no more than the budget (and a byte to tell it was past).
+    let mut text = String::new();
+    std::fs::File::open(&args.cast)
+        .and_then(|file| {
+            file.take(tmux_engine::screen::asciicast::MAX_BYTES + 1)
+                .read_to_string(&mut text)
+        })
         .map_err(|e| Error::io(format!("reading {}", args.cast.display()), e))?;
     let recording = Recording::parse(&text)
         .map_err(|e| Error::InvalidInput(format!("{}: {e}", args.cast.display())))?;

@@ -199,17 +199,39 @@ impl Kept {
         Ok(kept)
     }
 
-    /// Opens the history in `dir` only if one is there.
+    /// Opens the history in `dir` only if one is there, to read it:
+    /// nothing is created or written (issue 46: `logs` must read a
+    /// history on a full disk, and reading once rewrote `meta.json`). A
+    /// writer that later appends creates what it needs then.
     ///
     /// # Errors
     ///
-    /// As for [`open`](Kept::open).
+    /// [`Error::Io`] naming the directory when `meta.json` or the
+    /// segments cannot be read (never turned into "no history").
     pub fn existing(dir: PathBuf, limit: u64) -> Result<Option<Kept>> {
-        if dir.join("meta.json").exists() {
-            Kept::open(dir, limit).map(Some)
-        } else {
-            Ok(None)
-        }
+        let context = |what: &str| format!("{what} kept history {}", dir.display());
+        let meta = match fs::read(dir.join("meta.json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|error| {
+                tracing::warn!(dir = %dir.display(), %error, "kept history's meta.json does not parse; reading it without");
+                Meta::default()
+            }),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(Error::io(context("reading"), error)),
+        };
+        let found = segments(&dir).map_err(|error| Error::io(context("listing"), error))?;
+        let (newest, end) = found
+            .last()
+            .map_or((0, 0), |(start, _, len)| (*start, start + len));
+        Ok(Some(Kept {
+            limit: limit.max(4096),
+            inner: Mutex::new(Inner {
+                meta,
+                end,
+                newest,
+                error: None,
+            }),
+            dir,
+        }))
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -330,8 +352,11 @@ impl Kept {
             self.trim();
         }
         let path = self.dir.join(segment_name(newest));
+        // Created here if missing: a history opened to read has none made.
         let mut file = fs::OpenOptions::new()
+            .create(true)
             .append(true)
+            .mode(0o600)
             .open(&path)
             .map_err(|error| self.io_error(newest, error))?;
         let before = file
@@ -512,6 +537,48 @@ mod tests {
         assert_eq!(again.read(Some(stale)).unwrap().gap, Some(CursorGap::Stale));
         Kept::remove(&path).unwrap();
         assert!(!path.exists());
+    }
+
+    /// Issue 46, item 7: opening a history to read it wrote `meta.json`
+    /// (and failed on a full disk, which read as "no history"). Reading
+    /// writes nothing now, and an unreadable history is an error.
+    #[test]
+    fn reading_a_history_writes_nothing_and_reports_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h");
+        {
+            let kept = Kept::open(path.clone(), 1 << 20).unwrap();
+            kept.append(b"kept bytes").unwrap();
+            kept.save_meta().unwrap();
+        }
+        let listing = || {
+            let mut names: Vec<(String, Vec<u8>)> = fs::read_dir(&path)
+                .unwrap()
+                .map(|entry| {
+                    let entry = entry.unwrap();
+                    (
+                        entry.file_name().to_string_lossy().into_owned(),
+                        fs::read(entry.path()).unwrap(),
+                    )
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        let before = listing();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let kept = Kept::existing(path.clone(), 1 << 20).unwrap().unwrap();
+        assert_eq!(&kept.read(None).unwrap().bytes[..], b"kept bytes");
+        assert_eq!(listing(), before, "reading wrote to the history");
+        assert!(
+            Kept::existing(dir.path().join("none"), 1 << 20)
+                .unwrap()
+                .is_none()
+        );
+        // meta.json that cannot be read (here: a directory) is an error.
+        let broken = dir.path().join("broken");
+        fs::create_dir_all(broken.join("meta.json")).unwrap();
+        assert!(Kept::existing(broken, 1 << 20).is_err());
     }
 
     /// A write the disk refuses (`/dev/full` behind the segment: ENOSPC

@@ -67,14 +67,17 @@ pub fn screen_at(recording: &Recording, seconds: f64) -> Screen {
     emulator.screen()
 }
 
+/// The size a resize event's `COLSxROWS` names, if it is one.
+fn resized(data: &str) -> Option<Size> {
+    let (c, r) = data.split_once('x')?;
+    Size::new(c.parse().ok()?, r.parse().ok()?).ok()
+}
+
 fn apply(emulator: &mut Emulator, kind: EventKind, data: &str) {
     match kind {
         EventKind::Output => emulator.process(data.as_bytes()),
         EventKind::Resize => {
-            if let Some((c, r)) = data.split_once('x')
-                && let (Ok(cols), Ok(rows)) = (c.parse(), r.parse())
-                && let Ok(size) = Size::new(cols, rows)
-            {
+            if let Some(size) = resized(data) {
                 emulator.set_size(size);
             }
         }
@@ -86,7 +89,7 @@ fn apply(emulator: &mut Emulator, kind: EventKind, data: &str) {
 ///
 /// # Errors
 /// `IO` when writing fails; `INVALID_INPUT` for a picture too big for GIF
-/// (65535 pixels a side).
+/// (65535 pixels a side) or past [`MAX_PIXELS`](super::MAX_PIXELS).
 pub fn write_gif(
     recording: &Recording,
     options: &GifOptions,
@@ -95,6 +98,15 @@ pub fn write_gif(
     let fps = f64::from(options.fps.clamp(1, 50));
     let interval = 1.0 / fps;
     let mut renderer = Renderer::new(options.style.clone()).with_levels(4);
+    // Every size the recording takes, before anything is drawn.
+    renderer.check_size(recording.header.size.cols, recording.header.size.rows)?;
+    for event in &recording.events {
+        if event.kind == EventKind::Resize
+            && let Some(size) = resized(&event.data)
+        {
+            renderer.check_size(size.cols, size.rows)?;
+        }
+    }
     let mut emulator = Emulator::new(recording.header.size, 0);
     let mut gif = GifWriter::new(out);
     // Shown time = recorded time - shift (hidden spans, shortened pauses).

@@ -11,6 +11,12 @@ use ab_glyph::{Font, FontRef, PxScale, ScaleFont, point};
 use super::theme::{Rgb, Theme};
 use crate::screen::{Attributes, Screen};
 
+/// The most pixels one picture may have (issue 46): 64 Mi, 192 MiB as
+/// RGB. The largest allowed screen (131,072 cells) fits at the default
+/// font size; a 512 px font or a padding of 100,000 would ask for tens of
+/// GB and abort the process, so they are refused first.
+pub const MAX_PIXELS: u64 = 64 << 20;
+
 /// How a picture is drawn.
 #[derive(Clone, Debug)]
 pub struct Style {
@@ -161,7 +167,7 @@ impl Renderer {
     /// pixels (VHS's `Set Width`/`Set Height`), at least 1x1.
     pub fn grid_for(&self, width: u32, height: u32) -> (u16, u16) {
         let inner = |px: u32, cell: u32| {
-            let n = px.saturating_sub(2 * self.style.padding) / cell;
+            let n = px.saturating_sub(self.style.padding.saturating_mul(2)) / cell;
             u16::try_from(n.clamp(1, 1000)).unwrap_or(1000)
         };
         (inner(width, self.cell_w), inner(height, self.cell_h))
@@ -173,6 +179,25 @@ impl Renderer {
             self.style.padding + u32::from(col) * self.cell_w,
             self.style.padding + u32::from(row) * self.cell_h,
         )
+    }
+
+    /// Checks that a screen of `cols` x `rows` drawn in this style stays
+    /// within [`MAX_PIXELS`], before anything is allocated.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` naming the picture's size, the budget and what to
+    /// lower.
+    pub fn check_size(&self, cols: u16, rows: u16) -> crate::Result<()> {
+        let pad = u64::from(self.style.padding);
+        let width = 2 * pad + u64::from(cols) * u64::from(self.cell_w);
+        let height = 2 * pad + u64::from(rows) * u64::from(self.cell_h);
+        if width.saturating_mul(height) > MAX_PIXELS || width > u64::from(u32::MAX) {
+            return Err(crate::Error::InvalidInput(format!(
+                "a picture of {width}x{height} pixels ({cols}x{rows} cells) is past the \
+                 budget of {MAX_PIXELS} pixels: lower the font size, the padding or the size"
+            )));
+        }
+        Ok(())
     }
 
     /// Draws a screen.

@@ -143,18 +143,41 @@ impl Registry {
         Ok(Some(Arc::new(kept)))
     }
 
-    /// The kept history of `id`, opened (and remembered) if it has one.
+    /// The kept history of `id`, opened (and remembered) if it has one;
+    /// one that cannot be read is logged and taken as none (see
+    /// [`Registry::kept_or_error`] where the error must be told).
     pub(crate) fn kept(&self, id: &TerminalId) -> Option<Arc<Kept>> {
+        self.kept_or_error(id).unwrap_or_else(|error| {
+            warn!(terminal = %id, %error, "kept history cannot be read");
+            None
+        })
+    }
+
+    /// The kept history of `id`, opened (and remembered) if it has one.
+    /// Opening reads only (nothing is written: a full disk does not stop
+    /// it).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when its files cannot be read.
+    pub(crate) fn kept_or_error(&self, id: &TerminalId) -> Result<Option<Arc<Kept>>> {
         let mut state = self.inner.lock();
-        let entry = state.entries.get_mut(id)?;
+        let Some(entry) = state.entries.get_mut(id) else {
+            return Ok(None);
+        };
         if let Some(keeping) = &entry.history {
-            return Some(Arc::clone(&keeping.kept));
+            return Ok(Some(Arc::clone(&keeping.kept)));
         }
         if !entry.record.spec.keeps_history() {
-            return None;
+            return Ok(None);
         }
-        let dir = self.history_path(id)?;
-        let kept = Arc::new(Kept::existing(dir, self.inner.config.history_bytes).ok()??);
+        let Some(dir) = self.history_path(id) else {
+            return Ok(None);
+        };
+        let Some(kept) = Kept::existing(dir, self.inner.config.history_bytes)? else {
+            return Ok(None);
+        };
+        let kept = Arc::new(kept);
         entry.history = Some(Keeping {
             kept: Arc::clone(&kept),
             stream: None,
@@ -162,7 +185,7 @@ impl Registry {
             finished: None,
             writing: None,
         });
-        Some(kept)
+        Ok(Some(kept))
     }
 
     /// Starts writing the live terminal of `id` to its kept history, from
@@ -348,7 +371,7 @@ impl Registry {
         id: &TerminalId,
         since: Option<OutputCursor>,
     ) -> Result<Option<OutputSince>> {
-        match self.kept(id) {
+        match self.kept_or_error(id)? {
             Some(kept) => kept.read(since).map(Some),
             None => Ok(None),
         }

@@ -301,6 +301,12 @@ impl Owned<'_> {
     /// own failure, or the recreation's (`NO_BACKEND`, the backend's
     /// error).
     pub async fn probe(self, target: &str) -> Result<ProbeReport> {
+        self.probe_with(target, true).await
+    }
+
+    /// [`probe`](Owned::probe), recreating a dead `on-attach` terminal
+    /// only when `recreate` says so.
+    async fn probe_with(self, target: &str, recreate: bool) -> Result<ProbeReport> {
         let (registry, owner) = (self.registry, self.owner);
         let id = registry.locate(owner, target).await?;
         let lock = Arc::clone(&registry.inner.lock().entry(&id)?.liveness);
@@ -319,7 +325,8 @@ impl Owned<'_> {
             }
             entry.closing.is_some()
         };
-        let recreated = observed.is_dead() && policy == RestartPolicy::OnAttach && !closing;
+        let recreated =
+            recreate && observed.is_dead() && policy == RestartPolicy::OnAttach && !closing;
         if recreated {
             registry.recreate(&id).await?;
         }
@@ -342,8 +349,23 @@ impl Owned<'_> {
     /// the probe got no answer, and the errors of
     /// [`probe`](Owned::probe).
     pub async fn attach(self, target: &str) -> Result<AttachTarget> {
+        self.attach_with(target, true).await
+    }
+
+    /// [`attach`](Owned::attach) for a viewer that may only look: a dead
+    /// `on-attach` terminal is never recreated (a read-only credential
+    /// never starts a program, issue 46) but answered `TERMINAL_DEAD`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`attach`](Owned::attach).
+    pub async fn attach_looking(self, target: &str) -> Result<AttachTarget> {
+        self.attach_with(target, false).await
+    }
+
+    async fn attach_with(self, target: &str, recreate: bool) -> Result<AttachTarget> {
         let registry = self.registry;
-        let report = self.probe(target).await?;
+        let report = self.probe_with(target, recreate).await?;
         if let Liveness::Unresponsive { waited } = report.observed {
             return Err(Error::Unresponsive {
                 command: format!("liveness probe of terminal {}", report.snapshot.id),

@@ -283,6 +283,15 @@ pub struct Recording {
     pub events: Vec<Event>,
 }
 
+/// The largest recording [`Recording::parse`] reads (64 MiB): a player
+/// holds every event in memory, and a 10^7-event cast once cost 1.06 GiB
+/// and 11 s with no bound.
+pub const MAX_BYTES: u64 = 64 << 20;
+
+/// The most events [`Recording::parse`] reads (one million: about
+/// 100 MB held and a second to parse).
+pub const MAX_EVENTS: usize = 1_000_000;
+
 /// Why a recording could not be read: the line (1-based) and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseRecordingError {
@@ -337,13 +346,24 @@ impl Recording {
     /// events with a known kind and string data, their times never going
     /// back (v2: since the start; v3: since the event before, `#` lines
     /// are comments and exit events are skipped). Version 1 (one JSON
-    /// document) is refused by name.
+    /// document) is refused by name, and so is a recording past the
+    /// budget of [`MAX_BYTES`] or [`MAX_EVENTS`].
     pub fn parse(text: &str) -> Result<Recording, ParseRecordingError> {
         let mut lines = text.lines().enumerate();
         let bad = |line: usize, reason: String| ParseRecordingError {
             line: line + 1,
             reason,
         };
+        if text.len() as u64 > MAX_BYTES {
+            return Err(bad(
+                0,
+                format!(
+                    "the recording is {} bytes, past the budget of {MAX_BYTES} bytes: \
+                     cut it (`head -n`) or split it",
+                    text.len()
+                ),
+            ));
+        }
         let (_, first) = lines
             .next()
             .ok_or_else(|| bad(0, "empty recording".to_owned()))?;
@@ -399,6 +419,14 @@ impl Recording {
         for (index, line) in lines {
             if line.is_empty() || (v3 && line.starts_with('#')) {
                 continue;
+            }
+            if events.len() == MAX_EVENTS {
+                return Err(bad(
+                    index,
+                    format!(
+                        "past the budget of {MAX_EVENTS} events: cut the recording or split it"
+                    ),
+                ));
             }
             let (time, code, data): (f64, String, String) = serde_json::from_str(line)
                 .map_err(|error| bad(index, format!("not an event: {error}")))?;
@@ -462,6 +490,24 @@ fn parse_size(data: &str) -> Option<Size> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A cast past the event budget is refused at the first event past
+    /// it (a 10^7-event cast once cost 1.06 GiB and 11 s); one at the
+    /// budget is read.
+    #[test]
+    fn casts_past_the_event_budget_are_refused() {
+        let header = "{\"version\": 2, \"width\": 10, \"height\": 3}\n";
+        let mut text = String::with_capacity(header.len() + 12 * (MAX_EVENTS + 1));
+        text.push_str(header);
+        for _ in 0..MAX_EVENTS {
+            text.push_str("[0,\"o\",\"\"]\n");
+        }
+        assert_eq!(Recording::parse(&text).unwrap().events.len(), MAX_EVENTS);
+        text.push_str("[0,\"o\",\"\"]\n");
+        let error = Recording::parse(&text).unwrap_err();
+        assert_eq!(error.line, MAX_EVENTS + 2);
+        assert!(error.reason.contains("budget"), "{error}");
+    }
 
     fn size(cols: u16, rows: u16) -> Size {
         Size::new(cols, rows).unwrap()

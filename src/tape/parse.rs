@@ -214,8 +214,14 @@ fn parse_into(path: &Path, text: &str, depth: usize, steps: &mut Vec<Step>) -> R
             .map(str::trim_start)
             .filter(|rest| rest.starts_with('{'))
         {
-            let theme = Theme::parse(json)
-                .map_err(|m| Error::SyntaxError(format!("{at}: Set Theme: {m}")))?;
+            let theme = Theme::parse(json).map_err(|m| {
+                let m = if depth > 0 {
+                    "not a theme (a Source'd file's text is never shown)".to_owned()
+                } else {
+                    m
+                };
+                Error::SyntaxError(format!("{at}: Set Theme: {m}"))
+            })?;
             steps.push(Step {
                 at,
                 source: line.to_owned(),
@@ -223,7 +229,17 @@ fn parse_into(path: &Path, text: &str, depth: usize, steps: &mut Vec<Step>) -> R
             });
             continue;
         }
-        let commands = commands(line).map_err(|m| Error::SyntaxError(format!("{at}: {m}")))?;
+        // A `Source`d file may be no tape at all (`Source /etc/shadow`):
+        // its errors name the line, never its text.
+        let shown = |m: String| {
+            if depth > 0 {
+                "not a tape line (a Source'd file's text is never shown)".to_owned()
+            } else {
+                m
+            }
+        };
+        let commands =
+            commands(line).map_err(|m| Error::SyntaxError(format!("{at}: {}", shown(m))))?;
         for (source, words) in commands {
             if words.command == "Source" {
                 let file =
@@ -238,8 +254,11 @@ fn parse_into(path: &Path, text: &str, depth: usize, steps: &mut Vec<Step>) -> R
                 continue;
             }
             let command = command(&words, dir).map_err(|e| match e {
+                Problem::Syntax(m) if depth > 0 => {
+                    Error::SyntaxError(format!("{at}: {}", shown(m)))
+                }
                 Problem::Syntax(m) => Error::SyntaxError(format!("{at}: {}: {m}", words.command)),
-                Problem::Unsupported(m) => Error::Unsupported(format!("{at}: {m}")),
+                Problem::Unsupported(m) => Error::Unsupported(format!("{at}: {}", shown(m))),
             })?;
             steps.push(Step {
                 at: at.clone(),
@@ -456,5 +475,25 @@ mod tests {
                 ..
             } if d == Duration::from_millis(200)
         ));
+    }
+
+    /// Issue 46, item 12: `Source` of a file that is no tape printed its
+    /// first line into the error (a shadow hash into CI logs).
+    #[test]
+    fn a_sourced_non_tape_is_never_echoed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("shadow"),
+            "root:$6$SECRETSALT$SECRETHASH:19000:0:99999:7:::\n",
+        )
+        .expect("writing");
+        std::fs::write(dir.path().join("theme"), "Set Theme { SECRET-THEME\n").expect("writing");
+        for sourced in ["shadow", "theme"] {
+            let tape = dir.path().join("t.tape");
+            let e = Tape::parse(&tape, &format!("Source {sourced}\n")).expect_err("not a tape");
+            let text = e.to_string();
+            assert!(!text.contains("SECRET"), "{text}");
+            assert!(text.contains(sourced) && text.contains(":1"), "{text}");
+        }
     }
 }

@@ -351,11 +351,18 @@ async fn share_links_move_files_only_with_write() {
         terminal_in(&served, "f", work.path()).await;
         std::fs::write(work.path().join("log"), b"lines").unwrap();
         let http = reqwest::Client::new();
-        for (read_only, put_status, get_status) in [(true, 403, 403), (false, 201, 200)] {
+        // Read-only moves nothing; read-write moves files only with the
+        // link's `files` grant (issue 46, item 13: a holder who may type
+        // into a `less` has no shell, so no file should move for it).
+        for (read_only, files, put_status, get_status) in [
+            (true, true, 403, 403),
+            (false, false, 403, 403),
+            (false, true, 201, 200),
+        ] {
             let (status, minted) = served
                 .post(
                     "/api/links",
-                    &json!({"terminal": "f", "read_only": read_only}).to_string(),
+                    &json!({"terminal": "f", "read_only": read_only, "files": files}).to_string(),
                 )
                 .await;
             assert_eq!(status, 201, "{minted}");
@@ -370,14 +377,23 @@ async fn share_links_move_files_only_with_write() {
                 .await
                 .unwrap();
             let session = session["session"].as_str().unwrap();
-            let name = format!("from-link-{read_only}");
+            let name = format!("from-link-{read_only}-{files}");
             let (status, answer) =
                 put(&served, session, &format!("name={name}"), b"x".to_vec()).await;
-            assert_eq!(status, put_status, "read_only {read_only}: {answer}");
+            assert_eq!(
+                status, put_status,
+                "read_only {read_only} files {files}: {answer}"
+            );
             let (status, answer) = get(&served, session, "log").await;
-            assert_eq!(status, get_status, "read_only {read_only}: {answer}");
+            assert_eq!(
+                status, get_status,
+                "read_only {read_only} files {files}: {answer}"
+            );
             if read_only {
                 assert_eq!(code(&answer), "READ_ONLY", "{answer}");
+            } else if !files {
+                assert_eq!(code(&answer), "FORBIDDEN_SCOPE", "{answer}");
+                assert!(!work.path().join(&name).exists());
             }
         }
     })

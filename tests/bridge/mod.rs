@@ -18,12 +18,14 @@ mod page_rename;
 mod phone;
 mod pool;
 mod quota;
+mod read_only;
 mod reflow;
 mod revoked;
 mod routes;
 mod security;
 mod signin;
 mod sizes;
+mod stale;
 mod viewers;
 mod ws;
 

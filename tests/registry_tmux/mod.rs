@@ -11,6 +11,7 @@ mod commands;
 mod cwd;
 mod full_screen;
 mod hardening;
+mod kept_read;
 mod lifecycle;
 mod liveness;
 mod old_records;

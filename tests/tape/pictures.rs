@@ -253,3 +253,78 @@ fn render_reads_casts_of_every_version() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("asciicast version 1 is not read"), "{err}");
 }
+
+/// Pictures and casts have a budget: a 1000x131 cast drawn with a 512 px
+/// font asked for 53 GB and aborted the process (SIGABRT), a resize to it
+/// the same, and `Set Padding 100000` before a `Screenshot` too. Each is
+/// a clear `INVALID_INPUT` now (exit 1), before anything is allocated; a
+/// cast past the byte budget is refused before it is parsed.
+#[tokio::test]
+async fn pictures_and_casts_past_their_budget_are_clear_errors() {
+    let dir = test_dir();
+    let big = dir.path().join("big.cast");
+    std::fs::write(
+        &big,
+        "{\"version\":2,\"width\":1000,\"height\":131}\n[0.1,\"o\",\"hi\"]\n",
+    )
+    .expect("cast");
+    let grows = dir.path().join("grows.cast");
+    std::fs::write(
+        &grows,
+        "{\"version\":2,\"width\":10,\"height\":3}\n[0.1,\"o\",\"hi\"]\n[0.2,\"r\",\"1000x131\"]\n",
+    )
+    .expect("cast");
+    let huge = dir.path().join("huge.cast");
+    {
+        let mut file = std::fs::File::create(&huge).expect("cast");
+        std::io::Write::write_all(&mut file, b"{\"version\":2,\"width\":10,\"height\":3}\n")
+            .expect("writing");
+        let line = b"[0.1,\"o\",\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"]\n";
+        let block: Vec<u8> = line.repeat(16_384);
+        let budget = tmux_engine::screen::asciicast::MAX_BYTES;
+        let mut written = 0;
+        while written <= budget {
+            std::io::Write::write_all(&mut file, &block).expect("writing");
+            written += block.len() as u64;
+        }
+    }
+    let render = |cast: &Path, args: &[&str], picture: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tmux-engine"))
+            .arg("render")
+            .arg(cast)
+            .arg(picture)
+            .arg(dir.path().join("out"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("render")
+    };
+    for (cast, args, picture, says) in [
+        (&big, &["--font-size", "512"][..], "--png", "budget"),
+        (&big, &["--font-size", "512"][..], "--gif", "budget"),
+        (&grows, &["--font-size", "512"][..], "--gif", "budget"),
+        (&huge, &[][..], "--gif", "budget"),
+    ] {
+        let out = render(cast, args, picture);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{} {args:?} {picture}: {stderr}",
+            cast.display()
+        );
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    live(async |dir| {
+        let r = run(
+            dir.path(),
+            "padded.tape",
+            "Set Shell sh\nSet Padding 100000\nScreenshot padded.png\n",
+        )
+        .await;
+        let failure = r.failure.expect("a picture past the budget fails the tape");
+        assert!(failure.message.contains("budget"), "{failure}");
+        assert!(!dir.path().join("padded.png").exists());
+    })
+    .await;
+}
