@@ -42,6 +42,8 @@ pub(super) struct Route {
     answer: (u16, Option<SchemaFn>),
     /// It authenticates itself (the WebSocket: refusals are close codes).
     pub(super) own_auth: bool,
+    /// It takes no credential at all (the document says `security: []`).
+    public: bool,
     /// Its body (a `PUT`) or its answer (a `GET`) is a file's bytes.
     bytes: bool,
     /// Its handler.
@@ -68,6 +70,7 @@ pub(super) fn routes() -> Vec<Route> {
             query: (!body).then_some(verb.request),
             answer: (route.status, Some(verb.answer)),
             own_auth: false,
+            public: false,
             bytes: false,
             handler: api::handler(verb, route),
         })
@@ -82,6 +85,7 @@ pub(super) fn routes() -> Vec<Route> {
         query: None,
         answer,
         own_auth,
+        public: false,
         bytes: false,
         handler,
     };
@@ -125,6 +129,7 @@ pub(super) fn routes() -> Vec<Route> {
         },
         Route {
             body: Some(schema::<super::prove::ProofRequest>),
+            public: true,
             ..own(
                 Method::POST,
                 "/api/serve-proof",
@@ -267,6 +272,9 @@ pub(super) fn document(base_path: &str) -> Value {
         let mut operation = Map::new();
         operation.insert("operationId".into(), json!(route.operation));
         operation.insert("summary".into(), json!(route.summary));
+        if route.public {
+            operation.insert("security".into(), json!([]));
+        }
         if let Some(description) = route.description {
             operation.insert("description".into(), json!(description));
         }

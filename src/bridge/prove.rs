@@ -105,6 +105,7 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 #[serde(deny_unknown_fields)]
 pub(super) struct ProofRequest {
     /// A fresh random nonce: 32 to 128 hex digits.
+    #[schemars(length(min = 32, max = 128), regex(pattern = r"^[0-9a-fA-F]*$"))]
     pub nonce: String,
 }
 
