@@ -42,7 +42,7 @@ pub(crate) fn write_png(image: &Image, out: impl Write) -> Result<()> {
 ///
 /// # Errors
 /// `IO` when the file cannot be written; `INVALID_INPUT` for a picture
-/// past [`MAX_PIXELS`](draw::MAX_PIXELS).
+/// past [`MAX_PIXELS`].
 pub fn save_png(screen: &Screen, style: &Style, path: &Path) -> Result<()> {
     let mut renderer = Renderer::new(style.clone());
     let size = screen.size();
