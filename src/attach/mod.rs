@@ -340,18 +340,19 @@ impl Attacher {
         if let Some(size) = opts.size {
             size.check()?;
         }
-        // A read-only viewer never starts a program (issue 46): a dead
-        // `on-attach` terminal stays dead for it.
+        // A read-only viewer never starts a program: a dead `on-attach`
+        // terminal stays dead for it.
         let found = match opts.transport {
             Transport::Control => self.resolve(owner, target, opts.read_only).await?,
-            Transport::Pty if opts.read_only => {
-                self.inner
-                    .registry
-                    .owner(owner)
-                    .attach_looking(target)
-                    .await?
+            Transport::Pty => {
+                let registry = self.inner.registry.owner(owner);
+                let registry = if opts.read_only {
+                    registry.read_only()
+                } else {
+                    registry
+                };
+                registry.attach(target).await?
             }
-            Transport::Pty => self.inner.registry.owner(owner).attach(target).await?,
         };
         let (events_tx, events) = mpsc::channel(self.inner.config.viewer_queue);
         match opts.transport {
@@ -444,12 +445,12 @@ impl Attacher {
         looking: bool,
     ) -> Result<crate::registry::AttachTarget> {
         let registry = self.inner.registry.owner(owner);
-        let attached = if looking {
-            registry.attach_looking(target).await
+        let registry = if looking {
+            registry.read_only()
         } else {
-            registry.attach(target).await
+            registry
         };
-        match attached {
+        match registry.attach(target).await {
             Err(error)
                 if error.code() == ErrorCode::ServerGone
                     && self

@@ -301,7 +301,8 @@ impl Owned<'_> {
     /// own failure, or the recreation's (`NO_BACKEND`, the backend's
     /// error).
     pub async fn probe(self, target: &str) -> Result<ProbeReport> {
-        self.probe_with(target, true).await
+        let starts = self.starts;
+        self.probe_with(target, starts).await
     }
 
     /// [`probe`](Owned::probe), recreating a dead `on-attach` terminal
@@ -348,19 +349,12 @@ impl Owned<'_> {
     /// here (its exit status stays visible in `list`), `UNRESPONSIVE` when
     /// the probe got no answer, and the errors of
     /// [`probe`](Owned::probe).
+    /// A handle that may not start programs ([`Owned::read_only`]: a
+    /// read-only viewer) never recreates: a dead `on-attach` terminal is
+    /// `TERMINAL_DEAD` for it.
     pub async fn attach(self, target: &str) -> Result<AttachTarget> {
-        self.attach_with(target, true).await
-    }
-
-    /// [`attach`](Owned::attach) for a viewer that may only look: a dead
-    /// `on-attach` terminal is never recreated (a read-only credential
-    /// never starts a program, issue 46) but answered `TERMINAL_DEAD`.
-    ///
-    /// # Errors
-    ///
-    /// As for [`attach`](Owned::attach).
-    pub async fn attach_looking(self, target: &str) -> Result<AttachTarget> {
-        self.attach_with(target, false).await
+        let starts = self.starts;
+        self.attach_with(target, starts).await
     }
 
     async fn attach_with(self, target: &str, recreate: bool) -> Result<AttachTarget> {
