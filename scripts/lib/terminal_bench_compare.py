@@ -9,6 +9,11 @@ exit code the class gives and gets right, wall time, and processes per step
 into its timeout unexpectedly is followed by C-c, as an agent would send
 it, so one stuck step does not sink the rest.
 
+Two ways for each class: ``blocking`` (``send_keys(..., block=True)`` for
+every command: Harbor's class types ``; tmux wait -S done`` after it), and
+Terminus-2's own (``block=False`` with the model's ``duration`` as
+``min_timeout_sec``, 1 s here, then ``get_incremental_output``).
+
 Run by scripts/bench-terminal-bench (it makes the venv with Harbor from
 PyPI); prints a Markdown table and writes JSON to $BENCH_JSON if set.
 """
@@ -36,7 +41,7 @@ class Step:
     expected: Optional[str]  # verbatim in the incremental output; None: not judged
     exit_code: Optional[int] = None  # the command's, when it ends
     block: bool = True
-    timeout: float = 15.0
+    timeout: float = 10.0
     times_out: bool = False
 
 
@@ -134,7 +139,12 @@ def normalized(text: str) -> str:
     return text.replace("\r\n", "\n")
 
 
-async def drive(name: str, session: Any, environment: LocalEnvironment) -> Outcome:
+# Terminus-2's way: every command non-blocking, the model's `duration`
+# waited (a guess: one second here, two for the command that outlives it).
+DURATION = 1.0
+
+
+async def drive(name: str, session: Any, environment: LocalEnvironment, blocking: bool) -> Outcome:
     outcome = Outcome(name)
     started = time.monotonic()
     await session.start()
@@ -143,8 +153,11 @@ async def drive(name: str, session: Any, environment: LocalEnvironment) -> Outco
         before = environment.calls
         answer = None
         try:
-            if step.block:
+            if step.block and blocking:
                 answer = await session.send_keys(step.keys, block=True, max_timeout_sec=step.timeout)
+            elif step.block:
+                duration = DURATION if step.timeout >= DURATION else step.timeout
+                await session.send_keys(step.keys, block=False, min_timeout_sec=duration)
             else:
                 await session.send_keys(step.keys, block=False, min_timeout_sec=0.0)
         except TimeoutError:
@@ -182,7 +195,9 @@ async def main() -> None:
         if os.environ.get("BENCH_NEED_HARBOR"):
             sys.exit(1)
     outcomes = []
-    for name, cls in classes:
+    runs = [(f"{name}, {way}", cls, way == "blocking") for way in ("blocking", "Terminus-2's way")
+            for name, cls in classes]
+    for name, cls, blocking in runs:
         with tempfile.TemporaryDirectory(prefix="tb-") as work:
             os.chmod(work, 0o700)
             env = dict(os.environ)
@@ -193,7 +208,7 @@ async def main() -> None:
             environment = LocalEnvironment(env, work)
             session = cls("bench", environment, Path(work) / "pane.log", None, None)
             try:
-                outcomes.append(await drive(name, session, environment))
+                outcomes.append(await drive(name, session, environment, blocking))
             finally:
                 await environment.exec("tmux kill-server 2>/dev/null; "
                                        "tmux-engine kill bench >/dev/null 2>&1; true")
