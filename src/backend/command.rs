@@ -14,6 +14,7 @@ use super::TmuxConfig;
 use super::link::ServerLink;
 use crate::registry::{Command, CommandResult, SpawnSpec};
 use crate::shell::ShellKind;
+use crate::shell::literal::{self, Literal};
 use crate::shell::tracker::{Progress, Prompt};
 use crate::tmux::probe::{InputProbe, Observed};
 use crate::tmux::procfs;
@@ -138,6 +139,35 @@ fn prompt(shared: &ServerLink) -> (Prompt, bool) {
         .map_or((Prompt::Unknown, false), |tracker| {
             (tracker.prompt(), tracker.last_mark().is_some())
         })
+}
+
+/// The most bytes of a prompt looked through for its bracketed paste
+/// switch (a prompt is short; without a mark held, the newest output).
+const PROMPT_SCAN: u64 = 16 * 1024;
+
+/// How text typed at `kind`'s prompt now goes in literally (see
+/// [`crate::shell::literal`]): bracketed where the line editor turned
+/// bracketed paste on since its prompt began, else quoted with `C-v`,
+/// which bash, zsh and a POSIX sh's terminal all read as literal-next.
+pub(super) fn literal_way(shared: &ServerLink, kind: ShellKind) -> Option<Literal> {
+    let from = shared
+        .stream
+        .tracker()
+        .and_then(|tracker| tracker.prompt_start());
+    let on = {
+        let held = shared.stream.held();
+        let from = from
+            .unwrap_or(0)
+            .max(held.start())
+            .max(held.total.saturating_sub(PROMPT_SCAN));
+        let prompt = held.between(from, held.total).unwrap_or_default();
+        literal::bracketed_paste_on(&prompt)
+    };
+    if on {
+        Some(Literal::Bracketed)
+    } else {
+        matches!(kind, ShellKind::Bash | ShellKind::Zsh | ShellKind::Sh).then_some(Literal::Quoted)
+    }
 }
 
 /// Whether the tracker says a command of the shell runs now.

@@ -217,18 +217,27 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     };
     // One write, Enter included: a second call would cost a round trip. A
     // leading space keeps it out of the history (the rc's ignorespace).
-    let mut text = Vec::with_capacity(request.text.len() + 2);
-    if matches!(mode, Mode::Prompt(_)) && !op.history {
-        text.push(b' ');
-    }
-    text.extend_from_slice(&request.text);
+    let space = matches!(mode, Mode::Prompt(_)) && !op.history;
+    let mut after = Vec::new();
     if !request.keys.is_empty() {
         let app_cursor = keys::needs_cursor_mode(&request.keys) && cursor_mode(shared).await?;
-        text.extend_from_slice(&keys::encode(&request.keys, app_cursor));
+        after.extend_from_slice(&keys::encode(&request.keys, app_cursor));
     }
     if request.submit {
-        text.push(b'\r');
+        after.push(b'\r');
     }
+    let join = |text: &[u8]| [&b" "[..usize::from(space)], text, &after].concat();
+    // `text` as sent (what the tracker and the follow count lines of),
+    // and what is written: at a shell's prompt, its text made literal
+    // (a TAB never completes; the keys after it stay keys).
+    let text = join(&request.text);
+    let literal = match mode {
+        Mode::Prompt(kind) => command::literal_way(shared, kind)
+            .map(|how| crate::shell::literal::literal(&request.text, how))
+            .filter(|made| matches!(made, std::borrow::Cow::Owned(_))),
+        _ => None,
+    };
+    let written = literal.map_or_else(|| text.clone(), |made| join(&made));
     let typed_at = shared.stream.held().total;
     // A POSIX sh's tracker needs to know text typed at its prompt in one
     // write (its echo comes at once: see `crate::shell::tracker`); said
@@ -247,7 +256,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     };
     if !shared
         .client
-        .send_bytes_unless(shared.pane, &text, stop)
+        .send_bytes_unless(shared.pane, &written, stop)
         .await?
     {
         if at_prompt && let Some(mut tracker) = shared.stream.tracker() {

@@ -13,7 +13,9 @@
 //! |------------|--------------------------------------------------------|
 //! | `mod.rs`   | which shells, the rc files, the argv and environment   |
 //! | `marks.rs` | finding OSC 133 marks in a byte stream                 |
+//! | `literal.rs` | text typed at a prompt as its bytes, never as keys   |
 
+pub mod literal;
 pub mod marks;
 pub mod tracker;
 

@@ -222,6 +222,8 @@ pub struct Tracker {
     /// `D` marks whose command started before the first byte fed.
     unknown_ended: usize,
     order: Order,
+    /// Where the newest prompt began (its `A` mark).
+    prompt_start: Option<u64>,
     /// Someone saw the marks stop ([`Tracker::stopped`]); a whole prompt
     /// clears it.
     stopped: bool,
@@ -250,6 +252,7 @@ impl Tracker {
             spans: VecDeque::new(),
             unknown_ended: 0,
             order: Order::default(),
+            prompt_start: None,
             stopped: false,
             echo: Echo::default(),
             quiet: true,
@@ -454,7 +457,10 @@ impl Tracker {
             span.ended = Some(time);
         }
         match kind {
-            MarkKind::PromptStart => self.state = Prompt::Drawing,
+            MarkKind::PromptStart => {
+                self.state = Prompt::Drawing;
+                self.prompt_start = Some(start);
+            }
             MarkKind::PromptEnd => {
                 let running = self.spans.back().is_some_and(Span::running);
                 self.state = Prompt::Reading { quiet: true };
@@ -534,6 +540,12 @@ impl Tracker {
     /// Where the shell is.
     pub fn prompt(&self) -> Prompt {
         self.state
+    }
+
+    /// The offset where the newest prompt began (its `A` mark), if one
+    /// was seen.
+    pub fn prompt_start(&self) -> Option<u64> {
+        self.prompt_start
     }
 
     /// The newest mark seen, if any.

@@ -214,7 +214,7 @@ pub struct TerminalRequest {
 pub struct SendRequest {
     /// Terminal id or name.
     pub terminal: String,
-    /// Typed exactly; optional with `keys`.
+    /// Typed literally: a TAB never completes. Optional with `keys`.
     #[serde(default)]
     pub text: String,
     /// tmux key names, pressed after `text` (else typed as text).

@@ -193,3 +193,72 @@ async fn a_program_sleeping_on_a_timer_is_not_busy() {
     })
     .await;
 }
+
+/// Item 1 in one shell: in a directory where completion would change the
+/// command (it holds `apple.txt`: `a<TAB>` completes to it), a TAB, an ESC
+/// and other control bytes in `text` reach the command as those bytes, a
+/// heredoc's TAB-indented Makefile recipe too. Before, readline completed
+/// the TAB (`printf '%s' "apple.txt" b" | wc -c`, hung at `> `) and `make`
+/// failed.
+async fn text_is_typed_literally(shell: &str) {
+    let cli = Cli::new();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("apple.txt"), "").unwrap();
+    let mcp = Mcp::start_in(&cli, &[], shell).await;
+    spawn(&mcp, "l", &dir).await;
+    let tab = mcp
+        .ok("terminal_send", send("l", "printf '%s' \"a\tb\" | wc -c"))
+        .await;
+    assert_eq!(tab["wait_reason"], "command", "{shell}: {tab}");
+    assert_eq!(tab["output"], "3\n", "{shell}: {tab}");
+    let makefile = "cat > Makefile <<'EOF'\nall:\n\t@echo built-ok\nEOF";
+    let written = mcp.ok("terminal_send", send("l", makefile)).await;
+    assert_eq!(written["exit_code"], 0, "{shell}: {written}");
+    let made = std::fs::read_to_string(dir.path().join("Makefile")).unwrap();
+    assert_eq!(made, "all:\n\t@echo built-ok\n", "{shell}");
+    let built = mcp.ok("terminal_send", send("l", "make")).await;
+    assert_eq!(built["output"], "built-ok\n", "{shell}: {built}");
+    assert_eq!(built["exit_code"], 0, "{shell}: {built}");
+    // ESC, C-a (line start), C-u (erase the line), DEL (erase a
+    // character): bytes, not editing.
+    let bytes = "printf '%s' 'x\x1by\x01\x15\x7fz' | od -An -tx1";
+    let dumped = mcp.ok("terminal_send", send("l", bytes)).await;
+    assert_eq!(
+        dumped["output"], " 78 1b 79 01 15 7f 7a\n",
+        "{shell}: {dumped}"
+    );
+    // Several lines still run line by line, each its own command.
+    let lines = mcp
+        .ok(
+            "terminal_send",
+            send("l", "printf 'a\\tb\\n'\n\techo\tindented\n(exit 4)"),
+        )
+        .await;
+    let codes: Vec<&Value> = lines["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["exit_code"])
+        .collect();
+    assert_eq!(codes, [&json!(0), &json!(0), &json!(4)], "{shell}: {lines}");
+    // (zsh pads its next prompt with a row of blanks: PROMPT_SP.)
+    let output = lines["output"].as_str().unwrap().trim_end_matches(' ');
+    assert_eq!(output, "a\tb\nindented\n", "{shell}: {lines}");
+    mcp.stop().await;
+}
+
+#[tokio::test]
+async fn text_is_typed_literally_in_bash() {
+    within(text_is_typed_literally("/bin/bash")).await;
+}
+
+#[tokio::test]
+async fn text_is_typed_literally_in_zsh() {
+    let zsh = crate::support::installed("zsh").expect("zsh (.ci/run installs it)");
+    within(text_is_typed_literally(&zsh)).await;
+}
+
+#[tokio::test]
+async fn text_is_typed_literally_in_posix_sh() {
+    within(text_is_typed_literally("/bin/sh")).await;
+}
