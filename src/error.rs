@@ -138,6 +138,16 @@ pub enum Error {
     #[error("syntax error: {0}")]
     SyntaxError(String),
 
+    /// An audit log's hash chain is broken at `line` (1-based; 0: its last
+    /// line, found on opening it to append).
+    #[error("audit log broken at line {line}: {reason}")]
+    AuditBroken {
+        /// The first bad line.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// The terminal belongs to another owner.
     #[error("terminal {0} belongs to another owner")]
     ForeignTerminal(String),
@@ -286,6 +296,7 @@ impl Error {
             Error::TooManyTerminals(_) => ErrorCode::TooManyTerminals,
             Error::ForbiddenCommand(_) => ErrorCode::ForbiddenCommand,
             Error::SyntaxError(_) => ErrorCode::SyntaxError,
+            Error::AuditBroken { .. } => ErrorCode::AuditBroken,
             Error::ForeignTerminal(_) => ErrorCode::ForeignTerminal,
             Error::NoTerminal(_) => ErrorCode::NoTerminal,
             Error::OwnerNotLive(_) => ErrorCode::OwnerNotLive,
@@ -361,6 +372,8 @@ pub enum ErrorCode {
     ForbiddenCommand,
     /// The shell's syntax check refused the text; nothing was typed.
     SyntaxError,
+    /// An audit log's hash chain is broken.
+    AuditBroken,
     /// The terminal belongs to another owner.
     ForeignTerminal,
     /// No terminal has that id or name.
@@ -416,6 +429,7 @@ impl ErrorCode {
             ErrorCode::TooManyTerminals => "TOO_MANY_TERMINALS",
             ErrorCode::ForbiddenCommand => "FORBIDDEN_COMMAND",
             ErrorCode::SyntaxError => "SYNTAX_ERROR",
+            ErrorCode::AuditBroken => "AUDIT_BROKEN",
             ErrorCode::ForeignTerminal => "FOREIGN_TERMINAL",
             ErrorCode::NoTerminal => "NO_TERMINAL",
             ErrorCode::OwnerNotLive => "OWNER_NOT_LIVE",
@@ -512,6 +526,7 @@ mod tests {
             ErrorCode::TooManyTerminals,
             ErrorCode::ForbiddenCommand,
             ErrorCode::SyntaxError,
+            ErrorCode::AuditBroken,
             ErrorCode::ForeignTerminal,
             ErrorCode::NoTerminal,
             ErrorCode::OwnerNotLive,

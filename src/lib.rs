@@ -80,6 +80,8 @@ macro_rules! setters {
 }
 
 pub mod attach;
+#[cfg(feature = "serve")]
+pub mod audit;
 pub mod backend;
 #[cfg(feature = "serve")]
 pub mod bridge;

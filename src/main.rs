@@ -71,6 +71,12 @@ enum Command {
         #[command(subcommand)]
         command: cli::service::ServiceCommand,
     },
+    /// Check an audit log that `serve --audit-log FILE` wrote: names the
+    /// first line edited, deleted, inserted or moved.
+    Audit {
+        #[command(subcommand)]
+        command: cli::audit::AuditCommand,
+    },
     #[command(flatten)]
     Terminal(cli::args::TerminalCommand),
     /// Run tape files (VHS's commands plus Expect, Snapshot, Wait Stable),
@@ -209,6 +215,10 @@ fn main() -> ExitCode {
         Command::Service { command } => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
             cli::service::run(global, command, &mut stdout)
+        }),
+        Command::Audit { command } => registry_command(&cli.global, |global| async move {
+            let mut stdout = std::io::stdout().lock();
+            cli::audit::run(global, command, &mut stdout)
         }),
         Command::Run { size, command } => {
             let runtime = match tokio::runtime::Runtime::new() {

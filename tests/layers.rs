@@ -29,6 +29,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("control::snapshot", 2),
     // The state directory's records and flocks: files, never policy.
     ("statedir", 2),
+    // The audit log's file and hash chain: no policy of what is an act.
+    ("audit", 2),
     ("screen", 3),
     ("shell", 2),
     ("stream", 3),

@@ -160,11 +160,26 @@ pub(super) fn body(bytes: Result<Bytes, BytesRejection>) -> Result<Arguments, Ap
 pub(super) fn handler(verb: &'static Verb, route: Route) -> MethodRouter<AppState> {
     let handle = move |State(state): State<AppState>,
                        Extension(who): Extension<Principal>,
+                       via: Option<Extension<super::Via>>,
                        path: RawPathParams,
                        RawQuery(query): RawQuery,
                        bytes: Result<Bytes, BytesRejection>| async move {
         let began = std::time::Instant::now();
-        let answer = run(verb, route, &state, &who, path, query, bytes).await;
+        let mut audited = Audited::default();
+        let answer = run(verb, route, &state, &who, path, query, bytes, &mut audited).await;
+        // What changed a terminal is on the record: who, which, how many
+        // bytes typed (never the text).
+        if !verb.read_only && answer.is_ok() {
+            let via = via.map_or("token", |Extension(via)| via.0);
+            let mut act = crate::audit::Act::new(verb.name, who.owner.as_str()).via(via);
+            if let Some(terminal) = audited.terminal {
+                act = act.terminal(terminal);
+            }
+            if let Some(bytes) = audited.bytes {
+                act = act.bytes(bytes);
+            }
+            state.audit(act);
+        }
         state
             .metrics
             .verb(verb.name, answer.is_ok(), began.elapsed());
@@ -177,7 +192,17 @@ pub(super) fn handler(verb: &'static Verb, route: Route) -> MethodRouter<AppStat
     }
 }
 
+/// What a call tells the audit log.
+#[derive(Default)]
+struct Audited {
+    /// The terminal: the path's, else the answer's `id` (a spawn's).
+    terminal: Option<String>,
+    /// The length of the text typed (a send's).
+    bytes: Option<u64>,
+}
+
 /// One call of `verb` (see [`handler`]).
+#[allow(clippy::too_many_arguments)]
 async fn run(
     verb: &'static Verb,
     route: Route,
@@ -186,6 +211,7 @@ async fn run(
     path: RawPathParams,
     query: Option<String>,
     bytes: Result<Bytes, BytesRejection>,
+    audited: &mut Audited,
 ) -> Answer {
     if !verb.read_only && who.read_only {
         return Err(ApiError::read_only());
@@ -201,7 +227,14 @@ async fn run(
         )
     };
     if let Some((_, terminal)) = path.iter().find(|(name, _)| *name == "t") {
+        audited.terminal = Some(terminal.to_owned());
         arguments = arguments.with_terminal(terminal.to_owned())?;
+    }
+    if let Arguments::Json(fields) = &arguments {
+        audited.bytes = fields
+            .get("text")
+            .and_then(Value::as_str)
+            .map(|text| text.len() as u64);
     }
     let answer = if verb.name == "spawn" {
         detached(verb, state, who, arguments).await?
@@ -218,6 +251,9 @@ async fn run(
         };
         (verb.run)(owned, arguments).await?
     };
+    if audited.terminal.is_none() {
+        audited.terminal = answer.get("id").and_then(Value::as_str).map(str::to_owned);
+    }
     let status = StatusCode::from_u16(route.status).unwrap_or(StatusCode::OK);
     Answer::Ok((status, Json(answer)).into_response())
 }

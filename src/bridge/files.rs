@@ -358,6 +358,12 @@ pub(super) async fn upload(
         Err(e) => return Err(io_error(format!("renaming into {shown}"), e)),
     }
     info!(target: TRANSFER_LOG, owner = %who.owner, terminal = %target, path = %shown, size, "upload");
+    state.audit(
+        crate::audit::Act::new("upload", who.owner.as_str())
+            .terminal(&target)
+            .bytes(size)
+            .detail(&shown),
+    );
     let answer = Uploaded {
         path: shown,
         size,
@@ -432,6 +438,12 @@ pub(super) async fn download(
         return Err(too_large(&full.display().to_string(), size, limit));
     }
     info!(target: TRANSFER_LOG, owner = %who.owner, terminal = %target, path = %full.display(), size, "download");
+    state.audit(
+        crate::audit::Act::new("download", who.owner.as_str())
+            .terminal(&target)
+            .bytes(size)
+            .detail(full.display().to_string()),
+    );
     let file = tokio::fs::File::from_std(std::fs::File::from(fd));
     // Exactly the size fstat saw: a file that grows is cut there, one that
     // shrinks ends the body early (the client sees it short of its length).

@@ -15,6 +15,7 @@
 //! | `ws.rs`     | the WebSocket: refusals as close codes, the pump       |
 //! | `frames.rs` | the WebSocket grammar (query, frames), sans IO         |
 //! | `page.rs`   | the embedded page and assets                           |
+//! | `identity.rs`| the user a trusted proxy names (`--user-header`)     |
 //! | `handoff.rs`| sessions carried from a draining serve to the next     |
 //! | `probes.rs` | `/healthz`, `/readyz`, `/metrics` for schedulers       |
 //! | `prove.rs`  | proof that a serve is the one `serve.json` records     |
@@ -31,6 +32,7 @@ mod files;
 mod frames;
 mod guard;
 mod handoff;
+mod identity;
 mod listen;
 mod metrics;
 mod openapi;
@@ -60,6 +62,7 @@ use self::files::DEFAULT_MAX_FILE_SIZE;
 pub use self::files::TRANSFER_LOG;
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::handoff::HANDOFF;
+pub use self::identity::{Peer, TrustedProxy};
 pub use self::listen::{
     Listener, Notifier, ServeOptions, Tls, bind_unix, inherited, validate_base_path,
 };
@@ -125,6 +128,12 @@ pub struct BridgeConfig {
     /// The key this run proves itself with (`POST /api/serve-proof`),
     /// recorded in `serve.json` for the CLI; none answers 404.
     pub proof_key: Option<ProofKey>,
+    /// The proxies whose user header names the owner
+    /// (`serve --trusted-proxy --user-header`).
+    pub trusted_proxy: Option<TrustedProxy>,
+    /// Where every act that changes a terminal or moves data is recorded
+    /// (`serve --audit-log`).
+    pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
 impl BridgeConfig {
@@ -147,6 +156,8 @@ impl BridgeConfig {
             page_options: PageOptions::default(),
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             proof_key: None,
+            trusted_proxy: None,
+            audit: None,
         }
     }
 
@@ -154,6 +165,20 @@ impl BridgeConfig {
     #[must_use]
     pub fn proof_key(mut self, key: ProofKey) -> BridgeConfig {
         self.proof_key = Some(key);
+        self
+    }
+
+    /// Takes the owner from `proxy`'s user header, from its peers only.
+    #[must_use]
+    pub fn trusted_proxy(mut self, proxy: TrustedProxy) -> BridgeConfig {
+        self.trusted_proxy = Some(proxy);
+        self
+    }
+
+    /// Records every act that changes a terminal or moves data in `log`.
+    #[must_use]
+    pub fn audit_log(mut self, log: Arc<crate::audit::AuditLog>) -> BridgeConfig {
+        self.audit = Some(log);
         self
     }
 
@@ -234,7 +259,63 @@ pub(crate) struct AppState {
     metrics: Arc<metrics::Metrics>,
 }
 
+/// How a request's principal was known (a request extension, for the
+/// audit log): `token`, `session` or `proxy`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Via(pub(crate) &'static str);
+
+/// Who a request is, as [`AppState::identify`] judges it.
+pub(crate) enum Identified {
+    /// A trusted proxy's user, a token or a session.
+    Known(Principal, Option<scope::Scope>, Via),
+    /// No credential that works.
+    Nobody,
+    /// A user header from a peer that is not a trusted proxy.
+    Refused(String),
+}
+
 impl AppState {
+    /// Who a request is: the user a trusted proxy names (which wins over
+    /// a credential the browser also sent), else its credential
+    /// ([`principal`](AppState::principal)).
+    pub(crate) fn identify(
+        &self,
+        headers: &axum::http::HeaderMap,
+        peer: Option<identity::Peer>,
+        presented: Option<&str>,
+    ) -> Identified {
+        if let Some(proxy) = &self.config.trusted_proxy {
+            match proxy.vouch(headers, peer) {
+                identity::Vouched::User(principal) => {
+                    return Identified::Known(principal, None, Via("proxy"));
+                }
+                identity::Vouched::Refused(why) => return Identified::Refused(why),
+                identity::Vouched::Absent => {}
+            }
+        }
+        match self.principal(presented) {
+            Some((principal, scope)) => {
+                let via = if self.auth.token_principal(presented).is_some() {
+                    "token"
+                } else {
+                    "session"
+                };
+                Identified::Known(principal, scope, Via(via))
+            }
+            None => Identified::Nobody,
+        }
+    }
+
+    /// Appends `act` to the audit log, when there is one. A failed write
+    /// is logged, never the request's failure.
+    pub(crate) fn audit(&self, act: crate::audit::Act) {
+        if let Some(log) = &self.config.audit
+            && let Err(error) = log.record(&act)
+        {
+            tracing::error!(%error, act = %act.act, "writing the audit log");
+        }
+    }
+
     /// The principal a credential acts as: a token, else a session (with
     /// its one terminal for a share link's holder); under `--no-auth`
     /// everyone is the open principal.
@@ -452,13 +533,16 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         .with_status(axum::http::StatusCode::PAYLOAD_TOO_LARGE)
         .into_response();
     }
-    match state.principal(auth::bearer(request.headers()).as_deref()) {
-        Some((principal, None)) => {
+    let peer = request.extensions().get::<identity::Peer>().copied();
+    let presented = auth::bearer(request.headers());
+    match state.identify(request.headers(), peer, presented.as_deref()) {
+        Identified::Known(principal, None, via) => {
             request.extensions_mut().insert(principal);
+            request.extensions_mut().insert(via);
             next.run(request).await
         }
         // A share link's holder: that terminal's routes only.
-        Some((principal, Some(scope))) => {
+        Identified::Known(principal, Some(scope), via) => {
             let path = request.uri().path().to_owned();
             let judged = scope::judge(&state, &principal, &scope, request.method(), &path).await;
             let filter = match judged {
@@ -466,11 +550,15 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
                 Err(refusal) => return refusal.into_response(),
             };
             request.extensions_mut().insert(principal);
+            request.extensions_mut().insert(via);
             request.extensions_mut().insert(scope.clone());
             let response = next.run(request).await;
             scope::filter(filter, &scope, response).await
         }
-        None => ApiError::unauthorized().into_response(),
+        Identified::Refused(why) => {
+            ApiError::new(axum::http::StatusCode::FORBIDDEN, "UNTRUSTED_PROXY", why).into_response()
+        }
+        Identified::Nobody => ApiError::unauthorized().into_response(),
     }
 }
 

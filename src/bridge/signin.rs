@@ -617,6 +617,11 @@ pub(super) async fn sign_in(
 ) -> Result<Response, ApiError> {
     let SessionRequest { code } = json_body(body)?;
     let (session, principal, terminal) = state.signins.redeem(&code).ok_or_else(refused)?;
+    let mut act = crate::audit::Act::new("sign_in", principal.owner.as_str()).via("code");
+    if let Some(terminal) = &terminal {
+        act = act.terminal(terminal);
+    }
+    state.audit(act);
     Ok(Json(SessionAnswer {
         session: Some(session),
         owner: principal.owner.as_str().to_owned(),
@@ -676,10 +681,15 @@ pub(super) async fn mint(
         owner: who.owner,
         read_only: who.read_only || request.read_only,
     };
-    let minted =
-        state
-            .signins
-            .mint_for(principal, who.read_only, terminal, request.files, lifetime)?;
+    let owner = principal.owner.clone();
+    let minted = state
+        .signins
+        .mint_for(principal, who.read_only, terminal, request.files, lifetime)?;
+    let mut act = crate::audit::Act::new("link", owner.as_str()).detail(&minted.id);
+    if let Some(terminal) = &minted.terminal {
+        act = act.terminal(terminal);
+    }
+    state.audit(act);
     Ok((StatusCode::CREATED, Json(minted)).into_response())
 }
 
@@ -707,6 +717,7 @@ pub(super) async fn revoke(
         return Err(ApiError::from(Error::InvalidInput(format!("no link {id}")))
             .with_status(StatusCode::NOT_FOUND));
     }
+    state.audit(crate::audit::Act::new("link_revoked", who.owner.as_str()).detail(&id));
     Ok(Json(serde_json::json!({ "revoked": id })).into_response())
 }
 

@@ -10,6 +10,7 @@
 //! again for as long as the session lives: revoking or expiring its link,
 //! or signing its session out, closes it 4401 at once.
 
+mod burst;
 mod errors;
 mod keepalive;
 
@@ -23,12 +24,13 @@ use futures_util::{FutureExt, SinkExt};
 use tokio::time::{Duration, Instant};
 use tracing::{debug, warn};
 
+use self::burst::Burst;
 use self::errors::{client_error, send_error};
 use self::keepalive::{Keepalive, Tick};
-use super::AppState;
 use super::api::ApiError;
 use super::auth::{self, Principal};
 use super::frames::{self, AttachQuery, close};
+use super::{AppState, Identified};
 use crate::attach::{AttachOptions, Hello, Viewer, ViewerEvent};
 use crate::registry::OutputCursor;
 use crate::vocab::Size;
@@ -98,20 +100,25 @@ pub async fn attach(
     State(state): State<AppState>,
     Path(target): Path<String>,
     RawQuery(query): RawQuery,
+    peer: Option<axum::Extension<super::identity::Peer>>,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let query = query.unwrap_or_default();
+    let peer = peer.map(|axum::Extension(peer)| peer);
     let presented = auth::ws_bearer(&headers);
-    let principal = match state.principal(presented.as_deref()) {
+    let identified = state.identify(&headers, peer, presented.as_deref());
+    let proxy = matches!(identified, Identified::Known(_, _, super::Via("proxy")));
+    let principal = match identified {
         // A share link's holder attaches only its terminal; another one is
         // refused like a missing one, after the upgrade (4404).
-        Some((principal, Some(scope))) => {
+        Identified::Known(principal, Some(scope), _) => {
             let mine = super::scope::is_scope(&state, &principal, &scope, &target).await;
             Some((principal, mine))
         }
-        Some((principal, None)) => Some((principal, true)),
-        None => None,
+        Identified::Known(principal, None, _) => Some((principal, true)),
+        // A forged user header is refused like no credential (4401).
+        Identified::Nobody | Identified::Refused(_) => None,
     };
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
@@ -158,7 +165,7 @@ pub async fn attach(
         .on_upgrade(move |mut socket| async move {
             match verdict {
                 Ok((principal, parsed)) => {
-                    let credential = Credential { presented };
+                    let credential = Credential { presented, proxy };
                     session(socket, state, principal, credential, target, parsed).await;
                 }
                 Err(refusal) => {
@@ -220,6 +227,8 @@ fn refusal_code(error: &Error) -> u16 {
 /// lives.
 struct Credential {
     presented: Option<String>,
+    /// A trusted proxy named the user: nothing here can end that.
+    proxy: bool,
 }
 
 /// The close reason of a session whose credential ended.
@@ -231,6 +240,9 @@ impl Credential {
     /// every revoke and sign-out, and at its session's own end (a share
     /// link's expiry). A token lasts as long as `serve`.
     async fn ended(&self, state: &AppState) {
+        if self.proxy {
+            return std::future::pending().await;
+        }
         let mut changes = state.signins.watch_ended();
         let presented = self.presented.as_deref();
         loop {
@@ -323,8 +335,14 @@ async fn session(
                 read_only,
                 owed: 0,
                 credential: &credential,
+                who: principal.owner.as_str(),
+                typed: Burst::default(),
             };
-            pump.run(&mut viewer, first).await
+            let end = pump.run(&mut viewer, first).await;
+            if let Some(bytes) = pump.typed.finish() {
+                pump.typed_burst(&viewer, bytes);
+            }
+            end
         }
     };
     debug!(terminal = %viewer.hello().id, "websocket session ended");
@@ -407,9 +425,22 @@ struct Pump<'a> {
     owed: usize,
     /// What it signed in with, watched until it ends.
     credential: &'a Credential,
+    /// Who types, for the audit log.
+    who: &'a str,
+    /// The burst of input under way, for the audit log.
+    typed: Burst,
 }
 
 impl Pump<'_> {
+    /// Records one burst of input: who, which terminal, how many bytes.
+    fn typed_burst(&self, viewer: &Viewer, bytes: u64) {
+        self.state.audit(
+            crate::audit::Act::new("input", self.who)
+                .terminal(viewer.hello().id.as_str())
+                .bytes(bytes),
+        );
+    }
+
     /// Moves events out and input in until the session ends.
     async fn run(&mut self, viewer: &mut Viewer, mut first: Option<ViewerEvent>) -> End {
         let mut exited = false;
@@ -534,6 +565,12 @@ impl Pump<'_> {
                 }
                 Message::Pong(_) => self.owed = 0,
                 _ => {}
+            }
+            if let Message::Binary(bytes) = &message
+                && !self.read_only
+                && let Some(ended) = self.typed.add(bytes.len(), Instant::now())
+            {
+                self.typed_burst(viewer, ended);
             }
             if let Some(end) = apply(viewer, message, self.read_only, &mut pending).await {
                 return Some(end);

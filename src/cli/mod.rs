@@ -16,10 +16,12 @@
 //! - `tape`: `test` (tape files) and `render` (a recording to GIF/PNG);
 //! - `logs`: a terminal's kept history (issue 26), from its files;
 //! - `service`: the systemd unit that runs `serve` at boot;
+//! - `audit`: `audit verify`, the chain of `serve --audit-log`'s file;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
 pub(crate) mod args;
+pub(crate) mod audit;
 pub(crate) mod decode;
 pub(crate) mod files;
 pub(crate) mod link;

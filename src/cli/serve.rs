@@ -18,7 +18,8 @@ use tmux_engine::Error;
 use tmux_engine::backend::TmuxConfig;
 use tmux_engine::bridge::{
     Auth, Bridge, BridgeConfig, Listener, Notifier, PageOptions, Principal, ServeOptions, Tls,
-    Tokens, bind_unix, clean_environment, generate_token, inherited, validate_base_path,
+    Tokens, TrustedProxy, bind_unix, clean_environment, generate_token, inherited,
+    validate_base_path,
 };
 
 use super::args::{Global, SHELL_ENV};
@@ -172,6 +173,26 @@ pub(crate) struct ServeArgs {
     /// (`keep_history`): terminals come back after a reboot.
     #[arg(long)]
     keep_history: bool,
+    /// Believe --user-header only from these peers: ADDR/BITS (10.0.0.0/8,
+    /// ::1/128), ADDR, or `unix` (any peer of serve's unix socket). The
+    /// header from any other peer is refused, 403 UNTRUSTED_PROXY (repeatable).
+    #[arg(
+        long = "trusted-proxy",
+        value_name = "CIDR|unix",
+        requires = "user_header"
+    )]
+    trusted_proxy: Vec<String>,
+    /// The header in which a trusted proxy names the user (e.g.
+    /// oauth2-proxy's X-Forwarded-User): that user is the owner, no token needed.
+    #[arg(long, value_name = "NAME", requires = "trusted_proxy")]
+    user_header: Option<String>,
+    /// Append every act that changes a terminal or moves data (sign-in,
+    /// links, spawn, kill, signal, rename, send, upload, download, input per
+    /// burst: who, which terminal, how many bytes, never the bytes) to FILE
+    /// as JSON lines, each chained to the one before by a SHA-256 hash;
+    /// created 0600. `tmux-engine audit verify FILE` checks it.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
 }
 
 /// Serves until SIGINT or SIGTERM.
@@ -286,6 +307,16 @@ pub(crate) async fn run(
     let scheme = if tls.is_some() { "https" } else { "http" };
     // The CLI proves the serve serve.json names before it sends a token.
     let proof_key = tmux_engine::bridge::ProofKey::generate()?;
+    let trusted_proxy = match &args.user_header {
+        Some(header) => Some(TrustedProxy::new(&args.trusted_proxy, header)?),
+        None => None,
+    };
+    let audit = match &args.audit_log {
+        Some(path) => Some(std::sync::Arc::new(tmux_engine::audit::AuditLog::open(
+            path,
+        )?)),
+        None => None,
+    };
     let mut bridge_config = BridgeConfig::new(auth)
         .proof_key(proof_key.clone())
         .ping_interval(Duration::from_secs(args.ping_interval))
@@ -296,6 +327,12 @@ pub(crate) async fn run(
             args.max_file_size
                 .unwrap_or(BridgeConfig::DEFAULT_MAX_FILE_SIZE),
         );
+    if let Some(proxy) = trusted_proxy {
+        bridge_config = bridge_config.trusted_proxy(proxy);
+    }
+    if let Some(audit) = audit {
+        bridge_config = bridge_config.audit_log(audit);
+    }
     let (listener, url, socket): (Listener, _, _) = match (inherited, &listen) {
         (Some(listener), ListenAt::Tcp(local)) => {
             bridge_config = bridge_config.listening_on(*local);

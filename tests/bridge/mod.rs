@@ -10,6 +10,7 @@ mod deploy;
 mod drain;
 mod files;
 mod hygiene;
+mod identity;
 mod memory;
 mod page;
 mod page_early;

@@ -21,6 +21,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use super::super::identity::Peer;
 use super::heads::{HeadBytes, MAX_HEAD};
 use super::serve_options::ServeOptions;
 
@@ -117,19 +118,24 @@ pub(super) async fn connection(
             if let Err(error) = stream.set_nodelay(true) {
                 tracing::debug!(%error, "setting TCP_NODELAY");
             }
-            secure(stream, permit, shared).await
+            let peer = stream.peer_addr().ok().map(Peer::Tcp);
+            secure(stream, permit, shared, peer).await
         }
-        Stream::Unix(stream) => secure(stream, permit, shared).await,
+        Stream::Unix(stream) => secure(stream, permit, shared, Some(Peer::Unix)).await,
     }
 }
 
 /// The TLS handshake, within the header timeout, then HTTP.
-async fn secure<S>(stream: S, permit: OwnedSemaphorePermit, shared: Arc<ListenShared>)
-where
+async fn secure<S>(
+    stream: S,
+    permit: OwnedSemaphorePermit,
+    shared: Arc<ListenShared>,
+    peer: Option<Peer>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let Some(acceptor) = shared.tls.clone() else {
-        return http(stream, permit, shared).await;
+        return http(stream, permit, shared, peer).await;
     };
     let handshake = tokio::time::timeout(shared.options.header_timeout, acceptor.accept(stream));
     let stream = tokio::select! {
@@ -140,7 +146,7 @@ where
             Err(_) => return tracing::debug!("TLS handshake timed out"),
         },
     };
-    http(stream, permit, shared).await;
+    http(stream, permit, shared, peer).await;
 }
 
 /// Where a connection is between requests; the watchdog's input.
@@ -346,8 +352,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 /// Serves HTTP/1.1 (with upgrades) on one connection until it closes, its
 /// watchdog cuts it (no request in flight past a timeout) or shutdown
 /// lets its last request finish.
-async fn http<S>(stream: S, permit: OwnedSemaphorePermit, shared: Arc<ListenShared>)
-where
+async fn http<S>(
+    stream: S,
+    permit: OwnedSemaphorePermit,
+    shared: Arc<ListenShared>,
+    peer: Option<Peer>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Activity::new();
@@ -360,7 +370,12 @@ where
     };
     let service = {
         let (shared, activity) = (shared.clone(), activity.clone());
-        hyper::service::service_fn(move |request: Request<Incoming>| {
+        hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            // Who is at the other end: a trusted proxy's header counts
+            // only from its address (`identity.rs`).
+            if let Some(peer) = peer {
+                request.extensions_mut().insert(peer);
+            }
             if request.headers().contains_key(header::UPGRADE) {
                 head.stop();
             } else {
