@@ -682,9 +682,10 @@ pub(super) async fn mint(
         read_only: who.read_only || request.read_only,
     };
     let owner = principal.owner.clone();
-    let minted = state
-        .signins
-        .mint_for(principal, who.read_only, terminal, request.files, lifetime)?;
+    let minted =
+        state
+            .signins
+            .mint_for(principal, who.read_only, terminal, request.files, lifetime)?;
     let mut act = crate::audit::Act::new("link", owner.as_str()).detail(&minted.id);
     if let Some(terminal) = &minted.terminal {
         act = act.terminal(terminal);
