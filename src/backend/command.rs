@@ -170,6 +170,35 @@ pub(super) fn literal_way(shared: &ServerLink, kind: ShellKind) -> Option<Litera
     }
 }
 
+/// How a reply typed into the program a command runs goes in literally:
+/// bracketed where the program turned bracketed paste on since the
+/// command began (a REPL's readline), quoted with `C-v` where the terminal
+/// reads in its own line mode (`cat`, `od`, the shell's `read`), else as
+/// it is (a program reading raw takes each byte as it means it).
+pub(super) fn reply_literal_way(shared: &ServerLink) -> Option<Literal> {
+    let from = shared.stream.tracker().and_then(|tracker| {
+        tracker
+            .spans()
+            .back()
+            .filter(|span| span.running())
+            .map(|span| span.start)
+    });
+    let on = {
+        let held = shared.stream.held();
+        let from = from
+            .unwrap_or(0)
+            .max(held.start())
+            .max(held.total.saturating_sub(PROMPT_SCAN));
+        let output = held.between(from, held.total).unwrap_or_default();
+        literal::bracketed_paste_on(&output)
+    };
+    if on {
+        return Some(Literal::Bracketed);
+    }
+    let pane = shared.lock().pane_process?;
+    reading::literal_next(pane.pid)?.then_some(Literal::Quoted)
+}
+
 /// Whether the tracker says a command of the shell runs now.
 pub(super) fn running(shared: &ServerLink) -> bool {
     prompt(shared).0 == Prompt::Running

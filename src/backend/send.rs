@@ -232,11 +232,13 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     // (a TAB never completes; the keys after it stay keys).
     let text = join(&request.text);
     let literal = match mode {
-        Mode::Prompt(kind) => command::literal_way(shared, kind)
-            .map(|how| crate::shell::literal::literal(&request.text, how))
-            .filter(|made| matches!(made, std::borrow::Cow::Owned(_))),
-        _ => None,
-    };
+        Mode::Prompt(kind) => command::literal_way(shared, kind),
+        // A reply: as the program reading it takes bytes literally.
+        Mode::Reply(_) => command::reply_literal_way(shared),
+        Mode::Plain => None,
+    }
+    .map(|how| crate::shell::literal::literal(&request.text, how))
+    .filter(|made| matches!(made, std::borrow::Cow::Owned(_)));
     let written = literal.map_or_else(|| text.clone(), |made| join(&made));
     let typed_at = shared.stream.held().total;
     // A POSIX sh's tracker needs to know text typed at its prompt in one

@@ -66,6 +66,30 @@ pub(crate) fn blocked_on_input(pane_pid: u32) -> bool {
     input_state(pane_pid).reads()
 }
 
+/// Whether the terminal of the pane whose session leader is `pane_pid`
+/// reads in its own line mode (canonical, `ICANON`) with `C-v` as its
+/// literal-next character (`IEXTEN`, `VLNEXT`): a program reading it then
+/// gets the byte after a `C-v` as it is, a `C-c` or `C-u` included. `None`
+/// when the terminal's settings cannot be read (read through the pane
+/// process's stdin; nothing is read from the terminal itself).
+pub(crate) fn literal_next(pane_pid: u32) -> Option<bool> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::termios::{LocalModes, SpecialCodeIndex};
+    let terminal = rustix::fs::open(
+        format!("/proc/{pane_pid}/fd/0"),
+        OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let termios = rustix::termios::tcgetattr(&terminal).ok()?;
+    Some(
+        termios
+            .local_modes
+            .contains(LocalModes::ICANON | LocalModes::IEXTEN)
+            && termios.special_codes[SpecialCodeIndex::VLNEXT] == 0x16,
+    )
+}
+
 /// How the foreground process group of the pane whose session leader is
 /// `pane_pid` waits.
 ///

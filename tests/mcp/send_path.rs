@@ -267,3 +267,30 @@ async fn text_is_typed_literally_in_zsh() {
 async fn text_is_typed_literally_in_posix_sh() {
     within(text_is_typed_literally("/bin/sh")).await;
 }
+
+/// Item 1 for a reply: text typed into a program that reads in the
+/// terminal's own line mode (`od`) reaches it byte for byte: `C-u` erases
+/// nothing, `C-c` interrupts nothing, a TAB is a TAB. Before, the `C-c`
+/// in the text ended `od` (130) and the `C-u` erased the line.
+#[tokio::test]
+async fn a_reply_to_a_line_mode_reader_is_typed_literally() {
+    let cli = Cli::new();
+    within(async {
+        let mcp = Mcp::start_in(&cli, &[], "/bin/bash").await;
+        let dir = tempfile::tempdir().unwrap();
+        spawn(&mcp, "r", &dir).await;
+        let reading = mcp.ok("terminal_send", send("r", "od -An -tx1")).await;
+        assert_eq!(reading["wait_reason"], "stdin_read", "{reading}");
+        let replied = mcp
+            .ok("terminal_send", send("r", "x\u{15}y\u{3}z\tw"))
+            .await;
+        assert_eq!(replied["wait_reason"], "stdin_read", "{replied}");
+        let keys = json!({"terminal": "r", "keys": ["C-d"], "timeout_secs": 30});
+        let ended = mcp.ok("terminal_send", keys).await;
+        assert_eq!(ended["exit_code"], 0, "{ended}");
+        let output = ended["output"].as_str().unwrap();
+        assert!(output.contains(" 78 15 79 03 7a 09 77 0a"), "{ended}");
+        mcp.stop().await;
+    })
+    .await;
+}
