@@ -89,6 +89,20 @@ test('a backend session: motd, pid, a send whose output streams, read, status', 
   })
 })
 
+// Whether a `sleep 1000` of the session whose shell is `shellPid` leads
+// its terminal's foreground process group (/proc/PID/stat: pgrp == tpgid).
+function sleepInFront(shellPid) {
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`).toString() !== 'sleep\u00001000\u0000') continue
+      const fields = readFileSync(`/proc/${pid}/stat`).toString().split(') ')[1].split(' ')
+      const [ppid, pgrp, tpgid] = [fields[1], fields[2], fields[5]].map(Number)
+      if (ppid === shellPid && pgrp === tpgid) return true
+    } catch { /* gone meanwhile */ }
+  }
+  return false
+}
+
 test('a backend session: signal the foreground group, cancel a send, see the exit status', async () => {
   await withEngine(async (engine) => {
     const backend = ptyBackend(engine)
@@ -102,6 +116,14 @@ test('a backend session: signal the foreground group, cancel a send, see the exi
       if (listed.commands?.some((c) => c.text === 'sleep 1000' && c.running)) break
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
+    // The shell marks the command's start before it forks it: the signal
+    // goes to the foreground group, so wait until that is sleep's own
+    // (else bash itself gets the SIGINT, and sleep runs on).
+    const deadline = Date.now() + 20000
+    while (!sleepInFront(session.pid) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    assert.ok(sleepInFront(session.pid), 'sleep 1000 never came to the foreground')
     const signalled = await session.signal('SIGINT')
     assert.equal(signalled.delivered, true)
     assert.ok(signalled.targetPgid > 0)
