@@ -128,7 +128,7 @@ pub(super) fn integrated_shell(spec: &SpawnSpec, config: &TmuxConfig) -> Option<
     if !spec.integrates_shell() {
         return None;
     }
-    ShellKind::of(&super::config::pinned_shell(config))
+    ShellKind::of(&super::config::terminal_shell(config, spec).ok()?)
 }
 
 /// Where the tracker says the shell is, and whether it saw any mark.

@@ -23,7 +23,8 @@ pub struct TmuxConfig {
     /// removes what it finds there that no record names).
     pub runtime_dir: PathBuf,
     /// The pinned shell for terminals without a command and for shell lines
-    /// ([`SpawnSpec::shell`]); `None` uses `$SHELL`.
+    /// ([`SpawnSpec::shell`]) whose spawn names none in its `env`'s
+    /// `SHELL`; `None` uses the user's (`$SHELL`, else the login shell).
     pub shell: Option<PathBuf>,
     /// Quiet period after which a send counts as idle.
     pub quiet: Duration,
@@ -179,8 +180,8 @@ pub(super) fn server_options(
             quote(config.state_mark().as_bytes())?
         ),
     ];
-    let shell = pinned_shell(config);
-    // Shell integration: the pinned shell with the engine's rc.
+    let shell = terminal_shell(config, spec)?;
+    // Shell integration: the terminal's shell with the engine's rc.
     let integration = if spec.integrates_shell() {
         crate::shell::prepare(&shell, &crate::shell::rc_dir(&config.runtime_dir))?
     } else {
@@ -227,6 +228,20 @@ pub(super) fn pinned_shell(config: &TmuxConfig) -> PathBuf {
         .shell
         .clone()
         .unwrap_or_else(crate::shell::user_shell)
+}
+
+/// The shell of a terminal spawned as `spec`, interactive or running its
+/// shell line: the one its `env`'s `SHELL` names
+/// ([`crate::shell::find_shell`]: one rule on every face), else the pinned
+/// one.
+///
+/// # Errors
+/// `INVALID_INPUT` when `SHELL` names no executable.
+pub(super) fn terminal_shell(config: &TmuxConfig, spec: &SpawnSpec) -> Result<PathBuf> {
+    match spec.env.get("SHELL") {
+        Some(named) => crate::shell::find_shell(named),
+        None => Ok(pinned_shell(config)),
+    }
 }
 
 /// The argv a spec runs: its words, or its shell line under `shell`. tmux

@@ -351,6 +351,14 @@ impl BackendTerminal for TmuxTerminal {
         super::full_screen::working_directory(&self.shared)
     }
 
+    fn shell(&self) -> Option<std::path::PathBuf> {
+        let spec = &self.shared.spec;
+        let interactive = spec.command.is_empty() && spec.shell.is_none();
+        interactive
+            .then(|| super::config::terminal_shell(&self.shared.config, spec).ok())
+            .flatten()
+    }
+
     fn screen(&self) -> BoxFuture<'_, Result<Screen>> {
         Box::pin(super::pages::screen(&self.shared))
     }

@@ -220,20 +220,25 @@ fn find(which: CommandRef, spans: &[Span], epoch: u64, known_from: u64) -> Resul
 }
 
 impl Owned<'_> {
-    /// Whether the terminal's shell integration works, as the marks its
-    /// stream holds show it (see [`integration`]); `None` when it has no
-    /// live stream (its program ended, its server is gone).
+    /// The interactive shell the terminal runs, and whether its shell
+    /// integration works, as the marks its stream holds show it (see
+    /// [`integration`]); `None` when it has no live stream (its program
+    /// ended, its server is gone).
     ///
     /// # Errors
     /// `NO_TERMINAL`, `FOREIGN_TERMINAL`.
-    pub(crate) async fn shell_integration(self, target: &str) -> Result<Option<ShellIntegration>> {
+    pub(crate) async fn shell_integration(
+        self,
+        target: &str,
+    ) -> Result<(Option<std::path::PathBuf>, Option<ShellIntegration>)> {
         let (registry, owner) = (self.registry, self.owner);
         let terminal = match registry.terminal(owner, target).await {
             Ok(terminal) => terminal,
             Err(error @ (Error::NoTerminal(_) | Error::ForeignTerminal(_))) => return Err(error),
-            Err(_) => return Ok(None),
+            Err(_) => return Ok((None, None)),
         };
-        Ok(terminal.stream().map(|stream| stream.shell_integration()))
+        let integration = terminal.stream().map(|stream| stream.shell_integration());
+        Ok((terminal.shell(), integration))
     }
 
     /// The newest `limit` commands the terminal's shell marked, as its

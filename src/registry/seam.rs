@@ -281,6 +281,13 @@ pub trait BackendTerminal: Send + Sync + 'static {
         None
     }
 
+    /// The interactive shell the terminal runs (its spawn's `SHELL`, else
+    /// the backend's pinned shell); `None` (the default) when it runs a
+    /// command or a shell line, or the backend does not say.
+    fn shell(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
     /// Captures the visible screen.
     ///
     /// # Errors

@@ -120,9 +120,9 @@ pub fn render(bytes: &[u8]) -> String {
     }
     // A last row of blanks the cursor went back to the start of is what
     // the next prompt overwrites: zsh's partial-line filler (PROMPT_SP,
-    // `%`, spaces to the width, `\r \r`), not output.
-    if canvas.rows.len() > 1
-        && canvas.row == canvas.rows.len() - 1
+    // `%`, spaces to the width, `\r \r`), not output; the only row too
+    // (a command that printed nothing answered 80 spaces in zsh).
+    if canvas.row == canvas.rows.len() - 1
         && canvas.col == 0
         && canvas.rows[canvas.row].iter().all(|&c| c == ' ')
     {
@@ -151,6 +151,8 @@ mod tests {
             " ".repeat(79)
         );
         assert_eq!(render(format!("42\r\n{filler}").as_bytes()), "42\n");
+        // Of a command that printed nothing.
+        assert_eq!(render(filler.as_bytes()), "");
         // Spaces a program printed, the cursor after them, stay.
         assert_eq!(render(b"a\n  "), "a\n  ");
     }

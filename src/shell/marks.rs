@@ -82,7 +82,7 @@ pub enum ShellIntegration {
     /// terminal gets the integration again.
     Lost,
     /// It never marked anything: the program is no shell the engine
-    /// integrates (a command, a `shell` line, fish, integration turned
+    /// integrates (a command, a `shell` line, tcsh, integration turned
     /// off), or the shell's own rc replaced the engine's.
     NeverStarted,
     /// Not known yet: the engine holds no mark, and either the shell has

@@ -1,13 +1,18 @@
-//! Shell integration: the engine starts bash, zsh and POSIX `sh` with a
-//! small rc of its own that sources the user's usual one and then makes
-//! the shell mark its prompts and commands with OSC 133 (`A` prompt
+//! Shell integration: the engine starts bash, zsh, POSIX `sh` and fish
+//! with a small rc of its own that sources the user's usual one (fish
+//! reads its own first) and then makes the shell mark its prompts and
+//! commands with OSC 133 (`A` prompt
 //! start, `B` prompt end, `C` command start, `D;status` command end), as
 //! VS Code, iTerm2, WezTerm and kitty read them. The marks arrive in the
 //! pane's byte stream before any terminal emulation ([`marks`] finds
 //! them), so a send can return exactly a command's output and its exit
 //! status. The rc also keeps commands typed with a leading space out of
 //! the history (`HISTCONTROL=ignorespace`, `HIST_IGNORE_SPACE`), which is
-//! how `history: false` sends stay out of it.
+//! how `history: false` sends stay out of it (fish keeps them out by
+//! itself).
+//!
+//! Which shell a terminal runs is chosen per spawn: the spawn's `SHELL`
+//! in its `env` ([`find_shell`]), else the engine's pinned shell.
 //!
 //! | file       | job                                                    |
 //! |------------|--------------------------------------------------------|
@@ -36,19 +41,48 @@ pub enum ShellKind {
     /// A POSIX sh such as dash (`ENV`; the marks live in `PS1`, so there
     /// is no `C` mark: a command's output is what follows its echo).
     Sh,
+    /// fish 3.x (`--init-command`; the `fish_prompt`, `fish_preexec`,
+    /// `fish_postexec` and `fish_cancel` events, `B` after `fish_prompt`).
+    Fish,
 }
 
 impl ShellKind {
     /// The kind of the shell at `path`, by its file name (`bash`, `zsh`,
-    /// `sh`, `dash`, `ash`); `None` for any other (fish, a REPL, ...).
+    /// `sh`, `dash`, `ash`, `fish`); `None` for any other (tcsh, a REPL,
+    /// ...).
     pub fn of(path: &Path) -> Option<ShellKind> {
         match path.file_name()?.to_str()? {
             "bash" => Some(ShellKind::Bash),
             "zsh" => Some(ShellKind::Zsh),
             "sh" | "dash" | "ash" => Some(ShellKind::Sh),
+            "fish" => Some(ShellKind::Fish),
             _ => None,
         }
     }
+}
+
+/// The shell a spawn's `SHELL` names: an absolute path to an executable
+/// file, or a name found in the engine's `PATH` (`zsh`). This is how a
+/// spawn picks its interactive shell on every face (MCP, HTTP, the CLI's
+/// `--env SHELL=...`, the library's `SpawnSpec::env`).
+///
+/// # Errors
+/// `INVALID_INPUT` when it names no executable file.
+pub fn find_shell(named: &str) -> Result<PathBuf> {
+    let path = Path::new(named);
+    let found = if path.is_absolute() {
+        let executable = rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok();
+        (path.is_file() && executable).then(|| path.to_owned())
+    } else if named.contains('/') || named.is_empty() {
+        None
+    } else {
+        which::which(named).ok()
+    };
+    found.ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "env SHELL {named:?} is no executable shell (an absolute path, or a name in PATH)"
+        ))
+    })
 }
 
 /// The user's shell, as tmux itself picks it (`getshell`): `$SHELL` when
@@ -161,8 +195,25 @@ pub fn prepare(shell: &Path, dir: &Path) -> Result<Option<Integration>> {
                 env: vec![("ENV".to_owned(), text(&rc)?)],
             }
         }
+        ShellKind::Fish => {
+            // After the user's config.fish (fish reads it first), so the
+            // prompt wrapped is theirs.
+            let rc = path("rc.fish");
+            write_private(&rc, FISH_RC)?;
+            let init = format!("source {}", fish_quote(&text(&rc)?));
+            Integration {
+                words: vec![program, "-i".into(), "-C".into(), init.into()],
+                env: Vec::new(),
+            }
+        }
     };
     Ok(Some(integration))
+}
+
+/// `text` as one fish word: single quotes, `\\` and `'` escaped (the only
+/// escapes fish reads inside them).
+fn fish_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 /// Writes `text` to `path` (0600) through a temporary file and a rename.
@@ -264,6 +315,58 @@ unset __te_esc __te_bel
     te_download!()
 );
 
+/// fish 3.x: the user's config is read already (`--init-command` runs
+/// after it). `D;status` from `fish_postexec` (whose `$status` is the
+/// command's) and `fish_cancel` (Ctrl-C at the prompt: no command), OSC 7
+/// and `A` from the `fish_prompt` event (before the prompt is drawn), `B`
+/// from a `fish_prompt` wrapping the user's, `C` from `fish_preexec`.
+/// fish keeps lines typed with a leading space out of its history itself.
+/// An empty line runs no command and fires neither exec event: `A B`
+/// follow the last `D` with no `C`, which the tracker reads as no command.
+const FISH_RC: &str = r#"# tmux-engine shell integration (fish); see docs/shell-integration.md
+function __tmux_engine_postexec --on-event fish_postexec
+    printf '\e]133;D;%s\a' $status
+end
+function __tmux_engine_cancel --on-event fish_cancel
+    printf '\e]133;D;130\a'
+end
+function __tmux_engine_prompt --on-event fish_prompt
+    printf '\e]7;file://%s\a\e]133;A\a' $PWD
+end
+function __tmux_engine_preexec --on-event fish_preexec
+    printf '\e]133;C\a'
+end
+if functions -q fish_prompt
+    functions -c fish_prompt __tmux_engine_user_prompt
+else
+    function __tmux_engine_user_prompt
+        printf '%s> ' (prompt_pwd)
+    end
+end
+function fish_prompt
+    __tmux_engine_user_prompt
+    printf '\e]133;B\a'
+end
+function te-download --description 'te-download FILE: a download link to FILE'
+    if test (count $argv) -ne 1
+        echo 'usage: te-download FILE' >&2
+        return 2
+    end
+    set -l p $argv[1]
+    string match -q -- '/*' $p; or set p $PWD/$p
+    if not test -f $p
+        printf 'te-download: %s: no such regular file\n' $argv[1] >&2
+        return 1
+    end
+    if string match -qr -- '[[:cntrl:]]' $p
+        printf 'te-download: %s: control characters in the name\n' $argv[1] >&2
+        return 1
+    end
+    set -l u (string replace -a -- '%' '%25' $p | string replace -a -- ' ' '%20' | string replace -a -- '#' '%23' | string replace -a -- '?' '%3F' | string replace -a -- '\\' '%5C')
+    printf '\e]8;;file://%s\e\\\\%s\e]8;;\e\\\\\n' $u (basename -- $p)
+end
+"#;
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -286,11 +389,37 @@ mod tests {
     }
 
     #[test]
+    fn fish_words_are_quoted() {
+        assert_eq!(fish_quote("/a b/c"), "'/a b/c'");
+        assert_eq!(fish_quote(r"it's\x"), r"'it\'s\\x'");
+    }
+
+    #[test]
+    fn a_spawns_shell_is_a_path_or_a_name_in_path() {
+        assert_eq!(find_shell("/bin/sh").unwrap(), PathBuf::from("/bin/sh"));
+        assert!(find_shell("sh").unwrap().is_absolute());
+        for bad in [
+            "/nonexistent/zsh",
+            "no-such-shell-here",
+            "bin/sh",
+            "",
+            "/tmp",
+        ] {
+            let error = find_shell(bad).unwrap_err();
+            assert_eq!(error.code(), "INVALID_INPUT", "{bad}");
+        }
+    }
+
+    #[test]
     fn known_shells_get_files_others_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let dir = dir.path().join("shell");
-        assert_eq!(prepare(Path::new("/usr/bin/fish"), &dir).unwrap(), None);
+        assert_eq!(prepare(Path::new("/usr/bin/tcsh"), &dir).unwrap(), None);
         assert!(!dir.exists());
+        let fish = prepare(Path::new("/usr/bin/fish"), &dir).unwrap().unwrap();
+        let rc = dir.join("rc.fish");
+        assert_eq!(fish.words[1..3], ["-i", "-C"]);
+        assert_eq!(fish.words[3], format!("source '{}'", rc.display()).as_str());
         let bash = prepare(Path::new("/bin/bash"), &dir).unwrap().unwrap();
         assert_eq!(bash.words[1], "--rcfile");
         let sh = prepare(Path::new("/bin/dash"), &dir).unwrap().unwrap();

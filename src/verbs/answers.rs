@@ -309,6 +309,11 @@ pub(crate) struct ShowAnswer {
     /// The snapshot, as `list` gives it.
     #[serde(flatten)]
     pub(crate) snapshot: TerminalSnapshot,
+    /// The interactive shell it runs (its spawn's `SHELL`, else the
+    /// engine's): absent for a command, a shell line, or a terminal whose
+    /// program ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) shell: Option<String>,
     /// Whether sends get exit codes from the shell's marks: `active`,
     /// `lost` (the marks stopped: its rc or a command replaced
     /// `PROMPT_COMMAND`/`PS1` later), `never_started` (no integrated

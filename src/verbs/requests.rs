@@ -60,7 +60,7 @@ pub struct SpawnRequest {
     #[serde(default)]
     #[schemars(extend("pattern" = r"^/[^\x00]*$"))]
     pub cwd: Option<PathBuf>,
-    /// Extra environment, no `=` in names.
+    /// Extra environment, no `=` in names; `SHELL`: the shell to run.
     #[serde(default)]
     #[schemars(extend(
         "propertyNames" = {"pattern": r"^[^=\x00]+$"},

@@ -43,16 +43,17 @@ pub async fn list(owned: Owned<'_>, _request: &ListRequest) -> Result<Vec<Termin
     owned.list().await
 }
 
-/// `show`: one terminal's snapshot, and whether its shell integration
-/// works.
+/// `show`: one terminal's snapshot, its interactive shell, and whether
+/// its shell integration works.
 ///
 /// # Errors
 /// `NO_TERMINAL`, `FOREIGN_TERMINAL`, ...
 pub(crate) async fn show(owned: Owned<'_>, request: &TerminalRequest) -> Result<ShowAnswer> {
     let snapshot = snapshot(owned, request).await?;
-    let shell_integration = owned.shell_integration(&request.terminal).await?;
+    let (shell, shell_integration) = owned.shell_integration(&request.terminal).await?;
     Ok(ShowAnswer {
         snapshot,
+        shell: shell.map(|path| path.display().to_string()),
         shell_integration,
     })
 }

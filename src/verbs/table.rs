@@ -249,7 +249,7 @@ pub static VERBS: &[Verb] = &[
         summary: "One terminal's snapshot.",
         description: "One terminal's snapshot: {id, name, owner, kind, status: {kind: \
                       running|exited (exit)|gone (reason)}, pid, restart, restarts, role, \
-                      created_ms, output_path, shell_integration, keep_history, restored_ms, \
+                      created_ms, output_path, shell, shell_integration, keep_history, restored_ms, \
                       history_error}.",
         request: schema::<TerminalRequest>,
         answer: schema::<ShowAnswer>,

@@ -23,6 +23,7 @@ mod search;
 mod send_path;
 mod sessions;
 mod shared;
+mod shells;
 mod tracker;
 mod transport;
 
