@@ -154,20 +154,23 @@ pub(super) fn literal_way(shared: &ServerLink, kind: ShellKind) -> Option<Litera
         .stream
         .tracker()
         .and_then(|tracker| tracker.prompt_start());
-    let on = {
-        let held = shared.stream.held();
-        let from = from
-            .unwrap_or(0)
-            .max(held.start())
-            .max(held.total.saturating_sub(PROMPT_SCAN));
-        let prompt = held.between(from, held.total).unwrap_or_default();
-        literal::bracketed_paste_on(&prompt)
-    };
-    if on {
+    if bracketed_since(shared, from) {
         Some(Literal::Bracketed)
     } else {
         matches!(kind, ShellKind::Bash | ShellKind::Zsh | ShellKind::Sh).then_some(Literal::Quoted)
     }
+}
+
+/// Whether the output since `from` (else the oldest held byte), its last
+/// [`PROMPT_SCAN`] bytes at most, turned bracketed paste on.
+fn bracketed_since(shared: &ServerLink, from: Option<u64>) -> bool {
+    let held = shared.stream.held();
+    let from = from
+        .unwrap_or(0)
+        .max(held.start())
+        .max(held.total.saturating_sub(PROMPT_SCAN));
+    let output = held.between(from, held.total).unwrap_or_default();
+    literal::bracketed_paste_on(&output)
 }
 
 /// How a reply typed into the program a command runs goes in literally:
@@ -183,16 +186,7 @@ pub(super) fn reply_literal_way(shared: &ServerLink) -> Option<Literal> {
             .filter(|span| span.running())
             .map(|span| span.start)
     });
-    let on = {
-        let held = shared.stream.held();
-        let from = from
-            .unwrap_or(0)
-            .max(held.start())
-            .max(held.total.saturating_sub(PROMPT_SCAN));
-        let output = held.between(from, held.total).unwrap_or_default();
-        literal::bracketed_paste_on(&output)
-    };
-    if on {
+    if bracketed_since(shared, from) {
         return Some(Literal::Bracketed);
     }
     let pane = shared.lock().pane_process?;
