@@ -2,21 +2,7 @@
 //! rewrote `meta.json`, the error was swallowed, and `logs` said the
 //! terminal "keeps no history". Reading writes nothing now.
 
-use std::path::PathBuf;
-
 use crate::cli::Cli;
-
-/// Unmounts on drop, even when an assertion fails first.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
 
 #[tokio::test]
 async fn logs_reads_a_kept_history_on_a_full_disk() {
@@ -24,16 +10,7 @@ async fn logs_reads_a_kept_history_on_a_full_disk() {
         let cli = Cli::new();
         let state = cli.state();
         std::fs::create_dir_all(&state).unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs"])
-            .arg(&state)
-            .status()
-            .is_ok_and(|status| status.success());
-        assert!(
-            mounted,
-            "mounting a tmpfs needs root (this test's honest full disk)"
-        );
-        let _unmount = Unmount(state.clone());
+        let _unmount = crate::support::full_disk(&state, "8m");
         cli.ok(&[
             "spawn",
             "--name",

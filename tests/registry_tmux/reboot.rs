@@ -327,25 +327,7 @@ async fn a_full_disk_is_a_clear_error_and_no_torn_record() {
         let _guard = Cleanup(runtime(dir.path()));
         let state = dir.path().join("state");
         std::fs::create_dir(&state).unwrap();
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs"])
-            .arg(&state)
-            .status()
-            .is_ok_and(|status| status.success());
-        assert!(
-            mounted,
-            "mounting a tmpfs needs root (this test's honest full disk)"
-        );
-        struct Unmount(PathBuf);
-        impl Drop for Unmount {
-            fn drop(&mut self) {
-                let _ = std::process::Command::new("umount")
-                    .arg("-l")
-                    .arg(&self.0)
-                    .status();
-            }
-        }
-        let _unmount = Unmount(state.clone());
+        let _unmount = crate::support::full_disk(&state, "256k");
         let (registry, _) = Registry::open_with(
             RegistryConfig::default().state_dir(&state),
             backend_with(dir.path(), "/bin/sh"),

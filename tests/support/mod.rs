@@ -41,6 +41,40 @@ pub fn installed(name: &str) -> Option<String> {
         .map(|path| path.to_string_lossy().into_owned())
 }
 
+/// A tmpfs of `size` (tmpfs's own syntax: `256k`, `8m`) mounted at
+/// `dir` (0700), for an honest full disk; unmounted when the guard drops,
+/// even when an assertion fails first. Needs root: fails, never skips.
+pub fn full_disk(dir: &Path, size: &str) -> Unmount {
+    let mounted = std::process::Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size},mode=0700"),
+            "tmpfs",
+        ])
+        .arg(dir)
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(
+        mounted,
+        "mounting a tmpfs needs root (this test's honest full disk)"
+    );
+    Unmount(dir.to_owned())
+}
+
+/// Unmounts its directory on drop (see [`full_disk`]).
+pub struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
 /// Runs a test body under [`TEST_TIMEOUT`].
 pub async fn within<F: Future>(body: F) -> F::Output {
     tokio::time::timeout(TEST_TIMEOUT, body)
