@@ -110,6 +110,9 @@ pub mod verbs;
 pub mod vocab;
 
 pub use error::{Error, ErrorCode, Result};
+/// The relay's writer of kept histories, which the engine's binaries hand
+/// to [`tmux::relay`].
+pub use history::RelayKeeper;
 pub use terminal::Terminal;
 
 /// The README's Rust examples, compiled (and run) by `cargo test`.

@@ -52,6 +52,12 @@ pub struct TmuxConfig {
     /// servers only in a long-lived process (`serve --pool`, default
     /// [`TmuxConfig::DEFAULT_POOL_SIZE`]). The pool fills after the first spawn.
     pub pool_size: usize,
+    /// The output relay every terminal's pane is piped to (one resident
+    /// process per terminal that numbers its bytes for every engine
+    /// process, and writes its kept history); `None`: the default
+    /// (`TMUX_ENGINE_RELAY`, else the one beside the `tmux-engine`
+    /// binary, else none: output rides `%output`).
+    pub relay: Option<PathBuf>,
 }
 
 /// The warm pool size of a long-lived process such as `serve`.
@@ -75,7 +81,22 @@ impl TmuxConfig {
             state_dir: None,
             environment: None,
             pool_size: 0,
+            relay: None,
         }
+    }
+
+    /// Pipes every terminal's pane to `relay` (an executable that answers
+    /// `tmux-engine-relay`'s arguments), whatever the default would be.
+    pub fn relay(mut self, relay: impl Into<PathBuf>) -> Self {
+        self.relay = Some(relay.into());
+        self
+    }
+
+    /// The relay terminals are piped to (see [`TmuxConfig::relay`]).
+    pub(super) fn relay_executable(&self) -> Option<PathBuf> {
+        self.relay
+            .clone()
+            .or_else(crate::tmux::relay::default_relay)
     }
 
     /// The runtime directory for a registry on `state_dir`: the runtime
@@ -217,6 +238,7 @@ pub(super) fn server_options(
         // its pane dies, on the `%output` path too (tmux::exit_handshake);
         // each control client of the server acknowledges.
         exit_handshake: true,
+        raw_relay: config.relay_executable(),
         ..defaults
     })
 }

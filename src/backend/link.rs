@@ -35,6 +35,9 @@ pub(super) struct Mutable {
     /// for `pane_process` (see `TmuxTerminal::pid`): `list` asks every
     /// terminal's pid, and finding it is three reads of `/proc`.
     pub program: Option<(ProcessId, ProcessId)>,
+    /// Whether this process asked the pane's relay to keep the history
+    /// (`keep_history`): a relay that replaces it is asked again.
+    pub keeps: bool,
 }
 
 /// Everything the terminal's tasks share.

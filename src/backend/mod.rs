@@ -339,7 +339,7 @@ impl TmuxBackend {
             // No relay (it was killed, or the server is older than relays):
             // a new one, for this process and every later one. Its stream is
             // a new one (what the pane printed meanwhile reached nobody).
-            linked = stream_link::install(&client, pane, dir, self.config.probe_timeout).await;
+            linked = stream_link::install(&client, pane, dir, &self.config).await;
             if linked.is_none() {
                 // None could start: a drain of our own keeps a fast exit's
                 // tail on the screen (this client's output rides `%output`).

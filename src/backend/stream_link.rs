@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tracing::{debug, warn};
 
+use super::TmuxConfig;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, hold_handshake_lock};
 use crate::tmux::command::TmuxCommand;
@@ -44,9 +45,10 @@ pub(super) async fn install(
     client: &ControlClient,
     pane: PaneId,
     dir: &Path,
-    timeout: Duration,
+    config: &TmuxConfig,
 ) -> Option<Linked> {
-    let executable = relay::default_relay()?;
+    let timeout = config.probe_timeout;
+    let executable = config.relay_executable()?;
     let _lock = hold_handshake_lock(&dir.join(LOCK), timeout).await;
     if let Some(linked) = existing(dir, timeout).await {
         return Some(linked);

@@ -118,6 +118,7 @@ impl TmuxTerminal {
                 pane_process: parts.pane_process,
                 active_send: None,
                 program: None,
+                keeps: false,
             }),
             status: watch::Sender::new(parts.status),
             restream,
@@ -215,7 +216,7 @@ async fn relink(shared: &ServerLink) {
     let end = shared.stream.end();
     let linked = match crate::tmux::relay::link(dir, end.epoch, end.offset, timeout).await {
         Ok(Some(linked)) => Some(linked),
-        _ => super::stream_link::install(&shared.client, shared.pane, dir, timeout).await,
+        _ => super::stream_link::install(&shared.client, shared.pane, dir, &shared.config).await,
     };
     let Some(linked) = linked else {
         warn!(terminal = %shared.id, why, "the pane's output is lost to this process");
@@ -230,9 +231,53 @@ async fn relink(shared: &ServerLink) {
         shared.stream.restart(linked.epoch, linked.start);
     }
     warn!(terminal = %shared.id, why, epoch = linked.epoch, "linked to the pane's relay again");
+    let (epoch, replaced) = (linked.epoch, linked.epoch != end.epoch);
     if let Err(error) = shared.client.attach_raw(shared.pane, linked) {
         shared.stream.lose(format!("{why}; linking again: {error}"));
+        return;
     }
+    if replaced && shared.lock().keeps {
+        // A new relay keeps nothing until asked; its order is still in
+        // the server directory.
+        match crate::tmux::relay::keep(dir, epoch, 0, timeout).await {
+            Ok(Some(_)) => {}
+            Ok(None) => warn!(terminal = %shared.id, "the new relay does not keep the history"),
+            Err(error) => {
+                warn!(terminal = %shared.id, %error, "asking the new relay to keep the history")
+            }
+        }
+    }
+}
+
+/// Asks the pane's relay to keep the history `order` names from `from`
+/// (see `BackendTerminal::keep_history`).
+async fn keep_history(
+    shared: &ServerLink,
+    order: crate::history::keeper::KeepOrder,
+    from: u64,
+) -> Result<Option<u64>> {
+    if shared.client.output_path(shared.pane) != crate::control::client::OutputPath::Raw {
+        return Ok(None);
+    }
+    let dir = shared.address.dir().to_owned();
+    let written = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || order.write(&dir)
+    })
+    .await
+    .map_err(|error| Error::io("writing the keep order", std::io::Error::other(error)))?;
+    written.map_err(|error| {
+        Error::io(
+            format!("writing the keep order in {}", dir.display()),
+            error,
+        )
+    })?;
+    let epoch = shared.stream.epoch();
+    let kept = crate::tmux::relay::keep(&dir, epoch, from, shared.config.probe_timeout).await?;
+    if kept.is_some() {
+        shared.lock().keeps = true;
+    }
+    Ok(kept)
 }
 
 /// Whether process `pid` exists (a signal 0 reaches it; EPERM: it exists,
@@ -345,6 +390,14 @@ impl BackendTerminal for TmuxTerminal {
 
     fn stream(&self) -> Option<Arc<Stream>> {
         Some(Arc::clone(&self.shared.stream))
+    }
+
+    fn keep_history(
+        &self,
+        order: crate::history::keeper::KeepOrder,
+        from: u64,
+    ) -> BoxFuture<'_, Result<Option<u64>>> {
+        Box::pin(keep_history(&self.shared, order, from))
     }
 
     fn working_directory(&self) -> Option<std::path::PathBuf> {

@@ -20,7 +20,11 @@ fn main() -> ExitCode {
     }
     let dir = args.next().unwrap_or_default();
     let joined = args.next().is_some_and(|a| a == "joined");
-    match tmux_engine::tmux::relay(std::path::Path::new(&dir), joined) {
+    match tmux_engine::tmux::relay(
+        std::path::Path::new(&dir),
+        joined,
+        &mut tmux_engine::RelayKeeper::default(),
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
     }

@@ -1,6 +1,8 @@
-//! The task that writes one stream to its kept history: a reader of the
-//! stream like any other (the stream's `push` stays its one write
-//! point), batching what arrives into few large appends.
+//! The task that writes one stream to its kept history where no relay
+//! keeps it (`keeper.rs`: a library without a relay, a relay of an older
+//! engine): a reader of the stream like any other (the stream's `push`
+//! stays its one write point), batching what arrives into few large
+//! appends.
 //!
 //! Loss window: bytes reach the files (the page cache) at most
 //! [`FLUSH_INTERVAL`] after they arrived, or as soon as [`FLUSH_BYTES`]

@@ -27,6 +27,7 @@
 //! `spawn_blocking`.
 
 mod follow;
+pub(crate) mod keeper;
 mod title;
 
 use std::fs;
@@ -41,6 +42,7 @@ use serde::{Deserialize, Serialize};
 
 pub use follow::FLUSH_INTERVAL;
 pub(crate) use follow::follow;
+pub use keeper::RelayKeeper;
 
 use crate::stream::{CursorGap, OutputCursor, OutputSince};
 use crate::vocab::Size;
@@ -115,6 +117,10 @@ struct Inner {
     newest: u64,
     /// The last write error, until a write succeeds again.
     error: Option<String>,
+    /// Whether this process writes the history (its meta is the truth);
+    /// else another does (the terminal's relay, or another engine
+    /// process), and the meta is read again from disk before it is used.
+    here: bool,
 }
 
 /// The path of one terminal's history directory.
@@ -182,6 +188,7 @@ impl Kept {
                 end,
                 newest,
                 error: None,
+                here: false,
             }),
             dir,
         };
@@ -229,6 +236,7 @@ impl Kept {
                 end,
                 newest,
                 error: None,
+                here: false,
             }),
             dir,
         }))
@@ -238,6 +246,26 @@ impl Kept {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The state, its meta read again from disk first when another
+    /// process writes the history (a stream it mapped since is known).
+    fn fresh(&self) -> MutexGuard<'_, Inner> {
+        let mut inner = self.lock();
+        if !inner.here
+            && let Ok(bytes) = fs::read(self.dir.join("meta.json"))
+            && let Ok(meta) = serde_json::from_slice(&bytes)
+        {
+            inner.meta = meta;
+        }
+        inner
+    }
+
+    /// Marks this process as the history's writer (it holds the writer
+    /// lock): its own meta is the truth from now on (also once it
+    /// appended or mapped a stream).
+    pub fn write_here(&self) {
+        self.lock().here = true;
+    }
+
     /// Its directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -245,7 +273,7 @@ impl Kept {
 
     /// A copy of what `meta.json` says now.
     pub fn meta(&self) -> Meta {
-        self.lock().meta.clone()
+        self.fresh().meta.clone()
     }
 
     /// The history offset past its last byte.
@@ -260,13 +288,13 @@ impl Kept {
 
     /// Changes the meta (saved by the next [`save_meta`](Kept::save_meta)).
     pub fn update(&self, change: impl FnOnce(&mut Meta)) {
-        change(&mut self.lock().meta);
+        change(&mut self.fresh().meta);
     }
 
     /// The history offset of stream `epoch`'s byte 0, when that stream
     /// fed this history (this process's, or another's sharing it).
     pub fn stream_base(&self, epoch: u64) -> Option<u64> {
-        let inner = self.lock();
+        let inner = self.fresh();
         inner
             .meta
             .streams
@@ -280,6 +308,7 @@ impl Kept {
     /// 0's).
     pub fn map_stream(&self, epoch: u64, base: u64) {
         let mut inner = self.lock();
+        inner.here = true;
         let streams = &mut inner.meta.streams;
         streams.retain(|&(known, _)| known != epoch);
         streams.push((epoch, base));
@@ -325,6 +354,7 @@ impl Kept {
     pub fn append(&self, bytes: &[u8]) -> Result<()> {
         let result = self.append_inner(bytes);
         let mut inner = self.lock();
+        inner.here = true;
         match &result {
             Ok(()) => inner.error = None,
             Err(error) => {
@@ -405,7 +435,7 @@ impl Kept {
     /// mapped stream's offset moved by that stream's base; `None` for an
     /// unknown epoch.
     pub fn offset_of(&self, cursor: OutputCursor) -> Option<u64> {
-        let inner = self.lock();
+        let inner = self.fresh();
         if cursor.epoch == inner.meta.epoch {
             return Some(cursor.offset);
         }

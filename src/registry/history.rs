@@ -32,6 +32,7 @@ use tracing::{info, warn};
 use super::seam::{BackendTerminal, ReadPage, ReadRequest, Restore, SendRequest, WaitFor};
 use super::service::Owned;
 use super::{Registry, TerminalId};
+use crate::history::keeper::KeepOrder;
 use crate::history::{Kept, history_dir, now_ms};
 use crate::statedir::StateDir;
 use crate::statedir::{FileLock, Purpose};
@@ -188,9 +189,11 @@ impl Registry {
         Ok(Some(kept))
     }
 
-    /// Starts writing the live terminal of `id` to its kept history, from
-    /// its stream's offset `from`, unless that stream is written already
-    /// or the terminal keeps none.
+    /// Starts keeping the live terminal of `id` in its kept history, from
+    /// its stream's offset `from`, unless that stream is kept already or
+    /// the terminal keeps none. The pane's relay writes it when there is
+    /// one (it reads every byte, with or without an engine process);
+    /// else this process does, while it holds the terminal.
     pub(crate) fn follow_history(&self, id: &TerminalId, from: u64) {
         let kept = {
             let state = self.inner.lock();
@@ -211,22 +214,86 @@ impl Registry {
             })
         };
         let Some(kept) = kept else { return };
+        let (terminal, stream, order) = {
+            let mut state = self.inner.lock();
+            let Some(entry) = state.entries.get_mut(id) else {
+                return;
+            };
+            let Some(terminal) = entry.presence.terminal() else {
+                return;
+            };
+            let Some(stream) = terminal.stream() else {
+                return;
+            };
+            let same = entry
+                .history
+                .as_ref()
+                .and_then(|keeping| keeping.stream.as_ref())
+                .is_some_and(|followed| Arc::ptr_eq(followed, &stream));
+            if same {
+                return;
+            }
+            let order = self.inner.store.dir().map(|dir| KeepOrder {
+                history: kept.dir().to_owned(),
+                limit: kept.limit,
+                record: entry.record.spec.record,
+                lock: dir.lock_path(&StateDir::terminal_lock(id, Purpose::History)),
+                boot_id: self.boot_id(),
+                size: entry.record.spec.size,
+            });
+            // This stream is taken care of from here on (by the relay, or
+            // by the writer the task below starts where none keeps it).
+            let writing = entry
+                .history
+                .as_mut()
+                .and_then(|keeping| keeping.writing.take());
+            entry.history = Some(Keeping {
+                kept: Arc::clone(&kept),
+                stream: Some(Arc::clone(&stream)),
+                _stop: None,
+                finished: None,
+                writing,
+            });
+            (terminal, stream, order)
+        };
+        let registry = self.clone();
+        let id = id.clone();
+        self.inner.tasks.spawn(async move {
+            let relayed = match order {
+                Some(order) => terminal.keep_history(order, from).await,
+                None => Ok(None),
+            };
+            match relayed {
+                Ok(Some(_)) => {}
+                Ok(None) => registry.write_history_here(&id, &kept, &stream, from),
+                Err(error) => {
+                    warn!(terminal = %id, %error, "the relay does not keep the history; keeping it here");
+                    registry.write_history_here(&id, &kept, &stream, from);
+                }
+            }
+        });
+    }
+
+    /// Writes `stream` of the live terminal `id` to `kept` from this
+    /// process (no relay keeps it), unless another process writes it (the
+    /// `history` flock) or the terminal's stream changed meanwhile.
+    fn write_history_here(
+        &self,
+        id: &TerminalId,
+        kept: &Arc<Kept>,
+        stream: &Arc<Stream>,
+        from: u64,
+    ) {
         let mut state = self.inner.lock();
         let Some(entry) = state.entries.get_mut(id) else {
             return;
         };
-        let Some(terminal) = entry.presence.terminal() else {
-            return;
-        };
-        let Some(stream) = terminal.stream() else {
-            return;
-        };
-        let same = entry
+        let current = entry
             .history
             .as_ref()
             .and_then(|keeping| keeping.stream.as_ref())
-            .is_some_and(|followed| Arc::ptr_eq(followed, &stream));
-        if same {
+            .is_some_and(|followed| Arc::ptr_eq(followed, stream));
+        if !current {
             return;
         }
         // One writer across the processes sharing the state directory.
@@ -248,7 +315,8 @@ impl Registry {
                 None => None,
             },
         };
-        let from = continue_from(&kept, &stream, from);
+        kept.write_here();
+        let from = continue_from(kept, stream, from);
         let boot = self.boot_id();
         kept.update(|meta| {
             meta.boot_id = boot;
@@ -256,12 +324,15 @@ impl Registry {
         });
         let record = entry.record.spec.record;
         let cancel: CancellationToken = entry.cancel.child_token();
-        let weak = Arc::downgrade(&terminal);
+        let weak = match entry.presence.terminal() {
+            Some(terminal) => Arc::downgrade(&terminal),
+            None => return,
+        };
         let cwd = Arc::new(move || weak.upgrade()?.working_directory());
         let finished = CancellationToken::new();
         let writer = crate::history::follow(
-            Arc::clone(&kept),
-            Arc::clone(&stream),
+            Arc::clone(kept),
+            Arc::clone(stream),
             from,
             record,
             cwd,
@@ -273,8 +344,8 @@ impl Registry {
             ended.cancel();
         });
         entry.history = Some(Keeping {
-            kept,
-            stream: Some(stream),
+            kept: Arc::clone(kept),
+            stream: Some(Arc::clone(stream)),
             _stop: Some(cancel.drop_guard()),
             finished: Some(finished),
             writing,
@@ -286,12 +357,15 @@ impl Registry {
         let Some(dir) = self.history_path(id) else {
             return;
         };
+        // The last write first, bounded: a writer stuck on a dead disk
+        // must not keep the kill from ending. This process's writer says
+        // when it ended; the relay (or another process) lets go of the
+        // writer lock once its pipe closed with the killed server.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
         if let Some(writer) = writer {
-            // The stopped writer's last write first (bounded: a writer
-            // stuck on a dead disk must not keep the kill from ending).
-            let _ =
-                tokio::time::timeout(std::time::Duration::from_secs(5), writer.cancelled()).await;
+            let _ = tokio::time::timeout_at(deadline, writer.cancelled()).await;
         }
+        let _writer_lock = self.wait_for_history_writer(id, deadline).await;
         let removed = tokio::task::spawn_blocking(move || {
             // Once more if the writer's last flush raced the first.
             Kept::remove(&dir).or_else(|_| Kept::remove(&dir))
@@ -299,6 +373,30 @@ impl Registry {
         .await;
         if let Ok(Err(error)) = removed {
             warn!(terminal = %id, %error, "kept history of a killed terminal left behind");
+        }
+    }
+
+    /// Takes `id`'s history writer lock once whoever writes the history
+    /// let go of it, or `None` at `deadline` (or without a state
+    /// directory). Polled: the holder is another process.
+    async fn wait_for_history_writer(
+        &self,
+        id: &TerminalId,
+        deadline: tokio::time::Instant,
+    ) -> Option<FileLock> {
+        let file = StateDir::terminal_lock(id, Purpose::History);
+        loop {
+            match self.inner.store.try_lock(file.clone()).await {
+                Ok(Some(lock)) => return Some(lock),
+                Ok(None) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                Ok(None) => {
+                    warn!(terminal = %id, "the kept history's writer did not let go; removing it anyway");
+                    return None;
+                }
+                Err(_) => return None,
+            }
         }
     }
 
@@ -321,6 +419,8 @@ impl Registry {
             let replay = kept.dir().join("replay");
             write_private(&replay, &bytes)?;
             kept.update(|meta| meta.restored_ms = Some(at));
+            // Saved now: the new terminal's relay writes the meta next.
+            kept.save_meta()?;
             let cwd = kept.meta().cwd.filter(|dir| dir.is_dir());
             Ok::<_, Error>((Restore { replay, kept_bytes }, cwd))
         })

@@ -63,6 +63,9 @@ mod values;
 mod viewed;
 
 pub use crate::history::FLUSH_INTERVAL as HISTORY_FLUSH_INTERVAL;
+/// What a backend's keeper of kept histories is handed
+/// ([`BackendTerminal::keep_history`]).
+pub use crate::history::keeper::KeepOrder;
 pub use crate::statedir::{CorruptRecord, LoadedRecords, StateDir, TerminalRecord};
 pub use crate::stream::strip_escapes;
 pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream};

@@ -275,6 +275,23 @@ pub trait BackendTerminal: Send + Sync + 'static {
         None
     }
 
+    /// Hands the writing of the terminal's kept history to whatever reads
+    /// its output for every process (the tmux backend's relay), from
+    /// stream offset `from`: the first offset it keeps, or `None` (the
+    /// default) when nothing does, and this process writes it itself.
+    ///
+    /// # Errors
+    ///
+    /// When the backend's keeper was asked and failed to answer.
+    fn keep_history(
+        &self,
+        order: crate::history::keeper::KeepOrder,
+        from: u64,
+    ) -> BoxFuture<'_, Result<Option<u64>>> {
+        let _ = (order, from);
+        Box::pin(async { Ok(None) })
+    }
+
     /// The terminal's working directory: its program's now, else the last
     /// one it reported (OSC 7). `None` (the default) when not known.
     fn working_directory(&self) -> Option<std::path::PathBuf> {

@@ -97,7 +97,8 @@ fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
 }
 
 impl StateDir {
-    fn lock_path(&self, file: &str) -> PathBuf {
+    /// The path of the lock file `file`.
+    pub(crate) fn lock_path(&self, file: &str) -> PathBuf {
         self.root().join(LOCKS_DIR).join(file)
     }
 

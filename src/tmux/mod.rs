@@ -63,7 +63,7 @@ pub use handle::ServerHandle;
 pub use kill::KillRequest;
 pub use options::{MARK_OPTION, ServerOptions};
 pub use procfs::ProcessId;
-pub use relay::{RELAY_ARG, RELAY_BINARY, relay};
+pub use relay::{KeepNothing, Keeper, RELAY_ARG, RELAY_BINARY, relay};
 pub use server::{DIR_PREFIX, FirstPane, MAX_SOCKET_PATH, Server};
 pub use version::{MIN_VERSION, TMUX_ENV, Tmux, Version};
 pub use watch::Watch;

@@ -62,3 +62,65 @@ async fn logs_reads_a_kept_history_on_a_full_disk() {
     })
     .await;
 }
+
+/// A kept history was written by the engine processes holding the
+/// terminal: nothing while none did (a spawn from the command line, then
+/// output), and bytes lost whenever the writer fell a stream's ring
+/// behind a flood on a loaded machine. The pane's relay writes it now,
+/// reading every byte itself: a flood printed after the last command-line
+/// call ended reaches `logs` whole and in order, no engine process
+/// running meanwhile.
+#[tokio::test]
+async fn the_relay_keeps_every_byte_with_no_engine_running() {
+    const LINES: u64 = 800_000;
+    crate::support::within(async {
+        let cli = Cli::new();
+        cli.ok(&[
+            "spawn",
+            "--name",
+            "flood",
+            "--keep-history",
+            "--",
+            "sh",
+            "-c",
+            "read n; seq 1 $n; echo flood-done; exec sleep 1000",
+        ]);
+        cli.ok(&[
+            "send",
+            "flood",
+            &LINES.to_string(),
+            "--submit",
+            "--wait",
+            "none",
+        ]);
+        let logs = crate::support::poll(
+            "the flood's end in the kept history",
+            std::time::Duration::from_secs(60),
+            || async {
+                let out = cli.run(&["logs", "flood"]);
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                text.contains("flood-done").then_some(text)
+            },
+        )
+        .await;
+        let lines: Vec<&str> = logs.lines().map(str::trim_end).collect();
+        let first = lines
+            .iter()
+            .position(|line| *line == "1")
+            .expect("the flood's first line is kept");
+        for (n, line) in (1..=LINES).zip(&lines[first..]) {
+            assert_eq!(*line, n.to_string(), "line {n} of the flood");
+        }
+        assert_eq!(lines[first + LINES as usize], "flood-done");
+        cli.ok(&["kill", "flood"]);
+        assert!(
+            !cli.state().join("history").join("flood").exists()
+                || std::fs::read_dir(cli.state().join("history"))
+                    .unwrap()
+                    .next()
+                    .is_none(),
+            "a killed terminal's history is removed"
+        );
+    })
+    .await;
+}

@@ -164,8 +164,10 @@ async fn route_frames(
             Ok(Some(Frame::End { .. })) => {
                 return Some(Ended::Lost("the pane's pipe closed".to_owned()));
             }
-            Ok(Some(Frame::Hello { .. })) => {
-                return Some(Ended::Lost("the output relay said hello twice".to_owned()));
+            Ok(Some(Frame::Hello { .. } | Frame::Kept { .. })) => {
+                return Some(Ended::Lost(
+                    "the output relay answered what a data link never asks".to_owned(),
+                ));
             }
             Err(bad) => return Some(Ended::Lost(format!("the output relay sent {}", bad.0))),
         }

@@ -108,8 +108,117 @@ pub(crate) fn pipe_command(relay: &Path, dir: &Path, joined: bool) -> Option<Str
 ///
 /// # Errors
 /// The I/O error that kept it from binding its socket or reading the pipe.
-pub fn relay(dir: &Path, joined: bool) -> io::Result<()> {
-    resident::run(dir, joined)
+pub fn relay(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> {
+    resident::run(dir, joined, keeper)
+}
+
+/// What a relay does with its stream beyond serving it: keeps it on disk
+/// (the engine's kept history, `backend::run_relay`), once a linked
+/// process asks ([`keep`]). The relay calls it on its own thread, between
+/// polls: each call blocks the relay, so it writes and returns.
+pub trait Keeper {
+    /// Starts keeping stream `epoch` from its offset `from`, as the order
+    /// file in the server directory `dir` says; `lost`: bytes asked for
+    /// before `from` were evicted already. Returns the offset it keeps
+    /// from (later than `from` when the history has those bytes already).
+    /// An error: the stream is not kept (the asking process keeps it
+    /// itself where it can).
+    ///
+    /// # Errors
+    /// Why it cannot keep (no order, the history written by another).
+    fn start(&mut self, dir: &Path, epoch: u64, from: u64, lost: bool) -> io::Result<u64>;
+
+    /// The stream's next bytes, in order, from `from` on.
+    fn write(&mut self, bytes: &[u8]);
+
+    /// When [`tick`](Keeper::tick) is due (writes to save, a title to
+    /// note); `None` while nothing is, so an idle relay sleeps.
+    fn due(&self) -> Option<std::time::Instant>;
+
+    /// Does what was due.
+    fn tick(&mut self);
+
+    /// The stream ended: saves everything and lets go of the history, so
+    /// whoever removes it after a kill no longer waits.
+    fn finish(&mut self);
+}
+
+/// A relay that keeps nothing on disk (a library's own relay).
+#[derive(Debug, Default)]
+pub struct KeepNothing;
+
+impl Keeper for KeepNothing {
+    fn start(&mut self, _: &Path, _: u64, _: u64, _: bool) -> io::Result<u64> {
+        Err(io::Error::other("this relay keeps no history"))
+    }
+    fn write(&mut self, _: &[u8]) {}
+    fn due(&self) -> Option<std::time::Instant> {
+        None
+    }
+    fn tick(&mut self) {}
+    fn finish(&mut self) {}
+}
+
+/// Asks the relay of the server in `dir` to keep stream `epoch` on disk
+/// from `from` (its order file written there first): the first offset
+/// it keeps, or `None` when it does not (no relay runs, one of an older
+/// engine, another epoch, or its keeper refused).
+///
+/// # Errors
+/// `IO` when a relay answers but breaks the protocol; `UNRESPONSIVE` when
+/// it does not answer within `timeout`.
+pub(crate) async fn keep(
+    dir: &Path,
+    epoch: u64,
+    from: u64,
+    timeout: Duration,
+) -> Result<Option<u64>> {
+    let path = dir.join(STREAM_SOCKET);
+    let mut socket = match UnixStream::connect(&path).await {
+        Ok(socket) => socket,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(Error::io(format!("linking to {}", path.display()), e)),
+    };
+    let answer = tokio::time::timeout(timeout, async {
+        socket
+            .write_all(&wire::encode_request(Request::Keep { epoch, from }))
+            .await?;
+        let mut buf = BytesMut::with_capacity(16);
+        loop {
+            match wire::decode(&mut buf) {
+                Ok(Some(Frame::Kept { from })) => {
+                    return Ok((from != wire::NOT_KEPT).then_some(from));
+                }
+                Ok(Some(other)) => {
+                    return Err(io::Error::other(format!(
+                        "the relay answered a keep with {other:?}"
+                    )));
+                }
+                Ok(None) => {}
+                Err(bad) => return Err(io::Error::other(format!("the relay sent {}", bad.0))),
+            }
+            // Closed unanswered: a relay that does not know the request.
+            if socket.read_buf(&mut buf).await? == 0 {
+                return Ok(None);
+            }
+        }
+    })
+    .await;
+    match answer {
+        Ok(Ok(from)) => Ok(from),
+        Ok(Err(e)) => Err(Error::io(format!("asking {} to keep", path.display()), e)),
+        Err(_) => Err(Error::Unresponsive {
+            command: format!("the output relay on {}", path.display()),
+            timeout,
+        }),
+    }
 }
 
 /// A link to a terminal's relay, its hello read: the stream's epoch and

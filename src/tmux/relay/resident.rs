@@ -18,6 +18,11 @@
 //! the wrapper's marker after every earlier byte of the program, held here
 //! for every link by then.
 //!
+//! It also keeps the stream on disk when a process asks ([`Request::Keep`]
+//! and the [`Keeper`] it was started with): it reads every byte, so the
+//! kept history misses none however slow or absent the engine processes
+//! are, and is written while no engine process runs at all.
+//!
 //! It exits when the pipe closes (the pane or its server is gone, or the
 //! pipe was replaced) once every link has been sent the end, or after
 //! [`LINGER`] for links that stopped reading.
@@ -33,7 +38,8 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::net::SendFlags;
 
-use super::wire::{self, Frame, REQUEST_LEN, Request};
+use super::Keeper;
+use super::wire::{self, Frame, NOT_KEPT, REQUEST_LEN, Request};
 use crate::tmux::exit_handshake::{MarkerScan, acknowledge};
 
 /// The most output held for links that fall behind or join later (a new
@@ -80,6 +86,63 @@ impl Held {
         let after = self.chunks.partition_point(|(start, _)| *start <= at);
         let (start, chunk) = &self.chunks[after - 1];
         &chunk[usize::try_from(at - start).expect("inside a chunk")..]
+    }
+}
+
+/// The relay's keeping of its stream on disk, once a process asked.
+struct Keeping<'k> {
+    keeper: &'k mut dyn Keeper,
+    /// The first stream offset kept, once keeping.
+    from: Option<u64>,
+    /// The next offset to keep: the keeper is written after the links,
+    /// off the echo's path, and never lapped by the held window.
+    at: u64,
+}
+
+impl Keeping<'_> {
+    /// Starts keeping from `from` (or the oldest byte held, when it was
+    /// evicted already) and writes what is held from there; the first
+    /// offset kept, or [`NOT_KEPT`].
+    fn begin(&mut self, dir: &Path, epoch: u64, from: u64, held: &Held) -> u64 {
+        if let Some(from) = self.from {
+            return from;
+        }
+        let asked = from.clamp(held.start(), held.total);
+        let Ok(first) = self.keeper.start(dir, epoch, asked, asked > from) else {
+            return NOT_KEPT;
+        };
+        let first = first.clamp(asked, held.total);
+        self.from = Some(first);
+        self.at = first;
+        self.catch_up(held);
+        first
+    }
+
+    /// Keeps what is held past the last byte kept.
+    fn catch_up(&mut self, held: &Held) {
+        if self.from.is_none() {
+            return;
+        }
+        while self.at < held.total {
+            let bytes = held.from(self.at);
+            self.keeper.write(bytes);
+            self.at += bytes.len() as u64;
+        }
+    }
+
+    /// Keeps what is held, now, if waiting longer could let the held
+    /// window pass it.
+    fn keep_pace(&mut self, held: &Held) {
+        if held.total - self.at > (HELD / 2) as u64 {
+            self.catch_up(held);
+        }
+    }
+
+    fn finish(&mut self, held: &Held) {
+        if self.from.is_some() {
+            self.catch_up(held);
+            self.keeper.finish();
+        }
     }
 }
 
@@ -231,7 +294,7 @@ fn send(socket: &UnixStream, slices: &[IoSlice<'_>]) -> io::Result<usize> {
 ///
 /// # Errors
 /// The I/O error that kept it from binding its socket or reading the pipe.
-pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
+pub fn run(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> {
     let pipe = io::stdin();
     let pipe = pipe.as_fd();
     rustix::io::ioctl_fionbio(pipe, true)?;
@@ -240,6 +303,11 @@ pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
     let listener = bind(&path)?;
     let mine = std::fs::metadata(&path)?.ino();
     let mut held = Held::default();
+    let mut keeping = Keeping {
+        keeper,
+        from: None,
+        at: 0,
+    };
     let mut links: Vec<Link> = Vec::new();
     // The spawner listens before tmux runs this relay: it links from the
     // first byte, before the program can print anything that matters.
@@ -259,6 +327,7 @@ pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
             link.flush(&held, ended.is_some());
         }
         links.retain(|link| !link.broken);
+        keeping.catch_up(&held);
         if let Some(since) = ended {
             let done = links.iter().all(|l| l.end_sent && l.pending.is_empty());
             if done || since.elapsed() >= LINGER {
@@ -279,8 +348,13 @@ pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
             }
             fds.push(PollFd::from_borrowed_fd(link.socket.as_fd(), flags));
         }
-        let timeout = ended.map(|since| {
-            let left = LINGER.saturating_sub(since.elapsed());
+        let wake = ended
+            .map(|since| since + LINGER)
+            .into_iter()
+            .chain(keeping.keeper.due())
+            .min();
+        let timeout = wake.map(|at| {
+            let left = at.saturating_duration_since(Instant::now());
             Timespec::try_from(left).unwrap_or_default()
         });
         match rustix::event::poll(&mut fds, timeout.as_ref()) {
@@ -297,8 +371,16 @@ pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
             })
             .collect();
         drop(fds);
-        if pipe_ready && !read_pipe(pipe, &mut buf, &mut held, &mut marker, dir)? {
+        if pipe_ready && !read_pipe(pipe, &mut buf, &mut held, &mut marker, dir, &mut keeping)? {
             ended = Some(Instant::now());
+            keeping.finish(&held);
+        }
+        if keeping
+            .keeper
+            .due()
+            .is_some_and(|due| due <= Instant::now())
+        {
+            keeping.keeper.tick();
         }
         for (link, ready) in links.iter_mut().zip(link_ready) {
             if !ready {
@@ -323,11 +405,36 @@ pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
                         // asks learned that the pane died, and tmux calls a
                         // piped pane dead only once its pipe has it all.
                         if ended.is_none()
-                            && !read_pipe(pipe, &mut buf, &mut held, &mut marker, dir)?
+                            && !read_pipe(
+                                pipe,
+                                &mut buf,
+                                &mut held,
+                                &mut marker,
+                                dir,
+                                &mut keeping,
+                            )?
                         {
                             ended = Some(Instant::now());
+                            keeping.finish(&held);
                         }
                         link.sync = true;
+                    }
+                    Request::Keep {
+                        epoch: theirs,
+                        from,
+                    } => {
+                        let kept = if theirs == epoch {
+                            let newly = keeping.from.is_none();
+                            let kept = keeping.begin(dir, epoch, from, &held);
+                            if newly && kept != NOT_KEPT && ended.is_some() {
+                                keeping.finish(&held);
+                            }
+                            kept
+                        } else {
+                            NOT_KEPT
+                        };
+                        link.pending
+                            .extend_from_slice(&wire::encode(&Frame::Kept { from: kept }));
                     }
                     Request::From { .. } => link.broken = true,
                 }
@@ -349,14 +456,16 @@ pub fn run(dir: &Path, joined: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads what the pipe holds into `held`; false once it closed. The exit
-/// marker is acknowledged once read: every earlier byte is held by then.
+/// Reads what the pipe holds into `held` (and the kept history); false
+/// once it closed. The exit marker is acknowledged once read: every
+/// earlier byte is held (and kept) by then.
 fn read_pipe(
     pipe: BorrowedFd<'_>,
     buf: &mut Vec<u8>,
     held: &mut Held,
     marker: &mut MarkerScan,
     dir: &Path,
+    keeping: &mut Keeping<'_>,
 ) -> io::Result<bool> {
     loop {
         buf.clear();
@@ -364,6 +473,7 @@ fn read_pipe(
             Ok(0) => return Ok(false),
             Ok(n) => {
                 held.push(&buf[..n]);
+                keeping.keep_pace(held);
                 if marker.feed(&buf[..n]) {
                     *marker = MarkerScan::default();
                     acknowledge(dir);

@@ -3,7 +3,9 @@
 //! each other over a Unix stream socket.
 //!
 //! Relay to process: frames of one kind byte, a little-endian `u32`
-//! length and that many bytes. The first is always a [`Frame::Hello`];
+//! length and that many bytes. The first of a data link is always a
+//! [`Frame::Hello`] (a link that only asks [`Request::Keep`] gets one
+//! [`Frame::Kept`] instead);
 //! output follows as [`Frame::Data`], whose bytes continue the stream
 //! exactly where the previous frame ended, so only the hello and a gap
 //! carry an offset.
@@ -24,15 +26,21 @@ pub(crate) const MAX_DATA: usize = 64 * 1024;
 pub(crate) const VERSION: u64 = 1;
 /// `from` in [`Request::From`]: the oldest byte the relay holds.
 pub(crate) const OLDEST: u64 = u64::MAX;
+/// `from` in [`Frame::Kept`]: the relay does not keep the stream (its
+/// order could not be read, the history is written by another, or the
+/// epoch asked for is not its own).
+pub(crate) const NOT_KEPT: u64 = u64::MAX;
 
 const HELLO: u8 = b'H';
 const DATA: u8 = b'D';
 const GAP: u8 = b'G';
 const SYNCED: u8 = b'S';
 const END: u8 = b'E';
+const KEPT: u8 = b'K';
 
 const FROM: u8 = b'F';
 const SYNC: u8 = b'Y';
+const KEEP: u8 = b'K';
 
 /// One frame from the relay.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +80,13 @@ pub(crate) enum Frame {
         /// The stream's last offset.
         total: u64,
     },
+    /// Answers [`Request::Keep`]: the relay writes the stream to the kept
+    /// history from stream offset `from` on ([`NOT_KEPT`]: it does not).
+    /// A relay of an older engine closes the link instead.
+    Kept {
+        /// The first stream offset kept, or [`NOT_KEPT`].
+        from: u64,
+    },
 }
 
 /// One request from a linked process.
@@ -88,6 +103,16 @@ pub(crate) enum Request {
     },
     /// Asks for a [`Frame::Synced`] once everything read so far is sent.
     Sync,
+    /// Asks the relay to write its stream to the kept history its order
+    /// file names (`keep.json` in the server directory), from `from` on;
+    /// answered by one [`Frame::Kept`]. A relay that keeps already
+    /// answers where it began.
+    Keep {
+        /// The epoch `from` counts in: the relay's own, else not kept.
+        epoch: u64,
+        /// The first stream offset to keep.
+        from: u64,
+    },
 }
 
 /// The head of a data frame carrying `len` bytes (the bytes follow,
@@ -116,6 +141,7 @@ pub(crate) fn encode(frame: &Frame) -> Vec<u8> {
         } => &[*version, *epoch, *start, u64::from(*first)],
         Frame::Gap { to } => &[*to],
         Frame::Synced { total } | Frame::End { total } => &[*total],
+        Frame::Kept { from } => &[*from],
         Frame::Data(bytes) => {
             let mut out = data_head(bytes.len()).to_vec();
             out.extend_from_slice(bytes);
@@ -126,6 +152,7 @@ pub(crate) fn encode(frame: &Frame) -> Vec<u8> {
         Frame::Hello { .. } => HELLO,
         Frame::Gap { .. } => GAP,
         Frame::Synced { .. } => SYNCED,
+        Frame::Kept { .. } => KEPT,
         _ => END,
     };
     let mut out = head(kind, words.len() * 8).to_vec();
@@ -161,7 +188,7 @@ pub(crate) fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, BadFrame> {
     let want = match kind {
         DATA => None,
         HELLO => Some(32),
-        GAP | SYNCED | END => Some(8),
+        GAP | SYNCED | END | KEPT => Some(8),
         other => return Err(BadFrame(format!("an unknown frame kind {other:#04x}"))),
     };
     if want.is_some_and(|want| want != len) {
@@ -186,6 +213,9 @@ pub(crate) fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, BadFrame> {
         SYNCED => Frame::Synced {
             total: body.get_u64_le(),
         },
+        KEPT => Frame::Kept {
+            from: body.get_u64_le(),
+        },
         _ => Frame::End {
             total: body.get_u64_le(),
         },
@@ -197,6 +227,7 @@ pub(crate) fn encode_request(request: Request) -> [u8; REQUEST_LEN] {
     let (kind, a, b) = match request {
         Request::From { epoch, offset } => (FROM, epoch, offset),
         Request::Sync => (SYNC, 0, 0),
+        Request::Keep { epoch, from } => (KEEP, epoch, from),
     };
     let mut out = [0; REQUEST_LEN];
     out[0] = kind;
@@ -218,6 +249,10 @@ pub(crate) fn decode_request(bytes: &[u8; REQUEST_LEN]) -> Option<Request> {
             offset: word(9),
         }),
         SYNC => Some(Request::Sync),
+        KEEP => Some(Request::Keep {
+            epoch: word(1),
+            from: word(9),
+        }),
         _ => None,
     }
 }
@@ -240,6 +275,8 @@ mod tests {
             Frame::Gap { to: 1 << 40 },
             Frame::Synced { total: 99 },
             Frame::End { total: 100 },
+            Frame::Kept { from: 5 },
+            Frame::Kept { from: NOT_KEPT },
         ];
         let wire: Vec<u8> = frames.iter().flat_map(encode).collect();
         for cut in 0..wire.len() {
@@ -275,6 +312,7 @@ mod tests {
                 offset: OLDEST,
             },
             Request::Sync,
+            Request::Keep { epoch: 9, from: 4 },
         ] {
             assert_eq!(decode_request(&encode_request(request)), Some(request));
         }

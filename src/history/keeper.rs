@@ -1,0 +1,335 @@
+//! The kept history written by the terminal's resident relay
+//! ([`crate::tmux::Keeper`]): the one process that reads every byte the
+//! pane writes, for as long as the pane lives.
+//!
+//! A writer inside an engine process lost bytes whenever it fell more
+//! than its stream's ring behind (a flood on a loaded machine), and wrote
+//! nothing while no engine process held the terminal (a spawn from the
+//! command line, then nothing). The relay reads tmux's pipe itself and
+//! writes each read before the next, so neither can happen: a slow disk
+//! slows the relay, and tmux keeps the pipe's bytes meanwhile.
+//!
+//! The engine process that wants the history kept writes a [`KeepOrder`]
+//! to the server directory ([`ORDER_FILE`]) and asks the relay
+//! ([`crate::tmux::relay`]'s keep request); the relay then takes the
+//! history's writer lock (the same flock an engine process writing it
+//! would take, so one writer at a time across every process), maps its
+//! stream's epoch in `meta.json` and writes from the offset asked for.
+//! `meta.json` is saved when the mapping changes and at most once per
+//! [`FLUSH_INTERVAL`] after output (the title, the working directory),
+//! and at the end; an idle relay does not wake for it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use rustix::fs::{FlockOperation, flock};
+use serde::{Deserialize, Serialize};
+
+use super::title::Titles;
+use super::{FLUSH_INTERVAL, Kept};
+use crate::screen::asciicast::{Header, Writer};
+use crate::vocab::Size;
+
+/// The order's file in the server directory (`0600`, in a `0700`
+/// directory).
+pub(crate) const ORDER_FILE: &str = "keep.json";
+
+/// What the relay needs to keep a terminal's history: written by the
+/// engine process that asks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeepOrder {
+    /// The history's directory.
+    pub(crate) history: PathBuf,
+    /// Its byte limit.
+    pub(crate) limit: u64,
+    /// Whether an asciicast recording goes beside it.
+    pub(crate) record: bool,
+    /// The history's writer lock (a flock file in the state directory).
+    pub(crate) lock: PathBuf,
+    /// The boot id to note in `meta.json`.
+    pub(crate) boot_id: Option<String>,
+    /// The terminal's size, when its history knows none yet.
+    pub(crate) size: Option<Size>,
+}
+
+impl KeepOrder {
+    /// Writes the order into the server directory `dir`, atomically.
+    ///
+    /// # Errors
+    /// The I/O error of the write.
+    pub(crate) fn write(&self, dir: &Path) -> io::Result<()> {
+        let json = serde_json::to_vec(self).map_err(io::Error::other)?;
+        crate::statedir::write_atomically(&dir.join(ORDER_FILE), ".tmp-keep-", &json)
+    }
+
+    fn read(dir: &Path) -> io::Result<KeepOrder> {
+        let bytes = fs::read(dir.join(ORDER_FILE))?;
+        serde_json::from_slice(&bytes).map_err(io::Error::other)
+    }
+}
+
+/// The relay's keeper of the kept history (see the module's docs).
+#[derive(Debug, Default)]
+pub struct RelayKeeper {
+    writing: Option<Writing>,
+}
+
+#[derive(Debug)]
+struct Writing {
+    kept: Kept,
+    /// The history's writer lock, held while this relay writes.
+    _lock: File,
+    titles: Titles,
+    recording: Option<Writer<File>>,
+    started: Instant,
+    /// When `meta.json` is next saved, while something waits to be.
+    due: Option<Instant>,
+}
+
+/// Takes the writer lock at `path` without waiting.
+fn take_lock(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(io::Error::other(
+            "the kept history is written by another process",
+        )),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+/// The first offset of stream `epoch` to write to `kept` when asked from
+/// `from`, mapping the stream if it is new to the history: a stream
+/// written before (by an engine process, before this relay was asked)
+/// goes on where that writer stopped, so no byte is kept twice.
+fn continue_from(kept: &Kept, epoch: u64, from: u64) -> u64 {
+    let end = kept.end();
+    if let Some(base) = kept.stream_base(epoch).filter(|&base| base <= end) {
+        let written = end - base;
+        if written >= from {
+            return written;
+        }
+        kept.update(|meta| meta.gaps += 1);
+    }
+    kept.map_stream(epoch, end.saturating_sub(from));
+    from
+}
+
+impl crate::tmux::Keeper for RelayKeeper {
+    fn start(&mut self, dir: &Path, epoch: u64, from: u64, lost: bool) -> io::Result<u64> {
+        let order = KeepOrder::read(dir)?;
+        let lock = take_lock(&order.lock)?;
+        let kept = Kept::open(order.history, order.limit).map_err(io::Error::other)?;
+        kept.write_here();
+        let first = continue_from(&kept, epoch, from);
+        kept.update(|meta| {
+            if order.boot_id.is_some() {
+                meta.boot_id.clone_from(&order.boot_id);
+            }
+            meta.size = meta.size.or(order.size);
+            meta.gaps += u64::from(lost);
+        });
+        // The mapping is on disk before any cursor of this stream is read.
+        kept.save_meta().map_err(io::Error::other)?;
+        let recording = order.record.then(|| recorder(&kept, epoch)).flatten();
+        self.writing = Some(Writing {
+            kept,
+            _lock: lock,
+            titles: Titles::default(),
+            recording,
+            started: Instant::now(),
+            due: None,
+        });
+        Ok(first)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let Some(writing) = &mut self.writing else {
+            return;
+        };
+        // A failed write is counted in `meta.gaps` by `append`; the relay
+        // goes on serving the stream.
+        let _ = writing.kept.append(bytes);
+        if let Some(recording) = &mut writing.recording {
+            let _ = recording.output(writing.started.elapsed(), bytes);
+        }
+        if let Some(title) = writing.titles.scan(bytes) {
+            writing.kept.update(|meta| meta.title = Some(title));
+        }
+        writing
+            .due
+            .get_or_insert_with(|| Instant::now() + FLUSH_INTERVAL);
+    }
+
+    fn due(&self) -> Option<Instant> {
+        self.writing.as_ref()?.due
+    }
+
+    fn tick(&mut self) {
+        if let Some(writing) = &mut self.writing {
+            writing.due = None;
+            save(&writing.kept);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(writing) = self.writing.take() {
+            save(&writing.kept);
+        }
+    }
+}
+
+/// Saves `meta.json` with the program's working directory as it is now.
+fn save(kept: &Kept) {
+    if let Some(cwd) = pane_directory() {
+        kept.update(|meta| meta.cwd = Some(cwd));
+    }
+    let _ = kept.save_meta();
+}
+
+/// The asciicast v2 recording of stream `epoch` beside the history:
+/// `<epoch>.cast` (`0600`), bounded by the history's limit, one output
+/// event per read of the pipe.
+fn recorder(kept: &Kept, epoch: u64) -> Option<Writer<File>> {
+    let path = kept.dir().join(format!("{epoch:016x}.cast"));
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .ok()?;
+    let size = kept.meta().size.unwrap_or_default();
+    Writer::new(file, &Header::now(size), kept.limit).ok()
+}
+
+/// The working directory of the program in front of this relay's pane:
+/// tmux runs the relay as a child of the terminal's server, beside the
+/// pane's process (the one child with a controlling terminal that leads
+/// its session).
+fn pane_directory() -> Option<PathBuf> {
+    use crate::tmux::procfs;
+    let server = std::os::unix::process::parent_id();
+    let me = std::process::id();
+    let children = fs::read_to_string(format!("/proc/{server}/task/{server}/children")).ok()?;
+    let pane = children
+        .split_whitespace()
+        .filter_map(|pid| pid.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .find(|&pid| {
+            procfs::stat(pid).is_some_and(|stat| {
+                stat.tty != 0 && i64::from(stat.session) == i64::from(pid) && !stat.has_exited()
+            })
+        })?;
+    let program = crate::tmux::exit_handshake::program_pid(pane);
+    let front = procfs::foreground_group(procfs::ProcessId::now(pane))
+        .and_then(|group| u32::try_from(group).ok())
+        .filter(|&group| group != pane)
+        .or(program)?;
+    let cwd = |pid: u32| fs::read_link(format!("/proc/{pid}/cwd")).ok();
+    cwd(front).or_else(|| cwd(program?))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::stream::OutputCursor;
+    use crate::tmux::Keeper;
+
+    fn order(root: &Path) -> KeepOrder {
+        KeepOrder {
+            history: root.join("history"),
+            limit: 1 << 20,
+            record: true,
+            lock: root.join("history.lock"),
+            boot_id: Some("boot-a".into()),
+            size: Some(Size { cols: 80, rows: 24 }),
+        }
+    }
+
+    /// The keeper maps its stream, writes every byte it is given, notes
+    /// the title and saves `meta.json` when due and at the end; a second
+    /// keeper of the same history is refused while the first holds it.
+    #[test]
+    fn keeps_every_byte_under_its_epoch_and_one_writer_at_a_time() {
+        let root = tempfile::tempdir().unwrap();
+        let server = root.path().join("server");
+        fs::create_dir(&server).unwrap();
+        order(root.path()).write(&server).unwrap();
+        let mut keeper = RelayKeeper::default();
+        assert_eq!(keeper.start(&server, 7, 0, false).unwrap(), 0);
+        let mut other = RelayKeeper::default();
+        assert!(other.start(&server, 8, 0, false).is_err(), "one writer");
+        let mut all = Vec::new();
+        for n in 0..1000 {
+            let line = format!("line {n}\r\n");
+            keeper.write(line.as_bytes());
+            all.extend_from_slice(line.as_bytes());
+        }
+        keeper.write(b"\x1b]2;the title\x07");
+        all.extend_from_slice(b"\x1b]2;the title\x07");
+        assert!(keeper.due().is_some(), "a save is due after output");
+        keeper.finish();
+        assert!(keeper.due().is_none());
+        let kept = Kept::existing(root.path().join("history"), 1 << 20)
+            .unwrap()
+            .unwrap();
+        let cursor = OutputCursor {
+            epoch: 7,
+            offset: 0,
+        };
+        assert_eq!(&kept.read(Some(cursor)).unwrap().bytes[..], &all[..]);
+        let meta = kept.meta();
+        assert_eq!(meta.title.as_deref(), Some("the title"));
+        assert_eq!(meta.boot_id.as_deref(), Some("boot-a"));
+        assert_eq!(meta.gaps, 0);
+        assert!(
+            root.path()
+                .join("history")
+                .join(format!("{:016x}.cast", 7))
+                .is_file()
+        );
+        // Finished: the lock is free for the next writer, which goes on
+        // where this stream was written to.
+        assert_eq!(other.start(&server, 7, 0, false).unwrap(), all.len() as u64);
+    }
+
+    /// A restored stream begins with the kept bytes it printed again:
+    /// asked from there, its byte 0 maps onto them, nothing is written
+    /// twice.
+    #[test]
+    fn a_restored_stream_maps_onto_the_bytes_it_replays() {
+        let root = tempfile::tempdir().unwrap();
+        let server = root.path().join("server");
+        fs::create_dir(&server).unwrap();
+        order(root.path()).write(&server).unwrap();
+        let kept = Kept::open(root.path().join("history"), 1 << 20).unwrap();
+        kept.append(b"old output\r\n").unwrap();
+        kept.save_meta().unwrap();
+        let mut keeper = RelayKeeper::default();
+        assert_eq!(keeper.start(&server, 9, 12, true).unwrap(), 12);
+        keeper.write(b"new\r\n");
+        keeper.finish();
+        let kept = Kept::existing(root.path().join("history"), 1 << 20)
+            .unwrap()
+            .unwrap();
+        let cursor = OutputCursor {
+            epoch: 9,
+            offset: 4,
+        };
+        assert_eq!(
+            &kept.read(Some(cursor)).unwrap().bytes[..],
+            b"output\r\nnew\r\n"
+        );
+        assert_eq!(kept.meta().gaps, 1, "the lost bytes are counted");
+    }
+}
