@@ -490,6 +490,10 @@ pub struct Searchable {
     pub from: OutputCursor,
     /// Whether output older than `from` existed.
     pub older: bool,
+    /// Whether bytes inside it were lost on their way to the kept
+    /// history (a write the disk refused, a writer that fell behind:
+    /// `meta.gaps`), so the bytes read skip them.
+    pub lost: bool,
 }
 
 /// A page of a gone terminal's scrollback from its kept bytes, rendered
@@ -564,8 +568,10 @@ impl Owned<'_> {
         let terminal = match registry.terminal(owner, target).await {
             Ok(terminal) => terminal,
             Err(error @ Error::TerminalDead { .. }) => {
+                let lost = registry.kept(&id).is_some_and(|kept| kept.meta().gaps > 0);
                 let kept = registry.read_kept(&id, None)?.ok_or(error)?;
                 return Ok(Searchable {
+                    lost,
                     older: kept.from.offset > 0,
                     from: kept.from,
                     bytes: kept.bytes,
@@ -597,6 +603,7 @@ impl Owned<'_> {
                 let mut bytes = older.to_vec();
                 bytes.extend_from_slice(&held.bytes);
                 Searchable {
+                    lost: kept.as_ref().is_some_and(|kept| kept.meta().gaps > 0),
                     bytes: Bytes::from(bytes),
                     from: OutputCursor {
                         epoch: stream.epoch(),
@@ -606,6 +613,7 @@ impl Owned<'_> {
                 }
             }
             None => Searchable {
+                lost: false,
                 older: held.from.offset > 0 || joined,
                 from: held.from,
                 bytes: held.bytes,

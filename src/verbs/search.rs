@@ -92,6 +92,11 @@ pub struct SearchedRange {
     /// longer held (evicted, or printed before the engine's stream of it
     /// began), so was not searched.
     pub older_output: bool,
+    /// Whether bytes inside the searched range were lost on their way to
+    /// the kept history (a write the disk refused), so were not searched.
+    /// Left out when none were.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lost_output: bool,
 }
 
 /// The checked request.
@@ -187,6 +192,7 @@ pub async fn search(owned: Owned<'_>, request: &SearchRequest) -> Result<SearchA
             terminal: id,
             searched_from: held.from.to_string(),
             older_output: held.older,
+            lost_output: held.lost,
         });
     }
     let searched = ranges.len();
