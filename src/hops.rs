@@ -1,5 +1,6 @@
-//! Per-hop timestamps of a keystroke's way to its echo (issue 27's latency
-//! bench): the WebSocket frame in, the input line written to tmux, tmux's
+//! Per-hop timestamps of a keystroke's way to its echo (for the latency
+//! bench, to say which hop costs what): the WebSocket frame in, the input
+//! line written to tmux, tmux's
 //! reply, the raw reader's read (the PTY transport: the attach pty's
 //! write and read), the stream's push, the hub's fan-out, the
 //! viewer's queue and the frame out.

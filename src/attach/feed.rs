@@ -180,7 +180,7 @@ impl Driver {
         // Started on a dead `always` terminal: its restart repaints too.
         let mut restarting = exited && self.always;
         // Made once: one made each turn registered and dropped a waiter on
-        // the token for every wake-up (issue 27).
+        // the token for every wake-up, a cost on every keystroke's echo.
         let stopped = self.stop.clone().cancelled_owned();
         tokio::pin!(stopped);
         loop {

@@ -54,7 +54,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// The viewer's side of a PTY attach: the client's output, input and
 /// resizes; dropping it detaches the client.
 ///
-/// The viewer's own task reads the pty (issue 27: a task between them cost
+/// The viewer's own task reads the pty (a task between them cost
 /// each echo a hand-over, ~10 µs); the session's task only watches the
 /// terminal's status and the client's life. A slow viewer reads late, so
 /// only its own client waits: tmux keeps the program and every other
@@ -290,7 +290,7 @@ impl Session {
         let mut status = self.terminal.watch_status();
         let mut exited = !status.borrow_and_update().is_running();
         // Made once: one made each turn registered and dropped a waiter on
-        // the token every turn (issue 27).
+        // the token every turn, a cost on every keystroke's echo.
         let detached = self.detach.clone().cancelled_owned();
         tokio::pin!(detached);
         loop {
@@ -348,7 +348,7 @@ impl Session {
 /// alone. The master is registered for reads only because a pty tells its
 /// writer it has room again after every read of its other side: a write
 /// interest woke the runtime once more for each keystroke, while tmux was
-/// still handling it (issue 27: 5 -> 4 context switches per echo).
+/// still handling it (5 -> 4 context switches per echo without it).
 async fn write_all(master: &AsyncFd<OwnedFd>, mut bytes: &[u8]) -> Result<()> {
     while !bytes.is_empty() {
         match rustix::io::write(master.get_ref(), bytes) {
@@ -381,8 +381,8 @@ async fn room(master: &AsyncFd<OwnedFd>) -> Result<()> {
 ///
 /// A read that leaves room in `buf` drained the pty, so its readiness is
 /// cleared then: else the next call read once more only to fail `EAGAIN`
-/// before this task let the viewer's run, on every echo's way (issue 27;
-/// tokio does the same for its sockets). Data that comes later is a new
+/// before this task let the viewer's run, on every echo's way (tokio
+/// does the same for its sockets). Data that comes later is a new
 /// edge, so nothing is missed.
 async fn read_some(master: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<Bytes> {
     loop {

@@ -1,4 +1,4 @@
-//! Full-screen programs in front of a send (issue 25 item 4): a pager,
+//! Full-screen programs in front of a send: a pager,
 //! editor or monitor owns the terminal, so text meant for the shell must
 //! not be typed into it, and a send that ends with one in front says so
 //! (`wait_reason: "full_screen"`) instead of looking like a prompt.

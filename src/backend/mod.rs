@@ -406,7 +406,7 @@ impl TmuxBackend {
     }
 }
 
-/// The command of a restored terminal (issue 26): prints the replay file
+/// The command of a terminal restored after a reboot: prints the replay file
 /// byte for byte (`stty -opost`: no `\n` to `\r\n`, the bytes are the
 /// terminal's own output already), removes it, then runs `command` (the
 /// shell when it is empty).

@@ -7,8 +7,9 @@
 //! ([`crate::tmux::launcher`]) and prints nothing. A spawn takes one out
 //! for good: it is stamped with the terminal's id, sized, and the spec's
 //! program, cwd and environment are handed to the launcher, so the program
-//! starts in the pane tmux already made (no `respawn-pane`: issue 27's
-//! connect). A spec the launcher cannot carry exactly is respawned into
+//! starts in the pane tmux already made (no `respawn-pane`, which was
+//! most of a new terminal's connect time). A spec the launcher cannot
+//! carry exactly is respawned into
 //! the pane with the same [`respawn_commands`] as a restart. So a pooled
 //! server is never shared (one terminal each, whoever its owner) and never
 //! reused after a terminal ran in it. Taken servers are replaced in the
@@ -182,8 +183,8 @@ impl Pool {
     /// tried. Refills in the background at once unless it returns a
     /// server: then the caller refills with
     /// [`refill_after_output`](Pool::refill_after_output), so the new
-    /// server's start is not on the new terminal's path (issue 27: the
-    /// refill forked a tmux server while the respawn and the shell ran).
+    /// server's start is not on the new terminal's path (a refill at once
+    /// forked a tmux server while the respawn and the shell ran).
     ///
     /// # Errors
     /// The respawn's or launch's failure while the server lives (the taken

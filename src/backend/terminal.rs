@@ -313,8 +313,8 @@ fn take(stream: &Stream, event: SinkEvent) {
 }
 
 /// The pane's subscription as it feeds the stream: where the client routes
-/// it (the raw reader or the control reader), with no task between (issue
-/// 27: the watcher's wake-up cost the echo ~15 µs, more under load). It
+/// it (the raw reader or the control reader), with no task between (a
+/// watcher task's wake-up cost each echo ~15 µs, more under load). It
 /// holds the stream only, never the terminal: the client keeps it.
 fn sink_into(stream: &Arc<Stream>) -> Sink {
     let stream = Arc::clone(stream);

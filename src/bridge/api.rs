@@ -261,7 +261,7 @@ async fn run(
 /// `list`'s answer written straight from its snapshots, the JSON text
 /// once: the verb table's `Value` of it (a map per terminal, then
 /// written, then freed) was a third of the CPU of a list at 1,000
-/// terminals (issue 27). The same JSON, fields in the snapshot's order.
+/// terminals. The same JSON, fields in the snapshot's order.
 async fn encoded_list(
     state: &AppState,
     who: &Principal,

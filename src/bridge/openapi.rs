@@ -548,7 +548,7 @@ mod tests {
         let send = &document["paths"]["/api/terminals/{t}/send"]["post"];
         let body = &send["requestBody"]["content"]["application/json"]["schema"];
         assert!(body["properties"].get("terminal").is_none(), "{body}");
-        // Issue 25: `text` or `keys` (or neither: a send that only waits).
+        // `text` or `keys` (or neither: a send that only waits).
         assert_eq!(body["required"], json!([]), "{body}");
         assert!(body["properties"].get("keys").is_some(), "{body}");
         let answer = &send["responses"]["200"]["content"]["application/json"]["schema"];
@@ -664,7 +664,7 @@ mod tests {
         }
     }
 
-    /// Enums are in the form generators read (issue 47 item 8): a string
+    /// Enums are in the form client generators read: a string
     /// `enum` with the variants' descriptions kept, never a `oneOf` of
     /// single strings anywhere in the document.
     #[test]

@@ -50,7 +50,7 @@ struct Link {
     id: String,
     /// A share link: the one terminal (its id) its holder may use.
     terminal: Option<String>,
-    /// A share link's holder may move files (`--files`, issue 46).
+    /// A share link's holder may move files (`--files`).
     files: bool,
     /// A share link's sessions end then too.
     ends: Option<Instant>,
@@ -770,7 +770,7 @@ mod tests {
         assert!(signins.list(&alice(false).owner).is_empty(), "pruned");
     }
 
-    /// Issue 46, item 9: 256 links minted by a read-only caller once made
+    /// 256 links minted by a read-only caller once made
     /// the owner's `link` fail for as long as they lived.
     #[test]
     fn read_only_callers_cannot_spend_the_owners_links() {

@@ -447,7 +447,7 @@ impl Pump<'_> {
         // Both made once for the session: made anew each turn of the loop
         // (three turns per echo: the frame in, its reply, the output),
         // they registered and dropped a timer and a cancellation waiter
-        // every turn (issue 27). With pings off the sleep is never polled.
+        // every turn, on every echo's way. With pings off the sleep is never polled.
         let state = self.state;
         let shutdown = state.shutdown.cancelled();
         tokio::pin!(shutdown);

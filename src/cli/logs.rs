@@ -1,5 +1,5 @@
 //! `tmux-engine logs T [--follow] [--since CURSOR] [--strip]`: a
-//! terminal's kept history (issue 26), read from its files under the
+//! terminal's kept history, read from its files under the
 //! state directory, whether it runs, is gone after a reboot, or is held by
 //! another engine. Raw bytes by default (colors and all); `--strip`
 //! prints text. `--follow` keeps printing what the engine holding the

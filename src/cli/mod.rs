@@ -14,7 +14,7 @@
 //! - `link`: a new sign-in link from a running `serve`, through its API;
 //! - `files`: `upload` and `download`, through a running `serve`'s API;
 //! - `tape`: `test` (tape files) and `render` (a recording to GIF/PNG);
-//! - `logs`: a terminal's kept history (issue 26), from its files;
+//! - `logs`: a terminal's kept history, from its files;
 //! - `service`: the systemd unit that runs `serve` at boot;
 //! - `audit`: `audit verify`, the chain of `serve --audit-log`'s file;
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a

@@ -1,7 +1,7 @@
 //! `tmux-engine service install [--user] [-- SERVE FLAGS]` and `service
 //! uninstall [--user]`: a systemd unit that runs `serve` at boot (or, with
 //! `--user`, at login; with lingering, at boot too), so kept terminals
-//! come back after a reboot (issue 26). The unit is text this module
+//! come back after a reboot. The unit is text this module
 //! builds (`unit_text`, sans-IO) and writes; enabling it is `systemctl`'s
 //! job, run unless `--no-enable`.
 //!
@@ -529,7 +529,7 @@ mod tests {
         assert_eq!(exec_word(""), "\"\"");
     }
 
-    /// Issue 46: a flag with a newline once wrote its own line into the
+    /// A flag with a newline once wrote its own line into the
     /// unit; now it is one escaped word on the `ExecStart=` line.
     #[test]
     fn no_word_can_add_a_line() {

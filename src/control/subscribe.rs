@@ -124,7 +124,7 @@ setters!(SubscribeOptions {
 
 /// A subscriber that takes each event where it is routed, under the
 /// client's routing lock, instead of from a queue: the registry's stream
-/// (issue 27: the watcher task's wake-up was one of the echo's hops). It
+/// (a watcher task's wake-up was one more hop on every echo's way). It
 /// never lags, so it follows the pane in the same order a queue would,
 /// and is resynced only when tmux paused the pane (`pause-after`). It
 /// must be quick and must not call the client (its lock is held).

@@ -1,5 +1,5 @@
 //! A terminal's kept history: its output stream written to files under
-//! the state directory, so it outlives the machine's restart (issue 26).
+//! the state directory, so it outlives the machine's restart.
 //!
 //! Layout: `<state dir>/history/<terminal id>/` (`0700`), holding
 //! segments named by the history offset of their first byte
@@ -207,8 +207,8 @@ impl Kept {
     }
 
     /// Opens the history in `dir` only if one is there, to read it:
-    /// nothing is created or written (issue 46: `logs` must read a
-    /// history on a full disk, and reading once rewrote `meta.json`). A
+    /// nothing is created or written (`logs` must read a history on a
+    /// full disk, and reading once rewrote `meta.json`). A
     /// writer that later appends creates what it needs then.
     ///
     /// # Errors
@@ -569,7 +569,7 @@ mod tests {
         assert!(!path.exists());
     }
 
-    /// Issue 46, item 7: opening a history to read it wrote `meta.json`
+    /// Opening a history to read it once wrote `meta.json`
     /// (and failed on a full disk, which read as "no history"). Reading
     /// writes nothing now, and an unreadable history is an error.
     #[test]

@@ -293,7 +293,7 @@ mod tests {
         }
     }
 
-    /// Issue 25, item 1: every agent pays for the tool list in its context,
+    /// Every agent pays for the tool list in its context,
     /// so all of it (names, descriptions, annotations, both schemas) stays
     /// within the budget.
     #[test]

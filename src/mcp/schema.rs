@@ -12,7 +12,7 @@
 use serde_json::{Map, Value};
 
 /// The most bytes `tools/list`'s result may take as compact JSON (12 KB,
-/// in decimal, as issue 25 states it), with
+/// in decimal: what an agent pays in its context each session), with
 /// every tool offered.
 pub const TOOL_LIST_BUDGET: usize = 12_000;
 

@@ -11,7 +11,8 @@ use ab_glyph::{Font, FontRef, PxScale, ScaleFont, point};
 use super::theme::{Rgb, Theme};
 use crate::screen::{Attributes, Screen};
 
-/// The most pixels one picture may have (issue 46): 64 Mi, 192 MiB as
+/// The most pixels one picture may have (a hostile cast must not abort
+/// the process): 64 Mi, 192 MiB as
 /// RGB. The largest allowed screen (131,072 cells) fits at the default
 /// font size; a 512 px font or a padding of 100,000 would ask for tens of
 /// GB and abort the process, so they are refused first.

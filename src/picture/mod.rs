@@ -67,7 +67,7 @@ mod tests {
     use super::*;
     use crate::screen::asciicast::Recording;
 
-    /// Issue 46, item 11: a 1000x131 cast with a 512 px font asked for
+    /// A 1000x131 cast with a 512 px font asked for
     /// 53 GB and aborted; a padding of 100,000 the same. Both are a clear
     /// error now, before anything is allocated; a usual picture passes.
     #[test]

@@ -1,4 +1,5 @@
-//! Kept histories in the registry (issue 26): which terminals write their
+//! Kept histories in the registry (a terminal's output outlives a
+//! reboot): which terminals write their
 //! stream to disk, the writer of each live one, reads of a gone one's
 //! kept bytes, the boot id that tells a reboot from a crash, and the
 //! restore of a terminal the machine's restart took.

@@ -399,7 +399,7 @@ mod tests {
     }
 }
 
-/// What a restore prints before a terminal's program (issue 26): its kept
+/// What a restore after a reboot prints before a terminal's program: its kept
 /// history and the marked line, in a private file the new terminal prints
 /// byte for byte (no output processing) and then removes.
 #[derive(Debug, Clone, PartialEq, Eq)]

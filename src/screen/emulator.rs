@@ -2,7 +2,7 @@
 //! `Term` fed by its `vte` parser, wrapped so that nothing else in the
 //! crate names the emulator crate.
 //!
-//! Chosen (issue 45) because it renders as tmux renders where `vt100` 0.18
+//! Chosen over `vt100` 0.18 because it renders as tmux renders where `vt100` 0.18
 //! did not: IND/NEL, the clear on DECCOLM, autowrap off, tab stops set and
 //! cleared, the DEC line-drawing charset, insert mode, `CSI s`/`CSI u`; it
 //! keeps combining marks (asciinema's `avt` drops them) and feeds faster

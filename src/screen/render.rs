@@ -1,4 +1,4 @@
-//! Output as the terminal shows it (issue 25 item 5): a program's bytes
+//! Output as the terminal shows it, as an agent reads it: a program's bytes
 //! with carriage returns, backspaces, erases and cursor moves applied, one
 //! row per line, so a `\r` progress bar reads `100%`, not
 //! `5%10%...100%`. Rows are unbounded (no wrap at the pane's width) and as

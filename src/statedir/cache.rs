@@ -24,7 +24,7 @@
 //! was. A record edited in place by hand (no rename) shows at the next
 //! change of the directory.
 //!
-//! Issue 27: `GET /api/terminals` at 1,000 terminals spent most of its
+//! Why: `GET /api/terminals` at 1,000 terminals spent most of its
 //! 41 ms reading and parsing 1,000 unchanged records.
 
 use std::collections::HashMap;

@@ -165,7 +165,7 @@ pub struct StateDir {
     terminals: PathBuf,
     /// What the last scan parsed (`cache.rs`).
     /// The last whole scan is shared, never copied: `list` at 1,000
-    /// terminals spent a tenth of its time cloning its records (issue 27).
+    /// terminals spent a tenth of its time cloning its records.
     cache: RecordCache<TerminalRecord, Arc<LoadedRecords>>,
 }
 

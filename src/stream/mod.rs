@@ -380,7 +380,8 @@ mod tests {
 
     #[test]
     fn an_idle_stream_holds_nothing() {
-        // Issue 27 counts memory per idle terminal: the limit is a bound,
+        // Memory per idle terminal counts at thousands of terminals: the
+        // limit is a bound,
         // not an allocation.
         let stream = Stream::new(4 << 20);
         let ring = stream.held();

@@ -236,7 +236,7 @@ mod tests {
         assert_eq!(osc7.latest, Some(PathBuf::from("/ok")));
     }
 
-    /// Issue 46: a flood of intros without an end, and an ESC that is not
+    /// Hostile output: a flood of intros without an end, and an ESC that is not
     /// ST inside a report, neither hide the next report nor cost a
     /// look-ahead per intro.
     #[test]

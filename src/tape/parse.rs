@@ -477,7 +477,7 @@ mod tests {
         ));
     }
 
-    /// Issue 46, item 12: `Source` of a file that is no tape printed its
+    /// `Source` of a file that is no tape once printed its
     /// first line into the error (a shadow hash into CI logs).
     #[test]
     fn a_sourced_non_tape_is_never_echoed() {

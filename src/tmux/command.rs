@@ -397,7 +397,7 @@ pub fn send_keys_hex_chunk(pane: PaneId, bytes: &[u8]) -> TmuxCommand {
 
 /// The line form of [`send_keys_hex_chunk`], exactly, written straight
 /// into one string: no argv form, no formatting machinery. Every keystroke
-/// of every viewer is one of these (issue 27: building it through
+/// of every viewer is one of these (building it through
 /// [`TmuxCommand`] was about 20 µs of a cold cache per keystroke, as long
 /// as the pipe write that sends it).
 ///

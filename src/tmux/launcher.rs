@@ -1,6 +1,7 @@
 //! A pane that waits for its program: the warm pool's servers run a
 //! launcher in place of a placeholder program, so a spawn starts the
-//! terminal's program without `respawn-pane` (issue 27's connect).
+//! terminal's program without `respawn-pane` (the bulk of a new
+//! terminal's connect time).
 //!
 //! A `respawn-pane -k` made tmux close the pane's pty, open a new one,
 //! fork, and run `utempter`'s helper and wait for it, all before it

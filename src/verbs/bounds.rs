@@ -218,7 +218,8 @@ mod tests {
         }
     }
 
-    /// Issue 25, item 6: the first and the last part stay, within the
+    /// An agent needs a cut output's start and its end (the error is
+    /// usually last): the first and the last part stay, within the
     /// budget, and the count of what went between them is exact.
     #[test]
     fn head_and_tail_are_kept() {

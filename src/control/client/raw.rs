@@ -89,7 +89,7 @@ async fn read_raw(
 ) {
     let mut room = FIRST_CHUNK;
     // Made once: one made each turn registered and dropped a waiter on
-    // the token for every read (issue 27).
+    // the token for every read, a cost on every keystroke's echo.
     let ended = shared.ended.clone().cancelled_owned();
     tokio::pin!(ended);
     // Frames read with the hello.
@@ -107,7 +107,7 @@ async fn read_raw(
             // `read_buf`, not `readable` and `try_read_buf`: a read that
             // leaves room clears the socket's readiness (tokio knows the
             // buffer is drained), so an echo costs one read, not a second
-            // that fails `EAGAIN` on the way to its viewer (issue 27).
+            // that fails `EAGAIN` on the way to its viewer.
             read = socket.read_buf(&mut buf) => match read {
                 Ok(0) => Some(Ended::Lost("the output relay closed the link".to_owned())),
                 Ok(n) => {

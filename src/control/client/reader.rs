@@ -49,7 +49,7 @@ impl Reader {
         hangup: CancellationToken,
     ) {
         // Made once: one made each turn registered and dropped a waiter on
-        // the token for every event read (issue 27).
+        // the token for every event read, a cost on every keystroke's echo.
         let cancelled = self.cancel.clone().cancelled_owned();
         tokio::pin!(cancelled);
         let mut io_error = None;

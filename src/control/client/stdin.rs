@@ -3,7 +3,7 @@
 //! the writer task behind what is.
 //!
 //! Why not always the task: a keystroke's line waited for the writer task
-//! to be scheduled (issue 27's per-hop bench: 45 µs on a quiet machine,
+//! to be scheduled (the per-hop latency bench: 45 µs on a quiet machine,
 //! 280 µs under load) before its one `write`. So a line queued while the
 //! writer is idle is written at once with a non-blocking `write(2)` under
 //! the client's state lock (where the line's pending entry is pushed, so

@@ -6,7 +6,7 @@
 //! command, and each one armed a timer due earlier than anything else the
 //! runtime waited for, so the runtime's timer driver was woken (an eventfd
 //! write and one more `epoll_wait`) for every keystroke: two of about ten
-//! system calls per echo (issue 27). Here a caller's command carries its
+//! system calls per echo. Here a caller's command carries its
 //! deadline in its pending entry; the watchdog sleeps until the earliest
 //! one, and is woken by a new command only when that command is due
 //! earlier than what it sleeps for (never, in the usual order of things:
