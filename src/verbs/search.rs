@@ -94,8 +94,6 @@ pub struct SearchedRange {
     pub older_output: bool,
     /// Whether bytes inside the searched range were lost on their way to
     /// the kept history (a write the disk refused), so were not searched.
-    /// Left out when none were.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub lost_output: bool,
 }
 
