@@ -113,9 +113,10 @@ pub fn relay(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()
 }
 
 /// What a relay does with its stream beyond serving it: keeps it on disk
-/// (the engine's kept history, `backend::run_relay`), once a linked
-/// process asks (a keep request). The relay calls it on its own thread, between
-/// polls: each call blocks the relay, so it writes and returns.
+/// (the engine's kept history: `RelayKeeper`, which the engine's binaries
+/// hand over), once a linked process asks (a keep request). The relay
+/// calls it on its own thread, between polls: each call blocks the relay,
+/// so it writes and returns.
 pub trait Keeper {
     /// Starts keeping stream `epoch` from its offset `from`, as the order
     /// file in the server directory `dir` says; `lost`: bytes asked for
