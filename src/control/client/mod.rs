@@ -36,6 +36,7 @@ mod reader;
 mod shared;
 mod stdin;
 mod stream;
+mod typist;
 mod watchdog;
 mod write;
 
@@ -198,7 +199,7 @@ impl ControlClient {
             events: Mutex::new(None),
             closed: watch::channel(None).0,
             pid: child.id(),
-            input: tokio::sync::Mutex::new(write::Typist::new(opts.input_dir.clone())),
+            input: tokio::sync::Mutex::new(typist::Typist::new(opts.input_dir.clone())),
             watchdog: tokio::sync::Notify::new(),
             opts,
         });

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
-use super::{ClientOptions, raw, stdin, write};
+use super::{ClientOptions, raw, stdin, typist};
 use crate::control::subscribe::{Effects, PaneInfo, Routes, SubState};
 use crate::control::{Notification, PaneId, Reply};
 use crate::tmux::command::TmuxCommand;
@@ -41,7 +41,7 @@ pub(crate) struct ClientShared {
     pub(super) pid: Option<u32>,
     /// One write at a time, in arrival order (tokio's mutex is FIFO-fair),
     /// so two pastes never interleave; see `write.rs`.
-    pub(super) input: tokio::sync::Mutex<write::Typist>,
+    pub(super) input: tokio::sync::Mutex<typist::Typist>,
     /// Wakes the reply watchdog (`watchdog.rs`).
     pub(super) watchdog: Notify,
 }
