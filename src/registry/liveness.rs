@@ -21,10 +21,10 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::ops::TerminalSnapshot;
 use super::seam::{BackendTerminal, CloseReason, Liveness, SpawnRequest};
 use super::service::Owned;
 use super::state::Presence;
+use super::values::TerminalSnapshot;
 use super::viewed::ViewedTerminal;
 use super::{Registry, TerminalId};
 use crate::statedir::Purpose;

@@ -22,7 +22,7 @@
 //! | file           | concern                                              |
 //! |----------------|------------------------------------------------------|
 //! | `seam.rs`      | the backend traits                                   |
-//! | `values.rs`    | the values crossing them: statuses, sends, pages     |
+//! | `values.rs`    | their values: statuses, sends, pages; snapshots      |
 //! | `service.rs`   | [`Registry`], its config, [`Owned`], `Inner`         |
 //! | `state.rs`     | the maps behind the lock; a terminal's `Presence`    |
 //! | `spawn.rs`     | `spawn`: reservation, publication, rollback          |
@@ -77,7 +77,6 @@ pub use history::{HOST_RESTARTED, Searchable};
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
-pub use ops::TerminalSnapshot;
 pub use seam::{
     AttachLock, Backend, BackendHealth, BackendTerminal, CloseReason, CommandResult, Liveness,
     OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
@@ -86,6 +85,7 @@ pub use seam::{
 };
 pub use service::{Census, Owned, Registry, RegistryConfig, RestartBackoff};
 pub use signal::{Signal, SignalDelivery};
+pub use values::TerminalSnapshot;
 pub use viewed::ViewedTerminal;
 
 #[cfg(test)]

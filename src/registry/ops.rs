@@ -7,10 +7,8 @@
 
 use std::sync::{Arc, Weak};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use super::TerminalStatus;
 use super::seam::{
     BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
     SendResult,
@@ -18,11 +16,11 @@ use super::seam::{
 use super::service::Inner;
 use super::service::Owned;
 use super::signal::{Signal, SignalDelivery};
+use super::values::TerminalSnapshot;
 use super::{OwnerId, Registry, TerminalId};
 use crate::statedir::Purpose;
 use crate::statedir::StateDir;
 use crate::stream::{OutputCursor, OutputSince};
-use crate::vocab::RestartPolicy;
 use crate::{Error, Result};
 
 impl Registry {
@@ -54,52 +52,6 @@ impl Registry {
         self.adopt_if_needed(&id).await?;
         self.inner.lock().entry(&id)?.live_terminal()
     }
-}
-
-/// What callers see of one terminal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct TerminalSnapshot {
-    /// Its id.
-    pub id: TerminalId,
-    /// Its owner.
-    pub owner: OwnerId,
-    /// Its name, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Its role, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub role: Option<String>,
-    /// Its backend kind.
-    pub kind: String,
-    /// The process id of the program the terminal runs (behind the exit
-    /// handshake's wrapper, for the tmux backend), when the backend has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// Its status, with exit code or signal once dead.
-    pub status: TerminalStatus,
-    /// Its restart policy.
-    pub restart: RestartPolicy,
-    /// How many times the registry recreated it.
-    pub restarts: u32,
-    /// When it was created, in milliseconds since the Unix epoch.
-    pub created_ms: u64,
-    /// Which way its output reaches the engine, when the backend says:
-    /// `"raw"` (the pane's own bytes through its pipe) or `"control"`
-    /// (tmux's `%output`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_path: Option<String>,
-    /// Whether its output is kept on disk (`keep_history`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub keep_history: bool,
-    /// When it was restored after the machine restarted (milliseconds
-    /// since the Unix epoch): its old history is above a marked line.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restored_ms: Option<u64>,
-    /// Why its kept history cannot be written now (a full disk), while
-    /// writes fail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub history_error: Option<String>,
 }
 
 /// Frees the terminal for the next send, unless a newer send owns it.

@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
-use super::ops::TerminalSnapshot;
 use super::service::Owned;
 use super::state::Entry;
+use super::values::TerminalSnapshot;
 use crate::statedir::Purpose;
 use crate::statedir::{StateDir, TerminalRecord};
 use crate::vocab::validate_name;

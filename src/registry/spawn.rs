@@ -7,11 +7,11 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::ops::TerminalSnapshot;
 use super::seam::{BackendTerminal, CloseReason, SpawnRequest};
 use super::service::{Inner, Owned};
 use super::state::Presence;
 use super::state::{Entry, Pending, State};
+use super::values::TerminalSnapshot;
 use super::{OwnerId, Registry, SpawnSpec, TerminalId};
 use crate::statedir::{FileLock, Purpose};
 use crate::statedir::{StateDir, TerminalRecord};

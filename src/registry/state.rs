@@ -14,8 +14,8 @@ use std::sync::Arc;
 use futures_util::future::{BoxFuture, Shared};
 use tokio_util::sync::CancellationToken;
 
-use super::ops::TerminalSnapshot;
 use super::seam::{BackendTerminal, RecordCheck, TerminalStatus};
+use super::values::TerminalSnapshot;
 use super::{OwnerId, TerminalId};
 use crate::statedir::{CorruptRecord, TerminalRecord};
 use crate::{Error, Result};

@@ -1,5 +1,6 @@
 //! The values crossing the backend seam (`seam.rs`): statuses, liveness,
-//! sends, pages, close reasons, the attach lock. Plain data, no I/O.
+//! sends, pages, close reasons, the attach lock; and what callers see of a
+//! terminal ([`TerminalSnapshot`]). Plain data, no I/O.
 
 use std::fmt;
 use std::ops::Range;
@@ -11,6 +12,8 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::stream::OutputCursor;
+use crate::vocab::RestartPolicy;
+use crate::vocab::ids::{OwnerId, TerminalId};
 use crate::{Error, Result};
 
 /// Why a terminal is being closed; backends may log it.
@@ -101,6 +104,52 @@ impl fmt::Display for TerminalStatus {
             TerminalStatus::Gone { reason } => write!(f, "gone: {reason}"),
         }
     }
+}
+
+/// What callers see of one terminal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TerminalSnapshot {
+    /// Its id.
+    pub id: TerminalId,
+    /// Its owner.
+    pub owner: OwnerId,
+    /// Its name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its role, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Its backend kind.
+    pub kind: String,
+    /// The process id of the program the terminal runs (behind the exit
+    /// handshake's wrapper, for the tmux backend), when the backend has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its status, with exit code or signal once dead.
+    pub status: TerminalStatus,
+    /// Its restart policy.
+    pub restart: RestartPolicy,
+    /// How many times the registry recreated it.
+    pub restarts: u32,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// Which way its output reaches the engine, when the backend says:
+    /// `"raw"` (the pane's own bytes through its pipe) or `"control"`
+    /// (tmux's `%output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_path: Option<String>,
+    /// Whether its output is kept on disk (`keep_history`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_history: bool,
+    /// When it was restored after the machine restarted (milliseconds
+    /// since the Unix epoch): its old history is above a marked line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_ms: Option<u64>,
+    /// Why its kept history cannot be written now (a full disk), while
+    /// writes fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_error: Option<String>,
 }
 
 /// What a liveness probe found.
