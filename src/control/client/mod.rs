@@ -39,6 +39,7 @@ mod stream;
 mod typist;
 mod watchdog;
 mod write;
+mod writer;
 
 pub(crate) use handshake::hold_handshake_lock;
 
@@ -247,7 +248,7 @@ impl ControlClient {
                 // tmux 3.3a and older read stdin before the attach command
                 // has run, so nothing is written until its block closed.
                 match stdin.take() {
-                    Some(stdin) => self::stdin::start(&client.shared, stdin, lines, hangup)
+                    Some(stdin) => writer::start(&client.shared, stdin, lines, hangup)
                         .map_err(|e| Error::io("writing to tmux -C", e)),
                     None => Ok(()),
                 }

@@ -25,12 +25,13 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::ClientShared;
 use super::reader::deliver_blocking;
+use super::shared::{Flush, RawLink};
 use crate::control::subscribe::Effects;
 use crate::control::{Notification, PaneId};
 use crate::tmux::relay::Linked;
@@ -41,15 +42,6 @@ const CHUNK: usize = wire::MAX_DATA + wire::HEAD_LEN;
 /// Room an idle pane's reader keeps: a terminal that prints little costs
 /// little; the room doubles up to [`CHUNK`] while reads fill it.
 const FIRST_CHUNK: usize = 4 * 1024;
-
-/// A request to route everything the relay has read now; answered once done.
-pub(super) type Flush = oneshot::Sender<()>;
-
-/// The routing state's link to a raw pane's reader task.
-#[derive(Debug)]
-pub(super) struct RawLink {
-    pub(super) flush: mpsc::Sender<Flush>,
-}
 
 /// Starts the reader of `linked`, a link to `pane`'s relay.
 pub(super) fn start(

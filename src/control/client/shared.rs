@@ -8,13 +8,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast, oneshot, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
-use super::{ClientOptions, raw, stdin, typist};
+use super::{ClientOptions, stdin, typist};
 use crate::control::subscribe::{Effects, PaneInfo, Routes, SubState};
 use crate::control::{Notification, PaneId, Reply};
 use crate::tmux::command::TmuxCommand;
@@ -54,7 +54,7 @@ pub(super) struct State {
     pub(super) stdin: stdin::Stdin,
     pub(super) routes: Routes,
     /// Panes whose output comes from a raw pipe (`raw.rs`), not `%output`.
-    pub(super) raw: std::collections::HashMap<PaneId, raw::RawLink>,
+    pub(super) raw: std::collections::HashMap<PaneId, RawLink>,
     /// The exit handshake's marker scan ([`ClientOptions::exit_handshake`]).
     pub(super) exits: Option<ExitWatch>,
     pub(super) closed: Option<String>,
@@ -76,6 +76,15 @@ impl State {
             exits.seen(pane, data);
         }
     }
+}
+
+/// A request to route everything the relay has read now; answered once done.
+pub(super) type Flush = oneshot::Sender<()>;
+
+/// The routing state's link to a raw pane's reader task (`raw.rs`).
+#[derive(Debug)]
+pub(super) struct RawLink {
+    pub(super) flush: mpsc::Sender<Flush>,
 }
 
 /// What a caller's command gets: tmux's reply, or word from the reply

@@ -17,18 +17,18 @@
 //! 3.3a reads stdin before it has run): the pipe is handed over only when
 //! the writer starts. Closing it is EOF, which detaches: on hangup the
 //! writer takes the client's copy away and drops its own.
+//!
+//! This file is the rule: [`Stdin`] and the three moves of its state, each
+//! made under the client's state lock. The writer task that makes the
+//! writer's moves is `writer.rs`.
 
 use std::io::IoSlice;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::net::unix::pipe;
-use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tracing::debug;
 
-use super::{ClientShared, State};
 use crate::hops::{Hop, mark};
 
 /// The writing side of tmux's stdin, kept in the client's state.
@@ -87,84 +87,34 @@ impl Stdin {
         self.busy = true;
         self.queue.send(Bytes::from(rest)).is_ok()
     }
-}
 
-/// Starts writing to tmux's stdin: the writer task, and direct writes once
-/// it has caught up with what was queued before.
-///
-/// # Errors
-/// When the pipe cannot be registered with the runtime.
-pub(super) fn start(
-    shared: &Arc<ClientShared>,
-    stdin: ChildStdin,
-    lines: mpsc::UnboundedReceiver<Bytes>,
-    hangup: CancellationToken,
-) -> std::io::Result<()> {
-    let pipe = Arc::new(pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?);
-    shared.lock().stdin.pipe = Some(pipe.clone());
-    shared
-        .tasks
-        .spawn(write_lines(shared.clone(), pipe, lines, hangup));
-    Ok(())
-}
+    /// The writer started with `pipe`: lines are written directly once it
+    /// has caught up with those queued before.
+    pub(super) fn started(&mut self, pipe: Arc<pipe::Sender>) {
+        self.pipe = Some(pipe);
+    }
 
-/// Writes queued lines in order, batching whatever is ready; goes idle
-/// (direct writes allowed) only with its queue empty, under the state lock.
-async fn write_lines(
-    shared: Arc<ClientShared>,
-    pipe: Arc<pipe::Sender>,
-    mut lines: mpsc::UnboundedReceiver<Bytes>,
-    hangup: CancellationToken,
-) {
-    let mut batch = Vec::with_capacity(64 * 1024);
-    let mut next = None;
-    loop {
-        let line = match next.take() {
-            Some(line) => Some(line),
-            None => tokio::select! {
-                line = lines.recv() => line,
-                () = hangup.cancelled() => None,
-            },
-        };
-        let Some(line) = line else { break };
-        batch.clear();
-        batch.extend_from_slice(&line);
-        while batch.len() < 256 * 1024 {
-            match lines.try_recv() {
-                Ok(line) => batch.extend_from_slice(&line),
-                Err(_) => break,
+    /// The writer wrote what it had: the next queued line for it to
+    /// write, else it goes idle and direct writes may begin. Called only
+    /// by the writer, under the state lock (where every line is queued),
+    /// so no line can be queued between the look and going idle.
+    pub(super) fn next_or_idle(
+        &mut self,
+        lines: &mut mpsc::UnboundedReceiver<Bytes>,
+    ) -> Option<Bytes> {
+        match lines.try_recv() {
+            Ok(line) => Some(line),
+            Err(_) => {
+                self.busy = false;
+                None
             }
         }
-        if let Err(e) = write_all(&pipe, &batch).await {
-            debug!(error = %e, "writing to tmux -C failed");
-            break;
-        }
-        mark(Hop::Written);
-        let mut state = shared.lock();
-        match lines.try_recv() {
-            Ok(line) => next = Some(line),
-            Err(_) => state.stdin.busy = false,
-        }
     }
-    // Dropping the last handle on the pipe is EOF: tmux detaches the
-    // client and prints `%exit`.
-    hang_up(&mut shared.lock());
-}
 
-/// No more direct writes; the lines queued from now on are never written.
-fn hang_up(state: &mut State) {
-    state.stdin.pipe = None;
-    state.stdin.busy = true;
-}
-
-async fn write_all(pipe: &pipe::Sender, mut bytes: &[u8]) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        pipe.writable().await?;
-        match pipe.try_write(bytes) {
-            Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
+    /// No more direct writes; the lines queued from now on are never
+    /// written.
+    pub(super) fn hang_up(&mut self) {
+        self.pipe = None;
+        self.busy = true;
     }
-    Ok(())
 }

@@ -1,0 +1,86 @@
+//! The writer task of tmux's stdin: writes the lines queued behind a
+//! busy pipe, in order and batched, and makes the writer's moves of
+//! [`Stdin`](super::stdin::Stdin) (started, idle, hung up) under the
+//! state lock; `stdin.rs` states the rule they keep.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::net::unix::pipe;
+use tokio::process::ChildStdin;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use super::ClientShared;
+use crate::hops::{Hop, mark};
+
+/// Starts writing to tmux's stdin: the writer task, and direct writes once
+/// it has caught up with what was queued before.
+///
+/// # Errors
+/// When the pipe cannot be registered with the runtime.
+pub(super) fn start(
+    shared: &Arc<ClientShared>,
+    stdin: ChildStdin,
+    lines: mpsc::UnboundedReceiver<Bytes>,
+    hangup: CancellationToken,
+) -> std::io::Result<()> {
+    let pipe = Arc::new(pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?);
+    shared.lock().stdin.started(pipe.clone());
+    shared
+        .tasks
+        .spawn(write_lines(shared.clone(), pipe, lines, hangup));
+    Ok(())
+}
+
+/// Writes queued lines in order, batching whatever is ready; goes idle
+/// (direct writes allowed) only with its queue empty, under the state lock.
+async fn write_lines(
+    shared: Arc<ClientShared>,
+    pipe: Arc<pipe::Sender>,
+    mut lines: mpsc::UnboundedReceiver<Bytes>,
+    hangup: CancellationToken,
+) {
+    let mut batch = Vec::with_capacity(64 * 1024);
+    let mut next = None;
+    loop {
+        let line = match next.take() {
+            Some(line) => Some(line),
+            None => tokio::select! {
+                line = lines.recv() => line,
+                () = hangup.cancelled() => None,
+            },
+        };
+        let Some(line) = line else { break };
+        batch.clear();
+        batch.extend_from_slice(&line);
+        while batch.len() < 256 * 1024 {
+            match lines.try_recv() {
+                Ok(line) => batch.extend_from_slice(&line),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = write_all(&pipe, &batch).await {
+            debug!(error = %e, "writing to tmux -C failed");
+            break;
+        }
+        mark(Hop::Written);
+        next = shared.lock().stdin.next_or_idle(&mut lines);
+    }
+    // Dropping the last handle on the pipe is EOF: tmux detaches the
+    // client and prints `%exit`.
+    shared.lock().stdin.hang_up();
+}
+
+async fn write_all(pipe: &pipe::Sender, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        pipe.writable().await?;
+        match pipe.try_write(bytes) {
+            Ok(n) => bytes = bytes.get(n..).unwrap_or_default(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
