@@ -29,7 +29,8 @@
 //! | `ops.rs`       | send, read, screen, signal, list, show               |
 //! | `signal.rs`    | the allowed [`Signal`]s                              |
 //! | `io.rs`        | output, input, resize, events, attach command, wait  |
-//! | `commands.rs`  | the commands the shell's marks show, and their wait  |
+//! | `command.rs`   | a command the shell's marks show, as a value         |
+//! | `commands.rs`  | `commands` and the wait for a command                |
 //! | `rename.rs`    | `rename`                                             |
 //! | `lifecycle.rs` | kill (one `Close` task per terminal), disposal       |
 //! | `adopt.rs`     | adoption: open, refresh (rescan), lazy attach, reap  |
@@ -46,6 +47,7 @@
 //! runs an `always` restart loop.
 
 mod adopt;
+mod command;
 mod commands;
 mod history;
 mod io;
@@ -72,7 +74,7 @@ pub use crate::stream::{CursorGap, OutputCursor, OutputSince, Stream};
 pub use crate::vocab::ids::{OwnerId, TerminalId};
 pub use crate::vocab::spawn_spec::{RestartPolicy, SpawnSpec};
 pub use adopt::ScanReport;
-pub use commands::{Command, CommandRef, CommandsAnswer};
+pub use command::{Command, CommandRef, CommandsAnswer};
 pub use history::{HOST_RESTARTED, Searchable};
 pub use io::{WaitCondition, WaitSince};
 pub use liveness::{AttachTarget, ProbeReport};
