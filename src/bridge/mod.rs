@@ -21,6 +21,7 @@
 //! | `prove.rs`  | proof that a serve is the one `serve.json` records     |
 //! | `metrics.rs`| the counters and their Prometheus text                 |
 //! | `listen.rs` | the accept loop: timeouts, connection cap, TLS, unix   |
+//! | `node.rs`   | `--node`: the node on every terminal id, the peers     |
 //!
 //! The protocol (routes, frames, close codes) is in the README. The bridge
 //! never writes HTTP or WebSocket framing itself (axum does), and never
@@ -35,6 +36,7 @@ mod handoff;
 mod identity;
 mod listen;
 mod metrics;
+mod node;
 mod openapi;
 mod page;
 mod probes;
@@ -63,6 +65,7 @@ pub use self::files::TRANSFER_LOG;
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::handoff::HANDOFF;
 pub use self::identity::{Peer, TrustedProxy};
+pub use self::node::{PeerNode, check_node_name};
 pub use self::listen::{
     Listener, Notifier, ServeOptions, Tls, bind_unix, inherited, validate_base_path,
 };
@@ -134,6 +137,12 @@ pub struct BridgeConfig {
     /// Where every act that changes a terminal or moves data is recorded
     /// (`serve --audit-log`).
     pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// This serve's node name (`serve --node`): every terminal id and
+    /// link it answers carries it.
+    pub node: Option<String>,
+    /// The other nodes behind the same origin (`serve --peer-node`), which
+    /// the page lists and opens terminals of too.
+    pub peer_nodes: Vec<PeerNode>,
 }
 
 impl BridgeConfig {
@@ -158,7 +167,24 @@ impl BridgeConfig {
             proof_key: None,
             trusted_proxy: None,
             audit: None,
+            node: None,
+            peer_nodes: Vec::new(),
         }
+    }
+
+    /// Names this serve's node: terminal ids become `NODE.t-…`, links
+    /// carry `&node=NODE` ([`check_node_name`] first).
+    #[must_use]
+    pub fn node(mut self, name: impl Into<String>) -> BridgeConfig {
+        self.node = Some(name.into());
+        self
+    }
+
+    /// Tells the page of another node behind the same origin.
+    #[must_use]
+    pub fn peer_node(mut self, peer: PeerNode) -> BridgeConfig {
+        self.peer_nodes.push(peer);
+        self
     }
 
     /// Proves this serve with `key` (`POST /api/serve-proof`).
@@ -398,7 +424,11 @@ impl Bridge {
     /// `INVALID_INPUT` for a lifetime past `MAX_CODE_LIFETIME` (7 days) or too
     /// many live links; `IO` without randomness.
     pub fn sign_in_path(&self, principal: Principal, lifetime: Duration) -> Result<String> {
-        Ok(self.state.signins.mint(principal, lifetime)?.path)
+        let path = self.state.signins.mint(principal, lifetime)?.path;
+        Ok(match &self.state.config.node {
+            Some(node) => node::qualify_link(node, &path),
+            None => path,
+        })
     }
 
     /// The routes: the page, the JSON API and unknown paths (all behind
@@ -415,7 +445,7 @@ impl Bridge {
                 self.state.clone(),
                 authenticate,
             ));
-        authenticated
+        let routed = authenticated
             .merge(openapi::router(true))
             .layer(middleware::map_response(no_store))
             .merge(page::routes())
@@ -425,7 +455,18 @@ impl Bridge {
             ))
             .merge(probes::routes())
             .layer(DefaultBodyLimit::max(MAX_BODY))
-            .with_state(self.state.clone())
+            .with_state(self.state.clone());
+        if self.state.config.node.is_none() {
+            return routed;
+        }
+        // Around the whole router, so its routing sees the registry's ids
+        // (a layer on a router runs after its routing).
+        Router::new()
+            .fallback_service(routed)
+            .layer(middleware::from_fn_with_state(
+                self.state.clone(),
+                node::qualify_ids,
+            ))
     }
 
     /// Serves on `listener` with the default [`ServeOptions`]; see

@@ -74,16 +74,23 @@ pub fn routes() -> Router<AppState> {
 /// `<meta name="tmux-engine-options">` holding their JSON; who the
 /// visitor is, the page asks the API with its session.
 async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let mut response = if state.config.page_options.is_empty() {
+    let mut response = if state.config.page_options.is_empty() && state.config.node.is_none() {
         let (encoding, body) = encoded::page(&headers);
         let mut response = with_headers(body, "text/html; charset=utf-8");
         response.headers_mut().extend(encoding);
         response
     } else {
-        let meta = format!(
+        let mut meta = format!(
             "<head>\n  <meta name=\"tmux-engine-options\" content=\"{}\">",
             escape_markup(&state.config.page_options.to_json())
         );
+        // The nodes behind this origin: the page lists every one's terminals.
+        if let Some(node) = &state.config.node {
+            meta.push_str(&format!(
+                "\n  <meta name=\"tmux-engine-nodes\" content=\"{}\">",
+                escape_markup(&super::node::page_meta(node, &state.config.peer_nodes))
+            ));
+        }
         with_headers(
             index_html().replacen("<head>", &meta, 1),
             "text/html; charset=utf-8",

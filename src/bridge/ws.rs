@@ -322,7 +322,10 @@ async fn session(
         }
     };
     let _viewing = state.metrics.viewing();
-    let hello = frames::hello(&hello);
+    let mut hello = frames::hello(&hello);
+    if let Some(node) = &state.config.node {
+        super::node::qualify_value(node, &mut hello);
+    }
     let mut keepalive = Keepalive::new(state.config.ping_interval, Instant::now());
     let hello = Message::Text(hello.to_string().into());
     let end = match send(&mut socket, &state, &keepalive, hello).await {

@@ -158,6 +158,17 @@ pub(crate) struct ServeArgs {
     /// reverse proxy mounts it; other paths answer 404.
     #[arg(long, value_name = "PREFIX", default_value = "")]
     base_path: String,
+    /// This serve's node behind a shared front door: every terminal id it
+    /// answers becomes NAME.t-… and its links carry &node=NAME, so a
+    /// stateless proxy routes by the id, a header or a path prefix
+    /// (1-63 of a-z, 0-9, '-').
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
+    /// Another node behind the same origin and the path its serve is
+    /// mounted at (b=/nodes/b/): the page lists and opens its terminals
+    /// too, and says when it is unreachable (repeatable).
+    #[arg(long = "peer-node", value_name = "NAME=PATH", requires = "node")]
+    peer_node: Vec<String>,
     /// A default of the page's client options (repeatable): fontSize=6..72,
     /// fontFamily=TEXT, theme=dark|light|solarized, cursorStyle=block|underline|bar,
     /// cursorBlink=true|false, scrollback=0..100000. A person's choices in
@@ -233,6 +244,14 @@ pub(crate) async fn run(
         tmux_engine::bridge::check_allow_origin(origin)?;
     }
     let base_path = validate_base_path(&args.base_path)?;
+    if let Some(node) = &args.node {
+        tmux_engine::bridge::check_node_name(node)?;
+    }
+    let peer_nodes = args
+        .peer_node
+        .iter()
+        .map(|spec| tmux_engine::bridge::PeerNode::parse(spec))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut page_options = PageOptions::default();
     for option in &args.page_option {
         page_options.set(option)?;
@@ -329,6 +348,12 @@ pub(crate) async fn run(
         );
     if let Some(proxy) = trusted_proxy {
         bridge_config = bridge_config.trusted_proxy(proxy);
+    }
+    if let Some(node) = &args.node {
+        bridge_config = bridge_config.node(node.clone());
+    }
+    for peer in peer_nodes {
+        bridge_config = bridge_config.peer_node(peer);
     }
     if let Some(audit) = audit {
         bridge_config = bridge_config.audit_log(audit);
