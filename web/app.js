@@ -17,11 +17,16 @@ const $ = (id) => document.getElementById(id);
 // shows the sign-in panel: never access.
 const SESSION = `tmux-engine.session:${new URL(".", location.href).pathname}`;
 function hashParams() { return new URLSearchParams(location.hash.slice(1)); }
+// A link minted by a node behind a shared front door names it (`&node=`):
+// its code is that node's to exchange.
+let codeNode = null;
 function takeCode() {
   const params = hashParams();
   const code = params.get("code");
   if (code === null) return null;
+  codeNode = params.get("node");
   params.delete("code");
+  params.delete("node");
   const rest = params.toString().replace(/%2F/g, "/");
   history.replaceState(null, "", location.pathname + location.search + (rest ? `#${rest}` : ""));
   return code;
@@ -156,18 +161,42 @@ function failed(error) { showError(String(error.message || error)); }
 // Every URL is relative to the page, so the page works mounted under a
 // proxy's path prefix (`serve --base-path`): "/api/x" is fetched as "api/x".
 const base = new URL(".", location.href);
-const url = (path) => new URL(path.replace(/^\//, ""), base);
+const url = (path, at = base) => new URL(path.replace(/^\//, ""), at);
 
-async function api(method, path, body, credential = session) {
+// Many hosts behind one front door (`serve --node`, src/bridge/node.rs):
+// this serve's node and its peers, each mounted at its own path of this
+// origin. A terminal's id names its node (`b.t-…`), so every call about a
+// terminal goes to its node's path, with the session kept for that path
+// (a link of that node signed it in), or none behind an SSO proxy.
+const nodesMeta = document.querySelector('meta[name="tmux-engine-nodes"]');
+const nodeConfig = nodesMeta ? JSON.parse(nodesMeta.content) : null;
+const homeNode = nodeConfig ? nodeConfig.node : null;
+const peers = nodeConfig ? nodeConfig.peers.map((p) => ({ name: p.name, base: new URL(p.path, location.origin) })) : [];
+view.nodes = {}; // peer name -> "reachable" | "unreachable" | "signed out"
+function nodeOf(id) {
+  const dot = id ? id.indexOf(".") : -1;
+  return dot > 0 ? id.slice(0, dot) : homeNode;
+}
+function baseOf(id) {
+  const node = nodeOf(id);
+  return peers.find((p) => p.name === node)?.base || base;
+}
+function credentialAt(at) {
+  return at.href === base.href ? session : localStorage.getItem(`tmux-engine.session:${at.pathname}`);
+}
+// `api` about terminal `id`, at its node.
+const apiFor = (id, method, path, body) => api(method, path, body, credentialAt(baseOf(id)), baseOf(id));
+
+async function api(method, path, body, credential = session, at = base) {
   const headers = body ? { "content-type": "application/json" } : {};
   if (credential) headers.authorization = `Bearer ${credential}`;
-  const response = await fetch(url(path), {
+  const response = await fetch(url(path, at), {
     method,
     headers,
     body: body ? JSON.stringify(body) : undefined,
   });
   const value = await response.json();
-  if (response.status === 401 && credential === session && view.signedIn) signedOut();
+  if (response.status === 401 && credential === session && at === base && view.signedIn) signedOut();
   if (!response.ok) {
     const error = new Error(`${value.error.code}: ${value.error.message}`);
     error.code = value.error.code;
@@ -225,6 +254,7 @@ function entry(t) {
   item.dataset.id = t.id;
   item.dataset.name = label(t);
   item.dataset.status = t.status.kind;
+  if (homeNode) item.dataset.node = nodeOf(t.id);
   item.classList.toggle("open", t.id === view.id);
   const name = document.createElement("span");
   name.className = "name";
@@ -239,6 +269,7 @@ function entry(t) {
   }
   const badges = document.createElement("span");
   badges.className = "badges";
+  if (homeNode) badges.append(badge(nodeOf(t.id), "node"));
   badges.append(badge(describe(t.status), `status ${t.status.kind}`));
   if (t.restart !== "never") badges.append(badge(t.restart, "policy"));
   // Issue 26: brought back after the machine restarted, its old history
@@ -286,11 +317,11 @@ function rename(item, t) {
     if (event.key !== "Enter") return;
     event.preventDefault();
     try {
-      const renamed = await api("POST", `/api/terminals/${encodeURIComponent(t.id)}/rename`, { name: field.value.trim() });
+      const renamed = await apiFor(t.id, "POST", `/api/terminals/${encodeURIComponent(t.id)}/rename`, { name: field.value.trim() });
       if (t.id === view.id) {
         view.name = label(renamed);
         showTitle();
-        history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(view.name)}`);
+        history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(reference(view.id, view.name))}`);
       }
       field.remove();
       refresh();
@@ -303,15 +334,83 @@ function rename(item, t) {
   field.select();
 }
 
+// A peer node's terminals and viewers; none when it does not answer
+// within 1.5 s (the proxy's 502 for a node that is down comes at once),
+// and it is marked unreachable.
+async function peerList(peer) {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), 1500);
+  const credential = credentialAt(peer.base);
+  const headers = credential ? { authorization: `Bearer ${credential}` } : {};
+  const get = (path) => fetch(url(path, peer.base), { headers, signal: abort.signal });
+  try {
+    const [list, viewers] = await Promise.all([get("api/terminals"), get("api/viewers")]);
+    if (list.status === 401) {
+      view.nodes[peer.name] = "signed out";
+      return { terminals: [], viewers: {} };
+    }
+    if (!list.ok) throw new Error(`HTTP ${list.status}`);
+    const answer = { terminals: await list.json(), viewers: viewers.ok ? await viewers.json() : {} };
+    view.nodes[peer.name] = "reachable";
+    return answer;
+  } catch (error) {
+    view.nodes[peer.name] = "unreachable";
+    return { terminals: [], viewers: {} };
+  } finally {
+    clearTimeout(timer);
+    showNodes();
+  }
+}
+
+// Which nodes answer: one line above the list, each peer's state.
+function showNodes() {
+  if (!homeNode) return;
+  let line = $("nodes");
+  if (!line) {
+    line = document.createElement("p");
+    line.id = "nodes";
+    $("side").insertBefore(line, $("terminals"));
+  }
+  const parts = [`${homeNode} (here)`, ...peers.map((p) => `${p.name}${view.nodes[p.name] && view.nodes[p.name] !== "reachable" ? `: ${view.nodes[p.name]}` : ""}`)];
+  line.textContent = `Nodes: ${parts.join(" · ")}`;
+  line.classList.toggle("unreachable", Object.values(view.nodes).some((state) => state !== "reachable"));
+}
+
+// Twice a second, each peer's /healthz (public, cheap): a node that went
+// down is said so within 2 s, one that came back is listed again.
+async function probeNodes() {
+  await Promise.all(peers.map(async (peer) => {
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), 900);
+    let up = false;
+    try {
+      up = (await fetch(url("healthz", peer.base), { signal: abort.signal })).ok;
+    } catch (error) {
+      up = false;
+    } finally {
+      clearTimeout(timer);
+    }
+    const was = view.nodes[peer.name];
+    if (!up && was !== "unreachable") {
+      view.nodes[peer.name] = "unreachable";
+      view.terminals = view.terminals.filter((t) => nodeOf(t.id) !== peer.name);
+      for (const li of document.querySelectorAll(`#terminals li[data-node="${CSS.escape(peer.name)}"]`)) li.remove();
+      showNodes();
+    } else if (up && was === "unreachable") refresh();
+  }));
+}
+
 async function refresh() {
   try {
-    const [terminals, viewers] = await Promise.all([
+    const [own, viewers, ...others] = await Promise.all([
       api("GET", "/api/terminals"),
       // A serve older than the badge has no such route: no badge then.
       api("GET", "/api/viewers").catch(() => ({})),
+      ...peers.map(peerList),
     ]);
+    const terminals = own.concat(...others.map((other) => other.terminals));
     view.terminals = terminals;
-    view.viewers = viewers;
+    view.viewers = Object.assign(viewers, ...others.map((other) => other.viewers));
     // Not while a name is being typed in the list.
     if (document.activeElement?.classList.contains("rename")) return terminals;
     // A confirm being answered survives the refresh.
@@ -334,7 +433,7 @@ async function refresh() {
 
 async function kill(id) {
   try {
-    await api("DELETE", `/api/terminals/${encodeURIComponent(id)}`);
+    await apiFor(id, "DELETE", `/api/terminals/${encodeURIComponent(id)}`);
     if (id === view.id) closeTerminal();
   } catch (error) {
     failed(error);
@@ -344,7 +443,7 @@ async function kill(id) {
 
 $("clear").onclick = async () => {
   const gone = view.terminals.filter(dead);
-  await Promise.all(gone.map((t) => api("DELETE", `/api/terminals/${encodeURIComponent(t.id)}`).catch(failed)));
+  await Promise.all(gone.map((t) => apiFor(t.id, "DELETE", `/api/terminals/${encodeURIComponent(t.id)}`).catch(failed)));
   if (gone.some((t) => t.id === view.id)) closeTerminal();
   refresh();
 };
@@ -438,6 +537,12 @@ document.body.dataset.theme = options.theme;
 // leaving whatever was open; the fragment names it, so a reload (or a link)
 // reopens it. `early`: opened before the sign-in settled (below), so the
 // list is not fetched here, and a refusal waits for the list to judge it.
+// What `#t=` names: the name on this page's own node, else the id (a
+// peer's terminal: its name may be one of ours too).
+function reference(id, name) {
+  return homeNode && nodeOf(id) !== homeNode ? id : name;
+}
+
 function openTerminal(id, name, { early = false } = {}) {
   if (view.socket) {
     view.socket.onclose = null;
@@ -447,7 +552,7 @@ function openTerminal(id, name, { early = false } = {}) {
   view.title = view.titles[id] || "";
   showTitle();
   document.body.classList.add("opened");
-  history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(name)}`);
+  history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(reference(id, name))}`);
   term.reset();
   connect();
   if (!early) refresh();
@@ -491,9 +596,11 @@ term.onTitleChange((title) => {
 
 function connect() {
   const query = view.stream !== null ? `?since=${view.stream}:${view.offset}` : "";
-  const address = url(`api/terminals/${encodeURIComponent(view.id)}/attach${query}`);
+  const at = baseOf(view.id);
+  const address = url(`api/terminals/${encodeURIComponent(view.id)}/attach${query}`, at);
   address.protocol = location.protocol === "https:" ? "wss:" : "ws:";
-  const socket = new WebSocket(address, session ? ["tmux-engine", `bearer.${session}`] : ["tmux-engine"]);
+  const credential = credentialAt(at);
+  const socket = new WebSocket(address, credential ? ["tmux-engine", `bearer.${credential}`] : ["tmux-engine"]);
   socket.binaryType = "arraybuffer";
   view.socket = socket;
   view.repaintNext = false;
@@ -579,7 +686,8 @@ function onClose(code, reason) {
   if (code === 4401 || code === 4403) {
     view.ended = true;
     setStatus(code === 4401 ? "signed out" : "origin not allowed");
-    if (code === 4401) signedOut();
+    // A peer's session ending is that node's: this page stays signed in.
+    if (code === 4401 && baseOf(view.id) === base) signedOut();
     return;
   }
   setStatus(`disconnected (${code}); retrying`);
@@ -613,8 +721,8 @@ $("share").onclick = () => {
 };
 async function share(readOnly) {
   try {
-    const minted = await api("POST", "/api/links", { terminal: view.id, read_only: readOnly, expires: 3600 });
-    const link = new URL(minted.path.replace(/^\//, ""), base).href;
+    const minted = await apiFor(view.id, "POST", "/api/links", { terminal: view.id, read_only: readOnly, expires: 3600 });
+    const link = new URL(minted.path.replace(/^\//, ""), baseOf(view.id)).href;
     view.lastShare = link;
     copy(link);
     $("share-choices").hidden = true;
@@ -696,7 +804,16 @@ $("signin-form").onsubmit = async (event) => {
 // Who this page is: a fresh code's session (asking first if another
 // owner is signed in), else the kept session, else the sign-in panel.
 async function signIn() {
-  const code = takeCode();
+  let code = takeCode();
+  // Another node's link: its session is kept for that node's path; this
+  // page signs in as it otherwise would.
+  const peer = peers.find((p) => p.name === codeNode);
+  if (code !== null && peer) {
+    const next = await api("POST", "/api/sign-in", { code }, null, peer.base).catch(() => null);
+    if (next) localStorage.setItem(`tmux-engine.session:${peer.base.pathname}`, next.session);
+    else showError(`node ${peer.name}: this sign-in link was already used or has expired`);
+    code = null;
+  }
   const current = session ? await api("GET", "/api/session").catch(() => null) : null;
   if (!current && !session) {
     // `--no-auth`: the API answers without a credential.
@@ -790,4 +907,5 @@ signIn().then((who) => {
     } else openWanted(terminals);
   });
   setInterval(refresh, 5000);
+  if (peers.length) setInterval(probeNodes, 500);
 });

@@ -6,7 +6,7 @@
 // program). The bar's ⇩ asks for a path (relative to that directory, or
 // absolute) and downloads it, as does a file:// link a program prints
 // (OSC 8; the shell integration's `te-download FILE` prints one).
-// Loaded after app.js, whose `$`, `view`, `term`, `url`, `session` and
+// Loaded after app.js, whose `$`, `view`, `term`, `url`, `session`, `baseOf`, `credentialAt` and
 // `setStatus` it uses.
 "use strict";
 
@@ -31,7 +31,7 @@ const files = (() => {
     };
     return b;
   }
-  const filesUrl = (query) => url(`api/terminals/${encodeURIComponent(view.id)}/files?${query}`);
+  const filesUrl = (query) => url(`api/terminals/${encodeURIComponent(view.id)}/files?${query}`, baseOf(view.id));
   const size = (n) => (n < 1024 ? `${n} bytes` : n < 1 << 20 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / (1 << 20)).toFixed(1)} MiB`);
 
   // XMLHttpRequest, not fetch: only it reports an upload's progress.
@@ -42,7 +42,8 @@ const files = (() => {
       const query = `name=${encodeURIComponent(file.name)}${overwrite ? "&overwrite=true" : ""}`;
       xhr.open("PUT", filesUrl(query));
       xhr.setRequestHeader("content-type", "application/octet-stream");
-      if (session) xhr.setRequestHeader("authorization", `Bearer ${session}`);
+      const credential = credentialAt(baseOf(view.id));
+      if (credential) xhr.setRequestHeader("authorization", `Bearer ${credential}`);
       xhr.upload.onprogress = (event) => {
         if (event.lengthComputable) setStatus(`uploading ${file.name}: ${Math.floor((100 * event.loaded) / event.total)}%`);
       };
@@ -69,7 +70,8 @@ const files = (() => {
 
   async function download(path) {
     if (!view.id || !path) return;
-    const headers = session ? { authorization: `Bearer ${session}` } : {};
+    const credential = credentialAt(baseOf(view.id));
+    const headers = credential ? { authorization: `Bearer ${credential}` } : {};
     const response = await fetch(filesUrl(`path=${encodeURIComponent(path)}`), { headers });
     if (!response.ok) {
       const answer = await response.json().catch(() => ({}));

@@ -9,6 +9,7 @@ mod connections;
 mod flags;
 mod manifests;
 mod nginx;
+mod nodes;
 mod probes;
 mod tls;
 

@@ -69,7 +69,7 @@ http {{
 }
 
 /// nginx, stopped on drop.
-struct Nginx(tokio::process::Child);
+pub(super) struct Nginx(pub(super) tokio::process::Child);
 
 impl Drop for Nginx {
     fn drop(&mut self) {
@@ -77,7 +77,7 @@ impl Drop for Nginx {
     }
 }
 
-fn nginx_binary() -> Option<std::path::PathBuf> {
+pub(super) fn nginx_binary() -> Option<std::path::PathBuf> {
     which::which("nginx")
         .ok()
         .or_else(|| Some(Path::new("/usr/sbin/nginx").to_owned()).filter(|p| p.exists()))
