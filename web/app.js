@@ -68,6 +68,7 @@ const view = {
   lastCopy: null, // the last text put on the clipboard (OSC 52 or copy)
   lastOffer: null, // the last text a program asked to copy (OSC 52)
   terminals: [], // the last list
+  typing: [], // the others typing into the open terminal now (the typing frame)
   drop() { if (this.socket) this.socket.close(); },
 };
 window.tmuxEngine = view;
@@ -549,6 +550,7 @@ function openTerminal(id, name, { early = false } = {}) {
     view.socket.close();
   }
   Object.assign(view, { id, name, early, stream: null, offset: null, ended: false, retry: 250 });
+  showTyping([]);
   view.title = view.titles[id] || "";
   showTitle();
   document.body.classList.add("opened");
@@ -573,6 +575,7 @@ function closeTerminal({ keepHash = false } = {}) {
     view.socket.close();
   }
   Object.assign(view, { id: null, name: null, socket: null, stream: null, offset: null, ended: true, title: "" });
+  showTyping([]);
   document.body.classList.remove("opened");
   if (!keepHash) history.replaceState(null, "", location.pathname + location.search);
   term.reset();
@@ -649,7 +652,19 @@ function onText(frame) {
       setStatus(describe(frame.status));
       refresh();
       break;
+    case "typing":
+      showTyping(frame.who);
+      break;
   }
+}
+
+// Who else types into the open terminal right now (another tab, a share
+// link's holder): serve tells every viewer when that changes.
+function showTyping(who) {
+  view.typing = who;
+  const shown = $("typing");
+  shown.hidden = who.length === 0;
+  shown.textContent = who.length === 1 ? `${who[0]} is typing` : `${who.join(", ")} are typing`;
 }
 
 function onBinary(bytes) {
@@ -665,6 +680,8 @@ function onBinary(bytes) {
 
 function onClose(code, reason) {
   view.socket = null;
+  // A new connection is told afresh.
+  showTyping([]);
   // 1012: serve drains to restart (SIGTERM); the terminal keeps running and
   // the next serve on this address takes the page back, signed in (it takes
   // over the sessions). Say why and retry at most every 2 s until it answers.

@@ -180,6 +180,12 @@ impl ClientFrame {
     }
 }
 
+/// `{"type":"typing","who":[…]}`: the others typing into the terminal
+/// now (names sorted, each once; empty once nobody else is).
+pub fn typing(who: &[String]) -> Value {
+    json!({ "type": "typing", "who": who })
+}
+
 /// `{"type":"hello",...}`: the first frame of every attach.
 pub fn hello(hello: &Hello) -> Value {
     json!({

@@ -283,6 +283,8 @@ pub(crate) struct AppState {
     signins: Arc<signin::SignIns>,
     /// What `/metrics` reports.
     metrics: Arc<metrics::Metrics>,
+    /// Who types into which terminal now (the page's badge).
+    typists: Arc<ws::typing::Typists>,
 }
 
 /// How a request's principal was known (a request extension, for the
@@ -413,6 +415,7 @@ impl Bridge {
                 sessions: TaskTracker::new(),
                 signins: Arc::new(signin::SignIns::default()),
                 metrics: Arc::default(),
+                typists: Arc::default(),
             },
         }
     }

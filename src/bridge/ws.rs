@@ -13,6 +13,7 @@
 mod burst;
 mod errors;
 mod keepalive;
+pub(super) mod typing;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -20,13 +21,14 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures_util::{FutureExt, SinkExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 use self::burst::Burst;
 use self::errors::{client_error, send_error};
 use self::keepalive::{Keepalive, Tick};
+use self::typing::Typist;
 use super::api::ApiError;
 use super::auth::{self, Principal};
 use super::frames::{self, AttachQuery, close};
@@ -109,6 +111,12 @@ pub async fn attach(
     let presented = auth::ws_bearer(&headers);
     let identified = state.identify(&headers, peer, presented.as_deref());
     let proxy = matches!(identified, Identified::Known(_, _, super::Via("proxy")));
+    // How the other viewers' badge names this one while it types.
+    let name = match &identified {
+        Identified::Known(principal, Some(_), _) => format!("{} (share link)", principal.owner),
+        Identified::Known(principal, None, _) => principal.owner.to_string(),
+        Identified::Nobody | Identified::Refused(_) => String::new(),
+    };
     let principal = match identified {
         // A share link's holder attaches only its terminal; another one is
         // refused like a missing one, after the upgrade (4404).
@@ -165,7 +173,11 @@ pub async fn attach(
         .on_upgrade(move |mut socket| async move {
             match verdict {
                 Ok((principal, parsed)) => {
-                    let credential = Credential { presented, proxy };
+                    let credential = Credential {
+                        presented,
+                        proxy,
+                        name,
+                    };
                     session(socket, state, principal, credential, target, parsed).await;
                 }
                 Err(refusal) => {
@@ -229,6 +241,9 @@ struct Credential {
     presented: Option<String>,
     /// A trusted proxy named the user: nothing here can end that.
     proxy: bool,
+    /// Its name on the typing badge of the terminal's other viewers: the
+    /// owner, a share link's holder marked so.
+    name: String,
 }
 
 /// The close reason of a session whose credential ended.
@@ -340,6 +355,11 @@ async fn session(
                 credential: &credential,
                 who: principal.owner.as_str(),
                 typed: Burst::default(),
+                typist: state
+                    .typists
+                    .join(viewer.hello().id.as_str(), credential.name.clone()),
+                last_input: None,
+                told: Vec::new(),
             };
             let end = pump.run(&mut viewer, first).await;
             if let Some(bytes) = pump.typed.finish() {
@@ -432,6 +452,12 @@ struct Pump<'a> {
     who: &'a str,
     /// The burst of input under way, for the audit log.
     typed: Burst,
+    /// This viewer on its terminal's typing board.
+    typist: Typist,
+    /// When it last typed.
+    last_input: Option<Instant>,
+    /// The others typing, as the client was last told.
+    told: Vec<String>,
 }
 
 impl Pump<'_> {
@@ -459,6 +485,20 @@ impl Pump<'_> {
         tokio::pin!(ended);
         let wake = tokio::time::sleep_until(self.keepalive.wake_at().unwrap_or_else(Instant::now));
         tokio::pin!(wake);
+        // Who else types: the board's changes as one stream for the whole
+        // session (its waiter stays registered across turns), the first
+        // one at once (someone may be typing as this viewer joins).
+        let mut board = self.typist.watch();
+        board.mark_changed();
+        let boards = futures_util::stream::unfold(board, |mut board| async move {
+            board.changed().await.ok()?;
+            let now = board.borrow_and_update().clone();
+            Some((now, board))
+        });
+        tokio::pin!(boards);
+        // This viewer's own typing ends QUIET after its last input.
+        let quiet = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(quiet);
         loop {
             if let Some(event) = first.take() {
                 for message in messages(event, &mut exited) {
@@ -510,6 +550,24 @@ impl Pump<'_> {
                 message = self.socket.recv() => {
                     if let Some(end) = self.take_client_frames(viewer, message).await {
                         return end;
+                    }
+                }
+                () = &mut quiet, if self.typist.is_typing() => {
+                    let due = self.last_input.map_or_else(Instant::now, |at| at + burst::QUIET);
+                    if Instant::now() >= due {
+                        self.typist.quiet();
+                    } else {
+                        quiet.as_mut().reset(due);
+                    }
+                }
+                Some(board) = boards.next() => {
+                    let others = self.typist.others(&board);
+                    if others != self.told {
+                        let frame = frames::typing(&others).to_string();
+                        self.told = others;
+                        if let Err(end) = self.send(Message::Text(frame.into())).await {
+                            return end;
+                        }
                     }
                 }
             }
@@ -571,9 +629,13 @@ impl Pump<'_> {
             }
             if let Message::Binary(bytes) = &message
                 && !self.read_only
-                && let Some(ended) = self.typed.add(bytes.len(), Instant::now())
             {
-                self.typed_burst(viewer, ended);
+                let now = Instant::now();
+                self.last_input = Some(now);
+                self.typist.typed();
+                if let Some(ended) = self.typed.add(bytes.len(), now) {
+                    self.typed_burst(viewer, ended);
+                }
             }
             if let Some(end) = apply(viewer, message, self.read_only, &mut pending).await {
                 return Some(end);

@@ -16,6 +16,7 @@ mod page;
 mod page_early;
 mod page_files;
 mod page_rename;
+mod page_typing;
 mod phone;
 mod pool;
 mod quota;
