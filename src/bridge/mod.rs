@@ -65,10 +65,10 @@ pub use self::files::TRANSFER_LOG;
 pub use self::guard::{check_allow_host, check_allow_origin};
 pub use self::handoff::HANDOFF;
 pub use self::identity::{Peer, TrustedProxy};
-pub use self::node::{PeerNode, check_node_name};
 pub use self::listen::{
     Listener, Notifier, ServeOptions, Tls, bind_unix, inherited, validate_base_path,
 };
+pub use self::node::{PeerNode, check_node_name};
 pub use self::page::PageOptions;
 pub use self::prove::{ProofKey, nonce as proof_nonce};
 use self::signin::DEFAULT_CODE_LIFETIME;

@@ -138,10 +138,7 @@ pub(crate) async fn qualify_ids(
     qualify_response(&node, response).await
 }
 
-async fn unqualify_request(
-    node: &str,
-    request: Request,
-) -> std::result::Result<Request, ApiError> {
+async fn unqualify_request(node: &str, request: Request) -> std::result::Result<Request, ApiError> {
     let (mut parts, body) = request.into_parts();
     let path = parts.uri.path();
     let mut changed = None;
@@ -298,7 +295,14 @@ mod tests {
                 path: "/nodes/b/".to_owned()
             }
         );
-        for bad in ["b", "b=nodes/b", "b=//evil/", "b=/a/../c/", "b=/x\"y/", "B=/b/"] {
+        for bad in [
+            "b",
+            "b=nodes/b",
+            "b=//evil/",
+            "b=/a/../c/",
+            "b=/x\"y/",
+            "B=/b/",
+        ] {
             assert!(PeerNode::parse(bad).is_err(), "{bad:?}");
         }
     }

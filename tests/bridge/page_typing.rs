@@ -27,9 +27,7 @@ async fn the_page_shows_who_else_is_typing() {
     let binary = chromium_required();
     within(async {
         let served = Served::start(&[]).await;
-        served
-            .spawn(r#"{"name":"pair","command":["cat"]}"#)
-            .await;
+        served.spawn(r#"{"name":"pair","command":["cat"]}"#).await;
         let owner = served.get("/api/session").await.1["owner"]
             .as_str()
             .unwrap()

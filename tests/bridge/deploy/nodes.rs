@@ -170,7 +170,9 @@ async fn attach_and_type(front: &Front, node: &str, id: &str) -> (String, u64) {
     let mut received = Received::default();
     received.until(&mut ws, &format!("ready-{node}")).await;
     ws.input(format!("one-{node}\n").as_bytes()).await;
-    received.until(&mut ws, &format!("one-{node}\r\none-{node}")).await;
+    received
+        .until(&mut ws, &format!("one-{node}\r\none-{node}"))
+        .await;
     ws.close().await;
     (
         hello["stream"].as_str().unwrap().to_owned(),
