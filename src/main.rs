@@ -52,7 +52,7 @@ enum Command {
     Mcp(cli::mcp::McpArgs),
     /// Serve the owner's terminals on the web: a JSON API, WebSocket viewers
     /// and a terminal page; prints the URL to open.
-    Serve(cli::serve::ServeArgs),
+    Serve(Box<cli::serve::ServeArgs>),
     /// Print a new one-time sign-in link from a running serve (a second
     /// browser, a phone); --list and --revoke show and end links.
     Link(cli::link::LinkArgs),
@@ -168,7 +168,7 @@ fn main() -> ExitCode {
         Command::Mcp(args) => registry_command(&cli.global, |global| cli::mcp::run(global, args)),
         Command::Serve(args) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();
-            cli::serve::run(global, args, &mut stdout).await
+            cli::serve::run(global, *args, &mut stdout).await
         }),
         Command::Link(args) => registry_command(&cli.global, |global| async move {
             let mut stdout = std::io::stdout().lock();

@@ -187,7 +187,7 @@ async fn unqualify_request(node: &str, request: Request) -> std::result::Result<
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
-    if !json || !announced.is_some_and(|length| length <= super::MAX_BODY) {
+    if !json || announced.is_none_or(|length| length > super::MAX_BODY) {
         return Ok(Request::from_parts(parts, body));
     }
     let bytes = axum::body::to_bytes(body, super::MAX_BODY)
@@ -277,6 +277,7 @@ pub(crate) fn page_meta(node: &str, peers: &[PeerNode]) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -75,7 +75,7 @@ async fn the_page_shows_who_else_is_typing() {
         // The page types: the guest is told, the page's badge stays empty.
         browser.until_focused().await;
         browser.type_line("from the page").await;
-        assert_eq!(typing(&mut guest).await, [owner.clone()]);
+        assert_eq!(typing(&mut guest).await, [owner]);
         assert_eq!(
             browser.eval("tmuxEngine.typing.length").await,
             Value::from(0),

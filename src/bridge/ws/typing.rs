@@ -114,6 +114,7 @@ impl Drop for Typist {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
