@@ -120,7 +120,7 @@ pub(crate) fn qualify_link(node: &str, path: &str) -> String {
 
 /// The middleware around the whole router (before routing, so the path's
 /// `{t}` is the registry's): takes this node's prefix off the path's
-/// terminal, a `terminal=` query and a JSON body's `terminal`, then puts
+/// terminal, a `terminal=` query and a share link's `terminal`, then puts
 /// it on every terminal id and link path of a JSON answer.
 pub(crate) async fn qualify_ids(
     State(state): State<AppState>,
@@ -181,13 +181,16 @@ async fn unqualify_request(node: &str, request: Request) -> std::result::Result<
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|kind| kind.starts_with("application/json"));
-    // Only a body whose length is announced within the bound is read
-    // here; any other is the inner router's to judge (413, 400).
+    // The one body that names a terminal is a share link's (`POST
+    // /api/links`): only it is read here, before authentication, and only
+    // when its length is announced within the bound; any other is the inner
+    // router's to judge (401, 413, 400), unread.
     let announced = parts
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
-    if !json || announced.is_none_or(|length| length > super::MAX_BODY) {
+    let links = parts.method == axum::http::Method::POST && parts.uri.path() == "/api/links";
+    if !json || !links || announced.is_none_or(|length| length > super::MAX_BODY) {
         return Ok(Request::from_parts(parts, body));
     }
     let bytes = axum::body::to_bytes(body, super::MAX_BODY)

@@ -323,6 +323,19 @@ async fn three_nodes_behind_one_nginx() {
             .call(Method::GET, &format!("/nodes/a/api/terminals/{}", kept[1]), None, None)
             .await;
         assert_eq!((status, &wrong["error"]["code"]), (404, &json!("NO_TERMINAL")), "{wrong}");
+        // A share link of a node's terminal, named by its id: the link
+        // carries the node, its terminal the node's id.
+        let (status, shared) = front
+            .call(
+                Method::POST,
+                "/nodes/a/api/links",
+                Some(json!({"terminal": kept[0], "read_only": true})),
+                None,
+            )
+            .await;
+        assert_eq!(status, 201, "{shared}");
+        assert_eq!(shared["terminal"], kept[0].as_str(), "{shared}");
+        assert!(shared["path"].as_str().unwrap().ends_with("&node=a"), "{shared}");
 
         // The page at node a, signed in there and (by their links) at b and c.
         let link = |serve: &Option<Serve>| {
