@@ -33,7 +33,7 @@ use super::locator::TmuxLocator;
 use crate::control::Notification;
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshake_lock};
-use crate::control::pane_exit::wait_pane_exit;
+use crate::control::pane_exit::{PaneState, pane_state, wait_pane_exit};
 use crate::control::snapshot::capture_snapshot;
 use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::{Sink, SinkEvent, SubscribeOptions};
@@ -142,6 +142,8 @@ async fn watch_pane(
     mut stream: PaneStream,
     mut restreams: mpsc::Receiver<PaneStream>,
 ) {
+    let mut status = shared.status.subscribe();
+    let mut output = shared.stream.changes();
     loop {
         let client = shared.client.clone();
         let pane = shared.pane;
@@ -165,6 +167,8 @@ async fn watch_pane(
                 },
                 result = &mut exit, if !exit_seen => {
                     exit_seen = true;
+                    // Output from here on is a new program's (below).
+                    output.borrow_and_update();
                     match result {
                         Ok(exit) => shared.set_status(TerminalStatus::Exited { exit }),
                         Err(Error::ServerGone { reason }) => {
@@ -180,6 +184,26 @@ async fn watch_pane(
                         }
                     }
                 }
+                // Running again after the end this watch saw: the pane was
+                // respawned, by this process (which restreams too) or by
+                // another one (the CLI's attach, an mcp's send), found by a
+                // probe here or by the output below. Its program is followed
+                // to its end as the first one was.
+                _ = status.changed(), if exit_seen => {
+                    if status.borrow_and_update().is_running() {
+                        learn_pane_process(&shared).await;
+                        break;
+                    }
+                }
+                // Output after the end: a program runs in the pane again
+                // (or the end's last bytes came late: one look finds it
+                // dead).
+                _ = output.changed(), if exit_seen && !status.borrow().is_running() => {
+                    output.borrow_and_update();
+                    if alive_again(&shared).await {
+                        shared.set_status(TerminalStatus::Running);
+                    }
+                }
                 () = shared.stream.lost_notified() => relink(&shared).await,
                 fresh = restreams.recv() => {
                     let Some(fresh) = fresh else { return };
@@ -190,6 +214,31 @@ async fn watch_pane(
                 }
             }
         }
+    }
+}
+
+/// Whether the pane, seen dead before, runs a program now (respawned by
+/// another process); a pane that does not answer in time counts as dead.
+async fn alive_again(shared: &ServerLink) -> bool {
+    let look = pane_state(&shared.client, shared.pane);
+    matches!(
+        tokio::time::timeout(shared.config.probe_timeout, look).await,
+        Ok(Ok(state)) if !state.dead
+    )
+}
+
+/// Learns the pane's process after a respawn this process did not make
+/// (signals and `pid` aim at it; the old one is gone).
+async fn learn_pane_process(shared: &ServerLink) {
+    let look = pane_state(&shared.client, shared.pane);
+    let Ok(Ok(PaneState { pid: Some(pid), .. })) =
+        tokio::time::timeout(shared.config.probe_timeout, look).await
+    else {
+        return;
+    };
+    let known = shared.lock().pane_process.map(|process| process.pid);
+    if known != Some(pid) {
+        shared.lock().pane_process = ProcessId::now(pid).known();
     }
 }
 

@@ -323,6 +323,10 @@ impl Owned<'_> {
             let entry = state.entry_mut(&id)?;
             if let Some(dead) = observed.dead_status() {
                 entry.presence.saw_dead(dead);
+            } else if observed == Liveness::Alive {
+                // A death seen before is over: another process brought
+                // the program back.
+                entry.presence.respawned();
             }
             entry.closing.is_some()
         };

@@ -21,6 +21,7 @@ mod phone;
 mod pool;
 mod quota;
 mod read_only;
+mod recreated;
 mod reflow;
 mod revoked;
 mod routes;
