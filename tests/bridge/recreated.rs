@@ -34,21 +34,29 @@ async fn ended(served: &Served) -> Value {
     .await
 }
 
+/// Lets the job's program end with `code`: `go` appears whole (renamed
+/// into place), never empty.
+fn release(go: &Path, code: u8) {
+    let next = go.with_extension("next");
+    std::fs::write(&next, code.to_string()).unwrap();
+    std::fs::rename(&next, go).unwrap();
+}
+
 /// Attaches to the dead job (brought back by now, or by this attach),
 /// lets its program end and checks that serve followed it there.
-async fn followed(served: &Served, go: &Path, round: &str) {
+async fn followed(served: &Served, go: &Path, code: u8, round: &str) {
     let mut ws = served.ws("job", "", None).await;
     assert_eq!(ws.text().await["type"], "hello", "{round}");
-    std::fs::write(go, "").unwrap();
+    release(go, code);
     let exit = tokio::time::timeout(WAIT, exit_frame(&mut ws))
         .await
         .unwrap_or_else(|_| panic!("{round}: no exit frame"));
     assert_eq!(exit["status"]["kind"], "exited", "{round}: {exit}");
-    assert_eq!(exit["status"]["exit"]["code"], 3, "{round}: {exit}");
+    assert_eq!(exit["status"]["exit"]["code"], code, "{round}: {exit}");
     // tmux marks the pane dead only once the wrapper is gone: an exit
     // status means the handshake let it go.
     let status = ended(served).await;
-    assert_eq!(status["exit"]["code"], 3, "{round}: {status}");
+    assert_eq!(status["exit"]["code"], code, "{round}: {status}");
     ws.close().await;
 }
 
@@ -58,12 +66,13 @@ async fn a_program_brought_back_by_any_attach_is_followed_to_its_end() {
         let served = Served::start(&[]).await;
         let work = tempfile::tempdir().unwrap();
         let go = work.path().join("go");
-        // Runs until `go` exists: an attach never races its end.
+        // Runs until `go` exists, then exits with the code it holds
+        // (each program's own): an attach never races its end.
         let script = format!(
-            "echo started; while [ ! -e {} ]; do sleep 0.05; done; exit 3",
-            go.display()
+            "echo started; while [ ! -e {go} ]; do sleep 0.05; done; exit $(cat {go})",
+            go = go.display()
         );
-        std::fs::write(&go, "").unwrap();
+        release(&go, 3);
         served
             .spawn(
                 &json!({"name": "job", "command": ["sh", "-c", script], "restart": "on-attach"})
@@ -74,7 +83,7 @@ async fn a_program_brought_back_by_any_attach_is_followed_to_its_end() {
         assert_eq!(first["exit"]["code"], 3, "{first}");
         // serve's own attach brings it back.
         std::fs::remove_file(&go).unwrap();
-        followed(&served, &go, "recreated by serve").await;
+        followed(&served, &go, 4, "recreated by serve").await;
         // Another process brings it back while serve holds it.
         std::fs::remove_file(&go).unwrap();
         let probed = served.cli.run(&["--json", "probe", "job"]);
@@ -85,7 +94,7 @@ async fn a_program_brought_back_by_any_attach_is_followed_to_its_end() {
         );
         let probed: Value = serde_json::from_slice(&probed.stdout).unwrap();
         assert_eq!(probed["recreated"], true, "{probed}");
-        followed(&served, &go, "recreated by the CLI").await;
+        followed(&served, &go, 5, "recreated by the CLI").await;
         served
             .call(served.request(reqwest::Method::DELETE, "/api/terminals/job"))
             .await;
