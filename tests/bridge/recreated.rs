@@ -2,7 +2,7 @@
 //! its end as a spawned one is: its exit status, the exit frame to its
 //! viewers, the exit handshake's wrapper released. A real serve on
 //! 127.0.0.1 and a raw WebSocket client, for a recreation by serve's own
-//! attach and for one by another process (the CLI's `probe`, as its
+//! attach (either transport) and for one by another process (the CLI's `probe`, as its
 //! `attach`, `send` or mcp would): serve's watcher had seen the first
 //! program's end and never looked again, so the second stayed `running`
 //! in serve for ever and its viewer got no exit frame.
@@ -44,8 +44,8 @@ fn release(go: &Path, code: u8) {
 
 /// Attaches to the dead job (brought back by now, or by this attach),
 /// lets its program end and checks that serve followed it there.
-async fn followed(served: &Served, go: &Path, code: u8, round: &str) {
-    let mut ws = served.ws("job", "", None).await;
+async fn followed(served: &Served, query: &str, go: &Path, code: u8, round: &str) {
+    let mut ws = served.ws("job", query, None).await;
     assert_eq!(ws.text().await["type"], "hello", "{round}");
     release(go, code);
     let exit = tokio::time::timeout(WAIT, exit_frame(&mut ws))
@@ -83,7 +83,7 @@ async fn a_program_brought_back_by_any_attach_is_followed_to_its_end() {
         assert_eq!(first["exit"]["code"], 3, "{first}");
         // serve's own attach brings it back.
         std::fs::remove_file(&go).unwrap();
-        followed(&served, &go, 4, "recreated by serve").await;
+        followed(&served, "", &go, 4, "recreated by serve").await;
         // Another process brings it back while serve holds it.
         std::fs::remove_file(&go).unwrap();
         let probed = served.cli.run(&["--json", "probe", "job"]);
@@ -94,7 +94,17 @@ async fn a_program_brought_back_by_any_attach_is_followed_to_its_end() {
         );
         let probed: Value = serde_json::from_slice(&probed.stdout).unwrap();
         assert_eq!(probed["recreated"], true, "{probed}");
-        followed(&served, &go, 5, "recreated by the CLI").await;
+        followed(&served, "", &go, 5, "recreated by the CLI").await;
+        // serve's pty transport brings it back.
+        std::fs::remove_file(&go).unwrap();
+        followed(
+            &served,
+            "transport=pty",
+            &go,
+            6,
+            "recreated by a pty viewer",
+        )
+        .await;
         served
             .call(served.request(reqwest::Method::DELETE, "/api/terminals/job"))
             .await;
