@@ -1,4 +1,4 @@
-//! Issue 46, item 5: a program brought back by an attach is followed to
+//! A program brought back by an attach is followed to
 //! its end as a spawned one is: its exit status, the exit frame to its
 //! viewers, the exit handshake's wrapper released. A real serve on
 //! 127.0.0.1 and a raw WebSocket client, for a recreation by serve's own
