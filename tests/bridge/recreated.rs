@@ -1,8 +1,8 @@
-//! A program brought back by an attach is followed to
-//! its end as a spawned one is: its exit status, the exit frame to its
-//! viewers, the exit handshake's wrapper released. A real serve on
-//! 127.0.0.1 and a raw WebSocket client, for a recreation by serve's own
-//! attach (either transport) and for one by another process (the CLI's `probe`, as its
+//! A program brought back by an attach is followed to its end as a
+//! spawned one is: its exit status, the exit frame to its viewers, the
+//! exit handshake's wrapper released. A real serve on 127.0.0.1 and a raw
+//! WebSocket client, for a recreation by serve's own attach (either
+//! transport) and for one by another process (the CLI's `probe`, as its
 //! `attach`, `send` or mcp would): serve's watcher had seen the first
 //! program's end and never looked again, so the second stayed `running`
 //! in serve for ever and its viewer got no exit frame.
