@@ -57,6 +57,24 @@ def test_screen_wait_commands_and_search(tmux_engine, terminal):
     assert "needle-42" in str(found), found
 
 
+def _sleep_in_front(shell):
+    """Whether a ``sleep 1000`` child of ``shell`` leads its terminal's
+    foreground process group (/proc/PID/stat: pgrp == tpgid)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if cmdline.read() != b"sleep\x001000\x00":
+                    continue
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(") ", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        ppid, pgrp, tpgid = int(fields[1]), int(fields[2]), int(fields[5])
+        if ppid == shell and pgrp == tpgid:
+            return True
+    return False
+
+
 def test_signal_interrupts_the_foreground_command(terminal):
     # The prompt first: then the shell runs what is typed at once.
     assert terminal.run("true").exit_code == 0
@@ -70,6 +88,13 @@ def test_signal_interrupts_the_foreground_command(terminal):
         time.sleep(0.02)
         running = terminal.commands()
     assert running and running[-1].command == "sleep 1000", running
+    # The shell marks the command's start before it forks it: the signal
+    # goes to the foreground group, so wait until that is sleep's own
+    # (else bash itself gets the SIGINT, and sleep runs on).
+    shell = terminal.show().pid
+    while not _sleep_in_front(shell) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _sleep_in_front(shell), "sleep 1000 never came to the foreground"
     sent = terminal.signal("INT")
     assert sent["signal"] in ("SIGINT", "INT"), sent
     ended = terminal.wait(command="last", timeout=20)
