@@ -505,3 +505,59 @@ async fn a_control_attach_to_a_killed_server_starts_no_server() {
     })
     .await;
 }
+
+/// The variables of process `pid`'s environment, as `KEY=VALUE` strings.
+fn environ(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap()
+        .split(|&b| b == 0)
+        .map(|var| String::from_utf8_lossy(var).into_owned())
+        .collect()
+}
+
+/// A terminal's tmux server runs with the engine's malloc tunables (84
+/// KiB less private memory per idle server); the program in its pane
+/// never sees them. Tunables the caller sets are left alone, and reach
+/// the program as they would have.
+#[tokio::test]
+async fn the_servers_malloc_tunables_stay_out_of_its_panes() {
+    live(async |tmp| {
+        let tunable = |var: &String| var.starts_with("GLIBC_TUNABLES=");
+        let server = start_server(
+            opts(tmp.path())
+                .clear_env(true)
+                .command(sh_c("exec sleep 1000", &[])),
+        )
+        .await;
+        // (The server's own /proc environ is no witness: tmux writes its
+        // process title over it. Its memory is measured by bench-scale.)
+        let pane = server.first_pane().pid;
+        poll("the pane's program", Duration::from_secs(10), || async {
+            std::fs::read_to_string(format!("/proc/{pane}/comm"))
+                .is_ok_and(|comm| comm.trim() == "sleep")
+                .then_some(())
+        })
+        .await;
+        assert!(!environ(pane).iter().any(tunable), "{:?}", environ(pane));
+        drop(server);
+
+        let theirs = "glibc.malloc.arena_max=2";
+        let server = start_server(
+            opts(tmp.path())
+                .clear_env(true)
+                .server_env(vec![("GLIBC_TUNABLES".into(), theirs.into())])
+                .command(sh_c("exec sleep 1000", &[])),
+        )
+        .await;
+        let mine = format!("GLIBC_TUNABLES={theirs}");
+        let pane = server.first_pane().pid;
+        poll("the pane's program", Duration::from_secs(10), || async {
+            std::fs::read_to_string(format!("/proc/{pane}/comm"))
+                .is_ok_and(|comm| comm.trim() == "sleep")
+                .then_some(())
+        })
+        .await;
+        assert!(environ(pane).contains(&mine), "{:?}", environ(pane));
+    })
+    .await;
+}
