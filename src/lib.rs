@@ -119,3 +119,9 @@ pub use terminal::Terminal;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeExamples;
+
+/// The library guide's Rust examples (`docs/library.md`), compiled (and
+/// run, unless marked `no_run`) by `cargo test`, as the README's are.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/library.md")]
+pub struct LibraryGuideExamples;
