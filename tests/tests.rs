@@ -14,6 +14,7 @@ mod codec_props;
 mod decode_cli;
 mod dirs;
 mod discovery;
+mod docs_tables;
 mod faces;
 mod fault;
 mod fixture;
