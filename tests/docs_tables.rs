@@ -1,6 +1,7 @@
 //! The docs' tables against the code: the MCP tool table of
 //! `docs/agents.md` against the verb table (each tool, its arguments and
-//! its answer's fields), the README's list of tools, and the HTTP route
+//! its answer's fields) and its annotations' table (each hint), the
+//! README's list of tools, and the HTTP route
 //! table of `docs/serve.md` against the routes a real `serve` serves (its
 //! OpenAPI document, and the page's and probes' routes answering). A tool,
 //! an argument, a field or a route missing from a table, or named there
@@ -21,9 +22,9 @@ fn doc(path: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The rows of the first table whose header's first cell is `first`, each
-/// split into its cells (a `\|` inside a cell is not a separator).
-fn table(text: &str, first: &str) -> Vec<Vec<String>> {
+/// The rows of the first table whose header starts with the cells `head`,
+/// each split into its cells (a `\|` inside a cell is not a separator).
+fn table(text: &str, head: &[&str]) -> Vec<Vec<String>> {
     let split = |line: &str| -> Vec<String> {
         let mut cells = Vec::new();
         let mut cell = String::new();
@@ -43,8 +44,10 @@ fn table(text: &str, first: &str) -> Vec<Vec<String>> {
     let lines: Vec<&str> = text.lines().collect();
     let start = lines
         .iter()
-        .position(|line| line.starts_with('|') && split(line).first().map(String::as_str) == Some(first))
-        .unwrap_or_else(|| panic!("no table headed `{first}`"));
+        .position(|line| {
+            line.starts_with('|') && split(line).iter().map(String::as_str).take(head.len()).eq(head.iter().copied())
+        })
+        .unwrap_or_else(|| panic!("no table headed {head:?}"));
     lines[start + 2..]
         .iter()
         .take_while(|line| line.starts_with('|'))
@@ -70,34 +73,32 @@ fn outside_parentheses(text: &str) -> String {
 /// The top-level field names a `{a, b: [...], c}` list names, for every
 /// such list in `text` outside parentheses.
 fn braced_fields(text: &str) -> BTreeSet<String> {
-    let text = outside_parentheses(text);
-    let mut fields = BTreeSet::new();
-    let (mut depth, mut word, mut expecting) = (0usize, String::new(), false);
-    for c in text.chars() {
+    // What each outermost list holds at its own depth, lists joined by commas.
+    let mut top = String::new();
+    let mut depth = 0usize;
+    for c in outside_parentheses(text).chars() {
         match c {
             '{' | '[' => {
                 depth += 1;
                 if depth == 1 {
-                    expecting = true;
+                    top.push(',');
                 }
             }
             '}' | ']' => depth = depth.saturating_sub(1),
-            ',' if depth == 1 => expecting = true,
-            c if depth == 1 && expecting && (c.is_ascii_lowercase() || c == '_') => word.push(c),
+            c if depth == 1 => top.push(c),
             _ => {}
         }
-        if depth == 1 && expecting && !word.is_empty() && !(c.is_ascii_lowercase() || c == '_') {
-            fields.insert(std::mem::take(&mut word));
-            expecting = false;
-        }
-        if depth != 1 {
-            word.clear();
-            if depth == 0 {
-                expecting = false;
-            }
-        }
     }
-    fields
+    top.split(',')
+        .filter_map(|item| {
+            let name: String = item
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
 }
 
 /// A schema's top-level property names, through `$ref`, `allOf`, `anyOf`
@@ -111,7 +112,12 @@ fn properties(schema: &Value, root: &Value, into: &mut BTreeSet<String>) {
         into.extend(map.keys().cloned());
     }
     for key in ["allOf", "anyOf", "oneOf"] {
-        for part in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
+        for part in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             properties(part, root, into);
         }
     }
@@ -144,7 +150,7 @@ fn differ(what: &str, documented: &BTreeSet<String>, real: &BTreeSet<String>) ->
 /// argument with `?` exactly when optional, and each answer's fields.
 #[test]
 fn the_tool_table_is_the_verb_table() {
-    let rows = table(&doc("docs/agents.md"), "tool");
+    let rows = table(&doc("docs/agents.md"), &["tool", "arguments"]);
     let ticked = Regex::new(r"`([a-z_]+)(\?)?`").unwrap();
     let mut errors = Vec::new();
     let documented: BTreeSet<String> = rows
@@ -160,7 +166,12 @@ fn the_tool_table_is_the_verb_table() {
         else {
             continue;
         };
-        assert_eq!(row.len(), 3, "{}: a row is tool | arguments | result", verb.tool);
+        assert_eq!(
+            row.len(),
+            3,
+            "{}: a row is tool | arguments | result",
+            verb.tool
+        );
         let (arguments, required) =
             schema_properties((verb.request)(SchemaSettings::draft2020_12()).to_value());
         let mut named = BTreeSet::new();
@@ -177,7 +188,11 @@ fn the_tool_table_is_the_verb_table() {
             }
             named.insert(name);
         }
-        errors.extend(differ(&format!("{} arguments", verb.tool), &named, &arguments));
+        errors.extend(differ(
+            &format!("{} arguments", verb.tool),
+            &named,
+            &arguments,
+        ));
         let answer = (verb.answer)(SchemaSettings::draft2020_12().for_serialize()).to_value();
         if answer["type"] == "array" || !row[2].contains('{') {
             // An array of snapshots, or "the snapshot, as terminal_show".
@@ -189,7 +204,36 @@ fn the_tool_table_is_the_verb_table() {
             continue;
         }
         let (fields, _) = schema_properties(answer);
-        errors.extend(differ(&format!("{} result", verb.tool), &braced_fields(&row[2]), &fields));
+        errors.extend(differ(
+            &format!("{} result", verb.tool),
+            &braced_fields(&row[2]),
+            &fields,
+        ));
+    }
+    // The annotations' table: every tool, each hint as the verb's.
+    let hints = table(&doc("docs/agents.md"), &["tool", "readOnly"]);
+    let listed: BTreeSet<String> = hints
+        .iter()
+        .filter_map(|row| ticked.captures(&row[0]).map(|c| c[1].to_owned()))
+        .collect();
+    errors.extend(differ("annotations", &listed, &tools));
+    for row in &hints {
+        let Some(verb) = ticked
+            .captures(&row[0])
+            .and_then(|c| VERBS.iter().find(|verb| verb.tool == &c[1]))
+        else {
+            continue;
+        };
+        let real = [verb.read_only, verb.destructive, verb.idempotent, verb.open_world];
+        for ((name, cell), real) in ["readOnly", "destructive", "idempotent", "openWorld"]
+            .iter()
+            .zip(&row[1..])
+            .zip(real)
+        {
+            if (cell == "yes") != real {
+                errors.push(format!("{}: {name} is {real}, documented {cell}", verb.tool));
+            }
+        }
     }
     // The README names every tool, and no other.
     let readme = doc("README.md");
@@ -208,7 +252,7 @@ fn the_tool_table_is_the_verb_table() {
 #[tokio::test]
 async fn the_route_table_is_what_serve_serves() {
     within(async {
-        let rows = table(&doc("docs/serve.md"), "route");
+        let rows = table(&doc("docs/serve.md"), &["route"]);
         let route = Regex::new(r"\b(GET|POST|PUT|DELETE|PATCH) (/[^\s?`]*)").unwrap();
         let documented: BTreeSet<String> = rows
             .iter()
@@ -231,7 +275,11 @@ async fn the_route_table_is_what_serve_serves() {
         for verb in VERBS {
             if let Some(route) = verb.route {
                 let name = format!("{} {}", route.method, route.path);
-                assert!(api.contains(&name), "the verb {}'s {name} is not served", verb.name);
+                assert!(
+                    api.contains(&name),
+                    "the verb {}'s {name} is not served",
+                    verb.name
+                );
             }
         }
         let documented_api: BTreeSet<String> = documented
@@ -243,7 +291,10 @@ async fn the_route_table_is_what_serve_serves() {
         // The rest: the page, its assets and the probes, each answering
         // where a path that is no route does not.
         let (status, _) = served.get("/no-such-route").await;
-        assert_eq!(status, 404, "an unknown path must answer 404 for this check to mean anything");
+        assert_eq!(
+            status, 404,
+            "an unknown path must answer 404 for this check to mean anything"
+        );
         let (_, page) = served.get("/").await;
         let page = page.as_str().map(str::to_owned).unwrap_or_default();
         let asset = Regex::new(r"assets/([A-Za-z0-9._-]+)").unwrap();
@@ -261,7 +312,9 @@ async fn the_route_table_is_what_serve_serves() {
             let request = served.request(method.parse().unwrap(), &path);
             let (status, body) = served.call(request).await;
             if status == 404 || status == 405 {
-                errors.push(format!("routes: `{name}` is documented but answers {status}: {body}"));
+                errors.push(format!(
+                    "routes: `{name}` is documented but answers {status}: {body}"
+                ));
             }
         }
         assert!(errors.is_empty(), "{}", errors.join("\n"));

@@ -1,6 +1,6 @@
 // The terminal page: lists the owner's terminals, opens one in xterm.js over
 // the attach WebSocket, and resumes after a dropped connection with `since`,
-// so nothing is lost or shown twice. The protocol is in the README; the
+// so nothing is lost or shown twice. The protocol is in docs/serve.md; the
 // list's actions use the HTTP API (src/bridge/openapi.rs). Options are in
 // options.js, copy/paste and the on-screen keys in keys.js.
 "use strict";

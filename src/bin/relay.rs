@@ -2,7 +2,7 @@
 //! (see `tmux_engine::tmux::relay`), which tmux's `pipe-pane` runs for as
 //! long as the pane lives, one per terminal. A binary of its own because
 //! it is resident: it links only the relay, so each costs a few pages,
-//! not the engine's whole relocated image (measured in the README).
+//! not the engine's whole relocated image (measured in docs/benchmarks.md).
 
 use std::process::ExitCode;
 

@@ -23,7 +23,7 @@
 //! | `listen.rs` | the accept loop: timeouts, connection cap, TLS, unix   |
 //! | `node.rs`   | `--node`: the node on every terminal id, the peers     |
 //!
-//! The protocol (routes, frames, close codes) is in the README. The bridge
+//! The protocol (routes, frames, close codes) is in docs/serve.md. The bridge
 //! never writes HTTP or WebSocket framing itself (axum does), and never
 //! owns the terminals: shutting it down leaves them running.
 

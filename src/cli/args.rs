@@ -206,7 +206,7 @@ pub(crate) struct SpawnArgs {
     #[arg(long)]
     pub(crate) agent: bool,
     /// Keep its output on disk under the state directory, so it comes
-    /// back after a reboot (docs: README, "Survive a reboot").
+    /// back after a reboot (docs/history.md).
     #[arg(long)]
     pub(crate) keep_history: bool,
     /// A command line typed at the new prompt once it is restored after

@@ -4,7 +4,7 @@
 //! 60 KiB request head (their sum is budgeted; a head past 64 KiB is
 //! 431), and a body trickled a byte at a time (cut at the body deadline).
 //! Each attack keeps serve's RSS growth under 64 MiB; figures are printed
-//! for the README (`scripts/memory-figures` runs these).
+//! for docs/benchmarks.md (`scripts/memory-figures` runs these).
 
 use std::time::Duration;
 

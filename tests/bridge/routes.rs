@@ -386,7 +386,7 @@ async fn sigterm_closes_viewers_with_1012_and_leaves_terminals_running() {
 }
 
 /// `GET /api/openapi.json`: behind the token like every `/api` route, an
-/// OpenAPI 3.1 document naming every route of the README's table, and every
+/// OpenAPI 3.1 document naming every route of docs/serve.md's table, and every
 /// operation it names is served (none is the router's "no such route").
 #[tokio::test]
 async fn the_openapi_document_names_every_route_and_every_one_is_served() {

@@ -3,7 +3,7 @@
 //! and the CLI; and the largest allowed terminal, its screen full of
 //! coloured text, answers its screen, a viewer's snapshot and a resize
 //! whole with serve's RSS growing under 64 MiB (their times printed for
-//! the README, not asserted).
+//! docs/agents.md, not asserted).
 
 use std::time::Instant;
 

@@ -1,6 +1,6 @@
 //! serve behind a real nginx (Debian's package, installed by `.ci/run`):
 //! serve on a Unix socket with a base path, nginx on a free loopback port
-//! proxying that path with the README's location block; the page, an API
+//! proxying that path with docs/serve.md's location block; the page, an API
 //! call and a WebSocket attach go through it.
 
 use std::path::Path;
@@ -12,7 +12,7 @@ use super::{Serve, allow_host, exchange};
 use crate::cli::Cli;
 use crate::support::within;
 
-/// The README's `location` block ("serve behind nginx"), for `socket`.
+/// docs/serve.md's `location` block ("serve behind nginx"), for `socket`.
 fn location(socket: &Path) -> String {
     format!(
         r#"
