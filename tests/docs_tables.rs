@@ -46,7 +46,12 @@ fn table(text: &str, head: &[&str]) -> Vec<Vec<String>> {
     let start = lines
         .iter()
         .position(|line| {
-            line.starts_with('|') && split(line).iter().map(String::as_str).take(head.len()).eq(head.iter().copied())
+            line.starts_with('|')
+                && split(line)
+                    .iter()
+                    .map(String::as_str)
+                    .take(head.len())
+                    .eq(head.iter().copied())
         })
         .unwrap_or_else(|| panic!("no table headed {head:?}"));
     lines[start + 2..]
@@ -225,14 +230,22 @@ fn the_tool_table_is_the_verb_table() {
         else {
             continue;
         };
-        let real = [verb.read_only, verb.destructive, verb.idempotent, verb.open_world];
+        let real = [
+            verb.read_only,
+            verb.destructive,
+            verb.idempotent,
+            verb.open_world,
+        ];
         for ((name, cell), real) in ["readOnly", "destructive", "idempotent", "openWorld"]
             .iter()
             .zip(&row[1..])
             .zip(real)
         {
             if (cell == "yes") != real {
-                errors.push(format!("{}: {name} is {real}, documented {cell}", verb.tool));
+                errors.push(format!(
+                    "{}: {name} is {real}, documented {cell}",
+                    verb.tool
+                ));
             }
         }
     }
