@@ -509,7 +509,7 @@ async fn a_control_attach_to_a_killed_server_starts_no_server() {
 /// The variables of process `pid`'s environment, as `KEY=VALUE` strings.
 fn environ(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/environ"))
-        .unwrap()
+        .expect("read the process's environment")
         .split(|&b| b == 0)
         .map(|var| String::from_utf8_lossy(var).into_owned())
         .collect()
