@@ -270,34 +270,6 @@ pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
     dirs::runtime_base(opts.runtime_dir.as_deref())
 }
 
-/// glibc's malloc settings a terminal's tmux server runs with: one
-/// arena, no padding kept at the heap's top and a 64 KiB trim threshold.
-/// tmux is single-threaded and allocates most of what it keeps at start
-/// (options, key tables); with glibc's defaults an idle server held 884
-/// KiB private, with these 800 KiB (measured on tmux 3.3a, Debian 12):
-/// 84 KiB less per terminal, at no cost an idle terminal would see. A
-/// non-glibc tmux ignores them.
-const MALLOC_TUNABLES: &str =
-    "glibc.malloc.arena_max=1:glibc.malloc.top_pad=0:glibc.malloc.trim_threshold=65536";
-
-/// The variable glibc reads its tunables from.
-const TUNABLES_VAR: &str = "GLIBC_TUNABLES";
-
-/// The malloc tunables to start the server with: the engine's
-/// ([`MALLOC_TUNABLES`]) unless whoever starts it set their own (in
-/// `server_env`, or in the engine's environment the server inherits),
-/// which are then left alone, for the server and its panes alike.
-pub(super) fn malloc_tunables(opts: &ServerOptions) -> Option<(OsString, OsString)> {
-    let named = opts.server_env.iter().any(|(key, _)| key == TUNABLES_VAR)
-        || (!opts.clear_env && std::env::var_os(TUNABLES_VAR).is_some());
-    (!named).then(|| {
-        (
-            OsString::from(TUNABLES_VAR),
-            OsString::from(MALLOC_TUNABLES),
-        )
-    })
-}
-
 /// The engine's config file. Every line must be valid on every supported
 /// tmux: before 3.4 an error puts the first pane into view mode.
 pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
@@ -331,11 +303,6 @@ pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
             "set -g default-shell {}",
             quote(shell.as_os_str().as_bytes())?
         ));
-    }
-    if malloc_tunables(opts).is_some() {
-        // The server's own: its panes' programs get the environment they
-        // would have had without it.
-        lines.push(format!("set-environment -g -u {TUNABLES_VAR}"));
     }
     lines.extend(opts.extra_config.iter().cloned());
     let mut text = lines.join("\n");

@@ -245,9 +245,7 @@ impl Server {
             exit_handshake: handshake,
             launcher: opts.launcher,
         };
-        let mut server_env = opts.server_env.clone();
-        server_env.extend(super::options::malloc_tunables(&opts));
-        Ok((server, argv, (server_env, opts.clear_env)))
+        Ok((server, argv, (opts.server_env, opts.clear_env)))
     }
 
     /// Where the pane's raw output relay connects (see
