@@ -228,7 +228,8 @@ async fn three_nodes_behind_one_nginx() {
             sockets.push(socket);
             serves.push(Some(serve));
         }
-        let root = std::env::temp_dir().join(format!("te-nodes-nginx-{port}"));
+        // In the first node's test directory: removed with it, even on a panic.
+        let root = serves[0].as_ref().unwrap().cli.state().with_file_name("nginx");
         std::fs::create_dir_all(&root).unwrap();
         let named: Vec<(&str, &Path)> = NODES
             .iter()
@@ -432,7 +433,6 @@ async fn three_nodes_behind_one_nginx() {
             assert_eq!((status, &killed["killed"]), (200, &json!(true)), "{killed}");
         }
         browser.close().await;
-        let _ = std::fs::remove_dir_all(&root);
     })
     .await;
 }
