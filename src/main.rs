@@ -13,9 +13,11 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use tmux_engine::Error;
+use tmux_engine::vocab::Size;
 
 mod cli;
-use tmux_engine::vocab::Size;
+use cli::report::{CliError, EXIT_ERROR, EXIT_RUN_FAILED};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -91,32 +93,8 @@ fn parse_size(s: &str) -> Result<Size, String> {
     s.parse().map_err(|e: tmux_engine::Error| e.to_string())
 }
 
-/// Runs a command over the registry (`Terminal` verbs, `mcp`) on a fresh
-/// runtime and turns its end into the exit code.
-fn registry_command<'a, F, Fut>(global: &'a cli::args::Global, command: F) -> ExitCode
-where
-    F: FnOnce(&'a cli::args::Global) -> Fut,
-    Fut: std::future::Future<Output = Result<(), cli::report::CliError>>,
-{
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: IO: starting the runtime: {e}");
-            return ExitCode::from(cli::report::EXIT_ERROR);
-        }
-    };
-    let result = runtime.block_on(command(global));
-    // Don't wait for detached control clients' tasks.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            error.print(global.json, std::io::stderr());
-            ExitCode::from(error.exit)
-        }
-    }
-}
-
+/// The program: a terminal's output relay when tmux's `pipe-pane` starts
+/// one, else the command line's command, its error printed once.
 fn main() -> ExitCode {
     // A terminal's output relay (tmux's `pipe-pane` runs it): before
     // anything else, so it sets up no logging and no runtime: it stays
@@ -137,8 +115,22 @@ fn main() -> ExitCode {
             Err(_) => ExitCode::FAILURE,
         };
     }
+    init_logging();
+    let cli = Cli::parse();
+    let json = cli.global.json;
+    match run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            error.print(json, std::io::stderr());
+            ExitCode::from(error.exit)
+        }
+    }
+}
+
+/// Logs go to stderr: unset, errors only and serve's file transfers (each
+/// is logged); `TMUX_ENGINE_LOG` takes `tracing` directives.
+fn init_logging() {
     tracing_subscriber::fmt()
-        // Unset, errors only, and serve's file transfers (each is logged).
         .with_env_filter(tracing_subscriber::EnvFilter::new(
             std::env::var("TMUX_ENGINE_LOG")
                 .ok()
@@ -147,108 +139,92 @@ fn main() -> ExitCode {
         ))
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+}
+
+/// Runs `cli`'s command on the one runtime: its exit code, or the error
+/// `main` prints.
+fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    // `run` reports the engine's own failures as 125, apart from its
+    // command's statuses.
+    let failed = match cli.command {
+        Command::Run { .. } => EXIT_RUN_FAILED,
+        _ => EXIT_ERROR,
+    };
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| CliError {
+        exit: failed,
+        ..Error::io("starting the runtime", e).into()
+    })?;
+    let result = runtime.block_on(command(cli));
+    // Don't wait for detached control clients' tasks.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    result
+}
+
+/// The command itself.
+async fn command(cli: Cli) -> Result<ExitCode, CliError> {
+    let global = &cli.global;
+    // Each command locks stdout for itself: `mcp` writes it from its own
+    // tasks.
+    let stdout = || std::io::stdout().lock();
+    let done = |()| ExitCode::SUCCESS;
     match cli.command {
         Command::Decode { stats } => {
-            let stdin = std::io::stdin().lock();
-            let stdout = std::io::stdout().lock();
-            match cli::decode::run_decode(stdin, stdout, stats) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: IO: decoding stdin: {e}");
-                    ExitCode::from(1)
+            match cli::decode::run_decode(std::io::stdin().lock(), stdout(), stats) {
+                // Whoever read stdout stopped (`decode | head`): done.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(Error::io("decoding stdin", e).into())
                 }
+                _ => Ok(ExitCode::SUCCESS),
             }
         }
-        Command::Terminal(command) => registry_command(&cli.global, |global| async move {
-            let mut stdout = std::io::stdout().lock();
-            cli::terminals::run(global, command, &mut stdout).await
-        }),
-        Command::Mcp(args) => registry_command(&cli.global, |global| cli::mcp::run(global, args)),
-        Command::Serve(args) => registry_command(&cli.global, |global| async move {
-            let mut stdout = std::io::stdout().lock();
-            cli::serve::run(global, *args, &mut stdout).await
-        }),
-        Command::Link(args) => registry_command(&cli.global, |global| async move {
-            let mut stdout = std::io::stdout().lock();
-            cli::link::run(global, args, &mut stdout).await
-        }),
-        Command::Upload(args) => registry_command(&cli.global, |global| async move {
-            let mut stdout = std::io::stdout().lock();
-            cli::files::upload(global, args, &mut stdout).await
-        }),
-        Command::Download(args) => registry_command(&cli.global, |global| async move {
-            let mut stdout = std::io::stdout().lock();
-            cli::files::download(global, args, &mut stdout).await
-        }),
-        Command::Test(args) => {
-            let runtime = match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: IO: starting the runtime: {e}");
-                    return ExitCode::from(cli::report::EXIT_ERROR);
-                }
-            };
-            let mut stdout = std::io::stdout().lock();
-            let result = runtime.block_on(cli::tape::test(args, &mut stdout));
-            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-            match result {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(cli::report::EXIT_ERROR),
-                Err(e) => {
-                    cli::report::CliError::from(e).print(cli.global.json, std::io::stderr());
-                    ExitCode::from(cli::report::EXIT_ERROR)
-                }
-            }
-        }
-        Command::Render(args) => {
-            let mut stdout = std::io::stdout().lock();
-            match cli::tape::render(&args, &mut stdout) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    cli::report::CliError::from(e).print(cli.global.json, std::io::stderr());
-                    ExitCode::from(cli::report::EXIT_ERROR)
-                }
-            }
-        }
-        Command::Logs(args) => registry_command(&cli.global, |global| async move {
-            let mut stdout = std::io::stdout().lock();
-            cli::logs::run(global, args, &mut stdout).await
-        }),
-        Command::Service { command } => registry_command(&cli.global, |global| async move {
-            let mut stdout = std::io::stdout().lock();
-            cli::service::run(global, command, &mut stdout)
-        }),
-        Command::Audit { command } => registry_command(&cli.global, |global| async move {
-            let mut stdout = std::io::stdout().lock();
-            cli::audit::run(global, command, &mut stdout)
-        }),
         Command::Run { size, command } => {
-            let runtime = match tokio::runtime::Runtime::new() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: IO: starting the runtime: {e}");
-                    return ExitCode::from(125);
-                }
-            };
             let opts = cli::run::RunOptions { size, command };
-            match runtime.block_on(cli::run::run(opts, tokio::io::stdout())) {
+            match cli::run::run(opts, tokio::io::stdout()).await {
                 Ok(cli::run::RunEnd::Exited(status) | cli::run::RunEnd::Interrupted(status)) => {
-                    ExitCode::from(u8::try_from(status).unwrap_or(255))
+                    Ok(ExitCode::from(u8::try_from(status).unwrap_or(255)))
                 }
                 // Whoever read stdout stopped (`run ... | head`): the run
                 // was still cleaned up; end quietly, as SIGPIPE would.
-                Err(tmux_engine::Error::Io { source, .. })
+                Err(Error::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::BrokenPipe =>
                 {
-                    ExitCode::from(141)
+                    Ok(ExitCode::from(141))
                 }
-                Err(e) => {
-                    eprintln!("error: {}: {e}", e.code());
-                    ExitCode::from(125)
-                }
+                Err(e) => Err(CliError {
+                    exit: EXIT_RUN_FAILED,
+                    ..e.into()
+                }),
             }
+        }
+        Command::Terminal(command) => cli::terminals::run(global, command, &mut stdout())
+            .await
+            .map(done),
+        Command::Mcp(args) => cli::mcp::run(global, args).await.map(done),
+        Command::Serve(args) => cli::serve::run(global, *args, &mut stdout())
+            .await
+            .map(done),
+        Command::Link(args) => cli::link::run(global, args, &mut stdout()).await.map(done),
+        Command::Upload(args) => cli::files::upload(global, args, &mut stdout())
+            .await
+            .map(done),
+        Command::Download(args) => cli::files::download(global, args, &mut stdout())
+            .await
+            .map(done),
+        Command::Logs(args) => cli::logs::run(global, args, &mut stdout()).await.map(done),
+        Command::Service { command } => cli::service::run(global, command, &mut stdout()).map(done),
+        Command::Audit { command } => cli::audit::run(global, command, &mut stdout()).map(done),
+        Command::Test(args) => {
+            let passed = cli::tape::test(args, &mut stdout()).await?;
+            // A failure was reported with its tape.
+            Ok(if passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_ERROR)
+            })
+        }
+        Command::Render(args) => {
+            cli::tape::render(&args, &mut stdout())?;
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

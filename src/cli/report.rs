@@ -11,6 +11,9 @@ use tmux_engine::{Error, Result};
 pub const EXIT_ERROR: u8 = 1;
 /// Exit code of `wait` when its timeout passed first.
 pub const EXIT_TIMEOUT: u8 = 4;
+/// Exit code of `run` when the engine itself failed: apart from the
+/// statuses its command can end with.
+pub const EXIT_RUN_FAILED: u8 = 125;
 /// A command ended by SIGINT or SIGTERM exits with this plus the signal
 /// number (130, 143), as a shell reports a process killed by it.
 pub const EXIT_INTERRUPTED_BASE: u8 = 128;
