@@ -143,6 +143,10 @@ pub struct BridgeConfig {
     /// The other nodes behind the same origin (`serve --peer-node`), which
     /// the page lists and opens terminals of too.
     pub peer_nodes: Vec<PeerNode>,
+    /// Plain HTTP may be served on a TCP address off loopback
+    /// (`serve --allow-plain-http`: the network is trusted); see
+    /// [`check_transport`](BridgeConfig::check_transport).
+    pub allow_plain_http: bool,
 }
 
 impl BridgeConfig {
@@ -169,6 +173,7 @@ impl BridgeConfig {
             audit: None,
             node: None,
             peer_nodes: Vec::new(),
+            allow_plain_http: false,
         }
     }
 
@@ -220,6 +225,44 @@ impl BridgeConfig {
     pub fn allow_host(mut self, host: impl Into<String>) -> BridgeConfig {
         self.allow_hosts.push(host.into());
         self
+    }
+
+    /// Allows plain HTTP off loopback (see
+    /// [`check_transport`](BridgeConfig::check_transport)).
+    #[must_use]
+    pub fn allow_plain_http(mut self, allow: bool) -> BridgeConfig {
+        self.allow_plain_http = allow;
+        self
+    }
+
+    /// Refuses a TCP address off loopback for open access ([`Auth::Open`],
+    /// `serve --no-auth`: anyone who reaches the port owns the terminals),
+    /// and for plain HTTP (`tls`: whether TLS is served here) unless
+    /// [`allow_plain_http`](BridgeConfig::allow_plain_http): the token would
+    /// cross the network in clear. Loopback passes, as does a Unix socket
+    /// (never checked here: its directory decides who reaches it).
+    /// [`Bridge::serve_with`] checks it; call it first to refuse before
+    /// anything else is set up.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` naming the address and the ways out.
+    pub fn check_transport(&self, addr: SocketAddr, tls: bool) -> Result<()> {
+        if addr.ip().is_loopback() {
+            return Ok(());
+        }
+        if matches!(self.auth, Auth::Open(_)) {
+            return Err(Error::InvalidInput(format!(
+                "--no-auth is refused on {addr}: listen on a loopback address or use a token"
+            )));
+        }
+        if !tls && !self.allow_plain_http {
+            return Err(Error::InvalidInput(format!(
+                "plain HTTP is refused on the non-loopback address {addr}: the token would \
+                 cross the network in clear; give --tls-cert/--tls-key, listen on loopback or \
+                 unix:/path behind a TLS proxy, or pass --allow-plain-http"
+            )));
+        }
+        Ok(())
     }
 
     /// Records the TCP address the bridge listens on.
@@ -476,7 +519,7 @@ impl Bridge {
     /// [`serve_with`](Bridge::serve_with).
     ///
     /// # Errors
-    /// None today; the `Result` is kept for listener setups that can fail.
+    /// As [`serve_with`](Bridge::serve_with).
     pub async fn serve(
         &self,
         listener: impl Into<Listener>,
@@ -494,18 +537,29 @@ impl Bridge {
     /// all within [`DRAIN_BOUND`]. Terminals keep running.
     ///
     /// # Errors
-    /// None today: accept errors back off and are logged, never fatal.
+    /// `INVALID_INPUT` for a TCP listener the transport rule refuses
+    /// ([`BridgeConfig::check_transport`]), before anything is served;
+    /// then none: accept errors back off and are logged, never fatal.
     pub async fn serve_with(
         &self,
         listener: impl Into<Listener>,
         options: ServeOptions,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> Result<()> {
+        let listener = listener.into();
+        if let Listener::Tcp(tcp) = &listener {
+            let addr = tcp
+                .local_addr()
+                .map_err(|e| Error::io("reading the listening address", e))?;
+            self.state
+                .config
+                .check_transport(addr, options.tls.is_some())?;
+        }
         // Partial uploads a killed serve left behind, swept off the
         // serving path.
         tokio::spawn(sweep_partial_uploads(self.state.clone()));
         listen::serve(
-            listener.into(),
+            listener,
             self.router(),
             self.state.config.base_path.clone(),
             options,

@@ -260,24 +260,6 @@ pub(crate) async fn run(
         (Some(cert), Some(key)) => Some(Tls::from_pem_files(cert, key)?),
         _ => None,
     };
-    if let ListenAt::Tcp(addr) = &listen
-        && !addr.ip().is_loopback()
-    {
-        if args.no_auth {
-            return Err(Error::InvalidInput(format!(
-                "--no-auth is refused on {addr}: listen on a loopback address or use a token"
-            ))
-            .into());
-        }
-        if tls.is_none() && !args.allow_plain_http {
-            return Err(Error::InvalidInput(format!(
-                "plain HTTP is refused on the non-loopback address {addr}: the token would \
-                 cross the network in clear; give --tls-cert/--tls-key, listen on loopback or \
-                 unix:/path behind a TLS proxy, or pass --allow-plain-http"
-            ))
-            .into());
-        }
-    }
     // The owner whose sign-in link serve prints (one token, not a file).
     let mut signs_in = None;
     let mut generated = None;
@@ -303,6 +285,13 @@ pub(crate) async fn run(
         signs_in = Some((owner.clone(), token.clone()));
         Auth::Tokens(Tokens::single(&token, owner)?)
     };
+    // No --no-auth and no plain HTTP off loopback: the bridge's rule (a
+    // program embedding it gets it too), asked here before anything is
+    // set up.
+    let mut bridge_config = BridgeConfig::new(auth).allow_plain_http(args.allow_plain_http);
+    if let ListenAt::Tcp(addr) = &listen {
+        bridge_config.check_transport(*addr, tls.is_some())?;
+    }
     let mut interrupts = super::run::Interrupts::register()?;
     let dir = state_dir(global)?;
     let mut config = TmuxConfig::for_state_dir(&dir)
@@ -336,7 +325,7 @@ pub(crate) async fn run(
         )?)),
         None => None,
     };
-    let mut bridge_config = BridgeConfig::new(auth)
+    bridge_config = bridge_config
         .proof_key(proof_key.clone())
         .ping_interval(Duration::from_secs(args.ping_interval))
         .https(tls.is_some())

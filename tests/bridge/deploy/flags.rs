@@ -28,6 +28,38 @@ async fn plain_http_off_loopback_is_refused_unless_allowed() {
     .await;
 }
 
+/// The rule is the bridge's own: a program embedding `Bridge` gets it
+/// without the CLI (`Bridge::serve_with` asks it of a TCP listener).
+#[test]
+fn the_bridge_refuses_open_access_and_plain_http_off_loopback() {
+    use tmux_engine::bridge::{Auth, BridgeConfig, Principal, Tokens, generate_token};
+    use tmux_engine::registry::OwnerId;
+    let owner = OwnerId::new("tester").unwrap();
+    let open = BridgeConfig::new(Auth::Open(Principal {
+        owner: owner.clone(),
+        read_only: false,
+    }));
+    let token = generate_token().unwrap();
+    let tokens = BridgeConfig::new(Auth::Tokens(Tokens::single(&token, owner).unwrap()));
+    let public: std::net::SocketAddr = "192.0.2.1:8080".parse().unwrap();
+    let loopback: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
+    let refused = |result: tmux_engine::Result<()>| {
+        let error = result.expect_err("refused");
+        assert_eq!(error.code().as_str(), "INVALID_INPUT", "{error}");
+        error.to_string()
+    };
+    assert!(refused(open.check_transport(public, true)).contains("--no-auth is refused"));
+    assert!(refused(tokens.check_transport(public, false)).contains("plain HTTP is refused"));
+    tokens.check_transport(public, true).unwrap();
+    tokens
+        .clone()
+        .allow_plain_http(true)
+        .check_transport(public, false)
+        .unwrap();
+    open.check_transport(loopback, false).unwrap();
+    tokens.check_transport(loopback, false).unwrap();
+}
+
 /// A socket only in a directory of the user's own that no one else can
 /// write: another user able to write there could replace the socket and
 /// capture the next client's Bearer token.
