@@ -29,6 +29,7 @@ use super::{McpServer, failure, success};
 use crate::Error;
 use crate::registry::SendOperation;
 use crate::shell::ShellKind;
+use crate::tmux::{ProcessId, procfs};
 use crate::verbs::{
     self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, SendRequest, TerminalRequest, VERBS, Verb,
     keep_tail_json, keep_tail_lines_json,
@@ -190,17 +191,20 @@ impl McpServer {
         else {
             return Target::Program;
         };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // After the command name: state ppid pgrp session tty_nr tpgid.
-        let foreground = stat
-            .rsplit_once(')')
-            .and_then(|(_, fields)| fields.split_whitespace().nth(5))
-            .and_then(|tpgid| tpgid.parse::<u32>().ok());
-        if foreground != Some(pid) {
+        let Some(stat) = procfs::stat(pid) else {
+            return Target::Program;
+        };
+        // The shell's own group in front: none of its commands runs.
+        if i64::from(stat.tpgid) != i64::from(pid) {
             return Target::Program;
         }
-        std::fs::read_link(format!("/proc/{pid}/exe"))
-            .ok()
+        // Named by its start time too, so the executable read next is
+        // this shell's, not a process that took its pid since.
+        let shell = ProcessId {
+            pid,
+            start_time: Some(stat.start_time),
+        };
+        procfs::executable(shell)
             .and_then(|exe| ShellKind::of(&exe))
             .map_or(Target::Program, Target::Prompt)
     }

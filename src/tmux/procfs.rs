@@ -160,6 +160,17 @@ pub fn stat(pid: u32) -> Option<Stat> {
     parse_stat(&buf[..len])
 }
 
+/// The program `process` runs (`/proc/PID/exe`), `None` when it is gone,
+/// unreadable, or its pid names another process by the time the link is
+/// read (checked after: a reused pid's program is never returned).
+pub(crate) fn executable(process: ProcessId) -> Option<std::path::PathBuf> {
+    if process.pid == 0 {
+        return None;
+    }
+    let exe = std::fs::read_link(format!("/proc/{}/exe", process.pid)).ok()?;
+    process.stat().map(|_| exe)
+}
+
 /// [`stat`] for a pid read from another stat (`pgrp`, `tpgid`, ...):
 /// negative ones name no process.
 pub(super) fn stat_of(pid: i32) -> Option<Stat> {
@@ -394,5 +405,19 @@ mod tests {
         assert_eq!(found, vec![child.id()]);
         assert!(prefix.is_empty());
         assert!(processes_naming(std::ffi::OsStr::new(&marker)).is_empty());
+    }
+
+    #[test]
+    fn executable_is_read_only_for_the_process_named() {
+        let me = ProcessId::now(std::process::id());
+        let exe = std::env::current_exe().unwrap();
+        assert_eq!(executable(me), Some(exe));
+        // The same pid with another start time names a process gone since.
+        let other = ProcessId {
+            start_time: me.start_time.map(|t| t + 1),
+            ..me
+        };
+        assert_eq!(executable(other), None);
+        assert_eq!(executable(ProcessId::from(0)), None);
     }
 }
