@@ -10,7 +10,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 
-use super::Registry;
 use super::seam::{AttachLock, BackendTerminal, OutputStream, Snapshot, TerminalStatus};
 use super::service::Owned;
 use crate::control::Notification;
@@ -57,8 +56,6 @@ impl WaitCondition {
         }
     }
 }
-
-impl Registry {}
 
 /// Where a text or regex wait looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
