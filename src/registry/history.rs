@@ -27,11 +27,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::seam::{BackendTerminal, ReadPage, ReadRequest, Restore, SendRequest, WaitFor};
 use super::service::Owned;
+use super::state::Keeping;
 use super::{Registry, TerminalId};
 use crate::history::keeper::KeepOrder;
 use crate::history::{Kept, history_dir, now_ms};
@@ -45,21 +46,6 @@ pub const HOST_RESTARTED: &str = "host_restarted";
 
 /// Where the kernel tells this boot's id.
 const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
-
-/// A terminal's kept history and the writer of its live stream.
-pub(crate) struct Keeping {
-    pub(crate) kept: Arc<Kept>,
-    /// The stream being written, if any: a new one needs a new writer.
-    stream: Option<Arc<Stream>>,
-    /// Stops the writer (which then writes what it has) when dropped.
-    _stop: Option<DropGuard>,
-    /// Cancelled once the writer has ended: its last write is on disk, so
-    /// a kill removes the files only after it (or the write would bring
-    /// them back).
-    pub(crate) finished: Option<CancellationToken>,
-    /// This process's claim to write the history (`Purpose::History`).
-    writing: Option<FileLock>,
-}
 
 /// The marked line, dim, on a line of its own.
 fn marker(after: &[u8], at_ms: u64) -> Vec<u8> {

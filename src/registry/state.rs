@@ -12,13 +12,32 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::future::{BoxFuture, Shared};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::seam::{BackendTerminal, RecordCheck, TerminalStatus};
 use super::values::TerminalSnapshot;
 use super::{OwnerId, TerminalId};
-use crate::statedir::{CorruptRecord, TerminalRecord};
+use crate::history::Kept;
+use crate::statedir::{CorruptRecord, FileLock, TerminalRecord};
+use crate::stream::Stream;
 use crate::{Error, Result};
+
+/// A terminal's kept history and who keeps its live stream: the pane's
+/// relay (asked by `Registry::follow_history`), or this process's writer
+/// where no relay does (`registry/history.rs`).
+pub(crate) struct Keeping {
+    pub(crate) kept: Arc<Kept>,
+    /// The stream being kept, if any: a new one is asked for again.
+    pub(super) stream: Option<Arc<Stream>>,
+    /// Stops the writer (which then writes what it has) when dropped.
+    pub(super) _stop: Option<DropGuard>,
+    /// Cancelled once the writer has ended: its last write is on disk, so
+    /// a kill removes the files only after it (or the write would bring
+    /// them back).
+    pub(crate) finished: Option<CancellationToken>,
+    /// This process's claim to write the history (`Purpose::History`).
+    pub(super) writing: Option<FileLock>,
+}
 
 /// A close in flight, shared by every caller that joins it.
 pub(crate) type CloseFuture = Shared<BoxFuture<'static, Result<(), Arc<Error>>>>;
@@ -48,7 +67,7 @@ pub(crate) struct Entry {
     /// How many times the registry recreated it.
     pub(crate) restarts: u32,
     /// Its kept history and the task writing it, when it keeps one.
-    pub(crate) history: Option<super::history::Keeping>,
+    pub(crate) history: Option<Keeping>,
     /// Cancelled once a restore's `resume_command` was typed and ended: a
     /// use that brought the terminal back waits for it first, so its own
     /// text never meets the resume command's at one prompt.
