@@ -51,6 +51,7 @@ mod command;
 mod commands;
 mod history;
 mod io;
+mod kept_read;
 mod lifecycle;
 mod liveness;
 mod ops;
@@ -75,8 +76,9 @@ pub use crate::vocab::ids::{OwnerId, TerminalId};
 pub use crate::vocab::spawn_spec::{RestartPolicy, SpawnSpec};
 pub use adopt::ScanReport;
 pub use command::{Command, CommandRef, CommandsAnswer};
-pub use history::{HOST_RESTARTED, Searchable};
+pub use history::HOST_RESTARTED;
 pub use io::{WaitCondition, WaitSince};
+pub use kept_read::Searchable;
 pub use liveness::{AttachTarget, ProbeReport};
 pub use ops::SendHandle;
 pub use seam::{

@@ -219,7 +219,7 @@ impl Owned<'_> {
             Err(error @ Error::TerminalDead { .. }) => {
                 let id = registry.locate(owner, target).await?;
                 match registry.read_kept(&id, None)? {
-                    Some(kept) => Ok(super::history::page_of(&kept.bytes, &request)),
+                    Some(kept) => Ok(super::kept_read::page_of(&kept.bytes, &request)),
                     None => Err(error),
                 }
             }
