@@ -6,16 +6,19 @@
 //! then; its recording, final screen and a PNG are kept as artifacts.
 //!
 //! Layout: `lex` (the words of a line), `parse` (lines to commands with
-//! their file:line; `args`: settings, keys, colours), `run` (one try of one tape), `check` (expectations and
+//! their file:line; `args`: settings, keys, colours), `run` (one try of one tape; `shells`: VHS's shells and prompts;
+//! `frames`: text outputs as VHS writes them), `check` (expectations and
 //! snapshots), `report` (JUnit XML and the summary line); this module runs
 //! many tapes and retries flaky ones. The guide is `docs/tapes.md`.
 
 mod args;
 mod check;
+mod frames;
 mod lex;
 mod parse;
 mod report;
 mod run;
+mod shells;
 
 pub use parse::{Location, Tape};
 pub use report::{junit, summary};

@@ -48,8 +48,9 @@ pub(crate) struct Step {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub(crate) enum Command {
-    /// `Output demo.gif|demo.png|demo.txt|demo.ascii|demo.cast`: written
-    /// when the tape ends.
+    /// `Output demo.gif|demo.png|demo.txt|demo.ascii|demo.test|demo.cast`:
+    /// written when the tape ends (a text output holds a frame after
+    /// every command shown, as VHS's).
     Output(PathBuf),
     /// `Set NAME VALUE`.
     Set(Setting),
@@ -276,9 +277,12 @@ fn command(w: &Words, dir: &Path) -> std::result::Result<Command, Problem> {
         "Output" => {
             let file = dir.join(one_text(w)?);
             let ext = extension(&file);
-            if !matches!(ext.as_str(), "gif" | "png" | "txt" | "ascii" | "cast") {
+            if !matches!(
+                ext.as_str(),
+                "gif" | "png" | "txt" | "ascii" | "test" | "cast"
+            ) {
                 return Err(Problem::Unsupported(format!(
-                    "Output {}: .{ext} is not supported (gif, png, txt, ascii and cast are)",
+                    "Output {}: .{ext} is not supported (gif, png, txt, ascii, test and cast are)",
                     file.display()
                 )));
             }

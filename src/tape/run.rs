@@ -10,7 +10,9 @@ use std::time::Duration;
 use regex::Regex;
 
 use super::check::{self, Failed};
+use super::frames::{self, Frames};
 use super::parse::{Command, Location, Setting, Step, Tape, WaitFor};
+use super::shells;
 use super::{Failure, Options};
 use crate::fixture::{Fixture, FixtureBuilder};
 use crate::picture::{self, GifOptions, Renderer, Style};
@@ -64,9 +66,14 @@ struct Run<'a> {
     clipboard: String,
     /// Notes for the report (snapshots written).
     notes: Vec<String>,
-    /// The tape's own `TMUX_TMPDIR`: a tmux the tape starts puts its
-    /// server there, and it is killed and removed after the tape.
+    /// The tape's own directory: `tmux/` is its `TMUX_TMPDIR` (a tmux the
+    /// tape starts puts its server there, killed after the tape), `run/`
+    /// its `XDG_RUNTIME_DIR`; removed after the tape.
     tmux_tmpdir: Option<tempfile::TempDir>,
+    /// The frames of the text outputs, when the tape has one.
+    frames: Option<Frames>,
+    /// Between `Hide` and `Show`: no frames.
+    hidden: bool,
 }
 
 /// What a try came to.
@@ -86,6 +93,12 @@ pub(crate) async fn run_once(tape: &Tape, options: &Options, dir: &Path) -> Trie
         clipboard: String::new(),
         notes: Vec::new(),
         tmux_tmpdir: None,
+        frames: tape
+            .steps
+            .iter()
+            .any(|s| matches!(&s.command, Command::Output(p) if frames::is_text(p)))
+            .then(Frames::default),
+        hidden: false,
     };
     let mut failure = None;
     for step in &tape.steps {
@@ -93,6 +106,7 @@ pub(crate) async fn run_once(tape: &Tape, options: &Options, dir: &Path) -> Trie
             failure = Some(run.fail(step, failed, dir));
             break;
         }
+        run.frame(&step.command).await;
     }
     if failure.is_none()
         && let Err(message) = run.finish().await
@@ -108,7 +122,7 @@ pub(crate) async fn run_once(tape: &Tape, options: &Options, dir: &Path) -> Trie
         let _ = fixture.close().await;
     }
     if let Some(dir) = run.tmux_tmpdir.take() {
-        kill_nested_servers(dir.path()).await;
+        kill_nested_servers(&dir.path().join("tmux")).await;
     }
     Tried {
         failure,
@@ -223,6 +237,35 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// A text output's frame after `command`, as VHS takes one: after
+    /// every command but settings, `Require`, `Output` and `Hide`, while
+    /// shown (`Expect`, `Snapshot` are this runner's own and change no
+    /// screen: no frame either).
+    async fn frame(&mut self, command: &Command) {
+        match command {
+            Command::Hide => self.hidden = true,
+            Command::Show => self.hidden = false,
+            _ => {}
+        }
+        let (Some(frames), Some(fx)) = (self.frames.as_mut(), self.fixture.as_ref()) else {
+            return;
+        };
+        if self.hidden {
+            return;
+        }
+        match command {
+            Command::Set(_)
+            | Command::Env(..)
+            | Command::Require(_)
+            | Command::Output(_)
+            | Command::Expect { .. }
+            | Command::Snapshot(_) => return,
+            Command::Type { .. } | Command::Key { .. } | Command::Paste => frames::settle(fx).await,
+            _ => {}
+        }
+        frames.push(&fx.screen_now());
+    }
+
     fn before_start(&self, what: &str) -> Result<(), Failed> {
         if self.fixture.is_some() {
             return Err(Failed::plain(format!(
@@ -286,9 +329,19 @@ impl Run<'_> {
                 .prefix("tape-tmux")
                 .tempdir_in(&base)
                 .map_err(|e| Failed::plain(format!("making the tape's TMUX_TMPDIR: {e}")))?;
+            // XDG_RUNTIME_DIR too: fish keeps its runtime files there, else
+            // in /tmp/fish.USER, whose owner on the next machine may be
+            // another user ("Runtime path not available" on the screen).
+            let (tmux_dir, xdg_dir) = (private.path().join("tmux"), private.path().join("run"));
+            for dir in [&tmux_dir, &xdg_dir] {
+                std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+                    .create(dir)
+                    .map_err(|e| Failed::plain(format!("making {}: {e}", dir.display())))?;
+            }
             let builder = self
                 .builder()
-                .env("TMUX_TMPDIR", private.path().to_string_lossy());
+                .env("TMUX_TMPDIR", tmux_dir.to_string_lossy())
+                .env("XDG_RUNTIME_DIR", xdg_dir.to_string_lossy());
             self.tmux_tmpdir = Some(private);
             let fixture = builder.start().await?;
             self.fixture = Some(fixture);
@@ -299,12 +352,7 @@ impl Run<'_> {
     fn builder(&self) -> FixtureBuilder {
         let c = &self.config;
         let shell = c.shell.trim();
-        let mut builder = match shell {
-            "bash" => Fixture::bash(),
-            "sh" => Fixture::sh(),
-            _ if shell.contains(char::is_whitespace) => Fixture::script(format!("exec {shell}")),
-            _ => Fixture::builder(shell),
-        };
+        let mut builder = shells::builder(shell);
         let (cols, rows) = c.size.unwrap_or_else(|| match c.pixels {
             (None, None) => (80, 24),
             (w, h) => {
@@ -355,9 +403,12 @@ impl Run<'_> {
         let cast = fx.recording().unwrap_or_default();
         for path in &self.outputs {
             let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-            let written = match ext {
-                "gif" => write_gif(&cast, &self.config, path),
-                "cast" => write_file(path, &cast),
+            let written = match (ext, &self.frames) {
+                ("gif", _) => write_gif(&cast, &self.config, path),
+                ("cast", _) => write_file(path, &cast),
+                (_, Some(frames)) if frames::is_text(path) => {
+                    write_file(path, frames.text().as_bytes())
+                }
                 _ => write_picture(&screen, &self.config.style, path),
             };
             written.map_err(|e| format!("Output {}: {e}", path.display()))?;
@@ -435,8 +486,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
     file.write_all(bytes).map_err(|e| e.to_string())
 }
 
-/// A screenshot: PNG, or the screen's text for `.txt`/`.ascii` (as VHS's
-/// golden text files).
+/// A screenshot: PNG, or the screen's text for any other extension.
 fn write_picture(screen: &Screen, style: &Style, path: &Path) -> Result<(), String> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("png") => picture::save_png(screen, style, path).map_err(|e| e.to_string()),

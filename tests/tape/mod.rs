@@ -3,6 +3,7 @@
 //! golden snapshot that changes, a VHS tape unchanged; the JUnit report,
 //! artifacts and retries; the PNG and GIF decoded.
 
+mod hermetic;
 mod pictures;
 mod reports;
 mod runs;
