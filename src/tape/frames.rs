@@ -62,6 +62,10 @@ pub(crate) async fn settle(fx: &Fixture) {
         return;
     };
     let pane = terminal.pid();
+    if crate::fixture::tmux_client_in_front(pane) {
+        let _ = fx.within(SETTLE_BOUND).wait_for_stable(QUIET).await;
+        return;
+    }
     let _ = terminal
         .within(SETTLE_BOUND)
         .until_ready("the program to read what was typed", || {

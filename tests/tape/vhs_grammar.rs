@@ -63,9 +63,9 @@ async fn a_missing_shell_and_typing_into_an_exited_program_fail_at_their_line() 
 #[tokio::test]
 async fn a_nested_tmux_is_typed_into_and_gone_after_the_tape() {
     live(async |dir| {
-        // The nested client waits in poll(2), which the wait for a reader
-        // does not see: the tape types ahead (so the nested shell's prompt
-        // may come after the echo of the typed line, before its output).
+        // `Set TypeAhead true` types without waiting for anything (so the
+        // nested shell's prompt may come after the echo of the typed line,
+        // before its output).
         let r = run(
             dir.path(),
             "nested.tape",
@@ -97,6 +97,31 @@ async fn a_nested_tmux_is_typed_into_and_gone_after_the_tape() {
             !alive.status.success(),
             "the nested server outlived the tape"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_nested_tmux_is_typed_into_without_typing_ahead() {
+    live(async |dir| {
+        // VHS's examples/split/split.tape in short: a tmux in the tape's
+        // terminal, split, typed into, its prefix key, the other pane. Its
+        // client never reads the terminal (its server does): input to it
+        // is not waited for, and nothing needs `Set TypeAhead`.
+        let r = run(
+            dir.path(),
+            "split.tape",
+            "Set Shell sh\n\
+             Type \"unset TMUX; exec tmux -f /dev/null new-session -- sh\" Enter\n\
+             Wait+Screen /\\[0\\] 0:/\n\
+             Type \"tmux split-window -d -h -- sh; echo left-$((6*7))\" Enter\n\
+             Wait+Screen /left-42/\n\
+             Ctrl+B\nType o\n\
+             Type \"echo right-$((6*7))\" Enter\n\
+             Wait+Screen /right-42/\n",
+        )
+        .await;
+        assert_passed(&r);
     })
     .await;
 }
