@@ -98,6 +98,33 @@ const JSON_KEYS: [&str; 16] = [
     "brightWhite",
 ];
 
+/// VHS's themes (`scripts/vhs-themes` writes the file from VHS's
+/// `themes.json`): a line each, name, TAB, background, foreground, cursor
+/// and the 16 colours in hex.
+const VHS_THEMES: &str = include_str!("vhs_themes.txt");
+
+/// One of VHS's themes by its name.
+fn vhs_theme(name: &str) -> Option<Theme> {
+    let lines = || VHS_THEMES.lines().filter_map(|line| line.split_once('\t'));
+    let (name, colours) = lines()
+        .find(|(n, _)| *n == name)
+        .or_else(|| lines().find(|(n, _)| n.eq_ignore_ascii_case(name)))?;
+    let colours: Vec<Rgb> = colours
+        .split(' ')
+        .map(|hex| u32::from_str_radix(hex, 16).ok().map(rgb))
+        .collect::<Option<_>>()?;
+    let [background, foreground, cursor, palette @ ..] = colours.as_slice() else {
+        return None;
+    };
+    Some(Theme {
+        name: name.to_owned(),
+        background: *background,
+        foreground: *foreground,
+        cursor: *cursor,
+        palette: palette.try_into().ok()?,
+    })
+}
+
 fn rgb(v: u32) -> Rgb {
     let [_, r, g, b] = v.to_be_bytes();
     [r, g, b]
@@ -110,10 +137,14 @@ impl Default for Theme {
 }
 
 impl Theme {
-    /// A built-in theme by name (case-insensitive).
+    /// A built-in theme by name (case-insensitive), else one of VHS's
+    /// (its `themes.json`: exactly as VHS names it, else ignoring case).
     pub fn named(name: &str) -> Option<Theme> {
-        let &(name, bg, fg, cursor, palette) =
-            BUILT_IN.iter().find(|t| t.0.eq_ignore_ascii_case(name))?;
+        let Some(&(name, bg, fg, cursor, palette)) =
+            BUILT_IN.iter().find(|t| t.0.eq_ignore_ascii_case(name))
+        else {
+            return vhs_theme(name);
+        };
         Some(Theme {
             name: name.to_owned(),
             background: rgb(bg),
@@ -139,7 +170,7 @@ impl Theme {
         if !text.starts_with('{') {
             return Theme::named(text).ok_or_else(|| {
                 format!(
-                    "unknown theme {text:?} (built in: {}; or a JSON object)",
+                    "unknown theme {text:?} (built in: {}; any of VHS's themes by name; or a JSON object)",
                     Theme::names().collect::<Vec<_>>().join(", ")
                 )
             });
@@ -229,6 +260,24 @@ mod tests {
                 .contains("Dracula")
         );
         assert!(Theme::parse(r#"{"red":"blue"}"#).is_err());
+    }
+
+    #[test]
+    fn every_vhs_theme_is_known_by_its_name() {
+        // VHS's examples/settings/set-theme-name.tape.
+        let latte = Theme::parse("Catppuccin Latte").expect("one of VHS's");
+        assert_eq!(latte.background, [0xef, 0xf1, 0xf5]);
+        assert_eq!(latte.palette[1], [0xd2, 0x0f, 0x39]);
+        assert_eq!(
+            Theme::parse("catppuccin latte").expect("any case").name,
+            "Catppuccin Latte"
+        );
+        let lines = VHS_THEMES.lines().count();
+        assert!(lines > 300, "{lines}");
+        for line in VHS_THEMES.lines() {
+            let (name, _) = line.split_once('\t').expect("name TAB colours");
+            assert!(vhs_theme(name).is_some(), "{line}");
+        }
     }
 
     #[test]
