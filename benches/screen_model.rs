@@ -1,8 +1,8 @@
 //! What the screen model costs (issue 45): bytes per second fed to the
 //! emulator in 4 KiB reads (what a pane's output events are) and the heap
 //! one screen holds, beside tmux's own parse of the same bytes (a detached
-//! pane `cat`s the file, timed to its `wait-for` signal, minus an empty
-//! file's run).
+//! pane `cat`s the file, timed from one `wait-for` signal to another,
+//! minus an empty file's run).
 //!
 //! Two payloads of `BENCH_MB` MiB (default 64): log text (the throughput
 //! benches' line: tabs, SGR, UTF-8) and a full-screen redraw (cursor moves,
@@ -77,38 +77,46 @@ fn feed(bytes: &[u8], scrollback: usize) -> Duration {
     took
 }
 
-/// Seconds tmux takes to read `file` into a detached pane.
+/// Seconds tmux takes to read `file` into a detached pane, from the
+/// signal that starts the pane's `cat` to the one it sends when done.
 fn tmux_parse(dir: &std::path::Path, file: &std::path::Path) -> Duration {
     let socket = dir.join("sock");
     let socket = socket.to_str().unwrap();
-    let script = format!("cat {}; tmux wait-for -S parsed", file.display());
+    // The pane waits for `go` before it reads the file, and stays (its
+    // server with it) until the kill below: tmux 3.3a's server crashed
+    // (SIGSEGV, "server exited unexpectedly") when the flood began while
+    // it was still creating the session, and a pane that ended at once
+    // took the server with it before the wait-for below connected.
+    let script = format!(
+        "tmux wait-for go; cat {}; tmux wait-for -S parsed; exec sleep 600",
+        file.display()
+    );
+    let tmux = |args: &[&str]| {
+        let status = std::process::Command::new("tmux")
+            .args(["-S", socket])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "tmux {args:?}");
+    };
+    tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-x",
+        "80",
+        "-y",
+        "24",
+        "sh",
+        "-c",
+        &script,
+    ]);
     let start = Instant::now();
-    let status = std::process::Command::new("tmux")
-        .args([
-            "-S",
-            socket,
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-x",
-            "80",
-            "-y",
-            "24",
-        ])
-        .args(["sh", "-c", &script])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let status = std::process::Command::new("tmux")
-        .args(["-S", socket, "wait-for", "parsed"])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    tmux(&["wait-for", "-S", "go"]);
+    tmux(&["wait-for", "parsed"]);
     let took = start.elapsed();
-    let _ = std::process::Command::new("tmux")
-        .args(["-S", socket, "kill-server"])
-        .status();
+    tmux(&["kill-server"]);
     took
 }
 

@@ -14,42 +14,49 @@ const FISH_NO_GREETING: &str = "function fish_greeting; end";
 const FISH_PROMPT: &str =
     "function fish_prompt; set_color 5B56E0; echo -n \"> \"; set_color normal; end";
 
-/// A shell VHS knows by this name: its argv (found on `PATH`, so `$0` is
-/// the bare name, as VHS gives it) and environment.
-fn known(name: &str) -> Option<(Vec<&'static str>, Vec<(&'static str, &'static str)>)> {
-    Some(match name {
-        "bash" => (
-            vec!["bash", "--noprofile", "--norc", "--login", "+o", "history"],
-            vec![("PS1", BASH_PS1), ("BASH_SILENCE_DEPRECATION_WARNING", "1")],
-        ),
-        "zsh" => (
-            vec!["zsh", "--histnostore", "--no-rcs"],
-            vec![("PROMPT", ZSH_PROMPT)],
-        ),
-        "fish" => (
-            vec![
-                "fish",
-                "--login",
-                "--no-config",
-                "--private",
-                "-C",
-                FISH_NO_GREETING,
-                "-C",
-                FISH_PROMPT,
-            ],
-            Vec::new(),
-        ),
-        _ => return None,
-    })
+/// How VHS starts a shell: its argv (found on `PATH`, so `$0` is the bare
+/// name, as VHS gives it) and environment.
+struct Known {
+    argv: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+/// The shells VHS knows, by name.
+const KNOWN: &[Known] = &[
+    Known {
+        argv: &["bash", "--noprofile", "--norc", "--login", "+o", "history"],
+        env: &[("PS1", BASH_PS1), ("BASH_SILENCE_DEPRECATION_WARNING", "1")],
+    },
+    Known {
+        argv: &["zsh", "--histnostore", "--no-rcs"],
+        env: &[("PROMPT", ZSH_PROMPT)],
+    },
+    Known {
+        argv: &[
+            "fish",
+            "--login",
+            "--no-config",
+            "--private",
+            "-C",
+            FISH_NO_GREETING,
+            "-C",
+            FISH_PROMPT,
+        ],
+        env: &[],
+    },
+];
+
+fn known(name: &str) -> Option<&'static Known> {
+    KNOWN.iter().find(|k| k.argv[0] == name)
 }
 
 /// The fixture for `Set Shell shell`: a shell VHS knows as VHS starts it,
 /// `sh` as the fixture's pinned `sh -i`, a command line through `sh -c
 /// 'exec ...'`, any other word as a program on `PATH`.
 pub(crate) fn builder(shell: &str) -> FixtureBuilder {
-    if let Some((argv, env)) = known(shell) {
+    if let Some(Known { argv, env }) = known(shell) {
         let mut builder = Fixture::builder(argv[0]).args(argv[1..].iter().copied());
-        for (key, value) in env {
+        for &(key, value) in *env {
             builder = builder.env(key, value);
         }
         return builder;
@@ -67,14 +74,13 @@ mod tests {
 
     #[test]
     fn vhs_shells_start_by_name_with_vhs_prompts() {
-        let (argv, env) = known("bash").expect("bash");
+        let bash = known("bash").expect("bash");
         // `$0` is the word tmux executes: the bare name, as in VHS.
-        assert_eq!(argv[0], "bash");
-        assert!(env.contains(&("PS1", BASH_PS1)));
-        let (argv, _) = known("fish").expect("fish");
-        assert!(argv.contains(&FISH_NO_GREETING) && argv.contains(&"--private"));
-        let (_, env) = known("zsh").expect("zsh");
-        assert_eq!(env, vec![("PROMPT", ZSH_PROMPT)]);
+        assert_eq!(bash.argv[0], "bash");
+        assert!(bash.env.contains(&("PS1", BASH_PS1)));
+        let fish = known("fish").expect("fish");
+        assert!(fish.argv.contains(&FISH_NO_GREETING) && fish.argv.contains(&"--private"));
+        assert_eq!(known("zsh").expect("zsh").env, &[("PROMPT", ZSH_PROMPT)]);
         assert!(known("nu").is_none());
     }
 }
