@@ -108,7 +108,7 @@ pub(super) fn routes() -> Vec<Route> {
             "/api/terminals/{t}/attach",
             "attach",
             "A WebSocket viewer (upgrade; authenticates itself, refusals are close codes \
-             4401/4403/4400/4404; the frames are in the README).",
+             4401/4403/4400/4404; the frames are in docs/serve.md).",
             (101, None),
             true,
             routing::get(ws::attach),

@@ -175,17 +175,8 @@ pub(crate) async fn keep(
     timeout: Duration,
 ) -> Result<Option<u64>> {
     let path = dir.join(STREAM_SOCKET);
-    let mut socket = match UnixStream::connect(&path).await {
-        Ok(socket) => socket,
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
-            ) =>
-        {
-            return Ok(None);
-        }
-        Err(e) => return Err(Error::io(format!("linking to {}", path.display()), e)),
+    let Some(mut socket) = connect(&path).await? else {
+        return Ok(None);
     };
     let answer = tokio::time::timeout(timeout, async {
         socket
@@ -279,6 +270,23 @@ impl Linked {
     }
 }
 
+/// Connects to a relay's socket at `path`; `None` when no relay listens
+/// there (none was started, or it ended).
+async fn connect(path: &Path) -> Result<Option<UnixStream>> {
+    match UnixStream::connect(path).await {
+        Ok(socket) => Ok(Some(socket)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(Error::io(format!("linking to {}", path.display()), e)),
+    }
+}
+
 /// Links to the relay of the server in `dir` from `offset` of stream
 /// `epoch` (0 and [`wire::OLDEST`]: from the oldest byte it holds; an
 /// offset it no longer holds, or of another epoch, starts there too, as
@@ -295,17 +303,8 @@ pub(crate) async fn link(
     timeout: Duration,
 ) -> Result<Option<Linked>> {
     let path = dir.join(STREAM_SOCKET);
-    let mut socket = match UnixStream::connect(&path).await {
-        Ok(socket) => socket,
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
-            ) =>
-        {
-            return Ok(None);
-        }
-        Err(e) => return Err(Error::io(format!("linking to {}", path.display()), e)),
+    let Some(mut socket) = connect(&path).await? else {
+        return Ok(None);
     };
     let linked = tokio::time::timeout(timeout, async {
         socket
