@@ -196,6 +196,15 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         WaitFor::Command if front.is_none() => command::integrated(shared),
         _ => None,
     };
+    // The tracker is asked next whether a command runs: what the relay
+    // read is handed over first. Marks printed just before this send (a
+    // command typed by a send that did not wait, one a signal ended) may
+    // still be held there or in its socket on a loaded machine, and a
+    // stale prompt would have the text typed into a running program, or
+    // a `C-c` answered as typed at the prompt.
+    if shell.is_some() {
+        shared.client.drain_raw(shared.pane).await;
+    }
     let mode = match shell {
         // Keys alone while a command runs (`C-c` to `tail -f`, `C-d` to a
         // REPL) go in at once, whatever the program waits on, and are
