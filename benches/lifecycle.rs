@@ -183,18 +183,11 @@ async fn raw_exit(dir: &Path, run: usize, want: &[u8]) -> (usize, bool) {
     std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").unwrap();
     let program = format!("stty -echo; read go; seq 1 {SEQ}; exit 0");
     let started = std::process::Command::new("tmux")
-        .args(["-S", socket, "-f", conf.to_str().unwrap()])
-        .args([
-            "new-session",
-            "-d",
-            "-x",
-            "80",
-            "-y",
-            "24",
-            "/bin/sh",
-            "-c",
-            &program,
-        ])
+        .args(["-S", socket])
+        .args(common::raw_session_args(
+            conf.to_str().unwrap(),
+            &["/bin/sh", "-c", &program],
+        ))
         .args([";", "pipe-pane", "-o", "exec cat >/dev/null"])
         .status()
         .unwrap();

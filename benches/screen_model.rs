@@ -99,19 +99,7 @@ fn tmux_parse(dir: &std::path::Path, file: &std::path::Path) -> Duration {
             .unwrap();
         assert!(status.success(), "tmux {args:?}");
     };
-    tmux(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-x",
-        "80",
-        "-y",
-        "24",
-        "sh",
-        "-c",
-        &script,
-    ]);
+    tmux(&common::raw_session_args("/dev/null", &["sh", "-c", &script]));
     let start = Instant::now();
     tmux(&["wait-for", "-S", "go"]);
     tmux(&["wait-for", "parsed"]);

@@ -42,7 +42,7 @@ fn foreground_name(shared: &ServerLink) -> Option<String> {
         return Some(known.clone());
     }
     let live = procfs::stat(pid).is_some_and(|stat| !stat.has_exited());
-    match comm(pid) {
+    match procfs::comm(pid) {
         Some(name) if live => Some(name),
         _ => members.into_iter().next(),
     }
@@ -67,21 +67,14 @@ fn front(shared: &ServerLink) -> Option<(u32, u32)> {
 /// else the last one the shell reported (OSC 7), which outlives the
 /// process.
 pub(super) fn working_directory(shared: &ServerLink) -> Option<std::path::PathBuf> {
-    let cwd = |pid: u32| std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
     let from_proc = || {
         let (front_pid, _) = front(shared)?;
-        cwd(front_pid).or_else(|| {
+        procfs::cwd(front_pid).or_else(|| {
             let pane = shared.lock().pane_process?;
-            cwd(crate::tmux::exit_handshake::program_pid(pane.pid)?)
+            procfs::cwd(crate::tmux::exit_handshake::program_pid(pane.pid)?)
         })
     };
     from_proc().or_else(|| shared.stream.reported_directory())
-}
-
-/// The name of process `pid`.
-fn comm(pid: u32) -> Option<String> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    Some(comm.trim_end().to_owned())
 }
 
 /// The most processes of a pane's tree looked at for its foreground

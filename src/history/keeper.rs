@@ -106,30 +106,13 @@ fn take_lock(path: &Path) -> io::Result<File> {
     }
 }
 
-/// The first offset of stream `epoch` to write to `kept` when asked from
-/// `from`, mapping the stream if it is new to the history: a stream
-/// written before (by an engine process, before this relay was asked)
-/// goes on where that writer stopped, so no byte is kept twice.
-fn continue_from(kept: &Kept, epoch: u64, from: u64) -> u64 {
-    let end = kept.end();
-    if let Some(base) = kept.stream_base(epoch).filter(|&base| base <= end) {
-        let written = end - base;
-        if written >= from {
-            return written;
-        }
-        kept.update(|meta| meta.gaps += 1);
-    }
-    kept.map_stream(epoch, end.saturating_sub(from));
-    from
-}
-
 impl crate::tmux::Keeper for RelayKeeper {
     fn start(&mut self, dir: &Path, epoch: u64, from: u64, lost: bool) -> io::Result<u64> {
         let order = KeepOrder::read(dir)?;
         let lock = take_lock(&order.lock)?;
         let kept = Kept::open(order.history, order.limit).map_err(io::Error::other)?;
         kept.write_here();
-        let first = continue_from(&kept, epoch, from);
+        let first = kept.resume(epoch, from, from, u64::MAX);
         kept.update(|meta| {
             if order.boot_id.is_some() {
                 meta.boot_id.clone_from(&order.boot_id);
@@ -219,10 +202,8 @@ fn pane_directory() -> Option<PathBuf> {
     use crate::tmux::procfs;
     let server = std::os::unix::process::parent_id();
     let me = std::process::id();
-    let children = fs::read_to_string(format!("/proc/{server}/task/{server}/children")).ok()?;
-    let pane = children
-        .split_whitespace()
-        .filter_map(|pid| pid.parse::<u32>().ok())
+    let pane = procfs::children(server)?
+        .into_iter()
         .filter(|&pid| pid != me)
         .find(|&pid| {
             procfs::stat(pid).is_some_and(|stat| {
@@ -234,8 +215,7 @@ fn pane_directory() -> Option<PathBuf> {
         .and_then(|group| u32::try_from(group).ok())
         .filter(|&group| group != pane)
         .or(program)?;
-    let cwd = |pid: u32| fs::read_link(format!("/proc/{pid}/cwd")).ok();
-    cwd(front).or_else(|| cwd(program?))
+    procfs::cwd(front).or_else(|| procfs::cwd(program?))
 }
 
 #[cfg(test)]

@@ -316,6 +316,31 @@ impl Kept {
         streams.drain(..excess);
     }
 
+    /// Where a writer of stream `epoch` goes on, given that it would
+    /// start at `from` and holds the stream's bytes from `oldest` to
+    /// `newest`; maps the stream when it is new to this history. A
+    /// stream's epoch is its relay's, shared by every process on the
+    /// host: when an earlier writer (another process, the relay, this
+    /// one before a restart) wrote this stream already, the new one goes
+    /// on where it stopped, so no byte is kept twice and a cursor keeps
+    /// naming the same kept bytes; bytes nobody wrote that the new writer
+    /// no longer holds are a gap.
+    pub fn resume(&self, epoch: u64, from: u64, oldest: u64, newest: u64) -> u64 {
+        let end = self.end();
+        let Some(base) = self.stream_base(epoch).filter(|&base| base <= end) else {
+            self.map_stream(epoch, end.saturating_sub(from));
+            return from;
+        };
+        let written = end - base;
+        if written >= oldest {
+            return written.min(newest);
+        }
+        self.update(|meta| meta.gaps += 1);
+        let from = oldest.max(from);
+        self.map_stream(epoch, end.saturating_sub(from));
+        from
+    }
+
     fn create_segment(&self, start: u64) -> io::Result<()> {
         fs::OpenOptions::new()
             .create(true)

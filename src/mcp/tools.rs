@@ -4,7 +4,8 @@
 //! engine error becomes a tool error (`isError: true`, text `CODE:
 //! message`), never a protocol error or a crash; only arguments that do not
 //! fit the tool's type are a protocol error (invalid params, -32602,
-//! checked before the tool runs). MCP's own parts are here: a send's
+//! checked before the tool runs), and a panic in the engine, which
+//! answers an internal error (-32603) instead of no answer. MCP's own parts are here: a send's
 //! progress and its default `history: false`, cancellation, and the bound
 //! on the text the verb layer does not bound (screen, wait, errors).
 //! Nothing here kills a terminal except `terminal_kill`.
@@ -61,10 +62,36 @@ pub(super) fn router() -> ToolRouter<McpServer> {
             output.clone()
         };
         router.add_route(ToolRoute::new_dyn(tool(verb, output), move |context| {
-            Box::pin(call(verb, context))
+            Box::pin(unwinding(verb, call(verb, context)))
         }));
     }
     router
+}
+
+/// Runs a tool call so that a panic in it answers the call with an
+/// internal error (-32603) naming the panic: rmcp runs each call in a task
+/// of its own and sends nothing when that task panics, so the client would
+/// wait for ever (an agent reads "still running" and sends again).
+async fn unwinding(
+    verb: &Verb,
+    call: impl Future<Output = Result<CallToolResponse, ErrorData>>,
+) -> Result<CallToolResponse, ErrorData> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(call).catch_unwind().await {
+        Ok(answer) => answer,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            tracing::error!(tool = verb.tool, what, "a tool call panicked");
+            Err(ErrorData::internal_error(
+                format!("{} failed inside the engine: {what}", verb.tool),
+                None,
+            ))
+        }
+    }
 }
 
 /// Whether the output schema `wider` says all `narrower` does: the same
@@ -342,4 +369,21 @@ fn typed_line(request: &SendRequest) -> (String, bool) {
         }
     }
     (typed, submit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_call_is_answered_with_an_internal_error() {
+        let verb = &VERBS[0];
+        let answered = unwinding(verb, async { panic!("the stream broke its promise") }).await;
+        let error = answered.expect_err("a panic is an error");
+        assert_eq!(error.code, rmcp::model::ErrorCode::INTERNAL_ERROR);
+        assert!(error.message.contains("the stream broke its promise"), "{error:?}");
+        assert!(error.message.starts_with(verb.tool), "{error:?}");
+        let fine = unwinding(verb, async { Ok(CallToolResult::success(Vec::new()).into()) }).await;
+        assert!(fine.is_ok());
+    }
 }

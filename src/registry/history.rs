@@ -59,31 +59,6 @@ fn marker(after: &[u8], at_ms: u64) -> Vec<u8> {
     line
 }
 
-/// Where a writer of `stream` to `kept` starts, given that it would start
-/// at `from`, and maps the stream if it is new to the history. A stream's
-/// epoch is its relay's, shared by every process on the host: when an
-/// earlier writer (another process, or this one before a restart) wrote
-/// this stream already, the new one goes on where it stopped, so no byte
-/// is kept twice and a cursor keeps naming the same kept bytes; bytes that
-/// nobody wrote and this process no longer holds are a gap.
-fn continue_from(kept: &Kept, stream: &Stream, from: u64) -> u64 {
-    let epoch = stream.epoch();
-    let end = kept.end();
-    let Some(base) = kept.stream_base(epoch).filter(|&base| base <= end) else {
-        kept.map_stream(epoch, end.saturating_sub(from));
-        return from;
-    };
-    let written = end - base;
-    let held = stream.read(None).from.offset;
-    if written >= held {
-        return written.min(stream.end().offset);
-    }
-    kept.update(|meta| meta.gaps += 1);
-    let from = held.max(from);
-    kept.map_stream(epoch, end.saturating_sub(from));
-    from
-}
-
 impl Registry {
     /// This machine's boot id now (the config's file, else the kernel's).
     pub(crate) fn boot_id(&self) -> Option<String> {
@@ -302,7 +277,8 @@ impl Registry {
             },
         };
         kept.write_here();
-        let from = continue_from(kept, stream, from);
+        let held = stream.read(None).from.offset;
+        let from = kept.resume(stream.epoch(), from, held, stream.end().offset);
         let boot = self.boot_id();
         kept.update(|meta| {
             meta.boot_id = boot;

@@ -108,9 +108,7 @@ pub(crate) fn wrapped(pane_pid: u32) -> Wrapped {
     if cmdline.split(|&b| b == 0).nth(3) != Some(WRAPPER_NAME) {
         return Wrapped::No;
     }
-    let child = std::fs::read_to_string(format!("/proc/{pane_pid}/task/{pane_pid}/children"))
-        .ok()
-        .and_then(|children| children.split_whitespace().next()?.parse::<u32>().ok());
+    let child = super::procfs::children(pane_pid).and_then(|children| children.first().copied());
     match child {
         // A zombie child has ended: only its reaping is left.
         Some(child) if super::process::is_alive(child) => Wrapped::Running(child),

@@ -61,8 +61,7 @@ pub fn looks_like_tmux(process: impl Into<ProcessId>) -> bool {
     #[cfg(target_os = "linux")]
     {
         process.stat().is_some()
-            && std::fs::read(format!("/proc/{}/comm", process.pid))
-                .is_ok_and(|comm| comm.starts_with(b"tmux"))
+            && super::procfs::comm(process.pid).is_some_and(|comm| comm.starts_with("tmux"))
     }
     #[cfg(not(target_os = "linux"))]
     {

@@ -160,6 +160,32 @@ pub fn stat(pid: u32) -> Option<Stat> {
     parse_stat(&buf[..len])
 }
 
+/// The children of process `pid`'s main thread
+/// (`/proc/PID/task/PID/children`: a thread's own, so a multithreaded
+/// process's other threads' children are not among them); `None` when
+/// it is gone or the kernel keeps no such file.
+pub(crate) fn children(pid: u32) -> Option<Vec<u32>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    Some(
+        text.split_ascii_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect(),
+    )
+}
+
+/// The name process `pid` runs under (`/proc/PID/comm`, without its
+/// newline), `None` when it is gone.
+pub(crate) fn comm(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end().to_owned())
+}
+
+/// The working directory of process `pid`, `None` when it is gone or
+/// another user's.
+pub(crate) fn cwd(pid: u32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+}
+
 /// The program `process` runs (`/proc/PID/exe`), `None` when it is gone,
 /// unreadable, or its pid names another process by the time the link is
 /// read (checked after: a reused pid's program is never returned).

@@ -140,10 +140,9 @@ fn waited_child(pid: i32, group: i32) -> Option<i32> {
     if wchan.trim() != "do_wait" {
         return None;
     }
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    let mut same_group = children
-        .split_ascii_whitespace()
-        .filter_map(|word| word.parse::<i32>().ok())
+    let mut same_group = super::procfs::children(u32::try_from(pid).ok()?)?
+        .into_iter()
+        .filter_map(|child| i32::try_from(child).ok())
         .filter(|&child| stat_of(child).is_some_and(|stat| stat.pgrp == group));
     let child = same_group.next()?;
     same_group.next().is_none().then_some(child)

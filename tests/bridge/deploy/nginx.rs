@@ -69,7 +69,33 @@ http {{
 }
 
 /// nginx, stopped on drop.
-pub(super) struct Nginx(pub(super) tokio::process::Child);
+pub(super) struct Nginx(tokio::process::Child);
+
+impl Nginx {
+    /// Starts `nginx` with the configuration `conf`, its prefix and error
+    /// log in `root`, and waits until it accepts connections on `host`.
+    pub(super) async fn start(nginx: &Path, root: &Path, conf: &Path, host: &str) -> Nginx {
+        let child = tokio::process::Command::new(nginx)
+            .arg("-c")
+            .arg(conf)
+            .arg("-p")
+            .arg(root)
+            // Not the compiled-in /var/log/nginx, which a user cannot write.
+            .arg("-e")
+            .arg(root.join("error.log"))
+            .args(["-g", "daemon off;"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let nginx = Nginx(child);
+        crate::support::poll("nginx listening", super::super::WAIT, || async {
+            TcpStream::connect(host).await.ok()
+        })
+        .await;
+        nginx
+    }
+}
 
 impl Drop for Nginx {
     fn drop(&mut self) {
@@ -113,21 +139,7 @@ async fn serve_behind_nginx_on_a_unix_socket_under_a_base_path() {
         let token = served.token();
         let conf = root.join("nginx.conf");
         std::fs::write(&conf, config(&root, port, &socket)).unwrap();
-        let _nginx = Nginx(
-            tokio::process::Command::new(nginx)
-                .arg("-c")
-                .arg(&conf)
-                .arg("-p")
-                .arg(&root)
-                // Not the compiled-in /var/log/nginx, which a user cannot write.
-                .arg("-e")
-                .arg(root.join("error.log"))
-                .args(["-g", "daemon off;"])
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap(),
-        );
+        let _nginx = Nginx::start(&nginx, &root, &conf, &host).await;
         let error_log = root.join("error.log");
         let connect = || async {
             crate::support::poll("nginx listening", super::super::WAIT, || async {

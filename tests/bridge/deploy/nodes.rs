@@ -7,7 +7,6 @@
 //! unreachable within 2 s while a and c keep working.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -238,24 +237,7 @@ async fn three_nodes_behind_one_nginx() {
             .collect();
         let conf = root.join("nginx.conf");
         std::fs::write(&conf, config(&root, port, &named)).unwrap();
-        let _nginx = Nginx(
-            tokio::process::Command::new(nginx)
-                .arg("-c")
-                .arg(&conf)
-                .arg("-p")
-                .arg(&root)
-                .arg("-e")
-                .arg(root.join("error.log"))
-                .args(["-g", "daemon off;"])
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap(),
-        );
-        crate::support::poll("nginx listening", super::super::WAIT, || async {
-            tokio::net::TcpStream::connect(&host).await.ok()
-        })
-        .await;
+        let _nginx = Nginx::start(&nginx, &root, &conf, &host).await;
         let front = Front {
             host: host.clone(),
             client: reqwest::Client::new(),
