@@ -99,7 +99,10 @@ fn tmux_parse(dir: &std::path::Path, file: &std::path::Path) -> Duration {
             .unwrap();
         assert!(status.success(), "tmux {args:?}");
     };
-    tmux(&common::raw_session_args("/dev/null", &["sh", "-c", &script]));
+    tmux(&common::raw_session_args(
+        "/dev/null",
+        &["sh", "-c", &script],
+    ));
     let start = Instant::now();
     tmux(&["wait-for", "-S", "go"]);
     tmux(&["wait-for", "parsed"]);

@@ -109,7 +109,7 @@ fn group_members(pane: u32, group: u32) -> Vec<String> {
         }
     };
     pids.sort_unstable();
-    pids.into_iter().filter_map(comm).collect()
+    pids.into_iter().filter_map(procfs::comm).collect()
 }
 
 /// `root` and its descendants (at most [`MAX_TREE`]), from the

@@ -381,9 +381,15 @@ mod tests {
         let answered = unwinding(verb, async { panic!("the stream broke its promise") }).await;
         let error = answered.expect_err("a panic is an error");
         assert_eq!(error.code, rmcp::model::ErrorCode::INTERNAL_ERROR);
-        assert!(error.message.contains("the stream broke its promise"), "{error:?}");
+        assert!(
+            error.message.contains("the stream broke its promise"),
+            "{error:?}"
+        );
         assert!(error.message.starts_with(verb.tool), "{error:?}");
-        let fine = unwinding(verb, async { Ok(CallToolResult::success(Vec::new()).into()) }).await;
+        let fine = unwinding(verb, async {
+            Ok(CallToolResult::success(Vec::new()).into())
+        })
+        .await;
         assert!(fine.is_ok());
     }
 }
