@@ -230,25 +230,21 @@ async fn run(
         audited.terminal = Some(terminal.to_owned());
         arguments = arguments.with_terminal(terminal.to_owned())?;
     }
-    if let Arguments::Json(fields) = &arguments {
-        audited.bytes = fields
-            .get("text")
-            .and_then(Value::as_str)
-            .map(|text| text.len() as u64);
-    }
-    let answer = if verb.name == "spawn" {
-        detached(verb, state, who, arguments).await?
-    } else if verb.name == "list" {
-        return Ok(encoded_list(state, who, arguments).await?);
+    audited.bytes = arguments.text_len();
+    // A read-only principal's read or wait never recreates a dead
+    // `on-attach` terminal: that would start its program.
+    let owned = state.registry.owner(&who.owner);
+    let owned = if who.read_only {
+        owned.read_only()
     } else {
-        // A read-only principal's read or wait never recreates a dead
-        // `on-attach` terminal: that would start its program.
-        let owned = state.registry.owner(&who.owner);
-        let owned = if who.read_only {
-            owned.read_only()
-        } else {
-            owned
-        };
+        owned
+    };
+    if let Some(encode) = verb.encode {
+        return Ok(encoded(encode(owned, arguments).await?));
+    }
+    let answer = if verb.detached {
+        detached(verb, state, who, arguments).await?
+    } else {
         (verb.run)(owned, arguments).await?
     };
     if audited.terminal.is_none() {
@@ -258,26 +254,16 @@ async fn run(
     Answer::Ok((status, Json(answer)).into_response())
 }
 
-/// `list`'s answer written straight from its snapshots, the JSON text
-/// once: the verb table's `Value` of it (a map per terminal, then
-/// written, then freed) was a third of the CPU of a list at 1,000
-/// terminals. The same JSON, fields in the snapshot's order.
-async fn encoded_list(
-    state: &AppState,
-    who: &Principal,
-    arguments: Arguments,
-) -> crate::Result<Response> {
-    let request: ListRequest = arguments.parse()?;
-    let terminals = verbs::list(state.registry.owner(&who.owner), &request).await?;
-    let body = serde_json::to_vec(&terminals)
-        .map_err(|e| Error::io("encoding an answer", std::io::Error::other(e)))?;
+/// An answer the verb wrote as JSON text itself (see `Verb::encode`).
+fn encoded(body: Vec<u8>) -> Response {
     let json = axum::http::HeaderValue::from_static("application/json");
-    Ok(([(axum::http::header::CONTENT_TYPE, json)], body).into_response())
+    ([(axum::http::header::CONTENT_TYPE, json)], body).into_response()
 }
 
-/// Runs `verb` in a task of its own: a spawn whose client went away still
-/// completes (hyper drops the handler's future then, which would roll it
-/// back): the terminal is the user's either way, and `list` shows it.
+/// Runs `verb` in a task of its own (`Verb::detached`): a spawn whose
+/// client went away still completes (hyper drops the handler's future
+/// then, which would roll it back): the terminal is the user's either
+/// way, and `list` shows it.
 async fn detached(
     verb: &'static Verb,
     state: &AppState,
@@ -286,15 +272,20 @@ async fn detached(
 ) -> crate::Result<Value> {
     let registry = state.registry.clone();
     let owner = who.owner.clone();
-    tokio::spawn(async move { (verb.run)(registry.owner(&owner), arguments).await })
-        .await
-        .unwrap_or_else(|failed| match failed.try_into_panic() {
-            Ok(panic) => std::panic::resume_unwind(panic),
-            Err(_) => Err(Error::Cancelled(format!(
-                "{}: the server is shutting down",
-                verb.name
-            ))),
-        })
+    let read_only = who.read_only;
+    tokio::spawn(async move {
+        let owned = registry.owner(&owner);
+        let owned = if read_only { owned.read_only() } else { owned };
+        (verb.run)(owned, arguments).await
+    })
+    .await
+    .unwrap_or_else(|failed| match failed.try_into_panic() {
+        Ok(panic) => std::panic::resume_unwind(panic),
+        Err(_) => Err(Error::Cancelled(format!(
+            "{}: the server is shutting down",
+            verb.name
+        ))),
+    })
 }
 
 /// How many viewers each of your terminals has in this `serve` (both

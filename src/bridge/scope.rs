@@ -1,12 +1,14 @@
 //! A share link's holder (`tmux-engine link --terminal T`): one terminal,
 //! nothing else. The middleware lets such a session reach only that
-//! terminal's routes (show, screen, scrollback, commands, send, signal,
-//! attach; files only when the link grants them, `--files`: a holder who
-//! may type into a `less` or a TUI has no shell, so moving any file the
-//! server's user can read would be more than typing gives), its own session, the document, and the list and viewer counts
-//! filtered to that terminal; everything else is `403 FORBIDDEN_SCOPE`, another
-//! terminal `404 NO_TERMINAL` as if it did not exist. No registry logic:
-//! a name is resolved through the owner's `show`, as every route does.
+//! terminal's routes: the verbs whose entry says `Shared::Terminal` (show,
+//! screen, scrollback, commands, send, signal), its viewer, and its files
+//! only when the link grants them (`--files`: a holder who may type into a
+//! `less` or a TUI has no shell, so moving any file the server's user can
+//! read would be more than typing gives); its own session, the document,
+//! and the list (`Shared::Filtered`) and viewer counts filtered to that
+//! terminal. Everything else is `403 FORBIDDEN_SCOPE`, another terminal
+//! `404 NO_TERMINAL` as if it did not exist. No registry logic: a name is
+//! resolved through the owner's `show`, as every route does.
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
@@ -17,6 +19,7 @@ use super::AppState;
 use super::api::ApiError;
 use super::auth::Principal;
 use crate::Error;
+use crate::verbs::{Shared, VERBS};
 
 /// The one terminal a share link's session may use, and its grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +66,8 @@ pub(super) async fn is_scope(
         .is_ok_and(|snapshot| snapshot.id.as_str() == scope.terminal)
 }
 
-/// Judges one request of a scoped session.
+/// Judges one request of a scoped session: a verb's route by the verb's
+/// `shared`, the bridge's own by the list here.
 ///
 /// # Errors
 /// `403 FORBIDDEN_SCOPE` for a route outside the terminal, `404
@@ -75,23 +79,29 @@ pub(super) async fn judge(
     method: &Method,
     path: &str,
 ) -> Result<Filter, ApiError> {
-    match (method.as_str(), path) {
+    let method = method.as_str();
+    match (method, path) {
         (_, "/api/session") | ("GET", "/api/openapi.json") => return Ok(Filter::Pass),
-        ("GET", "/api/terminals") => return Ok(Filter::List),
         ("GET", "/api/viewers") => return Ok(Filter::Viewers),
         _ => {}
     }
+    let shared = VERBS
+        .iter()
+        .find(|verb| {
+            verb.route
+                .is_some_and(|route| route.method == method && fits(route.path, path))
+        })
+        .map_or(Shared::No, |verb| verb.shared);
     let Some(rest) = path.strip_prefix("/api/terminals/") else {
-        return Err(forbidden(scope));
+        return match shared {
+            Shared::Filtered => Ok(Filter::List),
+            Shared::Terminal | Shared::No => Err(forbidden(scope)),
+        };
     };
     let (target, tail) = rest.split_once('/').unwrap_or((rest, ""));
-    let files = matches!((method.as_str(), tail), ("GET" | "PUT", "files"));
-    let allowed = files
-        || matches!(
-            (method.as_str(), tail),
-            ("GET", "" | "screen" | "scrollback" | "commands" | "attach")
-                | ("POST", "send" | "signal")
-        );
+    // The bridge's own routes of a terminal: its viewer, its files.
+    let files = matches!((method, tail), ("GET" | "PUT", "files"));
+    let allowed = files || (method, tail) == ("GET", "attach") || shared == Shared::Terminal;
     if !is_scope(state, who, scope, target).await {
         return Err(ApiError::from(Error::NoTerminal(target.to_owned())));
     }
@@ -110,6 +120,21 @@ pub(super) async fn judge(
         ));
     }
     Ok(Filter::Pass)
+}
+
+/// Whether `path` is one of `route`'s (axum's syntax: `{t}` stands for
+/// one segment).
+fn fits(route: &str, path: &str) -> bool {
+    let mut route = route.split('/');
+    let mut path = path.split('/');
+    loop {
+        match (route.next(), path.next()) {
+            (None, None) => return true,
+            (Some(want), Some(got)) if want == got => {}
+            (Some(want), Some(got)) if want.starts_with('{') && !got.is_empty() => {}
+            _ => return false,
+        }
+    }
 }
 
 /// Applies `filter` to a JSON answer.
@@ -134,4 +159,28 @@ pub(super) async fn filter(filter: Filter, scope: &Scope, response: Response) ->
         .headers_mut()
         .remove(axum::http::header::CONTENT_LENGTH);
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fits;
+
+    /// A route's `{t}` stands for one segment, never none or two.
+    #[test]
+    fn a_path_fits_its_route() {
+        let route = "/api/terminals/{t}/screen";
+        assert!(fits(route, "/api/terminals/t-1/screen"));
+        assert!(fits("/api/terminals/{t}", "/api/terminals/build"));
+        assert!(fits("/api/terminals", "/api/terminals"));
+        for path in [
+            "/api/terminals//screen",
+            "/api/terminals/t-1/screen/x",
+            "/api/terminals/t-1/scrollback",
+            "/api/terminals/t-1",
+            "/api/terminals/",
+        ] {
+            assert!(!fits(route, path), "{path}");
+        }
+        assert!(!fits("/api/terminals/{t}", "/api/terminals/t-1/"));
+    }
 }

@@ -586,7 +586,7 @@ pub(crate) struct LinkRequest {
     pub files: bool,
 }
 
-pub(super) fn json_body<T: serde::de::DeserializeOwned>(
+pub(super) fn json_body<T: serde::de::DeserializeOwned + 'static>(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiError> {
     let bytes = bytes.map_err(|rejection| {

@@ -7,10 +7,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value, json};
 
 use tmux_engine::registry::{RestartPolicy, WaitFor};
-use tmux_engine::verbs::{SendRequest, SpawnRequest, WaitRequest};
+use tmux_engine::verbs::{
+    self, Arguments, CommandsRequest, ListRequest, ReadFormat, ReadRequest, RenameRequest,
+    SearchRequest, SendRequest, SignalRequest, SpawnRequest, TerminalRequest, Verb, WaitRequest,
+};
 use tmux_engine::vocab::Size;
 use tmux_engine::{Error, Result};
 
@@ -324,6 +326,19 @@ impl SpawnArgs {
 }
 
 impl SendArgs {
+    /// The text to type: TEXT, or with `--stdin` what `stdin` reads (any
+    /// bytes), never both.
+    fn text(&self, stdin: impl FnOnce() -> Result<Vec<u8>>) -> Result<Vec<u8>> {
+        match (&self.text, self.stdin) {
+            (Some(_), true) => Err(Error::InvalidInput(
+                "give TEXT or --stdin, not both".to_owned(),
+            )),
+            (Some(text), false) => Ok(text.clone().into_bytes()),
+            (None, true) => stdin(),
+            (None, false) => Ok(Vec::new()),
+        }
+    }
+
     /// The verb layer's request for these flags, typing `text`.
     pub(crate) fn request(&self, text: Vec<u8>) -> Result<SendRequest> {
         let mut request = match String::from_utf8(text) {
@@ -366,29 +381,109 @@ impl WaitArgs {
 }
 
 impl TerminalCommand {
-    /// The verb-table word and JSON arguments of a command that has no
-    /// flags of its own beyond its request's fields: `cli/verbs.rs` runs
-    /// it through the table's entry (a new verb needs only its variant
-    /// and its line here).
-    ///
-    /// # Panics
-    /// For a command with its own body in `cli/verbs.rs` (never asked).
-    pub(crate) fn table_call(&self) -> (&'static str, Map<String, Value>) {
-        let (word, arguments) = match self {
-            TerminalCommand::Show { target } => ("show", json!({ "terminal": target })),
-            TerminalCommand::Screen { target } => ("screen", json!({ "terminal": target })),
-            TerminalCommand::Signal { target, signal } => {
-                ("signal", json!({ "terminal": target, "signal": signal }))
-            }
-            TerminalCommand::Kill { target } => ("kill", json!({ "terminal": target })),
-            TerminalCommand::Rename { target, name } => {
-                ("rename", json!({ "terminal": target, "name": name }))
-            }
-            other => unreachable!("{other:?} has its own body"),
+    /// The verb of the table this command runs, and its request built
+    /// from the flags (`stdin` read for `send --stdin` alone); `None` for
+    /// a command of the CLI's own (probe, record, events, attach, reap).
+    /// `cli/verbs.rs` runs every verb the same way: a new verb needs only
+    /// its variant and its line here.
+    pub(crate) fn verb_call(
+        &self,
+        stdin: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Option<Result<(&'static Verb, Arguments)>> {
+        let named = |target: &String| TerminalRequest {
+            terminal: target.clone(),
         };
-        match arguments {
-            Value::Object(arguments) => (word, arguments),
-            _ => (word, Map::new()),
+        let call =
+            |verb: &'static Verb, request: Result<Arguments>| Some(request.map(|r| (verb, r)));
+        match self {
+            TerminalCommand::Spawn(args) => {
+                call(&verbs::SPAWN, args.clone().request().map(Arguments::typed))
+            }
+            TerminalCommand::List => call(&verbs::LIST, Ok(Arguments::typed(ListRequest {}))),
+            TerminalCommand::Show { target } => {
+                call(&verbs::SHOW, Ok(Arguments::typed(named(target))))
+            }
+            TerminalCommand::Send(args) => call(
+                &verbs::SEND,
+                args.text(stdin)
+                    .and_then(|text| args.request(text))
+                    .map(Arguments::typed),
+            ),
+            TerminalCommand::Read {
+                target,
+                offset,
+                count,
+                max_bytes,
+                max_lines,
+                since,
+                format,
+            } => {
+                let request = format
+                    .as_deref()
+                    .map(str::parse::<ReadFormat>)
+                    .transpose()
+                    .map(|format| {
+                        Arguments::typed(ReadRequest {
+                            terminal: target.clone(),
+                            offset: *offset,
+                            count: *count,
+                            max_bytes: *max_bytes,
+                            max_lines: *max_lines,
+                            since: since.clone(),
+                            format,
+                        })
+                    });
+                call(&verbs::READ, request)
+            }
+            TerminalCommand::Search {
+                regex,
+                terminal,
+                context,
+                max_matches,
+                max_bytes,
+            } => call(
+                &verbs::SEARCH,
+                Ok(Arguments::typed(SearchRequest {
+                    terminal: terminal.clone(),
+                    regex: regex.clone(),
+                    context: *context,
+                    max_matches: *max_matches,
+                    max_bytes: *max_bytes,
+                })),
+            ),
+            TerminalCommand::Screen { target } => {
+                call(&verbs::SCREEN, Ok(Arguments::typed(named(target))))
+            }
+            TerminalCommand::Signal { target, signal } => call(
+                &verbs::SIGNAL,
+                Ok(Arguments::typed(SignalRequest {
+                    terminal: target.clone(),
+                    signal: signal.clone(),
+                })),
+            ),
+            TerminalCommand::Kill { target } => {
+                call(&verbs::KILL, Ok(Arguments::typed(named(target))))
+            }
+            TerminalCommand::Rename { target, name } => call(
+                &verbs::RENAME,
+                Ok(Arguments::typed(RenameRequest {
+                    terminal: target.clone(),
+                    name: name.clone(),
+                })),
+            ),
+            TerminalCommand::Wait(args) => call(&verbs::WAIT, Ok(Arguments::typed(args.request()))),
+            TerminalCommand::Commands { target, limit } => call(
+                &verbs::COMMANDS,
+                Ok(Arguments::typed(CommandsRequest {
+                    terminal: target.clone(),
+                    limit: *limit,
+                })),
+            ),
+            TerminalCommand::Probe { .. }
+            | TerminalCommand::Record { .. }
+            | TerminalCommand::Events { .. }
+            | TerminalCommand::Attach { .. }
+            | TerminalCommand::Reap { .. } => None,
         }
     }
 

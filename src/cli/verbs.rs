@@ -1,19 +1,15 @@
-//! The bodies of the registry commands, one per [`TerminalCommand`] verb,
-//! each run through the verb layer (`tmux_engine::verbs`, the HTTP API's
-//! and MCP's too) and written as text or, with `--json`, as the verb's
-//! answer. A command with no flags of its own (`show`, `screen`, `signal`,
-//! `kill`, `rename`, and any new verb) has no body here: its verb-table entry runs it
-//! ([`table`]), and its answer is printed as it is.
+//! The registry commands: every verb of the verb table run one way
+//! ([`run_verb`]: its entry runs it, and its answer is printed as it is
+//! with `--json`, else as the entry's text), the HTTP API's and MCP's
+//! entries too; then the bodies of the CLI's own commands (probe, record,
+//! events, attach, reap).
 
 use std::io::{Read, Write};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tmux_engine::control::{Event, Notification};
-use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, SignalDelivery, TerminalSnapshot};
-use tmux_engine::verbs::{
-    self, Arguments, ListRequest, ReadAnswer, ReadFormat, ReadRequest, SearchRequest,
-    TerminalRequest,
-};
+use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
+use tmux_engine::verbs::{self, Arguments, TerminalRequest, Verb};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
 use tracing::warn;
@@ -33,8 +29,9 @@ fn summary(snapshot: &TerminalSnapshot) -> String {
     )
 }
 
-/// Runs `command` against an open registry: each verb through the verb
-/// layer (`tmux_engine::verbs`), whose answers `--json` prints as they are.
+/// Runs `command` against an open registry: a verb of the table through
+/// its entry, one way for all (its answer printed as `--json` or as the
+/// entry's text for a person); the CLI's own commands by their bodies.
 pub(super) async fn dispatch(
     registry: &Registry,
     owner: &OwnerId,
@@ -42,118 +39,12 @@ pub(super) async fn dispatch(
     command: TerminalCommand,
     out: &mut dyn Write,
 ) -> std::result::Result<(), CliError> {
+    if let Some(call) = command.verb_call(read_stdin) {
+        let (verb, arguments) = call?;
+        return Ok(run_verb(registry, owner, json, verb, arguments, out).await?);
+    }
     let named = |terminal: String| TerminalRequest { terminal };
     match command {
-        TerminalCommand::Spawn(args) => {
-            let snapshot = verbs::spawn(registry.owner(owner), args.request()?).await?;
-            if json {
-                write_json(out, &snapshot)?;
-            } else {
-                write_line(out, snapshot.id.as_str())?;
-            }
-        }
-        TerminalCommand::List => {
-            let list = verbs::list(registry.owner(owner), &ListRequest {}).await?;
-            report_corrupt(&registry.corrupt_records(), json);
-            if json {
-                write_json(out, &list)?;
-            } else {
-                for snapshot in &list {
-                    write_line(out, &summary(snapshot))?;
-                }
-            }
-        }
-        TerminalCommand::Send(args) => {
-            let text = match (&args.text, args.stdin) {
-                (Some(_), true) => {
-                    return Err(
-                        Error::InvalidInput("give TEXT or --stdin, not both".to_owned()).into(),
-                    );
-                }
-                (Some(text), false) => text.clone().into_bytes(),
-                (None, true) => {
-                    let mut bytes = Vec::new();
-                    std::io::stdin()
-                        .read_to_end(&mut bytes)
-                        .map_err(|e| Error::io("reading stdin", e))?;
-                    bytes
-                }
-                (None, false) => Vec::new(),
-            };
-            let request = args.request(text)?;
-            let sent = verbs::send(registry.owner(owner), request)
-                .await?
-                .answer()
-                .await?;
-            if json {
-                write_json(out, &sent)?;
-            } else {
-                out.write_all(sent.output.as_bytes())
-                    .map_err(|e| Error::io("writing stdout", e))?;
-                if !sent.output.is_empty() && !sent.output.ends_with('\n') {
-                    write_line(out, "")?;
-                }
-            }
-        }
-        TerminalCommand::Read {
-            target,
-            offset,
-            count,
-            max_bytes,
-            max_lines,
-            since,
-            format,
-        } => {
-            let format = format
-                .as_deref()
-                .map(str::parse::<ReadFormat>)
-                .transpose()?;
-            let request = ReadRequest {
-                terminal: target,
-                offset,
-                count,
-                max_bytes,
-                max_lines,
-                since,
-                format,
-            };
-            let answer = verbs::read(registry.owner(owner), request).await?;
-            if json {
-                write_json(out, &answer)?;
-            } else {
-                write_read(out, &answer)?;
-            }
-        }
-        TerminalCommand::Search {
-            regex,
-            terminal,
-            context,
-            max_matches,
-            max_bytes,
-        } => {
-            let request = SearchRequest {
-                terminal,
-                regex,
-                context,
-                max_matches,
-                max_bytes,
-            };
-            let found = verbs::search(registry.owner(owner), &request).await?;
-            if json {
-                write_json(out, &found)?;
-            } else {
-                for found in &found.matches {
-                    let who = found.name.as_deref().unwrap_or(&found.terminal);
-                    for text in &found.before {
-                        write_line(out, &format!("{who}-{text}"))?;
-                    }
-                    write_line(out, &format!("{who}:{}:{}", found.line, found.text))?;
-                    for text in &found.after {
-                        write_line(out, &format!("{who}-{text}"))?;
-                    }
-                }
-            }
-        }
         TerminalCommand::Probe { target } => {
             let report = verbs::probe(registry.owner(owner), &named(target)).await?;
             if json {
@@ -167,45 +58,6 @@ pub(super) async fn dispatch(
                         if report.recreated { "\trecreated" } else { "" }
                     ),
                 )?;
-            }
-        }
-        TerminalCommand::Wait(args) => {
-            let found = verbs::wait(registry.owner(owner), &args.request()).await?;
-            if json {
-                write_json(out, &found)?;
-            } else if let Some(output) = &found.output {
-                out.write_all(output.as_bytes())
-                    .map_err(|e| Error::io("writing the output".to_owned(), e))?;
-            } else {
-                write_line(out, &found.matched)?;
-            }
-        }
-        TerminalCommand::Commands { target, limit } => {
-            let request = verbs::CommandsRequest {
-                terminal: target,
-                limit,
-            };
-            let listed = verbs::commands(registry.owner(owner), &request).await?;
-            if json {
-                write_json(out, &listed)?;
-            } else {
-                for command in &listed.commands {
-                    let code = command
-                        .exit_code
-                        .map_or_else(|| "-".to_owned(), |code| code.to_string());
-                    let state = if command.running { "running" } else { "ended" };
-                    let text = command.text.as_deref().unwrap_or("");
-                    write_line(out, &format!("{}\t{state}\t{code}\t{text}", command.id))?;
-                }
-                if listed.unknown_ended > 0 {
-                    write_line(
-                        out,
-                        &format!(
-                            "({} earlier commands ended before {}: nothing known of them)",
-                            listed.unknown_ended, listed.known_from
-                        ),
-                    )?;
-                }
             }
         }
         TerminalCommand::Record {
@@ -256,65 +108,41 @@ pub(super) async fn dispatch(
                 return Err(failure.into());
             }
         }
-        other => table(registry, owner, json, &other, out).await?,
+        // Every verb of the table was run above.
+        _ => {}
     }
     Ok(())
 }
 
-/// A command without flags of its own: its verb-table entry runs it, and
-/// its answer is printed as it is (`--json`), or for a person.
-async fn table(
+/// Runs a verb of the table: its answer printed as it is (`--json`), or
+/// as its entry's text for a person; a verb that scans the state
+/// directory also reports what it found corrupt.
+async fn run_verb(
     registry: &Registry,
     owner: &OwnerId,
     json: bool,
-    command: &TerminalCommand,
+    verb: &'static Verb,
+    arguments: Arguments,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (word, arguments) = command.table_call();
-    let verb = verbs::VERBS
-        .iter()
-        .find(|verb| verb.cli == word)
-        .ok_or_else(|| Error::Unsupported(format!("{word} is not a verb of the table")))?;
-    let answer = (verb.run)(registry.owner(owner), Arguments::Json(arguments)).await?;
+    let answer = (verb.run)(registry.owner(owner), arguments).await?;
+    if verb.scans {
+        report_corrupt(&registry.corrupt_records(), json);
+    }
     if json {
         return write_json(out, &answer);
     }
-    match verb.name {
-        "kill" if answer["killed"] == true => write_line(out, "killed"),
-        "kill" => write_line(out, "joined a kill in flight"),
-        "show" => {
-            // The snapshot's line, then whether sends get exit codes.
-            let integration = answer["shell_integration"]
-                .as_str()
-                .unwrap_or("-")
-                .to_owned();
-            let line = summary(&typed::<TerminalSnapshot>(answer)?);
-            write_line(out, &format!("{line}\tshell_integration={integration}"))
-        }
-        "rename" => write_line(out, &summary(&typed::<TerminalSnapshot>(answer)?)),
-        "signal" => {
-            let delivery = typed::<SignalDelivery>(answer)?;
-            let line = format!("{} -> process group {}", delivery.signal, delivery.pgid);
-            write_line(out, &line)
-        }
-        "screen" => {
-            for line in answer["lines"].as_array().into_iter().flatten() {
-                write_line(out, line.as_str().unwrap_or(""))?;
-            }
-            Ok(())
-        }
-        _ => {
-            let text = serde_json::to_string_pretty(&answer)
-                .map_err(|e| Error::io("encoding the answer", std::io::Error::other(e)))?;
-            write_line(out, &text)
-        }
-    }
+    out.write_all(&(verb.text)(answer)?)
+        .map_err(|e| Error::io("writing stdout", e))
 }
 
-/// An answer back as its type, for its text form.
-fn typed<T: serde::de::DeserializeOwned>(answer: Value) -> Result<T> {
-    serde_json::from_value(answer)
-        .map_err(|e| Error::io("reading the answer", std::io::Error::other(e)))
+/// `send --stdin`'s text: all of standard input, any bytes.
+fn read_stdin() -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("reading stdin", e))?;
+    Ok(bytes)
 }
 
 /// Reports records moved aside as corrupt on stderr (stdout keeps its
@@ -435,23 +263,3 @@ async fn attach(
 /// How long `attach` holds the lock waiting for tmux to report the client
 /// attached (a failed attach exits without any report).
 const ATTACH_CONFIRM: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// A read for people: its lines, its text, or its bytes exactly.
-fn write_read(out: &mut dyn Write, answer: &ReadAnswer) -> Result<()> {
-    use base64::Engine as _;
-    for text in answer.lines.iter().flatten() {
-        write_line(out, text)?;
-    }
-    if let Some(text) = &answer.text {
-        out.write_all(text.as_bytes())
-            .map_err(|e| Error::io("writing stdout", e))?;
-    }
-    if let Some(encoded) = &answer.bytes {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .map_err(|e| Error::io("decoding the output", std::io::Error::other(e)))?;
-        out.write_all(&bytes)
-            .map_err(|e| Error::io("writing stdout", e))?;
-    }
-    Ok(())
-}

@@ -5,9 +5,11 @@
 //! message`), never a protocol error or a crash; only arguments that do not
 //! fit the tool's type are a protocol error (invalid params, -32602,
 //! checked before the tool runs), and a panic in the engine, which
-//! answers an internal error (-32603) instead of no answer. MCP's own parts are here: a send's
-//! progress and its default `history: false`, cancellation, and the bound
-//! on the text the verb layer does not bound (screen, wait, errors).
+//! answers an internal error (-32603) instead of no answer. MCP's own
+//! parts are here, each asked of the verb's entry, never its name: the
+//! agent's defaults (a spawn's `agent`, a send's `history: false`), the
+//! guard rails on what it types, progress, cancellation, and the bound on
+//! the text the verb layer does not bound (screen, wait, errors).
 //! Nothing here kills a terminal except `terminal_kill`.
 
 use std::sync::Arc;
@@ -32,7 +34,7 @@ use crate::registry::SendOperation;
 use crate::shell::ShellKind;
 use crate::tmux::{ProcessId, procfs};
 use crate::verbs::{
-    self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, SendRequest, TerminalRequest, VERBS, Verb,
+    self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, Started, TerminalRequest, VERBS, Verb,
     keep_tail_json, keep_tail_lines_json,
 };
 
@@ -127,17 +129,22 @@ fn tool(verb: &Verb, output: Map<String, Value>) -> Tool {
         .with_annotations(hints)
 }
 
-/// Runs one tool call: its arguments checked against the verb's request
-/// type (invalid params when they do not fit), then the verb.
+/// Runs one tool call: the agent's defaults filled in, its arguments
+/// checked against the verb's request type (invalid params when they do
+/// not fit), the guard rails asked of what it types, then the verb: with
+/// progress where it reports it, stopped by a cancel where it is
+/// cancellable.
 async fn call(
     verb: &'static Verb,
     context: ToolCallContext<'_, McpServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     let server = context.service;
     let mut arguments = context.arguments.unwrap_or_default();
-    if verb.name == "spawn" {
-        // An agent's terminal: no pager or editor waiting for keys.
-        arguments.entry("agent").or_insert(Value::Bool(true));
+    for &(key, value) in verb.agent_defaults {
+        let field = arguments.entry(key).or_insert(Value::Null);
+        if field.is_null() {
+            *field = Value::Bool(value);
+        }
     }
     (verb.check)(&arguments).map_err(|error| {
         ErrorData::invalid_params(
@@ -146,14 +153,28 @@ async fn call(
         )
     })?;
     let context = context.request_context;
-    if verb.name == "send" {
-        return Ok(server.send(arguments, &context).await.into());
+    if let Some(types) = verb.types
+        && !server.guard.is_open()
+    {
+        let typed = match types(&arguments) {
+            Ok(typed) => typed,
+            Err(error) => return Ok(failure(&error).into()),
+        };
+        let target = server.target(&typed.terminal).await;
+        if let Err(error) = server.guard.check(&typed.line, typed.submit, target).await {
+            return Ok(failure(&error).into());
+        }
     }
     let owned = server.owned();
-    let run = (verb.run)(owned, Arguments::Json(arguments));
-    // A spawn or a wait the client cancelled stops (a dropped spawn rolls
-    // back what it made); the other verbs are short and run to their end.
-    let answer = if matches!(verb.name, "spawn" | "wait") {
+    let arguments = Arguments::Json(arguments);
+    if let Some(start) = verb.progress {
+        return Ok(followed(verb, start(owned, arguments), &context)
+            .await
+            .into());
+    }
+    let run = (verb.run)(owned, arguments);
+    // A dropped spawn rolls back what it made.
+    let answer = if verb.cancellable {
         tokio::select! {
             answer = run => answer,
             () = context.ct.cancelled() => Err(cancelled(verb.tool)),
@@ -163,7 +184,7 @@ async fn call(
     };
     let result = match answer {
         Ok(mut value) => {
-            if matches!(verb.name, "screen" | "wait") {
+            if verb.unbounded {
                 bound_text(&mut value);
             }
             success(&value)
@@ -171,6 +192,42 @@ async fn call(
         Err(error) => failure(&error),
     };
     Ok(result.into())
+}
+
+/// A verb started as an operation: its output reported as progress while
+/// it runs (when the client asked with a progress token), a cancel that
+/// stops it.
+async fn followed(
+    verb: &Verb,
+    started: impl std::future::Future<Output = crate::Result<Started>>,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let Started { operation, answer } = match started.await {
+        Ok(started) => started,
+        Err(error) => return failure(&error),
+    };
+    tokio::pin!(answer);
+    let progress = async {
+        match context.meta.get_progress_token() {
+            Some(token) => report_progress(operation.as_ref(), &context.peer, token).await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        result = &mut answer => result,
+        () = progress => unreachable!("progress reports until the operation ends"),
+        () = context.ct.cancelled(), if verb.cancellable => {
+            operation.cancel();
+            // It ends promptly once cancelled; waiting for it frees the
+            // terminal for the next call before we answer.
+            let _ = answer.await;
+            return failure(&cancelled(verb.tool));
+        }
+    };
+    match result {
+        Ok(answer) => success(&answer),
+        Err(error) => failure(&error),
+    }
 }
 
 /// Bounds the text of the answers the verb layer leaves whole (a screen's
@@ -235,58 +292,6 @@ impl McpServer {
             .and_then(|exe| ShellKind::of(&exe))
             .map_or(Target::Program, Target::Prompt)
     }
-
-    /// `terminal_send`: the verb, with progress while it waits and a
-    /// cancel that stops the wait.
-    async fn send(
-        &self,
-        arguments: Map<String, Value>,
-        context: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        let mut request: SendRequest = match Arguments::Json(arguments).parse() {
-            Ok(request) => request,
-            Err(error) => return failure(&error),
-        };
-        // An agent's commands stay out of the shell's history unless asked.
-        request.history.get_or_insert(false);
-        if !self.guard.is_open() {
-            let target = self.target(&request.terminal).await;
-            // What reaches the shell: the text, then the keys' text
-            // elements; an Enter among the keys runs the line as `submit`.
-            let (typed, submit) = typed_line(&request);
-            if let Err(error) = self.guard.check(&typed, submit, target).await {
-                return failure(&error);
-            }
-        }
-        let sending = match verbs::send(self.owned(), request).await {
-            Ok(sending) => sending,
-            Err(error) => return failure(&error),
-        };
-        let operation = sending.operation();
-        let result = sending.answer();
-        tokio::pin!(result);
-        let progress = async {
-            match context.meta.get_progress_token() {
-                Some(token) => report_progress(operation.as_ref(), &context.peer, token).await,
-                None => std::future::pending().await,
-            }
-        };
-        let result = tokio::select! {
-            result = &mut result => result,
-            () = progress => unreachable!("progress reports until the send ends"),
-            () = context.ct.cancelled() => {
-                operation.cancel();
-                // The send ends promptly once cancelled; waiting for it
-                // frees the terminal for the next send before we answer.
-                let _ = result.await;
-                return failure(&cancelled("terminal_send"));
-            }
-        };
-        match result {
-            Ok(answer) => success(&answer),
-            Err(error) => failure(&error),
-        }
-    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -343,32 +348,6 @@ async fn report_progress(
         let _ = peer.notify_progress(progress.with_message(message)).await;
         tokio::time::sleep(PROGRESS_INTERVAL).await;
     }
-}
-
-/// The line a send types, as the guard rails judge it: `text` and the
-/// text elements of `keys` joined, and whether it runs (`submit`, or
-/// an `Enter` among the keys). Keys that are not valid are refused by the
-/// verb itself; here they are left out.
-fn typed_line(request: &SendRequest) -> (String, bool) {
-    use crate::screen::keys::{KeyPiece, encode, parse_keys};
-    let mut typed = request.text.clone();
-    let mut submit = request.submit;
-    if let Some(keys) = &request.keys
-        && let Ok(pieces) = parse_keys(keys)
-    {
-        for piece in pieces {
-            match piece {
-                KeyPiece::Text(text) | KeyPiece::Word(text) => typed.push_str(&text),
-                key @ KeyPiece::Key(_) => {
-                    if encode(&[key], false) == b"\r" {
-                        submit = true;
-                        typed.push('\n');
-                    }
-                }
-            }
-        }
-    }
-    (typed, submit)
 }
 
 #[cfg(test)]

@@ -9,15 +9,20 @@
 //! | `record.rs`   | `record`: output as an asciicast v2 recording           |
 //! | `requests.rs` | the request types (serde + JSON Schema) and their checks |
 //! | `answers.rs`  | the answer types the verbs return                       |
+//! | `arguments.rs`| a verb's arguments as a face received them              |
 //! | `bounds.rs`   | the bound on a whole answer (`max_bytes`, `max_lines`)  |
 //! | `run.rs`      | one function per verb: validate, then one registry call |
 //! | `search.rs`   | `search`: a regex over one or all terminals' scrollback |
 //! | `since.rs`    | `read since`: the output after a cursor, cut at a line  |
 //! | `table.rs`    | the verb table: each verb once, for every face          |
+//! | `text.rs`     | each answer as a person reads it (the CLI's text)       |
 //!
 //! The verb table ([`VERBS`]) declares each verb once (name, request and
 //! answer types, read-only or not, HTTP route, CLI word, MCP tool,
-//! description); the MCP tools and the HTTP routes are built from it.
+//! description, and the traits the faces act on: cancellable, detached,
+//! bounded text, progress, a share link's reach, its text); the MCP tools,
+//! the HTTP routes and the CLI's verbs are built from it, and no face
+//! tells a verb by its name.
 //! The CLI's `--json`, the HTTP API (`bridge/api.rs`) and the MCP tools
 //! (`mcp/`) parse into these requests and render these answers and
 //! nothing else, so the three faces share one set of rules: a relative
@@ -29,6 +34,7 @@
 //! [`Registry`]: crate::registry::Registry
 
 mod answers;
+mod arguments;
 mod bounds;
 mod commands;
 mod record;
@@ -37,8 +43,10 @@ mod run;
 mod search;
 mod since;
 mod table;
+mod text;
 
 pub use answers::{ExitCodeSource, KillAnswer, ReadAnswer, SendAnswer, WaitAnswer};
+pub use arguments::Arguments;
 pub(crate) use bounds::MAX_ANSWER_BYTES;
 pub(crate) use bounds::{keep_tail_json, keep_tail_lines_json};
 pub use commands::{CommandsRequest, commands};
@@ -46,7 +54,7 @@ pub use record::{DEFAULT_RECORD_LIMIT, RecordAnswer, record};
 pub use requests::RenameRequest;
 pub use requests::{
     ListRequest, ReadFormat, ReadRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, WaitRequest,
+    TerminalRequest, Typed, WaitRequest,
 };
 pub use run::rename;
 pub(crate) use run::snapshot;
@@ -57,7 +65,10 @@ pub use run::{
 pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
 pub(crate) use table::KEYS_LINE;
 pub(crate) use table::SchemaFn;
-pub use table::{Arguments, Route, VERBS, Verb};
+pub use table::{
+    COMMANDS, KILL, LIST, READ, RENAME, Route, SCREEN, SEARCH, SEND, SHOW, SIGNAL, SPAWN, Shared,
+    Started, VERBS, Verb, WAIT,
+};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut

@@ -280,6 +280,36 @@ impl SendRequest {
         Bound::new(self.max_bytes, self.max_lines)
     }
 
+    /// What this send types, as a guard rail judges it: `text` and the
+    /// text elements of `keys` joined, and whether it runs (`submit`, or
+    /// an `Enter` among the keys). Keys that are not valid are refused by
+    /// the verb itself; here they are left out.
+    pub fn typed(&self) -> Typed {
+        use crate::screen::keys::{KeyPiece, encode, parse_keys};
+        let mut line = self.text.clone();
+        let mut submit = self.submit;
+        if let Some(keys) = &self.keys
+            && let Ok(pieces) = parse_keys(keys)
+        {
+            for piece in pieces {
+                match piece {
+                    KeyPiece::Text(text) | KeyPiece::Word(text) => line.push_str(&text),
+                    key @ KeyPiece::Key(_) => {
+                        if encode(&[key], false) == b"\r" {
+                            submit = true;
+                            line.push('\n');
+                        }
+                    }
+                }
+            }
+        }
+        Typed {
+            terminal: self.terminal.clone(),
+            line,
+            submit,
+        }
+    }
+
     /// The same request typing `bytes` (any bytes) instead of its text.
     #[must_use]
     pub fn with_bytes(mut self, bytes: Bytes) -> SendRequest {
@@ -311,6 +341,19 @@ impl SendRequest {
             keys,
         })
     }
+}
+
+/// What a call types, as a guard rail judges it: `text` and the text
+/// elements of `keys` joined, and whether it runs (`submit`, or an
+/// `Enter` among the keys).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Typed {
+    /// The terminal (id or name) it types into.
+    pub terminal: String,
+    /// The line it types.
+    pub line: String,
+    /// Whether the line runs.
+    pub submit: bool,
 }
 
 /// `read`: a page of scrollback.

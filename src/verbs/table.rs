@@ -1,17 +1,23 @@
 //! The one verb table ([`VERBS`]): each verb a client can ask for is
 //! declared here once, with its request and answer types, whether it
-//! changes anything, its HTTP route, its CLI word, its MCP tool and the
-//! words that describe it. The MCP tools (`mcp/tools.rs`) and the HTTP
-//! routes and OpenAPI document (`bridge/openapi.rs`) are built by iterating
-//! it, so a verb is served, described and checked the same way everywhere;
-//! the CLI runs its verbs through the same entries (`cli/verbs.rs`).
+//! changes anything, its HTTP route, its CLI word, its MCP tool, the
+//! words that describe it, and every trait in which the faces treat it
+//! differently (cancellable, detached, bounded text, progress, what it
+//! types, a share link's reach, its text for a person). The MCP tools
+//! (`mcp/tools.rs`), the HTTP routes and OpenAPI document
+//! (`bridge/openapi.rs`, `bridge/api.rs`), the share-link scope
+//! (`bridge/scope.rs`) and the CLI (`cli/verbs.rs`) read these fields and
+//! never a verb's name, so a verb is served, described and checked the
+//! same way everywhere.
 //!
 //! Adding a verb: its function (`run.rs`; its request type in
-//! `requests.rs` when none fits), one entry here, and its clap variant
-//! with its line in `TerminalCommand::table_call` (`cli/args.rs`).
+//! `requests.rs` when none fits), one entry here (its text in `text.rs`),
+//! and its clap variant with its line in `TerminalCommand::verb_call`
+//! (`cli/args.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
@@ -20,14 +26,15 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::answers::{KillAnswer, ReadAnswer, SendAnswer, ShowAnswer, WaitAnswer};
+use super::arguments::Arguments;
 use super::commands::CommandsRequest;
 use super::requests::{
     ListRequest, ReadRequest, RenameRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, WaitRequest,
+    TerminalRequest, Typed, WaitRequest,
 };
 use super::search::{SearchAnswer, SearchRequest};
-use super::{commands, run, search};
-use crate::registry::{CommandsAnswer, Owned, SignalDelivery, TerminalSnapshot};
+use super::{commands, run, search, text};
+use crate::registry::{CommandsAnswer, Owned, SendOperation, SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
 use crate::{Error, Result};
 
@@ -38,6 +45,20 @@ pub(crate) type SchemaFn = fn(SchemaSettings) -> Schema;
 /// A verb run from its arguments to its answer as JSON.
 pub(crate) type RunFn =
     for<'a> fn(Owned<'a>, Arguments) -> Pin<Box<dyn Future<Output = Result<Value>> + Send + 'a>>;
+
+/// A verb run from its arguments to its answer's JSON text.
+pub(crate) type EncodeFn =
+    for<'a> fn(Owned<'a>, Arguments) -> Pin<Box<dyn Future<Output = Result<Vec<u8>>> + Send + 'a>>;
+
+/// A verb started from its arguments (see [`Verb::progress`]).
+pub(crate) type StartFn =
+    for<'a> fn(Owned<'a>, Arguments) -> Pin<Box<dyn Future<Output = Result<Started>> + Send + 'a>>;
+
+/// What a call with these arguments types.
+pub(crate) type TypesFn = fn(&Map<String, Value>) -> Result<Typed>;
+
+/// An answer as a person reads it.
+pub(crate) type TextFn = fn(Value) -> Result<Vec<u8>>;
 
 /// A verb's HTTP route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,82 +107,68 @@ pub struct Verb {
     pub check: fn(&Map<String, Value>) -> std::result::Result<(), serde_json::Error>,
     /// Runs the verb.
     pub run: RunFn,
+    /// A client's cancel stops it (MCP's `notifications/cancelled`: a
+    /// dropped spawn rolls back what it made; a send with `progress`
+    /// stops through its operation); the others are short and run to
+    /// their end.
+    pub cancellable: bool,
+    /// The HTTP API runs it in a task of its own: a client gone away
+    /// does not stop it (a spawn completes; the terminal is the user's
+    /// either way, and `list` shows it).
+    pub detached: bool,
+    /// Runs it and writes its answer's JSON text straight from the typed
+    /// answer, where the `Value` between costs (`list`: a third of the
+    /// CPU at 1,000 terminals); the HTTP API's way when present.
+    pub encode: Option<EncodeFn>,
+    /// Its answer's text is left whole by the verb layer (a screen's
+    /// `lines`, a wait's `matched` and `output`): MCP bounds it to
+    /// [`MAX_ANSWER_BYTES`](super::MAX_ANSWER_BYTES), the newest kept.
+    pub unbounded: bool,
+    /// Starts it as an operation whose output is reported as progress
+    /// while it runs and whose cancel stops it (MCP's progress
+    /// notifications), then answers.
+    pub progress: Option<StartFn>,
+    /// What it types into which terminal, as the MCP guard rails judge
+    /// it (`mcp --deny/--allow`).
+    pub types: Option<TypesFn>,
+    /// Arguments MCP sets where the agent leaves them out (absent or
+    /// null): an agent's terminal has no pager or editor waiting for
+    /// keys; an agent's commands stay out of the shell's history.
+    pub agent_defaults: &'static [(&'static str, bool)],
+    /// What a share link's holder (one terminal) may do with it.
+    pub shared: Shared,
+    /// Its answer as a person reads it: the CLI without `--json`.
+    pub text: TextFn,
+    /// It scans the whole state directory: the CLI reports on stderr the
+    /// records that scan found corrupt and moved aside (stdout keeps its
+    /// shape).
+    pub scans: bool,
 }
 
-/// A verb's arguments as a face received them.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Arguments {
-    /// A JSON object: MCP's arguments, an HTTP body, the CLI's flags.
-    Json(Map<String, Value>),
-    /// A `key=value&...` query (an HTTP `GET`), every value a string.
-    Query(Vec<(String, String)>),
+/// What a share link's holder (`link --terminal T`: one terminal) may do
+/// with a verb; the bridge's own routes (attach, files) say it in
+/// `bridge/scope.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shared {
+    /// Nothing: `403 FORBIDDEN_SCOPE` (another terminal: `404`).
+    No,
+    /// Call it on the link's terminal.
+    Terminal,
+    /// Call it; its answer (a list of terminals) keeps the link's alone.
+    Filtered,
 }
 
-impl Arguments {
-    /// The request these arguments spell.
-    ///
-    /// # Errors
-    /// `INVALID_INPUT` naming what does not fit.
-    pub fn parse<T: DeserializeOwned>(self) -> Result<T> {
-        match self {
-            Arguments::Json(mut fields) => {
-                fields.values_mut().for_each(whole_numbers);
-                serde_json::from_value(Value::Object(fields))
-                    .map_err(|e| Error::InvalidInput(format!("request body: {e}")))
-            }
-            Arguments::Query(pairs) => {
-                let query = serde_urlencoded::to_string(pairs)
-                    .map_err(|e| Error::InvalidInput(format!("query: {e}")))?;
-                serde_urlencoded::from_str(&query)
-                    .map_err(|e| Error::InvalidInput(format!("query: {e}")))
-            }
-        }
-    }
-
-    /// The same arguments naming `terminal` (a route's `{t}`).
-    ///
-    /// # Errors
-    /// `INVALID_INPUT` when they name one already: the path names it.
-    pub fn with_terminal(mut self, terminal: String) -> Result<Arguments> {
-        let named = match &self {
-            Arguments::Json(fields) => fields.contains_key("terminal"),
-            Arguments::Query(pairs) => pairs.iter().any(|(key, _)| key == "terminal"),
-        };
-        if named {
-            return Err(Error::InvalidInput(
-                "the terminal is named by the path, not by a terminal field".to_owned(),
-            ));
-        }
-        match &mut self {
-            Arguments::Json(fields) => {
-                fields.insert("terminal".to_owned(), Value::String(terminal));
-            }
-            Arguments::Query(pairs) => pairs.push(("terminal".to_owned(), terminal)),
-        }
-        Ok(self)
-    }
+/// A verb started as an operation (see [`Verb::progress`]).
+pub struct Started {
+    /// Its output so far, and its cancel.
+    pub operation: Arc<dyn SendOperation>,
+    /// Its answer, once it ends (driven to its end even if dropped).
+    pub answer: Pin<Box<dyn Future<Output = Result<Value>> + Send>>,
 }
 
-/// Numbers with no fraction (`12402.0`) made integers, in place: JSON
-/// Schema's `integer` takes them (a number is an integer by its value),
-/// and so must the fields the schemas call integers; a float field reads
-/// an integer as well.
-fn whole_numbers(value: &mut Value) {
-    match value {
-        Value::Number(number) if number.is_f64() => {
-            if let Some(float) = number.as_f64()
-                && float.fract() == 0.0
-                && float.abs() < 9.0e15
-            {
-                // Below 2^53, where every integer is exact.
-                #[allow(clippy::cast_possible_truncation)]
-                let whole = float as i64;
-                *value = Value::from(whole);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(whole_numbers),
-        Value::Object(fields) => fields.values_mut().for_each(whole_numbers),
-        _ => {}
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Started").finish_non_exhaustive()
     }
 }
 
@@ -177,6 +184,11 @@ fn check<T: DeserializeOwned>(
 
 fn json(answer: impl Serialize) -> Result<Value> {
     serde_json::to_value(answer)
+        .map_err(|e| Error::io("encoding an answer", std::io::Error::other(e)))
+}
+
+fn encoded(answer: impl Serialize) -> Result<Vec<u8>> {
+    serde_json::to_vec(&answer)
         .map_err(|e| Error::io("encoding an answer", std::io::Error::other(e)))
 }
 
@@ -202,239 +214,395 @@ const fn at(method: &'static str, path: &'static str, status: u16) -> Option<Rou
     })
 }
 
+/// `spawn`.
+pub const SPAWN: Verb = Verb {
+    name: "spawn",
+    cli: "spawn",
+    tool: "terminal_spawn",
+    route: at("POST", "/api/terminals", 201),
+    read_only: false,
+    destructive: false,
+    idempotent: false,
+    open_world: true,
+    summary: "Start a terminal; its snapshot.",
+    description: "A persistent terminal: a shell, `command` run exactly or a `shell` \
+                  line; its snapshot.",
+    request: schema::<SpawnRequest>,
+    answer: schema::<TerminalSnapshot>,
+    check: check::<SpawnRequest>,
+    run: |owned, args| Box::pin(async move { json(run::spawn(owned, args.parse()?).await?) }),
+    cancellable: true,
+    detached: true,
+    encode: None,
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[("agent", true)],
+    shared: Shared::No,
+    text: text::id,
+    scans: false,
+};
+
+/// `list`.
+pub const LIST: Verb = Verb {
+    name: "list",
+    cli: "list",
+    tool: "terminal_list",
+    route: at("GET", "/api/terminals", 200),
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+    summary: "Your terminals in creation order, as snapshots.",
+    description: "Your terminals, oldest first, as snapshots.",
+    request: schema::<ListRequest>,
+    answer: schema::<Vec<TerminalSnapshot>>,
+    check: check::<ListRequest>,
+    run: |owned, args| Box::pin(async move { json(run::list(owned, &args.parse()?).await?) }),
+    cancellable: false,
+    detached: false,
+    encode: Some(|owned, args| {
+        Box::pin(async move { encoded(run::list(owned, &args.parse()?).await?) })
+    }),
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::Filtered,
+    text: text::snapshots,
+    scans: true,
+};
+
+/// `show`.
+pub const SHOW: Verb = Verb {
+    name: "show",
+    cli: "show",
+    tool: "terminal_show",
+    route: at("GET", TERMINAL, 200),
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+    summary: "One terminal's snapshot.",
+    description: "One terminal's snapshot: {id, name, owner, kind, status: {kind: \
+                  running|exited (exit)|gone (reason)}, pid, restart, restarts, role, \
+                  created_ms, output_path, shell, shell_integration, keep_history, restored_ms, \
+                  history_error}.",
+    request: schema::<TerminalRequest>,
+    answer: schema::<ShowAnswer>,
+    check: check::<TerminalRequest>,
+    run: |owned, args| Box::pin(async move { json(run::show(owned, &args.parse()?).await?) }),
+    cancellable: false,
+    detached: false,
+    encode: None,
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::Terminal,
+    text: text::shown,
+    scans: false,
+};
+
+/// `send`.
+pub const SEND: Verb = Verb {
+    name: "send",
+    cli: "send",
+    tool: "terminal_send",
+    route: at("POST", "/api/terminals/{t}/send", 200),
+    read_only: false,
+    destructive: true,
+    idempotent: false,
+    open_world: true,
+    summary: "Type text and wait (default `command`: until every command of it ended and \
+              the prompt is back); {output, exit_code, commands, wait_reason, typed, \
+              status, truncated}.",
+    description: concat!(
+        "Type `text`, press `keys`, and wait (`wait`). ",
+        keys_line!(),
+        " Returns {output, exit_code, exit_code_source, duration_secs, commands (as \
+         terminal_commands), wait_reason, typed, not_typed_reason, \
+         foreground_command, screen, status, viewport, truncated, elided_bytes, elided_from, \
+         elided_to, cursor, start_cursor, recreated}: output as the terminal shows it; typed false: \
+         never typed; wait_reason full_screen: a pager or editor is in front (keys only, any word); past max_bytes/max_lines head and tail kept (terminal_read since \
+         elided_from: the rest)."
+    ),
+    request: schema::<SendRequest>,
+    answer: schema::<SendAnswer>,
+    check: check::<SendRequest>,
+    run: |owned, args| {
+        Box::pin(async move { json(run::send(owned, args.parse()?).await?.answer().await?) })
+    },
+    cancellable: true,
+    detached: false,
+    encode: None,
+    unbounded: false,
+    progress: Some(|owned, args| {
+        Box::pin(async move {
+            let sending = run::send(owned, args.parse()?).await?;
+            Ok(Started {
+                operation: sending.operation(),
+                answer: Box::pin(async move { json(sending.answer().await?) }),
+            })
+        })
+    }),
+    types: Some(|fields| {
+        let request: SendRequest = Arguments::Json(fields.clone()).parse()?;
+        Ok(request.typed())
+    }),
+    agent_defaults: &[("history", false)],
+    shared: Shared::Terminal,
+    text: text::output,
+    scans: false,
+};
+
+/// `read`.
+pub const READ: Verb = Verb {
+    name: "read",
+    cli: "read",
+    tool: "terminal_read",
+    route: at("GET", "/api/terminals/{t}/scrollback", 200),
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+    summary: "A page of scrollback: {lines, total_lines, range, truncated, next_cursor}; \
+              or with since, the output after a cursor.",
+    description: "Lines back from the newest: {lines, total_lines, range, \
+                  truncated, next_cursor}; with `since`, the output after a cursor: \
+                  {lines|text|bytes, truncated, next_cursor, more, gap, resumed_at, recreated}: read \
+                  on from next_cursor while more; gap: from resumed_at.",
+    request: schema::<ReadRequest>,
+    answer: schema::<ReadAnswer>,
+    check: check::<ReadRequest>,
+    run: |owned, args| Box::pin(async move { json(run::read(owned, args.parse()?).await?) }),
+    cancellable: false,
+    detached: false,
+    encode: None,
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::Terminal,
+    text: text::page,
+    scans: false,
+};
+
+/// `search`.
+pub const SEARCH: Verb = Verb {
+    name: "search",
+    cli: "search",
+    tool: "terminal_search",
+    route: at("GET", "/api/search", 200),
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+    summary: "Lines of your terminals' scrollback matching a regex, with context.",
+    description: "Output lines matching `regex`: {matches: \
+                  [{terminal, name, line, cursor, text, before, after}], searched, \
+                  truncated, ranges: [{terminal, searched_from, older_output}]}.",
+    request: schema::<SearchRequest>,
+    answer: schema::<SearchAnswer>,
+    check: check::<SearchRequest>,
+    run: |owned, args| Box::pin(async move { json(search::search(owned, &args.parse()?).await?) }),
+    cancellable: false,
+    detached: false,
+    encode: None,
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::No,
+    text: text::matches,
+    scans: false,
+};
+
+/// `commands`.
+pub const COMMANDS: Verb = Verb {
+    name: "commands",
+    cli: "commands",
+    tool: "terminal_commands",
+    route: at("GET", "/api/terminals/{t}/commands", 200),
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+    summary: "The terminal's last commands from its output stream: {commands: [{id, text, \
+              start_cursor, end_cursor, exit_code, duration_secs, running}], known_from, \
+              unknown_ended, total}.",
+    description: "Last commands, oldest first: \
+                  {commands: [{id, text, start_cursor, end_cursor, exit_code, duration_secs, \
+                  running}], known_from, unknown_ended, total}. terminal_wait command: id \
+                  collects one; unknown_ended: ends without a start.",
+    request: schema::<CommandsRequest>,
+    answer: schema::<CommandsAnswer>,
+    check: check::<CommandsRequest>,
+    run: |owned, args| {
+        Box::pin(async move { json(commands::commands(owned, &args.parse()?).await?) })
+    },
+    cancellable: false,
+    detached: false,
+    encode: None,
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::Terminal,
+    text: text::commands,
+    scans: false,
+};
+
+/// `screen`.
+pub const SCREEN: Verb = Verb {
+    name: "screen",
+    cli: "screen",
+    tool: "terminal_screen",
+    route: at("GET", "/api/terminals/{t}/screen", 200),
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+    summary: "The visible screen: {lines, cols, rows, cursor}.",
+    description: "The visible screen: {lines, cols, rows, cursor: [col, row]} (at most 64 \
+                  KiB).",
+    request: schema::<TerminalRequest>,
+    answer: schema::<Screen>,
+    check: check::<TerminalRequest>,
+    run: |owned, args| Box::pin(async move { json(run::screen(owned, &args.parse()?).await?) }),
+    cancellable: false,
+    detached: false,
+    encode: None,
+    unbounded: true,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::Terminal,
+    text: text::lines,
+    scans: false,
+};
+
+/// `wait`.
+pub const WAIT: Verb = Verb {
+    name: "wait",
+    cli: "wait",
+    tool: "terminal_wait",
+    route: None,
+    read_only: true,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+    summary: "Wait until a text, a regex, the program's exit or a command's end.",
+    description: "Until a line of output has `text` or matches `regex`, the program \
+                  exits (`exit`), or a command ends (`command`, even long after its \
+                  send); one of them. Returns {matched, command, exit_code, duration_secs, \
+                  output, recreated}: all but matched for a command. \
+                  Past timeout_secs: TIMEOUT.",
+    request: schema::<WaitRequest>,
+    answer: schema::<WaitAnswer>,
+    check: check::<WaitRequest>,
+    run: |owned, args| Box::pin(async move { json(run::wait(owned, &args.parse()?).await?) }),
+    cancellable: true,
+    detached: false,
+    encode: None,
+    unbounded: true,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::No,
+    text: text::found,
+    scans: false,
+};
+
+/// `signal`.
+pub const SIGNAL: Verb = Verb {
+    name: "signal",
+    cli: "signal",
+    tool: "terminal_signal",
+    route: at("POST", "/api/terminals/{t}/signal", 200),
+    read_only: false,
+    destructive: true,
+    idempotent: false,
+    open_world: false,
+    summary: "Signal the foreground process group; {signal, pgid}.",
+    description: "Signal the terminal's foreground process group (INT is Ctrl-C). Returns \
+                  {signal, pgid}.",
+    request: schema::<SignalRequest>,
+    answer: schema::<SignalDelivery>,
+    check: check::<SignalRequest>,
+    run: |owned, args| Box::pin(async move { json(run::signal(owned, &args.parse()?).await?) }),
+    cancellable: false,
+    detached: false,
+    encode: None,
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::Terminal,
+    text: text::delivery,
+    scans: false,
+};
+
+/// `kill`.
+pub const KILL: Verb = Verb {
+    name: "kill",
+    cli: "kill",
+    tool: "terminal_kill",
+    route: at("DELETE", TERMINAL, 200),
+    read_only: false,
+    destructive: true,
+    idempotent: true,
+    open_world: false,
+    summary: "Kill a terminal and its process tree.",
+    description: "Kill a terminal and its process tree, and forget it. Returns {killed}: \
+                  false when another kill was under way.",
+    request: schema::<TerminalRequest>,
+    answer: schema::<KillAnswer>,
+    check: check::<TerminalRequest>,
+    run: |owned, args| Box::pin(async move { json(run::kill(owned, &args.parse()?).await?) }),
+    cancellable: false,
+    detached: false,
+    encode: None,
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::No,
+    text: text::killed,
+    scans: false,
+};
+
+/// `rename`.
+pub const RENAME: Verb = Verb {
+    name: "rename",
+    cli: "rename",
+    tool: "terminal_rename",
+    route: at("POST", "/api/terminals/{t}/rename", 200),
+    read_only: false,
+    destructive: false,
+    idempotent: true,
+    open_world: false,
+    summary: "Give the terminal a new name `{name}`; its snapshot.",
+    description: "Rename a terminal (unique among yours); its snapshot.",
+    request: schema::<RenameRequest>,
+    answer: schema::<TerminalSnapshot>,
+    check: check::<RenameRequest>,
+    run: |owned, args| Box::pin(async move { json(run::rename(owned, &args.parse()?).await?) }),
+    cancellable: false,
+    detached: false,
+    encode: None,
+    unbounded: false,
+    progress: None,
+    types: None,
+    agent_defaults: &[],
+    shared: Shared::No,
+    text: text::snapshot,
+    scans: false,
+};
+
 /// Every verb the faces share, in the order they are listed.
 pub static VERBS: &[Verb] = &[
-    Verb {
-        name: "spawn",
-        cli: "spawn",
-        tool: "terminal_spawn",
-        route: at("POST", "/api/terminals", 201),
-        read_only: false,
-        destructive: false,
-        idempotent: false,
-        open_world: true,
-        summary: "Start a terminal; its snapshot.",
-        description: "A persistent terminal: a shell, `command` run exactly or a `shell` \
-                      line; its snapshot.",
-        request: schema::<SpawnRequest>,
-        answer: schema::<TerminalSnapshot>,
-        check: check::<SpawnRequest>,
-        run: |owned, args| Box::pin(async move { json(run::spawn(owned, args.parse()?).await?) }),
-    },
-    Verb {
-        name: "list",
-        cli: "list",
-        tool: "terminal_list",
-        route: at("GET", "/api/terminals", 200),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        summary: "Your terminals in creation order, as snapshots.",
-        description: "Your terminals, oldest first, as snapshots.",
-        request: schema::<ListRequest>,
-        answer: schema::<Vec<TerminalSnapshot>>,
-        check: check::<ListRequest>,
-        run: |owned, args| Box::pin(async move { json(run::list(owned, &args.parse()?).await?) }),
-    },
-    Verb {
-        name: "show",
-        cli: "show",
-        tool: "terminal_show",
-        route: at("GET", TERMINAL, 200),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        summary: "One terminal's snapshot.",
-        description: "One terminal's snapshot: {id, name, owner, kind, status: {kind: \
-                      running|exited (exit)|gone (reason)}, pid, restart, restarts, role, \
-                      created_ms, output_path, shell, shell_integration, keep_history, restored_ms, \
-                      history_error}.",
-        request: schema::<TerminalRequest>,
-        answer: schema::<ShowAnswer>,
-        check: check::<TerminalRequest>,
-        run: |owned, args| Box::pin(async move { json(run::show(owned, &args.parse()?).await?) }),
-    },
-    Verb {
-        name: "send",
-        cli: "send",
-        tool: "terminal_send",
-        route: at("POST", "/api/terminals/{t}/send", 200),
-        read_only: false,
-        destructive: true,
-        idempotent: false,
-        open_world: true,
-        summary: "Type text and wait (default `command`: until every command of it ended and \
-                  the prompt is back); {output, exit_code, commands, wait_reason, typed, \
-                  status, truncated}.",
-        description: concat!(
-            "Type `text`, press `keys`, and wait (`wait`). ",
-            keys_line!(),
-            " Returns {output, exit_code, exit_code_source, duration_secs, commands (as \
-             terminal_commands), wait_reason, typed, not_typed_reason, \
-             foreground_command, screen, status, viewport, truncated, elided_bytes, elided_from, \
-             elided_to, cursor, start_cursor, recreated}: output as the terminal shows it; typed false: \
-             never typed; wait_reason full_screen: a pager or editor is in front (keys only, any word); past max_bytes/max_lines head and tail kept (terminal_read since \
-             elided_from: the rest)."
-        ),
-        request: schema::<SendRequest>,
-        answer: schema::<SendAnswer>,
-        check: check::<SendRequest>,
-        run: |owned, args| {
-            Box::pin(async move { json(run::send(owned, args.parse()?).await?.answer().await?) })
-        },
-    },
-    Verb {
-        name: "read",
-        cli: "read",
-        tool: "terminal_read",
-        route: at("GET", "/api/terminals/{t}/scrollback", 200),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        summary: "A page of scrollback: {lines, total_lines, range, truncated, next_cursor}; \
-                  or with since, the output after a cursor.",
-        description: "Lines back from the newest: {lines, total_lines, range, \
-                      truncated, next_cursor}; with `since`, the output after a cursor: \
-                      {lines|text|bytes, truncated, next_cursor, more, gap, resumed_at, recreated}: read \
-                      on from next_cursor while more; gap: from resumed_at.",
-        request: schema::<ReadRequest>,
-        answer: schema::<ReadAnswer>,
-        check: check::<ReadRequest>,
-        run: |owned, args| Box::pin(async move { json(run::read(owned, args.parse()?).await?) }),
-    },
-    Verb {
-        name: "search",
-        cli: "search",
-        tool: "terminal_search",
-        route: at("GET", "/api/search", 200),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        summary: "Lines of your terminals' scrollback matching a regex, with context.",
-        description: "Output lines matching `regex`: {matches: \
-                      [{terminal, name, line, cursor, text, before, after}], searched, \
-                      truncated, ranges: [{terminal, searched_from, older_output}]}.",
-        request: schema::<SearchRequest>,
-        answer: schema::<SearchAnswer>,
-        check: check::<SearchRequest>,
-        run: |owned, args| {
-            Box::pin(async move { json(search::search(owned, &args.parse()?).await?) })
-        },
-    },
-    Verb {
-        name: "commands",
-        cli: "commands",
-        tool: "terminal_commands",
-        route: at("GET", "/api/terminals/{t}/commands", 200),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        summary: "The terminal's last commands from its output stream: {commands: [{id, text, \
-                  start_cursor, end_cursor, exit_code, duration_secs, running}], known_from, \
-                  unknown_ended, total}.",
-        description: "Last commands, oldest first: \
-                      {commands: [{id, text, start_cursor, end_cursor, exit_code, duration_secs, \
-                      running}], known_from, unknown_ended, total}. terminal_wait command: id \
-                      collects one; unknown_ended: ends without a start.",
-        request: schema::<CommandsRequest>,
-        answer: schema::<CommandsAnswer>,
-        check: check::<CommandsRequest>,
-        run: |owned, args| {
-            Box::pin(async move { json(commands::commands(owned, &args.parse()?).await?) })
-        },
-    },
-    Verb {
-        name: "screen",
-        cli: "screen",
-        tool: "terminal_screen",
-        route: at("GET", "/api/terminals/{t}/screen", 200),
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        summary: "The visible screen: {lines, cols, rows, cursor}.",
-        description: "The visible screen: {lines, cols, rows, cursor: [col, row]} (at most 64 \
-                      KiB).",
-        request: schema::<TerminalRequest>,
-        answer: schema::<Screen>,
-        check: check::<TerminalRequest>,
-        run: |owned, args| Box::pin(async move { json(run::screen(owned, &args.parse()?).await?) }),
-    },
-    Verb {
-        name: "wait",
-        cli: "wait",
-        tool: "terminal_wait",
-        route: None,
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        summary: "Wait until a text, a regex, the program's exit or a command's end.",
-        description: "Until a line of output has `text` or matches `regex`, the program \
-                      exits (`exit`), or a command ends (`command`, even long after its \
-                      send); one of them. Returns {matched, command, exit_code, duration_secs, \
-                      output, recreated}: all but matched for a command. \
-                      Past timeout_secs: TIMEOUT.",
-        request: schema::<WaitRequest>,
-        answer: schema::<WaitAnswer>,
-        check: check::<WaitRequest>,
-        run: |owned, args| Box::pin(async move { json(run::wait(owned, &args.parse()?).await?) }),
-    },
-    Verb {
-        name: "signal",
-        cli: "signal",
-        tool: "terminal_signal",
-        route: at("POST", "/api/terminals/{t}/signal", 200),
-        read_only: false,
-        destructive: true,
-        idempotent: false,
-        open_world: false,
-        summary: "Signal the foreground process group; {signal, pgid}.",
-        description: "Signal the terminal's foreground process group (INT is Ctrl-C). Returns \
-                      {signal, pgid}.",
-        request: schema::<SignalRequest>,
-        answer: schema::<SignalDelivery>,
-        check: check::<SignalRequest>,
-        run: |owned, args| Box::pin(async move { json(run::signal(owned, &args.parse()?).await?) }),
-    },
-    Verb {
-        name: "kill",
-        cli: "kill",
-        tool: "terminal_kill",
-        route: at("DELETE", TERMINAL, 200),
-        read_only: false,
-        destructive: true,
-        idempotent: true,
-        open_world: false,
-        summary: "Kill a terminal and its process tree.",
-        description: "Kill a terminal and its process tree, and forget it. Returns {killed}: \
-                      false when another kill was under way.",
-        request: schema::<TerminalRequest>,
-        answer: schema::<KillAnswer>,
-        check: check::<TerminalRequest>,
-        run: |owned, args| Box::pin(async move { json(run::kill(owned, &args.parse()?).await?) }),
-    },
-    Verb {
-        name: "rename",
-        cli: "rename",
-        tool: "terminal_rename",
-        route: at("POST", "/api/terminals/{t}/rename", 200),
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-        summary: "Give the terminal a new name `{name}`; its snapshot.",
-        description: "Rename a terminal (unique among yours); its snapshot.",
-        request: schema::<RenameRequest>,
-        answer: schema::<TerminalSnapshot>,
-        check: check::<RenameRequest>,
-        run: |owned, args| Box::pin(async move { json(run::rename(owned, &args.parse()?).await?) }),
-    },
+    SPAWN, LIST, SHOW, SEND, READ, SEARCH, COMMANDS, SCREEN, WAIT, SIGNAL, KILL, RENAME,
 ];
 
 #[cfg(test)]
@@ -470,46 +638,5 @@ mod tests {
                 .collect(),
         );
         assert!((VERBS[1].check)(&Map::new()).is_ok());
-    }
-
-    /// A query spells numbers and enums as strings; the request types
-    /// read them as the JSON face does.
-    #[test]
-    fn a_query_parses_into_the_request_type() {
-        let query = |pairs: &[(&str, &str)]| {
-            Arguments::Query(
-                pairs
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                    .collect(),
-            )
-        };
-        let read: ReadRequest = query(&[("since", "1:2"), ("format", "bytes")])
-            .with_terminal("t".to_owned())
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert_eq!(read.terminal, "t");
-        assert_eq!(read.format, Some(super::super::ReadFormat::Bytes));
-        let read: ReadRequest = query(&[("count", "5"), ("offset", "2")])
-            .with_terminal("t".to_owned())
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert_eq!((read.count, read.offset), (Some(5), 2));
-        for bad in [
-            &[("count", "ten")][..],
-            &[("format", "words")][..],
-            &[("bogus", "1")][..],
-        ] {
-            let error = query(bad)
-                .with_terminal("t".to_owned())
-                .unwrap()
-                .parse::<ReadRequest>()
-                .unwrap_err();
-            assert_eq!(error.code(), "INVALID_INPUT", "{bad:?}");
-        }
-        let named = query(&[("terminal", "u")]).with_terminal("t".to_owned());
-        assert_eq!(named.unwrap_err().code(), "INVALID_INPUT");
     }
 }

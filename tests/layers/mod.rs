@@ -10,6 +10,7 @@
 //! defines.
 
 mod imports;
+mod verb_names;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
