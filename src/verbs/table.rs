@@ -122,7 +122,7 @@ pub struct Verb {
     pub encode: Option<EncodeFn>,
     /// Its answer's text is left whole by the verb layer (a screen's
     /// `lines`, a wait's `matched` and `output`): MCP bounds it to
-    /// [`MAX_ANSWER_BYTES`](super::MAX_ANSWER_BYTES), the newest kept.
+    /// `MAX_ANSWER_BYTES` (64 KiB), the newest kept.
     pub unbounded: bool,
     /// Starts it as an operation whose output is reported as progress
     /// while it runs and whose cancel stops it (MCP's progress
