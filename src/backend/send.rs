@@ -192,8 +192,11 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     if front.is_none() {
         keys::refuse_words(&request.keys)?;
     }
+    // Keys to a full-screen program follow the shell's marks too: the
+    // one that quits it (`q` to `less`, `:wq` in vim) ends a command, and
+    // is answered with its exit code as a typed line would be.
     let shell = match request.wait {
-        WaitFor::Command if front.is_none() => command::integrated(shared),
+        WaitFor::Command => command::integrated(shared),
         _ => None,
     };
     // The tracker is asked next whether a command runs: what the relay
@@ -211,7 +214,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         // followed as a reply: a key that ends the command answers its
         // exit code as a typed line would.
         Some(kind) if request.text.is_empty() && command::running(shared) => Mode::Reply(kind),
-        Some(kind) if request.submit => {
+        Some(kind) if request.submit && front.is_none() => {
             match command::ready(shared, kind, deadline, &op.cancel).await {
                 Ready::Prompt => Mode::Prompt(kind),
                 Ready::Reader => Mode::Reply(kind),

@@ -64,8 +64,11 @@ async fn a_pager_answers_full_screen_and_keys_quit_it() {
         assert_eq!(refused["typed"], false, "{refused}");
         assert_eq!(refused["wait_reason"], "full_screen", "{refused}");
         let keys = json!({"terminal": "p", "keys": ["G", "q"]});
+        // The key that quits the pager ends the command: its exit code.
         let quit = mcp.ok("terminal_send", keys).await;
-        assert_eq!(quit["wait_reason"], "stdin_read", "{quit}");
+        assert_eq!(quit["wait_reason"], "command", "{quit}");
+        assert_eq!(quit["exit_code"], 0, "{quit}");
+        assert_eq!(quit["commands"][0]["text"], "seq 1 500 | less", "{quit}");
         let back = mcp.ok("terminal_send", send("echo back")).await;
         assert_eq!(back["output"], "back\n", "{back}");
         // Refused naming the bad key, nothing typed.

@@ -49,10 +49,20 @@ async fn a_pager_in_front_is_full_screen_and_takes_keys_not_text() {
             "{}",
             refused.viewport
         );
-        // Keys reach it: `q` quits, and the shell is back.
+        // A key that is not the end stays with it: still full screen.
+        let down = send(&env, "", &["j"], false).await;
+        assert_eq!(down.wait_reason, WaitReason::FullScreen, "{down:?}");
+        assert_eq!(down.foreground.as_deref(), Some("less"));
+        // Keys reach it: `q` quits, and the shell is back: the key ended
+        // the command, answered with its exit code as a typed line would.
         let quit = send(&env, "", &["q"], false).await;
-        assert_eq!(quit.wait_reason, WaitReason::StdinRead, "{quit:?}");
+        assert_eq!(quit.wait_reason, WaitReason::Command, "{quit:?}");
         assert_eq!(quit.foreground, None);
+        let ended = quit.command.expect("the command q ended");
+        assert_eq!(ended.exit_code, Some(0), "{ended:?}");
+        let listed = quit.commands.last().expect("the command q ended, listed");
+        let text = listed.text.as_deref().unwrap_or_default();
+        assert!(text.starts_with("less "), "{listed:?}");
         let back = send(&env, "echo back-$((6*7))", &[], true).await;
         assert_eq!(back.wait_reason, WaitReason::Command, "{back:?}");
         assert_eq!(back.command.unwrap().output.trim(), "back-42");
