@@ -282,7 +282,7 @@ impl TmuxBackend {
             };
             let subscribe = [(pane, SubscribeOptions::default())];
             let attempt = if linked.is_some() {
-                ControlClient::attach_quiet(&handle, opts, &subscribe, pane).await
+                ControlClient::attach_quiet(&handle, opts, &subscribe).await
             } else {
                 ControlClient::attach(&handle, opts, &subscribe).await
             };

@@ -417,11 +417,10 @@ pub(super) enum StartMode {
 /// `new-session [-P -F FMT] ... -- CMD ; set-option -w -t =NAME: window-size manual`.
 ///
 /// With `raw` (a relay's pipe command, see [`super::relay`]) the pipe is
-/// the relay instead of the drain, and the control client's `%output` for
-/// the pane is turned off in the same command list: both before tmux reads
-/// the pane's first byte, so the pipe carries all of it and control mode
-/// none (turning `%output` off later, with output queued, would make tmux
-/// 3.3a skip the queue's offset and abort in `control_append_data`).
+/// the relay instead of the drain, and the control client's `%output` is
+/// turned off in the same command list ([`super::relay::QUIET_OUTPUT`]):
+/// both before tmux reads the pane's first byte, so the pipe carries all
+/// of it and control mode none.
 pub(super) fn start_argv(
     opts: &ServerOptions,
     target: &str,
@@ -441,12 +440,10 @@ pub(super) fn start_argv(
         let pipe = TmuxCommand::new("pipe-pane")
             .target(format!("{target}:"))
             .arg(relay);
-        // The first pane of a fresh server is %0.
-        let off = TmuxCommand::new("refresh-client").opt("-A", "%0:off");
-        for command in [pipe, off] {
-            argv.push(OsString::from(";"));
-            argv.extend_from_slice(command.argv());
-        }
+        argv.push(OsString::from(";"));
+        argv.extend_from_slice(pipe.argv());
+        argv.push(OsString::from(";"));
+        argv.extend(super::relay::QUIET_OUTPUT.iter().map(OsString::from));
     } else if opts.drain_on_exit {
         argv.push(OsString::from(";"));
         argv.extend_from_slice(drain(format!("{target}:")).argv());

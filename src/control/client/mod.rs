@@ -120,11 +120,11 @@ impl ControlClient {
         Self::spawn_subscribed(server.control_command(), opts, panes).await
     }
 
-    /// [`attach`](Self::attach), with `%output` of `quiet` off from the
-    /// start: its bytes come from its relay (see [`Self::attach_raw`]).
-    /// Turned off in the attach's own command list, before tmux reads the
-    /// pane again: turning it off with output queued makes tmux 3.3a skip
-    /// the queue's offset and abort in `control_append_data`.
+    /// [`attach`](Self::attach), with no `%output` from the start: the
+    /// server's one pane's bytes come from its relay (see
+    /// [`Self::attach_raw`]). The client's `no-output` flag
+    /// ([`crate::tmux::relay::QUIET_OUTPUT`]), set in the attach's own command list, before
+    /// tmux reads the pane again.
     ///
     /// # Errors
     /// As [`ControlClient::attach`].
@@ -132,7 +132,6 @@ impl ControlClient {
         server: &ServerHandle,
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
-        quiet: PaneId,
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
         let opts = ClientOptions {
             handshake_lock: Some(server.control_lock()),
@@ -140,11 +139,7 @@ impl ControlClient {
             ..opts
         };
         let mut command = server.control_command();
-        command
-            .arg(";")
-            .arg("refresh-client")
-            .arg("-A")
-            .arg(format!("{quiet}:off"));
+        command.arg(";").args(crate::tmux::relay::QUIET_OUTPUT);
         Self::spawn_subscribed(command, opts, panes).await
     }
 

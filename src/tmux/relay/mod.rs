@@ -52,6 +52,18 @@ pub(crate) const RAW_SOCKET: &str = "raw.sock";
 /// directory).
 pub(crate) const STREAM_SOCKET: &str = "stream.sock";
 
+/// The command, in a control client's own command list, that keeps
+/// `%output` from it: its bytes come from the relay. The client flag
+/// `no-output` (tmux 3.2+), not the pane's `refresh-client -A '%0:off'`:
+/// since 3.4 (tmux commit ee431d48, "do not ignore the off flag") tmux
+/// stops reading a pane whose every attached client is a control client
+/// with it off (`server_client_check_pane_buffer`), whatever its pipe
+/// wants, so the relay got no byte after the prompt; a `no-output` client
+/// never holds a pane back. A server has one pane, so the flag silences
+/// only it. (`%0:off` with output queued could also make tmux 3.3a skip
+/// the queue's offset and abort in `control_append_data`.)
+pub(crate) const QUIET_OUTPUT: [&str; 3] = ["refresh-client", "-f", "no-output"];
+
 /// The small relay executable installed beside `tmux-engine`.
 pub const RELAY_BINARY: &str = "tmux-engine-relay";
 
