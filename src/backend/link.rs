@@ -85,6 +85,22 @@ impl ServerLink {
         });
     }
 
+    /// Brings this process's stream up to all the pane's relay has read:
+    /// an answer about the shell's marks (is a command running, which
+    /// commands ran) then counts every mark printed before it was asked,
+    /// though the bytes were still on their way to this process on a
+    /// loaded machine. Bounded by the probe timeout: a relay that does not
+    /// answer (stopped) leaves the stream as it is.
+    pub(super) async fn catch_up(&self) {
+        let drained = self.client.drain_raw(self.pane);
+        if tokio::time::timeout(self.config.probe_timeout, drained)
+            .await
+            .is_err()
+        {
+            debug!(terminal = %self.id, "the output relay did not hand over in time");
+        }
+    }
+
     /// Runs `command` on the terminal's control client.
     pub(super) async fn command(&self, command: &TmuxCommand) -> Result<crate::control::Reply> {
         self.client.command(command).await

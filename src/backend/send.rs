@@ -42,7 +42,7 @@ use crate::shell::ShellKind;
 use crate::stream::OutputCursor;
 use crate::tmux::TmuxCommand;
 use crate::tmux::probe::Observed;
-use crate::tmux::reading::{self, InputState};
+use crate::tmux::reading::{self, InputState, ReadMark};
 use crate::{Error, Result};
 
 /// A send in flight.
@@ -155,6 +155,12 @@ pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<St
     Ok(StartedSend { operation, result })
 }
 
+/// The longest a text reply waits for its reader to read before its
+/// looks count anyway (a reader whose reads `/proc` does not count).
+const UNREAD_BOUND: Duration = Duration::from_secs(2);
+/// How often a text reply looks whether its reader read.
+const UNREAD_PAUSE: Duration = Duration::from_millis(5);
+
 /// How a send types and follows its text.
 enum Mode {
     /// At an integrated shell's prompt: follow its marks.
@@ -206,7 +212,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     // stale prompt would have the text typed into a running program, or
     // a `C-c` answered as typed at the prompt.
     if shell.is_some() {
-        shared.client.drain_raw(shared.pane).await;
+        shared.catch_up().await;
     }
     let mode = match shell {
         // Keys alone while a command runs (`C-c` to `tail -f`, `C-d` to a
@@ -253,6 +259,15 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     .filter(|made| matches!(made, std::borrow::Cow::Owned(_)));
     let written = literal.map_or_else(|| text.clone(), |made| join(&made));
     let typed_at = shared.stream.held().total;
+    // A text reply's reader, marked before the write: seen waiting, it
+    // counts once it read since (see `ReadMark`).
+    let unread = match mode {
+        Mode::Reply(_) if !request.text.is_empty() => {
+            let pane = shared.lock().pane_process;
+            pane.and_then(|pane| ReadMark::now(pane.pid))
+        }
+        _ => None,
+    };
     // A POSIX sh's tracker needs to know text typed at its prompt in one
     // write (its echo comes at once: see `crate::shell::tracker`); said
     // before the write, so the echo never comes first.
@@ -287,7 +302,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     let reason = match mode {
         Mode::Prompt(kind) => {
             let mut state = command::Follow::new(shared, kind, typed_at, &text);
-            let reason = follow(op, &mut state, deadline, 2).await;
+            let reason = follow(op, &mut state, deadline, 2, None).await;
             followed = Some(state);
             reason
         }
@@ -295,7 +310,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
             let mut state = command::Follow::reply(shared, kind, typed_at);
             // A reply that echoes nothing (`read -s`): one more look, so a
             // reader seen before the text reached it does not end the send.
-            let reason = follow(op, &mut state, deadline, 3).await;
+            let reason = follow(op, &mut state, deadline, 3, unread).await;
             followed = Some(state);
             reason
         }
@@ -395,12 +410,15 @@ fn waiting_reason(state: InputState) -> WaitReason {
 /// at its prompt with no typed input left (`command`), or until something
 /// in it waits for input (a REPL, `read`: `stdin_read`; a server: `busy`),
 /// the shell included when a typed command is unfinished. A reader counts
-/// after `looks` looks with no output between.
+/// after `looks` looks with no output between, and once it read since
+/// `unread` (a text reply's reader, marked before the write; at most
+/// [`UNREAD_BOUND`] is waited for that).
 async fn follow(
     op: &TmuxSend,
     state: &mut command::Follow,
     deadline: Instant,
     looks: u32,
+    mut unread: Option<ReadMark>,
 ) -> WaitReason {
     let shared = &op.shared;
     let mut output = shared.stream.changes();
@@ -410,6 +428,7 @@ async fn follow(
     // Whether the relay was asked to hand over what it holds since output
     // last came (see the `Ready` arm below).
     let mut drained = false;
+    let written = Instant::now();
     loop {
         if let Some(reason) = full_screen_began(op, &mut watch, deadline).await {
             return reason;
@@ -421,8 +440,12 @@ async fn follow(
         let seen = *output.borrow_and_update();
         // Only once the shell has the text (its echo came) can a reader
         // in front be waiting for more than it.
-        let look = state.at_prompt() || state.running() || state.echoed(shared);
-        let mut pause = None;
+        if unread.is_some_and(|mark| mark.passed() || written.elapsed() >= UNREAD_BOUND) {
+            unread = None;
+        }
+        let look =
+            unread.is_none() && (state.at_prompt() || state.running() || state.echoed(shared));
+        let mut pause = unread.map(|_| UNREAD_PAUSE);
         if look && let Some((in_front, input)) = command::foreground(shared) {
             // Between an end mark and its prompt's `B` the shell reads
             // while the rest of its prompt is on its way: judged slowly,
@@ -440,7 +463,7 @@ async fn follow(
                     // The relay hands over all it has read first; what it
                     // brings is judged afresh, once.
                     drained = true;
-                    shared.client.drain_raw(shared.pane).await;
+                    shared.catch_up().await;
                     if *output.borrow() != seen {
                         judge.reset();
                     }

@@ -449,6 +449,10 @@ impl BackendTerminal for TmuxTerminal {
         Box::pin(keep_history(&self.shared, order, from))
     }
 
+    fn catch_up(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shared.catch_up())
+    }
+
     fn working_directory(&self) -> Option<std::path::PathBuf> {
         super::full_screen::working_directory(&self.shared)
     }

@@ -88,6 +88,7 @@ impl Owned<'_> {
     pub async fn commands(self, target: &str, limit: usize) -> Result<CommandsAnswer> {
         let (registry, owner) = (self.registry, self.owner);
         let terminal = registry.terminal(owner, target).await?;
+        terminal.catch_up().await;
         let stream = super::seam::stream_of(terminal.as_ref())?;
         let (spans, known_from, unknown_ended) = held_spans(&stream);
         let total = spans.len();

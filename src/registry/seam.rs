@@ -292,6 +292,15 @@ pub trait BackendTerminal: Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
+    /// Brings [`stream`](BackendTerminal::stream) up to what the
+    /// terminal's output holds for this process still on its way (a
+    /// shared relay's bytes not yet read), so an answer about the shell's
+    /// commands counts every mark printed before it was asked. Nothing
+    /// (the default) for a backend whose stream is always current.
+    fn catch_up(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
     /// The terminal's working directory: its program's now, else the last
     /// one it reported (OSC 7). `None` (the default) when not known.
     fn working_directory(&self) -> Option<std::path::PathBuf> {

@@ -113,9 +113,13 @@ pub(crate) fn literal_next(pane_pid: u32) -> Option<bool> {
 ///
 /// Of a pipeline only the leader is inspected.
 pub(crate) fn input_state(pane_pid: u32) -> InputState {
-    let Some(group) = foreground_group(pane_pid) else {
-        return InputState::Other;
-    };
+    waiting_process(pane_pid).map_or(InputState::Other, |(_, state)| state)
+}
+
+/// The process of the pane's foreground that waits for input, and how
+/// (see [`input_state`]); `None` when none does.
+fn waiting_process(pane_pid: u32) -> Option<(i32, InputState)> {
+    let group = foreground_group(pane_pid)?;
     // A shell script without job control keeps its children in its own
     // group and waits for them: follow the waiting chain down to the
     // process that does the reading.
@@ -123,14 +127,54 @@ pub(crate) fn input_state(pane_pid: u32) -> InputState {
     for _ in 0..16 {
         match process_input_state(pid) {
             InputState::Other => {}
-            found => return found,
+            found => return Some((pid, found)),
         }
-        match waited_child(pid, group) {
-            Some(child) => pid = child,
-            None => return InputState::Other,
-        }
+        pid = waited_child(pid, group)?;
     }
-    InputState::Other
+    None
+}
+
+/// How much the process waiting on the pane's terminal had read at one
+/// moment: taken before text is typed to it, it tells when the text
+/// reached it. A reader seen waiting before that may not have had it yet:
+/// tmux writes typed keys to the pane in its next event-loop pass, and
+/// the kernel hands them to the reader from a work queue, each of which a
+/// loaded machine can delay past several looks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadMark {
+    pid: u32,
+    /// Its `rchar` (`/proc/PID/io`): bytes its reads returned, of any file.
+    read: u64,
+}
+
+impl ReadMark {
+    /// The mark of the pane's waiting reader now; `None` when nothing
+    /// waits for input or its counts cannot be read.
+    pub(crate) fn now(pane_pid: u32) -> Option<ReadMark> {
+        let (pid, state) = waiting_process(pane_pid)?;
+        if !state.reads() {
+            return None;
+        }
+        let pid = u32::try_from(pid).ok()?;
+        Some(ReadMark {
+            pid,
+            read: chars_read(pid)?,
+        })
+    }
+
+    /// Whether the reader read anything since the mark, or is gone.
+    pub(crate) fn passed(&self) -> bool {
+        chars_read(self.pid).is_none_or(|read| read > self.read)
+    }
+}
+
+/// The bytes process `pid`'s reads have returned (`rchar` of
+/// `/proc/PID/io`), `None` when it is gone or not readable.
+fn chars_read(pid: u32) -> Option<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    io.lines()
+        .find_map(|line| line.strip_prefix("rchar:"))
+        .and_then(|count| count.trim().parse().ok())
 }
 
 /// The only child of `pid` in group `group`, when `pid` sleeps waiting for
@@ -258,4 +302,54 @@ fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
         let target = target.to_string_lossy();
         target.starts_with("/dev/pts/") || target.starts_with("/dev/tty")
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    #[test]
+    fn a_read_mark_passes_once_its_reader_read() {
+        // `head -c 1` reads its stdin (a pipe here) and waits on it.
+        let mut child = Command::new("head")
+            .args(["-c", "1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Blocked in its read once loaded (loading reads its libraries).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let blocked = || {
+            let syscall = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap();
+            let state = stat_of(i32::try_from(pid).unwrap()).unwrap().state;
+            state == b'S' && syscall.split_ascii_whitespace().next() == Some(&nr::READ.to_string())
+        };
+        while !blocked() {
+            assert!(Instant::now() < deadline, "head never waited on its stdin");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mark = ReadMark {
+            pid,
+            read: chars_read(pid).expect("a child's io counts are readable"),
+        };
+        assert!(!mark.passed(), "nothing was written yet");
+        child.stdin.as_mut().unwrap().write_all(b"x").unwrap();
+        // It read the byte, then it exits and is gone: passed either way,
+        // and not before the write.
+        while !mark.passed() {
+            assert!(Instant::now() < deadline, "the read never showed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(
+            ReadMark { pid, read: 0 }.passed(),
+            "a reaped reader is gone"
+        );
+    }
 }
