@@ -54,6 +54,8 @@ pub(crate) struct HubHandle {
     terminal: Mutex<ViewedTerminal>,
     commands: mpsc::Sender<Command>,
     stop: CancellationToken,
+    /// Whose kept history a page older than the ring is read from.
+    registry: Registry,
 }
 
 impl HubHandle {
@@ -73,6 +75,23 @@ impl HubHandle {
     /// Whether this hub is running and serves `terminal`.
     pub(crate) fn serves(&self, terminal: &ViewedTerminal) -> bool {
         !self.stop.is_cancelled() && !self.commands.is_closed() && self.terminal().same(terminal)
+    }
+
+    /// The page of the served terminal's past output ending at `before`,
+    /// at most `max` bytes (see [`history::page`](super::history::page)).
+    ///
+    /// # Errors
+    /// `UNSUPPORTED` when the terminal keeps no output stream.
+    pub(crate) async fn history(&self, before: u64, max: u64) -> Result<super::HistoryPage> {
+        let stream = self.terminal().stream()?;
+        let registry = self.registry.clone();
+        let id = self.id.clone();
+        tokio::task::spawn_blocking(move || {
+            let kept = registry.kept(&id);
+            super::history::page(&stream, kept.as_deref(), before, max)
+        })
+        .await
+        .map_err(|error| Error::io("reading a page of history", std::io::Error::other(error)))
     }
 
     /// Stops the hub's task; its viewers' streams end.
@@ -137,6 +156,7 @@ pub(crate) async fn start(
         terminal: Mutex::new(terminal.clone()),
         commands: commands.clone(),
         stop: stop.clone(),
+        registry: registry.clone(),
     });
     let driver = Driver {
         hub: Hub::new(&stream, size),

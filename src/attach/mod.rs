@@ -17,8 +17,11 @@
 //! bridge) depend only on this module's types.
 
 mod feed;
+mod history;
 mod hub;
 mod pty;
+
+pub use self::history::{HistoryPage, MAX_PAGE as MAX_HISTORY_PAGE};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -264,6 +267,23 @@ impl Viewer {
         match &self.link {
             Link::Control(hub) => hub.resize(size).await,
             Link::Pty(pty) => pty.resize(size).await,
+        }
+    }
+
+    /// The page of the terminal's past output ending at offset `before`
+    /// of the hello's stream, at most `max` bytes (4 MiB at most
+    /// whatever is asked): from the stream's ring, and older than it
+    /// holds from the kept history. Read-only viewers may read it too (it
+    /// is output they are allowed to see). The PTY transport has no
+    /// offsets: its page is empty.
+    ///
+    /// # Errors
+    /// `UNSUPPORTED` when the terminal keeps no output stream; [`Error::Io`]
+    /// when the read could not run.
+    pub async fn history(&self, before: u64, max: u64) -> Result<HistoryPage> {
+        match &self.link {
+            Link::Control(hub) => hub.history(before, max).await,
+            Link::Pty(_) => Ok(HistoryPage::default()),
         }
     }
 

@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::attach::{Hello, Transport};
+use crate::attach::{Hello, HistoryPage, Transport};
 use crate::registry::{OutputCursor, TerminalStatus};
 use crate::vocab::{ExitStatus, Size};
 use crate::{Error, Result};
@@ -158,6 +158,16 @@ pub enum ClientFrame {
         /// Rows.
         rows: u16,
     },
+    /// `{"type":"history","before":OFFSET,"max":BYTES}`: the page of past
+    /// output ending at `before` (an offset of the hello's stream), at
+    /// most `max` bytes (default and limit 4 MiB).
+    History {
+        /// The offset the page ends at (exclusive).
+        before: u64,
+        /// The most bytes wanted.
+        #[serde(default)]
+        max: Option<u64>,
+    },
 }
 
 /// One client text frame.
@@ -172,10 +182,11 @@ pub fn client_frame(text: &str) -> Result<ClientFrame> {
 }
 
 impl ClientFrame {
-    /// The size a resize frame asks for.
-    pub fn size(&self) -> Size {
+    /// The size a resize frame asks for (`None` for any other frame).
+    pub fn size(&self) -> Option<Size> {
         match *self {
-            ClientFrame::Resize { cols, rows } => Size { cols, rows },
+            ClientFrame::Resize { cols, rows } => Some(Size { cols, rows }),
+            ClientFrame::History { .. } => None,
         }
     }
 }
@@ -209,6 +220,20 @@ pub fn hello(hello: &Hello) -> Value {
 /// frame.
 pub fn snapshot(offset: u64) -> Value {
     json!({"type": "snapshot", "offset": offset})
+}
+
+/// `{"type":"history","stream":"…","from":A,"to":B,"first":F}`; the
+/// page's bytes (`B - A` of them, exactly as the program printed them)
+/// follow as one binary frame. `first` is the oldest offset a page can
+/// start at now: `from == first` means there is nothing older.
+pub fn history(page: &HistoryPage) -> Value {
+    json!({
+        "type": "history",
+        "stream": format!("{:016x}", page.epoch),
+        "from": page.from,
+        "to": page.to,
+        "first": page.first,
+    })
 }
 
 /// `{"type":"resize","cols":C,"rows":R}`.
@@ -288,8 +313,31 @@ mod tests {
                 rows: 30
             }
         );
+        assert_eq!(
+            client_frame(r#"{"type":"history","before":1234}"#).unwrap(),
+            ClientFrame::History {
+                before: 1234,
+                max: None
+            }
+        );
+        assert_eq!(
+            client_frame(r#"{"type":"history","before":0,"max":65536}"#).unwrap(),
+            ClientFrame::History {
+                before: 0,
+                max: Some(65536)
+            }
+        );
+        assert_eq!(
+            client_frame(r#"{"type":"history","before":9}"#)
+                .unwrap()
+                .size(),
+            None
+        );
         for bad in [
             "{",
+            r#"{"type":"history"}"#,
+            r#"{"type":"history","before":-1}"#,
+            r#"{"type":"history","before":1,"since":2}"#,
             r#"{"type":"resize","cols":"x","rows":1}"#,
             r#"{"type":"resize","cols":70000,"rows":1}"#,
             r#"{"type":"paste"}"#,
@@ -300,5 +348,20 @@ mod tests {
                 ErrorCode::InvalidInput
             );
         }
+    }
+
+    #[test]
+    fn history_frames() {
+        let page = HistoryPage {
+            epoch: 255,
+            from: 10,
+            to: 30,
+            first: 0,
+            bytes: bytes::Bytes::from_static(b"x"),
+        };
+        assert_eq!(
+            history(&page),
+            json!({"type": "history", "stream": "00000000000000ff", "from": 10, "to": 30, "first": 0})
+        );
     }
 }

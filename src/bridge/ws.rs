@@ -31,7 +31,7 @@ use self::keepalive::{Keepalive, Tick};
 use self::typing::Typist;
 use super::api::ApiError;
 use super::auth::{self, Principal};
-use super::frames::{self, AttachQuery, close};
+use super::frames::{self, AttachQuery, ClientFrame, close};
 use super::{AppState, Identified};
 use crate::attach::{AttachOptions, Hello, Viewer, ViewerEvent};
 use crate::registry::OutputCursor;
@@ -578,6 +578,33 @@ impl Pump<'_> {
         send(self.socket, self.state, self.keepalive, message).await
     }
 
+    /// Answers a history request: the page's frame and its bytes, or an
+    /// empty page at `before` when it cannot be read (the client learns
+    /// there is nothing more rather than waiting).
+    async fn send_history(
+        &mut self,
+        viewer: &Viewer,
+        before: u64,
+        max: Option<u64>,
+    ) -> Result<(), End> {
+        let max = max.unwrap_or(crate::attach::MAX_HISTORY_PAGE);
+        let page = match viewer.history(before, max).await {
+            Ok(page) => page,
+            Err(error) => {
+                debug!(terminal = %viewer.hello().id, %error, "no history page");
+                let mut empty = crate::attach::HistoryPage::default();
+                empty.from = before;
+                empty.to = before;
+                empty.first = before;
+                empty.epoch = viewer.hello().cursor.map_or(0, |at| at.epoch);
+                empty
+            }
+        };
+        let frame = Message::Text(frames::history(&page).to_string().into());
+        self.send_all(vec![frame, Message::Binary(page.bytes)])
+            .await
+    }
+
     /// Sends `batch` with one flush at its end, under [`send`]'s limits.
     async fn send_all(&mut self, batch: Vec<Message>) -> Result<(), End> {
         let sink = async {
@@ -637,7 +664,15 @@ impl Pump<'_> {
                     self.typed_burst(viewer, ended);
                 }
             }
-            if let Some(end) = apply(viewer, message, self.read_only, &mut pending).await {
+            // A page of history is sent at once, before the next frame is
+            // read: a client asking for many holds one page at a time.
+            if let Message::Text(text) = &message
+                && let Ok(ClientFrame::History { before, max }) = frames::client_frame(text)
+            {
+                if let Err(end) = self.send_history(viewer, before, max).await {
+                    return Some(end);
+                }
+            } else if let Some(end) = apply(viewer, message, self.read_only, &mut pending).await {
                 return Some(end);
             }
             match self.socket.recv().now_or_never() {
@@ -679,15 +714,15 @@ async fn apply(
             crate::hops::mark(crate::hops::Hop::Replied);
         }
         Message::Text(text) => {
-            let size = frames::client_frame(&text).and_then(|frame| {
-                let size = frame.size();
+            let size = frames::client_frame(&text).and_then(|frame| match frame.size() {
                 // Checked on arrival: a bad size is refused even when a
                 // later one replaces it.
-                size.check().map(|()| size)
+                Some(size) => size.check().map(|()| Some(size)),
+                None => Ok(None),
             });
             match size {
                 Err(error) => return Some(End::Close(close::BAD_REQUEST, error.to_string())),
-                Ok(size) if !read_only => *pending = Some(size),
+                Ok(Some(size)) if !read_only => *pending = Some(size),
                 Ok(_) => {}
             }
         }

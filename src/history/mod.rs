@@ -521,6 +521,62 @@ impl Kept {
         })
     }
 
+    /// The history offsets the files hold now: the oldest byte kept and
+    /// the end (a listing, nothing read).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the directory cannot be listed.
+    pub fn span(&self) -> Result<(u64, u64)> {
+        let found = segments(&self.dir).map_err(|error| {
+            Error::io(
+                format!("listing kept history {}", self.dir.display()),
+                error,
+            )
+        })?;
+        let oldest = found.first().map_or(0, |(start, ..)| *start);
+        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        Ok((oldest, end))
+    }
+
+    /// The kept bytes `from..to` (history offsets), as far as the files
+    /// hold them: the start moves up to the oldest byte kept, the end down
+    /// to the newest, so the answer is never larger than `to - from` (a
+    /// viewer's page of history is read whole into memory, and only that).
+    /// Returns where the bytes start and the bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a segment cannot be read.
+    pub fn read_range(&self, from: u64, to: u64) -> Result<(u64, Bytes)> {
+        let context = |error| {
+            Error::io(
+                format!("reading kept history {}", self.dir.display()),
+                error,
+            )
+        };
+        let found = segments(&self.dir).map_err(context)?;
+        let oldest = found.first().map_or(0, |(start, ..)| *start);
+        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        let (start, stop) = (from.max(oldest), to.min(end));
+        if start >= stop {
+            return Ok((start.min(stop), Bytes::new()));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(stop - start).unwrap_or(0));
+        for (first, path, len) in &found {
+            let (seg_start, seg_end) = (*first, first + len);
+            if seg_end <= start || seg_start >= stop {
+                continue;
+            }
+            let mut file = fs::File::open(path).map_err(context)?;
+            let skip = start.saturating_sub(seg_start);
+            file.seek(SeekFrom::Start(skip)).map_err(context)?;
+            let want = stop.min(seg_end) - seg_start - skip;
+            file.take(want).read_to_end(&mut bytes).map_err(context)?;
+        }
+        Ok((start, Bytes::from(bytes)))
+    }
+
     /// Removes the whole history.
     ///
     /// # Errors

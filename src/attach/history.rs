@@ -1,0 +1,197 @@
+//! Pages of a terminal's past output for a viewer: the raw bytes before
+//! an offset of its stream, from the stream's ring and, older than the
+//! ring holds, from the terminal's kept history on disk. Never
+//! `capture-pane`: a viewer that scrolls up reads what the program
+//! printed, exactly, a page at a time.
+//!
+//! A page is bounded ([`MAX_PAGE`]) however much is asked: what one
+//! request can make serve read into memory is one page, and a client asks
+//! for the next only once it has the last (the WebSocket's write budget
+//! bounds one that asks without reading).
+
+use bytes::{Bytes, BytesMut};
+
+use crate::history::Kept;
+use crate::stream::Stream;
+
+/// The most bytes one page holds: ~150,000 lines of a log's 28-byte
+/// lines, which xterm.js parses in ~100 ms on the 2-core machine; a
+/// longer history comes in more pages.
+pub const MAX_PAGE: u64 = 4 << 20;
+
+/// Bytes of past output, `from..to` of the viewer's stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HistoryPage {
+    /// The stream's epoch the offsets count in.
+    pub epoch: u64,
+    /// The offset of `bytes[0]`: just after a line feed when the page was
+    /// cut short (so it starts at a line's start), else the oldest byte
+    /// there is.
+    pub from: u64,
+    /// The offset just past the page's last byte: the `before` asked for,
+    /// or less when that was past the stream's end.
+    pub to: u64,
+    /// The oldest offset any page can start at now (the stream's first
+    /// byte, or the oldest one the ring or the kept history still hold):
+    /// `from == first` means nothing older exists.
+    pub first: u64,
+    /// The bytes, exactly as the program printed them.
+    pub bytes: Bytes,
+}
+
+/// The page of `stream` ending at `before` (clamped to the stream's end),
+/// at most `max` bytes (clamped to [`MAX_PAGE`]), from the ring and,
+/// before the ring's oldest byte, from `kept` (a history fed by this
+/// stream). A page cut short starts after its first line feed.
+///
+/// Blocking file I/O when it reads `kept`: run it from `spawn_blocking`.
+pub(crate) fn page(stream: &Stream, kept: Option<&Kept>, before: u64, max: u64) -> HistoryPage {
+    let epoch = stream.epoch();
+    let max = max.clamp(1, MAX_PAGE);
+    let (ring_start, to, held) = {
+        let ring = stream.held();
+        let to = before.min(ring.total);
+        let ring_start = ring.start();
+        let from = to.saturating_sub(max).max(ring_start);
+        let held = if to > ring_start {
+            ring.between(from, to).unwrap_or_default()
+        } else {
+            Bytes::new()
+        };
+        (ring_start, to, held)
+    };
+    let want = to.saturating_sub(max);
+    let mut from = want.max(ring_start).min(to);
+    let mut first = ring_start;
+    let mut older = Bytes::new();
+    // The kept history holds the stream's bytes at `base + offset`, as
+    // far back as its files go (its oldest segment may be gone; bytes
+    // before `base` are an earlier stream's).
+    if let Some(kept) = kept
+        && ring_start > 0
+        && let Some(base) = kept.stream_base(epoch)
+    {
+        if let Ok((oldest, _)) = kept.span() {
+            first = first.min(oldest.saturating_sub(base));
+        }
+        let upto = ring_start.min(to);
+        if want < upto {
+            match kept.read_range(base + want, base + upto) {
+                // Only bytes that meet the ring's (or `to`) exactly count.
+                Ok((start, bytes)) if start + bytes.len() as u64 == base + upto => {
+                    from = start - base;
+                    older = bytes;
+                }
+                Ok(_) => {}
+                Err(error) => tracing::debug!(%error, "kept history not read for a viewer"),
+            }
+        }
+    }
+    let bytes = if older.is_empty() {
+        held
+    } else {
+        let mut joined = BytesMut::with_capacity(older.len() + held.len());
+        joined.extend_from_slice(&older);
+        joined.extend_from_slice(&held);
+        joined.freeze()
+    };
+    let (from, bytes) = line_start(from, first, bytes);
+    HistoryPage {
+        epoch,
+        from,
+        to,
+        first: first.min(from),
+        bytes,
+    }
+}
+
+/// A page that does not start at the oldest byte there is starts after
+/// its first line feed (a line cut in half would show as a line of its
+/// own); one with no line feed at all is kept whole.
+fn line_start(from: u64, first: u64, bytes: Bytes) -> (u64, Bytes) {
+    if from <= first {
+        return (from, bytes);
+    }
+    match bytes.iter().position(|&byte| byte == b'\n') {
+        Some(at) if at + 1 < bytes.len() => (from + at as u64 + 1, bytes.slice(at + 1..)),
+        _ => (from, bytes),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn stream_of(chunks: &[&'static [u8]], limit: usize) -> Stream {
+        let stream = Stream::new(limit);
+        for chunk in chunks {
+            stream.push(Bytes::from_static(chunk));
+        }
+        stream
+    }
+
+    #[test]
+    fn a_page_comes_from_the_ring_and_starts_at_a_line() {
+        let stream = stream_of(&[b"one\r\n", b"two\r\n", b"three\r\n"], 1 << 20);
+        let whole = page(&stream, None, 100, 1 << 20);
+        assert_eq!((whole.from, whole.to, whole.first), (0, 17, 0));
+        assert_eq!(&whole.bytes[..], b"one\r\ntwo\r\nthree\r\n");
+        // Eight bytes back from 17 is inside "two": cut after its line feed.
+        let cut = page(&stream, None, 17, 8);
+        assert_eq!((cut.from, cut.to, cut.first), (10, 17, 0));
+        assert_eq!(&cut.bytes[..], b"three\r\n");
+        let older = page(&stream, None, cut.from, 8);
+        assert_eq!((older.from, older.to), (5, 10));
+        assert_eq!(&older.bytes[..], b"two\r\n");
+        let oldest = page(&stream, None, older.from, 8);
+        assert_eq!((oldest.from, oldest.to), (0, 5));
+        assert_eq!(&oldest.bytes[..], b"one\r\n");
+    }
+
+    #[test]
+    fn a_page_is_bounded_and_older_bytes_than_the_ring_come_from_the_kept_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Kept::open(dir.path().join("t"), 1 << 20).unwrap();
+        let stream = Stream::new(16);
+        kept.map_stream(stream.epoch(), 0);
+        let mut all = Vec::new();
+        for n in 0..20 {
+            let line = format!("l{n:02}\n");
+            stream.push(Bytes::from(line.clone()));
+            kept.append(line.as_bytes()).unwrap();
+            all.extend_from_slice(line.as_bytes());
+        }
+        assert!(stream.held().start() > 0, "the ring dropped its oldest");
+        let end = all.len() as u64;
+        let got = page(&stream, Some(&kept), end, 40);
+        assert_eq!(got.to, end);
+        assert_eq!(got.first, 0);
+        assert!(got.bytes.len() <= 40);
+        assert_eq!(&got.bytes[..], &all[got.from as usize..]);
+        // Page by page back to the first byte, each exact.
+        let mut before = got.from;
+        while before > 0 {
+            let older = page(&stream, Some(&kept), before, 40);
+            assert_eq!(older.to, before);
+            assert_eq!(&older.bytes[..], &all[older.from as usize..before as usize]);
+            assert!(older.from < before);
+            before = older.from;
+        }
+        // Without the kept history the ring is all there is.
+        let ring_only = page(&stream, None, end, 1000);
+        assert_eq!(ring_only.first, stream.held().start());
+        assert_eq!(ring_only.from, ring_only.first);
+    }
+
+    #[test]
+    fn the_ask_is_clamped() {
+        let stream = stream_of(&[b"abc"], 1 << 20);
+        let past = page(&stream, None, 1 << 40, u64::MAX);
+        assert_eq!((past.from, past.to), (0, 3));
+        let nothing = page(&stream, None, 0, 0);
+        assert_eq!((nothing.from, nothing.to), (0, 0));
+        assert!(nothing.bytes.is_empty());
+    }
+}
