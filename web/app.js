@@ -69,6 +69,9 @@ const view = {
   lastOffer: null, // the last text a program asked to copy (OSC 52)
   terminals: [], // the last list
   typing: [], // the others typing into the open terminal now (the typing frame)
+  history: null, // the past output loaded above the screen (see loadHistory)
+  historyNext: null, // the next binary frame is this history frame's page
+  replaying: 0, // history being written again: its queries are not answered
   drop() { if (this.socket) this.socket.close(); },
 };
 window.tmuxEngine = view;
@@ -103,6 +106,8 @@ function copy(text) {
 // Reading the clipboard back is always refused (a program, maybe another
 // owner's, must not see what the user copied elsewhere).
 function programCopy(text) {
+  // History written again (below) asks nothing of the person.
+  if (view.replaying > 0) return;
   view.lastOffer = text;
   if (options.clipboardWrite === "deny") return;
   if (options.clipboardWrite === "allow") return copy(text);
@@ -549,7 +554,7 @@ function openTerminal(id, name, { early = false } = {}) {
     view.socket.onclose = null;
     view.socket.close();
   }
-  Object.assign(view, { id, name, early, stream: null, offset: null, ended: false, retry: 250 });
+  Object.assign(view, { id, name, early, stream: null, offset: null, ended: false, retry: 250, history: null, historyNext: null });
   showTyping([]);
   view.title = view.titles[id] || "";
   showTitle();
@@ -574,7 +579,7 @@ function closeTerminal({ keepHash = false } = {}) {
     view.socket.onclose = null;
     view.socket.close();
   }
-  Object.assign(view, { id: null, name: null, socket: null, stream: null, offset: null, ended: true, title: "" });
+  Object.assign(view, { id: null, name: null, socket: null, stream: null, offset: null, ended: true, title: "", history: null, historyNext: null });
   showTyping([]);
   document.body.classList.remove("opened");
   if (!keepHash) history.replaceState(null, "", location.pathname + location.search);
@@ -598,7 +603,10 @@ term.onTitleChange((title) => {
 });
 
 function connect() {
-  const query = view.stream !== null ? `?since=${view.stream}:${view.offset}` : "";
+  // The page's size goes with the attach: the first snapshot is taken at
+  // it (a writable viewer's; serve ignores it for a read-only one).
+  const size = `cols=${term.cols}&rows=${term.rows}`;
+  const query = view.stream !== null ? `?since=${view.stream}:${view.offset}&${size}` : `?${size}`;
   const at = baseOf(view.id);
   const address = url(`api/terminals/${encodeURIComponent(view.id)}/attach${query}`, at);
   address.protocol = location.protocol === "https:" ? "wss:" : "ws:";
@@ -607,6 +615,10 @@ function connect() {
   socket.binaryType = "arraybuffer";
   view.socket = socket;
   view.repaintNext = false;
+  // A page asked for on the last socket is asked again once this one
+  // says hello (a resume keeps what is loaded).
+  view.historyNext = null;
+  if (view.history) view.history.asked = false;
   view.connects += 1;
   // While the host restarts, its reason stays up until the next serve answers.
   if (!view.restarting) setStatus(view.connects > 1 ? "reconnecting…" : "connecting…");
@@ -639,11 +651,16 @@ function onText(frame) {
       $("badge").hidden = !view.readOnly;
       if (term.cols !== frame.cols || term.rows !== frame.rows) sendSize();
       setStatus("connected");
+      if (view.history && view.history.stream !== frame.stream) view.history = null;
+      if (view.history && !view.history.shown) askHistory();
       break;
     case "snapshot":
       view.offset = frame.offset;
       view.repaintNext = true;
       view.snapshots += 1;
+      break;
+    case "history":
+      view.historyNext = frame;
       break;
     case "resize":
       if (term.cols !== frame.cols || term.rows !== frame.rows) term.resize(frame.cols, frame.rows);
@@ -668,15 +685,149 @@ function showTyping(who) {
 }
 
 function onBinary(bytes) {
+  if (view.historyNext) {
+    const frame = view.historyNext;
+    view.historyNext = null;
+    onHistory(frame, bytes);
+    return;
+  }
   if (view.repaintNext) {
     view.repaintNext = false;
     term.reset();
     term.write(bytes);
+    loadHistory(view.offset, bytes);
     return;
   }
   term.write(bytes);
   if (view.offset !== null) view.offset += bytes.length;
+  keepLive(bytes);
 }
+
+// The history above the screen (issue 49): the screen is painted from the
+// snapshot at once; then the raw bytes the program printed before it come
+// in pages (`{"type":"history","before":N}`: the stream's ring, then the
+// kept history on disk, never capture-pane), and the terminal is written
+// again in one piece: a reset, the history, the snapshot's screen, the
+// output since. One piece is parsed in one task, so no frame shows it
+// half-written. The newest page (4 MiB, ~150,000 lines of a log) comes
+// first; older pages load when the person scrolls to the top. Bounds: at
+// most HISTORY_LINES lines are kept above the screen, and the output since
+// the snapshot is kept for the rewrite only up to LIVE_BYTES (past it, no
+// older page is loaded: the screen could not be put back).
+const HISTORY_LINES = 250000;
+const LIVE_BYTES = 4 << 20;
+const ESC_RESET = new Uint8Array([0x1b, 0x63]); // RIS
+
+function loadHistory(offset, repaint) {
+  view.historyLoaded = null;
+  if (view.stream === null || offset === null) return;
+  view.history = {
+    stream: view.stream,
+    at: offset, // the snapshot's offset: the history ends here
+    repaint,
+    pages: [], // oldest first
+    from: offset, // the oldest offset loaded
+    first: null, // the oldest there is (the server says)
+    bytes: 0,
+    lines: 0,
+    live: [], // output since the snapshot
+    liveBytes: 0,
+    asked: false,
+    shown: false,
+  };
+  askHistory();
+}
+
+function askHistory() {
+  const h = view.history;
+  const socket = view.socket;
+  if (!h || h.asked || !socket || socket.readyState !== WebSocket.OPEN) return;
+  h.asked = true;
+  socket.send(JSON.stringify({ type: "history", before: h.from }));
+}
+
+function keepLive(bytes) {
+  const h = view.history;
+  if (!h) return;
+  h.liveBytes += bytes.length;
+  if (h.liveBytes > LIVE_BYTES) {
+    // Too much since the snapshot to put the screen back: what is shown
+    // stays, nothing older is loaded.
+    h.live = [];
+    h.first = h.from;
+    h.stale = true;
+    return;
+  }
+  h.live.push(bytes);
+}
+
+function onHistory(frame, bytes) {
+  const h = view.history;
+  if (!h || frame.stream !== h.stream || frame.to !== h.from || h.stale) return;
+  h.asked = false;
+  h.first = frame.first;
+  if (bytes.length === 0) {
+    h.first = h.from;
+    return;
+  }
+  h.pages.unshift(bytes);
+  h.from = frame.from;
+  h.bytes += bytes.length;
+  let lines = 0;
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] === 10) lines++;
+  h.lines += lines;
+  if (h.lines >= HISTORY_LINES) h.first = h.from;
+  rewrite();
+}
+
+// The repaint without its own lines of history (the raw history replaces
+// them): its lines are joined by ESC[0m CR LF, the last term.rows of them
+// the screen.
+function screenOf(repaint) {
+  const marks = [];
+  for (let i = 0; i + 5 < repaint.length; i++) {
+    if (repaint[i] === 0x1b && repaint[i + 1] === 0x5b && repaint[i + 2] === 0x30 && repaint[i + 3] === 0x6d &&
+        repaint[i + 4] === 0x0d && repaint[i + 5] === 0x0a) marks.push(i);
+  }
+  const above = marks.length + 1 - term.rows;
+  if (above <= 0) return repaint;
+  const head = new TextEncoder().encode("\x1b[0m\x1b[H\x1b[2J");
+  const rest = repaint.subarray(marks[above - 1] + 6);
+  const out = new Uint8Array(head.length + rest.length);
+  out.set(head);
+  out.set(rest, head.length);
+  return out;
+}
+
+function rewrite() {
+  const h = view.history;
+  const screen = screenOf(h.repaint);
+  const parts = [ESC_RESET, ...h.pages, screen, ...h.live];
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  const buffer = term.buffer.active;
+  const before = buffer.length;
+  const top = h.shown && buffer.viewportY === 0;
+  term.options.scrollback = Math.max(options.scrollback, Math.min(HISTORY_LINES, h.lines + 2 * term.rows));
+  view.replaying += 1;
+  term.write(all, () => {
+    view.replaying -= 1;
+    // An older page keeps the lines the person was reading in view.
+    if (top) term.scrollToLine(Math.max(0, term.buffer.active.length - before));
+    h.shown = true;
+    view.historyLoaded = { lines: h.lines, bytes: h.bytes, from: h.from, first: h.first };
+  });
+}
+
+// The person scrolled to the top of what is loaded: the next older page.
+term.onScroll(() => {
+  const h = view.history;
+  if (h && h.shown && !h.stale && h.first !== null && h.from > h.first && term.buffer.active.viewportY === 0) askHistory();
+});
 
 function onClose(code, reason) {
   view.socket = null;
@@ -725,6 +876,8 @@ term.onBinary((data) => send(Uint8Array.from(data, (c) => c.charCodeAt(0))));
 term.onResize(sendSize);
 
 function send(bytes) {
+  // Replies to queries in history written again are not the person's.
+  if (view.replaying > 0) return;
   const socket = view.socket;
   if (socket && socket.readyState === WebSocket.OPEN && !view.readOnly) socket.send(bytes);
 }

@@ -54,6 +54,10 @@ pub struct AttachQuery {
     /// `since=STREAM:OFFSET`: where the client left off (an output cursor:
     /// the hello's `stream`, the offset after the last byte received).
     pub since: Option<OutputCursor>,
+    /// `cols=C&rows=R` (both or neither): the client's size, applied
+    /// before its first snapshot is taken (a writable viewer's; one
+    /// snapshot at the right size instead of one, a resize and another).
+    pub size: Option<Size>,
 }
 
 /// `transport=control&read_only=true&since=00ab..:1234&token=..`: the
@@ -64,8 +68,11 @@ pub struct AttachQuery {
 /// `INVALID_INPUT` naming the bad pair.
 pub fn attach_query(query: &str) -> Result<AttachQuery> {
     let mut parsed = AttachQuery::default();
+    let (mut cols, mut rows) = (None, None);
     for (key, value) in form_pairs(query) {
         match key.as_str() {
+            "cols" => cols = Some(dimension(&key, &value)?),
+            "rows" => rows = Some(dimension(&key, &value)?),
             "transport" => parsed.transport = transport(&value)?,
             "read_only" => parsed.read_only = boolean(&key, &value)?,
             "since" => parsed.since = Some(since(&value)?),
@@ -77,7 +84,25 @@ pub fn attach_query(query: &str) -> Result<AttachQuery> {
             }
         }
     }
+    parsed.size = match (cols, rows) {
+        (None, None) => None,
+        (Some(cols), Some(rows)) => {
+            let size = Size { cols, rows };
+            size.check()?;
+            Some(size)
+        }
+        _ => {
+            return Err(Error::InvalidInput("cols and rows go together".to_owned()));
+        }
+    };
     Ok(parsed)
+}
+
+/// A column or row count.
+fn dimension(key: &str, value: &str) -> Result<u16> {
+    value
+        .parse()
+        .map_err(|_| Error::InvalidInput(format!("{key} {value:?} is not a count")))
 }
 
 /// `control` or `pty`.
@@ -263,6 +288,17 @@ mod tests {
                     transport: Transport::Pty,
                     read_only: true,
                     since: None,
+                    size: None,
+                },
+            ),
+            (
+                "cols=120&rows=40",
+                AttachQuery {
+                    size: Some(Size {
+                        cols: 120,
+                        rows: 40,
+                    }),
+                    ..AttachQuery::default()
                 },
             ),
             (
@@ -286,6 +322,11 @@ mod tests {
             "since=zz:1",
             "since=ff:-1",
             "colour=red",
+            "cols=80",
+            "rows=24",
+            "cols=x&rows=24",
+            "cols=0&rows=24",
+            "cols=70000&rows=24",
         ] {
             let error = attach_query(bad).unwrap_err();
             assert_eq!(error.code(), ErrorCode::InvalidInput, "{bad}");

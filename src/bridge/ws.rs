@@ -306,7 +306,8 @@ async fn session(
     let opts = AttachOptions::default()
         .transport(query.transport)
         .read_only(read_only)
-        .since(query.since);
+        .since(query.since)
+        .size(query.size);
     let attached = tokio::select! {
         attached = state.attacher.attach(&principal.owner, &target, opts) => attached,
         () = state.shutdown.cancelled() => Err(Error::Cancelled("shutting down".to_owned())),

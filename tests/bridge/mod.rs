@@ -15,6 +15,7 @@ mod memory;
 mod page;
 mod page_early;
 mod page_files;
+mod page_history;
 mod page_rename;
 mod page_typing;
 mod phone;
