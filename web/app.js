@@ -718,6 +718,22 @@ const HISTORY_LINES = 250000;
 const LIVE_BYTES = 4 << 20;
 const ESC_RESET = new Uint8Array([0x1b, 0x63]); // RIS
 
+// While the rewrite is parsed (and only then: a key the person presses
+// meanwhile still goes out), the history's queries are not answered and
+// its clipboard writes not offered: the rewrite is wrapped in two private
+// OSC sequences whose nonce no program can know, so none can switch the
+// guard on or off.
+const REPLAY_OSC = 7746;
+const nonce = Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, "0")).join("");
+const encodeText = (text) => new TextEncoder().encode(text);
+const REPLAY_START = encodeText(`\x1b]${REPLAY_OSC};start-${nonce}\x07`);
+const REPLAY_END = encodeText(`\x1b]${REPLAY_OSC};end-${nonce}\x07`);
+term.parser.registerOscHandler(REPLAY_OSC, (data) => {
+  if (data === `start-${nonce}`) view.replaying += 1;
+  else if (data === `end-${nonce}` && view.replaying > 0) view.replaying -= 1;
+  return true;
+});
+
 function loadHistory(offset, repaint) {
   view.historyLoaded = null;
   if (view.stream === null || offset === null) return;
@@ -791,7 +807,7 @@ function screenOf(repaint) {
   }
   const above = marks.length + 1 - term.rows;
   if (above <= 0) return repaint;
-  const head = new TextEncoder().encode("\x1b[0m\x1b[H\x1b[2J");
+  const head = encodeText("\x1b[0m\x1b[H\x1b[2J");
   const rest = repaint.subarray(marks[above - 1] + 6);
   const out = new Uint8Array(head.length + rest.length);
   out.set(head);
@@ -802,7 +818,7 @@ function screenOf(repaint) {
 function rewrite() {
   const h = view.history;
   const screen = screenOf(h.repaint);
-  const parts = [ESC_RESET, ...h.pages, screen, ...h.live];
+  const parts = [REPLAY_START, ESC_RESET, ...h.pages, screen, ...h.live, REPLAY_END];
   const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) {
@@ -813,9 +829,9 @@ function rewrite() {
   const before = buffer.length;
   const top = h.shown && buffer.viewportY === 0;
   term.options.scrollback = Math.max(options.scrollback, Math.min(HISTORY_LINES, h.lines + 2 * term.rows));
-  view.replaying += 1;
   term.write(all, () => {
-    view.replaying -= 1;
+    // Parsed: the guard is off whatever the bytes did to the markers.
+    view.replaying = 0;
     // An older page keeps the lines the person was reading in view.
     if (top) term.scrollToLine(Math.max(0, term.buffer.active.length - before));
     h.shown = true;
