@@ -21,13 +21,18 @@
 //   node --experimental-websocket scripts/bench-page.mjs --history 10000,100000,1000000 [ROUNDS]
 //
 // A long history in one frame (issue 49, item 3): for each N, a terminal
-// whose program printed N lines (`history_limit` N) and then a marker; the
-// page is opened on it and the injected script notes, at every animation
-// frame, when the marker is painted and how many lines the page can
-// scroll through (xterm.js's buffer: its scrollback and the screen), from
-// the WebSocket's open. Beside it, in the same run, tmux's own
-// `capture-pane` of the same pane's whole history (`-S -`, plain and with
-// `-e` attributes as a repaint needs), timed from a process started for it
+// whose program printed N lines (`history_limit` N, `keep_history`: what
+// the stream's 4 MiB ring no longer holds is read from the kept history)
+// and then a marker; the page is opened on it and the injected script
+// notes, at every animation frame, when the marker is painted, how many
+// lines the page can scroll through (xterm.js's buffer: its scrollback and
+// the screen) and when line 1 of the history is in it, from the
+// WebSocket's open. After 1 s it scrolls to the top at every frame, as a
+// person dragging the scrollbar up does (older pages load as the top is
+// reached), and notes when line 1 is in the buffer (or, after 20 s, how
+// many lines were). Beside it, in the same run, tmux's own `capture-pane`
+// of the same pane's whole history (`-S -`, plain and with `-e`
+// attributes as a repaint needs), timed from a process started for it
 // (what a peer's reattach runs).
 
 import { execFileSync, spawnSync } from "node:child_process";
@@ -133,10 +138,19 @@ const WATCH_HISTORY = `(() => {
         }
       }
       if (h.at300 === undefined && now - open >= 300) h.at300 = b.length;
+      const top = b.getLine(0);
+      if (h.whole === undefined && top && top.translateToString(true) === "line 1 of the history") {
+        h.whole = now - open;
+      }
       if (h.painted !== undefined && now - open >= 1000) {
-        h.final = b.length;
-        h.done = true;
-        return;
+        if (h.final === undefined) h.final = b.length;
+        if (h.whole !== undefined || now - open >= 21000) {
+          h.lines = b.length;
+          h.done = true;
+          return;
+        }
+        // A person at the scrollbar's top: older pages load.
+        t.scrollToTop();
       }
     }
     requestAnimationFrame(look);
@@ -182,7 +196,7 @@ async function historyBench(cdp, api, base, dir) {
   for (const n of HISTORY) {
     const name = `hist${n}`;
     const command = ["sh", "-c", `seq -f 'line %g of the history' 1 ${n}; echo END-${n}; exec cat`];
-    if (!(await api("POST", "/api/terminals", { name, command, history_limit: Math.min(n, 1000000) }))) {
+    if (!(await api("POST", "/api/terminals", { name, command, history_limit: Math.min(n, 1000000), keep_history: true }))) {
       throw new Error(`spawn ${name} failed`);
     }
     const screen = await until(`${name}'s marker on tmux's screen`, async () => {
@@ -190,7 +204,7 @@ async function historyBench(cdp, api, base, dir) {
       return s && JSON.stringify(s).includes(`END-${n}`) ? s : null;
     }, 600000, 100);
     const sock = await until(`${name}'s socket`, () => socketWith(join(dir, "run"), `END-${n}`));
-    const res = { page: [], linesAtPaint: [], at300: [], final: [], plain: [], escaped: [], captured: 0 };
+    const res = { page: [], linesAtPaint: [], at300: [], final: [], whole: [], lines: [], plain: [], escaped: [], captured: 0 };
     for (let r = 0; r < ROUNDS; r++) {
       await cdp.send("Page.navigate", { url: "about:blank" });
       await sleep(100);
@@ -200,6 +214,8 @@ async function historyBench(cdp, api, base, dir) {
       res.linesAtPaint.push(h.linesAtPaint);
       res.at300.push(h.at300);
       res.final.push(h.final);
+      res.whole.push(h.whole === undefined ? Infinity : h.whole);
+      res.lines.push(h.lines);
       const plain = capture(sock, false);
       const escaped = capture(sock, true);
       res.plain.push(plain.ms);
@@ -210,13 +226,16 @@ async function historyBench(cdp, api, base, dir) {
     await api("DELETE", `/api/terminals/${name}`);
     rows.push({ n, ...res, rowsOnScreen: screen.rows });
     console.error(`history ${n}: painted ${res.page.map((x) => x.toFixed(0)).join(" ")} ms after open; ` +
-      `lines ${res.final.join(" ")}; capture-pane -S - ${res.plain.map((x) => x.toFixed(0)).join(" ")} ms`);
+      `lines ${res.final.join(" ")}; line 1 at ${res.whole.map((x) => x.toFixed(0)).join(" ")} ms ` +
+      `(lines then ${res.lines.join(" ")}); capture-pane -S - ${res.plain.map((x) => x.toFixed(0)).join(" ")} ms`);
   }
   console.log(`a long history in one frame (Chromium headless), median of ${ROUNDS}, from the WebSocket's open:`);
   for (const r of rows) {
     console.log(`  ${String(r.n).padStart(8)} lines: screen painted ${median(r.page).toFixed(1)} ms; ` +
       `lines scrollable at paint ${median(r.linesAtPaint)}, at 300 ms ${median(r.at300)}, at 1 s ${median(r.final)} ` +
-      `(of ${r.captured} tmux holds); capture-pane -S - ${median(r.plain).toFixed(1)} ms, with -e ${median(r.escaped).toFixed(1)} ms`);
+      `(of ${r.captured} tmux holds); line 1 in the buffer at ${median(r.whole).toFixed(1)} ms ` +
+      `(scrolling to the top from 1 s on; lines then ${median(r.lines)}); ` +
+      `capture-pane -S - ${median(r.plain).toFixed(1)} ms, with -e ${median(r.escaped).toFixed(1)} ms`);
   }
 }
 
@@ -229,7 +248,8 @@ async function main() {
   execFileSync("mkdir", ["-m", "700", "-p", join(dir, "run"), join(dir, "state")]);
   const serve = start(ENGINE, ["--state-dir", join(dir, "state"), "serve", "--listen",
     `127.0.0.1:${port}`, "--token", token], env);
-  const ttyd = start(TTYD, ["-p", String(port + 1), "-i", "127.0.0.1", "-W", ...SHELL]);
+  // The history pass needs no ttyd.
+  const ttyd = HISTORY ? null : start(TTYD, ["-p", String(port + 1), "-i", "127.0.0.1", "-W", ...SHELL]);
   const chrome = start(CHROMIUM, ["--headless", "--no-sandbox", "--disable-gpu",
     `--remote-debugging-port=${port + 2}`, `--user-data-dir=${join(dir, "chrome")}`,
     "--window-size=1200,700", "about:blank"]);
@@ -240,7 +260,7 @@ async function main() {
   });
   try {
     await until("serve", () => fetchJson(`${base}/api/terminals`, { headers: { Authorization: `Bearer ${token}` } }));
-    await until("ttyd", () => fetchJson(`http://127.0.0.1:${port + 1}/token`));
+    if (ttyd) await until("ttyd", () => fetchJson(`http://127.0.0.1:${port + 1}/token`));
     if (!(await api("POST", "/api/terminals", { name: "page", command: SHELL }))) throw new Error("spawn failed");
     const targets = await until("chromium's DevTools", () => fetchJson(`http://127.0.0.1:${port + 2}/json`));
     const cdp = devtools(targets.find((t) => t.type === "page").webSocketDebuggerUrl);
@@ -298,7 +318,7 @@ async function main() {
     }
   } finally {
     await stop(chrome);
-    await stop(ttyd);
+    if (ttyd) await stop(ttyd);
     await api("DELETE", "/api/terminals/page");
     await stop(serve);
     rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
