@@ -784,6 +784,7 @@ function onHistory(frame, bytes) {
   h.first = frame.first;
   if (bytes.length === 0) {
     h.first = h.from;
+    if (!h.shown) view.historyLoaded = { lines: h.lines, bytes: h.bytes, from: h.from, first: h.first };
     return;
   }
   h.pages.unshift(bytes);
@@ -828,7 +829,8 @@ function rewrite() {
   const buffer = term.buffer.active;
   const before = buffer.length;
   const top = h.shown && buffer.viewportY === 0;
-  term.options.scrollback = Math.max(options.scrollback, Math.min(HISTORY_LINES, h.lines + 2 * term.rows));
+  // Room for the lines, some of them wrapped, and the screen.
+  term.options.scrollback = Math.max(options.scrollback, Math.min(HISTORY_LINES, Math.ceil(h.lines * 1.1) + 2 * term.rows));
   term.write(all, () => {
     // Parsed: the guard is off whatever the bytes did to the markers.
     view.replaying = 0;
