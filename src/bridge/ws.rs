@@ -593,12 +593,13 @@ impl Pump<'_> {
             Ok(page) => page,
             Err(error) => {
                 debug!(terminal = %viewer.hello().id, %error, "no history page");
-                let mut empty = crate::attach::HistoryPage::default();
-                empty.from = before;
-                empty.to = before;
-                empty.first = before;
-                empty.epoch = viewer.hello().cursor.map_or(0, |at| at.epoch);
-                empty
+                crate::attach::HistoryPage {
+                    epoch: viewer.hello().cursor.map_or(0, |at| at.epoch),
+                    from: before,
+                    to: before,
+                    first: before,
+                    ..crate::attach::HistoryPage::default()
+                }
             }
         };
         let frame = Message::Text(frames::history(&page).to_string().into());
