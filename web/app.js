@@ -694,8 +694,10 @@ function onBinary(bytes) {
   if (view.repaintNext) {
     view.repaintNext = false;
     term.reset();
-    term.write(bytes);
     loadHistory(view.offset, bytes);
+    // The history is asked for once the screen is painted: its page's
+    // arrival and rewrite must not hold up the first frame.
+    term.write(bytes, () => requestAnimationFrame(() => setTimeout(askHistory)));
     return;
   }
   term.write(bytes);
@@ -751,7 +753,6 @@ function loadHistory(offset, repaint) {
     asked: false,
     shown: false,
   };
-  askHistory();
 }
 
 function askHistory() {
