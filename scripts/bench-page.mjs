@@ -189,6 +189,10 @@ function capture(sock, escapes) {
 }
 
 async function historyBench(cdp, api, base, dir) {
+  // With the Network domain on, Chromium copies every WebSocket frame to
+  // this client (base64): megabytes per page of history, which slowed the
+  // page measured and once stalled this script.
+  await cdp.send("Network.disable");
   await cdp.send("Page.addScriptToEvaluateOnNewDocument", { source: WATCH_HISTORY });
   const evaluate = async (expression) =>
     (await cdp.send("Runtime.evaluate", { expression, returnByValue: true })).result.value;
