@@ -80,7 +80,11 @@ fn feed(bytes: &[u8], scrollback: usize) -> Duration {
 /// Seconds tmux takes to read `file` into a detached pane, from the
 /// signal that starts the pane's `cat` to the one it sends when done.
 fn tmux_parse(dir: &std::path::Path, file: &std::path::Path) -> Duration {
-    let socket = dir.join("sock");
+    // A socket of its own per run: `kill-server` returns before the old
+    // server has gone, and a `new-session` on its socket then reached the
+    // dying server ("server exited unexpectedly").
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let socket = dir.join(format!("sock{}", RUNS.fetch_add(1, Ordering::Relaxed)));
     let socket = socket.to_str().unwrap();
     // The pane waits for `go` before it reads the file, and stays (its
     // server with it) until the kill below: tmux 3.3a's server crashed
