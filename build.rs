@@ -8,7 +8,7 @@
 //!
 //! Writes `$OUT_DIR/assets.rs`: `COMPRESSED`, one `(name, hash, gzip,
 //! brotli)` per file by its served name (the file name: `web/vendor/x.js`
-//! is served as `/assets/x.js`, as `bridge/page.rs` names them).
+//! is served as `/assets/x.js`, as `bridge/page/mod.rs` names them).
 
 #[cfg(feature = "serve")]
 use std::io::Write;
@@ -93,7 +93,7 @@ fn compress_page() {
 }
 
 /// `name.js` as `name.HASH.js`: how the page names a file (and
-/// `bridge/page.rs` reads it back).
+/// `bridge/page/mod.rs` reads it back).
 #[cfg(feature = "serve")]
 fn hashed(name: &str, hash: u64) -> String {
     match name.rsplit_once('.') {

@@ -26,7 +26,7 @@
 //!
 //! # Layers
 //!
-//! Each uses only the ones below it (checked by `tests/layers.rs`; the
+//! Each uses only the ones below it (checked by `tests/layers/`; the
 //! repository's `docs/architecture.md` explains them):
 //!
 //! ```text

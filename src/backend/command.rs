@@ -211,47 +211,47 @@ pub(super) fn foreground(shared: &ServerLink) -> Option<(bool, InputState)> {
     Some((in_front, reading::input_state(pane.pid)))
 }
 
-/// What a send may type into.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Ready {
-    /// The shell shows its prompt: type, and follow the marks.
-    Prompt,
-    /// Something reads the terminal inside a command (the shell's own
-    /// `read`, a REPL, an editor): type the reply now, and follow it as
-    /// part of the command that runs.
-    Reader,
-    /// Nothing read the terminal by the deadline: why (the text is not
-    /// typed).
-    Not(String),
+/// How a send types and follows its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// At an integrated shell's prompt, shown: type, and follow its marks.
+    Prompt(ShellKind),
+    /// A reply to a reader inside a command of an integrated shell (its
+    /// own `read`, a REPL, an editor): typed now, followed as part of the
+    /// command that runs.
+    Reply(ShellKind),
+    /// Anything else: wait the plain way.
+    Plain,
 }
 
 /// Waits until the terminal takes typed text, up to `deadline` (or
 /// `cancel`): the shell at its prompt, drawn and reading (so a command is
-/// never typed ahead of it and echoed twice), or a reader in front.
+/// never typed ahead of it and echoed twice: [`Mode::Prompt`]), or a
+/// reader in front ([`Mode::Reply`]); else why the text is not typed.
 pub(super) async fn ready(
     shared: &ServerLink,
     kind: ShellKind,
     deadline: Instant,
     cancel: &tokio_util::sync::CancellationToken,
-) -> Ready {
+) -> std::result::Result<Mode, String> {
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
     let mut judge = Judge::new(2).plain_prompt(plain_prompt(kind));
     loop {
         let seen = *output.borrow_and_update();
         if !status.borrow_and_update().is_running() {
-            return Ready::Not("the terminal's program ended before its text was typed".to_owned());
+            return Err("the terminal's program ended before its text was typed".to_owned());
         }
         let Some((in_front, state)) = foreground(shared) else {
             // No process known (a link being made): nothing to look at.
-            return Ready::Prompt;
+            return Ok(Mode::Prompt(kind));
         };
         let (prompt, marked) = prompt(shared);
         // The prompt drawn and readline (or ZLE) waiting for a key: once
         // is enough, the prompt ends with `B` only once the line editor
         // owns the terminal.
         if in_front && state.reads() && prompt == (Prompt::Reading { quiet: true }) {
-            return Ready::Prompt;
+            return Ok(Mode::Prompt(kind));
         }
         let in_command = prompt == Prompt::Running;
         // Text is never typed into a busy program.
@@ -261,8 +261,8 @@ pub(super) async fn ready(
         };
         let judged = judge.observe(in_front, in_command, input, seen);
         let pause = match judged {
-            Observed::Ready if in_command || !in_front => return Ready::Reader,
-            Observed::Ready if marked => return Ready::Prompt,
+            Observed::Ready if in_command || !in_front => return Ok(Mode::Reply(kind)),
+            Observed::Ready if marked => return Ok(Mode::Prompt(kind)),
             Observed::Ready => {
                 // No mark held (a link made after the engine restarted):
                 // the shell's prompt drawn means the cursor is past
@@ -271,7 +271,7 @@ pub(super) async fn ready(
                     .await
                     .is_ok_and(|geometry| geometry.cursor.0 > 0);
                 if drawn {
-                    return Ready::Prompt;
+                    return Ok(Mode::Prompt(kind));
                 }
                 judge.reset();
                 Duration::from_millis(10)
@@ -286,13 +286,13 @@ pub(super) async fn ready(
             (true, _) => "the shell showed no prompt",
         };
         tokio::select! {
-            () = cancel.cancelled() => return Ready::Not("the send was cancelled".to_owned()),
+            () = cancel.cancelled() => return Err("the send was cancelled".to_owned()),
             () = tokio::time::sleep_until(deadline) => {
-                return Ready::Not(format!("not typed by the deadline: {why}"));
+                return Err(format!("not typed by the deadline: {why}"));
             }
             changed = output.changed() => {
                 if changed.is_err() {
-                    return Ready::Not("the terminal's output ended".to_owned());
+                    return Err("the terminal's output ended".to_owned());
                 }
                 judge.reset();
             }

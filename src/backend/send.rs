@@ -28,17 +28,16 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::command::{self, Ready};
+use super::command::{self, Mode};
 use super::full_screen;
 use super::link::ServerLink;
 use super::pages::viewport;
 use crate::registry::seam::{
-    SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
+    SendHandle, SendOperation, SendOutput, SendRequest, SendResult, TerminalStatus, WaitFor,
     WaitReason,
 };
 use crate::screen::keys;
 use crate::screen::render::render;
-use crate::shell::ShellKind;
 use crate::stream::OutputCursor;
 use crate::tmux::TmuxCommand;
 use crate::tmux::probe::Observed;
@@ -126,7 +125,7 @@ impl SendOperation for TmuxSend {
 }
 
 /// Starts a send on `shared`'s pane.
-pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<StartedSend> {
+pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<SendHandle> {
     if !shared.status.borrow().is_running() {
         return Err(Error::TerminalDead {
             terminal: shared.id.to_string(),
@@ -152,7 +151,7 @@ pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<St
         driven.shared.lock().active_send = None;
         result
     });
-    Ok(StartedSend { operation, result })
+    Ok(SendHandle { operation, result })
 }
 
 /// The longest a text reply waits for its reader to read before its
@@ -160,16 +159,6 @@ pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<St
 const UNREAD_BOUND: Duration = Duration::from_secs(2);
 /// How often a text reply looks whether its reader read.
 const UNREAD_PAUSE: Duration = Duration::from_millis(5);
-
-/// How a send types and follows its text.
-enum Mode {
-    /// At an integrated shell's prompt: follow its marks.
-    Prompt(ShellKind),
-    /// A reply to a reader inside a command of an integrated shell.
-    Reply(ShellKind),
-    /// Anything else: wait the plain way.
-    Plain,
-}
 
 async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     let shared = &op.shared;
@@ -222,9 +211,8 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         Some(kind) if request.text.is_empty() && command::running(shared) => Mode::Reply(kind),
         Some(kind) if request.submit && front.is_none() => {
             match command::ready(shared, kind, deadline, &op.cancel).await {
-                Ready::Prompt => Mode::Prompt(kind),
-                Ready::Reader => Mode::Reply(kind),
-                Ready::Not(why) => return Ok(not_typed(op, why).await),
+                Ok(mode) => mode,
+                Err(why) => return Ok(not_typed(op, why).await),
             }
         }
         _ => Mode::Plain,

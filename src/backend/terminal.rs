@@ -39,7 +39,7 @@ use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::{Sink, SinkEvent, SubscribeOptions};
 use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
-    Screen, SendRequest, StartedSend, TerminalStatus,
+    Screen, SendHandle, SendRequest, TerminalStatus,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::stream::Stream;
@@ -429,7 +429,7 @@ impl BackendTerminal for TmuxTerminal {
         self.shared.status.subscribe()
     }
 
-    fn start_send(&self, request: SendRequest) -> Result<StartedSend> {
+    fn start_send(&self, request: SendRequest) -> Result<SendHandle> {
         super::send::start(&self.shared, request)
     }
 

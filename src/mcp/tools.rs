@@ -30,12 +30,12 @@ use super::guard::Target;
 use super::schema::{lean_input, lean_output, required_only};
 use super::{McpServer, failure, success};
 use crate::Error;
-use crate::registry::SendOperation;
+use crate::registry::{SendHandle, SendOperation};
 use crate::shell::ShellKind;
 use crate::tmux::{ProcessId, procfs};
 use crate::verbs::{
-    self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, Started, TerminalRequest, VERBS, Verb,
-    keep_tail_json, keep_tail_lines_json,
+    self, Arguments, KEYS_LINE, MAX_ANSWER_BYTES, TerminalRequest, VERBS, Verb, keep_tail_json,
+    keep_tail_lines_json,
 };
 
 /// The least time between two progress notifications of one send: a
@@ -156,12 +156,15 @@ async fn call(
     if let Some(types) = verb.types
         && !server.guard.is_open()
     {
-        let typed = match types(&arguments) {
-            Ok(typed) => typed,
+        let request = match types(&arguments) {
+            Ok(request) => request,
             Err(error) => return Ok(failure(&error).into()),
         };
-        let target = server.target(&typed.terminal).await;
-        if let Err(error) = server.guard.check(&typed.line, typed.submit, target).await {
+        let target = server.target(&request.terminal).await;
+        // What reaches the shell: the text, then the keys' text elements;
+        // an Enter among the keys runs the line as `submit`.
+        let (line, submit) = request.typed_line();
+        if let Err(error) = server.guard.check(&line, submit, target).await {
             return Ok(failure(&error).into());
         }
     }
@@ -199,10 +202,13 @@ async fn call(
 /// stops it.
 async fn followed(
     verb: &Verb,
-    started: impl std::future::Future<Output = crate::Result<Started>>,
+    started: impl std::future::Future<Output = crate::Result<SendHandle<Value>>>,
     context: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    let Started { operation, answer } = match started.await {
+    let SendHandle {
+        operation,
+        result: answer,
+    } = match started.await {
         Ok(started) => started,
         Err(error) => return failure(&error),
     };

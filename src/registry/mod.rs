@@ -80,11 +80,10 @@ pub use history::HOST_RESTARTED;
 pub use io::{WaitCondition, WaitSince};
 pub use kept_read::Searchable;
 pub use liveness::{AttachTarget, ProbeReport};
-pub use ops::SendHandle;
 pub use seam::{
     AttachLock, Backend, BackendHealth, BackendTerminal, CloseReason, CommandResult, Liveness,
-    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendOperation,
-    SendOutput, SendRequest, SendResult, SpawnRequest, StartedSend, TerminalStatus, WaitFor,
+    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendHandle,
+    SendOperation, SendOutput, SendRequest, SendResult, SpawnRequest, TerminalStatus, WaitFor,
     WaitReason,
 };
 pub use service::{Census, Owned, Registry, RegistryConfig, RestartBackoff};

@@ -9,14 +9,11 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::oneshot;
 
-use super::seam::{
-    BackendTerminal, ReadPage, ReadRequest, Screen, SendOperation, SendOutput, SendRequest,
-    SendResult,
-};
+use super::seam::{BackendTerminal, ReadPage, ReadRequest, Screen, SendRequest};
 use super::service::Inner;
 use super::service::Owned;
 use super::signal::{Signal, SignalDelivery};
-use super::values::TerminalSnapshot;
+use super::values::{SendHandle, TerminalSnapshot};
 use super::{OwnerId, Registry, TerminalId};
 use crate::statedir::Purpose;
 use crate::statedir::StateDir;
@@ -61,64 +58,6 @@ fn clear_send(inner: &Weak<Inner>, id: &TerminalId, generation: u64) {
         && entry.active_send == Some(generation)
     {
         entry.active_send = None;
-    }
-}
-
-/// A send in flight, returned by [`Owned::send`].
-pub struct SendHandle {
-    id: TerminalId,
-    operation: Arc<dyn SendOperation>,
-    result: oneshot::Receiver<Result<SendResult>>,
-}
-
-impl std::fmt::Debug for SendHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SendHandle")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SendHandle {
-    /// The terminal this send goes to.
-    pub fn id(&self) -> &TerminalId {
-        &self.id
-    }
-
-    /// The output produced since the send began.
-    pub fn read_output(&self) -> SendOutput {
-        self.operation.read_output()
-    }
-
-    /// Stops waiting; `true` when this call stopped the send, `false` when
-    /// it had already finished.
-    pub fn cancel(&self) -> bool {
-        self.operation.cancel()
-    }
-
-    /// The live operation, to read output or cancel from elsewhere while
-    /// [`result`](SendHandle::result) is awaited.
-    pub fn operation(&self) -> Arc<dyn SendOperation> {
-        Arc::clone(&self.operation)
-    }
-
-    /// Resolves once the send's output is longer than `len` bytes (pass the
-    /// `bytes.len()` of the last [`read_output`](SendHandle::read_output)),
-    /// or when the terminal can produce no more: follow output without
-    /// polling.
-    pub async fn output_beyond(&self, len: usize) {
-        self.operation.output_beyond(len).await;
-    }
-
-    /// Waits for the send to end. By then the terminal accepts a new send.
-    ///
-    /// # Errors
-    ///
-    /// The backend's failure (for tmux, `SERVER_GONE` when the server died
-    /// during the send), or `REGISTRY_DISPOSING` when the registry was
-    /// disposed first.
-    pub async fn result(self) -> Result<SendResult> {
-        self.result.await.unwrap_or(Err(Error::RegistryDisposing))
     }
 }
 
@@ -194,9 +133,10 @@ impl Owned<'_> {
             let _ = sender.send(result);
         });
         Ok(SendHandle {
-            id,
             operation: started.operation,
-            result: receiver,
+            result: Box::pin(
+                async move { receiver.await.unwrap_or(Err(Error::RegistryDisposing)) },
+            ),
         })
     }
 

@@ -258,8 +258,8 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// # Errors
     ///
     /// When the send cannot start at all; failures after the start are
-    /// reported by [`StartedSend::result`].
-    fn start_send(&self, request: SendRequest) -> Result<StartedSend>;
+    /// reported by its [`SendHandle::result`].
+    fn start_send(&self, request: SendRequest) -> Result<SendHandle>;
 
     /// Reads one bounded page of scrollback, counted from the newest line.
     ///
@@ -454,7 +454,6 @@ pub(crate) fn stream_of(terminal: &dyn BackendTerminal) -> Result<Arc<Stream>> {
 }
 
 pub use super::values::{
-    AttachLock, CloseReason, CommandResult, Liveness, ReadPage, ReadRequest, Restore,
-    SendOperation, SendOutput, SendRequest, SendResult, StartedSend, TerminalStatus, WaitFor,
-    WaitReason,
+    AttachLock, CloseReason, CommandResult, Liveness, ReadPage, ReadRequest, Restore, SendHandle,
+    SendOperation, SendOutput, SendRequest, SendResult, TerminalStatus, WaitFor, WaitReason,
 };

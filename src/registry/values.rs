@@ -383,18 +383,76 @@ pub trait SendOperation: Send + Sync + 'static {
     }
 }
 
-/// A send a backend has started: its live handle and the future of its end.
-pub struct StartedSend {
+/// A send under way: its live operation (the output so far, the cancel)
+/// and the future of its end. A backend's `start_send` gives one ending in
+/// its [`SendResult`]; [`Owned::send`](super::Owned::send) one the registry
+/// drives to its end even if the handle is dropped (the terminal accepts
+/// the next send only then); the verb layer one ending in its answer.
+pub struct SendHandle<T = SendResult> {
     /// Reads output and cancels while the send runs.
     pub operation: Arc<dyn SendOperation>,
-    /// Resolves when the send ends; the registry drives it to completion
-    /// even if the caller stops listening.
-    pub result: BoxFuture<'static, Result<SendResult>>,
+    /// Resolves when the send ends.
+    pub result: BoxFuture<'static, Result<T>>,
 }
 
-impl fmt::Debug for StartedSend {
+impl<T> fmt::Debug for SendHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StartedSend").finish_non_exhaustive()
+        f.debug_struct("SendHandle").finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static> SendHandle<T> {
+    /// The output produced since the send began.
+    pub fn read_output(&self) -> SendOutput {
+        self.operation.read_output()
+    }
+
+    /// Stops waiting; `true` when this call stopped the send, `false` when
+    /// it had already finished.
+    pub fn cancel(&self) -> bool {
+        self.operation.cancel()
+    }
+
+    /// The live operation, to read output or cancel from elsewhere while
+    /// [`result`](SendHandle::result) is awaited.
+    pub fn operation(&self) -> Arc<dyn SendOperation> {
+        Arc::clone(&self.operation)
+    }
+
+    /// Resolves once the send's output is longer than `len` bytes (pass the
+    /// `bytes.len()` of the last [`read_output`](SendHandle::read_output)),
+    /// or when the terminal can produce no more: follow output without
+    /// polling.
+    pub async fn output_beyond(&self, len: usize) {
+        self.operation.output_beyond(len).await;
+    }
+
+    /// Waits for the send to end.
+    ///
+    /// # Errors
+    ///
+    /// The backend's failure (for tmux, `SERVER_GONE` when the server died
+    /// during the send), or `REGISTRY_DISPOSING` when the registry was
+    /// disposed first.
+    pub async fn result(self) -> Result<T> {
+        self.result.await
+    }
+
+    /// The same send, its end made into another value by `then` (which
+    /// reads the output through the operation it is given).
+    pub fn then<U, F>(
+        self,
+        then: impl FnOnce(T, Arc<dyn SendOperation>) -> F + Send + 'static,
+    ) -> SendHandle<U>
+    where
+        F: std::future::Future<Output = Result<U>> + Send + 'static,
+    {
+        let operation = Arc::clone(&self.operation);
+        let result = self.result;
+        SendHandle {
+            operation: Arc::clone(&operation),
+            result: Box::pin(async move { then(result.await?, operation).await }),
+        }
     }
 }
 

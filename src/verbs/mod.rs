@@ -54,20 +54,19 @@ pub use record::{DEFAULT_RECORD_LIMIT, RecordAnswer, record};
 pub use requests::RenameRequest;
 pub use requests::{
     ListRequest, ReadFormat, ReadRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, Typed, WaitRequest,
+    TerminalRequest, WaitRequest,
 };
 pub use run::rename;
 pub(crate) use run::snapshot;
 pub use run::{
-    Sending, attach_command, attach_lock, events, kill, list, probe, read, screen, send, signal,
-    spawn, wait,
+    attach_command, attach_lock, events, kill, list, probe, read, screen, send, signal, spawn, wait,
 };
 pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
 pub(crate) use table::KEYS_LINE;
 pub(crate) use table::SchemaFn;
 pub use table::{
     COMMANDS, KILL, LIST, READ, RENAME, Route, SCREEN, SEARCH, SEND, SHOW, SIGNAL, SPAWN, Shared,
-    Started, VERBS, Verb, WAIT,
+    VERBS, Verb, WAIT,
 };
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`

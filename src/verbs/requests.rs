@@ -280,11 +280,11 @@ impl SendRequest {
         Bound::new(self.max_bytes, self.max_lines)
     }
 
-    /// What this send types, as a guard rail judges it: `text` and the
-    /// text elements of `keys` joined, and whether it runs (`submit`, or
-    /// an `Enter` among the keys). Keys that are not valid are refused by
-    /// the verb itself; here they are left out.
-    pub fn typed(&self) -> Typed {
+    /// The line this send types, as a guard rail judges it: `text` and
+    /// the text elements of `keys` joined, and whether it runs (`submit`,
+    /// or an `Enter` among the keys). Keys that are not valid are refused
+    /// by the verb itself; here they are left out.
+    pub fn typed_line(&self) -> (String, bool) {
         use crate::screen::keys::{KeyPiece, encode, parse_keys};
         let mut line = self.text.clone();
         let mut submit = self.submit;
@@ -303,11 +303,7 @@ impl SendRequest {
                 }
             }
         }
-        Typed {
-            terminal: self.terminal.clone(),
-            line,
-            submit,
-        }
+        (line, submit)
     }
 
     /// The same request typing `bytes` (any bytes) instead of its text.
@@ -341,19 +337,6 @@ impl SendRequest {
             keys,
         })
     }
-}
-
-/// What a call types, as a guard rail judges it: `text` and the text
-/// elements of `keys` joined, and whether it runs (`submit`, or an
-/// `Enter` among the keys).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Typed {
-    /// The terminal (id or name) it types into.
-    pub terminal: String,
-    /// The line it types.
-    pub line: String,
-    /// Whether the line runs.
-    pub submit: bool,
 }
 
 /// `read`: a page of scrollback.

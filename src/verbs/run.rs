@@ -3,12 +3,9 @@
 //! one registry call, then the answer. These are the only calls the faces
 //! make to the registry for their verbs.
 
-use std::sync::Arc;
-
 use tokio::sync::broadcast;
 
 use super::answers::{KillAnswer, ReadAnswer, SendAnswer, ShowAnswer, WaitAnswer, bounded_page};
-use super::bounds::Bound;
 use super::requests::RenameRequest;
 use super::requests::{
     ListRequest, ReadRequest, ReadWhat, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
@@ -18,8 +15,8 @@ use super::since::since_answer;
 use crate::Result;
 use crate::control::Notification;
 use crate::registry::{
-    AttachLock, Owned, ProbeReport, ReadPage, SendHandle, SendOperation, SignalDelivery,
-    TerminalSnapshot, WaitCondition,
+    AttachLock, Owned, ProbeReport, ReadPage, SendHandle, SignalDelivery, TerminalSnapshot,
+    WaitCondition,
 };
 use crate::screen::Screen;
 
@@ -106,58 +103,25 @@ where
     }
 }
 
-/// A send under way: follow its output, cancel it, or await its answer.
-pub struct Sending {
-    handle: SendHandle,
-    bound: Bound,
-    include_screen: bool,
-    recreated: bool,
-}
-
-impl std::fmt::Debug for Sending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sending").finish_non_exhaustive()
-    }
-}
-
-impl Sending {
-    /// The live send: its output so far, and its cancel.
-    pub fn operation(&self) -> Arc<dyn SendOperation> {
-        self.handle.operation()
-    }
-
-    /// Waits for the send's end; its answer, the one every face renders.
-    ///
-    /// # Errors
-    /// The registry's, e.g. `TERMINAL_DEAD` when the server went away.
-    pub async fn answer(self) -> Result<SendAnswer> {
-        let operation = self.handle.operation();
-        let result = self.handle.result().await?;
-        let mut answer = SendAnswer::new(result, operation.read_output(), self.include_screen);
-        answer.recreated = self.recreated;
-        Ok(answer.bounded(self.bound))
-    }
-}
-
 /// `send`: starts typing (see [`SendRequest::validate`] for its default
-/// wait).
+/// wait); the handle follows its output, cancels it, or awaits its answer.
 ///
 /// # Errors
 /// `INVALID_INPUT` from [`SendRequest::validate`], or the registry's
 /// (`SEND_ACTIVE`, `TERMINAL_DEAD`, ...).
-pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<Sending> {
+pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<SendHandle<SendAnswer>> {
     let target = request.terminal.clone();
     let include_screen = request.include_screen;
     let bound = request.bound()?;
     let request = request.validate()?;
     let (handle, recreated) =
         revived(owned, &target, |_| owned.send(&target, request.clone())).await?;
-    Ok(Sending {
-        handle,
-        bound,
-        include_screen,
-        recreated,
-    })
+    // The answer every face renders, once the send ended.
+    Ok(handle.then(move |result, operation| async move {
+        let mut answer = SendAnswer::new(result, operation.read_output(), include_screen);
+        answer.recreated = recreated;
+        Ok(answer.bounded(bound))
+    }))
 }
 
 /// `read`: a page of scrollback, or the output after a cursor, bounded as

@@ -17,7 +17,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema};
@@ -30,11 +29,11 @@ use super::arguments::Arguments;
 use super::commands::CommandsRequest;
 use super::requests::{
     ListRequest, ReadRequest, RenameRequest, SendRequest, SignalRequest, SpawnRequest,
-    TerminalRequest, Typed, WaitRequest,
+    TerminalRequest, WaitRequest,
 };
 use super::search::{SearchAnswer, SearchRequest};
 use super::{commands, run, search, text};
-use crate::registry::{CommandsAnswer, Owned, SendOperation, SignalDelivery, TerminalSnapshot};
+use crate::registry::{CommandsAnswer, Owned, SendHandle, SignalDelivery, TerminalSnapshot};
 use crate::screen::Screen;
 use crate::{Error, Result};
 
@@ -50,12 +49,15 @@ pub(crate) type RunFn =
 pub(crate) type EncodeFn =
     for<'a> fn(Owned<'a>, Arguments) -> Pin<Box<dyn Future<Output = Result<Vec<u8>>> + Send + 'a>>;
 
-/// A verb started from its arguments (see [`Verb::progress`]).
+/// A verb started from its arguments: its handle (see [`Verb::progress`]).
 pub(crate) type StartFn =
-    for<'a> fn(Owned<'a>, Arguments) -> Pin<Box<dyn Future<Output = Result<Started>> + Send + 'a>>;
+    for<'a> fn(
+        Owned<'a>,
+        Arguments,
+    ) -> Pin<Box<dyn Future<Output = Result<SendHandle<Value>>> + Send + 'a>>;
 
-/// What a call with these arguments types.
-pub(crate) type TypesFn = fn(&Map<String, Value>) -> Result<Typed>;
+/// The send a call with these arguments makes (see [`Verb::types`]).
+pub(crate) type TypesFn = fn(&Map<String, Value>) -> Result<SendRequest>;
 
 /// An answer as a person reads it.
 pub(crate) type TextFn = fn(Value) -> Result<Vec<u8>>;
@@ -128,8 +130,8 @@ pub struct Verb {
     /// while it runs and whose cancel stops it (MCP's progress
     /// notifications), then answers.
     pub progress: Option<StartFn>,
-    /// What it types into which terminal, as the MCP guard rails judge
-    /// it (`mcp --deny/--allow`).
+    /// The send it makes, whose typed line the MCP guard rails judge
+    /// (`mcp --deny/--allow`).
     pub types: Option<TypesFn>,
     /// Arguments MCP sets where the agent leaves them out (absent or
     /// null): an agent's terminal has no pager or editor waiting for
@@ -156,20 +158,6 @@ pub enum Shared {
     Terminal,
     /// Call it; its answer (a list of terminals) keeps the link's alone.
     Filtered,
-}
-
-/// A verb started as an operation (see [`Verb::progress`]).
-pub struct Started {
-    /// Its output so far, and its cancel.
-    pub operation: Arc<dyn SendOperation>,
-    /// Its answer, once it ends (driven to its end even if dropped).
-    pub answer: Pin<Box<dyn Future<Output = Result<Value>> + Send>>,
-}
-
-impl std::fmt::Debug for Started {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Started").finish_non_exhaustive()
-    }
 }
 
 fn schema<T: JsonSchema>(settings: SchemaSettings) -> Schema {
@@ -331,7 +319,7 @@ pub const SEND: Verb = Verb {
     answer: schema::<SendAnswer>,
     check: check::<SendRequest>,
     run: |owned, args| {
-        Box::pin(async move { json(run::send(owned, args.parse()?).await?.answer().await?) })
+        Box::pin(async move { json(run::send(owned, args.parse()?).await?.result().await?) })
     },
     cancellable: true,
     detached: false,
@@ -339,17 +327,11 @@ pub const SEND: Verb = Verb {
     unbounded: false,
     progress: Some(|owned, args| {
         Box::pin(async move {
-            let sending = run::send(owned, args.parse()?).await?;
-            Ok(Started {
-                operation: sending.operation(),
-                answer: Box::pin(async move { json(sending.answer().await?) }),
-            })
+            let handle = run::send(owned, args.parse()?).await?;
+            Ok(handle.then(|answer, _| async move { json(answer) }))
         })
     }),
-    types: Some(|fields| {
-        let request: SendRequest = Arguments::Json(fields.clone()).parse()?;
-        Ok(request.typed())
-    }),
+    types: Some(|fields| Arguments::Json(fields.clone()).parse()),
     agent_defaults: &[("history", false)],
     shared: Shared::Terminal,
     text: text::output,

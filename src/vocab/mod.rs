@@ -1,9 +1,10 @@
 //! The engine's shared vocabulary: tmux object ids, owner and terminal
 //! ids, names, sizes, exit statuses, what to spawn (`SpawnSpec`), where an
-//! escape sequence ends, and what a malformed control-mode line is.
+//! escape sequence ends, and (from `error/`) what a malformed control-mode
+//! line is.
 //!
 //! A leaf: everything may use it, and it uses nothing of the engine but
-//! [`crate::Error`]. Values only, no IO.
+//! `error/` ([`crate::Error`], [`ParseError`]). Values only, no IO.
 
 mod escape_sequence;
 mod exit_status;
@@ -11,7 +12,6 @@ pub(crate) mod ids;
 mod markup;
 mod names;
 mod object_ids;
-mod parse_error;
 mod size;
 pub(crate) mod spawn_spec;
 
@@ -21,7 +21,9 @@ pub(crate) use ids::{OwnerId, TerminalId, stream_epoch, validate_name};
 pub(crate) use markup::escape_markup;
 pub(crate) use names::{MAX_NAME_LEN, check_env_name, check_name, hidden_char};
 pub use object_ids::{PaneId, SessionId, WindowId};
-pub(crate) use parse_error::is_notification_name;
-pub use parse_error::{ParseError, ParseErrorKind};
+// A malformed line's error is the error module's (`Error::Parse` holds
+// it); named here too, where the protocol's values are.
+pub(crate) use crate::error::is_notification_name;
+pub use crate::error::{ParseError, ParseErrorKind};
 pub use size::{MAX_CELLS, MAX_SIZE, Size};
 pub(crate) use spawn_spec::{RestartPolicy, SpawnSpec};

@@ -5,7 +5,7 @@
 //! running; the `mcp` child is killed when its transport drops.
 //!
 //! This file is the harness ([`Mcp`] and its helpers, also used by
-//! `tests/faces.rs`); `contract.rs` checks what a client is promised before
+//! `tests/verbs/faces.rs`); `contract.rs` checks what a client is promised before
 //! any terminal runs (tools, schemas, invalid arguments and names),
 //! `sessions.rs` drives terminals through whole sessions (a shell end to
 //! end, cancels, progress, a restart of the server).

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod stub;
+pub mod tmux_registry;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::{Gate, STUB_PID, lock, stub_error};
 use tmux_engine::control::client::PaneEvent as OutputEvent;
 use tmux_engine::registry::{
-    BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, SendOperation,
-    SendOutput, SendRequest, SendResult, Signal, SignalDelivery, StartedSend, TerminalStatus,
+    BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, SendHandle,
+    SendOperation, SendOutput, SendRequest, SendResult, Signal, SignalDelivery, TerminalStatus,
     WaitReason,
 };
 use tmux_engine::screen::Screen;
@@ -211,7 +211,7 @@ impl BackendTerminal for StubTerminal {
         self.status.subscribe()
     }
 
-    fn start_send(&self, request: SendRequest) -> Result<StartedSend> {
+    fn start_send(&self, request: SendRequest) -> Result<SendHandle> {
         lock(&self.sent).push(request);
         let operation = Arc::new(StubSend {
             reason: Mutex::new(None),
@@ -219,7 +219,7 @@ impl BackendTerminal for StubTerminal {
         });
         if self.reject_send.load(Ordering::SeqCst) {
             operation.settle(WaitReason::Cancelled);
-            return Ok(StartedSend {
+            return Ok(SendHandle {
                 operation,
                 result: Box::pin(async { Err(stub_error("send", "send failed")) }),
             });
@@ -227,7 +227,7 @@ impl BackendTerminal for StubTerminal {
         *lock(&self.operation) = Some(Arc::clone(&operation));
         let status = self.status.subscribe();
         let settled = Arc::clone(&operation);
-        Ok(StartedSend {
+        Ok(SendHandle {
             operation,
             result: Box::pin(async move {
                 settled.done.cancelled().await;

@@ -24,7 +24,7 @@ async fn with_shell(shell: &str, body: impl AsyncFnOnce(&Env)) {
 }
 
 /// One `wait: command` send of `text` (Enter pressed) with `timeout`.
-pub(super) async fn run(env: &Env, text: &str, timeout: Duration) -> SendResult {
+pub(crate) async fn run(env: &Env, text: &str, timeout: Duration) -> SendResult {
     let request = SendRequest {
         text: bytes::Bytes::copy_from_slice(text.as_bytes()),
         submit: true,

@@ -4,8 +4,8 @@
 
 use tmux_engine::registry::{RegistryConfig, SpawnSpec};
 
-use super::shell_sends::run;
 use super::{Env, WAIT};
+use crate::backend::shell_sends::run;
 
 async fn follows_cd(shell: &str) {
     crate::support::within(async {

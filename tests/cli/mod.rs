@@ -3,6 +3,11 @@
 //! between them.
 #![allow(clippy::unwrap_used)]
 
+mod argv;
+mod attach_cli;
+mod decode_cli;
+mod run_cli;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -40,7 +45,7 @@ impl Cli {
             .env("TMUX_ENGINE_SHELL", "/bin/sh")
             .env("TMUX_ENGINE_OWNER", "tester")
             // No warm pool: tests count the servers a serve starts; the
-            // pool has its own (tests/registry_tmux/pool.rs, bridge::pool).
+            // pool has its own (tests/backend/pool.rs, bridge::pool).
             .env("TMUX_ENGINE_POOL", "0")
             .stdin(Stdio::null());
         command

@@ -1,4 +1,5 @@
-//! The engine's one error type, with a stable code per failure.
+//! The engine's one error type, with a stable code per failure, and
+//! (`parse.rs`) what a malformed control-mode line is.
 //!
 //! Every variant maps to a code (`DUPLICATE_NAME`, `SERVER_GONE`, ...) that the
 //! CLI prints and that callers match on; the message names the offending
@@ -9,7 +10,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::vocab::ParseError;
+pub(crate) use parse::is_notification_name;
+pub use parse::{ParseError, ParseErrorKind};
+
+mod parse;
 
 /// The result type of every fallible engine call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

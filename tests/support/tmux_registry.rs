@@ -1,56 +1,39 @@
-//! The registry against real tmux: the registry-logic scenarios that apply, exact
-//! sends, wait reasons, paging, real signals, pushed death, recreation,
-//! adoption across registries, and reaping. Each test has its own state
-//! and runtime directories; every test ends by checking that no server or
-//! socket directory it made is left.
+//! A registry on the tmux backend for the live tests of the registry, the
+//! backend and attach (`tests/registry/`, `tests/backend/`,
+//! `tests/attach/`): each test has its own state and runtime directories;
+//! every test ends by checking that no server or socket directory it made
+//! is left.
 #![allow(clippy::unwrap_used)]
 
-mod attach;
-mod attach_lifecycle;
-mod commands;
-mod cwd;
-mod full_screen;
-mod hardening;
-mod kept_read;
-mod lifecycle;
-mod liveness;
-mod old_records;
-mod pool;
-mod reboot;
-mod revive;
-mod search;
-mod send;
-mod shell_sends;
+pub(crate) use std::path::{Path, PathBuf};
+pub(crate) use std::sync::Arc;
+pub(crate) use std::time::Duration;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-
-use tempfile::TempDir;
-use tmux_engine::backend::{TmuxBackend, TmuxConfig};
-use tmux_engine::registry::{
+pub(crate) use tempfile::TempDir;
+pub(crate) use tmux_engine::backend::{TmuxBackend, TmuxConfig};
+pub(crate) use tmux_engine::registry::{
     Backend, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult, SpawnSpec,
     TerminalSnapshot, TerminalStatus, WaitFor,
 };
-use tmux_engine::vocab::ExitStatus;
+pub(crate) use tmux_engine::vocab::ExitStatus;
 
-use crate::support::{poll, tmux};
+pub(crate) use crate::support::{poll, tmux};
 
 /// How long one wait inside a test may take.
-const WAIT: Duration = Duration::from_secs(15);
+pub(crate) const WAIT: Duration = Duration::from_secs(15);
 
 /// A test's directories and registry. Fields drop in order: the guard
 /// must kill the servers while their directories (and sockets) still exist.
-struct Env {
-    guard: Cleanup,
-    registry: Registry,
-    owner: OwnerId,
-    dir: TempDir,
+pub(crate) struct Env {
+    pub(crate) guard: Cleanup,
+    pub(crate) registry: Registry,
+    pub(crate) owner: OwnerId,
+    pub(crate) dir: TempDir,
 }
 
 /// Kills every server left under a runtime directory when dropped, so a
 /// failing test leaves nothing running (a passing one has nothing left).
-struct Cleanup(PathBuf);
+pub(crate) struct Cleanup(pub(crate) PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
@@ -66,18 +49,18 @@ impl Drop for Cleanup {
 }
 
 impl Env {
-    async fn new() -> Env {
+    pub(crate) async fn new() -> Env {
         Env::with_config(RegistryConfig::default()).await
     }
 
     /// An environment whose registry uses `config` (its state directory is
     /// the test's).
-    async fn with_config(config: RegistryConfig) -> Env {
+    pub(crate) async fn with_config(config: RegistryConfig) -> Env {
         Env::with_shell(config, "/bin/sh").await
     }
 
     /// An environment whose registry uses `config` and pins `shell`.
-    async fn with_shell(config: RegistryConfig, shell: &str) -> Env {
+    pub(crate) async fn with_shell(config: RegistryConfig, shell: &str) -> Env {
         let dir = crate::support::test_dir();
         let backend: Arc<dyn Backend> = backend_with(dir.path(), shell);
         let (registry, _) =
@@ -92,15 +75,21 @@ impl Env {
         }
     }
 
-    fn runtime(&self) -> PathBuf {
+    pub(crate) fn runtime(&self) -> PathBuf {
         runtime(self.dir.path())
     }
 
-    async fn spawn(&self, spec: SpawnSpec) -> TerminalSnapshot {
+    pub(crate) async fn spawn(&self, spec: SpawnSpec) -> TerminalSnapshot {
         self.registry.owner(&self.owner).spawn(spec).await.unwrap()
     }
 
-    async fn send(&self, target: &str, text: &[u8], submit: bool, wait: WaitFor) -> SendResult {
+    pub(crate) async fn send(
+        &self,
+        target: &str,
+        text: &[u8],
+        submit: bool,
+        wait: WaitFor,
+    ) -> SendResult {
         let request = SendRequest {
             text: bytes::Bytes::copy_from_slice(text),
             submit,
@@ -120,24 +109,24 @@ impl Env {
     }
 
     /// Disposes the registry and checks nothing is left running.
-    async fn finish(self) {
+    pub(crate) async fn finish(self) {
         self.registry.dispose().await.unwrap();
         assert_clean(&self.runtime()).await;
     }
 }
 
-fn runtime(dir: &Path) -> PathBuf {
+pub(crate) fn runtime(dir: &Path) -> PathBuf {
     dir.join("rt")
 }
 
 /// A backend with sockets under `dir/rt`, `/bin/sh` pinned, a short quiet
 /// period and no reap grace.
-fn backend(dir: &Path) -> Arc<TmuxBackend> {
+pub(crate) fn backend(dir: &Path) -> Arc<TmuxBackend> {
     backend_with(dir, "/bin/sh")
 }
 
 /// [`backend`] with `shell` pinned.
-fn backend_with(dir: &Path, shell: &str) -> Arc<TmuxBackend> {
+pub(crate) fn backend_with(dir: &Path, shell: &str) -> Arc<TmuxBackend> {
     let config = TmuxConfig::new(runtime(dir))
         .shell(shell)
         .quiet(Duration::from_millis(200))
@@ -147,7 +136,7 @@ fn backend_with(dir: &Path, shell: &str) -> Arc<TmuxBackend> {
 }
 
 /// Opens a registry on `dir/state` with the tmux backend.
-async fn open(dir: &Path) -> (Registry, ScanReport) {
+pub(crate) async fn open(dir: &Path) -> (Registry, ScanReport) {
     let backend: Arc<dyn Backend> = backend(dir);
     Registry::open_with(
         RegistryConfig::default().state_dir(dir.join("state")),
@@ -158,12 +147,12 @@ async fn open(dir: &Path) -> (Registry, ScanReport) {
 }
 
 /// A spec running `script` under `/bin/sh -c`.
-fn sh(script: &str) -> SpawnSpec {
+pub(crate) fn sh(script: &str) -> SpawnSpec {
     SpawnSpec::new().command(["/bin/sh", "-c", script])
 }
 
 /// Server directories left in `runtime`.
-fn server_dirs(runtime: &Path) -> Vec<PathBuf> {
+pub(crate) fn server_dirs(runtime: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(runtime)
         .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
         .unwrap_or_default()
@@ -171,7 +160,7 @@ fn server_dirs(runtime: &Path) -> Vec<PathBuf> {
 
 /// Waits until no server directory is left under `runtime` and no tmux
 /// server serves a socket there.
-async fn assert_clean(runtime: &Path) {
+pub(crate) async fn assert_clean(runtime: &Path) {
     poll("server directories to go", WAIT, || async {
         server_dirs(runtime).is_empty().then_some(())
     })
@@ -185,7 +174,7 @@ async fn assert_clean(runtime: &Path) {
 }
 
 /// Whether any tmux process has `needle` in its command line.
-fn tmux_processes_mentioning(needle: &str) -> bool {
+pub(crate) fn tmux_processes_mentioning(needle: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             return false;
@@ -197,7 +186,7 @@ fn tmux_processes_mentioning(needle: &str) -> bool {
 
 /// Runs a test body under the deadline with a fresh [`Env`], then
 /// [`Env::finish`]es it.
-async fn with_env(body: impl AsyncFnOnce(&Env)) {
+pub(crate) async fn with_env(body: impl AsyncFnOnce(&Env)) {
     crate::support::within(async {
         let env = Env::new().await;
         body(&env).await;
@@ -207,7 +196,7 @@ async fn with_env(body: impl AsyncFnOnce(&Env)) {
 }
 
 /// Waits for the terminal `target` to die and checks it exited with `code`.
-async fn wait_exited(env: &Env, target: &str, code: i32) -> TerminalSnapshot {
+pub(crate) async fn wait_exited(env: &Env, target: &str, code: i32) -> TerminalSnapshot {
     let dead = wait_status(env, target, |s| !s.status.is_running()).await;
     assert_eq!(
         dead.status,
@@ -219,7 +208,7 @@ async fn wait_exited(env: &Env, target: &str, code: i32) -> TerminalSnapshot {
 }
 
 /// Polls the registry until the terminal's status satisfies `check`.
-async fn wait_status(
+pub(crate) async fn wait_status(
     env: &Env,
     target: &str,
     check: impl Fn(&TerminalSnapshot) -> bool,

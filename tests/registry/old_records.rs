@@ -10,7 +10,7 @@ use super::{Env, WAIT, with_env};
 use crate::support::poll;
 
 /// The fixture's file, named by the id it records.
-const RECORD: &str = include_str!("../registry_logic/fixtures/record-v1-main-4230fea.json");
+const RECORD: &str = include_str!("logic/fixtures/record-v1-main-4230fea.json");
 const ID: &str = "t-1a2318aedd8-d26ce6d2cc22231b";
 
 /// Writes the fixture into `env`'s state directory and rescans it.

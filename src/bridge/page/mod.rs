@@ -21,20 +21,28 @@ use crate::vocab::escape_markup;
 /// A vendored script, served under its own name.
 macro_rules! vendored {
     ($name:literal) => {
-        ($name, JS, include_str!(concat!("../../web/vendor/", $name)))
+        (
+            $name,
+            JS,
+            include_str!(concat!("../../../web/vendor/", $name)),
+        )
     };
 }
 
 /// `(name under /assets/, content type, bytes)` of every embedded asset.
 const ASSETS: &[(&str, &str, &str)] = &[
-    ("app.js", JS, include_str!("../../web/app.js")),
-    ("options.js", JS, include_str!("../../web/options.js")),
-    ("keys.js", JS, include_str!("../../web/keys.js")),
-    ("phone.js", JS, include_str!("../../web/phone.js")),
-    ("files.js", JS, include_str!("../../web/files.js")),
-    ("app.css", CSS, include_str!("../../web/app.css")),
-    ("xterm.js", JS, include_str!("../../web/vendor/xterm.js")),
-    ("xterm.css", CSS, include_str!("../../web/vendor/xterm.css")),
+    ("app.js", JS, include_str!("../../../web/app.js")),
+    ("options.js", JS, include_str!("../../../web/options.js")),
+    ("keys.js", JS, include_str!("../../../web/keys.js")),
+    ("phone.js", JS, include_str!("../../../web/phone.js")),
+    ("files.js", JS, include_str!("../../../web/files.js")),
+    ("app.css", CSS, include_str!("../../../web/app.css")),
+    ("xterm.js", JS, include_str!("../../../web/vendor/xterm.js")),
+    (
+        "xterm.css",
+        CSS,
+        include_str!("../../../web/vendor/xterm.css"),
+    ),
     vendored!("addon-fit.js"),
     vendored!("addon-webgl.js"),
     vendored!("addon-web-links.js"),

@@ -9,8 +9,8 @@ use std::time::Duration;
 use tmux_engine::registry::{Registry, RegistryConfig, SpawnSpec};
 use tmux_engine::verbs::{self, CommandsRequest, WaitRequest};
 
-use super::shell_sends::run;
 use super::{Env, WAIT};
+use crate::backend::shell_sends::run;
 
 /// Runs `body` with a registry whose shell is an integrated bash.
 async fn with_bash(body: impl AsyncFnOnce(&mut Env)) {

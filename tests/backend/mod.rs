@@ -1,0 +1,11 @@
+//! `src/backend/` tested against real tmux through the registry: sends
+//! (exact output, wait reasons, the shells' marks), full-screen programs in
+//! front, and the pool of servers started ahead.
+#![allow(clippy::unwrap_used)]
+
+mod full_screen;
+mod pool;
+mod send;
+pub(crate) mod shell_sends;
+
+use crate::support::tmux_registry::*;

@@ -1,0 +1,9 @@
+//! `src/control/` tested: the codec on recorded transcripts and arbitrary
+//! bytes, and the control client against real tmux (pipelining, input as
+//! a stream, the raw output path).
+
+mod client;
+mod codec_fixtures;
+mod codec_props;
+mod input_stream;
+mod raw_path;

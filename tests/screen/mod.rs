@@ -1,0 +1,3 @@
+//! `src/screen/` tested: the screen model against tmux.
+
+mod screen_model;
