@@ -66,7 +66,7 @@ fn discover_with_env(value: &OsStr) -> String {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            "discovery::discover_child",
+            "tmux::discovery::discover_child",
             "--ignored",
             "--nocapture",
             "--test-threads=1",
