@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 
 use serde_json::json;
 use tmux_engine::control::{Event, Notification};
-use tmux_engine::registry::{CorruptRecord, OwnerId, Registry, TerminalSnapshot};
+use tmux_engine::registry::{CorruptRecord, OwnerId, Registry};
 use tmux_engine::verbs::{self, Arguments, TerminalRequest, Verb};
 use tmux_engine::{Error, Result};
 use tokio::sync::broadcast;
@@ -16,18 +16,6 @@ use tracing::warn;
 
 use super::args::TerminalCommand;
 use super::report::{CliError, write_json, write_line};
-
-fn summary(snapshot: &TerminalSnapshot) -> String {
-    format!(
-        "{}\t{}\t{}\t{}",
-        snapshot.id,
-        snapshot.name.as_deref().unwrap_or("-"),
-        snapshot.status,
-        snapshot
-            .pid
-            .map_or_else(|| "-".to_owned(), |pid| pid.to_string()),
-    )
-}
 
 /// Runs `command` against an open registry: a verb of the table through
 /// its entry, one way for all (its answer printed as `--json` or as the
@@ -54,7 +42,7 @@ pub(super) async fn dispatch(
                     out,
                     &format!(
                         "{}{}",
-                        summary(&report.snapshot),
+                        verbs::terminal_line(&report.snapshot),
                         if report.recreated { "\trecreated" } else { "" }
                     ),
                 )?;

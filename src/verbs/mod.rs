@@ -68,6 +68,7 @@ pub use table::{
     COMMANDS, KILL, LIST, READ, RENAME, Route, SCREEN, SEARCH, SEND, SHOW, SIGNAL, SPAWN, Shared,
     VERBS, Verb, WAIT,
 };
+pub use text::terminal_line;
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut

@@ -34,8 +34,9 @@ fn strings<'a>(value: &'a Value, key: &str) -> impl Iterator<Item = &'a str> {
         .map(|item| item.as_str().unwrap_or(""))
 }
 
-/// One terminal in a line: `ID\tNAME\tSTATUS\tPID` (`-` for none).
-fn summary(snapshot: &TerminalSnapshot) -> String {
+/// One terminal in a line, as the CLI prints it: `ID\tNAME\tSTATUS\tPID`
+/// (`-` for none).
+pub fn terminal_line(snapshot: &TerminalSnapshot) -> String {
     format!(
         "{}\t{}\t{}\t{}",
         snapshot.id,
@@ -58,7 +59,7 @@ pub(super) fn id(answer: Value) -> Result<Vec<u8>> {
 pub(super) fn snapshots(answer: Value) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for snapshot in typed::<Vec<TerminalSnapshot>>(answer)? {
-        line(&mut out, &summary(&snapshot));
+        line(&mut out, &terminal_line(&snapshot));
     }
     Ok(out)
 }
@@ -66,7 +67,7 @@ pub(super) fn snapshots(answer: Value) -> Result<Vec<u8>> {
 /// A terminal: its summary line.
 pub(super) fn snapshot(answer: Value) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    line(&mut out, &summary(&typed(answer)?));
+    line(&mut out, &terminal_line(&typed(answer)?));
     Ok(out)
 }
 
@@ -76,7 +77,7 @@ pub(super) fn shown(answer: Value) -> Result<Vec<u8>> {
         .unwrap_or("-")
         .to_owned();
     let mut out = Vec::new();
-    let summary = summary(&typed(answer)?);
+    let summary = terminal_line(&typed(answer)?);
     line(
         &mut out,
         &format!("{summary}\tshell_integration={integration}"),
