@@ -96,7 +96,7 @@ fn group_members(pane: u32, group: u32) -> Vec<String> {
         procfs::stat(pid)
             .is_some_and(|stat| !stat.has_exited() && u32::try_from(stat.pgrp).ok() == Some(group))
     };
-    let mut pids = match descendants(pane) {
+    let mut pids = match procfs::descendants(pane, MAX_TREE) {
         Some(tree) => tree.into_iter().filter(|&pid| member(pid)).collect(),
         None => {
             let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -110,40 +110,6 @@ fn group_members(pane: u32, group: u32) -> Vec<String> {
     };
     pids.sort_unstable();
     pids.into_iter().filter_map(procfs::comm).collect()
-}
-
-/// `root` and its descendants (at most [`MAX_TREE`]), from the
-/// `children` file of each of their threads; `None` when the kernel
-/// keeps no such file.
-fn descendants(root: u32) -> Option<Vec<u32>> {
-    let own = format!("/proc/self/task/{}/children", std::process::id());
-    if !std::path::Path::new(&own).exists() {
-        return None;
-    }
-    let children_of = |pid: u32| -> Vec<u32> {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            return Vec::new();
-        };
-        tasks
-            .flatten()
-            .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-            .flat_map(|text| {
-                text.split_ascii_whitespace()
-                    .filter_map(|n| n.parse::<u32>().ok())
-                    .collect::<Vec<u32>>()
-            })
-            .collect()
-    };
-    let mut tree = Vec::new();
-    let mut next = vec![root];
-    while let Some(pid) = next.pop() {
-        if tree.len() >= MAX_TREE {
-            break;
-        }
-        tree.push(pid);
-        next.extend(children_of(pid));
-    }
-    Some(tree)
 }
 
 /// Whether tmux shows the pane's alternate screen.
@@ -215,7 +181,7 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let tree = descendants(std::process::id()).unwrap();
+        let tree = procfs::descendants(std::process::id(), MAX_TREE).unwrap();
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(tree[0], std::process::id());

@@ -329,8 +329,10 @@ async fn keep_history(
     Ok(kept)
 }
 
-/// Whether process `pid` exists (a signal 0 reaches it; EPERM: it exists,
-/// someone else's).
+/// Whether process `pid` exists: `getpriority(2)` finds it (EPERM: it
+/// exists, hidden by some security module). Not `kill(pid, 0)`, which
+/// checks permissions and is audited: a fifth of `list`'s time at 1,000
+/// terminals.
 fn still_there(pid: u32) -> bool {
     let Some(pid) = i32::try_from(pid)
         .ok()
@@ -338,8 +340,8 @@ fn still_there(pid: u32) -> bool {
     else {
         return false;
     };
-    match rustix::process::test_kill_process(pid) {
-        Ok(()) => true,
+    match rustix::process::getpriority_process(Some(pid)) {
+        Ok(_) => true,
         Err(error) => error == rustix::io::Errno::PERM,
     }
 }
@@ -379,7 +381,7 @@ impl BackendTerminal for TmuxTerminal {
             (mutable.pane_process?, mutable.program)
         };
         // The wrapper's child stays its program until it ends, so the one
-        // found before holds while it is there (`kill(pid, 0)`: no read of
+        // found before holds while it is there (`getpriority`: no read of
         // /proc at all, which `list` would pay per terminal; the wrapper
         // reaps its child at once, and a pid recycled before the pane's
         // status even changed is not a case worth a read per look); a new

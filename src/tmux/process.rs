@@ -287,6 +287,52 @@ mod tests {
         child.wait().expect("reap");
     }
 
+    /// A member whose parent died was handed to a reaper (init, or a
+    /// subreaper above this process): no descendant of the leader, found all
+    /// the same.
+    #[test]
+    fn an_orphan_of_the_session_is_found_and_killed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let marker = dir.path().join("orphan");
+        let script = format!("(sleep 30 & echo $! > '{}'); exec sleep 30", marker.display());
+        let mut child = std::process::Command::new("setsid")
+            .args(["sh", "-c", &script])
+            .spawn()
+            .expect("setsid");
+        let leader = child.id();
+        let server = std::process::id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let orphan: u32 = loop {
+            let adopted = std::fs::read_to_string(&marker)
+                .ok()
+                .and_then(|text| text.trim().parse::<u32>().ok())
+                // Its parent, the subshell, is gone: it is no child of the leader.
+                .filter(|&pid| {
+                    procfs::stat(pid).is_some_and(|stat| {
+                        i64::from(stat.ppid) != i64::from(leader)
+                            && procfs::stat(u32::try_from(stat.ppid).unwrap_or(0))
+                                .is_none_or(|parent| parent.session != stat.session)
+                    })
+                });
+            if let Some(pid) = adopted {
+                break pid;
+            }
+            assert!(Instant::now() < deadline, "no orphan appeared");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let members = procfs::session_members(leader, server);
+        assert!(
+            members.iter().any(|member| member.pid == orphan),
+            "orphan {orphan} not among {members:?}"
+        );
+        assert_eq!(kill_session(leader, server).len(), 2);
+        child.wait().expect("reap");
+        assert!(
+            wait_dead_blocking(orphan, Duration::from_secs(5)),
+            "orphan {orphan} survived"
+        );
+    }
+
     #[test]
     fn session_of_a_setsid_child_is_found_and_killed() {
         let mut child = std::process::Command::new("setsid")
