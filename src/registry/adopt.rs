@@ -110,7 +110,7 @@ impl Registry {
         if !self.inner.store.is_shared() {
             return Ok(ScanReport::default());
         }
-        let _scan = self.inner.scan.lock().await;
+        let mut last = self.inner.scan.lock().await;
         // Shared with the state directory's cache: an unchanged directory
         // (every `list` between changes) costs no copy of its records.
         let loaded = self.inner.store.load_all().await?;
@@ -119,15 +119,32 @@ impl Registry {
             unreadable: loaded.unreadable.clone(),
             ..ScanReport::default()
         };
+        // The very scan the entries were last brought in line with: every
+        // change since (a spawn's record, a kill's removal, a rename,
+        // another process's) would have changed the directory, so there is
+        // nothing to drop, adopt or rename (a hash look-up per terminal per
+        // `list` otherwise), unless an entry came or went here without one
+        // (a record whose removal failed).
+        {
+            let state = self.inner.lock();
+            state.check_active()?;
+            if last.as_ref().is_some_and(|(scan, changes)| {
+                Arc::ptr_eq(scan, &loaded) && *changes == state.changes
+            }) {
+                return Ok(report);
+            }
+        }
         let (released, unknown) = self.reconcile(&loaded, &mut report)?;
         // Dropped, not closed: another process killed them (or will).
         join_all(released.iter().map(|terminal| terminal.shutdown())).await;
         let checks = self.check_all(&unknown).await;
         for (record, checked) in unknown.into_iter().zip(checks) {
             if self.take_in(record, checked, &mut report).await == Taken::Disposing {
-                break;
+                return Ok(report);
             }
         }
+        let changes = self.inner.lock().changes;
+        *last = Some((loaded, changes));
         Ok(report)
     }
 
@@ -251,7 +268,7 @@ impl Registry {
                 let seq = state.next();
                 let cancel = self.inner.shutdown.child_token();
                 let entry = Entry::new(record, seq, presence, cancel.clone());
-                state.entries.insert(id.clone(), entry);
+                state.insert_entry(entry);
                 (Some(cancel), Taken::Kept)
             }
         };

@@ -234,8 +234,10 @@ pub(crate) struct Inner {
     /// Cancelled once `dispose` or `shutdown` has finished, for a second
     /// `shutdown` to wait on.
     pub(crate) stopped: CancellationToken,
-    /// Serializes scans of the state directory.
-    pub(crate) scan: tokio::sync::Mutex<()>,
+    /// Serializes scans of the state directory; holds the last scan the
+    /// entries were brought in line with and `State::changes` then (see
+    /// `Registry::refresh`).
+    pub(crate) scan: tokio::sync::Mutex<Option<(Arc<crate::statedir::LoadedRecords>, u64)>>,
 }
 
 impl Inner {
@@ -284,7 +286,7 @@ impl Registry {
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 stopped: CancellationToken::new(),
-                scan: tokio::sync::Mutex::new(()),
+                scan: tokio::sync::Mutex::new(None),
             }),
         })
     }

@@ -195,7 +195,7 @@ impl Registry {
                 );
                 let snapshot = entry.snapshot();
                 let cancel = entry.cancel.clone();
-                state.entries.insert(reservation.id.clone(), entry);
+                state.insert_entry(entry);
                 (snapshot, cancel)
             })
         };

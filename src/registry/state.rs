@@ -165,6 +165,9 @@ pub(crate) struct State {
     /// Terminals (known and spawning) one owner may have; `None`: any.
     pub(crate) max_per_owner: Option<usize>,
     next_counter: u64,
+    /// Counts insertions into and removals from `entries`: a scan skips
+    /// the records it already reconciled only while this stands still.
+    pub(crate) changes: u64,
 }
 
 impl State {
@@ -253,9 +256,16 @@ impl State {
         self.pending.values().any(|pending| &pending.id == id)
     }
 
+    /// Publishes `entry`.
+    pub(crate) fn insert_entry(&mut self, entry: Entry) {
+        self.changes += 1;
+        self.entries.insert(entry.record.id.clone(), entry);
+    }
+
     /// Removes an entry and stops its tasks.
     pub(crate) fn remove_entry(&mut self, id: &TerminalId) -> Option<Entry> {
         let entry = self.entries.remove(id)?;
+        self.changes += 1;
         entry.cancel.cancel();
         Some(entry)
     }
