@@ -294,7 +294,10 @@ mod tests {
     fn an_orphan_of_the_session_is_found_and_killed() {
         let dir = tempfile::tempdir().expect("temp dir");
         let marker = dir.path().join("orphan");
-        let script = format!("(sleep 30 & echo $! > '{}'); exec sleep 30", marker.display());
+        let script = format!(
+            "(sleep 30 & echo $! > '{}'); exec sleep 30",
+            marker.display()
+        );
         let mut child = std::process::Command::new("setsid")
             .args(["sh", "-c", &script])
             .spawn()

@@ -264,9 +264,8 @@ pub fn session_members(
         let ours = match session.start_time {
             Some(start) => start == leader.start_time,
             None if leader.has_exited() => true,
-            None => server_stat.is_some_and(|_| {
-                i32::try_from(server.pid).is_ok_and(|pid| leader.ppid == pid)
-            }),
+            None => server_stat
+                .is_some_and(|_| i32::try_from(server.pid).is_ok_and(|pid| leader.ppid == pid)),
         };
         if !ours {
             return Vec::new();

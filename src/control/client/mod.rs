@@ -5,14 +5,15 @@
 //! `%begin` flags `1` (commands this client wrote) consume the FIFO; tmux's
 //! own blocks (the attach command, hooks) come with flags `0` and are skipped.
 //!
-//! Four tasks per client, plus one short-lived lag watcher per subscriber
+//! Four tasks per client (three with a server directory), plus one short-lived lag watcher per subscriber
 //! that falls behind, all on the client's own [`TaskTracker`]:
 //! - the reader (`reader.rs`) owns the child and its stdout and never waits on anyone
 //!   (except [`Delivery::Lossless`] subscribers, who asked for it): it routes
 //!   output, completes replies and runs the flow control of `subscribe`;
 //! - the writer writes queued lines to stdin in order, batching them (a
 //!   line queued while it is idle is written by its caller: `stdin.rs`);
-//! - a stderr drain keeps tmux's last words for the close reason;
+//! - a stderr drain keeps tmux's last words for the close reason, where
+//!   the server has no directory to write them to a file in;
 //! - the reply watchdog (`watchdog.rs`) tells callers whose command is
 //!   unanswered past the command timeout, with one timer for the client;
 //! - a lag watcher waits for room in a lagging subscriber's queue, then
@@ -58,7 +59,7 @@ use crate::tmux::command::TmuxCommand;
 use crate::tmux::exit_handshake::ExitWatch;
 use crate::tmux::{KillRequest, ServerHandle};
 use crate::{Error, Result};
-use reader::{Reader, drain_stderr};
+use reader::{LastWords, Reader, drain_stderr};
 
 pub use super::subscribe::{Delivery, PaneEvent, Snapshot, SubscribeOptions};
 pub use options::{ClientOptions, OutputPath};
@@ -154,10 +155,27 @@ impl ControlClient {
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
+        // tmux's last words go to a file in the server's directory when
+        // there is one: a pipe and its drain task per client were a
+        // descriptor and a task per terminal for words written only when it
+        // fails (a serve of 5,000 idle terminals met its open-file limit).
+        let stderr_file = match &opts.input_dir {
+            Some(dir) => tempfile::Builder::new()
+                .prefix(".tmux-c-")
+                .suffix(".err")
+                .tempfile_in(dir)
+                .ok()
+                .map(tempfile::NamedTempFile::into_parts),
+            None => None,
+        };
+        let (stderr_io, stderr_path) = match stderr_file {
+            Some((file, path)) => (Stdio::from(file), Some(path)),
+            None => (Stdio::piped(), None),
+        };
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(stderr_io)
             .kill_on_drop(true);
         let program = format!("{:?}", command.as_std());
         let handshake = match &opts.handshake_lock {
@@ -172,7 +190,10 @@ impl ControlClient {
         let io_missing = || Error::io("spawning tmux -C", std::io::Error::other("stdio not piped"));
         let stdin = child.stdin.take().ok_or_else(io_missing)?;
         let stdout = child.stdout.take().ok_or_else(io_missing)?;
-        let stderr = child.stderr.take().ok_or_else(io_missing)?;
+        let stderr = match stderr_path {
+            Some(path) => Err(path),
+            None => Ok(child.stderr.take().ok_or_else(io_missing)?),
+        };
 
         let (writer, lines) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
@@ -206,13 +227,17 @@ impl ControlClient {
             .collect();
 
         let (ready_tx, ready_rx) = oneshot::channel();
-        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         shared.tasks.spawn(watchdog::watch_replies(shared.clone()));
-        shared.tasks.spawn(drain_stderr(
-            stderr,
-            stderr_tail.clone(),
-            shared.ended.clone(),
-        ));
+        let stderr_tail = match stderr {
+            Ok(pipe) => {
+                let tail = Arc::new(Mutex::new(Vec::new()));
+                shared
+                    .tasks
+                    .spawn(drain_stderr(pipe, tail.clone(), shared.ended.clone()));
+                LastWords::Drained(tail)
+            }
+            Err(path) => LastWords::File(path),
+        };
         let framed = FramedRead::with_capacity(
             stdout,
             ControlCodec::with_max_line_length(shared.opts.max_line_length),

@@ -38,8 +38,34 @@ pub(super) struct Reader {
     pub(super) cancel: CancellationToken,
     pub(super) ready: Option<oneshot::Sender<std::result::Result<(), String>>>,
     pub(super) exit_reason: Option<String>,
-    pub(super) stderr_tail: Arc<Mutex<Vec<u8>>>,
+    pub(super) stderr_tail: LastWords,
 }
+
+/// Where tmux's stderr goes, read for the close reason.
+pub(super) enum LastWords {
+    /// A pipe [`drain_stderr`] keeps the tail of.
+    Drained(Arc<Mutex<Vec<u8>>>),
+    /// A file in the server's directory, removed with the client.
+    File(tempfile::TempPath),
+}
+
+impl LastWords {
+    /// The last [`LAST_WORDS`] bytes written.
+    fn tail(&self) -> Vec<u8> {
+        match self {
+            LastWords::Drained(tail) => tail.lock().map(|t| t.clone()).unwrap_or_default(),
+            // Gone with its directory (a killed server) is no last word.
+            LastWords::File(path) => {
+                let mut all = std::fs::read(path).unwrap_or_default();
+                all.drain(..all.len().saturating_sub(LAST_WORDS));
+                all
+            }
+        }
+    }
+}
+
+/// How much of tmux's stderr the close reason keeps.
+const LAST_WORDS: usize = 4096;
 
 impl Reader {
     pub(super) async fn run(
@@ -118,11 +144,7 @@ impl Reader {
         if let Some(reason) = self.exit_reason.take() {
             return reason;
         }
-        let tail = self
-            .stderr_tail
-            .lock()
-            .map(|t| t.clone())
-            .unwrap_or_default();
+        let tail = self.stderr_tail.tail();
         let tail = String::from_utf8_lossy(&tail).trim().to_owned();
         if !tail.is_empty() {
             return tail;
@@ -360,8 +382,7 @@ pub(super) async fn drain_stderr(
     tail: Arc<Mutex<Vec<u8>>>,
     ended: CancellationToken,
 ) {
-    const KEEP: usize = 4096;
-    let mut buf = [0u8; 4096];
+    let mut buf = [0u8; LAST_WORDS];
     loop {
         let n = tokio::select! {
             read = stderr.read(&mut buf) => match read {
@@ -375,7 +396,7 @@ pub(super) async fn drain_stderr(
         }
         if let Ok(mut tail) = tail.lock() {
             tail.extend_from_slice(&buf[..n]);
-            let excess = tail.len().saturating_sub(KEEP);
+            let excess = tail.len().saturating_sub(LAST_WORDS);
             tail.drain(..excess);
         }
     }
