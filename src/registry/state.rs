@@ -177,6 +177,12 @@ impl State {
         self.next_counter
     }
 
+    /// The last number [`next`](Self::next) returned: an entry whose `seq`
+    /// is above it was published after this call.
+    pub(crate) fn horizon(&self) -> u64 {
+        self.next_counter
+    }
+
     /// Fails with `REGISTRY_DISPOSING` once disposal began.
     pub(crate) fn check_active(&self) -> Result<()> {
         if self.disposing {

@@ -380,6 +380,39 @@ async fn two_registries_on_one_state_dir_see_the_same_terminals() {
     );
 }
 
+/// A named spawn rescans the directory; a spawn beside it that wrote its
+/// record after that scan looked and published before the scan's reconcile
+/// is in no scan yet, and must not be taken for vanished (its live terminal
+/// was let go of: a serve spawning 8 at once lost 408 control clients of
+/// 1,000).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn spawns_beside_a_rescan_keep_their_live_terminals() {
+    let dir = private_tempdir();
+    let backend = StubBackend::new();
+    let registry = open(dir.path(), &backend).await;
+    let owner = owner("owner");
+    let spawns: Vec<_> = (0..64)
+        .map(|i| {
+            let registry = registry.clone();
+            let owner = owner.clone();
+            tokio::spawn(async move {
+                registry
+                    .owner(&owner)
+                    .spawn(SpawnSpec::new().name(format!("t{i}")))
+                    .await
+            })
+        })
+        .collect();
+    for spawn in spawns {
+        spawn.await.unwrap().unwrap();
+    }
+    let terminals = backend.terminals();
+    assert_eq!(terminals.len(), 64);
+    let let_go = terminals.iter().filter(|t| t.is_shut_down()).count();
+    assert_eq!(let_go, 0, "{let_go} of 64 spawned terminals were let go of");
+    assert_eq!(registry.owner(&owner).list().await.unwrap().len(), 64);
+}
+
 #[tokio::test]
 async fn shutdown_lets_go_of_terminals_without_closing_them_and_stops_every_task() {
     let dir = private_tempdir();
