@@ -320,7 +320,7 @@ fn session_tree(session_id: i32, server: u32) -> Option<Vec<u32>> {
             if seen.len() > MAX_TREE {
                 return None;
             }
-            next.extend(children(pid));
+            next.extend(all_children(pid));
         }
     }
     Some(seen.into_iter().collect())
@@ -341,7 +341,7 @@ static ADOPTED: std::sync::Mutex<Option<Sessions>> = std::sync::Mutex::new(None)
 /// init has 10,000 tmux servers as children, so each one's session is read
 /// once ([`ADOPTED`]), not at every kill.
 fn adopted_into(reaper: u32, session_id: i32) -> Vec<u32> {
-    let now = children(reaper);
+    let now = all_children(reaper);
     let mut adopted = ADOPTED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -375,9 +375,10 @@ pub(crate) fn has_children_files() -> bool {
 }
 
 /// The children of `pid`, from the `children` file of each of its threads
-/// (a child is listed under the thread that forked it); empty when it is
-/// gone or the kernel keeps no such files.
-pub(crate) fn children(pid: u32) -> Vec<u32> {
+/// (a child is listed under the thread that forked it; [`children`] reads
+/// the main thread's alone); empty when it is gone or the kernel keeps no
+/// such files.
+pub(crate) fn all_children(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
@@ -405,7 +406,7 @@ pub(crate) fn descendants(root: u32, max: usize) -> Option<Vec<u32>> {
             break;
         }
         tree.push(pid);
-        next.extend(children(pid));
+        next.extend(all_children(pid));
     }
     Some(tree)
 }
