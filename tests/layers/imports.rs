@@ -133,19 +133,7 @@ fn tokens(text: &str) -> Vec<Tok> {
         } else if c == '"' {
             i = skip_string(&chars, i + 1, 0);
         } else if c == '\'' {
-            if at(i + 1) == '\\' {
-                // An escape: `'\n'`, `'\''`, `'\u{1F}'`.
-                i += 3;
-                while i < chars.len() && chars[i] != '\'' {
-                    i += 1;
-                }
-                i += 1;
-            } else if at(i + 2) == '\'' {
-                i += 3;
-            } else {
-                // A lifetime: its name follows as an identifier.
-                i += 1;
-            }
+            i = skip_quote(&chars, i);
         } else if c.is_alphanumeric() || c == '_' {
             let start = i;
             while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
@@ -190,6 +178,25 @@ fn tokens(text: &str) -> Vec<Tok> {
 /// The index after the string that starts at `i` (just past its opening
 /// quote): `hashes` is a raw string's count of `#`, `usize::MAX` an
 /// ordinary string with escapes.
+/// Past the `'` at `i`: a char literal whole (`'x'`, `'"'`, and escapes:
+/// `'\n'`, `'\''`, `'\u{1F}'`), or only the quote of a lifetime, whose
+/// name follows as an identifier.
+pub(super) fn skip_quote(chars: &[char], i: usize) -> usize {
+    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
+    if at(i + 1) == '\\' {
+        // The escaped character may be a quote itself: look past it.
+        let mut end = i + 3;
+        while end < chars.len() && chars[end] != '\'' {
+            end += 1;
+        }
+        end + 1
+    } else if at(i + 2) == '\'' {
+        i + 3
+    } else {
+        i + 1
+    }
+}
+
 fn skip_string(chars: &[char], mut i: usize, hashes: usize) -> usize {
     while i < chars.len() {
         if hashes == usize::MAX && chars[i] == '\\' {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use tmux_engine::verbs::VERBS;
 
-use super::imports::{Source, sources};
+use super::imports::{Source, skip_quote, sources};
 
 /// Literals that spell a verb's name but are something else: (file under
 /// `src/`, literal, what it is).
@@ -101,17 +101,7 @@ fn literals(text: &str) -> Vec<(usize, String)> {
             i = next;
         } else if c == '\'' {
             // A char literal ('"' included), or a lifetime.
-            if at(i + 1) == '\\' {
-                i += 2;
-                while i < chars.len() && chars[i] != '\'' {
-                    i += 1;
-                }
-                i += 1;
-            } else if at(i + 2) == '\'' {
-                i += 3;
-            } else {
-                i += 1;
-            }
+            i = skip_quote(&chars, i);
         } else {
             i += 1;
         }
