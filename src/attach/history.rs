@@ -123,14 +123,7 @@ fn line_start(from: u64, first: u64, bytes: Bytes) -> (u64, Bytes) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    fn stream_of(chunks: &[&'static [u8]], limit: usize) -> Stream {
-        let stream = Stream::new(limit);
-        for chunk in chunks {
-            stream.push(Bytes::from_static(chunk));
-        }
-        stream
-    }
+    use crate::stream::stream_of;
 
     #[test]
     fn a_page_comes_from_the_ring_and_starts_at_a_line() {

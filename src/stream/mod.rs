@@ -306,17 +306,19 @@ impl Stream {
     }
 }
 
+/// A stream of at most `limit` bytes that was fed `chunks`, for tests.
+#[cfg(test)]
+pub(crate) fn stream_of(chunks: &[&'static [u8]], limit: usize) -> Stream {
+    let stream = Stream::new(limit);
+    for chunk in chunks {
+        stream.push(Bytes::from_static(chunk));
+    }
+    stream
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn stream_of(chunks: &[&'static [u8]], limit: usize) -> Stream {
-        let stream = Stream::new(limit);
-        for chunk in chunks {
-            stream.push(Bytes::from_static(chunk));
-        }
-        stream
-    }
 
     #[test]
     fn reads_at_inside_behind_and_ahead_of_the_window() {
