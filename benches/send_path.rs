@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use tmux_engine::backend::{TmuxConfig, open_registry};
 use tmux_engine::registry::{
-    CommandRef, OwnerId, Registry, SendRequest, SendResult, SpawnSpec, WaitFor,
+    CommandRef, OwnerId, Registry, SendAnswer, SendRequest, SpawnSpec, WaitFor,
 };
 use tmux_engine::tmux::send_keys_hex;
 use tmux_engine::vocab::PaneId;
@@ -57,7 +57,7 @@ fn scenarios(round: usize) -> [(&'static str, Option<String>, String, String); 3
     ]
 }
 
-async fn send(registry: &Registry, owner: &OwnerId, text: &str) -> SendResult {
+async fn send(registry: &Registry, owner: &OwnerId, text: &str) -> SendAnswer {
     let request = SendRequest {
         text: text.to_owned().into(),
         submit: true,
@@ -103,7 +103,7 @@ async fn engine(dir: &Path, rounds: usize) -> Vec<Duration> {
             let start = Instant::now();
             let answer = send(&registry, &owner, &typed).await;
             samples.push(start.elapsed());
-            let output = answer.command.map(|c| c.output).unwrap_or_default();
+            let output = answer.output;
             assert!(output.contains(&seen), "{output:?}");
         }
         medians.push(median(samples));

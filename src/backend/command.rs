@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::TmuxConfig;
 use super::link::ServerLink;
-use crate::registry::{Command, CommandResult, SpawnSpec};
+use crate::registry::{Command, SendAnswer, SpawnSpec, WaitReason};
 use crate::shell::ShellKind;
 use crate::shell::literal::{self, Literal};
 use crate::shell::tracker::{Progress, Prompt};
@@ -149,7 +149,7 @@ const PROMPT_SCAN: u64 = 16 * 1024;
 /// [`crate::shell::literal`]): bracketed where the line editor turned
 /// bracketed paste on since its prompt began, else quoted with `C-v`,
 /// which bash, zsh and a POSIX sh's terminal all read as literal-next.
-pub(super) fn literal_way(shared: &ServerLink, kind: ShellKind) -> Option<Literal> {
+fn prompt_literal_way(shared: &ServerLink, kind: ShellKind) -> Option<Literal> {
     let from = shared
         .stream
         .tracker()
@@ -178,7 +178,7 @@ fn bracketed_since(shared: &ServerLink, from: Option<u64>) -> bool {
 /// command began (a REPL's readline), quoted with `C-v` where the terminal
 /// reads in its own line mode (`cat`, `od`, the shell's `read`), else as
 /// it is (a program reading raw takes each byte as it means it).
-pub(super) fn reply_literal_way(shared: &ServerLink) -> Option<Literal> {
+fn reply_literal_way(shared: &ServerLink) -> Option<Literal> {
     let from = shared.stream.tracker().and_then(|tracker| {
         tracker
             .spans()
@@ -211,29 +211,16 @@ pub(super) fn foreground(shared: &ServerLink) -> Option<(bool, InputState)> {
     Some((in_front, reading::input_state(pane.pid)))
 }
 
-/// How a send types and follows its text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
-    /// At an integrated shell's prompt, shown: type, and follow its marks.
-    Prompt(ShellKind),
-    /// A reply to a reader inside a command of an integrated shell (its
-    /// own `read`, a REPL, an editor): typed now, followed as part of the
-    /// command that runs.
-    Reply(ShellKind),
-    /// Anything else: wait the plain way.
-    Plain,
-}
-
 /// Waits until the terminal takes typed text, up to `deadline` (or
 /// `cancel`): the shell at its prompt, drawn and reading (so a command is
-/// never typed ahead of it and echoed twice: [`Mode::Prompt`]), or a
-/// reader in front ([`Mode::Reply`]); else why the text is not typed.
+/// never typed ahead of it and echoed twice: [`Follow::prompt`]), or a
+/// reader in front ([`Follow::reply`]); else why the text is not typed.
 pub(super) async fn ready(
     shared: &ServerLink,
     kind: ShellKind,
     deadline: Instant,
     cancel: &tokio_util::sync::CancellationToken,
-) -> std::result::Result<Mode, String> {
+) -> std::result::Result<Follow, String> {
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
     let mut judge = Judge::new(2).plain_prompt(plain_prompt(kind));
@@ -244,14 +231,14 @@ pub(super) async fn ready(
         }
         let Some((in_front, state)) = foreground(shared) else {
             // No process known (a link being made): nothing to look at.
-            return Ok(Mode::Prompt(kind));
+            return Ok(Follow::prompt(kind));
         };
         let (prompt, marked) = prompt(shared);
         // The prompt drawn and readline (or ZLE) waiting for a key: once
         // is enough, the prompt ends with `B` only once the line editor
         // owns the terminal.
         if in_front && state.reads() && prompt == (Prompt::Reading { quiet: true }) {
-            return Ok(Mode::Prompt(kind));
+            return Ok(Follow::prompt(kind));
         }
         let in_command = prompt == Prompt::Running;
         // Text is never typed into a busy program.
@@ -261,8 +248,8 @@ pub(super) async fn ready(
         };
         let judged = judge.observe(in_front, in_command, input, seen);
         let pause = match judged {
-            Observed::Ready if in_command || !in_front => return Ok(Mode::Reply(kind)),
-            Observed::Ready if marked => return Ok(Mode::Prompt(kind)),
+            Observed::Ready if in_command || !in_front => return Ok(Follow::reply(kind)),
+            Observed::Ready if marked => return Ok(Follow::prompt(kind)),
             Observed::Ready => {
                 // No mark held (a link made after the engine restarted):
                 // the shell's prompt drawn means the cursor is past
@@ -271,7 +258,7 @@ pub(super) async fn ready(
                     .await
                     .is_ok_and(|geometry| geometry.cursor.0 > 0);
                 if drawn {
-                    return Ok(Mode::Prompt(kind));
+                    return Ok(Follow::prompt(kind));
                 }
                 judge.reset();
                 Duration::from_millis(10)
@@ -302,15 +289,19 @@ pub(super) async fn ready(
     }
 }
 
-/// A send's commands as the stream's tracker follows them, from the
-/// stream offset where its text was typed.
+/// Where a send's text goes on an integrated shell, and the commands it
+/// makes as the stream's tracker follows them from where it was typed:
+/// typed at the shell's prompt, or as a reply to a reader inside the
+/// command that runs (its own `read`, a REPL, an editor), followed as
+/// part of that command. A send anywhere else waits the plain way.
 #[derive(Debug)]
 pub(super) struct Follow {
     kind: ShellKind,
-    epoch: u64,
-    typed_at: u64,
     /// Typed into a reader inside a command: that command is the send's.
     reply: bool,
+    /// The stream's epoch and offset where the text was typed.
+    epoch: u64,
+    typed_at: u64,
     /// Whether the typed text is one line (no pending input can follow
     /// the first prompt).
     one_line: bool,
@@ -319,16 +310,14 @@ pub(super) struct Follow {
 }
 
 impl Follow {
-    /// A follow of text typed at the prompt at stream offset `from`.
-    pub(super) fn new(shared: &ServerLink, kind: ShellKind, from: u64, text: &[u8]) -> Follow {
-        let breaks = text.iter().filter(|&&b| b == b'\n' || b == b'\r').count();
-        let trailing = usize::from(matches!(text.last(), Some(b'\r' | b'\n')));
+    /// Text typed at `kind`'s prompt, drawn and reading.
+    pub(super) fn prompt(kind: ShellKind) -> Follow {
         Follow {
             kind,
-            epoch: shared.stream.epoch(),
-            typed_at: from,
             reply: false,
-            one_line: breaks <= trailing,
+            epoch: 0,
+            typed_at: 0,
+            one_line: true,
             progress: Progress {
                 spans: Vec::new(),
                 at_prompt: false,
@@ -338,12 +327,39 @@ impl Follow {
         }
     }
 
-    /// A follow of a reply typed at offset `from` to a command that runs.
-    pub(super) fn reply(shared: &ServerLink, kind: ShellKind, from: u64) -> Follow {
-        let mut follow = Follow::new(shared, kind, from, b"");
-        follow.reply = true;
-        follow.one_line = true;
-        follow
+    /// A reply typed to a reader inside the command of `kind` that runs.
+    pub(super) fn reply(kind: ShellKind) -> Follow {
+        Follow {
+            reply: true,
+            ..Follow::prompt(kind)
+        }
+    }
+
+    /// Whether the text is a reply to a reader inside a command.
+    pub(super) fn is_reply(&self) -> bool {
+        self.reply
+    }
+
+    /// How the text goes in literally here, if it must (see
+    /// [`crate::shell::literal`]): at the prompt, as the shell's line
+    /// editor reads it; a reply, as the program reading it takes bytes.
+    pub(super) fn literal_way(&self, shared: &ServerLink) -> Option<Literal> {
+        if self.reply {
+            reply_literal_way(shared)
+        } else {
+            prompt_literal_way(shared, self.kind)
+        }
+    }
+
+    /// `text` (as sent: what the tracker counts lines of) is typed next:
+    /// follows from the stream's end now.
+    pub(super) fn typed(&mut self, shared: &ServerLink, text: &[u8]) {
+        let breaks = text.iter().filter(|&&b| b == b'\n' || b == b'\r').count();
+        let trailing = usize::from(matches!(text.last(), Some(b'\r' | b'\n')));
+        self.epoch = shared.stream.epoch();
+        self.typed_at = shared.stream.held().total;
+        // A reply is one line of the command it answers.
+        self.one_line = self.reply || breaks <= trailing;
     }
 
     /// Whether the shell is back at its prompt after a command of this
@@ -387,27 +403,26 @@ impl Follow {
         }
     }
 
-    /// The send's commands so far (the same entries `commands` lists).
-    pub(super) fn commands(&self) -> Vec<Command> {
+    /// Writes what the marks said into `answer`: the send's commands and,
+    /// when it ended `command`, all their output (a reply's from where it
+    /// was typed), the last one's exit code, from the first one's start
+    /// to the last one's end.
+    pub(super) fn answer(&self, shared: &ServerLink, answer: &mut SendAnswer) {
         let now = SystemTime::now();
-        self.progress
-            .spans
-            .iter()
-            .map(|span| Command::of(span, self.epoch, now))
-            .collect()
-    }
-
-    /// The send's result once its commands ended: all their output (a
-    /// reply's from where it was typed), the last one's exit code, from
-    /// the first one's start to the last one's end.
-    pub(super) fn result(&self, shared: &ServerLink) -> Option<CommandResult> {
-        let ended: Vec<_> = self
-            .progress
-            .spans
-            .iter()
-            .filter(|s| !s.running())
-            .collect();
-        let (first, last) = (ended.first()?, ended.last()?);
+        let spans = &self.progress.spans;
+        answer.list_commands(
+            spans
+                .iter()
+                .map(|span| Command::of(span, self.epoch, now))
+                .collect(),
+        );
+        let ended: Vec<_> = spans.iter().filter(|s| !s.running()).collect();
+        let (Some(first), Some(last)) = (ended.first(), ended.last()) else {
+            return;
+        };
+        if answer.wait_reason != WaitReason::Command {
+            return;
+        }
         let output = ended
             .iter()
             .map(|span| Command::output_of(&shared.stream, span, self.typed_at))
@@ -416,10 +431,6 @@ impl Follow {
             .ended
             .and_then(|end| end.duration_since(first.started).ok())
             .unwrap_or_default();
-        Some(CommandResult {
-            output,
-            exit_code: last.exit_code,
-            duration,
-        })
+        answer.command_ended(output, last.exit_code, duration);
     }
 }

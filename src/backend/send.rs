@@ -28,12 +28,12 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::command::{self, Mode};
+use super::command::{self, Follow};
 use super::full_screen;
 use super::link::ServerLink;
 use super::pages::viewport;
 use crate::registry::seam::{
-    SendHandle, SendOperation, SendOutput, SendRequest, SendResult, TerminalStatus, WaitFor,
+    SendAnswer, SendHandle, SendOperation, SendOutput, SendRequest, TerminalStatus, WaitFor,
     WaitReason,
 };
 use crate::screen::keys;
@@ -160,7 +160,7 @@ const UNREAD_BOUND: Duration = Duration::from_secs(2);
 /// How often a text reply looks whether its reader read.
 const UNREAD_PAUSE: Duration = Duration::from_millis(5);
 
-async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
+async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
     let shared = &op.shared;
     let timeout = request.timeout.unwrap_or(shared.config.send_timeout);
     let deadline = Instant::now() + timeout;
@@ -177,10 +177,12 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
              send keys to it, where any word that names no key is typed as text \
              (e.g. keys: [\"q\"] quits a pager, [\"o\", \"README\", \"Escape\"] types in vim)"
         );
-        let mut result = not_typed(op, why).await;
-        result.wait_reason = op.settle_over(WaitReason::FullScreen);
-        result.foreground = Some(front.clone());
-        return Ok(result);
+        // Ended `full_screen` (unless cancelled first), whatever else
+        // ended the wait for the text meanwhile.
+        let wait_reason = op.settle_over(WaitReason::FullScreen);
+        let mut answer = answer(op, wait_reason).await.not_typed(why);
+        answer.foreground_command = Some(front.clone());
+        return Ok(answer);
     }
     // A word in keys that names no key is the program's text only where
     // a full-screen program takes keys; at a shell it is a misspelt key.
@@ -203,27 +205,32 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     if shell.is_some() {
         shared.catch_up().await;
     }
-    let mode = match shell {
+    // Where the text goes, and the commands it makes followed: `None`
+    // waits the plain way.
+    let mut followed = match shell {
         // Keys alone while a command runs (`C-c` to `tail -f`, `C-d` to a
         // REPL) go in at once, whatever the program waits on, and are
         // followed as a reply: a key that ends the command answers its
         // exit code as a typed line would.
-        Some(kind) if request.text.is_empty() && command::running(shared) => Mode::Reply(kind),
+        Some(kind) if request.text.is_empty() && command::running(shared) => {
+            Some(Follow::reply(kind))
+        }
         Some(kind) if request.submit && front.is_none() => {
             match command::ready(shared, kind, deadline, &op.cancel).await {
-                Ok(mode) => mode,
+                Ok(follow) => Some(follow),
                 Err(why) => return Ok(not_typed(op, why).await),
             }
         }
-        _ => Mode::Plain,
+        _ => None,
     };
+    let at_prompt = followed.as_ref().is_some_and(|follow| !follow.is_reply());
     let what = match request.wait {
         WaitFor::Command => WaitFor::StdinRead,
         other => other,
     };
     // One write, Enter included: a second call would cost a round trip. A
     // leading space keeps it out of the history (the rc's ignorespace).
-    let space = matches!(mode, Mode::Prompt(_)) && !op.history;
+    let space = at_prompt && !op.history;
     let mut after = Vec::new();
     if !request.keys.is_empty() {
         let app_cursor = keys::needs_cursor_mode(&request.keys) && cursor_mode(shared).await?;
@@ -237,20 +244,19 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     // and what is written: at a shell's prompt, its text made literal
     // (a TAB never completes; the keys after it stay keys).
     let text = join(&request.text);
-    let literal = match mode {
-        Mode::Prompt(kind) => command::literal_way(shared, kind),
-        // A reply: as the program reading it takes bytes literally.
-        Mode::Reply(_) => command::reply_literal_way(shared),
-        Mode::Plain => None,
-    }
-    .map(|how| crate::shell::literal::literal(&request.text, how))
-    .filter(|made| matches!(made, std::borrow::Cow::Owned(_)));
+    let literal = followed
+        .as_ref()
+        .and_then(|follow| follow.literal_way(shared))
+        .map(|how| crate::shell::literal::literal(&request.text, how))
+        .filter(|made| matches!(made, std::borrow::Cow::Owned(_)));
     let written = literal.map_or_else(|| text.clone(), |made| join(&made));
-    let typed_at = shared.stream.held().total;
+    if let Some(follow) = &mut followed {
+        follow.typed(shared, &text);
+    }
     // A text reply's reader, marked before the write: seen waiting, it
     // counts once it read since (see `ReadMark`).
-    let unread = match mode {
-        Mode::Reply(_) if !request.text.is_empty() => {
+    let unread = match &followed {
+        Some(follow) if follow.is_reply() && !request.text.is_empty() => {
             let pane = shared.lock().pane_process;
             pane.and_then(|pane| ReadMark::now(pane.pid))
         }
@@ -259,7 +265,6 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     // A POSIX sh's tracker needs to know text typed at its prompt in one
     // write (its echo comes at once: see `crate::shell::tracker`); said
     // before the write, so the echo never comes first.
-    let at_prompt = matches!(mode, Mode::Prompt(_));
     if at_prompt && let Some(mut tracker) = shared.stream.tracker() {
         tracker.typed(&text);
     }
@@ -286,23 +291,9 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
         };
         return Ok(not_typed(op, why.to_owned()).await);
     }
-    let mut followed = None;
-    let reason = match mode {
-        Mode::Prompt(kind) => {
-            let mut state = command::Follow::new(shared, kind, typed_at, &text);
-            let reason = follow(op, &mut state, deadline, 2, None).await;
-            followed = Some(state);
-            reason
-        }
-        Mode::Reply(kind) => {
-            let mut state = command::Follow::reply(shared, kind, typed_at);
-            // A reply that echoes nothing (`read -s`): one more look, so a
-            // reader seen before the text reached it does not end the send.
-            let reason = follow(op, &mut state, deadline, 3, unread).await;
-            followed = Some(state);
-            reason
-        }
-        Mode::Plain => wait(op, what, deadline).await,
+    let reason = match &mut followed {
+        Some(state) => follow(op, state, deadline, unread).await,
+        None => wait(op, what, deadline).await,
     };
     let mut wait_reason = op.settle(reason);
     let mut foreground = None;
@@ -327,27 +318,21 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendResult> {
     {
         return Err(Error::ServerGone { reason });
     }
+    let mut answer = answer(op, wait_reason).await;
+    answer.foreground_command = foreground;
+    if let Some(state) = &followed {
+        state.answer(shared, &mut answer);
+    }
+    Ok(answer)
+}
+
+/// The answer of a send that ended for `wait_reason`: the screen, the
+/// terminal's status and the send's output now.
+async fn answer(op: &TmuxSend, wait_reason: WaitReason) -> SendAnswer {
+    let shared = &op.shared;
     let viewport = viewport(shared).await.unwrap_or_default();
-    let truncated = {
-        let held = shared.stream.held();
-        held.start() > op.start || held.gaps != op.gaps
-    };
-    let (command, commands) = followed.map_or((None, Vec::new()), |state| {
-        let whole = state
-            .result(shared)
-            .filter(|_| wait_reason == WaitReason::Command);
-        (whole, state.commands())
-    });
-    Ok(SendResult {
-        viewport,
-        wait_reason,
-        status: shared.status.borrow().clone(),
-        truncated,
-        command,
-        commands,
-        not_typed: None,
-        foreground,
-    })
+    let status = shared.status.borrow().clone();
+    SendAnswer::new(wait_reason, status, viewport, op.read_output())
 }
 
 /// Whether the pane is in application cursor key mode (DECCKM, which
@@ -361,27 +346,16 @@ async fn cursor_mode(shared: &ServerLink) -> Result<bool> {
     Ok(shared.command(&command).await?.text().trim() == "1")
 }
 
-/// The result of a send whose text was not typed, `why`.
-async fn not_typed(op: &TmuxSend, why: String) -> SendResult {
-    let shared = &op.shared;
+/// The answer of a send whose text was not typed, `why`.
+async fn not_typed(op: &TmuxSend, why: String) -> SendAnswer {
     let reason = if op.cancel.is_cancelled() {
         WaitReason::Cancelled
-    } else if !shared.status.borrow().is_running() {
+    } else if !op.shared.status.borrow().is_running() {
         WaitReason::Exited
     } else {
         WaitReason::Timeout
     };
-    let wait_reason = op.settle(reason);
-    SendResult {
-        viewport: viewport(shared).await.unwrap_or_default(),
-        wait_reason,
-        status: shared.status.borrow().clone(),
-        truncated: false,
-        command: None,
-        commands: Vec::new(),
-        not_typed: Some(why),
-        foreground: None,
-    }
+    answer(op, op.settle(reason)).await.not_typed(why)
 }
 
 /// What the foreground's input state means for a send that waits for a
@@ -398,19 +372,21 @@ fn waiting_reason(state: InputState) -> WaitReason {
 /// at its prompt with no typed input left (`command`), or until something
 /// in it waits for input (a REPL, `read`: `stdin_read`; a server: `busy`),
 /// the shell included when a typed command is unfinished. A reader counts
-/// after `looks` looks with no output between, and once it read since
-/// `unread` (a text reply's reader, marked before the write; at most
-/// [`UNREAD_BOUND`] is waited for that).
+/// after two looks with no output between (three after a reply: one that
+/// echoes nothing, `read -s`, must not end the send on a reader seen
+/// before the text reached it), and once it read since `unread` (a text
+/// reply's reader, marked before the write; at most [`UNREAD_BOUND`] is
+/// waited for that).
 async fn follow(
     op: &TmuxSend,
-    state: &mut command::Follow,
+    state: &mut Follow,
     deadline: Instant,
-    looks: u32,
     mut unread: Option<ReadMark>,
 ) -> WaitReason {
     let shared = &op.shared;
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
+    let looks = if state.is_reply() { 3 } else { 2 };
     let mut judge = command::Judge::new(looks).plain_prompt(command::plain_prompt(state.kind()));
     let mut watch = full_screen::Watch::new(op.start);
     // Whether the relay was asked to hand over what it holds since output
@@ -529,7 +505,7 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
 
 /// What woke a send's wait.
 enum Woke {
-    /// Output came.
+    /// The stream changed: output came (or was lost, skipped, restarted).
     Output,
     /// The pause asked for passed with nothing else.
     Paused,

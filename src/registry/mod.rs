@@ -22,7 +22,8 @@
 //! | file           | concern                                              |
 //! |----------------|------------------------------------------------------|
 //! | `seam.rs`      | the backend traits                                   |
-//! | `values.rs`    | their values: statuses, sends, pages; snapshots      |
+//! | `values.rs`    | their values: statuses, pages; snapshots             |
+//! | `send.rs`      | a send's values: request, handle, output, answer     |
 //! | `service.rs`   | [`Registry`], its config, [`Owned`], `Inner`         |
 //! | `state.rs`     | the maps behind the lock; a terminal's `Presence`    |
 //! | `spawn.rs`     | `spawn`: reservation, publication, rollback          |
@@ -57,6 +58,7 @@ mod liveness;
 mod ops;
 mod rename;
 pub(crate) mod seam;
+mod send;
 mod service;
 mod signal;
 mod spawn;
@@ -81,10 +83,9 @@ pub use io::{WaitCondition, WaitSince};
 pub use kept_read::Searchable;
 pub use liveness::{AttachTarget, ProbeReport};
 pub use seam::{
-    AttachLock, Backend, BackendHealth, BackendTerminal, CloseReason, CommandResult, Liveness,
-    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendHandle,
-    SendOperation, SendOutput, SendRequest, SendResult, SpawnRequest, TerminalStatus, WaitFor,
-    WaitReason,
+    AttachLock, Backend, BackendHealth, BackendTerminal, CloseReason, ExitCodeSource, Liveness,
+    OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendAnswer, SendHandle,
+    SendOperation, SendOutput, SendRequest, SpawnRequest, TerminalStatus, WaitFor, WaitReason,
 };
 pub use service::{Census, Owned, Registry, RegistryConfig, RestartBackoff};
 pub use signal::{Signal, SignalDelivery};

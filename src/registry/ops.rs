@@ -10,10 +10,11 @@ use std::sync::{Arc, Weak};
 use tokio::sync::oneshot;
 
 use super::seam::{BackendTerminal, ReadPage, ReadRequest, Screen, SendRequest};
+use super::send::SendHandle;
 use super::service::Inner;
 use super::service::Owned;
 use super::signal::{Signal, SignalDelivery};
-use super::values::{SendHandle, TerminalSnapshot};
+use super::values::TerminalSnapshot;
 use super::{OwnerId, Registry, TerminalId};
 use crate::statedir::Purpose;
 use crate::statedir::StateDir;

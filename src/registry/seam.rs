@@ -453,7 +453,10 @@ pub(crate) fn stream_of(terminal: &dyn BackendTerminal) -> Result<Arc<Stream>> {
     })
 }
 
+pub use super::send::{
+    ExitCodeSource, SendAnswer, SendHandle, SendOperation, SendOutput, SendRequest, WaitFor,
+    WaitReason,
+};
 pub use super::values::{
-    AttachLock, CloseReason, CommandResult, Liveness, ReadPage, ReadRequest, Restore, SendHandle,
-    SendOperation, SendOutput, SendRequest, SendResult, TerminalStatus, WaitFor, WaitReason,
+    AttachLock, CloseReason, Liveness, ReadPage, ReadRequest, Restore, TerminalStatus,
 };

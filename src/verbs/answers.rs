@@ -1,8 +1,10 @@
 //! The answers of the verbs that have no registry type of their own; the
 //! others answer with the registry's values as they are
 //! ([`TerminalSnapshot`], [`ReadPage`], [`Screen`], [`SignalDelivery`],
-//! [`ProbeReport`]). Every face renders these, so a field has one name.
+//! [`ProbeReport`]), a send's cut to the request's bound here
+//! ([`SendAnswer`]). Every face renders these, so a field has one name.
 //!
+//! [`SendAnswer`]: crate::registry::SendAnswer
 //! [`TerminalSnapshot`]: crate::registry::TerminalSnapshot
 //! [`ReadPage`]: crate::registry::ReadPage
 //! [`Screen`]: crate::screen::Screen
@@ -18,143 +20,10 @@ use super::bounds::{
     Bound, json_len, keep_head_tail_json, keep_head_tail_lines, keep_tail_json,
     keep_tail_lines_json,
 };
-use crate::registry::{
-    Command, CursorGap, OutputCursor, ReadPage, SendOutput, SendResult, TerminalSnapshot,
-    TerminalStatus, WaitReason,
-};
+use crate::registry::{CursorGap, OutputCursor, ReadPage, SendAnswer, TerminalSnapshot};
 use crate::shell::marks::ShellIntegration;
 
-/// How a send ended, with the output it produced: built here once for
-/// every face.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct SendAnswer {
-    /// The output, escape sequences stripped: exactly the command's when
-    /// an integrated shell marked it (`exit_code` is then present), else
-    /// everything since the send began.
-    pub output: String,
-    /// The command's exit status, from an integrated shell's end mark.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    /// Where `exit_code` came from: `shell_integration` (the shell's end
-    /// mark), or `none` when there is none (a shell without the
-    /// integration, marks that stopped, a command that did not end in the
-    /// send): never guessed.
-    pub exit_code_source: ExitCodeSource,
-    /// Seconds from the command's start to its end, from the marks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_secs: Option<f64>,
-    /// Why the send stopped waiting: `command`, `idle`, `stdin_read`,
-    /// `busy` (the program waits on other files than its terminal),
-    /// `exited`, `timeout`, `cancelled` or `full_screen` (a pager, editor
-    /// or other full-screen program is in front: `foreground_command` and
-    /// `screen` say which and what it shows; send it keys, not text).
-    pub wait_reason: WaitReason,
-    /// The program in front, when `wait_reason` is `full_screen`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub foreground_command: Option<String>,
-    /// The screen as the full-screen program drew it, when `wait_reason`
-    /// is `full_screen` (its output alone is cursor moves and repaints).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub screen: Option<String>,
-    /// Whether the text was typed. `false` only when it could not be by
-    /// the deadline (nothing read the terminal: a program runs) or the
-    /// send was cancelled first; it is then never typed later.
-    pub typed: bool,
-    /// Why the text was not typed, when `typed` is `false`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_typed_reason: Option<String>,
-    /// Each command the shell ran for this send, in order, as its marks
-    /// told (an integrated shell; the newest 100 of them).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<Command>,
-    /// The terminal's status when the send ended.
-    pub status: TerminalStatus,
-    /// The visible screen when the send ended, only when the request
-    /// asked for it (`include_screen: true`): most answers need the output
-    /// alone, and the screen repeats it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub viewport: Option<String>,
-    /// Whether output was cut to stay within a bound (the engine's or the
-    /// request's `max_bytes`/`max_lines`): `read` with `since:
-    /// start_cursor` gets all of it.
-    pub truncated: bool,
-    /// Bytes of output cut from the middle to fit the request's bound: the
-    /// first and the last part are kept (a build's first error and its
-    /// summary), and the elided bytes lie between `elided_from` and
-    /// `elided_to`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elided_bytes: Option<usize>,
-    /// With `elided_bytes`: a cursor before the elided bytes (where this
-    /// output began): `read` with `since` it reaches every one of them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elided_from: Option<String>,
-    /// With `elided_bytes`: a cursor after them (the end of this output).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elided_to: Option<String>,
-    /// The cursor after the send's output: `read` with `since` it gets
-    /// what the program wrote next.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cursor: Option<String>,
-    /// The cursor where the send's output began.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_cursor: Option<String>,
-    /// Whether this call brought a dead `on-attach` terminal back first
-    /// (its kept history restored, its `resume_command` typed), as an
-    /// attach does; absent when it did not.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub recreated: bool,
-}
-
-/// Where a send answer's `exit_code` came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ExitCodeSource {
-    /// An integrated shell's end mark (OSC 133 `D`) gave it.
-    ShellIntegration,
-    /// No exit code: nothing marked the command's end.
-    None,
-}
-
-/// The most commands a send answer lists (the newest).
-const MAX_COMMANDS: usize = 100;
-
-/// Seconds to the millisecond: plenty, and shorter in every answer.
-fn seconds(duration: std::time::Duration) -> f64 {
-    (duration.as_secs_f64() * 1000.0).round() / 1000.0
-}
-
 impl SendAnswer {
-    /// The answer of a send that ended with `result` after `output`.
-    /// The screen is kept when `include_screen`.
-    pub fn new(result: SendResult, output: SendOutput, include_screen: bool) -> SendAnswer {
-        let command = result.command;
-        let skip = result.commands.len().saturating_sub(MAX_COMMANDS);
-        SendAnswer {
-            typed: result.not_typed.is_none(),
-            not_typed_reason: result.not_typed,
-            commands: result.commands.into_iter().skip(skip).collect(),
-            exit_code: command.as_ref().and_then(|command| command.exit_code),
-            exit_code_source: match command.as_ref().and_then(|command| command.exit_code) {
-                Some(_) => ExitCodeSource::ShellIntegration,
-                None => ExitCodeSource::None,
-            },
-            duration_secs: command.as_ref().map(|command| seconds(command.duration)),
-            output: command.map_or(output.text, |command| command.output),
-            screen: (result.wait_reason == WaitReason::FullScreen).then(|| result.viewport.clone()),
-            foreground_command: result.foreground,
-            wait_reason: result.wait_reason,
-            status: result.status,
-            viewport: include_screen.then_some(result.viewport),
-            truncated: result.truncated || output.truncated || skip > 0,
-            elided_bytes: None,
-            elided_from: None,
-            elided_to: None,
-            cursor: output.cursors.map(|(_, end)| end.to_string()),
-            start_cursor: output.cursors.map(|(start, _)| start.to_string()),
-            recreated: false,
-        }
-    }
-
     /// The answer cut to `bound`: the first and the last part of the
     /// output kept (`elided_bytes` and its cursors say what went between),
     /// then the newest rows of the screen, `truncated` set when anything
@@ -361,6 +230,7 @@ pub struct WaitAnswer {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::registry::{ExitCodeSource, TerminalStatus, WaitReason};
 
     fn answer(output: &str, viewport: Option<&str>) -> SendAnswer {
         SendAnswer {

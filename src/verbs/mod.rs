@@ -45,7 +45,7 @@ mod since;
 mod table;
 mod text;
 
-pub use answers::{ExitCodeSource, KillAnswer, ReadAnswer, SendAnswer, WaitAnswer};
+pub use answers::{KillAnswer, ReadAnswer, WaitAnswer};
 pub use arguments::Arguments;
 pub(crate) use bounds::MAX_ANSWER_BYTES;
 pub(crate) use bounds::{keep_tail_json, keep_tail_lines_json};

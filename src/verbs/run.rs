@@ -5,7 +5,7 @@
 
 use tokio::sync::broadcast;
 
-use super::answers::{KillAnswer, ReadAnswer, SendAnswer, ShowAnswer, WaitAnswer, bounded_page};
+use super::answers::{KillAnswer, ReadAnswer, ShowAnswer, WaitAnswer, bounded_page};
 use super::requests::RenameRequest;
 use super::requests::{
     ListRequest, ReadRequest, ReadWhat, SendRequest, SignalRequest, SpawnRequest, TerminalRequest,
@@ -15,8 +15,8 @@ use super::since::since_answer;
 use crate::Result;
 use crate::control::Notification;
 use crate::registry::{
-    AttachLock, Owned, ProbeReport, ReadPage, SendHandle, SignalDelivery, TerminalSnapshot,
-    WaitCondition,
+    AttachLock, Owned, ProbeReport, ReadPage, SendAnswer, SendHandle, SignalDelivery,
+    TerminalSnapshot, WaitCondition,
 };
 use crate::screen::Screen;
 
@@ -117,8 +117,10 @@ pub async fn send(owned: Owned<'_>, request: SendRequest) -> Result<SendHandle<S
     let (handle, recreated) =
         revived(owned, &target, |_| owned.send(&target, request.clone())).await?;
     // The answer every face renders, once the send ended.
-    Ok(handle.then(move |result, operation| async move {
-        let mut answer = SendAnswer::new(result, operation.read_output(), include_screen);
+    Ok(handle.then(move |mut answer| async move {
+        if !include_screen {
+            answer.viewport = None;
+        }
         answer.recreated = recreated;
         Ok(answer.bounded(bound))
     }))

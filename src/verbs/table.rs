@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::answers::{KillAnswer, ReadAnswer, SendAnswer, ShowAnswer, WaitAnswer};
+use super::answers::{KillAnswer, ReadAnswer, ShowAnswer, WaitAnswer};
 use super::arguments::Arguments;
 use super::commands::CommandsRequest;
 use super::requests::{
@@ -33,7 +33,9 @@ use super::requests::{
 };
 use super::search::{SearchAnswer, SearchRequest};
 use super::{commands, run, search, text};
-use crate::registry::{CommandsAnswer, Owned, SendHandle, SignalDelivery, TerminalSnapshot};
+use crate::registry::{
+    CommandsAnswer, Owned, SendAnswer, SendHandle, SignalDelivery, TerminalSnapshot,
+};
 use crate::screen::Screen;
 use crate::{Error, Result};
 
@@ -328,7 +330,7 @@ pub const SEND: Verb = Verb {
     progress: Some(|owned, args| {
         Box::pin(async move {
             let handle = run::send(owned, args.parse()?).await?;
-            Ok(handle.then(|answer, _| async move { json(answer) }))
+            Ok(handle.then(|answer| async move { json(answer) }))
         })
     }),
     types: Some(|fields| Arguments::Json(fields.clone()).parse()),

@@ -3,13 +3,13 @@
 //! and its screen, text for the shell is never typed into it, keys are.
 
 use tmux_engine::registry::{
-    RegistryConfig, SendRequest, SendResult, SpawnSpec, WaitFor, WaitReason,
+    RegistryConfig, SendAnswer, SendRequest, SpawnSpec, WaitFor, WaitReason,
 };
 
 use super::{Env, WAIT};
 
 /// A send of `text`, then `keys`, Enter pressed when `submit`.
-async fn send(env: &Env, text: &str, keys: &[&str], submit: bool) -> SendResult {
+async fn send(env: &Env, text: &str, keys: &[&str], submit: bool) -> SendAnswer {
     let keys: Vec<String> = keys.iter().map(|&key| key.to_owned()).collect();
     let request = SendRequest {
         text: bytes::Bytes::copy_from_slice(text.as_bytes()),
@@ -35,37 +35,52 @@ async fn a_pager_in_front_is_full_screen_and_takes_keys_not_text() {
         // known pager besides).
         let paged = send(&env, &format!("less {}", file.display()), &[], true).await;
         assert_eq!(paged.wait_reason, WaitReason::FullScreen, "{paged:?}");
-        assert_eq!(paged.foreground.as_deref(), Some("less"));
-        assert!(paged.viewport.contains("line-1\n"), "{}", paged.viewport);
+        assert_eq!(paged.foreground_command.as_deref(), Some("less"));
+        assert!(
+            paged
+                .viewport
+                .as_deref()
+                .unwrap_or_default()
+                .contains("line-1\n"),
+            "{}",
+            paged.viewport.as_deref().unwrap_or_default()
+        );
         // The next command is for the shell: not typed into the pager.
         let refused = send(&env, "echo typed-into-less", &[], true).await;
         assert_eq!(refused.wait_reason, WaitReason::FullScreen);
         assert!(
-            refused.not_typed.as_deref().unwrap().contains("less"),
+            refused
+                .not_typed_reason
+                .as_deref()
+                .unwrap()
+                .contains("less"),
             "{refused:?}"
         );
         assert!(
-            !refused.viewport.contains("typed-into-less"),
+            !refused
+                .viewport
+                .as_deref()
+                .unwrap_or_default()
+                .contains("typed-into-less"),
             "{}",
-            refused.viewport
+            refused.viewport.as_deref().unwrap_or_default()
         );
         // A key that is not the end stays with it: still full screen.
         let down = send(&env, "", &["j"], false).await;
         assert_eq!(down.wait_reason, WaitReason::FullScreen, "{down:?}");
-        assert_eq!(down.foreground.as_deref(), Some("less"));
+        assert_eq!(down.foreground_command.as_deref(), Some("less"));
         // Keys reach it: `q` quits, and the shell is back: the key ended
         // the command, answered with its exit code as a typed line would.
         let quit = send(&env, "", &["q"], false).await;
         assert_eq!(quit.wait_reason, WaitReason::Command, "{quit:?}");
-        assert_eq!(quit.foreground, None);
-        let ended = quit.command.expect("the command q ended");
-        assert_eq!(ended.exit_code, Some(0), "{ended:?}");
+        assert_eq!(quit.foreground_command, None);
+        assert_eq!(quit.exit_code, Some(0), "the command q ended: {quit:?}");
         let listed = quit.commands.last().expect("the command q ended, listed");
         let text = listed.text.as_deref().unwrap_or_default();
         assert!(text.starts_with("less "), "{listed:?}");
         let back = send(&env, "echo back-$((6*7))", &[], true).await;
         assert_eq!(back.wait_reason, WaitReason::Command, "{back:?}");
-        assert_eq!(back.command.unwrap().output.trim(), "back-42");
+        assert_eq!(back.output.trim(), "back-42");
         env.finish().await;
     })
     .await;
@@ -79,7 +94,7 @@ async fn a_program_that_never_goes_quiet_answers_full_screen_before_the_timeout(
         let started = std::time::Instant::now();
         let top = send(&env, "top -d 0.1", &[], true).await;
         assert_eq!(top.wait_reason, WaitReason::FullScreen, "{top:?}");
-        assert_eq!(top.foreground.as_deref(), Some("top"));
+        assert_eq!(top.foreground_command.as_deref(), Some("top"));
         assert!(started.elapsed() < WAIT, "{:?}", started.elapsed());
         let quit = send(&env, "", &["q"], false).await;
         assert_ne!(quit.wait_reason, WaitReason::FullScreen, "{quit:?}");
@@ -126,18 +141,26 @@ async fn a_pager_behind_a_live_parent_is_full_screen() {
         env.spawn(spec).await;
         let paged = send(&env, "git log", &[], true).await;
         assert_eq!(paged.wait_reason, WaitReason::FullScreen, "{paged:?}");
-        assert_eq!(paged.foreground.as_deref(), Some("less"), "{paged:?}");
+        assert_eq!(
+            paged.foreground_command.as_deref(),
+            Some("less"),
+            "{paged:?}"
+        );
         let refused = send(&env, "echo after-pager", &[], true).await;
         assert_eq!(refused.wait_reason, WaitReason::FullScreen, "{refused:?}");
         assert!(
-            refused.not_typed.as_deref().unwrap().contains("less"),
+            refused
+                .not_typed_reason
+                .as_deref()
+                .unwrap()
+                .contains("less"),
             "{refused:?}"
         );
         let quit = send(&env, "", &["q"], false).await;
         assert_ne!(quit.wait_reason, WaitReason::FullScreen, "{quit:?}");
         let back = send(&env, "echo back-$((6*7))", &[], true).await;
         assert_eq!(back.wait_reason, WaitReason::Command, "{back:?}");
-        assert_eq!(back.command.unwrap().output.trim(), "back-42");
+        assert_eq!(back.output.trim(), "back-42");
         env.finish().await;
     })
     .await;

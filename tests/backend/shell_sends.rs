@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use tmux_engine::registry::{
-    ReadRequest, RegistryConfig, SendRequest, SendResult, SpawnSpec, WaitFor, WaitReason,
+    ReadRequest, RegistryConfig, SendAnswer, SendRequest, SpawnSpec, WaitFor, WaitReason,
 };
 
 use super::{Env, WAIT};
@@ -24,7 +24,7 @@ async fn with_shell(shell: &str, body: impl AsyncFnOnce(&Env)) {
 }
 
 /// One `wait: command` send of `text` (Enter pressed) with `timeout`.
-pub(crate) async fn run(env: &Env, text: &str, timeout: Duration) -> SendResult {
+pub(crate) async fn run(env: &Env, text: &str, timeout: Duration) -> SendAnswer {
     let request = SendRequest {
         text: bytes::Bytes::copy_from_slice(text.as_bytes()),
         submit: true,
@@ -44,11 +44,10 @@ pub(crate) async fn run(env: &Env, text: &str, timeout: Duration) -> SendResult 
 }
 
 /// The command's output, `None` unless the marks gave one.
-fn output(result: &SendResult) -> &str {
+fn output(result: &SendAnswer) -> &str {
     result
-        .command
-        .as_ref()
-        .map_or("<none>", |c| c.output.as_str())
+        .duration_secs
+        .map_or("<none>", |_| result.output.as_str())
 }
 
 /// The whole scrollback of `t`.
@@ -74,14 +73,14 @@ async fn several_commands_in_one_send_answer_whole() {
             // `;` and `&&` on one line: one command, the last status.
             let line = run(env, "echo a; echo b && false", WAIT).await;
             assert_eq!(output(&line), "a\nb\n", "{shell}: {line:?}");
-            assert_eq!(line.command.as_ref().unwrap().exit_code, Some(1));
+            assert_eq!(line.exit_code, Some(1));
             // A heredoc, then a loop spanning lines.
             let script =
                 "cat <<'EOF' > list\nx\ny\nz\nEOF\nfor w in $(cat list); do\n  echo \"<$w>\"\ndone";
             let loop_ = run(env, script, WAIT).await;
             assert_eq!(loop_.wait_reason, WaitReason::Command, "{shell}: {loop_:?}");
             assert_eq!(output(&loop_), "<x>\n<y>\n<z>\n", "{shell}: {loop_:?}");
-            assert_eq!(loop_.command.as_ref().unwrap().exit_code, Some(0));
+            assert_eq!(loop_.exit_code, Some(0));
             assert_eq!(loop_.commands.len(), 2, "{shell}: {loop_:?}");
             if shell.ends_with("bash") {
                 let text = loop_.commands[1].text.as_deref().unwrap_or_default();
@@ -116,11 +115,11 @@ async fn a_reply_to_the_shells_own_read_is_typed_at_once() {
             // 10 s before (the first-prompt wait); well under 1 s quiet.
             assert!(took < Duration::from_secs(3), "{took:?} {reply:?}");
             assert_eq!(reply.wait_reason, WaitReason::Command, "{reply:?}");
-            assert!(reply.not_typed.is_none());
+            assert!(reply.not_typed_reason.is_none());
             let said = output(&reply);
             assert!(said.ends_with("hi bob\n"), "{said:?}");
             assert_eq!(said.contains("bob\r\n") || said.starts_with("bob"), echo);
-            assert_eq!(reply.command.as_ref().unwrap().exit_code, Some(0));
+            assert_eq!(reply.exit_code, Some(0));
         }
     })
     .await;
@@ -133,10 +132,10 @@ async fn text_not_typed_by_its_deadline_is_never_typed() {
         run(env, "true", WAIT).await;
         let sleeping = run(env, "sleep 5", Duration::from_millis(300)).await;
         assert_eq!(sleeping.wait_reason, WaitReason::Timeout);
-        assert!(sleeping.not_typed.is_none(), "{sleeping:?}");
+        assert!(sleeping.not_typed_reason.is_none(), "{sleeping:?}");
         let late = run(env, "echo late-$((40+2))", Duration::from_millis(300)).await;
         assert_eq!(late.wait_reason, WaitReason::Timeout, "{late:?}");
-        let why = late.not_typed.as_deref().unwrap_or_default();
+        let why = late.not_typed_reason.as_deref().unwrap_or_default();
         assert!(why.contains("deadline"), "{late:?}");
         // Cancelled while it waits for the prompt: never typed either.
         let request = SendRequest {
@@ -152,7 +151,7 @@ async fn text_not_typed_by_its_deadline_is_never_typed() {
         assert!(handle.cancel());
         let cancelled = handle.result().await.unwrap();
         assert_eq!(cancelled.wait_reason, WaitReason::Cancelled);
-        assert!(cancelled.not_typed.is_some(), "{cancelled:?}");
+        assert!(cancelled.not_typed_reason.is_some(), "{cancelled:?}");
         // Once the sleep ends, the next send waits for the prompt; the
         // late text never reached the shell.
         let back = run(env, "echo back", WAIT).await;
@@ -199,7 +198,7 @@ async fn a_server_waiting_on_a_socket_is_busy_not_reading() {
         // Nothing reads the terminal: a command is not typed.
         let next = run(env, "echo never", Duration::from_millis(500)).await;
         assert!(
-            next.not_typed
+            next.not_typed_reason
                 .as_deref()
                 .unwrap_or_default()
                 .contains("busy"),

@@ -55,8 +55,11 @@ async fn a_command_that_outlives_its_send_is_collected_by_its_wait() {
         // loaded machine) would give up before typing, and nothing would run.
         run(env, "true", WAIT).await;
         let sent = run(env, "sleep 2; echo done", Duration::from_secs(1)).await;
-        assert!(sent.not_typed.is_none(), "{sent:?}");
-        assert!(sent.command.is_none(), "the send gave up first: {sent:?}");
+        assert!(sent.not_typed_reason.is_none(), "{sent:?}");
+        assert!(
+            sent.duration_secs.is_none(),
+            "the send gave up first: {sent:?}"
+        );
         let request = WaitRequest {
             command: Some("last".to_owned()),
             ..wait_request()
@@ -90,7 +93,7 @@ async fn a_text_wait_never_matches_the_echoed_command_line() {
         run(env, "true", WAIT).await;
         let sent = run(env, "sleep 2; echo done", Duration::from_secs(1)).await;
         assert!(
-            sent.not_typed.is_none() && sent.command.is_none(),
+            sent.not_typed_reason.is_none() && sent.duration_secs.is_none(),
             "{sent:?}"
         );
         let request = WaitRequest {

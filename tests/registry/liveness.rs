@@ -38,7 +38,11 @@ async fn signals_are_real_signals_to_the_foreground_group() {
         );
         // The shell survives and is back at its prompt.
         let back = env.send("sh", b"echo $?", true, WaitFor::StdinRead).await;
-        assert!(back.viewport.contains("130"), "{}", back.viewport);
+        assert!(
+            back.viewport.as_deref().unwrap_or_default().contains("130"),
+            "{}",
+            back.viewport.as_deref().unwrap_or_default()
+        );
         // TERM to a program that traps it proves a signal, not typed text.
         env.spawn(
             sh("trap 'echo got-term; exit 7' TERM; echo trap-set; while :; do sleep 0.1; done")
@@ -160,7 +164,15 @@ async fn on_attach_recreates_a_dead_repl_once_and_never_a_live_one() {
             .send("repl", b"echo again-$((1+1))", true, WaitFor::StdinRead)
             .await;
         assert_eq!(hello.wait_reason, WaitReason::StdinRead);
-        assert!(hello.viewport.contains("again-2"), "{}", hello.viewport);
+        assert!(
+            hello
+                .viewport
+                .as_deref()
+                .unwrap_or_default()
+                .contains("again-2"),
+            "{}",
+            hello.viewport.as_deref().unwrap_or_default()
+        );
         // attach on a live one: no recreation.
         let target = env.registry.owner(&env.owner).attach("repl").await.unwrap();
         assert!(!target.recreated);

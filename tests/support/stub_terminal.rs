@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::{Gate, STUB_PID, lock, stub_error};
 use tmux_engine::control::client::PaneEvent as OutputEvent;
 use tmux_engine::registry::{
-    BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, SendHandle,
-    SendOperation, SendOutput, SendRequest, SendResult, Signal, SignalDelivery, TerminalStatus,
+    BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, SendAnswer,
+    SendHandle, SendOperation, SendOutput, SendRequest, Signal, SignalDelivery, TerminalStatus,
     WaitReason,
 };
 use tmux_engine::screen::Screen;
@@ -233,16 +233,13 @@ impl BackendTerminal for StubTerminal {
                 settled.done.cancelled().await;
                 let wait_reason = lock(&settled.reason).unwrap_or(WaitReason::Cancelled);
                 let status = status.borrow().clone();
-                Ok(SendResult {
-                    viewport: "done".to_owned(),
+                let output = settled.read_output();
+                Ok(SendAnswer::new(
                     wait_reason,
                     status,
-                    truncated: false,
-                    command: None,
-                    commands: Vec::new(),
-                    not_typed: None,
-                    foreground: None,
-                })
+                    "done".to_owned(),
+                    output,
+                ))
             }),
         })
     }

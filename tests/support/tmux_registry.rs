@@ -12,7 +12,7 @@ pub(crate) use std::time::Duration;
 pub(crate) use tempfile::TempDir;
 pub(crate) use tmux_engine::backend::{TmuxBackend, TmuxConfig};
 pub(crate) use tmux_engine::registry::{
-    Backend, OwnerId, Registry, RegistryConfig, ScanReport, SendRequest, SendResult, SpawnSpec,
+    Backend, OwnerId, Registry, RegistryConfig, ScanReport, SendAnswer, SendRequest, SpawnSpec,
     TerminalSnapshot, TerminalStatus, WaitFor,
 };
 pub(crate) use tmux_engine::vocab::ExitStatus;
@@ -89,7 +89,7 @@ impl Env {
         text: &[u8],
         submit: bool,
         wait: WaitFor,
-    ) -> SendResult {
+    ) -> SendAnswer {
         let request = SendRequest {
             text: bytes::Bytes::copy_from_slice(text),
             submit,
