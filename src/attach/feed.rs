@@ -1,14 +1,17 @@
-//! The driver of one hub: the task that watches the terminal's output
-//! stream and status, feeds the sans-IO [`Hub`] and runs its effects
-//! (captures, waits for a lagging viewer's room, exit deliveries) as tasks
-//! of their own, so it never waits for a viewer.
+//! The driver of one hub: the sans-IO [`Hub`] under a lock, fed new
+//! output by the terminal's stream itself (a [`Tap`]: the stream's writer
+//! fans each chunk out to the viewers' queues, with no task between), and
+//! one task that watches the terminal's status, takes joins, captures and
+//! resizes, and runs the hub's effects (captures, waits for a lagging
+//! viewer's room, exit deliveries) as tasks of their own, so nothing waits
+//! for a viewer.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
@@ -18,7 +21,7 @@ use super::{AttacherConfig, ViewerEvent};
 use crate::registry::{
     AttachTarget, OwnerId, Registry, RestartPolicy, TerminalId, TerminalStatus, ViewedTerminal,
 };
-use crate::stream::{OutputCursor, Stream};
+use crate::stream::{OutputCursor, Stream, Tap};
 use crate::vocab::Size;
 use crate::{Error, ErrorCode, Result};
 
@@ -150,6 +153,14 @@ pub(crate) async fn start(
         Err(_) => terminal.screen().await?.size(),
     };
     let (commands, receiver) = mpsc::channel(COMMANDS);
+    let fan = Arc::new(Fan {
+        state: Mutex::new(FanState {
+            hub: Hub::new(&stream, size),
+            pending: Vec::new(),
+            direct: true,
+        }),
+        wake: Notify::new(),
+    });
     let handle = Arc::new(HubHandle {
         id: found.snapshot.id.clone(),
         name: found.snapshot.name.clone(),
@@ -159,7 +170,7 @@ pub(crate) async fn start(
         registry: registry.clone(),
     });
     let driver = Driver {
-        hub: Hub::new(&stream, size),
+        fan,
         handle: Arc::clone(&handle),
         registry,
         owner,
@@ -174,8 +185,59 @@ pub(crate) async fn start(
     Ok(handle)
 }
 
-struct Driver {
+/// The hub's fan-out, shared by the stream's writer (the [`Tap`]) and the
+/// hub's task.
+struct Fan {
+    state: Mutex<FanState>,
+    /// Wakes the hub's task: the tap left effects to run, or a change to
+    /// judge (see [`FanState::direct`]).
+    wake: Notify,
+}
+
+struct FanState {
     hub: Hub,
+    /// Effects the tap's fan-outs asked for (a lagging viewer's wait for
+    /// room, a capture after a skip), run by the hub's task.
+    pending: Vec<Effect>,
+    /// The tap fans new output out itself. Off while the hub's task waits
+    /// for a restarted program's first bytes (which repaint every viewer
+    /// instead): then each change wakes the task, which decides.
+    direct: bool,
+}
+
+impl Fan {
+    fn lock(&self) -> MutexGuard<'_, FanState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This fan-out as a tap for [`Stream::tap`].
+    fn weak(self: &Arc<Fan>) -> Weak<dyn Tap> {
+        let weak: Weak<Fan> = Arc::downgrade(self);
+        weak
+    }
+}
+
+impl Tap for Fan {
+    fn changed(&self, stream: &Stream) {
+        let wake = {
+            let mut state = self.lock();
+            if state.direct {
+                let FanState { hub, pending, .. } = &mut *state;
+                hub.catch_up(stream, pending);
+                crate::hops::mark(crate::hops::Hop::Hub);
+                !pending.is_empty()
+            } else {
+                true
+            }
+        };
+        if wake {
+            self.wake.notify_one();
+        }
+    }
+}
+
+struct Driver {
+    fan: Arc<Fan>,
     handle: Arc<HubHandle>,
     registry: Registry,
     owner: OwnerId,
@@ -189,68 +251,85 @@ struct Driver {
 
 impl Driver {
     async fn run(
-        mut self,
+        self,
         mut terminal: ViewedTerminal,
         mut stream: Arc<Stream>,
         mut receiver: mpsc::Receiver<Command>,
     ) {
-        let mut changes = stream.changes();
+        let fan = Arc::clone(&self.fan);
         let mut status = terminal.watch_status();
         let mut exited = !status.borrow_and_update().is_running();
         // Started on a dead `always` terminal: its restart repaints too.
         let mut restarting = exited && self.always;
+        fan.lock().direct = !restarting;
+        let tap = fan.weak();
+        stream.tap(tap.clone());
+        // Bytes pushed between the hub's start and the tap: fanned out now.
+        fan.changed(&stream);
         // Made once: one made each turn registered and dropped a waiter on
-        // the token for every wake-up, a cost on every keystroke's echo.
+        // the token for every wake-up.
         let stopped = self.stop.clone().cancelled_owned();
         tokio::pin!(stopped);
+        let woken = fan.wake.notified();
+        tokio::pin!(woken);
         loop {
             let mut effects = Vec::new();
             let mut replace = false;
             tokio::select! {
                 biased;
                 () = &mut stopped => break,
-                changed = changes.changed() => match changed {
-                    Ok(()) => {
-                        // The restarted program printed before its status
-                        // said running: repaint from the new program.
-                        if restarting && self.hub.behind(&stream) {
-                            restarting = false;
-                            self.hub.discontinuity(&mut effects);
-                        }
-                        self.hub.catch_up(&stream, &mut effects);
-                        crate::hops::mark(crate::hops::Hop::Hub);
+                () = &mut woken => {
+                    woken.set(fan.wake.notified());
+                    let mut state = fan.lock();
+                    // The restarted program printed before its status
+                    // said running: repaint from the new program.
+                    if restarting && state.hub.behind(&stream) {
+                        restarting = false;
+                        state.hub.discontinuity(&mut effects);
                     }
-                    Err(_) => replace = true,
-                },
+                    state.hub.catch_up(&stream, &mut effects);
+                    state.direct = !restarting;
+                }
                 Some(command) = receiver.recv() => self.command(command, &stream, &mut effects),
                 changed = status.changed() => match changed {
                     Err(_) => replace = true,
                     Ok(()) => {
+                        let mut state = fan.lock();
                         // The backend wrote every byte before the status:
                         // they reach the viewers before an exit.
                         if !restarting {
-                            self.hub.catch_up(&stream, &mut effects);
+                            state.hub.catch_up(&stream, &mut effects);
                         }
                         let now = status.borrow_and_update().clone();
                         match now {
                             TerminalStatus::Exited { exit } if !exited => {
                                 exited = true;
                                 restarting = self.always;
-                                self.hub.exited(exit, !self.always, &mut effects);
+                                state.hub.exited(exit, !self.always, &mut effects);
                             }
                             TerminalStatus::Running if exited => {
                                 // Restarted in place: repaint the new program.
                                 exited = false;
                                 if restarting {
                                     restarting = false;
-                                    self.hub.discontinuity(&mut effects);
+                                    state.hub.discontinuity(&mut effects);
                                 }
                             }
                             TerminalStatus::Gone { .. } => replace = true,
                             _ => {}
                         }
+                        // Under the same lock: no tap fans a restarted
+                        // program's bytes out before the task judged them.
+                        state.direct = !restarting;
                     }
                 },
+            }
+            {
+                // The tap's effects first: they came of output before.
+                let mut state = fan.lock();
+                let mut tapped = std::mem::take(&mut state.pending);
+                tapped.append(&mut effects);
+                effects = tapped;
             }
             let ended = !self.always && exited;
             self.apply(effects, &terminal);
@@ -261,22 +340,29 @@ impl Driver {
                 let Some(fresh) = self.rebuilt(&terminal).await else {
                     break;
                 };
-                match fresh.stream() {
-                    Ok(fresh) => stream = fresh,
-                    Err(_) => break,
-                }
-                changes = stream.changes();
+                let Ok(fresh_stream) = fresh.stream() else {
+                    break;
+                };
+                stream.untap(&tap);
+                stream = fresh_stream;
                 status = fresh.watch_status();
                 exited = !status.borrow_and_update().is_running();
                 restarting = exited;
                 *self.handle.terminal.lock().expect("hub terminal poisoned") = fresh.clone();
                 terminal = fresh;
                 let mut effects = Vec::new();
-                self.hub.restream(&stream);
-                self.hub.discontinuity(&mut effects);
+                {
+                    let mut state = fan.lock();
+                    state.hub.restream(&stream);
+                    state.hub.discontinuity(&mut effects);
+                    state.direct = !restarting;
+                }
+                stream.tap(tap.clone());
+                fan.changed(&stream);
                 self.apply(effects, &terminal);
             }
         }
+        stream.untap(&tap);
         self.stop.cancel();
         self.forget();
         debug!(terminal = %self.handle.id, "hub ended");
@@ -297,18 +383,22 @@ impl Driver {
         }
     }
 
-    fn command(&mut self, command: Command, stream: &Stream, effects: &mut Vec<Effect>) {
+    fn command(&self, command: Command, stream: &Stream, effects: &mut Vec<Effect>) {
         match command {
             Command::Join { tx, since, reply } => {
-                let cursor = self.hub.cursor();
-                self.hub.join(tx, since, stream, effects);
-                let _ = reply.send((cursor, self.hub.size()));
+                let mut state = self.fan.lock();
+                let cursor = state.hub.cursor();
+                state.hub.join(tx, since, stream, effects);
+                let _ = reply.send((cursor, state.hub.size()));
             }
-            Command::Room(id) => self.hub.room(id, effects),
+            Command::Room(id) => self.fan.lock().hub.room(id, effects),
             Command::Captured(epoch, repaint) => {
-                self.hub.snapshot(epoch, repaint, stream, effects);
+                self.fan
+                    .lock()
+                    .hub
+                    .snapshot(epoch, repaint, stream, effects);
             }
-            Command::Resized(size) => self.hub.resized(size, effects),
+            Command::Resized(size) => self.fan.lock().hub.resized(size, effects),
         }
     }
 

@@ -17,7 +17,7 @@ mod osc7;
 mod ring;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, Weak};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -59,6 +59,22 @@ pub struct Stream {
     lost: Mutex<Option<String>>,
     /// Wakes the terminal's watcher on a loss, which tries to link again.
     lost_wake: Notify,
+    /// Readers run in the writer's own context on every change (see
+    /// [`Tap`]); empty, it allocates nothing.
+    taps: Mutex<Vec<Weak<dyn Tap>>>,
+}
+
+/// A reader the stream runs itself, in its writer's context, on every
+/// change (bytes, a skip, a loss, a restart), after its watchers are
+/// woken: the attach hub's fan-out, so a viewer's queue gets an echo with
+/// no task of the hub's between (a task's wake-up cost each echo ~15 µs).
+/// It runs under the writer's locks (the control client routes output
+/// under its routing lock): it must never wait, and whatever lock it takes
+/// must never be held by anyone who then changes the stream, taps or
+/// untaps it.
+pub(crate) trait Tap: Send + Sync {
+    /// `stream` changed.
+    fn changed(&self, stream: &Stream);
 }
 
 impl Stream {
@@ -75,7 +91,40 @@ impl Stream {
             joined: false,
             lost: Mutex::new(None),
             lost_wake: Notify::new(),
+            taps: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Runs `tap` on every change from now on, until it is dropped or
+    /// [`untap`](Stream::untap)ped.
+    pub(crate) fn tap(&self, tap: Weak<dyn Tap>) {
+        let mut taps = self.taps.lock().unwrap_or_else(PoisonError::into_inner);
+        taps.retain(|tap| tap.strong_count() > 0);
+        taps.push(tap);
+    }
+
+    /// Stops running `tap`; once it returns, no change runs it any more.
+    pub(crate) fn untap(&self, tap: &Weak<dyn Tap>) {
+        self.taps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|held| held.strong_count() > 0 && !held.ptr_eq(tap));
+    }
+
+    /// Runs the taps (after the watchers were woken: the task a tap wakes
+    /// runs next); forgets the dropped ones.
+    fn tapped(&self) {
+        let mut taps = self.taps.lock().unwrap_or_else(PoisonError::into_inner);
+        if taps.is_empty() {
+            return;
+        }
+        taps.retain(|tap| match tap.upgrade() {
+            Some(tap) => {
+                tap.changed(self);
+                true
+            }
+            None => false,
+        });
     }
 
     /// This stream as a reader of a terminal's relay (the raw path, see
@@ -173,6 +222,7 @@ impl Stream {
             ring.total
         };
         self.changes.send_replace(total);
+        self.tapped();
     }
 
     /// Output was skipped here (the reader's subscription lagged and
@@ -187,6 +237,7 @@ impl Stream {
             ring.skipped_at = ring.total;
         }
         self.changes.send_modify(|_| {});
+        self.tapped();
     }
 
     /// This process fell behind the terminal's relay further than it holds:
@@ -199,6 +250,7 @@ impl Stream {
         }
         self.held().jump(to);
         self.changes.send_modify(|_| {});
+        self.tapped();
     }
 
     /// The pane's output stopped reaching this process while the pane may
@@ -208,6 +260,7 @@ impl Stream {
         *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
         self.lost_wake.notify_one();
         self.changes.send_modify(|_| {});
+        self.tapped();
     }
 
     /// Resolves once the output is lost (see [`Stream::lose`]): what the
@@ -231,6 +284,7 @@ impl Stream {
         }
         *self.lost.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.changes.send_modify(|_| {});
+        self.tapped();
     }
 
     /// The output reaches this process again from the same stream.
@@ -378,6 +432,50 @@ mod tests {
         assert!(changes.has_changed().unwrap_or(false));
         let ring = stream.held();
         assert_eq!((ring.gaps, ring.skipped_at), (1, 3));
+    }
+
+    /// Counts the changes it saw and the byte count at the last one.
+    #[derive(Default)]
+    struct Counter(Mutex<(usize, u64)>);
+
+    impl Tap for Counter {
+        fn changed(&self, stream: &Stream) {
+            let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            seen.0 += 1;
+            seen.1 = stream.held().total;
+        }
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_tap_runs_on_every_change_until_untapped_or_dropped() {
+        let stream = Stream::new(16);
+        let kept = std::sync::Arc::new(Counter::default());
+        let dropped = std::sync::Arc::new(Counter::default());
+        let kept_weak: Weak<dyn Tap> = std::sync::Arc::downgrade(&kept) as Weak<dyn Tap>;
+        stream.tap(kept_weak.clone());
+        stream.tap(std::sync::Arc::downgrade(&dropped) as Weak<dyn Tap>);
+        stream.push(Bytes::from_static(b"abc"));
+        // It sees the bytes already held when it runs.
+        assert_eq!(*kept.0.lock().unwrap(), (1, 3));
+        assert_eq!(*dropped.0.lock().unwrap(), (1, 3));
+        stream.skipped();
+        stream.skip_to(10);
+        stream.lose("gone".to_owned());
+        stream.restart(stream.epoch() + 1, 0);
+        assert_eq!(kept.0.lock().unwrap().0, 5);
+        drop(dropped);
+        stream.push(Bytes::from_static(b"d"));
+        assert_eq!(*kept.0.lock().unwrap(), (6, 1));
+        assert_eq!(
+            stream.taps.lock().unwrap().len(),
+            1,
+            "the dropped tap is forgotten"
+        );
+        stream.untap(&kept_weak);
+        stream.push(Bytes::from_static(b"e"));
+        assert_eq!(kept.0.lock().unwrap().0, 6);
+        assert!(stream.taps.lock().unwrap().is_empty());
     }
 
     #[test]
