@@ -329,23 +329,6 @@ async fn keep_history(
     Ok(kept)
 }
 
-/// Whether process `pid` exists: `getpriority(2)` finds it (EPERM: it
-/// exists, hidden by some security module). Not `kill(pid, 0)`, which
-/// checks permissions and is audited: a fifth of `list`'s time at 1,000
-/// terminals.
-fn still_there(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    match rustix::process::getpriority_process(Some(pid)) {
-        Ok(_) => true,
-        Err(error) => error == rustix::io::Errno::PERM,
-    }
-}
-
 /// One event of the pane's subscription into the stream.
 fn take(stream: &Stream, event: SinkEvent) {
     match event {
@@ -381,15 +364,16 @@ impl BackendTerminal for TmuxTerminal {
             (mutable.pane_process?, mutable.program)
         };
         // The wrapper's child stays its program until it ends, so the one
-        // found before holds while it is there (`getpriority`: no read of
-        // /proc at all, which `list` would pay per terminal; the wrapper
-        // reaps its child at once, and a pid recycled before the pane's
-        // status even changed is not a case worth a read per look); a new
-        // pane process (a respawn) or an ended program looks again.
+        // found before holds while the pane runs: no system call per look,
+        // which `list` would pay per terminal (a read of /proc, then a
+        // `getpriority`, cost most of a list at 1,000 terminals). Between
+        // the program's end and the pane's (the exit handshake's few
+        // milliseconds) its ended pid is named, as a look just before the
+        // end would have; a new pane process (a respawn) or an ended pane
+        // looks again.
         if let Some((for_pane, program)) = program
             && for_pane == pane
             && self.shared.status.borrow().is_running()
-            && still_there(program.pid)
         {
             return Some(program.pid);
         }

@@ -54,6 +54,7 @@ mod history;
 mod io;
 mod kept_read;
 mod lifecycle;
+mod listing;
 mod liveness;
 mod ops;
 mod rename;

@@ -72,6 +72,8 @@ pub(crate) struct Entry {
     /// use that brought the terminal back waits for it first, so its own
     /// text never meets the resume command's at one prompt.
     pub(crate) resuming: Option<CancellationToken>,
+    /// What `list` last answered of it, kept for the next list.
+    pub(crate) listed: Option<super::listing::Listed>,
 }
 
 impl Entry {
@@ -93,6 +95,7 @@ impl Entry {
             restarts: 0,
             history: None,
             resuming: None,
+            listed: None,
         }
     }
 

@@ -177,11 +177,6 @@ fn json(answer: impl Serialize) -> Result<Value> {
         .map_err(|e| Error::io("encoding an answer", std::io::Error::other(e)))
 }
 
-fn encoded(answer: impl Serialize) -> Result<Vec<u8>> {
-    serde_json::to_vec(&answer)
-        .map_err(|e| Error::io("encoding an answer", std::io::Error::other(e)))
-}
-
 const TERMINAL: &str = "/api/terminals/{t}";
 
 /// How to type keys, in one line: every description that types says it
@@ -251,8 +246,12 @@ pub const LIST: Verb = Verb {
     run: |owned, args| Box::pin(async move { json(run::list(owned, &args.parse()?).await?) }),
     cancellable: false,
     detached: false,
+    // Each unchanged terminal's JSON is kept between lists (registry/listing.rs).
     encode: Some(|owned, args| {
-        Box::pin(async move { encoded(run::list(owned, &args.parse()?).await?) })
+        Box::pin(async move {
+            let _: ListRequest = args.parse()?;
+            owned.list_json().await
+        })
     }),
     unbounded: false,
     progress: None,

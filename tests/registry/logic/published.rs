@@ -394,3 +394,55 @@ async fn signal_returns_the_target_process_group() {
     let screen = registry.owner(&owner).screen(id).await.unwrap();
     assert_eq!(screen.text(), "stub ready");
 }
+
+/// `list_json` (what `GET /api/terminals` answers, each unchanged
+/// terminal's bytes kept from the last list) is `list`'s answer encoded,
+/// byte for byte, after every kind of change a snapshot shows: a rename,
+/// an exit, a vanished server, a kill, another owner's terminals.
+#[tokio::test]
+async fn the_kept_list_json_is_the_list_encoded_after_every_change() {
+    let (registry, backend) = with_stub();
+    let (owner, foreign) = (owner("owner"), owner("foreign"));
+    let listed = || async {
+        let json = registry.owner(&owner).list_json().await.unwrap();
+        let list = registry.owner(&owner).list().await.unwrap();
+        assert_eq!(
+            String::from_utf8(json).unwrap(),
+            serde_json::to_string(&list).unwrap()
+        );
+        list
+    };
+    assert!(listed().await.is_empty());
+    spawned(&registry, &owner, SpawnSpec::new().name("a")).await;
+    spawned(&registry, &foreign, SpawnSpec::new().name("a")).await;
+    spawned(&registry, &owner, SpawnSpec::new()).await;
+    spawned(&registry, &owner, SpawnSpec::new().name("c")).await;
+    assert_eq!(listed().await.len(), 3);
+    // Listed twice unchanged: the kept bytes.
+    assert_eq!(listed().await.len(), 3);
+
+    registry.owner(&owner).rename("a", "renamed").await.unwrap();
+    assert_eq!(listed().await[0].name.as_deref(), Some("renamed"));
+
+    backend
+        .terminal(2)
+        .unwrap()
+        .exit(tmux_engine::vocab::ExitStatus::Code(3));
+    let list = listed().await;
+    assert!(
+        matches!(list[1].status, TerminalStatus::Exited { .. }),
+        "{list:?}"
+    );
+
+    backend.terminal(3).unwrap().vanish("server killed");
+    let list = listed().await;
+    assert!(
+        matches!(list[2].status, TerminalStatus::Gone { .. }),
+        "{list:?}"
+    );
+
+    registry.owner(&owner).kill("renamed").await.unwrap();
+    let list = listed().await;
+    assert_eq!(list.len(), 2, "{list:?}");
+    assert_eq!(registry.owner(&foreign).list().await.unwrap().len(), 1);
+}
