@@ -108,15 +108,18 @@ impl Owned<'_> {
         }
         let mut state = registry.inner.lock();
         state.check_active()?;
-        let mut entries: Vec<&mut Entry> = state
+        // Sorted by keys copied out: no look into an entry per comparison
+        // (`seq` is unique, so the order is `list`'s).
+        let mut entries: Vec<(u64, u64, &mut Entry)> = state
             .entries
             .values_mut()
             .filter(|entry| &entry.record.owner == owner)
+            .map(|entry| (entry.record.created_ms, entry.seq, entry))
             .collect();
-        entries.sort_by_key(|entry| (entry.record.created_ms, entry.seq));
+        entries.sort_unstable_by_key(|&(created_ms, seq, _)| (created_ms, seq));
         let mut out = Vec::with_capacity(2 + entries.len() * 256);
         out.push(b'[');
-        for (i, entry) in entries.into_iter().enumerate() {
+        for (i, (_, _, entry)) in entries.into_iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
