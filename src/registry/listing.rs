@@ -12,15 +12,9 @@
 //! encoding would give, byte for byte.
 
 use super::service::Owned;
-use super::state::{Entry, Presence};
+use super::state::{Entry, Listed, Presence};
 use super::values::TerminalSnapshot;
 use crate::{Error, Result};
-
-/// The snapshot an entry was last listed as, and its JSON.
-pub(crate) struct Listed {
-    snapshot: TerminalSnapshot,
-    json: Box<[u8]>,
-}
 
 impl Entry {
     /// Appends this entry's snapshot as JSON to `out`: the kept bytes

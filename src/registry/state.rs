@@ -73,7 +73,7 @@ pub(crate) struct Entry {
     /// text never meets the resume command's at one prompt.
     pub(crate) resuming: Option<CancellationToken>,
     /// What `list` last answered of it, kept for the next list.
-    pub(crate) listed: Option<super::listing::Listed>,
+    pub(crate) listed: Option<Listed>,
 }
 
 impl Entry {
@@ -138,6 +138,13 @@ impl Entry {
             status: self.status().to_string(),
         })
     }
+}
+
+/// The snapshot an entry was last listed as, and its JSON (kept and
+/// compared by `listing.rs`).
+pub(crate) struct Listed {
+    pub(super) snapshot: TerminalSnapshot,
+    pub(super) json: Box<[u8]>,
 }
 
 /// One spawn between reservation and publication (or failure).
