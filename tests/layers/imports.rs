@@ -1,6 +1,7 @@
 //! Reading the source tree for `layers`: each file as tokens (comments
-//! and string literals dropped, the items under `#[cfg(test)]` skipped),
-//! every `use` tree expanded item by item (`use crate::a::{b, c::D}` is two
+//! dropped, the items under `#[cfg(test)]` skipped: the one tokenizer of
+//! both checks, whose string literals `verb_names` reads), every `use`
+//! tree expanded item by item (`use crate::a::{b, c::D}` is two
 //! imports), and every path in code that starts at `crate`, `super`,
 //! `self` or a name a `use` brought in. A path is resolved to the file that
 //! *defines* the name, through the imports and re-exports of the modules on
@@ -89,23 +90,41 @@ pub(super) fn sources() -> Vec<Source> {
         .collect()
 }
 
-/// A token of Rust source, as far as imports need one.
+/// A token of Rust source, as far as the layers' checks need one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Tok {
+pub(super) enum Tok {
     Ident(String),
     /// `::`
     Path,
     Punct(char),
+    /// A string literal (plain, raw or byte): its text as written, between
+    /// its quotes, and the line it starts on.
+    Str {
+        text: String,
+        line: usize,
+    },
 }
 
-/// The tokens of `text`: comments, string and char literals dropped (a
-/// path inside a doc comment or a string is no import), and every item
-/// under `#[cfg(test)]` skipped (a test module may reach anywhere).
-fn tokens(text: &str) -> Vec<Tok> {
+/// The tokens of `text`: comments and char literals dropped (a path
+/// inside a doc comment is no import, nor a word in it a verb's name), and
+/// every item under `#[cfg(test)]` skipped (a test module may reach
+/// anywhere, and name any verb).
+pub(super) fn tokens(text: &str) -> Vec<Tok> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
     let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
+    // The line at index `counted`, advanced as literals are found.
+    let (mut line, mut counted) = (1, 0);
+    let mut string = |start: usize, open: usize, end: usize, hashes: usize| {
+        line += chars[counted..start].iter().filter(|&&c| c == '\n').count();
+        counted = start;
+        let close = end.saturating_sub(1 + hashes).max(open);
+        Tok::Str {
+            text: chars[open..close.min(chars.len())].iter().collect(),
+            line,
+        }
+    };
     while i < chars.len() {
         let c = chars[i];
         if c.is_whitespace() {
@@ -131,7 +150,9 @@ fn tokens(text: &str) -> Vec<Tok> {
                 }
             }
         } else if c == '"' {
-            i = skip_string(&chars, i + 1, 0);
+            let start = i;
+            i = skip_string(&chars, i + 1, usize::MAX);
+            out.push(string(start, start + 1, i, 0));
         } else if c == '\'' {
             i = skip_quote(&chars, i);
         } else if c.is_alphanumeric() || c == '_' {
@@ -142,14 +163,18 @@ fn tokens(text: &str) -> Vec<Tok> {
             let word: String = chars[start..i].iter().collect();
             let raw = word == "r" || word == "br";
             if (raw || word == "b") && at(i) == '"' {
-                i = skip_string(&chars, i + 1, usize::from(!raw) * usize::MAX);
+                let open = i + 1;
+                i = skip_string(&chars, open, usize::from(!raw) * usize::MAX);
+                out.push(string(start, open, i, 0));
             } else if raw && at(i) == '#' {
                 let mut end = i;
                 while at(end) == '#' {
                     end += 1;
                 }
                 if at(end) == '"' {
-                    i = skip_string(&chars, end + 1, end - i);
+                    let hashes = end - i;
+                    i = skip_string(&chars, end + 1, hashes);
+                    out.push(string(start, end + 1, i, hashes));
                 } else {
                     // A raw identifier (`r#type`): the name follows.
                     i += 1;
@@ -175,13 +200,10 @@ fn tokens(text: &str) -> Vec<Tok> {
     without_test_items(out)
 }
 
-/// The index after the string that starts at `i` (just past its opening
-/// quote): `hashes` is a raw string's count of `#`, `usize::MAX` an
-/// ordinary string with escapes.
 /// Past the `'` at `i`: a char literal whole (`'x'`, `'"'`, and escapes:
 /// `'\n'`, `'\''`, `'\u{1F}'`), or only the quote of a lifetime, whose
 /// name follows as an identifier.
-pub(super) fn skip_quote(chars: &[char], i: usize) -> usize {
+fn skip_quote(chars: &[char], i: usize) -> usize {
     let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
     if at(i + 1) == '\\' {
         // The escaped character may be a quote itself: look past it.
@@ -197,6 +219,9 @@ pub(super) fn skip_quote(chars: &[char], i: usize) -> usize {
     }
 }
 
+/// The index after the string that starts at `i` (just past its opening
+/// quote): `hashes` is a raw string's count of `#`, `usize::MAX` an
+/// ordinary string with escapes.
 fn skip_string(chars: &[char], mut i: usize, hashes: usize) -> usize {
     while i < chars.len() {
         if hashes == usize::MAX && chars[i] == '\\' {
@@ -344,7 +369,11 @@ struct Scope {
 }
 
 fn scope(text: &str) -> Scope {
-    let toks = tokens(text);
+    // A string is no path.
+    let toks: Vec<Tok> = tokens(text)
+        .into_iter()
+        .filter(|tok| !matches!(tok, Tok::Str { .. }))
+        .collect();
     let mut scope = Scope::default();
     let items = [
         "fn", "struct", "enum", "trait", "type", "const", "static", "union", "mod",

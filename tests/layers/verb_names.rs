@@ -10,7 +10,7 @@ use std::path::Path;
 
 use tmux_engine::verbs::VERBS;
 
-use super::imports::{Source, skip_quote, sources};
+use super::imports::{Source, Tok, sources, tokens};
 
 /// Literals that spell a verb's name but are something else: (file under
 /// `src/`, literal, what it is).
@@ -38,130 +38,16 @@ const NOT_VERBS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The string literals of `text` (plain and raw), comments and every item
-/// under `#[cfg(test)]` left out, each with its line.
+/// The string literals of `text` (plain, raw and byte), comments and every
+/// item under `#[cfg(test)]` left out, each with its line.
 fn literals(text: &str) -> Vec<(usize, String)> {
-    let chars: Vec<char> = text.chars().collect();
-    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
-    let mut found = Vec::new();
-    let mut line = 1;
-    let mut i = 0;
-    // Brace depth, and the depth at which a `#[cfg(test)]` item began
-    // (its body is skipped until the depth falls back).
-    let mut depth = 0usize;
-    let mut skip_from: Option<usize> = None;
-    let mut pending_test = false;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\n' {
-            line += 1;
-            i += 1;
-        } else if c == '/' && at(i + 1) == '/' {
-            while i < chars.len() && chars[i] != '\n' {
-                i += 1;
-            }
-        } else if c == '/' && at(i + 1) == '*' {
-            i += 2;
-            while i < chars.len() && !(chars[i] == '*' && at(i + 1) == '/') {
-                if chars[i] == '\n' {
-                    line += 1;
-                }
-                i += 1;
-            }
-            i += 2;
-        } else if text_at(&chars, i, "#[cfg(test)]") {
-            pending_test = true;
-            i += "#[cfg(test)]".len();
-        } else if c == '{' {
-            if pending_test && skip_from.is_none() {
-                skip_from = Some(depth);
-                pending_test = false;
-            }
-            depth += 1;
-            i += 1;
-        } else if c == '}' {
-            depth = depth.saturating_sub(1);
-            if skip_from == Some(depth) {
-                skip_from = None;
-            }
-            i += 1;
-        } else if c == ';' && pending_test && skip_from.is_none() {
-            // `#[cfg(test)] mod tests;` or `use ...;`: the item ends here.
-            pending_test = false;
-            i += 1;
-        } else if c == '"'
-            || (c == 'r' && matches!(at(i + 1), '"' | '#') && !ident(at_prev(&chars, i)))
-        {
-            let start_line = line;
-            let (value, next) = string(&chars, i);
-            line += value.matches('\n').count();
-            if skip_from.is_none() && !pending_test {
-                found.push((start_line, value));
-            }
-            i = next;
-        } else if c == '\'' {
-            // A char literal ('"' included), or a lifetime.
-            i = skip_quote(&chars, i);
-        } else {
-            i += 1;
-        }
-    }
-    found
-}
-
-fn text_at(chars: &[char], i: usize, word: &str) -> bool {
-    word.chars()
-        .enumerate()
-        .all(|(k, w)| chars.get(i + k) == Some(&w))
-}
-
-fn at_prev(chars: &[char], i: usize) -> char {
-    if i == 0 { ' ' } else { chars[i - 1] }
-}
-
-fn ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The string literal starting at `i` (`"..."`, `r"..."`, `r#"..."#`): its
-/// text as written and the index after it.
-fn string(chars: &[char], mut i: usize) -> (String, usize) {
-    let mut value = String::new();
-    if chars[i] == 'r' {
-        i += 1;
-        let mut hashes = 0;
-        while chars.get(i) == Some(&'#') {
-            hashes += 1;
-            i += 1;
-        }
-        i += 1; // the opening quote
-        while i < chars.len() {
-            if chars[i] == '"' && (1..=hashes).all(|k| chars.get(i + k) == Some(&'#')) {
-                return (value, i + 1 + hashes);
-            }
-            value.push(chars[i]);
-            i += 1;
-        }
-        return (value, i);
-    }
-    i += 1;
-    while i < chars.len() {
-        match chars[i] {
-            '\\' => {
-                value.push(chars[i]);
-                if let Some(&next) = chars.get(i + 1) {
-                    value.push(next);
-                }
-                i += 2;
-            }
-            '"' => return (value, i + 1),
-            c => {
-                value.push(c);
-                i += 1;
-            }
-        }
-    }
-    (value, i)
+    tokens(text)
+        .into_iter()
+        .filter_map(|tok| match tok {
+            Tok::Str { text, line } => Some((line, text)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Every literal outside `src/verbs/` that spells a verb, as `file:line:
