@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::shell::tracker::{Echo, Span};
+use crate::shell::span::{Echo, Span};
 use crate::stream::{OutputCursor, Stream};
 use crate::{Error, Result};
 

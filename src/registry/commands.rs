@@ -14,7 +14,7 @@ use super::io::next_change;
 use super::seam::BackendTerminal;
 use super::service::Owned;
 use crate::shell::marks::ShellIntegration;
-use crate::shell::tracker::Span;
+use crate::shell::span::Span;
 use crate::stream::{OutputCursor, Stream};
 use crate::{Error, Result};
 

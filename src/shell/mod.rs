@@ -18,10 +18,12 @@
 //! |------------|--------------------------------------------------------|
 //! | `mod.rs`   | which shells, the rc files, the argv and environment   |
 //! | `marks.rs` | finding OSC 133 marks in a byte stream                 |
+//! | `span.rs`  | a command the marks delimit: its span, its echo        |
 //! | `literal.rs` | text typed at a prompt as its bytes, never as keys   |
 
 pub mod literal;
 pub mod marks;
+pub mod span;
 pub mod tracker;
 
 use std::ffi::OsString;

@@ -38,8 +38,9 @@
 //! In a command's output the tracker only looks for the next mark's
 //! intro (`memmem`); the bytes between marks are looked at only between a
 //! mark and the first printable byte after it, and while a line is being
-//! echoed. Bounded: [`MAX_SPANS`] spans, [`MAX_ECHO`] + [`ECHO_TAIL`] bytes
-//! of each line.
+//! echoed. Bounded: [`MAX_SPANS`] spans, of each line's echo
+//! [`MAX_ECHO`](super::span::MAX_ECHO) bytes and a tail of
+//! [`ECHO_TAIL`](super::span::ECHO_TAIL).
 
 use std::collections::VecDeque;
 use std::sync::LazyLock;
@@ -48,100 +49,12 @@ use std::time::SystemTime;
 use memchr::memmem;
 
 use super::marks::{INTRO, MAX_MARK, MarkKind, Parsed, ShellIntegration, parse};
+use super::span::{Echo, Span};
 
 /// The most spans kept (the newest): as many as `commands` lists at most.
 pub const MAX_SPANS: usize = 1000;
 
-/// The most bytes of the start of a command line's echo kept: a heredoc
-/// pasted whole is cut there (its output is not).
-pub const MAX_ECHO: usize = 4096;
-
-/// The most bytes of the end of a command line's echo kept past
-/// [`MAX_ECHO`]: enough for its last line.
-pub const ECHO_TAIL: usize = 1024;
-
-/// A command line's echo, bounded: its first [`MAX_ECHO`] bytes, its last
-/// [`ECHO_TAIL`] bytes past those, and how many bytes it had in all.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Echo {
-    /// The first bytes (raw, escape sequences kept).
-    pub head: Vec<u8>,
-    /// Bytes past `head`, at most the last [`ECHO_TAIL`] (more while it
-    /// grows: see [`Echo::tail`]).
-    tail: Vec<u8>,
-    /// Bytes echoed in all.
-    pub len: u64,
-}
-
-impl Echo {
-    /// An echo of `bytes`.
-    pub fn of(bytes: &[u8]) -> Echo {
-        let mut echo = Echo::default();
-        echo.push(bytes);
-        echo
-    }
-
-    /// Appends `bytes`.
-    pub fn push(&mut self, bytes: &[u8]) {
-        self.len += bytes.len() as u64;
-        let room = MAX_ECHO.saturating_sub(self.head.len()).min(bytes.len());
-        self.head.extend_from_slice(&bytes[..room]);
-        let rest = &bytes[room..];
-        if rest.is_empty() {
-            return;
-        }
-        self.tail.extend_from_slice(rest);
-        // Trimmed in batches, so a long echo costs a copy per
-        // [`ECHO_TAIL`] bytes, not per chunk.
-        if self.tail.len() > 2 * ECHO_TAIL {
-            self.tail.drain(..self.tail.len() - ECHO_TAIL);
-        }
-    }
-
-    /// The last bytes past the head (at most [`ECHO_TAIL`]); empty when
-    /// the head holds the whole echo.
-    pub fn tail(&self) -> &[u8] {
-        &self.tail[self.tail.len().saturating_sub(ECHO_TAIL)..]
-    }
-
-    /// Whether the head holds every byte echoed.
-    pub fn whole(&self) -> bool {
-        self.len == self.head.len() as u64
-    }
-
-    fn clear(&mut self) {
-        *self = Echo::default();
-    }
-}
-
 static FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(INTRO));
-
-/// One command the shell marked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Span {
-    /// The command line as the terminal echoed it (raw bytes, escape
-    /// sequences kept; its start and end, see [`Echo`]); empty where it
-    /// is not known.
-    pub echo: Echo,
-    /// The offset where its output starts (just past `C`): its id.
-    pub start: u64,
-    /// The offset where its output ends (its `D`'s first byte); `None`
-    /// while it runs.
-    pub end: Option<u64>,
-    /// The status its `D` gave.
-    pub exit_code: Option<i32>,
-    /// When its start arrived.
-    pub started: SystemTime,
-    /// When its end arrived.
-    pub ended: Option<SystemTime>,
-}
-
-impl Span {
-    /// Whether no end came yet.
-    pub fn running(&self) -> bool {
-        self.end.is_none()
-    }
-}
 
 /// Where the shell is, as its marks say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -620,22 +620,3 @@ fn a_line_typed_where_no_mark_was_seen_starts_at_the_prompt() {
         assert_eq!(tracker.unknown_ended(), 0);
     }
 }
-
-#[test]
-fn a_long_echo_keeps_its_start_its_end_and_its_size() {
-    let mut echo = Echo::default();
-    let line = b"> a line of a long heredoc\r\n";
-    echo.push(b"cat <<'EOF'\r\n");
-    for _ in 0..1000 {
-        echo.push(line);
-    }
-    echo.push(b"> EOF");
-    assert_eq!(echo.len, 13 + 1000 * line.len() as u64 + 5);
-    assert_eq!(echo.head.len(), MAX_ECHO);
-    assert!(echo.head.starts_with(b"cat <<'EOF'\r\n"));
-    assert_eq!(echo.tail().len(), ECHO_TAIL);
-    assert!(echo.tail().ends_with(b"\r\n> EOF"));
-    assert!(!echo.whole());
-    let short = Echo::of(b"echo hi");
-    assert!(short.whole() && short.tail().is_empty() && short.head == b"echo hi");
-}
