@@ -205,19 +205,13 @@ async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
                 .then_some(())
         })
         .await;
-        let Env {
-            dir,
-            registry,
-            owner,
-            guard,
-        } = env;
-        drop(registry);
-        let (second, report) = open(dir.path()).await;
+        let (env, report) = env.reopen().await;
         // Adopted lazily (issue 10, item 4): recorded, checked, not attached.
         assert!(report.adopted.is_empty(), "{report:?}");
         assert!(report.gone.is_empty(), "{report:?}");
         assert!(report.failures.is_empty(), "{:?}", report.failures);
-        let listed = second.owner(&owner).list().await.unwrap();
+        let (second, owner) = (&env.registry, &env.owner);
+        let listed = second.owner(owner).list().await.unwrap();
         let names: Vec<_> = listed.iter().map(|s| s.name.clone().unwrap()).collect();
         assert_eq!(names, ["keep", "dead"]);
         assert_eq!(listed[0].role.as_deref(), Some("worker"));
@@ -229,17 +223,11 @@ async fn a_new_registry_adopts_terminals_with_names_owners_and_scrollback() {
             }
         );
         let page = second
-            .owner(&owner)
+            .owner(owner)
             .read("keep", ReadRequest::default())
             .await
             .unwrap();
         assert!(page.lines.iter().any(|l| l == "persisted-line"), "{page:?}");
-        let env = Env {
-            dir,
-            registry: second,
-            owner,
-            guard,
-        };
         env.finish().await;
     })
     .await;
@@ -401,20 +389,14 @@ async fn shutdown_lets_go_of_running_terminals_and_a_second_registry_adopts_them
             .pop()
             .expect("the terminal's server directory")
             .join("tmux.sock");
-        let Env {
-            dir,
-            registry,
-            owner,
-            guard,
-        } = env;
         assert!(
             !list_clients(&socket).is_empty(),
             "the registry is attached"
         );
-        registry.shutdown().await;
+        env.registry.shutdown().await;
         // A second call waits for the first and returns.
-        registry.shutdown().await;
-        let after = registry.owner(&owner).list().await.unwrap_err();
+        env.registry.shutdown().await;
+        let after = env.registry.owner(&env.owner).list().await.unwrap_err();
         assert_eq!(after.code(), "REGISTRY_DISPOSING");
         // The terminal runs on, with no control client of ours attached.
         assert!(tmux_engine::tmux::process::is_alive(pid));
@@ -422,20 +404,20 @@ async fn shutdown_lets_go_of_running_terminals_and_a_second_registry_adopts_them
             list_clients(&socket).is_empty().then_some(())
         })
         .await;
-        drop(registry);
-        let (second, report) = open(dir.path()).await;
+        let (env, report) = env.reopen().await;
         assert!(report.adopted.is_empty(), "{report:?}");
         assert!(report.failures.is_empty(), "{:?}", report.failures);
         // Issue 10, item 4: opening, listing and showing attach no control
         // client (before, every open attached one to every server).
-        let listed = second.owner(&owner).list().await.unwrap();
+        let (second, owner) = (&env.registry, &env.owner);
+        let listed = second.owner(owner).list().await.unwrap();
         assert_eq!(listed.len(), 1);
         assert!(listed[0].status.is_running(), "{listed:?}");
         assert_eq!(listed[0].pid, Some(pid), "{listed:?}");
-        second.owner(&owner).show("c").await.unwrap();
+        second.owner(owner).show("c").await.unwrap();
         assert!(list_clients(&socket).is_empty(), "list attached a client");
         let page = second
-            .owner(&owner)
+            .owner(owner)
             .read("c", ReadRequest::default())
             .await
             .unwrap();
@@ -443,12 +425,6 @@ async fn shutdown_lets_go_of_running_terminals_and_a_second_registry_adopts_them
             page.lines.iter().any(|l| l == "before-shutdown"),
             "{page:?}"
         );
-        let env = Env {
-            dir,
-            registry: second,
-            owner,
-            guard,
-        };
         env.send("c", b"after-adoption", true, WaitFor::Idle).await;
         let page = env
             .registry
@@ -478,13 +454,7 @@ async fn a_program_that_ends_while_no_engine_is_attached_shows_its_exit() {
             .pop()
             .expect("the terminal's server directory")
             .join("tmux.sock");
-        let Env {
-            dir,
-            registry,
-            owner,
-            guard,
-        } = env;
-        registry.shutdown().await;
+        env.registry.shutdown().await;
         poll("the control client to leave", WAIT, || async {
             list_clients(&socket).is_empty().then_some(())
         })
@@ -502,8 +472,8 @@ async fn a_program_that_ends_while_no_engine_is_attached_shows_its_exit() {
             (!tmux_engine::tmux::process::is_alive(pid)).then_some(())
         })
         .await;
-        drop(registry);
-        let (second, _) = open(dir.path()).await;
+        let (env, _) = env.reopen().await;
+        let (second, owner) = (&env.registry, &env.owner);
         // Polled: the wrapper opens its fifo a moment after the program
         // ends, and only then can it be let go. Without the release it
         // would be listed running until an engine attached.
@@ -511,22 +481,16 @@ async fn a_program_that_ends_while_no_engine_is_attached_shows_its_exit() {
             exit: ExitStatus::Code(3),
         };
         poll("the exit to be listed", WAIT, || async {
-            let listed = second.owner(&owner).list().await.unwrap();
+            let listed = second.owner(owner).list().await.unwrap();
             (listed[0].status == exited).then_some(())
         })
         .await;
         let page = second
-            .owner(&owner)
+            .owner(owner)
             .read("r", ReadRequest::default())
             .await
             .unwrap();
         assert!(page.lines.iter().any(|l| l == "done-42"), "{page:?}");
-        let env = Env {
-            dir,
-            registry: second,
-            owner,
-            guard,
-        };
         env.finish().await;
     })
     .await;

@@ -78,6 +78,16 @@ fn processes_under(runtime: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// A test's directory (its servers killed when the guard drops) and a
+/// boot id file in it saying `boot_id`: where each test's engines run.
+fn host(boot_id: &str) -> (tempfile::TempDir, Cleanup, PathBuf) {
+    let dir = crate::support::test_dir();
+    let guard = Cleanup(runtime(dir.path()));
+    let boot = dir.path().join("boot_id");
+    std::fs::write(&boot, format!("{boot_id}\n")).unwrap();
+    (dir, guard, boot)
+}
+
 /// A registry on `dir`'s state directory reading its boot id from `boot`.
 async fn engine(dir: &Path, boot: &Path) -> Registry {
     let config = RegistryConfig::default()
@@ -282,10 +292,7 @@ async fn a_reboot_brings_kept_terminals_back_with_their_history() {
 #[tokio::test]
 async fn a_crash_is_told_apart_from_a_reboot() {
     crate::support::within(async {
-        let dir = crate::support::test_dir();
-        let _guard = Cleanup(runtime(dir.path()));
-        let boot = dir.path().join("boot_id");
-        std::fs::write(&boot, "same-boot\n").unwrap();
+        let (dir, _guard, boot) = host("same-boot");
         let owner = OwnerId::new("alice").unwrap();
         let one = engine(dir.path(), &boot).await;
         one.owner(&owner)
@@ -369,10 +376,7 @@ async fn a_full_disk_is_a_clear_error_and_no_torn_record() {
 #[tokio::test]
 async fn record_writes_an_asciicast_beside_the_history() {
     crate::support::within(async {
-        let dir = crate::support::test_dir();
-        let _guard = Cleanup(runtime(dir.path()));
-        let boot = dir.path().join("boot_id");
-        std::fs::write(&boot, "a-boot\n").unwrap();
+        let (dir, _guard, boot) = host("a-boot");
         let owner = OwnerId::new("alice").unwrap();
         let registry = engine(dir.path(), &boot).await;
         let spawned = registry
@@ -549,10 +553,7 @@ fn service_install_keeps_secrets_and_lines_out_of_the_unit() {
 #[tokio::test]
 async fn two_engines_write_a_history_once() {
     crate::support::within(async {
-        let dir = crate::support::test_dir();
-        let _guard = Cleanup(runtime(dir.path()));
-        let boot = dir.path().join("boot_id");
-        std::fs::write(&boot, "a-boot\n").unwrap();
+        let (dir, _guard, boot) = host("a-boot");
         let owner = OwnerId::new("alice").unwrap();
         let one = engine(dir.path(), &boot).await;
         let spawned = one

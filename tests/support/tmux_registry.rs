@@ -79,6 +79,28 @@ impl Env {
         runtime(self.dir.path())
     }
 
+    /// This test's directory and owner with a second registry opened on
+    /// its state directory (as another engine, or the next run, opens
+    /// it), this one dropped first (shut down or not, as the test left
+    /// it); and what the open found.
+    pub(crate) async fn reopen(self) -> (Env, ScanReport) {
+        let Env {
+            dir,
+            registry,
+            owner,
+            guard,
+        } = self;
+        drop(registry);
+        let (registry, report) = open(dir.path()).await;
+        let env = Env {
+            dir,
+            registry,
+            owner,
+            guard,
+        };
+        (env, report)
+    }
+
     pub(crate) async fn spawn(&self, spec: SpawnSpec) -> TerminalSnapshot {
         self.registry.owner(&self.owner).spawn(spec).await.unwrap()
     }
