@@ -24,15 +24,15 @@
 // whose program printed N lines (`history_limit` N, `keep_history`: what
 // the stream's 4 MiB ring no longer holds is read from the kept history)
 // and then a marker; the page is opened on it and the injected script
-// notes, at every animation frame, when the marker is painted, how many
-// lines the page can scroll through (xterm.js's buffer: its scrollback and
-// the screen) and when line 1 of the history is in it, from the
-// WebSocket's open. After 1 s it scrolls to the top at every frame, as a
-// person dragging the scrollbar up does (older pages load as the top is
-// reached), and notes when line 1 is in the buffer (or, after 20 s, how
-// many lines were). Beside it, in the same run, tmux's own `capture-pane`
-// of the same pane's whole history (`-S -`, plain and with `-e`
-// attributes as a repaint needs), timed from a process started for it
+// notes, at every animation frame, from the WebSocket's open: the first
+// text frame (hello), the repaint's binary frame, the frame the marker is
+// painted, and when the page's past view knows where the history starts
+// (its scrollbar spans the whole history). At that frame it opens the view
+// and drags it to the top, as a person dragging the scrollbar up does, and
+// notes when the oldest line there is is drawn (line 1, or the oldest the
+// kept history still holds). Beside it, in the same run, tmux's own
+// `capture-pane` of the same pane's whole history (`-S -`, plain and with
+// `-e` attributes as a repaint needs), timed from a process started for it
 // (what a peer's reattach runs).
 
 import { execFileSync, spawnSync } from "node:child_process";
@@ -63,6 +63,14 @@ const SHELL = ["env", `PS1=${PS1}`, "bash", "--norc", "--noprofile"];
 const WATCH = `(() => {
   const prompt = ${JSON.stringify(PS1.trim())};
   const marks = window.__marks = {};
+  window.addEventListener("error", (e) => { window.__error = String(e.message); });
+  // Tasks over 50 ms (what held the main thread), for the breakdown.
+  const long = window.__long = [];
+  try {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) long.push([Math.round(e.startTime), Math.round(e.duration)]);
+    }).observe({ type: "longtask", buffered: true });
+  } catch {}
   const mark = (k) => { if (!(k in marks)) marks[k] = performance.now(); };
   document.addEventListener("DOMContentLoaded", () => mark("scripts"));
   const fetch0 = window.fetch;
@@ -73,7 +81,15 @@ const WATCH = `(() => {
       super(...args);
       mark("ws");
       this.addEventListener("open", () => mark("open"));
-      this.addEventListener("message", () => mark("message"));
+      this.addEventListener("message", (e) => {
+        mark("message");
+        if (typeof e.data !== "string") mark("binary");
+        else if (e.data.includes('"type":"history"')) mark("historyFrame");
+      });
+    }
+    send(data) {
+      if (typeof data === "string" && data.startsWith('{"type":"history"')) mark("asked");
+      return super.send(data);
     }
   };
   const look = () => {
@@ -105,24 +121,43 @@ async function firstPaint(cdp, url) {
   await cdp.send("Page.navigate", { url });
   const evaluate = async (expression) =>
     (await cdp.send("Runtime.evaluate", { expression, returnByValue: true })).result.value;
-  const painted = await until(`the prompt painted at ${url}`, () => evaluate("window.__painted"));
+  const painted = await until(`the prompt painted at ${url}`, async () => {
+    const error = await evaluate("window.__error");
+    if (error) throw new Error(`the page failed: ${error}`);
+    return evaluate("window.__painted");
+  });
   return { painted, ...(await evaluate("window.__marks")) };
 }
 
 
 // The history pass's watcher: the terminal's name is histN, its marker
-// END-N. At every frame until the marker is painted and for 1 s after:
-// when it was first in the viewport, and the buffer's length (lines one can
-// scroll through) at that frame, at 300 ms after the WebSocket opened and
-// at the end.
+// END-N. At every frame, from the WebSocket's open: when the marker is
+// first in the viewport (the screen painted; beside it when the repaint's
+// binary frame arrived), when the past view knows where the history starts
+// (its scrollbar spans the whole history: `past.state.firstAt`); at that
+// frame the view is opened and dragged to its top, as a person dragging
+// the scrollbar up does, and the time the first row drawn is the oldest
+// line there is (its text noted) is when the whole history was reachable.
 const WATCH_HISTORY = `(() => {
   const m = /#t=hist(\\d+)/.exec(location.hash);
   if (!m) return;
   const marker = "END-" + m[1];
   const h = window.__hist = {};
   const look = () => {
-    const t = window.tmuxEngine && window.tmuxEngine.term;
-    const open = window.__marks && window.__marks.open;
+    const v = window.tmuxEngine;
+    const t = v && v.term;
+    const marks = window.__marks || {};
+    const open = marks.open;
+    if (t && !t.__wrapped) {
+      // The first write (the repaint): when it was called and parsed.
+      t.__wrapped = true;
+      const write = t.write.bind(t);
+      t.write = (data, done) => {
+        if (window.__firstWrite || typeof data === "string") return write(data, done);
+        const w = window.__firstWrite = { called: performance.now() };
+        return write(data, () => { w.parsed = performance.now(); if (done) done(); });
+      };
+    }
     if (t && t.buffer && open !== undefined) {
       const b = t.buffer.active;
       const now = performance.now();
@@ -130,27 +165,37 @@ const WATCH_HISTORY = `(() => {
         for (let i = 0; i < t.rows; i++) {
           const l = b.getLine(b.viewportY + i);
           if (l && l.translateToString(true).includes(marker)) {
-            h.open = open;
             h.painted = now - open;
-            h.linesAtPaint = b.length;
+            h.long = JSON.stringify((window.__long || []).map(([at, d]) => [Math.round(at - open), d]));
+            const t0 = window.__firstWrite;
+            if (t0) { h.wrote = t0.called - open; h.parsed = t0.parsed - open; }
+            h.repaint = marks.binary - open;
+            h.hello = marks.message - open;
             break;
           }
         }
       }
-      if (h.at300 === undefined && now - open >= 300) h.at300 = b.length;
-      const top = b.getLine(0);
-      if (h.whole === undefined && top && top.translateToString(true) === "line 1 of the history") {
-        h.whole = now - open;
+      const s = v.past && v.past.state;
+      if (h.painted !== undefined && h.ready === undefined && s && s.firstAt !== null) {
+        h.ready = s.firstAt - open;
+        h.asked = marks.asked - open;
+        h.answered = marks.historyFrame - open;
+        h.span = s.end - s.first;
+        h.first = s.first;
+        v.openPast();
+        v.past.drag(0);
+        h.dragged = performance.now() - open;
       }
-      if (h.painted !== undefined && now - open >= 1000) {
-        if (h.final === undefined) h.final = b.length;
-        if (h.whole !== undefined || now - open >= 21000) {
-          h.lines = b.length;
+      if (h.ready !== undefined && h.whole === undefined) {
+        const row = v.past.shown[0] || "";
+        if (s.top && s.top.line === s.first && s.top.exact !== false && v.past.shown.length) {
+          h.whole = now - open;
+          h.top = row.trim() + (row.startsWith("line ") ? "" : " / " + (v.past.shown[1] || "").trim());
+          h.pages = s.pages;
           h.done = true;
           return;
         }
-        // A person at the scrollbar's top: older pages load.
-        t.scrollToTop();
+        if (now - open > 20000) { h.whole = Infinity; h.top = row; h.done = true; return; }
       }
     }
     requestAnimationFrame(look);
@@ -188,6 +233,20 @@ function capture(sock, escapes) {
   return { ms, lines };
 }
 
+/** The 25 functions the page spent most time in (self time, ms). */
+function printProfile(profile) {
+  const self = new Map();
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  profile.samples.forEach((id, i) => {
+    const f = byId.get(id).callFrame;
+    const key = `${f.functionName || "(anonymous)"} ${f.url.split("/").pop()}:${f.lineNumber}`;
+    self.set(key, (self.get(key) || 0) + (profile.timeDeltas[i] || 0) / 1000);
+  });
+  const top = [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25);
+  console.error(`profile (${((profile.endTime - profile.startTime) / 1000).toFixed(0)} ms):`);
+  for (const [k, ms] of top) console.error(`  ${ms.toFixed(1).padStart(7)} ms  ${k}`);
+}
+
 async function historyBench(cdp, api, base, dir) {
   // With the Network domain on, Chromium copies every WebSocket frame to
   // this client (base64): megabytes per page of history, which slowed the
@@ -208,18 +267,31 @@ async function historyBench(cdp, api, base, dir) {
       return s && JSON.stringify(s).includes(`END-${n}`) ? s : null;
     }, 600000, 100);
     const sock = await until(`${name}'s socket`, () => socketWith(join(dir, "run"), `END-${n}`));
-    const res = { page: [], linesAtPaint: [], at300: [], final: [], whole: [], lines: [], plain: [], escaped: [], captured: 0 };
+    const res = { page: [], hello: [], repaint: [], wrote: [], parsed: [], asked: [], answered: [], ready: [], whole: [], top: [], pages: [], span: 0, plain: [], escaped: [], captured: 0 };
     for (let r = 0; r < ROUNDS; r++) {
       await cdp.send("Page.navigate", { url: "about:blank" });
       await sleep(100);
+      // BENCH_PROFILE=1: the page's own time by function over the first
+      // round (Chromium's sampling profiler), for the breakdown.
+      const profile = process.env.BENCH_PROFILE && r === 0;
+      if (profile) {
+        await cdp.send("Profiler.enable");
+        await cdp.send("Profiler.setSamplingInterval", { interval: 200 });
+        await cdp.send("Profiler.start");
+      }
       await cdp.send("Page.navigate", { url: `${base}/#t=${name}` });
       const h = await until(`${name} painted`, () => evaluate("window.__hist && window.__hist.done && window.__hist"), 120000);
+      if (profile) printProfile((await cdp.send("Profiler.stop")).profile);
       res.page.push(h.painted);
-      res.linesAtPaint.push(h.linesAtPaint);
-      res.at300.push(h.at300);
-      res.final.push(h.final);
-      res.whole.push(h.whole === undefined ? Infinity : h.whole);
-      res.lines.push(h.lines);
+      res.hello.push(h.hello);
+      res.repaint.push(h.repaint);
+      if (process.env.BENCH_LONG) console.error(`long tasks (start from open, ms): ${h.long}`);
+      for (const k of ["wrote", "parsed", "asked", "answered"]) res[k].push(h[k] ?? NaN);
+      res.ready.push(h.ready);
+      res.whole.push(h.whole ?? Infinity);
+      res.top.push(h.top);
+      res.pages.push(h.pages);
+      res.span = h.span;
       const plain = capture(sock, false);
       const escaped = capture(sock, true);
       res.plain.push(plain.ms);
@@ -228,18 +300,21 @@ async function historyBench(cdp, api, base, dir) {
     }
     await cdp.send("Page.navigate", { url: "about:blank" });
     await api("DELETE", `/api/terminals/${name}`);
-    rows.push({ n, ...res, rowsOnScreen: screen.rows });
-    console.error(`history ${n}: painted ${res.page.map((x) => x.toFixed(0)).join(" ")} ms after open; ` +
-      `lines ${res.final.join(" ")}; line 1 at ${res.whole.map((x) => x.toFixed(0)).join(" ")} ms ` +
-      `(lines then ${res.lines.join(" ")}); capture-pane -S - ${res.plain.map((x) => x.toFixed(0)).join(" ")} ms`);
+    rows.push({ n, ...res });
+    const ms = (xs) => xs.map((x) => x.toFixed(0)).join(" ");
+    console.error(`history ${n}: hello ${ms(res.hello)}, repaint ${ms(res.repaint)}, written ${ms(res.wrote)}, ` +
+      `parsed ${ms(res.parsed)}, painted ${ms(res.page)} ms after open; first page asked ${ms(res.asked)}, answered ${ms(res.answered)}; ` +
+      `scrollable ${ms(res.ready)}; oldest line drawn ${ms(res.whole)} ms (${res.top[0]}, ${res.pages.join(" ")} pages); ` +
+      `capture-pane -S - ${ms(res.plain)} ms`);
   }
-  console.log(`a long history in one frame (Chromium headless), median of ${ROUNDS}, from the WebSocket's open:`);
+  console.log(`a long history in one frame (Chromium headless), median of ${ROUNDS}, ms from the WebSocket's open:`);
   for (const r of rows) {
-    console.log(`  ${String(r.n).padStart(8)} lines: screen painted ${median(r.page).toFixed(1)} ms; ` +
-      `lines scrollable at paint ${median(r.linesAtPaint)}, at 300 ms ${median(r.at300)}, at 1 s ${median(r.final)} ` +
-      `(of ${r.captured} tmux holds); line 1 in the buffer at ${median(r.whole).toFixed(1)} ms ` +
-      `(scrolling to the top from 1 s on; lines then ${median(r.lines)}); ` +
-      `capture-pane -S - ${median(r.plain).toFixed(1)} ms, with -e ${median(r.escaped).toFixed(1)} ms`);
+    console.log(`  ${String(r.n).padStart(8)} lines: hello ${median(r.hello).toFixed(1)}, repaint frame ${median(r.repaint).toFixed(1)}, ` +
+      `written ${median(r.wrote).toFixed(1)}, parsed ${median(r.parsed).toFixed(1)}, ` +
+      `screen painted ${median(r.page).toFixed(1)}; first page asked ${median(r.asked).toFixed(1)}, ` +
+      `answered ${median(r.answered).toFixed(1)}; the whole history (${(r.span / 1048576).toFixed(1)} MiB) scrollable ` +
+      `${median(r.ready).toFixed(1)}; dragged to the top, its oldest line drawn ${median(r.whole).toFixed(1)} ("${r.top[0]}"); ` +
+      `capture-pane -S - ${median(r.plain).toFixed(1)} (${r.captured} lines), with -e ${median(r.escaped).toFixed(1)}`);
   }
 }
 

@@ -69,9 +69,9 @@ const view = {
   lastOffer: null, // the last text a program asked to copy (OSC 52)
   terminals: [], // the last list
   typing: [], // the others typing into the open terminal now (the typing frame)
-  history: null, // the past output loaded above the screen (see loadHistory)
   historyNext: null, // the next binary frame is this history frame's page
-  replaying: 0, // history being written again: its queries are not answered
+  snapshotAt: null, // the offset of the last snapshot (the past view ends there)
+  past: null, // the view of the past output (past.js)
   drop() { if (this.socket) this.socket.close(); },
 };
 window.tmuxEngine = view;
@@ -106,8 +106,6 @@ function copy(text) {
 // Reading the clipboard back is always refused (a program, maybe another
 // owner's, must not see what the user copied elsewhere).
 function programCopy(text) {
-  // History written again (below) asks nothing of the person.
-  if (view.replaying > 0) return;
   view.lastOffer = text;
   if (options.clipboardWrite === "deny") return;
   if (options.clipboardWrite === "allow") return copy(text);
@@ -554,7 +552,8 @@ function openTerminal(id, name, { early = false } = {}) {
     view.socket.onclose = null;
     view.socket.close();
   }
-  Object.assign(view, { id, name, early, stream: null, offset: null, ended: false, retry: 250, history: null, historyNext: null });
+  Object.assign(view, { id, name, early, stream: null, offset: null, ended: false, retry: 250, historyNext: null, snapshotAt: null });
+  view.past.reset(null);
   showTyping([]);
   view.title = view.titles[id] || "";
   showTitle();
@@ -579,7 +578,8 @@ function closeTerminal({ keepHash = false } = {}) {
     view.socket.onclose = null;
     view.socket.close();
   }
-  Object.assign(view, { id: null, name: null, socket: null, stream: null, offset: null, ended: true, title: "", history: null, historyNext: null });
+  Object.assign(view, { id: null, name: null, socket: null, stream: null, offset: null, ended: true, title: "", historyNext: null, snapshotAt: null });
+  view.past.reset(null);
   showTyping([]);
   document.body.classList.remove("opened");
   if (!keepHash) history.replaceState(null, "", location.pathname + location.search);
@@ -618,7 +618,6 @@ function connect() {
   // A page asked for on the last socket is asked again once this one
   // says hello (a resume keeps what is loaded).
   view.historyNext = null;
-  if (view.history) view.history.asked = false;
   view.connects += 1;
   // While the host restarts, its reason stays up until the next serve answers.
   if (!view.restarting) setStatus(view.connects > 1 ? "reconnecting…" : "connecting…");
@@ -651,8 +650,9 @@ function onText(frame) {
       $("badge").hidden = !view.readOnly;
       if (term.cols !== frame.cols || term.rows !== frame.rows) sendSize();
       setStatus("connected");
-      if (view.history && view.history.stream !== frame.stream) view.history = null;
-      if (view.history && !view.history.shown) askHistory();
+      // Another stream: its offsets are not the loaded past's.
+      if (view.past.state.stream !== frame.stream) view.past.reset(frame.stream);
+      else view.past.reconnected();
       break;
     case "snapshot":
       view.offset = frame.offset;
@@ -688,165 +688,60 @@ function onBinary(bytes) {
   if (view.historyNext) {
     const frame = view.historyNext;
     view.historyNext = null;
-    onHistory(frame, bytes);
+    view.past.onPage(frame, bytes);
     return;
   }
   if (view.repaintNext) {
     view.repaintNext = false;
     term.reset();
-    loadHistory(view.offset, bytes);
-    // The history is asked for once the screen is painted: its page's
-    // arrival and rewrite must not hold up the first frame.
-    term.write(bytes, () => requestAnimationFrame(() => setTimeout(askHistory)));
+    view.snapshotAt = view.offset;
+    term.write(bytes);
+    // The past's newest page is asked for beside the repaint's parse: it
+    // is not parsed by xterm.js (past.js keeps its bytes and finds its
+    // lines, ~1 ms), so it does not hold up the first frame.
+    view.past.prefetch(view.stream, view.offset);
     return;
   }
   term.write(bytes);
   if (view.offset !== null) view.offset += bytes.length;
-  keepLive(bytes);
 }
 
-// The history above the screen (issue 49): the screen is painted from the
-// snapshot at once; then the raw bytes the program printed before it come
-// in pages (`{"type":"history","before":N}`: the stream's ring, then the
-// kept history on disk, never capture-pane), and the terminal is written
-// again in one piece: a reset, the history, the snapshot's screen, the
-// output since. One piece is parsed in one task, so no frame shows it
-// half-written. The newest page (4 MiB, ~150,000 lines of a log) comes
-// first; older pages load when the person scrolls to the top. Bounds: at
-// most HISTORY_LINES lines are kept above the screen, and the output since
-// the snapshot is kept for the rewrite only up to LIVE_BYTES (past it, no
-// older page is loaded: the screen could not be put back).
-const HISTORY_LINES = 250000;
-const LIVE_BYTES = 4 << 20;
-const ESC_RESET = new Uint8Array([0x1b, 0x63]); // RIS
-
-// While the rewrite is parsed (and only then: a key the person presses
-// meanwhile still goes out), the history's queries are not answered and
-// its clipboard writes not offered: the rewrite is wrapped in two private
-// OSC sequences whose nonce no program can know, so none can switch the
-// guard on or off.
-const REPLAY_OSC = 7746;
-const nonce = Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, "0")).join("");
-const encodeText = (text) => new TextEncoder().encode(text);
-const REPLAY_START = encodeText(`\x1b]${REPLAY_OSC};start-${nonce}\x07`);
-const REPLAY_END = encodeText(`\x1b]${REPLAY_OSC};end-${nonce}\x07`);
-term.parser.registerOscHandler(REPLAY_OSC, (data) => {
-  if (data === `start-${nonce}`) view.replaying += 1;
-  else if (data === `end-${nonce}` && view.replaying > 0) view.replaying -= 1;
-  return true;
+// The past output above the screen (issue 49, past.js): xterm.js holds the
+// snapshot (tmux's screen and its last lines of history) and the output
+// since; the whole raw history before it is a view laid over the terminal,
+// opened by scrolling up past the terminal's top (or the History button)
+// and left by scrolling down past its bottom, Esc or typing.
+view.past = pastView.create({
+  element: $("past"),
+  term,
+  ask(before, max) {
+    const socket = view.socket;
+    if (!socket || socket.readyState !== WebSocket.OPEN) return;
+    socket.send(JSON.stringify({ type: "history", before, max }));
+  },
+  closed() { term.focus(); },
 });
 
-function loadHistory(offset, repaint) {
-  view.historyLoaded = null;
-  if (view.stream === null || offset === null) return;
-  view.history = {
-    stream: view.stream,
-    at: offset, // the snapshot's offset: the history ends here
-    repaint,
-    pages: [], // oldest first
-    from: offset, // the oldest offset loaded
-    first: null, // the oldest there is (the server says)
-    bytes: 0,
-    lines: 0,
-    live: [], // output since the snapshot
-    liveBytes: 0,
-    asked: false,
-    shown: false,
-  };
-}
-
-function askHistory() {
-  const h = view.history;
-  const socket = view.socket;
-  if (!h || h.asked || !socket || socket.readyState !== WebSocket.OPEN) return;
-  h.asked = true;
-  socket.send(JSON.stringify({ type: "history", before: h.from }));
-}
-
-function keepLive(bytes) {
-  const h = view.history;
-  if (!h) return;
-  h.liveBytes += bytes.length;
-  if (h.liveBytes > LIVE_BYTES) {
-    // Too much since the snapshot to put the screen back: what is shown
-    // stays, nothing older is loaded.
-    h.live = [];
-    h.first = h.from;
-    h.stale = true;
-    return;
-  }
-  h.live.push(bytes);
-}
-
-function onHistory(frame, bytes) {
-  const h = view.history;
-  if (!h || frame.stream !== h.stream || frame.to !== h.from || h.stale) return;
-  h.asked = false;
-  h.first = frame.first;
-  if (bytes.length === 0) {
-    h.first = h.from;
-    if (!h.shown) view.historyLoaded = { lines: h.lines, bytes: h.bytes, from: h.from, first: h.first };
-    return;
-  }
-  h.pages.unshift(bytes);
-  h.from = frame.from;
-  h.bytes += bytes.length;
-  let lines = 0;
-  for (let i = 0; i < bytes.length; i++) if (bytes[i] === 10) lines++;
-  h.lines += lines;
-  if (h.lines >= HISTORY_LINES) h.first = h.from;
-  rewrite();
-}
-
-// The repaint without its own lines of history (the raw history replaces
-// them): its lines are joined by ESC[0m CR LF, the last term.rows of them
-// the screen.
-function screenOf(repaint) {
-  const marks = [];
-  for (let i = 0; i + 5 < repaint.length; i++) {
-    if (repaint[i] === 0x1b && repaint[i + 1] === 0x5b && repaint[i + 2] === 0x30 && repaint[i + 3] === 0x6d &&
-        repaint[i + 4] === 0x0d && repaint[i + 5] === 0x0a) marks.push(i);
-  }
-  const above = marks.length + 1 - term.rows;
-  if (above <= 0) return repaint;
-  const head = encodeText("\x1b[0m\x1b[H\x1b[2J");
-  const rest = repaint.subarray(marks[above - 1] + 6);
-  const out = new Uint8Array(head.length + rest.length);
-  out.set(head);
-  out.set(rest, head.length);
-  return out;
-}
-
-function rewrite() {
-  const h = view.history;
-  const screen = screenOf(h.repaint);
-  const parts = [REPLAY_START, ESC_RESET, ...h.pages, screen, ...h.live, REPLAY_END];
-  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    all.set(p, at);
-    at += p.length;
-  }
+// Opens the past view. It ends where the terminal's buffer begins: the
+// snapshot, unless xterm.js has since dropped its oldest lines (its
+// scrollback is full), then the output now (its bottom repeats some of
+// the terminal's lines).
+function openPast() {
   const buffer = term.buffer.active;
-  const before = buffer.length;
-  const top = h.shown && buffer.viewportY === 0;
-  // Room for the lines, some of them wrapped, and the screen.
-  term.options.scrollback = Math.max(options.scrollback, Math.min(HISTORY_LINES, Math.ceil(h.lines * 1.1) + 2 * term.rows));
-  term.write(all, () => {
-    // Parsed: the guard is off whatever the bytes did to the markers.
-    view.replaying = 0;
-    // An older page keeps the lines the person was reading in view.
-    if (top) term.scrollToLine(Math.max(0, term.buffer.active.length - before));
-    h.shown = true;
-    view.historyLoaded = { lines: h.lines, bytes: h.bytes, from: h.from, first: h.first };
-  });
+  const full = buffer.type !== "normal" || buffer.length >= term.rows + term.options.scrollback;
+  return view.past.open(full || view.snapshotAt === null ? view.offset : view.snapshotAt);
 }
+view.openPast = openPast;
 
-// The person scrolled to the top of what is loaded: the next older page.
-term.onScroll(() => {
-  const h = view.history;
-  if (h && h.shown && !h.stale && h.first !== null && h.from > h.first && term.buffer.active.viewportY === 0) askHistory();
-});
+// A wheel up at the top of the terminal's own buffer goes on into the past.
+$("screen").addEventListener("wheel", (event) => {
+  const buffer = term.buffer.active;
+  if (event.deltaY >= 0 || buffer.type !== "normal" || buffer.viewportY > 0 || !view.past.available()) return;
+  if (!openPast()) return;
+  event.preventDefault();
+  event.stopPropagation();
+}, { capture: true, passive: false });
+$("past-open").onclick = () => openPast();
 
 function onClose(code, reason) {
   view.socket = null;
@@ -895,8 +790,6 @@ term.onBinary((data) => send(Uint8Array.from(data, (c) => c.charCodeAt(0))));
 term.onResize(sendSize);
 
 function send(bytes) {
-  // Replies to queries in history written again are not the person's.
-  if (view.replaying > 0) return;
   const socket = view.socket;
   if (socket && socket.readyState === WebSocket.OPEN && !view.readOnly) socket.send(bytes);
 }

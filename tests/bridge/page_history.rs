@@ -2,7 +2,9 @@
 //! past output in pages (`{"type":"history","before":N}`), from the
 //! stream's ring and, older than the ring holds, from the kept history on
 //! disk; real tmux, real serve. In headless Chromium, the page attached to
-//! a terminal that printed 100,000 lines lets a person scroll to line 1.
+//! a terminal that printed 100,000 lines shows its screen from the
+//! snapshot alone and lets a person scroll through the whole past (the
+//! past view, web/past.js), line 1 to the last, and on after 4.5 MB more.
 
 use super::browser::{Browser, chromium_required};
 use super::{Frame, Served, Ws};
@@ -121,63 +123,138 @@ async fn a_viewer_reads_the_whole_history_a_page_at_a_time_past_the_ring() {
     .await;
 }
 
+/// Walks the past view from its top to its bottom a screen at a time,
+/// in the page (pages load as it goes); the numbers of its `line N of
+/// the history` rows, in the order drawn.
+const WALK: &str = "(async () => {
+  const p = tmuxEngine.past, s = p.state, out = [];
+  const settled = async () => { while (s.asked || s.want) await new Promise((r) => setTimeout(r, 5)); };
+  const rows = () => Math.max(1, Math.floor(document.getElementById('past').clientHeight / s.rowH));
+  for (let step = 0; step < 100000; step++) {
+    await settled();
+    for (const row of p.shown) {
+      const m = /^line (\\d+) of the history/.exec(row);
+      if (m) out.push(Number(m[1]));
+    }
+    if (s.atBottom) return out;
+    p.scrollRows(rows());
+  }
+  return null;
+})()";
+
+/// The numbers drawn, each once in order: a screen's rows repeated at the
+/// bottom (the last step is short) are dropped; a gap or a line out of
+/// order fails.
+fn in_order(drawn: &[u64]) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    for &n in drawn {
+        match out.last() {
+            Some(&last) if n <= last => {}
+            Some(&last) => {
+                assert_eq!(n, last + 1, "a gap after line {last}");
+                out.push(n);
+            }
+            None => out.push(n),
+        }
+    }
+    out
+}
+
+/// A wheel turn at the middle of the stage (negative `delta_y`: up).
+async fn wheel(browser: &mut Browser, delta_y: f64) {
+    let at = browser
+        .eval(
+            "(() => { const r = document.getElementById('stage').getBoundingClientRect();\
+             return [r.x + r.width / 2, r.y + r.height / 2]; })()",
+        )
+        .await;
+    browser
+        .call(
+            "Input.dispatchMouseEvent",
+            serde_json::json!({"type": "mouseWheel", "x": at[0], "y": at[1],
+                               "deltaX": 0, "deltaY": delta_y}),
+        )
+        .await;
+}
+
 #[tokio::test]
-async fn a_person_scrolls_to_line_1_of_a_100000_line_history() {
+async fn a_person_scrolls_through_a_100000_line_history_and_past_4_mib_printed_since() {
     let binary = chromium_required();
     within(async {
-        let served = Served::start(&[]).await;
+        // A ring of 256 KiB: most of the history is read from disk.
+        let served = Served::start(&["--replay-bytes", "262144"]).await;
         served
             .spawn(
-                r#"{"name":"hist","history_limit":100000,
-                    "command":["sh","-c","seq -f 'line %g of the history' 1 100000; echo END-OF-HISTORY; exec cat"]}"#,
+                r#"{"name":"hist","history_limit":2000,"keep_history":true,
+                    "command":["sh","-c","seq -f 'line %g of the history' 1 100000; echo END-OF-HISTORY; read go; seq -f 'line %g of the history' 100001 260000; echo END-TWO; exec cat"]}"#,
             )
             .await;
         until_screen(&served, "hist", "END-OF-HISTORY").await;
         let url = format!("{}&t=hist", served.sign_in_url("{}").await);
         let mut browser = Browser::open(&binary, &url).await;
         browser
-            .until(
-                "the history loaded",
-                "typeof tmuxEngine === 'object' && !!tmuxEngine.historyLoaded \
-                 && tmuxEngine.historyLoaded.from === tmuxEngine.historyLoaded.first",
-            )
+            .until("the past's first page", "typeof tmuxEngine === 'object' && tmuxEngine.past.available()")
             .await;
-        // The screen is tmux's: its last line of history and the marker.
+        // xterm.js holds the snapshot only: tmux's screen and its last
+        // lines, never the whole history parsed.
         let lines = browser.lines().await;
-        assert!(
-            lines.iter().any(|line| line.trim_end() == "END-OF-HISTORY"),
-            "{:?}",
-            &lines[lines.len().saturating_sub(30)..]
-        );
-        assert_eq!(
-            lines
-                .iter()
-                .filter(|line| line.trim_end() == "line 100000 of the history")
-                .count(),
-            1,
-            "no line twice where the history meets the screen"
-        );
-        // Scrolled to the top: line 1 is the first line in view.
+        assert!(lines.iter().any(|line| line.trim_end() == "END-OF-HISTORY"), "{lines:?}");
+        assert!(lines.len() < 1000, "{} lines in xterm.js", lines.len());
+        // A wheel up at the terminal's top opens the past at its end.
         browser.eval("tmuxEngine.term.scrollToTop()").await;
-        let top = browser
-            .eval(
-                "(() => { const b = tmuxEngine.term.buffer.active;\
-                 return [b.viewportY, b.getLine(b.viewportY).translateToString(true)]; })()",
+        wheel(&mut browser, -120.0).await;
+        browser
+            .until("the past view open", "!document.getElementById('past').hidden")
+            .await;
+        browser
+            .until(
+                "the past's last rows",
+                "tmuxEngine.past.shown.filter((r) => r.trim()).pop() === 'END-OF-HISTORY'",
             )
             .await;
-        assert_eq!(top, serde_json::json!([0, "line 1 of the history"]));
-        let numbers: Vec<u64> = lines
-            .iter()
-            .filter_map(|line| line.trim_end().strip_prefix("line "))
-            .filter_map(|rest| rest.strip_suffix(" of the history"))
-            .map(|n| n.parse().unwrap())
-            .collect();
-        assert_eq!(numbers, (1..=100_000).collect::<Vec<_>>(), "every line once, in order");
-        // Still live: what the program prints now follows the history.
+        // Dragged to the top: line 1; then screen by screen to the end,
+        // every line once, in order.
+        browser.eval("tmuxEngine.past.drag(0)").await;
+        browser
+            .until("line 1 at the top", "tmuxEngine.past.shown[0] === 'line 1 of the history'")
+            .await;
+        let drawn: Vec<u64> = serde_json::from_value(browser.eval(WALK).await).unwrap();
+        assert_eq!(in_order(&drawn), (1..=100_000).collect::<Vec<_>>());
+        // Down past its end: the terminal again, still live.
+        wheel(&mut browser, 120.0).await;
+        browser
+            .until("the past view closed", "document.getElementById('past').hidden")
+            .await;
         browser.until_focused().await;
-        browser.type_line("typed after the history").await;
-        browser.line("typed after the history").await;
+        // 4.5 MB more after the snapshot (the page once stopped loading
+        // history past 4 MiB printed since): the past still reaches line 1
+        // and ends at the output now.
+        browser.type_line("go").await;
+        browser.line("END-TWO").await;
+        browser.eval("document.getElementById('past-open').click()").await;
+        browser
+            .until(
+                "the past's last rows, now",
+                "tmuxEngine.past.shown.filter((r) => r.trim()).pop() === 'END-TWO'",
+            )
+            .await;
+        browser.eval("tmuxEngine.past.drag(0)").await;
+        browser
+            .until("line 1 at the top", "tmuxEngine.past.shown[0] === 'line 1 of the history'")
+            .await;
+        // The middle of the scrollbar is near the middle of the output.
+        browser.eval("tmuxEngine.past.drag(0.5)").await;
+        browser
+            .until("a line drawn mid-way", "/^line \\d+ of/.test(tmuxEngine.past.shown[0] || '')")
+            .await;
+        let middle = browser.eval("Number(/^line (\\d+)/.exec(tmuxEngine.past.shown[0])[1])").await;
+        let middle = middle.as_u64().unwrap();
+        assert!((100_000..160_000).contains(&middle), "line {middle} at half way");
         browser.screenshot("history.png").await;
+        browser.key("Escape", "Escape", 27, 0).await;
+        browser
+            .until("Esc closes the past", "document.getElementById('past').hidden")
+            .await;
         browser.close().await;
     })
     .await;

@@ -36,6 +36,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("keys.js", JS, include_str!("../../../web/keys.js")),
     ("phone.js", JS, include_str!("../../../web/phone.js")),
     ("files.js", JS, include_str!("../../../web/files.js")),
+    ("past.js", JS, include_str!("../../../web/past.js")),
     ("app.css", CSS, include_str!("../../../web/app.css")),
     ("xterm.js", JS, include_str!("../../../web/vendor/xterm.js")),
     (
