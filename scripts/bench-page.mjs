@@ -7,7 +7,8 @@
 //
 // Needs: ttyd (TTYD, default /tmp/peers/ttyd-src/build/ttyd: built from
 // tsl0922/ttyd 1.7.7, nothing of it is in this repository) and Debian's
-// chromium (CHROMIUM). One headless Chromium loads both pages, each from
+// chromium (CHROMIUM; CHROMIUM_FLAGS adds flags, e.g. --disable-webgl for
+// the DOM renderer). One headless Chromium loads both pages, each from
 // its own origin. serve's page opens an idle terminal that already runs
 // (`#t=NAME`, the session signed in once before the rounds: a person's
 // next visit); ttyd's page starts its program on connect (how ttyd
@@ -33,7 +34,9 @@
 // kept history still holds). Beside it, in the same run, tmux's own
 // `capture-pane` of the same pane's whole history (`-S -`, plain and with
 // `-e` attributes as a repaint needs), timed from a process started for it
-// (what a peer's reattach runs).
+// (what a peer's reattach runs). BENCH_PROFILE=1 prints the page's time by
+// function over the first round (Chromium's sampling profiler),
+// BENCH_LONG=1 its long tasks before the paint.
 
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -331,7 +334,7 @@ async function main() {
   const ttyd = HISTORY ? null : start(TTYD, ["-p", String(port + 1), "-i", "127.0.0.1", "-W", ...SHELL]);
   const chrome = start(CHROMIUM, ["--headless", "--no-sandbox", "--disable-gpu",
     `--remote-debugging-port=${port + 2}`, `--user-data-dir=${join(dir, "chrome")}`,
-    "--window-size=1200,700", "about:blank"]);
+    "--window-size=1200,700", ...(process.env.CHROMIUM_FLAGS ?? "").split(" ").filter(Boolean), "about:blank"]);
   const api = (method, path, body) => fetchJson(`${base}${path}`, {
     method,
     headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },

@@ -128,9 +128,31 @@ view.addons.push("clipboard");
 
 term.open($("screen"));
 
+// The GPU's name when WebGL2 is drawn on the CPU (SwiftShader, llvmpipe:
+// a machine or VM without a GPU driver, headless Chromium), else null.
+// There the DOM renderer paints sooner: the page attached to a long
+// history painted its screen 30-55 ms after the socket opened with it,
+// 45-147 ms with WebGL on SwiftShader, and was busy for 100-250 ms more
+// (issue 49, docs/benchmarks.md).
+function softwareGl() {
+  try {
+    const gl = document.createElement("canvas").getContext("webgl2");
+    if (!gl) return null;
+    const info = gl.getExtension("WEBGL_debug_renderer_info");
+    const name = String(gl.getParameter(info ? info.UNMASKED_RENDERER_WEBGL : gl.RENDERER));
+    gl.getExtension("WEBGL_lose_context")?.loseContext();
+    return /swiftshader|llvmpipe|softpipe|software/i.test(name) ? name : null;
+  } catch {
+    return null;
+  }
+}
+
 // After open: the renderer needs the element. No WebGL (headless, no GPU,
-// a blocklisted driver) or a lost context: the DOM renderer stays.
+// a blocklisted driver), a software one (above) or a lost context: the
+// DOM renderer stays.
 try {
+  const software = softwareGl();
+  if (software) throw new Error(`WebGL is drawn on the CPU (${software}): the DOM renderer is faster`);
   const webgl = new WebglAddon.WebglAddon();
   webgl.onContextLoss(() => {
     webgl.dispose();
