@@ -1,7 +1,8 @@
 //! The composition under every terminal: a private tmux server whose
 //! session the control client creates itself (`tmux -C new-session ...`),
 //! with the pane subscribed before tmux writes anything, so no output is
-//! lost to a late attach.
+//! lost to a late attach. On the raw path a client linked directly (no
+//! process) then takes that client's place (`hand_over`).
 //!
 //! [`Terminal`](super::Terminal) adds the screen model and the user-facing
 //! verbs on top; the registry's tmux backend and `run` use these parts
@@ -16,7 +17,7 @@ use crate::control::subscribe::SubscribeOptions;
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::relay::RelayListener;
 use crate::tmux::server::{FirstPane, Server};
-use crate::tmux::{ServerOptions, Tmux};
+use crate::tmux::{ServerHandle, ServerOptions, Tmux};
 use crate::{Error, Result};
 
 /// A started server, its control client, its one pane and that pane's
@@ -77,8 +78,13 @@ pub async fn launch(
     // Listening before tmux runs the pipe's relay, which finds nobody otherwise.
     let relay = server.raw_socket().map(RelayListener::bind).transpose()?;
     let ready_timeout = client_opts.ready_timeout;
-    let (client, mut streams) =
-        ControlClient::spawn_subscribed(command, client_opts, &[(pane, subscribe)]).await?;
+    let (client, streams) =
+        ControlClient::spawn_subscribed(command, client_opts.clone(), &[(pane, subscribe)]).await?;
+    let (client, mut streams) = if relay.is_some() && ServerHandle::links_directly() {
+        hand_over(&server, (client, streams), client_opts, (pane, subscribe)).await
+    } else {
+        (client, streams)
+    };
     let output = streams.pop().expect("one subscription was asked for");
     let mut stream_epoch = None;
     if let Some(relay) = relay {
@@ -124,4 +130,33 @@ pub async fn launch(
         output,
         stream_epoch,
     })
+}
+
+/// Lets the `tmux -C` process that started the server go once a client
+/// linked directly ([`ControlClient::attach_quiet`]: no process) is
+/// attached in its place, so that no terminal keeps a `tmux -C` process
+/// at rest (~320 KiB each). Only on the raw path: the pane's bytes come
+/// from its relay, from byte 0, whichever client is attached, so none is
+/// lost or doubled between the two (on `%output`, the two clients'
+/// streams would overlap). Should the link fail, the starting client
+/// stays, as it always did.
+async fn hand_over(
+    server: &Server,
+    started: (ControlClient, Vec<PaneStream>),
+    opts: ClientOptions,
+    (pane, subscribe): (PaneId, SubscribeOptions),
+) -> (ControlClient, Vec<PaneStream>) {
+    match ControlClient::attach_quiet(server.handle(), opts, &[(pane, subscribe)]).await {
+        Ok(linked) => {
+            let (starter, streams) = started;
+            drop(streams);
+            // Under the handshake lock, and resolved once it has exited.
+            starter.detach().await;
+            linked
+        }
+        Err(error) => {
+            tracing::debug!(%error, "no direct control link; the starting tmux -C stays");
+            started
+        }
+    }
 }

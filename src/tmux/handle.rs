@@ -32,6 +32,11 @@ pub const CONFIG_NAME: &str = "tmux.conf";
 /// The handshake lock's file name in a server's directory.
 const CONTROL_LOCK_NAME: &str = "control.lock";
 
+/// Set (to anything but `0`), every engine control client is a `tmux -C`
+/// process, as before the direct link: a way around a tmux the link
+/// does not suit. See [`ServerHandle::links_directly`].
+pub const CONTROL_PROCESS_ENV: &str = "TMUX_ENGINE_CONTROL_PROCESS";
+
 /// How long a one-shot `tmux` command (including the start) may take.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -131,15 +136,14 @@ impl ServerHandle {
     /// socket listens, and a status check in between (another process's
     /// `list`) took the dead terminal for a running one.
     pub fn control_command(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::from(self.tmux.command([
+        let mut args = vec![
             OsString::from("-N"),
             OsString::from("-S"),
             self.socket.clone().into_os_string(),
             OsString::from("-C"),
-            OsString::from("attach-session"),
-            OsString::from("-t"),
-            OsString::from(&self.target),
-        ]));
+        ];
+        args.extend(self.control_argv());
+        let mut cmd = tokio::process::Command::from(self.tmux.command(args));
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -148,6 +152,29 @@ impl ServerHandle {
             .process_group(0)
             .kill_on_drop(true);
         cmd
+    }
+
+    /// What a control client asks the server, after `-C`:
+    /// `attach-session -t =NAME` ([`control_command`](Self::control_command)'s
+    /// command; a direct link sends it as its `MSG_COMMAND`).
+    pub fn control_argv(&self) -> Vec<OsString> {
+        vec![
+            OsString::from("attach-session"),
+            OsString::from("-t"),
+            OsString::from(&self.target),
+        ]
+    }
+
+    /// Whether the engine's control clients link to a server's socket
+    /// themselves ([`client_protocol`](super::client_protocol)) rather
+    /// than through a `tmux -C` process: yes, unless
+    /// [`CONTROL_PROCESS_ENV`] is set to anything but `0` or empty. Read
+    /// once per process.
+    pub fn links_directly() -> bool {
+        static DIRECT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *DIRECT.get_or_init(|| {
+            std::env::var_os(CONTROL_PROCESS_ENV).is_none_or(|v| v.is_empty() || v == "0")
+        })
     }
 
     /// Runs `cmd` as a one-shot `tmux -S SOCK ...` process and returns its

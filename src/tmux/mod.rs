@@ -30,12 +30,16 @@
 //! - [`relay`]: the raw output path: one resident relay per pane (`pipe-pane`
 //!   -> the relay -> every engine process), its wire, its listener and its
 //!   default executable;
+//! - `client_protocol`: tmux's client protocol spoken by the engine itself
+//!   (connect, identify, the command, the server's messages): a control
+//!   client with no `tmux -C` process;
 //! - `dirs`: private directories checked like tmux checks its socket
 //!   directory (`UNSAFE_DIRECTORY` otherwise).
 //!
 //! Nothing here knows about the control client; `control::client` uses
 //! [`Server::control_command`] and [`TmuxCommand::line`].
 
+pub(crate) mod client_protocol;
 pub(crate) mod command;
 pub(crate) mod dirs;
 pub(crate) mod exit_handshake;

@@ -37,6 +37,7 @@ mod reader;
 mod shared;
 mod stdin;
 mod stream;
+mod transport;
 mod typist;
 mod watchdog;
 mod write;
@@ -46,7 +47,7 @@ pub(crate) use handshake::hold_handshake_lock;
 
 use std::collections::VecDeque;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio_util::codec::FramedRead;
@@ -55,6 +56,7 @@ use tokio_util::task::TaskTracker;
 
 use super::subscribe::Routes;
 use super::{ControlCodec, Notification, PaneId, Reply};
+use crate::tmux::client_protocol::{self, End};
 use crate::tmux::command::TmuxCommand;
 use crate::tmux::exit_handshake::ExitWatch;
 use crate::tmux::{KillRequest, ServerHandle};
@@ -101,24 +103,28 @@ impl ControlClient {
         Ok(Self::spawn_subscribed(command, opts, &[]).await?.0)
     }
 
-    /// Attaches a control client to the engine server `server`
-    /// ([`ServerHandle::control_command`]) with `panes` subscribed, taking
-    /// the server's handshake lock whatever `opts` says: every engine client
-    /// of a server must (see [`ClientOptions::handshake_lock`]).
+    /// Attaches a control client to the engine server `server` with
+    /// `panes` subscribed, taking the server's handshake lock whatever
+    /// `opts` says: every engine client of a server must (see
+    /// [`ClientOptions::handshake_lock`]).
+    ///
+    /// The client links to the server's socket itself, with no `tmux -C`
+    /// process ([`ServerHandle::links_directly`]); a server that refuses
+    /// the link (another protocol version) gets a `tmux -C` process
+    /// ([`ServerHandle::control_command`]) instead, and that is logged
+    /// once. Both attach the same way: `attach-session -t =NAME`, and a
+    /// server gone is never restarted (`-N`).
     ///
     /// # Errors
-    /// As [`ControlClient::spawn`].
+    /// As [`ControlClient::spawn`]; no server on the socket is
+    /// `COMMAND_FAILED` with tmux's words for it (`no server running on
+    /// ...`).
     pub async fn attach(
         server: &ServerHandle,
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
-        let opts = ClientOptions {
-            handshake_lock: Some(server.control_lock()),
-            input_dir: opts.input_dir.or_else(|| Some(server.dir().to_owned())),
-            ..opts
-        };
-        Self::spawn_subscribed(server.control_command(), opts, panes).await
+        Self::attach_with(server, opts, panes, &[]).await
     }
 
     /// [`attach`](Self::attach), with no `%output` from the start: the
@@ -134,14 +140,41 @@ impl ControlClient {
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
+        let mut extra = vec![std::ffi::OsString::from(";")];
+        extra.extend(crate::tmux::relay::QUIET_OUTPUT.map(std::ffi::OsString::from));
+        Self::attach_with(server, opts, panes, &extra).await
+    }
+
+    /// [`attach`](Self::attach) with `extra` after the attach command.
+    async fn attach_with(
+        server: &ServerHandle,
+        opts: ClientOptions,
+        panes: &[(PaneId, SubscribeOptions)],
+        extra: &[std::ffi::OsString],
+    ) -> Result<(ControlClient, Vec<PaneStream>)> {
         let opts = ClientOptions {
             handshake_lock: Some(server.control_lock()),
             input_dir: opts.input_dir.or_else(|| Some(server.dir().to_owned())),
             ..opts
         };
-        let mut command = server.control_command();
-        command.arg(";").args(crate::tmux::relay::QUIET_OUTPUT);
-        Self::spawn_subscribed(command, opts, panes).await
+        let process = || {
+            let mut command = server.control_command();
+            command.args(extra);
+            command
+        };
+        if !ServerHandle::links_directly() {
+            return Self::spawn_subscribed(process(), opts, panes).await;
+        }
+        let mut argv = server.control_argv();
+        argv.extend_from_slice(extra);
+        match Self::start(Launch::Direct(server.socket(), &argv), opts.clone(), panes).await {
+            Err(Started::Refused(why)) => {
+                refused_once(server.socket(), &why);
+                Self::spawn_subscribed(process(), opts, panes).await
+            }
+            Err(Started::Failed(error)) => Err(error),
+            Ok(started) => Ok(started),
+        }
     }
 
     /// Like [`ControlClient::spawn`], with pane subscriptions in place
@@ -151,49 +184,39 @@ impl ControlClient {
     /// # Errors
     /// As [`ControlClient::spawn`].
     pub async fn spawn_subscribed(
-        mut command: tokio::process::Command,
+        command: tokio::process::Command,
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
-        // tmux's last words go to a file in the server's directory when
-        // there is one: a pipe and its drain task per client were a
-        // descriptor and a task per terminal for words written only when it
-        // fails (a serve of 5,000 idle terminals met its open-file limit).
-        let stderr_file = match &opts.input_dir {
-            Some(dir) => tempfile::Builder::new()
-                .prefix(".tmux-c-")
-                .suffix(".err")
-                .tempfile_in(dir)
-                .ok()
-                .map(tempfile::NamedTempFile::into_parts),
-            None => None,
-        };
-        let (stderr_io, stderr_path) = match stderr_file {
-            Some((file, path)) => (Stdio::from(file), Some(path)),
-            None => (Stdio::piped(), None),
-        };
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr_io)
-            .kill_on_drop(true);
-        let program = format!("{:?}", command.as_std());
+        match Self::start(Launch::Process(command), opts, panes).await {
+            Ok(started) => Ok(started),
+            Err(Started::Failed(error)) => Err(error),
+            // Only a direct link is refused.
+            Err(Started::Refused(why)) => Err(Error::ServerGone { reason: why }),
+        }
+    }
+
+    /// Starts a client over `launch` and waits for tmux's first block.
+    async fn start(
+        launch: Launch<'_>,
+        opts: ClientOptions,
+        panes: &[(PaneId, SubscribeOptions)],
+    ) -> std::result::Result<(ControlClient, Vec<PaneStream>), Started> {
         let handshake = match &opts.handshake_lock {
             Some(path) => {
                 handshake::acquire(path, handshake::Create::IfMissing, opts.ready_timeout).await
             }
             None => None,
         };
-        let mut child = command
-            .spawn()
-            .map_err(|e| Error::io(format!("spawning {program}"), e))?;
-        let io_missing = || Error::io("spawning tmux -C", std::io::Error::other("stdio not piped"));
-        let stdin = child.stdin.take().ok_or_else(io_missing)?;
-        let stdout = child.stdout.take().ok_or_else(io_missing)?;
-        let stderr = match stderr_path {
-            Some(path) => Err(path),
-            None => Ok(child.stderr.take().ok_or_else(io_missing)?),
-        };
+        let opened = open(launch, &opts).await.map_err(Started::Failed)?;
+        let Opened {
+            program,
+            source,
+            sink,
+            peer,
+            stderr,
+            pid,
+        } = opened;
 
         let (writer, lines) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
@@ -215,7 +238,7 @@ impl ControlClient {
             ended: CancellationToken::new(),
             events: Mutex::new(None),
             closed: watch::channel(None).0,
-            pid: child.id(),
+            pid,
             input: tokio::sync::Mutex::new(typist::Typist::new(opts.input_dir.clone())),
             watchdog: tokio::sync::Notify::new(),
             opts,
@@ -229,17 +252,32 @@ impl ControlClient {
         let (ready_tx, ready_rx) = oneshot::channel();
         shared.tasks.spawn(watchdog::watch_replies(shared.clone()));
         let stderr_tail = match stderr {
-            Ok(pipe) => {
+            Stderr::Pipe(pipe) => {
                 let tail = Arc::new(Mutex::new(Vec::new()));
                 shared
                     .tasks
                     .spawn(drain_stderr(pipe, tail.clone(), shared.ended.clone()));
                 LastWords::Drained(tail)
             }
-            Err(path) => LastWords::File(path),
+            Stderr::File(path) => LastWords::File(path),
+            Stderr::None => LastWords::None,
+        };
+        // How a direct link ended, once it has: a refusal falls back.
+        let (peer, refusal) = match peer {
+            Opening::Link(link, exit_line) => {
+                let end = Arc::new(OnceLock::new());
+                let slot = end.clone();
+                let task = shared.tasks.spawn(async move {
+                    let ended = link.run().await;
+                    let _ = exit_line.send(ended.exit_line());
+                    let _ = slot.set(ended);
+                });
+                (transport::Peer::Link(task), Some(end))
+            }
+            Opening::Child(child) => (transport::Peer::Child(child), None),
         };
         let framed = FramedRead::with_capacity(
-            stdout,
+            source,
             ControlCodec::with_max_line_length(shared.opts.max_line_length),
             64 * 1024,
         );
@@ -251,7 +289,7 @@ impl ControlClient {
                 exit_reason: None,
                 stderr_tail,
             }
-            .run(framed, child, hangup.clone()),
+            .run(framed, peer, hangup.clone()),
         );
 
         let client = ControlClient {
@@ -262,24 +300,23 @@ impl ControlClient {
         let ready = tokio::time::timeout(ready_timeout, ready_rx).await;
         // Attached (or failed): this client has its control state now.
         drop(handshake);
-        let mut stdin = Some(stdin);
+        let mut stdin = Some(sink);
         let attached = match ready {
             Ok(Ok(Ok(()))) => {
                 // tmux 3.3a and older read stdin before the attach command
                 // has run, so nothing is written until its block closed.
-                match stdin.take() {
-                    Some(stdin) => writer::start(&client.shared, stdin, lines, hangup)
-                        .map_err(|e| Error::io("writing to tmux -C", e)),
-                    None => Ok(()),
+                if let Some(stdin) = stdin.take() {
+                    writer::start(&client.shared, stdin, lines, hangup);
                 }
+                Ok(())
             }
             Ok(Ok(Err(message))) => Err(Error::Command {
-                command: program,
+                command: program.clone(),
                 message,
             }),
             Ok(Err(_)) => Err(client.gone_error()),
             Err(_) => Err(Error::Unresponsive {
-                command: program,
+                command: program.clone(),
                 timeout: ready_timeout,
             }),
         };
@@ -299,10 +336,13 @@ impl ControlClient {
         if let Err(error) = configured {
             // A failed client leaves nothing behind: stdin's EOF detaches a
             // client that got as far as attaching, and the error is
-            // returned once `tmux -C` has exited.
+            // returned once `tmux -C` has exited (or the link closed).
             drop((stdin, streams));
             client.detach().await;
-            return Err(error);
+            if let Some(End::Refused(why)) = refusal.as_ref().and_then(|end| end.get()) {
+                return Err(Started::Refused(why.clone()));
+            }
+            return Err(Started::Failed(error));
         }
         Ok((client, streams))
     }
@@ -495,6 +535,150 @@ impl ControlClient {
                 .unwrap_or_else(|| "the control connection closed".to_owned()),
         }
     }
+}
+
+/// What a client is started over.
+enum Launch<'a> {
+    /// A `tmux -C ...` process.
+    Process(tokio::process::Command),
+    /// A direct link to the server on this socket, with this command.
+    Direct(&'a std::path::Path, &'a [std::ffi::OsString]),
+}
+
+/// Why a start failed.
+enum Started {
+    /// The error the caller gets.
+    Failed(Error),
+    /// A direct link the server refused (tmux's words): a `tmux -C`
+    /// process may still attach.
+    Refused(String),
+}
+
+/// Where tmux's stderr goes.
+enum Stderr {
+    Pipe(tokio::process::ChildStderr),
+    File(tempfile::TempPath),
+    /// A direct link has no process.
+    None,
+}
+
+/// The peer of a launched transport.
+enum Opening {
+    Child(tokio::process::Child),
+    /// A direct link to serve, and where its `%exit` line goes.
+    Link(client_protocol::Link, oneshot::Sender<Vec<u8>>),
+}
+
+/// A launched transport, before the client is built around it.
+struct Opened {
+    /// The command, for errors.
+    program: String,
+    source: transport::Source,
+    sink: transport::Sink,
+    peer: Opening,
+    stderr: Stderr,
+    pid: Option<u32>,
+}
+
+/// Spawns the process or links to the server.
+async fn open(launch: Launch<'_>, opts: &ClientOptions) -> Result<Opened> {
+    match launch {
+        Launch::Process(command) => open_process(command, opts),
+        Launch::Direct(socket, argv) => {
+            let program = format!(
+                "tmux -S {} -C {}",
+                socket.display(),
+                argv.iter()
+                    .map(|a| a.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            let linked = match client_protocol::connect(socket, argv).await {
+                Ok(linked) => linked,
+                Err(client_protocol::ConnectError::Io(e)) => {
+                    return Err(Error::io(format!("linking {program}"), e));
+                }
+                // What `tmux -N -C` says on stderr and exits with.
+                Err(refused) => {
+                    return Err(Error::Command {
+                        command: program,
+                        message: refused.to_string(),
+                    });
+                }
+            };
+            let (read, write) = linked.data.into_split();
+            let (exit_line, exit_rx) = oneshot::channel();
+            Ok(Opened {
+                program,
+                source: transport::Source::Direct(transport::DirectOutput::new(read, exit_rx)),
+                sink: transport::Sink::Socket(write),
+                peer: Opening::Link(linked.link, exit_line),
+                stderr: Stderr::None,
+                pid: None,
+            })
+        }
+    }
+}
+
+/// Spawns `tmux -C` with piped stdio.
+fn open_process(mut command: tokio::process::Command, opts: &ClientOptions) -> Result<Opened> {
+    // tmux's last words go to a file in the server's directory when
+    // there is one: a pipe and its drain task per client were a
+    // descriptor and a task per terminal for words written only when it
+    // fails (a serve of 5,000 idle terminals met its open-file limit).
+    let stderr_file = match &opts.input_dir {
+        Some(dir) => tempfile::Builder::new()
+            .prefix(".tmux-c-")
+            .suffix(".err")
+            .tempfile_in(dir)
+            .ok()
+            .map(tempfile::NamedTempFile::into_parts),
+        None => None,
+    };
+    let (stderr_io, stderr_path) = match stderr_file {
+        Some((file, path)) => (Stdio::from(file), Some(path)),
+        None => (Stdio::piped(), None),
+    };
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr_io)
+        .kill_on_drop(true);
+    let program = format!("{:?}", command.as_std());
+    let mut child = command
+        .spawn()
+        .map_err(|e| Error::io(format!("spawning {program}"), e))?;
+    let io_missing = || Error::io("spawning tmux -C", std::io::Error::other("stdio not piped"));
+    let stdin = child.stdin.take().ok_or_else(io_missing)?;
+    let stdout = child.stdout.take().ok_or_else(io_missing)?;
+    let stderr = match stderr_path {
+        Some(path) => Stderr::File(path),
+        None => Stderr::Pipe(child.stderr.take().ok_or_else(io_missing)?),
+    };
+    let sink = stdin
+        .into_owned_fd()
+        .and_then(tokio::net::unix::pipe::Sender::from_owned_fd)
+        .map_err(|e| Error::io("writing to tmux -C", e))?;
+    Ok(Opened {
+        program,
+        source: transport::Source::Pipe(stdout),
+        sink: transport::Sink::Pipe(sink),
+        pid: child.id(),
+        peer: Opening::Child(child),
+        stderr,
+    })
+}
+
+/// Logs, once per process, that a server refused the direct link.
+fn refused_once(socket: &std::path::Path, why: &str) {
+    static TOLD: std::sync::Once = std::sync::Once::new();
+    TOLD.call_once(|| {
+        tracing::warn!(
+            socket = %socket.display(),
+            why,
+            "the tmux server refused a direct control link; using a tmux -C process"
+        );
+    });
 }
 
 impl std::fmt::Debug for ControlClient {

@@ -1,5 +1,6 @@
-//! The reading side of a control client: the task that owns the `tmux -C`
-//! child and its stdout.
+//! The reading side of a control client: the task that owns what tmux
+//! writes control mode to (a `tmux -C` child's stdout, or a direct link's
+//! socket) and its peer (the child, or the link task).
 //!
 //! It never waits on anyone but [`Delivery::Lossless`] subscribers (who
 //! asked for it): a lone control client that stops reading makes tmux stop
@@ -14,12 +15,13 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, ChildStderr};
+use tokio::process::ChildStderr;
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, trace, warn};
 
+use super::transport::{Peer, Source};
 use super::{ClientShared, Internal, Pending, State};
 
 /// How long a detaching client waits for the handshake lock: a connect
@@ -31,7 +33,7 @@ use crate::control::{
     ControlCodec, Event, Notification, PaneId, ParseError, ParseErrorKind, Reply,
 };
 
-/// The reading side of a client; owns the child.
+/// The reading side of a client; owns the child or the link.
 pub(super) struct Reader {
     pub(super) shared: Arc<ClientShared>,
     /// Cancelled when the client detaches (explicitly or on its last drop).
@@ -47,6 +49,8 @@ pub(super) enum LastWords {
     Drained(Arc<Mutex<Vec<u8>>>),
     /// A file in the server's directory, removed with the client.
     File(tempfile::TempPath),
+    /// A direct link: no process, no stderr.
+    None,
 }
 
 impl LastWords {
@@ -60,6 +64,7 @@ impl LastWords {
                 all.drain(..all.len().saturating_sub(LAST_WORDS));
                 all
             }
+            LastWords::None => Vec::new(),
         }
     }
 }
@@ -70,8 +75,8 @@ const LAST_WORDS: usize = 4096;
 impl Reader {
     pub(super) async fn run(
         mut self,
-        mut framed: FramedRead<tokio::process::ChildStdout, ControlCodec>,
-        mut child: Child,
+        mut framed: FramedRead<Source, ControlCodec>,
+        mut peer: Peer,
         hangup: CancellationToken,
     ) {
         // Made once: one made each turn registered and dropped a waiter on
@@ -116,13 +121,7 @@ impl Reader {
                 None => break,
             }
         }
-        let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-            Ok(Ok(status)) => Some(status),
-            _ => {
-                let _ = child.start_kill();
-                child.wait().await.ok()
-            }
-        };
+        let status = peer.finish(Duration::from_secs(2)).await;
         // Gone: no `%client-detached` can follow from this client now.
         drop(handshake);
         hangup.cancel();
@@ -133,11 +132,7 @@ impl Reader {
         self.shared.ended.cancel();
     }
 
-    fn close_reason(
-        &mut self,
-        io_error: Option<std::io::Error>,
-        status: Option<std::process::ExitStatus>,
-    ) -> String {
+    fn close_reason(&mut self, io_error: Option<std::io::Error>, status: String) -> String {
         if let Some(e) = io_error {
             return format!("reading tmux -C: {e}");
         }
@@ -149,10 +144,7 @@ impl Reader {
         if !tail.is_empty() {
             return tail;
         }
-        match status {
-            Some(s) => format!("tmux -C exited ({s})"),
-            None => "tmux -C exited".to_owned(),
-        }
+        status
     }
 
     fn close(&mut self, reason: String) {

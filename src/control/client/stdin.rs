@@ -26,15 +26,16 @@ use std::io::IoSlice;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
+
+use super::transport::Sink;
 
 use crate::hops::{Hop, mark};
 
 /// The writing side of tmux's stdin, kept in the client's state.
 pub(super) struct Stdin {
     /// Set once the writer started; taken away when it ends.
-    pipe: Option<Arc<pipe::Sender>>,
+    pipe: Option<Arc<Sink>>,
     /// The writer task has lines to write (or has not started): a line
     /// queued now must go behind them.
     busy: bool,
@@ -90,7 +91,7 @@ impl Stdin {
 
     /// The writer started with `pipe`: lines are written directly once it
     /// has caught up with those queued before.
-    pub(super) fn started(&mut self, pipe: Arc<pipe::Sender>) {
+    pub(super) fn started(&mut self, pipe: Arc<Sink>) {
         self.pipe = Some(pipe);
     }
 

@@ -6,39 +6,35 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::net::unix::pipe;
-use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::ClientShared;
+use super::transport::Sink;
 use crate::hops::{Hop, mark};
 
 /// Starts writing to tmux's stdin: the writer task, and direct writes once
 /// it has caught up with what was queued before.
 ///
-/// # Errors
-/// When the pipe cannot be registered with the runtime.
 pub(super) fn start(
     shared: &Arc<ClientShared>,
-    stdin: ChildStdin,
+    stdin: Sink,
     lines: mpsc::UnboundedReceiver<Bytes>,
     hangup: CancellationToken,
-) -> std::io::Result<()> {
-    let pipe = Arc::new(pipe::Sender::from_owned_fd(stdin.into_owned_fd()?)?);
+) {
+    let pipe = Arc::new(stdin);
     shared.lock().stdin.started(pipe.clone());
     shared
         .tasks
         .spawn(write_lines(shared.clone(), pipe, lines, hangup));
-    Ok(())
 }
 
 /// Writes queued lines in order, batching whatever is ready; goes idle
 /// (direct writes allowed) only with its queue empty, under the state lock.
 async fn write_lines(
     shared: Arc<ClientShared>,
-    pipe: Arc<pipe::Sender>,
+    pipe: Arc<Sink>,
     mut lines: mpsc::UnboundedReceiver<Bytes>,
     hangup: CancellationToken,
 ) {
@@ -68,12 +64,13 @@ async fn write_lines(
         mark(Hop::Written);
         next = shared.lock().stdin.next_or_idle(&mut lines);
     }
-    // Dropping the last handle on the pipe is EOF: tmux detaches the
-    // client and prints `%exit`.
+    // Dropping the last handle on the pipe (or shutting the link's
+    // writing down) is EOF: tmux detaches the client, which ends with
+    // `%exit`.
     shared.lock().stdin.hang_up();
 }
 
-async fn write_all(pipe: &pipe::Sender, mut bytes: &[u8]) -> std::io::Result<()> {
+async fn write_all(pipe: &Sink, mut bytes: &[u8]) -> std::io::Result<()> {
     while !bytes.is_empty() {
         pipe.writable().await?;
         match pipe.try_write(bytes) {
