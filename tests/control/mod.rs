@@ -5,5 +5,6 @@
 mod client;
 mod codec_fixtures;
 mod codec_props;
+mod direct_link;
 mod input_stream;
 mod raw_path;

@@ -110,6 +110,9 @@ async fn every_byte_value_arrives_exactly_through_the_raw_path() {
                 ..
             } = start(server).await;
             assert_eq!(client.output_path(pane), path);
+            // On the raw path a client linked to the socket took the
+            // starting `tmux -C`'s place: no process is left per terminal.
+            assert_eq!(client.pid().is_none(), path == OutputPath::Raw, "{path}");
             // `stty` may echo nothing; the program's first bytes are the file's.
             let got = collect(&mut output, data.len()).await;
             assert_eq!(got.len(), data.len(), "{path}");
