@@ -1,4 +1,6 @@
-//! The control client: one task owns a `tmux -C` process.
+//! The control client: one task owns the connection to tmux, a link to
+//! the server's socket (`tmux::client_protocol`, no process) or a
+//! `tmux -C` process (`transport.rs` makes the two alike).
 //!
 //! Commands are pipelined: each is written as one line and its reply is
 //! matched in order against a FIFO of pending commands. Only blocks with
@@ -7,13 +9,17 @@
 //!
 //! Four tasks per client (three with a server directory), plus one short-lived lag watcher per subscriber
 //! that falls behind, all on the client's own [`TaskTracker`]:
-//! - the reader (`reader.rs`) owns the child and its stdout and never waits on anyone
+//! - the reader (`reader.rs`) owns the child and its stdout (or the link's
+//!   data socket and its link task) and never waits on anyone
 //!   (except [`Delivery::Lossless`] subscribers, who asked for it): it routes
 //!   output, completes replies and runs the flow control of `subscribe`;
 //! - the writer writes queued lines to stdin in order, batching them (a
 //!   line queued while it is idle is written by its caller: `stdin.rs`);
 //! - a stderr drain keeps tmux's last words for the close reason, where
-//!   the server has no directory to write them to a file in;
+//!   the server has no directory to write them to a file in (a process
+//!   only);
+//! - a linked client's link task answers the server's messages
+//!   (`tmux::client_protocol`) and ends with its `%exit` line;
 //! - the reply watchdog (`watchdog.rs`) tells callers whose command is
 //!   unanswered past the command timeout, with one timer for the client;
 //! - a lag watcher waits for room in a lagging subscriber's queue, then
@@ -23,9 +29,10 @@
 //! with `SERVER_GONE`, every stream ends and [`ControlClient::closed`]
 //! resolves with the reason once every task of the client has finished.
 //! Shutdown is a value: [`ControlClient::detach`] resolves only when
-//! `tmux -C` has exited, the handshake lock is released and no task of the
-//! client is left; no program has to wait for anything global. This module
-//! must not know how the server was started: it takes a ready `Command`.
+//! `tmux -C` has exited (or the link closed), the handshake lock is
+//! released and no task of the client is left; no program has to wait for
+//! anything global. This module must not know how the server was started:
+//! it takes a ready `Command`, or a server's socket to attach to.
 //!
 //! `shared.rs` holds what the handle and the tasks share (the state under
 //! one lock and the locked writes); `options.rs` the tunables.
@@ -523,7 +530,8 @@ impl ControlClient {
         }))
     }
 
-    /// The pid of the `tmux -C` client process.
+    /// The pid of the `tmux -C` client process; `None` for a client linked
+    /// to the server's socket itself (no process: [`attach`](Self::attach)).
     pub fn pid(&self) -> Option<u32> {
         self.shared.pid
     }
