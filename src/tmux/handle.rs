@@ -166,10 +166,9 @@ impl ServerHandle {
     }
 
     /// Whether the engine's control clients link to a server's socket
-    /// themselves ([`client_protocol`](super::client_protocol)) rather
-    /// than through a `tmux -C` process: yes, unless
-    /// [`CONTROL_PROCESS_ENV`] is set to anything but `0` or empty. Read
-    /// once per process.
+    /// themselves (`tmux::client_protocol`) rather than through a
+    /// `tmux -C` process: yes, unless `TMUX_ENGINE_CONTROL_PROCESS` is set
+    /// to anything but `0` or empty. Read once per process.
     pub fn links_directly() -> bool {
         static DIRECT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *DIRECT.get_or_init(|| {
