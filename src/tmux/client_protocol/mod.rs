@@ -134,9 +134,22 @@ pub(crate) async fn connect(socket: &Path, argv: &[OsString]) -> Result<Connecte
     };
     let mut messages = wire::identify(&who);
     messages.push(command);
-    send(&stream, &messages, &theirs)
-        .await
-        .map_err(ConnectError::Io)?;
+    match send(&stream, &messages, &theirs).await {
+        Ok(()) => {}
+        // The server hung up in the middle: one that refuses the client
+        // (`MSG_VERSION`) drops it right after saying so, maybe before
+        // the sequence is out; or it died. What it sent first, if
+        // anything, is for the link to read: the refusal, else the end.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            debug!(error = %e, "the tmux server hung up while the client identified");
+        }
+        Err(e) => return Err(ConnectError::Io(e)),
+    }
     // The server holds its two copies now; ours would keep the data
     // socket from ever reaching EOF.
     drop(theirs);
