@@ -89,7 +89,13 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
         // A shell at its prompt blocks reading the terminal.
         let prompt = env.send("sh", b"echo hi", true, WaitFor::StdinRead).await;
         assert_eq!(prompt.wait_reason, WaitReason::StdinRead);
-        assert!(prompt.viewport.as_deref().unwrap_or_default().contains("hi"));
+        assert!(
+            prompt
+                .viewport
+                .as_deref()
+                .unwrap_or_default()
+                .contains("hi")
+        );
         // Quiet but not reading: idle.
         let sleeping = env.send("sh", b"sleep 1", true, WaitFor::Idle).await;
         assert_eq!(sleeping.wait_reason, WaitReason::Idle);
@@ -97,14 +103,36 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
         assert_eq!(back.wait_reason, WaitReason::StdinRead);
         // Output keeps coming: timeout. One process ticks (perl-base is
         // essential in Debian): a `sleep` forked per tick could, on a
-        // loaded machine, leave a gap longer than the quiet period.
+        // loaded machine, leave a gap longer than the quiet period. The
+        // ticks flow before the wait begins: perl's start on a loaded
+        // machine once outlasted the quiet period after the typed line's
+        // echo, and the wait rightly answered idle.
+        env.send(
+            "sh",
+            br#"perl -e '$|=1; while (1) { print "tick\n"; select(undef, undef, undef, 0.02) }'"#,
+            true,
+            WaitFor::None,
+        )
+        .await;
+        poll("ticks", WAIT, || async {
+            env.registry
+                .owner(&env.owner)
+                .read("sh", ReadRequest::default())
+                .await
+                .ok()
+                // A line of its own: the typed command line holds "tick" too.
+                .filter(|page| page.lines.iter().any(|line| line == "tick"))
+        })
+        .await;
         let env2 = &env;
         let handle = env2
             .registry
-            .owner(&env.owner).send("sh",
+            .owner(&env.owner)
+            .send(
+                "sh",
                 SendRequest {
-                    text: r#"perl -e '$|=1; while (1) { print "tick\n"; select(undef, undef, undef, 0.02) }'"#.into(),
-                    submit: true,
+                    text: bytes::Bytes::new(),
+                    submit: false,
                     wait: WaitFor::Idle,
                     timeout: Some(Duration::from_millis(800)),
                     history: true,
@@ -118,7 +146,9 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
         // Cancelled while waiting; output so far is readable.
         let handle = env
             .registry
-            .owner(&env.owner).send("sh",
+            .owner(&env.owner)
+            .send(
+                "sh",
                 SendRequest {
                     text: bytes::Bytes::new(),
                     submit: false,
