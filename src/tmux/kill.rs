@@ -62,6 +62,10 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// unstarted server at `/proc`.
 const POLL: Duration = Duration::from_millis(2);
 
+/// The pause before another try at a server directory that gained an
+/// entry while it was removed.
+const REMOVE_RETRY: Duration = Duration::from_millis(10);
+
 /// A way to ask the server to exit other than a one-shot `tmux
 /// kill-server`: typically `kill-server` written to the caller's live
 /// control client, which costs no new tmux process (`tmux/` cannot reach
@@ -183,7 +187,7 @@ async fn sequence<S: Steps>(
         sweep(steps, server.socket()).await;
     }
     stopped?;
-    remove_dir(server.dir())?;
+    remove_dir(steps, server.dir()).await?;
     if let Some(member) = survivors.into_iter().flatten().next() {
         return Err(Error::Unresponsive {
             command: format!("SIGKILL of pane process {member}"),
@@ -238,14 +242,43 @@ async fn sweep<S: Steps>(steps: &S, socket: &Path) {
 }
 
 /// Removes the server's directory; already gone is success.
-fn remove_dir(dir: &Path) -> Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(
-            format!("removing server directory {}", dir.display()),
-            e,
-        )),
+///
+/// Another engine process that linked to the server just before it died
+/// may still be putting files there (a relay's lock and socket while it
+/// finds the relay gone with the pane): a removal that finds a new entry
+/// is tried again, for at most [`KILL_GRACE`]. The server is dead, so no
+/// new link can begin; the error names what stayed.
+async fn remove_dir<S: Steps>(steps: &S, dir: &Path) -> Result<()> {
+    let deadline = Instant::now() + KILL_GRACE;
+    loop {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::DirectoryNotEmpty
+                    && Instant::now() < deadline =>
+            {
+                tracing::debug!(dir = %dir.display(), "an entry came during the removal; again");
+                steps.pause(REMOVE_RETRY).await;
+            }
+            Err(e) => {
+                let left: Vec<String> = std::fs::read_dir(dir)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|entry| entry.ok())
+                            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                return Err(Error::io(
+                    format!(
+                        "removing server directory {} (left: {left:?})",
+                        dir.display()
+                    ),
+                    e,
+                ));
+            }
+        }
     }
 }
 
