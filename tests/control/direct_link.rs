@@ -41,6 +41,16 @@ fn clients(socket: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Waits until the server on `socket` lists no client.
+async fn no_clients(socket: &Path) {
+    poll(
+        "the server to drop the client",
+        Duration::from_secs(10),
+        || async { clients(socket).is_empty().then_some(()) },
+    )
+    .await;
+}
+
 /// This process's children named `tmux` (a `tmux -C` would be one).
 fn tmux_children() -> Vec<u32> {
     let me = std::process::id();
@@ -135,16 +145,7 @@ async fn a_linked_client_attaches_works_and_leaves_with_no_process() {
             .expect("the handshake lock file");
         lock.try_lock().expect("the handshake lock is released");
         assert!(server.is_alive());
-        let socket = server.socket().to_owned();
-        poll(
-            "the server to drop the client",
-            Duration::from_secs(10),
-            || {
-                let socket = socket.clone();
-                async move { clients(&socket).is_empty().then_some(()) }
-            },
-        )
-        .await;
+        no_clients(server.socket()).await;
         server.kill().await.expect("kill");
     })
     .await;
@@ -159,16 +160,7 @@ async fn a_dropped_linked_client_leaves_the_server() {
             .expect("attached");
         assert!(!clients(server.socket()).is_empty());
         drop(client);
-        let socket = server.socket().to_owned();
-        poll(
-            "the server to drop the client",
-            Duration::from_secs(10),
-            || {
-                let socket = socket.clone();
-                async move { clients(&socket).is_empty().then_some(()) }
-            },
-        )
-        .await;
+        no_clients(server.socket()).await;
         server.kill().await.expect("kill");
     })
     .await;
