@@ -124,19 +124,15 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
                 .filter(|page| page.lines.iter().any(|line| line == "tick"))
         })
         .await;
-        let env2 = &env;
-        let handle = env2
+        let handle = env
             .registry
             .owner(&env.owner)
             .send(
                 "sh",
                 SendRequest {
-                    text: bytes::Bytes::new(),
-                    submit: false,
                     wait: WaitFor::Idle,
                     timeout: Some(Duration::from_millis(800)),
-                    history: true,
-                    keys: Vec::new(),
+                    ..SendRequest::default()
                 },
             )
             .await
@@ -150,12 +146,9 @@ async fn wait_reasons_idle_stdin_exit_timeout_cancel() {
             .send(
                 "sh",
                 SendRequest {
-                    text: bytes::Bytes::new(),
-                    submit: false,
                     wait: WaitFor::Exit,
                     timeout: Some(WAIT),
-                    history: true,
-                    keys: Vec::new(),
+                    ..SendRequest::default()
                 },
             )
             .await
