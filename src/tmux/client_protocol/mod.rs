@@ -279,8 +279,9 @@ impl Link {
     /// One message; `Some` when it ends the client.
     async fn dispatch(&mut self, m: wire::Incoming) -> Option<End> {
         // `peer_check_version`: the client leaves a server of another
-        // protocol version, whatever it sent.
-        if m.kind != msg::VERSION && m.version != wire::PROTOCOL_VERSION {
+        // protocol version, whatever it sent; `MSG_VERSION` is the
+        // server's own word for it.
+        if m.kind == msg::VERSION || m.version != wire::PROTOCOL_VERSION {
             return Some(End::Refused(format!(
                 "protocol version mismatch (client {}, server {})",
                 wire::PROTOCOL_VERSION,
@@ -291,11 +292,6 @@ impl Link {
             msg::EXIT | msg::SHUTDOWN => Some(End::Exit(wire::exit_message(&m.payload))),
             msg::EXITED => Some(End::Exit(None)),
             msg::DETACH | msg::DETACHKILL => self.reply(msg::EXITING, &[]).await,
-            msg::VERSION => Some(End::Refused(format!(
-                "protocol version mismatch (client {}, server {})",
-                wire::PROTOCOL_VERSION,
-                m.version
-            ))),
             msg::OLDSTDERR | msg::OLDSTDIN | msg::OLDSTDOUT => Some(End::Refused(
                 "server version is too old for client".to_owned(),
             )),
