@@ -133,6 +133,16 @@ impl ControlCodec {
         }
     }
 
+    /// Lets go of the buffer `%output` data is unescaped into, when the
+    /// reader has nothing left to decode: an idle connection then holds no
+    /// chunk of it (the next escaped line makes a new one). The data
+    /// already handed out keeps its own part.
+    pub fn release_scratch(&mut self) {
+        if self.scratch.is_empty() {
+            self.scratch = BytesMut::new();
+        }
+    }
+
     /// Sets the largest reply block kept: at most `lines` body lines and
     /// `bytes` bytes, each line counted as its length plus the size of its
     /// `Bytes` handle (defaults `DEFAULT_MAX_BLOCK_LINES`,

@@ -537,13 +537,20 @@ async fn tmux_pauses_a_lagging_engine_by_itself_and_the_reader_resyncs() {
             "snapshot up to {shown}, stream up to {streamed}"
         );
 
-        // The late subscriber saw everything up to there too: its first
+        // The late subscriber sees everything up to there too: its first
         // capture predates what tmux dropped, so only a second one may count.
+        // It may still be behind the first stream: its own resync's capture
+        // is a command of its own, answered in turn behind what tmux had
+        // queued (on a loaded machine, after the lines watched above).
         let last = seen.last_live();
         let mut late_seen = Seen::default();
-        while late_seen.last_live() < last {
-            late_seen.take(late.try_recv().expect("the late stream has caught up"));
-        }
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while late_seen.last_live() < last {
+                late_seen.take(late.recv().await.expect("late stream open"));
+            }
+        })
+        .await
+        .expect("the late stream catches up");
         assert!(late_seen.before.is_empty(), "output before its snapshot");
         late_seen.assert_seamless_resyncs(term.pane(), "late subscriber");
 

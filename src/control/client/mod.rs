@@ -283,10 +283,12 @@ impl ControlClient {
             }
             Opening::Child(child) => (transport::Peer::Child(child), None),
         };
+        // No read buffer yet: the reader makes one when tmux has written
+        // (`reader.rs`).
         let framed = FramedRead::with_capacity(
             source,
             ControlCodec::with_max_line_length(shared.opts.max_line_length),
-            64 * 1024,
+            0,
         );
         shared.tasks.spawn(
             Reader {
@@ -536,6 +538,14 @@ impl ControlClient {
         self.shared.pid
     }
 
+    /// Whether the reply watchdog has a timer armed: only while a command
+    /// is pending (see `watchdog.rs`); for the test that an idle client
+    /// keeps none.
+    #[doc(hidden)]
+    pub fn reply_timer_armed(&self) -> bool {
+        self.shared.watching()
+    }
+
     fn gone_error(&self) -> Error {
         Error::ServerGone {
             reason: self
@@ -667,9 +677,15 @@ fn open_process(mut command: tokio::process::Command, opts: &ClientOptions) -> R
         .into_owned_fd()
         .and_then(tokio::net::unix::pipe::Sender::from_owned_fd)
         .map_err(|e| Error::io("writing to tmux -C", e))?;
+    // A pipe rather than tokio's `ChildStdout`: the reader waits for it to
+    // be readable before it makes a read buffer (`reader.rs`).
+    let source = stdout
+        .into_owned_fd()
+        .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd)
+        .map_err(|e| Error::io("reading from tmux -C", e))?;
     Ok(Opened {
         program,
-        source: transport::Source::Pipe(stdout),
+        source: transport::Source::Pipe(source),
         sink: transport::Sink::Pipe(sink),
         pid: child.id(),
         peer: Opening::Child(child),

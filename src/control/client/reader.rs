@@ -13,6 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 use tokio::process::ChildStderr;
@@ -32,6 +33,33 @@ use crate::control::subscribe::{Effects, PaneInfo, Snapshot, SubState};
 use crate::control::{
     ControlCodec, Event, Notification, PaneId, ParseError, ParseErrorKind, Reply,
 };
+
+/// The read buffer made when tmux has written something: a pipe's or a
+/// socket's worth of output in one read (a flood's throughput), and the
+/// capacity a buffer split into frames grows back to.
+const READ_CAPACITY: usize = 64 * 1024;
+
+/// The next event tmux wrote, holding a read buffer only while there is
+/// something to read: with nothing left undecoded, the buffer is let go
+/// and the reader waits for the source to be readable before it makes a
+/// new one. An idle client (most terminals, most of the time) then holds
+/// none (nor the codec's unescaping chunk); 64 KiB each were most of
+/// serve's memory per idle terminal. The frames already split off keep
+/// their own part of the old buffers.
+async fn next_event(
+    framed: &mut FramedRead<Source, ControlCodec>,
+) -> Option<std::io::Result<Event>> {
+    if framed.read_buffer().is_empty() {
+        if framed.read_buffer().capacity() > 0 {
+            *framed.read_buffer_mut() = BytesMut::new();
+            framed.decoder_mut().release_scratch();
+        }
+        // An error here is the read's error too: `next` reports it.
+        let _ = framed.get_ref().readable().await;
+        *framed.read_buffer_mut() = BytesMut::with_capacity(READ_CAPACITY);
+    }
+    framed.next().await
+}
 
 /// The reading side of a client; owns the child or the link.
 pub(super) struct Reader {
@@ -90,13 +118,13 @@ impl Reader {
         loop {
             let next = if detaching {
                 // Detaching: tmux answers stdin EOF with `%exit`; don't wait forever.
-                match tokio::time::timeout(Duration::from_secs(2), framed.next()).await {
+                match tokio::time::timeout(Duration::from_secs(2), next_event(&mut framed)).await {
                     Ok(next) => next,
                     Err(_) => break,
                 }
             } else {
                 tokio::select! {
-                    next = framed.next() => next,
+                    next = next_event(&mut framed) => next,
                     () = &mut cancelled => {
                         if let Some(path) = &self.shared.opts.handshake_lock {
                             handshake = super::handshake::acquire(
@@ -229,6 +257,7 @@ impl Reader {
                 }
                 break;
             }
+            self.shared.unwatch_locked(&mut state);
         }
         self.deliver_blocking(fx).await;
     }

@@ -14,14 +14,14 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::unix::pipe;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::process::{Child, ChildStdout};
+use tokio::process::Child;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// What tmux writes control mode to.
 pub(super) enum Source {
     /// `tmux -C`'s stdout.
-    Pipe(ChildStdout),
+    Pipe(pipe::Receiver),
     /// The data socket of a direct link.
     Direct(DirectOutput),
 }
@@ -76,6 +76,19 @@ impl AsyncRead for DirectOutput {
         buf.put_slice(&rest[..n]);
         this.at += n;
         Poll::Ready(Ok(()))
+    }
+}
+
+impl Source {
+    /// Waits until a read would not block (data, or the end): the reader
+    /// holds no read buffer while tmux is quiet, and makes one only then.
+    pub(super) async fn readable(&self) -> std::io::Result<()> {
+        match self {
+            Source::Pipe(pipe) => pipe.readable().await,
+            // Past the socket's end, the `%exit` line is served from memory.
+            Source::Direct(direct) if direct.end.is_some() => direct.read.readable().await,
+            Source::Direct(_) => Ok(()),
+        }
     }
 }
 

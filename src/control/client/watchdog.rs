@@ -1,21 +1,26 @@
 //! The reply watchdog: tells a caller whose command tmux has not answered
 //! within [`ClientOptions::command_timeout`] that it is overdue, with one
-//! timer per client instead of one per command.
+//! timer per client instead of one per command, and none at all while no
+//! command is pending.
 //!
 //! Why not `tokio::time::timeout` around each reply: every keystroke is a
-//! command, and each one armed a timer due earlier than anything else the
-//! runtime waited for, so the runtime's timer driver was woken (an eventfd
-//! write and one more `epoll_wait`) for every keystroke: two of about ten
-//! system calls per echo. Here a caller's command carries its
-//! deadline in its pending entry; the watchdog sleeps until the earliest
-//! one, and is woken by a new command only when that command is due
-//! earlier than what it sleeps for (never, in the usual order of things:
-//! deadlines grow with the FIFO) or when it sleeps for nothing at all.
-//! A steady typist costs one wake per timeout period, an idle client none
-//! (once a period passed with nothing pending, it waits with no timer).
-//! Wakes fall on a grid of 1/16 of the timeout shared by every client, so
-//! the last wakes of many clients after a burst (a thousand spawns) come
-//! in a few turns of the runtime's timer, not one each.
+//! command, and each one armed a timer of its own; a burst of commands
+//! (a paste, a thousand spawns) armed as many. Here a caller's command
+//! carries its deadline in its pending entry; the watchdog sleeps until
+//! the earliest one, and is woken by a new command only when that command
+//! is due earlier than what it sleeps for (never while commands are in
+//! flight: deadlines grow with the FIFO) or when it sleeps for nothing at
+//! all. The reader wakes it when tmux has answered the last pending
+//! command, and it drops its timer: an idle client, with nothing
+//! outstanding, has no timer and never wakes (a client used to keep its
+//! timer a whole period after its last command, so the thousand clients of
+//! a burst of spawns each woke once, ten seconds later). A keystroke, which
+//! is answered before the next, thus arms and drops the timer: two polls
+//! of this task on the runtime thread that is running anyway, no wake of
+//! a parked one. Wakes fall on a grid of 1/16 of the timeout shared by
+//! every client, so the clients of a burst whose commands are all overdue
+//! (a stopped machine) wake in a few turns of the runtime's timer, not one
+//! each.
 //!
 //! An overdue caller is told so and stops waiting; its entry stays in the
 //! FIFO, holding its in-flight slot, until tmux answers it (the answer is
@@ -34,31 +39,24 @@ use super::shared::{Answer, Overdue, Pending, State};
 
 /// Runs until the client's connection has ended.
 pub(super) async fn watch_replies(shared: Arc<ClientShared>) {
-    // Woken by a command rather than by a deadline: it stays armed for a
-    // whole timeout period even if that command is answered before it
-    // runs, so the commands after it (all due later) never wake it again;
-    // a deadline that finds nothing pending lets it go idle.
-    let mut woken = false;
     loop {
         let next = {
             let mut state = shared.lock();
             if state.closed.is_some() {
                 return;
             }
-            let now = Instant::now();
             let timeout = shared.opts.command_timeout;
-            let next = expire(&mut state, now)
-                .or_else(|| woken.then(|| now + timeout))
-                .map(|at| on_grid(at, timeout));
+            // No caller waiting: no timer (`sleep_until(None)`).
+            let next = expire(&mut state, Instant::now()).map(|at| on_grid(at, timeout));
             state.watchdog_at = next;
             next
         };
         let wake = shared.watchdog.notified();
-        woken = tokio::select! {
+        tokio::select! {
             () = shared.ended.cancelled() => return,
-            () = wake => true,
-            () = sleep_until(next) => false,
-        };
+            () = wake => {}
+            () = sleep_until(next) => {}
+        }
     }
 }
 
@@ -123,6 +121,21 @@ impl ClientShared {
             state.watchdog_at = Some(wake);
             self.watchdog.notify_one();
         }
+    }
+
+    /// Lets the watchdog drop its timer once tmux has answered every
+    /// pending command; called under the state lock by the reader. (While
+    /// commands are pending but none has a caller waiting, the timer runs
+    /// out once and is not armed again.)
+    pub(super) fn unwatch_locked(&self, state: &mut State) {
+        if state.pending.is_empty() && state.watchdog_at.take().is_some() {
+            self.watchdog.notify_one();
+        }
+    }
+
+    /// Whether the watchdog has a timer armed (or is about to arm one).
+    pub(super) fn watching(&self) -> bool {
+        self.lock().watchdog_at.is_some()
     }
 }
 

@@ -38,7 +38,11 @@ async fn write_lines(
     mut lines: mpsc::UnboundedReceiver<Bytes>,
     hangup: CancellationToken,
 ) {
-    let mut batch = Vec::with_capacity(64 * 1024);
+    // Made when two lines or more are ready at once (a paste, a burst of
+    // commands) and let go when the queue is empty: most clients, idle,
+    // hold none (a 64 KiB batch reserved for each was a large part of
+    // serve's memory per idle terminal).
+    let mut batch = Vec::new();
     let mut next = None;
     loop {
         let line = match next.take() {
@@ -49,20 +53,31 @@ async fn write_lines(
             },
         };
         let Some(line) = line else { break };
-        batch.clear();
-        batch.extend_from_slice(&line);
-        while batch.len() < 256 * 1024 {
-            match lines.try_recv() {
-                Ok(line) => batch.extend_from_slice(&line),
-                Err(_) => break,
+        let written = match lines.try_recv() {
+            // One line alone is written as it is, with no copy.
+            Err(_) => write_all(&pipe, &line).await,
+            Ok(second) => {
+                batch.clear();
+                batch.extend_from_slice(&line);
+                batch.extend_from_slice(&second);
+                while batch.len() < 256 * 1024 {
+                    match lines.try_recv() {
+                        Ok(line) => batch.extend_from_slice(&line),
+                        Err(_) => break,
+                    }
+                }
+                write_all(&pipe, &batch).await
             }
-        }
-        if let Err(e) = write_all(&pipe, &batch).await {
+        };
+        if let Err(e) = written {
             debug!(error = %e, "writing to tmux -C failed");
             break;
         }
         mark(Hop::Written);
         next = shared.lock().stdin.next_or_idle(&mut lines);
+        if next.is_none() {
+            batch = Vec::new();
+        }
     }
     // Dropping the last handle on the pipe (or shutting the link's
     // writing down) is EOF: tmux detaches the client, which ends with
