@@ -230,6 +230,67 @@ async fn every_overdue_write_and_command_is_unresponsive_after_its_own_timeout()
     .await;
 }
 
+/// The reply watchdog keeps a timer only while a command is pending, on
+/// both links (the engine linked to the socket itself, and a `tmux -C`
+/// process): none once a client is attached, none after an answered
+/// command, one while a stopped server leaves a command unanswered (which
+/// is still told it is overdue), none again once that command was told.
+/// Observed through the client's state, not by timing.
+#[tokio::test]
+async fn an_idle_client_keeps_no_reply_timer_on_either_link() {
+    live(async |dir| {
+        let mut server = opts(dir.path());
+        server.command = vec!["cat".into()];
+        let server = crate::support::start_server(server).await;
+        let timeout = Duration::from_millis(300);
+        let client_opts = || ClientOptions::default().command_timeout(timeout);
+        let (linked, _) = ControlClient::attach(server.handle(), client_opts(), &[])
+            .await
+            .expect("attached");
+        let process = ControlClient::spawn(server.handle().control_command(), client_opts())
+            .await
+            .expect("tmux -C attached");
+        assert!(process.pid().is_some(), "a tmux -C process");
+        let say = |client: &ControlClient, text: &'static str| {
+            let client = client.clone();
+            async move {
+                let command = cmd("display-message").flag("-p").arg(text);
+                client.command(&command).await.map(|reply| reply.text())
+            }
+        };
+        for (link, client) in [("linked", &linked), ("tmux -C", &process)] {
+            assert!(!client.reply_timer_armed(), "{link}: a timer once attached");
+            assert_eq!(say(client, "x").await.expect("reply"), "x");
+            assert!(!client.reply_timer_armed(), "{link}: a timer once answered");
+            process::signal(server.pid(), rustix::process::Signal::STOP).expect("SIGSTOP");
+            let pending = tokio::spawn(say(client, "late"));
+            poll(
+                &format!("{link}: the pending command's timer"),
+                Duration::from_secs(10),
+                || async { client.reply_timer_armed().then_some(()) },
+            )
+            .await;
+            let overdue = pending
+                .await
+                .expect("task")
+                .expect_err("no answer while stopped");
+            assert_eq!(overdue.code(), ErrorCode::Unresponsive, "{link}: {overdue}");
+            // Told, the command still holds its place in the FIFO until
+            // tmux answers it, but nobody waits: no timer.
+            assert!(!client.reply_timer_armed(), "{link}: a timer once told");
+            process::signal(server.pid(), rustix::process::Signal::CONT).expect("SIGCONT");
+            assert_eq!(say(client, "next").await.expect("reply"), "next");
+            assert!(
+                !client.reply_timer_armed(),
+                "{link}: a timer once caught up"
+            );
+        }
+        drop((linked, process));
+        server.kill().await.expect("kill");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_crashed_server_fails_pending_commands_and_ends_streams_with_the_reason() {
     live(async |dir| {

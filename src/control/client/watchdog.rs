@@ -16,10 +16,13 @@
 //! timer a whole period after its last command, so the thousand clients of
 //! a burst of spawns each woke once, ten seconds later). A keystroke, which
 //! is answered before the next, thus arms and drops the timer: two polls
-//! of this task on the runtime thread that is running anyway, no wake of
-//! a parked one. Wakes fall on a grid of 1/16 of the timeout shared by
-//! every client, so the clients of a burst whose commands are all overdue
-//! (a stopped machine) wake in a few turns of the runtime's timer, not one
+//! of this task on the runtime thread that is running anyway, and, when
+//! the runtime had no earlier timer, one write to its driver's eventfd
+//! (tokio's timer takes the new deadline), off the echo's path: the
+//! command is written before the watchdog runs, and the echo comes after
+//! the reply. Wakes fall on a grid of 1/16 of the timeout shared by every
+//! client, so the clients of a burst whose commands are all overdue (a
+//! stopped machine) wake in a few turns of the runtime's timer, not one
 //! each.
 //!
 //! An overdue caller is told so and stops waiting; its entry stays in the
