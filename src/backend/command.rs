@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::TmuxConfig;
 use super::link::ServerLink;
-use crate::registry::{Command, SendAnswer, SpawnSpec, WaitReason};
+use crate::registry::{Command, SendAnswer, SendOperation, SpawnSpec, WaitReason};
 use crate::shell::ShellKind;
 use crate::shell::literal::{self, Literal};
 use crate::shell::tracker::{Progress, Prompt};
@@ -211,15 +211,16 @@ pub(super) fn foreground(shared: &ServerLink) -> Option<(bool, InputState)> {
     Some((in_front, reading::input_state(pane.pid)))
 }
 
-/// Waits until the terminal takes typed text, up to `deadline` (or
-/// `cancel`): the shell at its prompt, drawn and reading (so a command is
-/// never typed ahead of it and echoed twice: [`Follow::prompt`]), or a
-/// reader in front ([`Follow::reply`]); else why the text is not typed.
+/// Waits until the terminal takes typed text, up to `deadline` (or a
+/// cancel of `send`): the shell at its prompt, drawn and reading (so a
+/// command is never typed ahead of it and echoed twice:
+/// [`Follow::prompt`]), or a reader in front ([`Follow::reply`]); else why
+/// the text is not typed.
 pub(super) async fn ready(
     shared: &ServerLink,
     kind: ShellKind,
     deadline: Instant,
-    cancel: &tokio_util::sync::CancellationToken,
+    send: &SendOperation,
 ) -> std::result::Result<Follow, String> {
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
@@ -273,7 +274,7 @@ pub(super) async fn ready(
             (true, _) => "the shell showed no prompt",
         };
         tokio::select! {
-            () = cancel.cancelled() => return Err("the send was cancelled".to_owned()),
+            () = send.cancelled() => return Err("the send was cancelled".to_owned()),
             () = tokio::time::sleep_until(deadline) => {
                 return Err(format!("not typed by the deadline: {why}"));
             }

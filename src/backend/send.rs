@@ -20,109 +20,24 @@
 //!
 //! A server that dies during a send fails it with `SERVER_GONE`.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::command::{self, Follow};
 use super::full_screen;
 use super::link::ServerLink;
 use super::pages::viewport;
 use crate::registry::seam::{
-    SendAnswer, SendHandle, SendOperation, SendOutput, SendRequest, TerminalStatus, WaitFor,
-    WaitReason,
+    SendAnswer, SendHandle, SendOperation, SendRequest, TerminalStatus, WaitFor, WaitReason,
 };
 use crate::screen::keys;
-use crate::screen::render::render;
-use crate::stream::OutputCursor;
 use crate::tmux::TmuxCommand;
 use crate::tmux::probe::Observed;
 use crate::tmux::reading::{self, InputState, ReadMark};
 use crate::{Error, Result};
-
-/// A send in flight.
-struct TmuxSend {
-    shared: Arc<ServerLink>,
-    start: u64,
-    gaps: u64,
-    cancel: CancellationToken,
-    /// The reason it ended, set once by whoever ends it first.
-    ended: Mutex<Option<WaitReason>>,
-    /// Whether the command may go into the shell's history.
-    history: bool,
-}
-
-impl TmuxSend {
-    /// Records `reason` unless the send already ended; returns the reason
-    /// that stands.
-    fn settle(&self, reason: WaitReason) -> WaitReason {
-        *self
-            .ended
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert(reason)
-    }
-}
-
-impl TmuxSend {
-    /// Records `reason` over a timeout-like end that only said the text was
-    /// not typed; a cancel stands.
-    fn settle_over(&self, reason: WaitReason) -> WaitReason {
-        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-        match *ended {
-            Some(WaitReason::Cancelled) => WaitReason::Cancelled,
-            _ => *ended.insert(reason),
-        }
-    }
-}
-
-impl SendOperation for TmuxSend {
-    fn read_output(&self) -> SendOutput {
-        let (bytes, truncated, end) = {
-            let held = self.shared.stream.held();
-            let (bytes, dropped) = held.since(self.start);
-            (bytes, dropped || held.gaps != self.gaps, held.total)
-        };
-        let cursor = |offset| OutputCursor {
-            epoch: self.shared.stream.epoch(),
-            offset,
-        };
-        SendOutput {
-            text: render(&bytes),
-            bytes,
-            truncated,
-            cursors: Some((cursor(self.start), cursor(end))),
-        }
-    }
-
-    fn cancel(&self) -> bool {
-        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-        if ended.is_some() {
-            return false;
-        }
-        *ended = Some(WaitReason::Cancelled);
-        self.cancel.cancel();
-        true
-    }
-
-    fn output_beyond(&self, len: usize) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let mut output = self.shared.stream.changes();
-            let mut status = self.shared.status.subscribe();
-            let start = self.start;
-            // The byte count is pushed by the watcher on every chunk; the
-            // status ends the wait when no more output can come.
-            tokio::select! {
-                _ = output.wait_for(|&total| total.saturating_sub(start) > len as u64) => {}
-                _ = status.wait_for(|status| !status.is_running()) => {}
-            }
-        })
-    }
-}
 
 /// Starts a send on `shared`'s pane.
 pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<SendHandle> {
@@ -132,23 +47,13 @@ pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<Se
             status: shared.status.borrow().to_string(),
         });
     }
-    let cancel = CancellationToken::new();
-    let operation = {
-        shared.lock().active_send = Some(cancel.clone());
-        let held = shared.stream.held();
-        Arc::new(TmuxSend {
-            shared: Arc::clone(shared),
-            start: held.total,
-            gaps: held.gaps,
-            cancel,
-            ended: Mutex::new(None),
-            history: request.history,
-        })
-    };
-    let driven = Arc::clone(&operation);
+    let operation = SendOperation::new(Arc::clone(&shared.stream), shared.status.subscribe());
+    shared.lock().active_send = Some(operation.stopper());
+    let operation = Arc::new(operation);
+    let (shared, driven) = (Arc::clone(shared), Arc::clone(&operation));
     let result = Box::pin(async move {
-        let result = run(&driven, request).await;
-        driven.shared.lock().active_send = None;
+        let result = run(&shared, &driven, request).await;
+        shared.lock().active_send = None;
         result
     });
     Ok(SendHandle { operation, result })
@@ -160,8 +65,7 @@ const UNREAD_BOUND: Duration = Duration::from_secs(2);
 /// How often a text reply looks whether its reader read.
 const UNREAD_PAUSE: Duration = Duration::from_millis(5);
 
-async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
-    let shared = &op.shared;
+async fn run(shared: &ServerLink, op: &SendOperation, request: SendRequest) -> Result<SendAnswer> {
     let timeout = request.timeout.unwrap_or(shared.config.send_timeout);
     let deadline = Instant::now() + timeout;
     // `command` on an integrated shell types at its prompt (or into a
@@ -180,7 +84,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
         // Ended `full_screen` (unless cancelled first), whatever else
         // ended the wait for the text meanwhile.
         let wait_reason = op.settle_over(WaitReason::FullScreen);
-        let mut answer = answer(op, wait_reason).await.not_typed(why);
+        let mut answer = answer(shared, op, wait_reason).await.not_typed(why);
         answer.foreground_command = Some(front.clone());
         return Ok(answer);
     }
@@ -216,9 +120,9 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
             Some(Follow::reply(kind))
         }
         Some(kind) if request.submit && front.is_none() => {
-            match command::ready(shared, kind, deadline, &op.cancel).await {
+            match command::ready(shared, kind, deadline, op).await {
                 Ok(follow) => Some(follow),
-                Err(why) => return Ok(not_typed(op, why).await),
+                Err(why) => return Ok(not_typed(shared, op, why).await),
             }
         }
         _ => None,
@@ -230,7 +134,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
     };
     // One write, Enter included: a second call would cost a round trip. A
     // leading space keeps it out of the history (the rc's ignorespace).
-    let space = at_prompt && !op.history;
+    let space = at_prompt && !request.history;
     let mut after = Vec::new();
     if !request.keys.is_empty() {
         let app_cursor = keys::needs_cursor_mode(&request.keys) && cursor_mode(shared).await?;
@@ -272,7 +176,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
     // it is typed whole.
     let stop = async {
         tokio::select! {
-            () = op.cancel.cancelled() => {}
+            () = op.cancelled() => {}
             () = tokio::time::sleep_until(deadline) => {}
         }
     };
@@ -284,16 +188,16 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
         if at_prompt && let Some(mut tracker) = shared.stream.tracker() {
             tracker.untyped();
         }
-        let why = if op.cancel.is_cancelled() {
+        let why = if op.is_cancelled() {
             "the send was cancelled before its text was typed"
         } else {
             "not typed by the deadline: other input to the terminal was still being written"
         };
-        return Ok(not_typed(op, why.to_owned()).await);
+        return Ok(not_typed(shared, op, why.to_owned()).await);
     }
     let reason = match &mut followed {
-        Some(state) => follow(op, state, deadline, unread).await,
-        None => wait(op, what, deadline).await,
+        Some(state) => follow(shared, op, state, deadline, unread).await,
+        None => wait(shared, op, what, deadline).await,
     };
     let mut wait_reason = op.settle(reason);
     let mut foreground = None;
@@ -318,7 +222,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
     {
         return Err(Error::ServerGone { reason });
     }
-    let mut answer = answer(op, wait_reason).await;
+    let mut answer = answer(shared, op, wait_reason).await;
     answer.foreground_command = foreground;
     if let Some(state) = &followed {
         state.answer(shared, &mut answer);
@@ -328,8 +232,7 @@ async fn run(op: &TmuxSend, request: SendRequest) -> Result<SendAnswer> {
 
 /// The answer of a send that ended for `wait_reason`: the screen, the
 /// terminal's status and the send's output now.
-async fn answer(op: &TmuxSend, wait_reason: WaitReason) -> SendAnswer {
-    let shared = &op.shared;
+async fn answer(shared: &ServerLink, op: &SendOperation, wait_reason: WaitReason) -> SendAnswer {
     let viewport = viewport(shared).await.unwrap_or_default();
     let status = shared.status.borrow().clone();
     SendAnswer::new(wait_reason, status, viewport, op.read_output())
@@ -347,15 +250,15 @@ async fn cursor_mode(shared: &ServerLink) -> Result<bool> {
 }
 
 /// The answer of a send whose text was not typed, `why`.
-async fn not_typed(op: &TmuxSend, why: String) -> SendAnswer {
-    let reason = if op.cancel.is_cancelled() {
+async fn not_typed(shared: &ServerLink, op: &SendOperation, why: String) -> SendAnswer {
+    let reason = if op.is_cancelled() {
         WaitReason::Cancelled
-    } else if !op.shared.status.borrow().is_running() {
+    } else if !shared.status.borrow().is_running() {
         WaitReason::Exited
     } else {
         WaitReason::Timeout
     };
-    answer(op, op.settle(reason)).await.not_typed(why)
+    answer(shared, op, op.settle(reason)).await.not_typed(why)
 }
 
 /// What the foreground's input state means for a send that waits for a
@@ -378,23 +281,23 @@ fn waiting_reason(state: InputState) -> WaitReason {
 /// reply's reader, marked before the write; at most [`UNREAD_BOUND`] is
 /// waited for that).
 async fn follow(
-    op: &TmuxSend,
+    shared: &ServerLink,
+    op: &SendOperation,
     state: &mut Follow,
     deadline: Instant,
     mut unread: Option<ReadMark>,
 ) -> WaitReason {
-    let shared = &op.shared;
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
     let looks = if state.is_reply() { 3 } else { 2 };
     let mut judge = command::Judge::new(looks).plain_prompt(command::plain_prompt(state.kind()));
-    let mut watch = full_screen::Watch::new(op.start);
+    let mut watch = full_screen::Watch::new(op.start());
     // Whether the relay was asked to hand over what it holds since output
     // last came (see the `Ready` arm below).
     let mut drained = false;
     let written = Instant::now();
     loop {
-        if let Some(reason) = full_screen_began(op, &mut watch, deadline).await {
+        if let Some(reason) = full_screen_began(shared, op, &mut watch, deadline).await {
             return reason;
         }
         state.scan(shared);
@@ -446,20 +349,23 @@ async fn follow(
                 Observed::Pause(next) => pause = Some(next),
             }
         }
-        match woken(op, &mut output, &mut status, deadline, pause).await {
-            Woke::Ended(reason) => return reason,
-            Woke::Output => {
-                judge.reset();
-                drained = false;
-            }
-            Woke::Paused => {}
+        if let Some(reason) = woken(op, &output, &mut status, deadline, pause).await {
+            return reason;
+        }
+        if output_came(&mut output) {
+            judge.reset();
+            drained = false;
         }
     }
 }
 
 /// Waits for `what` after the write; the send's end reason.
-async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
-    let shared = &op.shared;
+async fn wait(
+    shared: &ServerLink,
+    op: &SendOperation,
+    what: WaitFor,
+    deadline: Instant,
+) -> WaitReason {
     let mut output = shared.stream.changes();
     let mut status = shared.status.subscribe();
     let quiet = shared.config.quiet;
@@ -467,10 +373,10 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
     if what == WaitFor::None {
         return WaitReason::Idle;
     }
-    let mut watch = full_screen::Watch::new(op.start);
+    let mut watch = full_screen::Watch::new(op.start());
     loop {
         if what != WaitFor::Exit
-            && let Some(reason) = full_screen_began(op, &mut watch, deadline).await
+            && let Some(reason) = full_screen_began(shared, op, &mut watch, deadline).await
         {
             return reason;
         }
@@ -489,68 +395,69 @@ async fn wait(op: &TmuxSend, what: WaitFor, deadline: Instant) -> WaitReason {
             }
             _ => None,
         };
-        match woken(op, &mut output, &mut status, deadline, pause).await {
-            Woke::Ended(reason) => return reason,
-            Woke::Output => judge.reset(),
-            Woke::Paused if what == WaitFor::Idle => {
-                return match input() {
-                    InputState::Other => WaitReason::Idle,
-                    input => waiting_reason(input),
-                };
-            }
-            Woke::Paused => {}
+        if let Some(reason) = woken(op, &output, &mut status, deadline, pause).await {
+            return reason;
+        }
+        if output_came(&mut output) {
+            judge.reset();
+        } else if what == WaitFor::Idle {
+            // The quiet period passed with no output.
+            return match input() {
+                InputState::Other => WaitReason::Idle,
+                input => waiting_reason(input),
+            };
         }
     }
 }
 
-/// What woke a send's wait.
-enum Woke {
-    /// The stream changed: output came (or was lost, skipped, restarted).
-    Output,
-    /// The pause asked for passed with nothing else.
-    Paused,
-    /// The send ends: cancelled, timed out, or the program exited.
-    Ended(WaitReason),
-}
-
-/// The one wake-up of both send waits ([`follow`], [`wait`]): the end
-/// conditions every send shares, new output, or `pause` (when given)
-/// without either.
+/// The one wake-up of both send waits ([`follow`], [`wait`]): the send's
+/// end (cancelled, timed out, the program exited), else `None` once the
+/// stream changed or `pause` (when given) passed. The change is left
+/// unseen in `output`, so [`output_came`] tells the two apart after.
 async fn woken(
-    op: &TmuxSend,
-    output: &mut watch::Receiver<u64>,
+    op: &SendOperation,
+    output: &watch::Receiver<u64>,
     status: &mut watch::Receiver<TerminalStatus>,
     deadline: Instant,
     pause: Option<Duration>,
-) -> Woke {
+) -> Option<WaitReason> {
+    // A clone waits: it starts at `output`'s version and leaves it be.
+    let mut changes = output.clone();
     tokio::select! {
-        () = op.cancel.cancelled() => Woke::Ended(WaitReason::Cancelled),
-        () = tokio::time::sleep_until(deadline) => Woke::Ended(WaitReason::Timeout),
-        _ = status.wait_for(|status| !status.is_running()) => Woke::Ended(WaitReason::Exited),
-        changed = output.changed() => match changed {
-            Ok(()) => Woke::Output,
-            Err(_) => Woke::Ended(WaitReason::Exited),
-        },
-        () = tokio::time::sleep(pause.unwrap_or_default()), if pause.is_some() => Woke::Paused,
+        () = op.cancelled() => Some(WaitReason::Cancelled),
+        () = tokio::time::sleep_until(deadline) => Some(WaitReason::Timeout),
+        _ = status.wait_for(|status| !status.is_running()) => Some(WaitReason::Exited),
+        changed = changes.changed() => changed.err().map(|_| WaitReason::Exited),
+        () = tokio::time::sleep(pause.unwrap_or_default()), if pause.is_some() => None,
     }
+}
+
+/// Whether the stream changed since `output` last looked, and marks the
+/// change seen: output came, or was lost, skipped or restarted (a change
+/// with no new bytes counts too). A stream gone counts: the next wait
+/// ends the send.
+fn output_came(output: &mut watch::Receiver<u64>) -> bool {
+    let came = output.has_changed().unwrap_or(true);
+    output.mark_unchanged();
+    came
 }
 
 /// `full_screen` once the output switched to the alternate screen and
 /// tmux confirms it, after the program drew (its output went quiet for the
 /// quiet period, or the deadline or a cancel came); `None` otherwise.
 async fn full_screen_began(
-    op: &TmuxSend,
+    shared: &ServerLink,
+    op: &SendOperation,
     watch: &mut full_screen::Watch,
     deadline: Instant,
 ) -> Option<WaitReason> {
-    let shared = &op.shared;
     if !watch.entered(shared) || full_screen::in_front(shared).await.is_none() {
         return None;
     }
     let mut output = shared.stream.changes();
     loop {
         tokio::select! {
-            () = op.cancel.cancelled() => return Some(WaitReason::Cancelled),
+            () = op.cancelled() => return Some(WaitReason::Cancelled),
             () = tokio::time::sleep_until(deadline) => break,
             () = tokio::time::sleep(shared.config.quiet) => break,
             changed = output.changed() => if changed.is_err() { break },

@@ -325,11 +325,7 @@ answer: 512 to 65536 (64 KiB, the default).";
 
 /// Reports a send's output as progress (bytes so far, with the newest
 /// line as the message) until the send ends; never returns on its own.
-async fn report_progress(
-    operation: &dyn SendOperation,
-    peer: &Peer<RoleServer>,
-    token: ProgressToken,
-) {
+async fn report_progress(operation: &SendOperation, peer: &Peer<RoleServer>, token: ProgressToken) {
     let mut seen = 0;
     loop {
         operation.output_beyond(seen).await;

@@ -1,21 +1,24 @@
 //! A send's values, from the faces to the backend: what to type and when
 //! it counts as done ([`SendRequest`], [`WaitFor`]), the send under way
-//! ([`SendHandle`] over the backend's [`SendOperation`], whose output so
-//! far is a [`SendOutput`]), and how it ended ([`SendAnswer`], with its
-//! [`WaitReason`]). Plain data and one trait, no I/O: the registry's
+//! ([`SendHandle`] over its [`SendOperation`], whose output so far is a
+//! [`SendOutput`] read from the terminal's stream), and how it ended
+//! ([`SendAnswer`], with its [`WaitReason`]). No I/O: the registry's
 //! `send` is in `ops.rs`, the tmux backend's in `crate::backend`.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::command::Command;
 use super::values::TerminalStatus;
-use crate::stream::OutputCursor;
+use crate::screen::render::render;
+use crate::stream::{OutputCursor, Stream};
 use crate::{Error, Result};
 
 /// When a send counts as finished.
@@ -98,18 +101,20 @@ impl Default for SendRequest {
 }
 
 /// The output produced since a send began.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendOutput {
     /// The output as text, escape sequences stripped.
     pub text: String,
     /// The output as raw bytes.
     pub bytes: Bytes,
-    /// Whether older output was dropped to stay within the backend's bound.
+    /// Whether older output was dropped to stay within the stream's bound
+    /// (or lost on its way).
     pub truncated: bool,
-    /// Where the send's output began and where it ends now (`None` from a
-    /// backend that keeps no cursors): `read since` the first gets all of
-    /// it, as far as the ring still holds it.
-    pub cursors: Option<(OutputCursor, OutputCursor)>,
+    /// Where the send's output began: `read since` it gets all of it, as
+    /// far as the ring still holds it.
+    pub start: OutputCursor,
+    /// Where the send's output ends now.
+    pub end: OutputCursor,
 }
 
 /// Why a send stopped waiting.
@@ -268,8 +273,8 @@ impl SendAnswer {
             elided_bytes: None,
             elided_from: None,
             elided_to: None,
-            cursor: output.cursors.map(|(_, end)| end.to_string()),
-            start_cursor: output.cursors.map(|(start, _)| start.to_string()),
+            cursor: Some(output.end.to_string()),
+            start_cursor: Some(output.start.to_string()),
             recreated: false,
         }
     }
@@ -306,23 +311,131 @@ impl SendAnswer {
     }
 }
 
-/// The live part of a send, shared between the registry and its caller.
-pub trait SendOperation: Send + Sync + 'static {
-    /// The output produced since the send began.
-    fn read_output(&self) -> SendOutput;
+/// A send under way, shared by its backend (which ends it) and whoever
+/// holds its handle: the output since it began, read from the terminal's
+/// [`Stream`]; a wait for more of it; a cancel; and the reason it ended,
+/// set once by whoever ends it first.
+#[derive(Debug)]
+pub struct SendOperation {
+    stream: Arc<Stream>,
+    /// The stream's byte count when the send began: where its output
+    /// starts.
+    start: u64,
+    /// The stream's gap count then: a gap since cuts the output.
+    gaps: u64,
+    /// The terminal's status: once it leaves `running`, no more output
+    /// comes.
+    status: watch::Receiver<TerminalStatus>,
+    cancel: CancellationToken,
+    ended: Mutex<Option<WaitReason>>,
+}
 
-    /// Asks the send to stop waiting; `true` when this call stopped it,
-    /// `false` when it had already finished.
-    fn cancel(&self) -> bool;
+impl SendOperation {
+    /// A send that begins now, at the end of `stream`, on a terminal whose
+    /// status `status` pushes.
+    pub fn new(stream: Arc<Stream>, status: watch::Receiver<TerminalStatus>) -> SendOperation {
+        let (start, gaps) = {
+            let held = stream.held();
+            (held.total, held.gaps)
+        };
+        SendOperation {
+            stream,
+            start,
+            gaps,
+            status,
+            cancel: CancellationToken::new(),
+            ended: Mutex::new(None),
+        }
+    }
+
+    /// The output produced since the send began.
+    pub fn read_output(&self) -> SendOutput {
+        let (bytes, truncated, end) = {
+            let held = self.stream.held();
+            let (bytes, dropped) = held.since(self.start);
+            (bytes, dropped || held.gaps != self.gaps, held.total)
+        };
+        let cursor = |offset| OutputCursor {
+            epoch: self.stream.epoch(),
+            offset,
+        };
+        SendOutput {
+            text: render(&bytes),
+            bytes,
+            truncated,
+            start: cursor(self.start),
+            end: cursor(end),
+        }
+    }
 
     /// Resolves once the send's output is longer than `len` bytes (the
     /// `bytes.len()` of the last [`read_output`](Self::read_output)), or
-    /// when no more output can come. Lets a caller follow the output
-    /// without polling. The default, for backends that cannot push, sleeps
-    /// briefly, so a loop over `read_output` still makes progress.
-    fn output_beyond(&self, len: usize) -> BoxFuture<'_, ()> {
-        let _ = len;
-        Box::pin(tokio::time::sleep(Duration::from_millis(10)))
+    /// when the terminal can produce no more: follow the output without
+    /// polling.
+    pub async fn output_beyond(&self, len: usize) {
+        let mut output = self.stream.changes();
+        let mut status = self.status.clone();
+        let start = self.start;
+        // The byte count is pushed on every chunk; the status ends the
+        // wait when no more output can come.
+        tokio::select! {
+            _ = output.wait_for(|&total| total.saturating_sub(start) > len as u64) => {}
+            _ = status.wait_for(|status| !status.is_running()) => {}
+        }
+    }
+
+    /// Asks the send to stop waiting; `true` when this call stopped it,
+    /// `false` when it had already ended.
+    pub fn cancel(&self) -> bool {
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        if ended.is_some() {
+            return false;
+        }
+        *ended = Some(WaitReason::Cancelled);
+        self.cancel.cancel();
+        true
+    }
+
+    /// The stream offset where the send's output begins.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Resolves once the send is cancelled: what the backend's waits
+    /// select on.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// Whether the send was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// A token that cancels the send's waits without recording a reason:
+    /// a kill's, after which the send ends `cancelled` by its own wait.
+    pub(crate) fn stopper(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Ends the send for `reason` unless it already ended; the reason that
+    /// stands.
+    pub fn settle(&self, reason: WaitReason) -> WaitReason {
+        *self
+            .ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(reason)
+    }
+
+    /// Ends the send for `reason` over any other end but a cancel (one
+    /// that only said the text was not typed); the reason that stands.
+    pub fn settle_over(&self, reason: WaitReason) -> WaitReason {
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        match *ended {
+            Some(WaitReason::Cancelled) => WaitReason::Cancelled,
+            _ => *ended.insert(reason),
+        }
     }
 }
 
@@ -334,7 +447,7 @@ pub trait SendOperation: Send + Sync + 'static {
 /// to the request's bound, the faces one ending in its JSON.
 pub struct SendHandle<T = SendAnswer> {
     /// Reads output and cancels while the send runs.
-    pub operation: Arc<dyn SendOperation>,
+    pub operation: Arc<SendOperation>,
     /// Resolves when the send ends.
     pub result: BoxFuture<'static, Result<T>>,
 }
@@ -359,7 +472,7 @@ impl<T: Send + 'static> SendHandle<T> {
 
     /// The live operation, to read output or cancel from elsewhere while
     /// [`result`](SendHandle::result) is awaited.
-    pub fn operation(&self) -> Arc<dyn SendOperation> {
+    pub fn operation(&self) -> Arc<SendOperation> {
         Arc::clone(&self.operation)
     }
 

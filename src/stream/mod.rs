@@ -78,8 +78,10 @@ pub(crate) trait Tap: Send + Sync {
 }
 
 impl Stream {
-    /// An empty stream in a fresh epoch, holding at most `limit` bytes.
-    pub(crate) fn new(limit: usize) -> Stream {
+    /// An empty stream in a fresh epoch, holding at most `limit` bytes:
+    /// what a backend feeds a terminal's output into (see
+    /// [`push`](Stream::push)), and what a send's output is read from.
+    pub fn new(limit: usize) -> Stream {
         Stream {
             epoch: AtomicU64::new(OutputCursor::new_epoch()),
             limit,
@@ -204,8 +206,9 @@ impl Stream {
         self.ring.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Appends output and wakes the watchers.
-    pub(crate) fn push(&self, bytes: Bytes) {
+    /// Appends output and wakes the watchers: the one way bytes enter
+    /// the stream, called by whatever reads the terminal's output.
+    pub fn push(&self, bytes: Bytes) {
         self.osc7
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

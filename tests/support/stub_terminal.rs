@@ -13,7 +13,7 @@ use super::{Gate, STUB_PID, lock, stub_error};
 use tmux_engine::control::client::PaneEvent as OutputEvent;
 use tmux_engine::registry::{
     BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest, SendAnswer,
-    SendHandle, SendOperation, SendOutput, SendRequest, Signal, SignalDelivery, TerminalStatus,
+    SendHandle, SendOperation, SendRequest, Signal, SignalDelivery, Stream, TerminalStatus,
     WaitReason,
 };
 use tmux_engine::screen::Screen;
@@ -32,7 +32,7 @@ pub struct StubTerminal {
     reject_send: AtomicBool,
     reject_close: AtomicBool,
     close_gate: Mutex<Option<Gate>>,
-    operation: Mutex<Option<Arc<StubSend>>>,
+    operation: Mutex<Option<StubSend>>,
     sent: Mutex<Vec<SendRequest>>,
     signals: Mutex<Vec<Signal>>,
     probe_answer: Mutex<Option<Liveness>>,
@@ -190,7 +190,7 @@ impl StubTerminal {
     pub fn finish_send(&self) -> bool {
         lock(&self.operation)
             .as_ref()
-            .is_some_and(|operation| operation.settle(WaitReason::Idle))
+            .is_some_and(|send| send.settle(WaitReason::Idle))
     }
 }
 
@@ -213,27 +213,36 @@ impl BackendTerminal for StubTerminal {
 
     fn start_send(&self, request: SendRequest) -> Result<SendHandle> {
         lock(&self.sent).push(request);
-        let operation = Arc::new(StubSend {
-            reason: Mutex::new(None),
+        // The send's own stream, whose output is always `delta`.
+        let stream = Arc::new(Stream::new(1024));
+        let operation = Arc::new(SendOperation::new(
+            Arc::clone(&stream),
+            self.status.subscribe(),
+        ));
+        stream.push(Bytes::from_static(b"delta"));
+        let send = StubSend {
+            operation: Arc::clone(&operation),
             done: CancellationToken::new(),
-        });
+        };
         if self.reject_send.load(Ordering::SeqCst) {
-            operation.settle(WaitReason::Cancelled);
+            send.settle(WaitReason::Cancelled);
             return Ok(SendHandle {
                 operation,
                 result: Box::pin(async { Err(stub_error("send", "send failed")) }),
             });
         }
-        *lock(&self.operation) = Some(Arc::clone(&operation));
+        *lock(&self.operation) = Some(send.clone());
         let status = self.status.subscribe();
-        let settled = Arc::clone(&operation);
         Ok(SendHandle {
             operation,
             result: Box::pin(async move {
-                settled.done.cancelled().await;
-                let wait_reason = lock(&settled.reason).unwrap_or(WaitReason::Cancelled);
+                tokio::select! {
+                    () = send.done.cancelled() => {}
+                    () = send.operation.cancelled() => {}
+                }
+                let wait_reason = send.operation.settle(WaitReason::Cancelled);
                 let status = status.borrow().clone();
-                let output = settled.read_output();
+                let output = send.operation.read_output();
                 Ok(SendAnswer::new(
                     wait_reason,
                     status,
@@ -345,35 +354,21 @@ impl BackendTerminal for StubTerminal {
 
 /// A stub send: output is always `delta`; it ends when cancelled, finished
 /// or its terminal closes.
+#[derive(Clone)]
 struct StubSend {
-    reason: Mutex<Option<WaitReason>>,
+    operation: Arc<SendOperation>,
+    /// Wakes the send's end once it is settled other than by a cancel.
     done: CancellationToken,
 }
 
 impl StubSend {
     /// Ends the send with `reason`; `false` when it had already ended.
     fn settle(&self, reason: WaitReason) -> bool {
-        let mut current = lock(&self.reason);
-        if current.is_some() {
+        if self.operation.is_cancelled() || self.done.is_cancelled() {
             return false;
         }
-        *current = Some(reason);
+        self.operation.settle(reason);
         self.done.cancel();
         true
-    }
-}
-
-impl SendOperation for StubSend {
-    fn read_output(&self) -> SendOutput {
-        SendOutput {
-            text: "delta".to_owned(),
-            bytes: Bytes::from_static(b"delta"),
-            truncated: false,
-            cursors: None,
-        }
-    }
-
-    fn cancel(&self) -> bool {
-        self.settle(WaitReason::Cancelled)
     }
 }
