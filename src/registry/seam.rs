@@ -253,7 +253,10 @@ pub trait BackendTerminal: Send + Sync + 'static {
     fn watch_status(&self) -> watch::Receiver<TerminalStatus>;
 
     /// Starts writing `request.text` to the terminal and watching what it
-    /// prints. The registry guarantees at most one send at a time.
+    /// prints: the handle's [`SendOperation`] reads the output from the
+    /// stream it was made on (the terminal's, or one the backend feeds for
+    /// the send), and the backend settles it with the reason it ended. The
+    /// registry guarantees at most one send at a time.
     ///
     /// # Errors
     ///
