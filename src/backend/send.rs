@@ -465,3 +465,53 @@ async fn full_screen_began(
     }
     Some(WaitReason::FullScreen)
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::stream::Stream;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_is_the_sends_end_or_leaves_what_changed_to_output_came() {
+        let stream = Arc::new(Stream::new(64));
+        let (terminal, mut status) = watch::channel(TerminalStatus::Running);
+        let op = SendOperation::new(Arc::clone(&stream), status.clone());
+        let mut output = stream.changes();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let pause = Some(Duration::from_millis(10));
+        // The pause passed with nothing: look again, no output came (an
+        // `idle` wait's quiet period).
+        assert_eq!(
+            woken(&op, &output, &mut status, deadline, pause).await,
+            None
+        );
+        assert!(!output_came(&mut output));
+        // Output wakes it at once, pause or not; `output_came` says so once.
+        stream.push(Bytes::from_static(b"x"));
+        assert_eq!(woken(&op, &output, &mut status, deadline, None).await, None);
+        assert!(output_came(&mut output));
+        assert!(!output_came(&mut output));
+        // A change with no new bytes (a skip) counts as output too.
+        stream.skipped();
+        assert_eq!(
+            woken(&op, &output, &mut status, deadline, pause).await,
+            None
+        );
+        assert!(output_came(&mut output));
+        // The ends every send shares.
+        let soon = Instant::now() + Duration::from_secs(1);
+        let ended = woken(&op, &output, &mut status, soon, None).await;
+        assert_eq!(ended, Some(WaitReason::Timeout));
+        terminal.send_replace(TerminalStatus::Gone {
+            reason: "closed".to_owned(),
+        });
+        let ended = woken(&op, &output, &mut status, deadline, None).await;
+        assert_eq!(ended, Some(WaitReason::Exited));
+        let (_alive, mut running) = watch::channel(TerminalStatus::Running);
+        op.cancel();
+        let ended = woken(&op, &output, &mut running, deadline, None).await;
+        assert_eq!(ended, Some(WaitReason::Cancelled));
+    }
+}

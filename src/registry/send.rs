@@ -507,3 +507,102 @@ impl<T: Send + 'static> SendHandle<T> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::stream::stream_of;
+
+    /// A send begun after `before` on a stream of at most `limit` bytes,
+    /// its terminal running.
+    fn begun(before: &[&'static [u8]], limit: usize) -> (Arc<Stream>, SendOperation) {
+        let stream = Arc::new(stream_of(before, limit));
+        let (_, status) = watch::channel(TerminalStatus::Running);
+        let send = SendOperation::new(Arc::clone(&stream), status);
+        (stream, send)
+    }
+
+    #[test]
+    fn its_output_is_the_streams_since_it_began_and_says_when_cut() {
+        let (stream, send) = begun(&[b"$ "], 64);
+        stream.push(Bytes::from_static(b"\x1b[1mhi\x1b[0m\r\n"));
+        let output = send.read_output();
+        assert_eq!(output.text, "hi\n");
+        assert_eq!(&output.bytes[..], b"\x1b[1mhi\x1b[0m\r\n");
+        assert!(!output.truncated);
+        assert_eq!((output.start.offset, output.end.offset), (2, 14));
+        assert_eq!(output.start.epoch, stream.epoch());
+        // A skip inside the send's output cuts it, though nothing of it
+        // left the ring.
+        stream.skipped();
+        assert!(send.read_output().truncated);
+        // Lapped by the ring: the newest bytes, cut.
+        let (stream, send) = begun(&[], 8);
+        stream.push(Bytes::from_static(b"0123456789"));
+        let output = send.read_output();
+        assert!(output.truncated);
+        assert_eq!(output.start.offset, 0);
+        assert_eq!(output.end.offset, 10);
+    }
+
+    #[test]
+    fn a_cancel_stops_it_once_and_stands_over_later_ends() {
+        let (_, send) = begun(&[], 64);
+        assert!(!send.is_cancelled());
+        assert!(send.cancel());
+        assert!(send.is_cancelled());
+        assert!(!send.cancel(), "already ended");
+        assert_eq!(send.settle(WaitReason::Idle), WaitReason::Cancelled);
+        assert_eq!(
+            send.settle_over(WaitReason::FullScreen),
+            WaitReason::Cancelled
+        );
+        // The first end stands; `settle_over` replaces any but a cancel,
+        // and a send that ended cannot be cancelled.
+        let (_, send) = begun(&[], 64);
+        assert_eq!(send.settle(WaitReason::Timeout), WaitReason::Timeout);
+        assert_eq!(send.settle(WaitReason::Idle), WaitReason::Timeout);
+        assert_eq!(
+            send.settle_over(WaitReason::FullScreen),
+            WaitReason::FullScreen
+        );
+        assert!(!send.cancel());
+        assert!(!send.is_cancelled());
+        // A kill's stopper ends the waits without a reason of its own.
+        let (_, send) = begun(&[], 64);
+        send.stopper().cancel();
+        assert!(send.is_cancelled());
+        assert_eq!(send.settle(WaitReason::Cancelled), WaitReason::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn more_output_wakes_a_follower_and_so_does_the_end() {
+        let stream = Arc::new(stream_of(&[b"before"], 64));
+        let (status, watched) = watch::channel(TerminalStatus::Running);
+        let send = SendOperation::new(Arc::clone(&stream), watched);
+        let more = send.output_beyond(2);
+        tokio::pin!(more);
+        assert!(futures_util::poll!(&mut more).is_pending());
+        stream.push(Bytes::from_static(b"ab"));
+        assert!(
+            futures_util::poll!(&mut more).is_pending(),
+            "2 bytes, not more"
+        );
+        stream.push(Bytes::from_static(b"c"));
+        more.await;
+        // No more can come once the terminal stopped running.
+        let beyond = send.output_beyond(100);
+        tokio::pin!(beyond);
+        assert!(futures_util::poll!(&mut beyond).is_pending());
+        status.send_replace(TerminalStatus::Gone {
+            reason: "closed".to_owned(),
+        });
+        beyond.await;
+        let cancelled = send.cancelled();
+        tokio::pin!(cancelled);
+        assert!(futures_util::poll!(&mut cancelled).is_pending());
+        send.cancel();
+        cancelled.await;
+    }
+}
