@@ -27,7 +27,9 @@
 // and then a marker; the page is opened on it and the injected script
 // notes, at every animation frame, from the WebSocket's open: the first
 // text frame (hello), the repaint's binary frame, the frame the marker is
-// painted, and when the page's past view knows where the history starts
+// painted (the paint's figure: the frame whose callbacks first find it
+// in the terminal's buffer; beside it, when that frame's drawing is
+// done), and when the page's past view knows where the history starts
 // (its scrollbar spans the whole history). At that frame it opens the view
 // and drags it to the top, as a person dragging the scrollbar up does, and
 // notes when the oldest line there is is drawn (line 1, or the oldest the
@@ -36,7 +38,9 @@
 // `-e` attributes as a repaint needs), timed from a process started for it
 // (what a peer's reattach runs). BENCH_PROFILE=1 prints the page's time by
 // function over the first round (Chromium's sampling profiler),
-// BENCH_LONG=1 its long tasks before the paint.
+// BENCH_LONG=1 its long tasks before the paint, BENCH_TRACE=1 the main
+// thread's tasks from the open to the paint over the first round
+// (Chromium's trace; it slows the page measured).
 
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -83,7 +87,7 @@ const WATCH = `(() => {
     constructor(...args) {
       super(...args);
       mark("ws");
-      this.addEventListener("open", () => mark("open"));
+      this.addEventListener("open", () => { mark("open"); performance.mark("ws-open"); });
       this.addEventListener("message", (e) => {
         mark("message");
         if (typeof e.data !== "string") mark("binary");
@@ -169,6 +173,10 @@ const WATCH_HISTORY = `(() => {
           const l = b.getLine(b.viewportY + i);
           if (l && l.translateToString(true).includes(marker)) {
             h.painted = now - open;
+            performance.mark("painted");
+            // The frame's own work (xterm.js's renderer draws the rows
+            // after this callback) is done when a task queued now runs.
+            setTimeout(() => { h.frame = performance.now() - open; }, 0);
             h.long = JSON.stringify((window.__long || []).map(([at, d]) => [Math.round(at - open), d]));
             const t0 = window.__firstWrite;
             if (t0) { h.wrote = t0.called - open; h.parsed = t0.parsed - open; }
@@ -250,6 +258,34 @@ function printProfile(profile) {
   for (const [k, ms] of top) console.error(`  ${ms.toFixed(1).padStart(7)} ms  ${k}`);
 }
 
+/**
+ * The renderer's main thread from the WebSocket's open to the paint, task
+ * by task (Chromium's trace): when each began (ms from the open), how long
+ * it ran, and what ran in it, for the breakdown.
+ */
+function printTrace(events) {
+  const main = events.find((e) => e.ph === "M" && e.name === "thread_name" && e.args.name === "CrRendererMain" &&
+    events.some((m) => m.name === "ws-open" && m.pid === e.pid));
+  if (!main) return console.error("trace: no renderer main thread with the marks");
+  const at = (name) => events.find((e) => e.name === name && e.pid === main.pid)?.ts;
+  const open = at("ws-open");
+  const painted = at("painted");
+  const mine = events.filter((e) => e.pid === main.pid && e.tid === main.tid && e.ph === "X" && e.dur !== undefined)
+    .sort((a, b) => a.ts - b.ts);
+  const what = (e) => {
+    const d = e.args?.data ?? {};
+    const where = d.url ? ` ${d.url.split("/").pop()}:${d.lineNumber ?? ""}` : "";
+    return `${e.name}${d.type ? `(${d.type})` : ""}${d.functionName ? ` ${d.functionName}` : ""}${where}`;
+  };
+  console.error(`trace: the main thread from the open to the paint (${((painted - open) / 1000).toFixed(1)} ms):`);
+  for (const task of mine.filter((e) => e.name === "RunTask" && e.ts + e.dur >= open && e.ts <= painted)) {
+    if (task.dur < 200) continue;
+    const inside = mine.filter((e) => e !== task && e.ts >= task.ts && e.ts + e.dur <= task.ts + task.dur && e.dur >= 100);
+    const parts = inside.slice(0, 12).map((e) => `${what(e)} ${(e.dur / 1000).toFixed(1)}`).join("; ");
+    console.error(`  ${((task.ts - open) / 1000).toFixed(1).padStart(7)} +${(task.dur / 1000).toFixed(1).padStart(5)} ms  ${parts}`);
+  }
+}
+
 async function historyBench(cdp, api, base, dir) {
   // With the Network domain on, Chromium copies every WebSocket frame to
   // this client (base64): megabytes per page of history, which slowed the
@@ -270,7 +306,7 @@ async function historyBench(cdp, api, base, dir) {
       return s && JSON.stringify(s).includes(`END-${n}`) ? s : null;
     }, 600000, 100);
     const sock = await until(`${name}'s socket`, () => socketWith(join(dir, "run"), `END-${n}`));
-    const res = { page: [], hello: [], repaint: [], wrote: [], parsed: [], asked: [], answered: [], ready: [], whole: [], top: [], pages: [], span: 0, plain: [], escaped: [], captured: 0 };
+    const res = { page: [], frame: [], hello: [], repaint: [], wrote: [], parsed: [], asked: [], answered: [], ready: [], whole: [], top: [], pages: [], span: 0, plain: [], escaped: [], captured: 0 };
     for (let r = 0; r < ROUNDS; r++) {
       await cdp.send("Page.navigate", { url: "about:blank" });
       await sleep(100);
@@ -282,10 +318,27 @@ async function historyBench(cdp, api, base, dir) {
         await cdp.send("Profiler.setSamplingInterval", { interval: 200 });
         await cdp.send("Profiler.start");
       }
+      // BENCH_TRACE=1: the main thread's tasks over the first round.
+      const trace = process.env.BENCH_TRACE && r === 0 ? [] : null;
+      let traced;
+      if (trace) {
+        traced = new Promise((ok) => cdp.on("Tracing.tracingComplete", ok));
+        cdp.on("Tracing.dataCollected", (p) => trace.push(...p.value));
+        await cdp.send("Tracing.start", {
+          categories: "toplevel,devtools.timeline,blink.user_timing,v8.execute,disabled-by-default-devtools.timeline",
+          transferMode: "ReportEvents",
+        });
+      }
       await cdp.send("Page.navigate", { url: `${base}/#t=${name}` });
       const h = await until(`${name} painted`, () => evaluate("window.__hist && window.__hist.done && window.__hist"), 120000);
       if (profile) printProfile((await cdp.send("Profiler.stop")).profile);
+      if (trace) {
+        await cdp.send("Tracing.end");
+        await traced;
+        printTrace(trace);
+      }
       res.page.push(h.painted);
+      res.frame.push(h.frame ?? NaN);
       res.hello.push(h.hello);
       res.repaint.push(h.repaint);
       if (process.env.BENCH_LONG) console.error(`long tasks (start from open, ms): ${h.long}`);
@@ -306,7 +359,7 @@ async function historyBench(cdp, api, base, dir) {
     rows.push({ n, ...res });
     const ms = (xs) => xs.map((x) => x.toFixed(0)).join(" ");
     console.error(`history ${n}: hello ${ms(res.hello)}, repaint ${ms(res.repaint)}, written ${ms(res.wrote)}, ` +
-      `parsed ${ms(res.parsed)}, painted ${ms(res.page)} ms after open; first page asked ${ms(res.asked)}, answered ${ms(res.answered)}; ` +
+      `parsed ${ms(res.parsed)}, painted ${ms(res.page)} (frame done ${ms(res.frame)}) ms after open; first page asked ${ms(res.asked)}, answered ${ms(res.answered)}; ` +
       `scrollable ${ms(res.ready)}; oldest line drawn ${ms(res.whole)} ms (${res.top[0]}, ${res.pages.join(" ")} pages); ` +
       `capture-pane -S - ${ms(res.plain)} ms`);
   }
@@ -314,7 +367,7 @@ async function historyBench(cdp, api, base, dir) {
   for (const r of rows) {
     console.log(`  ${String(r.n).padStart(8)} lines: hello ${median(r.hello).toFixed(1)}, repaint frame ${median(r.repaint).toFixed(1)}, ` +
       `written ${median(r.wrote).toFixed(1)}, parsed ${median(r.parsed).toFixed(1)}, ` +
-      `screen painted ${median(r.page).toFixed(1)}; first page asked ${median(r.asked).toFixed(1)}, ` +
+      `screen painted ${median(r.page).toFixed(1)} (its frame done ${median(r.frame).toFixed(1)}); first page asked ${median(r.asked).toFixed(1)}, ` +
       `answered ${median(r.answered).toFixed(1)}; the whole history (${(r.span / 1048576).toFixed(1)} MiB) scrollable ` +
       `${median(r.ready).toFixed(1)}; dragged to the top, its oldest line drawn ${median(r.whole).toFixed(1)} ("${r.top[0]}"); ` +
       `capture-pane -S - ${median(r.plain).toFixed(1)} (${r.captured} lines), with -e ${median(r.escaped).toFixed(1)}`);

@@ -580,6 +580,13 @@ function openTerminal(id, name, { early = false } = {}) {
   view.title = view.titles[id] || "";
   showTitle();
   document.body.classList.add("opened");
+  // The bar's buttons that show with a terminal open change the screen's
+  // box: fitted to it now, the attach asks for the size the page keeps.
+  // Fitted later (the box's observer, a frame on), the first snapshot was
+  // taken at the old size and a resize followed at once: tmux reflowed
+  // the whole history, and a second snapshot was sent and parsed before
+  // the first paint (issue 49).
+  fit.fit();
   history.replaceState(null, "", `${location.pathname}${location.search}#t=${encodeURIComponent(reference(id, name))}`);
   term.reset();
   connect();

@@ -538,6 +538,25 @@ window.pastView = (() => {
       closed();
     }
 
+    // The window resized while the view is open: its height (rows in
+    // view) and the terminal's width (where lines wrap) changed, so each
+    // line's rows are counted again and the view redrawn where it was (at
+    // its bottom, or at the same line). The box's observer catches a
+    // height-only change; the terminal's resize (the fit, a frame later)
+    // the new width.
+    function resized() {
+      if (!state.open) return;
+      state.cache.clear();
+      layout();
+      if (!state.top) state.atBottom = true;
+      if (state.atBottom) state.top = null;
+      else state.top = { ...state.top, sub: 0 };
+      syncScroll();
+      draw();
+    }
+    new ResizeObserver(resized).observe(element);
+    term.onResize(resized);
+
     element.addEventListener("scroll", onScroll);
     element.addEventListener("wheel", onWheel, { passive: false });
     element.addEventListener("keydown", onKey);

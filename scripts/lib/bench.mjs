@@ -28,13 +28,15 @@ export async function fetchJson(url, init) {
   }
 }
 
-/** A DevTools connection: send(method, params) -> result. */
+/** A DevTools connection: send(method, params) -> result; on(event, f). */
 export function devtools(url) {
   const ws = new WebSocket(url);
   let id = 0;
   const waiting = new Map();
+  const listeners = new Map();
   ws.onmessage = (m) => {
     const msg = JSON.parse(m.data);
+    if (msg.method && listeners.has(msg.method)) for (const f of listeners.get(msg.method)) f(msg.params);
     if (msg.id && waiting.has(msg.id)) {
       const { ok, fail } = waiting.get(msg.id);
       waiting.delete(msg.id);
@@ -51,6 +53,11 @@ export function devtools(url) {
       const n = ++id;
       ws.send(JSON.stringify({ id: n, method, params }));
       return new Promise((ok, fail) => waiting.set(n, { ok, fail }));
+    },
+    /** Calls `f(params)` at each event `method`. */
+    on(method, f) {
+      if (!listeners.has(method)) listeners.set(method, []);
+      listeners.get(method).push(f);
     },
     close: () => ws.close(),
   };

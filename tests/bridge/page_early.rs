@@ -16,7 +16,8 @@ use super::browser::{Browser, chromium_required};
 use crate::support::within;
 
 /// Injected before each document's own scripts: `window.__order`, what the
-/// page asked of the network, in order.
+/// page asked of the network, in order; `window.__attach`, the last
+/// socket's address.
 const RECORD: &str = r#"(() => {
   const order = window.__order = [];
   const fetch0 = window.fetch;
@@ -30,6 +31,7 @@ const RECORD: &str = r#"(() => {
     constructor(...args) {
       super(...args);
       order.push("socket");
+      window.__attach = String(args[0]);
       this.addEventListener("close", (e) => order.push(`close ${e.code}`));
     }
   };
@@ -81,9 +83,32 @@ async fn a_kept_session_opens_its_terminal_at_once_and_still_fails_closed() {
             .await;
 
         // The next visit: the socket is made before anything is answered
-        // (it used to wait for the session check and two lists).
+        // (it used to wait for the session check and two lists). At
+        // 1200×700 the bar's buttons an open terminal shows take a row
+        // from the screen (see below).
+        browser
+            .call(
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": 1200, "height": 700, "deviceScaleFactor": 1, "mobile": false}),
+            )
+            .await;
         visit(&mut browser, &format!("{}/#t=kept", served.base)).await;
         browser.line("KEPT").await;
+        // The attach asked for the size the page keeps (fitted with the
+        // bar's buttons an open terminal shows): it once asked for the
+        // size before them, and the resize right after made tmux reflow
+        // the whole history and send a second snapshot (issue 49).
+        let asked = browser
+            .eval(
+                "(() => { const q = new URL(window.__attach).searchParams;                 return [Number(q.get('cols')), Number(q.get('rows'))]; })()",
+            )
+            .await;
+        let kept_size = browser
+            .eval("[tmuxEngine.term.cols, tmuxEngine.term.rows]")
+            .await;
+        assert_eq!(asked, kept_size, "the attach's size is the page's");
+        let (_, screen) = served.get("/api/terminals/kept/screen").await;
+        assert_eq!(json!([screen["cols"], screen["rows"]]), kept_size, "{screen}");
         let seen = order(&mut browser).await;
         let socket = seen.iter().position(|e| e == "socket");
         let answer = seen.iter().position(|e| e.starts_with("answer "));

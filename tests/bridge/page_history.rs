@@ -259,3 +259,71 @@ async fn a_person_scrolls_through_a_100000_line_history_and_past_4_mib_printed_s
     })
     .await;
 }
+
+/// Whether the past view shows as many rows as fit, each at most the
+/// terminal's width, its last one `last`.
+const FITS: &str = "(() => {
+  const p = tmuxEngine.past, cols = tmuxEngine.term.cols;
+  const rows = Math.max(1, Math.floor(document.getElementById('past').clientHeight / p.state.rowH));
+  const drawn = p.shown.filter((r) => r.trim());
+  return p.shown.length === rows && p.shown.every((r) => r.length <= cols) && drawn.pop() === 'LAST';
+})()";
+
+#[tokio::test]
+async fn the_past_view_redraws_at_the_new_size_when_the_window_resizes() {
+    let binary = chromium_required();
+    within(async {
+        let served = Served::start(&[]).await;
+        // Lines of ~70 columns: one row each in the first window, two in
+        // the narrow one.
+        served
+            .spawn(
+                r#"{"name":"hist","keep_history":true,
+                    "command":["sh","-c","seq -f 'line %g of the history, long enough to wrap on a narrow screen' 1 3000; echo END-OF-HISTORY; exec cat"]}"#,
+            )
+            .await;
+        until_screen(&served, "hist", "END-OF-HISTORY").await;
+        let url = format!("{}&t=hist", served.sign_in_url("{}").await);
+        let mut browser = Browser::open(&binary, &url).await;
+        browser
+            .until("the past's first page", "typeof tmuxEngine === 'object' && tmuxEngine.past.available()")
+            .await;
+        browser.eval("document.getElementById('past-open').click()").await;
+        let fits = FITS.replace("LAST", "END-OF-HISTORY");
+        browser.until("the past view at its end", &fits).await;
+        let wide = browser.eval("tmuxEngine.term.cols").await.as_u64().unwrap();
+        assert!(wide > 75, "{wide} columns");
+        // Narrower and shorter while the view is open: its rows are
+        // counted and wrapped again, its end still in view.
+        browser
+            .call(
+                "Emulation.setDeviceMetricsOverride",
+                serde_json::json!({"width": 420, "height": 400, "deviceScaleFactor": 1, "mobile": false}),
+            )
+            .await;
+        browser
+            .until("the terminal narrowed", "tmuxEngine.term.cols < 60")
+            .await;
+        browser.until("the past view at the new size", &fits).await;
+        assert_eq!(browser.eval("document.getElementById('past').hidden").await, false);
+        // Scrolled up from there, then resized back: the view stays at the
+        // same line, wrapped at the wide width again.
+        browser.eval("tmuxEngine.past.scrollRows(-40)").await;
+        let line = "Number(/^line (\\d+)/.exec(tmuxEngine.past.shown.find((r) => /^line \\d+/.test(r)))[1])";
+        let before = browser.eval(line).await.as_u64().unwrap();
+        browser
+            .call("Emulation.clearDeviceMetricsOverride", serde_json::json!({}))
+            .await;
+        browser
+            .until(
+                "the view wrapped at the wide width",
+                &format!("tmuxEngine.term.cols === {wide} && tmuxEngine.past.shown.every((r) => r.length <= {wide}) \
+                          && tmuxEngine.past.shown.some((r) => /^line \\d+ .*narrow screen$/.test(r))"),
+            )
+            .await;
+        let after = browser.eval(line).await.as_u64().unwrap();
+        assert!(before.abs_diff(after) <= 1, "line {before} at the top, then {after}");
+        browser.close().await;
+    })
+    .await;
+}
