@@ -8,7 +8,9 @@
 //! - `options`: [`ServerOptions`], validated (names by
 //!   `check_name`) and turned into the config
 //!   file and start command;
-//! - `server`: [`Server`], one tmux server on a private socket;
+//! - `server`: [`Server`], one tmux server on a private socket, started
+//!   with `allocator`'s settings for glibc (tmux's heap is most of an idle
+//!   terminal's memory);
 //!   `first_reply` reads its start command's one reply block;
 //! - `handle`: [`ServerHandle`], a server that outlives the engine
 //!   (never killed on drop); owns a server directory's layout and the
@@ -39,6 +41,7 @@
 //! Nothing here knows about the control client; `control::client` uses
 //! [`Server::control_command`] and [`TmuxCommand::line`].
 
+mod allocator;
 pub(crate) mod client_protocol;
 pub(crate) mod command;
 pub(crate) mod dirs;

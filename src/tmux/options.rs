@@ -272,7 +272,7 @@ pub(crate) fn runtime_base(opts: &ServerOptions) -> Result<PathBuf> {
 
 /// The engine's config file. Every line must be valid on every supported
 /// tmux: before 3.4 an error puts the first pane into view mode.
-pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
+pub(super) fn config_text(opts: &ServerOptions, tuned: bool) -> Result<String> {
     let mut lines = vec![
         "# Written by tmux-engine; tmux reads this instead of ~/.tmux.conf.".to_owned(),
         format!("set -s {MARK_OPTION} {}", quote(MARK_VALUE.as_bytes())?),
@@ -303,6 +303,11 @@ pub(super) fn config_text(opts: &ServerOptions) -> Result<String> {
             "set -g default-shell {}",
             quote(shell.as_os_str().as_bytes())?
         ));
+    }
+    if tuned {
+        // Read before the first pane exists, so no program inherits the
+        // server's allocator settings.
+        lines.push(super::allocator::UNSET_LINE.to_owned());
     }
     lines.extend(opts.extra_config.iter().cloned());
     let mut text = lines.join("\n");

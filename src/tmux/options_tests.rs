@@ -180,7 +180,7 @@ fn config_is_hermetic_and_quoted() {
         },
         ..Default::default()
     };
-    let text = config_text(&opts).expect("valid");
+    let text = config_text(&opts, false).expect("valid");
     for want in [
         "set -s @tmux-engine \"1\"\n",
         "set -g remain-on-exit on\n",
@@ -193,5 +193,13 @@ fn config_is_hermetic_and_quoted() {
     assert!(
         !text.contains("set -g window-size"),
         "global manual size crashes tmux"
+    );
+    assert!(!text.contains("GLIBC_TUNABLES"), "{text}");
+    // A server started with the allocator's settings keeps them from its
+    // panes, before the caller's own lines.
+    let tuned = config_text(&opts, true).expect("valid");
+    assert!(
+        tuned.contains("\nset-environment -gu GLIBC_TUNABLES\n"),
+        "{tuned}"
     );
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use rustix::process::Signal;
 
+use super::allocator;
 use super::command::TmuxCommand;
 pub use super::first_reply::FirstPane;
 use super::first_reply::{first_reply, parse_start};
@@ -63,6 +64,16 @@ pub struct Server {
     exit_handshake: bool,
     /// See [`Server::launcher`].
     launcher: bool,
+}
+
+/// The environment of a server's start command, which the server keeps.
+struct StartEnv {
+    /// Set on top of the engine's (or of nothing, when `clear`).
+    vars: Vec<(OsString, OsString)>,
+    /// Start from an empty environment instead of the engine's.
+    clear: bool,
+    /// Add [`allocator::SERVER_TUNABLES`] (see `allocator::tunes`).
+    tuned: bool,
 }
 
 impl Server {
@@ -140,7 +151,7 @@ impl Server {
         opts: ServerOptions,
         mode: StartMode,
     ) -> Result<(Server, tokio::process::Command, String)> {
-        let (server, argv, (server_env, clear_env)) = Self::create(tmux, opts, mode)?;
+        let (server, argv, env) = Self::create(tmux, opts, mode)?;
         let line = argv_text(&argv);
         let mut args = vec![
             OsString::from("-S"),
@@ -151,11 +162,14 @@ impl Server {
         ];
         args.extend(argv);
         let mut cmd = tokio::process::Command::from(server.tmux().command(args));
-        if clear_env {
+        if env.clear {
             cmd.env_clear();
         }
-        for (k, v) in &server_env {
+        for (k, v) in &env.vars {
             cmd.env(k, v);
+        }
+        if env.tuned {
+            cmd.env(allocator::VARIABLE, allocator::SERVER_TUNABLES);
         }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -183,13 +197,13 @@ impl Server {
         );
     }
 
-    /// The directory, config and start argv of a server not yet running.
-    #[allow(clippy::type_complexity)]
+    /// The directory, config and start argv of a server not yet running,
+    /// and the environment its start command runs with.
     fn create(
         tmux: Arc<Tmux>,
         opts: ServerOptions,
         mode: StartMode,
-    ) -> Result<(Server, Vec<OsString>, (Vec<(OsString, OsString)>, bool))> {
+    ) -> Result<(Server, Vec<OsString>, StartEnv)> {
         validate(&opts)?;
         let base = runtime_base(&opts)?;
         let dir = tempfile::Builder::new()
@@ -208,7 +222,8 @@ impl Server {
         let handle =
             ServerHandle::from_parts(tmux, dir.path().to_path_buf(), opts.session.clone(), 0);
         check_socket_path(handle.socket())?;
-        write_config(handle.config(), &config_text(&opts)?)?;
+        let tuned = allocator::tunes(&opts.server_env, opts.clear_env);
+        write_config(handle.config(), &config_text(&opts, tuned)?)?;
         // Before tmux runs: the wrapper opens it once the program ended.
         let handshake = opts.exit_handshake && (!opts.command.is_empty() || opts.launcher);
         if handshake {
@@ -245,7 +260,12 @@ impl Server {
             exit_handshake: handshake,
             launcher: opts.launcher,
         };
-        Ok((server, argv, (opts.server_env, opts.clear_env)))
+        let env = StartEnv {
+            vars: opts.server_env,
+            clear: opts.clear_env,
+            tuned,
+        };
+        Ok((server, argv, env))
     }
 
     /// Where the pane's raw output relay connects (see

@@ -505,3 +505,62 @@ async fn a_control_attach_to_a_killed_server_starts_no_server() {
     })
     .await;
 }
+
+/// `NAME=VALUE` of `name` in the environment of process `pid`, if set.
+fn environ_entry(pid: u32, name: &str) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).expect("reading environ");
+    raw.split(|b| *b == 0)
+        .map(String::from_utf8_lossy)
+        .find(|entry| entry.split_once('=').is_some_and(|(k, _)| k == name))
+        .map(|entry| entry.into_owned())
+}
+
+#[tokio::test]
+async fn the_server_gets_glibc_tunables_and_its_panes_do_not() {
+    live(async |tmp| {
+        // A cleared environment, so the test's own GLIBC_TUNABLES (if any)
+        // cannot stand in for the engine's.
+        let server = start_server(
+            opts(tmp.path())
+                .clear_env(true)
+                .command(sh_c("exec sleep 1000", &[])),
+        )
+        .await;
+        // glibc cuts its own copy of the variable at the first `:` as it
+        // parses it, so the process shows the first tunable only.
+        let tunables = environ_entry(server.pid(), "GLIBC_TUNABLES").expect("the server's");
+        assert!(
+            tunables.starts_with("GLIBC_TUNABLES=glibc.malloc.tcache_count=0"),
+            "{tunables}"
+        );
+        let pane = server.first_pane().pid;
+        assert_eq!(environ_entry(pane, "GLIBC_TUNABLES"), None, "the pane's");
+        let global = server
+            .run(&TmuxCommand::new("show-environment").flag("-g"))
+            .await
+            .expect("show-environment");
+        assert!(!global.contains("GLIBC_TUNABLES="), "{global}");
+        server.kill().await.expect("kill");
+
+        // A caller's own value, even empty (the opt-out), is kept as it is
+        // in the server and the pane alike.
+        let server = start_server(
+            opts(tmp.path())
+                .clear_env(true)
+                .server_env(vec![("GLIBC_TUNABLES".into(), "".into())])
+                .command(sh_c("exec sleep 1000", &[])),
+        )
+        .await;
+        assert_eq!(
+            environ_entry(server.pid(), "GLIBC_TUNABLES").as_deref(),
+            Some("GLIBC_TUNABLES=")
+        );
+        let pane = server.first_pane().pid;
+        assert_eq!(
+            environ_entry(pane, "GLIBC_TUNABLES").as_deref(),
+            Some("GLIBC_TUNABLES=")
+        );
+        server.kill().await.expect("kill");
+    })
+    .await;
+}

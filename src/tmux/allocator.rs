@@ -1,0 +1,46 @@
+//! glibc's allocator settings for the tmux servers the engine starts: one
+//! tmux server per terminal makes tmux's own heap the largest cost of an
+//! idle terminal, and most of it is memory glibc keeps, not memory tmux uses.
+//!
+//! An idle tmux 3.3a server holds ~960 KiB private, ~620 KiB of it heap.
+//! Two of glibc's defaults keep freed memory resident in a process that
+//! allocates a burst at start (the default key tables, the config, the
+//! first pane) and then little: the per-thread cache (tcache) holds freed
+//! chunks back from coalescing, and the mmap threshold, which glibc raises
+//! after the first large free, then puts later large buffers on the heap,
+//! where they stay dirty once freed. With the tcache off and the threshold
+//! fixed at 64 KiB the same server holds ~760 KiB, and a server whose pane
+//! printed 53 MB keeps ~240 KiB less; its CPU for that flood was the same
+//! (within run-to-run noise). Figures: `docs/benchmarks.md`.
+//!
+//! The setting is [`VARIABLE`] in the server process's own environment:
+//! the config removes it from tmux's global environment, which tmux builds
+//! from its own before the first pane, so programs and hooks never see it.
+//! A pane's pipe (the relay, the drain's `cat`) inherits the server's own
+//! environment, setting included: harmless there, and a few KiB less. A caller whose server environment names the variable
+//! (even empty: the way to opt out) keeps exactly its own, in the server
+//! and the panes alike. A tmux not linked against glibc ignores it.
+
+use std::ffi::OsString;
+
+/// The variable glibc reads its tunables from at start.
+pub(super) const VARIABLE: &str = "GLIBC_TUNABLES";
+
+/// The tunables a tmux server starts with: no tcache, a fixed 64 KiB mmap
+/// threshold (which also turns glibc's dynamic threshold off).
+pub(super) const SERVER_TUNABLES: &str =
+    "glibc.malloc.tcache_count=0:glibc.malloc.mmap_threshold=65536";
+
+/// The config line that keeps [`VARIABLE`] from the panes: tmux copied its
+/// own environment into its global one, and every pane, pipe and job gets
+/// the global one.
+pub(super) const UNSET_LINE: &str = "set-environment -gu GLIBC_TUNABLES";
+
+/// Whether a server starts with [`SERVER_TUNABLES`]: unless the
+/// environment it would get (`server_env`, and the engine's own unless
+/// `clear_env`) already names [`VARIABLE`].
+pub(super) fn tunes(server_env: &[(OsString, OsString)], clear_env: bool) -> bool {
+    let named = server_env.iter().any(|(k, _)| k == VARIABLE);
+    let inherited = !clear_env && std::env::var_os(VARIABLE).is_some();
+    !named && !inherited
+}
