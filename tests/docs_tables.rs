@@ -5,7 +5,8 @@
 //! table of `docs/serve.md` against the routes a real `serve` serves (its
 //! OpenAPI document, and the page's and probes' routes answering). A tool,
 //! an argument, a field or a route missing from a table, or named there
-//! but not served, fails with its name.
+//! but not served, fails with its name. The README and the architecture
+//! page keep their length bounds.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
@@ -334,4 +335,19 @@ async fn the_route_table_is_what_serve_serves() {
         assert!(errors.is_empty(), "{}", errors.join("\n"));
     })
     .await;
+}
+
+/// The two pages a newcomer reads first stay short enough to read in one
+/// sitting: the README a guide (≤ 400 lines, details in `docs/`), the
+/// architecture page the layers as they are (≤ 300). Both drifted past
+/// their bound unnoticed when several changes each added a few lines.
+#[test]
+fn the_readme_and_the_architecture_page_stay_short() {
+    for (path, most) in [("README.md", 400), ("docs/architecture.md", 300)] {
+        let lines = doc(path).lines().count();
+        assert!(
+            lines <= most,
+            "{path} is {lines} lines, more than {most}: move detail to docs/"
+        );
+    }
 }
