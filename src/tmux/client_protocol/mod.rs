@@ -383,6 +383,78 @@ mod tests {
         );
     }
 
+    /// Kills the test's tmux server when dropped, even on a panic.
+    struct KillServer(std::path::PathBuf);
+
+    impl Drop for KillServer {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("tmux")
+                .arg("-S")
+                .arg(&self.0)
+                .arg("kill-server")
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+
+    /// A link the server has read only part of (the server reads up to
+    /// each descriptor's message at a time, one read an event-loop turn)
+    /// must not yet be a control client: tmux 3.3a writes notifications to
+    /// every client flagged `CLIENT_CONTROL` (`control_notify_session_created`
+    /// in control-notify.c), whose control state only exists from
+    /// `MSG_IDENTIFY_DONE` (`control_start`), and `control_write` of a
+    /// client without one is a NULL dereference: the server died. Forced
+    /// here by sending all but the last read's messages, then a
+    /// notification (`%sessions-changed`).
+    #[tokio::test]
+    async fn a_half_read_identify_leaves_the_server_alive() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let tmux = |args: &[&str]| {
+            std::process::Command::new("tmux")
+                .arg("-S")
+                .arg(&socket)
+                .args(["-f", "/dev/null"])
+                .args(args)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap()
+                .success()
+        };
+        assert!(tmux(&["new-session", "-d", "-s", "main", "sleep 300"]));
+        let _kill = KillServer(socket.clone());
+        let stream = UnixStream::connect(&socket).await.unwrap();
+        let (_ours, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let env = environ();
+        let who = wire::Identity {
+            term: b"",
+            cwd: b"/",
+            pid: i32::try_from(std::process::id()).unwrap(),
+            environ: env.iter().map(|v| v.as_bytes()).collect(),
+        };
+        let messages = wire::identify(&who);
+        // A read of the server ends after a descriptor's message (the
+        // kernel never merges past one): everything up to the last is
+        // what it can hold while the rest is not read yet.
+        let last = messages.iter().rposition(|m| m.with_fd).unwrap();
+        send(&stream, &messages[..=last], &theirs).await.unwrap();
+        // A round trip of another client: the server's loop turned past
+        // the reads of what was sent.
+        assert!(tmux(&["display-message", "-p", "x"]));
+        assert!(tmux(&["new-session", "-d", "-s", "other", "sleep 300"]));
+        assert!(
+            tmux(&["has-session", "-t", "=main"]),
+            "the tmux server died of a half-identified control client"
+        );
+        drop(stream);
+    }
+
     /// A fake server end: what the link sends is the identify sequence
     /// with two descriptors of one socket, then the command; a
     /// `MSG_DETACH` is answered with `MSG_EXITING`, `MSG_EXITED` ends it.
@@ -443,8 +515,11 @@ mod tests {
                 .await
                 .unwrap();
         let kinds: Vec<u32> = messages.iter().map(|m| m.kind).collect();
-        assert_eq!(&kinds[..9], [100, 111, 101, 109, 102, 108, 104, 110, 107]);
-        assert_eq!(kinds[kinds.len() - 2..], [msg::IDENTIFY_DONE, msg::COMMAND]);
+        assert_eq!(&kinds[..5], [101, 109, 102, 108, 107]);
+        assert_eq!(
+            kinds[kinds.len() - 6..],
+            [104, 110, 100, 111, 106, msg::COMMAND]
+        );
         assert!(messages.iter().all(|m| m.version == 8));
         let command = &messages.last().unwrap().payload;
         assert_eq!(&command[..4], &3i32.to_ne_bytes());

@@ -124,10 +124,26 @@ fn cstr(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// The identify sequence `client_send_identify` sends for a control client
-/// whose stdin is not a terminal (no ttyname, no terminfo), in its order;
-/// the two descriptor messages carry the data socket. A string with a NUL
-/// inside is cut there, as C reads it; an environment string past the
-/// message limit is skipped, as tmux skips it.
+/// whose stdin is not a terminal (no ttyname, no terminfo); the two
+/// descriptor messages carry the data socket. A string with a NUL inside is
+/// cut there, as C reads it; an environment string past the message limit
+/// is skipped, as tmux skips it.
+///
+/// Not in tmux's order: the flags come last, beside `MSG_IDENTIFY_DONE`,
+/// after both descriptors. The server reads a client's socket once an
+/// event-loop turn, and a read ends after a descriptor's message (the
+/// kernel never reads past a message carrying descriptors), so tmux's
+/// order (flags first) leaves a client flagged `CLIENT_CONTROL` for two
+/// turns before `MSG_IDENTIFY_DONE` gives it its control state
+/// (`control_start`). A notification in between (`%sessions-changed`,
+/// `%client-detached`: control-notify.c writes to every `CLIENT_CONTROL`
+/// client) is `control_write` on a NULL state, and tmux 3.3a segfaults.
+/// It took a server that was stopped while a client connected and went
+/// away: on `SIGCONT` it read that client's identify beside another
+/// client's attach, and died. Here the flags and `MSG_IDENTIFY_DONE` are
+/// one small write read whole in one turn (the read before it ended at the
+/// second descriptor); the server accepts identify messages in any order
+/// before `MSG_IDENTIFY_DONE` (`server_client_dispatch_identify`).
 pub(crate) fn identify(who: &Identity<'_>) -> Vec<Outgoing> {
     let until_nul =
         |s: &'_ [u8]| -> Vec<u8> { cstr(s.split(|&b| b == 0).next().unwrap_or_default()) };
@@ -135,18 +151,10 @@ pub(crate) fn identify(who: &Identity<'_>) -> Vec<Outgoing> {
     let fixed = |kind, payload: &[u8], fd| encode(kind, payload, fd).into_iter();
     let flags32 = (CONTROL_FLAGS as u32 as i32).to_ne_bytes();
     let mut out: Vec<Outgoing> = Vec::new();
-    out.extend(fixed(msg::IDENTIFY_FLAGS, &flags32, false));
-    out.extend(fixed(
-        msg::IDENTIFY_LONGFLAGS,
-        &CONTROL_FLAGS.to_ne_bytes(),
-        false,
-    ));
     out.extend(fixed(msg::IDENTIFY_TERM, &until_nul(who.term), false));
     out.extend(fixed(msg::IDENTIFY_FEATURES, &0i32.to_ne_bytes(), false));
     out.extend(fixed(msg::IDENTIFY_TTYNAME, b"\0", false));
     out.extend(fixed(msg::IDENTIFY_CWD, &until_nul(who.cwd), false));
-    out.extend(fixed(msg::IDENTIFY_STDIN, &[], true));
-    out.extend(fixed(msg::IDENTIFY_STDOUT, &[], true));
     out.extend(fixed(
         msg::IDENTIFY_CLIENTPID,
         &who.pid.to_ne_bytes(),
@@ -155,6 +163,16 @@ pub(crate) fn identify(who: &Identity<'_>) -> Vec<Outgoing> {
     for var in &who.environ {
         out.extend(encode(msg::IDENTIFY_ENVIRON, &until_nul(var), false));
     }
+    out.extend(fixed(msg::IDENTIFY_STDIN, &[], true));
+    out.extend(fixed(msg::IDENTIFY_STDOUT, &[], true));
+    // From here on one write: a control client's flags and its control
+    // state in the same read of the server (see above).
+    out.extend(fixed(msg::IDENTIFY_FLAGS, &flags32, false));
+    out.extend(fixed(
+        msg::IDENTIFY_LONGFLAGS,
+        &CONTROL_FLAGS.to_ne_bytes(),
+        false,
+    ));
     out.extend(fixed(msg::IDENTIFY_DONE, &[], false));
     out
 }
