@@ -137,7 +137,8 @@ fn cstr(bytes: &[u8]) -> Vec<u8> {
 /// turns before `MSG_IDENTIFY_DONE` gives it its control state
 /// (`control_start`). A notification in between (`%sessions-changed`,
 /// `%client-detached`: control-notify.c writes to every `CLIENT_CONTROL`
-/// client) is `control_write` on a NULL state, and tmux 3.3a segfaults.
+/// client) is `control_write` on a NULL state, and tmux before 3.7
+/// segfaults (fixed by tmux e5a2a25f, GitHub issue 4980).
 /// It took a server that was stopped while a client connected and went
 /// away: on `SIGCONT` it read that client's identify beside another
 /// client's attach, and died. Here the flags and `MSG_IDENTIFY_DONE` are
