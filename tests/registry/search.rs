@@ -73,6 +73,14 @@ async fn search_reads_the_kept_history_where_the_ring_ends() {
                 (page.lines == ["DONE"]).then_some(())
             })
             .await;
+            // `read` is tmux's scrollback: the engine's stream (what
+            // `search` reads) may still be behind it on a loaded machine,
+            // its ring then still holding what the end pushes out of it.
+            poll("the stream to reach the build's end", LONG, || async {
+                let done = search_for(&registry, &owner, name, "^DONE").await;
+                (!done.matches.is_empty()).then_some(())
+            })
+            .await;
         }
 
         // Kept: the error is found once its bytes are on disk (the
