@@ -160,6 +160,21 @@ fn in_order(drawn: &[u64]) -> Vec<u64> {
     out
 }
 
+/// Waits until terminal `name` printed `END-OF-HISTORY`, then opens the
+/// page on it and waits until its past view has a first page to show.
+async fn open_on_history(served: &Served, binary: &std::path::PathBuf, name: &str) -> Browser {
+    until_screen(served, name, "END-OF-HISTORY").await;
+    let url = format!("{}&t={name}", served.sign_in_url("{}").await);
+    let mut browser = Browser::open(binary, &url).await;
+    browser
+        .until(
+            "the past's first page",
+            "typeof tmuxEngine === 'object' && tmuxEngine.past.available()",
+        )
+        .await;
+    browser
+}
+
 /// A wheel turn at the middle of the stage (negative `delta_y`: up).
 async fn wheel(browser: &mut Browser, delta_y: f64) {
     let at = browser
@@ -189,12 +204,7 @@ async fn a_person_scrolls_through_a_100000_line_history_and_past_4_mib_printed_s
                     "command":["sh","-c","seq -f 'line %g of the history' 1 100000; echo END-OF-HISTORY; read go; seq -f 'line %g of the history' 100001 260000; echo END-TWO; exec cat"]}"#,
             )
             .await;
-        until_screen(&served, "hist", "END-OF-HISTORY").await;
-        let url = format!("{}&t=hist", served.sign_in_url("{}").await);
-        let mut browser = Browser::open(&binary, &url).await;
-        browser
-            .until("the past's first page", "typeof tmuxEngine === 'object' && tmuxEngine.past.available()")
-            .await;
+        let mut browser = open_on_history(&served, &binary, "hist").await;
         // xterm.js holds the snapshot only: tmux's screen and its last
         // lines, never the whole history parsed.
         let lines = browser.lines().await;
@@ -282,12 +292,7 @@ async fn the_past_view_redraws_at_the_new_size_when_the_window_resizes() {
                     "command":["sh","-c","seq -f 'line %g of the history, long enough to wrap on a narrow screen' 1 3000; echo END-OF-HISTORY; exec cat"]}"#,
             )
             .await;
-        until_screen(&served, "hist", "END-OF-HISTORY").await;
-        let url = format!("{}&t=hist", served.sign_in_url("{}").await);
-        let mut browser = Browser::open(&binary, &url).await;
-        browser
-            .until("the past's first page", "typeof tmuxEngine === 'object' && tmuxEngine.past.available()")
-            .await;
+        let mut browser = open_on_history(&served, &binary, "hist").await;
         browser.eval("document.getElementById('past-open').click()").await;
         let fits = FITS.replace("LAST", "END-OF-HISTORY");
         browser.until("the past view at its end", &fits).await;
