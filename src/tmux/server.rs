@@ -68,12 +68,12 @@ pub struct Server {
 
 /// The environment of a server's start command, which the server keeps.
 struct StartEnv {
-    /// Set on top of the engine's (or of nothing, when `clear`).
+    /// Set on top of the engine's (or of nothing, when `clear`): the
+    /// caller's, then [`allocator::SERVER_TUNABLES`] where
+    /// `allocator::tunes` says so.
     vars: Vec<(OsString, OsString)>,
     /// Start from an empty environment instead of the engine's.
     clear: bool,
-    /// Add [`allocator::SERVER_TUNABLES`] (see `allocator::tunes`).
-    tuned: bool,
 }
 
 impl Server {
@@ -168,9 +168,6 @@ impl Server {
         for (k, v) in &env.vars {
             cmd.env(k, v);
         }
-        if env.tuned {
-            cmd.env(allocator::VARIABLE, allocator::SERVER_TUNABLES);
-        }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -260,10 +257,16 @@ impl Server {
             exit_handshake: handshake,
             launcher: opts.launcher,
         };
+        let mut vars = opts.server_env;
+        if tuned {
+            vars.push((
+                allocator::VARIABLE.into(),
+                allocator::SERVER_TUNABLES.into(),
+            ));
+        }
         let env = StartEnv {
-            vars: opts.server_env,
+            vars,
             clear: opts.clear_env,
-            tuned,
         };
         Ok((server, argv, env))
     }
