@@ -59,10 +59,10 @@ pub(super) fn start(shared: &Arc<ServerLink>, request: SendRequest) -> Result<Se
     Ok(SendHandle { operation, result })
 }
 
-/// The longest a text reply waits for its reader to read before its
-/// looks count anyway (a reader whose reads `/proc` does not count).
+/// The longest a reply waits for its reader to read before its looks
+/// count anyway (a reader whose reads `/proc` does not count).
 const UNREAD_BOUND: Duration = Duration::from_secs(2);
-/// How often a text reply looks whether its reader read.
+/// How often a reply looks whether its reader read.
 const UNREAD_PAUSE: Duration = Duration::from_millis(5);
 
 async fn run(shared: &ServerLink, op: &SendOperation, request: SendRequest) -> Result<SendAnswer> {
@@ -157,12 +157,17 @@ async fn run(shared: &ServerLink, op: &SendOperation, request: SendRequest) -> R
     if let Some(follow) = &mut followed {
         follow.typed(shared, &text);
     }
-    // A text reply's reader, marked before the write: seen waiting, it
-    // counts once it read since (see `ReadMark`).
+    // A reply's reader, marked before the write: seen waiting, it counts
+    // once it read since (see `ReadMark`). Keys alone are marked where
+    // they end its read (`C-d`, `Enter`; any key in raw mode): a key that
+    // does not (an arrow at a line-mode reader) would only be waited for.
     let unread = match &followed {
-        Some(follow) if follow.is_reply() && !request.text.is_empty() => {
+        Some(follow) if follow.is_reply() => {
             let pane = shared.lock().pane_process;
-            pane.and_then(|pane| ReadMark::now(pane.pid))
+            pane.filter(|pane| {
+                !request.text.is_empty() || reading::wakes_reader(pane.pid, &written)
+            })
+            .and_then(|pane| ReadMark::now(pane.pid))
         }
         _ => None,
     };
@@ -277,7 +282,7 @@ fn waiting_reason(state: InputState) -> WaitReason {
 /// the shell included when a typed command is unfinished. A reader counts
 /// after two looks with no output between (three after a reply: one that
 /// echoes nothing, `read -s`, must not end the send on a reader seen
-/// before the text reached it), and once it read since `unread` (a text
+/// before the text reached it), and once it read since `unread` (a
 /// reply's reader, marked before the write; at most [`UNREAD_BOUND`] is
 /// waited for that).
 async fn follow(

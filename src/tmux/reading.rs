@@ -73,21 +73,59 @@ pub(crate) fn blocked_on_input(pane_pid: u32) -> bool {
 /// when the terminal's settings cannot be read (read through the pane
 /// process's stdin; nothing is read from the terminal itself).
 pub(crate) fn literal_next(pane_pid: u32) -> Option<bool> {
-    use rustix::fs::{Mode, OFlags};
     use rustix::termios::{LocalModes, SpecialCodeIndex};
-    let terminal = rustix::fs::open(
-        format!("/proc/{pane_pid}/fd/0"),
-        OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let termios = rustix::termios::tcgetattr(&terminal).ok()?;
+    let termios = terminal_modes(pane_pid)?;
     Some(
         termios
             .local_modes
             .contains(LocalModes::ICANON | LocalModes::IEXTEN)
             && termios.special_codes[SpecialCodeIndex::VLNEXT] == 0x16,
     )
+}
+
+/// Whether `bytes` typed at the terminal of the pane whose session leader
+/// is `pane_pid` end a read blocked on it: any byte in raw mode; in line
+/// mode (`ICANON`) only a line's end (newline, a return the terminal turns
+/// into one, `VEOL`, `VEOL2`), end of file (`VEOF`) or, with `ISIG`, a
+/// signal's key (`VINTR`, `VQUIT`, `VSUSP`). `false` when the terminal's
+/// settings cannot be read. A byte quoted by `VLNEXT` is counted as if it
+/// were not: the answer only decides whether a send waits (at most
+/// `UNREAD_BOUND`) for the read to happen.
+pub(crate) fn wakes_reader(pane_pid: u32, bytes: &[u8]) -> bool {
+    use rustix::termios::{InputModes, LocalModes, SpecialCodeIndex as C};
+    let Some(termios) = terminal_modes(pane_pid) else {
+        return false;
+    };
+    if !termios.local_modes.contains(LocalModes::ICANON) {
+        return !bytes.is_empty();
+    }
+    let code = |index| termios.special_codes[index];
+    let mut ends = vec![b'\n', code(C::VEOF), code(C::VEOL), code(C::VEOL2)];
+    if termios.input_modes.contains(InputModes::ICRNL)
+        && !termios.input_modes.contains(InputModes::IGNCR)
+    {
+        ends.push(b'\r');
+    }
+    if termios.local_modes.contains(LocalModes::ISIG) {
+        ends.extend([code(C::VINTR), code(C::VQUIT), code(C::VSUSP)]);
+    }
+    // A special character set to 0 (`_POSIX_VDISABLE` on Linux) is off.
+    ends.retain(|&byte| byte != 0);
+    bytes.iter().any(|byte| ends.contains(byte))
+}
+
+/// The settings of the terminal of the pane whose session leader is
+/// `pane_pid`, read through that process's stdin (nothing is read from
+/// the terminal itself); `None` when they cannot be read.
+fn terminal_modes(pane_pid: u32) -> Option<rustix::termios::Termios> {
+    use rustix::fs::{Mode, OFlags};
+    let terminal = rustix::fs::open(
+        format!("/proc/{pane_pid}/fd/0"),
+        OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    rustix::termios::tcgetattr(&terminal).ok()
 }
 
 /// How the foreground process group of the pane whose session leader is
@@ -143,8 +181,8 @@ fn waiting_process(pane_pid: u32) -> Option<(i32, InputState)> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReadMark {
     pid: u32,
-    /// Its `rchar` (`/proc/PID/io`): bytes its reads returned, of any file.
-    read: u64,
+    /// Its read counts now.
+    reads: Reads,
 }
 
 impl ReadMark {
@@ -158,23 +196,43 @@ impl ReadMark {
         let pid = u32::try_from(pid).ok()?;
         Some(ReadMark {
             pid,
-            read: chars_read(pid)?,
+            reads: Reads::of(pid)?,
         })
     }
 
-    /// Whether the reader read anything since the mark, or is gone.
+    /// Whether the reader read since the mark, or is gone. A read that
+    /// returned nothing counts: a `C-d` at the start of a line is an end
+    /// of file, read as 0 bytes.
     pub(crate) fn passed(&self) -> bool {
-        chars_read(self.pid).is_none_or(|read| read > self.read)
+        Reads::of(self.pid)
+            .is_none_or(|now| now.calls > self.reads.calls || now.bytes > self.reads.bytes)
     }
 }
 
-/// The bytes process `pid`'s reads have returned (`rchar` of
-/// `/proc/PID/io`), `None` when it is gone or not readable.
-fn chars_read(pid: u32) -> Option<u64> {
-    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
-    io.lines()
-        .find_map(|line| line.strip_prefix("rchar:"))
-        .and_then(|count| count.trim().parse().ok())
+/// A process's read counts (`/proc/PID/io`), of any file.
+#[derive(Debug, Clone, Copy)]
+struct Reads {
+    /// `rchar`: bytes its reads returned.
+    bytes: u64,
+    /// `syscr`: read calls that returned, with data, an end of file or an
+    /// error (a read a signal cut short included).
+    calls: u64,
+}
+
+impl Reads {
+    /// `None` when the process is gone or its counts are not readable.
+    fn of(pid: u32) -> Option<Reads> {
+        let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+        let count = |key: &str| {
+            io.lines()
+                .find_map(|line| line.strip_prefix(key))
+                .and_then(|count| count.trim().parse().ok())
+        };
+        Some(Reads {
+            bytes: count("rchar:")?,
+            calls: count("syscr:")?,
+        })
+    }
 }
 
 /// The only child of `pid` in group `group`, when `pid` sleeps waiting for
@@ -336,7 +394,7 @@ mod tests {
         }
         let mark = ReadMark {
             pid,
-            read: chars_read(pid).expect("a child's io counts are readable"),
+            reads: Reads::of(pid).expect("a child's io counts are readable"),
         };
         assert!(!mark.passed(), "nothing was written yet");
         child.stdin.as_mut().unwrap().write_all(b"x").unwrap();
@@ -347,9 +405,91 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         child.wait().unwrap();
+        let zero = Reads { bytes: 0, calls: 0 };
         assert!(
-            ReadMark { pid, read: 0 }.passed(),
+            ReadMark { pid, reads: zero }.passed(),
             "a reaped reader is gone"
         );
+    }
+
+    /// A new pty's two ends, the program's opened as a file.
+    fn pty() -> (rustix::fd::OwnedFd, std::fs::File) {
+        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+        use std::os::unix::ffi::OsStringExt;
+        let main = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+        grantpt(&main).unwrap();
+        unlockpt(&main).unwrap();
+        let name = ptsname(&main, Vec::new()).unwrap();
+        let path = std::path::PathBuf::from(std::ffi::OsString::from_vec(name.into_bytes()));
+        let program = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        (main, program)
+    }
+
+    #[test]
+    fn an_end_of_file_read_passes_the_mark_and_keys_wake_by_the_terminal_s_mode() {
+        let (main, program) = pty();
+        // Two reads of its terminal: the first ends at a `C-d`, read as
+        // 0 bytes, and the second then waits, so the reader stays.
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "read a; read b"])
+            .stdin(Stdio::from(program))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let reads_tty = || {
+            let syscall =
+                std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+            let state = stat_of(i32::try_from(pid).unwrap()).map(|stat| stat.state);
+            state == Some(b'S')
+                && syscall.split_ascii_whitespace().next() == Some(&nr::READ.to_string())
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !reads_tty() {
+            assert!(Instant::now() < deadline, "sh never read its terminal");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // A new pty reads in line mode, with ICRNL and ISIG.
+        assert!(!wakes_reader(pid, b"x"), "half a line ends no read");
+        assert!(!wakes_reader(pid, b"\x1b[A"), "an arrow ends no read");
+        assert!(wakes_reader(pid, b"x\r"), "a return ends the line");
+        assert!(wakes_reader(pid, b"\x04"), "C-d is the end of file");
+        assert!(wakes_reader(pid, b"\x03"), "C-c is a signal's key");
+        let mark = ReadMark {
+            pid,
+            reads: Reads::of(pid).expect("a child's io counts are readable"),
+        };
+        assert!(!mark.passed(), "nothing was typed yet");
+        rustix::io::write(&main, b"\x04").unwrap();
+        while !mark.passed() {
+            assert!(
+                Instant::now() < deadline,
+                "the end of file's read never showed"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Passed by the read, not by an end: it reads its second line.
+        while !reads_tty() {
+            assert!(Instant::now() < deadline, "sh never read its second line");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            Reads::of(pid).map(|now| now.bytes),
+            Some(mark.reads.bytes),
+            "0 bytes read"
+        );
+        // In raw mode any byte ends a read.
+        let mut raw = rustix::termios::tcgetattr(&main).unwrap();
+        raw.make_raw();
+        rustix::termios::tcsetattr(&main, rustix::termios::OptionalActions::Now, &raw).unwrap();
+        assert!(wakes_reader(pid, b"x"), "raw mode: any byte");
+        assert!(!wakes_reader(pid, b""), "nothing typed ends nothing");
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
