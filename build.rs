@@ -9,6 +9,8 @@
 //! Writes `$OUT_DIR/assets.rs`: `COMPRESSED`, one `(name, hash, gzip,
 //! brotli)` per file by its served name (the file name: `web/vendor/x.js`
 //! is served as `/assets/x.js`, as `bridge/page/mod.rs` names them).
+//!
+//! Also links `tmux-engine-relay` as a static PIE ([`static_relay`]).
 
 #[cfg(feature = "serve")]
 use std::io::Write;
@@ -17,10 +19,85 @@ use std::path::{Path, PathBuf};
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    static_relay();
     // Only serve's page is made of these files: a library built without
     // the `serve` feature compresses nothing (and has no flate2/brotli).
     #[cfg(feature = "serve")]
     compress_page();
+}
+
+/// Links the resident relay (`tmux-engine-relay`, one per terminal for as
+/// long as its pane lives) as a static PIE: glibc linked in, so no loader
+/// and no shared library is relocated per process (its private memory 140
+/// -> 96 KiB, docs/benchmarks.md), its code still placed at random.
+///
+/// Cargo sets `-C target-feature=+crt-static` only for a whole build, and
+/// rustc then still names the C libraries for a dynamic link
+/// (`-Bdynamic -lgcc_s ... -lm ... -lc`): `-static-pie` alone would link
+/// their shared objects into an executable with no loader to load them.
+/// So, for this one binary, a directory of its own comes first in the
+/// library path: each of those names there is a linker script naming the
+/// static archive (`libgcc_s` the static unwinder and `libgcc`, as a
+/// crt-static build links them), found where the C compiler finds them.
+/// Where one is missing (no `libc.a`), where `crt-static` is on already
+/// (scripts/lib/static-build) and when cross-compiling, the relay is linked
+/// as rustc would (a warning says so).
+fn static_relay() {
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+    let gnu_linux = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
+    let crt_static = var("CARGO_CFG_TARGET_FEATURE")
+        .split(',')
+        .any(|f| f == "crt-static");
+    if !gnu_linux || crt_static || var("TARGET") != var("HOST") {
+        return;
+    }
+    let linker = std::env::var("RUSTC_LINKER").unwrap_or_else(|_| "cc".into());
+    let find = |file: &str| -> Option<String> {
+        let out = std::process::Command::new(&linker)
+            .arg(format!("-print-file-name={file}"))
+            .output()
+            .ok()?;
+        let path = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+        // The compiler prints the bare name for a file it cannot find.
+        std::path::Path::new(&path).is_file().then_some(path)
+    };
+    let (Some(libc), Some(libgcc), Some(libgcc_eh)) =
+        (find("libc.a"), find("libgcc.a"), find("libgcc_eh.a"))
+    else {
+        println!(
+            "cargo:warning=tmux-engine-relay is linked dynamically: {linker} finds no \
+             libc.a, libgcc.a or libgcc_eh.a (glibc's static library: libc6-dev)"
+        );
+        return;
+    };
+    let out = std::path::PathBuf::from(var("OUT_DIR")).join("static-relay");
+    std::fs::create_dir_all(&out).expect("OUT_DIR is writable");
+    // Since glibc 2.34 libutil, librt, libpthread and libdl are empty
+    // archives (their functions are in libc.a); where one has no archive
+    // it has no shared object either, and an empty script stands for it.
+    let scripts = [
+        ("gcc_s", vec![libgcc_eh.clone(), libgcc.clone()]),
+        ("c", vec![libc, libgcc, libgcc_eh]),
+        ("m", find("libm.a").into_iter().collect()),
+        ("util", find("libutil.a").into_iter().collect()),
+        ("rt", find("librt.a").into_iter().collect()),
+        ("pthread", find("libpthread.a").into_iter().collect()),
+        ("dl", find("libdl.a").into_iter().collect()),
+    ];
+    for (name, archives) in scripts {
+        let text = if archives.is_empty() {
+            "/* in libc.a */\n".to_owned()
+        } else {
+            format!("GROUP({})\n", archives.join(" "))
+        };
+        std::fs::write(out.join(format!("lib{name}.so")), text).expect("OUT_DIR is writable");
+    }
+    println!("cargo:rustc-link-arg-bin=tmux-engine-relay=-static-pie");
+    println!(
+        "cargo:rustc-link-arg-bin=tmux-engine-relay=-L{}",
+        out.to_str().expect("OUT_DIR is UTF-8")
+    );
 }
 
 #[cfg(feature = "serve")]

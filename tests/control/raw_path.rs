@@ -260,3 +260,31 @@ fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// build.rs links the resident relay as a static PIE on glibc Linux: its
+/// ELF is position-independent (`ET_DYN`, its code placed at random) and
+/// names no loader (no `PT_INTERP`), so no shared library is loaded and
+/// relocated per terminal. A host without glibc's static library gets a
+/// dynamic relay and a build warning: this test then fails, as it should
+/// where the figures in docs/benchmarks.md are to hold.
+#[test]
+fn the_relay_is_a_static_pie() {
+    let elf = std::fs::read(relay()).expect("the relay binary");
+    let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]);
+    let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().expect("8 bytes"));
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "a 64-bit ELF");
+    assert_eq!(u16_at(16), 3, "ET_DYN: a position-independent executable");
+    let (phoff, phentsize, phnum) = (u64_at(32) as usize, u16_at(54) as usize, u16_at(56));
+    let types: Vec<u32> = (0..usize::from(phnum))
+        .map(|i| u32_at(phoff + i * phentsize))
+        .collect();
+    const PT_DYNAMIC: u32 = 2;
+    const PT_INTERP: u32 = 3;
+    assert!(
+        !types.contains(&PT_INTERP),
+        "the relay names a loader: {types:?}"
+    );
+    // A static PIE relocates itself from its own dynamic section.
+    assert!(types.contains(&PT_DYNAMIC), "{types:?}");
+}
