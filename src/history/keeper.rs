@@ -87,6 +87,8 @@ struct Writing {
     started: Instant,
     /// When `meta.json` is next saved, while something waits to be.
     due: Option<Instant>,
+    /// The terminal's tmux server: this relay's parent when it started.
+    server: u32,
 }
 
 /// Takes the writer lock at `path` without waiting.
@@ -130,6 +132,7 @@ impl crate::tmux::Keeper for RelayKeeper {
             recording,
             started: Instant::now(),
             due: None,
+            server: std::os::unix::process::parent_id(),
         });
         Ok(first)
     }
@@ -159,20 +162,21 @@ impl crate::tmux::Keeper for RelayKeeper {
     fn tick(&mut self) {
         if let Some(writing) = &mut self.writing {
             writing.due = None;
-            save(&writing.kept);
+            save(&writing.kept, writing.server);
         }
     }
 
     fn finish(&mut self) {
         if let Some(writing) = self.writing.take() {
-            save(&writing.kept);
+            save(&writing.kept, writing.server);
         }
     }
 }
 
-/// Saves `meta.json` with the program's working directory as it is now.
-fn save(kept: &Kept) {
-    if let Some(cwd) = pane_directory() {
+/// Saves `meta.json` with the program's working directory as it is now
+/// (as `server`'s pane shows it).
+fn save(kept: &Kept, server: u32) {
+    if let Some(cwd) = pane_directory(server) {
         kept.update(|meta| meta.cwd = Some(cwd));
     }
     let _ = kept.save_meta();
@@ -197,10 +201,16 @@ fn recorder(kept: &Kept, epoch: u64) -> Option<Writer<File>> {
 /// The working directory of the program in front of this relay's pane:
 /// tmux runs the relay as a child of the terminal's server, beside the
 /// pane's process (the one child with a controlling terminal that leads
-/// its session).
-fn pane_directory() -> Option<PathBuf> {
+/// its session). `None` once `server`, the relay's parent when it
+/// started, is not its parent any more: a server that died left its
+/// relay and its pane's processes to the same reaper, beside other
+/// terminals' orphans, whose directory is not this terminal's (a reboot
+/// test read another pane's there, and the restore started in it).
+fn pane_directory(server: u32) -> Option<PathBuf> {
     use crate::tmux::procfs;
-    let server = std::os::unix::process::parent_id();
+    if std::os::unix::process::parent_id() != server {
+        return None;
+    }
     let me = std::process::id();
     let pane = procfs::children(server)?
         .into_iter()
@@ -234,6 +244,60 @@ mod tests {
             boot_id: Some("boot-a".into()),
             size: Some(Size { cols: 80, rows: 24 }),
         }
+    }
+
+    /// A relay whose server died reads no directory: the process it
+    /// would look among (here a `sh` with a pane-like child: a session
+    /// leader with a terminal, in a directory of its own) is not its
+    /// parent. Asked with that `sh` as its server, it would read there.
+    #[test]
+    fn a_relay_reads_no_directory_once_its_server_is_not_its_parent() {
+        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+        use std::os::unix::ffi::OsStringExt;
+        use std::time::{Duration, Instant};
+        let main = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+        grantpt(&main).unwrap();
+        unlockpt(&main).unwrap();
+        let name = std::ffi::OsString::from_vec(ptsname(&main, Vec::new()).unwrap().into_bytes());
+        let tty = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(name)
+            .unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        // `setsid -c`: a new session whose controlling terminal is its
+        // stdin (given explicitly: an `&` job's is /dev/null otherwise).
+        let mut server = std::process::Command::new("/bin/sh")
+            .args(["-c", "exec 3<&0; setsid -c sleep 300 <&3 & wait"])
+            .current_dir(elsewhere.path())
+            .stdin(tty)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let pane = || {
+            crate::tmux::procfs::children(server.id())?
+                .into_iter()
+                .find(|&pid| {
+                    crate::tmux::procfs::stat(pid).is_some_and(|stat| {
+                        stat.tty != 0 && i64::from(stat.session) == i64::from(pid)
+                    })
+                })
+        };
+        let pane = loop {
+            if let Some(pane) = pane() {
+                break pane;
+            }
+            assert!(Instant::now() < deadline, "setsid never ran");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_ne!(std::os::unix::process::parent_id(), server.id());
+        assert_eq!(pane_directory(server.id()), None, "not this relay's server");
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(i32::try_from(pane).unwrap()).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        server.wait().unwrap();
     }
 
     /// The keeper maps its stream, writes every byte it is given, notes
