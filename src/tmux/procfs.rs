@@ -311,8 +311,9 @@ fn session_tree(session_id: i32, server: u32) -> Option<Vec<u32>> {
     let mut reaper = Some(server);
     for _ in 0..MAX_ANCESTORS {
         let Some(pid @ 1..) = reaper else { break };
-        next.extend(adopted_into(pid, session_id));
-        reaper = stat(pid).and_then(|stat| u32::try_from(stat.ppid).ok());
+        let reaper_stat = stat(pid);
+        next.extend(adopted_into(pid, reaper_stat.as_ref(), session_id));
+        reaper = reaper_stat.and_then(|stat| u32::try_from(stat.ppid).ok());
     }
     let mut seen = std::collections::HashSet::new();
     while let Some(pid) = next.pop() {
@@ -337,11 +338,12 @@ type Sessions = std::collections::HashMap<u32, std::collections::HashMap<u32, i3
 /// looks is taken for the old one.
 static ADOPTED: std::sync::Mutex<Option<Sessions>> = std::sync::Mutex::new(None);
 
-/// The children of `reaper` in session `session_id`: at 10,000 terminals
-/// init has 10,000 tmux servers as children, so each one's session is read
-/// once ([`ADOPTED`]), not at every kill.
-fn adopted_into(reaper: u32, session_id: i32) -> Vec<u32> {
-    let now = all_children(reaper);
+/// The children of `reaper` (its `stat`, read by the caller) in session
+/// `session_id`: at 10,000 terminals init has 10,000 tmux servers as
+/// children, so each one's session is read once ([`ADOPTED`]), not at
+/// every kill.
+fn adopted_into(reaper: u32, reaper_stat: Option<&Stat>, session_id: i32) -> Vec<u32> {
+    let now = adoptive_children(reaper, reaper_stat);
     let mut adopted = ADOPTED
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -365,6 +367,24 @@ fn adopted_into(reaper: u32, session_id: i32) -> Vec<u32> {
         .filter(|&(_, &session)| session == session_id)
         .map(|(&pid, _)| pid)
         .collect()
+}
+
+/// The children of `reaper` an orphan can be among: those of its main
+/// thread while that thread lives, else those of every thread.
+///
+/// The kernel hands an orphan to the first thread of the reaper that is
+/// not exiting, the main thread first (`find_new_reaper` and
+/// `find_alive_thread` in kernel/exit.c; init's `child_reaper` is its main
+/// thread until that thread exits), so the other threads' `children` files
+/// hold only children they forked themselves, never a pane's process: one
+/// file read instead of one per thread (this sandbox's init has 41 threads,
+/// read at every kill). A main thread that exited before the others shows
+/// its process as a zombie: then every thread's children are read.
+fn adoptive_children(reaper: u32, reaper_stat: Option<&Stat>) -> Vec<u32> {
+    match reaper_stat {
+        Some(stat) if !stat.has_exited() => children(reaper).unwrap_or_default(),
+        _ => all_children(reaper),
+    }
 }
 
 /// Whether this kernel lists each thread's children in `/proc`

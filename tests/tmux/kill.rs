@@ -149,3 +149,48 @@ async fn every_entry_ends_tree_server_and_directory() {
     })
     .await;
 }
+
+/// A pane process whose parent ended is handed to a reaper above the
+/// server (init, or a subreaper the tests run under), out of the pane's
+/// tree: the kill still finds it among the reaper's children (its main
+/// thread's, where the kernel puts an orphan) and ends it.
+#[tokio::test]
+async fn an_orphan_of_the_pane_adopted_by_a_reaper_is_killed() {
+    within(async {
+        let tmp = test_dir();
+        let mut options = opts(tmp.path());
+        // The inner shell starts the sleep and exits: the sleep is orphaned
+        // in the pane's session, deaf to SIGHUP like its parent.
+        let script = "trap '' HUP; sh -c 'sleep 1001 & exit'; sleep 1000";
+        options.command = ["sh", "-c", script].map(Into::into).to_vec();
+        let server = Server::start(tmux(), options).await.expect("start");
+        let pane = server.first_pane_process();
+        let server_pid = server.pid();
+        let orphan = poll("the orphaned sleep to be adopted", WAIT, || async {
+            procfs::session_members(pane, server_pid)
+                .into_iter()
+                .find(|member| {
+                    comm(member.pid) == "sleep"
+                        && procfs::stat(member.pid).is_some_and(|stat| {
+                            // Its parent is out of the session: the reaper,
+                            // not the inner shell that started it.
+                            u32::try_from(stat.ppid).is_ok_and(|ppid| {
+                                procfs::stat(ppid).is_some_and(|parent| {
+                                    i64::from(parent.session) != i64::from(pane.pid)
+                                })
+                            })
+                        })
+                })
+        })
+        .await;
+        let doomed = Doomed {
+            server: ProcessId::now(server_pid),
+            sleeps: vec![orphan],
+            dir: server.dir().to_owned(),
+        };
+        let mut handle = server.into_detached();
+        handle.kill_with(Some(pane), None).await.expect("kill");
+        doomed.assert_gone(Way::Cli);
+    })
+    .await;
+}
