@@ -117,6 +117,11 @@ fn main() -> ExitCode {
     }
     init_logging();
     let cli = Cli::parse();
+    // The long-lived faces run with the engine's allocator settings: a
+    // restart of this image before the runtime starts any thread.
+    if matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
+        cli::allocator::restart_tuned();
+    }
     let json = cli.global.json;
     match run(cli) {
         Ok(code) => code,

@@ -17,9 +17,12 @@
 //! - `logs`: a terminal's kept history, from its files;
 //! - `service`: the systemd unit that runs `serve` at boot;
 //! - `audit`: `audit verify`, the chain of `serve --audit-log`'s file;
+//! - `allocator`: `serve` and `mcp` restart themselves once with glibc's
+//!   allocator settings (one arena);
 //! - `terminals` (+ `verbs`, `args`, `report`): the registry commands over a
 //!   state directory.
 
+pub(crate) mod allocator;
 pub(crate) mod args;
 pub(crate) mod audit;
 pub(crate) mod decode;

@@ -65,6 +65,7 @@ pub(crate) mod server;
 pub(crate) mod version;
 pub(crate) mod watch;
 
+pub use allocator::{ENGINE_TUNABLES, VARIABLE as TUNABLES_VARIABLE};
 pub use command::{TmuxCommand, quote, send_keys_hex, send_keys_hex_chunk};
 pub use handle::ServerHandle;
 pub use kill::KillRequest;

@@ -3,6 +3,7 @@
 //! between them.
 #![allow(clippy::unwrap_used)]
 
+mod allocator;
 mod argv;
 mod attach_cli;
 mod decode_cli;
@@ -47,6 +48,9 @@ impl Cli {
             // No warm pool: tests count the servers a serve starts; the
             // pool has its own (tests/backend/pool.rs, bridge::pool).
             .env("TMUX_ENGINE_POOL", "0")
+            // `serve` and `mcp` restart themselves with glibc's settings
+            // unless it names its own (cli/allocator.rs): not the runner's.
+            .env_remove("GLIBC_TUNABLES")
             .stdin(Stdio::null());
         command
     }

@@ -140,6 +140,11 @@ impl Mcp {
         Mcp { client, log, pid }
     }
 
+    /// The server's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid.expect("a spawned mcp has a pid")
+    }
+
     /// Calls `tool` and returns its result, error or not.
     pub(crate) async fn call(&self, tool: &str, args: Value) -> CallToolResult {
         self.client.call_tool(params(tool, args)).await.unwrap()
