@@ -7,16 +7,18 @@
 //! with, and its `mallopt` is reachable only through `unsafe` FFI (the
 //! crate denies `unsafe`); a library user's program keeps its own
 //! allocator either way (this is the binary's, not the library's). The
-//! restart is an `execve` of the same image (`/proc/self/exe`, so a binary
-//! replaced on disk meanwhile is not the one run) with the same arguments
-//! and descriptors: the pid, the terminal, systemd's sockets
-//! (`LISTEN_PID` names the same pid) and an `mcp` client's pipes are
-//! unchanged, and nothing has run yet that the restart would repeat.
+//! restart is an `execve` of the same executable (its path as the kernel
+//! resolved it, not `/proc/self/exe`, whose name `ps` and `pgrep` would
+//! show as `exe`) with the same arguments and descriptors: the pid, the
+//! terminal, systemd's sockets (`LISTEN_PID` names the same pid) and an
+//! `mcp` client's pipes are unchanged, and nothing has run yet that the
+//! restart would repeat.
 //!
 //! Not restarted when the variable is already set, to anything, empty
 //! included: the caller's own choice (the way to opt out), or this
-//! restart's. If the `execve` fails (no `/proc`), the process goes on with
-//! glibc's defaults.
+//! restart's. If the executable's path is unknown or gone (no `/proc`, the
+//! binary deleted since it started), the process goes on with glibc's
+//! defaults.
 //!
 //! Children inherit the variable: a tmux server the engine starts gets its
 //! own settings all the same (the engine's value is not a caller's, see
@@ -28,9 +30,6 @@ use std::os::unix::process::CommandExt;
 
 use tmux_engine::tmux::{ENGINE_TUNABLES, TUNABLES_VARIABLE};
 
-/// The executable this process runs, as the kernel knows it.
-const SELF_EXE: &str = "/proc/self/exe";
-
 /// Restarts this process with [`ENGINE_TUNABLES`] unless its environment
 /// names [`TUNABLES_VARIABLE`] already; returns only if it does, or if the
 /// restart failed. Call before any thread starts (an `execve` ends the
@@ -39,8 +38,11 @@ pub(crate) fn restart_tuned() {
     if std::env::var_os(TUNABLES_VARIABLE).is_some() {
         return;
     }
+    let Ok(executable) = std::env::current_exe() else {
+        return;
+    };
     let mut args = std::env::args_os();
-    let mut command = std::process::Command::new(SELF_EXE);
+    let mut command = std::process::Command::new(executable);
     if let Some(arg0) = args.next() {
         command.arg0(arg0);
     }

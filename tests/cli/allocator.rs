@@ -24,13 +24,18 @@ fn environ_entry(pid: u32, name: &str) -> Option<String> {
         .map(|entry| entry.into_owned())
 }
 
+/// The name of process `pid` (`/proc/PID/comm`).
+fn comm(pid: u32) -> String {
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    name.trim_end().to_owned()
+}
+
 /// The nearest ancestor of `pid` named `tmux: server` (the pane's server).
 fn tmux_server_of(pid: u32) -> u32 {
     let mut at = pid;
     for _ in 0..8 {
         let ppid = u32::try_from(procfs::stat(at).expect("a live process").ppid).unwrap();
-        let comm = std::fs::read_to_string(format!("/proc/{ppid}/comm")).unwrap();
-        if comm.trim_end() == "tmux: server" {
+        if comm(ppid) == "tmux: server" {
             return ppid;
         }
         at = ppid;
@@ -71,11 +76,13 @@ fn assert_server_tuned(server: u32) {
 async fn serve_runs_with_one_arena_its_tmux_servers_with_theirs_and_programs_with_none() {
     within(async {
         let (served, program, server) = serve_with(None).await;
-        // The same process (the restart is an execve), now with the setting.
+        // The same process (the restart is an execve), now with the setting,
+        // under its own name (`ps`, `pgrep`).
         assert_eq!(
             environ_entry(served.pid(), VARIABLE).as_deref(),
             Some("GLIBC_TUNABLES=glibc.malloc.arena_max=1")
         );
+        assert_eq!(comm(served.pid()), "tmux-engine");
         assert_server_tuned(server);
         assert_eq!(environ_entry(program, VARIABLE), None, "the program's");
     })
@@ -110,6 +117,7 @@ async fn mcp_runs_with_one_arena_and_its_servers_do_not_take_it_for_a_callers() 
             environ_entry(mcp.pid(), VARIABLE).as_deref(),
             Some("GLIBC_TUNABLES=glibc.malloc.arena_max=1")
         );
+        assert_eq!(comm(mcp.pid()), "tmux-engine");
         let made = mcp
             .ok(
                 "terminal_spawn",
