@@ -45,7 +45,7 @@ pub(super) const SERVER_TUNABLES: &str =
 /// arena serve's own memory per idle terminal at 1,000 terminals fell
 /// from ~74 to ~57 KiB (`docs/benchmarks.md`). One tunable, no `:`:
 /// glibc 2.36 cuts the process's own copy of the variable at the first
-/// `:`, and [`tunes`] compares that copy.
+/// `:`, and `tunes` compares that copy.
 pub const ENGINE_TUNABLES: &str = "glibc.malloc.arena_max=1";
 
 /// The config line that keeps [`VARIABLE`] from the panes: tmux copied its
