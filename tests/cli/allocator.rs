@@ -10,19 +10,9 @@ use serde_json::json;
 
 use crate::bridge::{Served, spawn_serve};
 use crate::mcp::Mcp;
-use crate::support::within;
+use crate::support::{environ_entry, within};
 
 const VARIABLE: &str = "GLIBC_TUNABLES";
-
-/// `NAME=VALUE` of `name` in the environment process `pid` started with,
-/// if set.
-fn environ_entry(pid: u32, name: &str) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ")).expect("reading environ");
-    raw.split(|b| *b == 0)
-        .map(String::from_utf8_lossy)
-        .find(|entry| entry.split_once('=').is_some_and(|(k, _)| k == name))
-        .map(|entry| entry.into_owned())
-}
 
 /// The name of process `pid` (`/proc/PID/comm`).
 fn comm(pid: u32) -> String {

@@ -35,6 +35,16 @@ pub fn tmux() -> Arc<Tmux> {
     .clone()
 }
 
+/// `NAME=VALUE` of `name` in the environment process `pid` started with,
+/// if set.
+pub fn environ_entry(pid: u32, name: &str) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).expect("reading environ");
+    raw.split(|b| *b == 0)
+        .map(String::from_utf8_lossy)
+        .find(|entry| entry.split_once('=').is_some_and(|(k, _)| k == name))
+        .map(|entry| entry.into_owned())
+}
+
 /// The path of program `name` on `PATH`, when it is installed.
 pub fn installed(name: &str) -> Option<String> {
     which::which(name)

@@ -12,7 +12,7 @@ use tmux_engine::tmux::{DIR_PREFIX, MAX_SOCKET_PATH};
 use tmux_engine::tmux::{Server, Tmux, TmuxCommand};
 use tmux_engine::vocab::Size;
 
-use crate::support::{Control, live, opts, poll, sh_c, start_server, tmux};
+use crate::support::{Control, environ_entry, live, opts, poll, sh_c, start_server, tmux};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -504,15 +504,6 @@ async fn a_control_attach_to_a_killed_server_starts_no_server() {
             .expect("clean up after the killed server");
     })
     .await;
-}
-
-/// `NAME=VALUE` of `name` in the environment of process `pid`, if set.
-fn environ_entry(pid: u32, name: &str) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ")).expect("reading environ");
-    raw.split(|b| *b == 0)
-        .map(String::from_utf8_lossy)
-        .find(|entry| entry.split_once('=').is_some_and(|(k, _)| k == name))
-        .map(|entry| entry.into_owned())
 }
 
 #[tokio::test]
