@@ -19,8 +19,11 @@
 //!
 //! Blocking file work: callers run [`StateDir::lock`] from
 //! `spawn_blocking`. Lock files of a killed terminal are removed by the
-//! kill; a name's lock file stays (one small empty file per name ever
-//! used: removing it could let two spawners lock two different files).
+//! kill; a name's lock file by its holder as it lets go, so names used once
+//! leave no file behind (a churn of uniquely named spawns left one per
+//! name, for ever). A taker that locked a file no longer at its path (its
+//! holder removed it meanwhile) takes the one there now, so two takers
+//! never hold two different files of one lock.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -74,6 +77,8 @@ impl Purpose {
 #[derive(Debug)]
 pub(crate) struct FileLock {
     file: File,
+    /// The lock file's path, removed as the lock is let go (a name's).
+    remove: Option<PathBuf>,
 }
 
 impl Drop for FileLock {
@@ -83,7 +88,13 @@ impl Drop for FileLock {
     /// alone would leave the lock held for that moment, and a send right
     /// after the previous one ended failed with `SEND_ACTIVE` under load.
     /// `LOCK_UN` releases it for every descriptor at once.
+    ///
+    /// A name's file is removed first, while still held: a taker waiting
+    /// on it then finds it gone from its path and takes the next one.
     fn drop(&mut self) {
+        if let Some(path) = self.remove.take() {
+            let _ = std::fs::remove_file(path);
+        }
         let _ = flock(&self.file, FlockOperation::Unlock);
     }
 }
@@ -114,6 +125,11 @@ impl StateDir {
         format!("name-{:016x}.lock", fnv1a(bytes))
     }
 
+    /// Whether lock file `file` is a name's (removed as it is let go).
+    fn is_name_lock(file: &str) -> bool {
+        file.starts_with("name-")
+    }
+
     /// The lock file name of terminal `id` for `purpose`.
     pub(crate) fn terminal_lock(id: &TerminalId, purpose: Purpose) -> String {
         format!("{id}.{}.lock", purpose.suffix())
@@ -136,14 +152,18 @@ impl StateDir {
     ///
     /// [`Error::Io`] when the lock file cannot be opened or locked.
     pub(crate) fn lock(&self, file: &str) -> Result<FileLock> {
-        let handle = self.open_lock(file)?;
-        flock(&handle, FlockOperation::LockExclusive).map_err(|errno| {
-            Error::io(
-                format!("locking {}", self.lock_path(file).display()),
-                errno.into(),
-            )
-        })?;
-        Ok(FileLock { file: handle })
+        loop {
+            let handle = self.open_lock(file)?;
+            flock(&handle, FlockOperation::LockExclusive).map_err(|errno| {
+                Error::io(
+                    format!("locking {}", self.lock_path(file).display()),
+                    errno.into(),
+                )
+            })?;
+            if let Some(lock) = self.held(file, handle) {
+                return Ok(lock);
+            }
+        }
     }
 
     /// Takes the lock `file` if nobody holds it; `None` when someone does.
@@ -152,15 +172,44 @@ impl StateDir {
     ///
     /// As [`lock`](Self::lock).
     pub(crate) fn try_lock(&self, file: &str) -> Result<Option<FileLock>> {
-        let handle = self.open_lock(file)?;
-        match flock(&handle, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(Some(FileLock { file: handle })),
-            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
-            Err(errno) => Err(Error::io(
-                format!("locking {}", self.lock_path(file).display()),
-                errno.into(),
-            )),
+        loop {
+            let handle = self.open_lock(file)?;
+            match flock(&handle, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {
+                    if let Some(lock) = self.held(file, handle) {
+                        return Ok(Some(lock));
+                    }
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+                Err(errno) => {
+                    return Err(Error::io(
+                        format!("locking {}", self.lock_path(file).display()),
+                        errno.into(),
+                    ));
+                }
+            }
         }
+    }
+
+    /// The lock on `handle`, locked, if it is still the file at `file`'s
+    /// path; `None` (unlocked) when its last holder removed it meanwhile.
+    /// Held, it stays there: only its holder removes it.
+    fn held(&self, file: &str, handle: File) -> Option<FileLock> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.lock_path(file);
+        let same = match (handle.metadata(), std::fs::metadata(&path)) {
+            (Ok(held), Ok(there)) => held.dev() == there.dev() && held.ino() == there.ino(),
+            _ => false,
+        };
+        if !same {
+            let _ = flock(&handle, FlockOperation::Unlock);
+            return None;
+        }
+        let remove = Self::is_name_lock(file).then_some(path);
+        Some(FileLock {
+            file: handle,
+            remove,
+        })
     }
 
     /// Removes the lock files of a killed terminal; missing ones are fine.
@@ -215,5 +264,69 @@ mod tests {
         let next = state.try_lock(&file).unwrap();
         assert!(next.is_some(), "the lock outlived its holder");
         drop(inherited);
+    }
+
+    #[test]
+    fn a_name_s_lock_file_goes_with_its_lock_and_a_waiter_on_it_takes_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path().join("state")).unwrap();
+        let owner = OwnerId::new("a").unwrap();
+        let file = StateDir::name_lock(&owner, "x");
+        let path = state.lock_path(&file);
+        let held = state.lock(&file).unwrap();
+        assert!(path.exists());
+        // A taker that opened the file before its holder let go.
+        let late = File::open(&path).unwrap();
+        drop(held);
+        assert!(!path.exists(), "a name's file goes with its lock");
+        // It locks the removed file, which is no longer the lock.
+        flock(&late, FlockOperation::NonBlockingLockExclusive).unwrap();
+        assert!(
+            state.held(&file, late).is_none(),
+            "a removed file is no lock"
+        );
+        let next = state.try_lock(&file).unwrap().expect("the lock is free");
+        assert!(state.try_lock(&file).unwrap().is_none(), "held by next");
+        drop(next);
+        // A terminal's lock file stays until the kill removes it.
+        let id = TerminalId::mint().unwrap();
+        let send = StateDir::terminal_lock(&id, Purpose::Send);
+        drop(state.lock(&send).unwrap());
+        assert!(state.lock_path(&send).exists());
+    }
+
+    /// Takers of a name's lock in threads, each letting go (and removing
+    /// the file) at once: never two inside at a time.
+    #[test]
+    fn a_name_s_lock_excludes_while_its_file_comes_and_goes() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(StateDir::open(dir.path().join("state")).unwrap());
+        let owner = OwnerId::new("a").unwrap();
+        let file = StateDir::name_lock(&owner, "x");
+        let inside = Arc::new(AtomicBool::new(false));
+        let entered = Arc::new(AtomicU32::new(0));
+        let takers: Vec<_> = (0..4)
+            .map(|_| {
+                let (state, file) = (Arc::clone(&state), file.clone());
+                let (inside, entered) = (Arc::clone(&inside), Arc::clone(&entered));
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        let lock = state.lock(&file).unwrap();
+                        assert!(!inside.swap(true, Ordering::SeqCst), "two holders");
+                        entered.fetch_add(1, Ordering::SeqCst);
+                        std::thread::yield_now();
+                        inside.store(false, Ordering::SeqCst);
+                        drop(lock);
+                    }
+                })
+            })
+            .collect();
+        for taker in takers {
+            taker.join().unwrap();
+        }
+        assert_eq!(entered.load(Ordering::SeqCst), 800);
+        assert!(!state.lock_path(&file).exists());
     }
 }
