@@ -252,18 +252,8 @@ mod tests {
     /// parent. Asked with that `sh` as its server, it would read there.
     #[test]
     fn a_relay_reads_no_directory_once_its_server_is_not_its_parent() {
-        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
-        use std::os::unix::ffi::OsStringExt;
         use std::time::{Duration, Instant};
-        let main = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-        grantpt(&main).unwrap();
-        unlockpt(&main).unwrap();
-        let name = std::ffi::OsString::from_vec(ptsname(&main, Vec::new()).unwrap().into_bytes());
-        let tty = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(name)
-            .unwrap();
+        let (_main, tty) = crate::tmux::reading::test_pty();
         let elsewhere = tempfile::tempdir().unwrap();
         // `setsid -c`: a new session whose controlling terminal is its
         // stdin (given explicitly: an `&` job's is /dev/null otherwise).

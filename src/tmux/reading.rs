@@ -362,6 +362,26 @@ fn is_terminal_fd(proc_dir: &str, fd: i64) -> bool {
     })
 }
 
+/// A new pty's two ends: its main side, and its terminal side opened as
+/// a file (for a program's stdin), for tests that need a real terminal.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn test_pty() -> (rustix::fd::OwnedFd, std::fs::File) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    use std::os::unix::ffi::OsStringExt;
+    let main = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&main).unwrap();
+    unlockpt(&main).unwrap();
+    let name = ptsname(&main, Vec::new()).unwrap();
+    let path = std::path::PathBuf::from(std::ffi::OsString::from_vec(name.into_bytes()));
+    let program = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    (main, program)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -412,26 +432,9 @@ mod tests {
         );
     }
 
-    /// A new pty's two ends, the program's opened as a file.
-    fn pty() -> (rustix::fd::OwnedFd, std::fs::File) {
-        use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
-        use std::os::unix::ffi::OsStringExt;
-        let main = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-        grantpt(&main).unwrap();
-        unlockpt(&main).unwrap();
-        let name = ptsname(&main, Vec::new()).unwrap();
-        let path = std::path::PathBuf::from(std::ffi::OsString::from_vec(name.into_bytes()));
-        let program = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .unwrap();
-        (main, program)
-    }
-
     #[test]
     fn an_end_of_file_read_passes_the_mark_and_keys_wake_by_the_terminal_s_mode() {
-        let (main, program) = pty();
+        let (main, program) = test_pty();
         // Two reads of its terminal: the first ends at a `C-d`, read as
         // 0 bytes, and the second then waits, so the reader stays.
         let mut child = Command::new("/bin/sh")
