@@ -199,7 +199,7 @@ impl Registry {
             if let Some(entry) = state.entries.get_mut(&record.id) {
                 super::rename::adopt_name(entry, record);
             } else if !state.is_pending(&record.id) {
-                unknown.push(record.clone());
+                unknown.push(TerminalRecord::clone(record));
             }
         }
         Ok((released, unknown))
@@ -414,7 +414,10 @@ impl Registry {
             corrupt: loaded.corrupt.clone(),
             ..ReapReport::default()
         };
-        match self.inner.backend.reap(&loaded.records, &claimed).await {
+        // A copy for the backend's seam (a reap is rare: at start and
+        // when asked), which takes plain records.
+        let records: Vec<TerminalRecord> = loaded.records.iter().map(|r| (**r).clone()).collect();
+        match self.inner.backend.reap(&records, &claimed).await {
             Ok(reaped) => {
                 report.removed.extend(reaped.removed);
                 report.skipped.extend(reaped.skipped);

@@ -6,7 +6,7 @@
 //!
 //! | file                  | held while                                    |
 //! |-----------------------|-----------------------------------------------|
-//! | `name-HASH.lock`      | a named spawn checks its name and publishes   |
+//! | `name-BUCKET.lock`    | a named spawn checks its name and publishes   |
 //! | `ID.send.lock`        | a send to terminal ID runs                    |
 //! | `ID.live.lock`        | ID is recreated, or killed                    |
 //! | `ID.restart.lock`     | a process runs ID's `always` restart loop     |
@@ -19,11 +19,19 @@
 //!
 //! Blocking file work: callers run [`StateDir::lock`] from
 //! `spawn_blocking`. Lock files of a killed terminal are removed by the
-//! kill; a name's lock file by its holder as it lets go, so names used once
-//! leave no file behind (a churn of uniquely named spawns left one per
-//! name, for ever). A taker that locked a file no longer at its path (its
-//! holder removed it meanwhile) takes the one there now, so two takers
-//! never hold two different files of one lock.
+//! kill. A taker that locked a file no longer at its path (the kill
+//! removed it meanwhile) takes the one there now, so two takers never hold
+//! two different files of one lock.
+//!
+//! Names share [`NAME_LOCKS`] lock files, picked by a hash of the owner
+//! and the name, made once and never removed: a file per name left one
+//! behind per name used, for ever (a churn of uniquely named spawns), and
+//! one made and removed per spawn cost an inode's allocation each time,
+//! which ext4 makes slow under churn (`recently_deleted`: each new inode
+//! skips over the freshly freed ones; file creation was ~24 % of serve's
+//! CPU under a spawn churn at 500 live terminals). Two names in one file
+//! only wait for each other's check (a spawn, a rename), never for more; a
+//! task holds one name's lock at a time, so sharing cannot deadlock.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -73,12 +81,15 @@ impl Purpose {
     }
 }
 
+/// How many lock files the names of every owner share (see the module's
+/// comment): few enough to make each once, enough that spawns of
+/// different names seldom wait for each other (8 at once: one in ~150).
+pub(crate) const NAME_LOCKS: u64 = 1024;
+
 /// A held lock; dropping it (or the process dying) releases it.
 #[derive(Debug)]
 pub(crate) struct FileLock {
     file: File,
-    /// The lock file's path, removed as the lock is let go (a name's).
-    remove: Option<PathBuf>,
 }
 
 impl Drop for FileLock {
@@ -88,18 +99,12 @@ impl Drop for FileLock {
     /// alone would leave the lock held for that moment, and a send right
     /// after the previous one ended failed with `SEND_ACTIVE` under load.
     /// `LOCK_UN` releases it for every descriptor at once.
-    ///
-    /// A name's file is removed first, while still held: a taker waiting
-    /// on it then finds it gone from its path and takes the next one.
     fn drop(&mut self) {
-        if let Some(path) = self.remove.take() {
-            let _ = std::fs::remove_file(path);
-        }
         let _ = flock(&self.file, FlockOperation::Unlock);
     }
 }
 
-/// FNV-1a, 64 bits: stable across builds, so every engine version names a
+/// FNV-1a, 64 bits: stable across builds, so every engine process names a
 /// name's lock file the same.
 fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
@@ -113,8 +118,8 @@ impl StateDir {
         self.root().join(LOCKS_DIR).join(file)
     }
 
-    /// The lock file name of `owner`'s terminal name `name` (hashed: names
-    /// may hold any character).
+    /// The lock file name of `owner`'s terminal name `name`: one of
+    /// [`NAME_LOCKS`], by a hash (names may hold any character).
     pub(crate) fn name_lock(owner: &OwnerId, name: &str) -> String {
         let bytes = owner
             .as_str()
@@ -122,12 +127,7 @@ impl StateDir {
             .chain([0])
             .chain(name.bytes())
             .collect::<Vec<u8>>();
-        format!("name-{:016x}.lock", fnv1a(bytes))
-    }
-
-    /// Whether lock file `file` is a name's (removed as it is let go).
-    fn is_name_lock(file: &str) -> bool {
-        file.starts_with("name-")
+        format!("name-{:03x}.lock", fnv1a(bytes) % NAME_LOCKS)
     }
 
     /// The lock file name of terminal `id` for `purpose`.
@@ -192,8 +192,7 @@ impl StateDir {
     }
 
     /// The lock on `handle`, locked, if it is still the file at `file`'s
-    /// path; `None` (unlocked) when its last holder removed it meanwhile.
-    /// Held, it stays there: only its holder removes it.
+    /// path; `None` (unlocked) when a kill removed it meanwhile.
     fn held(&self, file: &str, handle: File) -> Option<FileLock> {
         use std::os::unix::fs::MetadataExt;
         let path = self.lock_path(file);
@@ -205,11 +204,7 @@ impl StateDir {
             let _ = flock(&handle, FlockOperation::Unlock);
             return None;
         }
-        let remove = Self::is_name_lock(file).then_some(path);
-        Some(FileLock {
-            file: handle,
-            remove,
-        })
+        Some(FileLock { file: handle })
     }
 
     /// Removes the lock files of a killed terminal; missing ones are fine.
@@ -267,19 +262,17 @@ mod tests {
     }
 
     #[test]
-    fn a_name_s_lock_file_goes_with_its_lock_and_a_waiter_on_it_takes_the_next() {
+    fn a_removed_lock_file_is_no_lock_and_a_waiter_on_it_takes_the_next() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open(dir.path().join("state")).unwrap();
-        let owner = OwnerId::new("a").unwrap();
-        let file = StateDir::name_lock(&owner, "x");
+        let id = TerminalId::mint().unwrap();
+        let file = StateDir::terminal_lock(&id, Purpose::Live);
         let path = state.lock_path(&file);
         let held = state.lock(&file).unwrap();
-        assert!(path.exists());
-        // A taker that opened the file before its holder let go.
+        // A taker that opened the file before a kill removed it.
         let late = File::open(&path).unwrap();
+        state.remove_terminal_locks(&id);
         drop(held);
-        assert!(!path.exists(), "a name's file goes with its lock");
-        // It locks the removed file, which is no longer the lock.
         flock(&late, FlockOperation::NonBlockingLockExclusive).unwrap();
         assert!(
             state.held(&file, late).is_none(),
@@ -288,17 +281,26 @@ mod tests {
         let next = state.try_lock(&file).unwrap().expect("the lock is free");
         assert!(state.try_lock(&file).unwrap().is_none(), "held by next");
         drop(next);
-        // A terminal's lock file stays until the kill removes it.
-        let id = TerminalId::mint().unwrap();
-        let send = StateDir::terminal_lock(&id, Purpose::Send);
-        drop(state.lock(&send).unwrap());
-        assert!(state.lock_path(&send).exists());
     }
 
-    /// Takers of a name's lock in threads, each letting go (and removing
-    /// the file) at once: never two inside at a time.
     #[test]
-    fn a_name_s_lock_excludes_while_its_file_comes_and_goes() {
+    fn names_share_a_fixed_set_of_lock_files_that_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path().join("state")).unwrap();
+        let owner = OwnerId::new("a").unwrap();
+        let files: std::collections::HashSet<String> = (0..20_000)
+            .map(|n| StateDir::name_lock(&owner, &format!("agent-{n}")))
+            .collect();
+        assert_eq!(files.len() as u64, NAME_LOCKS, "every bucket used, none more");
+        let file = StateDir::name_lock(&owner, "x");
+        drop(state.lock(&file).unwrap());
+        assert!(state.lock_path(&file).exists(), "a name's file stays");
+    }
+
+    /// Takers of a name's lock in threads, each letting go at once: never
+    /// two inside at a time.
+    #[test]
+    fn a_name_s_lock_excludes_takers_in_threads() {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
         let dir = tempfile::tempdir().unwrap();
@@ -327,6 +329,5 @@ mod tests {
             taker.join().unwrap();
         }
         assert_eq!(entered.load(Ordering::SeqCst), 800);
-        assert!(!state.lock_path(&file).exists());
     }
 }

@@ -58,7 +58,7 @@ fn write_then_load_round_trips_and_sorts_by_creation() {
     assert!(loaded.corrupt.is_empty());
     assert_eq!(
         loaded.records,
-        vec![second.clone(), third.clone(), first.clone()]
+        [&second, &third, &first].map(|r| Arc::new(r.clone()))
     );
     let json: serde_json::Value =
         serde_json::from_slice(&fs::read(state.record_path(&first.id)).unwrap()).unwrap();
@@ -90,7 +90,7 @@ fn rewrite_is_atomic_and_leaves_no_temp_files() {
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, vec![format!("{}.json", rec.id)]);
-    assert_eq!(state.load_all().unwrap().records, vec![rec.clone()]);
+    assert_eq!(state.load_all().unwrap().records, [Arc::new(rec.clone())]);
     state.remove(&rec.id).unwrap();
     state.remove(&rec.id).unwrap();
     assert!(state.load_all().unwrap().records.is_empty());
@@ -117,7 +117,7 @@ fn corrupt_files_are_reported_and_skipped() {
     fs::write(terminals.join(".tmp-half"), b"{").unwrap();
     fs::write(terminals.join("README"), b"ignored").unwrap();
     let loaded = state.load_all().unwrap();
-    assert_eq!(loaded.records, vec![good]);
+    assert_eq!(loaded.records, [Arc::new(good)]);
     let mut errors: Vec<String> = loaded.corrupt.iter().map(|c| c.error.clone()).collect();
     errors.sort();
     assert_eq!(errors.len(), 3, "{errors:?}");

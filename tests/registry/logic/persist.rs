@@ -45,7 +45,8 @@ async fn open(dir: &Path, backend: &Arc<StubBackend>) -> Registry {
 }
 
 fn records(registry: &Registry) -> Vec<TerminalRecord> {
-    registry.state_dir().unwrap().load_all().unwrap().records
+    let loaded = registry.state_dir().unwrap().load_all().unwrap();
+    loaded.records.iter().map(|r| (**r).clone()).collect()
 }
 
 #[tokio::test]
