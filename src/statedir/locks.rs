@@ -291,7 +291,11 @@ mod tests {
         let files: std::collections::HashSet<String> = (0..20_000)
             .map(|n| StateDir::name_lock(&owner, &format!("agent-{n}")))
             .collect();
-        assert_eq!(files.len() as u64, NAME_LOCKS, "every bucket used, none more");
+        assert_eq!(
+            files.len() as u64,
+            NAME_LOCKS,
+            "every bucket used, none more"
+        );
         let file = StateDir::name_lock(&owner, "x");
         drop(state.lock(&file).unwrap());
         assert!(state.lock_path(&file).exists(), "a name's file stays");

@@ -360,7 +360,10 @@ impl StateDir {
             };
             match classify(&path) {
                 FileKind::Record(stem) => {
-                    match self.cache.get(&path, || read_record(&path, stem).map(Arc::new)) {
+                    match self
+                        .cache
+                        .get(&path, || read_record(&path, stem).map(Arc::new))
+                    {
                         Ok(record) => {
                             seen.insert(path);
                             loaded.records.push(record);
