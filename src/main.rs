@@ -100,10 +100,16 @@ fn main() -> ExitCode {
     // anything else, so it sets up no logging and no runtime: it stays
     // resident for as long as its pane, one per terminal.
     let mut args = std::env::args_os().skip(1);
-    if args
-        .next()
-        .is_some_and(|a| a == tmux_engine::tmux::RELAY_ARG)
+    let first = args.next();
+    // The exit handshake's wrapper, likewise: where no relay binary is
+    // installed beside this one, this binary is the relay and the wrapper.
+    if first
+        .as_ref()
+        .is_some_and(|a| a == tmux_engine::tmux::WRAPPER_ARG)
     {
+        tmux_engine::tmux::exit_wrapper(args);
+    }
+    if first.is_some_and(|a| a == tmux_engine::tmux::RELAY_ARG) {
         let dir = args.next().unwrap_or_default();
         let joined = args.next().is_some_and(|a| a == "joined");
         return match tmux_engine::tmux::relay(

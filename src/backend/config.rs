@@ -54,9 +54,11 @@ pub struct TmuxConfig {
     pub pool_size: usize,
     /// The output relay every terminal's pane is piped to (one resident
     /// process per terminal that numbers its bytes for every engine
-    /// process, and writes its kept history); `None`: the default
+    /// process, and writes its kept history), and the exit handshake's
+    /// wrapper in front of each program; `None`: the default
     /// (`TMUX_ENGINE_RELAY`, else the one beside the `tmux-engine`
-    /// binary, else none: output rides `%output`).
+    /// binary, else none: output rides `%output`, and the wrapper is
+    /// `/bin/sh`).
     pub relay: Option<PathBuf>,
 }
 
@@ -86,7 +88,8 @@ impl TmuxConfig {
     }
 
     /// Pipes every terminal's pane to `relay` (an executable that answers
-    /// `tmux-engine-relay`'s arguments), whatever the default would be.
+    /// `tmux-engine-relay`'s arguments), whatever the default would be; it
+    /// is each program's exit handshake wrapper too.
     pub fn relay(mut self, relay: impl Into<PathBuf>) -> Self {
         self.relay = Some(relay.into());
         self

@@ -379,7 +379,7 @@ async fn into_terminal(
         // Running: the launcher has the script open (or its program ended
         // already); not yet running, it may still be opening it.
         if exit_handshake::wrapped(launcher) != exit_handshake::Wrapped::Between {
-            launcher::forget(parts.server.dir());
+            launcher::forget(parts.server.dir(), &script);
         }
         debug!(terminal = %id, session = SESSION, "launched in a pooled server");
         return Ok(ProcessId::now(launcher).known());

@@ -3,15 +3,23 @@
 //! long as the pane lives, one per terminal. A binary of its own because
 //! it is resident: it links only the relay, so each costs a few pages,
 //! not the engine's whole relocated image (measured in docs/benchmarks.md).
+//!
+//! It is also the exit handshake's wrapper (`tmux_engine::tmux::exit_wrapper`),
+//! one per terminal too, which the pane runs in front of its program: the
+//! same small image, so no second binary to carry.
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
-    if args
-        .next()
-        .is_none_or(|a| a != tmux_engine::tmux::RELAY_ARG)
+    let first = args.next();
+    if first
+        .as_ref()
+        .is_some_and(|a| a == tmux_engine::tmux::WRAPPER_ARG)
     {
+        tmux_engine::tmux::exit_wrapper(args);
+    }
+    if first.is_none_or(|a| a != tmux_engine::tmux::RELAY_ARG) {
         eprintln!(
             "tmux-engine-relay: run by tmux's pipe-pane as `tmux-engine-relay {} DIR [joined]`",
             tmux_engine::tmux::RELAY_ARG

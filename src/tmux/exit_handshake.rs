@@ -10,11 +10,15 @@
 //! kept open until the engine has its output.
 //!
 //! So, where [`ServerOptions::exit_handshake`] is on, the program runs under
-//! a `/bin/sh` wrapper ([`wrap`]) that, once the program ended, opens the
-//! server directory's [`FIFO`] (found from `$TMUX`, the socket's path tmux
-//! sets in every pane), prints [`MARKER`] and waits for a line on the fifo
-//! before it exits with the program's status (a program killed by a signal
-//! is re-raised, so the pane reports the signal). The engine, on seeing the
+//! a wrapper ([`wrap`]) that, once the program ended, opens the server
+//! directory's [`FIFO`] (found from `$TMUX`, the socket's path tmux sets in
+//! every pane), prints [`MARKER`] and waits for a line on the fifo before
+//! it exits with the program's status (a program killed by a signal is
+//! re-raised, so the pane reports the signal). The wrapper is the relay
+//! executable ([`super::exit_wrapper`]) where the server has one, which
+//! costs less memory and keeps the exact status, else a `/bin/sh` script
+//! (a status above 128 is re-raised as a signal there: `sh` cannot tell
+//! `exit 130` from a death by `SIGINT`). The engine, on seeing the
 //! marker in the pane's stream, knows every earlier byte is in, and
 //! [`acknowledge`]s. The fifo is opened before the marker is printed, so an
 //! acknowledgement never finds nobody reading; a program that prints the
@@ -25,6 +29,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -53,8 +58,8 @@ macro_rules! wrapper_tail {
     };
 }
 
-/// The wrapper: runs `"$@"` (no shell parsing of the words), then the
-/// handshake. `INT`, `QUIT` and `TERM` aimed at the program's process group
+/// The shell wrapper: runs `"$@"` (no shell parsing of the words), then
+/// the handshake. `INT`, `QUIT` and `TERM` aimed at the program's process group
 /// (the wrapper shares it: `sh -c` has no job control) are trapped so the
 /// wrapper outlives a program that handles them; traps reset on exec, so
 /// the program gets the default actions. `HUP` is not trapped: a pane that
@@ -69,20 +74,54 @@ pub(super) const WRAPPER_HEAD: &str = "trap : INT QUIT TERM; ";
 /// See [`WRAPPER_HEAD`].
 pub(super) const WRAPPER_TAIL: &str = concat!("\"$@\"", wrapper_tail!());
 
-/// `sh -c SCRIPT tmux-engine-exit WORDS...`: `words` (as `new-session` or
-/// `respawn-pane` would run them) under the wrapper.
-pub(crate) fn wrap(words: Vec<OsString>) -> Vec<OsString> {
-    let mut argv: Vec<OsString> = vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        SCRIPT.into(),
-        "tmux-engine-exit".into(),
-    ];
+/// The first argument that makes the relay executable the exit handshake's
+/// wrapper (`exit_wrapper`): `RELAY __exit-wrapper run tmux-engine-exit
+/// WORDS...` runs WORDS, `RELAY __exit-wrapper launch tmux-engine-exit` is
+/// a pooled pane's launcher. The wrapper's name is the fourth word, as
+/// `$0` is the shell wrapper's, so one look at `/proc/PID/cmdline` tells
+/// either.
+pub const WRAPPER_ARG: &str = "__exit-wrapper";
+/// The relay wrapper's mode that runs the words after its name.
+pub(super) const RUN: &str = "run";
+/// The relay wrapper's mode that is a pooled pane's launcher.
+pub(super) const LAUNCH: &str = "launch";
+
+/// `words` (as `new-session` or `respawn-pane` would run them) under the
+/// wrapper: `RELAY __exit-wrapper run tmux-engine-exit WORDS...` with a
+/// `relay` executable (see [`wrapper_executable`]), else `sh -c SCRIPT
+/// tmux-engine-exit WORDS...`.
+pub(crate) fn wrap(words: Vec<OsString>, relay: Option<&Path>) -> Vec<OsString> {
+    let mut argv = wrapper_words(relay, RUN, SCRIPT);
     argv.extend(words);
     argv
 }
 
-/// The wrapper's `$0`: how [`wrapped`] tells a wrapped pane.
+/// The wrapper's first four words: `relay`'s `mode` ([`RUN`] or
+/// [`LAUNCH`]) or `sh -c script`, then [`WRAPPER_NAME`].
+pub(super) fn wrapper_words(relay: Option<&Path>, mode: &str, script: &str) -> Vec<OsString> {
+    let name = std::ffi::OsStr::from_bytes(WRAPPER_NAME).to_owned();
+    match relay {
+        Some(relay) => vec![relay.into(), WRAPPER_ARG.into(), mode.into(), name],
+        None => vec!["/bin/sh".into(), "-c".into(), script.into(), name],
+    }
+}
+
+/// The executable that wraps a server's programs: its relay (`relay`,
+/// [`ServerOptions::raw_relay`](super::ServerOptions::raw_relay)) when it
+/// is an absolute path to an executable file (the relay executable
+/// answers [`WRAPPER_ARG`]), else none:
+/// the `/bin/sh` wrapper. A server with no raw relay (a library whose
+/// program is not the engine, `TMUX_ENGINE_RELAY` empty) keeps the shell.
+pub(crate) fn wrapper_executable(relay: Option<&Path>) -> Option<&Path> {
+    let relay = relay?;
+    let runs = relay.is_absolute()
+        && relay.is_file()
+        && rustix::fs::access(relay, rustix::fs::Access::EXEC_OK).is_ok();
+    runs.then_some(relay)
+}
+
+/// The wrapper's name, its fourth word (`$0` of the shell wrapper): how
+/// [`wrapped`] tells a wrapped pane.
 pub(super) const WRAPPER_NAME: &[u8] = b"tmux-engine-exit";
 
 /// What a pane's process is, as far as the exit handshake goes.
@@ -320,6 +359,43 @@ mod tests {
     #[test]
     fn the_launch_runs_the_wrapper_script() {
         assert_eq!(format!("{WRAPPER_HEAD}{WRAPPER_TAIL}"), SCRIPT);
+    }
+
+    /// Either wrapper names itself by its fourth word, which [`wrapped`]
+    /// reads, and runs the words as given after it.
+    #[test]
+    fn both_wrappers_name_themselves_fourth() {
+        let relay = Path::new("/opt/te/tmux-engine-relay");
+        for relay in [Some(relay), None] {
+            let argv = wrap(vec!["cat".into(), "a b".into()], relay);
+            assert_eq!(argv[3].as_bytes(), WRAPPER_NAME, "{argv:?}");
+            assert_eq!(&argv[4..], ["cat", "a b"], "{argv:?}");
+        }
+        let relayed = wrap(vec!["cat".into()], Some(relay));
+        assert_eq!(
+            relayed[..3],
+            ["/opt/te/tmux-engine-relay", "__exit-wrapper", "run"]
+        );
+        assert_eq!(wrap(vec!["cat".into()], None)[..2], ["/bin/sh", "-c"]);
+    }
+
+    /// Only a relay that can run wraps: anything else leaves the shell.
+    #[test]
+    fn only_an_executable_relay_wraps() {
+        let exe = std::env::current_exe().expect("the test binary");
+        assert_eq!(wrapper_executable(Some(&exe)), Some(exe.as_path()));
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let plain = dir.path().join("relay");
+        std::fs::write(&plain, b"").expect("write");
+        for relay in [
+            None,
+            Some(plain.as_path()),
+            Some(dir.path()),
+            Some(Path::new("relative/relay")),
+            Some(dir.path().join("missing").as_path()),
+        ] {
+            assert_eq!(wrapper_executable(relay), None, "{relay:?}");
+        }
     }
 
     #[test]

@@ -7,21 +7,28 @@
 //! fork, and run `utempter`'s helper and wait for it, all before it
 //! answered: about 1.2 ms alone and 2.8 ms of a spawn's 4 ms (a probe
 //! timing each step of serve's spawn, idle machine), with the exit
-//! handshake's `/bin/sh` wrapper still to start after it. The launcher is
-//! that wrapper's shell, started with the pooled server: it blocks reading
-//! a line from [`LAUNCH_FIFO`] in the server's private directory, then
-//! sources [`LAUNCH_SCRIPT`], which the engine wrote there first: change
-//! to the spec's directory, set the positional parameters to the
-//! program's words, and run the wrapper's own script with the spec's
-//! environment in front of the program (assignments on the command, so
-//! they reach the program and not the wrapper). Its `$0` is the wrapper's
-//! name, so [`wrapped`](super::exit_handshake::wrapped) sees a wrapper
-//! between programs until the program runs, and its program from then on.
+//! handshake's wrapper still to start after it. The launcher is that
+//! wrapper, started with the pooled server: it blocks reading a line from
+//! [`LAUNCH_FIFO`] in the server's private directory, then starts what the
+//! engine wrote there first, and runs the wrapper's tail after it. Its
+//! fourth word is the wrapper's name, so
+//! [`wrapped`](super::exit_handshake::wrapped) sees a wrapper between
+//! programs until the program runs, and its program from then on.
+//!
+//! Two launchers, as there are two wrappers
+//! ([`wrapper_executable`](super::exit_handshake::wrapper_executable)):
+//! the relay executable's (`__exit-wrapper launch`, see
+//! [`super::exit_wrapper`]) reads [`LAUNCH_SPEC`] (the directory, the
+//! variables, the words); the shell's sources [`LAUNCH_SCRIPT`]: change to
+//! the spec's directory, set the positional parameters to the program's
+//! words, and run the wrapper's own script with the spec's environment in
+//! front of the program (assignments on the command, so they reach the
+//! program and not the wrapper).
 //!
 //! What tmux does for a respawn's `-c` and `-e` is kept: the directory is
 //! tried, then `$HOME`, then `/` (`spawn.c`); the environment adds to the
-//! pane's. A spec the script cannot carry exactly (an environment name
-//! that is not a shell name: [`assignable`]) is respawned as before.
+//! pane's. A spec the shell's script cannot carry exactly (an environment
+//! name that is not a shell name: [`assignable`]) is respawned as before.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -30,15 +37,26 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use super::exit_handshake::{WRAPPER_HEAD, WRAPPER_NAME, WRAPPER_TAIL, write_line};
+use super::exit_handshake::{LAUNCH, WRAPPER_HEAD, WRAPPER_TAIL, wrapper_words, write_line};
 use crate::{Error, Result};
 
 /// The fifo the launcher waits on, in the server directory.
 pub(crate) const LAUNCH_FIFO: &str = "launch.fifo";
-/// The script the launcher sources, in the server directory; removed once
-/// its program runs ([`forget`]), so the spec's environment does not stay
-/// on disk.
+/// The script the shell launcher sources, in the server directory;
+/// removed once its program runs ([`forget`]), so the spec's environment
+/// does not stay on disk.
 pub(crate) const LAUNCH_SCRIPT: &str = "launch.sh";
+/// What the relay executable's launcher reads in its place (see
+/// [`spec`]); removed alike.
+pub(crate) const LAUNCH_SPEC: &str = "launch.spec";
+
+/// What a launch writes for a launcher: the file (one of [`LAUNCH_SCRIPT`]
+/// and [`LAUNCH_SPEC`], for the launcher the server runs) and its text.
+#[derive(Debug)]
+pub(crate) struct LaunchFile {
+    name: &'static str,
+    text: Vec<u8>,
+}
 
 /// How long a launch waits for a launcher that has not opened its fifo
 /// yet (a pooled server taken right after it started).
@@ -49,14 +67,12 @@ const OPEN_WAIT: Duration = Duration::from_secs(2);
 const LAUNCHER: &str = "d=${TMUX%,*,*}; d=${d%/*}; \
     IFS= read -r _ < \"$d/launch.fifo\" && . \"$d/launch.sh\"";
 
-/// The launcher's words, as a pane's command (`$0` the wrapper's name).
-pub(crate) fn words() -> Vec<OsString> {
-    vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        LAUNCHER.into(),
-        std::ffi::OsStr::from_bytes(WRAPPER_NAME).to_owned(),
-    ]
+/// The launcher's words, as a pane's command: the relay executable's
+/// launcher with a `relay` (see
+/// [`wrapper_executable`](super::exit_handshake::wrapper_executable)),
+/// else the shell's.
+pub(crate) fn words(relay: Option<&Path>) -> Vec<OsString> {
+    wrapper_words(relay, LAUNCH, LAUNCHER)
 }
 
 /// Makes the launcher's fifo in the server's private directory `dir`.
@@ -100,16 +116,89 @@ fn sh_quote(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The launch script (see the module doc): change to `cwd` (absolute),
-/// run `words` (as tmux would exec them) with `env` in front.
+/// What starts `words` (as tmux would exec them) in `cwd` (absolute) with
+/// `env` added, for the launcher of a server whose wrapper is `relay`
+/// (see [`words`]): the relay's spec, or the shell's script; `None` for a
+/// spec the shell cannot carry (see [`assignable`]).
 ///
 /// # Errors
-/// `INVALID_INPUT` for a NUL in a word, a value or the directory.
-pub(crate) fn script(
+/// `INVALID_INPUT` for a NUL in a word, a name, a value or the directory
+/// (or an `=` in a name, for the relay's).
+pub(crate) fn launch_file(
+    relay: Option<&Path>,
+    cwd: Option<&Path>,
+    env: &[(String, String)],
+    words: &[OsString],
+) -> Result<Option<LaunchFile>> {
+    if relay.is_some() {
+        let text = spec(cwd, env, words)?;
+        return Ok(Some(LaunchFile {
+            name: LAUNCH_SPEC,
+            text,
+        }));
+    }
+    if !assignable(env) {
+        return Ok(None);
+    }
+    let text = script(cwd, env, words)?;
+    Ok(Some(LaunchFile {
+        name: LAUNCH_SCRIPT,
+        text,
+    }))
+}
+
+/// The relay executable's launch spec (read by
+/// [`exit_wrapper`](super::exit_wrapper)): fields, each a tag byte and its
+/// bytes up to a NUL: `C` the directory (absolute), `E` `NAME=VALUE` added
+/// to the environment, `W` a word. Binary-safe, so any name tmux's `-e`
+/// takes is carried.
+///
+/// # Errors
+/// `INVALID_INPUT` for a NUL in a word, a name, a value or the directory,
+/// or an `=` in a name.
+pub(super) fn spec(
     cwd: Option<&Path>,
     env: &[(String, String)],
     words: &[OsString],
 ) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut field = |tag: u8, parts: &[&[u8]]| {
+        out.push(tag);
+        for part in parts {
+            if part.contains(&0) {
+                return Err(Error::InvalidInput(format!(
+                    "{:?} contains a NUL byte",
+                    String::from_utf8_lossy(part)
+                )));
+            }
+            out.extend_from_slice(part);
+        }
+        out.push(0);
+        Ok(())
+    };
+    if let Some(cwd) = cwd {
+        field(b'C', &[cwd.as_os_str().as_bytes()])?;
+    }
+    for (key, value) in env {
+        if key.contains('=') {
+            return Err(Error::InvalidInput(format!(
+                "the variable name {key:?} contains '='"
+            )));
+        }
+        field(b'E', &[key.as_bytes(), b"=", value.as_bytes()])?;
+    }
+    for word in words {
+        field(b'W', &[word.as_bytes()])?;
+    }
+    Ok(out)
+}
+
+/// The shell launcher's script (see the module doc): change to `cwd`,
+/// run `words` with `env` in front.
+///
+/// # Errors
+/// `INVALID_INPUT` for a NUL in a word, a value or the directory.
+fn script(cwd: Option<&Path>, env: &[(String, String)], words: &[OsString]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     if let Some(cwd) = cwd {
         out.extend_from_slice(b"cd -- ");
@@ -137,14 +226,14 @@ pub(crate) fn script(
 }
 
 /// Starts a program in the pooled pane whose server directory is `dir`,
-/// its launcher's pid `launcher`: writes the launch script `text` (see
-/// [`script`]), then the line the launcher waits for.
+/// its launcher's pid `launcher`: writes the launch `file` (see
+/// [`launch_file`]), then the line the launcher waits for.
 ///
 /// # Errors
-/// `IO` writing the script; `SERVER_GONE` when no launcher takes the line
+/// `IO` writing the file; `SERVER_GONE` when no launcher takes the line
 /// (it died, or never opened its fifo within [`OPEN_WAIT`]).
-pub(crate) async fn launch(dir: &Path, launcher: u32, text: &[u8]) -> Result<()> {
-    let path = dir.join(LAUNCH_SCRIPT);
+pub(crate) async fn launch(dir: &Path, launcher: u32, file: &LaunchFile) -> Result<()> {
+    let (path, text) = (dir.join(file.name), &file.text);
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -181,12 +270,13 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, text: &[u8]) -> Result<()>
     }
 }
 
-/// Removes the launch script of the server in `dir` once its program runs
-/// (the launcher holds it open, so the rest of the wrapper still reads).
+/// Removes the launch `file` of the server in `dir` once its program runs
+/// (the shell launcher holds its script open, so the rest of the wrapper
+/// still reads; the relay's read its spec before it started the program).
 /// Not from the script itself: `rm` is no `sh` builtin, and its fork and
 /// exec were a millisecond of a new terminal's connect.
-pub(crate) fn forget(dir: &Path) {
-    let _ = std::fs::remove_file(dir.join(LAUNCH_SCRIPT));
+pub(crate) fn forget(dir: &Path, file: &LaunchFile) {
+    let _ = std::fs::remove_file(dir.join(file.name));
 }
 
 #[cfg(test)]

@@ -29,6 +29,9 @@
 //!
 //! - `exit_handshake`: the wrapper that keeps a pane until the engine
 //!   has its program's last bytes (the marker, the fifo, the scan);
+//! - `exit_wrapper`: that wrapper as a process of the relay executable
+//!   ([`exit_wrapper()`], run by [`WRAPPER_ARG`]), which keeps the
+//!   program's exact status;
 //! - [`relay`]: the raw output path: one resident relay per pane (`pipe-pane`
 //!   -> the relay -> every engine process), its wire, its listener and its
 //!   default executable;
@@ -46,6 +49,7 @@ pub(crate) mod client_protocol;
 pub(crate) mod command;
 pub(crate) mod dirs;
 pub(crate) mod exit_handshake;
+mod exit_wrapper;
 mod first_reply;
 pub(crate) mod handle;
 pub mod input;
@@ -67,6 +71,8 @@ pub(crate) mod watch;
 
 pub use allocator::{ENGINE_TUNABLES, VARIABLE as TUNABLES_VARIABLE};
 pub use command::{TmuxCommand, quote, send_keys_hex, send_keys_hex_chunk};
+pub use exit_handshake::WRAPPER_ARG;
+pub use exit_wrapper::exit_wrapper;
 pub use handle::ServerHandle;
 pub use kill::KillRequest;
 pub use options::{MARK_OPTION, ServerOptions};

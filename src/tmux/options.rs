@@ -78,6 +78,9 @@ pub struct ServerOptions {
     /// a control client starts ([`Server::prepare`](super::Server::prepare));
     /// the pipe then also keeps a fast exit's last output, in place of
     /// `DRAIN_PIPE`. `None`, or a relay that cannot run: `%output`.
+    /// With `exit_handshake`, an executable relay is the program's wrapper
+    /// too (`RELAY __exit-wrapper ...`, which keeps its exact status), in
+    /// any server; without one the wrapper is `/bin/sh`.
     pub raw_relay: Option<PathBuf>,
     /// Where to create the server directory. `None`: `$TMUX_ENGINE_RUNTIME_DIR`,
     /// else `$XDG_RUNTIME_DIR` when it is a writable directory, else `/tmp`.
@@ -346,10 +349,11 @@ fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCo
         command = command.opt("-e", format!("{key}={value}"));
     }
     let mut words = exec_words(&opts.command)?;
+    let relay = super::exit_handshake::wrapper_executable(opts.raw_relay.as_deref());
     if opts.launcher {
-        words = super::launcher::words();
+        words = super::launcher::words(relay);
     } else if opts.exit_handshake && !words.is_empty() {
-        words = super::exit_handshake::wrap(words);
+        words = super::exit_handshake::wrap(words, relay);
     }
     for word in words {
         command = command.arg(word.as_bytes());
@@ -379,19 +383,23 @@ pub(crate) fn respawn_commands(
     Ok((respawn, opts.drain_on_exit.then(|| drain(pane))))
 }
 
-/// The launch script that starts `opts`'s program in a pooled pane's
+/// The launch file that starts `opts`'s program in a pooled pane's
 /// launcher exactly as [`respawn_commands`] would (see
 /// [`super::launcher`]), or `None` when it cannot: no exit handshake, no
-/// words (tmux's own shell), or an environment name `sh` cannot assign.
+/// words (tmux's own shell), or, for the shell launcher, an environment
+/// name `sh` cannot assign. A pooled server's launcher is the one its own
+/// options chose, and a pool serves only options equal to its own but for
+/// what a respawn sets (the relay included), so the file fits it.
 ///
 /// # Errors
 /// As for [`respawn_commands`].
-pub(crate) fn launch_script(opts: &ServerOptions) -> Result<Option<Vec<u8>>> {
+pub(crate) fn launch_script(opts: &ServerOptions) -> Result<Option<super::launcher::LaunchFile>> {
     let words = exec_words(&opts.command)?;
-    if !opts.exit_handshake || words.is_empty() || !super::launcher::assignable(&opts.env) {
+    if !opts.exit_handshake || words.is_empty() {
         return Ok(None);
     }
-    super::launcher::script(absolute_cwd(opts)?.as_deref(), &opts.env, &words).map(Some)
+    let relay = super::exit_handshake::wrapper_executable(opts.raw_relay.as_deref());
+    super::launcher::launch_file(relay, absolute_cwd(opts)?.as_deref(), &opts.env, &words)
 }
 
 /// `opts.cwd` made absolute, as `new-session`, `respawn-pane` and a launch

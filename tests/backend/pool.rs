@@ -93,17 +93,24 @@ async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend()
 }
 
 /// A registry on a tmux backend with a pool of two (`/bin/sh`, no reap
-/// grace), runtime `rt`, state directory `state`; the backend to count
-/// its pool.
+/// grace), runtime `rt`, state directory `state`, the relay `relay`
+/// (which is also the exit handshake's wrapper and the pool's launcher;
+/// `None`: none, as the tests' own executable is not the engine's, so
+/// output rides `%output` and the wrapper and launcher are `/bin/sh`);
+/// the backend to count its pool.
 async fn open_pooled(
     rt: &std::path::Path,
     state: &std::path::Path,
+    relay: Option<&std::path::Path>,
 ) -> (Registry, Arc<TmuxBackend>) {
-    let config = TmuxConfig::new(rt)
+    let mut config = TmuxConfig::new(rt)
         .shell("/bin/sh")
         .reap_grace(Duration::ZERO)
         .pool_size(2)
         .with_state_dir(state);
+    if let Some(relay) = relay {
+        config = config.relay(relay);
+    }
     let tmux_backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
     let backend: Arc<dyn Backend> = tmux_backend.clone();
     let (registry, _) = Registry::open_with(RegistryConfig::default().state_dir(state), backend)
@@ -112,13 +119,22 @@ async fn open_pooled(
     (registry, tmux_backend)
 }
 
-/// [`open_pooled`], with alice's terminal `first` (`exec cat`) spawned
+/// [`open_pooled`] with no relay, alice's terminal `first` (`exec cat`) spawned
 /// and the pool filled behind it.
 async fn open_filled(
     rt: &std::path::Path,
     state: &std::path::Path,
 ) -> (Registry, Arc<TmuxBackend>, OwnerId) {
-    let (registry, tmux_backend) = open_pooled(rt, state).await;
+    open_filled_with(rt, state, None).await
+}
+
+/// [`open_filled`] with the relay `relay` (see [`open_pooled`]).
+async fn open_filled_with(
+    rt: &std::path::Path,
+    state: &std::path::Path,
+    relay: Option<&std::path::Path>,
+) -> (Registry, Arc<TmuxBackend>, OwnerId) {
+    let (registry, tmux_backend) = open_pooled(rt, state, relay).await;
     let alice = OwnerId::new("alice").unwrap();
     registry
         .owner(&alice)
@@ -272,6 +288,27 @@ async fn spawns_pass_over_pooled_servers_that_died() {
     .await;
 }
 
+/// Sends `owner`'s terminal `name` an empty line, and waits for its
+/// program to end (it reads one, then exits): the terminal then.
+async fn end_with_a_line(
+    registry: &Registry,
+    owner: &OwnerId,
+    name: &str,
+) -> tmux_engine::registry::TerminalSnapshot {
+    let line = SendRequest {
+        submit: true,
+        wait: WaitFor::None,
+        ..SendRequest::default()
+    };
+    let sent = registry.owner(owner).send(name, line).await.unwrap();
+    sent.result().await.unwrap();
+    poll("the program to exit", WAIT, || async {
+        let shown = registry.owner(owner).show(name).await.unwrap();
+        (!shown.status.is_running()).then_some(shown)
+    })
+    .await
+}
+
 /// The pane pid of the pooled server in `dir` (its first pane).
 fn pane_pid(dir: &std::path::Path) -> String {
     tmux_at(dir, &["list-panes", "-t", "%0", "-F", "#{pane_pid}"])
@@ -285,10 +322,25 @@ fn pane_pid(dir: &std::path::Path) -> String {
 /// reaches the program is the wrapper's shell's business: dash drops it).
 #[tokio::test]
 async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
+    pooled_spawns_start_in_the_waiting_pane(None).await;
+}
+
+/// The same with the relay's launcher, which carries any name and the
+/// program's exact status.
+#[tokio::test]
+async fn pooled_spawns_start_their_program_in_the_relays_launcher() {
+    let relay = std::path::PathBuf::from(env!("CARGO_BIN_EXE_tmux-engine-relay"));
+    pooled_spawns_start_in_the_waiting_pane(Some(&relay)).await;
+}
+
+/// See [`pooled_spawns_start_their_program_in_the_waiting_pane`]; `relay`
+/// is the launcher (`None`: `/bin/sh`).
+async fn pooled_spawns_start_in_the_waiting_pane(relay: Option<&std::path::Path>) {
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
-        let (registry, tmux_backend, alice) = open_filled(&rt, &dir.path().join("state")).await;
+        let (registry, tmux_backend, alice) =
+            open_filled_with(&rt, &dir.path().join("state"), relay).await;
         let owned = || registry.owner(&alice);
         let waiting: Vec<(std::path::PathBuf, String)> = server_dirs(&rt)
             .into_iter()
@@ -309,10 +361,16 @@ async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
             .iter()
             .find(|(dir, _)| id_mark(dir) == snapshot.id.as_str())
             .expect("the spawn took a waiting server");
-        // The program runs under the pane's own first process.
+        // The program runs under the pane's own first process, the
+        // launcher asked for.
         assert_eq!(&pane_pid(taken), launcher, "the pane was respawned");
+        let cmdline = std::fs::read(format!("/proc/{launcher}/cmdline")).unwrap();
+        let first = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+        let want = relay.unwrap_or(std::path::Path::new("/bin/sh"));
+        assert_eq!(first, want.as_os_str().as_encoded_bytes());
         // Its environment does not stay on disk.
         assert!(!taken.join("launch.sh").exists());
+        assert!(!taken.join("launch.spec").exists());
         let program = snapshot.pid.expect("a pid");
         // `pid (comm) state ppid ...`
         let parent = std::fs::read_to_string(format!("/proc/{program}/stat"))
@@ -324,25 +382,7 @@ async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
             "the program {program} is not the launcher's child (parent {parent}, launcher {launcher})"
         );
         // Running until it reads a line: ended by one now.
-        owned()
-            .send(
-                "launched",
-                SendRequest {
-                    submit: true,
-                    wait: WaitFor::None,
-                    ..SendRequest::default()
-                },
-            )
-            .await
-            .unwrap()
-            .result()
-            .await
-            .unwrap();
-        let dead = poll("the launched program to exit", WAIT, || async {
-            let shown = owned().show("launched").await.unwrap();
-            (!shown.status.is_running()).then_some(shown)
-        })
-        .await;
+        let dead = end_with_a_line(&registry, &alice, "launched").await;
         assert_eq!(
             dead.status,
             TerminalStatus::Exited {
@@ -354,8 +394,11 @@ async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
         // The value and cwd, then (after the echoed line) the exit tail.
         assert!(text.contains(&format!("[{value}]/tmp\n")), "{text:?}");
         assert!(text.contains("\nlast words"), "{text:?}");
-        // A name sh cannot assign: respawned, as before the launcher.
-        let odd = sh("echo odd-ran; exec cat")
+        // A name sh cannot assign: respawned under the shell's launcher,
+        // as before it (whether the name reaches the program is the
+        // wrapper's shell's business: dash drops it); launched by the
+        // relay's, which carries it.
+        let odd = sh("echo odd-ran; read -r _; exit 130")
             .name("odd")
             .env("A-B", "dash");
         let odd = owned().spawn(odd).await.unwrap();
@@ -363,8 +406,8 @@ async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
             .iter()
             .find(|(dir, _)| id_mark(dir) == odd.id.as_str())
             .expect("the spawn took a waiting server");
-        assert_ne!(&pane_pid(taken), launcher, "not respawned");
-        poll("the respawned program's output", WAIT, || async {
+        assert_eq!(&pane_pid(taken) == launcher, relay.is_some(), "respawned");
+        poll("the odd program's output", WAIT, || async {
             owned()
                 .screen("odd")
                 .await
@@ -373,6 +416,22 @@ async fn pooled_spawns_start_their_program_in_the_waiting_pane() {
                 .then_some(())
         })
         .await;
+        if relay.is_some() {
+            let program = odd.pid.expect("a pid");
+            let entry = crate::support::environ_entry(program, "A-B");
+            assert_eq!(entry.as_deref(), Some("A-B=dash"));
+        }
+        let dead = end_with_a_line(&registry, &alice, "odd").await;
+        if relay.is_some() {
+            // The relay's wrapper has the exact status: `exit 130` is no
+            // SIGINT (the shell's re-raises every status above 128).
+            assert_eq!(
+                dead.status,
+                TerminalStatus::Exited {
+                    exit: ExitStatus::Code(130)
+                }
+            );
+        }
         registry.dispose().await.unwrap();
         drop((registry, tmux_backend));
         assert_clean(&rt).await;

@@ -1,0 +1,137 @@
+//! The exit handshake's two wrappers against a real tmux: the relay
+//! executable's (where a server has a relay) and the `/bin/sh` script
+//! (where none is known). Each reports the program's status as tmux sees
+//! the pane die, and outlives a Ctrl-C aimed at the pane while its
+//! program runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tmux_engine::control::client::{ClientOptions, PaneEvent, PaneStream, SubscribeOptions};
+use tmux_engine::control::wait_pane_exit;
+use tmux_engine::terminal::{Parts, launch};
+use tmux_engine::tmux::TmuxCommand;
+use tmux_engine::vocab::ExitStatus;
+
+use crate::support::{live, opts, sh_c, tmux};
+
+/// The small relay binary, which is also the wrapper.
+fn relay() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tmux-engine-relay"))
+}
+
+/// How long a pane may take to print or to die.
+const WAIT: Duration = Duration::from_secs(15);
+
+/// Starts `script` under the wrapper `relay` picks, and checks the pane's
+/// first process is that wrapper.
+async fn start(dir: &std::path::Path, relay: Option<PathBuf>, script: &str) -> Parts {
+    let server = opts(dir)
+        .raw_relay(relay.clone())
+        .exit_handshake(true)
+        .command(sh_c(script, &[]));
+    let parts = launch(
+        tmux(),
+        server,
+        ClientOptions::default(),
+        SubscribeOptions::default(),
+    )
+    .await
+    .expect("terminal starts");
+    // What tmux started (the process may be gone already).
+    let started = TmuxCommand::new("display-message")
+        .flag("-p")
+        .target(parts.pane)
+        .arg("#{pane_start_command}");
+    let started = parts.client.command(&started).await.expect("display");
+    let (text, relayed) = (started.text(), relay.is_some());
+    let want = relay.unwrap_or_else(|| "/bin/sh".into());
+    let want = want.to_str().expect("UTF-8");
+    assert!(text.contains(want), "{script}: {text}");
+    assert_eq!(text.contains("__exit-wrapper"), relayed, "{script}: {text}");
+    parts
+}
+
+/// Reads the stream until it has shown `text`.
+async fn wait_for(stream: &mut PaneStream, text: &str) {
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains(text) {
+        match tokio::time::timeout(WAIT, stream.recv()).await {
+            Ok(Some(PaneEvent::Output(bytes))) => seen.extend_from_slice(&bytes),
+            Ok(Some(PaneEvent::Resync(_))) => {}
+            other => panic!("no {text:?} in {seen:?}: {other:?}"),
+        }
+    }
+}
+
+/// How the pane died; `what` names the case when it does not.
+async fn exit_of(parts: &Parts, what: &str) -> ExitStatus {
+    tokio::time::timeout(WAIT, wait_pane_exit(&parts.client, parts.pane))
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the pane did not die in {WAIT:?}"))
+        .expect("its status")
+}
+
+/// Every way a program ends is the pane's status: a code as that code, a
+/// signal as that signal. `exit 130` is a code with the relay's wrapper;
+/// the shell's has only `$?` and re-raises it as `SIGINT` (a known limit
+/// of the fallback, which is why the relay's wraps wherever it can).
+#[tokio::test]
+async fn the_pane_dies_as_its_program_did() {
+    live(async |dir| {
+        let cases = [
+            ("exit 3", ExitStatus::Code(3), true),
+            ("exit 130", ExitStatus::Code(130), false),
+            ("exit 255", ExitStatus::Code(255), true),
+            ("kill -INT $$", ExitStatus::Signal(2), true),
+            ("kill -TERM $$", ExitStatus::Signal(15), true),
+            ("kill -USR1 $$", ExitStatus::Signal(10), true),
+            ("kill -KILL $$", ExitStatus::Signal(9), true),
+        ];
+        for (script, want, sh_too) in cases {
+            for relay in [Some(relay()), None] {
+                if relay.is_none() && !sh_too {
+                    continue;
+                }
+                let parts = start(dir.path(), relay.clone(), script).await;
+                let what = format!("{script} under {relay:?}");
+                let exit = exit_of(&parts, &what).await;
+                assert_eq!(exit, want, "{what}");
+                parts.server.kill().await.expect("kill");
+            }
+        }
+    })
+    .await;
+}
+
+/// A Ctrl-C reaches the pane's whole process group: the wrapper lives on
+/// through it and reports what the program made of it, its own handling
+/// (a code) or the default (the signal).
+#[tokio::test]
+async fn a_ctrl_c_is_the_programs_alone() {
+    live(async |dir| {
+        // "ready" comes from a child already started, so the interrupt
+        // finds it whenever it lands (a child the shell forks only after
+        // it would miss it, and the shell would wait on it for good).
+        let cases = [
+            (
+                "trap 'exit 5' INT; sh -c 'echo ready; exec cat'",
+                ExitStatus::Code(5),
+            ),
+            ("echo ready; exec cat", ExitStatus::Signal(2)),
+        ];
+        for (script, want) in cases {
+            for relay in [Some(relay()), None] {
+                let mut parts = start(dir.path(), relay.clone(), script).await;
+                wait_for(&mut parts.output, "ready").await;
+                let ctrl_c = TmuxCommand::new("send-keys").target(parts.pane).arg("C-c");
+                parts.client.command(&ctrl_c).await.expect("send-keys");
+                let what = format!("{script} under {relay:?}");
+                let exit = exit_of(&parts, &what).await;
+                assert_eq!(exit, want, "{what}");
+                parts.server.kill().await.expect("kill");
+            }
+        }
+    })
+    .await;
+}
