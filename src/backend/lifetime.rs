@@ -161,7 +161,7 @@ pub(super) async fn respawn(shared: &ServerLink) -> Result<()> {
     let state = pane_state(&shared.client, shared.pane).await?;
     if let Some(pid) = state.pid {
         crate::tmux::exit_handshake::started(pid).await;
-        shared.lock().pane_process = ProcessId::now(pid).known();
+        shared.set_pane_process(ProcessId::now(pid).known());
     }
     let stream = shared.client.subscribe_pane(
         shared.pane,

@@ -5,7 +5,7 @@
 //! Below `terminal.rs` (the terminal and its watcher), `send.rs` and
 //! `pages.rs`, which all use it; it uses none of them.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{mpsc, watch};
@@ -58,6 +58,9 @@ pub(super) struct ServerLink {
     pub address: ServerHandle,
     pub mutable: Mutex<Mutable>,
     pub status: watch::Sender<TerminalStatus>,
+    /// Vouches for the status, the pane's process and the program `pid`
+    /// names (see `TmuxTerminal::listing_stamp`).
+    pub listing: ListingStamp,
     /// New pane streams after a respawn, for the watcher.
     pub restream: mpsc::Sender<PaneStream>,
     /// Stops the watcher (drop, close or shutdown).
@@ -65,6 +68,36 @@ pub(super) struct ServerLink {
     /// The watcher task (closed once it is spawned).
     pub tasks: TaskTracker,
     pub closed: AtomicBool,
+}
+
+/// A count bumped after every change of what `status` and `pid` answer,
+/// and whether `pid` has found the program of the pane's present process
+/// (before that, each `pid` looks in `/proc` and may answer otherwise
+/// with no change here): `list` takes a terminal's kept answer on its
+/// word instead of reading the status watch and the mutex per terminal
+/// per list.
+///
+/// Packed in one word (the count above bit 0, the program found in bit 0)
+/// so that a reader needs one load.
+#[derive(Default)]
+pub(super) struct ListingStamp(AtomicU64);
+
+impl ListingStamp {
+    /// After a change: bumps the count; `found` tells whether `pid` now
+    /// answers its program from what it found.
+    pub(super) fn changed(&self, found: bool) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |word| {
+                Some((((word >> 1) + 1) << 1) | u64::from(found))
+            });
+    }
+
+    /// The count, once `pid` has its program; `None` before.
+    pub(super) fn get(&self) -> Option<u64> {
+        let word = self.0.load(Ordering::Acquire);
+        (word & 1 == 1).then_some(word >> 1)
+    }
 }
 
 impl ServerLink {
@@ -80,9 +113,23 @@ impl ServerLink {
             } else {
                 debug!(terminal = %self.id, %status, "status changed");
                 *current = status;
+                // Under the watch's lock and before its receivers wake: a
+                // list they make sees the count moved (`pid` looks again
+                // once the program's end is known, see `TmuxTerminal::pid`).
+                self.listing.changed(false);
                 true
             }
         });
+    }
+
+    /// Sets the pane's process (a respawn's): `pid` finds its program
+    /// again.
+    pub(super) fn set_pane_process(&self, process: Option<ProcessId>) {
+        let mut mutable = self.lock();
+        mutable.pane_process = process;
+        // Under the mutex, as `pid`'s record of a program found is: a find
+        // for the old process cannot mark the new one found.
+        self.listing.changed(false);
     }
 
     /// Brings this process's stream up to all the pane's relay has read:

@@ -28,7 +28,7 @@ use tracing::warn;
 
 use super::TmuxConfig;
 use super::lifetime::{close, probe, respawn, shutdown};
-use super::link::{Mutable, ServerLink};
+use super::link::{ListingStamp, Mutable, ServerLink};
 use super::locator::TmuxLocator;
 use crate::control::Notification;
 use crate::control::PaneId;
@@ -121,6 +121,7 @@ impl TmuxTerminal {
                 keeps: false,
             }),
             status: watch::Sender::new(parts.status),
+            listing: ListingStamp::default(),
             restream,
             stop: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -132,6 +133,16 @@ impl TmuxTerminal {
             .spawn(watch_pane(Arc::clone(&shared), stream, restreams));
         shared.tasks.close();
         Arc::new(TmuxTerminal { shared })
+    }
+
+    /// Keeps `program`, found behind `pane`'s wrapper, for `pid`'s next
+    /// answers, unless the pane's process changed meanwhile (a respawn).
+    fn found_program(&self, pane: ProcessId, program: ProcessId) {
+        let mut mutable = self.shared.lock();
+        if mutable.pane_process == Some(pane) {
+            mutable.program = Some((pane, program));
+            self.shared.listing.changed(true);
+        }
     }
 }
 
@@ -238,7 +249,7 @@ async fn learn_pane_process(shared: &ServerLink) {
     };
     let known = shared.lock().pane_process.map(|process| process.pid);
     if known != Some(pid) {
-        shared.lock().pane_process = ProcessId::now(pid).known();
+        shared.set_pane_process(ProcessId::now(pid).known());
     }
 }
 
@@ -375,15 +386,28 @@ impl BackendTerminal for TmuxTerminal {
             && for_pane == pane
             && self.shared.status.borrow().is_running()
         {
+            if self.shared.listing.get().is_none() {
+                // Found before a change of status that did not change the
+                // process: the answer holds again.
+                self.found_program(pane, program);
+            }
             return Some(program.pid);
         }
         let found = crate::tmux::exit_handshake::program_pid(pane.pid);
         if let Some(pid) = found.filter(|&pid| pid != pane.pid)
             && let Some(program) = ProcessId::now(pid).known()
         {
-            self.shared.lock().program = Some((pane, program));
+            self.found_program(pane, program);
         }
         found.or(Some(pane.pid))
+    }
+
+    fn listing_stamp(&self) -> Option<u64> {
+        // Read before the answers they vouch for (the registry then reads
+        // them): a change in between shows in the next stamp. The sum of
+        // two counts that only grow changes whenever either does.
+        let own = self.shared.listing.get()?;
+        Some(own.wrapping_add(self.shared.client.output_path_changes()))
     }
 
     fn output_path(&self) -> Option<&'static str> {

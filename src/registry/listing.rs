@@ -9,10 +9,17 @@
 //! allocation for a running terminal) and encodes only entries that did.
 //! The comparison reads every field the snapshot has, from the same
 //! sources [`Entry::snapshot`] does, so the answer is the one a fresh
-//! encoding would give, byte for byte.
+//! encoding would give, byte for byte; except that a running terminal's
+//! status, pid and output path are taken on its backend's word (its
+//! [`listing_stamp`](super::seam::BackendTerminal::listing_stamp)
+//! unchanged), not read: reading them took a lock, a watch's lock and
+//! a hash look-up in the control client per terminal, most of a list's
+//! time once the directory scan was cached.
+
+use std::sync::Arc;
 
 use super::service::Owned;
-use super::state::{Entry, Listed, Presence};
+use super::state::{Entry, Listed, Presence, Vouched};
 use super::values::TerminalSnapshot;
 use crate::{Error, Result};
 
@@ -21,26 +28,39 @@ impl Entry {
     /// while the snapshot is unchanged, else a fresh encoding, kept.
     fn list_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
         if let Some(listed) = &self.listed
-            && self.is_listed_as(&listed.snapshot)
+            && self.is_listed_as(listed)
         {
             out.extend_from_slice(&listed.json);
             return Ok(());
         }
+        // The stamp before the snapshot: a change while it is made moves
+        // the stamp, and the next list encodes again.
+        let vouched = match &self.presence {
+            Presence::Live { terminal, .. } => terminal.listing_stamp().map(|stamp| Vouched {
+                terminal: Arc::downgrade(terminal),
+                stamp,
+            }),
+            _ => None,
+        };
         let snapshot = self.snapshot();
-        let json = serde_json::to_vec(&snapshot)
+        // Encoded into the answer, then copied out once: no buffer of its
+        // own grown and shrunk per terminal (the first list after a spawn
+        // of many encodes them all).
+        let start = out.len();
+        serde_json::to_writer(&mut *out, &snapshot)
             .map_err(|e| Error::io("encoding a snapshot", std::io::Error::other(e)))?;
-        out.extend_from_slice(&json);
         self.listed = Some(Listed {
             snapshot,
-            json: json.into_boxed_slice(),
+            json: out[start..].into(),
+            vouched,
         });
         Ok(())
     }
 
-    /// Whether [`Entry::snapshot`] would now give `listed`, without making
-    /// one. Destructured whole: a field added to the snapshot fails to
-    /// build here until it is compared.
-    fn is_listed_as(&self, listed: &TerminalSnapshot) -> bool {
+    /// Whether [`Entry::snapshot`] would now give `listed`'s snapshot,
+    /// without making one. Destructured whole: a field added to the
+    /// snapshot fails to build here until it is compared.
+    fn is_listed_as(&self, listed: &Listed) -> bool {
         let TerminalSnapshot {
             id,
             owner,
@@ -56,7 +76,7 @@ impl Entry {
             keep_history,
             restored_ms,
             history_error,
-        } = listed;
+        } = &listed.snapshot;
         let record = &self.record;
         let live = match &self.presence {
             Presence::Live { terminal, .. } => Some(terminal),
@@ -73,9 +93,10 @@ impl Entry {
             && *name == record.spec.name
             && *role == record.spec.role
             && *kind == record.kind
-            && self.presence.status() == *status
-            && *pid == self.presence.pid()
-            && output_path.as_deref() == live.and_then(|t| t.output_path())
+            && (self.vouches_for(listed)
+                || (self.presence.status() == *status
+                    && *pid == self.presence.pid()
+                    && output_path.as_deref() == live.and_then(|t| t.output_path())))
             && match &self.history {
                 None => restored_ms.is_none() && history_error.is_none(),
                 Some(keeping) => {
@@ -83,6 +104,28 @@ impl Entry {
                         && *history_error == keeping.kept.error()
                 }
             }
+    }
+
+    /// Whether the live terminal vouches for its part of `listed` (status,
+    /// pid, output path) without their being read: the same terminal, with
+    /// the same stamp, and it was running then with no death seen since.
+    /// Running, because the stamp holds a pid only while the program runs
+    /// (a dead pane's is looked for each time), and then the snapshot's
+    /// status is the terminal's own.
+    fn vouches_for(&self, listed: &Listed) -> bool {
+        let (
+            Presence::Live {
+                terminal,
+                seen_dead: None,
+            },
+            Some(vouched),
+        ) = (&self.presence, &listed.vouched)
+        else {
+            return false;
+        };
+        listed.snapshot.status.is_running()
+            && std::ptr::addr_eq(vouched.terminal.as_ptr(), Arc::as_ptr(terminal))
+            && terminal.listing_stamp() == Some(vouched.stamp)
     }
 }
 

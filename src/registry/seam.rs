@@ -229,6 +229,11 @@ pub struct ReapReport {
 /// - [`probe`](BackendTerminal::probe) asks the real world and updates what
 ///   [`status`](BackendTerminal::status) reports (pushing the change
 ///   through the watch, which is what wakes the `always` policy).
+/// - While [`listing_stamp`](BackendTerminal::listing_stamp) gives the
+///   same `Some`, [`status`](BackendTerminal::status),
+///   [`pid`](BackendTerminal::pid) and
+///   [`output_path`](BackendTerminal::output_path) give what they gave
+///   after it was read.
 pub trait BackendTerminal: Send + Sync + 'static {
     /// The pane's process id, when the backend has one.
     fn pid(&self) -> Option<u32>;
@@ -238,6 +243,16 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// (`"raw"`, `"control"`); `None` (the default) when the backend has
     /// no such notion.
     fn output_path(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// A number that moves on whenever what [`status`](Self::status),
+    /// [`pid`](Self::pid) or [`output_path`](Self::output_path) answer may
+    /// change, read before them; `None` (the default) when the backend
+    /// cannot vouch for them (they are read each time). `list` keeps each
+    /// terminal's answer with it: at 10,000 terminals, reading the three
+    /// per terminal per list touched memory no other list use touches.
+    fn listing_stamp(&self) -> Option<u64> {
         None
     }
 

@@ -145,6 +145,17 @@ impl Entry {
 pub(crate) struct Listed {
     pub(super) snapshot: TerminalSnapshot,
     pub(super) json: Box<[u8]>,
+    /// The live terminal's word for its part of the snapshot, when it gave one.
+    pub(super) vouched: Option<Vouched>,
+}
+
+/// A live terminal's [`listing_stamp`](BackendTerminal::listing_stamp),
+/// read before the snapshot it vouches for was made.
+pub(crate) struct Vouched {
+    /// Which terminal gave it: weak, so the terminal is not kept, yet its
+    /// allocation is (no other terminal can come to have its address).
+    pub(super) terminal: std::sync::Weak<dyn BackendTerminal>,
+    pub(super) stamp: u64,
 }
 
 /// One spawn between reservation and publication (or failure).

@@ -1,9 +1,11 @@
 //! `src/backend/` tested against real tmux through the registry: sends
 //! (exact output, wait reasons, the shells' marks), full-screen programs in
-//! front, and the pool of servers started ahead.
+//! front, the pool of servers started ahead; and directly, what a
+//! terminal vouches for to `list`.
 #![allow(clippy::unwrap_used)]
 
 mod full_screen;
+mod listing;
 mod pool;
 mod send;
 pub(crate) mod shell_sends;

@@ -9,6 +9,7 @@ mod cwd;
 mod hardening;
 mod kept_read;
 mod lifecycle;
+mod listing;
 mod liveness;
 mod logic;
 mod old_records;

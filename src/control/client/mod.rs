@@ -54,6 +54,7 @@ pub(crate) use handshake::hold_handshake_lock;
 
 use std::collections::VecDeque;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
@@ -240,6 +241,7 @@ impl ControlClient {
                 closed: None,
                 watchdog_at: None,
             }),
+            raw_changes: AtomicU64::new(0),
             in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
             tasks: TaskTracker::new(),
             ended: CancellationToken::new(),
@@ -443,7 +445,15 @@ impl ControlClient {
         }
         let link = raw::start(&self.shared, self._guard.0.clone(), pane, linked);
         state.raw.insert(pane, link);
+        self.shared.raw_changes.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// A count that changes whenever what [`output_path`](Self::output_path)
+    /// answers for any pane may have changed: while it stays the same, so
+    /// does every answer. Read before the answer it vouches for.
+    pub fn output_path_changes(&self) -> u64 {
+        self.shared.raw_changes.load(Ordering::Acquire)
     }
 
     /// Which way `pane`'s output reaches this client.

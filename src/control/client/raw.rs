@@ -117,6 +117,9 @@ async fn read_raw(
     }
     // Nothing more can come, so later flushes have nothing to wait for.
     shared.lock().raw.remove(&pane);
+    shared
+        .raw_changes
+        .fetch_add(1, std::sync::atomic::Ordering::Release);
     flushes.close();
     while let Ok(ack) = flushes.try_recv() {
         let _ = ack.send(());

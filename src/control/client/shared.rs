@@ -5,6 +5,7 @@
 //! line and its pending entry are queued together.
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -22,6 +23,11 @@ use crate::tmux::exit_handshake::ExitWatch;
 
 pub(crate) struct ClientShared {
     pub(super) state: Mutex<State>,
+    /// How many times a pane's raw link was added or removed (`State::raw`),
+    /// bumped after the change: what `ControlClient::output_path` answers
+    /// changes only with it, so a reader that saw the same count needs no
+    /// look under the lock (`list` asks every terminal).
+    pub(super) raw_changes: AtomicU64,
     pub(super) in_flight: Arc<Semaphore>,
     /// Every task of this client (reader, writer, stderr drain, reply
     /// watchdog, lag watchers); closed once the client is built, so `wait`
