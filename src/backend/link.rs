@@ -72,10 +72,10 @@ pub(super) struct ServerLink {
 
 /// A count bumped after every change of what `status` and `pid` answer,
 /// and whether `pid` has found the program of the pane's present process
-/// (before that, each `pid` looks in `/proc` and may answer otherwise
-/// with no change here): `list` takes a terminal's kept answer on its
-/// word instead of reading the status watch and the mutex per terminal
-/// per list.
+/// while it runs (before that, and once it ended, each `pid` looks in
+/// `/proc` and may answer otherwise with no change here): `list` takes a
+/// terminal's kept answer on its word instead of reading the status
+/// watch and the mutex per terminal per list.
 ///
 /// Packed in one word (the count above bit 0, the program found in bit 0)
 /// so that a reader needs one load.

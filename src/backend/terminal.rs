@@ -141,7 +141,11 @@ impl TmuxTerminal {
         let mut mutable = self.shared.lock();
         if mutable.pane_process == Some(pane) {
             mutable.program = Some((pane, program));
-            self.shared.listing.changed(true);
+            // Vouched for only while the pane runs (`pid` of an ended one
+            // looks each time): under the watch's read lock, so a change of
+            // status waits for it, then withdraws the word.
+            let status = self.shared.status.borrow();
+            self.shared.listing.changed(status.is_running());
         }
     }
 }

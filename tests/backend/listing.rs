@@ -31,9 +31,9 @@ fn shown(terminal: &dyn BackendTerminal) -> Shown {
 }
 
 /// Once the program behind the exit handshake's wrapper is found, the
-/// stamp holds while nothing changes, and it moves on (or is withdrawn)
-/// when the program exits and again when the pane is respawned, whose new
-/// program it vouches for only once that one is found.
+/// stamp holds while nothing changes; it is withdrawn when the program
+/// exits, and moves on when the pane is respawned, whose new program it
+/// vouches for only once that one is found.
 #[tokio::test]
 async fn the_listing_stamp_moves_on_with_an_exit_and_a_respawn() {
     within(async {
@@ -77,6 +77,10 @@ async fn the_listing_stamp_moves_on_with_an_exit_and_a_respawn() {
             stamp,
             "the exit did not move the stamp"
         );
+        // An ended pane's pid is looked for each time: never vouched for,
+        // even once a look found something.
+        let _ = terminal.pid();
+        assert_eq!(terminal.listing_stamp(), None, "an ended pane vouched for");
 
         terminal.respawn().await.unwrap();
         watch.wait_for(TerminalStatus::is_running).await.unwrap();
