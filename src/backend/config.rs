@@ -60,6 +60,13 @@ pub struct TmuxConfig {
     /// binary, else none: output rides `%output`, and the wrapper is
     /// `/bin/sh`).
     pub relay: Option<PathBuf>,
+    /// A terminal lets go of its control connection once it has been idle
+    /// this long (no command under way, no event subscriber), and links
+    /// again on its next command, unseen by callers: an idle terminal then
+    /// costs no connection (two descriptors in this process, 64 KiB in
+    /// its server). `None` keeps every connection. Only terminals read
+    /// through their relay let go. Default [`TmuxConfig::IDLE_UNLINK`].
+    pub idle_unlink: Option<Duration>,
 }
 
 /// The warm pool size of a long-lived process such as `serve`.
@@ -68,6 +75,12 @@ pub(crate) const DEFAULT_POOL_SIZE: usize = 2;
 impl TmuxConfig {
     /// The warm pool size of a long-lived process such as `serve`.
     pub const DEFAULT_POOL_SIZE: usize = DEFAULT_POOL_SIZE;
+
+    /// How long a terminal stays linked once idle ([`TmuxConfig::idle_unlink`]):
+    /// longer than the pauses of someone typing or of a harness between
+    /// two commands, so a relink (a few milliseconds) is paid only after
+    /// a real rest.
+    pub const IDLE_UNLINK: Duration = Duration::from_secs(10);
 
     /// A config with default values and server directories in
     /// `runtime_dir`.
@@ -84,6 +97,7 @@ impl TmuxConfig {
             environment: None,
             pool_size: 0,
             relay: None,
+            idle_unlink: Some(Self::IDLE_UNLINK),
         }
     }
 
@@ -151,6 +165,14 @@ impl TmuxConfig {
     #[must_use]
     pub fn shell(mut self, shell: impl Into<PathBuf>) -> Self {
         self.shell = Some(shell.into());
+        self
+    }
+
+    /// Sets how long an idle terminal keeps its control connection
+    /// ([`TmuxConfig::idle_unlink`]); `None` keeps it for good.
+    #[must_use]
+    pub fn idle_unlink(mut self, linger: Option<Duration>) -> Self {
+        self.idle_unlink = linger;
         self
     }
 

@@ -98,6 +98,13 @@ impl TmuxTerminal {
     /// Builds the terminal and starts its watcher.
     pub(super) fn start(parts: Parts) -> Arc<TmuxTerminal> {
         let (restream, restreams) = mpsc::channel(4);
+        if let Some(linger) = parts.config.idle_unlink {
+            // An idle terminal needs its connection only for its next
+            // command: the pane's death and the server's are told by the
+            // pidfd and the relay's link meanwhile (the watcher asks tmux
+            // then, which links again).
+            parts.client.unlink_when_idle(linger);
+        }
         let shared = Arc::new(ServerLink {
             id: parts.id,
             stream: Arc::new(

@@ -230,6 +230,14 @@ pub(crate) struct PaneRoute {
     pub(crate) paused: bool,
 }
 
+impl PaneRoute {
+    /// Whether no subscriber waits on tmux: none paused, lagging or
+    /// resyncing (a resync is commands to come).
+    pub(crate) fn quiet(&self) -> bool {
+        !self.paused && self.subs.iter().all(|sub| sub.state == SubState::Live)
+    }
+}
+
 /// A send that must be awaited outside the state lock (lossless delivery).
 pub(crate) type BlockingSend = (mpsc::Sender<PaneEvent>, PaneEvent);
 

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod full_screen;
+mod idle_link;
 mod listing;
 mod pool;
 mod send;

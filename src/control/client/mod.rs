@@ -38,6 +38,7 @@
 //! one lock and the locked writes); `options.rs` the tunables.
 
 pub(crate) mod handshake;
+mod linger;
 mod options;
 mod raw;
 mod reader;
@@ -132,7 +133,7 @@ impl ControlClient {
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
-        Self::attach_with(server, opts, panes, &[]).await
+        Self::attach_with(server, opts, panes, &[], false).await
     }
 
     /// [`attach`](Self::attach), with no `%output` from the start: the
@@ -150,15 +151,19 @@ impl ControlClient {
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
         let mut extra = vec![std::ffi::OsString::from(";")];
         extra.extend(crate::tmux::relay::QUIET_OUTPUT.map(std::ffi::OsString::from));
-        Self::attach_with(server, opts, panes, &extra).await
+        Self::attach_with(server, opts, panes, &extra, true).await
     }
 
-    /// [`attach`](Self::attach) with `extra` after the attach command.
+    /// [`attach`](Self::attach) with `extra` after the attach command;
+    /// `relinkable`: a client that may let go of its connection while idle
+    /// and link again the same way (only one whose panes all come from
+    /// their relays: `%output` of a new connection would start anywhere).
     async fn attach_with(
         server: &ServerHandle,
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
         extra: &[std::ffi::OsString],
+        relinkable: bool,
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
         let opts = ClientOptions {
             handshake_lock: Some(server.control_lock()),
@@ -170,18 +175,27 @@ impl ControlClient {
             command.args(extra);
             command
         };
+        let recipe = |direct| {
+            relinkable.then(|| linger::Recipe {
+                server: server.clone(),
+                extra: extra.to_vec(),
+                direct,
+            })
+        };
         if !ServerHandle::links_directly() {
-            return Self::spawn_subscribed(process(), opts, panes).await;
+            return started(
+                Self::start(Launch::Process(process()), opts, panes, recipe(false)).await,
+            );
         }
         let mut argv = server.control_argv();
         argv.extend_from_slice(extra);
-        match Self::start(Launch::Direct(server.socket(), &argv), opts.clone(), panes).await {
+        let launch = Launch::Direct(server.socket(), &argv);
+        match Self::start(launch, opts.clone(), panes, recipe(true)).await {
             Err(Started::Refused(why)) => {
                 refused_once(server.socket(), &why);
-                Self::spawn_subscribed(process(), opts, panes).await
+                started(Self::start(Launch::Process(process()), opts, panes, recipe(false)).await)
             }
-            Err(Started::Failed(error)) => Err(error),
-            Ok(started) => Ok(started),
+            other => started(other),
         }
     }
 
@@ -196,41 +210,21 @@ impl ControlClient {
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
     ) -> Result<(ControlClient, Vec<PaneStream>)> {
-        match Self::start(Launch::Process(command), opts, panes).await {
-            Ok(started) => Ok(started),
-            Err(Started::Failed(error)) => Err(error),
-            // Only a direct link is refused.
-            Err(Started::Refused(why)) => Err(Error::ServerGone { reason: why }),
-        }
+        started(Self::start(Launch::Process(command), opts, panes, None).await)
     }
 
-    /// Starts a client over `launch` and waits for tmux's first block.
+    /// Starts a client over `launch` and waits for tmux's first block;
+    /// `relink` says how to link again once it let go of an idle
+    /// connection (see [`unlink_when_idle`](Self::unlink_when_idle)).
     async fn start(
         launch: Launch<'_>,
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
+        relink: Option<linger::Recipe>,
     ) -> std::result::Result<(ControlClient, Vec<PaneStream>), Started> {
-        let handshake = match &opts.handshake_lock {
-            Some(path) => {
-                handshake::acquire(path, handshake::Create::IfMissing, opts.ready_timeout).await
-            }
-            None => None,
-        };
-        let opened = open(launch, &opts).await.map_err(Started::Failed)?;
-        let Opened {
-            program,
-            source,
-            sink,
-            peer,
-            stderr,
-            pid,
-        } = opened;
-
         let (writer, lines) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        // Closing stdin detaches; the reader does it once it may (after
-        // taking the handshake lock), not the moment the client is dropped.
-        let hangup = CancellationToken::new();
+        let release = CancellationToken::new();
         let shared = Arc::new(ClientShared {
             state: Mutex::new(State {
                 pending: VecDeque::new(),
@@ -240,6 +234,11 @@ impl ControlClient {
                 exits: opts.exit_handshake.clone().map(ExitWatch::new),
                 closed: None,
                 watchdog_at: None,
+                link: linger::Link::Linked {
+                    release: release.clone(),
+                },
+                last_line: tokio::time::Instant::now(),
+                leaving: None,
             }),
             raw_changes: AtomicU64::new(0),
             in_flight: Arc::new(Semaphore::new(opts.max_in_flight.max(1))),
@@ -247,9 +246,11 @@ impl ControlClient {
             ended: CancellationToken::new(),
             events: Mutex::new(None),
             closed: watch::channel(None).0,
-            pid,
+            pid: std::sync::atomic::AtomicU32::new(0),
             input: tokio::sync::Mutex::new(typist::Typist::new(opts.input_dir.clone())),
             watchdog: tokio::sync::Notify::new(),
+            relink,
+            relink_wanted: tokio::sync::Notify::new(),
             opts,
         });
 
@@ -257,85 +258,17 @@ impl ControlClient {
             .iter()
             .map(|&(pane, sub)| PaneStream::new(&shared, pane, sub))
             .collect();
-
-        let (ready_tx, ready_rx) = oneshot::channel();
         shared.tasks.spawn(watchdog::watch_replies(shared.clone()));
-        let stderr_tail = match stderr {
-            Stderr::Pipe(pipe) => {
-                let tail = Arc::new(Mutex::new(Vec::new()));
-                shared
-                    .tasks
-                    .spawn(drain_stderr(pipe, tail.clone(), shared.ended.clone()));
-                LastWords::Drained(tail)
-            }
-            Stderr::File(path) => LastWords::File(path),
-            Stderr::None => LastWords::None,
-        };
-        // How a direct link ended, once it has: a refusal falls back.
-        let (peer, refusal) = match peer {
-            Opening::Link(link, exit_line) => {
-                let end = Arc::new(OnceLock::new());
-                let slot = end.clone();
-                let task = shared.tasks.spawn(async move {
-                    let ended = link.run().await;
-                    let _ = exit_line.send(ended.exit_line());
-                    let _ = slot.set(ended);
-                });
-                (transport::Peer::Link(task), Some(end))
-            }
-            Opening::Child(child) => (transport::Peer::Child(child), None),
-        };
-        // No read buffer yet: the reader makes one when tmux has written
-        // (`reader.rs`).
-        let framed = FramedRead::with_capacity(
-            source,
-            ControlCodec::with_max_line_length(shared.opts.max_line_length),
-            0,
-        );
-        shared.tasks.spawn(
-            Reader {
-                shared: shared.clone(),
-                cancel: cancel.clone(),
-                ready: Some(ready_tx),
-                exit_reason: None,
-                stderr_tail,
-            }
-            .run(framed, peer, hangup.clone()),
-        );
-
         let client = ControlClient {
             shared,
             _guard: Arc::new(DropGuard(cancel.clone())),
         };
-        let ready_timeout = client.shared.opts.ready_timeout;
-        let ready = tokio::time::timeout(ready_timeout, ready_rx).await;
-        // Attached (or failed): this client has its control state now.
-        drop(handshake);
-        let mut stdin = Some(sink);
-        let attached = match ready {
-            Ok(Ok(Ok(()))) => {
-                // tmux 3.3a and older read stdin before the attach command
-                // has run, so nothing is written until its block closed.
-                if let Some(stdin) = stdin.take() {
-                    writer::start(&client.shared, stdin, lines, hangup);
-                }
-                Ok(())
-            }
-            Ok(Ok(Err(message))) => Err(Error::Command {
-                command: program.clone(),
-                message,
-            }),
-            Ok(Err(_)) => Err(client.gone_error()),
-            Err(_) => Err(Error::Unresponsive {
-                command: program.clone(),
-                timeout: ready_timeout,
-            }),
-        };
+        let connected = connect(&client.shared, launch, lines, cancel, release).await;
         // Every long-lived task is started; lag watchers are started by the
         // reader, which is tracked until they are, so `wait` cannot resolve
         // between them.
         client.shared.tasks.close();
-        let configured = match (attached, client.shared.opts.pause_after) {
+        let configured = match (connected.attached, client.shared.opts.pause_after) {
             (Ok(()), Some(secs)) => client
                 .command(
                     &TmuxCommand::new("refresh-client").opt("-f", format!("pause-after={secs}")),
@@ -348,9 +281,9 @@ impl ControlClient {
             // A failed client leaves nothing behind: stdin's EOF detaches a
             // client that got as far as attaching, and the error is
             // returned once `tmux -C` has exited (or the link closed).
-            drop((stdin, streams));
+            drop(streams);
             client.detach().await;
-            if let Some(End::Refused(why)) = refusal.as_ref().and_then(|end| end.get()) {
+            if let Some(End::Refused(why)) = connected.refusal.as_ref().and_then(|end| end.get()) {
                 return Err(Started::Refused(why.clone()));
             }
             return Err(Started::Failed(error));
@@ -488,9 +421,15 @@ impl ControlClient {
         let mut events = self.shared.events.lock().unwrap_or_else(|e| e.into_inner());
         // The reader marks the state closed before it takes the sender,
         // so a sender made here while it is open is taken by that close.
-        if self.shared.lock().closed.is_some() {
-            // Closed already: a receiver that reports `Closed` at once.
-            return broadcast::channel(1).1;
+        {
+            let mut state = self.shared.lock();
+            if state.closed.is_some() {
+                // Closed already: a receiver that reports `Closed` at once.
+                return broadcast::channel(1).1;
+            }
+            // Notifications come over a connection: one let go while idle
+            // comes back.
+            self.shared.want_link_locked(&mut state);
         }
         let capacity = self.shared.opts.event_capacity.max(1);
         events
@@ -542,10 +481,35 @@ impl ControlClient {
         }))
     }
 
+    /// Lets go of the connection to tmux whenever it has been quiet for
+    /// `linger` and nothing needs it, and links again on the next command
+    /// or write, unseen by callers (see `linger.rs`): an idle terminal
+    /// then holds no connection (two descriptors here, 64 KiB in its
+    /// server). Only a client from [`attach_quiet`](Self::attach_quiet)
+    /// (its pane's bytes come from its relay) can; false for any other,
+    /// which keeps its connection. Call it once.
+    pub(crate) fn unlink_when_idle(&self, linger: std::time::Duration) -> bool {
+        if self.shared.relink.is_none() || self.closed_reason().is_some() {
+            return false;
+        }
+        let task = linger::linger(self.shared.clone(), self._guard.0.clone(), linger);
+        self.shared.tasks.spawn(task);
+        true
+    }
+
+    /// Whether the connection to tmux is up (or coming back): false while
+    /// let go when idle ([`unlink_when_idle`](Self::unlink_when_idle)) or
+    /// closed; for the tests that an idle client holds none.
+    #[doc(hidden)]
+    pub fn linked(&self) -> bool {
+        let state = self.shared.lock();
+        state.closed.is_none() && !matches!(state.link, linger::Link::Unlinked { .. })
+    }
+
     /// The pid of the `tmux -C` client process; `None` for a client linked
     /// to the server's socket itself (no process: [`attach`](Self::attach)).
     pub fn pid(&self) -> Option<u32> {
-        self.shared.pid
+        Some(self.shared.pid.load(std::sync::atomic::Ordering::Relaxed)).filter(|&pid| pid != 0)
     }
 
     /// Whether the reply watchdog has a timer armed: only while a command
@@ -557,11 +521,30 @@ impl ControlClient {
     }
 
     fn gone_error(&self) -> Error {
-        Error::ServerGone {
-            reason: self
-                .closed_reason()
-                .unwrap_or_else(|| "the control connection closed".to_owned()),
-        }
+        gone_error(&self.shared)
+    }
+}
+
+/// A start's result as its caller gets it.
+fn started(
+    result: std::result::Result<(ControlClient, Vec<PaneStream>), Started>,
+) -> Result<(ControlClient, Vec<PaneStream>)> {
+    match result {
+        Ok(started) => Ok(started),
+        Err(Started::Failed(error)) => Err(error),
+        // A direct link refused where no fallback was tried.
+        Err(Started::Refused(why)) => Err(Error::ServerGone { reason: why }),
+    }
+}
+
+/// `SERVER_GONE` with the client's close reason.
+fn gone_error(shared: &ClientShared) -> Error {
+    Error::ServerGone {
+        reason: shared
+            .closed
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| "the control connection closed".to_owned()),
     }
 }
 
@@ -606,6 +589,122 @@ struct Opened {
     peer: Opening,
     stderr: Stderr,
     pid: Option<u32>,
+}
+
+/// A connection started by [`connect`].
+struct Connected {
+    /// Whether tmux's first block (the attach) closed without error.
+    attached: Result<()>,
+    /// How a direct link ended, once it has: a refusal falls back.
+    refusal: Option<Arc<OnceLock<End>>>,
+}
+
+/// Starts a connection to tmux over `launch` for `shared`, whose command
+/// lines wait in `lines` until tmux has answered the attach: the reader
+/// (detaching when `cancel`, the client's, or `release`, this
+/// connection's, is cancelled), the link task or stderr drain, then the
+/// writer. Under the handshake lock until tmux answered.
+async fn connect(
+    shared: &Arc<ClientShared>,
+    launch: Launch<'_>,
+    lines: mpsc::UnboundedReceiver<bytes::Bytes>,
+    cancel: CancellationToken,
+    release: CancellationToken,
+) -> Connected {
+    let opts = &shared.opts;
+    let handshake = match &opts.handshake_lock {
+        Some(path) => {
+            handshake::acquire(path, handshake::Create::IfMissing, opts.ready_timeout).await
+        }
+        None => None,
+    };
+    let opened = match open(launch, opts).await {
+        Ok(opened) => opened,
+        Err(error) => {
+            return Connected {
+                attached: Err(error),
+                refusal: None,
+            };
+        }
+    };
+    let Opened {
+        program,
+        source,
+        sink,
+        peer,
+        stderr,
+        pid,
+    } = opened;
+    shared
+        .pid
+        .store(pid.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+    // Closing stdin detaches; the reader does it once it may (after
+    // taking the handshake lock), not the moment the client is dropped.
+    let hangup = CancellationToken::new();
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let stderr_tail = match stderr {
+        Stderr::Pipe(pipe) => {
+            let tail = Arc::new(Mutex::new(Vec::new()));
+            shared
+                .tasks
+                .spawn(drain_stderr(pipe, tail.clone(), shared.ended.clone()));
+            LastWords::Drained(tail)
+        }
+        Stderr::File(path) => LastWords::File(path),
+        Stderr::None => LastWords::None,
+    };
+    let (peer, refusal) = match peer {
+        Opening::Link(link, exit_line) => {
+            let end = Arc::new(OnceLock::new());
+            let slot = end.clone();
+            let task = shared.tasks.spawn(async move {
+                let ended = link.run().await;
+                let _ = exit_line.send(ended.exit_line());
+                let _ = slot.set(ended);
+            });
+            (transport::Peer::Link(task), Some(end))
+        }
+        Opening::Child(child) => (transport::Peer::Child(child), None),
+    };
+    // No read buffer yet: the reader makes one when tmux has written
+    // (`reader.rs`).
+    let framed = FramedRead::with_capacity(
+        source,
+        ControlCodec::with_max_line_length(opts.max_line_length),
+        0,
+    );
+    shared.tasks.spawn(
+        Reader {
+            shared: shared.clone(),
+            cancel,
+            release,
+            ready: Some(ready_tx),
+            exit_reason: None,
+            stderr_tail,
+        }
+        .run(framed, peer, hangup.clone()),
+    );
+    let ready = tokio::time::timeout(opts.ready_timeout, ready_rx).await;
+    // Attached (or failed): this client has its control state now.
+    drop(handshake);
+    let attached = match ready {
+        Ok(Ok(Ok(()))) => {
+            // tmux 3.3a and older read stdin before the attach command
+            // has run, so nothing is written until its block closed.
+            writer::start(shared, sink, lines, hangup);
+            Ok(())
+        }
+        Ok(Ok(Err(message))) => Err(Error::Command {
+            command: program,
+            message,
+        }),
+        Ok(Err(_)) => Err(gone_error(shared)),
+        Err(_) => Err(Error::Unresponsive {
+            command: program,
+            timeout: opts.ready_timeout,
+        }),
+    };
+    Connected { attached, refusal }
 }
 
 /// Spawns the process or links to the server.
@@ -718,7 +817,7 @@ fn refused_once(socket: &std::path::Path, why: &str) {
 impl std::fmt::Debug for ControlClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControlClient")
-            .field("pid", &self.shared.pid)
+            .field("pid", &self.pid())
             .field("closed", &self.closed_reason())
             .finish()
     }

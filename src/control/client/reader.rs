@@ -66,6 +66,10 @@ pub(super) struct Reader {
     pub(super) shared: Arc<ClientShared>,
     /// Cancelled when the client detaches (explicitly or on its last drop).
     pub(super) cancel: CancellationToken,
+    /// Cancelled when the linger task lets go of this connection while
+    /// the client lives on (`linger.rs`): the reader detaches as for
+    /// `cancel`, but closes nothing.
+    pub(super) release: CancellationToken,
     pub(super) ready: Option<oneshot::Sender<std::result::Result<(), String>>>,
     pub(super) exit_reason: Option<String>,
     pub(super) stderr_tail: LastWords,
@@ -111,8 +115,12 @@ impl Reader {
         // the token for every event read, a cost on every keystroke's echo.
         let cancelled = self.cancel.clone().cancelled_owned();
         tokio::pin!(cancelled);
+        let released = self.release.clone().cancelled_owned();
+        tokio::pin!(released);
         let mut io_error = None;
         let mut detaching = false;
+        // Let go while idle: the client lives on, unlinked.
+        let mut releasing = false;
         // Held from the hangup until `tmux -C` has exited (see `handshake`).
         let mut handshake = None;
         loop {
@@ -123,9 +131,14 @@ impl Reader {
                     Err(_) => break,
                 }
             } else {
-                tokio::select! {
-                    next = next_event(&mut framed) => next,
-                    () = &mut cancelled => {
+                let leave = tokio::select! {
+                    next = next_event(&mut framed) => Err(next),
+                    () = &mut cancelled => Ok(false),
+                    () = &mut released => Ok(true),
+                };
+                match leave {
+                    Err(next) => next,
+                    Ok(release) => {
                         if let Some(path) = &self.shared.opts.handshake_lock {
                             handshake = super::handshake::acquire(
                                 path,
@@ -134,8 +147,13 @@ impl Reader {
                             )
                             .await;
                         }
+                        // A connection let go has its stdin put aside
+                        // (`linger.rs`): dropped here, under the lock, so
+                        // its EOF comes now.
+                        drop(self.shared.lock().leaving.take());
                         hangup.cancel();
                         detaching = true;
+                        releasing = release;
                         continue;
                     }
                 }
@@ -153,11 +171,17 @@ impl Reader {
         // Gone: no `%client-detached` can follow from this client now.
         drop(handshake);
         hangup.cancel();
+        if releasing && !self.cancel.is_cancelled() {
+            // Let go on purpose: the client lives on. A server that died
+            // meanwhile is found by the next connection.
+            debug!("control connection let go while idle");
+            return;
+        }
         let reason = self.close_reason(io_error, status);
         debug!(reason = %reason, "control connection closed");
+        // Fails what waits, ends the streams, stops the stderr drain and
+        // the lag watchers.
         self.close(reason);
-        // The stderr drain and lag watchers have nothing left to do.
-        self.shared.ended.cancel();
     }
 
     fn close_reason(&mut self, io_error: Option<std::io::Error>, status: String) -> String {
@@ -176,27 +200,10 @@ impl Reader {
     }
 
     fn close(&mut self, reason: String) {
-        let pending = {
-            let mut state = self.shared.lock();
-            state.closed = Some(reason.clone());
-            // Dropping the senders ends every pane stream.
-            state.routes.panes.clear();
-            std::mem::take(&mut state.pending)
-        };
-        // Dropping the oneshot senders fails every waiting command.
-        drop(pending);
-        // Closing the broadcast ends every event stream (after what it has).
-        drop(
-            self.shared
-                .events
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+        self.shared.close(reason.clone());
         if let Some(ready) = self.ready.take() {
-            let _ = ready.send(Err(reason.clone()));
+            let _ = ready.send(Err(reason));
         }
-        self.shared.closed.send_replace(Some(reason));
     }
 
     async fn handle(&mut self, event: Event) {

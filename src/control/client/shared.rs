@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
+use super::linger::{Link, Recipe};
 use super::{ClientOptions, stdin, typist};
 use crate::control::subscribe::{Effects, PaneInfo, Routes, SubState};
 use crate::control::{Notification, PaneId, Reply};
@@ -44,12 +45,20 @@ pub(crate) struct ClientShared {
     pub(super) events: Mutex<Option<broadcast::Sender<Notification>>>,
     pub(super) closed: watch::Sender<Option<String>>,
     pub(super) opts: ClientOptions,
-    pub(super) pid: Option<u32>,
+    /// The `tmux -C` process of the current connection; 0: none (a
+    /// direct link, or no connection).
+    pub(super) pid: std::sync::atomic::AtomicU32,
     /// One write at a time, in arrival order (tokio's mutex is FIFO-fair),
     /// so two pastes never interleave; see `write.rs`.
     pub(super) input: tokio::sync::Mutex<typist::Typist>,
     /// Wakes the reply watchdog (`watchdog.rs`).
     pub(super) watchdog: Notify,
+    /// How to link again once the connection was let go while idle
+    /// (`linger.rs`); `None`: this client never lets go of it.
+    pub(super) relink: Option<Recipe>,
+    /// Wakes the linger task to link again: a line was queued while
+    /// unlinked.
+    pub(super) relink_wanted: Notify,
 }
 
 pub(super) struct State {
@@ -66,6 +75,16 @@ pub(super) struct State {
     pub(super) closed: Option<String>,
     /// What the reply watchdog sleeps until; `None`: it waits to be woken.
     pub(super) watchdog_at: Option<Instant>,
+    /// Whether the connection to tmux is up, let go while idle, or coming
+    /// back (`linger.rs`).
+    pub(super) link: Link,
+    /// When the last line was queued: the linger task lets go of the
+    /// connection only after it has been quiet this long.
+    pub(super) last_line: Instant,
+    /// The stdin of a connection let go while idle, until its reader holds
+    /// the handshake lock and drops it (its EOF detaches): see
+    /// `linger.rs`.
+    pub(super) leaving: Option<stdin::Stdin>,
 }
 
 impl State {
@@ -161,6 +180,43 @@ impl ClientShared {
         if state.stdin.write(line) {
             state.pending.push_back(pending);
         }
+        state.last_line = Instant::now();
+        self.want_link_locked(state);
+    }
+
+    /// Asks the linger task to link again if the connection was let go
+    /// (`linger.rs`): one relink, however many callers want one meanwhile.
+    pub(super) fn want_link_locked(&self, state: &mut State) {
+        if let Link::Unlinked { wanted, .. } = &mut state.link
+            && !*wanted
+        {
+            *wanted = true;
+            self.relink_wanted.notify_one();
+        }
+    }
+
+    /// Closes the client for good with `reason` (the first reason stays):
+    /// every pending command fails, every pane stream and event stream
+    /// ends, and the tasks that outlive a connection (the watchdog, raw
+    /// readers, lag watchers, the linger task) stop.
+    pub(super) fn close(&self, reason: String) {
+        let pending = {
+            let mut state = self.lock();
+            if state.closed.is_some() {
+                return;
+            }
+            state.closed = Some(reason.clone());
+            // Dropping the senders ends every pane stream.
+            state.routes.panes.clear();
+            state.leaving = None;
+            std::mem::take(&mut state.pending)
+        };
+        // Dropping the oneshot senders fails every waiting command.
+        drop(pending);
+        // Closing the broadcast ends every event stream (after what it has).
+        drop(self.events.lock().unwrap_or_else(|e| e.into_inner()).take());
+        self.closed.send_replace(Some(reason));
+        self.ended.cancel();
     }
 
     /// Queues a caller's command, due by `deadline`, holding `permit`

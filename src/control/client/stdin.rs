@@ -112,10 +112,24 @@ impl Stdin {
         }
     }
 
-    /// No more direct writes; the lines queued from now on are never
-    /// written.
-    pub(super) fn hang_up(&mut self) {
-        self.pipe = None;
-        self.busy = true;
+    /// The writer of `pipe` ended: no more direct writes, and the lines
+    /// queued from now on are never written. A stdin of a later connection
+    /// (`linger.rs` swaps it in when it lets the connection go) is not
+    /// `pipe`'s, and stays as it is.
+    pub(super) fn hang_up(&mut self, pipe: &Arc<Sink>) {
+        if self
+            .pipe
+            .as_ref()
+            .is_some_and(|mine| Arc::ptr_eq(mine, pipe))
+        {
+            self.pipe = None;
+            self.busy = true;
+        }
+    }
+
+    /// Whether nothing is queued or being written: a line queued now would
+    /// be written at once.
+    pub(super) fn idle(&self) -> bool {
+        !self.busy && self.pipe.is_some()
     }
 }

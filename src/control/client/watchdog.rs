@@ -71,7 +71,7 @@ const GRID_DIVISOR: u32 = 16;
 /// turn of the runtime's timer (one wake-up for a thousand terminals
 /// spawned together, not a thousand), and an overdue caller is told at
 /// most 1/16 of its timeout late.
-fn on_grid(at: Instant, timeout: Duration) -> Instant {
+pub(super) fn on_grid(at: Instant, timeout: Duration) -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     let origin = *ORIGIN.get_or_init(Instant::now);
     let grid = (timeout / GRID_DIVISOR)

@@ -82,7 +82,7 @@ async fn write_lines(
     // Dropping the last handle on the pipe (or shutting the link's
     // writing down) is EOF: tmux detaches the client, which ends with
     // `%exit`.
-    shared.lock().stdin.hang_up();
+    shared.lock().stdin.hang_up(&pipe);
 }
 
 async fn write_all(pipe: &Sink, mut bytes: &[u8]) -> std::io::Result<()> {

@@ -1,0 +1,207 @@
+//! An idle terminal lets go of its control connection and links again on
+//! its next use: every verb works across it, racing callers share one
+//! relink, and a server killed meanwhile is reported gone.
+
+use tmux_engine::registry::ReadRequest;
+use tmux_engine::vocab::Size;
+
+use super::*;
+
+/// How long these terminals stay linked once idle: short, so the tests
+/// see them let go.
+const LINGER: Duration = Duration::from_millis(150);
+
+/// A registry whose terminals read their relay and let go of their
+/// control connection after [`LINGER`].
+async fn open_linger(dir: &Path) -> Registry {
+    let config = TmuxConfig::new(runtime(dir))
+        .shell("/bin/sh")
+        .quiet(Duration::from_millis(200))
+        .reap_grace(Duration::ZERO)
+        .with_state_dir(dir.join("state"))
+        // Only a terminal read through its relay can let go.
+        .relay(env!("CARGO_BIN_EXE_tmux-engine-relay"))
+        .idle_unlink(Some(LINGER));
+    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+    let state = RegistryConfig::default().state_dir(dir.join("state"));
+    Registry::open_with(state, backend).await.unwrap().0
+}
+
+/// The clients attached to the one server under `runtime`, as tmux lists
+/// them (this query's own client is not attached).
+fn clients(runtime: &Path) -> usize {
+    let dirs = server_dirs(runtime);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(dirs[0].join("tmux.sock"))
+        .args(["list-clients", "-F", "#{client_name}"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+/// Waits until the terminal's server has no client left: let go.
+async fn let_go(runtime: &Path) {
+    poll("the idle terminal to let go of its link", WAIT, || async {
+        (clients(runtime) == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_idle_terminal_lets_go_and_every_verb_links_again() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let rt = runtime(dir.path());
+        let _guard = Cleanup(rt.clone());
+        let registry = open_linger(dir.path()).await;
+        let owner = OwnerId::new("alice").unwrap();
+        let owned = || registry.owner(&owner);
+        owned().spawn(sh("exec cat").name("cat")).await.unwrap();
+        let_go(&rt).await;
+
+        // A send: typed, echoed back through the relay.
+        let request = SendRequest {
+            text: bytes::Bytes::from_static(b"first"),
+            submit: true,
+            wait: WaitFor::None,
+            timeout: Some(WAIT),
+            history: true,
+            keys: Vec::new(),
+        };
+        owned()
+            .send("cat", request)
+            .await
+            .unwrap()
+            .result()
+            .await
+            .unwrap();
+        poll("the first line's echo", WAIT, || async {
+            let screen = owned().screen("cat").await.ok()?;
+            (screen.text().matches("first").count() == 2).then_some(())
+        })
+        .await;
+        let_go(&rt).await;
+
+        // A write, then a read of tmux's scrollback.
+        owned()
+            .write("cat", bytes::Bytes::from_static(b"second\r"))
+            .await
+            .unwrap();
+        let_go(&rt).await;
+        let request = ReadRequest {
+            offset: 0,
+            count: None,
+        };
+        let page = owned().read("cat", request).await.unwrap();
+        assert!(page.lines.iter().any(|line| line == "second"), "{page:?}");
+        let_go(&rt).await;
+
+        // A resize, seen by the next look.
+        owned()
+            .resize("cat", Size::new(91, 27).unwrap())
+            .await
+            .unwrap();
+        let_go(&rt).await;
+        let screen = owned().screen("cat").await.unwrap();
+        assert_eq!((screen.size().cols, screen.size().rows), (91, 27));
+        let_go(&rt).await;
+
+        // Still running, and a kill ends it with nothing left behind.
+        let shown = owned().show("cat").await.unwrap();
+        assert_eq!(shown.status, TerminalStatus::Running);
+        assert!(owned().kill("cat").await.unwrap());
+        registry.dispose().await.unwrap();
+        assert_clean(&rt).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_killed_while_unlinked_is_reported_gone() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let rt = runtime(dir.path());
+        let _guard = Cleanup(rt.clone());
+        let registry = open_linger(dir.path()).await;
+        let owner = OwnerId::new("alice").unwrap();
+        let owned = || registry.owner(&owner);
+        owned().spawn(sh("exec cat").name("cat")).await.unwrap();
+        let_go(&rt).await;
+        let socket = server_dirs(&rt)[0].join("tmux.sock");
+        let pid = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(["display-message", "-p", "#{pid}"])
+            .output()
+            .unwrap();
+        let pid: i32 = String::from_utf8_lossy(&pid.stdout).trim().parse().unwrap();
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        // Nobody asks anything: the pane's end and the relay's are what
+        // tell it.
+        let gone = poll("the terminal to be reported gone", WAIT, || async {
+            let shown = owned().show("cat").await.unwrap();
+            matches!(shown.status, TerminalStatus::Gone { .. }).then_some(shown)
+        })
+        .await;
+        assert!(
+            gone.status.to_string().contains("server gone"),
+            "{}",
+            gone.status
+        );
+        let _ = owned().kill("cat").await;
+        registry.dispose().await.unwrap();
+        assert_clean(&rt).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn racing_callers_share_one_relink() {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let rt = runtime(dir.path());
+        let _guard = Cleanup(rt.clone());
+        let registry = open_linger(dir.path()).await;
+        let owner = OwnerId::new("alice").unwrap();
+        let owned = || registry.owner(&owner);
+        owned().spawn(sh("exec cat").name("cat")).await.unwrap();
+        for round in 0..3 {
+            let_go(&rt).await;
+            // Looks and writes at once: every one answered, in order, over
+            // the one connection the first of them brought back.
+            let looks = (0..6).map(|_| owned().screen("cat"));
+            let writes =
+                (0..6).map(|i| owned().write("cat", bytes::Bytes::from(format!("r{round}w{i}\r"))));
+            let (looks, writes) = tokio::join!(
+                futures_util::future::join_all(looks),
+                futures_util::future::join_all(writes)
+            );
+            for look in looks {
+                look.unwrap();
+            }
+            for write in writes {
+                write.unwrap();
+            }
+            assert!(clients(&rt) <= 1, "more than one relink");
+            poll("the writes' echoes", WAIT, || async {
+                let screen = owned().screen("cat").await.ok()?;
+                let text = screen.text();
+                (0..6)
+                    .all(|i| text.contains(&format!("r{round}w{i}")))
+                    .then_some(())
+            })
+            .await;
+        }
+        assert!(owned().kill("cat").await.unwrap());
+        registry.dispose().await.unwrap();
+        assert_clean(&rt).await;
+    })
+    .await;
+}
