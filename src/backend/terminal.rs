@@ -8,7 +8,11 @@
 //! that subscription and detects death without polling: the pane's exit
 //! through [`wait_pane_exit`] (a pidfd on the pane's process, then one
 //! `list-panes`), the server's through the control client's EOF. Either is
-//! pushed through the status watch at once.
+//! pushed through the status watch at once. A client that let go of its
+//! connection while idle ([`TmuxConfig::idle_unlink`]) has no EOF to
+//! give: the pidfd still fires when the server's death ends the pane, and
+//! the relay's link ends with the pane's pipe (the watcher's `relink`);
+//! both then ask tmux, which links again and finds the server gone.
 //!
 //! Dropping a [`TmuxTerminal`] stops the watcher and detaches the control
 //! client in the background; [`BackendTerminal::shutdown`] does the same

@@ -24,6 +24,10 @@
 //!   unanswered past the command timeout, with one timer for the client;
 //! - a lag watcher waits for room in a lagging subscriber's queue, then
 //!   starts its resync.
+//! - the linger task (`linger.rs`), of a client asked to
+//!   [`unlink_when_idle`](ControlClient::unlink_when_idle), lets an idle
+//!   connection go and links again on the next use; the reader, writer and
+//!   link task are then a connection's, the rest the client's.
 //!
 //! When tmux goes away (`%exit`, EOF, a crash) every pending command fails
 //! with `SERVER_GONE`, every stream ends and [`ControlClient::closed`]
@@ -282,6 +286,9 @@ impl ControlClient {
             // client that got as far as attaching, and the error is
             // returned once `tmux -C` has exited (or the link closed).
             drop(streams);
+            // Closed here too where no reader started (nothing to link
+            // to), which would have closed it.
+            client.shared.close(error.to_string());
             client.detach().await;
             if let Some(End::Refused(why)) = connected.refusal.as_ref().and_then(|end| end.get()) {
                 return Err(Started::Refused(why.clone()));
