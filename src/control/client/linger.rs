@@ -32,44 +32,19 @@
 //! when a client leaves while another identifies) and ends without
 //! closing anything.
 
-use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use super::link::Link;
 use super::shared::{Internal, State};
 use super::{ClientShared, Launch, connect, refused_once, stdin, watchdog};
-use crate::tmux::ServerHandle;
 use crate::tmux::client_protocol::End;
 use crate::tmux::command::TmuxCommand;
-
-/// Whether the client's connection is up.
-pub(super) enum Link {
-    /// Connected; cancelling `release` lets this connection go.
-    Linked { release: CancellationToken },
-    /// Let go: lines wait in `lines` for the next connection; `wanted`
-    /// once one was queued (the linger task was woken).
-    Unlinked {
-        lines: mpsc::UnboundedReceiver<Bytes>,
-        wanted: bool,
-    },
-    /// The linger task is linking again.
-    Relinking,
-}
-
-/// How a client links again: as it first did.
-pub(super) struct Recipe {
-    pub(super) server: ServerHandle,
-    /// What followed the attach command.
-    pub(super) extra: Vec<OsString>,
-    /// A direct link (else a `tmux -C` process).
-    pub(super) direct: bool,
-}
 
 /// The linger task: lets the connection go once it has been quiet for
 /// `linger` and nothing needs it, links again when a line is queued.

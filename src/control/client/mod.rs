@@ -43,6 +43,7 @@
 
 pub(crate) mod handshake;
 mod linger;
+mod link;
 mod options;
 mod raw;
 mod reader;
@@ -180,7 +181,7 @@ impl ControlClient {
             command
         };
         let recipe = |direct| {
-            relinkable.then(|| linger::Recipe {
+            relinkable.then(|| link::Recipe {
                 server: server.clone(),
                 extra: extra.to_vec(),
                 direct,
@@ -224,7 +225,7 @@ impl ControlClient {
         launch: Launch<'_>,
         opts: ClientOptions,
         panes: &[(PaneId, SubscribeOptions)],
-        relink: Option<linger::Recipe>,
+        relink: Option<link::Recipe>,
     ) -> std::result::Result<(ControlClient, Vec<PaneStream>), Started> {
         let (writer, lines) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
@@ -238,7 +239,7 @@ impl ControlClient {
                 exits: opts.exit_handshake.clone().map(ExitWatch::new),
                 closed: None,
                 watchdog_at: None,
-                link: linger::Link::Linked {
+                link: link::Link::Linked {
                     release: release.clone(),
                 },
                 last_line: tokio::time::Instant::now(),
@@ -510,7 +511,7 @@ impl ControlClient {
     #[doc(hidden)]
     pub fn linked(&self) -> bool {
         let state = self.shared.lock();
-        state.closed.is_none() && !matches!(state.link, linger::Link::Unlinked { .. })
+        state.closed.is_none() && !matches!(state.link, link::Link::Unlinked { .. })
     }
 
     /// The pid of the `tmux -C` client process; `None` for a client linked

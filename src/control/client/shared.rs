@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::debug;
 
-use super::linger::{Link, Recipe};
+use super::link::{Link, Recipe};
 use super::{ClientOptions, stdin, typist};
 use crate::control::subscribe::{Effects, PaneInfo, Routes, SubState};
 use crate::control::{Notification, PaneId, Reply};
