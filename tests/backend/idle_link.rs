@@ -50,17 +50,32 @@ async fn let_go(runtime: &Path) {
     .await;
 }
 
-#[tokio::test]
-async fn an_idle_terminal_lets_go_and_every_verb_links_again() {
+/// Runs `body` on a registry of [`open_linger`] with one terminal, `cat`,
+/// running `cat` (its runtime directory beside), then kills it, disposes
+/// the registry and checks nothing is left.
+async fn with_cat(body: impl AsyncFnOnce(&Registry, &OwnerId, &Path)) {
     crate::support::within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
         let _guard = Cleanup(rt.clone());
         let registry = open_linger(dir.path()).await;
         let owner = OwnerId::new("alice").unwrap();
-        let owned = || registry.owner(&owner);
-        owned().spawn(sh("exec cat").name("cat")).await.unwrap();
-        let_go(&rt).await;
+        registry
+            .owner(&owner)
+            .spawn(sh("exec cat").name("cat"))
+            .await
+            .unwrap();
+        body(&registry, &owner, &rt).await;
+        let _ = registry.owner(&owner).kill("cat").await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_idle_terminal_lets_go_and_every_verb_links_again() {
+    with_cat(async |registry, owner, rt| {
+        let owned = || registry.owner(owner);
+        let_go(rt).await;
 
         // A send: typed, echoed back through the relay.
         let request = SendRequest {
@@ -83,54 +98,47 @@ async fn an_idle_terminal_lets_go_and_every_verb_links_again() {
             (screen.text().matches("first").count() == 2).then_some(())
         })
         .await;
-        let_go(&rt).await;
+        let_go(rt).await;
 
         // A write, then a read of tmux's scrollback.
         owned()
             .write("cat", bytes::Bytes::from_static(b"second\r"))
             .await
             .unwrap();
-        let_go(&rt).await;
+        let_go(rt).await;
         let request = ReadRequest {
             offset: 0,
             count: None,
         };
         let page = owned().read("cat", request).await.unwrap();
         assert!(page.lines.iter().any(|line| line == "second"), "{page:?}");
-        let_go(&rt).await;
+        let_go(rt).await;
 
         // A resize, seen by the next look.
         owned()
             .resize("cat", Size::new(91, 27).unwrap())
             .await
             .unwrap();
-        let_go(&rt).await;
+        let_go(rt).await;
         let screen = owned().screen("cat").await.unwrap();
         assert_eq!((screen.size().cols, screen.size().rows), (91, 27));
-        let_go(&rt).await;
+        let_go(rt).await;
 
-        // Still running, and a kill ends it with nothing left behind.
+        // Still running, and a kill ends it (nothing is left: `with_cat`).
         let shown = owned().show("cat").await.unwrap();
         assert_eq!(shown.status, TerminalStatus::Running);
+        let_go(rt).await;
         assert!(owned().kill("cat").await.unwrap());
-        registry.dispose().await.unwrap();
-        assert_clean(&rt).await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn a_server_killed_while_unlinked_is_reported_gone() {
-    crate::support::within(async {
-        let dir = crate::support::test_dir();
-        let rt = runtime(dir.path());
-        let _guard = Cleanup(rt.clone());
-        let registry = open_linger(dir.path()).await;
-        let owner = OwnerId::new("alice").unwrap();
-        let owned = || registry.owner(&owner);
-        owned().spawn(sh("exec cat").name("cat")).await.unwrap();
-        let_go(&rt).await;
-        let socket = server_dirs(&rt)[0].join("tmux.sock");
+    with_cat(async |registry, owner, rt| {
+        let owned = || registry.owner(owner);
+        let_go(rt).await;
+        let socket = server_dirs(rt)[0].join("tmux.sock");
         let pid = std::process::Command::new("tmux")
             .arg("-S")
             .arg(&socket)
@@ -155,25 +163,16 @@ async fn a_server_killed_while_unlinked_is_reported_gone() {
             "{}",
             gone.status
         );
-        let _ = owned().kill("cat").await;
-        registry.dispose().await.unwrap();
-        assert_clean(&rt).await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn racing_callers_share_one_relink() {
-    crate::support::within(async {
-        let dir = crate::support::test_dir();
-        let rt = runtime(dir.path());
-        let _guard = Cleanup(rt.clone());
-        let registry = open_linger(dir.path()).await;
-        let owner = OwnerId::new("alice").unwrap();
-        let owned = || registry.owner(&owner);
-        owned().spawn(sh("exec cat").name("cat")).await.unwrap();
+    with_cat(async |registry, owner, rt| {
+        let owned = || registry.owner(owner);
         for round in 0..3 {
-            let_go(&rt).await;
+            let_go(rt).await;
             // Looks and writes at once: every one answered, in order, over
             // the one connection the first of them brought back.
             let looks = (0..6).map(|_| owned().screen("cat"));
@@ -189,7 +188,7 @@ async fn racing_callers_share_one_relink() {
             for write in writes {
                 write.unwrap();
             }
-            assert!(clients(&rt) <= 1, "more than one relink");
+            assert!(clients(rt) <= 1, "more than one relink");
             poll("the writes' echoes", WAIT, || async {
                 let screen = owned().screen("cat").await.ok()?;
                 let text = screen.text();
@@ -199,9 +198,6 @@ async fn racing_callers_share_one_relink() {
             })
             .await;
         }
-        assert!(owned().kill("cat").await.unwrap());
-        registry.dispose().await.unwrap();
-        assert_clean(&rt).await;
     })
     .await;
 }
