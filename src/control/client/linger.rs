@@ -40,9 +40,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use super::connect::{Launch, connect, refused_once};
 use super::link::Link;
 use super::shared::{Internal, State};
-use super::{ClientShared, Launch, connect, refused_once, stdin, watchdog};
+use super::{ClientShared, stdin, watchdog};
 use crate::tmux::client_protocol::End;
 use crate::tmux::command::TmuxCommand;
 
