@@ -25,9 +25,9 @@
 //! - a lag watcher waits for room in a lagging subscriber's queue, then
 //!   starts its resync.
 //! - the linger task (`linger.rs`), of a client asked to
-//!   [`unlink_when_idle`](ControlClient::unlink_when_idle), lets an idle
-//!   connection go and links again on the next use; the reader, writer and
-//!   link task are then a connection's, the rest the client's.
+//!   `unlink_when_idle`, lets an idle connection go and links again on the
+//!   next use; the reader, writer and link task are then a connection's,
+//!   the rest the client's.
 //!
 //! When tmux goes away (`%exit`, EOF, a crash) every pending command fails
 //! with `SERVER_GONE`, every stream ends and [`ControlClient::closed`]
@@ -220,7 +220,7 @@ impl ControlClient {
 
     /// Starts a client over `launch` and waits for tmux's first block;
     /// `relink` says how to link again once it let go of an idle
-    /// connection (see [`unlink_when_idle`](Self::unlink_when_idle)).
+    /// connection (see `unlink_when_idle`).
     async fn start(
         launch: Launch<'_>,
         opts: ClientOptions,
@@ -506,7 +506,7 @@ impl ControlClient {
     }
 
     /// Whether the connection to tmux is up (or coming back): false while
-    /// let go when idle ([`unlink_when_idle`](Self::unlink_when_idle)) or
+    /// let go when idle (`unlink_when_idle`) or
     /// closed; for the tests that an idle client holds none.
     #[doc(hidden)]
     pub fn linked(&self) -> bool {
