@@ -153,14 +153,9 @@ impl StateDir {
     /// [`Error::Io`] when the lock file cannot be opened or locked.
     pub(crate) fn lock(&self, file: &str) -> Result<FileLock> {
         loop {
-            let handle = self.open_lock(file)?;
-            flock(&handle, FlockOperation::LockExclusive).map_err(|errno| {
-                Error::io(
-                    format!("locking {}", self.lock_path(file).display()),
-                    errno.into(),
-                )
-            })?;
-            if let Some(lock) = self.held(file, handle) {
+            // A blocking `flock` never says `WOULDBLOCK`, so `take` answers
+            // `Some`; the loop only spares an `expect`.
+            if let Some(lock) = self.take(file, FlockOperation::LockExclusive)? {
                 return Ok(lock);
             }
         }
@@ -172,9 +167,16 @@ impl StateDir {
     ///
     /// As [`lock`](Self::lock).
     pub(crate) fn try_lock(&self, file: &str) -> Result<Option<FileLock>> {
+        self.take(file, FlockOperation::NonBlockingLockExclusive)
+    }
+
+    /// Locks the file at `file`'s path with `operation`, again on the file
+    /// there now while the one locked is no longer it (see [`held`](Self::held));
+    /// `None` when the lock is held (`WOULDBLOCK`).
+    fn take(&self, file: &str, operation: FlockOperation) -> Result<Option<FileLock>> {
         loop {
             let handle = self.open_lock(file)?;
-            match flock(&handle, FlockOperation::NonBlockingLockExclusive) {
+            match flock(&handle, operation) {
                 Ok(()) => {
                     if let Some(lock) = self.held(file, handle) {
                         return Ok(Some(lock));

@@ -113,11 +113,7 @@ pub(super) fn wrapper_words(relay: Option<&Path>, mode: &str, script: &str) -> V
 /// the `/bin/sh` wrapper. A server with no raw relay (a library whose
 /// program is not the engine, `TMUX_ENGINE_RELAY` empty) keeps the shell.
 pub(crate) fn wrapper_executable(relay: Option<&Path>) -> Option<&Path> {
-    let relay = relay?;
-    let runs = relay.is_absolute()
-        && relay.is_file()
-        && rustix::fs::access(relay, rustix::fs::Access::EXEC_OK).is_ok();
-    runs.then_some(relay)
+    relay.filter(|relay| super::process::runnable(relay))
 }
 
 /// The wrapper's name, its fourth word (`$0` of the shell wrapper): how

@@ -27,6 +27,16 @@ fn pid(raw: u32) -> Option<Pid> {
     i32::try_from(raw).ok().and_then(Pid::from_raw)
 }
 
+/// Whether `path` is an absolute path to a file this process may
+/// execute: what the engine checks of an executable it names on a command
+/// line tmux runs (the relay, the exit wrapper), since one that cannot run
+/// fails there, out of sight.
+pub(crate) fn runnable(path: &std::path::Path) -> bool {
+    path.is_absolute()
+        && path.is_file()
+        && rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok()
+}
+
 /// True while process `process` exists and has not exited (a zombie is
 /// dead). Pid 0 and pids beyond `i32::MAX` are never alive, nor is a pid
 /// another process took since `process`'s start time was recorded.

@@ -103,8 +103,7 @@ pub(crate) fn pipe_command(relay: &Path, dir: &Path, joined: bool) -> Option<Str
     let (relay, dir) = (usable(relay)?, usable(dir)?);
     // Only an executable file: a relay that cannot run would leave the
     // pane's output going nowhere.
-    rustix::fs::access(relay.as_str(), rustix::fs::Access::EXEC_OK).ok()?;
-    Path::new(&relay).is_file().then_some(())?;
+    super::process::runnable(Path::new(&relay)).then_some(())?;
     let joined = if joined { " joined" } else { "" };
     // With its slash, the directory shows in the relay's command line as
     // every path in it does in tmux's (`ps`, and reapers that judge a
