@@ -3,7 +3,11 @@
 //! tmux sends no notification when a pane dies under `remain-on-exit on`.
 //! Rather than polling `list-panes` per pane per tick, we wait on a pidfd of
 //! the pane's process (readable the moment it exits, for any process, not
-//! only our children), then ask tmux for the status. tmux marks the pane dead
+//! only our children), then ask tmux for the status. Where the pane's
+//! output comes through its relay, the relay holds that pidfd and tells its
+//! end over the link this process holds anyway
+//! ([`ControlClient::watch_raw_exit`]): an idle terminal then costs one
+//! descriptor here, not two. tmux marks the pane dead
 //! only after the pty hits EOF and fills `pane_dead_status` only once the
 //! child is reaped, so that last step polls briefly with backoff.
 //!
@@ -99,15 +103,30 @@ pub async fn wait_pane_exit(client: &ControlClient, pane: PaneId) -> Result<Exit
 }
 
 async fn wait_status(client: &ControlClient, pane: PaneId) -> Result<ExitStatus> {
-    let state = pane_state(client, pane).await?;
-    if let Some(exit) = state.exit {
-        return Ok(exit);
-    }
-    if !state.dead
-        && let Some(pid) = state.pid
-    {
+    loop {
+        let state = pane_state(client, pane).await?;
+        if let Some(exit) = state.exit {
+            return Ok(exit);
+        }
+        let (false, Some(pid)) = (state.dead, state.pid) else {
+            break;
+        };
+        // The relay's word where it gives it (no descriptor here beside
+        // its link), else a pidfd of this process's own.
+        if let Some(end) = client.watch_raw_exit(pane, pid).await {
+            tokio::select! {
+                told = end => if told.is_ok() {
+                    break;
+                },
+                reason = client.closed() => return Err(Error::ServerGone { reason }),
+            }
+            // The link ended first (the pipe closed with the pane or its
+            // server, or the relay was killed): tmux says which, and the
+            // watch goes on over a new link, or a pidfd.
+            continue;
+        }
         tokio::select! {
-            () = process::exited(pid) => {}
+            () = process::exited(pid) => break,
             reason = client.closed() => return Err(Error::ServerGone { reason }),
         }
     }

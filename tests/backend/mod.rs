@@ -4,6 +4,7 @@
 //! terminal vouches for to `list`.
 #![allow(clippy::unwrap_used)]
 
+mod exit_watch;
 mod full_screen;
 mod idle_link;
 mod listing;

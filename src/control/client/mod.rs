@@ -413,13 +413,33 @@ impl ControlClient {
     /// reporting it: tmux calls a piped pane dead only once the pipe has
     /// all of its output, so after this nothing of it is missing.
     pub async fn drain_raw(&self, pane: PaneId) {
-        let flush = self.shared.lock().raw.get(&pane).map(|l| l.flush.clone());
-        let Some(flush) = flush else { return };
+        let asks = self.shared.lock().raw.get(&pane).map(|l| l.asks.clone());
+        let Some(asks) = asks else { return };
         let (ack, done) = oneshot::channel();
-        if flush.send(ack).await.is_ok() {
+        if asks.send(shared::RawAsk::Flush(ack)).await.is_ok() {
             // Dropped unanswered only when the reader stopped: nothing to wait for.
             let _ = done.await;
         }
+    }
+
+    /// Asks `pane`'s relay to watch the pane's process `pid` and tell this
+    /// process its end over the link it already holds, so no pidfd of this
+    /// process's own follows the program (see `tmux::relay`'s ends). The
+    /// receiver resolves `Ok` once `pid` ended, and fails when the link
+    /// ended first (the pane's pipe closed, the relay was killed: ask tmux
+    /// then). `None`: no relay link, or a relay that does not watch (one
+    /// that predates it, or has no pidfd to spare): watch it yourself.
+    pub(crate) async fn watch_raw_exit(
+        &self,
+        pane: PaneId,
+        pid: u32,
+    ) -> Option<oneshot::Receiver<()>> {
+        let asks = self.shared.lock().raw.get(&pane).map(|l| l.asks.clone())?;
+        let (answer, answered) = oneshot::channel();
+        asks.send(shared::RawAsk::Watch { pid, answer })
+            .await
+            .ok()?;
+        answered.await.ok().flatten()
     }
 
     /// Every notification (output included) as a broadcast: a receiver that

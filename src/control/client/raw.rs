@@ -17,6 +17,13 @@
 //! read, which this task asks the relay for ([`Request::Sync`]) and routes
 //! before it answers.
 //!
+//! The link also carries the program's end, so an idle terminal costs this
+//! process one descriptor (the link), not a pidfd beside it: a watcher asks
+//! ([`watch_raw_exit`](super::ControlClient::watch_raw_exit)) and this task
+//! has the relay watch the pane's process ([`Request::Watch`]), then resolves
+//! the watcher's receiver when [`Frame::Ended`] comes; the link's end drops
+//! it unresolved, so the watcher asks tmux instead of missing a death.
+//!
 //! [`Delivery::Lossless`]: super::Delivery::Lossless
 //! [`SinkEvent::Skip`]: crate::control::subscribe::SinkEvent::Skip
 
@@ -25,13 +32,13 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::ClientShared;
 use super::reader::deliver_blocking;
-use super::shared::{Flush, RawLink};
+use super::shared::{RawAsk, RawLink};
 use crate::control::subscribe::Effects;
 use crate::control::{Notification, PaneId};
 use crate::tmux::relay::Linked;
@@ -51,16 +58,16 @@ pub(super) fn start(
     linked: Linked,
 ) -> RawLink {
     // One flush at a time is enough: each drains everything there is.
-    let (flush, flushes) = mpsc::channel(16);
+    let (asks, asked) = mpsc::channel(16);
     shared.tasks.spawn(read_raw(
         shared.clone(),
         cancel,
         pane,
         linked.socket,
         linked.buf,
-        flushes,
+        asked,
     ));
-    RawLink { flush }
+    RawLink { asks }
 }
 
 /// How a link to the relay ended.
@@ -77,24 +84,24 @@ async fn read_raw(
     pane: PaneId,
     mut socket: UnixStream,
     mut buf: BytesMut,
-    mut flushes: mpsc::Receiver<Flush>,
+    mut asks: mpsc::Receiver<RawAsk>,
 ) {
+    let mut answers = Answers::default();
     let mut room = FIRST_CHUNK;
     // Made once: one made each turn registered and dropped a waiter on
     // the token for every read, a cost on every keystroke's echo.
     let ended = shared.ended.clone().cancelled_owned();
     tokio::pin!(ended);
     // Frames read with the hello.
-    let mut end = route_frames(&shared, &cancel, pane, &mut buf, None).await;
+    let mut end = route_frames(&shared, &cancel, pane, &mut buf, &mut answers).await;
     while end.is_none() {
         let offered = make_room(&mut buf, room);
         end = tokio::select! {
             biased;
             () = &mut ended => Some(Ended::Done),
-            Some(ack) = flushes.recv() => {
-                let end = sync(&shared, &cancel, pane, &mut socket, &mut buf).await;
-                let _ = ack.send(());
-                end
+            Some(ask) = asks.recv() => {
+                let link = Link { shared: &shared, cancel: &cancel, pane, socket: &mut socket };
+                ask_relay(link, &mut buf, &mut answers, ask).await
             }
             // `read_buf`, not `readable` and `try_read_buf`: a read that
             // leaves room clears the socket's readiness (tokio knows the
@@ -105,7 +112,7 @@ async fn read_raw(
                 Ok(n) => {
                     crate::hops::mark(crate::hops::Hop::RawRead);
                     room = next_room(room, n, offered);
-                    route_frames(&shared, &cancel, pane, &mut buf, None).await
+                    route_frames(&shared, &cancel, pane, &mut buf, &mut answers).await
                 }
                 Err(e) => Some(Ended::Lost(format!("reading from the output relay: {e}"))),
             },
@@ -120,20 +127,79 @@ async fn read_raw(
     shared
         .raw_changes
         .fetch_add(1, std::sync::atomic::Ordering::Release);
-    flushes.close();
-    while let Ok(ack) = flushes.try_recv() {
-        let _ = ack.send(());
+    asks.close();
+    while let Ok(ask) = asks.try_recv() {
+        match ask {
+            RawAsk::Flush(ack) => {
+                let _ = ack.send(());
+            }
+            RawAsk::Watch { answer, .. } => {
+                let _ = answer.send(None);
+            }
+        }
+    }
+    // Those waiting for an end are dropped with `answers`: they ask tmux.
+}
+
+/// What the relay answered on the link, and who waits for an end.
+#[derive(Default)]
+struct Answers {
+    /// A [`Frame::Synced`] came since the last ask.
+    synced: bool,
+    /// The pid a [`Frame::Watching`] named since the last ask.
+    watching: Option<u32>,
+    /// Those waiting for a watched process's end, by its pid.
+    ends: Vec<(u32, oneshot::Sender<()>)>,
+}
+
+/// The link as an ask uses it.
+struct Link<'a> {
+    shared: &'a Arc<ClientShared>,
+    cancel: &'a CancellationToken,
+    pane: PaneId,
+    socket: &'a mut UnixStream,
+}
+
+/// Does what `ask` asks of the relay and answers it; `Some` once the link
+/// ended on the way.
+async fn ask_relay(
+    link: Link<'_>,
+    buf: &mut BytesMut,
+    answers: &mut Answers,
+    ask: RawAsk,
+) -> Option<Ended> {
+    match ask {
+        RawAsk::Flush(ack) => {
+            let end = sync(link, buf, answers, Request::Sync).await;
+            let _ = ack.send(());
+            end
+        }
+        RawAsk::Watch { pid, answer } => {
+            // Waiting before it asks: the end may come with the answer.
+            let (told, end_of) = oneshot::channel();
+            answers.ends.push((pid, told));
+            let end = sync(link, buf, answers, Request::Watch { pid }).await;
+            if answers.watching == Some(pid) {
+                let _ = answer.send(Some(end_of));
+            } else {
+                // A plain `Synced`: the relay does not watch (it predates
+                // watches, or has no pidfd to spare).
+                answers.ends.retain(|(watched, _)| *watched != pid);
+                let _ = answer.send(None);
+            }
+            end
+        }
     }
 }
 
-/// Routes the whole frames `buf` holds; with `synced`, notes whether a
-/// [`Frame::Synced`] was among them. `Some` once the link ended.
+/// Routes the whole frames `buf` holds, noting the relay's answers in
+/// `answers` and telling its ends. `Some` once the link ended.
 async fn route_frames(
     shared: &Arc<ClientShared>,
     cancel: &CancellationToken,
     pane: PaneId,
     buf: &mut BytesMut,
-    mut synced: Option<&mut bool>,
+    answers: &mut Answers,
 ) -> Option<Ended> {
     loop {
         match wire::decode(buf) {
@@ -148,9 +214,11 @@ async fn route_frames(
                 }
                 deliver_blocking(fx, cancel).await;
             }
-            Ok(Some(Frame::Synced { .. })) => {
-                if let Some(synced) = synced.as_deref_mut() {
-                    *synced = true;
+            Ok(Some(Frame::Synced { .. })) => answers.synced = true,
+            Ok(Some(Frame::Watching { pid })) => answers.watching = Some(pid),
+            Ok(Some(Frame::Ended { pid })) => {
+                for (_, told) in answers.ends.extract_if(.., |(watched, _)| *watched == pid) {
+                    let _ = told.send(());
                 }
             }
             // The pipe closed: the pane or its server is gone (the
@@ -169,24 +237,31 @@ async fn route_frames(
     }
 }
 
-/// Asks the relay for everything it has read and routes it; `Some` once
+/// Sends `request` (a sync, or a watch, which the relay answers as one)
+/// and routes everything the relay read until its `Synced`; `Some` once
 /// the link ended on the way.
 async fn sync(
-    shared: &Arc<ClientShared>,
-    cancel: &CancellationToken,
-    pane: PaneId,
-    socket: &mut UnixStream,
+    link: Link<'_>,
     buf: &mut BytesMut,
+    answers: &mut Answers,
+    request: Request,
 ) -> Option<Ended> {
-    if let Err(e) = socket.write_all(&wire::encode_request(Request::Sync)).await {
+    let Link {
+        shared,
+        cancel,
+        pane,
+        socket,
+    } = link;
+    if let Err(e) = socket.write_all(&wire::encode_request(request)).await {
         return Some(Ended::Lost(format!("asking the output relay: {e}")));
     }
-    let mut synced = false;
+    answers.synced = false;
+    answers.watching = None;
     loop {
-        if let Some(end) = route_frames(shared, cancel, pane, buf, Some(&mut synced)).await {
+        if let Some(end) = route_frames(shared, cancel, pane, buf, answers).await {
             return Some(end);
         }
-        if synced {
+        if answers.synced {
             return None;
         }
         make_room(buf, CHUNK);

@@ -103,13 +103,24 @@ impl State {
     }
 }
 
-/// A request to route everything the relay has read now; answered once done.
-pub(super) type Flush = oneshot::Sender<()>;
+/// What a raw pane's reader task (`raw.rs`) is asked to do on its link.
+#[derive(Debug)]
+pub(super) enum RawAsk {
+    /// Route everything the relay has read now; answered once done.
+    Flush(oneshot::Sender<()>),
+    /// Have the relay watch the pane's process `pid` (see
+    /// `ControlClient::watch_raw_exit`); answered with the receiver its
+    /// end resolves, or `None` where the relay does not watch.
+    Watch {
+        pid: u32,
+        answer: oneshot::Sender<Option<oneshot::Receiver<()>>>,
+    },
+}
 
 /// The routing state's link to a raw pane's reader task (`raw.rs`).
 #[derive(Debug)]
 pub(super) struct RawLink {
-    pub(super) flush: mpsc::Sender<Flush>,
+    pub(super) asks: mpsc::Sender<RawAsk>,
 }
 
 /// What a caller's command gets: tmux's reply, or word from the reply

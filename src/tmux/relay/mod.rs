@@ -25,6 +25,7 @@
 //! else. Where none is known the engine falls back to `%output`, and its
 //! stream is its own.
 
+mod ends;
 mod resident;
 pub(crate) mod wire;
 

@@ -23,6 +23,9 @@
 //! kept history misses none however slow or absent the engine processes
 //! are, and is written while no engine process runs at all.
 //!
+//! It also watches the pane's process for the links that ask
+//! ([`Request::Watch`], see [`super::ends`]), so they need no pidfd.
+//!
 //! It exits when the pipe closes (the pane or its server is gone, or the
 //! pipe was replaced) once every link has been sent the end, or after
 //! [`LINGER`] for links that stopped reading.
@@ -39,6 +42,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::net::SendFlags;
 
 use super::Keeper;
+use super::ends::{Ends, Watch};
 use super::wire::{self, Frame, NOT_KEPT, REQUEST_LEN, Request};
 use crate::tmux::exit_handshake::{MarkerScan, acknowledge};
 
@@ -160,6 +164,8 @@ struct Link {
     sync: bool,
     end_sent: bool,
     broken: bool,
+    /// The process whose end it waits for (see [`Ends`]).
+    watch: Option<u32>,
 }
 
 impl Link {
@@ -174,6 +180,7 @@ impl Link {
             sync: false,
             end_sent: false,
             broken: false,
+            watch: None,
         }
     }
 
@@ -309,6 +316,7 @@ pub fn run(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> 
         at: 0,
     };
     let mut links: Vec<Link> = Vec::new();
+    let mut ends = Ends::default();
     // The spawner listens before tmux runs this relay: it links from the
     // first byte, before the program can print anything that matters.
     if let Ok(socket) = UnixStream::connect(dir.join(super::RAW_SOCKET)) {
@@ -340,6 +348,11 @@ pub fn run(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> 
         if ended.is_none() {
             fds.push(PollFd::from_borrowed_fd(pipe, PollFlags::IN));
         }
+        let first_end = fds.len();
+        fds.extend(
+            ends.fds()
+                .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN)),
+        );
         let first_link = fds.len();
         for link in &links {
             let mut flags = PollFlags::IN;
@@ -363,6 +376,12 @@ pub fn run(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> 
         }
         let listener_ready = !fds[0].revents().is_empty();
         let pipe_ready = ended.is_none() && !fds[pipe_at].revents().is_empty();
+        let ended_pids: Vec<u32> = fds[first_end..first_link]
+            .iter()
+            .enumerate()
+            .filter(|(_, fd)| !fd.revents().is_empty())
+            .map(|(at, _)| ends.pid(at))
+            .collect();
         let link_ready: Vec<bool> = fds[first_link..]
             .iter()
             .map(|fd| {
@@ -371,6 +390,13 @@ pub fn run(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> 
             })
             .collect();
         drop(fds);
+        for pid in ended_pids {
+            for link in links.iter_mut().filter(|link| link.watch == Some(pid)) {
+                link.watch = None;
+                link.pending
+                    .extend_from_slice(&wire::encode(&Frame::Ended { pid }));
+            }
+        }
         if pipe_ready && !read_pipe(pipe, &mut buf, &mut held, &mut marker, dir, &mut keeping)? {
             ended = Some(Instant::now());
             keeping.finish(&held);
@@ -400,10 +426,15 @@ pub fn run(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> 
                             theirs == epoch && offset >= held.start() && offset <= held.total;
                         link.start(epoch, if inside { offset } else { held.start() }, !joined);
                     }
-                    Request::Sync => {
+                    Request::Sync | Request::Watch { .. } => {
                         // Everything tmux wrote to the pipe by now: whoever
                         // asks learned that the pane died, and tmux calls a
                         // piped pane dead only once its pipe has it all.
+                        if let Request::Watch { pid } = request
+                            && link.started
+                        {
+                            watch(&mut ends, link, pid);
+                        }
                         if ended.is_none()
                             && !read_pipe(
                                 pipe,
@@ -440,6 +471,8 @@ pub fn run(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> 
                 }
             }
         }
+        // A pidfd no link waits on any more (told, or its link gone).
+        ends.retain(|pid| links.iter().any(|l| !l.broken && l.watch == Some(pid)));
         if listener_ready {
             while let Ok((socket, _)) = listener.accept() {
                 if links.len() >= MAX_LINKS || socket.set_nonblocking(true).is_err() {
@@ -454,6 +487,26 @@ pub fn run(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()> 
         let _ = std::fs::remove_file(&path);
     }
     Ok(())
+}
+
+/// Starts watching `pid` for `link` (ahead of the `Synced` its request
+/// also asks for): [`Frame::Watching`], then [`Frame::Ended`] once it ended,
+/// at once if it had. A link that cannot be told gets only the `Synced`,
+/// as from a relay that predates watches, and keeps its own watch.
+fn watch(ends: &mut Ends, link: &mut Link, pid: u32) {
+    let found = ends.watch(pid);
+    if found == Watch::Unwatchable {
+        return;
+    }
+    link.pending
+        .extend_from_slice(&wire::encode(&Frame::Watching { pid }));
+    if found == Watch::Gone {
+        link.pending
+            .extend_from_slice(&wire::encode(&Frame::Ended { pid }));
+        link.watch = None;
+    } else {
+        link.watch = Some(pid);
+    }
 }
 
 /// Reads what the pipe holds into `held` (and the kept history); false

@@ -12,6 +12,15 @@
 //!
 //! Process to relay: fixed requests of [`REQUEST_LEN`] bytes, a kind byte
 //! and two little-endian `u64`s, so a reader never needs a length.
+//!
+//! The hello's [`VERSION`] is still 1, which every process refuses to
+//! differ from: the program's end ([`Request::Watch`], [`Frame::Watching`],
+//! [`Frame::Ended`]) was added so that neither side of another age breaks.
+//! A watch is a [`Request::Sync`] whose words name the pid, which a relay
+//! that predates it (it ignores a sync's words) answers with a plain
+//! [`Frame::Synced`], and a relay sends the two new frames only to a link
+//! that asked: a process learns from the answer whether its relay reports
+//! the end, and keeps a pidfd of its own where it does not.
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -22,8 +31,12 @@ pub(crate) const REQUEST_LEN: usize = 17;
 /// The most bytes one data frame carries (what the relay reads at once).
 pub(crate) const MAX_DATA: usize = 64 * 1024;
 /// The wire's version, in the hello: a process refuses a relay of
-/// another (the binary was replaced under a running terminal).
+/// another (the binary was replaced under a running terminal). Additions
+/// that both ages read safely keep it (see the module's docs).
 pub(crate) const VERSION: u64 = 1;
+/// The first word of a [`Request::Watch`] (a sync's, which a version 1
+/// relay ignores): no pid has it, so a plain sync is never read as one.
+const WATCH_TAG: u64 = u64::from_le_bytes(*b"watchpid");
 /// `from` in [`Request::From`]: the oldest byte the relay holds.
 pub(crate) const OLDEST: u64 = u64::MAX;
 /// `from` in [`Frame::Kept`]: the relay does not keep the stream (its
@@ -37,6 +50,8 @@ const GAP: u8 = b'G';
 const SYNCED: u8 = b'S';
 const END: u8 = b'E';
 const KEPT: u8 = b'K';
+const WATCHING: u8 = b'W';
+const ENDED: u8 = b'X';
 
 const FROM: u8 = b'F';
 const SYNC: u8 = b'Y';
@@ -87,6 +102,21 @@ pub(crate) enum Frame {
         /// The first stream offset kept, or [`NOT_KEPT`].
         from: u64,
     },
+    /// Answers [`Request::Watch`], before its [`Frame::Synced`]: the relay
+    /// holds a pidfd on `pid` and will send [`Frame::Ended`] once it ended
+    /// (at once, if it had). A relay that cannot (an older one, or no
+    /// pidfd) sends only the `Synced`.
+    Watching {
+        /// The process watched.
+        pid: u32,
+    },
+    /// The process `pid`, watched for this link, ended: the pane's program
+    /// (its wrapper) is gone, though the pane and its pipe may stay
+    /// (`remain-on-exit`).
+    Ended {
+        /// The process that ended.
+        pid: u32,
+    },
 }
 
 /// One request from a linked process.
@@ -103,6 +133,13 @@ pub(crate) enum Request {
     },
     /// Asks for a [`Frame::Synced`] once everything read so far is sent.
     Sync,
+    /// A [`Request::Sync`] that also asks the relay to watch the pane's
+    /// process `pid` and tell this link its end ([`Frame::Watching`], then
+    /// [`Frame::Ended`]): the process need not hold a pidfd of its own.
+    Watch {
+        /// The pane's process (`#{pane_pid}`).
+        pid: u32,
+    },
     /// Asks the relay to write its stream to the kept history its order
     /// file names (`keep.json` in the server directory), from `from` on;
     /// answered by one [`Frame::Kept`]. A relay that keeps already
@@ -142,6 +179,7 @@ pub(crate) fn encode(frame: &Frame) -> Vec<u8> {
         Frame::Gap { to } => &[*to],
         Frame::Synced { total } | Frame::End { total } => &[*total],
         Frame::Kept { from } => &[*from],
+        Frame::Watching { pid } | Frame::Ended { pid } => &[u64::from(*pid)],
         Frame::Data(bytes) => {
             let mut out = data_head(bytes.len()).to_vec();
             out.extend_from_slice(bytes);
@@ -153,6 +191,8 @@ pub(crate) fn encode(frame: &Frame) -> Vec<u8> {
         Frame::Gap { .. } => GAP,
         Frame::Synced { .. } => SYNCED,
         Frame::Kept { .. } => KEPT,
+        Frame::Watching { .. } => WATCHING,
+        Frame::Ended { .. } => ENDED,
         _ => END,
     };
     let mut out = head(kind, words.len() * 8).to_vec();
@@ -188,7 +228,7 @@ pub(crate) fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, BadFrame> {
     let want = match kind {
         DATA => None,
         HELLO => Some(32),
-        GAP | SYNCED | END | KEPT => Some(8),
+        GAP | SYNCED | END | KEPT | WATCHING | ENDED => Some(8),
         other => return Err(BadFrame(format!("an unknown frame kind {other:#04x}"))),
     };
     if want.is_some_and(|want| want != len) {
@@ -216,6 +256,15 @@ pub(crate) fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, BadFrame> {
         KEPT => Frame::Kept {
             from: body.get_u64_le(),
         },
+        WATCHING | ENDED => {
+            let pid = u32::try_from(body.get_u64_le())
+                .map_err(|_| BadFrame(format!("a frame {:?} past any pid", char::from(kind))))?;
+            if kind == WATCHING {
+                Frame::Watching { pid }
+            } else {
+                Frame::Ended { pid }
+            }
+        }
         _ => Frame::End {
             total: body.get_u64_le(),
         },
@@ -227,6 +276,7 @@ pub(crate) fn encode_request(request: Request) -> [u8; REQUEST_LEN] {
     let (kind, a, b) = match request {
         Request::From { epoch, offset } => (FROM, epoch, offset),
         Request::Sync => (SYNC, 0, 0),
+        Request::Watch { pid } => (SYNC, WATCH_TAG, u64::from(pid)),
         Request::Keep { epoch, from } => (KEEP, epoch, from),
     };
     let mut out = [0; REQUEST_LEN];
@@ -248,7 +298,10 @@ pub(crate) fn decode_request(bytes: &[u8; REQUEST_LEN]) -> Option<Request> {
             epoch: word(1),
             offset: word(9),
         }),
-        SYNC => Some(Request::Sync),
+        SYNC => Some(match (word(1), u32::try_from(word(9))) {
+            (WATCH_TAG, Ok(pid)) if pid > 0 => Request::Watch { pid },
+            _ => Request::Sync,
+        }),
         KEEP => Some(Request::Keep {
             epoch: word(1),
             from: word(9),
@@ -277,6 +330,8 @@ mod tests {
             Frame::End { total: 100 },
             Frame::Kept { from: 5 },
             Frame::Kept { from: NOT_KEPT },
+            Frame::Watching { pid: 42 },
+            Frame::Ended { pid: u32::MAX },
         ];
         let wire: Vec<u8> = frames.iter().flat_map(encode).collect();
         for cut in 0..wire.len() {
@@ -313,9 +368,25 @@ mod tests {
             },
             Request::Sync,
             Request::Keep { epoch: 9, from: 4 },
+            Request::Watch { pid: 1234 },
         ] {
             assert_eq!(decode_request(&encode_request(request)), Some(request));
         }
         assert_eq!(decode_request(&[b'?'; REQUEST_LEN]), None);
+    }
+
+    /// A relay of version 1 read a sync by its kind alone, so a watch is a
+    /// sync to it (it answers `Synced`, never the new frames); a pid of 0
+    /// names nothing to watch.
+    #[test]
+    fn a_watch_is_a_sync_to_a_relay_that_predates_it() {
+        let watch = encode_request(Request::Watch { pid: 77 });
+        assert_eq!(watch[0], encode_request(Request::Sync)[0]);
+        let mut nothing = watch;
+        nothing[9..].copy_from_slice(&0u64.to_le_bytes());
+        assert_eq!(decode_request(&nothing), Some(Request::Sync));
+        let mut huge = BytesMut::from(&head(ENDED, 8)[..]);
+        huge.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decode(&mut huge).is_err());
     }
 }

@@ -1,0 +1,191 @@
+//! A pane's program's end reaches the watcher through the pane's relay,
+//! which holds the pidfd on the pane's process, so this process holds
+//! none beside the relay's link: one descriptor per idle terminal. A
+//! respawned program's end comes the same way; a relay killed, or none at
+//! all, still ends in the exit being learnt (a pidfd of this process's own
+//! then, where no relay watches).
+
+use tmux_engine::registry::RestartPolicy;
+
+use super::*;
+
+/// A registry whose terminals read their output through a relay.
+async fn open_relayed(dir: &Path) -> Registry {
+    let config = TmuxConfig::new(runtime(dir))
+        .shell("/bin/sh")
+        .quiet(Duration::from_millis(200))
+        .reap_grace(Duration::ZERO)
+        .with_state_dir(dir.join("state"))
+        .relay(env!("CARGO_BIN_EXE_tmux-engine-relay"));
+    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+    let state = RegistryConfig::default().state_dir(dir.join("state"));
+    Registry::open_with(state, backend).await.unwrap().0
+}
+
+/// The pidfds process `process` (`self` or a pid) holds on process `pid`,
+/// as its `/proc` fdinfo names them.
+fn pidfds_on(process: &str, pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{process}/fd")) else {
+        return 0;
+    };
+    let want = format!("Pid:\t{pid}");
+    fds.flatten()
+        .filter(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|to| to.as_os_str() == "anon_inode:[pidfd]")
+        })
+        .filter(|fd| {
+            let info = format!(
+                "/proc/{process}/fdinfo/{}",
+                fd.file_name().to_string_lossy()
+            );
+            std::fs::read_to_string(info).is_ok_and(|info| info.lines().any(|l| l == want))
+        })
+        .count()
+}
+
+/// The pane's process (`#{pane_pid}`: the exit handshake's wrapper) of the
+/// one server under `runtime`.
+fn pane_pid(runtime: &Path) -> u32 {
+    let dirs = server_dirs(runtime);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(dirs[0].join("tmux.sock"))
+        .args(["list-panes", "-F", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// The running relays of servers under `runtime`.
+fn relays(runtime: &Path) -> Vec<u32> {
+    let needle = runtime.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let text = String::from_utf8_lossy(&cmdline);
+            // The relay itself, not tmux, whose command line names it too.
+            let mut words = text.split('\0');
+            let relay = words.nth(1) == Some("__stream-relay");
+            (relay && words.next()?.starts_with(&needle)).then_some(pid)
+        })
+        .collect()
+}
+
+/// Waits until a relay under `runtime` watches `pid` for this process,
+/// and checks that this process holds no pidfd on it meanwhile.
+async fn watched_by_the_relay(runtime: &Path, pid: u32) {
+    poll("the relay to watch the pane's process", WAIT, || async {
+        relays(runtime)
+            .iter()
+            .any(|relay| pidfds_on(&relay.to_string(), pid) == 1)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(pidfds_on("self", pid), 0, "a pidfd of this process's own");
+}
+
+/// Runs `body` on a fresh registry of `open` (relayed or not) with its
+/// runtime directory, then disposes it and checks nothing is left.
+async fn with_registry(relayed: bool, body: impl AsyncFnOnce(&Env)) {
+    crate::support::within(async {
+        let env = if relayed {
+            let dir = crate::support::test_dir();
+            let registry = open_relayed(dir.path()).await;
+            Env {
+                guard: Cleanup(runtime(dir.path())),
+                dir,
+                registry,
+                owner: OwnerId::new("alice").unwrap(),
+            }
+        } else {
+            Env::new().await
+        };
+        body(&env).await;
+        env.finish().await;
+    })
+    .await;
+}
+
+/// The program ends with 7 once it reads a line.
+fn ends() -> SpawnSpec {
+    sh("read line; exit 7")
+        .name("ends")
+        .restart(RestartPolicy::OnAttach)
+}
+
+#[tokio::test]
+async fn the_relay_tells_each_end_and_this_process_holds_no_pidfd() {
+    with_registry(true, async |env| {
+        let rt = env.runtime();
+        env.spawn(ends()).await;
+        let first = pane_pid(&rt);
+        watched_by_the_relay(&rt, first).await;
+        env.send("ends", b"", true, WaitFor::None).await;
+        wait_exited(env, "ends", 7).await;
+
+        // Respawned in place: the new pane process is watched the same way.
+        let owned = env.registry.owner(&env.owner);
+        assert!(owned.probe("ends").await.unwrap().recreated);
+        let second = pane_pid(&rt);
+        assert_ne!(second, first);
+        watched_by_the_relay(&rt, second).await;
+        env.send("ends", b"", true, WaitFor::None).await;
+        let dead = wait_exited(env, "ends", 7).await;
+        assert_eq!(dead.restarts, 1);
+        assert_eq!(pidfds_on("self", second), 0);
+        owned.kill("ends").await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_killed_relay_still_ends_in_the_exit_being_learnt() {
+    with_registry(true, async |env| {
+        let rt = env.runtime();
+        env.spawn(ends()).await;
+        let pane = pane_pid(&rt);
+        watched_by_the_relay(&rt, pane).await;
+        let relay = relays(&rt);
+        assert_eq!(relay.len(), 1, "{relay:?}");
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(relay[0].try_into().unwrap()).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+        // The watch goes on: on a new relay's link, or a pidfd here.
+        poll("the pane's process to be watched again", WAIT, || async {
+            let by_relay = relays(&rt)
+                .iter()
+                .any(|r| *r != relay[0] && pidfds_on(&r.to_string(), pane) == 1);
+            (by_relay || pidfds_on("self", pane) == 1).then_some(())
+        })
+        .await;
+        env.send("ends", b"", true, WaitFor::None).await;
+        wait_exited(env, "ends", 7).await;
+        env.registry.owner(&env.owner).kill("ends").await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn without_a_relay_this_process_watches_the_end_itself() {
+    with_registry(false, async |env| {
+        let rt = env.runtime();
+        env.spawn(ends()).await;
+        assert!(relays(&rt).is_empty());
+        let pane = pane_pid(&rt);
+        poll("this process to watch the pane's process", WAIT, || async {
+            (pidfds_on("self", pane) == 1).then_some(())
+        })
+        .await;
+        env.send("ends", b"", true, WaitFor::None).await;
+        wait_exited(env, "ends", 7).await;
+        env.registry.owner(&env.owner).kill("ends").await.unwrap();
+    })
+    .await;
+}
