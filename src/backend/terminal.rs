@@ -6,13 +6,14 @@
 //! tells waiters "quiet") where the control client routes it, as a sink
 //! (no task between the raw read and the stream). The watcher task holds
 //! that subscription and detects death without polling: the pane's exit
-//! through [`wait_pane_exit`] (a pidfd on the pane's process, then one
-//! `list-panes`), the server's through the control client's EOF. Either is
-//! pushed through the status watch at once. A client that let go of its
-//! connection while idle ([`TmuxConfig::idle_unlink`]) has no EOF to
-//! give: the pidfd still fires when the server's death ends the pane, and
-//! the relay's link ends with the pane's pipe (the watcher's `relink`);
-//! both then ask tmux, which links again and finds the server gone.
+//! through [`wait_pane_exit`] (a pidfd on the pane's process, the relay's
+//! where it watches, told over its link, then one `list-panes`), the
+//! server's through the control client's EOF. Either is pushed through the
+//! status watch at once. A client that let go of its connection while idle
+//! ([`TmuxConfig::idle_unlink`]) has no EOF to give: the pidfd still fires
+//! when the server's death ends the pane, and the relay's link ends with
+//! the pane's pipe (the watcher's `relink`); both then ask tmux, which
+//! links again and finds the server gone.
 //!
 //! Dropping a [`TmuxTerminal`] stops the watcher and detaches the control
 //! client in the background; [`BackendTerminal::shutdown`] does the same
@@ -105,8 +106,9 @@ impl TmuxTerminal {
         if let Some(linger) = parts.config.idle_unlink {
             // An idle terminal needs its connection only for its next
             // command: the pane's death and the server's are told by the
-            // pidfd and the relay's link meanwhile (the watcher asks tmux
-            // then, which links again).
+            // relay's link meanwhile (the program's end, its pipe's; a
+            // pidfd here where the relay does not watch), and the watcher
+            // asks tmux then, which links again.
             parts.client.unlink_when_idle(linger);
         }
         let shared = Arc::new(ServerLink {

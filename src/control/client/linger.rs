@@ -22,8 +22,8 @@
 //!
 //! While unlinked, nothing here learns of the server's death by itself:
 //! the relay's link ends (its pipe closes with the server) and the pane's
-//! process ends (a pidfd), and whoever sees either asks tmux, which links
-//! again and finds it gone.
+//! process ends (the relay's pidfd, told over that link), and whoever sees
+//! either asks tmux, which links again and finds it gone.
 //!
 //! The swap, under the state lock so no line can fall between: the
 //! connection's stdin is put aside ([`State::leaving`]) and a new one,
