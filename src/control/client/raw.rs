@@ -170,7 +170,7 @@ async fn ask_relay(
 ) -> Option<Ended> {
     match ask {
         RawAsk::Flush(ack) => {
-            let end = sync(link, buf, answers, Request::Sync).await;
+            let end = sync(link, buf, answers, Request::Sync, CHUNK).await;
             let _ = ack.send(());
             end
         }
@@ -178,7 +178,9 @@ async fn ask_relay(
             // Waiting before it asks: the end may come with the answer.
             let (told, end_of) = oneshot::channel();
             answers.ends.push((pid, told));
-            let end = sync(link, buf, answers, Request::Watch { pid }).await;
+            // Its answer is a few bytes: a flush's room would stay with
+            // every idle terminal's reader (the pages its reads touch).
+            let end = sync(link, buf, answers, Request::Watch { pid }, FIRST_CHUNK).await;
             if answers.watching == Some(pid) {
                 let _ = answer.send(Some(end_of));
             } else {
@@ -238,13 +240,14 @@ async fn route_frames(
 }
 
 /// Sends `request` (a sync, or a watch, which the relay answers as one)
-/// and routes everything the relay read until its `Synced`; `Some` once
-/// the link ended on the way.
+/// and routes everything the relay read until its `Synced`, reading
+/// about `room` bytes at once; `Some` once the link ended on the way.
 async fn sync(
     link: Link<'_>,
     buf: &mut BytesMut,
     answers: &mut Answers,
     request: Request,
+    room: usize,
 ) -> Option<Ended> {
     let Link {
         shared,
@@ -264,7 +267,7 @@ async fn sync(
         if answers.synced {
             return None;
         }
-        make_room(buf, CHUNK);
+        make_room(buf, room);
         match socket.read_buf(buf).await {
             Ok(0) => return Some(Ended::Lost("the output relay closed the link".to_owned())),
             Ok(_) => {}
