@@ -9,19 +9,6 @@ use tmux_engine::registry::RestartPolicy;
 
 use super::*;
 
-/// A registry whose terminals read their output through a relay.
-async fn open_relayed(dir: &Path) -> Registry {
-    let config = TmuxConfig::new(runtime(dir))
-        .shell("/bin/sh")
-        .quiet(Duration::from_millis(200))
-        .reap_grace(Duration::ZERO)
-        .with_state_dir(dir.join("state"))
-        .relay(env!("CARGO_BIN_EXE_tmux-engine-relay"));
-    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::with_tmux(tmux(), config));
-    let state = RegistryConfig::default().state_dir(dir.join("state"));
-    Registry::open_with(state, backend).await.unwrap().0
-}
-
 /// The pidfds process `process` (`self` or a pid) holds on process `pid`,
 /// as its `/proc` fdinfo names them.
 fn pidfds_on(process: &str, pid: u32) -> usize {
@@ -46,16 +33,10 @@ fn pidfds_on(process: &str, pid: u32) -> usize {
 /// The pane's process (`#{pane_pid}`: the exit handshake's wrapper) of the
 /// one server under `runtime`.
 fn pane_pid(runtime: &Path) -> u32 {
-    let dirs = server_dirs(runtime);
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    let out = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(dirs[0].join("tmux.sock"))
-        .args(["list-panes", "-F", "#{pane_pid}"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    tmux_at(runtime, &["list-panes", "-F", "#{pane_pid}"])
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// The running relays of servers under `runtime`.
@@ -89,13 +70,15 @@ async fn watched_by_the_relay(runtime: &Path, pid: u32) {
     assert_eq!(pidfds_on("self", pid), 0, "a pidfd of this process's own");
 }
 
-/// Runs `body` on a fresh registry of `open` (relayed or not) with its
-/// runtime directory, then disposes it and checks nothing is left.
-async fn with_registry(relayed: bool, body: impl AsyncFnOnce(&Env)) {
+/// Runs `body` on a fresh registry (its terminals read through their relay
+/// or not) with one terminal running [`ends`] and its pane's process, then
+/// ends the program (its status exact), kills the terminal, disposes the
+/// registry and checks nothing is left.
+async fn with_ends(relayed: bool, body: impl AsyncFnOnce(&Env, &Path, u32)) {
     crate::support::within(async {
         let env = if relayed {
             let dir = crate::support::test_dir();
-            let registry = open_relayed(dir.path()).await;
+            let registry = open_relayed(dir.path(), |config| config).await;
             Env {
                 guard: Cleanup(runtime(dir.path())),
                 dir,
@@ -105,7 +88,12 @@ async fn with_registry(relayed: bool, body: impl AsyncFnOnce(&Env)) {
         } else {
             Env::new().await
         };
-        body(&env).await;
+        let rt = env.runtime();
+        env.spawn(ends()).await;
+        let pane = pane_pid(&rt);
+        body(&env, &rt, pane).await;
+        end(&env).await;
+        env.registry.owner(&env.owner).kill("ends").await.unwrap();
         env.finish().await;
     })
     .await;
@@ -118,39 +106,34 @@ fn ends() -> SpawnSpec {
         .restart(RestartPolicy::OnAttach)
 }
 
+/// Ends the program and waits for its exact status.
+async fn end(env: &Env) {
+    env.send("ends", b"", true, WaitFor::None).await;
+    wait_exited(env, "ends", 7).await;
+}
+
 #[tokio::test]
 async fn the_relay_tells_each_end_and_this_process_holds_no_pidfd() {
-    with_registry(true, async |env| {
-        let rt = env.runtime();
-        env.spawn(ends()).await;
-        let first = pane_pid(&rt);
-        watched_by_the_relay(&rt, first).await;
-        env.send("ends", b"", true, WaitFor::None).await;
-        wait_exited(env, "ends", 7).await;
-
-        // Respawned in place: the new pane process is watched the same way.
+    with_ends(true, async |env, rt, first| {
+        watched_by_the_relay(rt, first).await;
+        end(env).await;
+        // Respawned in place: the new pane process is watched the same way
+        // (and ended by `with_ends`).
         let owned = env.registry.owner(&env.owner);
         assert!(owned.probe("ends").await.unwrap().recreated);
-        let second = pane_pid(&rt);
+        assert_eq!(owned.show("ends").await.unwrap().restarts, 1);
+        let second = pane_pid(rt);
         assert_ne!(second, first);
-        watched_by_the_relay(&rt, second).await;
-        env.send("ends", b"", true, WaitFor::None).await;
-        let dead = wait_exited(env, "ends", 7).await;
-        assert_eq!(dead.restarts, 1);
-        assert_eq!(pidfds_on("self", second), 0);
-        owned.kill("ends").await.unwrap();
+        watched_by_the_relay(rt, second).await;
     })
     .await;
 }
 
 #[tokio::test]
 async fn a_killed_relay_still_ends_in_the_exit_being_learnt() {
-    with_registry(true, async |env| {
-        let rt = env.runtime();
-        env.spawn(ends()).await;
-        let pane = pane_pid(&rt);
-        watched_by_the_relay(&rt, pane).await;
-        let relay = relays(&rt);
+    with_ends(true, async |_, rt, pane| {
+        watched_by_the_relay(rt, pane).await;
+        let relay = relays(rt);
         assert_eq!(relay.len(), 1, "{relay:?}");
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(relay[0].try_into().unwrap()).unwrap(),
@@ -159,33 +142,24 @@ async fn a_killed_relay_still_ends_in_the_exit_being_learnt() {
         .unwrap();
         // The watch goes on: on a new relay's link, or a pidfd here.
         poll("the pane's process to be watched again", WAIT, || async {
-            let by_relay = relays(&rt)
+            let by_relay = relays(rt)
                 .iter()
                 .any(|r| *r != relay[0] && pidfds_on(&r.to_string(), pane) == 1);
             (by_relay || pidfds_on("self", pane) == 1).then_some(())
         })
         .await;
-        env.send("ends", b"", true, WaitFor::None).await;
-        wait_exited(env, "ends", 7).await;
-        env.registry.owner(&env.owner).kill("ends").await.unwrap();
     })
     .await;
 }
 
 #[tokio::test]
 async fn without_a_relay_this_process_watches_the_end_itself() {
-    with_registry(false, async |env| {
-        let rt = env.runtime();
-        env.spawn(ends()).await;
-        assert!(relays(&rt).is_empty());
-        let pane = pane_pid(&rt);
+    with_ends(false, async |_, rt, pane| {
+        assert!(relays(rt).is_empty());
         poll("this process to watch the pane's process", WAIT, || async {
             (pidfds_on("self", pane) == 1).then_some(())
         })
         .await;
-        env.send("ends", b"", true, WaitFor::None).await;
-        wait_exited(env, "ends", 7).await;
-        env.registry.owner(&env.owner).kill("ends").await.unwrap();
     })
     .await;
 }

@@ -14,32 +14,16 @@ const LINGER: Duration = Duration::from_millis(150);
 /// A registry whose terminals read their relay and let go of their
 /// control connection after [`LINGER`].
 async fn open_linger(dir: &Path) -> Registry {
-    let config = TmuxConfig::new(runtime(dir))
-        .shell("/bin/sh")
-        .quiet(Duration::from_millis(200))
-        .reap_grace(Duration::ZERO)
-        .with_state_dir(dir.join("state"))
-        // Only a terminal read through its relay can let go.
-        .relay(env!("CARGO_BIN_EXE_tmux-engine-relay"))
-        .idle_unlink(Some(LINGER));
-    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::with_tmux(tmux(), config));
-    let state = RegistryConfig::default().state_dir(dir.join("state"));
-    Registry::open_with(state, backend).await.unwrap().0
+    // Only a terminal read through its relay can let go.
+    open_relayed(dir, |config| config.idle_unlink(Some(LINGER))).await
 }
 
 /// The clients attached to the one server under `runtime`, as tmux lists
 /// them (this query's own client is not attached).
 fn clients(runtime: &Path) -> usize {
-    let dirs = server_dirs(runtime);
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    let out = std::process::Command::new("tmux")
-        .arg("-S")
-        .arg(dirs[0].join("tmux.sock"))
-        .args(["list-clients", "-F", "#{client_name}"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout).lines().count()
+    tmux_at(runtime, &["list-clients", "-F", "#{client_name}"])
+        .lines()
+        .count()
 }
 
 /// Waits until the terminal's server has no client left: let go.

@@ -180,6 +180,21 @@ pub(crate) fn server_dirs(runtime: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// Runs tmux with `args` on the one server under `runtime` and returns
+/// what it printed.
+pub(crate) fn tmux_at(runtime: &Path, args: &[&str]) -> String {
+    let dirs = server_dirs(runtime);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let out = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(dirs[0].join("tmux.sock"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Waits until no server directory is left under `runtime` and no tmux
 /// server serves a socket there.
 pub(crate) async fn assert_clean(runtime: &Path) {
