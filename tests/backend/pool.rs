@@ -10,7 +10,7 @@ use tmux_engine::registry::{
 };
 use tmux_engine::vocab::ExitStatus;
 
-use super::{WAIT, assert_clean, runtime, server_dirs, sh};
+use super::{Cleanup, WAIT, assert_clean, runtime, server_dirs, sh};
 use crate::support::{poll, tmux, within};
 
 #[tokio::test]
@@ -18,6 +18,8 @@ async fn spawns_take_pooled_servers_once_each_and_nothing_outlives_the_backend()
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
+        // A failing test leaves no server running (dispose is on the happy path).
+        let _guard = Cleanup(rt.clone());
         // The first spawn starts fresh and fills the pool behind it.
         let (registry, tmux_backend, alice) = open_filled(&rt, &dir.path().join("state")).await;
         let bob = OwnerId::new("bob").unwrap();
@@ -179,6 +181,8 @@ async fn reaps_beside_a_pool_leave_its_waiting_servers_alone() {
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
+        // A failing test leaves no server running (dispose is on the happy path).
+        let _guard = Cleanup(rt.clone());
         let state = dir.path().join("state");
         let open = |config: TmuxConfig| {
             let backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
@@ -238,6 +242,8 @@ async fn spawns_pass_over_pooled_servers_that_died() {
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
+        // A failing test leaves no server running (dispose is on the happy path).
+        let _guard = Cleanup(rt.clone());
         let (registry, tmux_backend, alice) = open_filled(&rt, &dir.path().join("state")).await;
         let owned = || registry.owner(&alice);
         let first = server_dirs(&rt);
@@ -339,6 +345,8 @@ async fn pooled_spawns_start_in_the_waiting_pane(relay: Option<&std::path::Path>
     within(async {
         let dir = crate::support::test_dir();
         let rt = runtime(dir.path());
+        // A failing test leaves no server running (dispose is on the happy path).
+        let _guard = Cleanup(rt.clone());
         let (registry, tmux_backend, alice) =
             open_filled_with(&rt, &dir.path().join("state"), relay).await;
         let owned = || registry.owner(&alice);

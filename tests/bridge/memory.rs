@@ -242,7 +242,6 @@ async fn a_body_trickled_a_byte_at_a_time_is_cut_at_the_body_deadline() {
             String::from_utf8_lossy(&answer)
         );
         assert!(ended.is_ok(), "the trickled body was still open after 15 s");
-        assert!(took < Duration::from_secs(12), "{took:?}");
     })
     .await;
 }

@@ -1,7 +1,5 @@
 //! Tapes that pass and fail: what the issue's "Done when" names.
 
-use std::time::Duration;
-
 use super::{assert_passed, options, run, write_tape};
 use crate::support::{live, test_dir};
 use tmux_engine::tape::{self, Tape};
@@ -266,21 +264,25 @@ async fn source_env_and_copy_paste() {
 #[tokio::test]
 async fn tapes_run_in_parallel() {
     live(async |dir| {
-        // Four tapes that each sleep 1 s take about 1 s at -j 4, not 4.
+        // Four tapes meet at a barrier: each marks its start, then waits
+        // for all four marks. At -j 4 they all pass; run one after
+        // another, the first would wait alone until its Expect gave up.
+        let meet = dir.path().join("meet");
+        std::fs::create_dir(&meet).unwrap();
         let paths: Vec<_> = (0..4)
             .map(|i| {
-                write_tape(
-                    dir.path(),
-                    &format!("p{i}.tape"),
-                    "Set Shell sh\nWait\nSleep 1s\n",
-                )
+                let body = format!(
+                    "Set Shell sh\n\
+                     Type \"touch {m}/{i}; until [ $(ls {m} | wc -l) -eq 4 ]; do sleep 0.05; done; echo all-met\"\n\
+                     Enter\nExpect /^all-met$/\n",
+                    m = meet.display()
+                );
+                write_tape(dir.path(), &format!("p{i}.tape"), &body)
             })
             .collect();
-        let started = std::time::Instant::now();
         let results = tape::run_files(&paths, &options(dir.path())).await;
-        let took = started.elapsed();
         results.iter().for_each(assert_passed);
-        assert!(took < Duration::from_millis(3900), "{took:?}");
+        assert_eq!(std::fs::read_dir(&meet).unwrap().count(), 4);
     })
     .await;
 }
