@@ -268,7 +268,7 @@ async fn tapes_run_in_parallel() {
         // for all four marks. At -j 4 they all pass; run one after
         // another, the first would wait alone until its Expect gave up.
         let meet = dir.path().join("meet");
-        std::fs::create_dir(&meet).unwrap();
+        std::fs::create_dir(&meet).expect("making the meeting directory");
         let paths: Vec<_> = (0..4)
             .map(|i| {
                 let body = format!(
@@ -282,7 +282,8 @@ async fn tapes_run_in_parallel() {
             .collect();
         let results = tape::run_files(&paths, &options(dir.path())).await;
         results.iter().for_each(assert_passed);
-        assert_eq!(std::fs::read_dir(&meet).unwrap().count(), 4);
+        let met = std::fs::read_dir(&meet).expect("reading the meeting directory");
+        assert_eq!(met.count(), 4);
     })
     .await;
 }
