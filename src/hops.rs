@@ -41,7 +41,9 @@ pub(crate) enum Hop {
     Hub,
     /// The WebSocket pump took it from the viewer's queue.
     WsEvent,
-    /// The input's reply from tmux reached the pump (it awaits it).
+    /// tmux's answer to a caller's command (the input's, on the bench)
+    /// reached the control client's reader; the pump looks at it only
+    /// with its next input.
     Replied,
     /// The frame was flushed to the socket.
     WsOut,

@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::registry::{OwnerId, Registry, RestartPolicy, TerminalId};
+use crate::registry::{OwnerId, Registry, RestartPolicy, TerminalId, WriteAnswer};
 use crate::stream::OutputCursor;
 use crate::vocab::{ExitStatus, Size};
 use crate::{Error, ErrorCode, Result};
@@ -252,6 +252,28 @@ impl Viewer {
         match &self.link {
             Link::Control(hub) => hub.terminal().write(bytes).await,
             Link::Pty(pty) => pty.write(&bytes).await,
+        }
+    }
+
+    /// [`input`](Self::input), returning once the bytes are queued to the
+    /// program behind every earlier write, with tmux's answer still to
+    /// come: a face looks at it with its next input (so a viewer has a
+    /// bounded number of writes in flight), and tmux's answer wakes no one
+    /// on the echo's way (see
+    /// [`BackendTerminal::write_queued`](crate::registry::BackendTerminal::write_queued)).
+    ///
+    /// # Errors
+    /// `READ_ONLY` for a read-only viewer; the backend's failure when the
+    /// bytes could not be queued (`SERVER_GONE`); later failures come in
+    /// the answer.
+    pub async fn input_queued(&self, bytes: Bytes) -> Result<WriteAnswer> {
+        self.writable()?;
+        match &self.link {
+            Link::Control(hub) => hub.terminal().write_queued(bytes).await,
+            Link::Pty(pty) => {
+                pty.write(&bytes).await?;
+                Ok(crate::registry::answered())
+            }
         }
     }
 

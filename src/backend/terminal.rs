@@ -44,7 +44,7 @@ use crate::control::subscribe::Snapshot;
 use crate::control::subscribe::{Sink, SinkEvent, SubscribeOptions};
 use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
-    Screen, SendHandle, SendRequest, TerminalStatus,
+    Screen, SendHandle, SendRequest, TerminalStatus, WriteAnswer,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::stream::Stream;
@@ -553,6 +553,17 @@ impl BackendTerminal for TmuxTerminal {
                 .client
                 .send_bytes(self.shared.pane, &bytes)
                 .await
+        })
+    }
+
+    fn write_queued(&self, bytes: Bytes) -> BoxFuture<'_, Result<WriteAnswer>> {
+        Box::pin(async move {
+            let queued = self
+                .shared
+                .client
+                .send_bytes_queued(self.shared.pane, &bytes)
+                .await?;
+            Ok(Box::pin(queued.answered()) as WriteAnswer)
         })
     }
 

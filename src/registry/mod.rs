@@ -83,10 +83,12 @@ pub use history::HOST_RESTARTED;
 pub use io::{WaitCondition, WaitSince};
 pub use kept_read::Searchable;
 pub use liveness::{AttachTarget, ProbeReport};
+pub(crate) use seam::answered;
 pub use seam::{
     AttachLock, Backend, BackendHealth, BackendTerminal, CloseReason, ExitCodeSource, Liveness,
     OutputStream, ReadPage, ReadRequest, ReapReport, RecordCheck, Restore, SendAnswer, SendHandle,
     SendOperation, SendOutput, SendRequest, SpawnRequest, TerminalStatus, WaitFor, WaitReason,
+    WriteAnswer,
 };
 pub use service::{Census, Owned, Registry, RegistryConfig, RestartBackoff};
 pub use signal::{Signal, SignalDelivery};

@@ -364,6 +364,24 @@ pub trait BackendTerminal: Send + Sync + 'static {
     /// When the terminal is gone or its program is dead.
     fn write(&self, bytes: Bytes) -> BoxFuture<'_, Result<()>>;
 
+    /// [`write`](Self::write), returning once the bytes are queued to the
+    /// program in order behind every earlier write, with the write's answer
+    /// still to come: what `write` would have returned, looked at when its
+    /// caller next needs it (a viewer, with its next input), so the
+    /// answer wakes no one on a keystroke's way to its echo. The default
+    /// writes whole, then answers at once.
+    ///
+    /// # Errors
+    ///
+    /// When the terminal is gone before the bytes were queued; later
+    /// failures come in the answer.
+    fn write_queued(&self, bytes: Bytes) -> BoxFuture<'_, Result<WriteAnswer>> {
+        Box::pin(async move {
+            self.write(bytes).await?;
+            Ok(answered())
+        })
+    }
+
     /// Resizes the terminal; the program gets SIGWINCH.
     ///
     /// # Errors
@@ -478,3 +496,13 @@ pub use super::send::{
 pub use super::values::{
     AttachLock, CloseReason, Liveness, ReadPage, ReadRequest, Restore, TerminalStatus,
 };
+
+/// The answer to a [`BackendTerminal::write_queued`]: resolves with what
+/// [`BackendTerminal::write`] would have returned. Dropping it drops the
+/// answer, never the write.
+pub type WriteAnswer = BoxFuture<'static, Result<()>>;
+
+/// A [`WriteAnswer`] that is in already: the write succeeded.
+pub(crate) fn answered() -> WriteAnswer {
+    Box::pin(std::future::ready(Ok(())))
+}

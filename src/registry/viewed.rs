@@ -9,7 +9,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::seam::{AttachLock, BackendTerminal, OutputStream, Screen, Snapshot, TerminalStatus};
+use super::seam::{
+    AttachLock, BackendTerminal, OutputStream, Screen, Snapshot, TerminalStatus, WriteAnswer,
+};
 use crate::Result;
 use crate::stream::Stream;
 use crate::vocab::Size;
@@ -71,6 +73,18 @@ impl ViewedTerminal {
     /// When the terminal is gone or its program is dead.
     pub async fn write(&self, bytes: Bytes) -> Result<()> {
         self.0.write(bytes).await
+    }
+
+    /// Types `bytes` into the program exactly, returning once they are
+    /// queued behind every earlier write, with the write's answer still to
+    /// come (see [`BackendTerminal::write_queued`]).
+    ///
+    /// # Errors
+    ///
+    /// When the terminal is gone before the bytes were queued; later
+    /// failures come in the answer.
+    pub async fn write_queued(&self, bytes: Bytes) -> Result<WriteAnswer> {
+        self.0.write_queued(bytes).await
     }
 
     /// Resizes the terminal; the program gets SIGWINCH.

@@ -143,8 +143,14 @@ async fn resume_replays_inside_the_ring_and_snapshots_outside() {
             .unwrap();
         first_snapshot(&mut first).await;
         let joined = first.hello().cursor.unwrap();
-        first.input(Bytes::from_static(b"one\r")).await.unwrap();
+        // Queued input (what the bridge sends): it arrives, and its answer
+        // is looked at after the echo.
+        let answer = first
+            .input_queued(Bytes::from_static(b"one\r"))
+            .await
+            .unwrap();
         let events = until(&mut first, "got-one").await;
+        answer.await.unwrap();
         let Some(ViewerEvent::Output {
             offset: Some(after_one),
             bytes,
@@ -368,7 +374,12 @@ async fn pty_keys_output_resize_read_only_and_no_prompt() {
         // Resize: the program gets SIGWINCH and sees the new size.
         viewer.resize(Size { cols: 70, rows: 15 }).await.unwrap();
         until(&mut viewer, "winch-15x70").await;
-        viewer.input(Bytes::from_static(b"two\r")).await.unwrap();
+        // Queued input: the answer comes with it on this transport.
+        let answer = viewer
+            .input_queued(Bytes::from_static(b"two\r"))
+            .await
+            .unwrap();
+        answer.await.unwrap();
         until(&mut viewer, "15 70").await;
         // The prefix reaches the program as text; no prompt runs commands.
         let canary = env.dir.path().join("CANARY");

@@ -350,6 +350,62 @@ async fn send_bytes_delivers_every_byte_exactly() {
     .await;
 }
 
+/// A queued write (`send_bytes_queued`) returns once its line is on its
+/// way: keystrokes, a write too long for one line (waited for whole) and
+/// more keystrokes reach the program in the order they were queued; the
+/// answers, looked at afterwards, are in; a line tmux refuses is queued
+/// all the same and its answer says why; a stopped server's answer is
+/// overdue, told when it is looked at, not by the watchdog.
+#[tokio::test]
+async fn queued_writes_arrive_in_order_and_answer_when_looked_at() {
+    live(async |dir| {
+        let timeout = Duration::from_millis(500);
+        let client_opts = ClientOptions::default().command_timeout(timeout);
+        let script = "stty raw -echo; echo ready; exec cat";
+        let (term, mut stream) = start(dir.path(), &["sh", "-c", script], client_opts).await;
+        read_until(&mut stream, b"ready").await;
+        let client = term.client();
+        let long: Vec<u8> = b"0123456789".repeat(20);
+        let mut answers = Vec::new();
+        for part in [&b"one-"[..], b"two-", &long, b"-three"] {
+            answers.push(
+                client
+                    .send_bytes_queued(term.pane(), part)
+                    .await
+                    .expect("queued"),
+            );
+        }
+        let seen = read_until(&mut stream, b"-three").await;
+        let mut want = b"one-two-".to_vec();
+        want.extend_from_slice(&long);
+        want.extend_from_slice(b"-three");
+        assert!(seen.windows(want.len()).any(|w| w == want), "{seen:?}");
+        for answer in answers {
+            answer.answered().await.expect("answered");
+        }
+        // No such pane: queued, refused in the answer.
+        let refused = client
+            .send_bytes_queued(PaneId(999), b"x")
+            .await
+            .expect("queued");
+        let error = refused.answered().await.expect_err("no such pane");
+        assert_eq!(error.code(), ErrorCode::CommandFailed, "{error}");
+        // A stopped server: queued at once, overdue when looked at.
+        let server_pid = term.server().pid();
+        process::signal(server_pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+        let stalled = client
+            .send_bytes_queued(term.pane(), b"late")
+            .await
+            .expect("queued");
+        let late = overdue("a queued write", stalled.answered()).await;
+        process::signal(server_pid, rustix::process::Signal::CONT).expect("SIGCONT");
+        assert!(late >= timeout, "{late:?}");
+        read_until(&mut stream, b"late").await;
+        term.kill().await.expect("kill");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_subscriber_that_stops_reading_gets_the_pane_paused_then_a_resync() {
     live(async |dir| {

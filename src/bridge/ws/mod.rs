@@ -34,7 +34,7 @@ use super::auth::{self, Principal};
 use super::frames::{self, AttachQuery, ClientFrame, close};
 use super::{AppState, Identified};
 use crate::attach::{AttachOptions, Hello, Viewer, ViewerEvent};
-use crate::registry::OutputCursor;
+use crate::registry::{OutputCursor, WriteAnswer};
 use crate::vocab::Size;
 use crate::{Error, ErrorCode};
 
@@ -361,6 +361,7 @@ async fn session(
                     .join(viewer.hello().id.as_str(), credential.name.clone()),
                 last_input: None,
                 told: Vec::new(),
+                answer: None,
             };
             let end = pump.run(&mut viewer, first).await;
             if let Some(bytes) = pump.typed.finish() {
@@ -459,6 +460,8 @@ struct Pump<'a> {
     last_input: Option<Instant>,
     /// The others typing, as the client was last told.
     told: Vec<String>,
+    /// tmux's answer to the last input, looked at with the next one.
+    answer: Option<WriteAnswer>,
 }
 
 impl Pump<'_> {
@@ -475,7 +478,8 @@ impl Pump<'_> {
     async fn run(&mut self, viewer: &mut Viewer, mut first: Option<ViewerEvent>) -> End {
         let mut exited = false;
         // Both made once for the session: made anew each turn of the loop
-        // (three turns per echo: the frame in, its reply, the output),
+        // (two turns per echo: the frame in and the output; the input's
+        // answer wakes it no more),
         // they registered and dropped a timer and a cancellation waiter
         // every turn, on every echo's way. With pings off the sleep is never polled.
         let state = self.state;
@@ -674,7 +678,15 @@ impl Pump<'_> {
                 if let Err(end) = self.send_history(viewer, before, max).await {
                     return Some(end);
                 }
-            } else if let Some(end) = apply(viewer, message, self.read_only, &mut pending).await {
+            } else if let Some(end) = apply(
+                viewer,
+                message,
+                self.read_only,
+                &mut pending,
+                &mut self.answer,
+            )
+            .await
+            {
                 return Some(end);
             }
             match self.socket.recv().now_or_never() {
@@ -691,12 +703,17 @@ impl Pump<'_> {
 
 /// One client frame: binary is input, text a resize (kept in
 /// `pending`). Read-only viewers' input and resizes are dropped here,
-/// never reaching the pane.
+/// never reaching the pane. Input is queued, its answer kept in `answer`
+/// and looked at once the next input is queued: two inputs in flight per
+/// viewer at most (one when each was waited for), and tmux's answer, which
+/// comes while the program still echoes, wakes no one (it was a turn of
+/// this task on every echo's way).
 async fn apply(
     viewer: &Viewer,
     message: Message,
     read_only: bool,
     pending: &mut Option<Size>,
+    answer: &mut Option<WriteAnswer>,
 ) -> Option<End> {
     match message {
         Message::Binary(bytes) => {
@@ -710,10 +727,20 @@ async fn apply(
                 return Some(end);
             }
             crate::hops::mark(crate::hops::Hop::WsIn);
-            if let Err(error) = viewer.input(bytes).await {
+            let last = match viewer.input_queued(bytes).await {
+                Ok(queued) => answer.replace(queued),
+                Err(error) => {
+                    warn!(terminal = %viewer.hello().id, %error, "input not delivered");
+                    answer.take()
+                }
+            };
+            // After the new input is on its way, not before: what is left of
+            // the last one (in long since, on a keystroke) is off its path.
+            if let Some(last) = last
+                && let Err(error) = last.await
+            {
                 warn!(terminal = %viewer.hello().id, %error, "input not delivered");
             }
-            crate::hops::mark(crate::hops::Hop::Replied);
         }
         Message::Text(text) => {
             let size = frames::client_frame(&text).and_then(|frame| match frame.size() {

@@ -82,6 +82,7 @@ pub use options::{ClientOptions, OutputPath};
 pub(crate) use shared::ClientShared;
 use shared::{Internal, Overdue, Pending, State, wait_closed};
 pub use stream::PaneStream;
+pub use write::Queued;
 
 /// A handle on a live control connection. Cheap to clone; the connection
 /// detaches when the last handle is dropped.

@@ -251,6 +251,7 @@ impl Reader {
                     }
                     None => warn!(number = reply.number, "reply with no command pending"),
                     Some(Pending::Caller { tx, .. }) => {
+                        crate::hops::mark(crate::hops::Hop::Replied);
                         let number = reply.number;
                         if tx.is_none_or(|tx| tx.send(Ok(reply)).is_err()) {
                             // The caller has the command in its error.

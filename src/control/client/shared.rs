@@ -152,6 +152,23 @@ pub(super) enum Pending {
     Guard(Box<Pending>),
 }
 
+impl Pending {
+    /// A caller's entry, due by `deadline`, holding `permit`, and the
+    /// receiver of its answer.
+    fn caller(
+        deadline: Instant,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> (Pending, oneshot::Receiver<Answer>) {
+        let (tx, rx) = oneshot::channel();
+        let caller = Pending::Caller {
+            tx: Some(tx),
+            deadline,
+            _permit: permit,
+        };
+        (caller, rx)
+    }
+}
+
 pub(super) enum Internal {
     /// Reply only logged when it fails.
     Ignore(&'static str),
@@ -242,12 +259,7 @@ impl ClientShared {
         permit: Option<OwnedSemaphorePermit>,
         guarded: bool,
     ) -> oneshot::Receiver<Answer> {
-        let (tx, rx) = oneshot::channel();
-        let caller = Pending::Caller {
-            tx: Some(tx),
-            deadline,
-            _permit: permit,
-        };
+        let (caller, rx) = Pending::caller(deadline, permit);
         let pending = if guarded {
             Pending::Guard(Box::new(caller))
         } else {
@@ -255,6 +267,21 @@ impl ClientShared {
         };
         self.write_locked(state, line, pending);
         self.watch_locked(state, deadline);
+        rx
+    }
+
+    /// [`call_locked`](Self::call_locked) without waking the watchdog, for
+    /// a caller that looks at the answer only later and times it itself
+    /// (`write.rs`'s `Queued`), so a keystroke arms no timer; a watchdog
+    /// that runs for another command still tells it once it is overdue.
+    pub(super) fn queue_locked(
+        &self,
+        state: &mut State,
+        line: &str,
+        (deadline, permit): (Instant, Option<OwnedSemaphorePermit>),
+    ) -> oneshot::Receiver<Answer> {
+        let (caller, rx) = Pending::caller(deadline, permit);
+        self.write_locked(state, line, caller);
         rx
     }
 

@@ -23,7 +23,9 @@
 //! the reply. Wakes fall on a grid of 1/16 of the timeout shared by every
 //! client, so the clients of a burst whose commands are all overdue (a
 //! stopped machine) wake in a few turns of the runtime's timer, not one
-//! each.
+//! each. A bridge viewer's keystroke arms nothing: its answer is queued
+//! unwatched (`ClientShared::queue_locked`) and timed by its caller when it
+//! looks at it (`write.rs`'s `Queued`).
 //!
 //! An overdue caller is told so and stops waiting; its entry stays in the
 //! FIFO, holding its in-flight slot, until tmux answers it (the answer is

@@ -15,9 +15,10 @@
 //!   `tokio::sync::Mutex`, FIFO-fair) from its first piece to its last
 //!   reply: a second paste waits its turn, whole. The waiting queue is
 //!   bounded by the callers, each waiting with its own bytes: a bridge
-//!   viewer awaits each input frame before it reads the next, an HTTP or
-//!   MCP send is one request (and the registry runs one send per terminal
-//!   at a time), so at most one write per connection waits.
+//!   viewer has at most two inputs in flight (it looks at the last one's
+//!   answer once the next is queued: [`ControlClient::send_bytes_queued`]),
+//!   an HTTP or MCP send is one request (and the registry runs one send per
+//!   terminal at a time), so at most one write per connection waits.
 //! - **A lost server fails the write** with `SERVER_GONE` (the replies it
 //!   waits for fail when the connection closes) and every write still
 //!   queued behind it fails the same way as soon as it gets the lock.
@@ -27,12 +28,13 @@
 //! given: at most three more pieces); its files are removed.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
-use super::ControlClient;
 use super::shared::{Answer, Overdue};
 use super::typist::{PieceFile, Typist};
+use super::{ClientShared, ControlClient};
 use crate::control::PaneId;
 use crate::tmux::input::{Piece, keys_line, load_buffer, paste_buffer_exact, pieces};
 use crate::{Error, Result};
@@ -92,6 +94,58 @@ impl ControlClient {
         Ok(true)
     }
 
+    /// [`send_bytes`](Self::send_bytes), returning once the write is
+    /// queued when it is one `send-keys` line (up to 64 bytes: a keystroke,
+    /// a short burst), with its answer still to come: tmux's answer wakes
+    /// no one, and whoever holds the [`Queued`] looks at it when it next
+    /// needs to (a viewer, with its next input). A longer write is
+    /// waited for whole here, as `send_bytes` does.
+    ///
+    /// Why: a viewer that waited for each keystroke's answer was woken by
+    /// it, a task's turn on every echo's way while tmux still echoed (the
+    /// bench's `replied` hop), and the reply watchdog armed and dropped its
+    /// timer for it, two more. The order is the input lock's and the FIFO's
+    /// as before: the line is queued after any write under way, and the
+    /// lock is let go once it is queued, not once it is answered (tmux runs
+    /// the lines in the order they came).
+    ///
+    /// # Errors
+    /// `SERVER_GONE` when the connection closed before the line was queued;
+    /// a longer write's errors as [`send_bytes`](Self::send_bytes).
+    pub async fn send_bytes_queued(&self, pane: PaneId, bytes: &[u8]) -> Result<Queued> {
+        let mut split = pieces(bytes, 0);
+        let (Some(Piece::Keys(keys)), None) = (split.next(), split.next()) else {
+            self.send_bytes(pane, bytes).await?;
+            return Ok(Queued(None));
+        };
+        let line = keys_line(pane, keys);
+        let _typist = self.shared.input.lock().await;
+        let permit = self.in_flight_slot().await;
+        let mut state = self.shared.lock();
+        if state.closed.is_some() {
+            drop(state);
+            return Err(self.gone_error());
+        }
+        let deadline = tokio::time::Instant::now() + self.shared.opts.command_timeout;
+        let answer = self
+            .shared
+            .queue_locked(&mut state, &line, (deadline, permit));
+        Ok(Queued(Some(Awaited {
+            command: line,
+            answer,
+            shared: Arc::clone(&self.shared),
+        })))
+    }
+
+    /// An in-flight slot for one line, waited for when all are taken;
+    /// `None` once the semaphore closed (the connection ended).
+    async fn in_flight_slot(&self) -> Option<OwnedSemaphorePermit> {
+        match self.shared.in_flight.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => self.shared.in_flight.clone().acquire_owned().await.ok(),
+        }
+    }
+
     /// The write itself, with the input lock held.
     async fn write_locked(&self, typist: &mut Typist, pane: PaneId, bytes: &[u8]) -> Result<()> {
         let mut in_flight = VecDeque::with_capacity(MAX_PIECES_IN_FLIGHT);
@@ -132,11 +186,7 @@ impl ControlClient {
         };
         let mut permits = Vec::with_capacity(commands.len());
         for _ in &commands {
-            let permit = match self.shared.in_flight.clone().try_acquire_owned() {
-                Ok(permit) => Some(permit),
-                Err(_) => self.shared.in_flight.clone().acquire_owned().await.ok(),
-            };
-            permits.push(permit);
+            permits.push(self.in_flight_slot().await);
         }
         let mut replies = Vec::with_capacity(commands.len());
         let mut state = self.shared.lock();
@@ -160,20 +210,7 @@ impl ControlClient {
     /// Waits for a piece's replies; its file goes once they are in.
     async fn settle(&self, sent: Sent) -> Result<()> {
         for (command, answer) in sent.replies {
-            match answer.await {
-                Ok(Ok(reply)) if reply.ok => {}
-                Ok(Ok(reply)) => {
-                    return Err(Error::Command {
-                        command,
-                        message: reply.text(),
-                    });
-                }
-                Ok(Err(Overdue)) => {
-                    let timeout = self.shared.opts.command_timeout;
-                    return Err(Error::Unresponsive { command, timeout });
-                }
-                Err(_) => return Err(self.gone_error()),
-            }
+            judge(&self.shared, command, answer.await)?;
         }
         Ok(())
     }
@@ -186,5 +223,71 @@ impl ControlClient {
         } else {
             error
         }
+    }
+}
+
+/// A write queued to tmux by [`ControlClient::send_bytes_queued`], its
+/// answer still to come. Dropping it drops the answer, never the write.
+#[must_use = "a refusal is only known by looking at the answer"]
+pub struct Queued(Option<Awaited>);
+
+struct Awaited {
+    command: String,
+    answer: oneshot::Receiver<Answer>,
+    shared: Arc<ClientShared>,
+}
+
+impl Queued {
+    /// tmux's answer: at once when it came already (no timer, no wake-up
+    /// then), else within the client's command timeout.
+    ///
+    /// # Errors
+    /// `COMMAND_FAILED` when tmux refused the line, `UNRESPONSIVE` when it
+    /// did not answer within the command timeout, `SERVER_GONE` when the
+    /// connection closed first.
+    pub async fn answered(self) -> Result<()> {
+        let Some(Awaited {
+            command,
+            answer,
+            shared,
+        }) = self.0
+        else {
+            return Ok(());
+        };
+        let timeout = shared.opts.command_timeout;
+        // `timeout` polls the answer first and arms its timer only when
+        // the answer has not come yet.
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(answer) => judge(&shared, command, answer),
+            Err(_) => Err(Error::Unresponsive { command, timeout }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Queued")
+            .field(&self.0.as_ref().map(|awaited| &awaited.command))
+            .finish()
+    }
+}
+
+/// What the answer to `command` means for its caller.
+fn judge(
+    shared: &ClientShared,
+    command: String,
+    answer: std::result::Result<Answer, oneshot::error::RecvError>,
+) -> Result<()> {
+    match answer {
+        Ok(Ok(reply)) if reply.ok => Ok(()),
+        Ok(Ok(reply)) => Err(Error::Command {
+            command,
+            message: reply.text(),
+        }),
+        Ok(Err(Overdue)) => {
+            let timeout = shared.opts.command_timeout;
+            Err(Error::Unresponsive { command, timeout })
+        }
+        Err(_) => Err(super::gone_error(shared)),
     }
 }
