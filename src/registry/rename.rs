@@ -40,10 +40,9 @@ impl Owned<'_> {
         let _live = store
             .lock(StateDir::terminal_lock(&id, Purpose::Live))
             .await?;
-        let _name = store.lock(StateDir::name_lock(owner, name)).await?;
-        if store.is_shared() {
-            registry.refresh().await?;
-        }
+        // Rescanned always: the terminal itself may have been killed or
+        // renamed by another process.
+        let _name = registry.lock_name(owner, name, true).await?;
         let (old, record) = {
             let mut state = registry.inner.lock();
             state.check_active()?;

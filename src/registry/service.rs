@@ -238,6 +238,11 @@ pub(crate) struct Inner {
     /// entries were brought in line with and `State::changes` then (see
     /// `Registry::refresh`).
     pub(crate) scan: tokio::sync::Mutex<Option<(Arc<crate::statedir::LoadedRecords>, u64)>>,
+    /// The stamp this registry left on each name lock file it checked a
+    /// name under, its entries then in line with every record of those
+    /// names (`Registry::lock_name`): a named spawn that finds it so
+    /// rescans nothing.
+    pub(crate) names_seen: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 impl Inner {
@@ -287,6 +292,7 @@ impl Registry {
                 tasks: TaskTracker::new(),
                 stopped: CancellationToken::new(),
                 scan: tokio::sync::Mutex::new(None),
+                names_seen: Mutex::default(),
             }),
         })
     }

@@ -2,7 +2,7 @@
 //! dropped caller cannot drop it half-way), persistence, publication, and
 //! rollback of everything that never got published.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -221,6 +221,51 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// Takes the lock of `owner`'s name `name` in the state directory and
+    /// brings the entries in line with every record of that name, for a
+    /// check of it under the lock; `None` without a state directory.
+    ///
+    /// The entries are brought in line by a rescan, unless the lock file's
+    /// stamp is where this registry left it (no other process wrote a
+    /// record with such a name since: `statedir/locks.rs`) and no entry has
+    /// the name (another process may have killed or renamed it away since,
+    /// which moves no stamp); `rescan` asks for one all the same.
+    ///
+    /// # Errors
+    ///
+    /// `IO` when the lock cannot be taken or stamped; the rescan's errors.
+    pub(super) async fn lock_name(
+        &self,
+        owner: &OwnerId,
+        name: &str,
+        rescan: bool,
+    ) -> Result<Option<FileLock>> {
+        let file = StateDir::name_lock(owner, name);
+        let Some((lock, stamp)) = self.inner.store.lock_name(file.clone()).await? else {
+            return Ok(None);
+        };
+        let seen = || {
+            let names = self.inner.names_seen.lock();
+            names.unwrap_or_else(PoisonError::into_inner)
+        };
+        let known = seen().get(&file) == Some(&stamp);
+        let complete = if rescan || !known || self.inner.lock().name_taken(owner, name) {
+            // A file that could not be read may hold the name: the next
+            // check looks again.
+            self.refresh().await?.unreadable.is_empty()
+        } else {
+            true
+        };
+        if complete {
+            seen().insert(file, stamp.wrapping_add(1));
+        } else {
+            seen().remove(&file);
+        }
+        Ok(Some(lock))
+    }
+}
+
 /// An unpublished spawn's claim on its id and name; settles on drop.
 struct Reservation {
     inner: Arc<Inner>,
@@ -329,17 +374,12 @@ impl Owned<'_> {
             spec.keep_history = Some(true);
         }
         // Names are unique per owner across processes sharing the state
-        // directory: the name's lock is held from the rescan that checks it
-        // until the record is written (or the spawn failed), so a spawner in
-        // another process sees this one's record or waits for it.
+        // directory: the name's lock is held from the check until the
+        // record is written (or the spawn failed), so a spawner in another
+        // process sees this one's record or waits for it.
         let name_lock = match &spec.name {
-            Some(name) if registry.inner.store.is_shared() => {
-                let file = StateDir::name_lock(owner, name);
-                let lock = registry.inner.store.lock(file).await?;
-                registry.refresh().await?;
-                lock
-            }
-            _ => None,
+            Some(name) => registry.lock_name(owner, name, false).await?,
+            None => None,
         };
         let reservation = registry.reserve(owner, &spec)?;
         // Cancelled only when this future is dropped before the task ends.

@@ -32,6 +32,16 @@
 //! CPU under a spawn churn at 500 live terminals). Two names in one file
 //! only wait for each other's check (a spawn, a rename), never for more; a
 //! task holds one name's lock at a time, so sharing cannot deadlock.
+//!
+//! A name lock file also holds a stamp (a count, its first 8 bytes), which
+//! whoever holds the lock to check a name moves on ([`FileLock::bump`]),
+//! before any record with a name of that file is written: a process that
+//! finds the stamp where it left it knows no other process has written a
+//! record with such a name since, so its own entries answer whether the name
+//! is taken, with no rescan of the state directory (a named spawn's
+//! rescan cost O(live): at 9,000 live terminals spawns ran at ~28 per
+//! second). Moved on before the record is written, so a writer that dies
+//! between the two still leaves the stamp moved.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -92,6 +102,31 @@ pub(crate) struct FileLock {
     file: File,
 }
 
+impl FileLock {
+    /// Moves the lock file's stamp on (see the module's comment); the stamp
+    /// it had (0 for a file never stamped). Only while the lock is held.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the file cannot be read or written.
+    pub(crate) fn bump(&self) -> Result<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = [0; 8];
+        let read = self.file.read_at(&mut bytes, 0);
+        let stamp = match read {
+            Ok(8) => u64::from_le_bytes(bytes),
+            // Never stamped (empty), or cut short by a full disk: a value
+            // no process left, so the next check rescans.
+            Ok(_) => 0,
+            Err(error) => return Err(Error::io("reading a name lock's stamp", error)),
+        };
+        self.file
+            .write_all_at(&stamp.wrapping_add(1).to_le_bytes(), 0)
+            .map_err(|error| Error::io("writing a name lock's stamp", error))?;
+        Ok(stamp)
+    }
+}
+
 impl Drop for FileLock {
     /// Unlocks before the file closes. A `flock` belongs to the open file
     /// description, which a child being spawned by another thread shares
@@ -140,6 +175,7 @@ impl StateDir {
         OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .mode(0o600)
             .open(&path)

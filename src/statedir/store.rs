@@ -105,6 +105,18 @@ impl Store {
             .await
     }
 
+    /// Waits for the name lock `file` and moves its stamp on
+    /// ([`FileLock::bump`]): the lock and the stamp it had. In memory,
+    /// nothing to hold.
+    pub(crate) async fn lock_name(&self, file: String) -> Result<Option<(FileLock, u64)>> {
+        self.on_dir(None, move |dir| {
+            let lock = dir.lock(&file)?;
+            let stamp = lock.bump()?;
+            Ok(Some((lock, stamp)))
+        })
+        .await
+    }
+
     /// Takes the lock `file` if nobody holds it: `Ok(None)` when another
     /// holds it. In memory: `Ok(None)` too, never called there.
     pub(crate) async fn try_lock(&self, file: String) -> Result<Option<FileLock>> {

@@ -210,6 +210,24 @@ pub(crate) fn exec_words(argv: &[OsString]) -> Result<Vec<OsString>> {
     }
 }
 
+/// The words the exit handshake's wrapper is given to run `argv` exactly:
+/// `argv` itself under the relay executable's wrapper (`relay`, see
+/// [`wrapper_executable`](super::exit_handshake::wrapper_executable)),
+/// which looks the program up and executes it with no shell, one word
+/// included, else [`exec_words`] (the `/bin/sh` wrapper's `"$@"` would run
+/// a builtin of that name, `cd` or `exit`, where tmux runs the file). Why:
+/// `/usr/bin/env` in front of a lone word was one more exec per spawn
+/// under the relay's wrapper, ~3 % of a spawn's CPU (perf, a spawn churn).
+///
+/// # Errors
+/// As for [`exec_words`], without a relay.
+fn wrapped_words(argv: &[OsString], relay: Option<&std::path::Path>) -> Result<Vec<OsString>> {
+    match relay {
+        Some(_) => Ok(argv.to_vec()),
+        None => exec_words(argv),
+    }
+}
+
 /// The words that run `line` through a shell, parsed as a shell command
 /// line: `SHELL -c LINE`, with `/bin/sh` when no shell is pinned. The only
 /// way the engine asks for shell parsing (`spawn --shell`).
@@ -348,13 +366,14 @@ fn program_args(mut command: TmuxCommand, opts: &ServerOptions) -> Result<TmuxCo
     for (key, value) in &opts.env {
         command = command.opt("-e", format!("{key}={value}"));
     }
-    let mut words = exec_words(&opts.command)?;
     let relay = super::exit_handshake::wrapper_executable(opts.raw_relay.as_deref());
-    if opts.launcher {
-        words = super::launcher::words(relay);
-    } else if opts.exit_handshake && !words.is_empty() {
-        words = super::exit_handshake::wrap(words, relay);
-    }
+    let words = if opts.launcher {
+        super::launcher::words(relay)
+    } else if opts.exit_handshake && !opts.command.is_empty() {
+        super::exit_handshake::wrap(wrapped_words(&opts.command, relay)?, relay)
+    } else {
+        exec_words(&opts.command)?
+    };
     for word in words {
         command = command.arg(word.as_bytes());
     }
@@ -394,11 +413,11 @@ pub(crate) fn respawn_commands(
 /// # Errors
 /// As for [`respawn_commands`].
 pub(crate) fn launch_script(opts: &ServerOptions) -> Result<Option<super::launcher::LaunchFile>> {
-    let words = exec_words(&opts.command)?;
-    if !opts.exit_handshake || words.is_empty() {
+    if !opts.exit_handshake || opts.command.is_empty() {
         return Ok(None);
     }
     let relay = super::exit_handshake::wrapper_executable(opts.raw_relay.as_deref());
+    let words = wrapped_words(&opts.command, relay)?;
     super::launcher::launch_file(relay, absolute_cwd(opts)?.as_deref(), &opts.env, &words)
 }
 

@@ -135,3 +135,50 @@ async fn a_ctrl_c_is_the_programs_alone() {
     })
     .await;
 }
+
+/// A lone word runs exactly under the relay's wrapper, which is given it as
+/// it is (no `/usr/bin/env` in front): a name the shell would parse (a
+/// redirection, a `;`) and one no runner took before (`-` and `=`), each an
+/// executable script whose output says it ran.
+#[tokio::test]
+async fn a_lone_word_runs_exactly_under_the_relays_wrapper() {
+    live(async |dir| {
+        for name in ["it's; a>b", "-x=y"] {
+            let program = dir.path().join(name);
+            std::fs::write(&program, "#!/bin/sh\necho \"ran $0\"\n").expect("write the script");
+            let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+            std::fs::set_permissions(&program, mode).expect("make it executable");
+            let server = opts(dir.path())
+                .raw_relay(Some(relay()))
+                .exit_handshake(true)
+                .command(vec![program.clone().into_os_string()]);
+            let mut parts = launch(
+                tmux(),
+                server,
+                ClientOptions::default(),
+                SubscribeOptions::default(),
+            )
+            .await
+            .expect("terminal starts");
+            let started = TmuxCommand::new("display-message")
+                .flag("-p")
+                .target(parts.pane)
+                .arg("#{pane_start_command}");
+            let started = parts.client.command(&started).await.expect("display");
+            assert!(
+                !started.text().contains("/usr/bin/env"),
+                "{}",
+                started.text()
+            );
+            wait_for(&mut parts.output, &format!("ran {}", program.display())).await;
+            let exit = exit_of(&parts, name).await;
+            assert_eq!(exit, ExitStatus::Code(0), "{name}");
+            assert!(
+                !dir.path().join("b").exists(),
+                "{name} was parsed by a shell"
+            );
+            parts.server.kill().await.expect("kill");
+        }
+    })
+    .await;
+}

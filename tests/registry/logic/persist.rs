@@ -328,6 +328,63 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
     assert_eq!(listed[0].name.as_deref(), Some("kept"));
 }
 
+/// A named spawn rescans only when another process may have written a
+/// record with such a name since this one last checked it (the name lock's
+/// stamp): a registry that checked a name before, then another's spawn or
+/// rename of it, still sees the name taken; a name another process killed
+/// is free again.
+#[tokio::test]
+async fn a_name_another_registry_took_since_is_taken() {
+    let dir = private_tempdir();
+    let backend = StubBackend::new();
+    let owner = owner("owner");
+    let first = open(dir.path(), &backend).await;
+    let second = open(dir.path(), &backend).await;
+    // The second checks both names (and learns their stamps), then lets
+    // them go.
+    for name in ["spawned", "renamed"] {
+        second
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name(name))
+            .await
+            .unwrap();
+        assert!(second.owner(&owner).kill(name).await.unwrap());
+    }
+    // The first spawns one name, and renames another terminal to the other.
+    first
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("spawned"))
+        .await
+        .unwrap();
+    first
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("elsewhere"))
+        .await
+        .unwrap();
+    first
+        .owner(&owner)
+        .rename("elsewhere", "renamed")
+        .await
+        .unwrap();
+    // The rename first: the spawn's rescan would bring it in too.
+    for name in ["renamed", "spawned"] {
+        let error = failure(
+            second
+                .owner(&owner)
+                .spawn(SpawnSpec::new().name(name))
+                .await,
+        );
+        assert_eq!(error.code(), "DUPLICATE_NAME", "{name}");
+    }
+    // Killed by the first: free for the second, which had seen it taken.
+    assert!(first.owner(&owner).kill("spawned").await.unwrap());
+    second
+        .owner(&owner)
+        .spawn(SpawnSpec::new().name("spawned"))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn two_registries_on_one_state_dir_see_the_same_terminals() {
     let dir = private_tempdir();
