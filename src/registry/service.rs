@@ -238,11 +238,19 @@ pub(crate) struct Inner {
     /// entries were brought in line with and `State::changes` then (see
     /// `Registry::refresh`).
     pub(crate) scan: tokio::sync::Mutex<Option<(Arc<crate::statedir::LoadedRecords>, u64)>>,
-    /// The stamp this registry left on each name lock file it checked a
-    /// name under, its entries then in line with every record of those
-    /// names (`Registry::lock_name`): a named spawn that finds it so
-    /// rescans nothing.
-    pub(crate) names_seen: Mutex<std::collections::HashMap<String, u64>>,
+    /// The name lock files' stamps this registry's entries are in line
+    /// with (`Registry::lock_name`).
+    pub(crate) names_seen: Mutex<NamesSeen>,
+}
+
+/// The stamp of each name lock file (by file name) this registry's
+/// entries were last brought in line with every record of its names, and
+/// how many rescans a name's check needed: a named spawn that finds the
+/// stamp where it was rescans nothing (`statedir/locks.rs`).
+#[derive(Debug, Default)]
+pub(crate) struct NamesSeen {
+    pub(crate) stamps: std::collections::HashMap<String, u64>,
+    pub(crate) rescans: u64,
 }
 
 impl Inner {

@@ -221,6 +221,10 @@ impl Registry {
     }
 }
 
+/// A registry knowing fewer name lock files' stamps than this learns them
+/// all at its next rescan (see [`Registry::lock_name`]).
+const LEARN_BELOW: usize = 512;
+
 impl Registry {
     /// Takes the lock of `owner`'s name `name` in the state directory and
     /// brings the entries in line with every record of that name, for a
@@ -249,19 +253,35 @@ impl Registry {
             let names = self.inner.names_seen.lock();
             names.unwrap_or_else(PoisonError::into_inner)
         };
-        let known = seen().get(&file) == Some(&stamp);
+        let known = seen().stamps.get(&file) == Some(&stamp);
         let complete = if rescan || !known || self.inner.lock().name_taken(owner, name) {
-            // A file that could not be read may hold the name: the next
-            // check looks again.
-            self.refresh().await?.unreadable.is_empty()
+            // A registry that rescans a second time lives on: it learns every
+            // name's stamp before this rescan (a thousand small reads, once),
+            // so a name it has not checked yet needs none either.
+            let learn = {
+                let mut seen = seen();
+                seen.rescans += 1;
+                seen.rescans >= 2 && seen.stamps.len() < LEARN_BELOW
+            };
+            let learnt = if learn {
+                self.inner.store.name_stamps().await
+            } else {
+                Vec::new()
+            };
+            // A file that could not be read may hold a name: the next checks
+            // look again.
+            let complete = self.refresh().await?.unreadable.is_empty();
+            if complete {
+                seen().stamps.extend(learnt);
+            }
+            complete
         } else {
             true
         };
-        if complete {
-            seen().insert(file, stamp.wrapping_add(1));
-        } else {
-            seen().remove(&file);
-        }
+        match lock.done_stamp().filter(|_| complete) {
+            Some(done) => seen().stamps.insert(file, done),
+            None => seen().stamps.remove(&file),
+        };
         Ok(Some(lock))
     }
 }

@@ -34,14 +34,17 @@
 //! task holds one name's lock at a time, so sharing cannot deadlock.
 //!
 //! A name lock file also holds a stamp (a count, its first 8 bytes), which
-//! whoever holds the lock to check a name moves on ([`FileLock::bump`]),
-//! before any record with a name of that file is written: a process that
-//! finds the stamp where it left it knows no other process has written a
-//! record with such a name since, so its own entries answer whether the name
-//! is taken, with no rescan of the state directory (a named spawn's
-//! rescan cost O(live): at 9,000 live terminals spawns ran at ~28 per
-//! second). Moved on before the record is written, so a writer that dies
-//! between the two still leaves the stamp moved.
+//! whoever holds the lock to check a name moves on ([`FileLock::bump`]) to
+//! an odd value before any record with a name of that file is written, and
+//! to the even one after it once the lock is let go: a process that finds
+//! the stamp where it left it knows no other process has written a record
+//! with such a name since, so its own entries answer whether the name is
+//! taken, with no rescan of the state directory (a named spawn's rescan
+//! cost O(live): at 9,000 live terminals spawns ran at ~28 per second). A
+//! writer that dies in between leaves the stamp odd, which no process
+//! takes for one it left. An even stamp read at any time, the lock held or
+//! not, says every record of its names was written before: a scan begun
+//! after reading it finds them all ([`StateDir::name_stamps`]).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -100,31 +103,48 @@ pub(crate) const NAME_LOCKS: u64 = 1024;
 #[derive(Debug)]
 pub(crate) struct FileLock {
     file: File,
+    /// The stamp to leave when let go ([`FileLock::bump`]).
+    done: Option<u64>,
 }
 
 impl FileLock {
-    /// Moves the lock file's stamp on (see the module's comment); the stamp
-    /// it had (0 for a file never stamped). Only while the lock is held.
+    /// Moves the lock file's stamp on to an odd value (see the module's
+    /// comment), and to the even one after it when the lock is let go; the
+    /// stamp it had (0 for a file never stamped). Only while the lock is
+    /// held.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] when the file cannot be read or written.
-    pub(crate) fn bump(&self) -> Result<u64> {
+    pub(crate) fn bump(&mut self) -> Result<u64> {
         use std::os::unix::fs::FileExt;
-        let mut bytes = [0; 8];
-        let read = self.file.read_at(&mut bytes, 0);
-        let stamp = match read {
-            Ok(8) => u64::from_le_bytes(bytes),
-            // Never stamped (empty), or cut short by a full disk: a value
-            // no process left, so the next check rescans.
-            Ok(_) => 0,
-            Err(error) => return Err(Error::io("reading a name lock's stamp", error)),
-        };
+        let stamp = read_stamp(&self.file)
+            .map_err(|error| Error::io("reading a name lock's stamp", error))?;
+        // Odd already: its writer died before it was done.
+        let writing = (stamp | 1).wrapping_add(2);
         self.file
-            .write_all_at(&stamp.wrapping_add(1).to_le_bytes(), 0)
+            .write_all_at(&writing.to_le_bytes(), 0)
             .map_err(|error| Error::io("writing a name lock's stamp", error))?;
+        self.done = Some(writing.wrapping_add(1));
         Ok(stamp)
     }
+
+    /// The even stamp the lock leaves when it is let go, after
+    /// [`bump`](Self::bump).
+    pub(crate) fn done_stamp(&self) -> Option<u64> {
+        self.done
+    }
+}
+
+/// The stamp of a name lock file (0 when it has none, or a torn one: a
+/// value no process leaves).
+fn read_stamp(file: &File) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = [0; 8];
+    Ok(match file.read_at(&mut bytes, 0)? {
+        8 => u64::from_le_bytes(bytes),
+        _ => 0,
+    })
 }
 
 impl Drop for FileLock {
@@ -135,6 +155,12 @@ impl Drop for FileLock {
     /// after the previous one ended failed with `SEND_ACTIVE` under load.
     /// `LOCK_UN` releases it for every descriptor at once.
     fn drop(&mut self) {
+        if let Some(done) = self.done {
+            use std::os::unix::fs::FileExt;
+            // Not written (a full disk): the stamp stays odd, which only
+            // costs the next checks of these names a rescan.
+            let _ = self.file.write_all_at(&done.to_le_bytes(), 0);
+        }
         let _ = flock(&self.file, FlockOperation::Unlock);
     }
 }
@@ -163,6 +189,24 @@ impl StateDir {
             .chain(name.bytes())
             .collect::<Vec<u8>>();
         format!("name-{:03x}.lock", fnv1a(bytes) % NAME_LOCKS)
+    }
+
+    /// The even stamps of every name lock file, by file name (a file not
+    /// made yet has stamp 0), read without their locks: a scan begun after
+    /// this finds every record of their names (see the module's comment).
+    /// Files whose stamp is odd, or cannot be read, are left out.
+    pub(crate) fn name_stamps(&self) -> Vec<(String, u64)> {
+        (0..NAME_LOCKS)
+            .filter_map(|bucket| {
+                let name = format!("name-{bucket:03x}.lock");
+                let stamp = match File::open(self.lock_path(&name)) {
+                    Ok(file) => read_stamp(&file).ok()?,
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => 0,
+                    Err(_) => return None,
+                };
+                (stamp % 2 == 0).then_some((name, stamp))
+            })
+            .collect()
     }
 
     /// The lock file name of terminal `id` for `purpose`.
@@ -242,7 +286,10 @@ impl StateDir {
             let _ = flock(&handle, FlockOperation::Unlock);
             return None;
         }
-        Some(FileLock { file: handle })
+        Some(FileLock {
+            file: handle,
+            done: None,
+        })
     }
 
     /// Removes the lock files of a killed terminal; missing ones are fine.
@@ -319,6 +366,41 @@ mod tests {
         let next = state.try_lock(&file).unwrap().expect("the lock is free");
         assert!(state.try_lock(&file).unwrap().is_none(), "held by next");
         drop(next);
+    }
+
+    /// A check moves a name lock's stamp to an odd value while it holds the
+    /// lock and to the next even one when it lets it go; only even stamps
+    /// are learnt, a file not made yet as 0.
+    #[test]
+    fn a_name_stamp_is_odd_while_held_and_even_once_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path().join("state")).unwrap();
+        let owner = OwnerId::new("a").unwrap();
+        let file = StateDir::name_lock(&owner, "x");
+        let stamp_of = |state: &StateDir| {
+            let stamps = state.name_stamps();
+            assert_eq!(stamps.len() as u64 + 1, NAME_LOCKS, "{file} is left out");
+            stamps
+                .into_iter()
+                .all(|(name, stamp)| name != file && stamp == 0)
+        };
+        let mut held = state.lock(&file).unwrap();
+        assert_eq!(held.bump().unwrap(), 0);
+        assert_eq!(held.done_stamp(), Some(4));
+        assert!(stamp_of(&state), "the held file's stamp is odd");
+        drop(held);
+        let learnt = state.name_stamps();
+        assert_eq!(learnt.len() as u64, NAME_LOCKS);
+        assert!(learnt.contains(&(file.clone(), 4)), "{learnt:?}");
+        let mut again = state.lock(&file).unwrap();
+        assert_eq!(again.bump().unwrap(), 4);
+        // Left odd, as by a writer that died: the next one moves past it.
+        again.done = None;
+        drop(again);
+        assert!(stamp_of(&state), "a dead writer's odd stamp is learnt");
+        let mut next = state.lock(&file).unwrap();
+        assert_eq!(next.bump().unwrap(), 7);
+        assert_eq!(next.done_stamp(), Some(10));
     }
 
     #[test]

@@ -110,11 +110,19 @@ impl Store {
     /// nothing to hold.
     pub(crate) async fn lock_name(&self, file: String) -> Result<Option<(FileLock, u64)>> {
         self.on_dir(None, move |dir| {
-            let lock = dir.lock(&file)?;
+            let mut lock = dir.lock(&file)?;
             let stamp = lock.bump()?;
             Ok(Some((lock, stamp)))
         })
         .await
+    }
+
+    /// Every name lock file's even stamp ([`StateDir::name_stamps`]); none
+    /// in memory.
+    pub(crate) async fn name_stamps(&self) -> Vec<(String, u64)> {
+        self.on_dir(Vec::new(), |dir| Ok(dir.name_stamps()))
+            .await
+            .unwrap_or_default()
     }
 
     /// Takes the lock `file` if nobody holds it: `Ok(None)` when another

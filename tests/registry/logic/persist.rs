@@ -330,9 +330,9 @@ async fn reaping_is_explicit_and_spares_the_terminals_of_corrupt_records() {
 
 /// A named spawn rescans only when another process may have written a
 /// record with such a name since this one last checked it (the name lock's
-/// stamp): a registry that checked a name before, then another's spawn or
-/// rename of it, still sees the name taken; a name another process killed
-/// is free again.
+/// stamps): a registry that checked a name before (or learnt its stamp),
+/// then another's spawn or rename of it, still sees the name taken; a name
+/// another process killed is free again.
 #[tokio::test]
 async fn a_name_another_registry_took_since_is_taken() {
     let dir = private_tempdir();
@@ -350,12 +350,16 @@ async fn a_name_another_registry_took_since_is_taken() {
             .unwrap();
         assert!(second.owner(&owner).kill(name).await.unwrap());
     }
-    // The first spawns one name, and renames another terminal to the other.
-    first
-        .owner(&owner)
-        .spawn(SpawnSpec::new().name("spawned"))
-        .await
-        .unwrap();
+    // The first spawns one name, and renames another terminal to the other;
+    // it also spawns a name the second never checked (whose stamp the
+    // second learnt at its second rescan).
+    for name in ["spawned", "learnt"] {
+        first
+            .owner(&owner)
+            .spawn(SpawnSpec::new().name(name))
+            .await
+            .unwrap();
+    }
     first
         .owner(&owner)
         .spawn(SpawnSpec::new().name("elsewhere"))
@@ -367,7 +371,7 @@ async fn a_name_another_registry_took_since_is_taken() {
         .await
         .unwrap();
     // The rename first: the spawn's rescan would bring it in too.
-    for name in ["renamed", "spawned"] {
+    for name in ["renamed", "learnt", "spawned"] {
         let error = failure(
             second
                 .owner(&owner)
