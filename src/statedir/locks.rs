@@ -8,9 +8,15 @@
 //! |-----------------------|-----------------------------------------------|
 //! | `name-BUCKET.lock`    | a named spawn checks its name and publishes   |
 //! | `ID.send.lock`        | a send to terminal ID runs                    |
-//! | `ID.live.lock`        | ID is recreated, or killed                    |
 //! | `ID.restart.lock`     | a process runs ID's `always` restart loop     |
-//! | `ID.spawn.lock`       | ID is being spawned, until its record is out  |
+//! | `ID.spawn.lock`       | ID is being spawned, until its record is out; |
+//! |                       | ID is recreated, or killed                    |
+//!
+//! A spawn and a recreation or kill share one file: they never overlap
+//! (only a published terminal is recreated or killed, and nothing holds
+//! both), and a kill then makes no file of its own (an inode's allocation
+//! per kill, see below; engines before this took `ID.live.lock`, which a
+//! kill still removes).
 //!
 //! `flock` because the kernel releases it when its holder dies, however it
 //! dies (a SIGKILLed CLI leaves no stale reservation), and because it is
@@ -86,13 +92,17 @@ impl Purpose {
     fn suffix(self) -> &'static str {
         match self {
             Purpose::Send => "send",
-            Purpose::Live => "live",
+            // The spawn's file (see the module's comment).
+            Purpose::Live | Purpose::Spawn => "spawn",
             Purpose::Restart => "restart",
-            Purpose::Spawn => "spawn",
             Purpose::History => "history",
         }
     }
 }
+
+/// The suffix of the file engines before the shared spawn file took for
+/// [`Purpose::Live`], removed with a killed terminal's locks.
+const LEGACY_LIVE: &str = "live";
 
 /// How many lock files the names of every owner share (see the module's
 /// comment): few enough to make each once, enough that spawns of
@@ -292,11 +302,15 @@ impl StateDir {
         })
     }
 
-    /// Removes the lock files of a killed terminal; missing ones are fine.
+    /// Removes the lock files of a killed terminal (an older engine's
+    /// `ID.live.lock` too); missing ones are fine.
     pub(crate) fn remove_terminal_locks(&self, id: &TerminalId) {
         for purpose in Purpose::ALL {
-            self.remove_lock(&Self::terminal_lock(id, purpose));
+            if purpose != Purpose::Live {
+                self.remove_lock(&Self::terminal_lock(id, purpose));
+            }
         }
+        self.remove_lock(&format!("{id}.{LEGACY_LIVE}.lock"));
     }
 
     /// Removes the lock file `file`; a missing one is fine.
