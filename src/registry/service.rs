@@ -241,6 +241,9 @@ pub(crate) struct Inner {
     /// The name lock files' stamps this registry's entries are in line
     /// with (`Registry::lock_name`).
     pub(crate) names_seen: Mutex<NamesSeen>,
+    /// A scan of the state directory is due, to keep its parsed records
+    /// warm (`Registry::warm_records`).
+    pub(crate) warming: std::sync::atomic::AtomicBool,
 }
 
 /// The stamp of each name lock file (by file name) this registry's
@@ -301,6 +304,7 @@ impl Registry {
                 stopped: CancellationToken::new(),
                 scan: tokio::sync::Mutex::new(None),
                 names_seen: Mutex::default(),
+                warming: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
