@@ -241,9 +241,10 @@ pub(crate) struct Inner {
     /// The name lock files' stamps this registry's entries are in line
     /// with (`Registry::lock_name`).
     pub(crate) names_seen: Mutex<NamesSeen>,
-    /// A scan of the state directory is due, to keep its parsed records
-    /// warm (`Registry::warm_records`).
+    /// A task scans the state directory to keep its parsed records warm
+    /// (`Registry::warm_records`), and the count of records written for it.
     pub(crate) warming: std::sync::atomic::AtomicBool,
+    pub(crate) written: std::sync::atomic::AtomicU64,
 }
 
 /// The stamp of each name lock file (by file name) this registry's
@@ -305,6 +306,7 @@ impl Registry {
                 scan: tokio::sync::Mutex::new(None),
                 names_seen: Mutex::default(),
                 warming: std::sync::atomic::AtomicBool::new(false),
+                written: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }

@@ -232,31 +232,50 @@ const WARM_AFTER: std::time::Duration = std::time::Duration::from_millis(1_200);
 const LEARN_BELOW: usize = 512;
 
 impl Registry {
-    /// Scans the state directory once [`WARM_AFTER`] has passed since the
-    /// first record written after the last such scan, so the cache of
-    /// parsed records keeps up with this registry's spawns: a named spawn
-    /// rescans seldom (see [`lock_name`](Self::lock_name)), and the first
-    /// list after a burst of 1,000 spawns read and parsed every record
-    /// (39.8 ms of serve's CPU, 7.8 when every spawn rescanned). One scan a
-    /// second at most, whatever the spawn rate.
+    /// Scans the state directory every [`WARM_AFTER`] while spawns write
+    /// records, and once more after the last, so the cache of parsed
+    /// records keeps up with this registry's spawns: a named spawn rescans
+    /// seldom (see [`lock_name`](Self::lock_name)), and the first list
+    /// after a burst of 1,000 spawns read and parsed every record (39.8 ms
+    /// of serve's CPU, 7.8 when every spawn rescanned). One scan a second
+    /// at most, whatever the spawn rate.
     fn warm_records(&self) {
         use std::sync::atomic::Ordering;
+        self.inner.written.fetch_add(1, Ordering::AcqRel);
         if !self.inner.store.is_shared() || self.inner.warming.swap(true, Ordering::AcqRel) {
             return;
         }
         let inner = Arc::downgrade(&self.inner);
         let shutdown = self.inner.shutdown.clone();
         self.inner.tasks.spawn(async move {
-            tokio::select! {
-                () = tokio::time::sleep(WARM_AFTER) => {}
-                () = shutdown.cancelled() => return,
+            loop {
+                let Some(written) = inner
+                    .upgrade()
+                    .map(|inner| inner.written.load(Ordering::Acquire))
+                else {
+                    return;
+                };
+                tokio::select! {
+                    () = tokio::time::sleep(WARM_AFTER) => {}
+                    () = shutdown.cancelled() => return,
+                }
+                let Some(inner) = inner.upgrade() else {
+                    return;
+                };
+                // Only the cache matters: a failed scan leaves it as it was.
+                let _ = inner.store.load_all().await;
+                // Every record had settled by this scan: it kept them all.
+                // A spawn that found the task still running left the next
+                // scan to it, so look once more after letting it go.
+                if inner.written.load(Ordering::Acquire) == written {
+                    inner.warming.store(false, Ordering::Release);
+                    if inner.written.load(Ordering::Acquire) == written
+                        || inner.warming.swap(true, Ordering::AcqRel)
+                    {
+                        return;
+                    }
+                }
             }
-            let Some(inner) = inner.upgrade() else {
-                return;
-            };
-            inner.warming.store(false, Ordering::Release);
-            // Only the cache matters: a failed scan leaves it as it was.
-            let _ = inner.store.load_all().await;
         });
     }
 

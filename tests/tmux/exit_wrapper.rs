@@ -26,10 +26,27 @@ const WAIT: Duration = Duration::from_secs(15);
 /// Starts `script` under the wrapper `relay` picks, and checks the pane's
 /// first process is that wrapper.
 async fn start(dir: &std::path::Path, relay: Option<PathBuf>, script: &str) -> Parts {
+    let (parts, text) = start_command(dir, relay.clone(), sh_c(script, &[])).await;
+    let relayed = relay.is_some();
+    let want = relay.unwrap_or_else(|| "/bin/sh".into());
+    let want = want.to_str().expect("UTF-8");
+    assert!(text.contains(want), "{script}: {text}");
+    assert_eq!(text.contains("__exit-wrapper"), relayed, "{script}: {text}");
+    parts
+}
+
+/// Starts `command` under the wrapper `relay` picks; the server's parts
+/// and what tmux started (`#{pane_start_command}`; the process may be gone
+/// already).
+async fn start_command(
+    dir: &std::path::Path,
+    relay: Option<PathBuf>,
+    command: Vec<std::ffi::OsString>,
+) -> (Parts, String) {
     let server = opts(dir)
-        .raw_relay(relay.clone())
+        .raw_relay(relay)
         .exit_handshake(true)
-        .command(sh_c(script, &[]));
+        .command(command);
     let parts = launch(
         tmux(),
         server,
@@ -38,18 +55,13 @@ async fn start(dir: &std::path::Path, relay: Option<PathBuf>, script: &str) -> P
     )
     .await
     .expect("terminal starts");
-    // What tmux started (the process may be gone already).
     let started = TmuxCommand::new("display-message")
         .flag("-p")
         .target(parts.pane)
         .arg("#{pane_start_command}");
     let started = parts.client.command(&started).await.expect("display");
-    let (text, relayed) = (started.text(), relay.is_some());
-    let want = relay.unwrap_or_else(|| "/bin/sh".into());
-    let want = want.to_str().expect("UTF-8");
-    assert!(text.contains(want), "{script}: {text}");
-    assert_eq!(text.contains("__exit-wrapper"), relayed, "{script}: {text}");
-    parts
+    let text = started.text();
+    (parts, text)
 }
 
 /// Reads the stream until it has shown `text`.
@@ -148,28 +160,9 @@ async fn a_lone_word_runs_exactly_under_the_relays_wrapper() {
             std::fs::write(&program, "#!/bin/sh\necho \"ran $0\"\n").expect("write the script");
             let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
             std::fs::set_permissions(&program, mode).expect("make it executable");
-            let server = opts(dir.path())
-                .raw_relay(Some(relay()))
-                .exit_handshake(true)
-                .command(vec![program.clone().into_os_string()]);
-            let mut parts = launch(
-                tmux(),
-                server,
-                ClientOptions::default(),
-                SubscribeOptions::default(),
-            )
-            .await
-            .expect("terminal starts");
-            let started = TmuxCommand::new("display-message")
-                .flag("-p")
-                .target(parts.pane)
-                .arg("#{pane_start_command}");
-            let started = parts.client.command(&started).await.expect("display");
-            assert!(
-                !started.text().contains("/usr/bin/env"),
-                "{}",
-                started.text()
-            );
+            let (mut parts, started) =
+                start_command(dir.path(), Some(relay()), vec![program.clone().into()]).await;
+            assert!(!started.contains("/usr/bin/env"), "{started}");
             wait_for(&mut parts.output, &format!("ran {}", program.display())).await;
             let exit = exit_of(&parts, name).await;
             assert_eq!(exit, ExitStatus::Code(0), "{name}");
