@@ -292,7 +292,8 @@ pub(super) fn terminal_shell(config: &TmuxConfig, spec: &SpawnSpec) -> Result<Pa
 }
 
 /// The argv a spec runs: its words, or its shell line under `shell`. tmux
-/// is then given [`exec_words`](crate::tmux::options::exec_words) of it, so words are executed exactly.
+/// is then given [`exec_words`](crate::tmux::options::exec_words) of it (the
+/// relay's exit wrapper: the words as they are), so words are executed exactly.
 fn command_words(spec: &SpawnSpec, shell: Option<&Path>) -> Vec<OsString> {
     match &spec.shell {
         Some(line) => shell_words(shell, line),
