@@ -50,7 +50,7 @@ macro_rules! wrapper_tail {
     () => {
         "; s=$?; trap - INT QUIT TERM; \
     d=${TMUX%,*,*}; \
-    command exec 2>/dev/null 3<>\"${d%/*}/exit.fifo\" \
+    [ -p \"${d%/*}/exit.fifo\" ] && command exec 2>/dev/null 3<>\"${d%/*}/exit.fifo\" \
     && printf '\\033]8765;tmux-engine-exit\\007' && IFS= read -r _ <&3; \
     exec 3<&-; \
     [ \"$s\" -gt 128 ] && kill -s \"$(kill -l \"$s\")\" \"$$\"; \
@@ -439,5 +439,26 @@ mod tests {
             .expect("a printf");
         let printed = printed.replace("\\033", "\x1b").replace("\\007", "\x07");
         assert_eq!(printed.as_bytes(), MARKER);
+    }
+
+    /// Outside a server with a fifo (no `$TMUX`, or a directory with no
+    /// `exit.fifo`), the shell wrapper makes no file where the fifo would
+    /// be (`3<>` creates a regular one: `/exit.fifo` with `$TMUX` unset),
+    /// prints no marker, and exits with its program's status.
+    #[test]
+    fn the_shell_wrapper_makes_no_fifo_where_there_is_none() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let socket = dir.path().join("tmux.sock");
+        let out = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(SCRIPT)
+            .arg("tmux-engine-exit")
+            .args(["sh", "-c", "exit 3"])
+            .env("TMUX", format!("{},1,0", socket.display()))
+            .output()
+            .expect("running the wrapper");
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        assert!(!dir.path().join(FIFO).exists());
     }
 }

@@ -122,14 +122,10 @@ async fn a_server_killed_while_unlinked_is_reported_gone() {
     with_cat(async |registry, owner, rt| {
         let owned = || registry.owner(owner);
         let_go(rt).await;
-        let socket = server_dirs(rt)[0].join("tmux.sock");
-        let pid = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args(["display-message", "-p", "#{pid}"])
-            .output()
+        let pid: i32 = tmux_at(rt, &["display-message", "-p", "#{pid}"])
+            .trim()
+            .parse()
             .unwrap();
-        let pid: i32 = String::from_utf8_lossy(&pid.stdout).trim().parse().unwrap();
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(pid).unwrap(),
             rustix::process::Signal::KILL,
