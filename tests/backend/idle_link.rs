@@ -117,6 +117,31 @@ async fn an_idle_terminal_lets_go_and_every_verb_links_again() {
     .await;
 }
 
+/// A viewer's keystroke is queued with its answer to come
+/// (`write_queued`, the bridge's way): queued while the link is let go,
+/// it goes out once linked again, and its answer comes.
+#[tokio::test]
+async fn a_viewers_queued_keystroke_links_again() {
+    with_cat(async |registry, owner, rt| {
+        let attached = registry.owner(owner).attach("cat").await.unwrap();
+        let_go(rt).await;
+        let answer = attached
+            .terminal
+            .write_queued(bytes::Bytes::from_static(b"queued\r"))
+            .await
+            .unwrap();
+        answer.await.unwrap();
+        poll("the queued line's echo", WAIT, || async {
+            let screen = registry.owner(owner).screen("cat").await.ok()?;
+            (screen.text().matches("queued").count() == 2).then_some(())
+        })
+        .await;
+        // Let go again once the keystroke is answered: it holds nothing.
+        let_go(rt).await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_server_killed_while_unlinked_is_reported_gone() {
     with_cat(async |registry, owner, rt| {
