@@ -34,6 +34,16 @@ async fn let_go(runtime: &Path) {
     .await;
 }
 
+/// Waits until `cat`'s screen shows `word` twice: the tty's echo of the
+/// typed line and `cat`'s copy of it.
+async fn echoed(registry: &Registry, owner: &OwnerId, word: &str) {
+    poll(&format!("{word}'s echo"), WAIT, || async {
+        let screen = registry.owner(owner).screen("cat").await.ok()?;
+        (screen.text().matches(word).count() == 2).then_some(())
+    })
+    .await;
+}
+
 /// Runs `body` on a registry of [`open_linger`] with one terminal, `cat`,
 /// running `cat` (its runtime directory beside), then kills it, disposes
 /// the registry and checks nothing is left.
@@ -77,11 +87,7 @@ async fn an_idle_terminal_lets_go_and_every_verb_links_again() {
             .result()
             .await
             .unwrap();
-        poll("the first line's echo", WAIT, || async {
-            let screen = owned().screen("cat").await.ok()?;
-            (screen.text().matches("first").count() == 2).then_some(())
-        })
-        .await;
+        echoed(registry, owner, "first").await;
         let_go(rt).await;
 
         // A write, then a read of tmux's scrollback.
@@ -131,11 +137,7 @@ async fn a_viewers_queued_keystroke_links_again() {
             .await
             .unwrap();
         answer.await.unwrap();
-        poll("the queued line's echo", WAIT, || async {
-            let screen = registry.owner(owner).screen("cat").await.ok()?;
-            (screen.text().matches("queued").count() == 2).then_some(())
-        })
-        .await;
+        echoed(registry, owner, "queued").await;
         // Let go again once the keystroke is answered: it holds nothing.
         let_go(rt).await;
     })
