@@ -109,6 +109,12 @@ fn main() -> ExitCode {
     {
         tmux_engine::tmux::exit_wrapper(args);
     }
+    if first
+        .as_ref()
+        .is_some_and(|a| a == tmux_engine::tmux::WITH_PARENT_ARG)
+    {
+        tmux_engine::tmux::with_parent(args);
+    }
     if first.is_some_and(|a| a == tmux_engine::tmux::RELAY_ARG) {
         let dir = args.next().unwrap_or_default();
         let joined = args.next().is_some_and(|a| a == "joined");

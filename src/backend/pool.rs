@@ -20,9 +20,12 @@
 //! unclaimed server; it is no terminal (no record), so nothing lists it.
 //! Dropping the pool kills the servers it holds. Until it is taken it also
 //! runs with `exit-unattached on`, its only client the engine's control
-//! client: when the engine dies (SIGKILL included) the client reads EOF
-//! and the server exits, even one still starting then. A take turns it
-//! off before anything else, so a terminal outlives the engine as always.
+//! client: when the engine dies (SIGKILL included) the client's connection
+//! ends and the server exits, even one still starting then: the `tmux -C`
+//! process that starts it is killed by the kernel with the engine
+//! ([`Starter::DiesWithEngine`]), which tmux 3.3a would otherwise keep, and
+//! the server with it, had it replies left to write. A take turns it off
+//! before anything else, so a terminal outlives the engine as always.
 //!
 //! A spec the pool cannot serve (server-level options a respawn cannot
 //! change: another shell, environment, history, size of the server...)
@@ -39,7 +42,7 @@ use crate::control::client::ClientOptions;
 use crate::control::pane_exit::pane_state;
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::{SpawnSpec, TerminalId};
-use crate::terminal::{Parts, launch};
+use crate::terminal::{Parts, Starter, launch_as};
 use crate::tmux::command::{TmuxCommand, resize_window};
 use crate::tmux::options::{launch_script, respawn_commands};
 use crate::tmux::{ProcessId, ServerOptions, Tmux};
@@ -303,11 +306,12 @@ fn respawnable(pool: &ServerOptions, wanted: &ServerOptions) -> bool {
 async fn start_one(pool: Weak<Pool>, tmux: Arc<Tmux>, opts: Result<ServerOptions>) {
     let started = match opts {
         Ok(opts) => {
-            launch(
+            launch_as(
                 tmux,
                 opts,
                 ClientOptions::default(),
                 SubscribeOptions::default(),
+                Starter::DiesWithEngine,
             )
             .await
         }

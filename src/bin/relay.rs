@@ -6,7 +6,9 @@
 //!
 //! It is also the exit handshake's wrapper (`tmux_engine::tmux::exit_wrapper`),
 //! one per terminal too, which the pane runs in front of its program: the
-//! same small image, so no second binary to carry.
+//! same small image, so no second binary to carry; and what binds the
+//! warm pool's starting `tmux -C` to the engine's life
+//! (`tmux_engine::tmux::with_parent`).
 
 use std::process::ExitCode;
 
@@ -18,6 +20,12 @@ fn main() -> ExitCode {
         .is_some_and(|a| a == tmux_engine::tmux::WRAPPER_ARG)
     {
         tmux_engine::tmux::exit_wrapper(args);
+    }
+    if first
+        .as_ref()
+        .is_some_and(|a| a == tmux_engine::tmux::WITH_PARENT_ARG)
+    {
+        tmux_engine::tmux::with_parent(args);
     }
     if first.is_none_or(|a| a != tmux_engine::tmux::RELAY_ARG) {
         eprintln!(

@@ -15,9 +15,10 @@ use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
 use crate::tmux::command::TmuxCommand;
+use crate::tmux::exit_handshake::wrapper_executable;
 use crate::tmux::relay::RelayListener;
 use crate::tmux::server::{FirstPane, Server};
-use crate::tmux::{ServerHandle, ServerOptions, Tmux};
+use crate::tmux::{ServerHandle, ServerOptions, Tmux, with_parent};
 use crate::{Error, Result};
 
 /// A started server, its control client, its one pane and that pane's
@@ -59,7 +60,38 @@ pub async fn launch(
     client_opts: ClientOptions,
     subscribe: SubscribeOptions,
 ) -> Result<Parts> {
-    let (mut server, command) = Server::prepare(tmux, server_opts)?;
+    launch_as(tmux, server_opts, client_opts, subscribe, Starter::Plain).await
+}
+
+/// How [`launch_as`] runs the `tmux -C` process that starts the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Starter {
+    /// As it is.
+    Plain,
+    /// Killed by the kernel should this process end while it runs
+    /// ([`with_parent`]), where the relay executable is known and a link
+    /// takes its place at once ([`hand_over`]): what a server that must
+    /// die with the engine needs (the warm pool's).
+    DiesWithEngine,
+}
+
+/// [`launch`], its starting process run as `starter` says.
+pub(crate) async fn launch_as(
+    tmux: Arc<Tmux>,
+    server_opts: ServerOptions,
+    client_opts: ClientOptions,
+    subscribe: SubscribeOptions,
+    starter: Starter,
+) -> Result<Parts> {
+    let relay_executable = server_opts.raw_relay.clone();
+    let (mut server, mut command) = Server::prepare(tmux, server_opts)?;
+    let handed_over = server.raw_socket().is_some() && ServerHandle::links_directly();
+    if starter == Starter::DiesWithEngine
+        && handed_over
+        && let Some(relay) = wrapper_executable(relay_executable.as_deref())
+    {
+        command = with_parent::wrap(&command, relay);
+    }
     let client_opts = ClientOptions {
         handshake_lock: client_opts
             .handshake_lock
@@ -80,8 +112,8 @@ pub async fn launch(
     let ready_timeout = client_opts.ready_timeout;
     let (client, streams) =
         ControlClient::spawn_subscribed(command, client_opts.clone(), &[(pane, subscribe)]).await?;
-    let (client, mut streams) = if relay.is_some() && ServerHandle::links_directly() {
-        hand_over(&server, (client, streams), client_opts, (pane, subscribe)).await
+    let (client, mut streams) = if handed_over {
+        hand_over(&server, (client, streams), client_opts, (pane, subscribe)).await?
     } else {
         (client, streams)
     };
@@ -132,31 +164,42 @@ pub async fn launch(
     })
 }
 
-/// Lets the `tmux -C` process that started the server go once a client
-/// linked directly ([`ControlClient::attach_quiet`]: no process) is
-/// attached in its place, so that no terminal keeps a `tmux -C` process
-/// at rest (~320 KiB each). Only on the raw path: the pane's bytes come
-/// from its relay, from byte 0, whichever client is attached, so none is
-/// lost or doubled between the two (on `%output`, the two clients'
-/// streams would overlap). Should the link fail, the starting client
-/// stays, as it always did.
+/// Puts a client linked directly ([`ControlClient::attach_quiet`]: no
+/// process) in the place of the `tmux -C` process that started the server,
+/// so that no terminal keeps a `tmux -C` process at rest (~320 KiB each).
+/// Only on the raw path: the pane's bytes come from its relay, from byte 0,
+/// whichever client is attached, so none is lost or doubled between the two
+/// (on `%output`, the two clients' streams would overlap).
+///
+/// The starter goes first, and the link attaches once it has exited: the
+/// two are never attached together. Were they, an engine SIGKILLed between
+/// the two would leave the server for good (tmux 3.3a): the link's end
+/// makes tmux write `%client-detached` to the starter, whose reader is dead
+/// too, so that write never drains, and tmux never lets an exiting control
+/// client with output left go; a pooled server (`exit-unattached`) then
+/// outlived its engine. Meanwhile a bare connection to the socket (no
+/// identify: no notification is written for it) holds the server up, which
+/// `exit-unattached` would otherwise end with no client left.
+///
+/// # Errors
+/// The link's, the starter being gone by then (a server that refuses the
+/// link gets a `tmux -C attach` process from `attach_quiet` instead).
 async fn hand_over(
     server: &Server,
-    started: (ControlClient, Vec<PaneStream>),
+    (starter, streams): (ControlClient, Vec<PaneStream>),
     opts: ClientOptions,
     (pane, subscribe): (PaneId, SubscribeOptions),
-) -> (ControlClient, Vec<PaneStream>) {
-    match ControlClient::attach_quiet(server.handle(), opts, &[(pane, subscribe)]).await {
-        Ok(linked) => {
-            let (starter, streams) = started;
-            drop(streams);
-            // Under the handshake lock, and resolved once it has exited.
-            starter.detach().await;
-            linked
-        }
-        Err(error) => {
-            tracing::debug!(%error, "no direct control link; the starting tmux -C stays");
-            started
-        }
-    }
+) -> Result<(ControlClient, Vec<PaneStream>)> {
+    // Connected before the starter is let go: tmux accepts it in the loop
+    // turn that sees the starter's end at the latest, so its exit check
+    // finds a client still there. Should the connect fail (no server, no
+    // descriptor left), a pooled server may exit with the starter and the
+    // attach below fails: a failed start, nothing left behind.
+    let holder = tokio::net::UnixStream::connect(server.socket()).await;
+    drop(streams);
+    // Under the handshake lock, and resolved once it has exited.
+    starter.detach().await;
+    let linked = ControlClient::attach_quiet(server.handle(), opts, &[(pane, subscribe)]).await;
+    drop(holder);
+    linked
 }

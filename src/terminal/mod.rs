@@ -35,6 +35,7 @@ use bytes::Bytes;
 pub(crate) use builder::discover;
 pub use builder::{DEFAULT_TIMEOUT, TerminalBuilder};
 pub use launch::{Parts, launch};
+pub(crate) use launch::{Starter, launch_as};
 
 use crate::control::PaneId;
 use crate::control::client::{ControlClient, OutputPath, PaneEvent, PaneStream};

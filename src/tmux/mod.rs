@@ -68,6 +68,7 @@ pub(crate) mod relay;
 pub(crate) mod server;
 pub(crate) mod version;
 pub(crate) mod watch;
+pub(crate) mod with_parent;
 
 pub use allocator::{ENGINE_TUNABLES, VARIABLE as TUNABLES_VARIABLE};
 pub use command::{TmuxCommand, quote, send_keys_hex, send_keys_hex_chunk};
@@ -81,3 +82,4 @@ pub use relay::{KeepNothing, Keeper, RELAY_ARG, RELAY_BINARY, relay};
 pub use server::{DIR_PREFIX, FirstPane, MAX_SOCKET_PATH, Server};
 pub use version::{MIN_VERSION, TMUX_ENV, Tmux, Version};
 pub use watch::Watch;
+pub use with_parent::{WITH_PARENT_ARG, with_parent};

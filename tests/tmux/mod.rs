@@ -10,3 +10,4 @@ mod kill;
 mod pid_reuse;
 mod send_keys;
 mod server;
+mod with_parent;
