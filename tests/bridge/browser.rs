@@ -178,6 +178,12 @@ impl Browser {
     /// Waits until `expression` is true in the page (an evaluation lost
     /// to a navigation, or one that throws, counts as not yet).
     pub(crate) async fn until(&mut self, what: &str, expression: &str) {
+        self.until_reporting(what, expression, "null").await;
+    }
+
+    /// [`until`](Self::until), saying what `report` evaluates to in the
+    /// page when it gives up.
+    pub(crate) async fn until_reporting(&mut self, what: &str, expression: &str, report: &str) {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let answer = self
@@ -189,10 +195,16 @@ impl Browser {
             if answer.is_ok_and(|result| result["result"]["value"] == Value::Bool(true)) {
                 return;
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}"
-            );
+            if tokio::time::Instant::now() >= deadline {
+                let state = self
+                    .try_call(
+                        "Runtime.evaluate",
+                        json!({"expression": report, "returnByValue": true}),
+                    )
+                    .await
+                    .map(|result| result["result"]["value"].clone());
+                panic!("timed out waiting for {what} (the page: {state:?})");
+            }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }

@@ -183,9 +183,10 @@ async fn a_phone_gets_a_drawer_and_every_row_and_key_in_view() {
             )
             .await;
         browser
-            .until(
+            .until_reporting(
                 "the re-fit above the keyboard",
                 &format!("tmuxEngine.term.rows < {before}"),
+                GEOMETRY,
             )
             .await;
         let keyboard = browser.eval(GEOMETRY).await;
@@ -199,9 +200,10 @@ async fn a_phone_gets_a_drawer_and_every_row_and_key_in_view() {
             )
             .await;
         browser
-            .until(
+            .until_reporting(
                 "the re-fit without the keyboard",
                 &format!("tmuxEngine.term.rows === {before}"),
+                &format!("[{GEOMETRY}, window.visualViewport.scale, window.visualViewport.offsetTop, document.body.style.getPropertyValue('--vvh')]"),
             )
             .await;
         browser.close().await;
