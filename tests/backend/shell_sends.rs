@@ -5,7 +5,7 @@
 //! and never typed later; a program waiting on a socket told apart from
 //! one reading its terminal.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tmux_engine::registry::{
     ReadRequest, RegistryConfig, SendAnswer, SendRequest, SpawnSpec, WaitFor, WaitReason,
@@ -109,13 +109,13 @@ async fn a_reply_to_the_shells_own_read_is_typed_at_once() {
         for (flags, echo) in [("-p 'Name? '", true), ("-s -p 'Secret? '", false)] {
             let asked = run(env, &format!("read {flags} n; echo \"hi $n\""), WAIT).await;
             assert_eq!(asked.wait_reason, WaitReason::StdinRead, "{asked:?}");
-            let started = Instant::now();
+            // Typed into the read, not held for a prompt that the read
+            // keeps from coming: a send waits for one only until its
+            // deadline, and then types nothing (`not_typed_reason`), so
+            // no bound on the time is needed to tell the two apart.
             let reply = run(env, "bob", WAIT).await;
-            let took = started.elapsed();
-            // 10 s before (the first-prompt wait); well under 1 s quiet.
-            assert!(took < Duration::from_secs(3), "{took:?} {reply:?}");
             assert_eq!(reply.wait_reason, WaitReason::Command, "{reply:?}");
-            assert!(reply.not_typed_reason.is_none());
+            assert!(reply.not_typed_reason.is_none(), "{reply:?}");
             let said = output(&reply);
             assert!(said.ends_with("hi bob\n"), "{said:?}");
             assert_eq!(said.contains("bob\r\n") || said.starts_with("bob"), echo);
