@@ -329,11 +329,16 @@ async fn the_pid_is_the_running_programs_and_never_an_ended_ones() {
                 .pid
         };
         let pid = show().await.expect("a running program has a pid");
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-        assert!(
-            String::from_utf8_lossy(&cmdline).contains("read line"),
-            "{pid} is not the program: {cmdline:?}"
-        );
+        // The wrapper's child from its fork on: its exec of the program may
+        // still be under way (an empty cmdline in the middle of it), never
+        // another process's.
+        crate::support::poll("the pid to run the program", WAIT, || async {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline)
+                .contains("read line")
+                .then_some(())
+        })
+        .await;
         assert_eq!(show().await, Some(pid), "the same program, the same pid");
         env.registry
             .owner(&env.owner)
