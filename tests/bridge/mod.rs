@@ -8,6 +8,7 @@ mod browser;
 mod crash;
 mod deploy;
 mod drain;
+mod fallback;
 mod files;
 mod hygiene;
 mod identity;
