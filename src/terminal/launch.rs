@@ -18,7 +18,7 @@ use crate::tmux::command::TmuxCommand;
 use crate::tmux::exit_handshake::wrapper_executable;
 use crate::tmux::relay::RelayListener;
 use crate::tmux::server::{FirstPane, Server};
-use crate::tmux::{ServerHandle, ServerOptions, Tmux, with_parent};
+use crate::tmux::{ServerOptions, Tmux, with_parent};
 use crate::{Error, Result};
 
 /// A started server, its control client, its one pane and that pane's
@@ -85,7 +85,10 @@ pub(crate) async fn launch_as(
 ) -> Result<Parts> {
     let relay_executable = server_opts.raw_relay.clone();
     let (mut server, mut command) = Server::prepare(tmux, server_opts)?;
-    let handed_over = server.raw_socket().is_some() && ServerHandle::links_directly();
+    // On the fallback (no direct link) too: the `tmux -C attach` process
+    // that then takes over can let go while idle and start again, which
+    // the starter, made to create the session, cannot.
+    let handed_over = server.raw_socket().is_some();
     if starter == Starter::DiesWithEngine
         && handed_over
         && let Some(relay) = wrapper_executable(relay_executable.as_deref())
@@ -166,7 +169,9 @@ pub(crate) async fn launch_as(
 
 /// Puts a client linked directly ([`ControlClient::attach_quiet`]: no
 /// process) in the place of the `tmux -C` process that started the server,
-/// so that no terminal keeps a `tmux -C` process at rest (~320 KiB each).
+/// so that no terminal keeps a `tmux -C` process at rest (~320 KiB each);
+/// on the fallback, a `tmux -C attach` process, which lets go while idle
+/// and starts again on its next use as the starter cannot.
 /// Only on the raw path: the pane's bytes come from its relay, from byte 0,
 /// whichever client is attached, so none is lost or doubled between the two
 /// (on `%output`, the two clients' streams would overlap).

@@ -1,17 +1,19 @@
 //! serve on the `tmux -C` process fallback (`TMUX_ENGINE_CONTROL_PROCESS=1`:
-//! what a tmux that refuses the direct link gets too): the control process
-//! of a terminal serve attached to (one it did not start: a terminal it
-//! starts keeps the process that started it) lets go once idle, and its
-//! next use starts another that links again the same way, with the typed
-//! text arriving once.
+//! what a tmux that refuses the direct link gets too): a terminal's control
+//! process, whether serve started the terminal or attached to one the
+//! command line started, lets go once idle, and its next use starts
+//! another that links again the same way, with the typed text arriving
+//! once.
+
+use std::path::{Path, PathBuf};
 
 use super::{Served, WAIT};
-use crate::cli::{Cli, sockets};
+use crate::cli::{Cli, server_pid, sockets};
 use crate::support::poll;
 
 /// The control clients attached to the server on `socket`, as `pid` list
 /// (this query's own client is not attached).
-fn control_clients(socket: &std::path::Path) -> Vec<u32> {
+fn control_clients(socket: &Path) -> Vec<u32> {
     let out = std::process::Command::new("tmux")
         .arg("-S")
         .arg(socket)
@@ -24,11 +26,72 @@ fn control_clients(socket: &std::path::Path) -> Vec<u32> {
         .collect()
 }
 
+/// The socket of the server whose pane is the one terminal `name` of
+/// `served` runs (its `pid` in the API is the program's, under the pane).
+async fn socket_of(served: &Served, name: &str) -> PathBuf {
+    let (status, shown) = served.get(&format!("/api/terminals/{name}")).await;
+    assert_eq!(status, 200, "{shown}");
+    let id = shown["id"].as_str().expect("an id").to_owned();
+    sockets(&served.cli.runtime())
+        .into_iter()
+        .find(|socket| {
+            server_pid(socket).is_some()
+                && std::process::Command::new("tmux")
+                    .arg("-S")
+                    .arg(socket)
+                    .args(["display-message", "-p", "#{@tmux-engine-id}"])
+                    .output()
+                    .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == id)
+        })
+        .unwrap_or_else(|| panic!("no server of {name} ({id})"))
+}
+
+/// `name`'s control client is a `tmux -C` process that lets go once idle,
+/// and a send starts another, its line typed once.
+async fn lets_go_and_links_again(served: &Served, name: &str) {
+    let socket = socket_of(served, name).await;
+    let first = control_clients(&socket);
+    assert_eq!(first.len(), 1, "{name}: one control client: {first:?}");
+    // A linked client's pid would be serve's own.
+    assert_ne!(first[0], served.pid(), "{name}: a tmux -C process");
+    // Idle past the linger (`TmuxConfig::IDLE_UNLINK`): let go, and the
+    // process with it.
+    poll(&format!("{name}'s idle client to let go"), WAIT, || async {
+        control_clients(&socket).is_empty().then_some(())
+    })
+    .await;
+    poll(&format!("{name}'s process to exit"), WAIT, || async {
+        (!tmux_engine::tmux::process::is_alive(first[0])).then_some(())
+    })
+    .await;
+    let word = format!("again-{name}");
+    let (status, answer) = served
+        .post(
+            &format!("/api/terminals/{name}/send"),
+            &format!(r#"{{"text":"{word}","submit":true}}"#),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    // cat's copy and the tty's echo: twice, not more.
+    let screen_path = format!("/api/terminals/{name}/screen");
+    poll(&format!("{word}'s echo"), WAIT, || async {
+        let (_, screen) = served.get(&screen_path).await;
+        (screen.to_string().matches(&word).count() == 2).then_some(())
+    })
+    .await;
+    let again = control_clients(&socket);
+    assert_eq!(again.len(), 1, "{name}: linked again: {again:?}");
+    assert_ne!(again, first, "{name}: another process");
+    assert_ne!(again[0], served.pid(), "{name}: a tmux -C process again");
+    let (_, screen) = served.get(&screen_path).await;
+    assert_eq!(screen.to_string().matches(&word).count(), 2, "{screen}");
+}
+
 #[tokio::test]
 async fn an_idle_tmux_c_process_lets_go_and_another_links_again() {
     // Started by the command line, which exits: serve attaches to it.
     let cli = Cli::new();
-    cli.ok(&["spawn", "--name", "t", "--shell", "exec cat"]);
+    cli.ok(&["spawn", "--name", "attached", "--shell", "exec cat"]);
     let served = Served::start_with(
         cli,
         &[],
@@ -38,49 +101,19 @@ async fn an_idle_tmux_c_process_lets_go_and_another_links_again() {
         ],
     )
     .await;
-    let (status, screen) = served.get("/api/terminals/t/screen").await;
+    let (status, screen) = served.get("/api/terminals/attached/screen").await;
     assert_eq!(status, 200, "{screen}");
-    let socket = sockets(&served.cli.runtime())
-        .pop()
-        .expect("the terminal's socket");
-    let first = control_clients(&socket);
-    assert_eq!(first.len(), 1, "one control client: {first:?}");
-    // A linked client's pid would be serve's own.
-    assert_ne!(first[0], served.pid(), "a tmux -C process");
-    // Idle past the linger (`TmuxConfig::IDLE_UNLINK`): let go, and the
-    // process with it.
-    poll("the idle client to let go", WAIT, || async {
-        control_clients(&socket).is_empty().then_some(())
-    })
-    .await;
-    poll("its process to exit", WAIT, || async {
-        (!tmux_engine::tmux::process::is_alive(first[0])).then_some(())
-    })
-    .await;
-    let (status, answer) = served
-        .post(
-            "/api/terminals/t/send",
-            r#"{"text":"again-once","submit":true}"#,
-        )
-        .await;
-    assert_eq!(status, 200, "{answer}");
-    // cat's copy and the tty's echo: twice, not more.
-    poll("the line's echo", WAIT, || async {
-        let (_, screen) = served.get("/api/terminals/t/screen").await;
-        (screen.to_string().matches("again-once").count() == 2).then_some(())
-    })
-    .await;
-    let again = control_clients(&socket);
-    assert_eq!(again.len(), 1, "linked again: {again:?}");
-    assert_ne!(again, first, "another process");
-    assert_ne!(again[0], served.pid(), "a tmux -C process again");
-    let (_, screen) = served.get("/api/terminals/t/screen").await;
-    assert_eq!(
-        screen.to_string().matches("again-once").count(),
-        2,
-        "{screen}"
-    );
     served
-        .call(served.request(reqwest::Method::DELETE, "/api/terminals/t"))
+        .spawn(r#"{"name":"started","shell":"exec cat"}"#)
         .await;
+    // One after the other would be two lingers: at once.
+    tokio::join!(
+        lets_go_and_links_again(&served, "attached"),
+        lets_go_and_links_again(&served, "started"),
+    );
+    for name in ["attached", "started"] {
+        served
+            .call(served.request(reqwest::Method::DELETE, &format!("/api/terminals/{name}")))
+            .await;
+    }
 }
