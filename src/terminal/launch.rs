@@ -113,8 +113,12 @@ pub(crate) async fn launch_as(
     // Listening before tmux runs the pipe's relay, which finds nobody otherwise.
     let relay = server.raw_socket().map(RelayListener::bind).transpose()?;
     let ready_timeout = client_opts.ready_timeout;
+    let starter_opts = ClientOptions {
+        short_lived: handed_over,
+        ..client_opts.clone()
+    };
     let (client, streams) =
-        ControlClient::spawn_subscribed(command, client_opts.clone(), &[(pane, subscribe)]).await?;
+        ControlClient::spawn_subscribed(command, starter_opts, &[(pane, subscribe)]).await?;
     let (client, mut streams) = if handed_over {
         hand_over(&server, (client, streams), client_opts, (pane, subscribe)).await?
     } else {

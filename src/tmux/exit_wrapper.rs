@@ -245,22 +245,22 @@ impl Launch {
     }
 }
 
-/// A launcher's wait: one line from the launch fifo, then the spec the
-/// engine wrote beside it. `None` when either cannot be read.
+/// A launcher's wait: the spec the engine writes through the launch fifo,
+/// read to its end; a lone newline there (an older engine's) says the
+/// spec is in [`LAUNCH_SPEC`] beside it. `None` when it cannot be read.
 fn wait_launch(dir: &Path) -> Option<Launch> {
     // Opening for reading blocks until the engine opens it to write; a
     // reader waiting in `open` is one the engine's non-blocking open sees.
-    let fifo = std::fs::File::open(dir.join(LAUNCH_FIFO)).ok()?;
-    let mut line = Vec::new();
-    std::io::BufReader::new(fifo)
-        .read_until(b'\n', &mut line)
-        .ok()?;
-    line.ends_with(b"\n").then_some(())?;
+    let mut fifo = std::fs::File::open(dir.join(LAUNCH_FIFO)).ok()?;
     let mut spec = Vec::new();
-    std::fs::File::open(dir.join(LAUNCH_SPEC))
-        .ok()?
-        .read_to_end(&mut spec)
-        .ok()?;
+    fifo.read_to_end(&mut spec).ok()?;
+    if spec == b"\n" {
+        spec.clear();
+        std::fs::File::open(dir.join(LAUNCH_SPEC))
+            .ok()?
+            .read_to_end(&mut spec)
+            .ok()?;
+    }
     Launch::parse(&spec)
 }
 

@@ -29,8 +29,6 @@ use crate::{Error, Result};
 pub const SOCKET_NAME: &str = "tmux.sock";
 /// The engine's config file inside the server directory.
 pub const CONFIG_NAME: &str = "tmux.conf";
-/// The handshake lock's file name in a server's directory.
-const CONTROL_LOCK_NAME: &str = "control.lock";
 
 /// Set (to anything but `0`), every engine control client is a `tmux -C`
 /// process, as before the direct link: a way around a tmux the link
@@ -83,11 +81,12 @@ impl ServerHandle {
         &self.socket
     }
 
-    /// The handshake lock every engine control client of this server takes
-    /// (`control.lock` in the server's directory); see
+    /// The handshake lock every engine control client of this server takes:
+    /// the server's directory itself, `flock`ed (a lock file in it was an
+    /// inode allocated per spawn); see
     /// [`ClientOptions::handshake_lock`](crate::control::client::ClientOptions::handshake_lock).
     pub fn control_lock(&self) -> PathBuf {
-        self.dir.join(CONTROL_LOCK_NAME)
+        self.dir.clone()
     }
 
     /// The engine's config file, in the server's directory.

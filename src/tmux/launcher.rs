@@ -18,8 +18,12 @@
 //! Two launchers, as there are two wrappers
 //! ([`wrapper_executable`](super::exit_handshake::wrapper_executable)):
 //! the relay executable's (`__exit-wrapper launch`, see
-//! [`super::exit_wrapper`]) reads [`LAUNCH_SPEC`] (the directory, the
-//! variables, the words); the shell's sources [`LAUNCH_SCRIPT`]: change to
+//! [`super::exit_wrapper`]) reads its spec (the directory, the variables,
+//! the words) from the fifo itself, to its end: a file beside it was an
+//! inode allocated per spawn, the dearest file operation of a spawn churn
+//! (ext4 without a journal searches past every inode freed in the last
+//! ~30 s); a launcher also reads [`LAUNCH_SPEC`] after a lone newline, as an
+//! older engine wrote it. The shell's sources [`LAUNCH_SCRIPT`]: change to
 //! the spec's directory, set the positional parameters to the program's
 //! words, and run the wrapper's own script with the spec's environment in
 //! front of the program (assignments on the command, so they reach the
@@ -46,15 +50,17 @@ pub(crate) const LAUNCH_FIFO: &str = "launch.fifo";
 /// removed once its program runs ([`forget`]), so the spec's environment
 /// does not stay on disk.
 pub(crate) const LAUNCH_SCRIPT: &str = "launch.sh";
-/// What the relay executable's launcher reads in its place (see
-/// [`spec`]); removed alike.
+/// Where an older engine wrote the relay executable's spec (see [`spec`]),
+/// which its launcher still reads after a lone newline on the fifo.
 pub(crate) const LAUNCH_SPEC: &str = "launch.spec";
 
-/// What a launch writes for a launcher: the file (one of [`LAUNCH_SCRIPT`]
-/// and [`LAUNCH_SPEC`], for the launcher the server runs) and its text.
+/// What a launch writes for a launcher: the shell's script (the file
+/// [`LAUNCH_SCRIPT`]), or the relay executable's spec (through the fifo,
+/// no file), and its text.
 #[derive(Debug)]
 pub(crate) struct LaunchFile {
-    name: &'static str,
+    /// `None`: the spec, written through the fifo.
+    name: Option<&'static str>,
     text: Vec<u8>,
 }
 
@@ -132,17 +138,14 @@ pub(crate) fn launch_file(
 ) -> Result<Option<LaunchFile>> {
     if relay.is_some() {
         let text = spec(cwd, env, words)?;
-        return Ok(Some(LaunchFile {
-            name: LAUNCH_SPEC,
-            text,
-        }));
+        return Ok(Some(LaunchFile { name: None, text }));
     }
     if !assignable(env) {
         return Ok(None);
     }
     let text = script(cwd, env, words)?;
     Ok(Some(LaunchFile {
-        name: LAUNCH_SCRIPT,
+        name: Some(LAUNCH_SCRIPT),
         text,
     }))
 }
@@ -227,32 +230,44 @@ fn script(cwd: Option<&Path>, env: &[(String, String)], words: &[OsString]) -> R
 
 /// Starts a program in the pooled pane whose server directory is `dir`,
 /// its launcher's pid `launcher`: writes the launch `file` (see
-/// [`launch_file`]), then the line the launcher waits for.
+/// [`launch_file`]), then the line the launcher waits for; or, for the
+/// relay executable's launcher, the spec itself through the fifo.
 ///
 /// # Errors
-/// `IO` writing the file; `SERVER_GONE` when no launcher takes the line
-/// (it died, or never opened its fifo within [`OPEN_WAIT`]).
+/// `IO` writing the file or the fifo; `SERVER_GONE` when no launcher takes
+/// it (it died, or never opened its fifo within [`OPEN_WAIT`]).
 pub(crate) async fn launch(dir: &Path, launcher: u32, file: &LaunchFile) -> Result<()> {
-    let (path, text) = (dir.join(file.name), &file.text);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .and_then(|mut file| file.write_all(text));
-    written.map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+    let path = file.name.map(|name| dir.join(name));
+    if let Some(path) = &path {
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut opened| opened.write_all(&file.text));
+        written.map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+    }
+    let remove = || {
+        if let Some(path) = &path {
+            let _ = std::fs::remove_file(path);
+        }
+    };
     let fifo = dir.join(LAUNCH_FIFO);
     let begun = tokio::time::Instant::now();
     let mut pause = Duration::from_micros(200);
     loop {
         // Non-blocking: no reader (ENXIO) is a launcher not there yet, or
         // gone, never a launch that hangs.
-        match write_line(&fifo) {
+        let sent = match path {
+            Some(_) => write_line(&fifo),
+            None => write_spec(&fifo, &file.text),
+        };
+        match sent {
             Ok(()) => return Ok(()),
             Err(error) if error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
                 if !super::process::is_alive(launcher) || begun.elapsed() >= OPEN_WAIT {
-                    let _ = std::fs::remove_file(&path);
+                    remove();
                     return Err(Error::ServerGone {
                         reason: format!(
                             "the pooled pane's launcher (pid {launcher}) is not waiting"
@@ -263,11 +278,27 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, file: &LaunchFile) -> Resu
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
             Err(error) => {
-                let _ = std::fs::remove_file(&path);
+                remove();
                 return Err(Error::io(format!("writing {}", fifo.display()), error));
             }
         }
     }
+}
+
+/// Writes `spec` through the launch fifo at `path` to a launcher waiting
+/// in its `open`, which reads to the end (the close of this one writer).
+/// Opened non-blocking, so no reader is `ENXIO` at once; then blocking: a
+/// spec past the pipe's room (64 KiB of environment) waits for the
+/// launcher's reads, which follow at once, and a launcher gone meanwhile
+/// is `EPIPE`, never a wait.
+fn write_spec(path: &Path, spec: &[u8]) -> std::io::Result<()> {
+    let mut fifo = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    let flags = rustix::fs::fcntl_getfl(&fifo)?;
+    rustix::fs::fcntl_setfl(&fifo, flags - rustix::fs::OFlags::NONBLOCK)?;
+    fifo.write_all(spec)
 }
 
 /// Removes the launch `file` of the server in `dir` once its program runs
@@ -276,7 +307,9 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, file: &LaunchFile) -> Resu
 /// Not from the script itself: `rm` is no `sh` builtin, and its fork and
 /// exec were a millisecond of a new terminal's connect.
 pub(crate) fn forget(dir: &Path, file: &LaunchFile) {
-    let _ = std::fs::remove_file(dir.join(file.name));
+    if let Some(name) = file.name {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
 }
 
 #[cfg(test)]

@@ -270,13 +270,12 @@ fn attach_waits_for_the_handshake_lock_and_releases_it_once_attached() {
     use std::fs::TryLockError;
     let cli = Cli::new();
     spawn_reader(&cli, "locked");
-    let lock_path = only_socket(&cli.runtime()).with_file_name("control.lock");
-    let lock = std::fs::File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .expect("opening the handshake lock");
+    // The handshake lock is the server's directory itself.
+    let lock_path = only_socket(&cli.runtime())
+        .parent()
+        .expect("the socket's directory")
+        .to_owned();
+    let lock = std::fs::File::open(&lock_path).expect("opening the handshake lock");
     lock.lock().expect("taking the handshake lock");
 
     let mut attached = Attached::spawn(&cli, &["attach", "locked"]);

@@ -292,7 +292,8 @@ async fn attach_lock_holds_the_handshake_lock_until_dropped() {
         let id = env.spawn(sh("exec cat")).await.id.to_string();
         let dirs = server_dirs(&env.runtime());
         assert_eq!(dirs.len(), 1, "{dirs:?}");
-        let path = dirs[0].join("control.lock");
+        // The handshake lock is the server's directory itself.
+        let path = dirs[0].clone();
         let lock = env
             .registry
             .owner(&env.owner)
@@ -300,7 +301,7 @@ async fn attach_lock_holds_the_handshake_lock_until_dropped() {
             .await
             .unwrap();
         assert!(lock.is_held());
-        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
         assert!(
             matches!(file.try_lock(), Err(TryLockError::WouldBlock)),
             "the attach lock is the handshake lock"

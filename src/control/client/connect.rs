@@ -221,15 +221,17 @@ fn open_process(mut command: tokio::process::Command, opts: &ClientOptions) -> R
     // tmux's last words go to a file in the server's directory when
     // there is one: a pipe and its drain task per client were a
     // descriptor and a task per terminal for words written only when it
-    // fails (a serve of 5,000 idle terminals met its open-file limit).
+    // fails (a serve of 5,000 idle terminals met its open-file limit); a
+    // pipe for one that lives only until a linked client takes over (a file
+    // is an inode's allocation: `ClientOptions::short_lived`).
     let stderr_file = match &opts.input_dir {
-        Some(dir) => tempfile::Builder::new()
+        Some(dir) if !opts.short_lived => tempfile::Builder::new()
             .prefix(".tmux-c-")
             .suffix(".err")
             .tempfile_in(dir)
             .ok()
             .map(tempfile::NamedTempFile::into_parts),
-        None => None,
+        _ => None,
     };
     let (stderr_io, stderr_path) = match stderr_file {
         Some((file, path)) => (Stdio::from(file), Some(path)),

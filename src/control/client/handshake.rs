@@ -14,7 +14,11 @@
 //! every client the engine runs.
 //!
 //! The lock is advisory (`flock`), so it is dropped by the kernel if its
-//! holder dies. Waiting for it is bounded: a holder that hangs costs a
+//! holder dies. The engine takes it on the server's directory itself (a
+//! `flock` holds on a directory's descriptor as on a file's): a
+//! `control.lock` file in it was one more inode a spawn allocated, and an
+//! inode's allocation is the dearest file operation of a spawn churn (ext4
+//! without a journal searches past every inode freed in the last ~30 s). Waiting for it is bounded: a holder that hangs costs a
 //! delay, never a deadlock.
 
 use std::fs::{File, TryLockError};
@@ -42,11 +46,12 @@ impl Drop for HandshakeLock {
 /// Whether [`acquire`] may create the lock file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Create {
-    /// Connecting: the server's directory is there, the file may not be.
+    /// Connecting: a lock file a caller named may not be there yet.
     IfMissing,
-    /// Detaching: only an existing file. The directory may be on its way
-    /// out (a rolled-back spawn removes it while its client detaches), and
-    /// a file created meanwhile would make that removal fail.
+    /// Detaching: only an existing path. A server's directory may be on
+    /// its way out (a rolled-back spawn removes it while its client
+    /// detaches), and a file created meanwhile would make that removal
+    /// fail.
     Never,
 }
 
@@ -59,12 +64,18 @@ pub(crate) async fn acquire(
     create: Create,
     patience: Duration,
 ) -> Option<HandshakeLock> {
-    let file = match File::options()
-        .create(create == Create::IfMissing)
-        .truncate(false)
-        .write(true)
-        .open(path)
-    {
+    // Read-only first: the engine's lock is the server's directory itself
+    // (`ServerHandle::control_lock`), which opens no other way; a file a
+    // caller named is made only when missing.
+    let opened = File::open(path).or_else(|error| match create {
+        Create::IfMissing if error.kind() == std::io::ErrorKind::NotFound => File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path),
+        _ => Err(error),
+    });
+    let file = match opened {
         Ok(file) => file,
         Err(error) if create == Create::Never && error.kind() == std::io::ErrorKind::NotFound => {
             return None;
@@ -133,6 +144,15 @@ mod tests {
         });
         drop(held);
         assert!(waiter.await.unwrap(), "released locks are taken by waiters");
+        // A directory is locked as it is, never created.
+        let held = acquire(dir.path(), Create::Never, second).await.unwrap();
+        assert!(
+            acquire(dir.path(), Create::IfMissing, short)
+                .await
+                .is_none()
+        );
+        drop(held);
+        assert!(acquire(dir.path(), Create::Never, second).await.is_some());
         // A path that cannot be opened is not an error, only no lock.
         let missing = dir.path().join("missing/dir/lock");
         assert!(acquire(&missing, Create::IfMissing, second).await.is_none());

@@ -32,8 +32,8 @@ pub struct ClientOptions {
     pub resync_history: u32,
     /// The codec's line limit in bytes.
     pub max_line_length: usize,
-    /// A lock file shared by every engine client of the same server (the
-    /// server directory's `control.lock`, see
+    /// A lock (a file, or a directory) shared by every engine client of
+    /// the same server (the server's directory itself, see
     /// [`ServerHandle::control_lock`](crate::tmux::ServerHandle::control_lock)):
     /// held while this client connects (until tmux answered its attach)
     /// and while it detaches (until `tmux -C` exited), so that one client
@@ -55,6 +55,14 @@ pub struct ClientOptions {
     /// [`ServerOptions::exit_handshake`]: crate::tmux::ServerOptions::exit_handshake
     /// [`launch`]: crate::terminal::launch
     pub exit_handshake: Option<PathBuf>,
+    /// A `tmux -C` process that a linked client replaces as soon as it is
+    /// attached ([`launch`](crate::terminal::launch)'s starting client on
+    /// the raw path): its stderr goes to a pipe a task drains, not to a
+    /// file in the server's directory. The file spares a long-lived client
+    /// a descriptor and a task, but is an inode allocated per spawn (the
+    /// dearest file operation of a spawn churn on ext4); a client that lives
+    /// a few milliseconds holds the pipe no longer.
+    pub(crate) short_lived: bool,
 }
 
 impl Default for ClientOptions {
@@ -72,6 +80,7 @@ impl Default for ClientOptions {
             handshake_lock: None,
             input_dir: None,
             exit_handshake: None,
+            short_lived: false,
         }
     }
 }
