@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::exit_handshake::{FIFO, LAUNCH, MARKER, RUN, WRAPPER_ARG, WRAPPER_NAME};
-use super::launcher::{LAUNCH_FIFO, LAUNCH_SPEC};
+use super::launcher::{LAUNCH_FIFO, LAUNCH_SPEC, SPEC_END};
 
 /// `sh`'s status for a program that could not be found.
 const NOT_FOUND: i32 = 127;
@@ -63,16 +63,16 @@ pub fn exit_wrapper(args: impl Iterator<Item = OsString>) -> ! {
     let status = match mode.as_ref().and_then(|mode| mode.to_str()) {
         Some(RUN) => {
             shield(&ended);
-            run(Launch::words(args.collect()))
+            run(Launch::words(args.collect()), None)
         }
         Some(LAUNCH) => {
-            let Some(launch) = dir.as_deref().and_then(wait_launch) else {
+            let Some((launch, fifo)) = dir.as_deref().and_then(wait_launch) else {
                 // The shell launcher's `read ... && .` ended so.
                 std::process::exit(1);
             };
             shield(&ended);
             launch.enter();
-            run(launch)
+            run(launch, fifo)
         }
         _ => usage(),
     };
@@ -126,8 +126,11 @@ fn shield(ended: &Arc<AtomicBool>) {
     }
 }
 
-/// Runs `launch`'s program and waits for it.
-fn run(launch: Launch) -> Status {
+/// Runs `launch`'s program and waits for it. `fifo`, the launch fifo the
+/// spec came through, is let go once the program runs (or failed to
+/// start): the engine, waiting for its last reader to close, learns so
+/// without looking in `/proc` (the child's copy closes at its `exec`).
+fn run(launch: Launch, fifo: Option<std::fs::File>) -> Status {
     let Some((program, words)) = launch.words.split_first() else {
         return Status::Code(0);
     };
@@ -136,7 +139,10 @@ fn run(launch: Launch) -> Status {
     for (key, value) in &launch.env {
         command.env(key, value);
     }
-    match command.spawn().and_then(|mut child| child.wait()) {
+    // `spawn` returns once the child has run `exec` (or failed to).
+    let spawned = command.spawn();
+    drop(fifo);
+    match spawned.and_then(|mut child| child.wait()) {
         Ok(status) => Status::Ended(status),
         Err(error) => {
             eprintln!("tmux-engine: {}: {error}", program.to_string_lossy());
@@ -246,22 +252,35 @@ impl Launch {
 }
 
 /// A launcher's wait: the spec the engine writes through the launch fifo,
-/// read to its end; a lone newline there (an older engine's) says the
-/// spec is in [`LAUNCH_SPEC`] beside it. `None` when it cannot be read.
-fn wait_launch(dir: &Path) -> Option<Launch> {
+/// up to its [`SPEC_END`], and the fifo, held until the program runs (see
+/// [`run`]); a lone newline and the writer's close (an older engine's)
+/// say the spec is in [`LAUNCH_SPEC`] beside it. `None` when it cannot be
+/// read, or ends before its end.
+fn wait_launch(dir: &Path) -> Option<(Launch, Option<std::fs::File>)> {
     // Opening for reading blocks until the engine opens it to write; a
     // reader waiting in `open` is one the engine's non-blocking open sees.
     let mut fifo = std::fs::File::open(dir.join(LAUNCH_FIFO)).ok()?;
     let mut spec = Vec::new();
-    fifo.read_to_end(&mut spec).ok()?;
+    let mut chunk = [0; 4096];
+    while !spec.ends_with(SPEC_END) {
+        match fifo.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => spec.extend_from_slice(&chunk[..n]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
     if spec == b"\n" {
         spec.clear();
         std::fs::File::open(dir.join(LAUNCH_SPEC))
             .ok()?
             .read_to_end(&mut spec)
             .ok()?;
+        return Some((Launch::parse(&spec)?, None));
     }
-    Launch::parse(&spec)
+    // The spec's own last NUL stays: `parse` wants it.
+    let spec = spec.strip_suffix(SPEC_END)?;
+    Some((Launch::parse(&[spec, &[0]].concat())?, Some(fifo)))
 }
 
 #[cfg(test)]

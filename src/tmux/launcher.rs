@@ -19,11 +19,14 @@
 //! ([`wrapper_executable`](super::exit_handshake::wrapper_executable)):
 //! the relay executable's (`__exit-wrapper launch`, see
 //! [`super::exit_wrapper`]) reads its spec (the directory, the variables,
-//! the words) from the fifo itself, to its end: a file beside it was an
-//! inode allocated per spawn, the dearest file operation of a spawn churn
-//! (ext4 without a journal searches past every inode freed in the last
-//! ~30 s); a launcher also reads [`LAUNCH_SPEC`] after a lone newline, as an
-//! older engine wrote it. The shell's sources [`LAUNCH_SCRIPT`]: change to
+//! the words) from the fifo itself, up to [`SPEC_END`]: a file beside it was
+//! an inode allocated per spawn, the dearest file operation of a spawn
+//! churn (ext4 without a journal searches past every inode freed in the
+//! last ~30 s); a launcher also reads [`LAUNCH_SPEC`] after a lone newline,
+//! as an older engine wrote it. It holds the fifo open until its program
+//! runs, so the engine learns that from the fifo's last reader closing
+//! (`EPOLLERR` on its end) rather than by looking in `/proc` every 100 µs.
+//! The shell's sources [`LAUNCH_SCRIPT`]: change to
 //! the spec's directory, set the positional parameters to the program's
 //! words, and run the wrapper's own script with the spec's environment in
 //! front of the program (assignments on the command, so they reach the
@@ -53,6 +56,12 @@ pub(crate) const LAUNCH_SCRIPT: &str = "launch.sh";
 /// Where an older engine wrote the relay executable's spec (see [`spec`]),
 /// which its launcher still reads after a lone newline on the fifo.
 pub(crate) const LAUNCH_SPEC: &str = "launch.spec";
+
+/// What ends a spec written through the fifo: one NUL after the spec's own
+/// last one. A spec never holds two in a row (each field is a tag byte,
+/// then its bytes, then a NUL), so the launcher knows its end without the
+/// writer's close, which it waits for no longer (see [`launch`]).
+pub(crate) const SPEC_END: &[u8] = b"\0\0";
 
 /// What a launch writes for a launcher: the shell's script (the file
 /// [`LAUNCH_SCRIPT`]), or the relay executable's spec (through the fifo,
@@ -231,7 +240,9 @@ fn script(cwd: Option<&Path>, env: &[(String, String)], words: &[OsString]) -> R
 /// Starts a program in the pooled pane whose server directory is `dir`,
 /// its launcher's pid `launcher`: writes the launch `file` (see
 /// [`launch_file`]), then the line the launcher waits for; or, for the
-/// relay executable's launcher, the spec itself through the fifo.
+/// relay executable's launcher, the spec itself through the fifo, then
+/// waits (up to [`START_WAIT`]) until the launcher let the fifo go: its
+/// program runs, or could not start, or the launcher is gone.
 ///
 /// # Errors
 /// `IO` writing the file or the fifo; `SERVER_GONE` when no launcher takes
@@ -260,11 +271,15 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, file: &LaunchFile) -> Resu
         // Non-blocking: no reader (ENXIO) is a launcher not there yet, or
         // gone, never a launch that hangs.
         let sent = match path {
-            Some(_) => write_line(&fifo),
-            None => write_spec(&fifo, &file.text),
+            Some(_) => write_line(&fifo).map(|()| None),
+            None => write_spec(&fifo, &file.text).map(Some),
         };
         match sent {
-            Ok(()) => return Ok(()),
+            Ok(None) => return Ok(()),
+            Ok(Some(written)) => {
+                let_go(written).await;
+                return Ok(());
+            }
             Err(error) if error.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
                 if !super::process::is_alive(launcher) || begun.elapsed() >= OPEN_WAIT {
                     remove();
@@ -291,14 +306,36 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, file: &LaunchFile) -> Resu
 /// spec past the pipe's room (64 KiB of environment) waits for the
 /// launcher's reads, which follow at once, and a launcher gone meanwhile
 /// is `EPIPE`, never a wait.
-fn write_spec(path: &Path, spec: &[u8]) -> std::io::Result<()> {
+fn write_spec(path: &Path, spec: &[u8]) -> std::io::Result<std::fs::File> {
     let mut fifo = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(path)?;
     let flags = rustix::fs::fcntl_getfl(&fifo)?;
     rustix::fs::fcntl_setfl(&fifo, flags - rustix::fs::OFlags::NONBLOCK)?;
-    fifo.write_all(spec)
+    fifo.write_all(&[spec, &SPEC_END[1..]].concat())?;
+    Ok(fifo)
+}
+
+/// How long [`launch`] waits for a launcher to let its fifo go, as
+/// [`started`](super::exit_handshake::started) waits for a program.
+const START_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits until the launch fifo's other end, `fifo` written, has no reader
+/// left (the kernel flags a pipe's writer `EPOLLERR` then), at most
+/// [`START_WAIT`]. A launcher lets it go once its program runs: the pid
+/// look that follows finds it running at once, not after a poll.
+async fn let_go(fifo: std::fs::File) {
+    use tokio::io::Interest;
+    // Deprecated as unsound where the caller may close the descriptor while
+    // it is registered; the `File` moves into the `AsyncFd`, so nothing
+    // else can (the safety `register` asks for), as in `process.rs`.
+    #[allow(deprecated)]
+    let registered = tokio::io::unix::AsyncFd::with_interest(fifo, Interest::ERROR);
+    let Ok(watch) = registered else {
+        return;
+    };
+    let _ = tokio::time::timeout(START_WAIT, watch.ready(Interest::ERROR)).await;
 }
 
 /// Removes the launch `file` of the server in `dir` once its program runs

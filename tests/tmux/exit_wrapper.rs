@@ -175,3 +175,115 @@ async fn a_lone_word_runs_exactly_under_the_relays_wrapper() {
     })
     .await;
 }
+
+/// A launcher process, killed if the test ends before it did.
+struct Launcher(std::process::Child);
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The relay's launcher (a pooled pane's first process), started as if in
+/// a pane of a server in `dir` (`$TMUX`), waiting on `dir`'s launch fifo;
+/// its stdin is a pipe the test holds.
+fn start_launcher(dir: &std::path::Path) -> Launcher {
+    let fifo = dir.join("launch.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("making the launch fifo");
+    std::process::Command::new(relay())
+        .args(["__exit-wrapper", "launch", "tmux-engine-exit"])
+        .env("TMUX", format!("{}/tmux.sock,1,0", dir.display()))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map(Launcher)
+        .expect("starting the launcher")
+}
+
+/// Opens `dir`'s launch fifo to write once the launcher reads it.
+fn open_fifo(dir: &std::path::Path) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(dir.join("launch.fifo"))
+        {
+            Ok(fifo) => return fifo,
+            Err(error) if std::time::Instant::now() < deadline => {
+                assert_eq!(
+                    error.raw_os_error(),
+                    Some(rustix::io::Errno::NXIO.raw_os_error())
+                );
+                std::thread::yield_now();
+            }
+            Err(error) => panic!("no launcher read the fifo: {error}"),
+        }
+    }
+}
+
+/// The launcher's one child, if it has one.
+fn child_of(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The relay's launcher reads its spec from the launch fifo up to its end
+/// (a second NUL; the engine's end stays open) and lets the fifo go once
+/// its program runs, so the engine learns that from the fifo (`POLLERR` on
+/// its end) with no look in `/proc`; it still reads an older engine's
+/// `launch.spec` after a lone newline. A launcher that held the fifo while
+/// its program ran fails the first wait; one that read to the writer's
+/// close never started its program.
+#[test]
+fn the_relays_launcher_takes_its_spec_through_the_fifo_and_lets_go_once_its_program_runs() {
+    use std::io::Write;
+    let dir = crate::support::test_dir();
+    let mut launcher = start_launcher(dir.path());
+    let mut fifo = open_fifo(dir.path());
+    fifo.write_all(b"W/bin/sh\0W-c\0Wread -r _; exit 6\0\0")
+        .expect("writing the spec");
+    let mut polled = [rustix::event::PollFd::new(
+        &fifo,
+        rustix::event::PollFlags::empty(),
+    )];
+    let timeout = rustix::event::Timespec {
+        tv_sec: WAIT.as_secs() as i64,
+        tv_nsec: 0,
+    };
+    let ready = rustix::event::poll(&mut polled, Some(&timeout)).expect("polling the fifo");
+    assert_eq!(ready, 1, "the launcher held the fifo while its program ran");
+    assert!(polled[0].revents().contains(rustix::event::PollFlags::ERR));
+    let program = child_of(launcher.0.id()).expect("the program runs once the fifo is let go");
+    let comm = std::fs::read_to_string(format!("/proc/{program}/comm")).unwrap_or_default();
+    assert_eq!(comm.trim(), "sh", "the program had run exec");
+    drop(launcher.0.stdin.take());
+    let status = launcher.0.wait().expect("the launcher ends");
+    assert_eq!(status.code(), Some(6));
+
+    // An older engine: the spec in launch.spec, a lone newline, its close.
+    let mut launcher = start_launcher(dir.path());
+    std::fs::write(dir.path().join("launch.spec"), b"W/bin/sh\0W-c\0Wexit 5\0")
+        .expect("writing launch.spec");
+    let mut fifo = open_fifo(dir.path());
+    fifo.write_all(b"\n").expect("writing the line");
+    drop(fifo);
+    drop(launcher.0.stdin.take());
+    let status = launcher.0.wait().expect("the launcher ends");
+    assert_eq!(status.code(), Some(5));
+}
