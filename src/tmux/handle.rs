@@ -83,10 +83,12 @@ impl ServerHandle {
 
     /// The handshake lock every engine control client of this server takes:
     /// the server's directory itself, `flock`ed (a lock file in it was an
-    /// inode allocated per spawn); see
+    /// inode allocated per spawn), named with a trailing slash, so that a
+    /// connect that finds the directory gone (a terminal killed meanwhile)
+    /// can never create a file in its place (`EISDIR`); see
     /// [`ClientOptions::handshake_lock`](crate::control::client::ClientOptions::handshake_lock).
     pub fn control_lock(&self) -> PathBuf {
-        self.dir.clone()
+        self.dir.join("")
     }
 
     /// The engine's config file, in the server's directory.

@@ -144,7 +144,16 @@ mod tests {
         });
         drop(held);
         assert!(waiter.await.unwrap(), "released locks are taken by waiters");
-        // A directory is locked as it is, never created.
+        // A directory is locked as it is, never created: gone, its name
+        // with a trailing slash (`ServerHandle::control_lock`) leaves no
+        // file in its place.
+        let gone = dir.path().join("gone");
+        assert!(
+            acquire(&gone.join(""), Create::IfMissing, second)
+                .await
+                .is_none()
+        );
+        assert!(!gone.exists(), "a file was made where a directory was");
         let held = acquire(dir.path(), Create::Never, second).await.unwrap();
         assert!(
             acquire(dir.path(), Create::IfMissing, short)
