@@ -22,7 +22,7 @@
 //! the words) from the fifo itself, up to [`SPEC_END`]: a file beside it was
 //! an inode allocated per spawn, the dearest file operation of a spawn
 //! churn (ext4 without a journal searches past every inode freed in the
-//! last ~30 s); a launcher also reads [`LAUNCH_SPEC`] after a lone newline,
+//! last minute); a launcher also reads [`LAUNCH_SPEC`] after a lone newline,
 //! as an older engine wrote it. It holds the fifo open until its program
 //! runs, so the engine learns that from the fifo's last reader closing
 //! (`EPOLLERR` on its end) rather than by looking in `/proc` every 100 µs.

@@ -18,8 +18,9 @@
 //! `flock` holds on a directory's descriptor as on a file's): a
 //! `control.lock` file in it was one more inode a spawn allocated, and an
 //! inode's allocation is the dearest file operation of a spawn churn (ext4
-//! without a journal searches past every inode freed in the last ~30 s). Waiting for it is bounded: a holder that hangs costs a
-//! delay, never a deadlock.
+//! without a journal searches past every inode freed in the last minute).
+//! Waiting for it is bounded: a holder that hangs costs a delay, never a
+//! deadlock.
 
 use std::fs::{File, TryLockError};
 use std::path::Path;

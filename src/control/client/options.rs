@@ -55,7 +55,7 @@ pub struct ClientOptions {
     /// [`ServerOptions::exit_handshake`]: crate::tmux::ServerOptions::exit_handshake
     /// [`launch`]: crate::terminal::launch
     pub exit_handshake: Option<PathBuf>,
-    /// A `tmux -C` process that a linked client replaces as soon as it is
+    /// A `tmux -C` process that another client replaces as soon as it is
     /// attached ([`launch`](crate::terminal::launch)'s starting client on
     /// the raw path): its stderr goes to a pipe a task drains, not to a
     /// file in the server's directory. The file spares a long-lived client
