@@ -34,18 +34,32 @@ const KNOWN: &[&str] = &[
 /// for it alive (`git log` with `GIT_PAGER=less`, `gh`, `delta`, `man`'s
 /// parent `sh`), so its name is the leader's while the pager owns the
 /// terminal; and the leader of a pipeline (`seq | less`) is often done.
+///
+/// A known name counts only where its output is the terminal: a shell's
+/// own background work shares its group where job control is off (fish
+/// runs `fish_update_completions` so at its first start, whose script
+/// runs `man` into a pipe), and took the terminal for a pager's.
 fn foreground_name(shared: &ServerLink) -> Option<String> {
     let (pid, group) = front(shared)?;
     let pane = shared.lock().pane_process?;
     let members = group_members(pane.pid, group);
-    if let Some(known) = members.iter().find(|name| KNOWN.contains(&name.as_str())) {
+    let terminal = output_of(pane.pid);
+    if let Some((_, known)) = members.iter().find(|(member, name)| {
+        KNOWN.contains(&name.as_str()) && terminal.is_some() && output_of(*member) == terminal
+    }) {
         return Some(known.clone());
     }
     let live = procfs::stat(pid).is_some_and(|stat| !stat.has_exited());
     match procfs::comm(pid) {
         Some(name) if live => Some(name),
-        _ => members.into_iter().next(),
+        _ => members.into_iter().next().map(|(_, name)| name),
     }
+}
+
+/// Where process `pid` writes its standard output (`/dev/pts/N` for the
+/// pane's own processes), `None` when that cannot be read.
+fn output_of(pid: u32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/fd/1")).ok()
 }
 
 /// The process in front of the pane and its group: the foreground
@@ -91,7 +105,7 @@ const MAX_TREE: usize = 4096;
 /// process (its shell forked the pipeline) unless it was orphaned, whose
 /// pager would then be seen by the alternate screen only. A kernel
 /// without `children` files (`CONFIG_PROC_CHILDREN`) gets the scan.
-fn group_members(pane: u32, group: u32) -> Vec<String> {
+fn group_members(pane: u32, group: u32) -> Vec<(u32, String)> {
     let member = |pid: u32| {
         procfs::stat(pid)
             .is_some_and(|stat| !stat.has_exited() && u32::try_from(stat.pgrp).ok() == Some(group))
@@ -109,7 +123,9 @@ fn group_members(pane: u32, group: u32) -> Vec<String> {
         }
     };
     pids.sort_unstable();
-    pids.into_iter().filter_map(procfs::comm).collect()
+    pids.into_iter()
+        .filter_map(|pid| Some((pid, procfs::comm(pid)?)))
+        .collect()
 }
 
 /// Whether tmux shows the pane's alternate screen.

@@ -165,3 +165,63 @@ async fn a_pager_behind_a_live_parent_is_full_screen() {
     })
     .await;
 }
+
+/// A known name in the foreground group whose output is not the terminal
+/// is a shell's own background work, not a pager: fish at its first start
+/// runs `man` into a pipe so (`fish_update_completions`, in its group),
+/// and text for the shell was refused as typed into `man`. The same name
+/// writing to the terminal is still in front.
+#[tokio::test]
+async fn a_known_name_in_front_counts_only_where_it_writes_to_the_terminal() {
+    crate::support::within(async {
+        let env = Env::with_shell(RegistryConfig::default(), "/bin/bash").await;
+        // `sleep` under a pager's name.
+        let man = env.dir.path().join("man");
+        std::fs::copy("/bin/sleep", &man).unwrap();
+        env.spawn(SpawnSpec::new().name("t")).await;
+        // No job control: the background job stays in the shell's group,
+        // the terminal's foreground group.
+        let quiet = send(
+            &env,
+            &format!("set +m; {} 300 >/dev/null & echo started", man.display()),
+            &[],
+            true,
+        )
+        .await;
+        assert_eq!(quiet.wait_reason, WaitReason::Command, "{quiet:?}");
+        let typed = send(&env, "echo fine-$((40+2))", &[], true).await;
+        assert_eq!(typed.wait_reason, WaitReason::Command, "{typed:?}");
+        assert!(typed.not_typed_reason.is_none(), "{typed:?}");
+        assert!(typed.output.contains("fine-42"), "{typed:?}");
+        // In front and on the terminal: refused as before. Started with
+        // no wait (it never goes quiet), then looked for as it runs.
+        let start = SendRequest {
+            text: bytes::Bytes::from(format!("{} 300", man.display())),
+            submit: true,
+            wait: WaitFor::None,
+            timeout: Some(WAIT),
+            ..SendRequest::default()
+        };
+        let sending = env.registry.owner(&env.owner).send("t", start);
+        sending.await.unwrap().result().await.unwrap();
+        crate::support::poll("man on the terminal", WAIT, || async {
+            std::fs::read_dir("/proc")
+                .ok()?
+                .flatten()
+                .find_map(|entry| {
+                    let dir = entry.path();
+                    let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+                    let out = std::fs::read_link(dir.join("fd/1")).ok()?;
+                    (comm.trim() == "man" && out.starts_with("/dev/pts")).then_some(())
+                })
+        })
+        .await;
+        let refused = send(&env, "echo not-typed", &[], true).await;
+        assert_eq!(refused.wait_reason, WaitReason::FullScreen, "{refused:?}");
+        assert_eq!(refused.foreground_command.as_deref(), Some("man"));
+        let _ = send(&env, "", &["C-c"], false).await;
+        let _ = send(&env, "kill %1", &[], true).await;
+        env.finish().await;
+    })
+    .await;
+}
