@@ -101,20 +101,10 @@ fn main() -> ExitCode {
     // resident for as long as its pane, one per terminal.
     let mut args = std::env::args_os().skip(1);
     let first = args.next();
-    // The exit handshake's wrapper, likewise: where no relay binary is
-    // installed beside this one, this binary is the relay and the wrapper.
-    if first
-        .as_ref()
-        .is_some_and(|a| a == tmux_engine::tmux::WRAPPER_ARG)
-    {
-        tmux_engine::tmux::exit_wrapper(args);
-    }
-    if first
-        .as_ref()
-        .is_some_and(|a| a == tmux_engine::tmux::WITH_PARENT_ARG)
-    {
-        tmux_engine::tmux::with_parent(args);
-    }
+    // The relay executable's other modes (the exit handshake's wrapper,
+    // `__with-parent`), likewise: where no relay binary is installed
+    // beside this one, this binary is the relay executable.
+    let mut args = tmux_engine::tmux::helper_mode(first.as_deref(), args);
     if first.is_some_and(|a| a == tmux_engine::tmux::RELAY_ARG) {
         let dir = args.next().unwrap_or_default();
         let joined = args.next().is_some_and(|a| a == "joined");

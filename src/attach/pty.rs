@@ -186,12 +186,7 @@ pub(crate) async fn open(
 
     let mut command = tokio::process::Command::new("setsid");
     command.arg("--ctty").arg(base.get_program()).args(&argv);
-    for (key, value) in base.get_envs() {
-        match value {
-            Some(value) => command.env(key, value),
-            None => command.env_remove(key),
-        };
-    }
+    crate::tmux::process::copy_env(&base, &mut command);
     // The client always advertises what a viewer renders, never the
     // engine's ambient TERM (a headless host's `dumb` broke rendering).
     command

@@ -15,18 +15,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
     let first = args.next();
-    if first
-        .as_ref()
-        .is_some_and(|a| a == tmux_engine::tmux::WRAPPER_ARG)
-    {
-        tmux_engine::tmux::exit_wrapper(args);
-    }
-    if first
-        .as_ref()
-        .is_some_and(|a| a == tmux_engine::tmux::WITH_PARENT_ARG)
-    {
-        tmux_engine::tmux::with_parent(args);
-    }
+    let mut args = tmux_engine::tmux::helper_mode(first.as_deref(), args);
     if first.is_none_or(|a| a != tmux_engine::tmux::RELAY_ARG) {
         eprintln!(
             "tmux-engine-relay: run by tmux's pipe-pane as `tmux-engine-relay {} DIR [joined]`",

@@ -146,6 +146,11 @@ impl FileLock {
     }
 }
 
+/// The file of name lock `bucket` (below [`NAME_LOCKS`]).
+fn name_lock_file(bucket: u64) -> String {
+    format!("name-{bucket:03x}.lock")
+}
+
 /// The stamp of a name lock file (0 when it has none, or a torn one: a
 /// value no process leaves).
 fn read_stamp(file: &File) -> std::io::Result<u64> {
@@ -198,7 +203,7 @@ impl StateDir {
             .chain([0])
             .chain(name.bytes())
             .collect::<Vec<u8>>();
-        format!("name-{:03x}.lock", fnv1a(bytes) % NAME_LOCKS)
+        name_lock_file(fnv1a(bytes) % NAME_LOCKS)
     }
 
     /// The even stamps of every name lock file, by file name (a file not
@@ -208,7 +213,7 @@ impl StateDir {
     pub(crate) fn name_stamps(&self) -> Vec<(String, u64)> {
         (0..NAME_LOCKS)
             .filter_map(|bucket| {
-                let name = format!("name-{bucket:03x}.lock");
+                let name = name_lock_file(bucket);
                 let stamp = match File::open(self.lock_path(&name)) {
                     Ok(file) => read_stamp(&file).ok()?,
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => 0,

@@ -69,9 +69,9 @@ pub(crate) enum Starter {
     /// As it is.
     Plain,
     /// Killed by the kernel should this process end while it runs
-    /// ([`with_parent`]), where the relay executable is known and a link
-    /// takes its place at once ([`hand_over`]): what a server that must
-    /// die with the engine needs (the warm pool's).
+    /// ([`with_parent`]), where the relay executable is known and another
+    /// client takes its place at once ([`hand_over`]): what a server that
+    /// must die with the engine needs (the warm pool's).
     DiesWithEngine,
 }
 

@@ -165,8 +165,9 @@ pub(crate) fn program_pid(pane_pid: u32) -> Option<u32> {
     }
 }
 
-/// How long [`started`] waits for a wrapper to start its program.
-const START_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long [`started`] waits for a wrapper to start its program (and
+/// a launch for its launcher to let the fifo go, `launcher.rs`).
+pub(super) const START_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long [`started`] looks finely: a wrapper that is not running its
 /// program by then is slow (a loaded machine), and a coarser look costs it

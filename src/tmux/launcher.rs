@@ -44,7 +44,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use super::exit_handshake::{LAUNCH, WRAPPER_HEAD, WRAPPER_TAIL, wrapper_words, write_line};
+use super::exit_handshake::{
+    LAUNCH, START_WAIT, WRAPPER_HEAD, WRAPPER_TAIL, wrapper_words, write_line,
+};
 use crate::{Error, Result};
 
 /// The fifo the launcher waits on, in the server directory.
@@ -300,8 +302,9 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, file: &LaunchFile) -> Resu
     }
 }
 
-/// Writes `spec` through the launch fifo at `path` to a launcher waiting
-/// in its `open`, which reads to the end (the close of this one writer).
+/// Writes `spec` and the NUL that makes its end a [`SPEC_END`] through
+/// the launch fifo at `path` to a launcher waiting in its `open`, which
+/// reads up to that end.
 /// Opened non-blocking, so no reader is `ENXIO` at once; then blocking: a
 /// spec past the pipe's room (64 KiB of environment) waits for the
 /// launcher's reads, which follow at once, and a launcher gone meanwhile
@@ -316,10 +319,6 @@ fn write_spec(path: &Path, spec: &[u8]) -> std::io::Result<std::fs::File> {
     fifo.write_all(&[spec, &SPEC_END[1..]].concat())?;
     Ok(fifo)
 }
-
-/// How long [`launch`] waits for a launcher to let its fifo go, as
-/// [`started`](super::exit_handshake::started) waits for a program.
-const START_WAIT: Duration = Duration::from_secs(5);
 
 /// Waits until the launch fifo's other end, `fifo` written, has no reader
 /// left (the kernel flags a pipe's writer `EPOLLERR` then), at most

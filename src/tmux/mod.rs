@@ -83,3 +83,19 @@ pub use server::{DIR_PREFIX, FirstPane, MAX_SOCKET_PATH, Server};
 pub use version::{MIN_VERSION, TMUX_ENV, Tmux, Version};
 pub use watch::Watch;
 pub use with_parent::{WITH_PARENT_ARG, with_parent};
+
+/// Runs the helper mode the relay executable's first argument `first`
+/// names, and never returns then: the exit handshake's wrapper
+/// ([`WRAPPER_ARG`]) or a process bound to its parent
+/// ([`WITH_PARENT_ARG`]). Gives `args` (the rest) back for any other.
+/// Both binaries that can be the relay executable call it first.
+pub fn helper_mode<I: Iterator<Item = std::ffi::OsString>>(
+    first: Option<&std::ffi::OsStr>,
+    args: I,
+) -> I {
+    match first.and_then(std::ffi::OsStr::to_str) {
+        Some(WRAPPER_ARG) => exit_wrapper(args),
+        Some(WITH_PARENT_ARG) => with_parent(args),
+        _ => args,
+    }
+}

@@ -6,7 +6,8 @@
 //! A dead daemon stays a zombie until its new parent reaps it, and some
 //! container init processes reap late or never; so on Linux a zombie counts
 //! as dead (read from `/proc`), where `kill(pid, 0)` alone would say alive.
-//! No `unsafe`: signals go through rustix.
+//! No `unsafe`: signals go through rustix. Also the environment of a
+//! command run through another program (`copy_env`).
 //!
 //! Every function takes a [`ProcessId`] (a bare `u32` converts): with a
 //! start time recorded, a pid that a new process took is treated as gone,
@@ -22,6 +23,18 @@ pub use super::procfs::ProcessId;
 /// How often the polling waits look again (the blocking one, and the async
 /// one where pidfds are unavailable).
 const POLL: Duration = Duration::from_millis(10);
+
+/// Gives `to` the environment `from` was set up with: each variable set,
+/// each removal. What a command run through another program (`setsid`,
+/// the relay's `__with-parent`) needs of the one it wraps.
+pub(crate) fn copy_env(from: &std::process::Command, to: &mut tokio::process::Command) {
+    for (key, value) in from.get_envs() {
+        match value {
+            Some(value) => to.env(key, value),
+            None => to.env_remove(key),
+        };
+    }
+}
 
 fn pid(raw: u32) -> Option<Pid> {
     i32::try_from(raw).ok().and_then(Pid::from_raw)

@@ -164,7 +164,7 @@ pub fn stat(pid: u32) -> Option<Stat> {
 /// (`/proc/PID/task/PID/children`: a thread's own, so a multithreaded
 /// process's other threads' children are not among them); `None` when
 /// it is gone or the kernel keeps no such file.
-pub(crate) fn children(pid: u32) -> Option<Vec<u32>> {
+pub fn children(pid: u32) -> Option<Vec<u32>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
     Some(
         text.split_ascii_whitespace()

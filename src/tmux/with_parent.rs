@@ -41,12 +41,7 @@ pub(crate) fn wrap(command: &tokio::process::Command, relay: &Path) -> tokio::pr
         .arg(std::process::id().to_string())
         .arg(inner.get_program())
         .args(inner.get_args());
-    for (key, value) in inner.get_envs() {
-        match value {
-            Some(value) => wrapped.env(key, value),
-            None => wrapped.env_remove(key),
-        };
-    }
+    super::process::copy_env(inner, &mut wrapped);
     if let Some(dir) = inner.get_current_dir() {
         wrapped.current_dir(dir);
     }

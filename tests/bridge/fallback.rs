@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Served, WAIT};
-use crate::cli::{Cli, server_pid, sockets};
+use crate::cli::{Cli, display, sockets};
 use crate::support::poll;
 
 /// The control clients attached to the server on `socket`, as `pid` list
@@ -34,15 +34,7 @@ async fn socket_of(served: &Served, name: &str) -> PathBuf {
     let id = shown["id"].as_str().expect("an id").to_owned();
     sockets(&served.cli.runtime())
         .into_iter()
-        .find(|socket| {
-            server_pid(socket).is_some()
-                && std::process::Command::new("tmux")
-                    .arg("-S")
-                    .arg(socket)
-                    .args(["display-message", "-p", "#{@tmux-engine-id}"])
-                    .output()
-                    .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == id)
-        })
+        .find(|socket| display(socket, "#{@tmux-engine-id}").as_deref() == Some(id.as_str()))
         .unwrap_or_else(|| panic!("no server of {name} ({id})"))
 }
 

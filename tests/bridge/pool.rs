@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::{Served, WAIT};
-use crate::cli::{Cli, server_pid, sockets};
+use crate::cli::{Cli, display, server_pid, sockets};
 use crate::support::poll;
 
 /// The pids of the live tmux servers under `runtime`.
@@ -59,13 +59,7 @@ fn pooled_servers(runtime: &Path) -> Vec<std::path::PathBuf> {
     sockets(runtime)
         .into_iter()
         .filter(|socket| {
-            std::process::Command::new("tmux")
-                .arg("-S")
-                .arg(socket)
-                .args(["display-message", "-p", "#{@tmux-engine-id}"])
-                .stderr(std::process::Stdio::null())
-                .output()
-                .is_ok_and(|out| out.stdout.starts_with(b"t-0-0000000000000000"))
+            display(socket, "#{@tmux-engine-id}").as_deref() == Some("t-0-0000000000000000")
         })
         .collect()
 }

@@ -179,14 +179,21 @@ pub(crate) fn processes_where(mut keep: impl FnMut(&[u8]) -> bool) -> Vec<u32> {
 
 /// The pid of the server answering on `socket`, `None` when none does.
 pub(crate) fn server_pid(socket: &Path) -> Option<u32> {
+    display(socket, "#{pid}")?.parse().ok()
+}
+
+/// `format` as the server answering on `socket` expands it
+/// (`display-message -p`), trimmed; `None` when no server answers.
+pub(crate) fn display(socket: &Path, format: &str) -> Option<String> {
     let out = Command::new("tmux")
         .arg("-S")
         .arg(socket)
-        .args(["display-message", "-p", "#{pid}"])
+        .args(["display-message", "-p", format])
         .stderr(Stdio::null())
         .output()
         .ok()?;
-    String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    out.status.success().then_some(())?;
+    Some(String::from_utf8(out.stdout).ok()?.trim().to_owned())
 }
 
 /// Kills the servers of a [`Cli`]'s runtime directory when dropped.

@@ -233,16 +233,6 @@ fn open_fifo(dir: &std::path::Path) -> std::fs::File {
     }
 }
 
-/// The launcher's one child, if it has one.
-fn child_of(pid: u32) -> Option<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// The relay's launcher reads its spec from the launch fifo up to its end
 /// (a second NUL; the engine's end stays open) and lets the fifo go once
 /// its program runs, so the engine learns that from the fifo (`POLLERR` on
@@ -273,7 +263,7 @@ fn the_relays_launcher_takes_its_spec_through_the_fifo_and_lets_go_once_its_prog
     // child. Not its name: one run in six under load read it before the
     // kernel had renamed the child in its `exec`.
     assert!(
-        child_of(launcher.0.id()).is_some(),
+        tmux_engine::tmux::procfs::children(launcher.0.id()).is_some_and(|kids| !kids.is_empty()),
         "the program runs once the fifo is let go"
     );
     drop(launcher.0.stdin.take());

@@ -14,7 +14,10 @@ use tmux_engine::registry::{
     SpawnSpec, TerminalRecord, TerminalStatus,
 };
 
-use super::{backend_error, cancel_spawn_task, failure, owner, settled, spawn_task, within};
+use super::{
+    backend_error, cancel_spawn_task, failure, owner, settled, spawn_error, spawn_task, spawned,
+    within,
+};
 
 /// A temporary directory of mode 0700: a state directory must be private
 /// (`tempfile` makes 0755 ones).
@@ -343,28 +346,16 @@ async fn a_name_another_registry_took_since_is_taken() {
     // The second checks both names (and learns their stamps), then lets
     // them go.
     for name in ["spawned", "renamed"] {
-        second
-            .owner(&owner)
-            .spawn(SpawnSpec::new().name(name))
-            .await
-            .unwrap();
+        spawned(&second, &owner, SpawnSpec::new().name(name)).await;
         assert!(second.owner(&owner).kill(name).await.unwrap());
     }
     // The first spawns one name, and renames another terminal to the other;
     // it also spawns a name the second never checked (whose stamp the
     // second learnt at its second rescan).
     for name in ["spawned", "learnt"] {
-        first
-            .owner(&owner)
-            .spawn(SpawnSpec::new().name(name))
-            .await
-            .unwrap();
+        spawned(&first, &owner, SpawnSpec::new().name(name)).await;
     }
-    first
-        .owner(&owner)
-        .spawn(SpawnSpec::new().name("elsewhere"))
-        .await
-        .unwrap();
+    spawned(&first, &owner, SpawnSpec::new().name("elsewhere")).await;
     first
         .owner(&owner)
         .rename("elsewhere", "renamed")
@@ -372,21 +363,12 @@ async fn a_name_another_registry_took_since_is_taken() {
         .unwrap();
     // The rename first: the spawn's rescan would bring it in too.
     for name in ["renamed", "learnt", "spawned"] {
-        let error = failure(
-            second
-                .owner(&owner)
-                .spawn(SpawnSpec::new().name(name))
-                .await,
-        );
+        let error = spawn_error(&second, &owner, SpawnSpec::new().name(name)).await;
         assert_eq!(error.code(), "DUPLICATE_NAME", "{name}");
     }
     // Killed by the first: free for the second, which had seen it taken.
     assert!(first.owner(&owner).kill("spawned").await.unwrap());
-    second
-        .owner(&owner)
-        .spawn(SpawnSpec::new().name("spawned"))
-        .await
-        .unwrap();
+    spawned(&second, &owner, SpawnSpec::new().name("spawned")).await;
 }
 
 #[tokio::test]
