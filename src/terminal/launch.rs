@@ -15,7 +15,7 @@ use crate::control::PaneId;
 use crate::control::client::{ClientOptions, ControlClient, PaneStream};
 use crate::control::subscribe::SubscribeOptions;
 use crate::tmux::command::TmuxCommand;
-use crate::tmux::exit_handshake::wrapper_executable;
+use crate::tmux::exit_handshake::{StartSignal, wrapper_executable};
 use crate::tmux::relay::RelayListener;
 use crate::tmux::server::{FirstPane, Server};
 use crate::tmux::{ServerOptions, Tmux, with_parent};
@@ -117,6 +117,12 @@ pub(crate) async fn launch_as(
         short_lived: handed_over,
         ..client_opts.clone()
     };
+    // Open before tmux runs the pane: its wrapper tells the start through it.
+    let start_signal = (!server.launcher()
+        && server.exit_handshake()
+        && wrapper_executable(relay_executable.as_deref()).is_some())
+    .then(|| StartSignal::open(server.dir()))
+    .flatten();
     let (client, streams) =
         ControlClient::spawn_subscribed(command, starter_opts, &[(pane, subscribe)]).await?;
     let (client, mut streams) = if handed_over {
@@ -153,7 +159,7 @@ pub(crate) async fn launch_as(
     if server.launcher() {
         crate::tmux::exit_handshake::exec_seen(pane_pid).await;
     } else if server.exit_handshake() {
-        crate::tmux::exit_handshake::started(pane_pid).await;
+        crate::tmux::exit_handshake::started_signalled(pane_pid, start_signal).await;
     }
     server.set_started(
         pid,

@@ -195,6 +195,88 @@ pub(crate) async fn started(pane_pid: u32) {
     poll_until(pane_pid, |wrapped| matches!(wrapped, Wrapped::Running(_))).await;
 }
 
+/// The engine's end of a relay wrapper's word that its program runs: the
+/// server's [`FIFO`] opened for reading before tmux runs the pane. The
+/// relay wrapper (`RUN` mode, [`super::exit_wrapper`]) opens the fifo for
+/// writing as it starts and closes it once its program has run `exec`; the
+/// last writer gone is `EPOLLHUP` here (Linux reports it on a fifo only
+/// after a writer came and went), so a new terminal's connect learns of
+/// the start without the fine look in `/proc` of [`started`] (up to 200
+/// looks and as many thread wake-ups, each on a loaded machine: the
+/// largest share of serve's own CPU of a fresh spawn after the kill).
+///
+/// Held only until the start: while it is open, a line written to the
+/// fifo finds a reader although no wrapper waits (see [`acknowledge`]),
+/// and stays there for the wrapper's handshake, which then ends at once.
+/// Only a program that prints [`MARKER`] itself in its first milliseconds
+/// gets that far.
+#[derive(Debug)]
+pub(crate) struct StartSignal(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>);
+
+impl StartSignal {
+    /// Opens the fifo of the server in `dir` (made by then) for reading;
+    /// `None` when it cannot be (no fifo, no runtime with I/O): the
+    /// caller's [`started_signalled`] then looks in `/proc` as before.
+    pub(crate) fn open(dir: &Path) -> Option<StartSignal> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            dir.join(FIFO),
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let interest = tokio::io::Interest::READABLE;
+        // Deprecated as unsound when the caller may close the fd while it
+        // is registered: the `OwnedFd` moves in, so nothing else can.
+        #[allow(deprecated)]
+        let fd = tokio::io::unix::AsyncFd::with_interest(fd, interest).ok()?;
+        Some(StartSignal(fd))
+    }
+
+    /// Resolves once a writer came and went; never on an error (the
+    /// caller's coarse look stands in).
+    async fn hung_up(&self) {
+        loop {
+            let Ok(mut guard) = self.0.readable().await else {
+                return std::future::pending().await;
+            };
+            if guard.ready().is_read_closed() {
+                return;
+            }
+            // Readable without a hang-up: a stray line (see the type's
+            // doc), left for the wrapper's handshake.
+            guard.clear_ready();
+        }
+    }
+}
+
+/// [`started`], told by the wrapper through `signal` when there is one
+/// (see [`StartSignal`]): returns when the fifo's writer has gone (the
+/// program has run `exec`, or failed to), or when a look in `/proc` that
+/// backs off from [`SIGNALLED_LOOK`] finds it running or the pane gone (a
+/// wrapper of an older engine that tells nothing, a pane that died before
+/// its wrapper ran), or after [`START_WAIT`].
+pub(crate) async fn started_signalled(pane_pid: u32, signal: Option<StartSignal>) {
+    let Some(signal) = signal else {
+        return started(pane_pid).await;
+    };
+    let ready = move || {
+        matches!(wrapped(pane_pid), Wrapped::Running(_)) || !super::process::is_alive(pane_pid)
+    };
+    if ready() {
+        return;
+    }
+    tokio::select! {
+        () = signal.hung_up() => {}
+        () = back_off(std::time::Instant::now(), SIGNALLED_LOOK, ready) => {}
+    }
+}
+
+/// The first pause of [`started_signalled`]'s look in `/proc`: longer than
+/// a wrapper usually takes to run its program, so a told start costs no
+/// look at all.
+const SIGNALLED_LOOK: std::time::Duration = std::time::Duration::from_millis(4);
+
 /// Waits as [`started`] does until the pane `pane_pid` runs the wrapper
 /// at all, its program or none: a pooled pane's launcher
 /// ([`super::launcher`]) waits for its program from then on.
@@ -223,10 +305,22 @@ async fn poll_until(pane_pid: u32, done: fn(Wrapped) -> bool) {
     if matches!(fine, Ok(true)) {
         return;
     }
+    back_off(begun, std::time::Duration::from_millis(1), ready).await;
+}
+
+/// Looks until `ready`, first after `pause`, the pause doubling up to
+/// 20 ms, until [`START_WAIT`] from `begun`.
+async fn back_off(
+    begun: std::time::Instant,
+    mut pause: std::time::Duration,
+    ready: impl Fn() -> bool,
+) {
     let deadline = tokio::time::Instant::from_std(begun) + START_WAIT;
-    let mut pause = std::time::Duration::from_millis(1);
-    while !ready() && tokio::time::Instant::now() + pause < deadline {
+    while tokio::time::Instant::now() + pause < deadline {
         tokio::time::sleep(pause).await;
+        if ready() {
+            return;
+        }
         pause = (pause * 2).min(std::time::Duration::from_millis(20));
     }
 }

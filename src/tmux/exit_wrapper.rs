@@ -63,7 +63,8 @@ pub fn exit_wrapper(args: impl Iterator<Item = OsString>) -> ! {
     let status = match mode.as_ref().and_then(|mode| mode.to_str()) {
         Some(RUN) => {
             shield(&ended);
-            run(Launch::words(args.collect()), None)
+            let told = dir.as_deref().and_then(start_signal);
+            run(Launch::words(args.collect()), told)
         }
         Some(LAUNCH) => {
             let Some((launch, fifo)) = dir.as_deref().and_then(wait_launch) else {
@@ -126,10 +127,25 @@ fn shield(ended: &Arc<AtomicBool>) {
     }
 }
 
+/// The handshake's fifo in `dir` open for writing, when the engine holds
+/// it open for reading to learn of the program's start
+/// ([`StartSignal`](super::exit_handshake::StartSignal)); `None` (`ENXIO`)
+/// when nobody does, as for a restart or a library's terminal.
+fn start_signal(dir: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(dir.join(FIFO))
+        .ok()
+}
+
 /// Runs `launch`'s program and waits for it. `fifo`, the launch fifo the
-/// spec came through, is let go once the program runs (or failed to
-/// start): the engine, waiting for its last reader to close, learns so
-/// without looking in `/proc` (the child's copy closes at its `exec`).
+/// spec came through or the handshake's fifo the engine reads
+/// ([`start_signal`]), is let go once the program runs (or failed to
+/// start): the engine, waiting for its last reader or writer to close,
+/// learns so without looking in `/proc` (the child's copy closes at its
+/// `exec`).
 fn run(launch: Launch, fifo: Option<std::fs::File>) -> Status {
     let Some((program, words)) = launch.words.split_first() else {
         return Status::Code(0);

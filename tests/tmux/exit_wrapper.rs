@@ -212,13 +212,18 @@ fn start_launcher(dir: &std::path::Path) -> Launcher {
 
 /// Opens `dir`'s launch fifo to write once the launcher reads it.
 fn open_fifo(dir: &std::path::Path) -> std::fs::File {
+    open_fifo_named(dir, "launch.fifo")
+}
+
+/// Opens the fifo `name` in `dir` to write once somebody reads it.
+fn open_fifo_named(dir: &std::path::Path, name: &str) -> std::fs::File {
     use std::os::unix::fs::OpenOptionsExt;
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         match std::fs::OpenOptions::new()
             .write(true)
             .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(dir.join("launch.fifo"))
+            .open(dir.join(name))
         {
             Ok(fifo) => return fifo,
             Err(error) if std::time::Instant::now() < deadline => {
@@ -280,4 +285,82 @@ fn the_relays_launcher_takes_its_spec_through_the_fifo_and_lets_go_once_its_prog
     drop(launcher.0.stdin.take());
     let status = launcher.0.wait().expect("the launcher ends");
     assert_eq!(status.code(), Some(5));
+}
+
+/// The relay's wrapper in `run` mode tells its program's start through the
+/// handshake's fifo when the engine holds it open for reading (a new
+/// terminal's connect: `exit_handshake::StartSignal`): the fifo's writer
+/// comes and goes (`POLLHUP` on the engine's end) once the program has run
+/// `exec`, so the engine needs no look in `/proc`. With nobody reading, the
+/// wrapper runs its program as ever. A wrapper that told nothing fails the
+/// first wait; one that let go before its program ran fails the look after.
+#[test]
+fn the_relays_wrapper_tells_its_programs_start_through_the_fifo() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = crate::support::test_dir();
+    let fifo_path = dir.path().join("exit.fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo_path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("making the exit fifo");
+    let wrapper = |script: &str| {
+        std::process::Command::new(relay())
+            .args(["__exit-wrapper", "run", "tmux-engine-exit", "/bin/sh", "-c"])
+            .arg(script)
+            .env("TMUX", format!("{}/tmux.sock,1,0", dir.path().display()))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .map(Launcher)
+            .expect("starting the wrapper")
+    };
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo_path)
+        .expect("opening the fifo to read");
+    let mut running = wrapper("read -r _; exit 6");
+    let mut polled = [rustix::event::PollFd::new(
+        &reader,
+        rustix::event::PollFlags::IN,
+    )];
+    let timeout = rustix::event::Timespec {
+        tv_sec: WAIT.as_secs() as i64,
+        tv_nsec: 0,
+    };
+    let ready = rustix::event::poll(&mut polled, Some(&timeout)).expect("polling the fifo");
+    assert_eq!(ready, 1, "the wrapper told nothing");
+    assert!(polled[0].revents().contains(rustix::event::PollFlags::HUP));
+    // Its child has run `exec` by then: no longer the wrapper's image.
+    let child = tmux_engine::tmux::procfs::children(running.0.id())
+        .and_then(|kids| kids.first().copied())
+        .expect("the program runs once the fifo is let go");
+    let exe = std::fs::read_link(format!("/proc/{child}/exe")).expect("the program's exe");
+    assert_ne!(
+        exe,
+        relay(),
+        "the fifo was let go before the program's exec"
+    );
+    drop(reader);
+    drop(running.0.stdin.take());
+    acknowledge(dir.path());
+    assert_eq!(running.0.wait().expect("the wrapper ends").code(), Some(6));
+
+    // Nobody reading: the open fails (ENXIO) and the program runs anyway.
+    let mut alone = wrapper("exit 5");
+    acknowledge(dir.path());
+    assert_eq!(alone.0.wait().expect("the wrapper ends").code(), Some(5));
+}
+
+/// The engine's acknowledgement, once the wrapper in `dir` waits for it
+/// (its program ended: it reads the exit fifo).
+fn acknowledge(dir: &std::path::Path) {
+    use std::io::Write;
+    open_fifo_named(dir, "exit.fifo")
+        .write_all(b"\n")
+        .expect("acknowledging");
 }
