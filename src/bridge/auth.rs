@@ -3,7 +3,7 @@
 //! (`Authorization: Bearer`, or on a WebSocket the `bearer.` subprotocol
 //! beside `tmux-engine`), and constant-time comparison. No cookie and no
 //! `?token=`: a cookie reaches every port of the host, a URL is kept in
-//! histories and logs. Sessions are `signin.rs`'s; no routing, no
+//! histories and logs. Sessions are `signin/`'s; no routing, no
 //! registry calls, and no origin or host policy here (`guard.rs`).
 
 use axum::http::HeaderMap;
@@ -163,7 +163,7 @@ impl Auth {
     }
 
     /// The principal of a token (never a session: those are
-    /// `signin.rs`'s), or `None`. Under [`Auth::Open`] every request is
+    /// `signin/`'s), or `None`. Under [`Auth::Open`] every request is
     /// the open principal.
     pub(crate) fn token_principal(&self, presented: Option<&str>) -> Option<Principal> {
         match self {

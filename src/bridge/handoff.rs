@@ -1,5 +1,5 @@
 //! What a draining serve hands the next serve on the same state
-//! directory: the sign-in links and sessions (`signin.rs`), so that a
+//! directory: the sign-in links and sessions (`signin/`), so that a
 //! page open across a restart reconnects signed in (the close code 1012
 //! told it to) instead of being signed out. One file,
 //! `STATE/serve-handoff.json`, written 0600 and renamed into place as

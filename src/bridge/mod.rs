@@ -8,7 +8,7 @@
 //! | `guard.rs`  | the front door: allowed hosts, origins, body types     |
 //! | `auth.rs`   | tokens, the Bearer carriers, constant-time compare     |
 //! | `files.rs`  | files in and out of a terminal's working directory     |
-//! | `signin.rs` | one-time sign-in codes, sessions, links               |
+//! | `signin/`   | one-time sign-in codes, sessions, links; their routes  |
 //! | `scope.rs`  | a share link's holder: one terminal only              |
 //! | `api.rs`    | the JSON routes and the error-to-status mapping        |
 //! | `openapi.rs`| the one route table: the router and its OpenAPI 3.1    |

@@ -71,7 +71,7 @@ const CSP: &str = "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; \
                    form-action 'none'; frame-ancestors 'none'";
 
 /// `GET /` and `GET /assets/{name}`: public, since they hold no secret
-/// and the page itself signs in (`signin.rs`); everything it shows comes
+/// and the page itself signs in (`signin/`); everything it shows comes
 /// from the authenticated API.
 pub fn routes() -> Router<AppState> {
     Router::new()

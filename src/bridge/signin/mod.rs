@@ -8,25 +8,26 @@
 //! Every lookup compares against every entry in constant time (as
 //! `auth.rs` does for tokens), and both lists are bounded per owner: at
 //! most [`MAX_LINKS`] live links (minting more is refused) and
-//! [`MAX_SESSIONS`] sessions (that owner's oldest is signed out). No routing here
-//! beyond the four handlers of `/api/sign-in`, `/api/session` and `/api/links`.
+//! [`MAX_SESSIONS`] sessions (that owner's oldest is signed out). This file
+//! is the store, with no HTTP in it; the handlers of `/api/sign-in`,
+//! `/api/session` and `/api/links` are `routes.rs`, and what a draining
+//! serve hands the next is `carry.rs`.
+
+mod carry;
+mod routes;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use subtle::ConstantTimeEq;
 
-use super::AppState;
-use super::api::ApiError;
 use super::auth::{Principal, generate_token};
 use crate::Error;
+
+pub(crate) use carry::Carried;
+pub(crate) use routes::{LinkRequest, SessionAnswer, SessionRequest};
+pub(super) use routes::{json_body, links, mint, revoke, sign_in, sign_out, whoami};
 
 /// How long a sign-in code works unless told otherwise.
 pub(crate) const DEFAULT_CODE_LIFETIME: Duration = Duration::from_secs(600);
@@ -381,123 +382,6 @@ impl SignIns {
     }
 }
 
-/// The links and sessions one serve hands the next on the same state
-/// directory when it drains (`handoff.rs`): instants as seconds left.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub(crate) struct Carried {
-    links: Vec<CarriedLink>,
-    sessions: Vec<CarriedSession>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct CarriedLink {
-    id: String,
-    terminal: Option<String>,
-    ends_in: Option<u64>,
-    code: Option<String>,
-    owner: crate::registry::OwnerId,
-    read_only: bool,
-    expires_in: u64,
-    expires_at: u64,
-    created_at: u64,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct CarriedSession {
-    secret: String,
-    owner: crate::registry::OwnerId,
-    read_only: bool,
-    terminal: Option<String>,
-    ends_in: Option<u64>,
-    link: String,
-}
-
-impl SignIns {
-    /// Everything still live, to carry to the next serve.
-    pub(crate) fn carry(&self) -> Carried {
-        let now = Instant::now();
-        let mut inner = self.lock();
-        inner.prune(now);
-        let left = |at: Instant| at.saturating_duration_since(now).as_secs();
-        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-        Carried {
-            links: inner
-                .links
-                .iter()
-                .map(|link| CarriedLink {
-                    id: link.id.clone(),
-                    terminal: link.terminal.clone(),
-                    ends_in: link.ends.map(left),
-                    code: link.code.as_deref().map(text),
-                    owner: link.principal.owner.clone(),
-                    read_only: link.principal.read_only,
-                    expires_in: left(link.expires),
-                    expires_at: link.expires_at,
-                    created_at: link.created_at,
-                })
-                .collect(),
-            sessions: inner
-                .sessions
-                .iter()
-                .map(|session| CarriedSession {
-                    secret: text(&session.secret),
-                    owner: session.principal.owner.clone(),
-                    read_only: session.principal.read_only,
-                    terminal: session.terminal.clone(),
-                    ends_in: session.ends.map(left),
-                    link: session.link.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// Takes over what a previous serve carried, within the per-owner
-    /// bounds (the oldest beyond them are dropped): how many sessions
-    /// came over.
-    pub(crate) fn take_over(&self, carried: Carried) -> usize {
-        let now = Instant::now();
-        let at = |secs: u64| now + Duration::from_secs(secs);
-        let mut inner = self.lock();
-        for link in carried.links {
-            inner.links.push(Link {
-                id: link.id,
-                terminal: link.terminal,
-                ends: link.ends_in.map(at),
-                code: link.code.map(String::into_bytes),
-                principal: Principal {
-                    owner: link.owner,
-                    read_only: link.read_only,
-                },
-                // Who minted it is not carried: a read-only link counts
-                // against read-only callers, where it may have come from.
-                by_read_only: link.read_only,
-                // The files grant is not carried: a handed-over link moves
-                // no files (the safe side) until minted again.
-                files: false,
-                expires: at(link.expires_in),
-                expires_at: link.expires_at,
-                created_at: link.created_at,
-            });
-        }
-        for session in carried.sessions {
-            inner.sessions.push(Session {
-                secret: session.secret.into_bytes(),
-                principal: Principal {
-                    owner: session.owner,
-                    read_only: session.read_only,
-                },
-                terminal: session.terminal,
-                files: false,
-                ends: session.ends_in.map(at),
-                link: session.link,
-            });
-        }
-        inner.prune(now);
-        inner.bound();
-        inner.sessions.len()
-    }
-}
-
 impl Inner {
     /// Keeps each owner's newest [`MAX_LINKS`] links and
     /// [`MAX_SESSIONS`] sessions.
@@ -536,190 +420,6 @@ impl Inner {
             None => sessions.iter().any(|s| s.link == link.id),
         });
     }
-}
-
-/// `POST /api/sign-in {"code"}`'s body.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SessionRequest {
-    /// The one-time code of a sign-in link.
-    pub code: String,
-}
-
-/// A session: what the page keeps, and who it acts as.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub(crate) struct SessionAnswer {
-    /// The credential to send as `Authorization: Bearer` (absent from
-    /// `GET /api/session`, which only says who the caller is).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// The owner whose terminals it sees.
-    pub owner: String,
-    /// It may only look.
-    pub read_only: bool,
-    /// A share link's holder: the one terminal (its id) it may use.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub terminal: Option<String>,
-}
-
-/// `POST /api/links`'s body.
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LinkRequest {
-    /// Whoever signs in with it may only look (a read-only caller's links
-    /// always are).
-    #[serde(default)]
-    pub read_only: bool,
-    /// Seconds the code works (default 600); for a share link also how
-    /// long its holder's session lasts.
-    #[serde(default)]
-    #[schemars(range(min = 1, max = 604_800))]
-    pub expires: Option<u64>,
-    /// A share link for this one terminal (id or name): its holder sees
-    /// and touches only it.
-    #[serde(default)]
-    pub terminal: Option<String>,
-    /// A share link's holder may also move files in and out of the
-    /// terminal's working directory (`PUT`/`GET .../files`); without it
-    /// those are `403 FORBIDDEN_SCOPE`.
-    #[serde(default)]
-    pub files: bool,
-}
-
-pub(super) fn json_body<T: serde::de::DeserializeOwned + 'static>(
-    bytes: Result<Bytes, BytesRejection>,
-) -> Result<T, ApiError> {
-    let bytes = bytes.map_err(|rejection| {
-        ApiError::from(Error::InvalidInput(rejection.body_text())).with_status(rejection.status())
-    })?;
-    // The verbs' own body reading: a JSON object (serde reads a struct
-    // from an array too: `[]` would be a link request with every
-    // default), whole numbers as integers.
-    super::api::body(Ok(bytes))?.parse().map_err(ApiError::from)
-}
-
-/// A used, expired or unknown code: the page shows its sign-in notice.
-fn refused() -> ApiError {
-    ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "UNAUTHORIZED",
-        "this sign-in link was already used or has expired: ask for a new one \
-         (tmux-engine link)"
-            .to_owned(),
-    )
-}
-
-/// `POST /api/sign-in {"code"}` (no credential needed: the code is one):
-/// a new session for the code's principal, once.
-pub(super) async fn sign_in(
-    State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let SessionRequest { code } = json_body(body)?;
-    let (session, principal, terminal) = state.signins.redeem(&code).ok_or_else(refused)?;
-    let mut act = crate::audit::Act::new("sign_in", principal.owner.as_str()).via("code");
-    if let Some(terminal) = &terminal {
-        act = act.terminal(terminal);
-    }
-    state.audit(act);
-    Ok(Json(SessionAnswer {
-        session: Some(session),
-        owner: principal.owner.as_str().to_owned(),
-        read_only: principal.read_only,
-        terminal,
-    })
-    .into_response())
-}
-
-/// `GET /api/session`: who the caller is.
-pub(super) async fn whoami(
-    Extension(who): Extension<Principal>,
-    scope: Option<Extension<super::scope::Scope>>,
-) -> Response {
-    Json(SessionAnswer {
-        session: None,
-        owner: who.owner.as_str().to_owned(),
-        read_only: who.read_only,
-        terminal: scope.map(|Extension(scope)| scope.terminal),
-    })
-    .into_response()
-}
-
-/// `DELETE /api/session`: signs the presented session out (a token is
-/// not a session: nothing to end, still 200).
-pub(super) async fn sign_out(headers: HeaderMap, State(state): State<AppState>) -> Response {
-    let ended = super::auth::bearer(&headers)
-        .is_some_and(|presented| state.signins.end_session(presented.as_bytes()));
-    Json(serde_json::json!({ "signed_out": ended })).into_response()
-}
-
-/// `POST /api/links {read_only?, expires?}`: a new sign-in link for the
-/// caller's owner.
-pub(super) async fn mint(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let request: LinkRequest = json_body(body)?;
-    let lifetime = request
-        .expires
-        .map_or(DEFAULT_CODE_LIFETIME, Duration::from_secs);
-    let terminal = match &request.terminal {
-        Some(target) => Some(
-            state
-                .registry
-                .owner(&who.owner)
-                .show(target)
-                .await?
-                .id
-                .as_str()
-                .to_owned(),
-        ),
-        None => None,
-    };
-    let principal = Principal {
-        owner: who.owner,
-        read_only: who.read_only || request.read_only,
-    };
-    let owner = principal.owner.clone();
-    let minted =
-        state
-            .signins
-            .mint_for(principal, who.read_only, terminal, request.files, lifetime)?;
-    let mut act = crate::audit::Act::new("link", owner.as_str()).detail(&minted.id);
-    if let Some(terminal) = &minted.terminal {
-        act = act.terminal(terminal);
-    }
-    state.audit(act);
-    Ok((StatusCode::CREATED, Json(minted)).into_response())
-}
-
-/// `GET /api/links`: the caller's owner's links.
-pub(super) async fn links(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-) -> Response {
-    Json(state.signins.list(&who.owner)).into_response()
-}
-
-/// `DELETE /api/links/{id}`: revokes one of the owner's links and the
-/// sessions signed in through it (a read-only caller may not).
-pub(super) async fn revoke(
-    State(state): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    if who.read_only {
-        return Err(ApiError::from(Error::ReadOnly(
-            "a read-only caller cannot revoke links".to_owned(),
-        )));
-    }
-    if !state.signins.revoke(&who.owner, &id) {
-        return Err(ApiError::from(Error::InvalidInput(format!("no link {id}")))
-            .with_status(StatusCode::NOT_FOUND));
-    }
-    state.audit(crate::audit::Act::new("link_revoked", who.owner.as_str()).detail(&id));
-    Ok(Json(serde_json::json!({ "revoked": id })).into_response())
 }
 
 #[cfg(test)]
