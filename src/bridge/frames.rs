@@ -1,7 +1,7 @@
 //! The WebSocket protocol's grammar, sans IO: the attach query
 //! (`transport=..&read_only=..&since=STREAM:OFFSET&token=..`), the
 //! client's text frames, and the server's text frames. Nothing here touches
-//! a socket; `ws.rs` applies what these functions return.
+//! a socket; `ws/` applies what these functions return.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
