@@ -7,7 +7,7 @@
 //! and the MCP tools. Errors become `{"error":{"code","message"}}` with the
 //! status the protocol maps each code to. Authentication happened before
 //! (the [`Principal`] extension); this file only checks read-only. Which
-//! handler serves which path is `openapi.rs`'s table.
+//! handler serves which path is `openapi/`'s table.
 
 use axum::Extension;
 use axum::Json;

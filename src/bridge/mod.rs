@@ -11,7 +11,7 @@
 //! | `signin/`   | one-time sign-in codes, sessions, links; their routes  |
 //! | `scope.rs`  | a share link's holder: one terminal only              |
 //! | `api.rs`    | the JSON routes and the error-to-status mapping        |
-//! | `openapi.rs`| the one route table: the router and its OpenAPI 3.1    |
+//! | `openapi/`  | the one route table: the router and its OpenAPI 3.1    |
 //! | `ws/`       | the WebSocket: refusals as close codes, the pump       |
 //! | `frames.rs` | the WebSocket grammar (query, frames), sans IO         |
 //! | `page.rs`   | the embedded page and assets                           |

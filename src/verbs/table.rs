@@ -5,7 +5,7 @@
 //! differently (cancellable, detached, bounded text, progress, what it
 //! types, a share link's reach, its text for a person). The MCP tools
 //! (`mcp/tools.rs`), the HTTP routes and OpenAPI document
-//! (`bridge/openapi.rs`, `bridge/api.rs`), the share-link scope
+//! (`bridge/openapi/`, `bridge/api.rs`), the share-link scope
 //! (`bridge/scope.rs`) and the CLI (`cli/verbs.rs`) read these fields and
 //! never a verb's name, so a verb is served, described and checked the
 //! same way everywhere.
