@@ -25,27 +25,29 @@
 //! window (`follow.rs`), which survives the engine's death; a clean reboot
 //! writes the page cache out. Blocking file I/O: callers run it from
 //! `spawn_blocking`.
+//!
+//! This file opens, appends, rotates and maps streams; reading the bytes
+//! back is `read.rs`, and `meta.json`'s fields are `meta.rs`.
 
 mod follow;
 pub(crate) mod keeper;
+mod meta;
+mod read;
 mod title;
 
 use std::fs;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 
 pub use follow::FLUSH_INTERVAL;
 pub(crate) use follow::follow;
 pub use keeper::RelayKeeper;
+pub use meta::Meta;
+pub(crate) use meta::now_ms;
 
-use crate::stream::{CursorGap, OutputCursor, OutputSince};
-use crate::vocab::Size;
+use crate::stream::OutputCursor;
 use crate::{Error, Result};
 
 /// The directory of kept histories inside the state directory.
@@ -57,47 +59,6 @@ pub(crate) const DEFAULT_HISTORY_BYTES: u64 = 16 << 20;
 /// The most stream epochs a history maps (the newest kept): older
 /// cursors read as stale.
 const MAX_STREAMS: usize = 16;
-
-/// What `meta.json` holds beside the bytes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Meta {
-    /// The history's own epoch, which its offsets count in.
-    pub epoch: u64,
-    /// The streams that fed it, oldest first: (stream epoch, the history
-    /// offset of that stream's byte 0).
-    #[serde(default)]
-    pub streams: Vec<(u64, u64)>,
-    /// The boot id of the machine the history was last written on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub boot_id: Option<String>,
-    /// The last known working directory of its program.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<PathBuf>,
-    /// The last title its program set (OSC 0 or 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// Its size, as last known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<Size>,
-    /// When it was last written, in milliseconds since the Unix epoch.
-    #[serde(default)]
-    pub updated_ms: u64,
-    /// When its terminal was last restored after a reboot.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restored_ms: Option<u64>,
-    /// How many times bytes were lost between the stream and the files
-    /// (the stream's ring evicted them first, or a write failed).
-    #[serde(default)]
-    pub gaps: u64,
-}
-
-/// Milliseconds since the Unix epoch, now.
-pub(crate) fn now_ms() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(now.as_millis()).unwrap_or(u64::MAX)
-}
 
 /// One terminal's kept history on disk.
 #[derive(Debug)]
@@ -456,127 +417,6 @@ impl Kept {
         }
     }
 
-    /// The history offset a cursor names: its own epoch's offset, or a
-    /// mapped stream's offset moved by that stream's base; `None` for an
-    /// unknown epoch.
-    pub fn offset_of(&self, cursor: OutputCursor) -> Option<u64> {
-        let inner = self.fresh();
-        if cursor.epoch == inner.meta.epoch {
-            return Some(cursor.offset);
-        }
-        inner
-            .meta
-            .streams
-            .iter()
-            .rev()
-            .find(|(epoch, _)| *epoch == cursor.epoch)
-            .map(|(_, base)| base + cursor.offset)
-    }
-
-    /// The kept bytes from `since` (`None`: the oldest kept) to the end,
-    /// in the history's own epoch: a cursor of an unknown epoch, or past
-    /// the end, is stale; one older than the oldest kept byte resumes
-    /// there.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Io`] when a segment cannot be read.
-    pub fn read(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
-        let context = |error| {
-            Error::io(
-                format!("reading kept history {}", self.dir.display()),
-                error,
-            )
-        };
-        let found = segments(&self.dir).map_err(context)?;
-        let oldest = found.first().map_or(0, |(start, ..)| *start);
-        let end = found.last().map_or(0, |(start, _, len)| start + len);
-        let epoch = self.lock().meta.epoch;
-        let (start, gap) = match since.map(|cursor| self.offset_of(cursor)) {
-            None => (oldest, None),
-            Some(None) => (oldest, Some(CursorGap::Stale)),
-            Some(Some(at)) if at > end => (oldest, Some(CursorGap::Stale)),
-            Some(Some(at)) if at < oldest => (oldest, Some(CursorGap::Evicted)),
-            Some(Some(at)) => (at, None),
-        };
-        let mut bytes = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
-        for (first, path, len) in &found {
-            if first + len <= start {
-                continue;
-            }
-            let mut file = fs::File::open(path).map_err(context)?;
-            let skip = start.saturating_sub(*first);
-            file.seek(SeekFrom::Start(skip)).map_err(context)?;
-            file.take(len - skip)
-                .read_to_end(&mut bytes)
-                .map_err(context)?;
-        }
-        Ok(OutputSince {
-            bytes: Bytes::from(bytes),
-            from: OutputCursor {
-                epoch,
-                offset: start,
-            },
-            gap,
-        })
-    }
-
-    /// The history offsets the files hold now: the oldest byte kept and
-    /// the end (a listing, nothing read).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Io`] when the directory cannot be listed.
-    pub fn span(&self) -> Result<(u64, u64)> {
-        let found = segments(&self.dir).map_err(|error| {
-            Error::io(
-                format!("listing kept history {}", self.dir.display()),
-                error,
-            )
-        })?;
-        let oldest = found.first().map_or(0, |(start, ..)| *start);
-        let end = found.last().map_or(0, |(start, _, len)| start + len);
-        Ok((oldest, end))
-    }
-
-    /// The kept bytes `from..to` (history offsets), as far as the files
-    /// hold them: the start moves up to the oldest byte kept, the end down
-    /// to the newest, so the answer is never larger than `to - from` (a
-    /// viewer's page of history is read whole into memory, and only that).
-    /// Returns where the bytes start and the bytes.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Io`] when a segment cannot be read.
-    pub fn read_range(&self, from: u64, to: u64) -> Result<(u64, Bytes)> {
-        let context = |error| {
-            Error::io(
-                format!("reading kept history {}", self.dir.display()),
-                error,
-            )
-        };
-        let found = segments(&self.dir).map_err(context)?;
-        let oldest = found.first().map_or(0, |(start, ..)| *start);
-        let end = found.last().map_or(0, |(start, _, len)| start + len);
-        let (start, stop) = (from.max(oldest), to.min(end));
-        if start >= stop {
-            return Ok((start.min(stop), Bytes::new()));
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(stop - start).unwrap_or(0));
-        for (first, path, len) in &found {
-            let (seg_start, seg_end) = (*first, first + len);
-            if seg_end <= start || seg_start >= stop {
-                continue;
-            }
-            let mut file = fs::File::open(path).map_err(context)?;
-            let skip = start.saturating_sub(seg_start);
-            file.seek(SeekFrom::Start(skip)).map_err(context)?;
-            let want = stop.min(seg_end) - seg_start - skip;
-            file.take(want).read_to_end(&mut bytes).map_err(context)?;
-        }
-        Ok((start, Bytes::from(bytes)))
-    }
-
     /// Removes the whole history.
     ///
     /// # Errors
@@ -600,6 +440,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+    use crate::stream::CursorGap;
 
     #[test]
     fn appends_read_back_through_rotation_and_reopening() {

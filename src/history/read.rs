@@ -1,0 +1,136 @@
+//! Reading a kept history back: a cursor turned into a history offset
+//! through the streams' map, the bytes since a cursor, and a bounded range
+//! (a viewer's page). Apart from the writer (`mod.rs`) because it only
+//! lists and reads segments, never creates or rotates one.
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+
+use bytes::Bytes;
+
+use super::{Kept, segments};
+use crate::stream::{CursorGap, OutputCursor, OutputSince};
+use crate::{Error, Result};
+
+impl Kept {
+    /// The history offset a cursor names: its own epoch's offset, or a
+    /// mapped stream's offset moved by that stream's base; `None` for an
+    /// unknown epoch.
+    pub fn offset_of(&self, cursor: OutputCursor) -> Option<u64> {
+        let inner = self.fresh();
+        if cursor.epoch == inner.meta.epoch {
+            return Some(cursor.offset);
+        }
+        inner
+            .meta
+            .streams
+            .iter()
+            .rev()
+            .find(|(epoch, _)| *epoch == cursor.epoch)
+            .map(|(_, base)| base + cursor.offset)
+    }
+
+    /// The kept bytes from `since` (`None`: the oldest kept) to the end,
+    /// in the history's own epoch: a cursor of an unknown epoch, or past
+    /// the end, is stale; one older than the oldest kept byte resumes
+    /// there.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a segment cannot be read.
+    pub fn read(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
+        let context = |error| {
+            Error::io(
+                format!("reading kept history {}", self.dir.display()),
+                error,
+            )
+        };
+        let found = segments(&self.dir).map_err(context)?;
+        let oldest = found.first().map_or(0, |(start, ..)| *start);
+        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        let epoch = self.lock().meta.epoch;
+        let (start, gap) = match since.map(|cursor| self.offset_of(cursor)) {
+            None => (oldest, None),
+            Some(None) => (oldest, Some(CursorGap::Stale)),
+            Some(Some(at)) if at > end => (oldest, Some(CursorGap::Stale)),
+            Some(Some(at)) if at < oldest => (oldest, Some(CursorGap::Evicted)),
+            Some(Some(at)) => (at, None),
+        };
+        let mut bytes = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
+        for (first, path, len) in &found {
+            if first + len <= start {
+                continue;
+            }
+            let mut file = fs::File::open(path).map_err(context)?;
+            let skip = start.saturating_sub(*first);
+            file.seek(SeekFrom::Start(skip)).map_err(context)?;
+            file.take(len - skip)
+                .read_to_end(&mut bytes)
+                .map_err(context)?;
+        }
+        Ok(OutputSince {
+            bytes: Bytes::from(bytes),
+            from: OutputCursor {
+                epoch,
+                offset: start,
+            },
+            gap,
+        })
+    }
+
+    /// The history offsets the files hold now: the oldest byte kept and
+    /// the end (a listing, nothing read).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the directory cannot be listed.
+    pub fn span(&self) -> Result<(u64, u64)> {
+        let found = segments(&self.dir).map_err(|error| {
+            Error::io(
+                format!("listing kept history {}", self.dir.display()),
+                error,
+            )
+        })?;
+        let oldest = found.first().map_or(0, |(start, ..)| *start);
+        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        Ok((oldest, end))
+    }
+
+    /// The kept bytes `from..to` (history offsets), as far as the files
+    /// hold them: the start moves up to the oldest byte kept, the end down
+    /// to the newest, so the answer is never larger than `to - from` (a
+    /// viewer's page of history is read whole into memory, and only that).
+    /// Returns where the bytes start and the bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a segment cannot be read.
+    pub fn read_range(&self, from: u64, to: u64) -> Result<(u64, Bytes)> {
+        let context = |error| {
+            Error::io(
+                format!("reading kept history {}", self.dir.display()),
+                error,
+            )
+        };
+        let found = segments(&self.dir).map_err(context)?;
+        let oldest = found.first().map_or(0, |(start, ..)| *start);
+        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        let (start, stop) = (from.max(oldest), to.min(end));
+        if start >= stop {
+            return Ok((start.min(stop), Bytes::new()));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(stop - start).unwrap_or(0));
+        for (first, path, len) in &found {
+            let (seg_start, seg_end) = (*first, first + len);
+            if seg_end <= start || seg_start >= stop {
+                continue;
+            }
+            let mut file = fs::File::open(path).map_err(context)?;
+            let skip = start.saturating_sub(seg_start);
+            file.seek(SeekFrom::Start(skip)).map_err(context)?;
+            let want = stop.min(seg_end) - seg_start - skip;
+            file.take(want).read_to_end(&mut bytes).map_err(context)?;
+        }
+        Ok((start, Bytes::from(bytes)))
+    }
+}
