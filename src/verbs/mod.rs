@@ -15,6 +15,7 @@
 //! | `search.rs`   | `search`: a regex over one or all terminals' scrollback |
 //! | `since.rs`    | `read since`: the output after a cursor, cut at a line  |
 //! | `table.rs`    | the verb table: each verb once, for every face          |
+//! | `verb.rs`     | what a verb declares: the fields the faces read         |
 //! | `text.rs`     | each answer as a person reads it (the CLI's text)       |
 //!
 //! The verb table ([`VERBS`]) declares each verb once (name, request and
@@ -44,6 +45,7 @@ mod search;
 mod since;
 mod table;
 mod text;
+mod verb;
 
 pub use answers::{KillAnswer, ReadAnswer, WaitAnswer};
 pub use arguments::Arguments;
@@ -63,12 +65,12 @@ pub use run::{
 };
 pub use search::{SearchAnswer, SearchMatch, SearchRequest, search};
 pub(crate) use table::KEYS_LINE;
-pub(crate) use table::SchemaFn;
 pub use table::{
-    COMMANDS, KILL, LIST, READ, RENAME, Route, SCREEN, SEARCH, SEND, SHOW, SIGNAL, SPAWN, Shared,
-    VERBS, Verb, WAIT,
+    COMMANDS, KILL, LIST, READ, RENAME, SCREEN, SEARCH, SEND, SHOW, SIGNAL, SPAWN, VERBS, WAIT,
 };
 pub use text::terminal_line;
+pub(crate) use verb::SchemaFn;
+pub use verb::{Route, Shared, Verb};
 
 /// Lines one read returns at most; a larger `count` is `INVALID_INPUT`
 /// from every face (the registry's own page bound, so nothing is cut
