@@ -15,13 +15,19 @@
 //! terminal through [`Owned::attach`](crate::registry::Owned::attach): owner fencing, the liveness probe
 //! and `on-attach` recreation are the registry's. Front ends (the web
 //! bridge) depend only on this module's types.
+//!
+//! This file is the attacher (resolving, hubs, counts) and the values a
+//! viewer is told; the handle a face holds is `viewer.rs`.
 
 mod feed;
 mod history;
 mod hub;
 mod pty;
+mod viewer;
 
 pub use self::history::{HistoryPage, MAX_PAGE as MAX_HISTORY_PAGE};
+pub use self::viewer::Viewer;
+use self::viewer::{Counted, Counts, Link};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -32,7 +38,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::registry::{OwnerId, Registry, RestartPolicy, TerminalId, WriteAnswer};
+use crate::registry::{OwnerId, Registry, RestartPolicy, TerminalId};
 use crate::stream::OutputCursor;
 use crate::vocab::{ExitStatus, Size};
 use crate::{Error, ErrorCode, Result};
@@ -143,178 +149,6 @@ pub struct Hello {
     pub id: TerminalId,
     /// Its name, if it has one.
     pub name: Option<String>,
-}
-
-/// One attached viewer: events out, input and resizes in. Dropping it
-/// detaches (the PTY transport kills its `tmux attach` client).
-pub struct Viewer {
-    hello: Hello,
-    events: mpsc::Receiver<ViewerEvent>,
-    link: Link,
-    _counted: Counted,
-}
-
-/// The attacher's live viewers per terminal, both transports.
-type Counts = Mutex<HashMap<TerminalId, usize>>;
-
-/// One viewer's place in [`Counts`]: counted while the viewer lives.
-struct Counted {
-    counts: Arc<Counts>,
-    id: TerminalId,
-}
-
-impl Counted {
-    fn new(counts: &Arc<Counts>, id: TerminalId) -> Counted {
-        *counts
-            .lock()
-            .expect("viewer counts poisoned")
-            .entry(id.clone())
-            .or_default() += 1;
-        Counted {
-            counts: Arc::clone(counts),
-            id,
-        }
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let mut counts = self.counts.lock().expect("viewer counts poisoned");
-        if let Some(count) = counts.get_mut(&self.id) {
-            *count -= 1;
-            if *count == 0 {
-                counts.remove(&self.id);
-            }
-        }
-    }
-}
-
-enum Link {
-    Control(Arc<feed::HubHandle>),
-    Pty(pty::PtyLink),
-}
-
-impl fmt::Debug for Viewer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Viewer")
-            .field("hello", &self.hello)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Viewer {
-    /// What the viewer was told on attach.
-    pub fn hello(&self) -> &Hello {
-        &self.hello
-    }
-
-    /// The next event; `None` once the stream ended (exit, terminal gone,
-    /// attacher shut down).
-    pub async fn recv(&mut self) -> Option<ViewerEvent> {
-        let Viewer { events, link, .. } = self;
-        let Link::Pty(pty) = link else {
-            return events.recv().await;
-        };
-        let output = |bytes| ViewerEvent::Output {
-            offset: None,
-            bytes,
-        };
-        // The client's output first: a program's last bytes go out before
-        // its exit. Once the pty ended (the session kills the client after
-        // it queued the exit), whatever the session queued still follows;
-        // once the session ended, what the pty still holds, then the end.
-        tokio::select! {
-            biased;
-            read = pty.read() => match read {
-                Some(bytes) => Some(output(bytes)),
-                None => events.try_recv().ok(),
-            },
-            event = events.recv() => match event {
-                Some(event) => Some(event),
-                None => pty.read_now().map(output),
-            },
-        }
-    }
-
-    /// The next event if one is queued, without waiting: a face sends
-    /// whatever is queued in one batch (one flush) after [`recv`](Self::recv).
-    pub fn try_recv(&mut self) -> Option<ViewerEvent> {
-        self.events.try_recv().ok()
-    }
-
-    /// Types `bytes` into the program exactly.
-    ///
-    /// # Errors
-    /// `READ_ONLY` for a read-only viewer; the backend's failure
-    /// (`TERMINAL_DEAD`, `SERVER_GONE`).
-    pub async fn input(&self, bytes: Bytes) -> Result<()> {
-        self.writable()?;
-        match &self.link {
-            Link::Control(hub) => hub.terminal().write(bytes).await,
-            Link::Pty(pty) => pty.write(&bytes).await,
-        }
-    }
-
-    /// [`input`](Self::input), returning once the bytes are queued to the
-    /// program behind every earlier write, with tmux's answer still to
-    /// come: a face looks at it with its next input (so a viewer has a
-    /// bounded number of writes in flight), and tmux's answer wakes no one
-    /// on the echo's way (see
-    /// [`BackendTerminal::write_queued`](crate::registry::BackendTerminal::write_queued)).
-    ///
-    /// # Errors
-    /// `READ_ONLY` for a read-only viewer; the backend's failure when the
-    /// bytes could not be queued (`SERVER_GONE`); later failures come in
-    /// the answer.
-    pub async fn input_queued(&self, bytes: Bytes) -> Result<WriteAnswer> {
-        self.writable()?;
-        match &self.link {
-            Link::Control(hub) => hub.terminal().write_queued(bytes).await,
-            Link::Pty(pty) => {
-                pty.write(&bytes).await?;
-                Ok(crate::registry::answered())
-            }
-        }
-    }
-
-    /// Resizes the terminal (the last writable viewer to resize owns the
-    /// size); every viewer is told.
-    ///
-    /// # Errors
-    /// `READ_ONLY` for a read-only viewer; `INVALID_INPUT` for a size out
-    /// of range; the backend's failure.
-    pub async fn resize(&self, size: Size) -> Result<()> {
-        self.writable()?;
-        size.check()?;
-        match &self.link {
-            Link::Control(hub) => hub.resize(size).await,
-            Link::Pty(pty) => pty.resize(size).await,
-        }
-    }
-
-    /// The page of the terminal's past output ending at offset `before`
-    /// of the hello's stream, at most `max` bytes (4 MiB at most
-    /// whatever is asked): from the stream's ring, and older than it
-    /// holds from the kept history. Read-only viewers may read it too (it
-    /// is output they are allowed to see). The PTY transport has no
-    /// offsets: its page is empty.
-    ///
-    /// # Errors
-    /// `UNSUPPORTED` when the terminal keeps no output stream; [`Error::Io`]
-    /// when the read could not run.
-    pub async fn history(&self, before: u64, max: u64) -> Result<HistoryPage> {
-        match &self.link {
-            Link::Control(hub) => hub.history(before, max).await,
-            Link::Pty(_) => Ok(HistoryPage::default()),
-        }
-    }
-
-    fn writable(&self) -> Result<()> {
-        if self.hello.read_only {
-            return Err(Error::ReadOnly(self.hello.id.to_string()));
-        }
-        Ok(())
-    }
 }
 
 /// Attaches viewers to registry terminals; owns one hub per terminal
