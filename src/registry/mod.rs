@@ -23,7 +23,7 @@
 //! |----------------|------------------------------------------------------|
 //! | `seam.rs`      | the backend traits                                   |
 //! | `values.rs`    | their values: statuses, pages; snapshots             |
-//! | `send.rs`      | a send's values: request, handle, output, answer     |
+//! | `send/`        | a send's values: request, handle, output, answer     |
 //! | `service.rs`   | [`Registry`], its config, [`Owned`], `Inner`         |
 //! | `state.rs`     | the maps behind the lock; a terminal's `Presence`    |
 //! | `spawn.rs`     | `spawn`: reservation, publication, rollback          |

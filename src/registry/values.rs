@@ -1,7 +1,7 @@
 //! The values crossing the backend seam (`seam.rs`): statuses, liveness,
 //! pages, close reasons, the attach lock; and what callers see of a
 //! terminal ([`TerminalSnapshot`]). Plain data, no I/O. A send's values
-//! are `send.rs`'s.
+//! are `send/`'s.
 
 use std::fmt;
 use std::ops::Range;
