@@ -17,8 +17,8 @@ use tmux_engine::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::args::Global;
-use super::link::{Serve, find_serve};
 use super::report::{CliError, EXIT_ERROR, write_line};
+use super::serve_api::{Serve, find_serve};
 
 /// How much of a file is read at once.
 const CHUNK: usize = 64 << 10;
@@ -98,7 +98,7 @@ async fn send(
 ) -> Result<axum::http::Response<hyper::body::Incoming>, Error> {
     let content = length.map(|length| ("application/octet-stream", Some(length)));
     let (host, token) = (serve.host.as_deref(), serve.token.as_str());
-    super::link::send(&serve.target, host, token, (method, path), body, content).await
+    super::serve_api::send(&serve.target, host, token, (method, path), body, content).await
 }
 
 /// A refusal's answer as the CLI's error: serve's code and message.

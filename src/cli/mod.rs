@@ -13,6 +13,7 @@
 //! - `serve`: the web bridge on one long-lived registry;
 //! - `link`: a new sign-in link from a running `serve`, through its API;
 //! - `files`: `upload` and `download`, through a running `serve`'s API;
+//! - `serve_api`: that API as these reach it: serve found, proven, asked;
 //! - `tape`: `test` (tape files) and `render` (a recording to GIF/PNG);
 //! - `logs`: a terminal's kept history, from its files;
 //! - `service`: the systemd unit that runs `serve` at boot;
@@ -33,6 +34,7 @@ pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod serve;
+pub(crate) mod serve_api;
 pub(crate) mod service;
 pub(crate) mod tape;
 pub(crate) mod terminals;

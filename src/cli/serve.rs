@@ -425,7 +425,7 @@ pub(crate) async fn run(
             BridgeConfig::DEFAULT_CODE_LIFETIME.as_secs() / 60
         );
     }
-    let found = super::link::Found::write(
+    let found = super::serve_api::Found::write(
         &state_dir(global)?,
         &url,
         signs_in.as_ref().map(|(_, token)| token.as_str()),
