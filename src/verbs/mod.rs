@@ -7,7 +7,7 @@
 //! |---------------|---------------------------------------------------------|
 //! | `commands.rs` | `commands`: a terminal's last commands from its stream  |
 //! | `record.rs`   | `record`: output as an asciicast v2 recording           |
-//! | `requests.rs` | the request types (serde + JSON Schema) and their checks |
+//! | `requests/`   | the request types (serde + JSON Schema) and their checks |
 //! | `answers.rs`  | the answer types the verbs return                       |
 //! | `arguments.rs`| a verb's arguments as a face received them              |
 //! | `bounds.rs`   | the bound on a whole answer (`max_bytes`, `max_lines`)  |

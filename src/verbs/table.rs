@@ -11,7 +11,7 @@
 //! same way everywhere.
 //!
 //! Adding a verb: its function (`run.rs`; its request type in
-//! `requests.rs` when none fits), one entry here (its text in `text.rs`),
+//! `requests/` when none fits), one entry here (its text in `text.rs`),
 //! and its clap variant with its line in `TerminalCommand::verb_call`
 //! (`cli/args.rs`). What an entry holds (the [`Verb`] type and its
 //! fields) is `verb.rs`.

@@ -1,6 +1,7 @@
 //! Each request's one set of rules: what is refused, and with which message.
 
 use super::*;
+use crate::registry::{RestartPolicy, SpawnSpec};
 
 fn spawn(value: serde_json::Value) -> Result<SpawnSpec> {
     serde_json::from_value::<SpawnRequest>(value)
