@@ -29,7 +29,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::TmuxConfig;
 use super::lifetime::{close, probe, respawn, shutdown};
@@ -201,6 +201,14 @@ async fn watch_pane(
                         Ok(exit) => shared.set_status(TerminalStatus::Exited { exit }),
                         Err(Error::ServerGone { reason }) => {
                             shared.set_status(TerminalStatus::Gone { reason: format!("server gone: {reason}") });
+                        }
+                        // tmux did not answer in time (its server stopped,
+                        // or a machine under load): nothing is known dead.
+                        // The watch starts over, each try paced by the
+                        // client's timeouts.
+                        Err(error @ Error::Unresponsive { .. }) => {
+                            debug!(terminal = %shared.id, %error, "pane exit watch unanswered; watching again");
+                            break;
                         }
                         Err(error) => {
                             // The pane vanished (its window was killed) while

@@ -1,8 +1,10 @@
 //! An idle terminal lets go of its control connection and links again on
 //! its next use: every verb works across it, racing callers share one
-//! relink, and a server killed meanwhile is reported gone.
+//! relink, a server killed meanwhile is reported gone, and one stopped
+//! meanwhile unresponsive, never gone.
 
-use tmux_engine::registry::ReadRequest;
+use tmux_engine::ErrorCode;
+use tmux_engine::registry::{Liveness, ReadRequest};
 use tmux_engine::vocab::Size;
 
 use super::*;
@@ -32,6 +34,14 @@ async fn let_go(runtime: &Path) {
         (clients(runtime) == 0).then_some(())
     })
     .await;
+}
+
+/// The pid of the one server under `runtime`.
+fn server_pid(runtime: &Path) -> u32 {
+    tmux_at(runtime, &["display-message", "-p", "#{pid}"])
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// Waits until `cat`'s screen shows `word` twice: the tty's echo of the
@@ -149,15 +159,7 @@ async fn a_server_killed_while_unlinked_is_reported_gone() {
     with_cat(async |registry, owner, rt| {
         let owned = || registry.owner(owner);
         let_go(rt).await;
-        let pid: i32 = tmux_at(rt, &["display-message", "-p", "#{pid}"])
-            .trim()
-            .parse()
-            .unwrap();
-        rustix::process::kill_process(
-            rustix::process::Pid::from_raw(pid).unwrap(),
-            rustix::process::Signal::KILL,
-        )
-        .unwrap();
+        tmux_engine::tmux::process::signal(server_pid(rt), rustix::process::Signal::KILL).unwrap();
         // Nobody asks anything: the pane's end and the relay's are what
         // tell it.
         let gone = poll("the terminal to be reported gone", WAIT, || async {
@@ -170,6 +172,45 @@ async fn a_server_killed_while_unlinked_is_reported_gone() {
             "{}",
             gone.status
         );
+    })
+    .await;
+}
+
+/// A server stopped while its terminal is unlinked: the relink gets no
+/// answer (the client's ready timeout), the write that wanted it fails
+/// `UNRESPONSIVE` unwritten, and the terminal is unresponsive, never gone
+/// (a restart policy would start a second server for it); continued, it
+/// links again at the next use, and a line typed then arrives once.
+#[tokio::test]
+async fn a_server_stopped_while_unlinked_is_unresponsive_not_gone() {
+    with_cat(async |registry, owner, rt| {
+        let owned = || registry.owner(owner);
+        let_go(rt).await;
+        {
+            let _stopped = crate::support::Stopped::new(server_pid(rt));
+            let error = owned()
+                .write("cat", bytes::Bytes::from_static(b"unwritten\r"))
+                .await
+                .expect_err("a stopped server does not answer");
+            assert_eq!(error.code(), ErrorCode::Unresponsive, "{error}");
+            let report = owned().probe("cat").await.unwrap();
+            assert!(
+                matches!(report.observed, Liveness::Unresponsive { .. }),
+                "{:?}",
+                report.observed
+            );
+            let shown = owned().show("cat").await.unwrap();
+            assert_eq!(shown.status, TerminalStatus::Running);
+        }
+        owned()
+            .write("cat", bytes::Bytes::from_static(b"typed\r"))
+            .await
+            .unwrap();
+        echoed(registry, owner, "typed").await;
+        let screen = owned().screen("cat").await.unwrap();
+        assert!(!screen.text().contains("unwritten"), "{}", screen.text());
+        let shown = owned().show("cat").await.unwrap();
+        assert_eq!(shown.status, TerminalStatus::Running);
     })
     .await;
 }

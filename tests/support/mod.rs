@@ -154,6 +154,25 @@ where
     }
 }
 
+/// A process stopped (SIGSTOP) while this lives, continued (SIGCONT)
+/// when it is dropped, a failing test's unwinding included: a test never
+/// leaves a tmux server stopped behind it.
+pub struct Stopped(u32);
+
+impl Stopped {
+    /// Stops `pid`.
+    pub fn new(pid: u32) -> Stopped {
+        tmux_engine::tmux::process::signal(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = tmux_engine::tmux::process::signal(self.0, rustix::process::Signal::CONT);
+    }
+}
+
 /// Names a table row in a test's output when a failure unwinds through
 /// it, so a row-per-case test still says which case broke.
 pub struct Row(String);

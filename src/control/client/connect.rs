@@ -23,6 +23,9 @@ pub(super) enum Launch<'a> {
     Process(tokio::process::Command),
     /// A direct link to the server on this socket, with this command.
     Direct(&'a std::path::Path, &'a [std::ffi::OsString]),
+    /// A connection started before whose attach tmux has not answered
+    /// yet ([`Connected::waiting`]): waited on again.
+    Waiting(Box<Attaching>),
 }
 
 /// Why a start failed.
@@ -66,13 +69,46 @@ pub(super) struct Connected {
     pub(super) attached: Result<()>,
     /// How a direct link ended, once it has: a refusal falls back.
     pub(super) refusal: Option<Arc<OnceLock<End>>>,
+    /// The lines queued for this connection, handed back when it failed:
+    /// none of them was written (nothing is, before tmux answered the
+    /// attach), so a relink that tmux did not answer can fail them and
+    /// queue the next ones (`linger.rs`). `None` once the writer has them.
+    pub(super) unsent: Option<mpsc::UnboundedReceiver<bytes::Bytes>>,
+    /// The connection, when tmux did not answer its attach in time: still
+    /// open, its reader running, it may be answered yet (a stopped server,
+    /// continued). A relink waits on it again ([`Launch::Waiting`]) rather
+    /// than open another: a stopped server reads every link it holds once
+    /// continued, in the same turns, the abandoned ones attaching and
+    /// leaving (`%client-detached`), and tmux 3.3a crashes when a
+    /// notification meets a client identifying (`handshake.rs`;
+    /// docs/control-mode.md).
+    /// Dropped, it is left to its reader (closed with the client).
+    pub(super) waiting: Option<Attaching>,
+}
+
+/// A connection whose reader runs, waiting for tmux's answer to its
+/// attach before anything is written to it.
+pub(super) struct Attaching {
+    /// The command, for errors.
+    program: String,
+    /// The reader's word on the attach.
+    ready: oneshot::Receiver<std::result::Result<(), String>>,
+    sink: transport::Sink,
+    /// Hangs the writer up (see [`connect`]).
+    hangup: CancellationToken,
+    refusal: Option<Arc<OnceLock<End>>>,
+    /// Lets this connection go (see [`connect`]).
+    pub(super) release: CancellationToken,
 }
 
 /// Starts a connection to tmux over `launch` for `shared`, whose command
 /// lines wait in `lines` until tmux has answered the attach: the reader
 /// (detaching when `cancel`, the client's, or `release`, this
-/// connection's, is cancelled), the link task or stderr drain, then the
-/// writer. Under the handshake lock until tmux answered.
+/// connection's, is cancelled; a waiting connection has its own), the
+/// link task or stderr drain, then the writer. Under the handshake lock
+/// until tmux answered. Opening the transport and tmux's answer each wait
+/// at most the ready timeout: a stopped server still accepts a link, and
+/// its socket may take no more of the identify sequence.
 pub(super) async fn connect(
     shared: &Arc<ClientShared>,
     launch: Launch<'_>,
@@ -87,15 +123,86 @@ pub(super) async fn connect(
         }
         None => None,
     };
-    let opened = match open(launch, opts).await {
-        Ok(opened) => opened,
+    let opened = match launch {
+        Launch::Waiting(attaching) => Ok(*attaching),
+        Launch::Process(command) => {
+            open_process(command, opts).map(|opened| start(shared, opened, cancel, release))
+        }
+        Launch::Direct(socket, argv) => {
+            match tokio::time::timeout(opts.ready_timeout, open_direct(socket, argv)).await {
+                Ok(opened) => opened.map(|opened| start(shared, opened, cancel, release)),
+                Err(_) => Err(Error::Unresponsive {
+                    command: "attach-session".to_owned(),
+                    timeout: opts.ready_timeout,
+                }),
+            }
+        }
+    };
+    let mut attaching = match opened {
+        Ok(attaching) => attaching,
         Err(error) => {
             return Connected {
                 attached: Err(error),
                 refusal: None,
+                unsent: Some(lines),
+                waiting: None,
             };
         }
     };
+    let ready = tokio::time::timeout(opts.ready_timeout, &mut attaching.ready).await;
+    // Attached (or failed): this client has its control state now.
+    drop(handshake);
+    let error = match ready {
+        Ok(Ok(Ok(()))) => {
+            // tmux 3.3a and older read stdin before the attach command
+            // has run, so nothing is written until its block closed.
+            let Attaching {
+                sink,
+                hangup,
+                refusal,
+                ..
+            } = attaching;
+            writer::start(shared, sink, lines, hangup);
+            return Connected {
+                attached: Ok(()),
+                refusal,
+                unsent: None,
+                waiting: None,
+            };
+        }
+        Ok(Ok(Err(message))) => Error::Command {
+            command: attaching.program,
+            message,
+        },
+        Ok(Err(_)) => gone_error(shared),
+        Err(_) => {
+            return Connected {
+                attached: Err(Error::Unresponsive {
+                    command: attaching.program.clone(),
+                    timeout: opts.ready_timeout,
+                }),
+                refusal: attaching.refusal.clone(),
+                unsent: Some(lines),
+                waiting: Some(attaching),
+            };
+        }
+    };
+    Connected {
+        attached: Err(error),
+        refusal: attaching.refusal,
+        unsent: Some(lines),
+        waiting: None,
+    }
+}
+
+/// Starts the tasks of an opened transport: its reader, and its link
+/// task or stderr drain.
+fn start(
+    shared: &Arc<ClientShared>,
+    opened: Opened,
+    cancel: CancellationToken,
+    release: CancellationToken,
+) -> Attaching {
     let Opened {
         program,
         source,
@@ -110,7 +217,7 @@ pub(super) async fn connect(
     // Closing stdin detaches; the reader does it once it may (after
     // taking the handshake lock), not the moment the client is dropped.
     let hangup = CancellationToken::new();
-    let (ready_tx, ready_rx) = oneshot::channel();
+    let (ready_tx, ready) = oneshot::channel();
     let stderr_tail = match stderr {
         Stderr::Pipe(pipe) => {
             let tail = Arc::new(Mutex::new(Vec::new()));
@@ -139,81 +246,63 @@ pub(super) async fn connect(
     // (`reader.rs`).
     let framed = FramedRead::with_capacity(
         source,
-        ControlCodec::with_max_line_length(opts.max_line_length),
+        ControlCodec::with_max_line_length(shared.opts.max_line_length),
         0,
     );
     shared.tasks.spawn(
         Reader {
             shared: shared.clone(),
             cancel,
-            release,
+            release: release.clone(),
             ready: Some(ready_tx),
             exit_reason: None,
             stderr_tail,
         }
         .run(framed, peer, hangup.clone()),
     );
-    let ready = tokio::time::timeout(opts.ready_timeout, ready_rx).await;
-    // Attached (or failed): this client has its control state now.
-    drop(handshake);
-    let attached = match ready {
-        Ok(Ok(Ok(()))) => {
-            // tmux 3.3a and older read stdin before the attach command
-            // has run, so nothing is written until its block closed.
-            writer::start(shared, sink, lines, hangup);
-            Ok(())
-        }
-        Ok(Ok(Err(message))) => Err(Error::Command {
-            command: program,
-            message,
-        }),
-        Ok(Err(_)) => Err(gone_error(shared)),
-        Err(_) => Err(Error::Unresponsive {
-            command: program,
-            timeout: opts.ready_timeout,
-        }),
-    };
-    Connected { attached, refusal }
+    Attaching {
+        program,
+        ready,
+        sink,
+        hangup,
+        refusal,
+        release,
+    }
 }
 
-/// Spawns the process or links to the server.
-async fn open(launch: Launch<'_>, opts: &ClientOptions) -> Result<Opened> {
-    match launch {
-        Launch::Process(command) => open_process(command, opts),
-        Launch::Direct(socket, argv) => {
-            let program = format!(
-                "tmux -S {} -C {}",
-                socket.display(),
-                argv.iter()
-                    .map(|a| a.to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-            let linked = match client_protocol::connect(socket, argv).await {
-                Ok(linked) => linked,
-                Err(client_protocol::ConnectError::Io(e)) => {
-                    return Err(Error::io(format!("linking {program}"), e));
-                }
-                // What `tmux -N -C` says on stderr and exits with.
-                Err(refused) => {
-                    return Err(Error::Command {
-                        command: program,
-                        message: refused.to_string(),
-                    });
-                }
-            };
-            let (read, write) = linked.data.into_split();
-            let (exit_line, exit_rx) = oneshot::channel();
-            Ok(Opened {
-                program,
-                source: transport::Source::Direct(transport::DirectOutput::new(read, exit_rx)),
-                sink: transport::Sink::Socket(write),
-                peer: Opening::Link(linked.link, exit_line),
-                stderr: Stderr::None,
-                pid: None,
-            })
+/// Links to the server on `socket` with `argv`.
+async fn open_direct(socket: &std::path::Path, argv: &[std::ffi::OsString]) -> Result<Opened> {
+    let program = format!(
+        "tmux -S {} -C {}",
+        socket.display(),
+        argv.iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let linked = match client_protocol::connect(socket, argv).await {
+        Ok(linked) => linked,
+        Err(client_protocol::ConnectError::Io(e)) => {
+            return Err(Error::io(format!("linking {program}"), e));
         }
-    }
+        // What `tmux -N -C` says on stderr and exits with.
+        Err(refused) => {
+            return Err(Error::Command {
+                command: program,
+                message: refused.to_string(),
+            });
+        }
+    };
+    let (read, write) = linked.data.into_split();
+    let (exit_line, exit_rx) = oneshot::channel();
+    Ok(Opened {
+        program,
+        source: transport::Source::Direct(transport::DirectOutput::new(read, exit_rx)),
+        sink: transport::Sink::Socket(write),
+        peer: Opening::Link(linked.link, exit_line),
+        stderr: Stderr::None,
+        pid: None,
+    })
 }
 
 /// Spawns `tmux -C` with piped stdio.

@@ -324,7 +324,7 @@ impl ControlClient {
     pub async fn command_reply(&self, command: &TmuxCommand) -> Result<Reply> {
         let timeout = self.shared.opts.command_timeout;
         let line = command.checked()?.line();
-        let unresponsive = || Error::Unresponsive {
+        let unresponsive = |timeout| Error::Unresponsive {
             command: line.to_owned(),
             timeout,
         };
@@ -339,7 +339,7 @@ impl ControlClient {
                 let slot = self.shared.in_flight.clone().acquire_owned();
                 match tokio::time::timeout_at(deadline, slot).await {
                     Ok(permit) => permit.ok(),
-                    Err(_) => return Err(unresponsive()),
+                    Err(_) => return Err(unresponsive(timeout)),
                 }
             }
         };
@@ -354,7 +354,7 @@ impl ControlClient {
         };
         match answer.await {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(Overdue)) => Err(unresponsive()),
+            Ok(Err(Overdue(waited))) => Err(unresponsive(waited)),
             Err(_) => Err(self.gone_error()),
         }
     }
@@ -516,8 +516,11 @@ impl ControlClient {
     /// then holds no connection (two descriptors here, 64 KiB in its
     /// server). Only a client from [`attach_quiet`](Self::attach_quiet)
     /// (its pane's bytes come from its relay) can; false for any other,
-    /// which keeps its connection. Call it once.
-    pub(crate) fn unlink_when_idle(&self, linger: std::time::Duration) -> bool {
+    /// which keeps its connection. Call it once. Public for the tests (the
+    /// client `terminal::launch` leaves on the raw path is one); the
+    /// backend's terminals do it by their config's `idle_unlink`.
+    #[doc(hidden)]
+    pub fn unlink_when_idle(&self, linger: std::time::Duration) -> bool {
         if self.shared.relink.is_none() || self.closed_reason().is_some() {
             return false;
         }

@@ -127,9 +127,12 @@ pub(super) struct RawLink {
 /// watchdog that it was unanswered past its deadline.
 pub(super) type Answer = std::result::Result<Reply, Overdue>;
 
-/// A command unanswered past the command timeout (see `watchdog.rs`).
+/// A command tmux did not answer in time, and how long it was given: the
+/// command timeout (see `watchdog.rs`), or the ready timeout of a relink
+/// tmux did not answer, which failed the lines queued for it unwritten
+/// (`linger.rs`).
 #[derive(Debug)]
-pub(super) struct Overdue;
+pub(super) struct Overdue(pub(super) std::time::Duration);
 
 pub(super) enum Pending {
     /// A caller waits for the reply (or gave up: the send then fails).

@@ -52,7 +52,7 @@ pub(super) async fn watch_replies(shared: Arc<ClientShared>) {
             }
             let timeout = shared.opts.command_timeout;
             // No caller waiting: no timer (`sleep_until(None)`).
-            let next = expire(&mut state, Instant::now()).map(|at| on_grid(at, timeout));
+            let next = expire(&mut state, Instant::now(), timeout).map(|at| on_grid(at, timeout));
             state.watchdog_at = next;
             next
         };
@@ -95,9 +95,9 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Tells every caller due by `now` that it is overdue; the earliest
+/// Tells every caller due by `now` that it is overdue (given `timeout`); the earliest
 /// deadline of those still waiting.
-fn expire(state: &mut State, now: Instant) -> Option<Instant> {
+fn expire(state: &mut State, now: Instant, timeout: Duration) -> Option<Instant> {
     let mut next: Option<Instant> = None;
     for pending in &mut state.pending {
         // Callers still waiting: not yet told, not internal.
@@ -106,7 +106,7 @@ fn expire(state: &mut State, now: Instant) -> Option<Instant> {
         };
         if deadline <= now {
             if let Some(tx) = tx.take() {
-                let _ = tx.send(Err(Overdue));
+                let _ = tx.send(Err(Overdue(timeout)));
             }
         } else {
             next = Some(next.map_or(deadline, |n| n.min(deadline)));

@@ -284,10 +284,7 @@ fn judge(
             command,
             message: reply.text(),
         }),
-        Ok(Err(Overdue)) => {
-            let timeout = shared.opts.command_timeout;
-            Err(Error::Unresponsive { command, timeout })
-        }
+        Ok(Err(Overdue(timeout))) => Err(Error::Unresponsive { command, timeout }),
         Err(_) => Err(super::gone_error(shared)),
     }
 }
