@@ -17,6 +17,7 @@
 //! - `tape`: `test` (tape files) and `render` (a recording to GIF/PNG);
 //! - `logs`: a terminal's kept history, from its files;
 //! - `service`: the systemd unit that runs `serve` at boot;
+//! - `secret_file`: the one check of a file of secrets (token, environment);
 //! - `audit`: `audit verify`, the chain of `serve --audit-log`'s file;
 //! - `allocator`: `serve` and `mcp` restart themselves once with glibc's
 //!   allocator settings (one arena);
@@ -33,6 +34,7 @@ pub(crate) mod logs;
 pub(crate) mod mcp;
 pub(crate) mod report;
 pub(crate) mod run;
+pub(crate) mod secret_file;
 pub(crate) mod serve;
 pub(crate) mod serve_api;
 pub(crate) mod service;

@@ -479,27 +479,10 @@ fn default_quota() -> usize {
 /// opened file, so a swap after the check changes nothing.
 fn read_private(path: &Path) -> Result<String, Error> {
     use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
     let context = || format!("reading token file {}", path.display());
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(context(), e))?;
     let meta = file.metadata().map_err(|e| Error::io(context(), e))?;
-    let unsafe_file = |reason: String| Error::UnsafeFile {
-        path: path.to_owned(),
-        reason,
-    };
-    let me = rustix::process::geteuid().as_raw();
-    if meta.uid() != me {
-        return Err(unsafe_file(format!(
-            "owned by uid {}, not by this user (uid {me})",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(unsafe_file(format!(
-            "mode {:o} lets group or others at it",
-            meta.mode() & 0o777
-        )));
-    }
+    crate::cli::secret_file::check(path, &meta)?;
     let mut text = String::new();
     file.read_to_string(&mut text)
         .map_err(|e| Error::io(context(), e))?;

@@ -74,30 +74,16 @@ pub(crate) struct ServiceArgs {
 /// `UNSAFE_FILE` when it is another user's or open to others, `IO` when
 /// it cannot be read.
 fn private_file(path: &Path) -> Result<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     let context = || format!("reading environment file {}", path.display());
     let absolute = std::fs::canonicalize(path).map_err(|e| Error::io(context(), e))?;
     let meta = std::fs::metadata(&absolute).map_err(|e| Error::io(context(), e))?;
-    let unsafe_file = |reason: String| Error::UnsafeFile {
-        path: absolute.clone(),
-        reason,
-    };
-    let me = rustix::process::geteuid().as_raw();
     if !meta.is_file() {
-        return Err(unsafe_file("not a regular file".to_owned()));
+        return Err(Error::UnsafeFile {
+            path: absolute,
+            reason: "not a regular file".to_owned(),
+        });
     }
-    if meta.uid() != me {
-        return Err(unsafe_file(format!(
-            "owned by uid {}, not by this user (uid {me})",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(unsafe_file(format!(
-            "mode {:o} lets group or others at it: chmod 600 it",
-            meta.mode() & 0o777
-        )));
-    }
+    crate::cli::secret_file::check(&absolute, &meta)?;
     Ok(absolute)
 }
 
