@@ -2,7 +2,7 @@
 //! the server handle, the output stream (which sends read back and
 //! viewers are fed from), and the status watch.
 //!
-//! Below `terminal.rs` (the terminal and its watcher), `send.rs` and
+//! Below `terminal.rs` (the terminal), `watcher.rs` (its watcher), `send.rs` and
 //! `pages.rs`, which all use it; it uses none of them.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -8,7 +8,8 @@
 //! | `locator.rs`  | [`TmuxLocator`]: the record's locator, typed          |
 //! | `records.rs`  | what a record names: its processes, check, retire     |
 //! | `reap.rs`     | removing what is proven unclaimed; socket checks      |
-//! | `terminal.rs` | `TmuxTerminal`: its watcher, I/O and signals          |
+//! | `terminal.rs` | `TmuxTerminal`: its I/O and signals                   |
+//! | `watcher.rs`  | the task that follows the pane: its stream, its death |
 //! | `lifetime.rs` | close, shutdown, probe and respawn of one terminal    |
 //! | `send.rs`     | sends and their wait conditions                       |
 //! | `pages.rs`    | scrollback pages and the screen (`capture-pane`)      |
@@ -34,6 +35,7 @@ mod records;
 mod send;
 mod stream_link;
 mod terminal;
+mod watcher;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

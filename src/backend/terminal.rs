@@ -1,15 +1,16 @@
-//! One tmux terminal of the registry: [`TmuxTerminal`], its shared state,
-//! and the watcher task that follows the pane.
+//! One tmux terminal of the registry: [`TmuxTerminal`], its shared state
+//! ([`ServerLink`]), and the verbs on it (the registry's
+//! [`BackendTerminal`]).
 //!
 //! The pane's one subscription appends its output to the terminal's
 //! [`Stream`] (what sends, cursor reads and viewers read; its byte count
 //! tells waiters "quiet") where the control client routes it, as a sink
-//! (no task between the raw read and the stream). The watcher task holds
-//! that subscription and detects death without polling: the pane's exit
-//! through [`wait_pane_exit`] (a pidfd on the pane's process, the relay's
-//! where it watches, told over its link, then one `list-panes`), the
-//! server's through the control client's EOF. Either is pushed through the
-//! status watch at once. A client that let go of its connection while idle
+//! (no task between the raw read and the stream). The watcher task
+//! (`watcher.rs`) holds that subscription and detects death without
+//! polling: the pane's exit through a pidfd on the pane's process (the
+//! relay's where it watches, told over its link), the server's through
+//! the control client's EOF. Either is pushed through the status watch at
+//! once. A client that let go of its connection while idle
 //! ([`TmuxConfig::idle_unlink`]) has no EOF to give: the pidfd still fires
 //! when the server's death ends the pane, and the relay's link ends with
 //! the pane's pipe (the watcher's `relink`); both then ask tmux, which
@@ -29,7 +30,6 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
 
 use super::TmuxConfig;
 use super::lifetime::{close, probe, respawn, shutdown};
@@ -37,18 +37,17 @@ use super::link::{ListingStamp, Mutable, ServerLink};
 use super::locator::TmuxLocator;
 use crate::control::Notification;
 use crate::control::PaneId;
-use crate::control::client::{ControlClient, PaneEvent, PaneStream, hold_handshake_lock};
-use crate::control::pane_exit::{PaneState, pane_state, wait_pane_exit};
+use crate::control::client::{ControlClient, PaneStream, hold_handshake_lock};
 use crate::control::snapshot::capture_snapshot;
 use crate::control::subscribe::Snapshot;
-use crate::control::subscribe::{Sink, SinkEvent, SubscribeOptions};
+use crate::control::subscribe::SubscribeOptions;
 use crate::registry::seam::{
     AttachLock, BackendTerminal, CloseReason, Liveness, OutputStream, ReadPage, ReadRequest,
     Screen, SendHandle, SendRequest, TerminalStatus, WriteAnswer,
 };
 use crate::registry::{Signal, SignalDelivery, SpawnSpec, TerminalId};
 use crate::stream::Stream;
-use crate::tmux::command::{TmuxCommand, resize_window};
+use crate::tmux::command::resize_window;
 use crate::tmux::procfs;
 use crate::tmux::{ProcessId, ServerHandle};
 use crate::vocab::Size;
@@ -140,10 +139,14 @@ impl TmuxTerminal {
             tasks: TaskTracker::new(),
             closed: AtomicBool::new(false),
         });
-        let stream = parts.stream.into_sink(sink_into(&shared.stream));
-        shared
-            .tasks
-            .spawn(watch_pane(Arc::clone(&shared), stream, restreams));
+        let stream = parts
+            .stream
+            .into_sink(super::watcher::sink_into(&shared.stream));
+        shared.tasks.spawn(super::watcher::watch_pane(
+            Arc::clone(&shared),
+            stream,
+            restreams,
+        ));
         shared.tasks.close();
         Arc::new(TmuxTerminal { shared })
     }
@@ -159,177 +162,6 @@ impl TmuxTerminal {
             // status waits for it, then withdraws the word.
             let status = self.shared.status.borrow();
             self.shared.listing.changed(status.is_running());
-        }
-    }
-}
-
-/// The watcher: holds the pane's subscription (a sink into the stream),
-/// pushes death. One per terminal, no ticks.
-async fn watch_pane(
-    shared: Arc<ServerLink>,
-    mut stream: PaneStream,
-    mut restreams: mpsc::Receiver<PaneStream>,
-) {
-    let mut status = shared.status.subscribe();
-    let mut output = shared.stream.changes();
-    loop {
-        let client = shared.client.clone();
-        let pane = shared.pane;
-        let exit = async move { wait_pane_exit(&client, pane).await };
-        tokio::pin!(exit);
-        let mut exit_seen = false;
-        loop {
-            tokio::select! {
-                () = shared.stop.cancelled() => return,
-                event = stream.recv() => match event {
-                    // The sink takes every event; nothing is queued here.
-                    Some(event) => take(&shared.stream, SinkEvent::Pane(event)),
-                    None => {
-                        let reason = stream
-                            .close_reason()
-                            .or_else(|| shared.client.closed_reason())
-                            .unwrap_or_else(|| "control connection closed".to_owned());
-                        shared.set_status(TerminalStatus::Gone { reason: format!("server gone: {reason}") });
-                        return;
-                    }
-                },
-                result = &mut exit, if !exit_seen => {
-                    exit_seen = true;
-                    // Output from here on is a new program's (below).
-                    output.borrow_and_update();
-                    match result {
-                        Ok(exit) => shared.set_status(TerminalStatus::Exited { exit }),
-                        Err(Error::ServerGone { reason }) => {
-                            shared.set_status(TerminalStatus::Gone { reason: format!("server gone: {reason}") });
-                        }
-                        // tmux did not answer in time (its server stopped,
-                        // or a machine under load): nothing is known dead.
-                        // The watch starts over, each try paced by the
-                        // client's timeouts.
-                        Err(error @ Error::Unresponsive { .. }) => {
-                            debug!(terminal = %shared.id, %error, "pane exit watch unanswered; watching again");
-                            break;
-                        }
-                        Err(error) => {
-                            // The pane vanished (its window was killed) while
-                            // the server lives on.
-                            warn!(terminal = %shared.id, %error, "pane exit watch failed");
-                            if shared.client.closed_reason().is_none() {
-                                shared.set_status(TerminalStatus::Gone { reason: "session gone".to_owned() });
-                            }
-                        }
-                    }
-                }
-                // Running again after the end this watch saw: the pane was
-                // respawned, by this process (which restreams too) or by
-                // another one (the CLI's attach, an mcp's send), found by a
-                // probe here or by the output below. Its program is followed
-                // to its end as the first one was.
-                _ = status.changed(), if exit_seen => {
-                    if status.borrow_and_update().is_running() {
-                        learn_pane_process(&shared).await;
-                        break;
-                    }
-                }
-                // Output after the end: a program runs in the pane again
-                // (or the end's last bytes came late: one look finds it
-                // dead).
-                _ = output.changed(), if exit_seen && !status.borrow().is_running() => {
-                    output.borrow_and_update();
-                    if alive_again(&shared).await {
-                        shared.set_status(TerminalStatus::Running);
-                    }
-                }
-                () = shared.stream.lost_notified() => relink(&shared).await,
-                fresh = restreams.recv() => {
-                    let Some(fresh) = fresh else { return };
-                    // The old subscription stops feeding the stream first.
-                    drop(stream);
-                    stream = fresh.into_sink(sink_into(&shared.stream));
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// Whether the pane, seen dead before, runs a program now (respawned by
-/// another process); a pane that does not answer in time counts as dead.
-async fn alive_again(shared: &ServerLink) -> bool {
-    let look = pane_state(&shared.client, shared.pane);
-    matches!(
-        tokio::time::timeout(shared.config.probe_timeout, look).await,
-        Ok(Ok(state)) if !state.dead
-    )
-}
-
-/// Learns the pane's process after a respawn this process did not make
-/// (signals and `pid` aim at it; the old one is gone).
-async fn learn_pane_process(shared: &ServerLink) {
-    let look = pane_state(&shared.client, shared.pane);
-    let Ok(Ok(PaneState { pid: Some(pid), .. })) =
-        tokio::time::timeout(shared.config.probe_timeout, look).await
-    else {
-        return;
-    };
-    let known = shared.lock().pane_process.map(|process| process.pid);
-    if known != Some(pid) {
-        shared.set_pane_process(ProcessId::now(pid).known());
-    }
-}
-
-/// The pane's output stopped reaching this process while its server
-/// lives (its relay was killed, or its pipe replaced): links again, to the
-/// same relay from where the stream is when it still runs, else to a new
-/// one (a new epoch: the stream restarts, and sends and viewers spanning it
-/// see a gap). Where neither works the stream stays lost, and says why.
-async fn relink(shared: &ServerLink) {
-    let Some(why) = shared.stream.lost() else {
-        return;
-    };
-    // A pipe also closes when its pane or server goes: nothing to link to
-    // then, and control mode tells the status.
-    let alive = TmuxCommand::new("list-panes")
-        .target(shared.pane)
-        .opt("-F", "#{pane_dead}");
-    match shared.command(&alive).await {
-        Ok(reply) if reply.text().trim() == "0" => {}
-        _ => return,
-    }
-    let dir = shared.address.dir();
-    let timeout = shared.config.probe_timeout;
-    let end = shared.stream.end();
-    let linked = match crate::tmux::relay::link(dir, end.epoch, end.offset, timeout).await {
-        Ok(Some(linked)) => Some(linked),
-        _ => super::stream_link::install(&shared.client, shared.pane, dir, &shared.config).await,
-    };
-    let Some(linked) = linked else {
-        warn!(terminal = %shared.id, why, "the pane's output is lost to this process");
-        return;
-    };
-    if linked.epoch == end.epoch {
-        if linked.start != end.offset {
-            shared.stream.skip_to(linked.start);
-        }
-        shared.stream.found();
-    } else {
-        shared.stream.restart(linked.epoch, linked.start);
-    }
-    warn!(terminal = %shared.id, why, epoch = linked.epoch, "linked to the pane's relay again");
-    let (epoch, replaced) = (linked.epoch, linked.epoch != end.epoch);
-    if let Err(error) = shared.client.attach_raw(shared.pane, linked) {
-        shared.stream.lose(format!("{why}; linking again: {error}"));
-        return;
-    }
-    if replaced && shared.lock().keeps {
-        // A new relay keeps nothing until asked; its order is still in
-        // the server directory.
-        match crate::tmux::relay::keep(dir, epoch, 0, timeout).await {
-            Ok(Some(_)) => {}
-            Ok(None) => warn!(terminal = %shared.id, "the new relay does not keep the history"),
-            Err(error) => {
-                warn!(terminal = %shared.id, %error, "asking the new relay to keep the history")
-            }
         }
     }
 }
@@ -363,32 +195,6 @@ async fn keep_history(
         shared.lock().keeps = true;
     }
     Ok(kept)
-}
-
-/// One event of the pane's subscription into the stream.
-fn take(stream: &Stream, event: SinkEvent) {
-    match event {
-        SinkEvent::Pane(PaneEvent::Output(bytes)) => {
-            crate::hops::mark(crate::hops::Hop::Stream);
-            stream.push(bytes);
-        }
-        // Output was skipped (or the pane respawned): sends that span it
-        // say so, viewers are repainted.
-        SinkEvent::Pane(PaneEvent::Resync(_)) => stream.skipped(),
-        // This process fell behind the relay's window: the relay's offsets
-        // go on at `to`.
-        SinkEvent::Skip { to } => stream.skip_to(to),
-        SinkEvent::Lost(why) => stream.lose(why),
-    }
-}
-
-/// The pane's subscription as it feeds the stream: where the client routes
-/// it (the raw reader or the control reader), with no task between (a
-/// watcher task's wake-up cost each echo ~15 µs, more under load). It
-/// holds the stream only, never the terminal: the client keeps it.
-fn sink_into(stream: &Arc<Stream>) -> Sink {
-    let stream = Arc::clone(stream);
-    Arc::new(move |event| take(&stream, event))
 }
 
 impl BackendTerminal for TmuxTerminal {
