@@ -89,9 +89,12 @@ pub(crate) async fn launch_as(
     // that then takes over can let go while idle and start again, which
     // the starter, made to create the session, cannot.
     let handed_over = server.raw_socket().is_some();
+    // The relay executable, where it can run: the pane's wrapper then, and
+    // the pool's starter's guard.
+    let wrapper = wrapper_executable(relay_executable.as_deref());
     if starter == Starter::DiesWithEngine
         && handed_over
-        && let Some(relay) = wrapper_executable(relay_executable.as_deref())
+        && let Some(relay) = wrapper
     {
         command = with_parent::wrap(&command, relay);
     }
@@ -118,11 +121,9 @@ pub(crate) async fn launch_as(
         ..client_opts.clone()
     };
     // Open before tmux runs the pane: its wrapper tells the start through it.
-    let start_signal = (!server.launcher()
-        && server.exit_handshake()
-        && wrapper_executable(relay_executable.as_deref()).is_some())
-    .then(|| StartSignal::open(server.dir()))
-    .flatten();
+    let start_signal = (!server.launcher() && server.exit_handshake() && wrapper.is_some())
+        .then(|| StartSignal::open(server.dir()))
+        .flatten();
     let (client, streams) =
         ControlClient::spawn_subscribed(command, starter_opts, &[(pane, subscribe)]).await?;
     let (client, mut streams) = if handed_over {

@@ -192,7 +192,18 @@ const FINE_STEP: std::time::Duration = std::time::Duration::from_micros(100);
 /// [`FINE_WAIT`] (a new terminal's connect waits on it: the millisecond
 /// steps this replaced cost 1 to 3 ms of it), then backing off to 20 ms.
 pub(crate) async fn started(pane_pid: u32) {
-    poll_until(pane_pid, |wrapped| matches!(wrapped, Wrapped::Running(_))).await;
+    poll_until(pane_pid, running).await;
+}
+
+/// What [`started`] waits for: the wrapper running its program.
+fn running(wrapped: Wrapped) -> bool {
+    matches!(wrapped, Wrapped::Running(_))
+}
+
+/// Whether the pane `pane_pid` is as `done` wants it, or gone: what the
+/// looks of [`poll_until`] and [`started_signalled`] wait for.
+fn reached(pane_pid: u32, done: fn(Wrapped) -> bool) -> bool {
+    done(wrapped(pane_pid)) || !super::process::is_alive(pane_pid)
 }
 
 /// The engine's end of a relay wrapper's word that its program runs: the
@@ -201,9 +212,10 @@ pub(crate) async fn started(pane_pid: u32) {
 /// writing as it starts and closes it once its program has run `exec`; the
 /// last writer gone is `EPOLLHUP` here (Linux reports it on a fifo only
 /// after a writer came and went), so a new terminal's connect learns of
-/// the start without the fine look in `/proc` of [`started`] (up to 200
-/// looks and as many thread wake-ups, each on a loaded machine: the
-/// largest share of serve's own CPU of a fresh spawn after the kill).
+/// the start without the fine look in `/proc` of [`started`] (every
+/// 100 µs from a blocking thread for up to 20 ms: on a loaded machine up
+/// to 200 looks and as many thread wake-ups; a spawn churn's rate did not
+/// move measurably either way, docs/benchmarks.md).
 ///
 /// Held only until the start: while it is open, a line written to the
 /// fifo finds a reader although no wrapper waits (see [`acknowledge`]),
@@ -260,9 +272,7 @@ pub(crate) async fn started_signalled(pane_pid: u32, signal: Option<StartSignal>
     let Some(signal) = signal else {
         return started(pane_pid).await;
     };
-    let ready = move || {
-        matches!(wrapped(pane_pid), Wrapped::Running(_)) || !super::process::is_alive(pane_pid)
-    };
+    let ready = move || reached(pane_pid, running);
     if ready() {
         return;
     }
@@ -288,7 +298,7 @@ pub(crate) async fn exec_seen(pane_pid: u32) {
 /// the pane is gone, or [`START_WAIT`] passed.
 async fn poll_until(pane_pid: u32, done: fn(Wrapped) -> bool) {
     let begun = std::time::Instant::now();
-    let ready = move || done(wrapped(pane_pid)) || !super::process::is_alive(pane_pid);
+    let ready = move || reached(pane_pid, done);
     if ready() {
         return;
     }
@@ -359,11 +369,18 @@ pub(crate) fn acknowledge(dir: &Path) -> bool {
 /// nobody has it open for reading (the acknowledgement's and a pooled
 /// pane's launch's one way to wake a shell, see [`super::launcher`]).
 pub(crate) fn write_line(path: &Path) -> std::io::Result<()> {
+    open_writer(path)?.write_all(b"\n")
+}
+
+/// The fifo at `path` opened for writing without blocking: `ENXIO` at once
+/// when nobody has it open for reading, where a blocking open would wait
+/// for a reader that may never come (the acknowledgement, a launch's spec,
+/// a wrapper's start signal).
+pub(crate) fn open_writer(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)?
-        .write_all(b"\n")
+        .open(path)
 }
 
 /// Where the exit handshake of a server's panes is acknowledged, and each

@@ -132,12 +132,7 @@ fn shield(ended: &Arc<AtomicBool>) {
 /// ([`StartSignal`](super::exit_handshake::StartSignal)); `None` (`ENXIO`)
 /// when nobody does, as for a restart or a library's terminal.
 fn start_signal(dir: &Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(dir.join(FIFO))
-        .ok()
+    super::exit_handshake::open_writer(&dir.join(FIFO)).ok()
 }
 
 /// Runs `launch`'s program and waits for it. `fifo`, the launch fifo the

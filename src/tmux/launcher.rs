@@ -310,10 +310,7 @@ pub(crate) async fn launch(dir: &Path, launcher: u32, file: &LaunchFile) -> Resu
 /// launcher's reads, which follow at once, and a launcher gone meanwhile
 /// is `EPIPE`, never a wait.
 fn write_spec(path: &Path, spec: &[u8]) -> std::io::Result<std::fs::File> {
-    let mut fifo = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)?;
+    let mut fifo = super::exit_handshake::open_writer(path)?;
     let flags = rustix::fs::fcntl_getfl(&fifo)?;
     rustix::fs::fcntl_setfl(&fifo, flags - rustix::fs::OFlags::NONBLOCK)?;
     fifo.write_all(&[spec, &SPEC_END[1..]].concat())?;
