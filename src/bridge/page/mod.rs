@@ -32,6 +32,8 @@ macro_rules! vendored {
 /// `(name under /assets/, content type, bytes)` of every embedded asset.
 const ASSETS: &[(&str, &str, &str)] = &[
     ("app.js", JS, include_str!("../../../web/app.js")),
+    ("list.js", JS, include_str!("../../../web/list.js")),
+    ("signin.js", JS, include_str!("../../../web/signin.js")),
     ("options.js", JS, include_str!("../../../web/options.js")),
     ("keys.js", JS, include_str!("../../../web/keys.js")),
     ("phone.js", JS, include_str!("../../../web/phone.js")),
