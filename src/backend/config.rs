@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::{ID_OPTION, SESSION, STATE_OPTION};
 use crate::Result;
+use crate::control::client::ClientOptions;
 use crate::registry::{SpawnSpec, TerminalId};
 use crate::tmux::ServerOptions;
 use crate::tmux::command::quote;
@@ -67,6 +68,17 @@ pub struct TmuxConfig {
     /// its server). `None` keeps every connection. Only terminals read
     /// through their relay let go. Default [`TmuxConfig::IDLE_UNLINK`].
     pub idle_unlink: Option<Duration>,
+    /// How long tmux may take to answer a terminal's control client before
+    /// the engine says `UNRESPONSIVE` (a stopped server, or a machine under
+    /// heavy load): a command unanswered this long fails so, and so does a
+    /// link whose attach tmux has not answered (a spawn's, an adoption's, a
+    /// relink after an idle let-go); nothing is reported gone for it. Every
+    /// control client the backend makes takes it (spawn, adoption, pool).
+    /// Shorter tells a stall sooner, and fails the commands of a machine
+    /// only slow for a moment. Default [`TmuxConfig::CONTROL_TIMEOUT`];
+    /// outside [`TmuxConfig::CONTROL_TIMEOUT_RANGE`] the backend refuses
+    /// the config ([`TmuxConfig::check`]).
+    pub control_timeout: Duration,
 }
 
 /// The warm pool size of a long-lived process such as `serve`.
@@ -81,6 +93,17 @@ impl TmuxConfig {
     /// two commands, so a relink (a few milliseconds) is paid only after
     /// a real rest.
     pub const IDLE_UNLINK: Duration = Duration::from_secs(10);
+
+    /// The default [`TmuxConfig::control_timeout`]: the control client's
+    /// own default, long enough for a loaded machine's tmux.
+    pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// The [`TmuxConfig::control_timeout`]s the backend takes: below 10 ms
+    /// a tmux that is merely busy would fail its commands, and past an
+    /// hour a stalled one would hold every verb that long (and a deadline
+    /// that far may not be representable).
+    pub const CONTROL_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
+        Duration::from_millis(10)..=Duration::from_secs(3600);
 
     /// A config with default values and server directories in
     /// `runtime_dir`.
@@ -98,7 +121,45 @@ impl TmuxConfig {
             pool_size: 0,
             relay: None,
             idle_unlink: Some(Self::IDLE_UNLINK),
+            control_timeout: Self::CONTROL_TIMEOUT,
         }
+    }
+
+    /// Checks the settings a backend cannot run with; what
+    /// [`TmuxBackend::with_tmux`](super::TmuxBackend::with_tmux) (and so
+    /// [`TmuxBackend::new`](super::TmuxBackend::new)) asks first.
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` when [`TmuxConfig::control_timeout`] is outside
+    /// [`TmuxConfig::CONTROL_TIMEOUT_RANGE`].
+    pub fn check(&self) -> Result<()> {
+        let range = Self::CONTROL_TIMEOUT_RANGE;
+        if !range.contains(&self.control_timeout) {
+            return Err(crate::Error::InvalidInput(format!(
+                "control_timeout {:?} is outside {:?}..={:?}",
+                self.control_timeout,
+                range.start(),
+                range.end()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Sets how long tmux may take to answer a control client
+    /// ([`TmuxConfig::control_timeout`]; checked when a backend is made).
+    #[must_use]
+    pub fn control_timeout(mut self, timeout: Duration) -> Self {
+        self.control_timeout = timeout;
+        self
+    }
+
+    /// The options of every control client the backend makes: the
+    /// defaults, with [`TmuxConfig::control_timeout`] as both the command
+    /// and the ready timeout.
+    pub(super) fn client_options(&self) -> ClientOptions {
+        ClientOptions::default()
+            .command_timeout(self.control_timeout)
+            .ready_timeout(self.control_timeout)
     }
 
     /// Pipes every terminal's pane to `relay` (an executable that answers
@@ -306,4 +367,39 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    #[test]
+    fn control_timeouts_outside_the_range_are_refused() {
+        let config = |timeout| TmuxConfig::new("/nonexistent").control_timeout(timeout);
+        let cases = [
+            (Duration::ZERO, false),
+            (Duration::from_millis(9), false),
+            (Duration::from_millis(10), true),
+            (TmuxConfig::CONTROL_TIMEOUT, true),
+            (Duration::from_secs(3600), true),
+            (Duration::from_secs(3601), false),
+            (Duration::MAX, false),
+        ];
+        for (timeout, ok) in cases {
+            let checked = config(timeout).check();
+            assert_eq!(checked.is_ok(), ok, "{timeout:?}: {checked:?}");
+            if let Err(error) = checked {
+                assert_eq!(error.code(), ErrorCode::InvalidInput, "{timeout:?}");
+            }
+        }
+        assert_eq!(
+            TmuxConfig::new("/nonexistent").control_timeout,
+            TmuxConfig::CONTROL_TIMEOUT
+        );
+        insta::assert_snapshot!(
+            config(Duration::ZERO).check().expect_err("zero"),
+            @"invalid input: control_timeout 0ns is outside 10ms..=3600s"
+        );
+    }
 }

@@ -52,7 +52,7 @@ pub(crate) use terminal::TmuxTerminal;
 
 use self::terminal::Parts;
 use crate::control::PaneId;
-use crate::control::client::{ClientOptions, ControlClient};
+use crate::control::client::ControlClient;
 use crate::control::pane_exit::{pane_state, wait_pane_exit};
 use crate::control::subscribe::SubscribeOptions;
 use crate::registry::seam::{
@@ -131,9 +131,10 @@ impl TmuxBackend {
     /// # Errors
     ///
     /// `TMUX_MISSING`, `TMUX_TOO_OLD`; `UNSAFE_DIRECTORY` when the runtime
-    /// directory exists but is not private to the user.
+    /// directory exists but is not private to the user; `INVALID_INPUT`
+    /// for a setting out of range ([`TmuxConfig::check`]).
     pub fn new(config: TmuxConfig) -> Result<Self> {
-        let backend = Self::with_tmux(Arc::new(Tmux::discover()?), config);
+        let backend = Self::with_tmux(Arc::new(Tmux::discover()?), config)?;
         // Refused at once (every CLI call opens a backend), not only at
         // the next spawn: adoption and reap read this directory too.
         if backend.config.runtime_dir.exists() {
@@ -143,13 +144,17 @@ impl TmuxBackend {
     }
 
     /// A backend using `tmux`.
-    pub fn with_tmux(tmux: Arc<Tmux>, config: TmuxConfig) -> Self {
+    ///
+    /// # Errors
+    /// `INVALID_INPUT` for a setting out of range ([`TmuxConfig::check`]).
+    pub fn with_tmux(tmux: Arc<Tmux>, config: TmuxConfig) -> Result<Self> {
+        config.check()?;
         let config = Arc::new(config);
-        TmuxBackend {
+        Ok(TmuxBackend {
             pool: pool::Pool::new(Arc::clone(&tmux), Arc::clone(&config)),
             tmux,
             config,
-        }
+        })
     }
 
     /// How many pre-started servers wait for a spawn (see
@@ -201,7 +206,7 @@ impl TmuxBackend {
                 let start = launch(
                     Arc::clone(&self.tmux),
                     opts,
-                    ClientOptions::default(),
+                    self.config.client_options(),
                     SubscribeOptions::default(),
                 );
                 // Dropping the start future rolls back: `Server`'s drop kills
@@ -278,10 +283,10 @@ impl TmuxBackend {
             // This client acknowledges the exit handshake's marker from
             // now on where no relay does (a server started without the
             // handshake has no fifo: nothing waits).
-            let opts = ClientOptions {
-                exit_handshake: Some(dir.clone()),
-                ..ClientOptions::default()
-            };
+            let opts = self
+                .config
+                .client_options()
+                .exit_handshake(Some(dir.clone()));
             let subscribe = [(pane, SubscribeOptions::default())];
             let attempt = if linked.is_some() {
                 ControlClient::attach_quiet(&handle, opts, &subscribe).await

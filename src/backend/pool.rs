@@ -175,7 +175,8 @@ impl Pool {
         for _ in 0..missing {
             let pool = Arc::downgrade(self);
             let (tmux, opts) = (Arc::clone(&self.tmux), self.options());
-            runtime.spawn(start_one(pool, tmux, opts));
+            let client = self.config.client_options();
+            runtime.spawn(start_one(pool, tmux, opts, client));
         }
     }
 
@@ -303,13 +304,18 @@ fn respawnable(pool: &ServerOptions, wanted: &ServerOptions) -> bool {
     fixed(pool) == fixed(wanted)
 }
 
-async fn start_one(pool: Weak<Pool>, tmux: Arc<Tmux>, opts: Result<ServerOptions>) {
+async fn start_one(
+    pool: Weak<Pool>,
+    tmux: Arc<Tmux>,
+    opts: Result<ServerOptions>,
+    client: ClientOptions,
+) {
     let started = match opts {
         Ok(opts) => {
             launch_as(
                 tmux,
                 opts,
-                ClientOptions::default(),
+                client,
                 SubscribeOptions::default(),
                 Starter::DiesWithEngine,
             )

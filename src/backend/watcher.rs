@@ -5,16 +5,21 @@
 //! pane's process, or the relay's word over its link), the server's through
 //! the control client's EOF; it follows every recreation (a respawn, a
 //! probe, output after the end) as a spawn, and links to the pane's relay
-//! again when this process's stream lost it. Apart from the terminal's
-//! verbs (`terminal.rs`), which only read what it pushes.
+//! again when this process's stream lost it (asking tmux again for as long
+//! as it does not answer, never awaited in its loop's arms, so a cancel
+//! still ends it at once). Apart from the terminal's verbs
+//! (`terminal.rs`), which only read what it pushes.
 
+use std::pin::pin;
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::{Fuse, FusedFuture};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::link::ServerLink;
-use crate::Error;
 use crate::control::client::{PaneEvent, PaneStream};
 use crate::control::pane_exit::{PaneState, pane_state, wait_pane_exit};
 use crate::control::subscribe::{Sink, SinkEvent};
@@ -22,6 +27,16 @@ use crate::registry::seam::TerminalStatus;
 use crate::stream::Stream;
 use crate::tmux::ProcessId;
 use crate::tmux::command::TmuxCommand;
+use crate::{Error, Result};
+
+/// The first pause before a relink asks tmux again whether the pane lives
+/// (see [`relink`]); doubled after each try.
+const RELINK_PAUSE: Duration = Duration::from_millis(50);
+
+/// The longest pause between two such tries: a stall of tmux is followed
+/// within this (plus the control client's timeout, which each try waits)
+/// once it ends, and a long one costs a question per few seconds.
+const RELINK_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 /// The watcher: holds the pane's subscription (a sink into the stream),
 /// pushes death. One per terminal, no ticks.
@@ -32,6 +47,12 @@ pub(super) async fn watch_pane(
 ) {
     let mut status = shared.status.subscribe();
     let mut output = shared.stream.changes();
+    // A relink under way: polled beside the rest, never awaited inside an
+    // arm, so a cancel (the terminal dropped, the process shutting down)
+    // ends it at once however long tmux takes to answer, and the pane's
+    // exit and restreams are followed meanwhile. It outlives the inner
+    // loops' start-overs.
+    let mut relinking = pin!(Fuse::terminated());
     loop {
         let client = shared.client.clone();
         let pane = shared.pane;
@@ -100,7 +121,12 @@ pub(super) async fn watch_pane(
                         shared.set_status(TerminalStatus::Running);
                     }
                 }
-                () = shared.stream.lost_notified() => relink(&shared).await,
+                // A loss told while a relink runs is looked at once it
+                // ended (the notification's permit waits).
+                () = shared.stream.lost_notified(), if relinking.is_terminated() => {
+                    relinking.set(relink(&shared).fuse());
+                }
+                () = &mut relinking, if !relinking.is_terminated() => {}
                 fresh = restreams.recv() => {
                     let Some(fresh) = fresh else { return };
                     // The old subscription stops feeding the stream first.
@@ -143,19 +169,39 @@ async fn learn_pane_process(shared: &ServerLink) {
 /// same relay from where the stream is when it still runs, else to a new
 /// one (a new epoch: the stream restarts, and sends and viewers spanning it
 /// see a gap). Where neither works the stream stays lost, and says why.
+///
+/// First it asks tmux whether the pane still lives (a pipe also closes
+/// when its pane or server goes: nothing to link to then, and the status
+/// tells it). A question tmux does not answer (stopped, a machine under
+/// load) or any other failure that tells nothing is asked again after a
+/// pause that grows to [`RELINK_PAUSE_MAX`], for as long as the stream
+/// stays lost: a terminal's output is not lost for good because tmux was
+/// slow once. Only the watcher's cancel ends the wait (it drops this).
 async fn relink(shared: &ServerLink) {
-    let Some(why) = shared.stream.lost() else {
-        return;
+    let mut pause = RELINK_PAUSE;
+    let why = loop {
+        let Some(why) = shared.stream.lost() else {
+            return;
+        };
+        match pane_lives(shared).await {
+            Ok(true) => break why,
+            Ok(false) => {
+                debug!(terminal = %shared.id, why, "the pane's output ended with the pane");
+                return;
+            }
+            Err(error @ (Error::ServerGone { .. } | Error::Command { .. })) => {
+                // The server or the pane is gone: the exit watch, or the
+                // control client's end, reports it.
+                debug!(terminal = %shared.id, why, %error, "the pane's output ended with its server or pane");
+                return;
+            }
+            Err(error) => {
+                debug!(terminal = %shared.id, why, %error, ?pause, "whether the pane lives is unknown; asking again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RELINK_PAUSE_MAX);
+            }
+        }
     };
-    // A pipe also closes when its pane or server goes: nothing to link to
-    // then, and control mode tells the status.
-    let alive = TmuxCommand::new("list-panes")
-        .target(shared.pane)
-        .opt("-F", "#{pane_dead}");
-    match shared.command(&alive).await {
-        Ok(reply) if reply.text().trim() == "0" => {}
-        _ => return,
-    }
     let dir = shared.address.dir();
     let timeout = shared.config.probe_timeout;
     let end = shared.stream.end();
@@ -164,7 +210,7 @@ async fn relink(shared: &ServerLink) {
         _ => super::stream_link::install(&shared.client, shared.pane, dir, &shared.config).await,
     };
     let Some(linked) = linked else {
-        warn!(terminal = %shared.id, why, "the pane's output is lost to this process");
+        warn!(terminal = %shared.id, why, "the pane's output is lost to this process: no relay could be linked or started");
         return;
     };
     if linked.epoch == end.epoch {
@@ -178,6 +224,7 @@ async fn relink(shared: &ServerLink) {
     warn!(terminal = %shared.id, why, epoch = linked.epoch, "linked to the pane's relay again");
     let (epoch, replaced) = (linked.epoch, linked.epoch != end.epoch);
     if let Err(error) = shared.client.attach_raw(shared.pane, linked) {
+        warn!(terminal = %shared.id, why, %error, "the pane's output is lost to this process: linking its relay again");
         shared.stream.lose(format!("{why}; linking again: {error}"));
         return;
     }
@@ -192,6 +239,19 @@ async fn relink(shared: &ServerLink) {
             }
         }
     }
+}
+
+/// Whether the pane runs (`false`: dead, under `remain-on-exit`), as tmux
+/// answers.
+///
+/// # Errors
+/// The control client's: `UNRESPONSIVE` past its command timeout,
+/// `SERVER_GONE`, `COMMAND_FAILED` for a pane gone.
+async fn pane_lives(shared: &ServerLink) -> Result<bool> {
+    let alive = TmuxCommand::new("list-panes")
+        .target(shared.pane)
+        .opt("-F", "#{pane_dead}");
+    Ok(shared.command(&alive).await?.text().trim() == "0")
 }
 
 /// One event of the pane's subscription into the stream.

@@ -32,7 +32,7 @@ fn pidfds_on(process: &str, pid: u32) -> usize {
 
 /// The pane's process (`#{pane_pid}`: the exit handshake's wrapper) of the
 /// one server under `runtime`.
-fn pane_pid(runtime: &Path) -> u32 {
+pub(super) fn pane_pid(runtime: &Path) -> u32 {
     tmux_at(runtime, &["list-panes", "-F", "#{pane_pid}"])
         .trim()
         .parse()
@@ -40,7 +40,7 @@ fn pane_pid(runtime: &Path) -> u32 {
 }
 
 /// The running relays of servers under `runtime`.
-fn relays(runtime: &Path) -> Vec<u32> {
+pub(super) fn relays(runtime: &Path) -> Vec<u32> {
     let needle = runtime.to_string_lossy().into_owned();
     std::fs::read_dir("/proc")
         .unwrap()
@@ -160,6 +160,45 @@ async fn without_a_relay_this_process_watches_the_end_itself() {
             (pidfds_on("self", pane) == 1).then_some(())
         })
         .await;
+    })
+    .await;
+}
+
+/// The relay tells the pane's end while tmux does not answer (its server
+/// stopped): the watcher's question about the end fails `UNRESPONSIVE`,
+/// which says nothing is dead, so the watch starts over, and the terminal
+/// stays running (not gone: a restart policy would start a second server)
+/// until tmux, continued, answers with the exact end.
+#[tokio::test]
+async fn an_end_told_while_tmux_stalls_is_learnt_once_it_answers() {
+    super::with_cat(super::relink::stalling, async |registry, owner, rt| {
+        let owned = || registry.owner(owner);
+        let pane = pane_pid(rt);
+        watched_by_the_relay(rt, pane).await;
+        {
+            let _stopped = crate::support::Stopped::new(super::idle_link::server_pid(rt));
+            // The program and its wrapper: the relay, which runs, tells
+            // the end; tmux, stopped, neither reaps nor answers.
+            rustix::process::kill_process_group(
+                rustix::process::Pid::from_raw(pane.try_into().unwrap()).unwrap(),
+                rustix::process::Signal::KILL,
+            )
+            .unwrap();
+            super::relink::unanswered_twice(registry, owner, "cat").await;
+            let shown = owned().show("cat").await.unwrap();
+            assert_eq!(shown.status, TerminalStatus::Running);
+        }
+        let exited = poll("the end to be learnt", WAIT, || async {
+            let shown = owned().show("cat").await.unwrap();
+            (!shown.status.is_running()).then_some(shown.status)
+        })
+        .await;
+        assert_eq!(
+            exited,
+            TerminalStatus::Exited {
+                exit: ExitStatus::Signal(9)
+            }
+        );
     })
     .await;
 }

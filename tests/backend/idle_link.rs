@@ -13,11 +13,10 @@ use super::*;
 /// see them let go.
 const LINGER: Duration = Duration::from_millis(150);
 
-/// A registry whose terminals read their relay and let go of their
-/// control connection after [`LINGER`].
-async fn open_linger(dir: &Path) -> Registry {
-    // Only a terminal read through its relay can let go.
-    open_relayed(dir, |config| config.idle_unlink(Some(LINGER))).await
+/// Lets a terminal read through its relay (the only one that can) go of
+/// its control connection after [`LINGER`].
+fn lingering(config: TmuxConfig) -> TmuxConfig {
+    config.idle_unlink(Some(LINGER))
 }
 
 /// The clients attached to the one server under `runtime`, as tmux lists
@@ -37,7 +36,7 @@ async fn let_go(runtime: &Path) {
 }
 
 /// The pid of the one server under `runtime`.
-fn server_pid(runtime: &Path) -> u32 {
+pub(super) fn server_pid(runtime: &Path) -> u32 {
     tmux_at(runtime, &["display-message", "-p", "#{pid}"])
         .trim()
         .parse()
@@ -54,25 +53,10 @@ async fn echoed(registry: &Registry, owner: &OwnerId, word: &str) {
     .await;
 }
 
-/// Runs `body` on a registry of [`open_linger`] with one terminal, `cat`,
-/// running `cat` (its runtime directory beside), then kills it, disposes
-/// the registry and checks nothing is left.
+/// Runs `body` on a [`lingering`] registry with one terminal, `cat`
+/// (see [`super::with_cat`]).
 async fn with_cat(body: impl AsyncFnOnce(&Registry, &OwnerId, &Path)) {
-    crate::support::within(async {
-        let dir = crate::support::test_dir();
-        let rt = runtime(dir.path());
-        let _guard = Cleanup(rt.clone());
-        let registry = open_linger(dir.path()).await;
-        let owner = OwnerId::new("alice").unwrap();
-        registry
-            .owner(&owner)
-            .spawn(sh("exec cat").name("cat"))
-            .await
-            .unwrap();
-        body(&registry, &owner, &rt).await;
-        let _ = registry.owner(&owner).kill("cat").await;
-    })
-    .await;
+    super::with_cat(lingering, body).await;
 }
 
 #[tokio::test]
@@ -183,7 +167,9 @@ async fn a_server_killed_while_unlinked_is_reported_gone() {
 /// links again at the next use, and a line typed then arrives once.
 #[tokio::test]
 async fn a_server_stopped_while_unlinked_is_unresponsive_not_gone() {
-    with_cat(async |registry, owner, rt| {
+    // A short control timeout: the relink and the probe fail within it.
+    let stalling = |config| lingering(config).control_timeout(super::relink::STALL);
+    super::with_cat(stalling, async |registry, owner, rt| {
         let owned = || registry.owner(owner);
         let_go(rt).await;
         {

@@ -9,6 +9,7 @@ mod full_screen;
 mod idle_link;
 mod listing;
 mod pool;
+mod relink;
 mod send;
 pub(crate) mod shell_sends;
 
@@ -23,7 +24,32 @@ async fn open_relayed(dir: &Path, config: impl FnOnce(TmuxConfig) -> TmuxConfig)
         .reap_grace(Duration::ZERO)
         .with_state_dir(dir.join("state"))
         .relay(env!("CARGO_BIN_EXE_tmux-engine-relay"));
-    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::with_tmux(tmux(), config(relayed)));
+    let backend: Arc<dyn Backend> =
+        Arc::new(TmuxBackend::with_tmux(tmux(), config(relayed)).unwrap());
     let state = RegistryConfig::default().state_dir(dir.join("state"));
     Registry::open_with(state, backend).await.unwrap().0
+}
+
+/// Runs `body` on a registry of [`open_relayed`] with `config` added and
+/// one terminal, `cat`, running `cat` (its runtime directory beside), then
+/// kills it; the guard kills any server left.
+async fn with_cat(
+    config: impl FnOnce(TmuxConfig) -> TmuxConfig,
+    body: impl AsyncFnOnce(&Registry, &OwnerId, &Path),
+) {
+    crate::support::within(async {
+        let dir = crate::support::test_dir();
+        let rt = runtime(dir.path());
+        let _guard = Cleanup(rt.clone());
+        let registry = open_relayed(dir.path(), config).await;
+        let owner = OwnerId::new("alice").unwrap();
+        registry
+            .owner(&owner)
+            .spawn(sh("exec cat").name("cat"))
+            .await
+            .unwrap();
+        body(&registry, &owner, &rt).await;
+        let _ = registry.owner(&owner).kill("cat").await;
+    })
+    .await;
 }

@@ -113,7 +113,7 @@ async fn open_pooled(
     if let Some(relay) = relay {
         config = config.relay(relay);
     }
-    let tmux_backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+    let tmux_backend = Arc::new(TmuxBackend::with_tmux(tmux(), config).unwrap());
     let backend: Arc<dyn Backend> = tmux_backend.clone();
     let (registry, _) = Registry::open_with(RegistryConfig::default().state_dir(state), backend)
         .await
@@ -185,7 +185,7 @@ async fn reaps_beside_a_pool_leave_its_waiting_servers_alone() {
         let _guard = Cleanup(rt.clone());
         let state = dir.path().join("state");
         let open = |config: TmuxConfig| {
-            let backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+            let backend = Arc::new(TmuxBackend::with_tmux(tmux(), config).unwrap());
             let dyn_backend: Arc<dyn Backend> = backend.clone();
             let state = state.clone();
             async move {

@@ -23,9 +23,11 @@ use crate::support::{Stopped, live, opts, poll, sh_c, tmux};
 const LINGER: Duration = Duration::from_millis(100);
 
 /// A relink's wait for tmux's answer: short, so a stopped server fails
-/// it quickly; the command timeout is longer, so the relink's failure,
-/// not the reply watchdog, is what a caller meets.
-const READY: Duration = Duration::from_millis(300);
+/// it quickly, yet long enough for a loaded machine's tmux to answer the
+/// start's attach (300 ms failed one under the suite's load); the command
+/// timeout is longer, so the relink's failure, not the reply watchdog, is
+/// what a caller meets.
+const READY: Duration = Duration::from_secs(1);
 
 /// How long anything here may take.
 const WAIT: Duration = Duration::from_secs(10);
@@ -177,6 +179,65 @@ async fn a_server_gone_before_or_during_a_relink_closes_the_client() {
             closed_gone(&client, pane).await;
             server.kill().await.expect("kill cleans up");
         }
+    })
+    .await;
+}
+
+/// An event subscriber made while a relink waits on a stopped server
+/// wants the link as much as a line does: once the server continues, its
+/// notifications come without waiting for anyone's next command (an
+/// `events` follower of an idle terminal would hear nothing).
+#[tokio::test]
+async fn an_event_subscriber_made_during_an_unanswered_relink_hears_the_server_once_continued() {
+    live(async |dir| {
+        let terminal = cat(dir.path()).await;
+        let (server, client, pane) = (&terminal.server, &terminal.client, terminal.pane);
+        let_go(client).await;
+        let mut events = {
+            let _stopped = Stopped::new(server.pid());
+            let typed = client.send_bytes(pane, b"never\r");
+            tokio::pin!(typed);
+            // Subscribed once the line's relink is under way: its wish for
+            // a link falls while one is being made.
+            let deadline = tokio::time::Instant::now() + WAIT;
+            let events = loop {
+                if client.linked() {
+                    break client.subscribe_events();
+                }
+                assert!(tokio::time::Instant::now() < deadline, "no relink started");
+                // Polls the line, which queues it and wants the link.
+                tokio::select! {
+                    result = &mut typed => panic!("answered while stopped: {result:?}"),
+                    () = tokio::time::sleep(Duration::from_millis(5)) => {}
+                }
+            };
+            let error = typed.await.expect_err("a stopped server does not answer");
+            assert_eq!(error.code(), ErrorCode::Unresponsive, "{error}");
+            assert_eq!(client.closed_reason(), None);
+            events
+        };
+        // Continued: a change every attached control client is told of.
+        server
+            .run(&TmuxCommand::new("rename-window").arg("renamed"))
+            .await
+            .expect("rename-window");
+        let renamed = async {
+            loop {
+                match events.recv().await {
+                    Ok(tmux_engine::control::Notification::WindowRenamed { name, .. }) => {
+                        break name;
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(closed) => panic!("the events ended: {closed}"),
+                }
+            }
+        };
+        let name = tokio::time::timeout(WAIT, renamed)
+            .await
+            .expect("the subscriber hears the server once it runs again");
+        assert_eq!(name, "renamed");
+        drop(events);
+        terminal.server.kill().await.expect("kill");
     })
     .await;
 }

@@ -50,7 +50,7 @@ async fn search_reads_the_kept_history_where_the_ring_ends() {
             // the engine (a library without one writes it from its own
             // process).
             .relay(env!("CARGO_BIN_EXE_tmux-engine-relay"));
-        let backend = Arc::new(TmuxBackend::with_tmux(tmux(), config));
+        let backend = Arc::new(TmuxBackend::with_tmux(tmux(), config).unwrap());
         let (registry, _) = Registry::open_with(
             RegistryConfig::default().state_dir(dir.path().join("state")),
             backend,

@@ -154,7 +154,7 @@ pub(crate) fn backend_with(dir: &Path, shell: &str) -> Arc<TmuxBackend> {
         .quiet(Duration::from_millis(200))
         .reap_grace(Duration::ZERO)
         .with_state_dir(dir.join("state"));
-    Arc::new(TmuxBackend::with_tmux(tmux(), config))
+    Arc::new(TmuxBackend::with_tmux(tmux(), config).unwrap())
 }
 
 /// Opens a registry on `dir/state` with the tmux backend.

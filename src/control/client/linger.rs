@@ -29,7 +29,11 @@
 //! stays open, and the next line's relink waits on it again rather than
 //! open another (each link a stopped server holds unread identifies when
 //! it is continued: see `Connected::waiting`). A server that dies
-//! meanwhile ends that connection, which closes the client.
+//! meanwhile ends that connection, which closes the client. An event
+//! subscriber made while a relink waits asks for none of its own (the
+//! link is not `Unlinked` then) and needs none: that connection's reader
+//! runs, and routes the server's notifications to it once tmux, continued,
+//! answers the attach (`tests/control/idle_link.rs`).
 //!
 //! While unlinked, nothing here learns of the server's death by itself:
 //! the relay's link ends (its pipe closes with the server) and the pane's
