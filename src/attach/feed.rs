@@ -81,20 +81,25 @@ impl HubHandle {
     }
 
     /// The page of the served terminal's past output ending at `before`,
-    /// at most `max` bytes (see [`history::page`](super::history::page)).
+    /// at most `max` bytes (see [`history::page`](super::history::page)),
+    /// waiting for the kept history's writer to reach the ring's start
+    /// when the page needs bytes from there.
     ///
     /// # Errors
-    /// `UNSUPPORTED` when the terminal keeps no output stream.
+    /// `UNSUPPORTED` when the terminal keeps no output stream; `IO` when
+    /// the kept history's writer did not reach the bytes the page needs
+    /// in time (see [`history::page`](super::history::page)).
     pub(crate) async fn history(&self, before: u64, max: u64) -> Result<super::HistoryPage> {
         let stream = self.terminal().stream()?;
         let registry = self.registry.clone();
         let id = self.id.clone();
         tokio::task::spawn_blocking(move || {
             let kept = registry.kept(&id);
-            super::history::page(&stream, kept.as_deref(), before, max)
+            let wait = crate::history::WRITER_WAIT;
+            super::history::page(&stream, kept.as_deref(), before, max, wait)
         })
         .await
-        .map_err(|error| Error::io("reading a page of history", std::io::Error::other(error)))
+        .map_err(|error| Error::io("reading a page of history", std::io::Error::other(error)))?
     }
 
     /// Stops the hub's task; its viewers' streams end.

@@ -9,8 +9,11 @@
 //! for the next only once it has the last (the WebSocket's write budget
 //! bounds one that asks without reading).
 
+use std::time::Duration;
+
 use bytes::{Bytes, BytesMut};
 
+use crate::Result;
 use crate::history::Kept;
 use crate::stream::Stream;
 
@@ -45,8 +48,26 @@ pub struct HistoryPage {
 /// before the ring's oldest byte, from `kept` (a history fed by this
 /// stream). A page cut short starts after its first line feed.
 ///
+/// The kept history is written behind the stream (by the relay after it
+/// served its links, or batched by this process's writer), so right after
+/// a flood it can still end short of the ring's start: a page that needs
+/// those bytes waits for its writer, up to `wait`, rather than come back
+/// empty while older bytes exist.
+///
 /// Blocking file I/O when it reads `kept`: run it from `spawn_blocking`.
-pub(crate) fn page(stream: &Stream, kept: Option<&Kept>, before: u64, max: u64) -> HistoryPage {
+///
+/// # Errors
+///
+/// [`Error::Io`](crate::Error::Io) when the page needs kept bytes the writer did not reach
+/// within `wait` (or the history cannot be listed): never a page that
+/// silently stops short of bytes that exist.
+pub(crate) fn page(
+    stream: &Stream,
+    kept: Option<&Kept>,
+    before: u64,
+    max: u64,
+    wait: Duration,
+) -> Result<HistoryPage> {
     let epoch = stream.epoch();
     let max = max.clamp(1, MAX_PAGE);
     let (ring_start, to, held) = {
@@ -77,6 +98,7 @@ pub(crate) fn page(stream: &Stream, kept: Option<&Kept>, before: u64, max: u64) 
         }
         let upto = ring_start.min(to);
         if want < upto {
+            kept.wait_written(base + upto, wait)?;
             match kept.read_range(base + want, base + upto) {
                 // Only bytes that meet the ring's (or `to`) exactly count.
                 Ok((start, bytes)) if start + bytes.len() as u64 == base + upto => {
@@ -97,13 +119,13 @@ pub(crate) fn page(stream: &Stream, kept: Option<&Kept>, before: u64, max: u64) 
         joined.freeze()
     };
     let (from, bytes) = line_start(from, first, bytes);
-    HistoryPage {
+    Ok(HistoryPage {
         epoch,
         from,
         to,
         first: first.min(from),
         bytes,
-    }
+    })
 }
 
 /// A page that does not start at the oldest byte there is starts after
@@ -125,20 +147,37 @@ mod tests {
     use super::*;
     use crate::stream::stream_of;
 
+    /// No wait for a kept history's writer: the tests' writer is done.
+    const NOW: Duration = Duration::ZERO;
+
+    /// A stream of a 16-byte ring mapped in `kept` at 0, fed 20 lines
+    /// (`kept` gets none of them); the stream and its bytes.
+    fn twenty_lines(kept: &Kept) -> (Stream, Vec<u8>) {
+        let stream = Stream::new(16);
+        kept.map_stream(stream.epoch(), 0);
+        let mut all = Vec::new();
+        for n in 0..20 {
+            let line = format!("l{n:02}\n");
+            stream.push(Bytes::from(line.clone()));
+            all.extend_from_slice(line.as_bytes());
+        }
+        (stream, all)
+    }
+
     #[test]
     fn a_page_comes_from_the_ring_and_starts_at_a_line() {
         let stream = stream_of(&[b"one\r\n", b"two\r\n", b"three\r\n"], 1 << 20);
-        let whole = page(&stream, None, 100, 1 << 20);
+        let whole = page(&stream, None, 100, 1 << 20, NOW).unwrap();
         assert_eq!((whole.from, whole.to, whole.first), (0, 17, 0));
         assert_eq!(&whole.bytes[..], b"one\r\ntwo\r\nthree\r\n");
         // Eight bytes back from 17 is inside "two": cut after its line feed.
-        let cut = page(&stream, None, 17, 8);
+        let cut = page(&stream, None, 17, 8, NOW).unwrap();
         assert_eq!((cut.from, cut.to, cut.first), (10, 17, 0));
         assert_eq!(&cut.bytes[..], b"three\r\n");
-        let older = page(&stream, None, cut.from, 8);
+        let older = page(&stream, None, cut.from, 8, NOW).unwrap();
         assert_eq!((older.from, older.to), (5, 10));
         assert_eq!(&older.bytes[..], b"two\r\n");
-        let oldest = page(&stream, None, older.from, 8);
+        let oldest = page(&stream, None, older.from, 8, NOW).unwrap();
         assert_eq!((oldest.from, oldest.to), (0, 5));
         assert_eq!(&oldest.bytes[..], b"one\r\n");
     }
@@ -147,18 +186,11 @@ mod tests {
     fn a_page_is_bounded_and_older_bytes_than_the_ring_come_from_the_kept_history() {
         let dir = tempfile::tempdir().unwrap();
         let kept = Kept::open(dir.path().join("t"), 1 << 20).unwrap();
-        let stream = Stream::new(16);
-        kept.map_stream(stream.epoch(), 0);
-        let mut all = Vec::new();
-        for n in 0..20 {
-            let line = format!("l{n:02}\n");
-            stream.push(Bytes::from(line.clone()));
-            kept.append(line.as_bytes()).unwrap();
-            all.extend_from_slice(line.as_bytes());
-        }
+        let (stream, all) = twenty_lines(&kept);
+        kept.append(&all).unwrap();
         assert!(stream.held().start() > 0, "the ring dropped its oldest");
         let end = all.len() as u64;
-        let got = page(&stream, Some(&kept), end, 40);
+        let got = page(&stream, Some(&kept), end, 40, NOW).unwrap();
         assert_eq!(got.to, end);
         assert_eq!(got.first, 0);
         assert!(got.bytes.len() <= 40);
@@ -166,24 +198,69 @@ mod tests {
         // Page by page back to the first byte, each exact.
         let mut before = got.from;
         while before > 0 {
-            let older = page(&stream, Some(&kept), before, 40);
+            let older = page(&stream, Some(&kept), before, 40, NOW).unwrap();
             assert_eq!(older.to, before);
             assert_eq!(&older.bytes[..], &all[older.from as usize..before as usize]);
             assert!(older.from < before);
             before = older.from;
         }
         // Without the kept history the ring is all there is.
-        let ring_only = page(&stream, None, end, 1000);
+        let ring_only = page(&stream, None, end, 1000, NOW).unwrap();
         assert_eq!(ring_only.first, stream.held().start());
         assert_eq!(ring_only.from, ring_only.first);
+    }
+
+    /// The kept history is written behind the stream: right after a
+    /// flood its files can end short of the ring's oldest byte. A page
+    /// that needs them waits for the writer (here a thread that writes
+    /// the rest), and says so when it cannot, never an empty page at the
+    /// ring's start while older bytes exist (`from == to` there with
+    /// `first` 0: a viewer paging back stopped, "each page goes further
+    /// back", under load).
+    #[test]
+    fn a_page_waits_for_the_kept_history_to_reach_the_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = std::sync::Arc::new(Kept::open(dir.path().join("t"), 1 << 20).unwrap());
+        let (stream, all) = twenty_lines(&kept);
+        // The writer has the first 5 lines only; the ring starts later.
+        kept.append(&all[..20]).unwrap();
+        let ring_start = stream.held().start();
+        assert!(ring_start > 20, "the ring is past what was written");
+        let error = page(&stream, Some(&kept), ring_start, 40, NOW).unwrap_err();
+        assert_eq!(error.code().as_str(), "IO");
+        assert!(
+            error.to_string().contains("its writer reached offset 20"),
+            "{error}"
+        );
+        // The writer catches up while the page waits.
+        let writer = {
+            let (kept, rest) = (std::sync::Arc::clone(&kept), all[20..].to_vec());
+            std::thread::spawn(move || {
+                for line in rest.chunks(4) {
+                    kept.append(line).unwrap();
+                }
+            })
+        };
+        let got = page(
+            &stream,
+            Some(&kept),
+            ring_start,
+            40,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        writer.join().unwrap();
+        assert_eq!((got.to, got.first), (ring_start, 0));
+        assert!(got.from < ring_start, "older bytes than the ring: {got:?}");
+        assert_eq!(&got.bytes[..], &all[got.from as usize..ring_start as usize]);
     }
 
     #[test]
     fn the_ask_is_clamped() {
         let stream = stream_of(&[b"abc"], 1 << 20);
-        let past = page(&stream, None, 1 << 40, u64::MAX);
+        let past = page(&stream, None, 1 << 40, u64::MAX, NOW).unwrap();
         assert_eq!((past.from, past.to), (0, 3));
-        let nothing = page(&stream, None, 0, 0);
+        let nothing = page(&stream, None, 0, 0, NOW).unwrap();
         assert_eq!((nothing.from, nothing.to), (0, 0));
         assert!(nothing.bytes.is_empty());
     }

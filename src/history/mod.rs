@@ -46,6 +46,7 @@ pub(crate) use follow::follow;
 pub use keeper::RelayKeeper;
 pub use meta::Meta;
 pub(crate) use meta::now_ms;
+pub(crate) use read::WRITER_WAIT;
 
 use crate::stream::OutputCursor;
 use crate::{Error, Result};

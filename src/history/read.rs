@@ -1,10 +1,13 @@
 //! Reading a kept history back: a cursor turned into a history offset
-//! through the streams' map, the bytes since a cursor, and a bounded range
-//! (a viewer's page). Apart from the writer (`mod.rs`) because it only
-//! lists and reads segments, never creates or rotates one.
+//! through the streams' map, the bytes since a cursor, a bounded range
+//! (a viewer's page), and the wait for the writer to reach the bytes a
+//! reader of a live stream needs. Apart from the writer (`mod.rs`)
+//! because it only lists and reads segments, never creates or rotates
+//! one.
 
 use std::fs;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -12,7 +15,55 @@ use super::{Kept, segments};
 use crate::stream::{CursorGap, OutputCursor, OutputSince};
 use crate::{Error, Result};
 
+/// How long a reader of a live stream waits for the kept history's
+/// writer to reach the stream's ring ([`Kept::wait_written`]). The writer
+/// runs behind the ring on purpose: the relay writes each read after it
+/// served its links (off the echo's path), the in-process writer batches
+/// up to [`FLUSH_INTERVAL`](super::FLUSH_INTERVAL). Either is normally
+/// there in microseconds to one interval; a loaded machine can starve the
+/// relay for a while, so three intervals, after which the writer is
+/// taken as stuck (a dead disk) or gone.
+pub(crate) const WRITER_WAIT: Duration = Duration::from_secs(3);
+
+/// How often the files' end is looked at while waiting: the writer is
+/// another process (the relay), so there is nothing to wait on but the
+/// files. A listing of the history's directory each time.
+const WRITER_POLL: Duration = Duration::from_millis(5);
+
 impl Kept {
+    /// Waits until the files hold every history offset before `end`: the
+    /// bytes a reader of the live stream needs from the history, which
+    /// its writer may not have reached yet (it writes behind the stream's
+    /// ring, see [`WRITER_WAIT`]). Returns at once when they are there.
+    /// Blocking: run it from `spawn_blocking`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] (`TimedOut`) saying how far the writer got when
+    /// `within` passed; [`Error::Io`] when the directory cannot be listed.
+    pub fn wait_written(&self, end: u64, within: Duration) -> Result<()> {
+        let deadline = Instant::now() + within;
+        loop {
+            let (_, written) = self.span()?;
+            if written >= end {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::io(
+                    format!("waiting for kept history {}", self.dir.display()),
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "its writer reached offset {written}, not {end}, within {within:?} \
+                             (stuck on its disk, or gone)"
+                        ),
+                    ),
+                ));
+            }
+            std::thread::sleep(WRITER_POLL);
+        }
+    }
+
     /// The history offset a cursor names: its own epoch's offset, or a
     /// mapped stream's offset moved by that stream's base; `None` for an
     /// unknown epoch.

@@ -2,10 +2,14 @@
 //! search reads (the stream, then the kept history where the ring ends),
 //! what `logs` prints, and a page of a gone terminal's scrollback.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use tracing::warn;
 
 use super::seam::{ReadPage, ReadRequest};
 use super::service::Owned;
+use crate::history::{Kept, WRITER_WAIT};
 use crate::stream::{OutputCursor, OutputSince};
 use crate::{Error, Result};
 
@@ -47,6 +51,28 @@ pub(crate) fn page_of(bytes: &[u8], request: &ReadRequest) -> ReadPage {
     }
 }
 
+/// The kept bytes of the stream whose byte 0 is `first`, from as far
+/// back as the history holds them up to the ring's oldest byte
+/// (`ring_from`): `(base, from, bytes)` in the stream's offsets, `base`
+/// the history offset of its byte 0. Waits for the history's writer to
+/// reach the ring first (it writes behind the stream: right after a flood
+/// the files can end short of it, and the search would miss what lies
+/// between). `None` when this stream is not kept, or the writer does not
+/// get there in time (logged: the search then reads the ring alone and
+/// says older output existed). Blocking.
+fn older(kept: &Kept, first: OutputCursor, ring_from: u64) -> Option<(u64, u64, Bytes)> {
+    let base = kept.offset_of(first)?;
+    if let Err(error) = kept.wait_written(base + ring_from, WRITER_WAIT) {
+        warn!(%error, "search reads the stream's ring alone");
+        return None;
+    }
+    let read = kept.read(Some(first)).ok()?;
+    // The history's offsets, moved to the stream's.
+    let from = read.from.offset.checked_sub(base)?;
+    let upto = usize::try_from(ring_from.checked_sub(from)?).ok()?;
+    (read.bytes.len() >= upto).then(|| (base, from, read.bytes.slice(..upto)))
+}
+
 impl Owned<'_> {
     /// The output a search reads (see [`Searchable`]): a live terminal's
     /// stream from its first byte, from the kept history as far as the
@@ -82,17 +108,17 @@ impl Owned<'_> {
             offset: 0,
         };
         let kept = registry.kept(&id);
-        let older_kept = kept.as_ref().and_then(|kept| {
-            if held.from.offset == 0 {
-                return None;
+        let ring_from = held.from.offset;
+        let older_kept = match &kept {
+            Some(kept) if ring_from > 0 => {
+                let kept = Arc::clone(kept);
+                tokio::task::spawn_blocking(move || older(&kept, first, ring_from))
+                    .await
+                    .ok()
+                    .flatten()
             }
-            let base = kept.offset_of(first)?;
-            let read = kept.read(Some(first)).ok()?;
-            // The history's offsets, moved to the stream's.
-            let from = read.from.offset.checked_sub(base)?;
-            let upto = usize::try_from(held.from.offset.checked_sub(from)?).ok()?;
-            (read.bytes.len() >= upto).then(|| (base, from, read.bytes.slice(..upto)))
-        });
+            _ => None,
+        };
         Ok(match older_kept {
             Some((base, from, older)) => {
                 let mut bytes = older.to_vec();

@@ -8,6 +8,7 @@
 use tmux_engine::registry::RestartPolicy;
 
 use super::*;
+use crate::support::relays;
 
 /// The pidfds process `process` (`self` or a pid) holds on process `pid`,
 /// as its `/proc` fdinfo names them.
@@ -37,24 +38,6 @@ pub(super) fn pane_pid(runtime: &Path) -> u32 {
         .trim()
         .parse()
         .unwrap()
-}
-
-/// The running relays of servers under `runtime`.
-pub(super) fn relays(runtime: &Path) -> Vec<u32> {
-    let needle = runtime.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let text = String::from_utf8_lossy(&cmdline);
-            // The relay itself, not tmux, whose command line names it too.
-            let mut words = text.split('\0');
-            let relay = words.nth(1) == Some("__stream-relay");
-            (relay && words.next()?.starts_with(&needle)).then_some(pid)
-        })
-        .collect()
 }
 
 /// Waits until a relay under `runtime` watches `pid` for this process,

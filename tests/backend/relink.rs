@@ -6,9 +6,9 @@
 use tmux_engine::ErrorCode;
 use tmux_engine::registry::WaitCondition;
 
-use super::exit_watch::relays;
 use super::idle_link::server_pid;
 use super::*;
+use crate::support::relays;
 
 /// How long tmux may take to answer in the tests of a stalled server:
 /// short, so a stopped server is told quickly (the default is 10 s), yet

@@ -26,11 +26,22 @@ async fn snapshot(ws: &mut Ws) -> u64 {
 /// One page: asks for the bytes before `before` (at most `max`), reads
 /// the answer (skipping live output); `(frame, bytes)`.
 async fn page(ws: &mut Ws, before: u64, max: Option<u64>) -> (serde_json::Value, Vec<u8>) {
+    ask(ws, before, max).await;
+    answer(ws).await
+}
+
+/// Asks for the page of bytes before `before` (at most `max`).
+async fn ask(ws: &mut Ws, before: u64, max: Option<u64>) {
     let ask = match max {
         Some(max) => format!(r#"{{"type":"history","before":{before},"max":{max}}}"#),
         None => format!(r#"{{"type":"history","before":{before}}}"#),
     };
     ws.send_text(&ask).await;
+}
+
+/// Reads the answer to a history request (skipping live output):
+/// `(frame, bytes)`.
+async fn answer(ws: &mut Ws) -> (serde_json::Value, Vec<u8>) {
     loop {
         if let Frame::Text(frame) = ws.next().await
             && frame["type"] == "history"
@@ -64,6 +75,16 @@ async fn until_screen(served: &Served, name: &str, needle: &str) {
     }
 }
 
+/// A serve of a `ring`-byte ring (`--replay-bytes`) with terminal `name`
+/// running `sh -c script`, its history kept.
+async fn keeping(ring: &str, name: &str, script: &str) -> Served {
+    let served = Served::start(&["--replay-bytes", ring]).await;
+    let spawn =
+        serde_json::json!({"name": name, "keep_history": true, "command": ["sh", "-c", script]});
+    served.spawn(&spawn.to_string()).await;
+    served
+}
+
 /// The numbers of the `line N` lines in `bytes`, in order.
 fn numbered(bytes: &[u8]) -> Vec<u64> {
     String::from_utf8_lossy(bytes)
@@ -78,13 +99,12 @@ async fn a_viewer_reads_the_whole_history_a_page_at_a_time_past_the_ring() {
     within(async {
         // A ring of 64 KiB: most of the 20,000 lines (~230 KB) are only in
         // the kept history on disk.
-        let served = Served::start(&["--replay-bytes", "65536"]).await;
-        served
-            .spawn(
-                r#"{"name":"long","keep_history":true,
-                    "command":["sh","-c","seq -f 'line %g' 1 20000; echo END; exec cat"]}"#,
-            )
-            .await;
+        let served = keeping(
+            "65536",
+            "long",
+            "seq -f 'line %g' 1 20000; echo END; exec cat",
+        )
+        .await;
         until_screen(&served, "long", "END").await;
         for query in ["", "read_only=true"] {
             let mut ws = served.ws("long", query, None).await;
@@ -119,6 +139,73 @@ async fn a_viewer_reads_the_whole_history_a_page_at_a_time_past_the_ring() {
             assert_eq!(frame["to"].as_u64().unwrap(), at, "clamped to the end");
             ws.close().await;
         }
+    })
+    .await;
+}
+
+/// The kept history is written behind the stream: the relay writes each
+/// read to it after serving its links (off the echo's path), so for a
+/// moment a viewer's ring can be past the files' end, and a loaded machine
+/// can stretch that moment (the test above once failed "each page goes
+/// further back": a page at the ring's start came back empty, `first`
+/// saying older bytes existed). Here the relay is stopped mid-flood, where
+/// it may be anywhere in its loop, a page is asked that needs the bytes
+/// just older than a 4 KiB ring, and the relay goes on a little later: the
+/// page waits for it (or, had the relay not come back, would say nothing
+/// older can be read, `from == first`), never a page short of the bytes
+/// asked while older ones exist.
+#[tokio::test]
+async fn a_page_past_the_ring_waits_for_the_relay_to_keep_its_bytes() {
+    use crate::support::Stopped;
+    const ROUNDS: usize = 12;
+    const PAGE: u64 = 50_000;
+    // How long the relay stays stopped at most while a page is asked: a
+    // serve that does not wait answers well within it (the page is read
+    // from the files at once), one that waits gets its bytes once the
+    // relay goes on. Pacing only: no outcome depends on how long it is.
+    const STOPPED: std::time::Duration = std::time::Duration::from_millis(500);
+    within(async {
+        let served = keeping("4096", "flood", "seq -f 'line %.0f' 1 1000000000").await;
+        let relay = crate::support::relays(&served.cli.runtime());
+        assert_eq!(relay.len(), 1, "one relay: {relay:?}");
+        let relay = relay[0];
+        let mut ws = served.ws("flood", "", None).await;
+        assert_eq!(ws.text().await["type"], "hello");
+        for round in 0..ROUNDS {
+            // The flood reaches this viewer: the relay is inside its loop.
+            while !matches!(ws.next().await, Frame::Binary(_)) {}
+            let stopped = Stopped::new(relay);
+            // The newest bytes, from the ring; then the page before them,
+            // which is older than the ring holds.
+            let (newest, _) = page(&mut ws, u64::MAX, Some(4096)).await;
+            let before = newest["from"].as_u64().unwrap();
+            ask(&mut ws, before, Some(PAGE)).await;
+            // The relay goes on once serve answered, or after a while
+            // (serve waits for it): either way the answer must hold.
+            let answered = tokio::time::timeout(STOPPED, answer(&mut ws)).await;
+            drop(stopped);
+            let (frame, bytes) = match answered {
+                Ok(answered) => answered,
+                Err(_) => answer(&mut ws).await,
+            };
+            let (from, first) = (
+                frame["from"].as_u64().unwrap(),
+                frame["first"].as_u64().unwrap(),
+            );
+            assert_eq!(frame["to"].as_u64().unwrap(), before, "{frame}");
+            assert!(
+                from == first || before - from > PAGE - 100,
+                "round {round}: a page of {} bytes before {before} of a 4 KiB ring, \
+                 not the {PAGE} asked, and first = {first}: {frame}",
+                bytes.len()
+            );
+            let lines = numbered(&bytes);
+            assert!(
+                lines.windows(2).all(|pair| pair[1] == pair[0] + 1),
+                "round {round}: the kept lines run in order"
+            );
+        }
+        ws.close().await;
     })
     .await;
 }

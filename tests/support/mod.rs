@@ -45,6 +45,24 @@ pub fn environ_entry(pid: u32, name: &str) -> Option<String> {
         .map(|entry| entry.into_owned())
 }
 
+/// The running relays (`__stream-relay`) of servers under `runtime`.
+pub fn relays(runtime: &Path) -> Vec<u32> {
+    let needle = runtime.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .expect("listing /proc")
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let text = String::from_utf8_lossy(&cmdline);
+            // The relay itself, not tmux, whose command line names it too.
+            let mut words = text.split('\0');
+            let relay = words.nth(1) == Some("__stream-relay");
+            (relay && words.next()?.starts_with(&needle)).then_some(pid)
+        })
+        .collect()
+}
+
 /// The path of program `name` on `PATH`, when it is installed.
 pub fn installed(name: &str) -> Option<String> {
     which::which(name)

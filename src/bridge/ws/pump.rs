@@ -9,7 +9,7 @@ use axum::extract::ws::{Message, WebSocket};
 use bytes::Bytes;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::burst::{self, Burst};
 use super::errors::{client_error, send_error};
@@ -189,7 +189,7 @@ impl Pump<'_> {
         let page = match viewer.history(before, max).await {
             Ok(page) => page,
             Err(error) => {
-                debug!(terminal = %viewer.hello().id, %error, "no history page");
+                warn!(terminal = %viewer.hello().id, %error, "no history page");
                 crate::attach::HistoryPage {
                     epoch: viewer.hello().cursor.map_or(0, |at| at.epoch),
                     from: before,
