@@ -1,19 +1,32 @@
 //! The task that writes one stream to its kept history where no relay
 //! keeps it (`keeper.rs`: a library without a relay, a relay of an older
-//! engine): a reader of the stream like any other (the stream's `push`
-//! stays its one write point), batching what arrives into few large
-//! appends.
+//! engine), batching what arrives into few large appends.
+//!
+//! It takes the stream's bytes as they are pushed (a [`Tap`], run in the
+//! stream's writer's context: the stream's `push` stays its one write
+//! point) into a queue of its own, bounded by the history's limit, not by
+//! the stream's ring. It read the ring before, and lost what the ring
+//! evicted while an append was slow: a ring smaller than a batch lost
+//! most of every flood by design (`serve --replay-bytes 16384`), the 4 MiB
+//! one whatever a flood printed while a write stalled (a disk the kernel
+//! throttles writes to), counted in `Meta::gaps`. Now it loses bytes only
+//! when it falls behind by more than the history keeps, bytes the files
+//! would have rotated out by the time the newer ones were written (still
+//! counted as a gap: the files' offsets no longer meet the stream's map).
+//! Nothing waits for it: output is never slowed for the disk.
 //!
 //! Loss window: bytes reach the files (the page cache) at most
 //! [`FLUSH_INTERVAL`] after they arrived, or as soon as [`FLUSH_BYTES`]
 //! are waiting, whichever comes first; an engine killed outright loses at
-//! most that. A writer that falls behind the stream's ring by more than
-//! the ring holds loses the evicted bytes, counted in `Meta::gaps`.
+//! most that.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -21,13 +34,99 @@ use tracing::warn;
 use super::Kept;
 use super::title::Titles;
 use crate::screen::asciicast::{Header, Writer};
-use crate::stream::{OutputCursor, Stream};
+use crate::stream::{OutputCursor, Stream, Tap};
 
 /// The longest a byte waits before it is written.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Waiting bytes that are written at once.
 pub(crate) const FLUSH_BYTES: u64 = 64 * 1024;
+
+/// The bytes pushed to the stream that the writer has not taken yet.
+struct Queue {
+    queued: Mutex<Queued>,
+    /// Wakes the writer after each push.
+    wake: Notify,
+    /// The most bytes queued: the history's limit.
+    bound: u64,
+}
+
+struct Queued {
+    /// The next stream byte to take.
+    at: OutputCursor,
+    chunks: VecDeque<Bytes>,
+    len: u64,
+    /// Holes since the writer last took the queue: bytes the stream
+    /// skipped or evicted before they were taken, or dropped here.
+    lost: u64,
+    /// Whether the oldest queued were dropped since the writer last took
+    /// the queue: every drop until then widens the same hole.
+    dropped: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Queued> {
+        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes what `stream` holds past the last byte taken (a push's chunk,
+    /// shared, no copy); beyond the bound, drops the oldest queued.
+    fn take(&self, stream: &Stream) {
+        let mut queued = self.lock();
+        let read = stream.read(Some(queued.at));
+        if read.gap.is_some() {
+            queued.lost += 1;
+        }
+        queued.at = read.end();
+        if !read.bytes.is_empty() {
+            queued.len += read.bytes.len() as u64;
+            queued.chunks.push_back(read.bytes);
+        }
+        while queued.len > self.bound
+            && let Some(front) = queued.chunks.pop_front()
+        {
+            queued.len -= front.len() as u64;
+            if !queued.dropped {
+                queued.dropped = true;
+                queued.lost += 1;
+            }
+        }
+    }
+
+    /// Everything queued, in one buffer, and the holes before it.
+    fn drain(&self) -> (Bytes, u64) {
+        let mut queued = self.lock();
+        let lost = std::mem::take(&mut queued.lost);
+        queued.dropped = false;
+        let len = std::mem::take(&mut queued.len);
+        let chunks = std::mem::take(&mut queued.chunks);
+        drop(queued);
+        let bytes = if chunks.len() == 1 {
+            chunks.into_iter().next().unwrap_or_default()
+        } else {
+            let mut joined = BytesMut::with_capacity(usize::try_from(len).unwrap_or(0));
+            for chunk in &chunks {
+                joined.extend_from_slice(chunk);
+            }
+            joined.freeze()
+        };
+        (bytes, lost)
+    }
+
+    fn waiting(&self) -> u64 {
+        self.lock().len
+    }
+}
+
+/// Run by the stream on each push, in its writer's context, under its
+/// locks: takes this queue's lock only (which the writer holds only to
+/// empty it), and never waits.
+impl Tap for Queue {
+    fn changed(&self, stream: &Stream) {
+        self.take(stream);
+        self.wake.notify_one();
+    }
+}
 
 /// A recording beside the history (`record: true`).
 type Recorder = Arc<Mutex<Writer<std::fs::File>>>;
@@ -72,42 +171,52 @@ pub(crate) async fn follow(
         None
     };
     let started = Instant::now();
-    let mut changes = stream.changes();
-    // What arrived before this writer subscribed is waiting already.
-    changes.mark_changed();
-    let mut at = OutputCursor {
-        epoch: stream.epoch(),
-        offset: from,
-    };
+    let queue = Arc::new(Queue {
+        queued: Mutex::new(Queued {
+            at: OutputCursor {
+                epoch: stream.epoch(),
+                offset: from,
+            },
+            chunks: VecDeque::new(),
+            len: 0,
+            lost: 0,
+            dropped: false,
+        }),
+        wake: Notify::new(),
+        bound: kept.limit,
+    });
+    let tap: Arc<dyn Tap> = queue.clone();
+    stream.tap(Arc::downgrade(&tap));
+    // What arrived before the tap is waiting already.
+    queue.take(&stream);
+    queue.wake.notify_one();
     let mut titles = Titles::default();
     let mut meta_due = Instant::now();
     loop {
         let stopping = tokio::select! {
             () = cancel.cancelled() => true,
-            changed = changes.changed() => changed.is_err(),
+            () = queue.wake.notified() => false,
         };
         if !stopping {
             // Batch: until enough waits or the oldest waiting byte is due.
             let due = Instant::now() + FLUSH_INTERVAL;
-            while stream.end().offset.saturating_sub(at.offset) < FLUSH_BYTES {
+            while queue.waiting() < FLUSH_BYTES {
                 tokio::select! {
                     () = cancel.cancelled() => break,
                     () = tokio::time::sleep_until(due) => break,
-                    changed = changes.changed() => if changed.is_err() { break },
+                    () = queue.wake.notified() => {}
                 }
             }
         }
-        let read = stream.read(Some(at));
-        if read.gap.is_some() {
-            kept.update(|meta| meta.gaps += 1);
+        let (bytes, lost) = queue.drain();
+        if lost > 0 {
+            kept.update(|meta| meta.gaps += lost);
         }
-        at = read.end();
-        if !read.bytes.is_empty() {
-            if let Some(title) = titles.scan(&read.bytes) {
+        if !bytes.is_empty() {
+            if let Some(title) = titles.scan(&bytes) {
                 kept.update(|meta| meta.title = Some(title));
             }
             let writer = Arc::clone(&kept);
-            let bytes = read.bytes;
             let recording = recording.clone();
             let at = started.elapsed();
             let written = tokio::task::spawn_blocking(move || {
@@ -141,5 +250,69 @@ pub(crate) async fn follow(
         if stopping || cancel.is_cancelled() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Starts the writer of a new stream of `ring` bytes into a history of
+    /// `limit`, pushes `lines` before it runs (on this one thread it runs
+    /// only once this task waits), stops it; the history, the bytes
+    /// pushed.
+    async fn flooded(
+        ring: usize,
+        limit: u64,
+        lines: usize,
+    ) -> (tempfile::TempDir, Arc<Kept>, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Arc::new(Kept::open(dir.path().join("t"), limit).unwrap());
+        let stream = Arc::new(Stream::new(ring));
+        kept.map_stream(stream.epoch(), 0);
+        let cancel = CancellationToken::new();
+        let writer = tokio::spawn(follow(
+            Arc::clone(&kept),
+            Arc::clone(&stream),
+            0,
+            false,
+            Arc::new(|| None),
+            cancel.clone(),
+        ));
+        // The writer's tap is in place once it ran up to its first wait.
+        tokio::task::yield_now().await;
+        let mut all = Vec::new();
+        for n in 0..lines {
+            let line = format!("line {n:05}\n");
+            stream.push(Bytes::from(line.clone()));
+            all.extend_from_slice(line.as_bytes());
+        }
+        cancel.cancel();
+        writer.await.unwrap();
+        (dir, kept, all)
+    }
+
+    /// The stream took ten times its ring before the writer ran (a slow
+    /// append, a starved runtime): every byte is kept all the same. The
+    /// writer read the ring, and lost all but its last KiB here.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_writer_slower_than_the_ring_loses_nothing() {
+        let (_dir, kept, all) = flooded(1024, 1 << 20, 1000).await;
+        assert_eq!(all.len(), 11_000);
+        assert_eq!(kept.meta().gaps, 0);
+        assert_eq!(&kept.read(None).unwrap().bytes[..], &all[..]);
+    }
+
+    /// Behind by more than the history keeps, the writer drops the
+    /// oldest it holds (what the files would rotate out anyway) and
+    /// counts the hole.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_writer_behind_by_more_than_the_history_keeps_drops_the_oldest() {
+        let (_dir, kept, all) = flooded(1024, 4096, 1000).await;
+        assert_eq!(kept.meta().gaps, 1);
+        let read = kept.read(None).unwrap();
+        assert!(read.bytes.len() <= 4096, "{}", read.bytes.len());
+        assert!(all.ends_with(&read.bytes), "the newest bytes are kept");
     }
 }
