@@ -24,6 +24,19 @@ async fn assert_pane_gone(pane_pid: u32) {
     .await;
 }
 
+/// Waits until pane `pid` runs `sleep`: until tmux's forked child has
+/// exec'd its program, `/proc/PID/environ` is still the server's (a read
+/// in between, on a loaded machine, found the server's `GLIBC_TUNABLES`
+/// in "the pane").
+async fn exec_sleep(pid: u32) {
+    poll("the pane to exec sleep", WAIT, || async {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|comm| comm.trim_end() == "sleep")
+            .then_some(())
+    })
+    .await;
+}
+
 fn assert_gone(pid: u32, dir: &Path) {
     assert!(!is_alive(pid), "tmux server {pid} still running");
     assert!(
@@ -525,6 +538,7 @@ async fn the_server_gets_glibc_tunables_and_its_panes_do_not() {
             "{tunables}"
         );
         let pane = server.first_pane().pid;
+        exec_sleep(pane).await;
         assert_eq!(environ_entry(pane, "GLIBC_TUNABLES"), None, "the pane's");
         let global = server
             .run(&TmuxCommand::new("show-environment").flag("-g"))
@@ -547,6 +561,7 @@ async fn the_server_gets_glibc_tunables_and_its_panes_do_not() {
             Some("GLIBC_TUNABLES=")
         );
         let pane = server.first_pane().pid;
+        exec_sleep(pane).await;
         assert_eq!(
             environ_entry(pane, "GLIBC_TUNABLES").as_deref(),
             Some("GLIBC_TUNABLES=")
