@@ -299,6 +299,20 @@ impl Browser {
         self.call("Input.dispatchMouseEvent", event).await;
     }
 
+    /// A tap (press and release) in the middle of the element whose id
+    /// is `id`, where a person's finger lands.
+    pub(crate) async fn tap(&mut self, id: &str) {
+        let centre = self
+            .eval(&format!(
+                "(() => {{ const r = document.getElementById({id:?}).getBoundingClientRect();\
+                 return [r.left + r.width / 2, r.top + r.height / 2]; }})()"
+            ))
+            .await;
+        let (x, y) = (centre[0].as_f64().unwrap(), centre[1].as_f64().unwrap());
+        self.mouse("mousePressed", x, y).await;
+        self.mouse("mouseReleased", x, y).await;
+    }
+
     /// Saves a screenshot as `name` under [`shots_dir`]; its path.
     pub(crate) async fn screenshot(&mut self, name: &str) -> PathBuf {
         let shot = self

@@ -96,15 +96,7 @@ async fn the_page_takes_a_dropped_file_and_downloads_it_back() {
         // The download's line lies over the terminal's top rows, where
         // the link will be, until its 15 s timer hides it: a tap on the
         // line dismisses it now, as a person would.
-        let line = browser
-            .eval(
-                "(() => { const r = document.getElementById('transfer').getBoundingClientRect();\
-                 return [r.left + 2, r.top + r.height / 2]; })()",
-            )
-            .await;
-        let (x, y) = (line[0].as_f64().unwrap(), line[1].as_f64().unwrap());
-        browser.mouse("mousePressed", x, y).await;
-        browser.mouse("mouseReleased", x, y).await;
+        browser.tap("transfer").await;
         browser
             .until(
                 "the download's line dismissed",

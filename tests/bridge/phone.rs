@@ -141,13 +141,7 @@ async fn a_phone_gets_a_drawer_and_every_row_and_key_in_view() {
         let shot = browser.screenshot("phone.png").await;
         eprintln!("phone screenshot: {}", shot.display());
         // ☰ opens it, with the entry reachable; choosing the entry closes it.
-        let centre = browser
-            .eval("(() => { const r = document.getElementById('drawer').getBoundingClientRect();\
-                   return [r.left + r.width / 2, r.top + r.height / 2]; })()")
-            .await;
-        let (x, y) = (centre[0].as_f64().unwrap(), centre[1].as_f64().unwrap());
-        browser.mouse("mousePressed", x, y).await;
-        browser.mouse("mouseReleased", x, y).await;
+        browser.tap("drawer").await;
         browser
             .until(
                 "the drawer, open",
