@@ -9,7 +9,7 @@ mod full_screen;
 mod idle_link;
 mod listing;
 mod pool;
-mod relink;
+pub(crate) mod relink;
 mod send;
 pub(crate) mod shell_sends;
 

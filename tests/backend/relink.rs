@@ -13,7 +13,7 @@ use crate::support::relays;
 /// How long tmux may take to answer in the tests of a stalled server:
 /// short, so a stopped server is told quickly (the default is 10 s), yet
 /// long enough for a loaded machine's tmux to answer every other command.
-pub(super) const STALL: Duration = Duration::from_secs(1);
+pub(crate) const STALL: Duration = Duration::from_secs(1);
 
 /// Keeps a terminal's control link (a stall is then met by the reply
 /// watchdog, not a relink's) and calls tmux unresponsive past [`STALL`].

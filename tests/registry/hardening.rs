@@ -4,7 +4,7 @@
 
 use tmux_engine::registry::{Liveness, RestartPolicy, SendRequest, SpawnSpec, WaitFor};
 
-use super::{Env, WAIT, open, server_dirs, sh};
+use super::{Env, WAIT, open, open_configured, server_dirs, sh};
 use crate::support::within;
 
 /// Item 3. Before, name reservation was per process: three registries on
@@ -73,7 +73,11 @@ async fn an_unresponsive_server_is_not_recreated() {
         let dir = server_dirs(&env.runtime()).pop().unwrap();
         let pid = super::liveness::socket_server_pid(&dir);
         let server = rustix::process::Pid::from_raw(pid).unwrap();
-        let (other, _) = open(env.dir.path()).await;
+        // tmux's silence told after STALL, not the default 10 s.
+        let (other, _) = open_configured(env.dir.path(), |config| {
+            config.control_timeout(crate::backend::relink::STALL)
+        })
+        .await;
         rustix::process::kill_process(server, rustix::process::Signal::STOP).unwrap();
         let probed = other.owner(&env.owner).probe("r").await;
         rustix::process::kill_process(server, rustix::process::Signal::CONT).unwrap();

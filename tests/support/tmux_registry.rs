@@ -149,17 +149,30 @@ pub(crate) fn backend(dir: &Path) -> Arc<TmuxBackend> {
 
 /// [`backend`] with `shell` pinned.
 pub(crate) fn backend_with(dir: &Path, shell: &str) -> Arc<TmuxBackend> {
-    let config = TmuxConfig::new(runtime(dir))
+    Arc::new(TmuxBackend::with_tmux(tmux(), config(dir, shell)).unwrap())
+}
+
+/// [`backend_with`]'s config.
+fn config(dir: &Path, shell: &str) -> TmuxConfig {
+    TmuxConfig::new(runtime(dir))
         .shell(shell)
         .quiet(Duration::from_millis(200))
         .reap_grace(Duration::ZERO)
-        .with_state_dir(dir.join("state"));
-    Arc::new(TmuxBackend::with_tmux(tmux(), config).unwrap())
+        .with_state_dir(dir.join("state"))
 }
 
 /// Opens a registry on `dir/state` with the tmux backend.
 pub(crate) async fn open(dir: &Path) -> (Registry, ScanReport) {
-    let backend: Arc<dyn Backend> = backend(dir);
+    open_configured(dir, |config| config).await
+}
+
+/// [`open`] with the backend's config changed by `change`.
+pub(crate) async fn open_configured(
+    dir: &Path,
+    change: impl FnOnce(TmuxConfig) -> TmuxConfig,
+) -> (Registry, ScanReport) {
+    let config = change(config(dir, "/bin/sh"));
+    let backend: Arc<dyn Backend> = Arc::new(TmuxBackend::with_tmux(tmux(), config).unwrap());
     Registry::open_with(
         RegistryConfig::default().state_dir(dir.join("state")),
         backend,
