@@ -135,6 +135,28 @@ pub fn sh_c(script: &str, args: &[&std::ffi::OsStr]) -> Vec<std::ffi::OsString> 
     argv
 }
 
+/// Writes `text` to `path` as an executable script (mode 0755), from a
+/// `sh` of its own: a file this test process held open for writing could
+/// be copied into another test's fork (its descriptors, until that child's
+/// `exec` closes them), and an `exec` of the script meanwhile fails
+/// `ETXTBSY` ("text file busy"). Only the pipe to that `sh` is ours.
+pub fn write_script(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut writer = std::process::Command::new("/bin/sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting sh to write a script");
+    let mut stdin = writer.stdin.take().expect("its stdin");
+    stdin
+        .write_all(text.as_bytes())
+        .expect("writing the script");
+    drop(stdin);
+    let status = writer.wait().expect("sh writing a script");
+    assert!(status.success(), "writing {}: {status}", path.display());
+}
+
 /// A per-test directory whose path has no `.` or `:` (so paths inside it
 /// can appear in session names) and stays short (socket paths).
 pub fn test_dir() -> TempDir {

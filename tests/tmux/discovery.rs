@@ -1,7 +1,6 @@
 //! Live tests of `tmux::version` discovery against real and fake binaries.
 
 use std::ffi::OsStr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use tmux_engine::ErrorCode;
@@ -13,8 +12,7 @@ use crate::support::{test_dir, tmux};
 /// Writes an executable script that prints `version` for `-V`.
 fn fake_tmux(dir: &Path, version: &str) -> PathBuf {
     let path = dir.join("tmux");
-    std::fs::write(&path, format!("#!/bin/sh\necho '{version}'\n")).expect("write fake tmux");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    crate::support::write_script(&path, &format!("#!/bin/sh\necho '{version}'\n"));
     path
 }
 

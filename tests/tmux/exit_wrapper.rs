@@ -157,9 +157,7 @@ async fn a_lone_word_runs_exactly_under_the_relays_wrapper() {
     live(async |dir| {
         for name in ["it's; a>b", "-x=y"] {
             let program = dir.path().join(name);
-            std::fs::write(&program, "#!/bin/sh\necho \"ran $0\"\n").expect("write the script");
-            let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-            std::fs::set_permissions(&program, mode).expect("make it executable");
+            crate::support::write_script(&program, "#!/bin/sh\necho \"ran $0\"\n");
             let (mut parts, started) =
                 start_command(dir.path(), Some(relay()), vec![program.clone().into()]).await;
             assert!(!started.contains("/usr/bin/env"), "{started}");
@@ -313,7 +311,7 @@ fn the_relays_wrapper_tells_its_programs_start_through_the_fifo() {
             .arg(script)
             .env("TMUX", format!("{}/tmux.sock,1,0", dir.path().display()))
             .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .spawn()
             .map(Launcher)
             .expect("starting the wrapper")
@@ -347,19 +345,49 @@ fn the_relays_wrapper_tells_its_programs_start_through_the_fifo() {
     );
     drop(reader);
     drop(running.0.stdin.take());
-    acknowledge(dir.path());
+    acknowledge(dir.path(), &mut running);
     assert_eq!(running.0.wait().expect("the wrapper ends").code(), Some(6));
 
     // Nobody reading: the open fails (ENXIO) and the program runs anyway.
     let mut alone = wrapper("exit 5");
-    acknowledge(dir.path());
+    acknowledge(dir.path(), &mut alone);
     assert_eq!(alone.0.wait().expect("the wrapper ends").code(), Some(5));
 }
 
-/// The engine's acknowledgement, once the wrapper in `dir` waits for it
-/// (its program ended: it reads the exit fifo).
-fn acknowledge(dir: &std::path::Path) {
-    use std::io::Write;
+/// The engine's acknowledgement to the wrapper in `dir`, written as the
+/// engine writes it: once the wrapper's marker is on its stdout (it opens
+/// the exit fifo before it prints it, so the line finds it reading).
+/// Written sooner, the line could find only a passing reader (another
+/// test's fork of this binary, not yet past its `exec`, holding a copy of
+/// this test's reader) and go with it: the wrapper then waited for ever.
+fn acknowledge(dir: &std::path::Path, wrapper: &mut Launcher) {
+    use std::io::{Read, Write};
+    let out = wrapper.0.stdout.as_mut().expect("the wrapper's stdout");
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while !seen
+        .windows(b"tmux-engine-exit".len())
+        .any(|w| w == b"tmux-engine-exit")
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "no exit marker in {WAIT:?}: {seen:?}");
+        let mut polled = [rustix::event::PollFd::new(
+            &*out,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        rustix::event::poll(&mut polled, Some(&timeout)).expect("polling the wrapper's stdout");
+        if polled[0].revents().is_empty() {
+            continue;
+        }
+        let mut chunk = [0u8; 256];
+        let n = out.read(&mut chunk).expect("reading the wrapper's stdout");
+        assert!(n > 0, "the wrapper ended without its marker: {seen:?}");
+        seen.extend_from_slice(&chunk[..n]);
+    }
     open_fifo_named(dir, "exit.fifo")
         .write_all(b"\n")
         .expect("acknowledging");

@@ -370,8 +370,7 @@ fn half_broken_tmux(dir: &Path, pid_file: &Path, hang: bool) -> Tmux {
         real = tmux().path().display(),
         pid = pid_file.display(),
     );
-    std::fs::write(&fake, script).expect("write fake tmux");
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    crate::support::write_script(&fake, &script);
     Tmux::with_version(&fake, tmux().version()).expect("supported")
 }
 
