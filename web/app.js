@@ -423,6 +423,10 @@ function onText(frame) {
       $("badge").hidden = !view.readOnly;
       if (term.cols !== frame.cols || term.rows !== frame.rows) sendSize();
       setStatus("connected");
+      // The attach is done: this viewer is counted and an `on-attach`
+      // terminal runs again, so the list says so now, not at its next
+      // 5 s refresh (the one at open ran before the attach).
+      if (view.signedIn) refresh();
       // Another stream: its offsets are not the loaded past's.
       if (view.past.state.stream !== frame.stream) view.past.reset(frame.stream);
       else view.past.reconnected();

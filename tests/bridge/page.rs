@@ -311,8 +311,8 @@ async fn the_list_spawns_kills_restarts_and_clears_and_keys_do_what_they_say() {
                 &format!("tmuxEngine.name === 'kitty' && tmuxEngine.socket?.readyState === 1 && {}?.dataset.status === 'running'", item("kitty")),
             )
             .await;
-        // The page's own viewer shows in the entry's badge (the list
-        // refreshes every few seconds).
+        // The page's own viewer shows in the entry's badge (the list is
+        // refreshed once the attach's hello came).
         browser
             .until(
                 "kitty's viewer badge",
