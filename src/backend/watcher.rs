@@ -20,14 +20,13 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::link::ServerLink;
+use crate::Error;
 use crate::control::client::{PaneEvent, PaneStream};
 use crate::control::pane_exit::{PaneState, pane_state, wait_pane_exit};
 use crate::control::subscribe::{Sink, SinkEvent};
 use crate::registry::seam::TerminalStatus;
 use crate::stream::Stream;
 use crate::tmux::ProcessId;
-use crate::tmux::command::TmuxCommand;
-use crate::{Error, Result};
 
 /// The first pause before a relink asks tmux again whether the pane lives
 /// (see [`relink`]); doubled after each try.
@@ -183,9 +182,9 @@ async fn relink(shared: &ServerLink) {
         let Some(why) = shared.stream.lost() else {
             return;
         };
-        match pane_lives(shared).await {
-            Ok(true) => break why,
-            Ok(false) => {
+        match pane_state(&shared.client, shared.pane).await {
+            Ok(state) if !state.dead => break why,
+            Ok(_) => {
                 debug!(terminal = %shared.id, why, "the pane's output ended with the pane");
                 return;
             }
@@ -239,19 +238,6 @@ async fn relink(shared: &ServerLink) {
             }
         }
     }
-}
-
-/// Whether the pane runs (`false`: dead, under `remain-on-exit`), as tmux
-/// answers.
-///
-/// # Errors
-/// The control client's: `UNRESPONSIVE` past its command timeout,
-/// `SERVER_GONE`, `COMMAND_FAILED` for a pane gone.
-async fn pane_lives(shared: &ServerLink) -> Result<bool> {
-    let alive = TmuxCommand::new("list-panes")
-        .target(shared.pane)
-        .opt("-F", "#{pane_dead}");
-    Ok(shared.command(&alive).await?.text().trim() == "0")
 }
 
 /// One event of the pane's subscription into the stream.

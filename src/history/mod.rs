@@ -94,8 +94,11 @@ fn segment_name(start: u64) -> String {
     format!("{start:020}.log")
 }
 
-/// The segments of `dir`, oldest first: (first offset, path, length).
-fn segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf, u64)>> {
+/// A segment: its first offset, its path, its length.
+type Segment = (u64, PathBuf, u64);
+
+/// The segments of `dir`, oldest first.
+fn segments(dir: &Path) -> io::Result<Vec<Segment>> {
     let mut found = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::{Kept, segments};
+use super::{Kept, Segment, segments};
 use crate::stream::{CursorGap, OutputCursor, OutputSince};
 use crate::{Error, Result};
 
@@ -90,15 +90,7 @@ impl Kept {
     ///
     /// [`Error::Io`] when a segment cannot be read.
     pub fn read(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
-        let context = |error| {
-            Error::io(
-                format!("reading kept history {}", self.dir.display()),
-                error,
-            )
-        };
-        let found = segments(&self.dir).map_err(context)?;
-        let oldest = found.first().map_or(0, |(start, ..)| *start);
-        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        let (found, oldest, end) = self.listed("reading")?;
         let epoch = self.lock().meta.epoch;
         let (start, gap) = match since.map(|cursor| self.offset_of(cursor)) {
             None => (oldest, None),
@@ -107,20 +99,9 @@ impl Kept {
             Some(Some(at)) if at < oldest => (oldest, Some(CursorGap::Evicted)),
             Some(Some(at)) => (at, None),
         };
-        let mut bytes = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
-        for (first, path, len) in &found {
-            if first + len <= start {
-                continue;
-            }
-            let mut file = fs::File::open(path).map_err(context)?;
-            let skip = start.saturating_sub(*first);
-            file.seek(SeekFrom::Start(skip)).map_err(context)?;
-            file.take(len - skip)
-                .read_to_end(&mut bytes)
-                .map_err(context)?;
-        }
+        let bytes = self.read_between(&found, start, end)?;
         Ok(OutputSince {
-            bytes: Bytes::from(bytes),
+            bytes,
             from: OutputCursor {
                 epoch,
                 offset: start,
@@ -136,14 +117,7 @@ impl Kept {
     ///
     /// [`Error::Io`] when the directory cannot be listed.
     pub fn span(&self) -> Result<(u64, u64)> {
-        let found = segments(&self.dir).map_err(|error| {
-            Error::io(
-                format!("listing kept history {}", self.dir.display()),
-                error,
-            )
-        })?;
-        let oldest = found.first().map_or(0, |(start, ..)| *start);
-        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        let (_, oldest, end) = self.listed("listing")?;
         Ok((oldest, end))
     }
 
@@ -157,21 +131,29 @@ impl Kept {
     ///
     /// [`Error::Io`] when a segment cannot be read.
     pub fn read_range(&self, from: u64, to: u64) -> Result<(u64, Bytes)> {
-        let context = |error| {
-            Error::io(
-                format!("reading kept history {}", self.dir.display()),
-                error,
-            )
-        };
-        let found = segments(&self.dir).map_err(context)?;
-        let oldest = found.first().map_or(0, |(start, ..)| *start);
-        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        let (found, oldest, end) = self.listed("reading")?;
         let (start, stop) = (from.max(oldest), to.min(end));
         if start >= stop {
             return Ok((start.min(stop), Bytes::new()));
         }
+        Ok((start, self.read_between(&found, start, stop)?))
+    }
+
+    /// The segments (oldest first), the oldest byte they hold and their
+    /// end, from one listing; `doing` names the work in an error.
+    fn listed(&self, doing: &str) -> Result<(Vec<Segment>, u64, u64)> {
+        let found = segments(&self.dir).map_err(|error| self.io_error_in(doing, error))?;
+        let oldest = found.first().map_or(0, |(start, ..)| *start);
+        let end = found.last().map_or(0, |(start, _, len)| start + len);
+        Ok((found, oldest, end))
+    }
+
+    /// The bytes `start..stop` (history offsets) of the listed segments
+    /// `found`, which hold them.
+    fn read_between(&self, found: &[Segment], start: u64, stop: u64) -> Result<Bytes> {
+        let context = |error| self.io_error_in("reading", error);
         let mut bytes = Vec::with_capacity(usize::try_from(stop - start).unwrap_or(0));
-        for (first, path, len) in &found {
+        for (first, path, len) in found {
             let (seg_start, seg_end) = (*first, first + len);
             if seg_end <= start || seg_start >= stop {
                 continue;
@@ -182,6 +164,14 @@ impl Kept {
             let want = stop.min(seg_end) - seg_start - skip;
             file.take(want).read_to_end(&mut bytes).map_err(context)?;
         }
-        Ok((start, Bytes::from(bytes)))
+        Ok(Bytes::from(bytes))
+    }
+
+    /// An I/O error of `doing` (reading, listing) this history.
+    fn io_error_in(&self, doing: &str, error: io::Error) -> Error {
+        Error::io(
+            format!("{doing} kept history {}", self.dir.display()),
+            error,
+        )
     }
 }
