@@ -279,15 +279,19 @@ async fn protocol_violations_close_with_1007_or_1002_and_a_close_frame() {
     .await;
 }
 
-/// The TCP state of the connection from local port `port` as
-/// `/proc/net/tcp` shows it (`08` is CLOSE_WAIT: the peer closed).
-fn tcp_state(port: u16) -> Option<String> {
+/// The TCP state of the connection from local port `local` to remote port
+/// `remote` as `/proc/net/tcp` shows it (`08` is CLOSE_WAIT: the peer
+/// closed). Both ports: a local port alone also names an older socket of
+/// another test (one in TIME_WAIT, or a connection to another server,
+/// which may share an ephemeral port), and the first such line read
+/// stood in for this one.
+fn tcp_state(local: u16, remote: u16) -> Option<String> {
+    let port = |address: &str| u16::from_str_radix(address.rsplit(':').next()?, 16).ok();
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
     table.lines().skip(1).find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let local = fields.get(1)?;
-        let local_port = u16::from_str_radix(local.rsplit(':').next()?, 16).ok()?;
-        (local_port == port).then(|| fields[3].to_owned())
+        let ours = port(fields.get(1)?)? == local && port(fields.get(2)?)? == remote;
+        ours.then(|| fields[3].to_owned())
     })
 }
 
@@ -306,9 +310,10 @@ async fn a_peer_that_stops_answering_pings_is_closed_1001_and_dropped() {
         });
         // A dead one: upgraded, then never read and never answering.
         let mut dead = Raw::connect(&served, "t", "").await;
-        let port = dead.stream.local_addr().unwrap().port();
+        let local = dead.stream.local_addr().unwrap().port();
+        let remote = dead.stream.peer_addr().unwrap().port();
         poll("the server to close the silent peer", WAIT, || async {
-            (tcp_state(port).as_deref() == Some("08")).then_some(())
+            (tcp_state(local, remote).as_deref() == Some("08")).then_some(())
         })
         .await;
         // What it had sent meanwhile: pings, then a close frame (1001).
