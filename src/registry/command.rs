@@ -64,8 +64,11 @@ pub struct Command {
     /// Its exit status from the shell's end mark; `null` while it runs or
     /// when the shell gave none. Never guessed.
     pub exit_code: Option<i32>,
-    /// Seconds from its start to its end (to now while it runs), as its
-    /// marks reached the engine, to the millisecond.
+    /// Seconds from its start to its end (to now while it runs), to the
+    /// millisecond: by the times the shell stamped on its marks (bash 5+,
+    /// zsh, fish with the engine's integration), the same in every
+    /// process; else as its marks reached this process, which makes a
+    /// command that ended before this process linked to the terminal 0.
     pub duration_secs: Option<f64>,
     /// Whether no end mark came yet.
     pub running: bool,

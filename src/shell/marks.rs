@@ -1,6 +1,17 @@
 //! OSC 133 marks in a pane's byte stream: `ESC ] 133 ; KIND [; ARGS]`
 //! ended by BEL or ST (`ESC \`): how one is read. What their order means
 //! is the tracker's ([`super::tracker`]), nobody else's.
+//!
+//! The engine's own integration also stamps a command's `C` and `D` with
+//! the shell's clock (`t=SECONDS.FRACTION`, bash's and zsh's
+//! `EPOCHREALTIME`), or its `D` with the command's run time (`d=MS`,
+//! fish's `CMD_DURATION`): a command's times are then in the stream's
+//! bytes, the same for every process that reads them, however late it
+//! read them (a CLI call linking to a running terminal, an engine
+//! restarted, a history read back after a reboot). Terminals ignore
+//! parameters they do not know.
+
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -67,6 +78,57 @@ pub(crate) fn parse(bytes: &[u8]) -> Parsed {
     Parsed::Mark(kind, body_start + length + terminator_len)
 }
 
+/// The times a mark carries (see the module's notes); what a mark
+/// without them, or with a value that does not read, leaves `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    /// `t=`: when the shell printed the mark, by its clock.
+    pub(crate) at: Option<SystemTime>,
+    /// `d=`: how long the command ran, as the shell measured it.
+    pub(crate) took: Option<Duration>,
+}
+
+/// The times in `mark`, a whole mark as [`parse`] measured it (intro and
+/// terminator included).
+pub(crate) fn stamp(mark: &[u8]) -> Stamp {
+    let body = mark.get(INTRO.len()..).unwrap_or_default();
+    let body = body
+        .split(|&b| b == 0x07 || b == 0x1b)
+        .next()
+        .unwrap_or_default();
+    let mut stamp = Stamp::default();
+    for param in body.split(|&b| b == b';').skip(1) {
+        let Ok(param) = std::str::from_utf8(param) else {
+            continue;
+        };
+        if let Some(value) = param.strip_prefix("t=") {
+            stamp.at = seconds(value).map(|since| SystemTime::UNIX_EPOCH + since);
+        } else if let Some(value) = param.strip_prefix("d=") {
+            stamp.took = value.parse::<u64>().ok().map(Duration::from_millis);
+        }
+    }
+    stamp
+}
+
+/// `SECONDS[.FRACTION]` as a duration; the decimal point may be a comma
+/// (bash writes `EPOCHREALTIME` with the locale's). Nothing else reads:
+/// no sign, no exponent; a fraction past nanoseconds is cut.
+fn seconds(value: &str) -> Option<Duration> {
+    let (whole, fraction) = value.split_once(['.', ',']).unwrap_or((value, ""));
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || !(fraction.is_empty() || digits(fraction)) {
+        return None;
+    }
+    let nanos = if fraction.is_empty() {
+        0
+    } else {
+        format!("{:0<9}", &fraction[..fraction.len().min(9)])
+            .parse()
+            .ok()?
+    };
+    Some(Duration::new(whole.parse().ok()?, nanos))
+}
+
 /// Whether a terminal's shell integration works, as the marks the
 /// engine holds show it (`show`'s `shell_integration`; the tracker,
 /// [`super::tracker::Tracker::integration`], judges it).
@@ -119,5 +181,56 @@ mod tests {
         let mut long = INTRO.to_vec();
         long.resize(INTRO.len() + MAX_MARK + 1, b'x');
         assert_eq!(parse(&long), Parsed::Not);
+    }
+
+    #[test]
+    fn reads_the_times_a_mark_carries_and_ignores_what_does_not_read() {
+        let at = |secs: u64, nanos: u32| Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos));
+        let table: &[(&[u8], Stamp)] = &[
+            (b"\x1b]133;C\x07", Stamp::default()),
+            (
+                b"\x1b]133;C;t=1765130000.123456\x07",
+                Stamp {
+                    at: at(1_765_130_000, 123_456_000),
+                    took: None,
+                },
+            ),
+            (
+                b"\x1b]133;D;0;t=1765130000,5\x1b\\",
+                Stamp {
+                    at: at(1_765_130_000, 500_000_000),
+                    took: None,
+                },
+            ),
+            (
+                b"\x1b]133;D;130;d=1500\x07",
+                Stamp {
+                    at: None,
+                    took: Some(Duration::from_millis(1500)),
+                },
+            ),
+            (
+                b"\x1b]133;D;0;aid=7;t=12.000000001\x07",
+                Stamp {
+                    at: at(12, 1),
+                    took: None,
+                },
+            ),
+            // bash before 5.0 has no EPOCHREALTIME: an empty value.
+            (b"\x1b]133;C;t=\x07", Stamp::default()),
+            (b"\x1b]133;C;t=-5\x07", Stamp::default()),
+            (b"\x1b]133;C;t=1e9\x07", Stamp::default()),
+            (
+                b"\x1b]133;C;t=1.0123456789\x07",
+                Stamp {
+                    at: at(1, 12_345_678),
+                    took: None,
+                },
+            ),
+            (b"\x1b]133;D;0;d=x\x07", Stamp::default()),
+        ];
+        for (mark, want) in table {
+            assert_eq!(stamp(mark), *want, "{mark:?}");
+        }
     }
 }

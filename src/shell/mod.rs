@@ -263,16 +263,18 @@ alias te-download=__te_download
 /// bash: the user's rc as bash would read it, then the marks. `D` and
 /// `A` (with the working directory as OSC 7 between them, its host left
 /// empty: this machine) come from `PROMPT_COMMAND` (first, so `$?` is the command's), `B`
-/// ends `PS1`, `C` is `PS0` (printed once a command line is read).
+/// ends `PS1`, `C` is `PS0` (printed once a command line is read). `C` and
+/// `D` carry `EPOCHREALTIME` (bash 5+; empty before, which reads as no
+/// time), `PS0`'s expanded as it is printed.
 const BASH_RC: &str = concat!(
     r#"# tmux-engine shell integration (bash); see docs/shell-integration.md
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 case ":$HISTCONTROL:" in *:ignorespace:*|*:ignoreboth:*) ;; *) HISTCONTROL="ignorespace${HISTCONTROL:+:$HISTCONTROL}" ;; esac
-__tmux_engine_prompt() { local s=$?; printf '\033]133;D;%s\007\033]7;file://%s\007\033]133;A\007' "$s" "$PWD"; return $s; }
+__tmux_engine_prompt() { local s=$?; printf '\033]133;D;%s;t=%s\007\033]7;file://%s\007\033]133;A\007' "$s" "$EPOCHREALTIME" "$PWD"; return $s; }
 PROMPT_COMMAND="__tmux_engine_prompt${PROMPT_COMMAND:+;$PROMPT_COMMAND}"
 PS1="${PS1}\[\033]133;B\007\]"
-PS0="${PS0}\033]133;C\007"
+PS0="${PS0}\033]133;C;t=\${EPOCHREALTIME}\007"
 "#,
     te_download!()
 );
@@ -292,8 +294,9 @@ const ZSH_RC: &str = concat!(
 ZDOTDIR="$__tmux_engine_user_zdotdir"
 [ -r "$ZDOTDIR/.zshrc" ] && . "$ZDOTDIR/.zshrc"
 setopt HIST_IGNORE_SPACE
-__tmux_engine_precmd() { local s=$?; printf '\033]133;D;%s\007\033]7;file://%s\007\033]133;A\007' "$s" "$PWD"; return $s; }
-__tmux_engine_preexec() { printf '\033]133;C\007'; }
+zmodload -F zsh/datetime p:EPOCHREALTIME 2>/dev/null
+__tmux_engine_precmd() { local s=$?; printf '\033]133;D;%s;t=%s\007\033]7;file://%s\007\033]133;A\007' "$s" "$EPOCHREALTIME" "$PWD"; return $s; }
+__tmux_engine_preexec() { printf '\033]133;C;t=%s\007' "$EPOCHREALTIME"; }
 typeset -ga precmd_functions preexec_functions
 precmd_functions=(__tmux_engine_precmd $precmd_functions)
 preexec_functions+=(__tmux_engine_preexec)
@@ -327,7 +330,7 @@ unset __te_esc __te_bel
 /// follow the last `D` with no `C`, which the tracker reads as no command.
 const FISH_RC: &str = r#"# tmux-engine shell integration (fish); see docs/shell-integration.md
 function __tmux_engine_postexec --on-event fish_postexec
-    printf '\e]133;D;%s\a' $status
+    printf '\e]133;D;%s;d=%s\a' $status $CMD_DURATION
 end
 function __tmux_engine_cancel --on-event fish_cancel
     printf '\e]133;D;130\a'

@@ -81,9 +81,10 @@ pub struct Span {
     pub end: Option<u64>,
     /// The status its `D` gave.
     pub exit_code: Option<i32>,
-    /// When its start arrived.
+    /// When it started: the time its `C` carries (the shell's clock),
+    /// else when that mark arrived.
     pub started: SystemTime,
-    /// When its end arrived.
+    /// When it ended: the time its `D` carries, else when that arrived.
     pub ended: Option<SystemTime>,
 }
 

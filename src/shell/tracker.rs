@@ -11,7 +11,12 @@
 //! bash and zsh go round `D;status A prompt B echo C output D;status A`:
 //! a command is the span from its `C` to its `D`, its text what was
 //! echoed between the `B` before and the `C`. An empty line, or Ctrl-C at
-//! the prompt, is a `D` with no `C`: no command.
+//! the prompt, is a `D` with no `C`: no command. A command's start and
+//! end are the times its `C` and `D` carry (the engine's bash and zsh
+//! integration stamp them; fish gives its run time on the `D`), else when
+//! they arrived: a tracker that read them late (a process that linked to
+//! a running terminal) would otherwise call every earlier command
+//! instant.
 //!
 //! POSIX sh prints no `C` (the marks live in `PS1`, and sh has no hook
 //! before a command runs), and its continuation prompt (`PS2`) ends with
@@ -48,7 +53,7 @@ use std::time::SystemTime;
 
 use memchr::memmem;
 
-use super::marks::{INTRO, MAX_MARK, MarkKind, Parsed, ShellIntegration, parse};
+use super::marks::{INTRO, MAX_MARK, MarkKind, Parsed, ShellIntegration, Stamp, parse, stamp};
 use super::span::{Echo, Span};
 
 /// The most spans kept (the newest): as many as `commands` lists at most.
@@ -273,7 +278,8 @@ impl Tracker {
                 Parsed::Mark(kind, length) => {
                     let end = start + length;
                     if let Some(kind) = kind {
-                        self.mark(kind, base + start as u64, base + end as u64, time);
+                        let stamp = stamp(&bytes[start..end]);
+                        self.mark(kind, base + start as u64, base + end as u64, time, stamp);
                     }
                     at = end;
                 }
@@ -353,7 +359,11 @@ impl Tracker {
         });
     }
 
-    fn mark(&mut self, kind: MarkKind, start: u64, end: u64, time: SystemTime) {
+    /// A mark of `kind` from `start` to `end`, which arrived at `time`
+    /// and carries `stamp`: the shell's own times, when it gave them, are
+    /// the command's (see `marks`), its arrival where it gave none.
+    fn mark(&mut self, kind: MarkKind, start: u64, end: u64, arrived: SystemTime, stamp: Stamp) {
+        let time = stamp.at.unwrap_or(arrived);
         let printed = !self.quiet;
         self.quiet = true;
         if self.order.see(kind) {
@@ -414,6 +424,11 @@ impl Tracker {
                         span.end = Some(start.max(span.start));
                         span.exit_code = status;
                         span.ended = Some(time);
+                        // fish: its run time, not its start's arrival
+                        // (which a late reader took at once).
+                        if let Some(took) = stamp.took {
+                            span.started = time.checked_sub(took).unwrap_or(time);
+                        }
                         // sh: a line of blanks or `^C` that printed
                         // nothing is no command.
                         if self.sh && span.start >= start && no_command(&span.echo.head) {

@@ -188,6 +188,37 @@ fn durations_come_from_arrival_times_and_skips_drop_half_read_marks() {
 }
 
 #[test]
+fn durations_come_from_the_times_the_marks_carry_however_late_they_are_read() {
+    // Read all at once, long after (a process that linked later): the
+    // arrival time is one instant, the marks' own times are the command's.
+    let late = SystemTime::UNIX_EPOCH + Duration::from_secs(5_000);
+    let took = |bytes: &[u8]| {
+        let mut tracker = Tracker::new(false);
+        tracker.feed(bytes, 0, late);
+        let span = &tracker.spans()[0];
+        span.ended.unwrap().duration_since(span.started).unwrap()
+    };
+    // bash, zsh: `t=` on both marks.
+    assert_eq!(
+        took(
+            b"\x1b]133;A\x07$ \x1b]133;B\x07sleep 2\r\n\x1b]133;C;t=1000.25\x07\
+              \x1b]133;D;0;t=1002,75\x07\x1b]133;A\x07$ \x1b]133;B\x07"
+        ),
+        Duration::from_millis(2500)
+    );
+    // fish: the run time on its `D`.
+    assert_eq!(
+        took(b"\x1b]133;A\x07$ \x1b]133;B\x07sleep 2\r\n\x1b]133;C\x07\x1b]133;D;0;d=2017\x07"),
+        Duration::from_millis(2017)
+    );
+    // No times: arrival, which for a late reader is nothing.
+    assert_eq!(
+        took(b"\x1b]133;A\x07$ \x1b]133;B\x07sleep 2\r\n\x1b]133;C\x07\x1b]133;D;0\x07"),
+        Duration::ZERO
+    );
+}
+
+#[test]
 fn the_spans_kept_are_bounded() {
     let mut tracker = Tracker::new(false);
     let one = b"\x1b]133;A\x07$ \x1b]133;B\x07true\r\n\x1b]133;C\x07\x1b]133;D;0\x07";

@@ -7,6 +7,7 @@ mod allocator;
 mod argv;
 mod attach_cli;
 mod decode_cli;
+mod durations_cli;
 mod run_cli;
 
 use std::path::Path;
