@@ -198,6 +198,14 @@ pub(super) fn running(shared: &ServerLink) -> bool {
     prompt(shared).0 == Prompt::Running
 }
 
+/// Whether an integrated shell may still be starting: its stream holds
+/// the program from its first byte and no mark came yet (a shell's first
+/// prompt brings its first marks). A stream that joined the terminal
+/// later knows nothing of its start: false.
+pub(super) fn starting(shared: &ServerLink) -> bool {
+    shared.stream.whole() && !prompt(shared).1
+}
+
 /// What the pane's foreground does now: whether the shell itself is in
 /// front, and how its foreground group waits (see
 /// [`reading::input_state`]). `None` when the pane's process is not known.

@@ -127,7 +127,26 @@ async fn run(shared: &ServerLink, op: &SendOperation, request: SendRequest) -> R
         }
         _ => None,
     };
-    let at_prompt = followed.as_ref().is_some_and(|follow| !follow.is_reply());
+    // Any other wait types at once (type-ahead into a busy program is
+    // its point), except a line for an integrated shell that has not
+    // drawn its first prompt yet: typed then, the terminal echoes it
+    // before the line editor starts and the line editor again (twice in
+    // the scrollback), and the history's leading space is not added. It
+    // waits for that prompt as `command` does, then waits its own way.
+    let first_prompt = match shell {
+        None if request.submit && front.is_none() && command::starting(shared) => {
+            match command::integrated(shared) {
+                Some(kind) => match command::ready(shared, kind, deadline, op).await {
+                    Ok(follow) => Some(follow),
+                    Err(why) => return Ok(not_typed(shared, op, why).await),
+                },
+                None => None,
+            }
+        }
+        _ => None,
+    };
+    let typing = followed.as_ref().or(first_prompt.as_ref());
+    let at_prompt = typing.is_some_and(|follow| !follow.is_reply());
     let what = match request.wait {
         WaitFor::Command => WaitFor::StdinRead,
         other => other,
@@ -148,8 +167,7 @@ async fn run(shared: &ServerLink, op: &SendOperation, request: SendRequest) -> R
     // and what is written: at a shell's prompt, its text made literal
     // (a TAB never completes; the keys after it stay keys).
     let text = join(&request.text);
-    let literal = followed
-        .as_ref()
+    let literal = typing
         .and_then(|follow| follow.literal_way(shared))
         .map(|how| crate::shell::literal::literal(&request.text, how))
         .filter(|made| matches!(made, std::borrow::Cow::Owned(_)));

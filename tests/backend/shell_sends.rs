@@ -188,6 +188,72 @@ async fn a_hundred_sends_into_a_fresh_bash_echo_each_command_once() {
     .await;
 }
 
+/// A line submitted with any wait to a bash still reading its rc (here a
+/// `.bashrc` that takes a while) is typed once its prompt is drawn, as
+/// `command` types it: typed at once, the terminal echoed it before
+/// readline started and readline again, so it stood twice in the
+/// scrollback. The history's leading space is added too.
+#[tokio::test]
+async fn a_line_for_a_starting_shell_waits_for_its_first_prompt_whatever_the_wait() {
+    for wait in [WaitFor::None, WaitFor::StdinRead, WaitFor::Idle] {
+        with_shell("/bin/bash", async |env| {
+            let home = env.dir.path().join("home");
+            std::fs::create_dir_all(&home).unwrap();
+            std::fs::write(home.join(".bashrc"), "sleep 0.5\n").unwrap();
+            env.spawn(
+                SpawnSpec::new()
+                    .name("t")
+                    .cwd(env.dir.path())
+                    .env("HOME", home.to_str().unwrap()),
+            )
+            .await;
+            let request = SendRequest {
+                text: bytes::Bytes::from_static(b"echo x-$((6*7))"),
+                submit: true,
+                wait,
+                timeout: Some(WAIT),
+                history: false,
+                keys: Vec::new(),
+            };
+            let sent = env
+                .registry
+                .owner(&env.owner)
+                .send("t", request)
+                .await
+                .unwrap()
+                .result()
+                .await
+                .unwrap();
+            assert!(sent.typed, "{wait:?}: {sent:?}");
+            let deadline = tokio::time::Instant::now() + WAIT;
+            let lines = loop {
+                let lines = scrollback(env).await;
+                if lines.iter().any(|line| line == "x-42") {
+                    break lines;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{wait:?}: no output\n{}",
+                    lines.join("\n")
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            let echoed = lines
+                .iter()
+                .filter(|line| line.contains("echo x-$((6*7))"))
+                .count();
+            assert_eq!(echoed, 1, "{wait:?}:\n{}", lines.join("\n"));
+            // At the prompt, with the leading space `history: false` asks.
+            assert!(
+                lines.iter().any(|line| line.contains("  echo x-$((6*7))")),
+                "{wait:?}:\n{}",
+                lines.join("\n")
+            );
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn a_server_waiting_on_a_socket_is_busy_not_reading() {
     with_shell("/bin/bash", async |env| {
