@@ -30,10 +30,12 @@ pub struct HistoryPage {
     pub epoch: u64,
     /// The offset of `bytes[0]`: just after a line feed when the page was
     /// cut short (so it starts at a line's start), else the oldest byte
-    /// there is.
+    /// there is, or the first byte after a hole in the kept history.
     pub from: u64,
     /// The offset just past the page's last byte: the `before` asked for,
-    /// or less when that was past the stream's end.
+    /// or less when that was past the stream's end, or when it lay in (or
+    /// just past) a hole in the kept history: then the start of that hole,
+    /// whose bytes were lost (a page never spans one).
     pub to: u64,
     /// The oldest offset any page can start at now (the stream's first
     /// byte, or the oldest one the ring or the kept history still hold):
@@ -54,6 +56,12 @@ pub struct HistoryPage {
 /// those bytes waits for its writer, up to `wait`, rather than come back
 /// empty while older bytes exist.
 ///
+/// A hole in the kept history (bytes lost on their way to its files) is
+/// never spanned: a page holds the bytes after the hole it meets, whole
+/// (not cut to a line: the page before ends at the hole), and a page
+/// asked for before a hole's end ends at the hole's start, so a viewer
+/// paging back goes on past it.
+///
 /// Blocking file I/O when it reads `kept`: run it from `spawn_blocking`.
 ///
 /// # Errors
@@ -70,7 +78,7 @@ pub(crate) fn page(
 ) -> Result<HistoryPage> {
     let epoch = stream.epoch();
     let max = max.clamp(1, MAX_PAGE);
-    let (ring_start, to, held) = {
+    let (ring_start, mut to, mut held) = {
         let ring = stream.held();
         let to = before.min(ring.total);
         let ring_start = ring.start();
@@ -82,10 +90,11 @@ pub(crate) fn page(
         };
         (ring_start, to, held)
     };
-    let want = to.saturating_sub(max);
+    let mut want = to.saturating_sub(max);
     let mut from = want.max(ring_start).min(to);
     let mut first = ring_start;
     let mut older = Bytes::new();
+    let mut after_hole = false;
     // The kept history holds the stream's bytes at `base + offset`, as
     // far back as its files go (its oldest segment may be gone; bytes
     // before `base` are an earlier stream's).
@@ -99,26 +108,53 @@ pub(crate) fn page(
         let upto = ring_start.min(to);
         if want < upto {
             kept.wait_written(base + upto, wait)?;
-            match kept.read_range(base + want, base + upto) {
-                // Only bytes that meet the ring's (or `to`) exactly count.
-                Ok((start, bytes)) if start + bytes.len() as u64 == base + upto => {
-                    from = start - base;
-                    older = bytes;
+            // The kept bytes this page can end with: up to the ring's
+            // start (or `to`), unless a hole lies there.
+            let until = kept.kept_until(base + upto)?.max(base) - base;
+            if until < upto {
+                if to > ring_start {
+                    // The ring's bytes alone, after the hole.
+                    from = ring_start;
+                    after_hole = true;
+                } else {
+                    // The page ends where the hole starts.
+                    to = until;
+                    want = to.saturating_sub(max);
+                    from = to;
+                    held = Bytes::new();
                 }
-                Ok(_) => {}
-                Err(error) => tracing::debug!(%error, "kept history not read for a viewer"),
+            }
+            let upto = upto.min(until);
+            if want < upto {
+                match kept.read_range(base + want, base + upto) {
+                    // Only bytes that meet the ring's (or `to`) exactly count.
+                    Ok((start, bytes)) if start + bytes.len() as u64 == base + upto => {
+                        from = start - base;
+                        older = bytes;
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::debug!(%error, "kept history not read for a viewer"),
+                }
             }
         }
     }
     let bytes = if older.is_empty() {
         held
+    } else if held.is_empty() {
+        older
     } else {
         let mut joined = BytesMut::with_capacity(older.len() + held.len());
         joined.extend_from_slice(&older);
         joined.extend_from_slice(&held);
         joined.freeze()
     };
-    let (from, bytes) = line_start(from, first, bytes);
+    // Cut to a line only where `max` cut the page: at the oldest byte or
+    // after a hole, the bytes before are no other page's.
+    let (from, bytes) = if from == want && from > first && !after_hole {
+        line_start(from, bytes)
+    } else {
+        (from, bytes)
+    };
     Ok(HistoryPage {
         epoch,
         from,
@@ -128,13 +164,10 @@ pub(crate) fn page(
     })
 }
 
-/// A page that does not start at the oldest byte there is starts after
-/// its first line feed (a line cut in half would show as a line of its
-/// own); one with no line feed at all is kept whole.
-fn line_start(from: u64, first: u64, bytes: Bytes) -> (u64, Bytes) {
-    if from <= first {
-        return (from, bytes);
-    }
+/// A page cut short starts after its first line feed (a line cut in half
+/// would show as a line of its own); one with no line feed at all is
+/// kept whole.
+fn line_start(from: u64, bytes: Bytes) -> (u64, Bytes) {
     match bytes.iter().position(|&byte| byte == b'\n') {
         Some(at) if at + 1 < bytes.len() => (from + at as u64 + 1, bytes.slice(at + 1..)),
         _ => (from, bytes),
@@ -253,6 +286,59 @@ mod tests {
         assert_eq!((got.to, got.first), (ring_start, 0));
         assert!(got.from < ring_start, "older bytes than the ring: {got:?}");
         assert_eq!(&got.bytes[..], &all[got.from as usize..ring_start as usize]);
+    }
+
+    /// A hole in the kept history (lines 5 to 9 lost on their way to
+    /// its files): no page spans it, each page holds exactly the bytes
+    /// its offsets name, and paging back goes on past it to the first
+    /// byte. The bytes after the hole were joined to the ones before, so
+    /// every page older than the hole named bytes 20 further on.
+    #[test]
+    fn pages_never_span_a_hole_in_the_kept_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Kept::open(dir.path().join("t"), 1 << 20).unwrap();
+        let (stream, all) = twenty_lines(&kept);
+        kept.append_at(0, &all[..20]).unwrap();
+        kept.append_at(40, &all[40..]).unwrap();
+        let end = all.len() as u64;
+        let mut pages = Vec::new();
+        let mut before = end;
+        while before > 0 {
+            let got = page(&stream, Some(&kept), before, 12, NOW).unwrap();
+            assert_eq!(got.first, 0);
+            assert!(got.to <= before && got.from < got.to, "{got:?}");
+            assert_eq!(
+                &got.bytes[..],
+                &all[got.from as usize..got.to as usize],
+                "{got:?}"
+            );
+            assert!(got.to <= 20 || got.from >= 40, "spans the hole: {got:?}");
+            before = got.from;
+            pages.push((got.from, got.to));
+        }
+        // Up to the hole's end, then on from its start.
+        assert!(pages.iter().any(|&(from, _)| from == 40), "{pages:?}");
+        assert!(pages.iter().any(|&(_, to)| to == 20), "{pages:?}");
+        assert_eq!(pages.last(), Some(&(0, 12)));
+        // A hole just before the ring's oldest byte: the ring's bytes
+        // alone, whole, then the page before the hole.
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Kept::open(dir.path().join("t"), 1 << 20).unwrap();
+        let (stream, all) = twenty_lines(&kept);
+        kept.append_at(0, &all[..20]).unwrap();
+        kept.append_at(64, &all[64..]).unwrap();
+        let ring_start = stream.held().start();
+        assert_eq!(ring_start, 64);
+        let got = page(&stream, Some(&kept), end, 40, NOW).unwrap();
+        assert_eq!((got.from, got.to, got.first), (64, 80, 0));
+        assert_eq!(&got.bytes[..], &all[64..]);
+        let got = page(&stream, Some(&kept), 64, 40, NOW).unwrap();
+        assert_eq!((got.from, got.to, got.first), (0, 20, 0));
+        assert_eq!(&got.bytes[..], &all[..20]);
+        // Asked to end inside the hole: it ends at the hole's start.
+        let inside = page(&stream, Some(&kept), 30, 12, NOW).unwrap();
+        assert_eq!((inside.from, inside.to), (12, 20));
+        assert_eq!(&inside.bytes[..], &all[12..20]);
     }
 
     #[test]

@@ -66,6 +66,11 @@ pub(crate) async fn run(
                 .and_then(|()| out.flush())
                 .map_err(|error| Error::io("writing the history", error))?;
             since = Some(read.end());
+            // A read stops at a hole in the history: the next one goes
+            // on past it, until nothing is left.
+            if !read.bytes.is_empty() {
+                continue;
+            }
             if !args.follow {
                 return Ok::<_, Error>(());
             }

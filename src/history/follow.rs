@@ -12,7 +12,10 @@
 //! throttles writes to), counted in `Meta::gaps`. Now it loses bytes only
 //! when it falls behind by more than the history keeps, bytes the files
 //! would have rotated out by the time the newer ones were written (still
-//! counted as a gap: the files' offsets no longer meet the stream's map).
+//! counted as a gap). Each byte is written at its own offset (the
+//! stream's base plus its stream offset), so what the queue dropped, and
+//! what the stream evicted or skipped before the tap took it, is a hole
+//! in the history's offsets, never closed up by the bytes after it.
 //! Nothing waits for it: output is never slowed for the disk.
 //!
 //! Loss window: bytes reach the files (the page cache) at most
@@ -54,14 +57,11 @@ struct Queue {
 struct Queued {
     /// The next stream byte to take.
     at: OutputCursor,
-    chunks: VecDeque<Bytes>,
+    /// Each chunk with the cursor of its first byte: a chunk after a
+    /// hole (dropped here, or skipped by the stream) does not start where
+    /// the one before ended.
+    chunks: VecDeque<(OutputCursor, Bytes)>,
     len: u64,
-    /// Holes since the writer last took the queue: bytes the stream
-    /// skipped or evicted before they were taken, or dropped here.
-    lost: u64,
-    /// Whether the oldest queued were dropped since the writer last took
-    /// the queue: every drop until then widens the same hole.
-    dropped: bool,
 }
 
 impl Queue {
@@ -74,43 +74,50 @@ impl Queue {
     fn take(&self, stream: &Stream) {
         let mut queued = self.lock();
         let read = stream.read(Some(queued.at));
-        if read.gap.is_some() {
-            queued.lost += 1;
-        }
         queued.at = read.end();
         if !read.bytes.is_empty() {
             queued.len += read.bytes.len() as u64;
-            queued.chunks.push_back(read.bytes);
+            queued.chunks.push_back((read.from, read.bytes));
         }
         while queued.len > self.bound
-            && let Some(front) = queued.chunks.pop_front()
+            && let Some((_, front)) = queued.chunks.pop_front()
         {
             queued.len -= front.len() as u64;
-            if !queued.dropped {
-                queued.dropped = true;
-                queued.lost += 1;
-            }
         }
     }
 
-    /// Everything queued, in one buffer, and the holes before it.
-    fn drain(&self) -> (Bytes, u64) {
+    /// Everything queued, as runs of bytes that follow one another, each
+    /// in one buffer (a lone chunk as it is) with the cursor of its first
+    /// byte.
+    fn drain(&self) -> Vec<(OutputCursor, Bytes)> {
         let mut queued = self.lock();
-        let lost = std::mem::take(&mut queued.lost);
-        queued.dropped = false;
-        let len = std::mem::take(&mut queued.len);
+        queued.len = 0;
         let chunks = std::mem::take(&mut queued.chunks);
         drop(queued);
-        let bytes = if chunks.len() == 1 {
-            chunks.into_iter().next().unwrap_or_default()
-        } else {
-            let mut joined = BytesMut::with_capacity(usize::try_from(len).unwrap_or(0));
-            for chunk in &chunks {
-                joined.extend_from_slice(chunk);
+        let mut runs: Vec<(OutputCursor, u64, Vec<Bytes>)> = Vec::new();
+        for (from, chunk) in chunks {
+            match runs.last_mut() {
+                Some((start, len, parts))
+                    if start.epoch == from.epoch && start.offset + *len == from.offset =>
+                {
+                    *len += chunk.len() as u64;
+                    parts.push(chunk);
+                }
+                _ => runs.push((from, chunk.len() as u64, vec![chunk])),
             }
-            joined.freeze()
-        };
-        (bytes, lost)
+        }
+        runs.into_iter()
+            .map(|(start, len, parts)| {
+                if parts.len() == 1 {
+                    return (start, parts.into_iter().next().unwrap_or_default());
+                }
+                let mut joined = BytesMut::with_capacity(usize::try_from(len).unwrap_or(0));
+                for part in &parts {
+                    joined.extend_from_slice(part);
+                }
+                (start, joined.freeze())
+            })
+            .collect()
     }
 
     fn waiting(&self) -> u64 {
@@ -179,8 +186,6 @@ pub(crate) async fn follow(
             },
             chunks: VecDeque::new(),
             len: 0,
-            lost: 0,
-            dropped: false,
         }),
         wake: Notify::new(),
         bound: kept.limit,
@@ -208,34 +213,8 @@ pub(crate) async fn follow(
                 }
             }
         }
-        let (bytes, lost) = queue.drain();
-        if lost > 0 {
-            kept.update(|meta| meta.gaps += lost);
-        }
-        if !bytes.is_empty() {
-            if let Some(title) = titles.scan(&bytes) {
-                kept.update(|meta| meta.title = Some(title));
-            }
-            let writer = Arc::clone(&kept);
-            let recording = recording.clone();
-            let at = started.elapsed();
-            let written = tokio::task::spawn_blocking(move || {
-                if let Some(recording) = recording {
-                    let mut recording = recording.lock().unwrap_or_else(PoisonError::into_inner);
-                    if let Err(error) = recording.output(at, &bytes) {
-                        warn!(%error, "recording beside the kept history");
-                    }
-                }
-                writer.append(&bytes)
-            })
-            .await;
-            match written {
-                Ok(Err(error)) => {
-                    warn!(dir = %kept.dir().display(), %error, "kept history write failed")
-                }
-                Err(error) => warn!(%error, "kept history writer"),
-                Ok(Ok(())) => {}
-            }
+        for (from, bytes) in queue.drain() {
+            write_run(&kept, recording.as_ref(), &mut titles, started, from, bytes).await;
         }
         if stopping || Instant::now() >= meta_due {
             meta_due = Instant::now() + FLUSH_INTERVAL;
@@ -253,10 +232,86 @@ pub(crate) async fn follow(
     }
 }
 
+/// Writes one run of stream bytes (from `from` on) at its history
+/// offset, the stream's base plus its offset: a stream new to the history
+/// (the stream restarted under a new relay's epoch) is mapped first, its
+/// bytes before `from` a hole.
+async fn write_run(
+    kept: &Arc<Kept>,
+    recording: Option<&Recorder>,
+    titles: &mut Titles,
+    started: Instant,
+    from: OutputCursor,
+    bytes: Bytes,
+) {
+    if let Some(title) = titles.scan(&bytes) {
+        kept.update(|meta| meta.title = Some(title));
+    }
+    let writer = Arc::clone(kept);
+    let recording = recording.cloned();
+    let at = started.elapsed();
+    let written = tokio::task::spawn_blocking(move || {
+        if let Some(recording) = recording {
+            let mut recording = recording.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Err(error) = recording.output(at, &bytes) {
+                warn!(%error, "recording beside the kept history");
+            }
+        }
+        let base = match writer.stream_base(from.epoch) {
+            Some(base) => base,
+            None => {
+                writer.resume(from.epoch, 0, from.offset, u64::MAX);
+                writer
+                    .stream_base(from.epoch)
+                    .unwrap_or_else(|| writer.end())
+            }
+        };
+        writer.append_at(base + from.offset, &bytes)
+    })
+    .await;
+    match written {
+        Ok(Err(error)) => {
+            warn!(dir = %kept.dir().display(), %error, "kept history write failed")
+        }
+        Err(error) => warn!(%error, "kept history writer"),
+        Ok(Ok(())) => {}
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A history of `limit` in a temp dir and a new stream of `ring` bytes
+    /// mapped in it at 0.
+    fn fresh(ring: usize, limit: u64) -> (tempfile::TempDir, Arc<Kept>, Arc<Stream>) {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Arc::new(Kept::open(dir.path().join("t"), limit).unwrap());
+        let stream = Arc::new(Stream::new(ring));
+        kept.map_stream(stream.epoch(), 0);
+        (dir, kept, stream)
+    }
+
+    /// Starts the writer of `stream` into `kept` from its byte 0, its tap
+    /// in place (once it ran up to its first wait); what stops it, and
+    /// its end.
+    async fn writing(
+        kept: &Arc<Kept>,
+        stream: &Arc<Stream>,
+    ) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let cancel = CancellationToken::new();
+        let writer = tokio::spawn(follow(
+            Arc::clone(kept),
+            Arc::clone(stream),
+            0,
+            false,
+            Arc::new(|| None),
+            cancel.clone(),
+        ));
+        tokio::task::yield_now().await;
+        (cancel, writer)
+    }
 
     /// Starts the writer of a new stream of `ring` bytes into a history of
     /// `limit`, pushes `lines` before it runs (on this one thread it runs
@@ -267,21 +322,8 @@ mod tests {
         limit: u64,
         lines: usize,
     ) -> (tempfile::TempDir, Arc<Kept>, Vec<u8>) {
-        let dir = tempfile::tempdir().unwrap();
-        let kept = Arc::new(Kept::open(dir.path().join("t"), limit).unwrap());
-        let stream = Arc::new(Stream::new(ring));
-        kept.map_stream(stream.epoch(), 0);
-        let cancel = CancellationToken::new();
-        let writer = tokio::spawn(follow(
-            Arc::clone(&kept),
-            Arc::clone(&stream),
-            0,
-            false,
-            Arc::new(|| None),
-            cancel.clone(),
-        ));
-        // The writer's tap is in place once it ran up to its first wait.
-        tokio::task::yield_now().await;
+        let (dir, kept, stream) = fresh(ring, limit);
+        let (cancel, writer) = writing(&kept, &stream).await;
         let mut all = Vec::new();
         for n in 0..lines {
             let line = format!("line {n:05}\n");
@@ -306,13 +348,69 @@ mod tests {
 
     /// Behind by more than the history keeps, the writer drops the
     /// oldest it holds (what the files would rotate out anyway) and
-    /// counts the hole.
+    /// counts the hole; what it kept lies at its own offsets (it was
+    /// written from the history's start, and every cursor named bytes
+    /// ~7 KB later than it read).
     #[tokio::test(flavor = "current_thread")]
     async fn a_writer_behind_by_more_than_the_history_keeps_drops_the_oldest() {
         let (_dir, kept, all) = flooded(1024, 4096, 1000).await;
         assert_eq!(kept.meta().gaps, 1);
         let read = kept.read(None).unwrap();
         assert!(read.bytes.len() <= 4096, "{}", read.bytes.len());
-        assert!(all.ends_with(&read.bytes), "the newest bytes are kept");
+        let from = usize::try_from(read.from.offset).unwrap();
+        assert!(from > 0, "the oldest were dropped");
+        assert_eq!(&read.bytes[..], &all[from..], "at their own offsets");
+        let cursor = OutputCursor {
+            epoch: kept.meta().streams[0].0,
+            offset: all.len() as u64 - 11,
+        };
+        assert_eq!(&kept.read(Some(cursor)).unwrap().bytes[..], b"line 00999\n");
+    }
+
+    /// The stream went on past bytes this process never got (it fell
+    /// behind the relay: `skip_to`): the history keeps a hole there, and
+    /// a cursor past it reads exactly its bytes.
+    #[tokio::test(flavor = "current_thread")]
+    async fn bytes_the_stream_skipped_are_a_hole() {
+        let (_dir, kept, stream) = fresh(1 << 20, 1 << 20);
+        let (cancel, writer) = writing(&kept, &stream).await;
+        stream.push(Bytes::from_static(b"before\n"));
+        stream.skip_to(100);
+        stream.push(Bytes::from_static(b"after\n"));
+        cancel.cancel();
+        writer.await.unwrap();
+        let at = |offset| {
+            kept.read(Some(OutputCursor {
+                epoch: stream.epoch(),
+                offset,
+            }))
+            .unwrap()
+        };
+        let read = at(100);
+        assert_eq!((&read.bytes[..], read.gap), (&b"after\n"[..], None));
+        let read = at(0);
+        assert_eq!((&read.bytes[..], read.gap), (&b"before\n"[..], None));
+        let read = at(7);
+        assert_eq!(read.gap, Some(crate::stream::CursorGap::Evicted));
+        assert_eq!((read.from.offset, &read.bytes[..]), (100, &b"after\n"[..]));
+        assert_eq!(kept.meta().gaps, 1);
+    }
+
+    /// The stream restarted under a new relay's epoch, unknown to the
+    /// history: the writer maps it at the history's end before writing
+    /// it, so its cursors read its bytes (they read as stale before).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_restarted_stream_is_mapped_before_it_is_written() {
+        let (_dir, kept, stream) = fresh(1 << 20, 1 << 20);
+        let (cancel, writer) = writing(&kept, &stream).await;
+        stream.push(Bytes::from_static(b"old\n"));
+        let epoch = OutputCursor::new_epoch();
+        stream.restart(epoch, 0);
+        stream.push(Bytes::from_static(b"new\n"));
+        cancel.cancel();
+        writer.await.unwrap();
+        assert_eq!(kept.stream_base(epoch), Some(4));
+        let read = kept.read(Some(OutputCursor { epoch, offset: 1 })).unwrap();
+        assert_eq!((&read.bytes[..], read.gap), (&b"ew\n"[..], None));
     }
 }

@@ -89,6 +89,10 @@ struct Writing {
     due: Option<Instant>,
     /// The terminal's tmux server: this relay's parent when it started.
     server: u32,
+    /// The history offset of the next byte it is given (its stream's base
+    /// plus its stream offset): a write the disk refused is a hole, and
+    /// the next lands past it, where its offset says.
+    next: u64,
 }
 
 /// Takes the writer lock at `path` without waiting.
@@ -109,18 +113,18 @@ fn take_lock(path: &Path) -> io::Result<File> {
 }
 
 impl crate::tmux::Keeper for RelayKeeper {
-    fn start(&mut self, dir: &Path, epoch: u64, from: u64, lost: bool) -> io::Result<u64> {
+    fn start(&mut self, dir: &Path, epoch: u64, from: u64, oldest: u64) -> io::Result<u64> {
         let order = KeepOrder::read(dir)?;
         let lock = take_lock(&order.lock)?;
         let kept = Kept::open(order.history, order.limit).map_err(io::Error::other)?;
         kept.write_here();
-        let first = kept.resume(epoch, from, from, u64::MAX);
+        let first = kept.resume(epoch, from, oldest, u64::MAX);
+        let next = kept.stream_base(epoch).unwrap_or_else(|| kept.end()) + first;
         kept.update(|meta| {
             if order.boot_id.is_some() {
                 meta.boot_id.clone_from(&order.boot_id);
             }
             meta.size = meta.size.or(order.size);
-            meta.gaps += u64::from(lost);
         });
         // The mapping is on disk before any cursor of this stream is read.
         kept.save_meta().map_err(io::Error::other)?;
@@ -133,6 +137,7 @@ impl crate::tmux::Keeper for RelayKeeper {
             started: Instant::now(),
             due: None,
             server: std::os::unix::process::parent_id(),
+            next,
         });
         Ok(first)
     }
@@ -141,9 +146,10 @@ impl crate::tmux::Keeper for RelayKeeper {
         let Some(writing) = &mut self.writing else {
             return;
         };
-        // A failed write is counted in `meta.gaps` by `append`; the relay
-        // goes on serving the stream.
-        let _ = writing.kept.append(bytes);
+        // A failed write is a hole, counted in `meta.gaps` by `append_at`;
+        // the relay goes on serving the stream.
+        let _ = writing.kept.append_at(writing.next, bytes);
+        writing.next += bytes.len() as u64;
         if let Some(recording) = &mut writing.recording {
             let _ = recording.output(writing.started.elapsed(), bytes);
         }
@@ -296,13 +302,11 @@ mod tests {
     #[test]
     fn keeps_every_byte_under_its_epoch_and_one_writer_at_a_time() {
         let root = tempfile::tempdir().unwrap();
-        let server = root.path().join("server");
-        fs::create_dir(&server).unwrap();
-        order(root.path()).write(&server).unwrap();
+        let server = ordered(root.path());
         let mut keeper = RelayKeeper::default();
-        assert_eq!(keeper.start(&server, 7, 0, false).unwrap(), 0);
+        assert_eq!(keeper.start(&server, 7, 0, 0).unwrap(), 0);
         let mut other = RelayKeeper::default();
-        assert!(other.start(&server, 8, 0, false).is_err(), "one writer");
+        assert!(other.start(&server, 8, 0, 0).is_err(), "one writer");
         let mut all = Vec::new();
         for n in 0..1000 {
             let line = format!("line {n}\r\n");
@@ -334,7 +338,32 @@ mod tests {
         );
         // Finished: the lock is free for the next writer, which goes on
         // where this stream was written to.
-        assert_eq!(other.start(&server, 7, 0, false).unwrap(), all.len() as u64);
+        assert_eq!(other.start(&server, 7, 0, 0).unwrap(), all.len() as u64);
+    }
+
+    /// A server directory with the keep order in it, under `root`.
+    fn ordered(root: &Path) -> PathBuf {
+        let server = root.join("server");
+        fs::create_dir(&server).unwrap();
+        order(root).write(&server).unwrap();
+        server
+    }
+
+    /// A restore's history (`old output\r\n`, 12 bytes, replayed first by
+    /// stream 9), kept by the relay holding the stream from `oldest` on,
+    /// which then writes `new\r\n`; read back from the files.
+    fn restored(root: &Path, oldest: u64) -> Kept {
+        let server = ordered(root);
+        let kept = Kept::open(root.join("history"), 1 << 20).unwrap();
+        kept.append(b"old output\r\n").unwrap();
+        kept.save_meta().unwrap();
+        let mut keeper = RelayKeeper::default();
+        assert_eq!(keeper.start(&server, 9, 12, oldest).unwrap(), oldest);
+        keeper.write(b"new\r\n");
+        keeper.finish();
+        Kept::existing(root.join("history"), 1 << 20)
+            .unwrap()
+            .unwrap()
     }
 
     /// A restored stream begins with the kept bytes it printed again:
@@ -343,19 +372,7 @@ mod tests {
     #[test]
     fn a_restored_stream_maps_onto_the_bytes_it_replays() {
         let root = tempfile::tempdir().unwrap();
-        let server = root.path().join("server");
-        fs::create_dir(&server).unwrap();
-        order(root.path()).write(&server).unwrap();
-        let kept = Kept::open(root.path().join("history"), 1 << 20).unwrap();
-        kept.append(b"old output\r\n").unwrap();
-        kept.save_meta().unwrap();
-        let mut keeper = RelayKeeper::default();
-        assert_eq!(keeper.start(&server, 9, 12, true).unwrap(), 12);
-        keeper.write(b"new\r\n");
-        keeper.finish();
-        let kept = Kept::existing(root.path().join("history"), 1 << 20)
-            .unwrap()
-            .unwrap();
+        let kept = restored(root.path(), 12);
         let cursor = OutputCursor {
             epoch: 9,
             offset: 4,
@@ -364,6 +381,57 @@ mod tests {
             &kept.read(Some(cursor)).unwrap().bytes[..],
             b"output\r\nnew\r\n"
         );
-        assert_eq!(kept.meta().gaps, 1, "the lost bytes are counted");
+        assert_eq!(kept.meta().gaps, 0);
+    }
+
+    /// The relay no longer held the bytes asked for (its window passed
+    /// them): they are a hole, and every cursor of the stream names its
+    /// own bytes. The keeper counted the loss but wrote on right after
+    /// the history's end, so every offset past the hole read 8 bytes
+    /// further on than it named.
+    #[test]
+    fn bytes_the_relay_no_longer_held_are_a_hole() {
+        let root = tempfile::tempdir().unwrap();
+        // 8 bytes after the replay the relay evicted before the ask.
+        let kept = restored(root.path(), 20);
+        let at = |offset| kept.read(Some(OutputCursor { epoch: 9, offset })).unwrap();
+        let before = at(4);
+        assert_eq!((&before.bytes[..], before.gap), (&b"output\r\n"[..], None));
+        let past = at(20);
+        assert_eq!((&past.bytes[..], past.gap), (&b"new\r\n"[..], None));
+        let inside = at(before.end().offset);
+        assert_eq!(inside.gap, Some(crate::stream::CursorGap::Evicted));
+        assert_eq!(
+            (inside.from.offset, &inside.bytes[..]),
+            (20, &b"new\r\n"[..])
+        );
+        assert_eq!(kept.meta().gaps, 1, "the hole is counted");
+    }
+
+    /// A write the disk refused is a hole of its own length: the
+    /// relay's next bytes land where their offsets say.
+    #[test]
+    fn a_write_the_disk_refused_leaves_a_hole_in_the_relays_history() {
+        let root = tempfile::tempdir().unwrap();
+        let server = ordered(root.path());
+        let mut keeper = RelayKeeper::default();
+        assert_eq!(keeper.start(&server, 7, 0, 0).unwrap(), 0);
+        keeper.write(b"one\r\n");
+        let history = root.path().join("history");
+        let segment = history.join(super::super::segment_name(0));
+        fs::remove_file(&segment).unwrap();
+        std::os::unix::fs::symlink("/dev/full", &segment).unwrap();
+        keeper.write(b"lost\r\n");
+        keeper.write(b"three\r\n");
+        keeper.finish();
+        let kept = Kept::existing(history, 1 << 20).unwrap().unwrap();
+        let read = kept
+            .read(Some(OutputCursor {
+                epoch: 7,
+                offset: 11,
+            }))
+            .unwrap();
+        assert_eq!((&read.bytes[..], read.gap), (&b"three\r\n"[..], None));
+        assert_eq!(kept.meta().gaps, 1);
     }
 }

@@ -38,8 +38,9 @@ pub struct Meta {
     /// When its terminal was last restored after a reboot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_ms: Option<u64>,
-    /// How many times bytes were lost between the stream and the files
-    /// (the stream's ring evicted them first, or a write failed).
+    /// How many holes the history's offsets have: bytes lost between
+    /// the stream and the files (a write failed, a writer fell behind or
+    /// resumed past bytes nobody wrote), whose offsets no bytes fill.
     #[serde(default)]
     pub gaps: u64,
 }

@@ -19,24 +19,39 @@
 //! fed it (a spawn, an adoption, a rebuild) is mapped by its epoch to the
 //! history offset of its byte 0 ([`Meta::streams`]), so a cursor a live
 //! terminal handed out reads the same bytes from the files after a
-//! reboot.
+//! reboot: a mapped stream's byte at offset `o` is always at `base + o`.
+//!
+//! Holes: bytes lost on their way to the files (a write the disk refused,
+//! an in-process writer that fell behind by more than the history keeps,
+//! a writer that resumes past bytes nobody wrote) keep their offsets, and
+//! nobody's bytes fill them: the next bytes go into a new segment named by
+//! their own offset, so the segments' names and lengths say where each
+//! hole is and nothing else remembers it (the map is never rewritten to
+//! cover a loss). A refused write leaves an empty segment at the offset
+//! after it at once, where it can, so readers see the hole before more
+//! bytes come. `meta.gaps` counts the holes. Readers never join the bytes
+//! on both sides of one (`read.rs`). The limit counts bytes kept, not
+//! offsets: a hole costs nothing, and the oldest segments go while the
+//! rest hold three quarters of it.
 //!
 //! No fsync: what is written reaches the page cache within the loss
 //! window (`follow.rs`), which survives the engine's death; a clean reboot
 //! writes the page cache out. Blocking file I/O: callers run it from
 //! `spawn_blocking`.
 //!
-//! This file opens, appends, rotates and maps streams; reading the bytes
-//! back is `read.rs`, and `meta.json`'s fields are `meta.rs`.
+//! This file opens histories and maps streams; appending (holes,
+//! rotation, trimming) is `write.rs`, reading the bytes back `read.rs`,
+//! and `meta.json`'s fields are `meta.rs`.
 
 mod follow;
 pub(crate) mod keeper;
 mod meta;
 mod read;
 mod title;
+mod write;
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -288,22 +303,29 @@ impl Kept {
     /// host: when an earlier writer (another process, the relay, this
     /// one before a restart) wrote this stream already, the new one goes
     /// on where it stopped, so no byte is kept twice and a cursor keeps
-    /// naming the same kept bytes; bytes nobody wrote that the new writer
-    /// no longer holds are a gap.
+    /// naming the same kept bytes. A new stream's bytes before `from` are
+    /// the history's newest (a restore replays them first), so its byte
+    /// `from` maps to the history's end.
+    ///
+    /// Bytes nobody wrote that the new writer no longer holds (before
+    /// `oldest`) are a hole: the stream's base stays, and the writer's
+    /// first append lands past them ([`append_at`](Kept::append_at)).
+    /// Returns the stream offset it goes on from; the history offset is
+    /// that plus [`stream_base`](Kept::stream_base).
     pub fn resume(&self, epoch: u64, from: u64, oldest: u64, newest: u64) -> u64 {
         let end = self.end();
         let Some(base) = self.stream_base(epoch).filter(|&base| base <= end) else {
-            self.map_stream(epoch, end.saturating_sub(from));
-            return from;
+            // More bytes claimed kept than the history has: none of them
+            // are, byte 0 goes at the end and the rest is a hole.
+            let base = end.checked_sub(from).unwrap_or(end);
+            self.map_stream(epoch, base);
+            return from.max(oldest);
         };
         let written = end - base;
         if written >= oldest {
             return written.min(newest);
         }
-        self.update(|meta| meta.gaps += 1);
-        let from = oldest.max(from);
-        self.map_stream(epoch, end.saturating_sub(from));
-        from
+        oldest.max(from)
     }
 
     fn create_segment(&self, start: u64) -> io::Result<()> {
@@ -333,94 +355,6 @@ impl Kept {
             .map_err(|error| Error::io(context(), error))
     }
 
-    /// Appends `bytes`, rotating first when the newest segment is full. A
-    /// write that fails is cut back, so the segment holds whole appends
-    /// only.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Io`] naming the segment (`ENOSPC` on a full disk); also
-    /// kept for [`error`](Kept::error).
-    pub fn append(&self, bytes: &[u8]) -> Result<()> {
-        let result = self.append_inner(bytes);
-        let mut inner = self.lock();
-        inner.here = true;
-        match &result {
-            Ok(()) => inner.error = None,
-            Err(error) => {
-                inner.error = Some(error.to_string());
-                inner.meta.gaps += 1;
-            }
-        }
-        result
-    }
-
-    fn append_inner(&self, bytes: &[u8]) -> Result<()> {
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        let (mut newest, end) = {
-            let inner = self.lock();
-            (inner.newest, inner.end)
-        };
-        let segment_limit = (self.limit / 4).max(1024);
-        if end - newest >= segment_limit {
-            self.create_segment(end)
-                .map_err(|error| self.io_error(end, error))?;
-            newest = end;
-            self.lock().newest = end;
-            self.trim();
-        }
-        let path = self.dir.join(segment_name(newest));
-        // Created here if missing: a history opened to read has none made.
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|error| self.io_error(newest, error))?;
-        let before = file
-            .metadata()
-            .map_err(|error| self.io_error(newest, error))?
-            .len();
-        if let Err(error) = file.write_all(bytes) {
-            // Whole appends only: what a failed write left goes.
-            let _ = file.set_len(before);
-            return Err(self.io_error(newest, error));
-        }
-        self.lock().end = newest + before + bytes.len() as u64;
-        Ok(())
-    }
-
-    fn io_error(&self, start: u64, error: io::Error) -> Error {
-        Error::io(
-            format!(
-                "writing kept history {}",
-                self.dir.join(segment_name(start)).display()
-            ),
-            error,
-        )
-    }
-
-    /// Removes the oldest segments while the rest hold more than the limit.
-    fn trim(&self) {
-        let Ok(found) = segments(&self.dir) else {
-            return;
-        };
-        let end = self.end();
-        for (start, path, _) in &found[..found.len().saturating_sub(1)] {
-            let next = found
-                .iter()
-                .find(|(other, ..)| other > start)
-                .map_or(end, |(other, ..)| *other);
-            if end - next >= self.limit / 4 * 3 {
-                let _ = fs::remove_file(path);
-            } else {
-                break;
-            }
-        }
-    }
-
     /// Removes the whole history.
     ///
     /// # Errors
@@ -442,6 +376,8 @@ impl Kept {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
+
+    use std::time::Duration;
 
     use super::*;
     use crate::stream::CursorGap;
@@ -537,22 +473,106 @@ mod tests {
         assert!(Kept::existing(broken, 1 << 20).is_err());
     }
 
-    /// A write the disk refuses (`/dev/full` behind the segment: ENOSPC
-    /// on every write) is a clear error, and the segment keeps only whole
-    /// appends.
+    /// Bytes written past the end (a writer that lost some) start a
+    /// segment named by their offset: reads never join both sides, a
+    /// page (`read_range`) ends at a hole's start when asked for more,
+    /// a wait for offsets in the hole does not wait, and it all reads
+    /// the same once reopened.
     #[test]
-    fn a_refused_write_is_an_error_and_leaves_nothing_torn() {
+    fn a_hole_keeps_its_offsets_through_reading_and_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
         let kept = Kept::open(path.clone(), 1 << 20).unwrap();
-        kept.append(b"kept\r\n").unwrap();
-        let segment = path.join(segment_name(0));
-        fs::remove_file(&segment).unwrap();
-        std::os::unix::fs::symlink("/dev/full", &segment).unwrap();
-        let error = kept.append(b"lost").unwrap_err();
-        assert_eq!(error.code(), "IO");
-        assert!(error.to_string().contains("No space left"), "{error}");
-        assert!(kept.error().is_some());
+        kept.append_at(0, b"0123456789").unwrap();
+        kept.append_at(20, b"abcdefghij").unwrap();
+        assert_eq!(kept.end(), 30);
+        assert_eq!(kept.meta().gaps, 1);
+        kept.save_meta().unwrap();
+        let epoch = kept.meta().epoch;
+        let check = |kept: &Kept| {
+            let at = |offset| kept.read(Some(OutputCursor { epoch, offset })).unwrap();
+            let read = at(3);
+            assert_eq!((&read.bytes[..], read.gap), (&b"3456789"[..], None));
+            for inside in [10, 15, 19] {
+                let read = at(inside);
+                assert_eq!(read.gap, Some(CursorGap::Evicted), "{inside}");
+                assert_eq!(
+                    (read.from.offset, &read.bytes[..]),
+                    (20, &b"abcdefghij"[..])
+                );
+            }
+            let read = at(25);
+            assert_eq!((&read.bytes[..], read.gap), (&b"fghij"[..], None));
+            assert_eq!(at(31).gap, Some(CursorGap::Stale));
+            // `None`: what follows the last hole.
+            let read = kept.read(None).unwrap();
+            assert_eq!(
+                (read.from.offset, &read.bytes[..]),
+                (20, &b"abcdefghij"[..])
+            );
+            assert_eq!(kept.span().unwrap(), (0, 30));
+            let range = |from, to| {
+                let (start, bytes) = kept.read_range(from, to).unwrap();
+                (start, String::from_utf8(bytes.to_vec()).unwrap())
+            };
+            assert_eq!(range(5, 25), (20, "abcde".into()));
+            assert_eq!(range(5, 20), (5, "56789".into()));
+            assert_eq!(range(5, 15), (5, "56789".into()));
+            assert_eq!(range(0, 4), (0, "0123".into()));
+            kept.wait_written(15, Duration::ZERO).unwrap();
+            kept.wait_written(30, Duration::ZERO).unwrap();
+            assert!(kept.wait_written(31, Duration::ZERO).is_err());
+        };
+        check(&kept);
+        drop(kept);
+        check(&Kept::existing(path.clone(), 1 << 20).unwrap().unwrap());
+        let again = Kept::open(path.clone(), 1 << 20).unwrap();
+        check(&again);
+        // Writing on after reopening goes on at the end.
+        again.append(b"klm").unwrap();
+        let read = again.read(None).unwrap();
+        assert_eq!(
+            (read.from.offset, &read.bytes[..]),
+            (20, &b"abcdefghijklm"[..])
+        );
+        assert_eq!(again.meta().gaps, 1);
+    }
+
+    /// A writer that resumes a stream past bytes nobody wrote (it no
+    /// longer holds them) keeps the stream's base: the bytes it does
+    /// hold land at their own offsets, past a hole. The stream was
+    /// mapped again at the history's end (clamped to 0 when that would
+    /// be negative), and every cursor of it was shifted.
+    #[test]
+    fn resuming_past_bytes_nobody_wrote_keeps_the_streams_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Kept::open(dir.path().join("t"), 1 << 20).unwrap();
+        kept.append(b"earlier stream\r\n").unwrap();
+        assert_eq!(kept.resume(7, 0, 0, 0), 0);
+        let base = kept.stream_base(7).unwrap();
+        assert_eq!(base, 16);
+        kept.append_at(base, b"0123").unwrap();
+        // A later writer holds the stream from offset 10 on only.
+        assert_eq!(kept.resume(7, 0, 10, 14), 10);
+        assert_eq!(kept.stream_base(7), Some(base), "the map stays");
+        kept.append_at(base + 10, b"abcd").unwrap();
+        let at = |offset| kept.read(Some(OutputCursor { epoch: 7, offset })).unwrap();
+        let read = at(1);
+        assert_eq!((&read.bytes[..], read.gap), (&b"123"[..], None));
+        let read = at(11);
+        assert_eq!((&read.bytes[..], read.gap), (&b"bcd"[..], None));
+        let read = at(6);
+        // (A read answers in the history's own offsets.)
+        assert_eq!(
+            (read.from.offset, read.gap),
+            (base + 10, Some(CursorGap::Evicted))
+        );
+        // Where the earlier writer stopped, when it is still held.
+        assert_eq!(kept.resume(7, 0, 12, 20), 14);
+        // A new stream's bytes the history cannot have (more than it
+        // holds): byte 0 at the end, and a hole up to what is held.
+        assert_eq!(kept.resume(8, 100, 100, 120), 100);
+        assert_eq!(kept.stream_base(8), Some(kept.end()));
         assert_eq!(kept.meta().gaps, 1);
     }
 }

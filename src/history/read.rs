@@ -4,6 +4,14 @@
 //! reader of a live stream needs. Apart from the writer (`mod.rs`)
 //! because it only lists and reads segments, never creates or rotates
 //! one.
+//!
+//! A hole between segments (bytes lost on their way to the files, see
+//! `mod.rs`) is treated as the stream treats a gap: no answer holds bytes
+//! from both sides of one (they would read as adjacent, and every offset
+//! counted from them would be off), and a read that starts inside one
+//! resumes past it with [`CursorGap::Evicted`], as a cursor the stream's
+//! ring no longer holds does. So a reader that goes on from each
+//! answer's end reads every kept byte, each hole reported once.
 
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -31,11 +39,14 @@ pub(crate) const WRITER_WAIT: Duration = Duration::from_secs(3);
 const WRITER_POLL: Duration = Duration::from_millis(5);
 
 impl Kept {
-    /// Waits until the files hold every history offset before `end`: the
+    /// Waits until the files reach every history offset before `end`: the
     /// bytes a reader of the live stream needs from the history, which
     /// its writer may not have reached yet (it writes behind the stream's
-    /// ring, see [`WRITER_WAIT`]). Returns at once when they are there.
-    /// Blocking: run it from `spawn_blocking`.
+    /// ring, see [`WRITER_WAIT`]). Returns at once when they are there,
+    /// or lost: the files' end is past a hole they show (a segment after
+    /// it, which a refused write makes at once), so offsets inside one,
+    /// which will never be written, are not waited for. Blocking: run it
+    /// from `spawn_blocking`.
     ///
     /// # Errors
     ///
@@ -81,25 +92,39 @@ impl Kept {
             .map(|(_, base)| base + cursor.offset)
     }
 
-    /// The kept bytes from `since` (`None`: the oldest kept) to the end,
-    /// in the history's own epoch: a cursor of an unknown epoch, or past
-    /// the end, is stale; one older than the oldest kept byte resumes
-    /// there.
+    /// The kept bytes from `since` up to the next hole or the end, in the
+    /// history's own epoch: a cursor of an unknown epoch, or past the end,
+    /// is stale (the read gives what `None` does); one older than the
+    /// oldest kept byte, or inside a hole, resumes at the next kept byte
+    /// as evicted. `None`: the newest bytes that follow one another, from
+    /// the last hole (or the oldest kept byte) to the end, the output a
+    /// reader takes as one piece (a restore replays it, a gone terminal's
+    /// page renders it), as a stream past a gap holds only what followed.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] when a segment cannot be read.
     pub fn read(&self, since: Option<OutputCursor>) -> Result<OutputSince> {
-        let (found, oldest, end) = self.listed("reading")?;
+        let (found, _, end) = self.listed("reading")?;
+        let runs = runs(&found);
+        let newest = runs.last().map_or(end, |&(start, _)| start);
         let epoch = self.lock().meta.epoch;
         let (start, gap) = match since.map(|cursor| self.offset_of(cursor)) {
-            None => (oldest, None),
-            Some(None) => (oldest, Some(CursorGap::Stale)),
-            Some(Some(at)) if at > end => (oldest, Some(CursorGap::Stale)),
-            Some(Some(at)) if at < oldest => (oldest, Some(CursorGap::Evicted)),
-            Some(Some(at)) => (at, None),
+            None => (newest, None),
+            Some(None) => (newest, Some(CursorGap::Stale)),
+            Some(Some(at)) if at > end => (newest, Some(CursorGap::Stale)),
+            Some(Some(at)) => match held_from(&runs, at) {
+                Some(start) if start == at => (at, None),
+                Some(start) => (start, Some(CursorGap::Evicted)),
+                None if at == end => (end, None),
+                None => (end, Some(CursorGap::Evicted)),
+            },
         };
-        let bytes = self.read_between(&found, start, end)?;
+        let stop = runs
+            .iter()
+            .find(|&&(first, past)| first <= start && start < past)
+            .map_or(start, |&(_, past)| past);
+        let bytes = self.read_between(&found, start, stop)?;
         Ok(OutputSince {
             bytes,
             from: OutputCursor {
@@ -111,7 +136,7 @@ impl Kept {
     }
 
     /// The history offsets the files hold now: the oldest byte kept and
-    /// the end (a listing, nothing read).
+    /// the end (a listing, nothing read). Holes may lie between.
     ///
     /// # Errors
     ///
@@ -121,35 +146,63 @@ impl Kept {
         Ok((oldest, end))
     }
 
-    /// The kept bytes `from..to` (history offsets), as far as the files
-    /// hold them: the start moves up to the oldest byte kept, the end down
-    /// to the newest, so the answer is never larger than `to - from` (a
-    /// viewer's page of history is read whole into memory, and only that).
-    /// Returns where the bytes start and the bytes.
+    /// The kept bytes `from..to` (history offsets) of one stretch without
+    /// a hole, as far as the files hold them: the newest stretch that
+    /// starts before `to`, so the bytes end at `to`, or at the start of
+    /// the hole `to` lies in or just past, and start at `from`, or at the
+    /// end of the last hole before them, or at the oldest byte kept. The
+    /// answer is never larger than `to - from` (a viewer's page of history
+    /// is read whole into memory, and only that). Returns where the bytes
+    /// start and the bytes.
     ///
     /// # Errors
     ///
     /// [`Error::Io`] when a segment cannot be read.
     pub fn read_range(&self, from: u64, to: u64) -> Result<(u64, Bytes)> {
         let (found, oldest, end) = self.listed("reading")?;
-        let (start, stop) = (from.max(oldest), to.min(end));
+        let runs = runs(&found);
+        let to = to.min(end);
+        let Some(&(first, past)) = runs.iter().rev().find(|&&(first, _)| first < to) else {
+            return Ok((from.max(oldest).min(to), Bytes::new()));
+        };
+        let (start, stop) = (from.max(first), to.min(past));
         if start >= stop {
             return Ok((start.min(stop), Bytes::new()));
         }
         Ok((start, self.read_between(&found, start, stop)?))
     }
 
+    /// Where the kept bytes up to history offset `at` end: `at` itself
+    /// when the files hold the byte before it, else the start of the hole
+    /// it lies in or just past (or the oldest byte kept, when nothing
+    /// older is).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the directory cannot be listed.
+    pub fn kept_until(&self, at: u64) -> Result<u64> {
+        let (found, oldest, _) = self.listed("listing")?;
+        Ok(runs(&found)
+            .iter()
+            .rev()
+            .find(|&&(first, _)| first < at)
+            .map_or(oldest.min(at), |&(_, past)| past.min(at)))
+    }
+
     /// The segments (oldest first), the oldest byte they hold and their
     /// end, from one listing; `doing` names the work in an error.
     fn listed(&self, doing: &str) -> Result<(Vec<Segment>, u64, u64)> {
         let found = segments(&self.dir).map_err(|error| self.io_error_in(doing, error))?;
-        let oldest = found.first().map_or(0, |(start, ..)| *start);
         let end = found.last().map_or(0, |(start, _, len)| start + len);
+        let oldest = found
+            .iter()
+            .find(|(_, _, len)| *len > 0)
+            .map_or(end, |(start, ..)| *start);
         Ok((found, oldest, end))
     }
 
     /// The bytes `start..stop` (history offsets) of the listed segments
-    /// `found`, which hold them.
+    /// `found`, which hold them with no hole between.
     fn read_between(&self, found: &[Segment], start: u64, stop: u64) -> Result<Bytes> {
         let context = |error| self.io_error_in("reading", error);
         let mut bytes = Vec::with_capacity(usize::try_from(stop - start).unwrap_or(0));
@@ -174,4 +227,29 @@ impl Kept {
             error,
         )
     }
+}
+
+/// The stretches of history offsets `found` holds with no hole inside,
+/// oldest first, as `(first, past)`: segments that meet are one stretch;
+/// empty ones hold nothing and are left out.
+fn runs(found: &[Segment]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &(start, _, len) in found {
+        if len == 0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some((_, past)) if *past == start => *past = start + len,
+            _ => runs.push((start, start + len)),
+        }
+    }
+    runs
+}
+
+/// The first kept offset at or after `at` (`at` itself when a stretch
+/// holds it); `None` past every stretch.
+fn held_from(runs: &[(u64, u64)], at: u64) -> Option<u64> {
+    runs.iter()
+        .find(|&&(_, past)| at < past)
+        .map(|&(first, _)| first.max(at))
 }

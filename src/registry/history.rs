@@ -15,7 +15,9 @@
 //!
 //! A restore (a dead `on-attach` or `always` terminal whose record names
 //! another boot) starts the new terminal in the last known working
-//! directory with its whole kept history printed first, byte for byte,
+//! directory with its whole kept history printed first, byte for byte
+//! (from its last hole on, when bytes were lost: a stream maps onto one
+//! stretch of offsets),
 //! then one dim marked line (`── restored from <time> ──`), then its own
 //! program (the shell and its prompt), then types `resume_command`. The
 //! printed history is what the new stream begins with, so it is mapped

@@ -159,8 +159,11 @@ impl Owned<'_> {
             // Gone: its kept history, rendered, is its scrollback.
             Err(error @ Error::TerminalDead { .. }) => {
                 let id = registry.locate(owner, target).await?;
-                match registry.read_kept(&id, None)? {
-                    Some(kept) => Ok(super::kept_read::page_of(&kept.bytes, &request)),
+                match registry.kept_or_error(&id)? {
+                    Some(kept) => {
+                        let bytes = super::kept_read::scrollback(&kept)?;
+                        Ok(super::kept_read::page_of(&bytes, &request))
+                    }
                     None => Err(error),
                 }
             }

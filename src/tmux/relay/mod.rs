@@ -131,15 +131,17 @@ pub fn relay(dir: &Path, joined: bool, keeper: &mut dyn Keeper) -> io::Result<()
 /// so it writes and returns.
 pub trait Keeper {
     /// Starts keeping stream `epoch` from its offset `from`, as the order
-    /// file in the server directory `dir` says; `lost`: bytes asked for
-    /// before `from` were evicted already. Returns the offset it keeps
-    /// from (later than `from` when the history has those bytes already).
-    /// An error: the stream is not kept (the asking process keeps it
-    /// itself where it can).
+    /// file in the server directory `dir` says; `oldest`: the oldest byte
+    /// the relay still holds (past `from` when bytes asked for were
+    /// evicted already: the history keeps a hole for them, so the stream's
+    /// other offsets keep naming their own bytes). Returns the offset it
+    /// keeps from (`oldest`, or later when the history has those bytes
+    /// already). An error: the stream is not kept (the asking process
+    /// keeps it itself where it can).
     ///
     /// # Errors
     /// Why it cannot keep (no order, the history written by another).
-    fn start(&mut self, dir: &Path, epoch: u64, from: u64, lost: bool) -> io::Result<u64>;
+    fn start(&mut self, dir: &Path, epoch: u64, from: u64, oldest: u64) -> io::Result<u64>;
 
     /// The stream's next bytes, in order, from `from` on.
     fn write(&mut self, bytes: &[u8]);
@@ -161,7 +163,7 @@ pub trait Keeper {
 pub struct KeepNothing;
 
 impl Keeper for KeepNothing {
-    fn start(&mut self, _: &Path, _: u64, _: u64, _: bool) -> io::Result<u64> {
+    fn start(&mut self, _: &Path, _: u64, _: u64, _: u64) -> io::Result<u64> {
         Err(io::Error::other("this relay keeps no history"))
     }
     fn write(&mut self, _: &[u8]) {}

@@ -112,7 +112,7 @@ impl Keeping<'_> {
             return from;
         }
         let asked = from.clamp(held.start(), held.total);
-        let Ok(first) = self.keeper.start(dir, epoch, asked, asked > from) else {
+        let Ok(first) = self.keeper.start(dir, epoch, from.min(asked), asked) else {
             return NOT_KEPT;
         };
         let first = first.clamp(asked, held.total);
