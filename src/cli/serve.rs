@@ -21,6 +21,7 @@ use tmux_engine::bridge::{
     Tokens, TrustedProxy, bind_unix, clean_environment, generate_token, inherited,
     validate_base_path,
 };
+use tmux_engine::registry::RestartBackoff;
 
 use super::args::{Global, SHELL_ENV};
 use super::report::{CliError, write_line};
@@ -71,6 +72,18 @@ fn parse_size(text: &str) -> Result<u64, String> {
         .and_then(|n| n.checked_mul(scale))
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{text:?}: expected a positive number of bytes, K, M or G"))
+}
+
+/// `0.5`, `2` as seconds: `--restart-delay`. Not under 10 ms (a program
+/// that dies at once would run through its restarts in a blink), and not
+/// past the backoff's cap, where the doubling has nothing left to double.
+fn parse_restart_delay(text: &str) -> Result<Duration, String> {
+    let cap = RestartBackoff::default().max_delay;
+    text.parse::<f64>()
+        .ok()
+        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+        .filter(|delay| (Duration::from_millis(10)..=cap).contains(delay))
+        .ok_or_else(|| format!("{text:?}: expected seconds from 0.01 to {}", cap.as_secs()))
 }
 
 /// `serve`'s flags.
@@ -184,6 +197,16 @@ pub(crate) struct ServeArgs {
     /// (`keep_history`): terminals come back after a reboot.
     #[arg(long)]
     keep_history: bool,
+    /// Seconds before an `always` terminal that died is started again
+    /// (0.01-30, fractions allowed); each consecutive restart doubles it, up
+    /// to 30 s, and after 10 in a row the terminal is left dead.
+    #[arg(long, value_name = "SECS", default_value = "0.5", value_parser = parse_restart_delay)]
+    restart_delay: Duration,
+    /// Seconds an idle terminal keeps serve's control link to its tmux
+    /// server (no command under way, nothing following its events) before
+    /// letting it go, to link again on its next use. 0 keeps every link.
+    #[arg(long, value_name = "SECS", default_value_t = TmuxConfig::IDLE_UNLINK.as_secs())]
+    idle_unlink: u64,
     /// Believe --user-header only from these peers: ADDR/BITS (10.0.0.0/8,
     /// ::1/128), ADDR, or `unix` (any peer of serve's unix socket). The
     /// header from any other peer is refused, 403 UNTRUSTED_PROXY (repeatable).
@@ -296,15 +319,23 @@ pub(crate) async fn run(
     let dir = state_dir(global)?;
     let mut config = TmuxConfig::for_state_dir(&dir)
         .environment(clean_environment())
-        .pool_size(args.pool);
+        .pool_size(args.pool)
+        .idle_unlink((args.idle_unlink > 0).then(|| Duration::from_secs(args.idle_unlink)));
     config.output_buffer = args.replay_bytes;
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
     }
     let backend: std::sync::Arc<dyn tmux_engine::registry::Backend> =
         std::sync::Arc::new(tmux_engine::backend::TmuxBackend::new(config)?);
+    let defaults = RestartBackoff::default();
+    let backoff = RestartBackoff::new(
+        args.restart_delay,
+        defaults.max_delay,
+        defaults.max_restarts,
+        defaults.stable_after,
+    );
     let (registry, _report) = tmux_engine::registry::Registry::open_with(
-        super::terminals::registry_config(dir.clone(), true, args.keep_history),
+        super::terminals::registry_config(dir.clone(), true, args.keep_history).backoff(backoff),
         backend,
     )
     .await?;
@@ -515,6 +546,25 @@ impl Drop for Socket {
     fn drop(&mut self) {
         if self.inode.is_some() && identity(&self.path) == self.inode {
             let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_delays() {
+        // The flag's written default is the registry's.
+        assert_eq!(
+            parse_restart_delay("0.5"),
+            Ok(RestartBackoff::default().initial)
+        );
+        assert_eq!(parse_restart_delay("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_restart_delay("30"), Ok(Duration::from_secs(30)));
+        for bad in ["", "0", "0.001", "30.5", "-1", "NaN", "inf", "1s"] {
+            assert!(parse_restart_delay(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -38,16 +38,32 @@ async fn socket_of(served: &Served, name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no server of {name} ({id})"))
 }
 
+/// `name`'s control clients while it is in use: a look at its screen
+/// links it, then the clients are listed, again until one is seen (on a
+/// loaded machine, a pause of `LINGER` between the two lets it go).
+async fn linked_clients(served: &Served, name: &str, socket: &Path) -> Vec<u32> {
+    let screen_path = format!("/api/terminals/{name}/screen");
+    poll(&format!("{name}'s control client"), WAIT, || async {
+        let (status, screen) = served.get(&screen_path).await;
+        assert_eq!(status, 200, "{screen}");
+        Some(control_clients(socket)).filter(|clients| !clients.is_empty())
+    })
+    .await
+}
+
+/// How long serve's idle terminals keep their link here (`--idle-unlink`):
+/// a second, not the default 10, which is what the test would wait out.
+const LINGER: &str = "1";
+
 /// `name`'s control client is a `tmux -C` process that lets go once idle,
 /// and a send starts another, its line typed once.
 async fn lets_go_and_links_again(served: &Served, name: &str) {
     let socket = socket_of(served, name).await;
-    let first = control_clients(&socket);
+    let first = linked_clients(served, name, &socket).await;
     assert_eq!(first.len(), 1, "{name}: one control client: {first:?}");
     // A linked client's pid would be serve's own.
     assert_ne!(first[0], served.pid(), "{name}: a tmux -C process");
-    // Idle past the linger (`TmuxConfig::IDLE_UNLINK`): let go, and the
-    // process with it.
+    // Idle past the linger: let go, and the process with it.
     poll(&format!("{name}'s idle client to let go"), WAIT, || async {
         control_clients(&socket).is_empty().then_some(())
     })
@@ -71,7 +87,7 @@ async fn lets_go_and_links_again(served: &Served, name: &str) {
         (screen.to_string().matches(&word).count() == 2).then_some(())
     })
     .await;
-    let again = control_clients(&socket);
+    let again = linked_clients(served, name, &socket).await;
     assert_eq!(again.len(), 1, "{name}: linked again: {again:?}");
     assert_ne!(again, first, "{name}: another process");
     assert_ne!(again[0], served.pid(), "{name}: a tmux -C process again");
@@ -86,7 +102,7 @@ async fn an_idle_tmux_c_process_lets_go_and_another_links_again() {
     cli.ok(&["spawn", "--name", "attached", "--shell", "exec cat"]);
     let served = Served::start_with(
         cli,
-        &[],
+        &["--idle-unlink", LINGER],
         &[
             ("TMUX_ENGINE_CONTROL_PROCESS", "1"),
             ("TMUX_ENGINE_POOL", "0"),

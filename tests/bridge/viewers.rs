@@ -12,6 +12,12 @@ use crate::support::within;
 /// An `always` echo loop named `loop`.
 const ECHO_LOOP: &str = r#"{"name":"loop","restart":"always","command":["/bin/sh","-c","echo run-$$; while read l; do echo got-$l; done"]}"#;
 
+/// serve's flags here: restarts 0.05 s after a death instead of the
+/// default 0.5 (doubled for each restart in a row), so four rounds of
+/// restarts are not 7.5 s of backoff; what a viewer sees of a restart
+/// does not hang on how long it waited.
+const QUICK_RESTARTS: &[&str] = &["--restart-delay", "0.05"];
+
 /// The terminal's tmux server pid, from its record (rewritten on rebuild).
 fn server_pid(served: &Served, id: &str) -> u32 {
     let path = served
@@ -70,7 +76,7 @@ async fn sees_the_restart(ws: &mut Ws, round: u32) {
 #[tokio::test]
 async fn a_websocket_viewer_of_an_always_terminal_sees_its_restart_after_a_kill() {
     within(async {
-        let served = Served::start(&[]).await;
+        let served = Served::start(QUICK_RESTARTS).await;
         let id = served.spawn(ECHO_LOOP).await["id"]
             .as_str()
             .unwrap()
@@ -101,14 +107,14 @@ async fn a_websocket_viewer_of_an_always_terminal_sees_its_restart_after_a_kill(
 #[tokio::test]
 async fn an_adopted_always_terminal_restarts_for_its_viewer_after_a_serve_restart() {
     within(async {
-        let mut first = Served::start(&[]).await;
+        let mut first = Served::start(QUICK_RESTARTS).await;
         let id = first.spawn(ECHO_LOOP).await["id"]
             .as_str()
             .unwrap()
             .to_owned();
         assert!(first.terminate().await.success());
         let Served { cli, .. } = first;
-        let served = Served::start_with(cli, &[], &[]).await;
+        let served = Served::start_with(cli, QUICK_RESTARTS, &[]).await;
         let mut ws = served.ws("loop", "", None).await;
         assert_eq!(ws.text().await["type"], "hello");
         kill(server_pid(&served, &id));
@@ -216,7 +222,7 @@ async fn types_into_the_restart(ws: &mut Ws, old: &str, round: u32, pty: bool) -
 /// Four rounds on one viewer (`query`: its transport): the program is
 /// ended `how`, and the viewer types into each restarted one.
 async fn a_viewer_types_into_each_restart(how: Kill, query: &str) {
-    let served = Served::start(&[]).await;
+    let served = Served::start(QUICK_RESTARTS).await;
     let id = served.spawn(ECHO_LOOP).await["id"]
         .as_str()
         .unwrap()
