@@ -210,24 +210,52 @@ async fn a_page_past_the_ring_waits_for_the_relay_to_keep_its_bytes() {
     .await;
 }
 
-/// Walks the past view from its top to its bottom a screen at a time,
-/// in the page (pages load as it goes); the numbers of its `line N of
-/// the history` rows, in the order drawn.
+/// Walks the past view down from where it is, a screen at a time, in
+/// the page (pages load as it goes), for at most `WALK_STEPS` screens:
+/// `{out, done}`, the numbers of its `line N of the history` rows in the
+/// order drawn, and whether it reached the bottom. A call is one DevTools
+/// answer, which the harness waits for a bounded time: the whole walk of
+/// ~4,000 screens in one call outlasted it on a loaded machine, so
+/// [`walk`] calls this until done.
 const WALK: &str = "(async () => {
   const p = tmuxEngine.past, s = p.state, out = [];
   const settled = async () => { while (s.asked || s.want) await new Promise((r) => setTimeout(r, 5)); };
   const rows = () => Math.max(1, Math.floor(document.getElementById('past').clientHeight / s.rowH));
-  for (let step = 0; step < 100000; step++) {
+  for (let step = 0; step < WALK_STEPS; step++) {
     await settled();
     for (const row of p.shown) {
       const m = /^line (\\d+) of the history/.exec(row);
       if (m) out.push(Number(m[1]));
     }
-    if (s.atBottom) return out;
+    if (s.atBottom) return {out, done: true};
     p.scrollRows(rows());
   }
-  return null;
+  return {out, done: false};
 })()";
+
+/// Screens walked by one [`WALK`] call: a few hundred milliseconds idle.
+const WALK_STEPS: u32 = 100;
+
+/// Walks the past view from where it is to its bottom ([`WALK`] until it
+/// is done, at most 100,000 screens); the numbers drawn, in order.
+async fn walk(browser: &mut Browser) -> Vec<u64> {
+    let expression = WALK.replace("WALK_STEPS", &WALK_STEPS.to_string());
+    let mut drawn = Vec::new();
+    for _ in 0..100_000 / WALK_STEPS {
+        let answer = browser.eval(&expression).await;
+        drawn.extend(
+            answer["out"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_u64().unwrap()),
+        );
+        if answer["done"] == true {
+            return drawn;
+        }
+    }
+    panic!("no bottom after 100,000 screens");
+}
 
 /// The numbers drawn, each once in order: a screen's rows repeated at the
 /// bottom (the last step is short) are dropped; a gap or a line out of
@@ -315,7 +343,7 @@ async fn a_person_scrolls_through_a_100000_line_history_and_past_4_mib_printed_s
         browser
             .until("line 1 at the top", "tmuxEngine.past.shown[0] === 'line 1 of the history'")
             .await;
-        let drawn: Vec<u64> = serde_json::from_value(browser.eval(WALK).await).unwrap();
+        let drawn = walk(&mut browser).await;
         assert_eq!(in_order(&drawn), (1..=100_000).collect::<Vec<_>>());
         // Down past its end: the terminal again, still live.
         wheel(&mut browser, 120.0).await;
