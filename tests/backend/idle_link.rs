@@ -188,6 +188,15 @@ async fn a_server_stopped_while_unlinked_is_unresponsive_not_gone() {
             let shown = owned().show("cat").await.unwrap();
             assert_eq!(shown.status, TerminalStatus::Running);
         }
+        // Continued, the next use links again, over the connection the
+        // stall left open: tmux identifies it, then answers the attach and
+        // the command, all within `STALL`, which a loaded machine can miss
+        // (a write failed so once at load 14). A look types nothing, so it
+        // is asked again until one is answered; the line is typed after.
+        poll("a look after the server is continued", WAIT, || async {
+            owned().screen("cat").await.ok()
+        })
+        .await;
         owned()
             .write("cat", bytes::Bytes::from_static(b"typed\r"))
             .await

@@ -63,7 +63,8 @@ async fn a_stream_lost_while_tmux_stalls_is_linked_again_once_it_answers() {
         }
         // Answered again: a new relay carries what is typed from now on
         // (bytes typed before it is linked reach no stream, so typed until
-        // one is seen).
+        // one is seen; a write a loaded machine's tmux answers past
+        // `STALL` is one more try, not a failure).
         poll(
             "output typed after the stall to reach the stream",
             WAIT,
@@ -71,7 +72,7 @@ async fn a_stream_lost_while_tmux_stalls_is_linked_again_once_it_answers() {
                 owned()
                     .write("cat", bytes::Bytes::from_static(b"relinked\r"))
                     .await
-                    .unwrap();
+                    .ok()?;
                 let seen = WaitCondition::Text("relinked".to_owned());
                 owned()
                     .wait("cat", &seen, Duration::from_millis(200))
