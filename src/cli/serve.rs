@@ -444,6 +444,16 @@ pub(crate) async fn run(
         )?,
         None => "/".to_owned(),
     };
+    // Recorded before the URL is printed: whoever waits for the URL (a
+    // script, a unit's ExecStartPost, the tests) may run `link` or
+    // `upload` at once, and those find serve through this file.
+    let found = super::serve_api::Found::write(
+        &state_dir(global)?,
+        &url,
+        signs_in.as_ref().map(|(_, token)| token.as_str()),
+        socket_host.as_deref(),
+        &proof_key,
+    )?;
     write_line(out, &format!("{url}{path}"))?;
     out.flush().map_err(|e| Error::io("writing stdout", e))?;
     // Only now: the URL must not wait for a crash's leftovers (see
@@ -456,13 +466,6 @@ pub(crate) async fn run(
             BridgeConfig::DEFAULT_CODE_LIFETIME.as_secs() / 60
         );
     }
-    let found = super::serve_api::Found::write(
-        &state_dir(global)?,
-        &url,
-        signs_in.as_ref().map(|(_, token)| token.as_str()),
-        socket_host.as_deref(),
-        &proof_key,
-    )?;
     // The manager (Type=notify) learns that serve answers, and keeps a
     // watchdog on it when it set one.
     let notifier = Notifier::from_env();

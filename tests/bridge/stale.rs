@@ -143,7 +143,7 @@ async fn a_stale_serve_json_sends_nothing_to_another_users_listener() {
         let port: u16 = served.base.rsplit_once(':').unwrap().1.parse().unwrap();
         let work = tempfile::tempdir().unwrap();
         let found = served.cli.state().join("serve.json");
-        // serve records itself just after it prints its URL.
+        // serve records itself before it prints its URL.
         crate::support::poll("serve.json", WAIT, || async {
             std::fs::read_to_string(&found)
                 .ok()
@@ -232,6 +232,27 @@ async fn a_serve_that_cannot_prove_its_key_gets_no_token() {
         let (status, links) = served.get("/api/links").await;
         assert_eq!(status, 200);
         assert_eq!(links.as_array().unwrap().len(), 2, "{links}");
+    })
+    .await;
+}
+
+/// serve records itself (`serve.json`) before it prints its URL, so a
+/// `link` run the moment the URL shows finds it. It used to print first:
+/// `bridge::revoked`'s `link --read-only`, run right after, failed once in
+/// a loaded 4-thread run.
+#[tokio::test]
+async fn serve_is_recorded_before_its_url_is_printed() {
+    within(async {
+        let served = Served::start(&[]).await;
+        let found = served.cli.state().join("serve.json");
+        let recorded = std::fs::read_to_string(&found).expect("serve.json once the URL shows");
+        assert!(recorded.contains(&served.token), "{recorded}");
+        let minted = served.cli.run(&["link", "--json"]);
+        assert!(
+            minted.status.success(),
+            "{}",
+            String::from_utf8_lossy(&minted.stderr)
+        );
     })
     .await;
 }
