@@ -264,10 +264,15 @@ pub(crate) async fn shell(mcp: &Mcp, name: &str) -> Value {
 }
 
 /// Waits until a process group other than the shell's (`shell_pid`) is in
-/// the terminal's foreground and returns it. Probes with WINCH, which
-/// neither the shell nor a `sleep` acts on, so the probing never races
-/// the shell's fork.
+/// the terminal's foreground, its leader past its exec, and returns it.
+/// Probes with WINCH, which neither the shell nor a `sleep` acts on, so
+/// the probing never races the shell's fork. Past the exec: the shell's
+/// fork gives itself the terminal before it execs the program, and a
+/// signal or key in between is the fork's, under the shell's own handlers,
+/// never the program's (a loaded run's C-c left `tail -f` running).
 pub(crate) async fn foreground(mcp: &Mcp, terminal: &str, shell_pid: i64) -> Value {
+    let comm = |pid: i64| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok();
+    let shell = comm(shell_pid).expect("the shell's name");
     crate::support::poll("a program in the foreground", PROMPTLY, || async {
         let delivery = mcp
             .ok(
@@ -275,7 +280,13 @@ pub(crate) async fn foreground(mcp: &Mcp, terminal: &str, shell_pid: i64) -> Val
                 json!({"terminal": terminal, "signal": "WINCH"}),
             )
             .await;
-        (delivery["pgid"].as_i64() != Some(shell_pid)).then(|| delivery["pgid"].clone())
+        let pgid = delivery["pgid"]
+            .as_i64()
+            .filter(|&pgid| pgid != shell_pid)?;
+        // Still the shell's name: not exec'd yet.
+        comm(pgid)
+            .filter(|name| *name != shell)
+            .map(|_| delivery["pgid"].clone())
     })
     .await
 }
