@@ -86,6 +86,23 @@ fn parse_restart_delay(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?}: expected seconds from 0.01 to {}", cap.as_secs()))
 }
 
+/// `10`, `0.5` as seconds: `--control-timeout`, within
+/// [`TmuxConfig::CONTROL_TIMEOUT_RANGE`] (the backend refuses others).
+fn parse_control_timeout(text: &str) -> Result<Duration, String> {
+    let range = TmuxConfig::CONTROL_TIMEOUT_RANGE;
+    text.parse::<f64>()
+        .ok()
+        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+        .filter(|timeout| range.contains(timeout))
+        .ok_or_else(|| {
+            format!(
+                "{text:?}: expected seconds from {} to {}",
+                range.start().as_secs_f64(),
+                range.end().as_secs()
+            )
+        })
+}
+
 /// `serve`'s flags.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct ServeArgs {
@@ -207,6 +224,12 @@ pub(crate) struct ServeArgs {
     /// letting it go, to link again on its next use. 0 keeps every link.
     #[arg(long, value_name = "SECS", default_value_t = TmuxConfig::IDLE_UNLINK.as_secs())]
     idle_unlink: u64,
+    /// Seconds tmux may take to answer a terminal's control client before
+    /// the command fails UNRESPONSIVE (a stopped server, or a machine under
+    /// heavy load; the server is not taken for gone). 0.01-3600, fractions
+    /// allowed.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_control_timeout)]
+    control_timeout: Duration,
     /// Believe --user-header only from these peers: ADDR/BITS (10.0.0.0/8,
     /// ::1/128), ADDR, or `unix` (any peer of serve's unix socket). The
     /// header from any other peer is refused, 403 UNTRUSTED_PROXY (repeatable).
@@ -320,7 +343,8 @@ pub(crate) async fn run(
     let mut config = TmuxConfig::for_state_dir(&dir)
         .environment(clean_environment())
         .pool_size(args.pool)
-        .idle_unlink((args.idle_unlink > 0).then(|| Duration::from_secs(args.idle_unlink)));
+        .idle_unlink((args.idle_unlink > 0).then(|| Duration::from_secs(args.idle_unlink)))
+        .control_timeout(args.control_timeout);
     config.output_buffer = args.replay_bytes;
     if let Some(shell) = std::env::var_os(SHELL_ENV).filter(|v| !v.is_empty()) {
         config = config.shell(shell);
@@ -568,6 +592,18 @@ mod tests {
         assert_eq!(parse_restart_delay("30"), Ok(Duration::from_secs(30)));
         for bad in ["", "0", "0.001", "30.5", "-1", "NaN", "inf", "1s"] {
             assert!(parse_restart_delay(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn control_timeouts() {
+        // The flag's written default is the backend's.
+        assert_eq!(parse_control_timeout("10"), Ok(TmuxConfig::CONTROL_TIMEOUT));
+        assert_eq!(parse_control_timeout("0.01"), Ok(Duration::from_millis(10)));
+        assert_eq!(parse_control_timeout("3600"), Ok(Duration::from_secs(3600)));
+        for bad in ["", "0", "0.001", "3601", "-1", "NaN", "inf", "10s"] {
+            let error = parse_control_timeout(bad).expect_err(bad);
+            assert!(error.contains("0.01 to 3600"), "{bad:?}: {error}");
         }
     }
 }

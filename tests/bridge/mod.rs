@@ -31,6 +31,7 @@ mod security;
 mod signin;
 mod sizes;
 mod stale;
+mod stall;
 mod viewers;
 mod ws;
 
