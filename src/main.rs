@@ -54,7 +54,7 @@ enum Command {
     Mcp(cli::mcp::McpArgs),
     /// Serve the owner's terminals on the web: a JSON API, WebSocket viewers
     /// and a terminal page; prints the URL to open.
-    Serve(Box<cli::serve::ServeArgs>),
+    Serve(Box<cli::serve_args::ServeArgs>),
     /// Print a new one-time sign-in link from a running serve (a second
     /// browser, a phone); --list and --revoke show and end links.
     Link(cli::link::LinkArgs),

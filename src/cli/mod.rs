@@ -37,6 +37,7 @@ pub(crate) mod run;
 pub(crate) mod secret_file;
 pub(crate) mod serve;
 pub(crate) mod serve_api;
+pub(crate) mod serve_args;
 pub(crate) mod service;
 pub(crate) mod tape;
 pub(crate) mod terminals;
