@@ -25,12 +25,24 @@ async fn with_shell(shell: &str, body: impl AsyncFnOnce(&Env)) {
 
 /// One `wait: command` send of `text` (Enter pressed) with `timeout`.
 pub(crate) async fn run(env: &Env, text: &str, timeout: Duration) -> SendAnswer {
+    submit(env, text, WaitFor::Command, true, timeout).await
+}
+
+/// One send of `text` with Enter pressed, waiting `wait` at most
+/// `timeout`, kept in the shell's history or not.
+async fn submit(
+    env: &Env,
+    text: &str,
+    wait: WaitFor,
+    history: bool,
+    timeout: Duration,
+) -> SendAnswer {
     let request = SendRequest {
         text: bytes::Bytes::copy_from_slice(text.as_bytes()),
         submit: true,
-        wait: WaitFor::Command,
+        wait,
         timeout: Some(timeout),
-        history: true,
+        history,
         keys: Vec::new(),
     };
     env.registry
@@ -207,23 +219,7 @@ async fn a_line_for_a_starting_shell_waits_for_its_first_prompt_whatever_the_wai
                     .env("HOME", home.to_str().unwrap()),
             )
             .await;
-            let request = SendRequest {
-                text: bytes::Bytes::from_static(b"echo x-$((6*7))"),
-                submit: true,
-                wait,
-                timeout: Some(WAIT),
-                history: false,
-                keys: Vec::new(),
-            };
-            let sent = env
-                .registry
-                .owner(&env.owner)
-                .send("t", request)
-                .await
-                .unwrap()
-                .result()
-                .await
-                .unwrap();
+            let sent = submit(env, "echo x-$((6*7))", wait, false, WAIT).await;
             assert!(sent.typed, "{wait:?}: {sent:?}");
             let deadline = tokio::time::Instant::now() + WAIT;
             let lines = loop {

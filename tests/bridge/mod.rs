@@ -238,6 +238,18 @@ impl Served {
         .await
     }
 
+    /// The tmux server pid of terminal `id`, from its record (rewritten
+    /// when the terminal is rebuilt).
+    pub(crate) fn server_pid(&self, id: &str) -> u32 {
+        let path = self
+            .cli
+            .state()
+            .join("terminals")
+            .join(format!("{id}.json"));
+        let record: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        u32::try_from(record["locator"]["server_pid"].as_u64().unwrap()).unwrap()
+    }
+
     /// Spawns a terminal from a JSON body; panics unless 201.
     pub(crate) async fn spawn(&self, body: &str) -> Value {
         let (status, snapshot) = self.post("/api/terminals", body).await;

@@ -23,13 +23,7 @@ async fn a_stopped_tmux_is_unresponsive_after_serves_control_timeout() {
         .post(&format!("/api/terminals/{id}/send"), r#"{"text":""}"#)
         .await;
     assert_eq!(status, 200, "{answer}");
-    let path = served
-        .cli
-        .state()
-        .join("terminals")
-        .join(format!("{id}.json"));
-    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let server = u32::try_from(record["locator"]["server_pid"].as_u64().unwrap()).unwrap();
+    let server = served.server_pid(&id);
     {
         let _stopped = Stopped::new(server);
         let (status, answer) = served

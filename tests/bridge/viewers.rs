@@ -18,17 +18,6 @@ const ECHO_LOOP: &str = r#"{"name":"loop","restart":"always","command":["/bin/sh
 /// does not hang on how long it waited.
 const QUICK_RESTARTS: &[&str] = &["--restart-delay", "0.05"];
 
-/// The terminal's tmux server pid, from its record (rewritten on rebuild).
-fn server_pid(served: &Served, id: &str) -> u32 {
-    let path = served
-        .cli
-        .state()
-        .join("terminals")
-        .join(format!("{id}.json"));
-    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    u32::try_from(record["locator"]["server_pid"].as_u64().unwrap()).unwrap()
-}
-
 fn kill(pid: u32) {
     tmux_engine::tmux::process::signal(pid, rustix::process::Signal::KILL).unwrap();
 }
@@ -96,7 +85,7 @@ async fn a_websocket_viewer_of_an_always_terminal_sees_its_restart_after_a_kill(
                 };
                 assert_eq!(first["type"], "snapshot", "{first}");
             }
-            kill(server_pid(&served, &id));
+            kill(served.server_pid(&id));
             sees_the_restart(&mut ws, round).await;
             ws.close().await;
         }
@@ -117,7 +106,7 @@ async fn an_adopted_always_terminal_restarts_for_its_viewer_after_a_serve_restar
         let served = Served::start_with(cli, QUICK_RESTARTS, &[]).await;
         let mut ws = served.ws("loop", "", None).await;
         assert_eq!(ws.text().await["type"], "hello");
-        kill(server_pid(&served, &id));
+        kill(served.server_pid(&id));
         sees_the_restart(&mut ws, 0).await;
         ws.close().await;
     })
@@ -139,7 +128,7 @@ enum Kill {
 /// Ends `id`'s program `how`; `run` is what it printed (`run-PID`).
 fn end_program(served: &Served, id: &str, how: Kill, run: &str) {
     match how {
-        Kill::Server => kill(server_pid(served, id)),
+        Kill::Server => kill(served.server_pid(id)),
         Kill::Shutdown => {
             let path = served
                 .cli
