@@ -35,8 +35,18 @@ fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
 
 /// A raw WebSocket to terminal `t`, upgraded.
 async fn upgrade(served: &Served) -> TcpStream {
+    upgrade_receiving(served, None).await
+}
+
+/// [`upgrade`] over a socket whose receive buffer is `receive_buffer`
+/// bytes (the kernel's default when `None`).
+async fn upgrade_receiving(served: &Served, receive_buffer: Option<u32>) -> TcpStream {
     let addr = addr(served);
-    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let Some(size) = receive_buffer {
+        socket.set_recv_buffer_size(size).unwrap();
+    }
+    let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
     let request = format!(
         "GET /api/terminals/t/attach HTTP/1.1\r\nHost: {addr}\r\nUpgrade: websocket\r\n\
          Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
@@ -93,6 +103,38 @@ async fn close_code(stream: &mut TcpStream) -> Option<u16> {
     })
     .await
     .expect("no close in time")
+}
+
+/// A client that floods pings without reading, then reads, gets its 1008
+/// even when serve's close frame is still queued behind the pongs it
+/// owes (a small receive buffer keeps them there). serve used to drop
+/// the connection as soon as its discard budget was spent, with the
+/// flood still unread: Linux answers that close with a RST and throws
+/// away what serve had not sent yet, the close frame included.
+#[tokio::test]
+async fn a_flooding_client_that_reads_late_still_gets_its_close_frame() {
+    within(async {
+        let served = Served::start(&[]).await;
+        served.spawn(r#"{"name":"t","command":["sh"]}"#).await;
+        let mut stream = upgrade_receiving(&served, Some(4096)).await;
+        let ping = frame(0x9, &[b'p'; 125]);
+        let burst: Vec<u8> = (0..512).flat_map(|_| ping.clone()).collect();
+        let mut sent = 0usize;
+        // Until serve stops reading (its budget spent) or drops us.
+        while sent < 64 << 20 {
+            match tokio::time::timeout(Duration::from_millis(300), stream.write_all(&burst)).await {
+                Ok(Ok(())) => sent += burst.len(),
+                Ok(Err(_)) | Err(_) => break,
+            }
+        }
+        assert_eq!(
+            close_code(&mut stream).await,
+            Some(1008),
+            "closed without 1008 after {} KiB of pings",
+            sent >> 10
+        );
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -205,7 +205,12 @@ async fn close_with(state: &AppState, socket: &mut WebSocket, code: u16, reason:
                 }
                 discarded += FRAME_OVERHEAD + message.into_data().len();
                 if discarded > CLOSE_DISCARD {
-                    break;
+                    // Read no more, but keep the connection for the rest
+                    // of the grace: dropped with input unread, the kernel
+                    // answers with a RST and throws away what it has not
+                    // sent yet, this close frame included (queued behind
+                    // output or pongs the client has not read).
+                    std::future::pending::<()>().await;
                 }
             }
         }
