@@ -53,6 +53,10 @@ def test_screen_wait_commands_and_search(tmux_engine, terminal):
     assert timeout.value.code == "TIMEOUT"
     commands = terminal.commands()
     assert any((c.command or "").startswith("echo needle") and c.exit_code == 0 for c in commands), commands
+    assert terminal.run("sleep 0.3").exit_code == 0
+    slept = terminal.commands()[-1]
+    assert slept.command == "sleep 0.3" and not slept.running, slept.raw
+    assert slept.duration_secs >= 0.3, slept.raw
     found = tmux_engine.search("needle-4[0-9]")
     assert "needle-42" in str(found), found
 

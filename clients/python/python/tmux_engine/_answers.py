@@ -54,6 +54,18 @@ class Command:
             raw,
         )
 
+    @property
+    def duration_secs(self) -> Optional[float]:
+        """Seconds from its start to its end (to now while it runs), by the
+        times the shell stamped on its marks: the same whichever process
+        listed it. ``None`` where the answer gives none."""
+        return self.raw.get("duration_secs")
+
+    @property
+    def running(self) -> bool:
+        """Whether it has not ended yet."""
+        return bool(self.raw.get("running", False))
+
 
 @dataclass(frozen=True)
 class SendResult:
