@@ -39,8 +39,8 @@ pub const MAX_MARK: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Parsed {
     /// A mark of this kind (`None`: a kind this engine ignores), this many
-    /// bytes long, terminator included.
-    Mark(Option<MarkKind>, usize),
+    /// bytes long, terminator included, and the times it carries.
+    Mark(Option<MarkKind>, usize, Stamp),
     /// Cut by the end of the bytes: read it again with what follows.
     Cut,
     /// No terminator within [`MAX_MARK`]: not a mark.
@@ -75,7 +75,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Parsed {
         )),
         _ => None,
     };
-    Parsed::Mark(kind, body_start + length + terminator_len)
+    Parsed::Mark(kind, body_start + length + terminator_len, stamp(body))
 }
 
 /// The times a mark carries (see the module's notes); what a mark
@@ -88,14 +88,9 @@ pub(crate) struct Stamp {
     pub(crate) took: Option<Duration>,
 }
 
-/// The times in `mark`, a whole mark as [`parse`] measured it (intro and
-/// terminator included).
-pub(crate) fn stamp(mark: &[u8]) -> Stamp {
-    let body = mark.get(INTRO.len()..).unwrap_or_default();
-    let body = body
-        .split(|&b| b == 0x07 || b == 0x1b)
-        .next()
-        .unwrap_or_default();
+/// The times in a mark's `body` (its kind and parameters, between the
+/// intro and the terminator).
+fn stamp(body: &[u8]) -> Stamp {
     let mut stamp = Stamp::default();
     for param in body.split(|&b| b == b';').skip(1) {
         let Ok(param) = std::str::from_utf8(param) else {
@@ -162,16 +157,31 @@ mod tests {
     fn reads_marks_with_either_terminator_and_leaves_cut_ones() {
         use MarkKind::{CommandEnd as D, CommandStart as C, PromptEnd as B, PromptStart as A};
         let table: &[(&[u8], Parsed)] = &[
-            (b"\x1b]133;D;0\x07rest", Parsed::Mark(Some(D(Some(0))), 10)),
+            (
+                b"\x1b]133;D;0\x07rest",
+                Parsed::Mark(Some(D(Some(0))), 10, Stamp::default()),
+            ),
             (
                 b"\x1b]133;D;130;aid=1\x1b\\",
-                Parsed::Mark(Some(D(Some(130))), 19),
+                Parsed::Mark(Some(D(Some(130))), 19, Stamp::default()),
             ),
-            (b"\x1b]133;D\x07", Parsed::Mark(Some(D(None)), 8)),
-            (b"\x1b]133;A\x07", Parsed::Mark(Some(A), 8)),
-            (b"\x1b]133;B\x1b\\", Parsed::Mark(Some(B), 9)),
-            (b"\x1b]133;C\x07", Parsed::Mark(Some(C), 8)),
-            (b"\x1b]133;Z\x07", Parsed::Mark(None, 8)),
+            (
+                b"\x1b]133;D\x07",
+                Parsed::Mark(Some(D(None)), 8, Stamp::default()),
+            ),
+            (
+                b"\x1b]133;A\x07",
+                Parsed::Mark(Some(A), 8, Stamp::default()),
+            ),
+            (
+                b"\x1b]133;B\x1b\\",
+                Parsed::Mark(Some(B), 9, Stamp::default()),
+            ),
+            (
+                b"\x1b]133;C\x07",
+                Parsed::Mark(Some(C), 8, Stamp::default()),
+            ),
+            (b"\x1b]133;Z\x07", Parsed::Mark(None, 8, Stamp::default())),
             (b"\x1b]133;D;", Parsed::Cut),
             (b"\x1b]133;D;0\x1b", Parsed::Cut),
         ];
@@ -230,7 +240,10 @@ mod tests {
             (b"\x1b]133;D;0;d=x\x07", Stamp::default()),
         ];
         for (mark, want) in table {
-            assert_eq!(stamp(mark), *want, "{mark:?}");
+            let Parsed::Mark(_, _, stamp) = parse(mark) else {
+                panic!("not a whole mark: {mark:?}");
+            };
+            assert_eq!(stamp, *want, "{mark:?}");
         }
     }
 }

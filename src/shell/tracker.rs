@@ -53,7 +53,7 @@ use std::time::SystemTime;
 
 use memchr::memmem;
 
-use super::marks::{INTRO, MAX_MARK, MarkKind, Parsed, ShellIntegration, Stamp, parse, stamp};
+use super::marks::{INTRO, MAX_MARK, MarkKind, Parsed, ShellIntegration, Stamp, parse};
 use super::span::{Echo, Span};
 
 /// The most spans kept (the newest): as many as `commands` lists at most.
@@ -275,10 +275,9 @@ impl Tracker {
                     );
                     at = start + INTRO.len();
                 }
-                Parsed::Mark(kind, length) => {
+                Parsed::Mark(kind, length, stamp) => {
                     let end = start + length;
                     if let Some(kind) = kind {
-                        let stamp = stamp(&bytes[start..end]);
                         self.mark(kind, base + start as u64, base + end as u64, time, stamp);
                     }
                     at = end;
