@@ -133,17 +133,18 @@ async fn run(shared: &ServerLink, op: &SendOperation, request: SendRequest) -> R
     // before the line editor starts and the line editor again (twice in
     // the scrollback), and the history's leading space is not added. It
     // waits for that prompt as `command` does, then waits its own way.
-    let first_prompt = match shell {
-        None if request.submit && front.is_none() && command::starting(shared) => {
-            match command::integrated(shared) {
-                Some(kind) => match command::ready(shared, kind, deadline, op).await {
-                    Ok(follow) => Some(follow),
-                    Err(why) => return Ok(not_typed(shared, op, why).await),
-                },
-                None => None,
-            }
+    let first_prompt = if shell.is_none()
+        && request.submit
+        && front.is_none()
+        && command::starting(shared)
+        && let Some(kind) = command::integrated(shared)
+    {
+        match command::ready(shared, kind, deadline, op).await {
+            Ok(follow) => Some(follow),
+            Err(why) => return Ok(not_typed(shared, op, why).await),
         }
-        _ => None,
+    } else {
+        None
     };
     let typing = followed.as_ref().or(first_prompt.as_ref());
     let at_prompt = typing.is_some_and(|follow| !follow.is_reply());
