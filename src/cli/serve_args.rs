@@ -5,6 +5,7 @@
 //! behaviour.
 
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -62,27 +63,30 @@ fn parse_size(text: &str) -> Result<u64, String> {
 /// that dies at once would run through its restarts in a blink), and not
 /// past the backoff's cap, where the doubling has nothing left to double.
 fn parse_restart_delay(text: &str) -> Result<Duration, String> {
-    let cap = RestartBackoff::default().max_delay;
-    text.parse::<f64>()
-        .ok()
-        .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
-        .filter(|delay| (Duration::from_millis(10)..=cap).contains(delay))
-        .ok_or_else(|| format!("{text:?}: expected seconds from 0.01 to {}", cap.as_secs()))
+    seconds_within(
+        text,
+        &(Duration::from_millis(10)..=RestartBackoff::default().max_delay),
+    )
 }
 
 /// `10`, `0.5` as seconds: `--control-timeout`, within
 /// [`TmuxConfig::CONTROL_TIMEOUT_RANGE`] (the backend refuses others).
 fn parse_control_timeout(text: &str) -> Result<Duration, String> {
-    let range = TmuxConfig::CONTROL_TIMEOUT_RANGE;
+    seconds_within(text, &TmuxConfig::CONTROL_TIMEOUT_RANGE)
+}
+
+/// `text` as seconds (fractions allowed) within `range`, else an error
+/// naming the range.
+fn seconds_within(text: &str, range: &RangeInclusive<Duration>) -> Result<Duration, String> {
     text.parse::<f64>()
         .ok()
         .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
-        .filter(|timeout| range.contains(timeout))
+        .filter(|secs| range.contains(secs))
         .ok_or_else(|| {
             format!(
                 "{text:?}: expected seconds from {} to {}",
                 range.start().as_secs_f64(),
-                range.end().as_secs()
+                range.end().as_secs_f64()
             )
         })
 }
