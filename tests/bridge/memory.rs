@@ -33,6 +33,23 @@ fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Writes pings with the largest control payload to `stream`, 512 to a
+/// write, until `limit` bytes are sent or a write fails or stalls for
+/// `stall` (serve stopped reading, or dropped the connection); the bytes
+/// sent.
+async fn flood(stream: &mut TcpStream, limit: usize, stall: Duration) -> usize {
+    let ping = frame(0x9, &[b'p'; 125]);
+    let burst: Vec<u8> = (0..512).flat_map(|_| ping.clone()).collect();
+    let mut sent = 0usize;
+    while sent < limit {
+        match tokio::time::timeout(stall, stream.write_all(&burst)).await {
+            Ok(Ok(())) => sent += burst.len(),
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    sent
+}
+
 /// A raw WebSocket to terminal `t`, upgraded.
 async fn upgrade(served: &Served) -> TcpStream {
     upgrade_receiving(served, None).await
@@ -117,16 +134,8 @@ async fn a_flooding_client_that_reads_late_still_gets_its_close_frame() {
         let served = Served::start(&[]).await;
         served.spawn(r#"{"name":"t","command":["sh"]}"#).await;
         let mut stream = upgrade_receiving(&served, Some(4096)).await;
-        let ping = frame(0x9, &[b'p'; 125]);
-        let burst: Vec<u8> = (0..512).flat_map(|_| ping.clone()).collect();
-        let mut sent = 0usize;
         // Until serve stops reading (its budget spent) or drops us.
-        while sent < 64 << 20 {
-            match tokio::time::timeout(Duration::from_millis(300), stream.write_all(&burst)).await {
-                Ok(Ok(())) => sent += burst.len(),
-                Ok(Err(_)) | Err(_) => break,
-            }
-        }
+        let sent = flood(&mut stream, 64 << 20, Duration::from_millis(300)).await;
         assert_eq!(
             close_code(&mut stream).await,
             Some(1008),
@@ -147,15 +156,7 @@ async fn a_ping_flood_that_reads_no_pongs_is_closed_1008_and_costs_little() {
         // Pings with the largest control payload, never reading: the
         // flood ends when serve drops the connection (its budget spent)
         // or after 256 MiB.
-        let ping = frame(0x9, &[b'p'; 125]);
-        let burst: Vec<u8> = (0..512).flat_map(|_| ping.clone()).collect();
-        let mut sent = 0usize;
-        while sent < 256 << 20 {
-            match tokio::time::timeout(Duration::from_secs(2), stream.write_all(&burst)).await {
-                Ok(Ok(())) => sent += burst.len(),
-                Ok(Err(_)) | Err(_) => break,
-            }
-        }
+        let sent = flood(&mut stream, 256 << 20, Duration::from_secs(2)).await;
         let grown = rss_kib(served.pid()).saturating_sub(before);
         eprintln!(
             "ping flood: {} KiB of pings sent, serve RSS +{grown} KiB",
@@ -173,13 +174,7 @@ async fn a_ping_flood_that_reads_no_pongs_is_closed_1008_and_costs_little() {
         drop(stream);
         // A flood of 4 MiB, then reading: the pongs that fit, then 1008.
         let mut stream = upgrade(&served).await;
-        let mut sent = 0usize;
-        while sent < 4 << 20 {
-            match tokio::time::timeout(Duration::from_millis(500), stream.write_all(&burst)).await {
-                Ok(Ok(())) => sent += burst.len(),
-                Ok(Err(_)) | Err(_) => break,
-            }
-        }
+        flood(&mut stream, 4 << 20, Duration::from_millis(500)).await;
         assert_eq!(
             close_code(&mut stream).await,
             Some(1008),
