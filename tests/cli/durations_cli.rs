@@ -13,17 +13,10 @@ use super::Cli;
 fn listed_by_another_process_with_its_duration(shell: &str) {
     let cli = Cli::new();
     let with_shell = |args: &[&str]| {
-        let output = cli
-            .command(args)
-            .env("TMUX_ENGINE_SHELL", shell)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{shell} {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+        let out = cli.ok_with(args, |command| {
+            command.env("TMUX_ENGINE_SHELL", shell);
+        });
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
     };
     with_shell(&["--json", "spawn", "--name", "timed"]);
     let sent = with_shell(&["--json", "send", "timed", "sleep 0.4", "--submit"]);

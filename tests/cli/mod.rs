@@ -63,7 +63,15 @@ impl Cli {
 
     /// Runs and expects success; returns stdout.
     pub(crate) fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
+        self.ok_with(args, |_| {})
+    }
+
+    /// [`ok`](Cli::ok) with the command changed by `change` first (its
+    /// environment, say).
+    pub(crate) fn ok_with(&self, args: &[&str], change: impl FnOnce(&mut Command)) -> String {
+        let mut command = self.command(args);
+        change(&mut command);
+        let output = command.output().unwrap();
         assert!(
             output.status.success(),
             "{args:?} failed: {}",
@@ -268,18 +276,9 @@ fn spawn_send_read_kill_round_trip() {
 fn without_shell_set_the_login_shell_is_integrated() {
     let cli = Cli::new();
     let bare = |args: &[&str]| {
-        let output = cli
-            .command(args)
-            .env_remove("SHELL")
-            .env_remove("TMUX_ENGINE_SHELL")
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
+        cli.ok_with(args, |command| {
+            command.env_remove("SHELL").env_remove("TMUX_ENGINE_SHELL");
+        })
     };
     bare(&["spawn", "--name", "login"]);
     let answer: serde_json::Value = serde_json::from_str(&bare(&[
